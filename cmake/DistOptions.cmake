@@ -1,0 +1,32 @@
+# Build options of libdist (STYLE.md section 12).
+
+option(DIST_BUILD_TESTS "Build the Criterion test suites (needs criterion via pkg-config)" ON)
+option(DIST_WERROR "Treat warnings as errors (ON in the dev and CI presets)" OFF)
+set(DIST_SANITIZER "none" CACHE STRING "Sanitizer build: none, address (with undefined), thread")
+set_property(CACHE DIST_SANITIZER PROPERTY STRINGS none address thread)
+set(DIST_WITH_NCCL "AUTO" CACHE STRING "NCCL backend: AUTO (when CUDAToolkit and NCCL are found), ON, OFF")
+set(DIST_WITH_MPI "AUTO" CACHE STRING "MPI backend: AUTO (when an MPI is found), ON, OFF")
+
+# Warnings every target links (STYLE.md: dist_warnings).
+add_library(dist_warnings INTERFACE)
+target_compile_options(dist_warnings INTERFACE
+  -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+  -Wformat=2 -Wvla -Wno-format-nonliteral)
+if(DIST_WERROR)
+  target_compile_options(dist_warnings INTERFACE -Werror)
+endif()
+
+# Sanitizers apply to every target, so the flags go on an interface target
+# that dist_warnings pulls in (no global flags).
+add_library(dist_sanitize INTERFACE)
+if(DIST_SANITIZER STREQUAL "address")
+  target_compile_options(dist_sanitize INTERFACE
+    -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(dist_sanitize INTERFACE -fsanitize=address,undefined)
+elseif(DIST_SANITIZER STREQUAL "thread")
+  target_compile_options(dist_sanitize INTERFACE -fsanitize=thread -fno-omit-frame-pointer)
+  target_link_options(dist_sanitize INTERFACE -fsanitize=thread)
+elseif(NOT DIST_SANITIZER STREQUAL "none")
+  message(FATAL_ERROR "DIST_SANITIZER must be none, address or thread (got '${DIST_SANITIZER}')")
+endif()
+target_link_libraries(dist_warnings INTERFACE dist_sanitize)

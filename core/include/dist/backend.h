@@ -1,0 +1,258 @@
+/* backend.h - the backend vtable and the group interposer (two of core's
+ * three seams; observer.h holds the third).
+ *
+ * A process group is a struct of function pointers with one uniform
+ * signature per operation (nng's protocol ops, curl's filter chain):
+ *
+ *     int op(void *priv, const dist_coll *c, dist_work *w);
+ *
+ * Core allocates priv (ops->priv_size bytes, zeroed) and hands it to every
+ * slot. Only core/src/pg.c calls through the table.
+ *
+ * Sync and async. w == NULL: the slot runs the operation to completion and
+ * returns its status (message through dist_backend_set_error). w != NULL:
+ * the slot starts the operation and returns DIST_OK, or an error if it could
+ * not start it (then w is discarded); it later calls dist_backend_work_done
+ * exactly once, from any thread. Operations on one group must complete in
+ * the order they were issued; different groups progress independently.
+ *
+ * Threads: slots are called from the group's caller thread (one at a time),
+ * with no core lock held, and may block up to c->timeout_ms. abort may be
+ * called from any thread, concurrently with a slot, and must not block.
+ *
+ * The descriptor. Ranks in a dist_coll are GROUP ranks (pg.c translated the
+ * caller's global ranks). Which tensors each kind uses:
+ *   SEND inputs[0]            RECV outputs[0] (root = DIST_ANY_SOURCE ok)
+ *   BROADCAST, ALL_REDUCE, REDUCE: inputs[0] == outputs[0] (in place)
+ *   ALL_GATHER inputs[0] -> outputs[0..size)
+ *   ALL_GATHER_INTO_TENSOR inputs[0] -> outputs[0] (size x numel)
+ *   GATHER inputs[0] -> outputs[0..size) on root (n_outputs 0 elsewhere)
+ *   SCATTER inputs[0..size) on root -> outputs[0]
+ *   REDUCE_SCATTER inputs[0..size) -> outputs[0]
+ *   REDUCE_SCATTER_TENSOR inputs[0] (size x numel) -> outputs[0]
+ *   ALL_TO_ALL inputs[0..size) -> outputs[0..size)
+ *   ALL_TO_ALL_SINGLE inputs[0] -> outputs[0]; in_splits/out_splits rows
+ *     along dim 0 (NULL = even), n_splits == size
+ *   BARRIER no tensors; BATCH_P2P p2p[0..n_p2p)
+ * Slots shared by two kinds: all_gather (ALL_GATHER, ALL_GATHER_INTO_TENSOR),
+ * reduce_scatter (both forms), all_to_all (both forms). A NULL slot makes
+ * the operation DIST_E_NOTSUP. The byte-blob operations and
+ * monitored_barrier have no slot: pg.c builds them from broadcast,
+ * all_gather, gather, scatter, send and recv, and the store.
+ *
+ * Versioning: slots are appended, never reordered; abi_version grows with
+ * each append (SQLite's iVersion). Changes:
+ *   1  first version. */
+#ifndef DIST_BACKEND_H
+#define DIST_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dist/export.h>
+#include <dist/pg.h>
+#include <dist/store.h>
+#include <dist/tensor.h>
+
+DIST_EXTERN_C_BEGIN
+
+#define DIST_BACKEND_ABI_VERSION 1
+
+/* X(enum suffix, name) ; append only. */
+#define DIST_OP_MAP(X)                                      \
+  X(SEND, "SEND")                                           \
+  X(RECV, "RECV")                                           \
+  X(BROADCAST, "BROADCAST")                                 \
+  X(ALL_REDUCE, "ALL_REDUCE")                               \
+  X(REDUCE, "REDUCE")                                       \
+  X(ALL_GATHER, "ALL_GATHER")                               \
+  X(ALL_GATHER_INTO_TENSOR, "ALL_GATHER_INTO_TENSOR")       \
+  X(GATHER, "GATHER")                                       \
+  X(SCATTER, "SCATTER")                                     \
+  X(REDUCE_SCATTER, "REDUCE_SCATTER")                       \
+  X(REDUCE_SCATTER_TENSOR, "REDUCE_SCATTER_TENSOR")         \
+  X(ALL_TO_ALL, "ALL_TO_ALL")                               \
+  X(ALL_TO_ALL_SINGLE, "ALL_TO_ALL_SINGLE")                 \
+  X(BARRIER, "BARRIER")                                     \
+  X(BATCH_P2P, "BATCH_P2P")                                 \
+  X(MONITORED_BARRIER, "MONITORED_BARRIER")                 \
+  X(BROADCAST_BYTES, "BROADCAST_BYTES")                     \
+  X(ALL_GATHER_BYTES, "ALL_GATHER_BYTES")                   \
+  X(GATHER_BYTES, "GATHER_BYTES")                           \
+  X(SCATTER_BYTES, "SCATTER_BYTES")                         \
+  X(SEND_BYTES, "SEND_BYTES")                               \
+  X(RECV_BYTES, "RECV_BYTES")
+
+typedef enum dist_op_kind {
+#define DIST_OP_ENUM_(e, name) DIST_OP_##e,
+  DIST_OP_MAP(DIST_OP_ENUM_)
+#undef DIST_OP_ENUM_
+  DIST_OP_COUNT_
+} dist_op_kind;
+
+DIST_API const char *dist_op_name(dist_op_kind kind);
+
+/* One send or receive of a batch (peer is a group rank). */
+typedef struct dist_coll_p2p {
+  bool is_send;
+  dist_tensor tensor;
+  int peer;
+  int tag;
+} dist_coll_p2p;
+
+#define DIST_COLL_ASYNC 1u    /* the caller asked for a work handle */
+
+/* The operation descriptor (Gloo's options struct): everything a backend, a
+ * wrapper or a tracer needs to know about one call. */
+typedef struct dist_coll {
+  dist_op_kind kind;
+  uint32_t flags;
+  const dist_tensor *inputs;
+  size_t n_inputs;
+  const dist_tensor *outputs;
+  size_t n_outputs;
+  dist_redop redop;
+  int root;                  /* group rank: root, src, dst or peer; -1 none */
+  int tag;
+  const int64_t *in_splits;  /* ALL_TO_ALL_SINGLE */
+  const int64_t *out_splits;
+  size_t n_splits;
+  const dist_coll_p2p *p2p;  /* BATCH_P2P */
+  size_t n_p2p;
+  uint64_t seq;              /* per group from 1; 0 on internal groups */
+  int64_t timeout_ms;        /* the group's timeout */
+  const void *caller;        /* return address of the public call */
+} dist_coll;
+
+/* Formats a one-line description ("ALL_REDUCE float32[1024] op=SUM") into
+ * buf; returns buf. */
+DIST_API char *dist_coll_describe(const dist_coll *c, char *buf, size_t len);
+
+/* What a backend's init receives. */
+typedef struct dist_backend_init_args {
+  int rank;                  /* rank in the group */
+  int size;                  /* group size */
+  const int *global_ranks;   /* size entries: group rank -> global rank */
+  int global_rank;           /* this process's global rank */
+  dist_store *store;         /* store private to this group (keys are
+                                prefixed); borrowed for the group's life,
+                                from the caller thread only */
+  int64_t timeout_ms;
+  const char *group_name;    /* unique per job; same on every member */
+  int group_id;              /* user-visible id, -1 for internal groups */
+  const char *job_token;     /* the job's data-plane token ("" = none) */
+  bool internal;             /* a helper group (DIST_GROUP_INTERNAL) */
+  void *arg;                 /* backend-specific (a wrapper's inner group) */
+} dist_backend_init_args;
+
+/* Capability bits. */
+#define DIST_CAP_CPU 1u          /* tensors in host memory */
+#define DIST_CAP_CUDA 2u         /* tensors in CUDA memory */
+#define DIST_CAP_REPORTS_START 4u /* calls dist_backend_work_start itself */
+
+typedef int (*dist_backend_op_fn)(void *priv, const dist_coll *c, dist_work *w);
+
+typedef struct dist_backend_ops {
+  unsigned abi_version;      /* DIST_BACKEND_ABI_VERSION it was built with */
+  const char *name;          /* "cpu", ... */
+  uint32_t caps;
+  size_t priv_size;          /* bytes core allocates for the backend */
+
+  /* Connects the group's members; blocks up to args->timeout_ms (a
+   * collective over the store: every member calls it). self is the group
+   * being built, for dist_backend_set_error. */
+  int (*init)(void *priv, const dist_backend_init_args *args, dist_pg *self);
+  /* Releases everything; joins the backend's threads. Pending work must
+   * have been completed (core aborts first). Caller thread. */
+  void (*fini)(void *priv);
+  /* Fails pending and later operations with DIST_E_ABORTED. Any thread;
+   * must not block. */
+  void (*abort)(void *priv, const char *reason);
+
+  dist_backend_op_fn send;
+  dist_backend_op_fn recv;
+  dist_backend_op_fn batch_p2p;
+  dist_backend_op_fn broadcast;
+  dist_backend_op_fn all_reduce;
+  dist_backend_op_fn reduce;
+  dist_backend_op_fn all_gather;
+  dist_backend_op_fn gather;
+  dist_backend_op_fn scatter;
+  dist_backend_op_fn reduce_scatter;
+  dist_backend_op_fn all_to_all;
+  dist_backend_op_fn barrier;
+
+  /* Sticky error of the backend (DIST_OK if none). Any thread. */
+  int (*async_error)(void *priv);
+} dist_backend_ops;
+
+/* --- for backend implementations ---------------------------------------- */
+
+/* Registers a backend under name (used by dist_init_process_group and
+ * dist_new_group). ops must stay valid for the process's life. Shared
+ * objects named in DIST_BACKEND_PLUGINS are loaded at init and their
+ * `int dist_backend_plugin_init(void)` is called to register themselves. */
+DIST_API int dist_register_backend(const char *name, const dist_backend_ops *ops);
+
+/* Records the message of a failing synchronous slot on its group (first
+ * failure of a call wins). Returns rc. */
+DIST_API int dist_backend_set_error(dist_pg *self, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Reports that a peer (group rank) is gone; emits DIST_EV_PEER_LOST. */
+DIST_API void dist_backend_peer_lost(dist_pg *self, int peer, const char *why);
+
+/* The work's own copy of the descriptor (stable until completion). */
+DIST_API const dist_coll *dist_work_coll(const dist_work *w);
+/* A pointer-sized slot for the backend's own use. */
+DIST_API void **dist_work_backend_slot(dist_work *w);
+/* Marks an async work as started (emits DIST_EV_OP_STARTED); backends
+ * without DIST_CAP_REPORTS_START get it emitted at submission. */
+DIST_API void dist_backend_work_start(dist_work *w);
+/* Completes an async work with rc and, when rc != DIST_OK, a message.
+ * src_group_rank: the sender for a recv (else -1). Once per work; any
+ * thread. */
+DIST_API void dist_backend_work_done(dist_work *w, int rc, int src_group_rank,
+                                     const char *msg);
+
+/* --- the group interposer (for wrappers such as the checking layer) ----- */
+
+/* Creates a group from a backend table, for wrappers and tests; args as a
+ * backend's init receives them (store borrowed). The new group takes the
+ * user-visible identity in args (group_id). */
+DIST_API int dist_pg_create(const dist_backend_ops *ops,
+                            const dist_backend_init_args *args, dist_pg **out);
+/* Runs c on group g's own slots without assigning a sequence number or
+ * emitting events (a wrapper forwarding to its inner group). w, when
+ * non-NULL, is the outer group's work: its completion is reported on the
+ * outer group. A failure's message stays on g (dist_pg_errmsg); the wrapper
+ * relays it with dist_backend_set_error. */
+DIST_API int dist_pg_forward(dist_pg *g, const dist_coll *c, dist_work *w);
+/* The info of a group (stable for its life). */
+typedef struct dist_pg_info {
+  int group_id;              /* -1 for internal groups */
+  const char *name;          /* unique per job */
+  const char *desc;
+  const char *backend;
+  int rank;                  /* in the group */
+  int size;
+  const int *global_ranks;
+  int global_rank;
+  int64_t timeout_ms;
+  bool internal;
+} dist_pg_info;
+DIST_API const dist_pg_info *dist_pg_get_info(dist_pg *g);
+
+/* fn may replace each new user group with a wrapping one (the checking
+ * layer registers here; at DIST_DEBUG=DETAIL every group init, new_group,
+ * split_group, new_subgroups or a mesh creates comes back wrapped). It
+ * receives the freshly created inner group; on success *out is the group
+ * handed to the user, which owns inner from then on (destroying out
+ * destroys inner through the wrapper's fini). Returning an error fails the
+ * creation. Internal groups are never offered. NULL removes the hook. */
+typedef int (*dist_group_wrapper_fn)(void *arg, dist_pg *inner, dist_pg **out);
+DIST_API void dist_set_group_wrapper(dist_group_wrapper_fn fn, void *arg);
+
+DIST_EXTERN_C_END
+
+#endif

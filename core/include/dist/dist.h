@@ -1,0 +1,25 @@
+/* dist.h - the whole public API of libdist's runtime in one include. */
+#ifndef DIST_DIST_H
+#define DIST_DIST_H
+
+#include <dist/export.h>
+#include <dist/status.h>
+#include <dist/log.h>
+#include <dist/tensor.h>
+#include <dist/store.h>
+#include <dist/pg.h>
+#include <dist/backend.h>
+#include <dist/observer.h>
+
+DIST_EXTERN_C_BEGIN
+
+/* "0.1.0" */
+DIST_API const char *dist_version(void);
+/* The chosen rank stops for a debugger (it prints how to attach and waits
+ * until the debugger clears its wait flag); every other rank waits at a
+ * barrier until it continues. */
+DIST_API int dist_breakpoint(int rank);
+
+DIST_EXTERN_C_END
+
+#endif

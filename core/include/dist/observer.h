@@ -1,0 +1,102 @@
+/* observer.h - the observer seam: tracer and monitor subscribe to events.
+ *
+ * The shape is NCCL's profiler plugin: a named table with an event mask and
+ * init / on_event / fini. Observers are registered process-wide. init runs
+ * once, when the default group is created, with that group's info (the
+ * process's identity in the job); fini runs when the default group is
+ * destroyed. Every event after that, for every user group, reaches
+ * on_event.
+ *
+ * pg.c emits each event once per user call, for the outermost group (a
+ * wrapped call is one event, not two). Internal helper groups emit nothing
+ * and take no group id or sequence number.
+ *
+ * Threads: on_event runs on whichever thread the event happens on (the
+ * caller's, a backend's progress thread, a watchdog), possibly concurrently.
+ * It must not block and must never call back into a group (nng's rule);
+ * copy what you need. Pointers in the event live only for the call.
+ *
+ * Versioning: fields are appended; DIST_OBSERVER_ABI_VERSION grows.
+ *   1  first version. */
+#ifndef DIST_OBSERVER_H
+#define DIST_OBSERVER_H
+
+#include <stdint.h>
+
+#include <dist/backend.h>
+#include <dist/export.h>
+
+DIST_EXTERN_C_BEGIN
+
+#define DIST_OBSERVER_ABI_VERSION 1
+
+/* X(enum suffix, name) ; append only. */
+#define DIST_EVENT_MAP(X)                 \
+  X(GROUP_CREATED, "group_created")       \
+  X(GROUP_DESTROYED, "group_destroyed")   \
+  X(OP_ENQUEUED, "enqueued")              \
+  X(OP_STARTED, "started")                \
+  X(OP_COMPLETED, "completed")            \
+  X(OP_FAILED, "failed")                  \
+  X(OP_TIMED_OUT, "timed_out")            \
+  X(PEER_LOST, "peer_lost")               \
+  X(DESYNC_REPORT, "desync_report")       \
+  X(STALL_REPORT, "stall_report")         \
+  X(DIAGNOSIS, "diagnosis")               \
+  X(LOG, "log")
+
+typedef enum dist_event_kind {
+#define DIST_EVENT_ENUM_(e, name) DIST_EV_##e,
+  DIST_EVENT_MAP(DIST_EVENT_ENUM_)
+#undef DIST_EVENT_ENUM_
+  DIST_EV_COUNT_
+} dist_event_kind;
+
+#define DIST_EV_BIT(kind) (1u << (kind))
+#define DIST_EV_ALL ((1u << DIST_EV_COUNT_) - 1u)
+
+DIST_API const char *dist_event_name(dist_event_kind kind);
+
+typedef struct dist_event {
+  dist_event_kind kind;
+  int group_id;                /* user group id (0 = default) */
+  int rank;                    /* global rank of this process */
+  int group_rank;
+  uint64_t seq;                /* the group's sequence number (ops) */
+  int64_t t_ns;                /* CLOCK_MONOTONIC nanoseconds */
+  const dist_coll *coll;       /* ops: the whole descriptor; else NULL */
+  const dist_pg_info *group;   /* the group (always set) */
+  int status;                  /* FAILED / TIMED_OUT / PEER_LOST: the code */
+  int peer;                    /* PEER_LOST: global rank; else -1 */
+  const char *message;         /* reports, failures, log lines; else NULL */
+  const void *caller;          /* ops: return address of the public call */
+} dist_event;
+
+typedef struct dist_observer {
+  unsigned abi_version;        /* DIST_OBSERVER_ABI_VERSION */
+  const char *name;
+  uint32_t event_mask;         /* DIST_EV_BIT(...) of the events wanted */
+  /* Once per process, at default-group creation. A non-zero return
+   * unregisters the observer (logged), it never fails the init. */
+  int (*init)(void **ctx, const dist_pg_info *default_group);
+  void (*on_event)(void *ctx, const dist_event *ev);
+  void (*fini)(void *ctx);
+} dist_observer;
+
+/* Registers obs (which must stay valid until unregistered). At most
+ * DIST_MAX_OBSERVERS. When the default group already exists, init runs at
+ * once. */
+#define DIST_MAX_OBSERVERS 8
+DIST_API int dist_observer_register(const dist_observer *obs);
+/* Calls fini (if init ran) and removes obs. Not concurrently with events
+ * of the same observer: call it while no operation is in flight. */
+DIST_API int dist_observer_unregister(const dist_observer *obs);
+
+/* Emits a report event (DESYNC_REPORT, STALL_REPORT, DIAGNOSIS) on a user
+ * group, for parts such as the checking layer and the monitor. */
+DIST_API void dist_observer_emit_report(dist_pg *group, dist_event_kind kind,
+                                        int status, const char *message);
+
+DIST_EXTERN_C_END
+
+#endif

@@ -1,0 +1,287 @@
+/* pg.h - process groups, collectives and work handles (torch.distributed).
+ *
+ * Conventions, as in torch:
+ *  - group NULL means the default group (made by dist_init_process_group).
+ *  - root/src/dst/peer arguments are GLOBAL ranks (ranks of the default
+ *    group); dist_recv reports the sender as a global rank too.
+ *  - the last argument, dist_work **work, chooses the mode: NULL runs the
+ *    operation synchronously (it returns when done); non-NULL starts it and
+ *    returns a handle to wait on (torch's async_op=True). An operation that
+ *    fails its checks before it starts returns the error at once and leaves
+ *    *work NULL.
+ *  - a rank that is not a member of a group gets DIST_GROUP_NON_MEMBER from
+ *    the call that creates it; collectives on it do nothing and return
+ *    DIST_OK (torch warns and returns None), with an already completed work
+ *    handle when one was asked for.
+ *  - tensor buffers are borrowed until the operation completes; the arrays
+ *    of tensor descriptors and split sizes are copied, so they may live on
+ *    the caller's stack.
+ *
+ * Threads: one caller thread per group at a time (curl's handle rule).
+ * dist_abort_group, dist_pg_errmsg and dist_work_* on a handle the calling
+ * thread owns are the exceptions: abort and errmsg are safe from any thread.
+ *
+ * Errors: DIST_E_INVAL for bad arguments (wrong root, unknown rank, NULL
+ * buffer, dtype/op mismatch, sizes that disagree with the group size), with
+ * the detail in dist_pg_errmsg(group) (or dist_last_errmsg() when no group
+ * exists). A failure in flight (peer lost, timeout, sizes that disagree
+ * between ranks) fails the operation on every rank that takes part. */
+#ifndef DIST_PG_H
+#define DIST_PG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dist/export.h>
+#include <dist/store.h>
+#include <dist/tensor.h>
+
+DIST_EXTERN_C_BEGIN
+
+typedef struct dist_pg dist_pg;
+typedef struct dist_work dist_work;
+
+/* What a rank outside a group receives in place of the group (torch's
+ * GroupMember.NON_GROUP_MEMBER). Never dereference it. */
+#define DIST_GROUP_NON_MEMBER ((dist_pg *)(intptr_t)-1)
+/* dist_recv / dist_irecv from whichever rank sends first. */
+#define DIST_ANY_SOURCE (-1)
+/* Default group timeout: DIST_TIMEOUT seconds, or 600 s (torch's NCCL). */
+#define DIST_DEFAULT_TIMEOUT_MS 600000
+
+/* --- init and the default group ----------------------------------------- */
+
+typedef struct dist_init_opts {
+  const char *backend;     /* "cpu" (default; "gloo" is an alias), "nccl",
+                              "mpi", or "cpu:cpu,cuda:nccl" */
+  const char *init_method; /* "env://" (default), "tcp://host:port",
+                              "file:///path"; ignored when store is set */
+  dist_store *store;       /* explicit store (borrowed; must outlive the
+                              default group) with rank and world_size */
+  int rank;                /* -1: from RANK / the init method */
+  int world_size;          /* -1: from WORLD_SIZE / the init method */
+  int64_t timeout_ms;      /* <= 0: DIST_TIMEOUT or DIST_DEFAULT_TIMEOUT_MS */
+  const char *group_desc;  /* description of the default group */
+} dist_init_opts;
+
+/* dist_init_opts with every field at its default. */
+DIST_API dist_init_opts dist_init_opts_default(void);
+
+/* Rendezvous and create the default group. opts NULL = all defaults.
+ * Wrong or missing environment variables give DIST_E_INVAL with a message
+ * naming the variable (dist_last_errmsg). */
+DIST_API int dist_init_process_group(const dist_init_opts *opts);
+/* Destroys one group, or with NULL every group and the default group (the
+ * library can be initialised again afterwards). Pending operations fail with
+ * DIST_E_ABORTED. */
+DIST_API int dist_destroy_process_group(dist_pg *group);
+DIST_API bool dist_is_initialized(void);
+/* Rank of the calling process in group (-1 when not a member or not
+ * initialised). */
+DIST_API int dist_get_rank(dist_pg *group);
+/* Size of group (-1 when not a member or not initialised). */
+DIST_API int dist_get_world_size(dist_pg *group);
+/* "cpu", "nccl", ... ; NULL for a non-member or before init. */
+DIST_API const char *dist_get_backend(dist_pg *group);
+DIST_API bool dist_is_cpu_available(void);
+DIST_API bool dist_is_nccl_available(void);
+DIST_API bool dist_is_mpi_available(void);
+/* The job's id (DIST_JOB_ID, or the one rank 0 made); NULL before init. */
+DIST_API const char *dist_get_job_id(void);
+/* The store of the default group (borrowed), NULL before init. */
+DIST_API dist_store *dist_get_default_store(void);
+
+/* --- groups -------------------------------------------------------------- */
+
+#define DIST_GROUP_INTERNAL 1u /* helper group: no id, no seq, no events */
+
+typedef struct dist_group_opts {
+  int64_t timeout_ms;             /* <= 0: the default group's timeout */
+  const char *backend;            /* NULL: the default group's backend */
+  bool use_local_synchronization; /* only members call new_group */
+  const char *desc;               /* description shown in reports */
+  unsigned flags;                 /* DIST_GROUP_INTERNAL */
+} dist_group_opts;
+
+/* A group of the given global ranks (NULL/0 = every rank). Every rank of
+ * the default group calls it, in the same order, unless
+ * use_local_synchronization (then only members do). Non-members receive
+ * DIST_GROUP_NON_MEMBER. opts may be NULL. */
+DIST_API int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts,
+                            dist_pg **out);
+/* Splits parent (NULL = default) into disjoint groups; split i holds the
+ * parent group ranks split_ranks[i][0 .. split_sizes[i]). Every member of
+ * parent calls it; a rank in no split receives DIST_GROUP_NON_MEMBER. */
+DIST_API int dist_split_group(dist_pg *parent, const int *const *split_ranks,
+                              const size_t *split_sizes, size_t n_splits,
+                              const dist_group_opts *opts, dist_pg **out);
+/* Consecutive groups of group_size ranks (0 = LOCAL_WORLD_SIZE, else the
+ * world). *cur: this rank's group; *all (optional): every subgroup, an
+ * array released with dist_free (the groups themselves with
+ * dist_destroy_process_group). */
+DIST_API int dist_new_subgroups(int group_size, const dist_group_opts *opts,
+                                dist_pg **cur, dist_pg ***all, size_t *n_all);
+/* Subgroups from an explicit enumeration of global rank lists. */
+DIST_API int dist_new_subgroups_by_enumeration(const int *const *ranks,
+                                               const size_t *sizes, size_t n,
+                                               const dist_group_opts *opts,
+                                               dist_pg **cur, dist_pg ***all,
+                                               size_t *n_all);
+/* Translations between global ranks and ranks in group. DIST_E_INVAL when
+ * the rank is not in the group. */
+DIST_API int dist_get_group_rank(dist_pg *group, int global_rank, int *group_rank);
+DIST_API int dist_get_global_rank(dist_pg *group, int group_rank, int *global_rank);
+/* Copies up to cap global ranks of group into ranks; *n receives the size. */
+DIST_API int dist_get_process_group_ranks(dist_pg *group, int *ranks, size_t cap,
+                                          size_t *n);
+/* Fails every pending and later operation on group with DIST_E_ABORTED.
+ * Safe from any thread, including a signal-free watchdog thread. */
+DIST_API int dist_abort_group(dist_pg *group, const char *reason);
+/* The message of the group's last failure ("" after a successful call).
+ * Safe from any thread; valid until the next call on the group. */
+DIST_API const char *dist_pg_errmsg(dist_pg *group);
+/* Sticky error after an abort, a timeout or a lost peer (DIST_OK if none). */
+DIST_API int dist_pg_async_error(dist_pg *group);
+
+/* --- device mesh --------------------------------------------------------- */
+
+typedef struct dist_device_mesh dist_device_mesh;
+
+/* A mesh over every rank laid out row-major in shape[0..ndim) (their product
+ * is the world size); dim_names may be NULL. Every rank calls it. */
+DIST_API int dist_init_device_mesh(const char *device_type, const int64_t *shape,
+                                   size_t ndim, const char *const *dim_names,
+                                   dist_device_mesh **out);
+DIST_API void dist_device_mesh_destroy(dist_device_mesh *mesh);
+DIST_API int dist_mesh_ndim(const dist_device_mesh *mesh);
+/* The group of ranks that share every coordinate but dim (borrowed; owned
+ * by the mesh). */
+DIST_API int dist_mesh_get_group(dist_device_mesh *mesh, int dim, dist_pg **out);
+DIST_API int dist_mesh_get_group_by_name(dist_device_mesh *mesh, const char *name,
+                                         dist_pg **out);
+/* This rank's coordinate (ndim entries). */
+DIST_API int dist_mesh_get_coordinate(const dist_device_mesh *mesh, int *coord);
+/* This rank's index along dim (its rank in get_group(dim)). */
+DIST_API int dist_mesh_get_local_rank(const dist_device_mesh *mesh, int dim, int *out);
+
+/* --- point to point ------------------------------------------------------ */
+
+DIST_API int dist_send(const dist_tensor *t, int dst, dist_pg *group, int tag);
+/* *src_out (may be NULL): the global rank that sent. */
+DIST_API int dist_recv(dist_tensor *t, int src, dist_pg *group, int tag, int *src_out);
+DIST_API int dist_isend(const dist_tensor *t, int dst, dist_pg *group, int tag,
+                        dist_work **work);
+DIST_API int dist_irecv(dist_tensor *t, int src, dist_pg *group, int tag,
+                        dist_work **work);
+
+typedef struct dist_p2p_op {
+  bool is_send;      /* true: isend, false: irecv */
+  dist_tensor *tensor;
+  int peer;          /* global rank */
+  int tag;
+  dist_pg *group;    /* NULL = default; every op of a batch shares it */
+} dist_p2p_op;
+/* Starts every op of the batch at once, so they cannot deadlock on each
+ * other; one work handle covers the batch (torch returns one per op). */
+DIST_API int dist_batch_isend_irecv(const dist_p2p_op *ops, size_t n,
+                                    dist_work **work);
+
+/* --- collectives --------------------------------------------------------- */
+
+DIST_API int dist_broadcast(dist_tensor *t, int src, dist_pg *group, dist_work **work);
+DIST_API int dist_all_reduce(dist_tensor *t, dist_redop op, dist_pg *group,
+                             dist_work **work);
+DIST_API int dist_reduce(dist_tensor *t, int dst, dist_redop op, dist_pg *group,
+                         dist_work **work);
+/* outputs: n == group size tensors shaped like input. */
+DIST_API int dist_all_gather(dist_tensor *outputs, size_t n, const dist_tensor *input,
+                             dist_pg *group, dist_work **work);
+/* output holds group size times input's elements, rank order. */
+DIST_API int dist_all_gather_into_tensor(dist_tensor *output, const dist_tensor *input,
+                                         dist_pg *group, dist_work **work);
+/* gather_list: group size tensors on dst (NULL, 0 elsewhere). */
+DIST_API int dist_gather(const dist_tensor *input, dist_tensor *gather_list, size_t n,
+                         int dst, dist_pg *group, dist_work **work);
+/* scatter_list: group size tensors on src (NULL, 0 elsewhere). */
+DIST_API int dist_scatter(dist_tensor *output, const dist_tensor *scatter_list,
+                          size_t n, int src, dist_pg *group, dist_work **work);
+/* inputs: group size tensors shaped like output. */
+DIST_API int dist_reduce_scatter(dist_tensor *output, const dist_tensor *inputs,
+                                 size_t n, dist_redop op, dist_pg *group,
+                                 dist_work **work);
+/* input holds group size times output's elements. */
+DIST_API int dist_reduce_scatter_tensor(dist_tensor *output, const dist_tensor *input,
+                                        dist_redop op, dist_pg *group,
+                                        dist_work **work);
+/* outputs[i] receives inputs[rank] of rank i; n_* == group size. */
+DIST_API int dist_all_to_all(dist_tensor *outputs, size_t n_out,
+                             const dist_tensor *inputs, size_t n_in,
+                             dist_pg *group, dist_work **work);
+/* Splits count rows along dim 0 (NULL = even split); each array has group
+ * size entries. */
+DIST_API int dist_all_to_all_single(dist_tensor *output, const dist_tensor *input,
+                                    const int64_t *output_splits,
+                                    const int64_t *input_splits, dist_pg *group,
+                                    dist_work **work);
+DIST_API int dist_barrier(dist_pg *group, dist_work **work);
+/* A host-side barrier over the store, at every debug level and on every
+ * backend: rank 0 collects arrivals within timeout_ms (<= 0: the group's
+ * timeout) and releases the others. On a timeout it fails with
+ * DIST_E_TIMEOUT naming the first absent rank, or every absent rank when
+ * wait_all_ranks; the other ranks fail too, saying rank 0 found absent
+ * ranks. Synchronous only. */
+DIST_API int dist_monitored_barrier(dist_pg *group, int64_t timeout_ms,
+                                    bool wait_all_ranks);
+
+/* --- byte blobs (torch's object collectives) ----------------------------- */
+
+typedef struct dist_bytes {
+  void *data;
+  size_t len;
+} dist_bytes;
+
+/* Buffers libdist fills are heap memory released with dist_free (each
+ * element's data). Synchronous only: a size exchange, then the data. */
+/* src: *obj is read; others: *obj receives a copy. */
+DIST_API int dist_broadcast_bytes(dist_bytes *obj, int src, dist_pg *group);
+/* out: group size entries, out[i] from rank i (out[rank] is a copy too). */
+DIST_API int dist_all_gather_bytes(const dist_bytes *in, dist_bytes *out,
+                                   dist_pg *group);
+/* out: group size entries on dst, NULL elsewhere. */
+DIST_API int dist_gather_bytes(const dist_bytes *in, dist_bytes *out, int dst,
+                               dist_pg *group);
+/* in: group size entries on src, NULL elsewhere. */
+DIST_API int dist_scatter_bytes(dist_bytes *out, const dist_bytes *in, int src,
+                                dist_pg *group);
+DIST_API int dist_send_bytes(const dist_bytes *in, int dst, dist_pg *group);
+DIST_API int dist_recv_bytes(dist_bytes *out, int src, dist_pg *group, int *src_out);
+
+/* --- work handles -------------------------------------------------------- */
+
+/* Waits for completion: timeout_ms < 0 waits up to the group's timeout,
+ * 0 polls. Returns the operation's status; DIST_E_TIMEOUT when the wait
+ * itself timed out (the operation then fails with DIST_E_TIMEOUT too, as its
+ * group's operations do when they pass the group timeout). */
+DIST_API int dist_work_wait(dist_work *work, int64_t timeout_ms);
+DIST_API bool dist_work_is_completed(dist_work *work);
+/* Completed without error. */
+DIST_API bool dist_work_is_success(dist_work *work);
+/* Status of a completed work (DIST_OK while pending). */
+DIST_API int dist_work_status(dist_work *work);
+/* Message of a failed work ("" otherwise). */
+DIST_API const char *dist_work_errmsg(dist_work *work);
+/* The global rank a completed recv received from. */
+DIST_API int dist_work_source_rank(dist_work *work, int *rank);
+/* cb runs once when the work completes, on the thread that completes it
+ * (at once, on the caller's thread, if it already has). It must not block
+ * or call into the work's group. */
+typedef void (*dist_work_callback)(dist_work *work, void *arg);
+DIST_API int dist_work_set_callback(dist_work *work, dist_work_callback cb, void *arg);
+/* Releases the handle; a pending operation still runs to completion.
+ * Accepts NULL. */
+DIST_API void dist_work_free(dist_work *work);
+
+DIST_EXTERN_C_END
+
+#endif

@@ -1,0 +1,85 @@
+/* util.c - small helpers shared by core: environment, sleeping, strings. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "dist_int.h"
+
+const char *dist__getenv(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? v : NULL;
+}
+
+int dist__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt,
+                  int64_t *out) {
+  const char *v = dist__getenv(name);
+  *out = dflt;
+  if (!v)
+    return DIST_OK;
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || end == v || *end != '\0' || x < lo || x > hi)
+    return dist__set_last_error(DIST_E_INVAL,
+                                "%s='%s' is not an integer in [%" PRId64 ", %" PRId64 "]",
+                                name, v, lo, hi);
+  *out = x;
+  return DIST_OK;
+}
+
+int64_t dist__default_timeout_ms(void) {
+  int64_t s;
+  if (dist__env_int("DIST_TIMEOUT", 1, INT32_MAX, 0, &s) != DIST_OK || s == 0)
+    return DIST_DEFAULT_TIMEOUT_MS;
+  return s * 1000;
+}
+
+void dist__sleep_ms(int64_t ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+char *dist__appendf(char *buf, size_t len, size_t *off, const char *fmt, ...) {
+  if (*off >= len)
+    return buf;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + *off, len - *off, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    *off = *off + (size_t)n < len ? *off + (size_t)n : len - 1;
+  return buf;
+}
+
+char *dist__format_ranks(const int *ranks, size_t n, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j + 1 < n && ranks[j + 1] == ranks[j] + 1)
+      j++;
+    const char *sep = i ? "," : "";
+    if (j == i)
+      dist__appendf(buf, len, &off, "%s%d", sep, ranks[i]);
+    else
+      dist__appendf(buf, len, &off, "%s%d-%d", sep, ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return buf;
+}
+
+static char host_name[256];
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+
+static void fill_host_name(void) {
+  if (gethostname(host_name, sizeof host_name - 1) != 0)
+    strcpy(host_name, "localhost");
+}
+
+const char *dist__hostname(void) {
+  pthread_once(&host_once, fill_host_name);
+  return host_name;
+}
