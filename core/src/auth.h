@@ -37,4 +37,19 @@ int dist__auth_accept(int fd, const char *token, const char *role, int64_t deadl
 int dist__auth_connect(int fd, const char *token, const char *role, int64_t deadline_ms,
                        dist__errbuf *e);
 
+/* The exchange's three messages, for acceptors that run it as a state
+ * machine (the TCP store's event loop). Each message is DIST_AUTH_MSG_LEN
+ * bytes: acceptor -> connector challenge (nonce, whether a token is
+ * required), connector -> acceptor answer (mac), acceptor -> connector
+ * result. */
+#define DIST_AUTH_MSG_LEN 40
+/* Fresh nonce into nonce, the challenge message into msg. */
+int dist__auth_challenge(const char *token, uint8_t nonce[DIST_AUTH_NONCE_LEN],
+                         uint8_t msg[DIST_AUTH_MSG_LEN]);
+/* Checks an answer; DIST_E_INVAL with the reason in e when it fails. */
+int dist__auth_check_answer(const char *token, const uint8_t nonce[DIST_AUTH_NONCE_LEN],
+                            const char *role, const uint8_t msg[DIST_AUTH_MSG_LEN],
+                            dist__errbuf *e);
+void dist__auth_result(bool ok, uint8_t msg[DIST_AUTH_MSG_LEN]);
+
 #endif

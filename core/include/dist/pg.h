@@ -259,10 +259,10 @@ DIST_API int dist_recv_bytes(dist_bytes *out, int src, dist_pg *group, int *src_
 
 /* --- work handles -------------------------------------------------------- */
 
-/* Waits for completion: timeout_ms < 0 waits up to the group's timeout,
- * 0 polls. Returns the operation's status; DIST_E_TIMEOUT when the wait
- * itself timed out (the operation then fails with DIST_E_TIMEOUT too, as its
- * group's operations do when they pass the group timeout). */
+/* Waits for completion: timeout_ms < 0 waits as long as the operation may
+ * take (it fails by itself when it passes the group's timeout), 0 polls.
+ * Returns the operation's status, or DIST_E_TIMEOUT when this wait ran out
+ * first (the operation keeps running; wait again or free the handle). */
 DIST_API int dist_work_wait(dist_work *work, int64_t timeout_ms);
 DIST_API bool dist_work_is_completed(dist_work *work);
 /* Completed without error. */

@@ -1,0 +1,117 @@
+/* backend_registry.c - backends by name: the built-in cpu backend ("gloo"
+ * is its alias), those registered with dist_register_backend, and plugins
+ * named in DIST_BACKEND_PLUGINS (a comma or colon separated list of shared
+ * objects, each exporting `int dist_backend_plugin_init(void)`). */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "pg_int.h"
+
+#define MAX_BACKENDS 16
+
+static struct {
+  char name[32];
+  const dist_backend_ops *ops;
+} table[MAX_BACKENDS];
+static int n_table;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char names[MAX_BACKENDS * 34];
+
+static const dist_backend_ops *find_locked(const char *name) {
+  for (int i = 0; i < n_table; i++)
+    if (!strcmp(table[i].name, name))
+      return table[i].ops;
+  return NULL;
+}
+
+static int add_locked(const char *name, const dist_backend_ops *ops) {
+  for (int i = 0; i < n_table; i++)
+    if (!strcmp(table[i].name, name)) {
+      table[i].ops = ops; /* re-registering replaces, as torch does */
+      return DIST_OK;
+    }
+  if (n_table == MAX_BACKENDS)
+    return dist__set_last_error(DIST_E_INVAL, "too many backends (%d)", MAX_BACKENDS);
+  snprintf(table[n_table].name, sizeof table[n_table].name, "%s", name);
+  table[n_table++].ops = ops;
+  return DIST_OK;
+}
+
+void dist__backend_register_builtin(void) {
+  pthread_mutex_lock(&lock);
+  if (!find_locked("cpu")) {
+    add_locked("cpu", &dist__cpu_backend_ops);
+    add_locked("gloo", &dist__cpu_backend_ops);
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+int dist_register_backend(const char *name, const dist_backend_ops *ops) {
+  if (!name || !*name || strlen(name) >= 32 || !ops || !ops->init)
+    return dist__set_last_error(DIST_E_INVAL,
+                                "dist_register_backend needs a name (< 32 chars) and ops with init");
+  if (ops->abi_version == 0 || ops->abi_version > DIST_BACKEND_ABI_VERSION)
+    return dist__set_last_error(DIST_E_INVAL,
+                                "backend %s was built for vtable ABI %u; this library has %u",
+                                name, ops->abi_version, DIST_BACKEND_ABI_VERSION);
+  dist__backend_register_builtin();
+  pthread_mutex_lock(&lock);
+  int rc = add_locked(name, ops);
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+const dist_backend_ops *dist__backend_find(const char *name) {
+  dist__backend_register_builtin();
+  pthread_mutex_lock(&lock);
+  const dist_backend_ops *ops = find_locked(name);
+  pthread_mutex_unlock(&lock);
+  return ops;
+}
+
+const char *dist__backend_names(void) {
+  pthread_mutex_lock(&lock);
+  size_t off = 0;
+  names[0] = '\0';
+  for (int i = 0; i < n_table; i++)
+    dist__appendf(names, sizeof names, &off, "%s%s", i ? ", " : "", table[i].name);
+  pthread_mutex_unlock(&lock);
+  return names;
+}
+
+static int load_one(const char *path) {
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    return dist__set_last_error(DIST_E_INVAL, "DIST_BACKEND_PLUGINS: cannot load %s: %s",
+                                path, dlerror());
+  int (*init)(void) = (int (*)(void))dlsym(h, "dist_backend_plugin_init");
+  if (!init) {
+    dlclose(h);
+    return dist__set_last_error(DIST_E_INVAL,
+                                "DIST_BACKEND_PLUGINS: %s has no dist_backend_plugin_init", path);
+  }
+  int rc = init();
+  if (rc != DIST_OK)
+    return dist__set_last_error(rc, "DIST_BACKEND_PLUGINS: %s failed to register: %s", path,
+                                dist_last_errmsg());
+  DIST_LOG(INFO, CORE, "loaded backend plugin %s", path);
+  return DIST_OK; /* the handle stays open for the process's life */
+}
+
+int dist__backend_load_plugins(void) {
+  const char *v = dist__getenv("DIST_BACKEND_PLUGINS");
+  if (!v)
+    return DIST_OK;
+  char buf[2048];
+  snprintf(buf, sizeof buf, "%s", v);
+  for (char *save = NULL, *p = strtok_r(buf, ",:", &save); p; p = strtok_r(NULL, ",:", &save))
+    DIST_TRY(load_one(p));
+  return DIST_OK;
+}
+
+bool dist_is_cpu_available(void) { return true; }
+
+bool dist_is_nccl_available(void) { return dist__backend_find("nccl") != NULL; }
+
+bool dist_is_mpi_available(void) { return dist__backend_find("mpi") != NULL; }

@@ -1,0 +1,47 @@
+/* cpu_common.c - helpers the CPU backend's engines share (cpu.h). */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "cpu.h"
+
+const char *dist__cpu_peer_name(const dist__cpu_group *g, int r, char *buf, size_t len) {
+  if (r < 0 || r >= g->size) {
+    snprintf(buf, len, "group rank %d (not a member)", r);
+    return buf;
+  }
+  const dist__cpu_peer *p = &g->peers[r];
+  snprintf(buf, len, "rank %d (host %s, pid %d)", p->global_rank, p->host, (int)p->pid);
+  return buf;
+}
+
+int dist__cpu_mark_broken(dist__cpu_group *g, int rc, const char *msg) {
+  int expected = DIST_OK;
+  /* The message is written before the status is published, so a reader
+   * that sees broken_rc also sees the whole message; writers that lose the
+   * race leave the first one alone. */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  if (atomic_load(&g->broken_rc) == DIST_OK) {
+    snprintf(g->broken_msg, sizeof g->broken_msg, "%s", msg);
+    atomic_compare_exchange_strong(&g->broken_rc, &expected, rc);
+  }
+  pthread_mutex_unlock(&lock);
+  DIST_LOG(DEBUG, PG, "group %s broken: %s", g->name, msg);
+  return rc;
+}
+
+int dist__cpu_check_state(dist__cpu_group *g, dist__errbuf *err) {
+  if (__builtin_expect(atomic_load_explicit(&g->aborted, memory_order_acquire), 0))
+    return dist__err_set(err, DIST_E_ABORTED, "group %s was aborted: %s", g->name,
+                         g->abort_reason);
+  int rc = atomic_load_explicit(&g->broken_rc, memory_order_acquire);
+  if (__builtin_expect(rc != DIST_OK, 0))
+    return dist__err_set(err, rc, "group %s is unusable after an earlier failure: %s",
+                         g->name, g->broken_msg);
+  return DIST_OK;
+}
+
+const char *dist__cpu_op_label(const dist_coll *c, char *buf, size_t len) {
+  snprintf(buf, len, "%s #%llu", dist_op_name(c->kind), (unsigned long long)c->seq);
+  return buf;
+}

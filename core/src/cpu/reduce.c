@@ -1,0 +1,257 @@
+/* reduce.c - the reduction entry points of the CPU backend (reduce.h).
+ *
+ * Each call checks its arguments, looks up the kernel entry for its
+ * (dtype, op) once (reduce_kern.h) and runs it block by block:
+ *   - same type: dst is the accumulator. Block i gets bin(s0, s1), then
+ *     acc(s2) ... acc(s[n-1]), then AVG's in-place finish, while the block
+ *     is still in L1; with two sources and nothing to finish the whole
+ *     array is one block (the c = a + b loop).
+ *   - half types: a float32 scratch block on the stack accumulates, then
+ *     one rounding pass writes dst. Because a block of srcs[0] is read
+ *     before the same block of dst is written, dst may be srcs[0].
+ * The step form runs the same kernels in the same order on the caller's
+ * accumulator, which is why the two forms agree bit for bit.
+ *
+ * Nothing here allocates or takes a lock: an all-reduce of 4 bytes pays a
+ * table lookup, a few checks and one kernel call. */
+#include <string.h>
+
+#include "dist_int.h"
+#include "reduce.h"
+#include "reduce_kern.h"
+
+/* Same-type block: with up to four inputs streaming through, 16 KiB of
+ * accumulator stays in L1 (48 KiB here, 32 KiB on most x86). */
+#define BLOCK_BYTES 16384
+/* Half types: float32 scratch on the stack (8 KiB). */
+#define HALF_BLOCK 2048
+
+/* The entry for (dt, op), or DIST_E_INVAL with the reason. */
+static int lookup(dist_dtype dt, dist_redop op, const dist__rk **out) {
+  if ((unsigned)dt >= DIST_DTYPE_COUNT_)
+    return dist__set_last_error(DIST_E_INVAL, "reduction of unknown dtype %d", (int)dt);
+  if ((unsigned)op.kind >= DIST_REDOP_COUNT_)
+    return dist__set_last_error(DIST_E_INVAL, "reduction with unknown reduce op %d",
+                                (int)op.kind);
+  const dist__rk *k = (dt == DIST_FLOAT16 || dt == DIST_BFLOAT16)
+                          ? dist__reduce_half_kernel(dt, op.kind)
+                          : dist__reduce_same_kernel(dt, op.kind);
+  if (!k) {
+    int rc = dist_redop_check(op, dt); /* gives the reason when it has one */
+    return rc != DIST_OK ? rc
+                         : dist__set_last_error(DIST_E_INVAL, "reduce op %s has no kernel for %s",
+                                                dist_redop_name(op.kind), dist_dtype_name(dt));
+  }
+  *out = k;
+  return DIST_OK;
+}
+
+static int check_avg(dist_dtype dt, dist_redop op, int avg_divisor) {
+  if (op.kind == DIST_REDOP_AVG && avg_divisor < 1)
+    return dist__set_last_error(DIST_E_INVAL, "AVG reduction of %s with divisor %d (must be >= 1)",
+                                dist_dtype_name(dt), avg_divisor);
+  return DIST_OK;
+}
+
+/* Bytes of n elements, or DIST_E_INVAL when that overflows. */
+static int nbytes(dist_dtype dt, size_t n, size_t per, size_t *out) {
+  if (n > SIZE_MAX / per)
+    return dist__set_last_error(DIST_E_INVAL, "reduction of %zu %s elements overflows size_t", n,
+                                dist_dtype_name(dt));
+  *out = n * per;
+  return DIST_OK;
+}
+
+/* Whether [a, a + alen) and [b, b + blen) share a byte. */
+static bool overlap(const void *a, size_t alen, const void *b, size_t blen) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + blen && y < x + alen;
+}
+
+static int check_bufs(dist_dtype dt, void *dst, const void *const *srcs, int nsrc, size_t len) {
+  if (nsrc < 1 || !srcs)
+    return dist__set_last_error(DIST_E_INVAL, "reduction of %s needs at least one source (got %d)",
+                                dist_dtype_name(dt), srcs ? nsrc : 0);
+  if (len == 0)
+    return DIST_OK;
+  if (!dst)
+    return dist__set_last_error(DIST_E_INVAL, "reduction of %s: NULL destination",
+                                dist_dtype_name(dt));
+  for (int j = 0; j < nsrc; j++) {
+    if (!srcs[j])
+      return dist__set_last_error(DIST_E_INVAL, "reduction of %s: source %d is NULL",
+                                  dist_dtype_name(dt), j);
+    if ((j > 0 || srcs[j] != dst) && overlap(dst, len, srcs[j], len))
+      return dist__set_last_error(DIST_E_INVAL,
+                                  "reduction of %s: destination overlaps source %d%s",
+                                  dist_dtype_name(dt), j, j ? "" : " without being it");
+  }
+  return DIST_OK;
+}
+
+/* --- drivers ------------------------------------------------------------- */
+
+/* acc = pre(x) for m units; acc may be x. */
+static void run_first(const dist__rk *k, void *acc, const void *x, size_t m,
+                      const dist__rk_param *p) {
+  if (acc == x) {
+    if (k->first_self)
+      k->first_self(acc, m, p);
+  } else if (k->first) {
+    k->first(acc, x, m, p);
+  } else {
+    memcpy(acc, x, m * k->usize);
+  }
+}
+
+static void run_same(const dist__rk *k, char *dst, const void *const *srcs, int nsrc,
+                     size_t units, const dist__rk_param *p) {
+  size_t us = k->usize;
+  bool in_place = dst == (const char *)srcs[0];
+  bool one_pass = nsrc <= 2 && !k->fin_self && !(in_place && k->first_self);
+  size_t blk = one_pass ? units : BLOCK_BYTES / us;
+  for (size_t off = 0; off < units; off += blk) {
+    size_t m = units - off < blk ? units - off : blk;
+    size_t bo = off * us;
+    char *d = dst + bo;
+    if (nsrc == 1) {
+      run_first(k, d, (const char *)srcs[0] + bo, m, p);
+    } else if (in_place) {
+      if (k->first_self)
+        k->first_self(d, m, p);
+      k->acc(d, (const char *)srcs[1] + bo, m, p);
+    } else {
+      k->bin(d, (const char *)srcs[0] + bo, (const char *)srcs[1] + bo, m, p);
+    }
+    for (int j = 2; j < nsrc; j++)
+      k->acc(d, (const char *)srcs[j] + bo, m, p);
+    if (k->fin_self)
+      k->fin_self(d, m, p);
+  }
+}
+
+static void run_half(const dist__rk *k, uint16_t *dst, const void *const *srcs, int nsrc,
+                     size_t n, const dist__rk_param *p) {
+  float tmp[HALF_BLOCK];
+  for (size_t off = 0; off < n; off += HALF_BLOCK) {
+    size_t m = n - off < HALF_BLOCK ? n - off : HALF_BLOCK;
+    const uint16_t *s0 = (const uint16_t *)srcs[0] + off;
+    if (nsrc == 1)
+      k->first(tmp, s0, m, p);
+    else
+      k->bin(tmp, s0, (const uint16_t *)srcs[1] + off, m, p);
+    for (int j = 2; j < nsrc; j++)
+      k->acc(tmp, (const uint16_t *)srcs[j] + off, m, p);
+    k->fin(dst + off, tmp, m, p);
+  }
+}
+
+static dist__rk_param params(dist_redop op, int avg_divisor) {
+  dist__rk_param p = {0.0, 1};
+  if (op.kind == DIST_REDOP_PREMUL_SUM)
+    p.scalar = op.scalar;
+  if (op.kind == DIST_REDOP_AVG)
+    p.divisor = avg_divisor;
+  return p;
+}
+
+/* --- the one-call form --------------------------------------------------- */
+
+int dist__reduce_multi(dist_dtype dt, dist_redop op, void *dst, const void *const *srcs,
+                       int nsrc, size_t n, int avg_divisor) {
+  const dist__rk *k = NULL;
+  size_t len = 0;
+  DIST_TRY(lookup(dt, op, &k));
+  DIST_TRY(check_avg(dt, op, avg_divisor));
+  DIST_TRY(nbytes(dt, n, dist_dtype_size(dt), &len));
+  DIST_TRY(check_bufs(dt, dst, srcs, nsrc, len));
+  if (n == 0)
+    return DIST_OK;
+  dist__rk_param p = params(op, avg_divisor);
+  if (k->half)
+    run_half(k, dst, srcs, nsrc, n, &p);
+  else
+    run_same(k, dst, srcs, nsrc, n * k->units, &p);
+  return DIST_OK;
+}
+
+/* --- the step form ------------------------------------------------------- */
+
+size_t dist__reduce_acc_size(dist_dtype dt, size_t n) {
+  size_t per = (dt == DIST_FLOAT16 || dt == DIST_BFLOAT16) ? sizeof(float) : dist_dtype_size(dt);
+  return per && n <= SIZE_MAX / per ? n * per : 0;
+}
+
+/* Shared checks of the step functions: the entry, and the accumulator's
+ * byte length in *acc_len. */
+static int step_prep(dist_dtype dt, dist_redop op, const void *acc, const void *x, size_t n,
+                     const dist__rk **k, size_t *acc_len) {
+  DIST_TRY(lookup(dt, op, k));
+  DIST_TRY(nbytes(dt, n, (*k)->half ? sizeof(float) : dist_dtype_size(dt), acc_len));
+  if (n > 0 && (!acc || !x))
+    return dist__set_last_error(DIST_E_INVAL, "reduction of %s: NULL buffer",
+                                dist_dtype_name(dt));
+  return DIST_OK;
+}
+
+int dist__reduce_begin(dist_dtype dt, dist_redop op, void *acc, const void *x0, size_t n) {
+  const dist__rk *k = NULL;
+  size_t len = 0;
+  DIST_TRY(step_prep(dt, op, acc, x0, n, &k, &len));
+  if (n == 0)
+    return DIST_OK;
+  /* Only a same-type accumulator may be the input itself. */
+  if ((k->half || acc != x0) && overlap(acc, len, x0, n * dist_dtype_size(dt)))
+    return dist__set_last_error(DIST_E_INVAL, "reduction of %s: accumulator overlaps input",
+                                dist_dtype_name(dt));
+  dist__rk_param p = params(op, 1);
+  if (k->half)
+    k->first(acc, x0, n, &p);
+  else
+    run_first(k, acc, x0, n * k->units, &p);
+  return DIST_OK;
+}
+
+int dist__reduce_step(dist_dtype dt, dist_redop op, void *acc, const void *xi, size_t n) {
+  const dist__rk *k = NULL;
+  size_t len = 0;
+  DIST_TRY(step_prep(dt, op, acc, xi, n, &k, &len));
+  if (n == 0)
+    return DIST_OK;
+  if (overlap(acc, len, xi, n * dist_dtype_size(dt)))
+    return dist__set_last_error(DIST_E_INVAL, "reduction of %s: accumulator overlaps input",
+                                dist_dtype_name(dt));
+  dist__rk_param p = params(op, 1);
+  k->acc(acc, xi, k->half ? n : n * k->units, &p);
+  return DIST_OK;
+}
+
+int dist__reduce_end(dist_dtype dt, dist_redop op, void *out, const void *acc, size_t n,
+                     int avg_divisor) {
+  const dist__rk *k = NULL;
+  size_t len = 0;
+  DIST_TRY(step_prep(dt, op, out, acc, n, &k, &len));
+  DIST_TRY(check_avg(dt, op, avg_divisor));
+  if (n == 0)
+    return DIST_OK;
+  if ((k->half || out != acc) && overlap(out, n * dist_dtype_size(dt), acc, len))
+    return dist__set_last_error(DIST_E_INVAL, "reduction of %s: output overlaps accumulator",
+                                dist_dtype_name(dt));
+  dist__rk_param p = params(op, avg_divisor);
+  if (k->half) {
+    k->fin(out, acc, n, &p);
+    return DIST_OK;
+  }
+  if ((const void *)out == acc && !k->fin_self)
+    return DIST_OK;
+  size_t units = n * k->units, us = k->usize, blk = BLOCK_BYTES / us;
+  for (size_t off = 0; off < units; off += blk) {
+    size_t m = units - off < blk ? units - off : blk;
+    char *o = (char *)out + off * us;
+    if ((const void *)out != acc)
+      memcpy(o, (const char *)acc + off * us, m * us);
+    if (k->fin_self)
+      k->fin_self(o, m, &p);
+  }
+  return DIST_OK;
+}

@@ -1,0 +1,215 @@
+/* reduce_half.c - float16 and bfloat16: conversions and reduction kernels.
+ *
+ * The half types accumulate in float32 (reduce.h): a kernel converts each
+ * input as it reads it, combines in float32 into an accumulation array, and
+ * the final kernel rounds once. The conversions are written as branch-free
+ * selects over 32-bit integers so GCC vectorises them with plain SSE2 (no
+ * F16C needed), and so they do not depend on flush-to-zero or
+ * denormals-are-zero modes (only on round-to-nearest, the default).
+ *
+ * float16 -> float32 is exact. float32 -> float16 rounds to nearest even:
+ *   |x| >= 65520 (the tie above 65504 rounds to even, i.e. up) -> inf;
+ *   normal results: re-bias the exponent, add half an ulp minus one plus
+ *   the kept lsb, shift (a carry into the exponent is the correct result);
+ *   |x| < 2^-14 (subnormal results): x + 0.5f puts the float16 subnormal
+ *   ulp (2^-24) at the float32 ulp of 0.5, so the FPU's own rounding does
+ *   the work and the low bits are the result;
+ *   NaN -> sign|0x7e00 (what torch's c10::Half gives).
+ * bfloat16 is the top half of a float32: widen by shifting; narrow by adding
+ * 0x7fff plus the kept lsb (NaN -> 0x7fc0, as torch's c10::BFloat16). */
+#include <stdbool.h>
+#include <string.h>
+
+#include "reduce.h"
+#include "reduce_kern.h"
+
+static inline uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static inline float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Selects are written as masks: as ternaries GCC would branch around the
+ * float operations (they may trap under -ftrapping-math) and give up on
+ * vectorising. */
+static inline uint32_t pick(uint32_t cond, uint32_t yes, uint32_t no) {
+  uint32_t m = 0u - cond;
+  return (yes & m) | (no & ~m);
+}
+
+static inline float f16_in(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t a = h & 0x7fffu;
+  uint32_t normal = (a << 13) + 0x38000000u;        /* exponent 15 -> 127 */
+  uint32_t special = (a << 13) | 0x7f800000u;       /* inf, NaN (payload kept) */
+  uint32_t sub = f2u((float)(int32_t)a * 0x1p-24f); /* exact: a < 2^10 */
+  uint32_t r = pick(a >= 0x0400u, normal, sub);
+  r = pick(a >= 0x7c00u, special, r);
+  return u2f(r | sign);
+}
+
+/* nan_sign: keep a NaN's sign (the conversion, as torch) or drop it (a
+ * reduction's result: the sign of a NaN made by arithmetic depends on the
+ * operand order, so results give the one canonical NaN). */
+static inline uint16_t f16_round(float f, bool nan_sign) {
+  uint32_t x = f2u(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t a = x & 0x7fffffffu;
+  uint32_t normal = (a - 0x38000000u + 0x0fffu + ((a >> 13) & 1u)) >> 13;
+  uint32_t sub = f2u(u2f(a) + 0.5f) - 0x3f000000u;
+  uint32_t r = pick(a >= 0x38800000u, normal, sub);
+  r = pick(a >= 0x477ff000u, 0x7c00u, r);
+  r = pick(a > 0x7f800000u, 0x7e00u, sign | r);
+  return (uint16_t)(nan_sign ? r | sign : r);
+}
+static inline uint16_t f16_out(float f) { return f16_round(f, true); }
+static inline uint16_t f16_rout(float f) { return f16_round(f, false); }
+
+static inline float bf16_in(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+static inline uint16_t bf16_out(float f) {
+  uint32_t x = f2u(f);
+  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : r);
+}
+
+/* --- conversions --------------------------------------------------------- */
+
+static inline void f16_to_f32_i(float *restrict d, const uint16_t *restrict s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    d[i] = f16_in(s[i]);
+}
+static inline void f32_to_f16_i(uint16_t *restrict d, const float *restrict s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    d[i] = f16_out(s[i]);
+}
+static inline void bf16_to_f32_i(float *restrict d, const uint16_t *restrict s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    d[i] = bf16_in(s[i]);
+}
+static inline void f32_to_bf16_i(uint16_t *restrict d, const float *restrict s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    d[i] = bf16_out(s[i]);
+}
+
+DIST_RK_CLONES void dist__f16_to_f32(float *dst, const uint16_t *src, size_t n) { f16_to_f32_i(dst, src, n); }
+DIST_RK_CLONES void dist__f32_to_f16(uint16_t *dst, const float *src, size_t n) { f32_to_f16_i(dst, src, n); }
+DIST_RK_CLONES void dist__bf16_to_f32(float *dst, const uint16_t *src, size_t n) { bf16_to_f32_i(dst, src, n); }
+DIST_RK_CLONES void dist__f32_to_bf16(uint16_t *dst, const float *src, size_t n) { f32_to_bf16_i(dst, src, n); }
+
+/* --- kernels ------------------------------------------------------------- */
+
+/* Combining operations on float32 (acc first, new input second). */
+#define H_SUM(a, b) ((a) + (b))
+#define H_PROD(a, b) ((a) * (b))
+#define H_MIN(a, b) (((b) < (a) || (b) != (b)) ? (b) : (a))
+#define H_MAX(a, b) (((a) < (b) || (b) != (b)) ? (b) : (a))
+/* Per-input transforms; S_DECL makes the PREMUL_SUM scalar available. */
+#define H_ID(x) (x)
+#define H_SCALE(x) (s * (x))
+#define S_DECL const float s = (float)p->scalar; (void)s;
+
+/* name##_bin and name##_acc for one (half type, op). The typed inline
+ * bodies carry the restrict qualifiers into the void * entry points. */
+#define H_GEN_OP(name, IN, PRE, OP)                                               \
+  static inline void name##_bin_i(float *restrict d, const uint16_t *restrict a, \
+                                  const uint16_t *restrict b, size_t n,          \
+                                  const dist__rk_param *p) {                     \
+    S_DECL                                                                       \
+    for (size_t i = 0; i < n; i++) {                                             \
+      float x = PRE(IN(a[i])), y = PRE(IN(b[i]));                                \
+      d[i] = OP(x, y);                                                           \
+    }                                                                            \
+  }                                                                              \
+  DIST_RK_CLONES static void name##_bin(void *d, const void *a, const void *b, size_t n,        \
+                         const dist__rk_param *p) {                              \
+    name##_bin_i(d, a, b, n, p);                                                 \
+  }                                                                              \
+  static inline void name##_acc_i(float *restrict d, const uint16_t *restrict b, \
+                                  size_t n, const dist__rk_param *p) {           \
+    S_DECL                                                                       \
+    for (size_t i = 0; i < n; i++) {                                             \
+      float y = PRE(IN(b[i]));                                                   \
+      d[i] = OP(d[i], y);                                                        \
+    }                                                                            \
+  }                                                                              \
+  DIST_RK_CLONES static void name##_acc(void *d, const void *b, size_t n, const dist__rk_param *p) { \
+    name##_acc_i(d, b, n, p);                                                    \
+  }
+
+/* first (acc = pre(x0)), scaled first, fin (round) and AVG's fin for one
+ * half type. */
+#define H_GEN_TYPE(t, IN, OUT)                                                    \
+  static inline void t##_first_i(float *restrict d, const uint16_t *restrict a,  \
+                                 size_t n, const dist__rk_param *p) {            \
+    (void)p;                                                                     \
+    for (size_t i = 0; i < n; i++)                                               \
+      d[i] = IN(a[i]);                                                           \
+  }                                                                              \
+  DIST_RK_CLONES static void t##_first(void *d, const void *a, size_t n, const dist__rk_param *p) { \
+    t##_first_i(d, a, n, p);                                                     \
+  }                                                                              \
+  static inline void t##_sfirst_i(float *restrict d, const uint16_t *restrict a, \
+                                  size_t n, const dist__rk_param *p) {           \
+    S_DECL                                                                       \
+    for (size_t i = 0; i < n; i++)                                               \
+      d[i] = s * IN(a[i]);                                                       \
+  }                                                                              \
+  DIST_RK_CLONES static void t##_sfirst(void *d, const void *a, size_t n, const dist__rk_param *p) { \
+    t##_sfirst_i(d, a, n, p);                                                    \
+  }                                                                              \
+  static inline void t##_fin_i(uint16_t *restrict d, const float *restrict a,    \
+                               size_t n) {                                       \
+    for (size_t i = 0; i < n; i++)                                               \
+      d[i] = OUT(a[i]);                                                          \
+  }                                                                              \
+  DIST_RK_CLONES static void t##_fin(void *d, const void *a, size_t n, const dist__rk_param *p) { \
+    (void)p;                                                                     \
+    t##_fin_i(d, a, n);                                                          \
+  }                                                                              \
+  static inline void t##_avgfin_i(uint16_t *restrict d, const float *restrict a, \
+                                  size_t n, float div) {                         \
+    for (size_t i = 0; i < n; i++)                                               \
+      d[i] = OUT(a[i] / div);                                                    \
+  }                                                                              \
+  DIST_RK_CLONES static void t##_avgfin(void *d, const void *a, size_t n, const dist__rk_param *p) { \
+    t##_avgfin_i(d, a, n, (float)p->divisor);                                    \
+  }                                                                              \
+  H_GEN_OP(t##_sum, IN, H_ID, H_SUM)                                             \
+  H_GEN_OP(t##_prod, IN, H_ID, H_PROD)                                           \
+  H_GEN_OP(t##_min, IN, H_ID, H_MIN)                                             \
+  H_GEN_OP(t##_max, IN, H_ID, H_MAX)                                             \
+  H_GEN_OP(t##_pms, IN, H_SCALE, H_SUM)
+
+H_GEN_TYPE(f16, f16_in, f16_rout)
+H_GEN_TYPE(bf16, bf16_in, bf16_out)
+
+#define H_ENTRY(t, op, first, fin) \
+  {t##_##op##_bin, t##_##op##_acc, t##_##first, NULL, NULL, t##_##fin, 1, 1, 2}
+
+/* Indexed by dist_redop_kind; bitwise ops have no entry. */
+#define H_TABLE(t)                                                          \
+  static const dist__rk t##_table[DIST_REDOP_COUNT_] = {                    \
+      [DIST_REDOP_SUM] = H_ENTRY(t, sum, first, fin),                       \
+      [DIST_REDOP_PRODUCT] = H_ENTRY(t, prod, first, fin),                  \
+      [DIST_REDOP_MIN] = H_ENTRY(t, min, first, fin),                       \
+      [DIST_REDOP_MAX] = H_ENTRY(t, max, first, fin),                       \
+      [DIST_REDOP_AVG] = H_ENTRY(t, sum, first, avgfin),                    \
+      [DIST_REDOP_PREMUL_SUM] = H_ENTRY(t, pms, sfirst, fin),               \
+  };
+
+H_TABLE(f16)
+H_TABLE(bf16)
+
+const dist__rk *dist__reduce_half_kernel(dist_dtype dt, dist_redop_kind op) {
+  const dist__rk *t = dt == DIST_FLOAT16 ? f16_table : dt == DIST_BFLOAT16 ? bf16_table : NULL;
+  if (!t || (unsigned)op >= DIST_REDOP_COUNT_ || !t[op].bin)
+    return NULL;
+  return &t[op];
+}

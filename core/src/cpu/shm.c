@@ -1,0 +1,211 @@
+/* shm.c - the shared-memory collective engine: lifetime, dispatch, and
+ * the descriptor check every collective starts with (shm.h, shm_int.h).
+ *
+ * Mismatches. The first step of every collective carries each rank's
+ * descriptor. Every rank compares every other rank's descriptor with its
+ * own (and, for all_to_all, the whole count matrix), so all ranks reach
+ * the same verdict at the same step: when they disagree, every rank fails
+ * the operation with DIST_E_INVAL and a message naming a rank that differs
+ * and both sizes, nothing has been copied into user buffers, and the step
+ * counters are still in step. The group therefore stays usable: the next
+ * collective on which the ranks agree runs normally. Only failures after
+ * the first step (timeout, lost peer, abort, a kernel error) break the
+ * group (dist__cpu_mark_broken), because ranks may then be at different
+ * steps.
+ *
+ * The user's sequence number travels in the descriptor for messages only:
+ * point-to-point calls count in it, so ranks that took no part in a send
+ * legitimately disagree on it. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "shm_int.h"
+
+static int64_t tunable(const char *name, int64_t dflt) {
+  int64_t v;
+  if (dist__env_int(name, 0, 10000000, dflt, &v) != DIST_OK) {
+    DIST_LOG(WARNING, SHM, "%s; using %" PRId64, dist_last_errmsg(), dflt);
+    return dflt;
+  }
+  return v;
+}
+
+int dist__shm_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
+                     dist__shm **out, dist__errbuf *err) {
+  *out = NULL;
+  if (!g || !store || g->size < 1 || g->rank < 0 || g->rank >= g->size || !g->peers)
+    return dist__err_set(err, DIST_E_INVAL, "shared memory: bad group description");
+  if (!g->same_host)
+    return dist__err_set(err, DIST_E_NOTSUP,
+                         "shared memory: the members of group %s are not all on this host",
+                         g->name);
+  dist__shm *s = dist__calloc(1, sizeof *s);
+  if (!s)
+    return dist__err_set(err, DIST_E_NOMEM, "shared memory: out of memory");
+  s->g = g;
+  s->rank = g->rank;
+  s->size = g->size;
+  s->peer = dist__calloc((size_t)g->size, sizeof *s->peer);
+  s->pidfd = dist__calloc((size_t)g->size, sizeof *s->pidfd);
+  s->srcs = dist__calloc((size_t)g->size, sizeof *s->srcs);
+  s->scratch = dist__calloc(2 * (size_t)g->size, sizeof *s->scratch);
+  if (!s->peer || !s->pidfd || !s->srcs || !s->scratch) {
+    dist__shm_destroy(s);
+    return dist__err_set(err, DIST_E_NOMEM, "shared memory: out of memory");
+  }
+  for (int r = 0; r < g->size; r++)
+    s->pidfd[r] = -1;
+  s->spin_ns = tunable("DIST_SHM_SPIN_US", 50) * 1000;
+  s->yield_ns = tunable("DIST_SHM_YIELD_US", 200) * 1000;
+  int rc = dist__shm_seg_create(s, store, deadline_ms, err);
+  if (rc != DIST_OK) {
+    dist__shm_destroy(s);
+    return rc;
+  }
+  *out = s;
+  return DIST_OK;
+}
+
+void dist__shm_destroy(dist__shm *s) {
+  if (!s)
+    return;
+  dist__shm_seg_destroy(s);
+  dist__free(s->peer);
+  dist__free(s->pidfd);
+  dist__free(s->srcs);
+  dist__free(s->scratch);
+  dist__free(s);
+}
+
+int dist__shm_run(dist__shm *s, dist__cpu_op *op) {
+  dist__cpu_group *g = s->g;
+  if (__builtin_expect(atomic_load_explicit(&g->aborted, memory_order_acquire) ||
+                           atomic_load_explicit(&g->broken_rc, memory_order_acquire),
+                       0))
+    return dist__cpu_check_state(g, op->err);
+  switch (op->c->kind) {
+  case DIST_OP_ALL_REDUCE:
+    return dist__shm_all_reduce(s, op);
+  case DIST_OP_BROADCAST:
+    return dist__shm_broadcast(s, op);
+  case DIST_OP_REDUCE:
+    return dist__shm_reduce(s, op);
+  case DIST_OP_ALL_GATHER:
+  case DIST_OP_ALL_GATHER_INTO_TENSOR:
+    return dist__shm_all_gather(s, op);
+  case DIST_OP_GATHER:
+    return dist__shm_gather(s, op);
+  case DIST_OP_SCATTER:
+    return dist__shm_scatter(s, op);
+  case DIST_OP_REDUCE_SCATTER:
+  case DIST_OP_REDUCE_SCATTER_TENSOR:
+    return dist__shm_reduce_scatter(s, op);
+  case DIST_OP_ALL_TO_ALL:
+  case DIST_OP_ALL_TO_ALL_SINGLE:
+    return dist__shm_all_to_all(s, op);
+  case DIST_OP_BARRIER:
+    return dist__shm_barrier(s, op);
+  default:
+    return dist__err_set(op->err, DIST_E_NOTSUP, "shared memory engine: %s is not a collective",
+                         dist_op_name(op->c->kind));
+  }
+}
+
+/* --- the descriptor check ------------------------------------------------ */
+
+static const char *redop_text(const shm_key *k, char *buf, size_t len) {
+  if (k->redop == DIST_REDOP_PREMUL_SUM) {
+    double v;
+    memcpy(&v, &k->scalar_bits, sizeof v);
+    snprintf(buf, len, "PREMUL_SUM(%g)", v);
+  } else {
+    snprintf(buf, len, "%s", dist_redop_name((dist_redop_kind)k->redop));
+  }
+  return buf;
+}
+
+static int64_t global_rank(const dist__shm *s, int r) {
+  return r >= 0 && r < s->size ? s->g->peers[r].global_rank : r;
+}
+
+/* The message for the first difference between key a (rank j) and b
+ * (this rank), appended at *off. */
+static void describe_diff(const dist__shm *s, int j, const shm_hdr *a, const shm_hdr *b,
+                          char *buf, size_t len, size_t *off) {
+  const shm_key *x = &a->key, *y = &b->key;
+  char who[160], r1[48], r2[48];
+  dist__cpu_peer_name(s->g, j, who, sizeof who);
+  if (x->kind != y->kind) {
+    dist__appendf(buf, len, off, "%s called %s #%" PRIu64 ", this rank %s #%" PRIu64, who,
+                  dist_op_name((dist_op_kind)x->kind), a->seq, dist_op_name((dist_op_kind)y->kind),
+                  b->seq);
+  } else if (x->root != y->root) {
+    dist__appendf(buf, len, off, "%s uses root rank %" PRId64 ", this rank root rank %" PRId64,
+                  who, global_rank(s, x->root), global_rank(s, y->root));
+  } else if (x->redop != y->redop || x->scalar_bits != y->scalar_bits) {
+    dist__appendf(buf, len, off, "%s reduces with %s, this rank with %s", who,
+                  redop_text(x, r1, sizeof r1), redop_text(y, r2, sizeof r2));
+  } else {
+    size_t ex = dist_dtype_size((dist_dtype)x->dtype), ey = dist_dtype_size((dist_dtype)y->dtype);
+    dist__appendf(buf, len, off, "%s has %" PRId64 " elements (%" PRId64 " bytes) of %s, this rank "
+                  "has %" PRId64 " elements (%" PRId64 " bytes)", who, x->count,
+                  x->count * (int64_t)ex, dist_dtype_name((dist_dtype)x->dtype), y->count,
+                  y->count * (int64_t)ey);
+    if (x->dtype != y->dtype)
+      dist__appendf(buf, len, off, " of %s", dist_dtype_name((dist_dtype)y->dtype));
+  }
+}
+
+int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
+  const shm_hdr *mine = s->peer[s->rank].hdr[g & 1];
+  for (int j = 0; j < s->size; j++) {
+    const shm_hdr *h = s->peer[j].hdr[g & 1];
+    if (j == s->rank || memcmp(&h->key, &mine->key, sizeof h->key) == 0)
+      continue;
+    char msg[1024], label[96];
+    size_t off = 0;
+    dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
+    describe_diff(s, j, h, mine, msg, sizeof msg, &off);
+    DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
+    return dist__err_set(op->err, DIST_E_INVAL, "%s", msg);
+  }
+  return DIST_OK;
+}
+
+/* cnt[p] of rank k: [0, n) elements k sends to each rank, [n, 2n) elements
+ * k expects from each rank. Every rank checks the whole matrix so all fail
+ * together; a rank not involved names the pair that disagrees. */
+int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
+  int n = s->size, p = (int)(g & 1);
+  const char *dt = dist_dtype_name((dist_dtype)s->peer[s->rank].hdr[p]->key.dtype);
+  int64_t es = (int64_t)dist_dtype_size((dist_dtype)s->peer[s->rank].hdr[p]->key.dtype);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      int64_t sent = s->peer[i].cnt[p][j], want = s->peer[j].cnt[p][n + i];
+      if (sent == want)
+        continue;
+      char msg[1024], label[96], a[160], b[160];
+      dist__cpu_op_label(op->c, label, sizeof label);
+      dist__cpu_peer_name(s->g, i, a, sizeof a);
+      dist__cpu_peer_name(s->g, j, b, sizeof b);
+      if (i == j)
+        snprintf(msg, sizeof msg, "%s: %s sends itself %" PRId64 " elements but expects %" PRId64,
+                 label, i == s->rank ? "this rank" : a, sent, want);
+      else if (j == s->rank)
+        snprintf(msg, sizeof msg, "%s: %s sends %" PRId64 " elements (%" PRId64 " bytes) of %s to "
+                 "this rank, this rank expects %" PRId64 " elements (%" PRId64 " bytes) from it",
+                 label, a, sent, sent * es, dt, want, want * es);
+      else if (i == s->rank)
+        snprintf(msg, sizeof msg, "%s: this rank sends %" PRId64 " elements (%" PRId64 " bytes) "
+                 "of %s to %s, which expects %" PRId64 " elements (%" PRId64 " bytes)",
+                 label, sent, sent * es, dt, b, want, want * es);
+      else
+        snprintf(msg, sizeof msg, "%s: %s sends %" PRId64 " elements (%" PRId64 " bytes) of %s to "
+                 "%s, which expects %" PRId64 " elements (%" PRId64 " bytes); this rank fails "
+                 "too so the group stays in step", label, a, sent, sent * es, dt, b, want,
+                 want * es);
+      DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
+      return dist__err_set(op->err, DIST_E_INVAL, "%s", msg);
+    }
+  return DIST_OK;
+}

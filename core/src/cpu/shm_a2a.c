@@ -1,0 +1,141 @@
+/* shm_a2a.c - all_to_all (tensor lists) and all_to_all_single (one tensor,
+ * even or uneven splits of rows along dim 0) over shared memory.
+ *
+ * The first step publishes, next to the descriptor, how many elements this
+ * rank sends to and expects from every rank (cnt[p]); after its wait every
+ * rank checks the whole matrix (what i sends j equals what j expects from
+ * i), so a disagreement fails every rank at that step, and every rank then
+ * derives the same step count from the largest piece in the matrix.
+ *
+ * Each rank's slot is cut into N - 1 sub-slots, one per destination (in
+ * order after itself); step i stages bytes [i q, (i + 1) q) of every
+ * outgoing piece and reads the same range of every incoming one. Pieces
+ * shorter than the largest simply stop contributing. A rank's piece for
+ * itself is copied directly. */
+#include "shm_int.h"
+
+typedef struct a2a {
+  const dist_coll *c;
+  size_t es, q;         /* element size; bytes per sub-slot */
+  const int64_t *send;  /* elements this rank sends to each rank (cnt[p]) */
+  const int64_t *recv;  /* elements it expects from each rank */
+  int64_t *soff, *roff; /* single form: element offsets of each piece */
+} a2a;
+
+static const uint8_t *piece_in(const a2a *a, int j) {
+  if (a->c->kind == DIST_OP_ALL_TO_ALL)
+    return a->c->inputs[j].data;
+  return (const uint8_t *)a->c->inputs[0].data + (size_t)a->soff[j] * a->es;
+}
+
+static uint8_t *piece_out(const a2a *a, int j) {
+  if (a->c->kind == DIST_OP_ALL_TO_ALL)
+    return a->c->outputs[j].data;
+  return (uint8_t *)a->c->outputs[0].data + (size_t)a->roff[j] * a->es;
+}
+
+static int64_t row_elems(const dist_tensor *t) {
+  int64_t r = 1;
+  for (int d = 1; d < t->ndim; d++)
+    r *= t->shape[d];
+  return r;
+}
+
+/* Element counts (and offsets) of one side of all_to_all_single. */
+static void split_side(int n, const dist_tensor *t, const int64_t *splits, int64_t *cnt,
+                       int64_t *off) {
+  int64_t row = row_elems(t), total = dist_tensor_numel(t), at = 0;
+  for (int j = 0; j < n; j++) {
+    cnt[j] = splits ? splits[j] * row : total / n;
+    off[j] = at;
+    at += cnt[j];
+  }
+}
+
+/* Fills cnt[p] of this rank (and the offsets) for the operation. */
+static void fill_counts(dist__shm *s, a2a *a, int p) {
+  const dist_coll *c = a->c;
+  int n = s->size;
+  int64_t *cnt = s->peer[s->rank].cnt[p];
+  if (c->kind == DIST_OP_ALL_TO_ALL) {
+    for (int j = 0; j < n; j++) {
+      cnt[j] = dist_tensor_numel(&c->inputs[j]);
+      cnt[n + j] = dist_tensor_numel(&c->outputs[j]);
+    }
+  } else {
+    split_side(n, &c->inputs[0], c->in_splits, cnt, a->soff);
+    split_side(n, &c->outputs[0], c->out_splits, cnt + n, a->roff);
+  }
+  a->send = cnt;
+  a->recv = cnt + n;
+}
+
+/* Step count every rank agrees on: from the largest piece between two
+ * different ranks in the (checked) matrix. */
+static size_t agreed_steps(const dist__shm *s, const a2a *a, int p) {
+  int64_t big = 0;
+  for (int i = 0; i < s->size; i++)
+    for (int j = 0; j < s->size; j++)
+      if (i != j && s->peer[i].cnt[p][j] > big)
+        big = s->peer[i].cnt[p][j];
+  size_t bytes = (size_t)big * a->es;
+  return bytes ? shm_ceil_div(bytes, a->q) : 1;
+}
+
+static void stage(dist__shm *s, const a2a *a, size_t off, int p) {
+  for (int j = 0; j < s->size; j++) {
+    size_t len = (size_t)a->send[j] * a->es;
+    if (j == s->rank || off >= len)
+      continue;
+    shm_copy(s->peer[s->rank].data[p] + (size_t)shm_sub(s->rank, j, s->size) * a->q,
+             piece_in(a, j) + off, shm_min(a->q, len - off));
+  }
+}
+
+static void unstage(dist__shm *s, const a2a *a, size_t off, int p) {
+  for (int j = 0; j < s->size; j++) {
+    size_t len = (size_t)a->recv[j] * a->es;
+    if (j == s->rank || off >= len)
+      continue;
+    shm_copy(piece_out(a, j) + off,
+             s->peer[j].data[p] + (size_t)shm_sub(j, s->rank, s->size) * a->q,
+             shm_min(a->q, len - off));
+  }
+}
+
+int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
+  const dist_coll *c = op->c;
+  dist_dtype dt = c->kind == DIST_OP_ALL_TO_ALL ? c->outputs[0].dtype : c->inputs[0].dtype;
+  a2a a = {c, dist_dtype_size(dt), 0, NULL, NULL, s->scratch, s->scratch + s->size};
+  a.q = s->slot / (size_t)(s->size > 1 ? s->size - 1 : 1) / 64 * 64;
+  shm_key k = {0};
+  k.kind = (int32_t)c->kind;
+  k.dtype = (int32_t)dt;
+  uint64_t g0 = shm_begin(s);
+  int p0 = (int)(g0 & 1);
+  fill_counts(s, &a, p0);
+  stage(s, &a, 0, p0);
+  shm_publish(s, op, g0, &k);
+  int rc = shm_step(s, op, g0, true);
+  if (rc == DIST_OK)
+    rc = dist__shm_check_counts(s, op, g0);
+  if (rc != DIST_OK) {
+    s->step = g0 + 1;
+    return rc;
+  }
+  size_t steps = agreed_steps(s, &a, p0);
+  unstage(s, &a, 0, p0);
+  for (size_t i = 1; i < steps; i++) {
+    uint64_t g = g0 + i;
+    int p = (int)(g & 1);
+    stage(s, &a, i * a.q, p);
+    if ((rc = shm_step(s, op, g, false)) != DIST_OK)
+      return rc;
+    unstage(s, &a, i * a.q, p);
+  }
+  s->step = g0 + steps;
+  size_t own = (size_t)a.send[s->rank] * a.es;
+  if (own && piece_out(&a, s->rank) != piece_in(&a, s->rank))
+    memmove(piece_out(&a, s->rank), piece_in(&a, s->rank), own);
+  return DIST_OK;
+}

@@ -1,0 +1,164 @@
+/* shm_copy.c - the copying collectives of the shared-memory engine:
+ * broadcast, barrier, all_gather (both forms), gather, scatter.
+ *
+ * Each is a loop of steps over slot-sized chunks (shm_int.h): the writer
+ * stages chunk i in a slot of the step's parity, every rank posts and
+ * waits, the readers copy chunk i out. With two parities a writer stages
+ * chunk i + 1 while the readers still copy chunk i, so the two copies of a
+ * two-rank broadcast run on both cores at once.
+ *   broadcast   the root stages in its own slot; the others read it
+ *   all_gather  everyone stages its input; everyone reads everyone
+ *   gather      the others stage; the root reads
+ *   scatter     the root stages piece j in rank j's slot; j reads it
+ * A rank's own piece is copied straight from input to output. */
+#include "shm_int.h"
+
+static shm_key copy_key(const dist_coll *c, dist_dtype dt, int64_t count, bool rooted) {
+  shm_key k = {0};
+  k.kind = (int32_t)c->kind;
+  k.dtype = (int32_t)dt;
+  k.root = rooted ? c->root : 0;
+  k.count = count;
+  return k;
+}
+
+/* Copies a rank's own piece; in and out may be the same buffer. */
+static void own_copy(void *out, const void *in, size_t len) {
+  if (len && out != in)
+    memmove(out, in, len);
+}
+
+int dist__shm_barrier(dist__shm *s, dist__cpu_op *op) {
+  shm_key k = {0};
+  k.kind = DIST_OP_BARRIER;
+  uint64_t g = shm_begin(s);
+  shm_publish(s, op, g, &k);
+  int rc = shm_step(s, op, g, true);
+  s->step = g + 1;
+  return rc;
+}
+
+int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
+  const dist_tensor *t = &op->c->inputs[0];
+  uint8_t *buf = t->data;
+  size_t nb = dist_tensor_nbytes(t);
+  bool root = op->c->root == s->rank;
+  shm_key k = copy_key(op->c, t->dtype, dist_tensor_numel(t), true);
+  uint64_t g0 = shm_begin(s);
+  size_t steps = nb ? shm_ceil_div(nb, s->slot) : 1;
+  const uint8_t *const *rd = (const uint8_t *const *)s->peer[op->c->root].data;
+  for (size_t i = 0; i < steps; i++) {
+    uint64_t g = g0 + i;
+    int p = (int)(g & 1);
+    size_t off = i * s->slot, len = nb ? shm_min(s->slot, nb - off) : 0;
+    if (root)
+      shm_copy(s->peer[s->rank].data[p], buf + off, len);
+    if (i == 0)
+      shm_publish(s, op, g, &k);
+    int rc = shm_step(s, op, g, i == 0);
+    if (rc != DIST_OK) {
+      if (i == 0)
+        s->step = g0 + 1;
+      return rc;
+    }
+    if (!root)
+      shm_copy(buf + off, rd[p], len);
+  }
+  s->step = g0 + steps;
+  return DIST_OK;
+}
+
+/* all_gather and gather share the loop; readers are everyone (all_gather)
+ * or the root (gather), writers everyone else. */
+typedef struct gather_args {
+  const uint8_t *in;
+  const dist_tensor *list; /* outputs[0..n) (list form), or NULL */
+  uint8_t *flat;           /* all_gather_into_tensor output */
+  size_t m;                /* bytes per rank */
+  bool read, write;
+} gather_args;
+
+static uint8_t *gather_out(const gather_args *a, int j) {
+  return a->list ? (uint8_t *)a->list[j].data : a->flat + (size_t)j * a->m;
+}
+
+static int gather_loop(dist__shm *s, dist__cpu_op *op, const gather_args *a, const shm_key *k) {
+  uint64_t g0 = shm_begin(s);
+  size_t steps = a->m ? shm_ceil_div(a->m, s->slot) : 1;
+  for (size_t i = 0; i < steps; i++) {
+    uint64_t g = g0 + i;
+    int p = (int)(g & 1);
+    size_t off = i * s->slot, len = a->m ? shm_min(s->slot, a->m - off) : 0;
+    if (a->write)
+      shm_copy(s->peer[s->rank].data[p], a->in + off, len);
+    if (i == 0)
+      shm_publish(s, op, g, k);
+    int rc = shm_step(s, op, g, i == 0);
+    if (rc != DIST_OK) {
+      if (i == 0)
+        s->step = g0 + 1;
+      return rc;
+    }
+    for (int j = 0; a->read && j < s->size; j++)
+      if (j != s->rank)
+        shm_copy(gather_out(a, j) + off, s->peer[j].data[p], len);
+  }
+  s->step = g0 + steps;
+  if (a->read)
+    own_copy(gather_out(a, s->rank), a->in, a->m);
+  return DIST_OK;
+}
+
+int dist__shm_all_gather(dist__shm *s, dist__cpu_op *op) {
+  const dist_coll *c = op->c;
+  const dist_tensor *in = &c->inputs[0];
+  gather_args a = {in->data, NULL, NULL, dist_tensor_nbytes(in), true, true};
+  if (c->kind == DIST_OP_ALL_GATHER)
+    a.list = c->outputs;
+  else
+    a.flat = c->outputs[0].data;
+  shm_key k = copy_key(c, in->dtype, dist_tensor_numel(in), false);
+  return gather_loop(s, op, &a, &k);
+}
+
+int dist__shm_gather(dist__shm *s, dist__cpu_op *op) {
+  const dist_coll *c = op->c;
+  const dist_tensor *in = &c->inputs[0];
+  bool root = c->root == s->rank;
+  gather_args a = {in->data, root ? c->outputs : NULL, NULL, dist_tensor_nbytes(in), root, !root};
+  shm_key k = copy_key(c, in->dtype, dist_tensor_numel(in), true);
+  return gather_loop(s, op, &a, &k);
+}
+
+int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
+  const dist_coll *c = op->c;
+  const dist_tensor *o = &c->outputs[0];
+  uint8_t *out = o->data;
+  size_t m = dist_tensor_nbytes(o);
+  bool root = c->root == s->rank;
+  shm_key k = copy_key(c, o->dtype, dist_tensor_numel(o), true);
+  uint64_t g0 = shm_begin(s);
+  size_t steps = m ? shm_ceil_div(m, s->slot) : 1;
+  for (size_t i = 0; i < steps; i++) {
+    uint64_t g = g0 + i;
+    int p = (int)(g & 1);
+    size_t off = i * s->slot, len = m ? shm_min(s->slot, m - off) : 0;
+    for (int j = 0; root && j < s->size; j++)
+      if (j != s->rank)
+        shm_copy(s->peer[j].data[p], (const uint8_t *)c->inputs[j].data + off, len);
+    if (i == 0)
+      shm_publish(s, op, g, &k);
+    int rc = shm_step(s, op, g, i == 0);
+    if (rc != DIST_OK) {
+      if (i == 0)
+        s->step = g0 + 1;
+      return rc;
+    }
+    if (!root)
+      shm_copy(out + off, s->peer[s->rank].data[p], len);
+  }
+  s->step = g0 + steps;
+  if (root)
+    own_copy(out, c->inputs[s->rank].data, m);
+  return DIST_OK;
+}

@@ -1,0 +1,220 @@
+/* shm_int.h - what the shared-memory engine's files share: the segment
+ * layout, the engine state, and the hot-path helpers (post, wait).
+ *
+ * DESIGN. The segment holds a header and one region per rank:
+ *
+ *   ctl      sleeper count and futex word (wake-ups), the failure word
+ *            and message (a rank that fails mid-operation says so here),
+ *            the rank's pid
+ *   hdr[2]   one cache line per parity: the step counter and the
+ *            descriptor of the operation that starts on that parity
+ *   cnt[2]   per parity, 2 x N element counts (what this rank sends to
+ *            and expects from each rank: all_to_all only)
+ *   data[2]  per parity, slot bytes of payload staging
+ *   red[2]   per parity, red bytes: reduced blocks (all_reduce, reduce)
+ *            or a staged own contribution (reduce_scatter, aliased)
+ *
+ * Steps. Every collective is a sequence of steps that every rank runs in
+ * lock step: write this rank's outgoing data for the step into buffers
+ * of the step's parity, post the step, wait until every rank posted it,
+ * then read what the step delivered. A global step counter g (the same on
+ * every rank, because every rank runs the same number of steps per
+ * operation) names the parity p = g & 1, and posting g stores g + 1 into
+ * hdr[p].ctr. Why two parities are enough: a rank writes parity p at step
+ * g only after the wait of step g - 1, which every rank posts after it has
+ * finished reading step g - 2, the previous use of parity p. So no buffer
+ * needs a second flag, across operations too.
+ *
+ * The first step of an operation carries the descriptor (hdr[p].d, and
+ * cnt[p] for all_to_all); after its wait every rank checks every other
+ * rank's descriptor against its own, so all ranks reach the same verdict:
+ * either every rank proceeds or every rank fails the operation at that
+ * step (DIST_E_INVAL), and the step counters stay in step, so the group
+ * stays usable after a mismatch. A failure after that point (timeout,
+ * lost peer, abort) leaves ranks out of step: the group is marked broken
+ * and the failure is published in ctl, so the other ranks fail promptly
+ * instead of waiting for their deadline. */
+#ifndef DIST_CPU_SHM_INT_H
+#define DIST_CPU_SHM_INT_H
+
+#include <stdatomic.h>
+
+#include "shm.h"
+
+#define SHM_MAGIC 0x3130736d74736964ull /* "distsm01" */
+#define SHM_VERSION 1u
+#define SHM_LINE 128 /* two cache lines: no false sharing through the adjacent-line prefetcher */
+#define SHM_FAILMSG 512
+
+/* Fields that must agree between ranks (zero where a kind has none), so
+ * the common case is one memcmp per peer. */
+typedef struct shm_key {
+  int32_t kind;
+  int32_t dtype;
+  int32_t redop;
+  int32_t root;
+  int64_t count;        /* elements (per rank; 0 for the all_to_all kinds) */
+  uint64_t scalar_bits; /* PREMUL_SUM scalar, bit for bit */
+} shm_key;
+
+typedef struct shm_hdr {
+  _Atomic uint64_t ctr; /* last step posted on this parity, plus one */
+  uint64_t seq;         /* the user's sequence number (messages only) */
+  shm_key key;
+  char pad[SHM_LINE - 16 - sizeof(shm_key)];
+} shm_hdr;
+
+typedef struct shm_ctl {
+  _Atomic uint32_t wake;     /* futex word: bumped when sleepers may wait */
+  _Atomic uint32_t sleepers; /* ranks sleeping on wake */
+  _Atomic int32_t fail_code; /* 0, -1 while the message is written, or a status */
+  int32_t pid;
+  char pad[SHM_LINE - 16];
+  char fail_msg[SHM_FAILMSG];
+} shm_ctl;
+
+/* The segment header (offset 0): written by rank 0 before it publishes
+ * the name, read and checked by everyone else. Every parameter that
+ * chooses an algorithm lives here, so all ranks choose alike. */
+typedef struct shm_seg {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t nranks;
+  uint64_t seg_bytes;
+  uint64_t region_bytes; /* stride between rank regions */
+  uint64_t slot_bytes;   /* data[p] */
+  uint64_t red_bytes;    /* red[p] */
+  uint64_t cnt_off, data_off, red_off; /* offsets inside a region */
+  uint64_t small_allreduce; /* largest all_reduce/reduce done in one step */
+  _Atomic uint32_t mapped;
+} shm_seg;
+
+/* One rank's region as this process sees it. */
+typedef struct shm_peer {
+  shm_ctl *ctl;
+  shm_hdr *hdr[2];
+  int64_t *cnt[2];
+  uint8_t *data[2];
+  uint8_t *red[2];
+} shm_peer;
+
+struct dist__shm {
+  dist__cpu_group *g;
+  int rank, size;
+  shm_seg *seg;
+  size_t bytes;
+  shm_peer *peer;      /* size entries */
+  uint64_t step;       /* next global step */
+  uint64_t op_base;    /* first step of the operation in progress */
+  size_t slot, red;    /* bytes of data[p] and red[p] */
+  size_t small_ar;     /* bytes */
+  int *pidfd;          /* size entries, -1 where none */
+  const void **srcs;   /* scratch: reduction sources */
+  int64_t *scratch;    /* scratch: 2 x size counts */
+  int64_t spin_ns, yield_ns;
+  int64_t last_poll_ns; /* last pidfd poll */
+};
+
+/* --- steps (hot path) ---------------------------------------------------- */
+
+/* Bumps rank r's futex word and wakes whoever sleeps on it (any thread). */
+void dist__shm_wake_rank(dist__shm *s, int r);
+
+/* Posts step g: stores g + 1 and wakes sleepers only when there are any. */
+static inline void shm_post(dist__shm *s, uint64_t g) {
+  shm_peer *me = &s->peer[s->rank];
+  atomic_store_explicit(&me->hdr[g & 1]->ctr, g + 1, memory_order_seq_cst);
+  if (__builtin_expect(atomic_load_explicit(&me->ctl->sleepers, memory_order_seq_cst) != 0, 0))
+    dist__shm_wake_rank(s, s->rank);
+}
+
+static inline bool shm_reached(const dist__shm *s, int j, uint64_t g) {
+  return atomic_load_explicit(&s->peer[j].hdr[g & 1]->ctr, memory_order_acquire) > g;
+}
+
+/* The slow part of a wait: spin, yield, sleep; deadline, abort, failures
+ * and dead peers. Waits for every rank from j_first on. */
+int dist__shm_wait_slow(dist__shm *s, dist__cpu_op *op, uint64_t g, int j_first);
+
+/* Waits until every other rank posted step g. */
+static inline int shm_wait_all(dist__shm *s, dist__cpu_op *op, uint64_t g) {
+  for (int j = 0; j < s->size; j++)
+    if (j != s->rank && !shm_reached(s, j, g))
+      return dist__shm_wait_slow(s, op, g, j);
+  return DIST_OK;
+}
+
+/* A failure that leaves the ranks out of step: marks the group broken,
+ * publishes the failure for the peers, wakes them. Returns rc. */
+int dist__shm_fail(dist__shm *s, dist__cpu_op *op, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* --- descriptors --------------------------------------------------------- */
+
+/* Starts an operation: its first global step. */
+static inline uint64_t shm_begin(dist__shm *s) {
+  s->op_base = s->step;
+  return s->step;
+}
+
+/* Publishes this rank's descriptor for the operation starting at step g
+ * (before that step's post). */
+static inline void shm_publish(dist__shm *s, const dist__cpu_op *op, uint64_t g,
+                               const shm_key *k) {
+  shm_hdr *h = s->peer[s->rank].hdr[g & 1];
+  h->seq = op->c->seq;
+  h->key = *k;
+}
+/* After the wait of the first step: DIST_OK when every rank agrees, else
+ * DIST_E_INVAL with a message naming a differing rank. */
+int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g);
+/* The all_to_all count matrix check (cnt[p] of every rank). */
+int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g);
+
+static inline int shm_first_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
+  const shm_key *mine = &s->peer[s->rank].hdr[g & 1]->key;
+  for (int j = 0; j < s->size; j++)
+    if (j != s->rank && memcmp(&s->peer[j].hdr[g & 1]->key, mine, sizeof *mine) != 0)
+      return dist__shm_check(s, op, g);
+  return DIST_OK;
+}
+
+/* Post, wait and (first step) check: the common step. */
+static inline int shm_step(dist__shm *s, dist__cpu_op *op, uint64_t g, bool first) {
+  shm_post(s, g);
+  int rc = shm_wait_all(s, op, g);
+  if (__builtin_expect(rc != DIST_OK, 0))
+    return rc;
+  return first ? shm_first_check(s, op, g) : DIST_OK;
+}
+
+/* --- helpers --------------------------------------------------------------- */
+
+static inline size_t shm_min(size_t a, size_t b) { return a < b ? a : b; }
+/* memcpy that tolerates the NULL buffers of empty tensors. */
+static inline void shm_copy(void *dst, const void *src, size_t len) {
+  if (len)
+    memcpy(dst, src, len);
+}
+static inline size_t shm_ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+/* Index of rank j's sub-slot in rank k's data (all_to_all, reduce_scatter):
+ * the N - 1 other ranks in order after k. */
+static inline int shm_sub(int k, int j, int n) { return (j - k - 1 + n) % n; }
+
+/* The collectives (one file per family). */
+int dist__shm_all_reduce(dist__shm *s, dist__cpu_op *op);
+int dist__shm_reduce(dist__shm *s, dist__cpu_op *op);
+int dist__shm_reduce_scatter(dist__shm *s, dist__cpu_op *op);
+int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op);
+int dist__shm_barrier(dist__shm *s, dist__cpu_op *op);
+int dist__shm_all_gather(dist__shm *s, dist__cpu_op *op);
+int dist__shm_gather(dist__shm *s, dist__cpu_op *op);
+int dist__shm_scatter(dist__shm *s, dist__cpu_op *op);
+int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op);
+
+/* Segment setup (shm_seg.c). */
+int dist__shm_seg_create(dist__shm *s, dist_store *store, int64_t deadline_ms,
+                         dist__errbuf *err);
+void dist__shm_seg_destroy(dist__shm *s);
+
+#endif

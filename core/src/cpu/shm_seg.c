@@ -1,0 +1,307 @@
+/* shm_seg.c - the shared-memory engine's segment: sizing, creation by
+ * group rank 0, the name exchange through the group store, mapping by the
+ * others, and cleanup.
+ *
+ * The exchange is itself a small collective so that every rank reaches
+ * the same verdict (the backend then falls back to TCP on all of them or
+ * on none):
+ *   1. rank 0 creates the segment under a fresh name (job, group, random),
+ *      sizes it with posix_fallocate (tmpfs pages are reserved now, so a
+ *      full /dev/shm is an error here rather than a SIGBUS later), writes
+ *      the header and publishes "shm/name" (or "!reason");
+ *   2. every other rank opens, maps and checks it;
+ *   3. every rank publishes "shm/ok/<rank>" ("" or the reason it failed)
+ *      and reads everyone's; any failure fails every rank;
+ *   4. every rank unlinks the name (the first wins): once all have mapped,
+ *      nothing is left in /dev/shm, whatever happens to the processes.
+ * The mapping is MADV_DONTFORK: a child forked after init (workers,
+ * system()) never sees it. The pidfds are close-on-exec. */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shm_int.h"
+
+#define KIB ((size_t)1024)
+#define PAGE ((size_t)4096)
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static int64_t env_or(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
+  int64_t v;
+  if (dist__env_int(name, lo, hi, dflt, &v) != DIST_OK) {
+    DIST_LOG(WARNING, SHM, "%s; using %" PRId64, dist_last_errmsg(), dflt);
+    return dflt;
+  }
+  return v;
+}
+
+/* Geometry chosen by rank 0 (environment: DIST_SHM_SLOT_KB,
+ * DIST_SHM_SMALL_BYTES). Slots shrink as groups grow so a 64-rank group
+ * stays around 32 MiB. */
+static void geometry(shm_seg *h, int n) {
+  size_t dflt = (8192 * KIB) / (size_t)n;
+  dflt = dflt > 512 * KIB ? 512 * KIB : dflt < 64 * KIB ? 64 * KIB : dflt;
+  size_t slot = (size_t)env_or("DIST_SHM_SLOT_KB", 16, 1 << 20, (int64_t)(dflt / KIB)) * KIB;
+  slot = round_up(slot, PAGE);
+  /* A block of an all_reduce chunk (slot / n, plus alignment) or one
+   * sub-slot of reduce_scatter (slot / (n - 1)). */
+  size_t red = round_up(slot / (size_t)(n > 1 ? n - 1 : 1) + 256, PAGE);
+  size_t cnt = round_up(2 * 2 * (size_t)n * sizeof(int64_t), SHM_LINE);
+  size_t fixed = round_up(sizeof(shm_ctl), SHM_LINE) + 2 * sizeof(shm_hdr);
+  h->cnt_off = fixed;
+  h->data_off = round_up(fixed + cnt, PAGE);
+  h->red_off = h->data_off + 2 * slot;
+  h->region_bytes = h->red_off + 2 * red;
+  h->slot_bytes = slot;
+  h->red_bytes = red;
+  h->nranks = (uint32_t)n;
+  h->seg_bytes = round_up(sizeof(shm_seg), PAGE) + (uint64_t)n * h->region_bytes;
+  int64_t small = env_or("DIST_SHM_SMALL_BYTES", 0, (int64_t)slot, 16384);
+  h->small_allreduce = (uint64_t)(small < (int64_t)slot ? small : (int64_t)slot);
+}
+
+/* Fills s's per-rank pointers from the header. */
+static void lay_out(dist__shm *s) {
+  shm_seg *h = s->seg;
+  uint8_t *base = (uint8_t *)h + round_up(sizeof(shm_seg), PAGE);
+  for (int r = 0; r < s->size; r++) {
+    uint8_t *reg = base + (size_t)r * h->region_bytes;
+    shm_peer *p = &s->peer[r];
+    p->ctl = (shm_ctl *)reg;
+    for (int k = 0; k < 2; k++) {
+      p->hdr[k] = (shm_hdr *)(reg + round_up(sizeof(shm_ctl), SHM_LINE)) + k;
+      p->cnt[k] = (int64_t *)(reg + h->cnt_off) + (size_t)k * 2 * (size_t)s->size;
+      p->data[k] = reg + h->data_off + (size_t)k * h->slot_bytes;
+      p->red[k] = reg + h->red_off + (size_t)k * h->red_bytes;
+    }
+  }
+  s->slot = h->slot_bytes;
+  s->red = h->red_bytes;
+  s->small_ar = h->small_allreduce;
+}
+
+static void sanitize(char *dst, size_t len, const char *src) {
+  size_t i = 0;
+  for (; src && src[i] && i + 1 < len; i++) {
+    char ch = src[i];
+    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_';
+    dst[i] = ok ? ch : '_';
+  }
+  dst[i] = '\0';
+}
+
+static void make_name(const dist__cpu_group *g, char *out, size_t len) {
+  char job[48], grp[96];
+  sanitize(job, sizeof job, g->job_id[0] ? g->job_id : "nojob");
+  sanitize(grp, sizeof grp, g->name);
+  uint64_t rnd = 0;
+  if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+    rnd = (uint64_t)dist__now_ns() ^ ((uint64_t)getpid() << 32);
+  snprintf(out, len, "/dist.%s.%s.%d.%016" PRIx64, job, grp, (int)getpid(), rnd);
+}
+
+/* Rank 0: creates, sizes and initialises the segment; *fd and the
+ * mapping are s's. */
+static int create_seg(dist__shm *s, const char *name, int *fd, dist__errbuf *err) {
+  shm_seg h = {0};
+  geometry(&h, s->size);
+  *fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (*fd < 0)
+    return dist__err_sys(err, errno, "shm_open(%s)", name);
+  int e = ftruncate(*fd, (off_t)h.seg_bytes) != 0 ? errno : 0;
+  if (!e)
+    e = posix_fallocate(*fd, 0, (off_t)h.seg_bytes);
+  if (e)
+    return dist__err_sys(err, e, "reserving %" PRIu64 " bytes of shared memory for %s (is "
+                                 "/dev/shm full?)", h.seg_bytes, name);
+  void *m = mmap(NULL, h.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  if (m == MAP_FAILED)
+    return dist__err_sys(err, errno, "mmap of %" PRIu64 " bytes of %s", h.seg_bytes, name);
+  s->seg = m;
+  s->bytes = h.seg_bytes;
+  h.magic = SHM_MAGIC;
+  h.version = SHM_VERSION;
+  memcpy(s->seg, &h, sizeof h); /* fresh pages are zero: counters, flags */
+  return DIST_OK;
+}
+
+/* Ranks > 0: opens, maps and checks the segment rank 0 made. */
+static int open_seg(dist__shm *s, const char *name, int *fd, dist__errbuf *err) {
+  *fd = shm_open(name, O_RDWR, 0600);
+  if (*fd < 0)
+    return dist__err_sys(err, errno, "shm_open(%s)", name);
+  struct stat st;
+  if (fstat(*fd, &st) != 0)
+    return dist__err_sys(err, errno, "fstat of %s", name);
+  if ((size_t)st.st_size < sizeof(shm_seg))
+    return dist__err_set(err, DIST_E_BACKEND, "shared segment %s is too small (%lld bytes)", name,
+                         (long long)st.st_size);
+  void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  if (m == MAP_FAILED)
+    return dist__err_sys(err, errno, "mmap of %s", name);
+  s->seg = m;
+  s->bytes = (size_t)st.st_size;
+  shm_seg want = {0};
+  geometry(&want, s->size); /* only the layout rules; sizes come from rank 0 */
+  const shm_seg *h = s->seg;
+  bool ok = h->magic == SHM_MAGIC && h->version == SHM_VERSION && h->nranks == (uint32_t)s->size &&
+            h->seg_bytes == s->bytes && h->slot_bytes % PAGE == 0 && h->slot_bytes >= 16 * KIB &&
+            h->red_bytes >= h->slot_bytes / (uint64_t)(s->size > 1 ? s->size - 1 : 1) &&
+            h->cnt_off == want.cnt_off && h->data_off >= want.data_off &&
+            h->red_off >= h->data_off + 2 * h->slot_bytes &&
+            h->region_bytes >= h->red_off + 2 * h->red_bytes &&
+            round_up(sizeof(shm_seg), PAGE) + (uint64_t)s->size * h->region_bytes <= s->bytes &&
+            h->small_allreduce <= h->slot_bytes;
+  if (!ok)
+    return dist__err_set(err, DIST_E_BACKEND,
+                         "shared segment %s does not match this build or group (magic %#" PRIx64
+                         ", version %u, %u ranks, %zu bytes; this rank expects version %u, %d "
+                         "ranks)",
+                         name, h->magic, h->version, h->nranks, s->bytes, SHM_VERSION, s->size);
+  return DIST_OK;
+}
+
+/* Step 1-2 on this rank; the outcome goes to the exchange. */
+static int map_seg(dist__shm *s, dist_store *store, int64_t deadline_ms, char *name,
+                   size_t namelen, int *fd, dist__errbuf *err) {
+  if (s->rank == 0) {
+    make_name(s->g, name, namelen);
+    int rc = create_seg(s, name, fd, err);
+    char bad[DIST_ERRMSG_LEN + 2];
+    snprintf(bad, sizeof bad, "!%s", err->msg);
+    const char *val = rc == DIST_OK ? name : bad;
+    int src = dist_store_set(store, "shm/name", val, strlen(val));
+    if (src != DIST_OK && rc == DIST_OK)
+      rc = dist__err_set(err, src, "publishing the shared segment's name: %s",
+                         dist_store_errmsg(store));
+    return rc;
+  }
+  const char *key = "shm/name";
+  int rc = dist_store_wait(store, &key, 1, dist__remaining_ms(deadline_ms));
+  void *val = NULL;
+  size_t len = 0;
+  if (rc == DIST_OK)
+    rc = dist_store_get(store, key, &val, &len);
+  if (rc != DIST_OK)
+    return dist__err_set(err, rc, "waiting for rank 0's shared segment name: %s",
+                         dist_store_errmsg(store));
+  if (len == 0 || ((char *)val)[0] == '!') {
+    rc = dist__err_set(err, DIST_E_BACKEND, "rank 0 could not create the shared segment: %s",
+                       len ? (char *)val + 1 : "(no reason given)");
+  } else {
+    snprintf(name, namelen, "%s", (char *)val);
+    rc = open_seg(s, name, fd, err);
+  }
+  dist_free(val);
+  return rc;
+}
+
+/* Step 3: every rank's verdict. */
+static int exchange(dist__shm *s, dist_store *store, int64_t deadline_ms, int my_rc,
+                    dist__errbuf *err) {
+  char key[64];
+  snprintf(key, sizeof key, "shm/ok/%d", s->rank);
+  const char *mine = my_rc == DIST_OK ? "" : err->msg[0] ? err->msg : "failed";
+  int rc = dist_store_set(store, key, mine, strlen(mine));
+  if (rc != DIST_OK)
+    return dist__err_set(err, rc, "publishing this rank's shared-memory status: %s",
+                         dist_store_errmsg(store));
+  if (my_rc != DIST_OK)
+    return my_rc;
+  for (int r = 0; r < s->size && rc == DIST_OK; r++) {
+    snprintf(key, sizeof key, "shm/ok/%d", r);
+    const char *k = key;
+    void *val = NULL;
+    size_t len = 0;
+    rc = dist_store_wait(store, &k, 1, dist__remaining_ms(deadline_ms));
+    if (rc == DIST_OK)
+      rc = dist_store_get(store, key, &val, &len);
+    if (rc != DIST_OK) {
+      char who[160];
+      rc = dist__err_set(err, rc, "waiting for %s to map the shared segment: %s",
+                         dist__cpu_peer_name(s->g, r, who, sizeof who), dist_store_errmsg(store));
+    } else if (len) {
+      char who[160];
+      rc = dist__err_set(err, DIST_E_BACKEND, "%s could not use the shared segment: %s",
+                         dist__cpu_peer_name(s->g, r, who, sizeof who), (char *)val);
+    }
+    dist_free(val);
+  }
+  return rc;
+}
+
+static int pidfd_open_(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+/* pidfds of the peers, for death detection while waiting. A peer whose pid
+ * this process cannot see (another pid namespace) gets none: its death then
+ * shows as a timeout. */
+static int open_pidfds(dist__shm *s, dist__errbuf *err) {
+  for (int r = 0; r < s->size; r++) {
+    s->pidfd[r] = -1;
+    if (r == s->rank)
+      continue;
+    pid_t pid = s->g->peers[r].pid;
+    if (pid <= 0 || s->peer[r].ctl->pid != pid) {
+      DIST_LOG(INFO, SHM, "group %s: rank %d's pid %d differs from the one it sees (%d): "
+               "no death detection for it", s->g->name, r, (int)pid, (int)s->peer[r].ctl->pid);
+      continue;
+    }
+    s->pidfd[r] = pidfd_open_(pid);
+    if (s->pidfd[r] < 0 && errno == ESRCH) {
+      char who[160];
+      return dist__err_set(err, DIST_E_PEER_LOST, "%s exited while the shared segment was set up",
+                           dist__cpu_peer_name(s->g, r, who, sizeof who));
+    }
+  }
+  return DIST_OK;
+}
+
+int dist__shm_seg_create(dist__shm *s, dist_store *store, int64_t deadline_ms,
+                         dist__errbuf *err) {
+  char name[256] = "";
+  int fd = -1;
+  int rc = map_seg(s, store, deadline_ms, name, sizeof name, &fd, err);
+  if (rc == DIST_OK) {
+    lay_out(s);
+    s->peer[s->rank].ctl->pid = (int32_t)getpid();
+    atomic_fetch_add(&s->seg->mapped, 1);
+  }
+  rc = exchange(s, store, deadline_ms, rc, err);
+  if (name[0] && (rc == DIST_OK || s->rank == 0))
+    shm_unlink(name); /* the first rank wins; ENOENT for the others */
+  if (fd >= 0)
+    close(fd);
+  if (rc == DIST_OK && madvise(s->seg, s->bytes, MADV_DONTFORK) != 0)
+    DIST_LOG(INFO, SHM, "madvise(MADV_DONTFORK) failed: %s", strerror(errno));
+  if (rc == DIST_OK)
+    rc = open_pidfds(s, err);
+  if (rc == DIST_OK)
+    DIST_LOG(DEBUG, SHM, "group %s: shared segment %s, %zu bytes, slot %zu, red %zu, small %zu",
+             s->g->name, name, s->bytes, s->slot, s->red, s->small_ar);
+  return rc;
+}
+
+void dist__shm_seg_destroy(dist__shm *s) {
+  for (int r = 0; s->pidfd && r < s->size; r++)
+    if (s->pidfd[r] >= 0)
+      close(s->pidfd[r]);
+  if (s->seg)
+    munmap(s->seg, s->bytes);
+  s->seg = NULL;
+}

@@ -1,0 +1,224 @@
+/* shm_wait.c - how a rank of the shared-memory engine waits for the
+ * others, and how it fails when they do not come.
+ *
+ * DESIGN. The hot path (shm_int.h) is one acquire load per peer. When a
+ * peer has not posted yet, the waiter goes through three phases:
+ *   1. spin with a pause instruction (DIST_SHM_SPIN_US, default 50 us):
+ *      a peer on its own core posts within a microsecond or so, and a
+ *      blocking wake-up costs ~30 us on a virtual machine;
+ *   2. sched_yield (DIST_SHM_YIELD_US, default 200 us): lets a rank that
+ *      shares our core run;
+ *   3. sleep on the peer's futex word (FUTEX_WAIT on shared memory, not
+ *      PRIVATE) in slices of a few ms. A publisher bumps the word and calls
+ *      FUTEX_WAKE only when the sleeper count says someone sleeps, so the
+ *      hot path has no system call.
+ * Phases 2 and 3 check, at least once per slice: this group's abort and
+ * broken state, the failure words the peers publish, the deadline, and
+ * (at most once per millisecond) the pidfds of the peers not yet arrived.
+ * Sleeper protocol: the sleeper increments sleepers, reads the word, then
+ * re-checks the counter before FUTEX_WAIT; the publisher stores the
+ * counter, then reads sleepers (both seq_cst), so either the sleeper sees
+ * the post or the publisher sees the sleeper and bumps the word. */
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shm_int.h"
+
+#define SLEEP_SLICE_NS 4000000 /* 4 ms */
+#define POLL_EVERY_NS 1000000  /* pidfd poll at most every 1 ms */
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
+  return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+void dist__shm_wake_rank(dist__shm *s, int r) {
+  shm_ctl *c = s->peer[r].ctl;
+  atomic_fetch_add_explicit(&c->wake, 1, memory_order_seq_cst);
+  futex(&c->wake, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void dist__shm_wake_all(dist__shm *s) {
+  if (!s || !s->seg)
+    return;
+  for (int r = 0; r < s->size; r++)
+    dist__shm_wake_rank(s, r);
+}
+
+/* "rank 1 (host h, pid 42)" or "ranks 1 (...), 3 (...)" for the ranks
+ * from j on that have not posted step g. */
+static void missing_names(dist__shm *s, uint64_t g, int j, char *buf, size_t len, int *count) {
+  size_t off = 0;
+  int n = 0;
+  buf[0] = '\0';
+  for (int k = j; k < s->size; k++) {
+    if (k == s->rank || shm_reached(s, k, g))
+      continue;
+    char who[160];
+    dist__cpu_peer_name(s->g, k, who, sizeof who);
+    dist__appendf(buf, len, &off, "%s%s", n ? ", " : "", n ? who + 5 : who);
+    n++;
+  }
+  if (n > 1) { /* "rank 1 (..), 3 (..)" -> "ranks 1 (..), 3 (..)" */
+    memmove(buf + 5, buf + 4, strlen(buf + 4) + 1);
+    buf[4] = 's';
+  }
+  *count = n;
+}
+
+static int timed_out(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
+  char who[1024], label[96];
+  int n;
+  missing_names(s, g, j, who, sizeof who, &n);
+  dist__cpu_op_label(op->c, label, sizeof label);
+  if (g == s->op_base)
+    return dist__shm_fail(s, op, DIST_E_TIMEOUT, "%s timed out after %" PRId64 " ms: %s %s not "
+                          "arrived", label, op->c->timeout_ms, who, n > 1 ? "have" : "has");
+  return dist__shm_fail(s, op, DIST_E_TIMEOUT, "%s timed out after %" PRId64 " ms: %s arrived "
+                        "but stopped before step %" PRIu64 " of the operation", label,
+                        op->c->timeout_ms, who, g - s->op_base + 1);
+}
+
+/* A peer published a failure: this rank fails too, with its status. */
+static int peer_failed(dist__shm *s, dist__cpu_op *op) {
+  for (int k = 0; k < s->size; k++) {
+    if (k == s->rank)
+      continue;
+    int code = atomic_load_explicit(&s->peer[k].ctl->fail_code, memory_order_acquire);
+    if (code <= 0)
+      continue;
+    char who[160], label[96], msg[SHM_FAILMSG];
+    memcpy(msg, s->peer[k].ctl->fail_msg, sizeof msg);
+    msg[sizeof msg - 1] = '\0';
+    return dist__shm_fail(s, op, code, "%s: %s failed: %s",
+                          dist__cpu_op_label(op->c, label, sizeof label),
+                          dist__cpu_peer_name(s->g, k, who, sizeof who), msg);
+  }
+  return DIST_OK;
+}
+
+static bool gone(dist__shm *s, int k) {
+  if (s->pidfd[k] >= 0) {
+    struct pollfd p = {.fd = s->pidfd[k], .events = POLLIN};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+  }
+  return false;
+}
+
+/* Dead peers among those that have not posted step g. */
+static int peer_lost(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
+  for (int k = j; k < s->size; k++) {
+    if (k == s->rank || shm_reached(s, k, g) || !gone(s, k))
+      continue;
+    if (shm_reached(s, k, g)) /* it posted, then exited */
+      continue;
+    char who[160], label[96];
+    return dist__shm_fail(s, op, DIST_E_PEER_LOST, "%s: %s exited while this rank waited for it",
+                          dist__cpu_op_label(op->c, label, sizeof label),
+                          dist__cpu_peer_name(s->g, k, who, sizeof who));
+  }
+  return DIST_OK;
+}
+
+/* Everything a slow waiter checks besides the counter. */
+static int checks(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t now) {
+  dist__cpu_group *grp = s->g;
+  if (atomic_load_explicit(&grp->aborted, memory_order_acquire) ||
+      atomic_load_explicit(&grp->broken_rc, memory_order_acquire) != DIST_OK) {
+    char label[96];
+    dist__errbuf tmp;
+    dist__err_clear(&tmp);
+    int rc = dist__cpu_check_state(grp, &tmp);
+    return dist__shm_fail(s, op, rc, "%s: %s", dist__cpu_op_label(op->c, label, sizeof label),
+                          tmp.msg);
+  }
+  DIST_TRY(peer_failed(s, op));
+  if (now - s->last_poll_ns >= POLL_EVERY_NS) {
+    s->last_poll_ns = now;
+    DIST_TRY(peer_lost(s, op, g, j));
+  }
+  if (now / 1000000 >= op->deadline_ms)
+    return timed_out(s, op, g, j);
+  return DIST_OK;
+}
+
+/* Phase 3: one slice of sleep on rank j's word. */
+static void sleep_on(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t now) {
+  shm_ctl *c = s->peer[j].ctl;
+  int64_t left = op->deadline_ms * 1000000 - now;
+  int64_t ns = left < SLEEP_SLICE_NS ? (left > 0 ? left : 0) : SLEEP_SLICE_NS;
+  struct timespec ts = {ns / 1000000000, ns % 1000000000};
+  atomic_fetch_add_explicit(&c->sleepers, 1, memory_order_seq_cst);
+  uint32_t w = atomic_load_explicit(&c->wake, memory_order_seq_cst);
+  if (!shm_reached(s, j, g) && !atomic_load_explicit(&s->g->aborted, memory_order_seq_cst))
+    futex(&c->wake, FUTEX_WAIT, w, &ts);
+  atomic_fetch_sub_explicit(&c->sleepers, 1, memory_order_seq_cst);
+}
+
+static int wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t spin_end,
+                    int64_t yield_end) {
+  unsigned it = 0;
+  int64_t now = 0;
+  while (!shm_reached(s, j, g)) {
+    if (now < spin_end) {
+      cpu_relax();
+      if ((++it & 63) == 0)
+        now = dist__now_ns();
+      continue;
+    }
+    now = dist__now_ns();
+    DIST_TRY(checks(s, op, g, j, now));
+    if (now < yield_end)
+      sched_yield();
+    else
+      sleep_on(s, op, g, j, now);
+  }
+  return DIST_OK;
+}
+
+int dist__shm_wait_slow(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
+  int64_t t0 = dist__now_ns();
+  int64_t spin_end = t0 + s->spin_ns, yield_end = spin_end + s->yield_ns;
+  for (; j < s->size; j++) {
+    if (j == s->rank || shm_reached(s, j, g))
+      continue;
+    DIST_TRY(wait_one(s, op, g, j, spin_end, yield_end));
+  }
+  return DIST_OK;
+}
+
+int dist__shm_fail(dist__shm *s, dist__cpu_op *op, int rc, const char *fmt, ...) {
+  char msg[DIST_ERRMSG_LEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  dist__err_set(op->err, rc, "%s", msg);
+  dist__cpu_mark_broken(s->g, rc, msg);
+  /* Publish once: the peers fail with this status instead of waiting. */
+  shm_ctl *c = s->peer[s->rank].ctl;
+  int32_t zero = 0;
+  if (atomic_compare_exchange_strong(&c->fail_code, &zero, -1)) {
+    size_t n = shm_min(strlen(msg), sizeof c->fail_msg - 1);
+    memcpy(c->fail_msg, msg, n);
+    c->fail_msg[n] = '\0';
+    atomic_store_explicit(&c->fail_code, rc, memory_order_release);
+    dist__shm_wake_all(s);
+  }
+  DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
+  return rc;
+}

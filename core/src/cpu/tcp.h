@@ -1,0 +1,79 @@
+/* tcp.h - the TCP engine: the group's mesh of connections, point-to-point
+ * requests, and collectives over TCP.
+ *
+ * Mesh: at init every member listens on an ephemeral port (on the address
+ * DIST_SOCKET_IFNAME names, else the one that reaches the store's host),
+ * publishes it in the group store, and connects to the others (the higher
+ * rank connects to the lower). Each connection proves the job token
+ * (auth.h, role "data") and says which group and rank it is before use.
+ *
+ * Frames: a fixed header (magic, version, type, context, tag, sequence,
+ * op kind, dtype, element count, payload length) checked before any
+ * allocation; types DATA, ACK, NACK (size mismatch, with the receiver's
+ * expected size), ERROR (a peer failed the operation: fail it here too) and
+ * ABORT.
+ *
+ * Point to point: isend pushes the data eagerly (non-blocking sockets, what
+ * does not fit is queued and pushed by progress) and completes when the
+ * receiver acknowledges the match, so a sender learns of a size mismatch;
+ * irecv matches (context, tag, source) against arrived messages (unexpected
+ * ones are kept, bounded by their checked length) or waits. Any source is
+ * peer -1. Progress is driven by whichever thread waits (the caller's or
+ * the backend's progress thread), under the mesh's progress lock: it sends
+ * and receives on every connection, so peers that both send large messages
+ * never block each other (Gloo's busy-poll deadlock). A waiting thread
+ * busy-polls briefly (small messages: a few microseconds per hop) before it
+ * blocks in poll(). A connection that ends is a lost peer: every request
+ * involving that peer fails with DIST_E_PEER_LOST naming it, and so does the
+ * group (broken). */
+#ifndef DIST_CPU_TCP_H
+#define DIST_CPU_TCP_H
+
+#include "cpu.h"
+
+typedef struct dist__tcp dist__tcp;
+typedef struct dist__tcp_req dist__tcp_req;
+
+/* Matching contexts: user point-to-point, and the engine's collectives. */
+#define DIST_TCP_CTX_P2P 1u
+#define DIST_TCP_CTX_COLL 2u
+
+/* Collective over the group store: every member calls it at init. */
+int dist__tcp_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
+                     dist__tcp **out, dist__errbuf *err);
+void dist__tcp_destroy(dist__tcp *t);
+/* Fails every pending request with DIST_E_ABORTED, tells the peers
+ * (best effort) and wakes waiters. Any thread, never blocks. */
+void dist__tcp_abort(dist__tcp *t, const char *reason);
+
+/* Posts a send or receive of len bytes (peer: group rank; -1 = any source
+ * for a receive). c describes the user operation for messages and for the
+ * frame header (kind, dtype, count). The request is owned by the caller
+ * until dist__tcp_req_free. Any thread. */
+int dist__tcp_isend(dist__tcp *t, int peer, uint32_t ctx, int64_t tag, const void *buf,
+                    size_t len, const dist_coll *c, dist__tcp_req **out,
+                    dist__errbuf *err);
+int dist__tcp_irecv(dist__tcp *t, int peer, uint32_t ctx, int64_t tag, void *buf,
+                    size_t len, const dist_coll *c, dist__tcp_req **out,
+                    dist__errbuf *err);
+/* Waits for every request (driving progress) until the deadline; the first
+ * failure's status and message win. */
+int dist__tcp_wait(dist__tcp *t, dist__tcp_req *const *reqs, int n, int64_t deadline_ms,
+                   dist__errbuf *err);
+/* Non-blocking: drives progress once; true when req is done. */
+bool dist__tcp_test(dist__tcp *t, dist__tcp_req *req);
+/* A done request's status, message, and for a receive its source rank. */
+int dist__tcp_req_status(const dist__tcp_req *req, const char **msg, int *src_rank);
+void dist__tcp_req_free(dist__tcp_req *req);
+/* Drives progress for up to wait_ms (0: once, without blocking); for the
+ * progress thread when requests are pending and nobody waits. */
+int dist__tcp_progress(dist__tcp *t, int64_t wait_ms);
+/* Requests still pending (sends not yet acknowledged, receives not yet
+ * matched). */
+int dist__tcp_pending(dist__tcp *t);
+
+/* Runs one collective over TCP to completion (every kind but SEND, RECV
+ * and BATCH_P2P). One collective at a time per group. */
+int dist__tcp_run(dist__tcp *t, dist__cpu_op *op);
+
+#endif

@@ -1,0 +1,319 @@
+/* tcp_int.h - the TCP engine's internals, shared by its files:
+ *   tcp_mesh.c      create/destroy: listen, address exchange, connect,
+ *                   accept, the token proof and the hello
+ *   tcp_frame.c     the wire: header checks, send queues, the receive state
+ *                   machine that turns bytes into frames
+ *   tcp_p2p.c       requests: matching, unexpected messages, ACK/NACK and
+ *                   the rendezvous of large messages
+ *   tcp_progress.c  driving progress: sweeps, spinning, poll(), waits,
+ *                   abort, lost peers, timeouts
+ *   tcp_coll.c      collectives: dispatch, descriptors, moving data
+ *   tcp_reduce.c    the reducing collectives
+ *
+ * Locking: every field below is guarded by t->mu except the atomics and
+ * what create sets before the engine is shared. t->mu is never held across
+ * a blocking poll(). */
+#ifndef DIST_CPU_TCP_INT_H
+#define DIST_CPU_TCP_INT_H
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+
+#include "tcp.h"
+
+#define TCP_MAGIC 0x31435444u       /* "DTC1" as a little-endian u32 */
+#define TCP_HELLO_MAGIC 0x31484c44u /* "DLH1" */
+#define TCP_VERSION 1u
+#define TCP_NONE8 0xffu             /* dtype / redop not meaningful */
+
+/* Frame types. */
+enum {
+  TCP_F_DATA = 1, /* an eager message: header + payload */
+  TCP_F_RTS,      /* announces a large message (size), no payload */
+  TCP_F_CTS,      /* the receiver matched msg_id: send its body */
+  TCP_F_BODY,     /* the body of a large message (after CTS) */
+  TCP_F_ACK,      /* the receiver matched msg_id and the sizes agree */
+  TCP_F_NACK,     /* the receiver matched msg_id but expects size bytes */
+  TCP_F_CANCEL,   /* the sender withdrew msg_id: no body will come */
+  TCP_F_ERROR,    /* the sender failed collective #tag: payload = message */
+  TCP_F_ABORT,    /* the sender aborted the group: payload = reason */
+  TCP_F_BYE,      /* the sender is destroying the group */
+  TCP_F_END_
+};
+
+#define TCP_HF_WANT_ACK 1u /* DATA: answer with ACK or NACK */
+
+/* The fixed frame header (88 bytes, host byte order: a peer of the other
+ * endianness fails the magic check). */
+typedef struct tcp_hdr {
+  uint32_t magic;
+  uint8_t type;
+  uint8_t flags;
+  uint16_t kind;       /* dist_op_kind of the sender's operation */
+  uint32_t ctx;        /* DIST_TCP_CTX_* (matching context) */
+  uint8_t dtype;       /* TCP_NONE8 when not meaningful */
+  uint8_t redop;       /* TCP_NONE8 when not meaningful */
+  uint16_t pad0;
+  int64_t tag;         /* p2p: the user's tag; collectives: (seq << 16) | step */
+  uint64_t msg_id;     /* the sender's id of the message (per connection) */
+  uint64_t op_seq;     /* the sender's user-visible sequence number */
+  int64_t count;       /* elements of this message (sender's view) */
+  int64_t peer_count;  /* collectives: elements the sender expects back, -1 none */
+  int64_t total;       /* collectives: operation-level count, -1 none */
+  uint64_t size;       /* message bytes (NACK: the receiver's expected bytes) */
+  uint64_t len;        /* payload bytes that follow this header */
+  int32_t root;        /* collectives: root group rank, -1 none */
+  uint32_t pad1;
+} tcp_hdr;
+_Static_assert(sizeof(tcp_hdr) == 88, "tcp_hdr is a wire format");
+
+/* A receive of at least this much left goes straight into the user's buffer
+ * (below it, bytes go through the connection's staging buffer). */
+#define TCP_DIRECT_MIN 4096u
+/* Bytes one read call takes from one connection before the sweep moves on,
+ * so both directions of an exchange keep moving. */
+#define TCP_READ_BUDGET (4u << 20)
+
+/* Longest eager payload a peer may send (anything larger is a malformed
+ * frame), and the longest ERROR/ABORT text. */
+#define TCP_EAGER_HARD_MAX (4u << 20)
+#define TCP_TEXT_MAX 4096u
+
+/* What a message says about its operation, and what a receive expects. */
+typedef struct tcp_desc {
+  uint16_t kind;
+  uint8_t dtype;
+  uint8_t redop;
+  int32_t root;
+  uint64_t op_seq;
+  int64_t count;
+  int64_t peer_count;
+  int64_t total;
+} tcp_desc;
+
+enum tcp_rstate {
+  RQ_SEND_QUEUED,   /* DATA/BODY queued or being written */
+  RQ_SEND_ACKWAIT,  /* written; waiting for ACK or NACK */
+  RQ_SEND_CTSWAIT,  /* RTS queued or written; waiting for CTS or NACK */
+  RQ_RECV_POSTED,   /* waiting for a matching message */
+  RQ_RECV_BODYWAIT, /* matched an RTS, CTS sent; waiting for the body */
+  RQ_RECV_READING,  /* the payload streams into buf */
+  RQ_DONE,
+};
+
+typedef struct tcp_item tcp_item;
+typedef struct tcp_umsg tcp_umsg;
+
+struct dist__tcp_req {
+  dist__tcp *t;
+  dist__tcp_req *prev, *next;   /* t->reqs: every live request */
+  dist__tcp_req *pprev, *pnext; /* t->posted: receives waiting for a match */
+  bool is_send, want_ack, posted, coll, freed;
+  int state;
+  int peer;                     /* group rank; -1 any source */
+  int src;                      /* the matched sender */
+  uint32_t ctx;
+  int64_t tag;
+  uint8_t *buf;
+  size_t len;
+  tcp_desc d;
+  uint64_t msg_id;
+  tcp_item *item;               /* a send's frame while it is queued */
+  int rc;                       /* set once; final when state == RQ_DONE */
+  char *msg;                    /* failure message (heap) */
+};
+
+/* One outgoing frame. */
+struct tcp_item {
+  tcp_item *next;
+  tcp_hdr h;
+  const uint8_t *payload;
+  size_t plen;
+  size_t off;                   /* bytes of h + payload written */
+  dist__tcp_req *req;           /* the send it carries (NULL: control) */
+  void *owned;                  /* payload owned by the item */
+};
+
+/* A message that arrived before its receive was posted. */
+struct tcp_umsg {
+  tcp_umsg *next;
+  int src;
+  tcp_hdr h;                    /* DATA (payload in data) or RTS */
+  uint8_t *data;
+};
+
+typedef struct tcp_conn {
+  int fd;                       /* -1 once closed */
+  int peer;
+  bool gone;                    /* lost, left or aborted: no more traffic */
+  bool bye;                     /* the peer said it leaves */
+  tcp_item *sq, *sq_last;       /* outgoing frames in order */
+  uint64_t next_msg_id;
+  /* receive side */
+  uint8_t *rbuf;
+  size_t rpos, rend;
+  bool in_body;
+  tcp_hdr rh;                   /* the frame being received */
+  uint8_t *rdst;                /* where the payload goes; NULL: discarded */
+  size_t rleft;
+  dist__tcp_req *rreq;          /* the receive being filled */
+  tcp_umsg *rumsg;              /* the unexpected message being filled */
+  char *rtext;                  /* ERROR/ABORT text being read */
+} tcp_conn;
+
+#define TCP_RBUF 65536
+
+struct dist__tcp {
+  dist__cpu_group *g;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;            /* non-driving waiters (CLOCK_MONOTONIC) */
+  int wakefd;                   /* eventfd: wakes a driver blocked in poll */
+  tcp_conn *conns;              /* g->size entries; conns[g->rank] unused */
+  dist__tcp_req *reqs;          /* live requests */
+  dist__tcp_req *posted, *posted_last;
+  tcp_umsg *unexp, *unexp_last;
+  bool driving, in_poll;
+  int nwaiters;
+  bool completed;               /* a request completed since the last broadcast */
+  /* abort */
+  _Atomic int aborted, abort_claimed;
+  bool abort_handled;
+  char abort_reason[256];
+  /* collectives */
+  uint64_t coll_seq;            /* number of the running / last collective */
+  bool coll_active;
+  uint64_t err_seq;             /* an ERROR frame from a peer ... */
+  int err_rc;                   /* ... its status (DIST_OK: none) ... */
+  char err_msg[DIST_ERRMSG_LEN];/* ... and message */
+  /* the first lost peer */
+  int lost_rc;
+  char lost_msg[DIST_ERRMSG_LEN];
+  /* tunables */
+  size_t eager_max;
+  int64_t spin_ns;
+  struct pollfd *pfds;          /* poll scratch, g->size + 1 entries */
+  int *pconn;
+};
+
+/* --- tcp_frame.c --------------------------------------------------------- */
+
+void dist__tcp_hdr_init(tcp_hdr *h, int type, uint32_t ctx, int64_t tag);
+/* Appends a frame to c's queue (payload borrowed unless owned). */
+void dist__tcp_enqueue(dist__tcp *t, tcp_conn *c, tcp_item *it);
+/* A control frame (ACK, NACK, CTS, CANCEL, ERROR, ABORT, BYE) with optional
+ * text payload; false when out of memory (the frame is then not sent). */
+bool dist__tcp_send_ctrl(dist__tcp *t, tcp_conn *c, const tcp_hdr *h, const char *text);
+/* Writes what the socket takes; true when anything moved. */
+bool dist__tcp_flush(dist__tcp *t, tcp_conn *c);
+/* Reads and dispatches what is available; true when anything moved. */
+bool dist__tcp_read(dist__tcp *t, tcp_conn *c);
+/* Stops the payload being read into req's buffer (the rest is discarded). */
+void dist__tcp_unhook_reader(dist__tcp *t, dist__tcp_req *req);
+/* Removes a send's frame from its queue if nothing of it was written, or
+ * gives the frame its own copy of the unwritten payload; false when the
+ * copy failed (the connection is then unusable). */
+bool dist__tcp_detach_item(dist__tcp *t, dist__tcp_req *req);
+void dist__tcp_free_queue(tcp_conn *c);
+/* The next len bytes of payload on c go to dst (NULL: discarded). */
+static inline void dist__tcp_expect_body(tcp_conn *c, void *dst, size_t len) {
+  c->in_body = true;
+  c->rdst = (uint8_t *)dst;
+  c->rleft = len;
+}
+
+/* --- tcp_p2p.c ----------------------------------------------------------- */
+
+/* A new request, linked into t->reqs. NULL when out of memory. */
+dist__tcp_req *dist__tcp_req_new(dist__tcp *t, bool is_send, int peer, uint32_t ctx,
+                                 int64_t tag, void *buf, size_t len, const tcp_desc *d);
+/* Starts a send / a receive (t->mu held). */
+void dist__tcp_start_send(dist__tcp *t, dist__tcp_req *r);
+void dist__tcp_start_recv(dist__tcp *t, dist__tcp_req *r);
+/* Completes r with rc and a message (first failure kept). */
+void dist__tcp_complete(dist__tcp *t, dist__tcp_req *r, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Fails r if it is still pending; what it holds of the wire is released
+ * (a half-written frame keeps a private copy). */
+void dist__tcp_cancel(dist__tcp *t, dist__tcp_req *r, int rc, const char *msg);
+/* Frees a request (t->mu held); a pending one is cancelled first. */
+void dist__tcp_req_release(dist__tcp *t, dist__tcp_req *r);
+/* Frame handlers (t->mu held). A DATA header decides where its payload
+ * goes; body_done runs when the payload is in. */
+void dist__tcp_on_data(dist__tcp *t, tcp_conn *c);
+void dist__tcp_on_payload_done(dist__tcp *t, tcp_conn *c);
+void dist__tcp_on_rts(dist__tcp *t, tcp_conn *c);
+void dist__tcp_on_cts(dist__tcp *t, tcp_conn *c);
+/* Returns false when the body frame is malformed (its length differs). */
+bool dist__tcp_on_body(dist__tcp *t, tcp_conn *c);
+void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack);
+void dist__tcp_on_cancel(dist__tcp *t, tcp_conn *c);
+/* r's frame of the given type has been written in full. */
+void dist__tcp_on_sent(dist__tcp *t, dist__tcp_req *r, int type);
+/* "SEND #3" for a request's operation. */
+const char *dist__tcp_req_label(const dist__tcp_req *r, char *buf, size_t len);
+
+/* --- tcp_progress.c ------------------------------------------------------ */
+
+/* Marks peer c gone (EOF, reset, malformed frame, abort, bye): fails every
+ * request involving it, and unless it left cleanly, records the lost peer
+ * and marks the group broken. */
+void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* An ERROR frame for collective seq arrived from peer c with text. */
+void dist__tcp_on_error(dist__tcp *t, tcp_conn *c, const char *text);
+/* Wakes a driver blocked in poll() (a frame was queued by another thread). */
+void dist__tcp_wake(dist__tcp *t);
+/* Abort handling with t->mu held: fails everything once, tells peers. */
+void dist__tcp_handle_abort(dist__tcp *t);
+
+typedef struct tcp_wait_ctx {
+  const dist_coll *coll;        /* non-NULL for a collective's wait */
+} tcp_wait_ctx;
+/* Waits (t->mu held) until every request is done, one failed, the
+ * deadline passes, the engine is aborted or a peer is lost. */
+int dist__tcp_wait_locked(dist__tcp *t, dist__tcp_req *const *reqs, int n,
+                          int64_t deadline_ms, dist__errbuf *err, const tcp_wait_ctx *w);
+/* One non-blocking round over every connection (t->mu held). */
+bool dist__tcp_sweep(dist__tcp *t);
+
+/* --- tcp_coll.c / tcp_reduce.c ------------------------------------------- */
+
+/* A running collective: the requests of its current step. */
+typedef struct tcp_cc {
+  dist__tcp *t;
+  dist__cpu_op *op;
+  const dist_coll *c;
+  uint64_t cseq;
+  int step;
+  tcp_desc base;                /* kind, dtype, redop, root, total */
+  size_t esize;                 /* element size */
+  dist__tcp_req **reqs;
+  int n, cap;
+} tcp_cc;
+
+/* Posts a collective message of count elements to / from peer.
+ * peer_count: elements of the mirrored transfer in the same step (-1 when
+ * the peer sends nothing back), checked by the receiver. want_ack: the
+ * receiver confirms the match (one-directional transfers). */
+int dist__tcp_cc_send(tcp_cc *cc, int peer, const void *buf, int64_t count,
+                      int64_t peer_count, bool want_ack);
+int dist__tcp_cc_recv(tcp_cc *cc, int peer, void *buf, int64_t count, int64_t peer_count);
+/* Waits for the step's requests, frees them and moves to the next step. */
+int dist__tcp_cc_wait(tcp_cc *cc);
+/* A heap buffer for the collective (freed by the caller with dist__free);
+ * NULL with DIST_E_NOMEM in op->err. */
+void *dist__tcp_cc_alloc(tcp_cc *cc, size_t bytes);
+
+int dist__tcp_all_reduce(tcp_cc *cc);
+int dist__tcp_reduce(tcp_cc *cc);
+int dist__tcp_reduce_scatter(tcp_cc *cc);
+
+/* Block b of n blocks of count elements: first element and length. */
+static inline void dist__tcp_block(int64_t count, int n, int b, int64_t *off, int64_t *len) {
+  int64_t q = count / n, rem = count % n;
+  *off = q * b + (b < rem ? b : rem);
+  *len = q + (b < rem ? 1 : 0);
+}
+
+#endif

@@ -1,0 +1,158 @@
+/* init.c - dist_init_process_group and the default group's life.
+ *
+ * Init reads the debug level, rendezvouses (rendezvous.c: env://, tcp://,
+ * file:// or an explicit store), loads backend plugins, creates the default
+ * group (group id 0, every rank) and starts the observers with its info.
+ * Destroying the default group ends everything, so init may run again. */
+#include <stdio.h>
+#include <strings.h>
+
+#include "pg_int.h"
+#include "rendezvous.h"
+
+static dist_pg *default_pg;
+static dist__rdzv rdzv;
+static bool have_rdzv;
+
+dist_pg *dist__pg_default(void) { return default_pg; }
+
+dist_pg *dist__pg_resolve(dist_pg *g) {
+  if (g)
+    return g;
+  if (!default_pg)
+    dist__set_last_error(DIST_E_INVAL,
+                         "the default process group is not initialised "
+                         "(call dist_init_process_group first)");
+  return default_pg;
+}
+
+const char *dist__job_token(void) { return have_rdzv ? rdzv.token : ""; }
+const char *dist__job_id(void) { return have_rdzv ? rdzv.job_id : ""; }
+const char *dist_get_job_id(void) { return have_rdzv ? rdzv.job_id : NULL; }
+dist_store *dist_get_default_store(void) { return have_rdzv ? rdzv.store : NULL; }
+bool dist_is_initialized(void) { return default_pg != NULL; }
+
+dist_init_opts dist_init_opts_default(void) {
+  dist_init_opts o = {0};
+  o.rank = -1;
+  o.world_size = -1;
+  return o;
+}
+
+/* "cpu", "gloo", or a device map "cpu:cpu,cuda:nccl" (the cpu entry is
+ * the default group's backend for host tensors). */
+static int pick_backend(const char *spec, char *out, size_t len) {
+  if (!spec || !*spec)
+    spec = "cpu";
+  if (!strchr(spec, ':')) {
+    snprintf(out, len, "%s", spec);
+    return DIST_OK;
+  }
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", spec);
+  for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+    char *colon = strchr(p, ':');
+    if (colon && !strncasecmp(p, "cpu", (size_t)(colon - p))) {
+      snprintf(out, len, "%s", colon + 1);
+      return DIST_OK;
+    }
+  }
+  return dist__set_last_error(DIST_E_NOTSUP,
+                              "backend '%s' maps no backend for cpu tensors; this build "
+                              "runs groups on one backend each", spec);
+}
+
+static int make_default_group(const dist_init_opts *o, const char *backend) {
+  int n = rdzv.world_size;
+  int *ranks = dist__malloc(sizeof(int) * (size_t)n);
+  if (!ranks)
+    return dist__set_last_error(DIST_E_NOMEM, "out of memory");
+  for (int i = 0; i < n; i++)
+    ranks[i] = i;
+  dist__pg_reset_ids();
+  dist__pg_spec s = {
+      .group_id = dist__pg_take_ids(1),
+      .backend = backend, .global_ranks = ranks, .size = n, .rank = rdzv.rank,
+      .name = "0", .desc = o->group_desc ? o->group_desc : "default",
+      .timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : dist__default_timeout_ms(),
+      .base_store = rdzv.store,
+  };
+  int rc = dist__pg_new(&s, &default_pg);
+  dist__free(ranks);
+  return rc;
+}
+
+int dist_init_process_group(const dist_init_opts *opts) {
+  dist__log_init_once();
+  dist__clear_last_error();
+  if (default_pg)
+    return dist__set_last_error(DIST_E_INVAL, "the default process group is already "
+                                              "initialised; destroy it first");
+  dist_init_opts o = opts ? *opts : dist_init_opts_default();
+  char backend[32];
+  DIST_TRY(pick_backend(o.backend, backend, sizeof backend));
+  DIST_TRY(dist__backend_load_plugins());
+  if (!dist__backend_find(backend))
+    return dist__set_last_error(DIST_E_NOTSUP,
+                                "backend '%s' is not available in this build (known: %s)",
+                                backend, dist__backend_names());
+  DIST_TRY(dist__rendezvous(&o, &rdzv));
+  have_rdzv = true;
+  dist_log_set_rank(rdzv.rank);
+  int rc = make_default_group(&o, backend);
+  if (rc != DIST_OK) {
+    char msg[DIST_ERRMSG_LEN];
+    snprintf(msg, sizeof msg, "%s", dist_last_errmsg());
+    dist__rendezvous_release(&rdzv);
+    have_rdzv = false;
+    return dist__set_last_error(rc, "%s", msg);
+  }
+  dist__obs_start(default_pg);
+  DIST_LOG(INFO, PG, "initialised: rank %d of %d, backend %s, job %s", rdzv.rank,
+           rdzv.world_size, backend, rdzv.job_id);
+  return DIST_OK;
+}
+
+static void destroy_all(void) {
+  dist_pg *def = default_pg;
+  dist__pg_destroy_all(); /* user groups, the default one included */
+  (void)def;
+  default_pg = NULL;
+  dist__obs_stop();
+  if (have_rdzv) {
+    dist__rendezvous_release(&rdzv);
+    have_rdzv = false;
+  }
+}
+
+int dist_destroy_process_group(dist_pg *g) {
+  if (!g) {
+    if (!default_pg)
+      return dist__set_last_error(DIST_E_INVAL, "no process group is initialised");
+    destroy_all();
+    return DIST_OK;
+  }
+  if (g == DIST_GROUP_NON_MEMBER)
+    return DIST_OK;
+  if (g == default_pg) {
+    destroy_all();
+    return DIST_OK;
+  }
+  dist__pg_free(g);
+  return DIST_OK;
+}
+
+int dist_get_rank(dist_pg *g) {
+  g = g ? g : default_pg;
+  return g && g != DIST_GROUP_NON_MEMBER ? g->info.rank : -1;
+}
+
+int dist_get_world_size(dist_pg *g) {
+  g = g ? g : default_pg;
+  return g && g != DIST_GROUP_NON_MEMBER ? g->info.size : -1;
+}
+
+const char *dist_get_backend(dist_pg *g) {
+  g = g ? g : default_pg;
+  return g && g != DIST_GROUP_NON_MEMBER ? g->backend : NULL;
+}

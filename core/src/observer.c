@@ -1,0 +1,126 @@
+/* observer.c - the observer seam: registration and event delivery.
+ *
+ * With no observer registered an event costs one relaxed load
+ * (dist__obs_on), and the caller skips even building it. Registration is
+ * rare and not concurrent with events (observer.h says so), so delivery
+ * reads the table without a lock. */
+#include "pg_int.h"
+
+typedef struct obs_slot {
+  const dist_observer *obs;
+  void *ctx;
+  bool inited;
+} obs_slot;
+
+_Atomic int dist__obs_active;
+static obs_slot slots[DIST_MAX_OBSERVERS];
+static int n_slots;
+static dist_pg *default_group; /* set while the default group lives */
+
+static void obs_init_one(obs_slot *s) {
+  if (!s->obs->init) {
+    s->inited = true;
+    return;
+  }
+  int rc = s->obs->init(&s->ctx, &default_group->info);
+  if (rc != DIST_OK) {
+    DIST_LOG(WARNING, CORE, "observer %s failed to start (%s); it is disabled",
+             s->obs->name ? s->obs->name : "?", dist_status_name(rc));
+    return;
+  }
+  s->inited = true;
+}
+
+static void recount(void) {
+  int live = 0;
+  for (int i = 0; i < n_slots; i++)
+    live += slots[i].inited;
+  atomic_store(&dist__obs_active, live);
+}
+
+int dist_observer_register(const dist_observer *obs) {
+  if (!obs || !obs->on_event)
+    return dist__set_last_error(DIST_E_INVAL, "an observer needs on_event");
+  if (obs->abi_version == 0 || obs->abi_version > DIST_OBSERVER_ABI_VERSION)
+    return dist__set_last_error(DIST_E_INVAL,
+                                "observer %s was built for ABI %u; this library has %u",
+                                obs->name ? obs->name : "?", obs->abi_version,
+                                DIST_OBSERVER_ABI_VERSION);
+  for (int i = 0; i < n_slots; i++)
+    if (slots[i].obs == obs)
+      return dist__set_last_error(DIST_E_INVAL, "observer %s is already registered",
+                                  obs->name ? obs->name : "?");
+  if (n_slots == DIST_MAX_OBSERVERS)
+    return dist__set_last_error(DIST_E_INVAL, "at most %d observers", DIST_MAX_OBSERVERS);
+  slots[n_slots] = (obs_slot){.obs = obs};
+  if (default_group)
+    obs_init_one(&slots[n_slots]);
+  n_slots++;
+  recount();
+  return DIST_OK;
+}
+
+int dist_observer_unregister(const dist_observer *obs) {
+  for (int i = 0; i < n_slots; i++) {
+    if (slots[i].obs != obs)
+      continue;
+    if (slots[i].inited && obs->fini)
+      obs->fini(slots[i].ctx);
+    slots[i] = slots[--n_slots];
+    recount();
+    return DIST_OK;
+  }
+  return dist__set_last_error(DIST_E_INVAL, "observer is not registered");
+}
+
+void dist__obs_start(dist_pg *g) {
+  default_group = g;
+  for (int i = 0; i < n_slots; i++)
+    if (!slots[i].inited)
+      obs_init_one(&slots[i]);
+  recount();
+}
+
+void dist__obs_stop(void) {
+  for (int i = 0; i < n_slots; i++) {
+    if (slots[i].inited && slots[i].obs->fini)
+      slots[i].obs->fini(slots[i].ctx);
+    slots[i].inited = false;
+    slots[i].ctx = NULL;
+  }
+  default_group = NULL;
+  recount();
+}
+
+void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int status,
+                    int peer, const char *msg) {
+  dist_event ev = {
+      .kind = kind,
+      .group_id = g->info.group_id,
+      .rank = g->info.global_rank,
+      .group_rank = g->info.rank,
+      .seq = c ? c->seq : g->seq,
+      .t_ns = dist__now_ns(),
+      .coll = c,
+      .group = &g->info,
+      .status = status,
+      .peer = peer,
+      .message = msg,
+      .caller = c ? c->caller : NULL,
+  };
+  uint32_t bit = DIST_EV_BIT(kind);
+  for (int i = 0; i < n_slots; i++)
+    if (slots[i].inited && (slots[i].obs->event_mask & bit))
+      slots[i].obs->on_event(slots[i].ctx, &ev);
+}
+
+void dist_observer_emit_report(dist_pg *g, dist_event_kind kind, int status,
+                               const char *message) {
+  g = dist__pg_resolve(g);
+  if (!g || g == DIST_GROUP_NON_MEMBER || g->internal || !dist__obs_on())
+    return;
+  if (kind != DIST_EV_DESYNC_REPORT && kind != DIST_EV_STALL_REPORT &&
+      kind != DIST_EV_DIAGNOSIS && kind != DIST_EV_LOG)
+    return;
+  dist__obs_emit(g, kind, NULL, status, -1, message);
+}

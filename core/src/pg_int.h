@@ -1,0 +1,150 @@
+/* pg_int.h - process groups and work handles inside core.
+ *
+ * pg.c is the only file that calls through a dist_backend_ops table; the
+ * public collective functions (coll_api.c) build a dist_coll, validate it
+ * (validate.c) and hand it to dist__pg_call. Observers hear of each call
+ * once, for the outermost group (observer.c). */
+#ifndef DIST_PG_INT_H
+#define DIST_PG_INT_H
+
+#include <pthread.h>
+
+#include "dist_int.h"
+
+struct dist_pg {
+  const dist_backend_ops *ops;
+  void *priv;                   /* ops->priv_size bytes */
+  dist_pg_info info;            /* strings and ranks below */
+  char name[128];
+  char desc[128];
+  char backend[32];
+  int *global_ranks;
+  int64_t timeout_ms;
+  uint64_t seq;                 /* last sequence number used */
+  bool internal;                /* helper group: no id, seq or events */
+  bool wrapped;                 /* the inner group of a wrapper */
+  bool registered;              /* in the list of live user groups */
+  struct dist_pg *outer;        /* the wrapper around a wrapped group */
+  struct dist_pg *inner;        /* the group a wrapper wraps */
+  dist_store *store;            /* the group's private store (prefix) */
+  dist__errbuf err;
+  _Atomic int async_error;      /* sticky: abort, timeout, lost peer */
+  struct dist_pg *next;         /* live user groups */
+};
+
+typedef enum work_state {
+  WORK_PENDING = 0,
+  WORK_DONE = 1,
+} work_state;
+
+struct dist_work {
+  dist_pg *pg;                  /* the group the user called (events) */
+  dist_coll coll;               /* own copy; arrays live in arena */
+  void *arena;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  _Atomic int state;
+  int status;
+  int src_rank;                 /* global rank of a recv's sender */
+  char errmsg[DIST_ERRMSG_LEN];
+  dist_work_callback cb;
+  void *cb_arg;
+  void *backend_slot;
+  _Atomic int refs;             /* the user's handle + the backend's */
+  _Atomic bool started;
+  bool quiet;                   /* a piece of a larger call: no events */
+};
+
+/* --- groups (pg.c) ------------------------------------------------------ */
+
+typedef struct dist__pg_spec {
+  const char *backend;          /* registered name */
+  const int *global_ranks;
+  int size;
+  int rank;                     /* this process's rank in the group */
+  const char *name;             /* unique in the job */
+  const char *desc;
+  int64_t timeout_ms;
+  unsigned flags;               /* DIST_GROUP_INTERNAL */
+  int group_id;                 /* user groups: the id (groups.c counts) */
+  dist_store *base_store;       /* the job store; the group prefixes it */
+} dist__pg_spec;
+
+/* Creates (and for user groups: numbers, offers to the interposer,
+ * announces) a group. Every member calls it. */
+int dist__pg_new(const dist__pg_spec *spec, dist_pg **out);
+/* Destroys one group (the wrapper chain included). */
+void dist__pg_free(dist_pg *g);
+/* A user call built from other operations (byte blobs, monitored
+ * barrier): begin numbers it and announces it, sub runs one piece on g's
+ * slots (checked, but with the caller's sequence number and no events),
+ * end records the outcome. */
+void dist__pg_begin(dist_pg *g, dist_coll *c);
+int dist__pg_sub(dist_pg *g, dist_coll *piece);
+/* As dist__pg_sub for a RECV, reporting the sender's group rank. */
+int dist__pg_sub_recv(dist_pg *g, dist_coll *piece, int *src_group_rank);
+int dist__pg_end(dist_pg *g, const dist_coll *c, int rc);
+/* The store of g (a wrapper uses its inner group's). */
+dist_store *dist__pg_store(dist_pg *g);
+/* Whether g is a live user group. */
+bool dist__pg_is_live(const dist_pg *g);
+/* Runs c on g: local checks (validate.c), sequence number, events, sync or
+ * async. */
+int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out);
+/* The default group (NULL before init) and the group a NULL argument
+ * means. */
+dist_pg *dist__pg_default(void);
+/* g itself, or the default group for NULL; NULL with a message when not
+ * initialised. Non-members pass through unchanged. */
+dist_pg *dist__pg_resolve(dist_pg *g);
+/* Translations; -1 when not a member. */
+int dist__pg_group_rank_of(const dist_pg *g, int global_rank);
+/* Every live user group, for destroy-all (pg.c keeps the list). */
+void dist__pg_destroy_all(void);
+/* User group ids: every rank takes one per group created in the job, in
+ * the same order, members or not (groups.c; init resets the count). */
+int dist__pg_take_ids(int n);
+void dist__pg_reset_ids(void);
+/* Backend registry. */
+const dist_backend_ops *dist__backend_find(const char *name);
+void dist__backend_register_builtin(void);
+int dist__backend_load_plugins(void);
+const char *dist__backend_names(void);
+extern const dist_backend_ops dist__cpu_backend_ops;
+/* "shm" or "tcp": how a cpu group runs its collectives (for benchmarks). */
+const char *dist__cpu_backend_transport(const void *priv);
+/* The job's data-plane token and id (init.c; "" before init). */
+const char *dist__job_token(void);
+const char *dist__job_id(void);
+
+/* --- work (work.c) ------------------------------------------------------ */
+
+/* A work holding a deep copy of c (tensor and split arrays; data is
+ * borrowed). refs = 2: the caller's handle and the backend's. */
+int dist__work_new(dist_pg *g, const dist_coll *c, dist_work **out);
+/* Drops one reference; the last frees. */
+void dist__work_unref(dist_work *w);
+/* Completes w (state, message, events, callback, condvar). */
+void dist__work_complete(dist_work *w, int rc, int src_global, const char *msg);
+/* A work that is already complete with rc (non-member groups). */
+int dist__work_new_done(dist_pg *g, int rc, dist_work **out);
+
+/* --- observers (observer.c) --------------------------------------------- */
+
+extern _Atomic int dist__obs_active;  /* number of live observers */
+void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int status,
+                    int peer, const char *msg);
+static inline bool dist__obs_on(void) {
+  return atomic_load_explicit(&dist__obs_active, memory_order_relaxed) != 0;
+}
+/* init / fini of every observer around the default group's life. */
+void dist__obs_start(dist_pg *default_group);
+void dist__obs_stop(void);
+
+/* --- validation (validate.c) -------------------------------------------- */
+
+/* Local checks of c against g (counts, shapes, dtypes, roots, reduce op,
+ * device); DIST_E_INVAL with a message on g. */
+int dist__validate(dist_pg *g, const dist_coll *c);
+
+#endif

@@ -1,0 +1,229 @@
+/* work.c - work handles: the asynchronous form of every operation.
+ *
+ * A work owns a deep copy of its descriptor (tensor descriptors, split
+ * sizes, batch entries; the tensor data stays borrowed), so callers may pass
+ * arrays on their stack. Two references keep it alive: the caller's handle
+ * (dist_work_free) and the backend's (dropped when it completes the work),
+ * so freeing a pending handle never pulls memory from under a backend. */
+#include <stdio.h>
+
+#include "pg_int.h"
+
+static size_t arena_size(const dist_coll *c) {
+  return sizeof(dist_tensor) * (c->n_inputs + c->n_outputs) +
+         sizeof(int64_t) * 2 * c->n_splits + sizeof(dist_coll_p2p) * c->n_p2p;
+}
+
+/* Copies the arrays of c into one block; w->coll points into it. */
+static void clone_arrays(dist_work *w, const dist_coll *c, char *p) {
+  w->coll = *c;
+  if (c->n_inputs) {
+    memcpy(p, c->inputs, sizeof(dist_tensor) * c->n_inputs);
+    w->coll.inputs = (const dist_tensor *)p;
+    p += sizeof(dist_tensor) * c->n_inputs;
+  }
+  if (c->n_outputs) {
+    /* In-place kinds pass the same tensor as input and output. */
+    if (c->outputs == c->inputs && c->n_outputs == c->n_inputs) {
+      w->coll.outputs = w->coll.inputs;
+    } else {
+      memcpy(p, c->outputs, sizeof(dist_tensor) * c->n_outputs);
+      w->coll.outputs = (const dist_tensor *)p;
+      p += sizeof(dist_tensor) * c->n_outputs;
+    }
+  }
+  if (c->n_splits) {
+    int64_t *s = (int64_t *)p;
+    w->coll.in_splits = c->in_splits ? memcpy(s, c->in_splits, sizeof(int64_t) * c->n_splits) : NULL;
+    w->coll.out_splits =
+        c->out_splits ? memcpy(s + c->n_splits, c->out_splits, sizeof(int64_t) * c->n_splits) : NULL;
+    p += sizeof(int64_t) * 2 * c->n_splits;
+  }
+  if (c->n_p2p) {
+    memcpy(p, c->p2p, sizeof(dist_coll_p2p) * c->n_p2p);
+    w->coll.p2p = (const dist_coll_p2p *)p;
+  }
+}
+
+static dist_work *work_alloc(dist_pg *g) {
+  dist_work *w = dist__calloc(1, sizeof *w);
+  if (!w)
+    return NULL;
+  w->pg = g;
+  w->src_rank = -1;
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, NULL);
+  atomic_init(&w->refs, 2);
+  return w;
+}
+
+int dist__work_new(dist_pg *g, const dist_coll *c, dist_work **out) {
+  dist_work *w = work_alloc(g);
+  if (!w)
+    return DIST_E_NOMEM;
+  size_t n = arena_size(c);
+  if (n) {
+    w->arena = dist__malloc(n);
+    if (!w->arena) {
+      dist__work_unref(w);
+      dist__work_unref(w);
+      return DIST_E_NOMEM;
+    }
+  }
+  clone_arrays(w, c, w->arena);
+  *out = w;
+  return DIST_OK;
+}
+
+int dist__work_new_done(dist_pg *g, int rc, dist_work **out) {
+  dist_work *w = work_alloc(g);
+  if (!w)
+    return DIST_E_NOMEM;
+  w->status = rc;
+  atomic_store(&w->state, WORK_DONE);
+  dist__work_unref(w); /* no backend holds it */
+  *out = w;
+  return DIST_OK;
+}
+
+void dist__work_unref(dist_work *w) {
+  if (atomic_fetch_sub(&w->refs, 1) != 1)
+    return;
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->cv);
+  dist__free(w->arena);
+  dist__free(w);
+}
+
+/* --- for backends -------------------------------------------------------- */
+
+const dist_coll *dist_work_coll(const dist_work *w) { return &w->coll; }
+
+void **dist_work_backend_slot(dist_work *w) { return &w->backend_slot; }
+
+void dist_backend_work_start(dist_work *w) {
+  bool expected = false;
+  if (!atomic_compare_exchange_strong(&w->started, &expected, true))
+    return;
+  if (!w->pg->internal && !w->quiet && dist__obs_on())
+    dist__obs_emit(w->pg, DIST_EV_OP_STARTED, &w->coll, DIST_OK, -1, NULL);
+}
+
+void dist__work_complete(dist_work *w, int rc, int src_global, const char *msg) {
+  dist_pg *g = w->pg;
+  if (rc != DIST_OK) {
+    snprintf(w->errmsg, sizeof w->errmsg, "%s",
+             msg && *msg ? msg : dist_strerror(rc));
+    if (rc == DIST_E_ABORTED || rc == DIST_E_TIMEOUT || rc == DIST_E_PEER_LOST) {
+      int expected = DIST_OK;
+      atomic_compare_exchange_strong(&g->async_error, &expected, rc);
+    }
+  }
+  w->status = rc;
+  w->src_rank = src_global;
+  if (!g->internal && !w->quiet && dist__obs_on()) {
+    dist_backend_work_start(w);
+    dist__obs_emit(g,
+                   rc == DIST_OK ? DIST_EV_OP_COMPLETED
+                   : rc == DIST_E_TIMEOUT ? DIST_EV_OP_TIMED_OUT
+                                          : DIST_EV_OP_FAILED,
+                   &w->coll, rc, -1, rc ? w->errmsg : NULL);
+  }
+  pthread_mutex_lock(&w->mu);
+  atomic_store_explicit(&w->state, WORK_DONE, memory_order_release);
+  dist_work_callback cb = w->cb;
+  void *arg = w->cb_arg;
+  w->cb = NULL; /* runs once, here or in dist_work_set_callback */
+  pthread_cond_broadcast(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  if (cb)
+    cb(w, arg);
+}
+
+void dist_backend_work_done(dist_work *w, int rc, int src_group_rank, const char *msg) {
+  if (!w)
+    return;
+  dist_pg *g = w->pg;
+  int src = src_group_rank >= 0 && src_group_rank < g->info.size
+                ? g->global_ranks[src_group_rank]
+                : -1;
+  dist__work_complete(w, rc, src, msg);
+  dist__work_unref(w);
+}
+
+/* --- for users ----------------------------------------------------------- */
+
+static bool is_done(dist_work *w) {
+  return atomic_load_explicit(&w->state, memory_order_acquire) == WORK_DONE;
+}
+
+int dist_work_wait(dist_work *w, int64_t timeout_ms) {
+  if (!w)
+    return dist__set_last_error(DIST_E_INVAL, "dist_work_wait: NULL work");
+  if (is_done(w))
+    return w->status;
+  if (timeout_ms == 0)
+    return dist__set_last_error(DIST_E_TIMEOUT, "%s #%llu is still running",
+                                dist_op_name(w->coll.kind), (unsigned long long)w->coll.seq);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  int64_t ms = timeout_ms > 0 ? timeout_ms : INT32_MAX;
+  until.tv_sec += ms / 1000;
+  until.tv_nsec += (ms % 1000) * 1000000;
+  if (until.tv_nsec >= 1000000000) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000;
+  }
+  pthread_mutex_lock(&w->mu);
+  int err = 0;
+  while (!is_done(w) && err != ETIMEDOUT)
+    err = pthread_cond_timedwait(&w->cv, &w->mu, &until);
+  pthread_mutex_unlock(&w->mu);
+  if (!is_done(w))
+    return dist__set_last_error(DIST_E_TIMEOUT, "waiting for %s #%llu timed out after %lld ms",
+                                dist_op_name(w->coll.kind), (unsigned long long)w->coll.seq,
+                                (long long)timeout_ms);
+  if (w->status != DIST_OK)
+    dist__set_last_error(w->status, "%s", w->errmsg);
+  return w->status;
+}
+
+bool dist_work_is_completed(dist_work *w) { return w && is_done(w); }
+
+bool dist_work_is_success(dist_work *w) { return w && is_done(w) && w->status == DIST_OK; }
+
+int dist_work_status(dist_work *w) { return w && is_done(w) ? w->status : DIST_OK; }
+
+const char *dist_work_errmsg(dist_work *w) { return w && is_done(w) ? w->errmsg : ""; }
+
+int dist_work_source_rank(dist_work *w, int *rank) {
+  if (!w || !rank)
+    return dist__set_last_error(DIST_E_INVAL, "dist_work_source_rank: NULL argument");
+  if (!is_done(w))
+    return dist__set_last_error(DIST_E_INVAL, "the work has not completed yet");
+  if (w->coll.kind != DIST_OP_RECV || w->src_rank < 0)
+    return dist__set_last_error(DIST_E_INVAL, "%s has no source rank",
+                                dist_op_name(w->coll.kind));
+  *rank = w->src_rank;
+  return DIST_OK;
+}
+
+int dist_work_set_callback(dist_work *w, dist_work_callback cb, void *arg) {
+  if (!w || !cb)
+    return dist__set_last_error(DIST_E_INVAL, "dist_work_set_callback: NULL argument");
+  pthread_mutex_lock(&w->mu);
+  bool done = is_done(w);
+  if (!done) {
+    w->cb = cb;
+    w->cb_arg = arg;
+  }
+  pthread_mutex_unlock(&w->mu);
+  if (done)
+    cb(w, arg);
+  return DIST_OK;
+}
+
+void dist_work_free(dist_work *w) {
+  if (w)
+    dist__work_unref(w);
+}

@@ -1,0 +1,145 @@
+/* distrun.h - internals of the distrun launcher, shared by its files:
+ *   distrun_main.c    main, the supervision event loop, the final report
+ *   distrun_args.c    command line, SLURM variables, --help
+ *   distrun_proc.c    starting ranks (environment, fork/exec), signals
+ *   distrun_output.c  per-rank output: line prefixes, log files, --tee
+ *   distrun_store.c   the job's store: hosting or joining it, posting
+ *                     deaths, the multi-node watcher thread
+ * The contract with the ranks (variables, store keys) is core's
+ * launch_env.h. */
+#ifndef DISTRUN_H
+#define DISTRUN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <dist/dist.h>
+
+#include "rendezvous.h" /* launch_env.h, job ids, dist_int.h */
+
+/* Exit statuses (DESIGN.md, Monitor). 10 and 11 arrive with the watchdog;
+ * a usage error is 2, as for most Unix tools (torchrun too). */
+enum {
+  DRUN_EXIT_OK = 0,
+  DRUN_EXIT_OTHER = 1,
+  DRUN_EXIT_USAGE = 2,
+  DRUN_EXIT_DESYNC = 10,
+  DRUN_EXIT_HANG = 11,
+  DRUN_EXIT_RANK_DIED = 12,
+  DRUN_EXIT_LAUNCH = 13,
+};
+
+#define DRUN_HOSTLEN 256
+#define DRUN_MAX_WORLD (1 << 20)
+
+/* --- configuration (distrun_args.c) -------------------------------------- */
+
+typedef struct drun_cfg {
+  int nproc;                /* ranks on this node */
+  int nnodes, node_rank;
+  char master_addr[DRUN_HOSTLEN];
+  uint16_t master_port;     /* 0: a free port (one node only) */
+  bool standalone;
+  const char *log_dir;
+  bool tee, prefix;
+  int64_t grace_ms;         /* SIGTERM -> SIGKILL */
+  int64_t join_timeout_ms;  /* reaching node 0's store, agreeing with it */
+  char job_id[DIST_JOB_ID_MAX + 1]; /* "" : made by node 0 */
+  char *const *prog_argv;   /* the program and its arguments */
+  const char *slurm_note;   /* what came from SLURM, for the INFO line */
+} drun_cfg;
+
+/* Parses argv (and SLURM_* / MASTER_* / DIST_JOB_ID) into c. Returns -1 to
+ * go on, or an exit status (0 after --help/--version, 2 on a usage error,
+ * with the message printed). */
+int dist__run_parse_args(int argc, char **argv, drun_cfg *c);
+/* The first host of a SLURM node list ("node[01-04,07],gpu" -> "node01"). */
+int dist__run_slurm_first_host(const char *list, char *out, size_t len);
+
+/* --- output (distrun_output.c) ------------------------------------------- */
+
+typedef struct drun_stream {
+  int fd;                   /* read end of the rank's pipe; -1 once closed */
+  int term_fd;              /* 1 or 2; -1 when not shown on the terminal */
+  int log_fd;               /* rank-R.out / .err, or -1 */
+  char *buf;                /* the unfinished line */
+  size_t len;
+} drun_stream;
+
+int dist__run_output_open(const drun_cfg *c, int rank, drun_stream *out,
+                          drun_stream *err);
+/* Reads what is there; returns true while the stream stays open. */
+bool dist__run_output_pump(const drun_cfg *c, int rank, drun_stream *s);
+/* Flushes an unfinished line and closes everything. */
+void dist__run_output_close(const drun_cfg *c, int rank, drun_stream *s);
+
+/* --- ranks (distrun_proc.c) ---------------------------------------------- */
+
+typedef struct drun_rank {
+  int local, global;
+  pid_t pid;                /* 0: not started */
+  bool running;
+  bool signalled_by_us;     /* we sent it SIGTERM/SIGKILL/a forwarded signal */
+  bool failed_to_start;     /* exec failed (a launch failure, not a death) */
+  int wstatus;
+  drun_stream out, err;
+} drun_rank;
+
+/* What every rank's environment shares (distrun_store.c fills it). */
+typedef struct drun_job {
+  char job_id[DIST_JOB_ID_MAX + 1];
+  char token[DIST_TOKEN_MAX + 1]; /* "": the ranks run without one */
+  char store_addr[DRUN_HOSTLEN];  /* MASTER_ADDR for the ranks */
+  uint16_t store_port;
+  dist_store *store;
+  /* multi-node watcher */
+  pthread_t watcher;
+  bool watching;
+  dist_store *watch_store;
+  int notify_rd, notify_wr; /* watcher -> event loop, one line per event */
+} drun_job;
+
+/* Finds prog the way execvp would (PATH when it has no '/'); 0 or errno. */
+int dist__run_resolve(const char *prog, char *path, size_t len);
+/* Starts one rank: pipes, environment, fork, exec. On failure *why says
+ * what went wrong and the return value is DRUN_EXIT_LAUNCH. */
+int dist__run_spawn(const drun_cfg *c, const drun_job *job, const char *path,
+                    drun_rank *r, char *why, size_t why_len);
+/* Sends sig to the rank's process group (it is the group's leader). */
+void dist__run_signal(drun_rank *r, int sig);
+/* "exited with code 3", "killed by signal 9 (SIGKILL)". */
+void dist__run_describe_status(int wstatus, char *out, size_t len);
+/* Blocks the signals the event loop reads through its signalfd. */
+int dist__run_signals_block(void);
+/* A signalfd for SIGCHLD, SIGINT, SIGTERM, SIGHUP (CLOEXEC, nonblocking). */
+int dist__run_signalfd(void);
+
+/* --- the job's store (distrun_store.c) ----------------------------------- */
+
+/* Node 0 hosts the store (loopback for one node, every address otherwise);
+ * other nodes join it. Fills job. Returns 0, or DRUN_EXIT_LAUNCH /
+ * DRUN_EXIT_USAGE with the message printed. */
+int dist__run_store_setup(const drun_cfg *c, drun_job *job);
+/* "rank R died: cause" for the others (first failure wins) and on every
+ * other node's queue. */
+void dist__run_store_post_death(const drun_cfg *c, drun_job *job, int rank,
+                                const char *cause);
+/* Tells the other nodes to end their ranks (this node was interrupted). */
+void dist__run_store_post_stop(const drun_cfg *c, drun_job *job, const char *reason);
+/* distrun/exit/<R>: how rank R ended. */
+void dist__run_store_post_exit(drun_job *job, int rank, const char *how);
+/* Multi-node: tells node 0 that this node's ranks have ended. */
+void dist__run_store_post_done(const drun_cfg *c, drun_job *job, int status);
+/* Starts the watcher thread (multi-node only): it pops this node's event
+ * queue and writes each event as a line to job->notify_wr. */
+int dist__run_watch_start(const drun_cfg *c, drun_job *job);
+/* Stops the watcher and closes the store (the server stops with it). */
+void dist__run_store_close(const drun_cfg *c, drun_job *job);
+
+/* Prints "distrun: ..." on stderr (one write). */
+void dist__run_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,380 @@
+/* distrun_main.c - distrun: launch the ranks of a job on this node and
+ * supervise them until they have all ended.
+ *
+ * DESIGN. One thread runs one poll() loop with no deadline of its own:
+ * a signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP), every rank's stdout and
+ * stderr pipe, and, with several nodes, the watcher's pipe (events from
+ * the other nodes, distrun_store.c). The only timeouts are the ones a state
+ * asks for: SIGKILL after the grace period, the last output after every
+ * rank has exited, node 0 waiting for the other nodes after a failure.
+ *
+ * The first failure decides the exit status and is the one reported:
+ * a rank that exits non-zero or dies of a signal distrun did not send
+ * (12), a rank that cannot start (13), an event from another node, or a
+ * signal to distrun itself (forwarded to the ranks; 1). The failure is
+ * posted in the store ("rank R died: cause", launch_env.h) before the other
+ * ranks get SIGTERM, and SIGKILL a grace period later. */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "distrun.h"
+
+#define DRAIN_MS 2000        /* output still arriving after the last exit */
+#define NODES_WAIT_MS 10000  /* node 0, after a failure, beyond the grace */
+
+typedef struct sup {
+  const drun_cfg *c;
+  drun_job *job;
+  drun_rank *ranks;
+  int n, running, open_streams;
+  int64_t kill_at, drain_until, nodes_until; /* -1: no such deadline */
+  int interrupts;
+  int status;     /* -1 until the first failure */
+  char cause[768];
+  bool ending;
+  int nodes_done;
+  int sigfd;
+  struct pollfd *pfd;
+} sup;
+
+static const char *status_words(int st) {
+  switch (st) {
+  case DRUN_EXIT_RANK_DIED: return "a rank died";
+  case DRUN_EXIT_LAUNCH: return "launch failure";
+  case DRUN_EXIT_DESYNC: return "desync";
+  case DRUN_EXIT_HANG: return "hang";
+  default: return "failure";
+  }
+}
+
+/* Records the first failure; later ones only get a line of their own. */
+static bool set_cause(sup *sp, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool set_cause(sup *sp, int status, const char *fmt, ...) {
+  if (sp->status >= 0)
+    return false;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(sp->cause, sizeof sp->cause, fmt, ap);
+  va_end(ap);
+  sp->status = status;
+  return true;
+}
+
+static int live_ranks(const sup *sp) {
+  int k = 0;
+  for (int i = 0; i < sp->n; i++)
+    k += sp->ranks[i].running;
+  return k;
+}
+
+/* Sends sig to every running rank and arms the SIGKILL deadline. */
+static void end_ranks(sup *sp, int sig) {
+  if (sp->ending)
+    return;
+  sp->ending = true;
+  int k = live_ranks(sp);
+  if (k)
+    dist__run_say("ending the other %d rank%s on this node (SIG%s, SIGKILL after %.1f s)",
+                  k, k == 1 ? "" : "s", sigabbrev_np(sig), (double)sp->c->grace_ms / 1000);
+  for (int i = 0; i < sp->n; i++)
+    dist__run_signal(&sp->ranks[i], sig);
+  sp->kill_at = dist__now_ms() + sp->c->grace_ms;
+}
+
+static void kill_all(sup *sp) {
+  for (int i = 0; i < sp->n; i++)
+    dist__run_signal(&sp->ranks[i], SIGKILL);
+  sp->kill_at = -1;
+}
+
+static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
+  char how[160];
+  r->running = false;
+  r->wstatus = wstatus;
+  sp->running--;
+  dist__run_describe_status(wstatus, how, sizeof how);
+  dist__run_store_post_exit(sp->job, r->global, how);
+  bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+  if (ok || r->failed_to_start || r->signalled_by_us)
+    return; /* a launch failure was reported when it happened */
+  dist__run_store_post_death(sp->c, sp->job, r->global, how);
+  if (set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) failed first: %s",
+                r->global, (int)r->pid, sp->c->node_rank, how))
+    dist__run_say("%s", sp->cause);
+  else
+    dist__run_say("rank %d (pid %d) also failed: %s", r->global, (int)r->pid, how);
+  end_ranks(sp, SIGTERM);
+}
+
+static void reap(sup *sp) {
+  for (;;) {
+    int st;
+    pid_t pid = waitpid(-1, &st, WNOHANG);
+    if (pid <= 0)
+      return;
+    for (int i = 0; i < sp->n; i++)
+      if (sp->ranks[i].pid == pid && sp->ranks[i].running)
+        on_rank_exit(sp, &sp->ranks[i], st);
+  }
+}
+
+static void on_interrupt(sup *sp, int sig) {
+  if (++sp->interrupts > 1) {
+    dist__run_say("got SIG%s again: killing the ranks", sigabbrev_np(sig));
+    kill_all(sp);
+    return;
+  }
+  char reason[64];
+  snprintf(reason, sizeof reason, "interrupted by SIG%s", sigabbrev_np(sig));
+  set_cause(sp, DRUN_EXIT_OTHER, "%s", reason);
+  dist__run_say("got SIG%s: forwarding it to the ranks", sigabbrev_np(sig));
+  dist__run_store_post_stop(sp->c, sp->job, reason);
+  end_ranks(sp, sig);
+}
+
+static void read_signals(sup *sp) {
+  struct signalfd_siginfo si;
+  while (read(sp->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+    if (si.ssi_signo == SIGCHLD)
+      reap(sp);
+    else
+      on_interrupt(sp, (int)si.ssi_signo);
+  }
+  reap(sp); /* SIGCHLDs coalesce; reaping again costs one syscall */
+}
+
+/* One event from another node (distrun_store.c, DESIGN). */
+static void on_event(sup *sp, const char *ev) {
+  int node, st;
+  if (strncmp(ev, "died ", 5) == 0) {
+    if (set_cause(sp, DRUN_EXIT_RANK_DIED, "%s (on another node)", ev + 5))
+      dist__run_say("%s", sp->cause);
+    end_ranks(sp, SIGTERM);
+  } else if (strncmp(ev, "stop ", 5) == 0) {
+    if (set_cause(sp, DRUN_EXIT_OTHER, "%s", ev + 5))
+      dist__run_say("%s", sp->cause);
+    end_ranks(sp, SIGTERM);
+  } else if (sscanf(ev, "done %d %d", &node, &st) == 2) {
+    sp->nodes_done++;
+    if (st != 0 && set_cause(sp, st, "node %d ended with status %d", node, st))
+      end_ranks(sp, SIGTERM);
+  } else if (strncmp(ev, "lost ", 5) == 0) {
+    if (sp->c->node_rank != 0 &&
+        set_cause(sp, DRUN_EXIT_OTHER, "lost node 0's store: %s", ev + 5))
+      dist__run_say("%s", sp->cause);
+    if (sp->c->node_rank != 0)
+      end_ranks(sp, SIGTERM);
+  }
+}
+
+static void read_events(sup *sp) {
+  char buf[4096];
+  ssize_t n = read(sp->job->notify_rd, buf, sizeof buf - 1);
+  if (n <= 0)
+    return;
+  buf[n] = '\0';
+  /* Each event is one write of one line, so a read holds whole lines. */
+  for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+       line = strtok_r(NULL, "\n", &save))
+    on_event(sp, line);
+}
+
+/* --- the loop ------------------------------------------------------------ */
+
+static bool waiting_for_nodes(const sup *sp) {
+  return sp->c->node_rank == 0 && sp->c->nnodes > 1 &&
+         sp->nodes_done < sp->c->nnodes - 1 && sp->job->watching;
+}
+
+static bool finished(const sup *sp) {
+  return sp->running == 0 && sp->open_streams == 0 && !waiting_for_nodes(sp);
+}
+
+static void close_streams(sup *sp) {
+  for (int i = 0; i < sp->n; i++) {
+    drun_rank *r = &sp->ranks[i];
+    if (r->out.fd >= 0 || r->err.fd >= 0)
+      sp->open_streams -= (r->out.fd >= 0) + (r->err.fd >= 0);
+    dist__run_output_close(sp->c, r->global, &r->out);
+    dist__run_output_close(sp->c, r->global, &r->err);
+  }
+}
+
+/* Deadlines that states ask for; returns the poll timeout. */
+static int timers(sup *sp) {
+  int64_t now = dist__now_ms(), next = -1;
+  if (sp->kill_at >= 0 && now >= sp->kill_at) {
+    int k = live_ranks(sp);
+    if (k)
+      dist__run_say("%d rank%s still running after the grace period: SIGKILL", k,
+                    k == 1 ? "" : "s");
+    kill_all(sp);
+  }
+  if (sp->running == 0 && sp->open_streams > 0 && sp->drain_until < 0)
+    sp->drain_until = now + DRAIN_MS;
+  if (sp->drain_until >= 0 && now >= sp->drain_until && sp->open_streams > 0)
+    close_streams(sp); /* a grandchild holds a pipe open: stop reading it */
+  if (sp->running == 0 && sp->status > 0 && waiting_for_nodes(sp) && sp->nodes_until < 0)
+    sp->nodes_until = now + sp->c->grace_ms + NODES_WAIT_MS;
+  if (sp->nodes_until >= 0 && now >= sp->nodes_until && waiting_for_nodes(sp)) {
+    dist__run_say("%d node(s) did not report their end; stopping the store",
+                  sp->c->nnodes - 1 - sp->nodes_done);
+    sp->nodes_done = sp->c->nnodes - 1;
+  }
+  const int64_t ds[] = {sp->kill_at, sp->drain_until, sp->nodes_until};
+  for (size_t i = 0; i < 3; i++)
+    if (ds[i] >= 0 && (next < 0 || ds[i] < next))
+      next = ds[i];
+  return next < 0 ? -1 : (int)(next > now ? next - now : 0);
+}
+
+static void poll_once(sup *sp) {
+  int timeout = timers(sp);
+  if (finished(sp))
+    return;
+  nfds_t k = 0;
+  sp->pfd[k++] = (struct pollfd){sp->sigfd, POLLIN, 0};
+  sp->pfd[k++] = (struct pollfd){sp->job->notify_rd, POLLIN, 0}; /* -1: skipped */
+  for (int i = 0; i < sp->n; i++) {
+    sp->pfd[k++] = (struct pollfd){sp->ranks[i].out.fd, POLLIN, 0};
+    sp->pfd[k++] = (struct pollfd){sp->ranks[i].err.fd, POLLIN, 0};
+  }
+  if (poll(sp->pfd, k, timeout) < 0)
+    return; /* EINTR: the signals we care about come through the signalfd */
+  if (sp->pfd[0].revents)
+    read_signals(sp);
+  if (sp->pfd[1].revents)
+    read_events(sp);
+  for (int i = 0; i < sp->n; i++) {
+    drun_rank *r = &sp->ranks[i];
+    drun_stream *ss[2] = {&r->out, &r->err};
+    for (int j = 0; j < 2; j++)
+      if (sp->pfd[2 + 2 * i + j].revents && ss[j]->fd >= 0 &&
+          !dist__run_output_pump(sp->c, r->global, ss[j])) {
+        close(ss[j]->fd);
+        ss[j]->fd = -1;
+        sp->open_streams--;
+      }
+  }
+}
+
+/* --- starting ------------------------------------------------------------ */
+
+static int prepare_log_dir(const drun_cfg *c) {
+  if (!c->log_dir || mkdir(c->log_dir, 0755) == 0 || errno == EEXIST)
+    return 0;
+  dist__run_say("cannot create the log directory %s: %s", c->log_dir, strerror(errno));
+  return DRUN_EXIT_LAUNCH;
+}
+
+static void launch_failed(sup *sp, int rank, const char *why) {
+  char cause[600];
+  snprintf(cause, sizeof cause, "could not start: %s", why);
+  dist__run_store_post_death(sp->c, sp->job, rank, cause);
+  if (set_cause(sp, DRUN_EXIT_LAUNCH, "%s", why))
+    dist__run_say("%s", why);
+  end_ranks(sp, SIGTERM);
+}
+
+static void start_ranks(sup *sp, const char *path) {
+  for (int i = 0; i < sp->n; i++) {
+    drun_rank *r = &sp->ranks[i];
+    char why[600];
+    int e = dist__run_output_open(sp->c, r->global, &r->out, &r->err);
+    if (e) {
+      snprintf(why, sizeof why, "cannot write the output of rank %d to %s: %s", r->global,
+               sp->c->log_dir ? sp->c->log_dir : "the terminal", strerror(e));
+      launch_failed(sp, r->global, why);
+      return;
+    }
+    int rc = dist__run_spawn(sp->c, sp->job, path, r, why, sizeof why);
+    sp->running += r->running;
+    sp->open_streams += (r->out.fd >= 0) + (r->err.fd >= 0);
+    if (rc) {
+      launch_failed(sp, r->global, why);
+      return;
+    }
+  }
+}
+
+static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sigfd) {
+  sup sp = {.c = c, .job = job, .n = c->nproc, .kill_at = -1, .drain_until = -1,
+            .nodes_until = -1, .status = -1, .sigfd = sigfd};
+  sp.ranks = dist__calloc((size_t)c->nproc, sizeof *sp.ranks);
+  sp.pfd = dist__calloc((size_t)c->nproc * 2 + 2, sizeof *sp.pfd);
+  if (!sp.ranks || !sp.pfd) {
+    dist__run_say("out of memory for %d ranks", c->nproc);
+    dist__free(sp.ranks);
+    return DRUN_EXIT_LAUNCH;
+  }
+  for (int i = 0; i < c->nproc; i++) {
+    sp.ranks[i] = (drun_rank){.local = i, .global = c->node_rank * c->nproc + i};
+    sp.ranks[i].out.fd = sp.ranks[i].err.fd = -1;
+    sp.ranks[i].out.log_fd = sp.ranks[i].err.log_fd = -1;
+  }
+  start_ranks(&sp, path);
+  while (!finished(&sp))
+    poll_once(&sp);
+  close_streams(&sp);
+  int status = sp.status < 0 ? DRUN_EXIT_OK : sp.status;
+  if (status != DRUN_EXIT_OK)
+    dist__run_say("exit status %d (%s): %s", status, status_words(status), sp.cause);
+  dist__free(sp.pfd);
+  dist__free(sp.ranks);
+  return status;
+}
+
+int main(int argc, char **argv) {
+  drun_cfg c;
+  int rc = dist__run_parse_args(argc, argv, &c);
+  if (rc >= 0)
+    return rc;
+  dist_set_debug_level_from_env();
+  if ((rc = prepare_log_dir(&c)) != 0)
+    return rc;
+  /* Before the store's threads exist, so they inherit the blocked mask. */
+  if (dist__run_signals_block() != 0)
+    return DRUN_EXIT_OTHER;
+  int sigfd = dist__run_signalfd();
+  if (sigfd < 0) {
+    dist__run_say("cannot make a signalfd: %s", strerror(errno));
+    return DRUN_EXIT_OTHER;
+  }
+  drun_job job;
+  if ((rc = dist__run_store_setup(&c, &job)) != 0 || (rc = dist__run_watch_start(&c, &job))) {
+    dist__run_store_close(&c, &job);
+    return rc;
+  }
+  DIST_LOG(INFO, RUN, "job %s: ranks %d-%d of %d (node %d of %d%s%s), store %s:%u",
+           job.job_id, c.node_rank * c.nproc, c.node_rank * c.nproc + c.nproc - 1,
+           c.nproc * c.nnodes, c.node_rank, c.nnodes, c.slurm_note ? ", from " : "",
+           c.slurm_note ? c.slurm_note : "", job.store_addr, (unsigned)job.store_port);
+  char path[4096];
+  int e = dist__run_resolve(c.prog_argv[0], path, sizeof path);
+  if (e) {
+    char why[4200];
+    snprintf(why, sizeof why, "cannot run '%s': %s%s", c.prog_argv[0], strerror(e),
+             strchr(c.prog_argv[0], '/') ? "" : " (searched PATH)");
+    dist__run_say("%s", why);
+    dist__run_store_post_death(&c, &job, c.node_rank * c.nproc, why);
+    dist__run_store_post_done(&c, &job, DRUN_EXIT_LAUNCH);
+    dist__run_store_close(&c, &job);
+    return DRUN_EXIT_LAUNCH;
+  }
+  rc = supervise(&c, &job, path, sigfd);
+  dist__run_store_post_done(&c, &job, rc);
+  dist__run_store_close(&c, &job);
+  close(sigfd);
+  return rc;
+}

@@ -1,0 +1,215 @@
+/* ctest: labels=multiproc timeout=300 */
+/* What users see when things go wrong, on real forked ranks:
+ *  - bad arguments (wrong root, unknown rank, NULL buffer, dtype/op that make
+ *    no sense) fail at once with DIST_E_INVAL and a message, and an async
+ *    call that fails its checks returns no work handle;
+ *  - sizes that disagree between ranks (send 8 / recv 4 and the reverse,
+ *    all_to_all_single splits, all_reduce counts) fail on the receiving AND
+ *    the sending rank with a message naming the peer's global rank, the
+ *    operation, its sequence number and both sizes; nobody crashes;
+ *  - a rank killed with SIGKILL in the middle of an all_reduce loop makes
+ *    every other rank fail with DIST_E_PEER_LOST naming it, within the
+ *    timeout, over shared memory and over TCP. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mp.h"
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#define EXPECT_INVAL(ctx, call, needle)                                                   \
+  do {                                                                                    \
+    int rc_ = (call);                                                                     \
+    CHECK(ctx, rc_ == DIST_E_INVAL, "%s returned %s, want DIST_E_INVAL", #call,           \
+          dist_status_name(rc_));                                                         \
+    CHECK(ctx, strstr(dist_pg_errmsg(NULL), needle), "%s: message '%s' lacks '%s'", #call, \
+          dist_pg_errmsg(NULL), needle);                                                  \
+  } while (0)
+
+static int bad_args_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[8] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 8);
+  EXPECT_INVAL(ctx, dist_broadcast(&t, 7, NULL, NULL), "rank 7 is not in group");
+  EXPECT_INVAL(ctx, dist_reduce(&t, -3, DIST_SUM, NULL, NULL), "rank -3");
+  dist_tensor null_buf = dist_tensor_1d(NULL, DIST_FLOAT32, 8);
+  EXPECT_INVAL(ctx, dist_all_reduce(&null_buf, DIST_SUM, NULL, NULL), "NULL data pointer");
+  EXPECT_INVAL(ctx, dist_all_reduce(NULL, DIST_SUM, NULL, NULL), "is NULL");
+  EXPECT_INVAL(ctx, dist_all_reduce(&t, DIST_BXOR, NULL, NULL), "BXOR is not defined for float32");
+  int32_t iv[4] = {0};
+  dist_tensor ti = dist_tensor_1d(iv, DIST_INT32, 4);
+  EXPECT_INVAL(ctx, dist_all_reduce(&ti, DIST_AVG, NULL, NULL), "AVG is not defined for int32");
+  dist_tensor outs[3] = {t, t, t};
+  EXPECT_INVAL(ctx, dist_all_gather(outs, 3, &t, NULL, NULL), "expected 2");
+  dist_work *w = (dist_work *)0x1;
+  CHECK(ctx, dist_all_reduce(&t, DIST_BXOR, NULL, &w) == DIST_E_INVAL && w == NULL,
+        "async call that failed its checks left a work handle");
+  int bad[2] = {0, 5};
+  dist_pg *g;
+  CHECK(ctx, dist_new_group(bad, 2, NULL, &g) == DIST_E_INVAL, "new_group with rank 5");
+  CHECK(ctx, strstr(dist_last_errmsg(), "rank 5"), "message: %s", dist_last_errmsg());
+  /* The group still works after all of that. */
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_failures, bad_arguments_fail_with_inval_and_a_message, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, bad_args_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- sizes that disagree between ranks ----------------------------------- */
+
+typedef enum { SEND8_RECV4, SEND4_RECV8, A2A_SPLITS, ALLREDUCE_COUNTS } mismatch;
+
+typedef struct mm_arg {
+  mismatch kind;
+  const char *transport;
+} mm_arg;
+
+/* Runs the mismatching call; returns its status. */
+static int mismatching_call(const dist_test_ctx *ctx, mismatch kind, float *buf) {
+  int r = ctx->rank;
+  dist_tensor t8 = dist_tensor_1d(buf, DIST_FLOAT32, 8), t4 = dist_tensor_1d(buf, DIST_FLOAT32, 4);
+  switch (kind) {
+  case SEND8_RECV4:
+    return r == 0 ? dist_send(&t8, 1, NULL, 3) : dist_recv(&t4, 0, NULL, 3, NULL);
+  case SEND4_RECV8:
+    return r == 0 ? dist_send(&t4, 1, NULL, 3) : dist_recv(&t8, 0, NULL, 3, NULL);
+  case A2A_SPLITS: {
+    /* Rank 0 sends 3 rows to rank 1, but rank 1 expects 1 row from 0. */
+    int64_t in0[2] = {1, 3}, out0[2] = {1, 1};
+    int64_t in1[2] = {1, 1}, out1[2] = {1, 1};
+    dist_tensor in = {.data = buf, .dtype = DIST_FLOAT32, .ndim = 2, .shape = {r ? 2 : 4, 2}};
+    dist_tensor out = {.data = buf + 16, .dtype = DIST_FLOAT32, .ndim = 2, .shape = {2, 2}};
+    return dist_all_to_all_single(&out, &in, r ? out1 : out0, r ? in1 : in0, NULL, NULL);
+  }
+  case ALLREDUCE_COUNTS:
+    return dist_all_reduce(r == 0 ? &t8 : &t4, DIST_SUM, NULL, NULL);
+  }
+  return DIST_E_INTERNAL;
+}
+
+static int mismatch_rank(const dist_test_ctx *ctx) {
+  const mm_arg *a = ctx->arg;
+  setenv("DIST_TRANSPORT", a->transport, 1);
+  setenv("DIST_TEST_TIMEOUT_MS", "15000", 1);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float *buf = calloc(64, sizeof(float));
+  /* Distinct data per rank, so a receive that wrote anything shows. */
+  for (int i = 0; i < 64; i++)
+    buf[i] = ctx->rank ? 1000 + (float)i : -1 - (float)i;
+  int64_t t0 = now_ms();
+  int rc = mismatching_call(ctx, a->kind, buf);
+  const char *msg = dist_pg_errmsg(NULL);
+  fprintf(stderr, "[rank %d] %s: %s\n", ctx->rank, dist_status_name(rc), msg);
+  CHECK(ctx, rc != DIST_OK, "the mismatch was not noticed on rank %d", ctx->rank);
+  CHECK(ctx, rc != DIST_E_TIMEOUT && now_ms() - t0 < 10000,
+        "the mismatch ended in a timeout (%s) instead of an error", dist_status_name(rc));
+  char peer[32];
+  snprintf(peer, sizeof peer, "rank %d", 1 - ctx->rank);
+  CHECK(ctx, strstr(msg, peer), "the message does not name the peer (%s): %s", peer, msg);
+  CHECK(ctx, strstr(msg, "#1"), "the message does not give the sequence number: %s", msg);
+  /* The receiver must not have been handed truncated or foreign data. */
+  if (a->kind == SEND8_RECV4 || a->kind == SEND4_RECV8)
+    for (int i = 0; i < 8 && ctx->rank == 1; i++)
+      CHECK(ctx, buf[i] == 1000 + (float)i, "the receive buffer was written (buf[%d] = %g)", i,
+            (double)buf[i]);
+  free(buf);
+  dist_test_finish();
+  return 0;
+}
+
+static void run_mismatch(mismatch kind, const char *transport) {
+  mm_arg a = {kind, transport};
+  cr_assert_eq(dist_test_ranks(2, mismatch_rank, &a, 60), 0, "%s", dist_test_report());
+}
+
+Test(core_failures, send8_recv4_fails_both_ranks_tcp, .timeout = 90) {
+  run_mismatch(SEND8_RECV4, "tcp");
+}
+Test(core_failures, send4_recv8_fails_both_ranks_shm_host, .timeout = 90) {
+  run_mismatch(SEND4_RECV8, "auto");
+}
+Test(core_failures, all_to_all_single_splits_that_disagree_fail_shm, .timeout = 90) {
+  run_mismatch(A2A_SPLITS, "auto");
+}
+Test(core_failures, all_to_all_single_splits_that_disagree_fail_tcp, .timeout = 90) {
+  run_mismatch(A2A_SPLITS, "tcp");
+}
+Test(core_failures, all_reduce_counts_that_differ_fail_shm, .timeout = 90) {
+  run_mismatch(ALLREDUCE_COUNTS, "auto");
+}
+Test(core_failures, all_reduce_counts_that_differ_fail_tcp, .timeout = 90) {
+  run_mismatch(ALLREDUCE_COUNTS, "tcp");
+}
+
+/* --- a rank killed mid all_reduce loop ----------------------------------- */
+
+typedef struct kill_arg {
+  const char *transport;
+  int victim;
+} kill_arg;
+
+static int kill_rank(const dist_test_ctx *ctx) {
+  const kill_arg *a = ctx->arg;
+  setenv("DIST_TRANSPORT", a->transport, 1);
+  setenv("DIST_TEST_TIMEOUT_MS", "20000", 1);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[1024];
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 1024);
+  int64_t t_kill = 0;
+  for (int i = 0;; i++) {
+    for (int k = 0; k < 1024; k++)
+      v[k] = (float)k;
+    if (ctx->rank == a->victim && i == 200)
+      raise(SIGKILL);
+    if (i == 200)
+      t_kill = now_ms();
+    int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+    if (rc == DIST_OK)
+      continue;
+    const char *msg = dist_pg_errmsg(NULL);
+    int64_t waited = t_kill ? now_ms() - t_kill : -1;
+    fprintf(stderr, "[rank %d] after %lld ms: %s: %s\n", ctx->rank, (long long)waited,
+            dist_status_name(rc), msg);
+    CHECK(ctx, rc == DIST_E_PEER_LOST, "got %s, want DIST_E_PEER_LOST", dist_status_name(rc));
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", a->victim);
+    CHECK(ctx, strstr(msg, who), "the message does not name %s: %s", who, msg);
+    CHECK(ctx, strstr(msg, "pid"), "the message does not give the pid: %s", msg);
+    CHECK(ctx, waited >= 0 && waited < 15000, "noticed after %lld ms", (long long)waited);
+    CHECK(ctx, i >= 200, "failed at iteration %d, before the kill", i);
+    break;
+  }
+  dist_test_finish();
+  return 0;
+}
+
+static void run_kill(const char *transport, int world) {
+  kill_arg a = {transport, world - 1};
+  dist_test_result res;
+  dist_test_opts o = {world, kill_rank, &a, 60, -1, 0};
+  int bad = dist_test_run(&o, &res);
+  cr_assert_eq(res.signal[a.victim], SIGKILL, "the victim did not die by SIGKILL");
+  /* The victim's own status is the kill; every survivor must have passed. */
+  cr_assert_eq(bad, 1, "%s", res.report);
+  for (int r = 0; r < world; r++)
+    if (r != a.victim)
+      cr_assert_eq(res.exit_code[r], 0, "rank %d: %s", r, res.report);
+}
+
+Test(core_failures, killed_rank_is_named_by_every_survivor_shm, .timeout = 90) {
+  run_kill("auto", 3);
+}
+Test(core_failures, killed_rank_is_named_by_every_survivor_tcp, .timeout = 90) {
+  run_kill("tcp", 3);
+}

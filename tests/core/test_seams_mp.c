@@ -1,0 +1,247 @@
+/* ctest: labels=multiproc timeout=240 */
+/* The observer and the group interposer, seen from real multi-rank groups:
+ * one enqueued/started/completed triple per user call with the whole
+ * descriptor and per-group sequence numbers from 1; a wrapper installed
+ * through the interposer sees every group init, new_group, split_group,
+ * new_subgroups and a mesh create, and every call on them; internal helper
+ * groups emit nothing and take no id. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "mp.h"
+
+/* --- a test observer ----------------------------------------------------- */
+
+#define MAX_EV 256
+
+typedef struct seen {
+  dist_event_kind kind;
+  int group_id;
+  uint64_t seq;
+  dist_op_kind op;
+  int64_t numel;
+  int root;
+  const void *caller;
+  int64_t t_ns;
+} seen;
+
+static seen events[MAX_EV];
+static int n_events;
+static int n_inits, n_finis;
+
+static int obs_init(void **ctx, const dist_pg_info *info) {
+  *ctx = (void *)info;
+  n_inits++;
+  return DIST_OK;
+}
+
+static void obs_event(void *ctx, const dist_event *ev) {
+  (void)ctx;
+  if (n_events == MAX_EV)
+    return;
+  seen *s = &events[n_events++];
+  s->kind = ev->kind;
+  s->group_id = ev->group_id;
+  s->seq = ev->seq;
+  s->op = ev->coll ? ev->coll->kind : DIST_OP_COUNT_;
+  s->numel = ev->coll && ev->coll->n_inputs ? dist_tensor_numel(&ev->coll->inputs[0]) : -1;
+  s->root = ev->coll ? ev->coll->root : -1;
+  s->caller = ev->caller;
+  s->t_ns = ev->t_ns;
+}
+
+static void obs_fini(void *ctx) {
+  (void)ctx;
+  n_finis++;
+}
+
+static const dist_observer test_observer = {
+    .abi_version = DIST_OBSERVER_ABI_VERSION,
+    .name = "test",
+    .event_mask = DIST_EV_ALL,
+    .init = obs_init,
+    .on_event = obs_event,
+    .fini = obs_fini,
+};
+
+/* Events of kind k on group gid. */
+static int count(dist_event_kind k, int gid) {
+  int n = 0;
+  for (int i = 0; i < n_events; i++)
+    n += events[i].kind == k && events[i].group_id == gid;
+  return n;
+}
+
+/* Each op event triple: enqueued, started, completed with the same seq. */
+static int check_triples(const dist_test_ctx *ctx, int gid, int calls) {
+  uint64_t expect = 1;
+  for (int i = 0; i < n_events; i++) {
+    if (events[i].group_id != gid || events[i].kind != DIST_EV_OP_ENQUEUED)
+      continue;
+    CHECK(ctx, events[i].seq == expect, "group %d: call %llu has seq %llu", gid,
+          (unsigned long long)expect, (unsigned long long)events[i].seq);
+    CHECK(ctx, events[i].caller != NULL, "no caller address");
+    expect++;
+  }
+  CHECK(ctx, count(DIST_EV_OP_ENQUEUED, gid) == calls, "group %d: %d enqueued, want %d", gid,
+        count(DIST_EV_OP_ENQUEUED, gid), calls);
+  CHECK(ctx, count(DIST_EV_OP_STARTED, gid) == calls, "group %d: %d started, want %d", gid,
+        count(DIST_EV_OP_STARTED, gid), calls);
+  CHECK(ctx, count(DIST_EV_OP_COMPLETED, gid) == calls, "group %d: %d completed, want %d", gid,
+        count(DIST_EV_OP_COMPLETED, gid), calls);
+  return 0;
+}
+
+static int observer_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, dist_observer_register(&test_observer));
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  CHECK(ctx, n_inits == 1, "observer init ran %d times", n_inits);
+  float v[16] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 16);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));          /* seq 1 */
+  dist_work *w;
+  CHECK_OK(ctx, dist_broadcast(&t, 1, NULL, &w));                    /* seq 2 */
+  CHECK_OK(ctx, dist_work_wait(w, -1));
+  dist_work_free(w);
+  if (ctx->rank == 0)                                                /* seq 3 */
+    CHECK_OK(ctx, dist_send(&t, 1, NULL, 7));
+  else
+    CHECK_OK(ctx, dist_recv(&t, 0, NULL, 7, NULL));
+  CHECK_OK(ctx, dist_barrier(NULL, NULL));                           /* seq 4 */
+  /* A call that fails its local checks never starts: no event, no seq. */
+  CHECK(ctx, dist_reduce(&t, 99, DIST_SUM, NULL, NULL) == DIST_E_INVAL, "bad root accepted");
+  CHECK_OK(ctx, check_triples(ctx, 0, 4));
+  /* The broadcast's descriptor travelled whole: op, size, root. */
+  int bc = -1;
+  for (int i = 0; i < n_events; i++)
+    if (events[i].kind == DIST_EV_OP_COMPLETED && events[i].seq == 2)
+      bc = i;
+  CHECK(ctx, bc >= 0 && events[bc].op == DIST_OP_BROADCAST && events[bc].numel == 16 &&
+                 events[bc].root == 1, "broadcast descriptor lost");
+  /* A new user group gets id 1 and its own sequence from 1. */
+  dist_pg *sub;
+  int both[2] = {0, 1};
+  CHECK_OK(ctx, dist_new_group(both, 2, NULL, &sub));
+  CHECK(ctx, count(DIST_EV_GROUP_CREATED, 1) == 1, "no group_created for group 1");
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_MAX, sub, NULL));
+  CHECK_OK(ctx, check_triples(ctx, 1, 1));
+  /* An internal helper group: no id, no seq, no events. */
+  int before = n_events;
+  dist_group_opts io = {.flags = DIST_GROUP_INTERNAL};
+  dist_pg *helper;
+  CHECK_OK(ctx, dist_new_group(both, 2, &io, &helper));
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, helper, NULL));
+  CHECK(ctx, dist_pg_get_info(helper)->group_id == -1, "internal group has an id");
+  CHECK(ctx, n_events == before, "internal group emitted %d events", n_events - before);
+  CHECK_OK(ctx, dist_destroy_process_group(helper));
+  /* Timestamps are monotonic within a triple. */
+  for (int i = 1; i < n_events; i++)
+    CHECK(ctx, events[i].t_ns >= events[i - 1].t_ns || events[i].kind == DIST_EV_OP_ENQUEUED,
+          "time went backwards at event %d", i);
+  dist_test_finish();
+  CHECK(ctx, n_finis == 1, "observer fini ran %d times", n_finis);
+  CHECK(ctx, count(DIST_EV_GROUP_DESTROYED, 1) == 1, "group 1 destroyed event missing");
+  return 0;
+}
+
+Test(core_seams, observer_sees_one_triple_per_user_call, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, observer_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- a test wrapper through the interposer ------------------------------ */
+
+typedef struct wrap_priv {
+  dist_pg *inner;
+} wrap_priv;
+
+static int wrapped_groups;
+static int wrapped_calls[DIST_OP_COUNT_];
+
+static int wrap_init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
+  (void)self;
+  ((wrap_priv *)priv)->inner = a->arg;
+  return DIST_OK;
+}
+
+static void wrap_fini(void *priv) { dist_destroy_process_group(((wrap_priv *)priv)->inner); }
+
+static void wrap_abort(void *priv, const char *why) {
+  dist_abort_group(((wrap_priv *)priv)->inner, why);
+}
+
+static int wrap_forward(void *priv, const dist_coll *c, dist_work *w) {
+  wrapped_calls[c->kind]++;
+  return dist_pg_forward(((wrap_priv *)priv)->inner, c, w);
+}
+
+static const dist_backend_ops wrap_ops = {
+    .abi_version = DIST_BACKEND_ABI_VERSION, .name = "testwrap", .caps = DIST_CAP_CPU,
+    .priv_size = sizeof(wrap_priv), .init = wrap_init, .fini = wrap_fini, .abort = wrap_abort,
+    .send = wrap_forward, .recv = wrap_forward, .batch_p2p = wrap_forward,
+    .broadcast = wrap_forward, .all_reduce = wrap_forward, .reduce = wrap_forward,
+    .all_gather = wrap_forward, .gather = wrap_forward, .scatter = wrap_forward,
+    .reduce_scatter = wrap_forward, .all_to_all = wrap_forward, .barrier = wrap_forward,
+};
+
+static int wrap_group(void *arg, dist_pg *inner, dist_pg **out) {
+  (void)arg;
+  const dist_pg_info *i = dist_pg_get_info(inner);
+  dist_backend_init_args a = {
+      .rank = i->rank, .size = i->size, .global_ranks = i->global_ranks,
+      .global_rank = i->global_rank, .timeout_ms = i->timeout_ms, .group_name = i->name,
+      .group_id = i->group_id, .arg = inner,
+  };
+  wrapped_groups++;
+  return dist_pg_create(&wrap_ops, &a, out);
+}
+
+static int wrapper_rank(const dist_test_ctx *ctx) {
+  dist_set_group_wrapper(wrap_group, NULL);
+  CHECK_OK(ctx, dist_observer_register(&test_observer));
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));                 /* group 0 */
+  int r = ctx->rank;
+  int32_t v = r + 1;
+  dist_tensor t = dist_tensor_1d(&v, DIST_INT32, 1);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  CHECK(ctx, v == 1 + 2 + 3 + 4, "sum through the wrapper: %d", v);
+  dist_pg *g01;
+  int pair[2] = {0, 1};
+  CHECK_OK(ctx, dist_new_group(pair, 2, NULL, &g01));           /* group 1 */
+  const int s0[] = {0, 2}, s1[] = {1, 3};
+  const int *splits[] = {s0, s1};
+  size_t sizes[] = {2, 2};
+  dist_pg *half;
+  CHECK_OK(ctx, dist_split_group(NULL, splits, sizes, 2, NULL, &half)); /* groups 2, 3 */
+  dist_pg *sub;
+  CHECK_OK(ctx, dist_new_subgroups(2, NULL, &sub, NULL, NULL)); /* groups 4, 5 */
+  int64_t shape[2] = {2, 2};
+  dist_device_mesh *mesh;
+  CHECK_OK(ctx, dist_init_device_mesh("cpu", shape, 2, NULL, &mesh)); /* 6..9 */
+  /* Members wrapped: default, (g01 if member), one split, one subgroup, two
+   * mesh lines. */
+  int want = 1 + (r < 2) + 1 + 1 + 2;
+  CHECK(ctx, wrapped_groups == want, "wrapper saw %d groups, want %d", wrapped_groups, want);
+  v = 1;
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, half, NULL));
+  CHECK(ctx, v == 2, "split all_reduce: %d", v);
+  CHECK_OK(ctx, dist_barrier(sub, NULL));
+  dist_pg *row;
+  CHECK_OK(ctx, dist_mesh_get_group(mesh, 1, &row));
+  CHECK_OK(ctx, dist_broadcast(&t, r / 2 * 2, row, NULL));
+  CHECK(ctx, wrapped_calls[DIST_OP_ALL_REDUCE] == 2 && wrapped_calls[DIST_OP_BARRIER] == 1 &&
+                 wrapped_calls[DIST_OP_BROADCAST] == 1,
+        "wrapper saw all_reduce %d, barrier %d, broadcast %d", wrapped_calls[DIST_OP_ALL_REDUCE],
+        wrapped_calls[DIST_OP_BARRIER], wrapped_calls[DIST_OP_BROADCAST]);
+  /* A wrapped call is one event, on the user's group: 1 all_reduce on 0. */
+  CHECK_OK(ctx, check_triples(ctx, 0, 1));
+  CHECK(ctx, dist_pg_get_info(half)->group_id == 2 + r % 2, "split group id %d",
+        dist_pg_get_info(half)->group_id);
+  dist_device_mesh_destroy(mesh);
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_seams, wrapper_sees_every_group_and_every_call, .timeout = 90) {
+  cr_assert_eq(dist_test_ranks(4, wrapper_rank, NULL, 80), 0, "%s", dist_test_report());
+}

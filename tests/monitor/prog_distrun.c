@@ -1,0 +1,168 @@
+/* prog_distrun.c - the rank program test_distrun.c runs under distrun
+ * (built as build/bin/distrun_testprog). The first argument picks what a
+ * rank does:
+ *   env              print what distrun told this rank (one line), exit 0
+ *   wait             print "ready pid=P", wait; SIGTERM prints "got SIGTERM"
+ *                    and exits 0
+ *   block            rendezvous (env://), print "ready pid=P", then block in
+ *                    a store get that nobody answers (a rank busy in the
+ *                    library); SIGTERM kills it
+ *   exit R CODE      rank R exits with CODE after 300 ms; the others wait
+ *   watch R CODE     rendezvous; rank R exits with CODE; the others ignore
+ *                    SIGTERM, wait for distrun's death notice in the store,
+ *                    print "saw: <notice>" and exit 0
+ *   demo             rendezvous; every rank sets a key and reads all others
+ *   lines            two lines on stdout, one on stderr, then an unfinished
+ *                    line, exit 0
+ * Every mode ends by itself within 60 s (alarm), so nothing is left behind. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rendezvous.h"
+
+static int rank_env(void) {
+  const char *r = getenv("RANK");
+  return r ? atoi(r) : -1;
+}
+
+static const char *env_or(const char *name) {
+  const char *v = getenv(name);
+  return v ? v : "(unset)";
+}
+
+static int mode_env(void) {
+  const char *tok = getenv("DIST_TOKEN");
+  printf("env rank=%s world=%s local=%s lws=%s addr=%s port=%s job=%s agent=%s node=%s "
+         "nnodes=%s launcher=%s token_len=%zu pid=%d\n",
+         env_or("RANK"), env_or("WORLD_SIZE"), env_or("LOCAL_RANK"),
+         env_or("LOCAL_WORLD_SIZE"), env_or("MASTER_ADDR"), env_or("MASTER_PORT"),
+         env_or("DIST_JOB_ID"), env_or("DIST_USE_AGENT_STORE"), env_or("DIST_NODE_RANK"),
+         env_or("DIST_NNODES"), env_or("DIST_LAUNCHER"), tok ? strlen(tok) : 0,
+         (int)getpid());
+  return 0;
+}
+
+static void on_term(int sig) {
+  (void)sig;
+  static const char msg[] = "got SIGTERM\n";
+  ssize_t w = write(1, msg, sizeof msg - 1);
+  (void)w;
+  _exit(0);
+}
+
+static int wait_forever(void) {
+  printf("ready pid=%d\n", (int)getpid());
+  fflush(stdout);
+  for (;;)
+    pause();
+}
+
+static int mode_wait(void) {
+  signal(SIGTERM, on_term);
+  return wait_forever();
+}
+
+static int rendezvous(dist__rdzv *r) {
+  dist_init_opts o = {.rank = -1, .world_size = -1, .timeout_ms = 30000};
+  int rc = dist__rendezvous(&o, r);
+  if (rc != DIST_OK)
+    fprintf(stderr, "rendezvous failed: %s: %s\n", dist_status_name(rc), dist_last_errmsg());
+  return rc;
+}
+
+static int mode_block(void) {
+  dist__rdzv r;
+  if (rendezvous(&r) != DIST_OK)
+    return 1;
+  printf("ready pid=%d\n", (int)getpid());
+  fflush(stdout);
+  void *v = NULL;
+  size_t n;
+  dist_store_set_timeout(r.store, 50000);
+  dist_store_get(r.store, "test/never", &v, &n);
+  return 1;
+}
+
+static int mode_exit(int who, int code) {
+  if (rank_env() != who)
+    return mode_wait();
+  usleep(300 * 1000); /* the others have set up their SIGTERM handler */
+  printf("exiting with %d\n", code);
+  return code;
+}
+
+static int mode_watch(int who, int code) {
+  dist__rdzv r;
+  if (rendezvous(&r) != DIST_OK)
+    return 1;
+  if (r.rank == who)
+    _exit(code); /* no goodbye: as if it crashed */
+  signal(SIGTERM, SIG_IGN);
+  void *v = NULL;
+  size_t n = 0;
+  dist_store_set_timeout(r.store, 20000);
+  int rc = dist_store_get(r.store, DIST_KEY_RANK_DIED, &v, &n);
+  if (rc == DIST_OK)
+    printf("saw: %s\n", (char *)v);
+  dist_free(v);
+  dist__rendezvous_release(&r);
+  return rc == DIST_OK ? 0 : 1;
+}
+
+static int mode_demo(void) {
+  dist__rdzv r;
+  if (rendezvous(&r) != DIST_OK)
+    return 1;
+  char key[64], val[64];
+  snprintf(key, sizeof key, "test/demo/%d", r.rank);
+  snprintf(val, sizeof val, "value of rank %d", r.rank);
+  int rc = dist_store_set(r.store, key, val, strlen(val));
+  for (int i = 0; rc == DIST_OK && i < r.world_size; i++) {
+    void *v = NULL;
+    size_t n;
+    snprintf(key, sizeof key, "test/demo/%d", i);
+    rc = dist_store_get(r.store, key, &v, &n);
+    if (rc == DIST_OK)
+      printf("rank %d of %d (local %d of %d, job %s) read %s = %s\n", r.rank, r.world_size,
+             r.local_rank, r.local_world_size, r.job_id, key, (char *)v);
+    dist_free(v);
+  }
+  if (rc != DIST_OK)
+    fprintf(stderr, "store: %s\n", dist_store_errmsg(r.store));
+  dist__rendezvous_release(&r);
+  return rc == DIST_OK ? 0 : 1;
+}
+
+static int mode_lines(void) {
+  printf("out line 1\nout line 2\n");
+  fflush(stdout);
+  fprintf(stderr, "err line 1\n");
+  printf("partial");
+  fflush(stdout);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  alarm(60);
+  const char *m = argc > 1 ? argv[1] : "";
+  int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
+  if (!strcmp(m, "env"))
+    return mode_env();
+  if (!strcmp(m, "wait"))
+    return mode_wait();
+  if (!strcmp(m, "block"))
+    return mode_block();
+  if (!strcmp(m, "exit"))
+    return mode_exit(a, b);
+  if (!strcmp(m, "watch"))
+    return mode_watch(a, b);
+  if (!strcmp(m, "demo"))
+    return mode_demo();
+  if (!strcmp(m, "lines"))
+    return mode_lines();
+  fprintf(stderr, "usage: %s env|wait|block|exit R CODE|watch R CODE|demo|lines\n", argv[0]);
+  return !(argc > 1 && !strcmp(m, "--help")) ? 2 : 0;
+}

@@ -1,0 +1,39 @@
+/* coll_check.h - runs one collective on a group with deterministic inputs
+ * and checks every rank's result against values computed on one rank
+ * (tests/support/ref.h), bit for bit. Plain C: it runs inside forked ranks.
+ *
+ * Inputs are a pure function of (seed, group rank, element index), so each
+ * rank computes what every other rank contributed, and the expected value
+ * of every reduction follows ascending group-rank order: equal to the
+ * expected value means bitwise identical on every rank. */
+#ifndef DIST_TEST_COLL_CHECK_H
+#define DIST_TEST_COLL_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <dist/dist.h>
+
+typedef struct coll_case {
+  dist_op_kind op;   /* a collective kind, SEND (a ring of send/recv) or
+                        BATCH_P2P (the same ring as one batch) */
+  dist_dtype dtype;
+  dist_redop redop;
+  int64_t n;         /* elements per rank (per block where ops split) */
+  int root;          /* group rank (where the op has one) */
+  bool async;
+  bool uneven;       /* ALL_TO_ALL_SINGLE: uneven split sizes */
+  uint64_t seed;
+} coll_case;
+
+/* Runs c on g (NULL = default) and checks the result. Returns 0, or 1 with
+ * a message (naming the case) in msg. */
+int coll_check(dist_pg *g, const coll_case *c, char *msg, size_t len);
+/* "ALL_REDUCE float32 SUM n=7 root=0 async" */
+char *coll_case_name(const coll_case *c, char *buf, size_t len);
+
+/* Async variant: starts k cases back to back, then waits for all of them
+ * in order and checks each (completion in issue order). */
+int coll_check_many_async(dist_pg *g, const coll_case *cases, int k, char *msg, size_t len);
+
+#endif
