@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -248,10 +249,26 @@ static int store_failed(const settings *s, const dist__rdzv *r, int rc, bool ser
           : "");
 }
 
+static bool is_loopback(const char *host) {
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET, host, &a4) == 1)
+    return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, host, &a6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&a6);
+  return strcmp(host, "localhost") == 0;
+}
+
+/* Where rank 0's server listens: every address when others may come from
+ * elsewhere; else loopback, on MASTER_ADDR itself when it names a loopback
+ * address (so MASTER_ADDR=::1 gets an IPv6 listener). */
+static const char *server_host(const settings *s, bool remote) {
+  return !remote && is_loopback(s->host) ? s->host : NULL;
+}
+
 static int open_tcp_store(const settings *s, dist__rdzv *r) {
   dist_store_tcp_opts to = {0};
   to.is_server = r->rank == 0 && !s->agent_store;
-  to.host = to.is_server ? NULL : s->host;
   to.port = s->port;
   to.world_size = r->world_size;
   to.timeout_ms = dist__remaining_ms(s->deadline_ms);
@@ -259,6 +276,7 @@ static int open_tcp_store(const settings *s, dist__rdzv *r) {
   /* With a token the server may listen on every address (others prove the
    * token); without one only when the user opted out of the loopback rule. */
   to.allow_remote = s->token != NULL || s->allow_remote;
+  to.host = to.is_server ? server_host(s, to.allow_remote) : s->host;
   if (to.timeout_ms <= 0)
     to.timeout_ms = 1;
   int rc = dist_store_tcp_create(&to, &r->store);

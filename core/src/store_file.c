@@ -619,8 +619,11 @@ static int open_store(const char *path, int world_size, bool counts, dist_store 
     free_impl(f);
     return rc;
   }
-  /* Validate the header (or write it) now, so a wrong path fails here. */
-  rc = begin(*out, F_WRLCK);
+  /* Validate the header (or write it into a new file) now, so a wrong path
+   * fails here; an existing store is only read. */
+  struct stat st;
+  bool fresh = fstat(f->fd, &st) != 0 || st.st_size < FS_HDR;
+  rc = begin(*out, fresh ? F_WRLCK : F_RDLCK);
   if (rc == DIST_OK) {
     unlock_file(*out);
   } else {

@@ -36,8 +36,9 @@ static int pkey(dist_store *s, const char *key, char **out) {
   prefix_store *p = P(s);
   size_t kl = strlen(key);
   if (p->plen + 1 + kl > DIST_STORE_MAX_KEY)
-    return dist__err_set(&s->err, DIST_E_INVAL, "key '%s/%.64s' is longer than %d bytes",
-                         p->prefix, key, DIST_STORE_MAX_KEY);
+    return dist__err_set(&s->err, DIST_E_INVAL, "prefixed key '%.64s/%.64s' (%zu bytes) is "
+                         "longer than %d bytes", p->prefix, key, p->plen + 1 + kl,
+                         DIST_STORE_MAX_KEY);
   char *k = dist__malloc(p->plen + kl + 2);
   if (!k)
     return dist__err_set(&s->err, DIST_E_NOMEM, "out of memory building a key");

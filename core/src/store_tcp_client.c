@@ -44,7 +44,9 @@ typedef struct tcp_client {
   char broken_msg[512];
   int pending; /* a failed NOREPLY request, reported by the next call */
   char pending_msg[1024];
-  int64_t spin_ns;
+  int64_t spin_ns;     /* the budget (DIST_STORE_SPIN_US) */
+  int64_t spin_cur_ns; /* adapted: 0 after replies keep missing the window */
+  unsigned spin_probe;
 } tcp_client;
 
 static const dist__store_ops tcp_ops;
@@ -89,14 +91,34 @@ static int send_out(dist_store *s, int64_t deadline_ms) {
   return DIST_OK;
 }
 
+/* Busy-polling pays only when the reply comes within the window: with more
+ * runnable processes than cores the spinner steals the server's CPU and the
+ * reply comes later. So the window halves after each miss down to nothing,
+ * returns in full after a hit, and an occasional probe re-tests it. */
+static int64_t spin_window(tcp_client *c) {
+  if (c->spin_cur_ns == 0 && c->spin_ns > 0 && (++c->spin_probe & 63) == 0)
+    return c->spin_ns;
+  return c->spin_cur_ns;
+}
+
+static void spin_result(tcp_client *c, int64_t window, bool hit) {
+  if (window == 0)
+    return;
+  c->spin_cur_ns = hit ? c->spin_ns : c->spin_cur_ns / 2 < 2000 ? 0 : c->spin_cur_ns / 2;
+}
+
 /* One recv into the buffer: busy-polls first, then sleeps in poll(). */
 static int recv_some(dist_store *s, int64_t deadline_ms, bool *spun) {
   tcp_client *c = T(s);
-  int64_t spin_end = *spun ? 0 : dist__now_ns() + c->spin_ns;
+  int64_t window = *spun ? 0 : spin_window(c);
+  int64_t spin_end = window ? dist__now_ns() + window : 0;
   for (;;) {
     ssize_t n = recv(c->fd, c->in + c->inlen, c->incap - c->inlen, MSG_DONTWAIT);
     if (n > 0) {
       c->inlen += (size_t)n;
+      if (!*spun)
+        spin_result(c, window, true);
+      *spun = true; /* later reads of this reply do not spin again */
       return DIST_OK;
     }
     if (n == 0)
@@ -107,8 +129,10 @@ static int recv_some(dist_store *s, int64_t deadline_ms, bool *spun) {
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       return fail_conn(s, DIST_E_CLOSED, "receiving from the store server %s:%u: %s",
                        c->host, c->port, strerror(errno));
-    if (dist__now_ns() < spin_end)
+    if (spin_end && dist__now_ns() < spin_end)
       continue;
+    if (!*spun)
+      spin_result(c, window, false);
     *spun = true;
     int64_t left = dist__remaining_ms(deadline_ms);
     struct pollfd p = {c->fd, POLLIN, 0};
@@ -430,7 +454,7 @@ static int open_client(const char *host, uint16_t port, const char *token,
   c->fd = -1;
   snprintf(c->host, sizeof c->host, "%s", host);
   c->port = port;
-  c->spin_ns = dist__stp_client_spin_us() * 1000;
+  c->spin_ns = c->spin_cur_ns = dist__stp_client_spin_us() * 1000;
   int64_t dl = dist__deadline_ms(timeout_ms);
   int rc = dist__net_connect(host, port, dl, &c->fd, e);
   if (rc == DIST_OK)

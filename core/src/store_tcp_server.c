@@ -415,10 +415,10 @@ static bool try_answer(stp_server *srv, conn *c, const stp_hdr *h, const char **
 /* Registers p's waiter; false when the request became answerable. */
 static bool watch(stp_server *srv, parked *p, dist__errbuf *e, int *rc) {
   *rc = DIST_OK;
-  if (p->h.op == STP_WAIT_WORKERS)
-    return true; /* JOIN checks these itself */
   p->w.wake = on_wake;
   p->w.arg = p;
+  if (p->h.op == STP_WAIT_WORKERS)
+    return true; /* JOIN wakes these itself (check_workers) */
   if (p->h.op == STP_QUEUE_POP) {
     *rc = dist__kv_watch_queue(srv->kv, &p->w, p->keys[0], e);
     return *rc == DIST_OK;

@@ -157,6 +157,16 @@ float dist_test_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
 
 /* --- the reference reduction --------------------------------------------- */
 
+/* A NaN from arithmetic becomes the canonical quiet NaN (reduce.h). */
+static float canf(float x) { return isnan(x) ? u2f(0x7fc00000u) : x; }
+static double cand(double x) {
+  if (!isnan(x))
+    return x;
+  uint64_t b = 0x7ff8000000000000ull;
+  memcpy(&x, &b, 8);
+  return x;
+}
+
 /* Products go through memory, so they are rounded before any addition. */
 static float mulf(float a, float b) {
   volatile float r = a * b;
@@ -201,10 +211,10 @@ static void load(dist_dtype dt, dist_redop op, racc *a, const void *x) {
   default: a->i = load_int(dt, x); return;
   }
   if (pm) {
-    a->f = mulf(s, a->f);
-    a->fi = mulf(s, a->fi);
-    a->d = muld(sd, a->d);
-    a->di = muld(sd, a->di);
+    a->f = canf(mulf(s, a->f));
+    a->fi = canf(mulf(s, a->fi));
+    a->d = cand(muld(sd, a->d));
+    a->di = cand(muld(sd, a->di));
   }
 }
 
@@ -232,10 +242,10 @@ static void step_float(dist_redop_kind k, racc *a, const racc *x, bool cplx) {
       float im = mulf(a->f, x->fi) + mulf(a->fi, x->f);
       double dre = muld(a->d, x->d) - muld(a->di, x->di);
       double dim = muld(a->d, x->di) + muld(a->di, x->d);
-      a->f = re, a->fi = im, a->d = dre, a->di = dim;
+      a->f = canf(re), a->fi = canf(im), a->d = cand(dre), a->di = cand(dim);
     } else {
-      a->f = mulf(a->f, x->f);
-      a->d = muld(a->d, x->d);
+      a->f = canf(mulf(a->f, x->f));
+      a->d = cand(muld(a->d, x->d));
     }
     break;
   case DIST_REDOP_MIN:
@@ -244,7 +254,8 @@ static void step_float(dist_redop_kind k, racc *a, const racc *x, bool cplx) {
     a->d = dpick(a->d, x->d, k == DIST_REDOP_MAX);
     break;
   default: /* SUM, AVG, PREMUL_SUM */
-    a->f += x->f, a->fi += x->fi, a->d += x->d, a->di += x->di;
+    a->f = canf(a->f + x->f), a->fi = canf(a->fi + x->fi);
+    a->d = cand(a->d + x->d), a->di = cand(a->di + x->di);
     break;
   }
 }
@@ -282,12 +293,16 @@ static void step(dist_dtype dt, dist_redop op, racc *a, const void *x) {
 
 static void store(dist_dtype dt, dist_redop op, void *out, racc *a, int div) {
   if (op.kind == DIST_REDOP_AVG) {
-    a->f /= (float)div, a->fi /= (float)div;
-    a->d /= (double)div, a->di /= (double)div;
+    a->f = canf(a->f / (float)div), a->fi = canf(a->fi / (float)div);
+    a->d = cand(a->d / (double)div), a->di = cand(a->di / (double)div);
   }
   uint64_t u = (uint64_t)a->i;
   switch (dt) {
-  case DIST_FLOAT16: { uint16_t h = dist_test_f32_to_f16(a->f); memcpy(out, &h, 2); break; }
+  case DIST_FLOAT16: { /* a reduction's NaN is canonical, sign dropped */
+    uint16_t h = isnan(a->f) ? 0x7e00 : dist_test_f32_to_f16(a->f);
+    memcpy(out, &h, 2);
+    break;
+  }
   case DIST_BFLOAT16: { uint16_t h = dist_test_f32_to_bf16(a->f); memcpy(out, &h, 2); break; }
   case DIST_FLOAT32: memcpy(out, &a->f, 4); break;
   case DIST_COMPLEX64: memcpy(out, &a->f, 4); memcpy((char *)out + 4, &a->fi, 4); break;

@@ -36,9 +36,11 @@ void dist_test_fill(void *buf, dist_dtype dt, size_t n, uint64_t seed, int rank,
                     unsigned flags);
 
 /* out[i] = bufs[0][i] op ... op bufs[nranks-1][i] by the scalar reference,
- * with reduce.h's rules (float32 accumulation for the half types, AVG
- * divides by avg_divisor, PREMUL_SUM scales each input). out may be
- * bufs[0]. Returns 0, or -1 for an op the dtype does not support. */
+ * with core/src/cpu/reduce.h's rules (float32 accumulation for the half
+ * types, AVG divides by avg_divisor, PREMUL_SUM scales each input, NaN
+ * from arithmetic is canonical), so results compare bit for bit, NaN
+ * included. out may be bufs[0]. Returns 0, or -1 for an op the dtype does
+ * not support. */
 int dist_test_ref_reduce(dist_dtype dt, dist_redop op, void *out, const void *const *bufs,
                          int nranks, size_t n, int avg_divisor);
 /* The expected result of reducing ranks 0..nranks-1's dist_test_fill

@@ -34,9 +34,9 @@ static int lookup(dist_dtype dt, dist_redop op, const dist__rk **out) {
     return dist__set_last_error(DIST_E_INVAL, "reduction with unknown reduce op %d",
                                 (int)op.kind);
   const dist__rk *k = (dt == DIST_FLOAT16 || dt == DIST_BFLOAT16)
-                          ? dist__reduce_half_kernel(dt, op.kind)
-                          : dist__reduce_same_kernel(dt, op.kind);
-  if (!k) {
+                          ? &dist__reduce_half_table[dt == DIST_BFLOAT16][op.kind]
+                          : &dist__reduce_same_table[dt][op.kind];
+  if (!k->bin) {
     int rc = dist_redop_check(op, dt); /* gives the reason when it has one */
     return rc != DIST_OK ? rc
                          : dist__set_last_error(DIST_E_INVAL, "reduce op %s has no kernel for %s",
@@ -104,27 +104,55 @@ static void run_first(const dist__rk *k, void *acc, const void *x, size_t m,
   }
 }
 
+/* acc = acc op pre(srcs[j]) op ... op pre(srcs[nsrc-1]) over the m units
+ * at byte offset bo: two inputs per pass while they last. */
+static void run_rest(const dist__rk *k, void *acc, const void *const *srcs, int j, int nsrc,
+                     size_t bo, size_t m, const dist__rk_param *p) {
+  if (k->acc2)
+    for (; j + 1 < nsrc; j += 2)
+      k->acc2(acc, (const char *)srcs[j] + bo, (const char *)srcs[j + 1] + bo, m, p);
+  for (; j < nsrc; j++)
+    k->acc(acc, (const char *)srcs[j] + bo, m, p);
+}
+
+/* acc = pre(srcs[0]) op ... for the m units at byte offset bo, with acc
+ * apart from every source; returns how many sources that took. */
+static int run_start(const dist__rk *k, void *acc, const void *const *srcs, int nsrc, size_t bo,
+                     size_t m, const dist__rk_param *p) {
+  const char *s0 = (const char *)srcs[0] + bo;
+  if (nsrc == 1) {
+    run_first(k, acc, s0, m, p);
+    return 1;
+  }
+  if (nsrc >= 3 && k->bin3) {
+    k->bin3(acc, s0, (const char *)srcs[1] + bo, (const char *)srcs[2] + bo, m, p);
+    return 3;
+  }
+  k->bin(acc, s0, (const char *)srcs[1] + bo, m, p);
+  return 2;
+}
+
 static void run_same(const dist__rk *k, char *dst, const void *const *srcs, int nsrc,
                      size_t units, const dist__rk_param *p) {
   size_t us = k->usize;
   bool in_place = dst == (const char *)srcs[0];
-  bool one_pass = nsrc <= 2 && !k->fin_self && !(in_place && k->first_self);
+  /* One kernel call per block needs no blocking: c = a + b runs whole. */
+  bool one_pass = !k->fin_self && (in_place ? nsrc <= 2 && !k->first_self
+                                            : nsrc <= 2 || (nsrc == 3 && k->bin3));
   size_t blk = one_pass ? units : BLOCK_BYTES / us;
   for (size_t off = 0; off < units; off += blk) {
     size_t m = units - off < blk ? units - off : blk;
     size_t bo = off * us;
     char *d = dst + bo;
-    if (nsrc == 1) {
-      run_first(k, d, (const char *)srcs[0] + bo, m, p);
-    } else if (in_place) {
+    int j;
+    if (in_place) {
       if (k->first_self)
         k->first_self(d, m, p);
-      k->acc(d, (const char *)srcs[1] + bo, m, p);
+      j = 1;
     } else {
-      k->bin(d, (const char *)srcs[0] + bo, (const char *)srcs[1] + bo, m, p);
+      j = run_start(k, d, srcs, nsrc, bo, m, p);
     }
-    for (int j = 2; j < nsrc; j++)
-      k->acc(d, (const char *)srcs[j] + bo, m, p);
+    run_rest(k, d, srcs, j, nsrc, bo, m, p);
     if (k->fin_self)
       k->fin_self(d, m, p);
   }
@@ -135,13 +163,9 @@ static void run_half(const dist__rk *k, uint16_t *dst, const void *const *srcs, 
   float tmp[HALF_BLOCK];
   for (size_t off = 0; off < n; off += HALF_BLOCK) {
     size_t m = n - off < HALF_BLOCK ? n - off : HALF_BLOCK;
-    const uint16_t *s0 = (const uint16_t *)srcs[0] + off;
-    if (nsrc == 1)
-      k->first(tmp, s0, m, p);
-    else
-      k->bin(tmp, s0, (const uint16_t *)srcs[1] + off, m, p);
-    for (int j = 2; j < nsrc; j++)
-      k->acc(tmp, (const uint16_t *)srcs[j] + off, m, p);
+    size_t bo = off * sizeof(uint16_t);
+    int j = run_start(k, tmp, srcs, nsrc, bo, m, p);
+    run_rest(k, tmp, srcs, j, nsrc, bo, m, p);
     k->fin(dst + off, tmp, m, p);
   }
 }

@@ -9,14 +9,22 @@
  * acc = acc op x(N-1). Nothing is reassociated.
  *
  * Accumulation type. float16 and bfloat16 accumulate in float32 and round
- * once at the end (round to nearest even; NaN gives the canonical quiet NaN
- * torch gives: float16 sign|0x7e00, bfloat16 0x7fc0; overflow gives inf).
- * Every other dtype accumulates in itself.
+ * once at the end (round to nearest even; overflow gives inf). Every other
+ * dtype accumulates in itself.
+ * NaN. A NaN made or passed on by arithmetic (SUM, PRODUCT, AVG,
+ * PREMUL_SUM, and every float16/bfloat16 result) is the canonical quiet NaN
+ * (float32 0x7fc00000, float64 0x7ff8000000000000, float16 0x7e00,
+ * bfloat16 0x7fc0): which operand's payload and sign the CPU keeps depends
+ * on the operand order the compiler picks per loop, so results would
+ * otherwise differ between kernels. Only a plain copy (SUM, PRODUCT, MIN or
+ * MAX of one source) and MIN/MAX of float32/float64 (which pick an input)
+ * keep a payload.
  *   SUM, PRODUCT   a + b, a * b. Integers wrap (two's complement, computed
  *                  in unsigned arithmetic). Complex PRODUCT is
  *                  (ar*br - ai*bi, ar*bi + ai*br), no inf/NaN recovery.
- *   MIN, MAX       NaN propagates: acc = (x < acc || x != x) ? x : acc for
- *                  MIN (x > acc for MAX), so a NaN in any input gives NaN.
+ *   MIN, MAX       NaN propagates, as in torch: acc = (x < acc || x != x)
+ *                  ? x : acc for MIN (acc < x for MAX), so a NaN in any
+ *                  input gives NaN (the newest NaN input's).
  *   BAND/BOR/BXOR  integers and bool only.
  *   AVG            SUM, then divide by avg_divisor (normally the group size)
  *                  in the accumulation type; floating and complex only.
@@ -26,8 +34,8 @@
  *   bool           inputs are read as x != 0 and outputs are 0 or 1:
  *                  SUM = MAX = BOR = or, PRODUCT = MIN = BAND = and, BXOR xor.
  * Float arithmetic is plain IEEE (no FMA contraction: reduce*.c are built
- * with -ffp-contract=off), so the two forms below and every rank agree bit
- * for bit; only NaN payloads produced by arithmetic are unspecified.
+ * with -ffp-contract=off), so the two forms below, every rank and every
+ * CPU agree bit for bit, NaN included.
  *
  * Errors. A dtype/op combination that dist_redop_check rejects, an unknown
  * dtype or op, AVG with avg_divisor < 1, nsrc < 1, NULL buffers with n > 0
@@ -66,9 +74,10 @@ int dist__reduce_end(dist_dtype dt, dist_redop op, void *out, const void *acc, s
                      int avg_divisor);
 
 /* Half-precision conversions (vectorised; dst and src never overlap).
- * To float32 they are exact (NaN payloads kept); from float32 they round
- * to nearest even with the NaN and overflow rules above. They do not
- * depend on the FPU's flush-to-zero / denormals-are-zero modes. */
+ * To float32 they are exact (NaN payloads kept). From float32 they round
+ * to nearest even, overflow to inf, and turn NaN into sign|0x7e00
+ * (float16) or 0x7fc0 (bfloat16), as torch's c10::Half and c10::BFloat16.
+ * They do not depend on the flush-to-zero / denormals-are-zero modes. */
 void dist__f16_to_f32(float *dst, const uint16_t *src, size_t n);
 void dist__f32_to_f16(uint16_t *dst, const float *src, size_t n);
 void dist__bf16_to_f32(float *dst, const uint16_t *src, size_t n);

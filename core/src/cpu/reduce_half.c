@@ -82,19 +82,19 @@ static inline uint16_t bf16_out(float f) {
 /* --- conversions --------------------------------------------------------- */
 
 static inline void f16_to_f32_i(float *restrict d, const uint16_t *restrict s, size_t n) {
-  for (size_t i = 0; i < n; i++)
+  DIST_RK_UNROLL for (size_t i = 0; i < n; i++)
     d[i] = f16_in(s[i]);
 }
 static inline void f32_to_f16_i(uint16_t *restrict d, const float *restrict s, size_t n) {
-  for (size_t i = 0; i < n; i++)
+  DIST_RK_UNROLL for (size_t i = 0; i < n; i++)
     d[i] = f16_out(s[i]);
 }
 static inline void bf16_to_f32_i(float *restrict d, const uint16_t *restrict s, size_t n) {
-  for (size_t i = 0; i < n; i++)
+  DIST_RK_UNROLL for (size_t i = 0; i < n; i++)
     d[i] = bf16_in(s[i]);
 }
 static inline void f32_to_bf16_i(uint16_t *restrict d, const float *restrict s, size_t n) {
-  for (size_t i = 0; i < n; i++)
+  DIST_RK_UNROLL for (size_t i = 0; i < n; i++)
     d[i] = bf16_out(s[i]);
 }
 
@@ -105,111 +105,128 @@ DIST_RK_CLONES void dist__f32_to_bf16(uint16_t *dst, const float *src, size_t n)
 
 /* --- kernels ------------------------------------------------------------- */
 
-/* Combining operations on float32 (acc first, new input second). */
+/* Combining operations on float32 (acc first, new input second). NaN need
+ * not be canonical here: the final rounding makes every NaN one value. */
 #define H_SUM(a, b) ((a) + (b))
 #define H_PROD(a, b) ((a) * (b))
 #define H_MIN(a, b) (((b) < (a) || (b) != (b)) ? (b) : (a))
 #define H_MAX(a, b) (((a) < (b) || (b) != (b)) ? (b) : (a))
-/* Per-input transforms; S_DECL makes the PREMUL_SUM scalar available. */
+/* Per-input transforms, applied to the converted value; s is PREMUL_SUM's
+ * scalar as float32 (declared in every body, used by H_SCALE only). */
 #define H_ID(x) (x)
 #define H_SCALE(x) (s * (x))
-#define S_DECL const float s = (float)p->scalar; (void)s;
+#define S_DECL            \
+  const float s = (float)p->scalar; \
+  (void)s;
 
-/* name##_bin and name##_acc for one (half type, op). The typed inline
- * bodies carry the restrict qualifiers into the void * entry points. */
-#define H_GEN_OP(name, IN, PRE, OP)                                               \
-  static inline void name##_bin_i(float *restrict d, const uint16_t *restrict a, \
-                                  const uint16_t *restrict b, size_t n,          \
-                                  const dist__rk_param *p) {                     \
-    S_DECL                                                                       \
-    for (size_t i = 0; i < n; i++) {                                             \
-      float x = PRE(IN(a[i])), y = PRE(IN(b[i]));                                \
-      d[i] = OP(x, y);                                                           \
-    }                                                                            \
-  }                                                                              \
-  DIST_RK_CLONES static void name##_bin(void *d, const void *a, const void *b, size_t n,        \
-                         const dist__rk_param *p) {                              \
-    name##_bin_i(d, a, b, n, p);                                                 \
-  }                                                                              \
-  static inline void name##_acc_i(float *restrict d, const uint16_t *restrict b, \
-                                  size_t n, const dist__rk_param *p) {           \
-    S_DECL                                                                       \
-    for (size_t i = 0; i < n; i++) {                                             \
-      float y = PRE(IN(b[i]));                                                   \
-      d[i] = OP(d[i], y);                                                        \
-    }                                                                            \
-  }                                                                              \
-  DIST_RK_CLONES static void name##_acc(void *d, const void *b, size_t n, const dist__rk_param *p) { \
-    name##_acc_i(d, b, n, p);                                                    \
+typedef uint16_t hv; /* a float16 or bfloat16 value's bits */
+
+/* name##_bin, _acc, _bin3 and _acc2 for one (half type, op): the float32
+ * accumulator d, half inputs converted by IN as they are read. */
+#define H_GEN_OP(name, IN, PRE, OP)                                                            \
+  static inline void name##_bin_i(float *restrict d, const hv *restrict a,                    \
+                                  const hv *restrict b, size_t n, const dist__rk_param *p) {  \
+    S_DECL                                                                                     \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OP(PRE(IN(a[i])), PRE(IN(b[i])));     \
+  }                                                                                            \
+  DIST_RK_CLONES static void name##_bin(void *d, const void *a, const void *b, size_t n,       \
+                                        const dist__rk_param *p) {                             \
+    name##_bin_i(d, a, b, n, p);                                                               \
+  }                                                                                            \
+  static inline void name##_acc_i(float *restrict d, const hv *restrict b, size_t n,           \
+                                  const dist__rk_param *p) {                                   \
+    S_DECL                                                                                     \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OP(d[i], PRE(IN(b[i])));              \
+  }                                                                                            \
+  DIST_RK_CLONES static void name##_acc(void *d, const void *b, size_t n,                      \
+                                        const dist__rk_param *p) {                             \
+    name##_acc_i(d, b, n, p);                                                                  \
+  }                                                                                            \
+  static inline void name##_bin3_i(float *restrict d, const hv *restrict a,                   \
+                                   const hv *restrict b, const hv *restrict c, size_t n,       \
+                                   const dist__rk_param *p) {                                  \
+    S_DECL                                                                                     \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                            \
+      float t = OP(PRE(IN(a[i])), PRE(IN(b[i])));                                              \
+      d[i] = OP(t, PRE(IN(c[i])));                                                             \
+    }                                                                                          \
+  }                                                                                            \
+  DIST_RK_CLONES static void name##_bin3(void *d, const void *a, const void *b,                \
+                                         const void *c, size_t n, const dist__rk_param *p) {   \
+    name##_bin3_i(d, a, b, c, n, p);                                                           \
+  }                                                                                            \
+  static inline void name##_acc2_i(float *restrict d, const hv *restrict x,                   \
+                                   const hv *restrict y, size_t n, const dist__rk_param *p) {  \
+    S_DECL                                                                                     \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                            \
+      float t = OP(d[i], PRE(IN(x[i])));                                                       \
+      d[i] = OP(t, PRE(IN(y[i])));                                                             \
+    }                                                                                          \
+  }                                                                                            \
+  DIST_RK_CLONES static void name##_acc2(void *d, const void *x, const void *y, size_t n,      \
+                                         const dist__rk_param *p) {                            \
+    name##_acc2_i(d, x, y, n, p);                                                              \
   }
 
-/* first (acc = pre(x0)), scaled first, fin (round) and AVG's fin for one
- * half type. */
-#define H_GEN_TYPE(t, IN, OUT)                                                    \
-  static inline void t##_first_i(float *restrict d, const uint16_t *restrict a,  \
-                                 size_t n, const dist__rk_param *p) {            \
-    (void)p;                                                                     \
-    for (size_t i = 0; i < n; i++)                                               \
-      d[i] = IN(a[i]);                                                           \
-  }                                                                              \
-  DIST_RK_CLONES static void t##_first(void *d, const void *a, size_t n, const dist__rk_param *p) { \
-    t##_first_i(d, a, n, p);                                                     \
-  }                                                                              \
-  static inline void t##_sfirst_i(float *restrict d, const uint16_t *restrict a, \
-                                  size_t n, const dist__rk_param *p) {           \
-    S_DECL                                                                       \
-    for (size_t i = 0; i < n; i++)                                               \
-      d[i] = s * IN(a[i]);                                                       \
-  }                                                                              \
-  DIST_RK_CLONES static void t##_sfirst(void *d, const void *a, size_t n, const dist__rk_param *p) { \
-    t##_sfirst_i(d, a, n, p);                                                    \
-  }                                                                              \
-  static inline void t##_fin_i(uint16_t *restrict d, const float *restrict a,    \
-                               size_t n) {                                       \
-    for (size_t i = 0; i < n; i++)                                               \
-      d[i] = OUT(a[i]);                                                          \
-  }                                                                              \
-  DIST_RK_CLONES static void t##_fin(void *d, const void *a, size_t n, const dist__rk_param *p) { \
-    (void)p;                                                                     \
-    t##_fin_i(d, a, n);                                                          \
-  }                                                                              \
-  static inline void t##_avgfin_i(uint16_t *restrict d, const float *restrict a, \
-                                  size_t n, float div) {                         \
-    for (size_t i = 0; i < n; i++)                                               \
-      d[i] = OUT(a[i] / div);                                                    \
-  }                                                                              \
-  DIST_RK_CLONES static void t##_avgfin(void *d, const void *a, size_t n, const dist__rk_param *p) { \
-    t##_avgfin_i(d, a, n, (float)p->divisor);                                    \
-  }                                                                              \
-  H_GEN_OP(t##_sum, IN, H_ID, H_SUM)                                             \
-  H_GEN_OP(t##_prod, IN, H_ID, H_PROD)                                           \
-  H_GEN_OP(t##_min, IN, H_ID, H_MIN)                                             \
-  H_GEN_OP(t##_max, IN, H_ID, H_MAX)                                             \
+/* first (acc = pre(x0)), its PREMUL_SUM form, fin (round) and AVG's fin
+ * (divide, round) for one half type. */
+#define H_GEN_TYPE(t, IN, OUT)                                                                 \
+  static inline void t##_first_i(float *restrict d, const hv *restrict a, size_t n,          \
+                                 const dist__rk_param *p) {                                   \
+    S_DECL                                                                                     \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = IN(a[i]);                             \
+  }                                                                                            \
+  DIST_RK_CLONES static void t##_first(void *d, const void *a, size_t n,                       \
+                                       const dist__rk_param *p) {                              \
+    t##_first_i(d, a, n, p);                                                                   \
+  }                                                                                            \
+  static inline void t##_sfirst_i(float *restrict d, const hv *restrict a, size_t n,         \
+                                  const dist__rk_param *p) {                                  \
+    S_DECL                                                                                     \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = s * IN(a[i]);                         \
+  }                                                                                            \
+  DIST_RK_CLONES static void t##_sfirst(void *d, const void *a, size_t n,                      \
+                                        const dist__rk_param *p) {                             \
+    t##_sfirst_i(d, a, n, p);                                                                  \
+  }                                                                                            \
+  static inline void t##_fin_i(hv *restrict d, const float *restrict a, size_t n) {            \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OUT(a[i]);                            \
+  }                                                                                            \
+  DIST_RK_CLONES static void t##_fin(void *d, const void *a, size_t n,                         \
+                                     const dist__rk_param *p) {                                \
+    (void)p;                                                                                   \
+    t##_fin_i(d, a, n);                                                                        \
+  }                                                                                            \
+  static inline void t##_avgfin_i(hv *restrict d, const float *restrict a, size_t n,           \
+                                  float div) {                                                 \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OUT(a[i] / div);                      \
+  }                                                                                            \
+  DIST_RK_CLONES static void t##_avgfin(void *d, const void *a, size_t n,                      \
+                                        const dist__rk_param *p) {                             \
+    t##_avgfin_i(d, a, n, (float)p->divisor);                                                  \
+  }                                                                                            \
+  H_GEN_OP(t##_sum, IN, H_ID, H_SUM)                                                           \
+  H_GEN_OP(t##_prod, IN, H_ID, H_PROD)                                                         \
+  H_GEN_OP(t##_min, IN, H_ID, H_MIN)                                                           \
+  H_GEN_OP(t##_max, IN, H_ID, H_MAX)                                                           \
   H_GEN_OP(t##_pms, IN, H_SCALE, H_SUM)
 
 H_GEN_TYPE(f16, f16_in, f16_rout)
 H_GEN_TYPE(bf16, bf16_in, bf16_out)
 
-#define H_ENTRY(t, op, first, fin) \
-  {t##_##op##_bin, t##_##op##_acc, t##_##first, NULL, NULL, t##_##fin, 1, 1, 2}
+/* {bin, acc, bin3, acc2, first, first_self, fin_self, fin, half, units, usize} */
+#define H_ENTRY(t, op, first, fin)                                                         \
+  {t##_##op##_bin, t##_##op##_acc, t##_##op##_bin3, t##_##op##_acc2, t##_##first, NULL, NULL, \
+   t##_##fin, 1, 1, 2}
+/* Bitwise ops have no entry. */
+#define H_TABLE(t)                                          \
+  {                                                         \
+    [DIST_REDOP_SUM] = H_ENTRY(t, sum, first, fin),         \
+    [DIST_REDOP_PRODUCT] = H_ENTRY(t, prod, first, fin),    \
+    [DIST_REDOP_MIN] = H_ENTRY(t, min, first, fin),         \
+    [DIST_REDOP_MAX] = H_ENTRY(t, max, first, fin),         \
+    [DIST_REDOP_AVG] = H_ENTRY(t, sum, first, avgfin),      \
+    [DIST_REDOP_PREMUL_SUM] = H_ENTRY(t, pms, sfirst, fin), \
+  }
 
-/* Indexed by dist_redop_kind; bitwise ops have no entry. */
-#define H_TABLE(t)                                                          \
-  static const dist__rk t##_table[DIST_REDOP_COUNT_] = {                    \
-      [DIST_REDOP_SUM] = H_ENTRY(t, sum, first, fin),                       \
-      [DIST_REDOP_PRODUCT] = H_ENTRY(t, prod, first, fin),                  \
-      [DIST_REDOP_MIN] = H_ENTRY(t, min, first, fin),                       \
-      [DIST_REDOP_MAX] = H_ENTRY(t, max, first, fin),                       \
-      [DIST_REDOP_AVG] = H_ENTRY(t, sum, first, avgfin),                    \
-      [DIST_REDOP_PREMUL_SUM] = H_ENTRY(t, pms, sfirst, fin),               \
-  };
-
-H_TABLE(f16)
-H_TABLE(bf16)
-
-const dist__rk *dist__reduce_half_kernel(dist_dtype dt, dist_redop_kind op) {
-  const dist__rk *t = dt == DIST_FLOAT16 ? f16_table : dt == DIST_BFLOAT16 ? bf16_table : NULL;
-  if (!t || (unsigned)op >= DIST_REDOP_COUNT_ || !t[op].bin)
-    return NULL;
-  return &t[op];
-}
+const dist__rk dist__reduce_half_table[2][DIST_REDOP_COUNT_] = {H_TABLE(f16), H_TABLE(bf16)};

@@ -130,15 +130,15 @@ static int64_t global_rank(const dist__shm *s, int r) {
 
 /* The message for the first difference between key a (rank j) and b
  * (this rank), appended at *off. */
-static void describe_diff(const dist__shm *s, int j, const shm_hdr *a, const shm_hdr *b,
-                          char *buf, size_t len, size_t *off) {
-  const shm_key *x = &a->key, *y = &b->key;
+static void describe_diff(const dist__shm *s, int j, int p, char *buf, size_t len, size_t *off) {
+  const shm_key *x = &s->peer[j].hdr[p]->key, *y = &s->peer[s->rank].hdr[p]->key;
+  uint64_t xseq = s->peer[j].info->seq[p], yseq = s->peer[s->rank].info->seq[p];
   char who[160], r1[48], r2[48];
   dist__cpu_peer_name(s->g, j, who, sizeof who);
   if (x->kind != y->kind) {
     dist__appendf(buf, len, off, "%s called %s #%" PRIu64 ", this rank %s #%" PRIu64, who,
-                  dist_op_name((dist_op_kind)x->kind), a->seq, dist_op_name((dist_op_kind)y->kind),
-                  b->seq);
+                  dist_op_name((dist_op_kind)x->kind), xseq, dist_op_name((dist_op_kind)y->kind),
+                  yseq);
   } else if (x->root != y->root) {
     dist__appendf(buf, len, off, "%s uses root rank %" PRId64 ", this rank root rank %" PRId64,
                   who, global_rank(s, x->root), global_rank(s, y->root));
@@ -165,7 +165,7 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
     char msg[1024], label[96];
     size_t off = 0;
     dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
-    describe_diff(s, j, h, mine, msg, sizeof msg, &off);
+    describe_diff(s, j, (int)(g & 1), msg, sizeof msg, &off);
     DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
     return dist__err_set(op->err, DIST_E_INVAL, "%s", msg);
   }

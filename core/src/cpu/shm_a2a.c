@@ -16,7 +16,9 @@
 
 typedef struct a2a {
   const dist_coll *c;
-  size_t es, q;         /* element size; bytes per sub-slot */
+  size_t es, q;         /* element size; bytes per sub-slot of the slot */
+  size_t qi;            /* bytes per sub-slot of the polled line */
+  bool inl;             /* the agreed pieces fit in the polled lines */
   const int64_t *send;  /* elements this rank sends to each rank (cnt[p]) */
   const int64_t *recv;  /* elements it expects from each rank */
   int64_t *soff, *roff; /* single form: element offsets of each piece */
@@ -72,23 +74,34 @@ static void fill_counts(dist__shm *s, a2a *a, int p) {
 
 /* Step count every rank agrees on: from the largest piece between two
  * different ranks in the (checked) matrix. */
-static size_t agreed_steps(const dist__shm *s, const a2a *a, int p) {
+static size_t agreed_steps(const dist__shm *s, a2a *a, int p) {
   int64_t big = 0;
   for (int i = 0; i < s->size; i++)
     for (int j = 0; j < s->size; j++)
       if (i != j && s->peer[i].cnt[p][j] > big)
         big = s->peer[i].cnt[p][j];
   size_t bytes = (size_t)big * a->es;
-  return bytes ? shm_ceil_div(bytes, a->q) : 1;
+  a->inl = bytes <= a->qi;
+  return bytes && !a->inl ? shm_ceil_div(bytes, a->q) : 1;
 }
 
+/* Stages bytes [off, off + q) of every outgoing piece. In the first step
+ * a rank whose own pieces all fit also stages them in its polled line:
+ * whether the readers look there depends on the largest piece of the
+ * whole matrix, known only after the step. */
 static void stage(dist__shm *s, const a2a *a, size_t off, int p) {
+  bool also_inl = off == 0 && s->size > 1;
+  for (int j = 0; j < s->size && also_inl; j++)
+    also_inl = j == s->rank || (size_t)a->send[j] * a->es <= a->qi;
   for (int j = 0; j < s->size; j++) {
     size_t len = (size_t)a->send[j] * a->es;
     if (j == s->rank || off >= len)
       continue;
-    shm_copy(s->peer[s->rank].data[p] + (size_t)shm_sub(s->rank, j, s->size) * a->q,
-             piece_in(a, j) + off, shm_min(a->q, len - off));
+    size_t sub = (size_t)shm_sub(s->rank, j, s->size);
+    const uint8_t *src = piece_in(a, j) + off;
+    if (also_inl)
+      shm_copy(s->peer[s->rank].hdr[p]->inl + sub * a->qi, src, len);
+    shm_copy(s->peer[s->rank].data[p] + sub * a->q, src, shm_min(a->q, len - off));
   }
 }
 
@@ -97,17 +110,20 @@ static void unstage(dist__shm *s, const a2a *a, size_t off, int p) {
     size_t len = (size_t)a->recv[j] * a->es;
     if (j == s->rank || off >= len)
       continue;
-    shm_copy(piece_out(a, j) + off,
-             s->peer[j].data[p] + (size_t)shm_sub(j, s->rank, s->size) * a->q,
-             shm_min(a->q, len - off));
+    size_t sub = (size_t)shm_sub(j, s->rank, s->size);
+    const uint8_t *src = a->inl ? s->peer[j].hdr[p]->inl + sub * a->qi
+                                : s->peer[j].data[p] + sub * a->q;
+    shm_copy(piece_out(a, j) + off, src, shm_min(a->inl ? a->qi : a->q, len - off));
   }
 }
 
 int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
   const dist_coll *c = op->c;
   dist_dtype dt = c->kind == DIST_OP_ALL_TO_ALL ? c->outputs[0].dtype : c->inputs[0].dtype;
-  a2a a = {c, dist_dtype_size(dt), 0, NULL, NULL, s->scratch, s->scratch + s->size};
-  a.q = s->slot / (size_t)(s->size > 1 ? s->size - 1 : 1) / 64 * 64;
+  a2a a = {c, dist_dtype_size(dt), 0, 0, false, NULL, NULL, s->scratch, s->scratch + s->size};
+  size_t others = (size_t)(s->size > 1 ? s->size - 1 : 1);
+  a.q = s->slot / others / 64 * 64;
+  a.qi = SHM_INLINE / others;
   shm_key k = {0};
   k.kind = (int32_t)c->kind;
   k.dtype = (int32_t)dt;

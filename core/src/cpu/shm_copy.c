@@ -46,13 +46,13 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
   shm_key k = copy_key(op->c, t->dtype, dist_tensor_numel(t), true);
   uint64_t g0 = shm_begin(s);
   size_t steps = nb ? shm_ceil_div(nb, s->slot) : 1;
-  const uint8_t *const *rd = (const uint8_t *const *)s->peer[op->c->root].data;
+  size_t stage = steps == 1 ? nb : s->slot; /* what shm_buf picks by */
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
     size_t off = i * s->slot, len = nb ? shm_min(s->slot, nb - off) : 0;
     if (root)
-      shm_copy(s->peer[s->rank].data[p], buf + off, len);
+      shm_copy(shm_buf(s, s->rank, p, stage), buf + off, len);
     if (i == 0)
       shm_publish(s, op, g, &k);
     int rc = shm_step(s, op, g, i == 0);
@@ -62,7 +62,7 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
       return rc;
     }
     if (!root)
-      shm_copy(buf + off, rd[p], len);
+      shm_copy(buf + off, shm_buf(s, op->c->root, p, stage), len);
   }
   s->step = g0 + steps;
   return DIST_OK;
@@ -85,12 +85,13 @@ static uint8_t *gather_out(const gather_args *a, int j) {
 static int gather_loop(dist__shm *s, dist__cpu_op *op, const gather_args *a, const shm_key *k) {
   uint64_t g0 = shm_begin(s);
   size_t steps = a->m ? shm_ceil_div(a->m, s->slot) : 1;
+  size_t stage = steps == 1 ? a->m : s->slot;
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
     size_t off = i * s->slot, len = a->m ? shm_min(s->slot, a->m - off) : 0;
     if (a->write)
-      shm_copy(s->peer[s->rank].data[p], a->in + off, len);
+      shm_copy(shm_buf(s, s->rank, p, stage), a->in + off, len);
     if (i == 0)
       shm_publish(s, op, g, k);
     int rc = shm_step(s, op, g, i == 0);
@@ -101,7 +102,7 @@ static int gather_loop(dist__shm *s, dist__cpu_op *op, const gather_args *a, con
     }
     for (int j = 0; a->read && j < s->size; j++)
       if (j != s->rank)
-        shm_copy(gather_out(a, j) + off, s->peer[j].data[p], len);
+        shm_copy(gather_out(a, j) + off, shm_buf(s, j, p, stage), len);
   }
   s->step = g0 + steps;
   if (a->read)
@@ -130,6 +131,14 @@ int dist__shm_gather(dist__shm *s, dist__cpu_op *op) {
   return gather_loop(s, op, &a, &k);
 }
 
+/* Where the root stages rank j's piece: a sub-slot of its own polled
+ * line (small), else rank j's slot. */
+static uint8_t *scatter_slot(const dist__shm *s, int root, bool inl, int j, int p, size_t m) {
+  if (inl)
+    return s->peer[root].hdr[p]->inl + (size_t)shm_sub(root, j, s->size) * m;
+  return s->peer[j].data[p];
+}
+
 int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
   const dist_coll *c = op->c;
   const dist_tensor *o = &c->outputs[0];
@@ -139,13 +148,15 @@ int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
   shm_key k = copy_key(c, o->dtype, dist_tensor_numel(o), true);
   uint64_t g0 = shm_begin(s);
   size_t steps = m ? shm_ceil_div(m, s->slot) : 1;
+  /* Small: every piece in the root's own polled line, in sub-slots. */
+  bool inl = steps == 1 && (size_t)(s->size - 1) * m <= SHM_INLINE;
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
     size_t off = i * s->slot, len = m ? shm_min(s->slot, m - off) : 0;
     for (int j = 0; root && j < s->size; j++)
       if (j != s->rank)
-        shm_copy(s->peer[j].data[p], (const uint8_t *)c->inputs[j].data + off, len);
+        shm_copy(scatter_slot(s, c->root, inl, j, p, m), (const uint8_t *)c->inputs[j].data + off, len);
     if (i == 0)
       shm_publish(s, op, g, &k);
     int rc = shm_step(s, op, g, i == 0);
@@ -155,7 +166,7 @@ int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
       return rc;
     }
     if (!root)
-      shm_copy(out + off, s->peer[s->rank].data[p], len);
+      shm_copy(out + off, scatter_slot(s, c->root, inl, s->rank, p, m), len);
   }
   s->step = g0 + steps;
   if (root)

@@ -45,24 +45,37 @@
 #define SHM_VERSION 1u
 #define SHM_LINE 128 /* two cache lines: no false sharing through the adjacent-line prefetcher */
 #define SHM_FAILMSG 512
+#define SHM_INLINE 32 /* payload bytes that travel in the step's own cache line */
 
 /* Fields that must agree between ranks (zero where a kind has none), so
  * the common case is one memcmp per peer. */
 typedef struct shm_key {
-  int32_t kind;
-  int32_t dtype;
-  int32_t redop;
+  uint8_t kind;
+  uint8_t dtype;
+  uint8_t redop;
+  uint8_t unused;
   int32_t root;
   int64_t count;        /* elements (per rank; 0 for the all_to_all kinds) */
   uint64_t scalar_bits; /* PREMUL_SUM scalar, bit for bit */
 } shm_key;
 
+/* The line a waiter spins on. Everything a small collective needs is in
+ * it: the counter, the descriptor and up to SHM_INLINE payload bytes, so
+ * a 4-byte all_reduce moves one cache line each way. The descriptor is
+ * rewritten only when it changes: each store into a line that a peer is
+ * polling can cost a transfer of the line. */
 typedef struct shm_hdr {
   _Atomic uint64_t ctr; /* last step posted on this parity, plus one */
-  uint64_t seq;         /* the user's sequence number (messages only) */
   shm_key key;
-  char pad[SHM_LINE - 16 - sizeof(shm_key)];
+  uint8_t inl[SHM_INLINE];
+  char pad[SHM_LINE - 8 - sizeof(shm_key) - SHM_INLINE];
 } shm_hdr;
+
+/* Per parity, what only messages read (kept off the polled line). */
+typedef struct shm_info {
+  uint64_t seq[2]; /* the user's sequence number of the operation */
+  char pad[SHM_LINE - 16];
+} shm_info;
 
 typedef struct shm_ctl {
   _Atomic uint32_t wake;     /* futex word: bumped when sleepers may wait */
@@ -89,10 +102,14 @@ typedef struct shm_seg {
   _Atomic uint32_t mapped;
 } shm_seg;
 
+_Static_assert(sizeof(shm_hdr) == SHM_LINE, "shm_hdr is one polled block");
+_Static_assert(sizeof(shm_key) == 24, "shm_key is packed");
+
 /* One rank's region as this process sees it. */
 typedef struct shm_peer {
   shm_ctl *ctl;
   shm_hdr *hdr[2];
+  shm_info *info;
   int64_t *cnt[2];
   uint8_t *data[2];
   uint8_t *red[2];
@@ -123,7 +140,7 @@ void dist__shm_wake_rank(dist__shm *s, int r);
 /* Posts step g: stores g + 1 and wakes sleepers only when there are any. */
 static inline void shm_post(dist__shm *s, uint64_t g) {
   shm_peer *me = &s->peer[s->rank];
-  atomic_store_explicit(&me->hdr[g & 1]->ctr, g + 1, memory_order_seq_cst);
+  atomic_store_explicit(&me->hdr[g & 1]->ctr, g + 1, memory_order_release);
   if (__builtin_expect(atomic_load_explicit(&me->ctl->sleepers, memory_order_seq_cst) != 0, 0))
     dist__shm_wake_rank(s, s->rank);
 }
@@ -161,9 +178,18 @@ static inline uint64_t shm_begin(dist__shm *s) {
  * (before that step's post). */
 static inline void shm_publish(dist__shm *s, const dist__cpu_op *op, uint64_t g,
                                const shm_key *k) {
-  shm_hdr *h = s->peer[s->rank].hdr[g & 1];
-  h->seq = op->c->seq;
-  h->key = *k;
+  shm_peer *me = &s->peer[s->rank];
+  shm_hdr *h = me->hdr[g & 1];
+  if (memcmp(&h->key, k, sizeof *k) != 0)
+    h->key = *k;
+  me->info->seq[g & 1] = op->c->seq;
+}
+
+/* Where rank j stages a step of `bytes` on parity p: the polled line
+ * itself when it fits, else the slot. Writer and readers pass the same
+ * (agreed) byte count. */
+static inline uint8_t *shm_buf(const dist__shm *s, int j, int p, size_t bytes) {
+  return bytes <= SHM_INLINE ? s->peer[j].hdr[p]->inl : s->peer[j].data[p];
 }
 /* After the wait of the first step: DIST_OK when every rank agrees, else
  * DIST_E_INVAL with a message naming a differing rank. */

@@ -56,15 +56,14 @@ static int reduce_small(dist__shm *s, dist__cpu_op *op, const shm_key *k, const 
                         void *out, size_t n, size_t es) {
   uint64_t g = s->op_base;
   int p = (int)(g & 1);
-  if (n)
-    shm_copy(s->peer[s->rank].data[p], in, n * es);
+  shm_copy(shm_buf(s, s->rank, p, n * es), in, n * es);
   shm_publish(s, op, g, k);
   int rc = shm_step(s, op, g, true);
   s->step = g + 1;
   if (rc != DIST_OK || !out)
     return rc;
   for (int j = 0; j < s->size; j++)
-    s->srcs[j] = s->peer[j].data[p];
+    s->srcs[j] = shm_buf(s, j, p, n * es);
   rc = dist__reduce_multi((dist_dtype)k->dtype, op->c->redop, out, s->srcs, s->size, n, s->size);
   return rc == DIST_OK ? DIST_OK : kernel_failed(s, op, rc, false);
 }
@@ -168,7 +167,14 @@ typedef struct rs_args {
   const dist_tensor *list;
   uint8_t *out;
   size_t m, es, q;      /* elements per block, element size, elements per sub-slot */
+  bool inl;             /* the whole exchange fits in the polled lines */
 } rs_args;
+
+/* Sub-slot of rank k addressed to rank j on parity p. */
+static uint8_t *rs_slot(const dist__shm *s, const rs_args *a, int k, int j, int p) {
+  uint8_t *base = a->inl ? s->peer[k].hdr[p]->inl : s->peer[k].data[p];
+  return base + (size_t)shm_sub(k, j, s->size) * a->q * a->es;
+}
 
 static const uint8_t *rs_in(const rs_args *a, int j) {
   return a->list ? (const uint8_t *)a->list[j].data : a->in + (size_t)j * a->m * a->es;
@@ -184,8 +190,7 @@ static int rs_reduce(dist__shm *s, dist__cpu_op *op, const rs_args *a, size_t of
                      int p) {
   size_t es = a->es;
   for (int k = 0; k < s->size; k++)
-    s->srcs[k] = k == s->rank ? rs_in(a, k) + off * es
-                              : s->peer[k].data[p] + (size_t)shm_sub(k, s->rank, s->size) * a->q * es;
+    s->srcs[k] = k == s->rank ? rs_in(a, k) + off * es : rs_slot(s, a, k, s->rank, p);
   uint8_t *dst = a->out + off * es;
   const void *own = s->srcs[s->rank];
   /* The output may alias this rank's own input block (torch allows it);
@@ -201,24 +206,25 @@ static int rs_reduce(dist__shm *s, dist__cpu_op *op, const rs_args *a, size_t of
 int dist__shm_reduce_scatter(dist__shm *s, dist__cpu_op *op) {
   const dist_coll *c = op->c;
   const dist_tensor *o = &c->outputs[0];
-  rs_args a = {NULL, NULL, o->data, (size_t)dist_tensor_numel(o), dist_dtype_size(o->dtype), 0};
+  rs_args a = {NULL, NULL, o->data, (size_t)dist_tensor_numel(o), dist_dtype_size(o->dtype), 0,
+               false};
   if (c->kind == DIST_OP_REDUCE_SCATTER)
     a.list = c->inputs;
   else
     a.in = c->inputs[0].data;
-  size_t al = 64 / a.es;
-  a.q = s->slot / (size_t)(s->size > 1 ? s->size - 1 : 1) / a.es / al * al;
+  size_t al = 64 / a.es, others = (size_t)(s->size > 1 ? s->size - 1 : 1);
+  a.inl = others * a.m * a.es <= SHM_INLINE;
+  a.q = a.inl ? a.m : s->slot / others / a.es / al * al;
   shm_key k = red_key(c, o->dtype, (int64_t)a.m, false);
   uint64_t g0 = shm_begin(s);
-  size_t steps = a.m ? shm_ceil_div(a.m, a.q) : 1;
+  size_t steps = a.m && !a.inl ? shm_ceil_div(a.m, a.q) : 1;
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
     size_t off = i * a.q, len = a.m ? shm_min(a.q, a.m - off) : 0;
     for (int j = 0; j < s->size; j++)
       if (j != s->rank)
-        shm_copy(s->peer[s->rank].data[p] + (size_t)shm_sub(s->rank, j, s->size) * a.q * a.es,
-               rs_in(&a, j) + off * a.es, len * a.es);
+        shm_copy(rs_slot(s, &a, s->rank, j, p), rs_in(&a, j) + off * a.es, len * a.es);
     if (i == 0)
       shm_publish(s, op, g, &k);
     int rc = shm_step(s, op, g, i == 0);

@@ -18,7 +18,8 @@
  * (NACK on a size mismatch); CTS doubles as the acknowledgement of a large
  * message. CANCEL withdraws an announced message whose send failed. ERROR
  * carries a collective failure to the other members, ABORT an abort, BYE
- * a clean departure.
+ * a departure (with the failure that caused it, if any, so the peers
+ * report the root cause rather than the departure).
  *
  * Sending: each connection has a queue of frames written with sendmsg
  * (header and payload in one iovec list, several frames per call) on a
@@ -26,6 +27,7 @@
  * the next sweep. Receiving: bytes land in a 64 KiB staging buffer from
  * which headers and small payloads are parsed; a large remainder of a
  * payload is read straight into its destination. */
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -224,7 +226,7 @@ void dist__tcp_unhook_reader(dist__tcp *t, dist__tcp_req *r) {
 
 /* --- receiving ------------------------------------------------------------- */
 
-/* DIST_OK when h may be acted on; otherwise why says what is wrong. */
+/* True when h may be acted on; otherwise why says what is wrong. */
 static bool hdr_ok(const tcp_hdr *h, char *why, size_t wl) {
   if (h->magic != TCP_MAGIC) {
     snprintf(why, wl, "bad magic 0x%08x", h->magic);
@@ -248,6 +250,7 @@ static bool hdr_ok(const tcp_hdr *h, char *why, size_t wl) {
     return true; /* checked against its receive in dist__tcp_on_body */
   case TCP_F_ERROR:
   case TCP_F_ABORT:
+  case TCP_F_BYE:
     if (h->len > TCP_TEXT_MAX) {
       snprintf(why, wl, "text of %llu bytes (limit %u)", (unsigned long long)h->len,
                TCP_TEXT_MAX);
@@ -278,7 +281,7 @@ static void malformed(dist__tcp *t, tcp_conn *c, const char *why) {
                       "frame (%s)", nb, why);
 }
 
-static void on_text_frame(dist__tcp *t, tcp_conn *c) {
+static void on_text_frame(tcp_conn *c) {
   if (c->rh.len == 0) {
     c->rtext = dist__strdup("");
   } else {
@@ -312,14 +315,8 @@ static void on_header(dist__tcp *t, tcp_conn *c) {
   case TCP_F_NACK: dist__tcp_on_ack(t, c, true); break;
   case TCP_F_CANCEL: dist__tcp_on_cancel(t, c); break;
   case TCP_F_ERROR:
-  case TCP_F_ABORT: on_text_frame(t, c); break;
-  case TCP_F_BYE: {
-    char nb[160];
-    c->bye = true;
-    dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST, "peer lost: %s left the group (it "
-                        "destroyed it)", dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb));
-    break;
-  }
+  case TCP_F_ABORT:
+  case TCP_F_BYE: on_text_frame(c); break;
   default: break;
   }
 }
@@ -337,6 +334,13 @@ static void payload_done(dist__tcp *t, tcp_conn *c) {
     dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST, "peer lost: %s aborted the group: %s",
                         dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb),
                         c->rtext ? c->rtext : "?");
+    break;
+  case TCP_F_BYE: /* the text, if any, is the failure that made it leave */
+    c->bye = true;
+    dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST, "peer lost: %s left the group (it "
+                        "destroyed it)%s%s", dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb),
+                        c->rtext && *c->rtext ? " after a failure: " : "",
+                        c->rtext ? c->rtext : "");
     break;
   default: break;
   }

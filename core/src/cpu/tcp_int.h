@@ -75,6 +75,16 @@ _Static_assert(sizeof(tcp_hdr) == 88, "tcp_hdr is a wire format");
  * so both directions of an exchange keep moving. */
 #define TCP_READ_BUDGET (4u << 20)
 
+/* After the token proof, the connector sends its hello and the acceptor
+ * answers with its own. */
+typedef struct tcp_hello {
+  uint32_t magic;                /* TCP_HELLO_MAGIC */
+  uint32_t version;              /* TCP_VERSION */
+  int32_t rank;                  /* in the group */
+  int32_t size;
+  char name[128];                /* the group's name, NUL-terminated */
+} tcp_hello;
+
 /* Longest eager payload a peer may send (anything larger is a malformed
  * frame), and the longest ERROR/ABORT text. */
 #define TCP_EAGER_HARD_MAX (4u << 20)
@@ -190,10 +200,14 @@ struct dist__tcp {
   int lost_rc;
   char lost_msg[DIST_ERRMSG_LEN];
   /* tunables */
-  size_t eager_max;
-  int64_t spin_ns;
+  size_t eager_max;             /* DIST_TCP_EAGER_BYTES */
+  int64_t spin_ns;              /* DIST_TCP_SPIN_US */
+  size_t direct_bytes;          /* DIST_TCP_DIRECT_BYTES (tcp_reduce.c) */
+  /* collective scratch, kept between calls (one collective at a time) */
+  uint8_t *scratch;
+  size_t scratch_len;
   struct pollfd *pfds;          /* poll scratch, g->size + 1 entries */
-  int *pconn;
+  bool closing;                 /* destroy is running: departures are quiet */
 };
 
 /* --- tcp_frame.c --------------------------------------------------------- */

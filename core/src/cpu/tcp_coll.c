@@ -1,0 +1,453 @@
+/* tcp_coll.c - collectives over the TCP engine: dispatch, the step helpers
+ * every algorithm uses, and the collectives that only move data.
+ *
+ * A collective is a sequence of steps; each step posts its receives, then
+ * its sends, and waits for all of them. Messages are tagged with the
+ * engine's own collective counter and the step, in the COLL context, so
+ * a rank that runs ahead only leaves unexpected messages for the next
+ * collective. Every message carries the operation's descriptor (kind,
+ * dtype, reduce op, root, element counts, and the count the sender expects
+ * back from the receiver in the same step) and the receiver checks it, so
+ * ranks that disagree fail on both sides of every exchange. Transfers in
+ * one direction only (broadcast, scatter, gather, reduce) ask for an
+ * acknowledgement, so their senders fail too. A rank whose collective fails
+ * sends an ERROR frame with its message to every other member, so nobody
+ * waits for the timeout; an ERROR for a collective this rank has not
+ * reached yet fails that collective as soon as it starts.
+ *
+ * Algorithms (n ranks, direct exchanges over the full mesh):
+ *   barrier         n <= 16: everyone to everyone; else dissemination
+ *   broadcast       n <= 4: root to everyone; else a binomial tree
+ *   gather, scatter root to / from everyone
+ *   all_gather      everyone to everyone, straight into the output slots
+ *   all_to_all      everyone to everyone (splits checked on both sides)
+ *   reductions      tcp_reduce.c */
+#include <stdio.h>
+
+#include "cpu.h"
+#include "tcp_int.h"
+
+#define SLOTS_ON_STACK 64
+
+/* --- step helpers ------------------------------------------------------------ */
+
+static int64_t cc_tag(const tcp_cc *cc) { return (int64_t)((cc->cseq << 16) | (uint64_t)cc->step); }
+
+static int cc_push(tcp_cc *cc, bool is_send, int peer, void *buf, int64_t count,
+                   int64_t peer_count, bool want_ack) {
+  dist__tcp *t = cc->t;
+  if (cc->n == cc->cap) {
+    int cap = cc->cap ? cc->cap * 2 : 16;
+    dist__tcp_req **nr = dist__realloc(cc->reqs, (size_t)cap * sizeof *nr);
+    if (!nr)
+      return dist__err_set(cc->op->err, DIST_E_NOMEM, "out of memory");
+    cc->reqs = nr;
+    cc->cap = cap;
+  }
+  tcp_desc d = cc->base;
+  d.count = count;
+  d.peer_count = peer_count;
+  pthread_mutex_lock(&t->mu);
+  dist__tcp_req *r = dist__tcp_req_new(t, is_send, peer, DIST_TCP_CTX_COLL, cc_tag(cc), buf,
+                                       (size_t)count * cc->esize, &d);
+  if (r) {
+    r->want_ack = want_ack;
+    if (is_send)
+      dist__tcp_start_send(t, r);
+    else
+      dist__tcp_start_recv(t, r);
+    cc->reqs[cc->n++] = r;
+  }
+  pthread_mutex_unlock(&t->mu);
+  return r ? DIST_OK : dist__err_set(cc->op->err, DIST_E_NOMEM, "out of memory");
+}
+
+int dist__tcp_cc_send(tcp_cc *cc, int peer, const void *buf, int64_t count,
+                      int64_t peer_count, bool want_ack) {
+  return cc_push(cc, true, peer, (void *)buf, count, peer_count, want_ack);
+}
+
+int dist__tcp_cc_recv(tcp_cc *cc, int peer, void *buf, int64_t count, int64_t peer_count) {
+  return cc_push(cc, false, peer, buf, count, peer_count, false);
+}
+
+/* Releases the step's requests (cancelling those still pending). */
+static void cc_release(tcp_cc *cc) {
+  for (int i = 0; i < cc->n; i++)
+    dist__tcp_req_release(cc->t, cc->reqs[i]);
+  cc->n = 0;
+}
+
+int dist__tcp_cc_wait(tcp_cc *cc) {
+  dist__tcp *t = cc->t;
+  int rc = DIST_OK;
+  pthread_mutex_lock(&t->mu);
+  if (cc->n > 0) {
+    tcp_wait_ctx w = {cc->c};
+    rc = dist__tcp_wait_locked(t, cc->reqs, cc->n, cc->op->deadline_ms, cc->op->err, &w);
+  }
+  if (rc == DIST_OK) {
+    cc_release(cc);
+    cc->step++;
+  }
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+void *dist__tcp_cc_alloc(tcp_cc *cc, size_t bytes) {
+  void *p = dist__malloc(bytes ? bytes : 1);
+  if (!p)
+    dist__err_set(cc->op->err, DIST_E_NOMEM, "%s: out of memory for %zu bytes of scratch",
+                  dist_op_name(cc->c->kind), bytes);
+  return p;
+}
+
+static int bad(tcp_cc *cc, const char *what) {
+  return dist__err_set(cc->op->err, DIST_E_INVAL, "%s over TCP: %s",
+                       dist_op_name(cc->c->kind), what);
+}
+
+static void copy_own(void *dst, const void *src, size_t bytes) {
+  if (dst != src && bytes)
+    memmove(dst, src, bytes);
+}
+
+/* --- the data-moving collectives ---------------------------------------------- */
+
+static int barrier(tcp_cc *cc) {
+  int n = cc->t->g->size, r = cc->t->g->rank;
+  if (n <= 16) {
+    for (int p = 0; p < n; p++)
+      if (p != r)
+        DIST_TRY(dist__tcp_cc_recv(cc, p, NULL, 0, 0));
+    for (int p = 0; p < n; p++)
+      if (p != r)
+        DIST_TRY(dist__tcp_cc_send(cc, p, NULL, 0, 0, false));
+    return dist__tcp_cc_wait(cc);
+  }
+  for (int k = 1; k < n; k <<= 1) { /* dissemination: log2(n) rounds */
+    DIST_TRY(dist__tcp_cc_recv(cc, (r - k + n) % n, NULL, 0, -1));
+    DIST_TRY(dist__tcp_cc_send(cc, (r + k) % n, NULL, 0, -1, false));
+    DIST_TRY(dist__tcp_cc_wait(cc));
+  }
+  return DIST_OK;
+}
+
+static int broadcast(tcp_cc *cc) {
+  const dist_coll *c = cc->c;
+  if (c->n_inputs < 1)
+    return bad(cc, "no tensor");
+  int n = cc->t->g->size, r = cc->t->g->rank, root = c->root;
+  void *buf = c->inputs[0].data;
+  int64_t count = dist_tensor_numel(&c->inputs[0]);
+  if (n <= 4) {
+    for (int p = 0; r == root && p < n; p++)
+      if (p != root)
+        DIST_TRY(dist__tcp_cc_send(cc, p, buf, count, -1, true));
+    if (r != root)
+      DIST_TRY(dist__tcp_cc_recv(cc, root, buf, count, -1));
+    return dist__tcp_cc_wait(cc);
+  }
+  /* Binomial tree: receive from the parent, then send to the children.
+   * Leaves wait once and inner ranks twice, so the whole tree uses one
+   * step number (tag). */
+  int vr = (r - root + n) % n, mask = 1, step = cc->step;
+  for (; mask < n; mask <<= 1)
+    if (vr & mask) {
+      DIST_TRY(dist__tcp_cc_recv(cc, (r - mask + n) % n, buf, count, -1));
+      DIST_TRY(dist__tcp_cc_wait(cc));
+      cc->step = step;
+      break;
+    }
+  for (mask >>= 1; mask > 0; mask >>= 1)
+    if (vr + mask < n)
+      DIST_TRY(dist__tcp_cc_send(cc, (r + mask) % n, buf, count, -1, true));
+  return dist__tcp_cc_wait(cc);
+}
+
+static int gather(tcp_cc *cc) {
+  const dist_coll *c = cc->c;
+  int n = cc->t->g->size, r = cc->t->g->rank, root = c->root;
+  if (c->n_inputs < 1 || (r == root && c->n_outputs < (size_t)n))
+    return bad(cc, "missing tensors");
+  int64_t count = dist_tensor_numel(&c->inputs[0]);
+  if (r != root) {
+    DIST_TRY(dist__tcp_cc_send(cc, root, c->inputs[0].data, count, -1, true));
+    return dist__tcp_cc_wait(cc);
+  }
+  for (int p = 0; p < n; p++)
+    if (dist_tensor_numel(&c->outputs[p]) != count)
+      return bad(cc, "an output tensor differs in size from the input");
+  for (int p = 0; p < n; p++)
+    if (p != r)
+      DIST_TRY(dist__tcp_cc_recv(cc, p, c->outputs[p].data, count, -1));
+  copy_own(c->outputs[r].data, c->inputs[0].data, (size_t)count * cc->esize);
+  return dist__tcp_cc_wait(cc);
+}
+
+static int scatter(tcp_cc *cc) {
+  const dist_coll *c = cc->c;
+  int n = cc->t->g->size, r = cc->t->g->rank, root = c->root;
+  if (c->n_outputs < 1 || (r == root && c->n_inputs < (size_t)n))
+    return bad(cc, "missing tensors");
+  int64_t count = dist_tensor_numel(&c->outputs[0]);
+  if (r != root) {
+    DIST_TRY(dist__tcp_cc_recv(cc, root, c->outputs[0].data, count, -1));
+    return dist__tcp_cc_wait(cc);
+  }
+  for (int p = 0; p < n; p++)
+    if (dist_tensor_numel(&c->inputs[p]) != count)
+      return bad(cc, "an input tensor differs in size from the output");
+  for (int p = 0; p < n; p++)
+    if (p != r)
+      DIST_TRY(dist__tcp_cc_send(cc, p, c->inputs[p].data, count, -1, true));
+  copy_own(c->outputs[0].data, c->inputs[r].data, (size_t)count * cc->esize);
+  return dist__tcp_cc_wait(cc);
+}
+
+static int all_gather(tcp_cc *cc) {
+  const dist_coll *c = cc->c;
+  int n = cc->t->g->size, r = cc->t->g->rank;
+  bool flat = c->kind == DIST_OP_ALL_GATHER_INTO_TENSOR;
+  if (c->n_inputs < 1 || c->n_outputs < (flat ? 1u : (size_t)n))
+    return bad(cc, "missing tensors");
+  int64_t count = dist_tensor_numel(&c->inputs[0]);
+  size_t bytes = (size_t)count * cc->esize;
+  uint8_t *slot[SLOTS_ON_STACK];
+  uint8_t **slots = n <= SLOTS_ON_STACK ? slot : dist__calloc((size_t)n, sizeof *slots);
+  if (!slots)
+    return dist__err_set(cc->op->err, DIST_E_NOMEM, "out of memory");
+  int rc = DIST_OK;
+  for (int p = 0; p < n && rc == DIST_OK; p++) {
+    slots[p] = flat ? (uint8_t *)c->outputs[0].data + (size_t)p * bytes
+                    : (uint8_t *)c->outputs[p].data;
+    int64_t have = flat ? dist_tensor_numel(&c->outputs[0]) : dist_tensor_numel(&c->outputs[p]);
+    if (flat ? have != count * n : have != count)
+      rc = bad(cc, "the output does not hold group-size copies of the input");
+  }
+  for (int p = 0; p < n && rc == DIST_OK; p++)
+    if (p != r)
+      rc = dist__tcp_cc_recv(cc, p, slots[p], count, count);
+  for (int p = 0; p < n && rc == DIST_OK; p++)
+    if (p != r)
+      rc = dist__tcp_cc_send(cc, p, c->inputs[0].data, count, count, false);
+  if (rc == DIST_OK) {
+    copy_own(slots[r], c->inputs[0].data, bytes);
+    rc = dist__tcp_cc_wait(cc);
+  }
+  if (slots != slot)
+    dist__free(slots);
+  return rc;
+}
+
+/* Rows along dim 0 and elements per row of a tensor. */
+static void rows_of(const dist_tensor *t, int64_t *rows, int64_t *row_elems) {
+  int64_t numel = dist_tensor_numel(t);
+  *rows = t->ndim >= 1 ? t->shape[0] : 1;
+  *row_elems = *rows > 0 ? numel / *rows : 0;
+}
+
+/* Element offsets and counts of an all_to_all_single side. */
+static int a2a_layout(tcp_cc *cc, const dist_tensor *t, const int64_t *splits,
+                      int64_t *off, int64_t *cnt) {
+  int n = cc->t->g->size;
+  int64_t rows, re, at = 0;
+  rows_of(t, &rows, &re);
+  if (!splits && rows % n != 0)
+    return bad(cc, "dim 0 is not divisible by the group size (give split sizes)");
+  for (int p = 0; p < n; p++) {
+    int64_t k = splits ? splits[p] : rows / n;
+    if (k < 0)
+      return bad(cc, "a negative split size");
+    off[p] = at * re;
+    cnt[p] = k * re;
+    at += k;
+  }
+  return at == rows ? DIST_OK : bad(cc, "split sizes do not add up to dim 0");
+}
+
+static int all_to_all(tcp_cc *cc) {
+  const dist_coll *c = cc->c;
+  int n = cc->t->g->size, r = cc->t->g->rank;
+  bool single = c->kind == DIST_OP_ALL_TO_ALL_SINGLE;
+  size_t want = single ? 1u : (size_t)n;
+  if (c->n_inputs < want || c->n_outputs < want ||
+      (single && (c->in_splits || c->out_splits) && c->n_splits != (size_t)n))
+    return bad(cc, "missing tensors or split sizes");
+  int64_t *lay = dist__calloc((size_t)n * 4, sizeof *lay);
+  if (!lay)
+    return dist__err_set(cc->op->err, DIST_E_NOMEM, "out of memory");
+  int64_t *ioff = lay, *icnt = lay + n, *ooff = lay + 2 * n, *ocnt = lay + 3 * n;
+  int rc = DIST_OK;
+  if (single) {
+    rc = a2a_layout(cc, &c->inputs[0], c->in_splits, ioff, icnt);
+    if (rc == DIST_OK)
+      rc = a2a_layout(cc, &c->outputs[0], c->out_splits, ooff, ocnt);
+  } else {
+    for (int p = 0; p < n; p++) {
+      icnt[p] = dist_tensor_numel(&c->inputs[p]);
+      ocnt[p] = dist_tensor_numel(&c->outputs[p]);
+    }
+  }
+  if (rc == DIST_OK && icnt[r] != ocnt[r])
+    rc = bad(cc, "this rank's own block differs in size between input and output");
+#define IN_AT(p) (single ? (uint8_t *)c->inputs[0].data + (size_t)ioff[p] * cc->esize \
+                         : (uint8_t *)c->inputs[p].data)
+#define OUT_AT(p) (single ? (uint8_t *)c->outputs[0].data + (size_t)ooff[p] * cc->esize \
+                          : (uint8_t *)c->outputs[p].data)
+  for (int p = 0; p < n && rc == DIST_OK; p++)
+    if (p != r)
+      rc = dist__tcp_cc_recv(cc, p, OUT_AT(p), ocnt[p], icnt[p]);
+  for (int p = 0; p < n && rc == DIST_OK; p++)
+    if (p != r)
+      rc = dist__tcp_cc_send(cc, p, IN_AT(p), icnt[p], ocnt[p], false);
+  if (rc == DIST_OK) {
+    copy_own(OUT_AT(r), IN_AT(r), (size_t)icnt[r] * cc->esize);
+    rc = dist__tcp_cc_wait(cc);
+  }
+#undef IN_AT
+#undef OUT_AT
+  dist__free(lay);
+  return rc;
+}
+
+/* --- dispatch ------------------------------------------------------------------- */
+
+static bool has_redop(dist_op_kind k) {
+  return k == DIST_OP_ALL_REDUCE || k == DIST_OP_REDUCE || k == DIST_OP_REDUCE_SCATTER ||
+         k == DIST_OP_REDUCE_SCATTER_TENSOR;
+}
+
+static bool has_root(dist_op_kind k) {
+  return k == DIST_OP_BROADCAST || k == DIST_OP_REDUCE || k == DIST_OP_GATHER ||
+         k == DIST_OP_SCATTER;
+}
+
+/* The descriptor every message of the collective carries. */
+static int set_base(tcp_cc *cc) {
+  const dist_coll *c = cc->c;
+  const dist_tensor *t0 = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0] : NULL;
+  tcp_desc *d = &cc->base;
+  d->kind = (uint16_t)c->kind;
+  d->op_seq = c->seq;
+  d->dtype = TCP_NONE8;
+  d->redop = has_redop(c->kind) ? (uint8_t)c->redop.kind : TCP_NONE8;
+  d->root = has_root(c->kind) ? c->root : -1;
+  d->count = d->peer_count = d->total = -1;
+  cc->esize = 1;
+  if (c->kind == DIST_OP_BARRIER)
+    return DIST_OK;
+  if (!t0 || dist_dtype_size(t0->dtype) == 0)
+    return bad(cc, "no tensor or an unknown dtype");
+  d->dtype = (uint8_t)t0->dtype;
+  cc->esize = dist_dtype_size(t0->dtype);
+  if (has_root(c->kind) && (c->root < 0 || c->root >= cc->t->g->size))
+    return bad(cc, "root outside the group");
+  switch (c->kind) {
+  case DIST_OP_BROADCAST:
+  case DIST_OP_ALL_REDUCE:
+  case DIST_OP_REDUCE:
+  case DIST_OP_GATHER:
+  case DIST_OP_ALL_GATHER:
+  case DIST_OP_ALL_GATHER_INTO_TENSOR:
+    d->total = c->n_inputs ? dist_tensor_numel(&c->inputs[0]) : -1;
+    break;
+  case DIST_OP_SCATTER:
+  case DIST_OP_REDUCE_SCATTER:
+  case DIST_OP_REDUCE_SCATTER_TENSOR:
+    d->total = c->n_outputs ? dist_tensor_numel(&c->outputs[0]) : -1;
+    break;
+  default: break;
+  }
+  return DIST_OK;
+}
+
+static int run_kind(tcp_cc *cc) {
+  switch (cc->c->kind) {
+  case DIST_OP_BARRIER: return barrier(cc);
+  case DIST_OP_BROADCAST: return broadcast(cc);
+  case DIST_OP_ALL_REDUCE: return dist__tcp_all_reduce(cc);
+  case DIST_OP_REDUCE: return dist__tcp_reduce(cc);
+  case DIST_OP_ALL_GATHER:
+  case DIST_OP_ALL_GATHER_INTO_TENSOR: return all_gather(cc);
+  case DIST_OP_GATHER: return gather(cc);
+  case DIST_OP_SCATTER: return scatter(cc);
+  case DIST_OP_REDUCE_SCATTER:
+  case DIST_OP_REDUCE_SCATTER_TENSOR: return dist__tcp_reduce_scatter(cc);
+  case DIST_OP_ALL_TO_ALL:
+  case DIST_OP_ALL_TO_ALL_SINGLE: return all_to_all(cc);
+  default:
+    return dist__err_set(cc->op->err, DIST_E_NOTSUP, "%s is not a collective of the TCP "
+                         "engine", dist_op_name(cc->c->kind));
+  }
+}
+
+/* After a failure (t->mu held): cancel what is in flight and tell the other
+ * members, unless they told us or cannot hear it. */
+static void fail_coll(tcp_cc *cc, int rc) {
+  dist__tcp *t = cc->t;
+  cc_release(cc);
+  bool reported = t->err_rc != DIST_OK && t->err_seq == cc->cseq;
+  if (reported || rc == DIST_E_ABORTED || rc == DIST_E_PEER_LOST)
+    return;
+  tcp_hdr h;
+  dist__tcp_hdr_init(&h, TCP_F_ERROR, DIST_TCP_CTX_COLL, (int64_t)cc->cseq);
+  h.kind = (uint16_t)cc->c->kind;
+  h.op_seq = cc->c->seq;
+  h.count = rc;
+  for (int p = 0; p < t->g->size; p++)
+    if (p != t->g->rank && !t->conns[p].gone) {
+      dist__tcp_send_ctrl(t, &t->conns[p], &h, cc->op->err->msg);
+      dist__tcp_flush(t, &t->conns[p]);
+    }
+  /* A timeout leaves messages of this collective in flight. */
+  if (rc == DIST_E_TIMEOUT)
+    dist__cpu_mark_broken(t->g, rc, cc->op->err->msg);
+}
+
+/* Starts collective number t->coll_seq + 1 (t->mu held). */
+static int begin(dist__tcp *t, tcp_cc *cc) {
+  dist__tcp_handle_abort(t);
+  if (atomic_load(&t->aborted))
+    return dist__err_set(cc->op->err, DIST_E_ABORTED, "group %s was aborted: %s", t->g->name,
+                         t->abort_reason);
+  char lb[64];
+  if (t->lost_rc != DIST_OK)
+    return dist__err_set(cc->op->err, t->lost_rc, "%s: %s",
+                         dist__cpu_op_label(cc->c, lb, sizeof lb), t->lost_msg);
+  DIST_TRY(dist__cpu_check_state(t->g, cc->op->err));
+  cc->cseq = ++t->coll_seq;
+  t->coll_active = true;
+  if (t->err_rc != DIST_OK && t->err_seq == cc->cseq) {
+    return dist__err_set(cc->op->err, t->err_rc, "%s failed: %s",
+                         dist__cpu_op_label(cc->c, lb, sizeof lb), t->err_msg);
+  }
+  return DIST_OK;
+}
+
+int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
+  if (!t || !op || !op->c || !op->err)
+    return DIST_E_INVAL;
+  tcp_cc cc = {0};
+  cc.t = t;
+  cc.op = op;
+  cc.c = op->c;
+  pthread_mutex_lock(&t->mu);
+  int rc = begin(t, &cc);
+  pthread_mutex_unlock(&t->mu);
+  if (rc == DIST_OK)
+    rc = set_base(&cc);
+  if (rc == DIST_OK)
+    rc = run_kind(&cc);
+  pthread_mutex_lock(&t->mu);
+  if (rc != DIST_OK && cc.cseq == t->coll_seq && t->coll_active)
+    fail_coll(&cc, rc);
+  else
+    cc_release(&cc);
+  t->coll_active = false;
+  if (t->err_rc != DIST_OK && t->err_seq <= t->coll_seq)
+    t->err_rc = DIST_OK; /* consumed */
+  pthread_mutex_unlock(&t->mu);
+  dist__free(cc.reqs);
+  return rc;
+}

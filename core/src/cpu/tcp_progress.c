@@ -1,0 +1,398 @@
+/* tcp_progress.c - driving the TCP engine: sweeps over the connections,
+ * waits, abort, lost peers and timeouts.
+ *
+ * DESIGN (threads). There is no engine thread. Whichever thread waits
+ * drives progress: under t->mu it becomes the driver (t->driving) and
+ * sweeps every connection, writing what is queued and reading what has
+ * arrived, so the two directions of every connection keep moving (two
+ * peers that both send large messages never block each other, unlike
+ * Gloo's busy-poll mode). While nothing moves, the driver spins on
+ * non-blocking reads for t->spin_ns (DIST_TCP_SPIN_US, default 50 us): a
+ * reply that comes within that window costs a few microseconds instead of
+ * a blocking wake-up (~30 us on a virtual machine). Then it blocks in
+ * poll() on every socket plus an eventfd, with t->mu released and the
+ * deadline as timeout. Other threads that wait meanwhile sleep on t->cv
+ * and are woken when requests complete or the driver leaves; a thread that
+ * queues a frame while the driver sits in poll(), and dist__tcp_abort,
+ * write the eventfd. Every connection is read on every sweep, so a peer's
+ * EOF, reset, ABORT or ERROR frame is seen by every rank that waits on
+ * anything, not only by the ranks that were talking to it. */
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tcp_int.h"
+
+#define PENDING (-1)
+#define POLL_SLICE_MS 100 /* re-check state set from outside (broken, abort) */
+
+void dist__tcp_wake(dist__tcp *t) {
+  uint64_t one = 1;
+  ssize_t w = write(t->wakefd, &one, sizeof one);
+  (void)w; /* a full counter already means "wake up" */
+}
+
+static void drain_wakefd(dist__tcp *t) {
+  uint64_t v;
+  ssize_t r = read(t->wakefd, &v, sizeof v);
+  (void)r;
+}
+
+/* Fails the requests that need peer p. */
+static void fail_peer_reqs(dist__tcp *t, int p, int rc, const char *msg) {
+  for (dist__tcp_req *r = t->reqs; r; r = r->next) {
+    if (r->state == RQ_DONE)
+      continue;
+    bool needs = r->peer == p || (!r->is_send && r->src == p &&
+                                  (r->state == RQ_RECV_BODYWAIT ||
+                                   r->state == RQ_RECV_READING));
+    if (!needs)
+      continue;
+    char lb[64], m[DIST_ERRMSG_LEN];
+    size_t off = 0;
+    dist__appendf(m, sizeof m, &off, "%s: %s", dist__tcp_req_label(r, lb, sizeof lb), msg);
+    dist__tcp_cancel(t, r, rc, m);
+  }
+}
+
+void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...) {
+  if (c->gone)
+    return;
+  char msg[DIST_ERRMSG_LEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  c->gone = true;
+  /* No more traffic; the descriptor stays open until destroy so a poll()
+   * in progress elsewhere never sees its number reused. */
+  if (c->fd >= 0)
+    shutdown(c->fd, SHUT_RDWR);
+  fail_peer_reqs(t, c->peer, rc, msg);
+  dist__tcp_free_queue(c);
+  if (c->rumsg) {
+    dist__free(c->rumsg->data);
+    dist__free(c->rumsg);
+    c->rumsg = NULL;
+  }
+  c->rreq = NULL;
+  c->in_body = false;
+  t->completed = true;
+  if (t->closing)
+    return;
+  /* A clean departure only matters to whoever still needs the peer; a
+   * crash (or a departure in the middle of a collective) leaves the group
+   * out of step. */
+  if (c->bye && !t->coll_active) {
+    DIST_LOG(INFO, TCP, "group %s: %s", t->g->name, msg);
+    return;
+  }
+  DIST_LOG(WARNING, TCP, "group %s: %s", t->g->name, msg);
+  if (t->lost_rc == DIST_OK) {
+    t->lost_rc = rc;
+    snprintf(t->lost_msg, sizeof t->lost_msg, "%s", msg);
+  }
+  dist__cpu_mark_broken(t->g, rc, msg);
+}
+
+void dist__tcp_on_error(dist__tcp *t, tcp_conn *c, const char *text) {
+  uint64_t seq = (uint64_t)c->rh.tag;
+  int rc = (int)c->rh.count;
+  if (rc <= DIST_OK || rc >= DIST_STATUS_COUNT_)
+    rc = DIST_E_BACKEND;
+  char nb[160];
+  dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb);
+  t->completed = true;
+  if (seq < t->coll_seq || (seq == t->coll_seq && !t->coll_active)) {
+    /* A collective this rank already finished: the ranks are out of step. */
+    char m[DIST_ERRMSG_LEN];
+    snprintf(m, sizeof m, "%s reported a failure of a collective this rank completed: %s",
+             nb, text);
+    dist__cpu_mark_broken(t->g, rc, m);
+    return;
+  }
+  if (t->err_rc != DIST_OK && t->err_seq <= seq && t->err_seq >= t->coll_seq)
+    return; /* an earlier report for this or an earlier pending collective */
+  t->err_rc = rc;
+  t->err_seq = seq;
+  snprintf(t->err_msg, sizeof t->err_msg, "%s reported: %s", nb, text);
+}
+
+void dist__tcp_handle_abort(dist__tcp *t) {
+  if (!atomic_load_explicit(&t->aborted, memory_order_acquire) || t->abort_handled)
+    return;
+  t->abort_handled = true;
+  tcp_hdr h;
+  dist__tcp_hdr_init(&h, TCP_F_ABORT, 0, 0);
+  size_t rl = strnlen(t->abort_reason, sizeof t->abort_reason);
+  h.len = h.size = rl;
+  for (int p = 0; p < t->g->size; p++) {
+    tcp_conn *c = &t->conns[p];
+    if (p == t->g->rank || c->gone)
+      continue;
+    /* Tell the peer unless a half-written frame makes the stream unusable;
+     * best effort, never blocking. */
+    if (!(c->sq && c->sq->off > 0)) {
+      struct iovec iov[2] = {{&h, sizeof h}, {t->abort_reason, rl}};
+      struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+      ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)w;
+    }
+    c->gone = true;
+    shutdown(c->fd, SHUT_WR);
+  }
+  char m[DIST_ERRMSG_LEN];
+  for (dist__tcp_req *r = t->reqs; r; r = r->next) {
+    char lb[64];
+    snprintf(m, sizeof m, "%s: group %s was aborted: %s",
+             dist__tcp_req_label(r, lb, sizeof lb), t->g->name, t->abort_reason);
+    dist__tcp_cancel(t, r, DIST_E_ABORTED, m);
+  }
+  for (int p = 0; p < t->g->size; p++)
+    if (p != t->g->rank)
+      dist__tcp_free_queue(&t->conns[p]);
+  t->completed = true;
+}
+
+void dist__tcp_abort(dist__tcp *t, const char *reason) {
+  if (!t)
+    return;
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&t->abort_claimed, &expected, 1))
+    return;
+  snprintf(t->abort_reason, sizeof t->abort_reason, "%s", reason ? reason : "aborted");
+  atomic_store_explicit(&t->aborted, 1, memory_order_release);
+  dist__tcp_wake(t);
+  /* Never block: when the lock is busy its holder handles the abort on its
+   * next round (every loop checks the flag). */
+  if (pthread_mutex_trylock(&t->mu) == 0) {
+    dist__tcp_handle_abort(t);
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+  }
+}
+
+bool dist__tcp_sweep(dist__tcp *t) {
+  bool moved = false;
+  for (int p = 0; p < t->g->size; p++) {
+    tcp_conn *c = &t->conns[p];
+    if (p == t->g->rank || c->gone)
+      continue;
+    if (c->sq)
+      moved |= dist__tcp_flush(t, c);
+    moved |= dist__tcp_read(t, c);
+    if (c->sq && !c->gone)
+      moved |= dist__tcp_flush(t, c); /* ACK/CTS the reads queued */
+  }
+  dist__tcp_handle_abort(t);
+  return moved;
+}
+
+/* Blocks in poll() on every connection and the eventfd, t->mu released. */
+static void block_poll(dist__tcp *t, int64_t deadline_ms) {
+  int n = 0;
+  t->pfds[n++] = (struct pollfd){t->wakefd, POLLIN, 0};
+  for (int p = 0; p < t->g->size; p++) {
+    tcp_conn *c = &t->conns[p];
+    if (p == t->g->rank || c->gone)
+      continue;
+    t->pfds[n++] = (struct pollfd){c->fd, (short)(POLLIN | (c->sq ? POLLOUT : 0)), 0};
+  }
+  int64_t left = dist__remaining_ms(deadline_ms);
+  int ms = left > POLL_SLICE_MS ? POLL_SLICE_MS : (int)left;
+  t->in_poll = true;
+  pthread_mutex_unlock(&t->mu);
+  int k = poll(t->pfds, (nfds_t)n, ms);
+  pthread_mutex_lock(&t->mu);
+  t->in_poll = false;
+  if (k > 0 && (t->pfds[0].revents & POLLIN))
+    drain_wakefd(t);
+}
+
+/* Wakes the threads sleeping on t->cv when there is news for them. */
+static void notify(dist__tcp *t, bool leaving) {
+  if (t->nwaiters > 0 && (t->completed || leaving))
+    pthread_cond_broadcast(&t->cv);
+  t->completed = false;
+}
+
+static void cv_wait(dist__tcp *t, int64_t deadline_ms) {
+  int64_t until = dist__now_ms() + POLL_SLICE_MS;
+  if (until > deadline_ms)
+    until = deadline_ms;
+  struct timespec ts = {until / 1000, (long)(until % 1000) * 1000000L};
+  t->nwaiters++;
+  pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+  t->nwaiters--;
+}
+
+/* --- waiting ------------------------------------------------------------------ */
+
+/* DIST_OK when every request is done, PENDING, or the failure. */
+static int wait_check(dist__tcp *t, dist__tcp_req *const *reqs, int n, dist__errbuf *err,
+                      const tcp_wait_ctx *w) {
+  dist__tcp_handle_abort(t);
+  char lb[64];
+  const char *label = w && w->coll ? dist__cpu_op_label(w->coll, lb, sizeof lb)
+                                   : dist__tcp_req_label(reqs[0], lb, sizeof lb);
+  /* A peer's report fails the collective even when this rank's own part
+   * is complete: every rank that takes part fails. */
+  if (w && w->coll && t->err_rc != DIST_OK && t->err_seq == t->coll_seq)
+    return dist__err_set(err, t->err_rc, "%s failed: %s", label, t->err_msg);
+  bool all = true;
+  for (int i = 0; i < n; i++) {
+    const dist__tcp_req *r = reqs[i];
+    if (r->state != RQ_DONE)
+      all = false;
+    else if (r->rc != DIST_OK)
+      return dist__err_set(err, r->rc, "%s", r->msg ? r->msg : "request failed");
+  }
+  if (all)
+    return DIST_OK;
+  if (t->lost_rc != DIST_OK)
+    return dist__err_set(err, t->lost_rc, "%s: %s", label, t->lost_msg);
+  int rc = dist__cpu_check_state(t->g, err);
+  return rc == DIST_OK ? PENDING : rc;
+}
+
+static int timed_out(dist__tcp *t, dist__tcp_req *const *reqs, int n, dist__errbuf *err,
+                     const tcp_wait_ctx *w) {
+  char lb[64], peers[1024];
+  size_t off = 0;
+  peers[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    const dist__tcp_req *r = reqs[i];
+    if (r->state == RQ_DONE)
+      continue;
+    int p = r->peer >= 0 ? r->peer : r->src;
+    bool dup = false; /* name each peer once */
+    for (int j = 0; j < i && !dup; j++)
+      dup = reqs[j]->state != RQ_DONE &&
+            (reqs[j]->peer >= 0 ? reqs[j]->peer : reqs[j]->src) == p;
+    if (dup)
+      continue;
+    char nb[160];
+    const char *what = r->is_send ? (r->state == RQ_SEND_QUEUED ? "still sending"
+                                                                : "not yet received")
+                                  : (r->state == RQ_RECV_POSTED ? "nothing arrived"
+                                                                : "message incomplete");
+    dist__appendf(peers, sizeof peers, &off, "%s%s (%s)", off ? ", " : "",
+                  p >= 0 ? dist__cpu_peer_name(t->g, p, nb, sizeof nb) : "any rank", what);
+  }
+  const char *label = w && w->coll ? dist__cpu_op_label(w->coll, lb, sizeof lb)
+                                   : dist__tcp_req_label(reqs[0], lb, sizeof lb);
+  long long tmo = w && w->coll ? (long long)w->coll->timeout_ms : -1;
+  if (tmo >= 0)
+    return dist__err_set(err, DIST_E_TIMEOUT, "%s timed out after %lld ms in group %s "
+                         "waiting for %s", label, tmo, t->g->name, peers);
+  return dist__err_set(err, DIST_E_TIMEOUT, "%s timed out in group %s waiting for %s", label,
+                       t->g->name, peers);
+}
+
+int dist__tcp_wait_locked(dist__tcp *t, dist__tcp_req *const *reqs, int n,
+                          int64_t deadline_ms, dist__errbuf *err, const tcp_wait_ctx *w) {
+  int64_t spin_until = dist__now_ns() + t->spin_ns;
+  bool driving = false;
+  int rc;
+  for (;;) {
+    rc = wait_check(t, reqs, n, err, w);
+    if (rc != PENDING)
+      break;
+    if (dist__now_ms() >= deadline_ms) {
+      rc = timed_out(t, reqs, n, err, w);
+      break;
+    }
+    if (!driving && t->driving) {
+      if (t->in_poll)
+        dist__tcp_wake(t); /* a background driver yields to a waiter */
+      cv_wait(t, deadline_ms);
+      continue;
+    }
+    driving = t->driving = true;
+    if (dist__tcp_sweep(t)) {
+      spin_until = dist__now_ns() + t->spin_ns;
+    } else if (dist__now_ns() >= spin_until) {
+      block_poll(t, deadline_ms);
+    } else if (t->nwaiters > 0) {
+      /* Let a thread that wants the lock (to post, or to abort) in. */
+      pthread_mutex_unlock(&t->mu);
+      sched_yield();
+      pthread_mutex_lock(&t->mu);
+    }
+    notify(t, false);
+  }
+  if (driving)
+    t->driving = false;
+  notify(t, driving);
+  return rc;
+}
+
+int dist__tcp_wait(dist__tcp *t, dist__tcp_req *const *reqs, int n, int64_t deadline_ms,
+                   dist__errbuf *err) {
+  if (!t || n < 0 || (n > 0 && !reqs))
+    return dist__err_set(err, DIST_E_INVAL, "tcp wait: bad arguments");
+  for (int i = 0; i < n; i++)
+    if (!reqs[i])
+      return dist__err_set(err, DIST_E_INVAL, "tcp wait: request %d is NULL", i);
+  if (n == 0)
+    return DIST_OK;
+  pthread_mutex_lock(&t->mu);
+  int rc = dist__tcp_wait_locked(t, reqs, n, deadline_ms, err, NULL);
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+bool dist__tcp_test(dist__tcp *t, dist__tcp_req *req) {
+  if (!t || !req)
+    return false;
+  pthread_mutex_lock(&t->mu);
+  if (req->state != RQ_DONE && !t->driving) {
+    t->driving = true;
+    dist__tcp_sweep(t);
+    t->driving = false;
+    notify(t, true);
+  }
+  dist__tcp_handle_abort(t);
+  bool done = req->state == RQ_DONE;
+  pthread_mutex_unlock(&t->mu);
+  return done;
+}
+
+int dist__tcp_progress(dist__tcp *t, int64_t wait_ms) {
+  if (!t)
+    return DIST_E_INVAL;
+  pthread_mutex_lock(&t->mu);
+  if (t->driving) { /* someone else drives */
+    pthread_mutex_unlock(&t->mu);
+    return DIST_OK;
+  }
+  t->driving = true;
+  bool moved = dist__tcp_sweep(t);
+  if (!moved && wait_ms > 0 && t->nwaiters == 0) {
+    block_poll(t, dist__now_ms() + wait_ms);
+    dist__tcp_sweep(t);
+  }
+  t->driving = false;
+  notify(t, true);
+  int rc = atomic_load(&t->aborted) ? DIST_E_ABORTED : DIST_OK;
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+int dist__tcp_pending(dist__tcp *t) {
+  if (!t)
+    return 0;
+  pthread_mutex_lock(&t->mu);
+  int n = 0;
+  for (dist__tcp_req *r = t->reqs; r; r = r->next)
+    n += r->state != RQ_DONE;
+  /* Frames still queued (an ERROR or ACK the peer has not taken yet) need
+   * progress too. */
+  for (int p = 0; p < t->g->size; p++)
+    n += p != t->g->rank && !t->conns[p].gone && t->conns[p].sq != NULL;
+  pthread_mutex_unlock(&t->mu);
+  return n;
+}

@@ -1,0 +1,418 @@
+/* ctest: labels=multiproc timeout=600 */
+/* The shared-memory collective engine (core/src/cpu/shm*.c): every kind,
+ * every dtype, 1 to 5 ranks (and a large group), sizes from 0 elements to
+ * many pipelined chunks, checked against values computed on one rank in
+ * ascending rank order (tests/support/ref.h), bit for bit. Real forked
+ * ranks, a real file (or TCP) store and a real segment in /dev/shm. */
+#include <criterion/criterion.h>
+
+#include "ref.h"
+#include "test_shm_util.h"
+
+typedef struct tcase {
+  dist_op_kind kind;
+  dist_dtype dt;
+  dist_redop op;
+  int64_t n;   /* elements per rank (per block, per piece) */
+  int root;
+  bool uneven; /* all_to_all: uneven pieces */
+} tcase;
+
+typedef struct plan {
+  uint64_t seed;
+  int ncases;
+  tcase cases[1024];
+  bool tcp;
+} plan;
+
+static uint64_t mix(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void *xalloc(size_t n) { return calloc(1, n ? n : 1); }
+
+static size_t esz(const tcase *t) { return dist_dtype_size(t->dt); }
+
+static int compare(const dist_test_ctx *ctx, const tcase *t, const char *what, const void *got,
+                   const void *want, size_t n) {
+  char msg[512];
+  if (dist_test_compare(t->dt, got, want, n, DIST_TEST_CMP_ANY_NAN, msg, sizeof msg))
+    return FAIL(ctx, "%s %s n=%lld root=%d op=%s: %s: %s", dist_op_name(t->kind),
+                dist_dtype_name(t->dt), (long long)t->n, t->root, dist_redop_name(t->op.kind),
+                what, msg);
+  return 0;
+}
+
+/* --- per kind -------------------------------------------------------------- */
+
+static int run_or_fail(const dist_test_ctx *ctx, shm_t *e, dist_coll *c, const tcase *t) {
+  int rc = shm_t_run(e, c);
+  if (rc != DIST_OK)
+    return FAIL(ctx, "%s %s n=%lld: %s: %s", dist_op_name(t->kind), dist_dtype_name(t->dt),
+                (long long)t->n, dist_status_name(rc), e->err.msg);
+  return 0;
+}
+
+static int case_reduce(const dist_test_ctx *ctx, shm_t *e, const plan *pl, const tcase *t) {
+  size_t n = (size_t)t->n, es = esz(t);
+  uint8_t *buf = xalloc(n * es), *want = xalloc(n * es);
+  dist_test_fill(buf, t->dt, n, pl->seed, ctx->rank, 0, 0);
+  dist_tensor x = shm_t_tensor(buf, t->dt, t->n);
+  dist_coll c = {.kind = t->kind, .inputs = &x, .n_inputs = 1, .outputs = &x, .n_outputs = 1,
+                 .redop = t->op, .root = t->root};
+  int bad = run_or_fail(ctx, e, &c, t);
+  if (!bad) {
+    if (t->kind == DIST_OP_ALL_REDUCE || ctx->rank == t->root)
+      dist_test_expected(t->dt, t->op, want, n, pl->seed, ctx->world, 0, 0, ctx->world);
+    else
+      dist_test_fill(want, t->dt, n, pl->seed, ctx->rank, 0, 0);
+    bad = compare(ctx, t, "result", buf, want, n);
+  }
+  free(buf);
+  free(want);
+  return bad;
+}
+
+static int case_broadcast(const dist_test_ctx *ctx, shm_t *e, const plan *pl, const tcase *t) {
+  size_t n = (size_t)t->n, es = esz(t);
+  uint8_t *buf = xalloc(n * es), *want = xalloc(n * es);
+  dist_test_fill(buf, t->dt, n, pl->seed, ctx->rank, 0, 0);
+  dist_test_fill(want, t->dt, n, pl->seed, t->root, 0, 0);
+  dist_tensor x = shm_t_tensor(buf, t->dt, t->n);
+  dist_coll c = {.kind = t->kind, .inputs = &x, .n_inputs = 1, .outputs = &x, .n_outputs = 1,
+                 .root = t->root};
+  int bad = run_or_fail(ctx, e, &c, t);
+  if (!bad)
+    bad = compare(ctx, t, "result", buf, want, n);
+  free(buf);
+  free(want);
+  return bad;
+}
+
+/* all_gather (both forms) and gather. */
+static int case_gather(const dist_test_ctx *ctx, shm_t *e, const plan *pl, const tcase *t) {
+  int N = ctx->world;
+  size_t n = (size_t)t->n, es = esz(t);
+  bool flat = t->kind == DIST_OP_ALL_GATHER_INTO_TENSOR;
+  bool reads = t->kind != DIST_OP_GATHER || ctx->rank == t->root;
+  uint8_t *in = xalloc(n * es), *out = xalloc(n * es * (size_t)N), *want = xalloc(n * es);
+  dist_test_fill(in, t->dt, n, pl->seed, ctx->rank, 0, 0);
+  dist_tensor x = shm_t_tensor(in, t->dt, t->n), outs[DIST_TEST_MAX_RANKS];
+  for (int j = 0; j < N; j++)
+    outs[j] = shm_t_tensor(out + (size_t)j * n * es, t->dt, t->n);
+  if (flat)
+    outs[0] = shm_t_tensor(out, t->dt, t->n * N);
+  dist_coll c = {.kind = t->kind, .inputs = &x, .n_inputs = 1, .outputs = outs,
+                 .n_outputs = flat ? 1 : reads ? (size_t)N : 0, .root = t->root};
+  int bad = run_or_fail(ctx, e, &c, t);
+  for (int j = 0; j < N && !bad && reads; j++) {
+    dist_test_fill(want, t->dt, n, pl->seed, j, 0, 0);
+    bad = compare(ctx, t, "piece", out + (size_t)j * n * es, want, n);
+  }
+  free(in);
+  free(out);
+  free(want);
+  return bad;
+}
+
+static int case_scatter(const dist_test_ctx *ctx, shm_t *e, const plan *pl, const tcase *t) {
+  int N = ctx->world;
+  size_t n = (size_t)t->n, es = esz(t);
+  bool root = ctx->rank == t->root;
+  uint8_t *in = xalloc(n * es * (size_t)N), *out = xalloc(n * es), *want = xalloc(n * es);
+  dist_test_fill(in, t->dt, n * (size_t)N, pl->seed, ctx->rank, 0, 0);
+  dist_test_fill(want, t->dt, n, pl->seed, t->root, (size_t)ctx->rank * n, 0);
+  dist_tensor ins[DIST_TEST_MAX_RANKS], y = shm_t_tensor(out, t->dt, t->n);
+  for (int j = 0; j < N; j++)
+    ins[j] = shm_t_tensor(in + (size_t)j * n * es, t->dt, t->n);
+  dist_coll c = {.kind = t->kind, .inputs = ins, .n_inputs = root ? (size_t)N : 0,
+                 .outputs = &y, .n_outputs = 1, .root = t->root};
+  int bad = run_or_fail(ctx, e, &c, t);
+  if (!bad)
+    bad = compare(ctx, t, "result", out, want, n);
+  free(in);
+  free(out);
+  free(want);
+  return bad;
+}
+
+static int case_reduce_scatter(const dist_test_ctx *ctx, shm_t *e, const plan *pl,
+                               const tcase *t) {
+  int N = ctx->world;
+  size_t n = (size_t)t->n, es = esz(t);
+  bool flat = t->kind == DIST_OP_REDUCE_SCATTER_TENSOR;
+  uint8_t *in = xalloc(n * es * (size_t)N), *out = xalloc(n * es), *want = xalloc(n * es);
+  dist_test_fill(in, t->dt, n * (size_t)N, pl->seed, ctx->rank, 0, 0);
+  dist_tensor ins[DIST_TEST_MAX_RANKS], y = shm_t_tensor(out, t->dt, t->n);
+  for (int j = 0; j < N; j++)
+    ins[j] = shm_t_tensor(in + (size_t)j * n * es, t->dt, t->n);
+  if (flat)
+    ins[0] = shm_t_tensor(in, t->dt, t->n * N);
+  dist_coll c = {.kind = t->kind, .inputs = ins, .n_inputs = flat ? 1 : (size_t)N, .outputs = &y,
+                 .n_outputs = 1, .redop = t->op};
+  int bad = run_or_fail(ctx, e, &c, t);
+  if (!bad) {
+    dist_test_expected(t->dt, t->op, want, n, pl->seed, N, (size_t)ctx->rank * n, 0, N);
+    bad = compare(ctx, t, "block", out, want, n);
+  }
+  free(in);
+  free(out);
+  free(want);
+  return bad;
+}
+
+/* Rows (or elements) rank r sends to rank j. */
+static int64_t a2a_count(const tcase *t, uint64_t seed, int r, int j) {
+  if (!t->uneven)
+    return t->n;
+  return t->n * (int64_t)((r * 5 + j * 3 + (int)(seed % 7)) % 4) / 2;
+}
+
+/* all_to_all (lists of elements) and all_to_all_single (rows of 3). */
+static int case_a2a(const dist_test_ctx *ctx, shm_t *e, const plan *pl, const tcase *t) {
+  int N = ctx->world, me = ctx->rank;
+  bool single = t->kind == DIST_OP_ALL_TO_ALL_SINGLE;
+  int64_t R = single ? 3 : 1, sin = 0, sout = 0, in_splits[DIST_TEST_MAX_RANKS],
+          out_splits[DIST_TEST_MAX_RANKS];
+  size_t es = esz(t);
+  for (int j = 0; j < N; j++) {
+    sin += in_splits[j] = a2a_count(t, pl->seed, me, j);
+    sout += out_splits[j] = a2a_count(t, pl->seed, j, me);
+  }
+  uint8_t *in = xalloc((size_t)(sin * R) * es), *out = xalloc((size_t)(sout * R) * es);
+  uint8_t *want = xalloc((size_t)(sout * R) * es);
+  dist_test_fill(in, t->dt, (size_t)(sin * R), pl->seed, me, 0, 0);
+  dist_tensor ins[DIST_TEST_MAX_RANKS], outs[DIST_TEST_MAX_RANKS];
+  int64_t at_in = 0, at_out = 0;
+  for (int j = 0; j < N; j++) { /* list form: piece j of the flat buffers */
+    ins[j] = shm_t_tensor(in + (size_t)(at_in * R) * es, t->dt, in_splits[j] * R);
+    outs[j] = shm_t_tensor(out + (size_t)(at_out * R) * es, t->dt, out_splits[j] * R);
+    at_in += in_splits[j];
+    at_out += out_splits[j];
+  }
+  dist_coll c = {.kind = t->kind, .inputs = ins, .n_inputs = (size_t)N, .outputs = outs,
+                 .n_outputs = (size_t)N};
+  if (single) {
+    ins[0] = (dist_tensor){.data = in, .dtype = t->dt, .ndim = 2, .shape = {sin, R}};
+    outs[0] = (dist_tensor){.data = out, .dtype = t->dt, .ndim = 2, .shape = {sout, R}};
+    c.n_inputs = c.n_outputs = 1;
+    if (t->uneven) {
+      c.in_splits = in_splits;
+      c.out_splits = out_splits;
+      c.n_splits = (size_t)N;
+    }
+  }
+  int bad = run_or_fail(ctx, e, &c, t);
+  at_out = 0;
+  for (int j = 0; j < N && !bad; j++) { /* j's piece for me starts after its pieces for < me */
+    int64_t off = 0;
+    for (int k = 0; k < me; k++)
+      off += a2a_count(t, pl->seed, j, k);
+    size_t len = (size_t)(out_splits[j] * R);
+    dist_test_fill(want, t->dt, len, pl->seed, j, (size_t)(off * R), 0);
+    bad = compare(ctx, t, "piece", out + (size_t)(at_out * R) * es, want, len);
+    at_out += out_splits[j];
+  }
+  free(in);
+  free(out);
+  free(want);
+  return bad;
+}
+
+static int run_case(const dist_test_ctx *ctx, shm_t *e, const plan *pl, const tcase *t) {
+  switch (t->kind) {
+  case DIST_OP_ALL_REDUCE:
+  case DIST_OP_REDUCE:
+    return case_reduce(ctx, e, pl, t);
+  case DIST_OP_BROADCAST:
+    return case_broadcast(ctx, e, pl, t);
+  case DIST_OP_ALL_GATHER:
+  case DIST_OP_ALL_GATHER_INTO_TENSOR:
+  case DIST_OP_GATHER:
+    return case_gather(ctx, e, pl, t);
+  case DIST_OP_SCATTER:
+    return case_scatter(ctx, e, pl, t);
+  case DIST_OP_REDUCE_SCATTER:
+  case DIST_OP_REDUCE_SCATTER_TENSOR:
+    return case_reduce_scatter(ctx, e, pl, t);
+  case DIST_OP_ALL_TO_ALL:
+  case DIST_OP_ALL_TO_ALL_SINGLE:
+    return case_a2a(ctx, e, pl, t);
+  case DIST_OP_BARRIER: {
+    dist_coll c = {.kind = DIST_OP_BARRIER, .root = -1};
+    return run_or_fail(ctx, e, &c, t);
+  }
+  default:
+    return FAIL(ctx, "no such case %d", (int)t->kind);
+  }
+}
+
+static int rank_cases(const dist_test_ctx *ctx) {
+  const plan *pl = ctx->arg;
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, pl->tcp))
+    return 1;
+  int bad = 0;
+  for (int i = 0; i < pl->ncases && !bad; i++)
+    bad = run_case(ctx, &e, pl, &pl->cases[i]);
+  shm_t_close(&e);
+  return bad;
+}
+
+/* --- plans ---------------------------------------------------------------- */
+
+static const dist_op_kind kinds[] = {
+    DIST_OP_ALL_REDUCE, DIST_OP_BROADCAST,      DIST_OP_REDUCE,
+    DIST_OP_ALL_GATHER, DIST_OP_ALL_GATHER_INTO_TENSOR, DIST_OP_GATHER,
+    DIST_OP_SCATTER,    DIST_OP_REDUCE_SCATTER, DIST_OP_REDUCE_SCATTER_TENSOR,
+    DIST_OP_ALL_TO_ALL, DIST_OP_ALL_TO_ALL_SINGLE, DIST_OP_BARRIER};
+#define NKINDS (sizeof kinds / sizeof kinds[0])
+
+static bool reduces(dist_op_kind k) {
+  return k == DIST_OP_ALL_REDUCE || k == DIST_OP_REDUCE || k == DIST_OP_REDUCE_SCATTER ||
+         k == DIST_OP_REDUCE_SCATTER_TENSOR;
+}
+
+/* A reduce op valid for dt, picked by r. */
+static dist_redop pick_op(dist_dtype dt, uint64_t r) {
+  for (int tries = 0; tries < 64; tries++, r = r * 6364136223846793005ull + 1) {
+    dist_redop op = {(dist_redop_kind)(r % DIST_REDOP_COUNT_), 0.0};
+    if (op.kind == DIST_REDOP_PREMUL_SUM)
+      op.scalar = (r >> 20) % 2 ? 0.75 : -1.5;
+    if (dist_redop_check(op, dt) == DIST_OK)
+      return op;
+  }
+  return DIST_SUM;
+}
+
+static void add(plan *pl, dist_op_kind k, dist_dtype dt, int64_t n, int root, uint64_t r) {
+  tcase *t = &pl->cases[pl->ncases++];
+  t->kind = k;
+  t->dt = dt;
+  t->op = reduces(k) ? pick_op(dt, r) : DIST_SUM;
+  t->n = n;
+  t->root = root;
+  t->uneven = r & 1;
+}
+
+/* Every kind with every dtype once, sizes and roots rotating. */
+static void plan_every(plan *pl, int world) {
+  static const int64_t sizes[] = {0, 1, 5, 37, 1000, 9000, 3};
+  uint64_t r = pl->seed;
+  int i = 0;
+  for (size_t k = 0; k < NKINDS; k++)
+    for (int dt = 0; dt < DIST_DTYPE_COUNT_; dt++, i++)
+      add(pl, kinds[k], (dist_dtype)dt, sizes[i % 7], i % world, mix(&r));
+}
+
+/* A seeded random mix. */
+static void plan_random(plan *pl, int world, int ncases, int64_t maxn) {
+  uint64_t r = pl->seed * 31 + (uint64_t)world;
+  for (int i = 0; i < ncases; i++) {
+    uint64_t x = mix(&r);
+    int64_t n = (int64_t)(mix(&r) % (uint64_t)(x % 3 == 0 ? maxn : 64));
+    add(pl, kinds[x % NKINDS], (dist_dtype)((x >> 8) % DIST_DTYPE_COUNT_), n,
+        (int)((x >> 16) % (uint64_t)world), mix(&r));
+  }
+}
+
+static void run_plan(plan *pl, int world, int timeout_s) {
+  int rc = dist_test_ranks(world, rank_cases, pl, timeout_s);
+  cr_assert_eq(rc, 0, "%d ranks (DIST_TEST_SEED=%llu):\n%s", world,
+               (unsigned long long)pl->seed, dist_test_report());
+}
+
+/* Small slots so modest sizes take many pipelined steps, and a small
+ * one-step limit so the two-phase all_reduce runs too. */
+static void small_geometry(void) {
+  setenv("DIST_SHM_SLOT_KB", "16", 1);
+  setenv("DIST_SHM_SMALL_BYTES", "256", 1);
+  setenv("DIST_SHM_SPIN_US", "5", 1); /* 5 ranks share 2 cores: sleep early */
+  setenv("DIST_SHM_YIELD_US", "50", 1);
+}
+
+static plan *new_plan(void) {
+  plan *pl = calloc(1, sizeof *pl);
+  pl->seed = dist_test_seed();
+  return pl;
+}
+
+/* --- tests ---------------------------------------------------------------- */
+
+static void every_kind(int world) {
+  small_geometry();
+  plan *pl = new_plan();
+  plan_every(pl, world);
+  run_plan(pl, world, 240);
+  free(pl);
+}
+
+Test(core_shm, every_kind_and_dtype_on_1_rank, .timeout = 120) { every_kind(1); }
+Test(core_shm, every_kind_and_dtype_on_2_ranks, .timeout = 240) { every_kind(2); }
+Test(core_shm, every_kind_and_dtype_on_3_ranks, .timeout = 240) { every_kind(3); }
+Test(core_shm, every_kind_and_dtype_on_4_ranks, .timeout = 240) { every_kind(4); }
+Test(core_shm, every_kind_and_dtype_on_5_ranks, .timeout = 240) { every_kind(5); }
+
+Test(core_shm, random_mix_with_default_geometry_on_3_ranks, .timeout = 240) {
+  setenv("DIST_SHM_SPIN_US", "5", 1);
+  plan *pl = new_plan();
+  plan_random(pl, 3, 120, 100000);
+  run_plan(pl, 3, 240);
+  free(pl);
+}
+
+Test(core_shm, random_mix_with_small_slots_on_2_to_5_ranks, .timeout = 300) {
+  small_geometry();
+  for (int world = 2; world <= 5; world++) {
+    plan *pl = new_plan();
+    plan_random(pl, world, 80, 20000);
+    run_plan(pl, world, 240);
+    free(pl);
+  }
+}
+
+/* Megabytes through the default slots: every large path pipelines. */
+Test(core_shm, large_messages_pipeline_through_many_steps, .timeout = 240) {
+  unsetenv("DIST_SHM_SLOT_KB");
+  unsetenv("DIST_SHM_SMALL_BYTES");
+  setenv("DIST_SHM_SPIN_US", "5", 1);
+  plan *pl = new_plan();
+  const dist_op_kind big[] = {DIST_OP_ALL_REDUCE, DIST_OP_BROADCAST, DIST_OP_ALL_GATHER_INTO_TENSOR,
+                              DIST_OP_REDUCE_SCATTER_TENSOR, DIST_OP_ALL_TO_ALL_SINGLE,
+                              DIST_OP_REDUCE, DIST_OP_SCATTER, DIST_OP_GATHER};
+  for (size_t k = 0; k < sizeof big / sizeof big[0]; k++)
+    add(pl, big[k], k % 2 ? DIST_FLOAT32 : DIST_BFLOAT16, 700001, 1, k);
+  run_plan(pl, 2, 200);
+  pl->ncases = 0;
+  for (size_t k = 0; k < sizeof big / sizeof big[0]; k++)
+    add(pl, big[k], DIST_FLOAT64, 300007, 2, k + 1);
+  run_plan(pl, 3, 200);
+  free(pl);
+}
+
+Test(core_shm, works_over_a_tcp_store, .timeout = 120) {
+  small_geometry();
+  plan *pl = new_plan();
+  pl->tcp = true;
+  plan_random(pl, 3, 30, 5000);
+  run_plan(pl, 3, 100);
+  free(pl);
+}
+
+/* Non-powers of two and a group far larger than the cores. */
+Test(core_shm, a_large_group_of_17_ranks, .timeout = 300) {
+  setenv("DIST_SHM_SPIN_US", "2", 1);
+  setenv("DIST_SHM_YIELD_US", "20", 1);
+  unsetenv("DIST_SHM_SLOT_KB");
+  plan *pl = new_plan();
+  const dist_op_kind k17[] = {DIST_OP_BARRIER, DIST_OP_ALL_REDUCE, DIST_OP_ALL_TO_ALL_SINGLE,
+                              DIST_OP_REDUCE_SCATTER_TENSOR, DIST_OP_ALL_GATHER, DIST_OP_BROADCAST,
+                              DIST_OP_ALL_REDUCE};
+  for (size_t k = 0; k < sizeof k17 / sizeof k17[0]; k++)
+    add(pl, k17[k], DIST_FLOAT32, k == 6 ? 70000 : 3, 16, k);
+  run_plan(pl, 17, 280);
+  free(pl);
+}

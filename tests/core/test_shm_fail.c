@@ -1,0 +1,437 @@
+/* ctest: labels=multiproc timeout=300 */
+/* The shared-memory engine when things go wrong: sizes, kinds, roots or
+ * split matrices that disagree between ranks (every rank fails the same
+ * operation with a message, and the group stays usable), a rank killed
+ * mid-loop (peer lost, named, within the timeout), a rank that never
+ * arrives (timeout naming it), an abort from another thread (a sleeping
+ * waiter wakes at once), a fork after init, and no segment left behind in
+ * /dev/shm. */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "test_shm_util.h"
+
+static void quiet_waits(void) {
+  setenv("DIST_SHM_SPIN_US", "5", 1);
+  setenv("DIST_SHM_YIELD_US", "50", 1);
+}
+
+static int all_reduce_n(shm_t *e, float *buf, int64_t n) {
+  dist_tensor t = shm_t_tensor(buf, DIST_FLOAT32, n);
+  dist_coll c = {.kind = DIST_OP_ALL_REDUCE, .inputs = &t, .n_inputs = 1, .outputs = &t,
+                 .n_outputs = 1, .redop = DIST_SUM, .root = -1};
+  return shm_t_run(e, &c);
+}
+
+/* An all_reduce every rank agrees on, checked: the group is usable. */
+static int still_usable(const dist_test_ctx *ctx, shm_t *e) {
+  float v[3] = {1, 2, (float)ctx->rank};
+  int rc = all_reduce_n(e, v, 3);
+  CHECK(ctx, rc == DIST_OK, "follow-up all_reduce: %s: %s", dist_status_name(rc), e->err.msg);
+  float want = (float)(ctx->world * (ctx->world - 1) / 2);
+  CHECK(ctx, v[0] == (float)ctx->world && v[2] == want, "follow-up all_reduce gave %g %g", v[0],
+        v[2]);
+  return 0;
+}
+
+static int expect_inval(const dist_test_ctx *ctx, shm_t *e, int rc, const char *const *needles) {
+  CHECK(ctx, rc == DIST_E_INVAL, "expected DIST_E_INVAL, got %s: %s", dist_status_name(rc),
+        e->err.msg);
+  for (int i = 0; needles[i]; i++)
+    CHECK(ctx, strstr(e->err.msg, needles[i]), "message lacks '%s': %s", needles[i], e->err.msg);
+  return 0;
+}
+
+/* --- mismatches ----------------------------------------------------------- */
+
+static int rank_count_mismatch(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int64_t n = *(const int64_t *)ctx->arg, mine = ctx->rank == 1 ? n / 2 : n;
+  float *buf = calloc((size_t)n, sizeof *buf);
+  int rc = all_reduce_n(&e, buf, mine);
+  char pid[32], a[96], b[96];
+  snprintf(pid, sizeof pid, "pid %d", (int)e.g.peers[ctx->rank == 1 ? 0 : 1].pid);
+  int64_t other = ctx->rank == 1 ? n : n / 2;
+  snprintf(a, sizeof a, "has %lld elements (%lld bytes) of float32", (long long)other,
+           (long long)other * 4);
+  snprintf(b, sizeof b, "this rank has %lld elements (%lld bytes)", (long long)mine,
+           (long long)mine * 4);
+  const char *needles[] = {"ALL_REDUCE #1: rank", pid, a, b, NULL};
+  int bad = expect_inval(ctx, &e, rc, needles);
+  for (int64_t i = 0; i < n && !bad; i++)
+    CHECK(ctx, buf[i] == 0.0f, "the failed all_reduce wrote into the buffer at %lld",
+          (long long)i);
+  if (!bad)
+    bad = still_usable(ctx, &e);
+  free(buf);
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm_fail, all_reduce_counts_that_differ_fail_every_rank_and_the_group_stays_usable,
+     .timeout = 60) {
+  quiet_waits();
+  int64_t n = 8;
+  cr_assert_eq(dist_test_ranks(3, rank_count_mismatch, &n, 30), 0, "%s", dist_test_report());
+  n = 3 << 20; /* many pipelined steps on every rank */
+  cr_assert_eq(dist_test_ranks(2, rank_count_mismatch, &n, 30), 0, "%s", dist_test_report());
+}
+
+static int rank_kind_mismatch(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int bad = still_usable(ctx, &e); /* #1 */
+  float v[4] = {0};
+  dist_tensor t = shm_t_tensor(v, DIST_FLOAT32, 4);
+  dist_coll c = {.kind = ctx->rank == 1 ? DIST_OP_BROADCAST : DIST_OP_ALL_REDUCE, .inputs = &t,
+                 .n_inputs = 1, .outputs = &t, .n_outputs = 1, .redop = DIST_SUM, .root = 0};
+  int rc = shm_t_run(&e, &c); /* #2 */
+  const char *other[] = {"ALL_REDUCE #2: rank 1 (", "called BROADCAST #2, this rank ALL_REDUCE #2",
+                         NULL};
+  const char *one[] = {"BROADCAST #2: rank 0 (", "called ALL_REDUCE #2, this rank BROADCAST #2",
+                       NULL};
+  if (!bad)
+    bad = expect_inval(ctx, &e, rc, ctx->rank == 1 ? one : other);
+  if (!bad) { /* a root that differs */
+    c.kind = DIST_OP_BROADCAST;
+    c.root = ctx->rank == 2 ? 2 : 0;
+    rc = shm_t_run(&e, &c);
+    const char *root[] = {"BROADCAST #3", "root rank", NULL};
+    bad = expect_inval(ctx, &e, rc, root);
+  }
+  if (!bad) { /* a reduce op that differs */
+    c.kind = DIST_OP_ALL_REDUCE;
+    c.redop = ctx->rank == 0 ? DIST_MAX : DIST_SUM;
+    rc = shm_t_run(&e, &c);
+    const char *red[] = {"ALL_REDUCE #4", "reduces with", NULL};
+    bad = expect_inval(ctx, &e, rc, red);
+  }
+  if (!bad) { /* a dtype that differs, same count */
+    double d[4] = {0};
+    dist_tensor td = shm_t_tensor(d, DIST_FLOAT64, 4);
+    c.redop = DIST_SUM;
+    if (ctx->rank == 2)
+      c.inputs = c.outputs = &td;
+    rc = shm_t_run(&e, &c);
+    const char *dt[] = {"ALL_REDUCE #5", "float64", "float32", NULL};
+    bad = expect_inval(ctx, &e, rc, dt);
+  }
+  if (!bad)
+    bad = still_usable(ctx, &e);
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm_fail, a_different_kind_root_op_or_dtype_fails_every_rank_with_a_message,
+     .timeout = 60) {
+  quiet_waits();
+  cr_assert_eq(dist_test_ranks(3, rank_kind_mismatch, NULL, 30), 0, "%s", dist_test_report());
+}
+
+/* Rank 0 sends 2 rows to rank 1, which expects 3; every other pair agrees. */
+static int rank_split_mismatch(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int N = ctx->world, me = ctx->rank;
+  int64_t in_s[8], out_s[8], rin = 0, rout = 0;
+  for (int j = 0; j < N; j++) {
+    rin += in_s[j] = (me == 0 && j == 1) ? 2 : 3;
+    rout += out_s[j] = 3;
+  }
+  float in[64] = {0}, out[64] = {0};
+  dist_tensor ti = {.data = in, .dtype = DIST_FLOAT32, .ndim = 2, .shape = {rin, 3}};
+  dist_tensor to = {.data = out, .dtype = DIST_FLOAT32, .ndim = 2, .shape = {rout, 3}};
+  dist_coll c = {.kind = DIST_OP_ALL_TO_ALL_SINGLE, .inputs = &ti, .n_inputs = 1, .outputs = &to,
+                 .n_outputs = 1, .in_splits = in_s, .out_splits = out_s, .n_splits = (size_t)N};
+  int rc = shm_t_run(&e, &c);
+  const char *r1[] = {"ALL_TO_ALL_SINGLE #1: rank 0 (", "sends 6 elements (24 bytes) of float32 "
+                      "to this rank, this rank expects 9 elements (36 bytes) from it", NULL};
+  const char *r0[] = {"this rank sends 6 elements (24 bytes) of float32 to rank 1 (",
+                      "which expects 9 elements (36 bytes)", NULL};
+  const char *rx[] = {"rank 0 (", "sends 6 elements", "to rank 1 (", "this rank fails too", NULL};
+  int bad = expect_inval(ctx, &e, rc, me == 1 ? r1 : me == 0 ? r0 : rx);
+  for (int i = 0; i < 64 && !bad; i++)
+    CHECK(ctx, out[i] == 0.0f, "the failed all_to_all wrote into the output");
+  if (!bad)
+    bad = still_usable(ctx, &e);
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm_fail, all_to_all_single_split_sizes_that_disagree_fail_every_rank,
+     .timeout = 60) {
+  quiet_waits();
+  cr_assert_eq(dist_test_ranks(3, rank_split_mismatch, NULL, 30), 0, "%s", dist_test_report());
+}
+
+/* --- lost peers, timeouts, aborts ------------------------------------------ */
+
+typedef struct death {
+  int64_t n;        /* elements per all_reduce */
+  int self_kill_at; /* iteration at which rank 2 SIGKILLs itself, -1: none */
+} death;
+
+static int rank_death(const dist_test_ctx *ctx) {
+  const death *d = ctx->arg;
+  shm_t e = {0};
+  e.timeout_ms = 10000;
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  float *buf = calloc((size_t)d->n, sizeof *buf);
+  pid_t victim = e.g.peers[2].pid;
+  int64_t last_ok = dist__now_ms();
+  for (int it = 0; it < 1000000; it++) {
+    if (ctx->rank == 2 && it == d->self_kill_at)
+      raise(SIGKILL);
+    int rc = all_reduce_n(&e, buf, d->n);
+    if (rc == DIST_OK) {
+      last_ok = dist__now_ms();
+      continue;
+    }
+    int64_t late = dist__now_ms() - last_ok;
+    char pid[32];
+    snprintf(pid, sizeof pid, "pid %d", (int)victim);
+    CHECK(ctx, rc == DIST_E_PEER_LOST, "expected DIST_E_PEER_LOST, got %s: %s",
+          dist_status_name(rc), e.err.msg);
+    CHECK(ctx, strstr(e.err.msg, "rank 2 (") && strstr(e.err.msg, pid),
+          "message does not name rank 2 (%s): %s", pid, e.err.msg);
+    CHECK(ctx, late < 3000, "noticed the death %lld ms after the last success", (long long)late);
+    rc = all_reduce_n(&e, buf, d->n); /* broken from now on, at once */
+    CHECK(ctx, rc == DIST_E_PEER_LOST && strstr(e.err.msg, "unusable"),
+          "after the loss: %s: %s", dist_status_name(rc), e.err.msg);
+    free(buf);
+    shm_t_close(&e);
+    return 0;
+  }
+  return FAIL(ctx, "the loop ended without noticing the death");
+}
+
+Test(core_shm_fail, a_rank_that_kills_itself_mid_loop_is_named_as_lost, .timeout = 60) {
+  quiet_waits();
+  death d = {16, 50};
+  dist_test_opts o = {3, rank_death, &d, 40, 2, 1000000};
+  dist_test_result r;
+  cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);
+  cr_assert_eq(r.signal[2], SIGKILL);
+}
+
+Test(core_shm_fail, a_rank_killed_during_large_transfers_is_named_as_lost, .timeout = 60) {
+  quiet_waits();
+  death d = {1 << 20, -1};
+  dist_test_opts o = {3, rank_death, &d, 40, 2, 1500};
+  dist_test_result r;
+  cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);
+  cr_assert_eq(r.signal[2], SIGKILL);
+}
+
+/* Rank 2 never calls; the others time out naming it. */
+static int rank_timeout(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  if (ctx->rank == 2) {
+    usleep(1500 * 1000);
+    shm_t_close(&e);
+    return 0;
+  }
+  float v[2] = {0};
+  dist_tensor t = shm_t_tensor(v, DIST_FLOAT32, 2);
+  dist_coll c = {.kind = DIST_OP_ALL_REDUCE, .inputs = &t, .n_inputs = 1, .outputs = &t,
+                 .n_outputs = 1, .redop = DIST_SUM};
+  int64_t t0 = dist__now_ms();
+  int rc = shm_t_run_for(&e, &c, 400);
+  int64_t took = dist__now_ms() - t0;
+  CHECK(ctx, rc == DIST_E_TIMEOUT, "expected DIST_E_TIMEOUT, got %s: %s", dist_status_name(rc),
+        e.err.msg);
+  CHECK(ctx, strstr(e.err.msg, "rank 2 (") && strstr(e.err.msg, "has not arrived") &&
+                 strstr(e.err.msg, "ALL_REDUCE #1"),
+        "message: %s", e.err.msg);
+  CHECK(ctx, took >= 350 && took < 1200, "timed out after %lld ms (deadline 400)", (long long)took);
+  rc = shm_t_run(&e, &c);
+  CHECK(ctx, rc == DIST_E_TIMEOUT, "after a timeout the group is broken: %s", dist_status_name(rc));
+  shm_t_close(&e);
+  return 0;
+}
+
+Test(core_shm_fail, a_rank_that_never_arrives_is_named_in_the_timeout, .timeout = 60) {
+  quiet_waits();
+  cr_assert_eq(dist_test_ranks(3, rank_timeout, NULL, 30), 0, "%s", dist_test_report());
+}
+
+/* Rank 1 is stopped (SIGSTOP by a helper) while both loop over large
+ * all_reduces: rank 0 times out naming it, whether it stopped between
+ * operations or in the middle of one. */
+static int rank_stopped(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  if (ctx->rank == 1 && fork() == 0) { /* the helper: stop the parent, later end it */
+    usleep(300 * 1000);
+    kill(getppid(), SIGSTOP);
+    usleep(1500 * 1000);
+    kill(getppid(), SIGKILL);
+    _exit(0);
+  }
+  size_t n = 1 << 20;
+  float *buf = calloc(n, sizeof *buf);
+  for (;;) {
+    dist_tensor t = shm_t_tensor(buf, DIST_FLOAT32, (int64_t)n);
+    dist_coll c = {.kind = DIST_OP_ALL_REDUCE, .inputs = &t, .n_inputs = 1, .outputs = &t,
+                   .n_outputs = 1, .redop = DIST_SUM};
+    int rc = shm_t_run_for(&e, &c, 500);
+    if (rc == DIST_OK)
+      continue;
+    CHECK(ctx, rc == DIST_E_TIMEOUT, "expected DIST_E_TIMEOUT, got %s: %s", dist_status_name(rc),
+          e.err.msg);
+    CHECK(ctx, strstr(e.err.msg, "rank 1 (") &&
+                   (strstr(e.err.msg, "has not arrived") || strstr(e.err.msg, "stopped before step")),
+          "message: %s", e.err.msg);
+    free(buf);
+    shm_t_close(&e);
+    return 0;
+  }
+}
+
+Test(core_shm_fail, a_rank_stopped_mid_operation_is_named_in_the_timeout, .timeout = 60) {
+  quiet_waits();
+  dist_test_opts o = {2, rank_stopped, NULL, 30, 1, 1000000}; /* rank 1 ends by SIGKILL */
+  dist_test_result r;
+  cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);
+}
+
+typedef struct aborter {
+  shm_t *e;
+  int delay_ms;
+} aborter;
+
+static void *abort_later(void *arg) {
+  aborter *a = arg;
+  usleep((useconds_t)a->delay_ms * 1000);
+  snprintf(a->e->g.abort_reason, sizeof a->e->g.abort_reason, "test abort");
+  atomic_store(&a->e->g.aborted, 1);
+  dist__shm_wake_all(a->e->shm);
+  return NULL;
+}
+
+/* Rank 0 waits (asleep on the futex by then) for rank 1, which does not
+ * come; another thread of rank 0 aborts after 300 ms. Rank 1 later waits
+ * in a collective rank 0 will never join: rank 0's published abort ends
+ * it at once. (A rank that is merely late is not failed by a peer's abort
+ * unless it has to wait for that peer.) */
+static int rank_abort(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  float v[2] = {0};
+  dist_tensor t = shm_t_tensor(v, DIST_FLOAT32, 2);
+  dist_coll c = {.kind = DIST_OP_ALL_REDUCE, .inputs = &t, .n_inputs = 1, .outputs = &t,
+                 .n_outputs = 1, .redop = DIST_SUM};
+  int64_t t0 = dist__now_ms();
+  if (ctx->rank == 0) {
+    aborter a = {&e, 300};
+    pthread_t th;
+    pthread_create(&th, NULL, abort_later, &a);
+    int rc = shm_t_run_for(&e, &c, 10000);
+    int64_t took = dist__now_ms() - t0;
+    pthread_join(th, NULL);
+    CHECK(ctx, rc == DIST_E_ABORTED && strstr(e.err.msg, "test abort"), "got %s: %s",
+          dist_status_name(rc), e.err.msg);
+    CHECK(ctx, took < 300 + 150, "the abort took %lld ms to wake the waiter", (long long)took - 300);
+  } else {
+    usleep(800 * 1000); /* after rank 0's abort */
+    /* Rank 0 posted its part of #1 before it was aborted, so #1 may still
+     * complete here; #2 cannot. */
+    int rc = shm_t_run_for(&e, &c, 10000);
+    t0 = dist__now_ms();
+    if (rc == DIST_OK)
+      rc = shm_t_run_for(&e, &c, 10000);
+    int64_t took = dist__now_ms() - t0;
+    CHECK(ctx, rc == DIST_E_ABORTED && strstr(e.err.msg, "rank 0 (") &&
+                   strstr(e.err.msg, "test abort"),
+          "got %s: %s", dist_status_name(rc), e.err.msg);
+    CHECK(ctx, took < 200, "noticed the peer's abort after %lld ms", (long long)took);
+  }
+  shm_t_close(&e);
+  return 0;
+}
+
+Test(core_shm_fail, an_abort_from_another_thread_wakes_a_sleeping_waiter_at_once, .timeout = 60) {
+  quiet_waits();
+  cr_assert_eq(dist_test_ranks(2, rank_abort, NULL, 30), 0, "%s", dist_test_report());
+}
+
+/* --- lifetime ------------------------------------------------------------- */
+
+/* Entries of /dev/shm made for this test process's job. */
+static int leftover_segments(void) {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "dist.test%d.", (int)getppid());
+  DIR *d = opendir("/dev/shm");
+  int n = 0;
+  for (struct dirent *de; d && (de = readdir(d));)
+    n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+  if (d)
+    closedir(d);
+  return n;
+}
+
+static int rank_fork(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  CHECK(ctx, leftover_segments() == 0, "the segment is still in /dev/shm after create");
+  int bad = still_usable(ctx, &e);
+  pid_t kid = fork(); /* a worker: never touches the engine */
+  if (kid == 0) {
+    usleep(100 * 1000);
+    _exit(0);
+  }
+  for (int i = 0; i < 50 && !bad; i++)
+    bad = still_usable(ctx, &e);
+  int st;
+  waitpid(kid, &st, 0);
+  for (int i = 0; i < 50 && !bad; i++)
+    bad = still_usable(ctx, &e);
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm_fail, survives_a_fork_after_init_and_leaves_nothing_in_dev_shm, .timeout = 60) {
+  quiet_waits();
+  cr_assert_eq(dist_test_ranks(3, rank_fork, NULL, 30), 0, "%s", dist_test_report());
+}
+
+/* A rank that cannot map the segment fails create on every rank. */
+static int rank_bad_name(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (dist_test_file_store(ctx, &e.store) != DIST_OK || shm_t_group(ctx, &e) != DIST_OK)
+    return FAIL(ctx, "setup");
+  dist__err_clear(&e.err);
+  dist__shm *s = NULL;
+  if (ctx->rank == 0) { /* rank 0 pretends: publishes a broken name */
+    const char *bad = "!rank 0 test failure";
+    dist_store_set(e.store, "shm/name", bad, strlen(bad));
+  }
+  if (ctx->rank != 0) {
+    int rc = dist__shm_create(&e.g, e.store, dist__now_ms() + 5000, &s, &e.err);
+    CHECK(ctx, rc != DIST_OK && strstr(e.err.msg, "rank 0 test failure"), "create: %s: %s",
+          dist_status_name(rc), e.err.msg);
+    CHECK(ctx, s == NULL, "no engine on failure");
+  }
+  dist_store_destroy(e.store);
+  free(e.g.peers);
+  free(e.g.global_ranks);
+  return 0;
+}
+
+Test(core_shm_fail, a_segment_rank_0_could_not_make_fails_create_with_its_reason, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, rank_bad_name, NULL, 30), 0, "%s", dist_test_report());
+}

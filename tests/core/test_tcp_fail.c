@@ -1,0 +1,423 @@
+/* ctest: labels=multiproc timeout=300 */
+/* How the TCP engine fails: a rank killed mid all_reduce, a rank that never
+ * arrives, an abort from another thread, strangers and garbage on the data
+ * port, malformed frames from a member, and collectives whose ranks
+ * disagree. Every case ends with a clear status and message on every rank,
+ * well before the test's deadline. */
+#include <criterion/criterion.h>
+
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include "auth.h"
+#include "net.h"
+#include "test_tcp_util.h"
+
+static bool has(const char *msg, const char *what) { return strstr(msg, what) != NULL; }
+
+static void run(int n, dist_test_rank_fn fn, int timeout_s) {
+  int rc = dist_test_ranks(n, fn, NULL, timeout_s);
+  cr_assert_eq(rc, 0, "%s", dist_test_report());
+}
+
+static dist_coll all_reduce_of(dist_tensor *t, uint64_t seq) {
+  dist_coll c = tt_coll(DIST_OP_ALL_REDUCE, seq);
+  c.inputs = c.outputs = t;
+  c.n_inputs = c.n_outputs = 1;
+  c.redop = DIST_SUM;
+  return c;
+}
+
+/* --- a rank dies ------------------------------------------------------------------ */
+
+#define VICTIM 2
+
+static int killed_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 15000));
+  float v[1024];
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 1024);
+  char victim[64];
+  snprintf(victim, sizeof victim, "pid %d", (int)r.peers[VICTIM].pid);
+  for (int i = 0; i < 1000000; i++) {
+    if (ctx->rank == VICTIM && i == 300)
+      raise(SIGKILL);
+    for (int k = 0; k < 1024; k++)
+      v[k] = 1.0f;
+    dist_coll c = all_reduce_of(&t, (uint64_t)i + 1);
+    int64_t t0 = dist__now_ms();
+    int rc = tt_run(&r, &c);
+    if (rc == DIST_OK)
+      continue;
+    int64_t took = dist__now_ms() - t0;
+    CHECK(ctx, rc == DIST_E_PEER_LOST, "iteration %d: %s: %s", i, dist_status_name(rc),
+          r.err.msg);
+    CHECK(ctx, has(r.err.msg, "rank 2") && has(r.err.msg, victim),
+          "the message does not name rank 2 and its pid: %s", r.err.msg);
+    CHECK(ctx, took < 5000, "noticed only after %lld ms", (long long)took);
+    fprintf(stderr, "rank %d after %d iterations: %s\n", ctx->rank, i, r.err.msg);
+    /* Later operations fail at once with the same cause. */
+    rc = tt_run(&r, &c);
+    CHECK(ctx, rc == DIST_E_PEER_LOST && has(r.err.msg, "rank 2"), "then: %s: %s",
+          dist_status_name(rc), r.err.msg);
+    dist__tcp_destroy(r.t);
+    return 0;
+  }
+  return FAIL(ctx, "the loop ended without noticing the dead rank");
+}
+
+Test(core_tcp_fail, a_rank_killed_mid_all_reduce_fails_every_other_rank_naming_it,
+     .timeout = 90) {
+  dist_test_opts o = {4, killed_rank, NULL, 60, VICTIM, INT_MAX};
+  dist_test_result res;
+  int bad = dist_test_run(&o, &res);
+  cr_assert_eq(bad, 0, "%s", res.report);
+  cr_assert_eq(res.signal[VICTIM], SIGKILL, "rank 2 was meant to die by SIGKILL");
+}
+
+/* Ranks 0 and 1 wait on each other (a receive nobody sends) while rank 2,
+ * whom they are not talking to, dies: both notice anyway. */
+static int bystander_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 15000));
+  if (ctx->rank == VICTIM) {
+    usleep(300 * 1000);
+    raise(SIGKILL);
+  }
+  int v;
+  int64_t t0 = dist__now_ms();
+  int rc = tt_recv(&r, 1 - ctx->rank, 0, &v, sizeof v, NULL, NULL);
+  CHECK(ctx, rc == DIST_E_PEER_LOST && has(r.err.msg, "rank 2"), "%s: %s",
+        dist_status_name(rc), r.err.msg);
+  CHECK(ctx, dist__now_ms() - t0 < 5000, "noticed late");
+  dist__tcp_destroy(r.t);
+  return 0;
+}
+
+Test(core_tcp_fail, ranks_not_talking_to_the_dead_rank_notice_it_too, .timeout = 60) {
+  dist_test_opts o = {3, bystander_rank, NULL, 40, VICTIM, INT_MAX};
+  dist_test_result res;
+  cr_assert_eq(dist_test_run(&o, &res), 0, "%s", res.report);
+}
+
+/* --- a rank never arrives ---------------------------------------------------------- */
+
+static int late_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 1000));
+  float v[4] = {1, 2, 3, 4};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  dist_coll c = all_reduce_of(&t, 1);
+  c.timeout_ms = 1000;
+  if (ctx->rank == 2) {
+    usleep(2500 * 1000);
+    int rc = tt_run(&r, &c);
+    /* The others' reports arrived meanwhile: this rank fails at once. */
+    CHECK(ctx, rc == DIST_E_TIMEOUT && has(r.err.msg, "reported"), "late rank: %s: %s",
+          dist_status_name(rc), r.err.msg);
+  } else {
+    int64_t t0 = dist__now_ms();
+    int rc = tt_run(&r, &c);
+    int64_t took = dist__now_ms() - t0;
+    CHECK(ctx, rc == DIST_E_TIMEOUT, "%s: %s", dist_status_name(rc), r.err.msg);
+    char pid[32];
+    snprintf(pid, sizeof pid, "pid %d", (int)r.peers[2].pid);
+    CHECK(ctx, has(r.err.msg, "ALL_REDUCE #1") && has(r.err.msg, "rank 2") &&
+                   has(r.err.msg, pid),
+          "the message does not name the operation and rank 2: %s", r.err.msg);
+    CHECK(ctx, took >= 900 && took < 3000, "timed out after %lld ms", (long long)took);
+    fprintf(stderr, "rank %d: %s\n", ctx->rank, r.err.msg);
+  }
+  tt_fini(&r);
+  return 0;
+}
+
+Test(core_tcp_fail, a_collective_times_out_naming_the_rank_that_never_came, .timeout = 60) {
+  run(3, late_rank, 40);
+}
+
+/* --- abort ------------------------------------------------------------------------------ */
+
+typedef struct aborter {
+  dist__tcp *t;
+  int delay_ms;
+} aborter;
+
+static void *abort_later(void *arg) {
+  aborter *a = arg;
+  usleep((useconds_t)a->delay_ms * 1000);
+  dist__tcp_abort(a->t, "test abort");
+  return NULL;
+}
+
+static int abort_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 20000));
+  int v = 0;
+  if (ctx->rank == 0) {
+    aborter a = {r.t, 300};
+    pthread_t th;
+    pthread_create(&th, NULL, abort_later, &a);
+    int64_t t0 = dist__now_ms();
+    float f[4] = {0};
+    dist_tensor t = dist_tensor_1d(f, DIST_FLOAT32, 4);
+    dist_coll c = all_reduce_of(&t, 1); /* rank 1 never joins it */
+    int rc = tt_run(&r, &c);
+    int64_t took = dist__now_ms() - t0;
+    pthread_join(th, NULL);
+    CHECK(ctx, rc == DIST_E_ABORTED && has(r.err.msg, "test abort"), "%s: %s",
+          dist_status_name(rc), r.err.msg);
+    CHECK(ctx, took < 2000, "the abort woke the waiter only after %lld ms", (long long)took);
+    rc = tt_send(&r, 1, 0, &v, sizeof v, NULL);
+    CHECK(ctx, rc == DIST_E_ABORTED, "after the abort, a send: %s", dist_status_name(rc));
+  } else {
+    /* The peer learns of the abort at once, not by its timeout. */
+    int64_t t0 = dist__now_ms();
+    int rc = tt_recv(&r, 0, 0, &v, sizeof v, NULL, NULL);
+    CHECK(ctx, rc == DIST_E_PEER_LOST && has(r.err.msg, "aborted") &&
+                   has(r.err.msg, "test abort"),
+          "%s: %s", dist_status_name(rc), r.err.msg);
+    CHECK(ctx, dist__now_ms() - t0 < 5000, "learned late");
+  }
+  tt_fini(&r);
+  return 0;
+}
+
+Test(core_tcp_fail, abort_from_another_thread_wakes_the_waiter_and_tells_the_peer,
+     .timeout = 60) {
+  run(2, abort_rank, 40);
+}
+
+/* --- strangers on the data port ----------------------------------------------------------- */
+
+static _Atomic int drops;
+
+static void count_drops(void *arg, dist_log_level lvl, dist_subsys sub, const char *line) {
+  (void)arg;
+  (void)lvl;
+  (void)sub;
+  if (strstr(line, "dropped a data connection"))
+    drops++;
+  fprintf(stderr, "%s\n", line);
+}
+
+/* Connects to rank 0's published data port. */
+static int connect_rank0(tt_rank *r, int *fd) {
+  const char *key = "tcp/addr/0";
+  void *val = NULL;
+  size_t len;
+  char host[256];
+  uint16_t port;
+  int rc = dist_store_wait(r->gstore, &key, 1, 20000);
+  if (rc == DIST_OK)
+    rc = dist_store_get(r->gstore, key, &val, &len);
+  if (rc == DIST_OK)
+    rc = dist__net_split_hostport(val, host, sizeof host, &port);
+  dist_free(val);
+  if (rc == DIST_OK)
+    rc = dist__net_connect(host, port, dist__now_ms() + 5000, fd, &r->err);
+  return rc;
+}
+
+static int stranger_rank(const dist_test_ctx *ctx) {
+  const char *token = "the-job-token";
+  tt_rank r;
+  if (ctx->rank == 2) { /* the stranger */
+    TT_OK(ctx, &r, tt_group(ctx, &r, 2, "tcp-test", "", 20000));
+    int fd;
+    TT_OK(ctx, &r, connect_rank0(&r, &fd));
+    const char junk[] = "GET / HTTP/1.0\r\nHost: x\r\n\r\n..........";
+    dist__net_write_all(fd, junk, sizeof junk, dist__now_ms() + 2000, &r.err);
+    close(fd);
+    TT_OK(ctx, &r, connect_rank0(&r, &fd));
+    dist__err_clear(&r.err);
+    int rc = dist__auth_connect(fd, "a-wrong-token", "data", dist__now_ms() + 5000, &r.err);
+    CHECK(ctx, rc != DIST_OK, "a wrong token was accepted");
+    fprintf(stderr, "stranger with a wrong token: %s\n", r.err.msg);
+    close(fd);
+    TT_OK(ctx, &r, connect_rank0(&r, &fd));
+    rc = dist__auth_connect(fd, token, "data", dist__now_ms() + 5000, &r.err);
+    CHECK(ctx, rc == DIST_OK, "the right token was refused: %s", r.err.msg);
+    tcp_hello h = {TCP_HELLO_MAGIC, TCP_VERSION, 1, 2, "another-group"};
+    dist__net_write_all(fd, &h, sizeof h, dist__now_ms() + 2000, &r.err);
+    rc = dist__net_read_all(fd, &h, sizeof h, dist__now_ms() + 5000, &r.err);
+    CHECK(ctx, rc != DIST_OK, "a hello from another group was answered");
+    close(fd);
+    int64_t n;
+    dist_store_add(r.gstore, "stranger-done", 1, &n);
+    dist_store_destroy(r.gstore);
+    usleep(1000 * 1000);
+    dist_store_destroy(r.store);
+    return 0;
+  }
+  if (ctx->rank == 0)
+    dist_log_set_sink(count_drops, NULL);
+  if (ctx->rank == 1) { /* arrive after the stranger */
+    TT_OK(ctx, &r, tt_group(ctx, &r, 2, "tcp-test", token, 20000));
+    const char *key = "stranger-done";
+    TT_OK(ctx, &r, dist_store_wait(r.gstore, &key, 1, 20000));
+    TT_OK(ctx, &r, dist__tcp_create(&r.g, r.gstore, dist__now_ms() + 20000, &r.t, &r.err));
+  } else {
+    TT_OK(ctx, &r, tt_init_named(ctx, &r, 2, "tcp-test", token, 20000));
+  }
+  int v = 5;
+  if (ctx->rank == 0)
+    TT_OK(ctx, &r, tt_send(&r, 1, 0, &v, sizeof v, NULL));
+  else
+    TT_OK(ctx, &r, tt_recv(&r, 0, 0, &v, sizeof v, NULL, NULL));
+  if (ctx->rank == 0)
+    CHECK(ctx, drops == 3, "%d dropped connections were logged, expected 3", (int)drops);
+  tt_fini(&r);
+  return 0;
+}
+
+Test(core_tcp_fail, garbage_wrong_tokens_and_strangers_are_dropped_and_the_mesh_forms,
+     .timeout = 60) {
+  run(3, stranger_rank, 50);
+}
+
+/* --- malformed frames from a member ----------------------------------------------------- */
+
+/* Rank 1 is a fake member: it passes the handshake, then sends frame. */
+static int fake_member(const dist_test_ctx *ctx, const tcp_hdr *frame, const char *expect) {
+  const char *token = "tok";
+  tt_rank r;
+  if (ctx->rank == 0) {
+    TT_OK(ctx, &r, tt_init_named(ctx, &r, 2, "tcp-test", token, 20000));
+    int v;
+    int rc = tt_recv(&r, 1, 0, &v, sizeof v, NULL, NULL);
+    CHECK(ctx, rc == DIST_E_PEER_LOST && has(r.err.msg, "malformed") &&
+                   has(r.err.msg, expect),
+          "%s: %s", dist_status_name(rc), r.err.msg);
+    fprintf(stderr, "rank 0: %s\n", r.err.msg);
+    dist__tcp_destroy(r.t);
+    dist_store_destroy(r.gstore);
+    usleep(300 * 1000);
+    dist_store_destroy(r.store);
+    return 0;
+  }
+  TT_OK(ctx, &r, tt_group(ctx, &r, 2, "tcp-test", token, 20000));
+  int fd;
+  TT_OK(ctx, &r, connect_rank0(&r, &fd));
+  TT_OK(ctx, &r, dist__auth_connect(fd, token, "data", dist__now_ms() + 5000, &r.err));
+  tcp_hello h = {TCP_HELLO_MAGIC, TCP_VERSION, 1, 2, "tcp-test"};
+  TT_OK(ctx, &r, dist__net_write_all(fd, &h, sizeof h, dist__now_ms() + 2000, &r.err));
+  TT_OK(ctx, &r, dist__net_read_all(fd, &h, sizeof h, dist__now_ms() + 5000, &r.err));
+  usleep(200 * 1000);
+  TT_OK(ctx, &r, dist__net_write_all(fd, frame, sizeof *frame, dist__now_ms() + 2000, &r.err));
+  usleep(500 * 1000);
+  close(fd);
+  dist_store_destroy(r.gstore);
+  dist_store_destroy(r.store);
+  return 0;
+}
+
+static int bad_magic_rank(const dist_test_ctx *ctx) {
+  tcp_hdr h;
+  memset(&h, 0x41, sizeof h);
+  return fake_member(ctx, &h, "bad magic");
+}
+
+static int huge_frame_rank(const dist_test_ctx *ctx) {
+  tcp_hdr h;
+  dist__tcp_hdr_init(&h, TCP_F_DATA, DIST_TCP_CTX_P2P, 0);
+  h.size = h.len = 1ull << 40; /* a terabyte: never allocated */
+  return fake_member(ctx, &h, "1099511627776 bytes");
+}
+
+Test(core_tcp_fail, a_frame_with_a_bad_magic_drops_the_member, .timeout = 60) {
+  run(2, bad_magic_rank, 40);
+}
+
+Test(core_tcp_fail, an_oversized_frame_is_refused_before_any_allocation, .timeout = 60) {
+  run(2, huge_frame_rank, 40);
+}
+
+/* --- ranks that disagree ---------------------------------------------------------------- */
+
+static int count_mismatch_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 10000));
+  float v[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  int64_t n = ctx->rank == 2 ? 8 : 4;
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, n);
+  dist_coll c = all_reduce_of(&t, 7);
+  int64_t t0 = dist__now_ms();
+  int rc = tt_run(&r, &c);
+  CHECK(ctx, rc == DIST_E_DESYNC, "%s: %s", dist_status_name(rc), r.err.msg);
+  CHECK(ctx, dist__now_ms() - t0 < 3000, "failed only after the timeout");
+  CHECK(ctx, has(r.err.msg, "ALL_REDUCE #7") && has(r.err.msg, "rank ") &&
+                 has(r.err.msg, "16 bytes") && has(r.err.msg, "32 bytes"),
+        "the message lacks a detail: %s", r.err.msg);
+  fprintf(stderr, "rank %d: %s\n", ctx->rank, r.err.msg);
+  /* Nothing was left out of step: the next collective works. */
+  t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  for (int k = 0; k < 4; k++)
+    v[k] = 1;
+  c = all_reduce_of(&t, 8);
+  TT_OK(ctx, &r, tt_run(&r, &c));
+  CHECK(ctx, v[0] == 3.0f, "then: %g", v[0]);
+  tt_fini(&r);
+  return 0;
+}
+
+Test(core_tcp_fail, all_reduce_counts_that_differ_fail_every_rank_with_sizes, .timeout = 60) {
+  run(3, count_mismatch_rank, 40);
+}
+
+static int split_mismatch_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 10000));
+  int32_t in[8] = {0}, out[8] = {0};
+  /* Rank 1 expects 3 rows from rank 0, which sends 2. */
+  int64_t in_s[2] = {2, 2}, out_s[2] = {2, ctx->rank == 1 ? 1 : 2};
+  if (ctx->rank == 1) {
+    out_s[0] = 3;
+    out_s[1] = 2;
+  }
+  dist_tensor ti = dist_tensor_1d(in, DIST_INT32, 4);
+  dist_tensor to = dist_tensor_1d(out, DIST_INT32, out_s[0] + out_s[1]);
+  dist_coll c = tt_coll(DIST_OP_ALL_TO_ALL_SINGLE, 3);
+  c.inputs = &ti;
+  c.outputs = &to;
+  c.n_inputs = c.n_outputs = 1;
+  c.in_splits = in_s;
+  c.out_splits = out_s;
+  c.n_splits = 2;
+  int rc = tt_run(&r, &c);
+  CHECK(ctx, rc == DIST_E_DESYNC, "%s: %s", dist_status_name(rc), r.err.msg);
+  CHECK(ctx, has(r.err.msg, "ALL_TO_ALL_SINGLE #3") && has(r.err.msg, "rank "),
+        "the message lacks a detail: %s", r.err.msg);
+  fprintf(stderr, "rank %d: %s\n", ctx->rank, r.err.msg);
+  tt_fini(&r);
+  return 0;
+}
+
+Test(core_tcp_fail, all_to_all_single_splits_that_disagree_fail_both_ranks, .timeout = 60) {
+  run(2, split_mismatch_rank, 40);
+}
+
+static int bcast_mismatch_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 10000));
+  double v[8] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT64, ctx->rank == 0 ? 4 : 8);
+  dist_coll c = tt_coll(DIST_OP_BROADCAST, 2);
+  c.inputs = c.outputs = &t;
+  c.n_inputs = c.n_outputs = 1;
+  c.root = 0;
+  int rc = tt_run(&r, &c);
+  CHECK(ctx, rc == DIST_E_DESYNC, "%s: %s", dist_status_name(rc), r.err.msg);
+  CHECK(ctx, has(r.err.msg, "BROADCAST #2") && has(r.err.msg, "32 bytes") &&
+                 has(r.err.msg, "64 bytes"),
+        "the message lacks a detail: %s", r.err.msg);
+  fprintf(stderr, "rank %d: %s\n", ctx->rank, r.err.msg);
+  tt_fini(&r);
+  return 0;
+}
+
+Test(core_tcp_fail, a_broadcast_size_mismatch_fails_the_root_too, .timeout = 60) {
+  run(2, bcast_mismatch_rank, 40);
+}

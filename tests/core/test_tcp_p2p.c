@@ -1,0 +1,233 @@
+/* ctest: labels=multiproc timeout=240 */
+/* The TCP engine's point-to-point path between real forked ranks over
+ * 127.0.0.1 (and ::1): tags, any source, unexpected messages, large
+ * messages both ways at once, and size mismatches failing both sides. */
+#include <criterion/criterion.h>
+
+#include <stdlib.h>
+
+#include "test_tcp_util.h"
+
+static void run(int n, dist_test_rank_fn fn, int timeout_s) {
+  int rc = dist_test_ranks(n, fn, NULL, timeout_s);
+  cr_assert_eq(rc, 0, "%s", dist_test_report());
+}
+
+/* --- tags ------------------------------------------------------------------------ */
+
+static int tags_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 20000));
+  enum { N = 8 };
+  if (ctx->rank == 0) {
+    /* Non-blocking sends of tags 0..N-1, two messages per tag. */
+    int vals[2 * N];
+    dist__tcp_req *q[2 * N];
+    for (int i = 0; i < 2 * N; i++) {
+      vals[i] = 1000 + i;
+      TT_OK(ctx, &r, dist__tcp_isend(r.t, 1, DIST_TCP_CTX_P2P, i % N, &vals[i], sizeof(int),
+                                     NULL, &q[i], &r.err));
+    }
+    TT_OK(ctx, &r, dist__tcp_wait(r.t, q, 2 * N, dist__now_ms() + 20000, &r.err));
+    for (int i = 0; i < 2 * N; i++)
+      dist__tcp_req_free(q[i]);
+  } else {
+    /* Receive tags in reverse order: each tag's two messages in send order. */
+    usleep(100 * 1000); /* let them all arrive unexpected */
+    for (int tag = N - 1; tag >= 0; tag--)
+      for (int k = 0; k < 2; k++) {
+        int v = -1;
+        TT_OK(ctx, &r, tt_recv(&r, 0, tag, &v, sizeof v, NULL, NULL));
+        int want = 1000 + tag + k * N;
+        CHECK(ctx, v == want, "tag %d message %d: got %d, want %d", tag, k, v, want);
+      }
+  }
+  tt_fini(&r);
+  return 0;
+}
+
+Test(core_tcp_p2p, tags_match_out_of_order_and_in_send_order_per_tag, .timeout = 60) {
+  run(2, tags_rank, 50);
+}
+
+/* --- any source ---------------------------------------------------------------- */
+
+static int any_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 20000));
+  int n = ctx->world;
+  if (ctx->rank == 0) {
+    bool seen[TT_MAX] = {0};
+    for (int i = 1; i < n; i++) {
+      int v = -1, src = -1;
+      TT_OK(ctx, &r, tt_recv(&r, -1, 7, &v, sizeof v, NULL, &src));
+      CHECK(ctx, src >= 1 && src < n && !seen[src], "bad source %d", src);
+      CHECK(ctx, v == src * 10, "from %d: got %d", src, v);
+      seen[src] = true;
+    }
+  } else {
+    int v = ctx->rank * 10;
+    TT_OK(ctx, &r, tt_send(&r, 0, 7, &v, sizeof v, NULL));
+  }
+  tt_fini(&r);
+  return 0;
+}
+
+Test(core_tcp_p2p, any_source_receives_each_sender_once_and_names_it, .timeout = 60) {
+  run(4, any_rank, 50);
+}
+
+/* --- large messages, both directions at once ------------------------------------- */
+
+static int both_ways_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 30000));
+  int peer = 1 - ctx->rank;
+  /* Rendezvous-sized and eager-sized messages, each way at the same time:
+   * neither side reads before it has posted all of its sends. */
+  size_t sizes[] = {48u << 20, 60000, 1u << 20};
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+    size_t len = sizes[s], n = len / sizeof(uint32_t);
+    uint32_t *out = malloc(len), *in = malloc(len);
+    CHECK(ctx, out && in, "malloc");
+    for (size_t i = 0; i < n; i++)
+      out[i] = (uint32_t)(i * 2654435761u) ^ (uint32_t)ctx->rank;
+    memset(in, 0, len);
+    dist__tcp_req *q[2];
+    TT_OK(ctx, &r, dist__tcp_isend(r.t, peer, DIST_TCP_CTX_P2P, 3, out, len, NULL, &q[0],
+                                   &r.err));
+    TT_OK(ctx, &r, dist__tcp_irecv(r.t, peer, DIST_TCP_CTX_P2P, 3, in, len, NULL, &q[1],
+                                   &r.err));
+    TT_OK(ctx, &r, dist__tcp_wait(r.t, q, 2, dist__now_ms() + 30000, &r.err));
+    dist__tcp_req_free(q[0]);
+    dist__tcp_req_free(q[1]);
+    for (size_t i = 0; i < n; i++)
+      CHECK(ctx, in[i] == ((uint32_t)(i * 2654435761u) ^ (uint32_t)peer),
+            "%zu bytes: word %zu differs", len, i);
+    free(out);
+    free(in);
+  }
+  tt_fini(&r);
+  return 0;
+}
+
+Test(core_tcp_p2p, large_messages_both_directions_at_once_do_not_deadlock, .timeout = 90) {
+  run(2, both_ways_rank, 80);
+}
+
+/* --- many unexpected messages ------------------------------------------------------ */
+
+static int flood_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 20000));
+  enum { N = 300 };
+  static char bufs[N][5000];
+  if (ctx->rank == 0) {
+    dist__tcp_req *q[N];
+    for (int i = 0; i < N; i++) {
+      memset(bufs[i], i & 0xff, sizeof bufs[i]);
+      TT_OK(ctx, &r, dist__tcp_isend(r.t, 1, DIST_TCP_CTX_P2P, i, bufs[i], sizeof bufs[i],
+                                     NULL, &q[i], &r.err));
+    }
+    TT_OK(ctx, &r, dist__tcp_wait(r.t, q, N, dist__now_ms() + 20000, &r.err));
+    for (int i = 0; i < N; i++)
+      dist__tcp_req_free(q[i]);
+  } else {
+    usleep(200 * 1000);
+    for (int i = N - 1; i >= 0; i--) {
+      TT_OK(ctx, &r, tt_recv(&r, 0, i, bufs[i], sizeof bufs[i], NULL, NULL));
+      for (size_t k = 0; k < sizeof bufs[i]; k++)
+        CHECK(ctx, (unsigned char)bufs[i][k] == (i & 0xff), "message %d byte %zu", i, k);
+    }
+  }
+  tt_fini(&r);
+  return 0;
+}
+
+Test(core_tcp_p2p, unexpected_messages_are_kept_until_received, .timeout = 60) {
+  run(2, flood_rank, 50);
+}
+
+/* --- size mismatches ----------------------------------------------------------------- */
+
+static bool has(const char *msg, const char *what) { return strstr(msg, what) != NULL; }
+
+/* Rank 0 sends `sent` floats, rank 1 receives `want` floats: both fail with
+ * a message naming the peer, both operations with their sequence numbers,
+ * and both sizes; the connection stays usable afterwards. */
+static int mismatch(const dist_test_ctx *ctx, size_t sent, size_t want) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 10000));
+  float buf[1 << 15] = {0};
+  char a[32], b[32];
+  snprintf(a, sizeof a, "%zu bytes", sent * 4);
+  snprintf(b, sizeof b, "%zu bytes", want * 4);
+  if (ctx->rank == 0) {
+    dist_tensor tsr = dist_tensor_1d(buf, DIST_FLOAT32, (int64_t)sent);
+    dist_coll c = tt_coll(DIST_OP_SEND, 5);
+    c.inputs = &tsr;
+    c.n_inputs = 1;
+    c.root = 1;
+    int rc = tt_send(&r, 1, 0, buf, sent * 4, &c);
+    CHECK(ctx, rc == DIST_E_DESYNC, "send: %s: %s", dist_status_name(rc), r.err.msg);
+    CHECK(ctx, has(r.err.msg, "SEND #5") && has(r.err.msg, "RECV #9") &&
+                   has(r.err.msg, "rank 1") && has(r.err.msg, a) && has(r.err.msg, b),
+          "sender's message lacks a detail: %s", r.err.msg);
+    fprintf(stderr, "sender: %s\n", r.err.msg);
+  } else {
+    dist_tensor tsr = dist_tensor_1d(buf, DIST_FLOAT32, (int64_t)want);
+    dist_coll c = tt_coll(DIST_OP_RECV, 9);
+    c.outputs = &tsr;
+    c.n_outputs = 1;
+    c.root = 0;
+    int rc = tt_recv(&r, 0, 0, buf, want * 4, &c, NULL);
+    CHECK(ctx, rc == DIST_E_DESYNC, "recv: %s: %s", dist_status_name(rc), r.err.msg);
+    CHECK(ctx, has(r.err.msg, "RECV #9") && has(r.err.msg, "SEND #5") &&
+                   has(r.err.msg, "rank 0") && has(r.err.msg, a) && has(r.err.msg, b),
+          "receiver's message lacks a detail: %s", r.err.msg);
+    fprintf(stderr, "receiver: %s\n", r.err.msg);
+  }
+  /* The pair still works. */
+  int v = 42;
+  if (ctx->rank == 0)
+    TT_OK(ctx, &r, tt_send(&r, 1, 1, &v, sizeof v, NULL));
+  else
+    TT_OK(ctx, &r, tt_recv(&r, 0, 1, &v, sizeof v, NULL, NULL));
+  CHECK(ctx, v == 42, "after the mismatch: got %d", v);
+  tt_fini(&r);
+  return 0;
+}
+
+static int send8_recv4(const dist_test_ctx *ctx) { return mismatch(ctx, 8, 4); }
+static int send4_recv8(const dist_test_ctx *ctx) { return mismatch(ctx, 4, 8); }
+static int big_mismatch(const dist_test_ctx *ctx) { return mismatch(ctx, 30000, 20000); }
+
+Test(core_tcp_p2p, send_of_8_to_recv_of_4_fails_both_with_sizes, .timeout = 60) {
+  run(2, send8_recv4, 50);
+}
+
+Test(core_tcp_p2p, send_of_4_to_recv_of_8_fails_both_with_sizes, .timeout = 60) {
+  run(2, send4_recv8, 50);
+}
+
+Test(core_tcp_p2p, large_message_size_mismatch_fails_both, .timeout = 60) {
+  run(2, big_mismatch, 50);
+}
+
+/* --- IPv6 ------------------------------------------------------------------------------ */
+
+static int v6_rank(const dist_test_ctx *ctx) {
+  setenv("MASTER_ADDR", "::1", 1);
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 20000));
+  int v = ctx->rank == 0 ? 77 : 0;
+  if (ctx->rank == 0)
+    TT_OK(ctx, &r, tt_send(&r, 1, 0, &v, sizeof v, NULL));
+  else
+    TT_OK(ctx, &r, tt_recv(&r, 0, 0, &v, sizeof v, NULL, NULL));
+  CHECK(ctx, v == 77, "got %d", v);
+  tt_fini(&r);
+  return 0;
+}
+
+Test(core_tcp_p2p, the_mesh_works_over_ipv6, .timeout = 60) { run(2, v6_rank, 50); }
