@@ -27,7 +27,7 @@ static const size_t default_sizes[] = {4, 1024, 65536, 1048576, 16777216};
 typedef struct bench {
   dist_dtype dt;
   int nsrc;
-  size_t n;                 /* elements */
+  size_t n; /* elements */
   void *src[MAX_SRC], *dst, *acc;
   const void *srcs[MAX_SRC];
 } bench;
@@ -44,19 +44,15 @@ plain_sum(float *restrict c, const float *restrict a, const float *restrict b, s
 
 static int run_once(bench *b, variant v) {
   switch (v) {
-  case V_SUM:
-    return dist__reduce_multi(b->dt, DIST_SUM, b->dst, b->srcs, b->nsrc, b->n, 1);
-  case V_INPLACE:
-    return dist__reduce_multi(b->dt, DIST_SUM, b->src[0], b->srcs, b->nsrc, b->n, 1);
+  case V_SUM: return dist__reduce_multi(b->dt, DIST_SUM, b->dst, b->srcs, b->nsrc, b->n, 1);
+  case V_INPLACE: return dist__reduce_multi(b->dt, DIST_SUM, b->src[0], b->srcs, b->nsrc, b->n, 1);
   case V_STEP: {
     int rc = dist__reduce_begin(b->dt, DIST_SUM, b->acc, b->srcs[0], b->n);
     for (int j = 1; j < b->nsrc && rc == DIST_OK; j++)
       rc = dist__reduce_step(b->dt, DIST_SUM, b->acc, b->srcs[j], b->n);
     return rc != DIST_OK ? rc : dist__reduce_end(b->dt, DIST_SUM, b->dst, b->acc, b->n, 1);
   }
-  case V_PLAIN:
-    plain_sum(b->dst, b->srcs[0], b->srcs[1], b->n);
-    return DIST_OK;
+  case V_PLAIN: plain_sum(b->dst, b->srcs[0], b->srcs[1], b->n); return DIST_OK;
   }
   return DIST_E_INVAL;
 }
@@ -142,13 +138,12 @@ static void row(dist_dtype dt, int nsrc, size_t bytes, variant v, int samples) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: bench_reduce [--sizes B,B,...] [--samples N]\n"
-          "Times the reduction kernels of the CPU backend (SUM of float32,\n"
-          "bfloat16 and int64 with 2 and 4 sources, out of place, in place\n"
-          "and in the step form) and prints CSV:\n"
-          "  system,op,dtype,nsrc,bytes,median_us,GBps\n"
-          "default sizes: 4,1024,65536,1048576,16777216; default samples: 31\n");
+  fprintf(f, "usage: bench_reduce [--sizes B,B,...] [--samples N]\n"
+             "Times the reduction kernels of the CPU backend (SUM of float32,\n"
+             "bfloat16 and int64 with 2 and 4 sources, out of place, in place\n"
+             "and in the step form) and prints CSV:\n"
+             "  system,op,dtype,nsrc,bytes,median_us,GBps\n"
+             "default sizes: 4,1024,65536,1048576,16777216; default samples: 31\n");
 }
 
 int main(int argc, char **argv) {

@@ -23,6 +23,7 @@ static int enter(dist_pg **g, dist_work **w, bool *done) {
     return DIST_OK;
   }
   *g = r;
+  dist__err_clear(&r->err); /* a new call: the last call's message goes */
   if (w)
     *w = NULL;
   return DIST_OK;

@@ -97,8 +97,11 @@ static int create(dist_pg *def, const group_req *q, dist_pg **out) {
     return DIST_OK;
   }
   const dist_group_opts *o = q->opts;
+  const dist_pg *base = def;
+  while (base->inner) /* a wrapper's own name is not a backend to build on */
+    base = base->inner;
   dist__pg_spec s = {
-      .backend = o && o->backend ? o->backend : def->backend,
+      .backend = o && o->backend ? o->backend : base->backend,
       .global_ranks = q->ranks, .size = q->size, .rank = me, .name = q->name,
       .desc = o && o->desc ? o->desc : "",
       .timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : def->timeout_ms,

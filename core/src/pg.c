@@ -194,9 +194,7 @@ void dist__pg_free(dist_pg *g) {
     if (dist__obs_on())
       dist__obs_emit(g, DIST_EV_GROUP_DESTROYED, NULL, DIST_OK, -1, NULL);
   }
-  if (g->ops->abort)
-    g->ops->abort(g->priv, "the group is being destroyed");
-  if (g->ops->fini)
+  if (g->ops->fini) /* fails whatever is still pending (backend.h) */
     g->ops->fini(g->priv);
   dist_store_destroy(g->store);
   dist__free(g->priv);
@@ -418,7 +416,7 @@ void dist_backend_peer_lost(dist_pg *self, int peer, const char *why) {
 }
 
 const char *dist_pg_errmsg(dist_pg *g) {
-  g = dist__pg_resolve(g);
+  g = g ? g : dist__pg_default(); /* no resolve: it would overwrite the message */
   if (!g || g == DIST_GROUP_NON_MEMBER)
     return dist_last_errmsg();
   return g->err.msg;

@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -44,9 +45,8 @@ typedef struct tcp_client {
   char broken_msg[512];
   int pending; /* a failed NOREPLY request, reported by the next call */
   char pending_msg[1024];
-  int64_t spin_ns;     /* the budget (DIST_STORE_SPIN_US) */
-  int64_t spin_cur_ns; /* adapted: 0 after replies keep missing the window */
-  unsigned spin_probe;
+  int64_t spin_ns; /* the window (DIST_STORE_SPIN_US) */
+  unsigned spin_misses, spin_probe;
 } tcp_client;
 
 static const dist__store_ops tcp_ops;
@@ -93,18 +93,23 @@ static int send_out(dist_store *s, int64_t deadline_ms) {
 
 /* Busy-polling pays only when the reply comes within the window: with more
  * runnable processes than cores the spinner steals the server's CPU and the
- * reply comes later. So the window halves after each miss down to nothing,
- * returns in full after a hit, and an occasional probe re-tests it. */
+ * reply comes later. So after SPIN_MISSES replies in a row missed the window
+ * the client stops spinning, probing once every SPIN_PROBE calls; a hit
+ * restores it. (A lone miss is usually preemption noise.) */
+#define SPIN_MISSES 4
+#define SPIN_PROBE 64
+#define SPIN_CROWDED_NS 20000
+
 static int64_t spin_window(tcp_client *c) {
-  if (c->spin_cur_ns == 0 && c->spin_ns > 0 && (++c->spin_probe & 63) == 0)
+  if (c->spin_misses < SPIN_MISSES || (++c->spin_probe % SPIN_PROBE) == 0)
     return c->spin_ns;
-  return c->spin_cur_ns;
+  return 0;
 }
 
 static void spin_result(tcp_client *c, int64_t window, bool hit) {
   if (window == 0)
     return;
-  c->spin_cur_ns = hit ? c->spin_ns : c->spin_cur_ns / 2 < 2000 ? 0 : c->spin_cur_ns / 2;
+  c->spin_misses = hit ? 0 : c->spin_misses + 1;
 }
 
 /* One recv into the buffer: busy-polls first, then sleeps in poll(). */
@@ -112,12 +117,13 @@ static int recv_some(dist_store *s, int64_t deadline_ms, bool *spun) {
   tcp_client *c = T(s);
   int64_t window = *spun ? 0 : spin_window(c);
   int64_t spin_end = window ? dist__now_ns() + window : 0;
+  bool crowded = false;
   for (;;) {
     ssize_t n = recv(c->fd, c->in + c->inlen, c->incap - c->inlen, MSG_DONTWAIT);
     if (n > 0) {
       c->inlen += (size_t)n;
       if (!*spun)
-        spin_result(c, window, true);
+        spin_result(c, window, !crowded);
       *spun = true; /* later reads of this reply do not spin again */
       return DIST_OK;
     }
@@ -129,8 +135,17 @@ static int recv_some(dist_store *s, int64_t deadline_ms, bool *spun) {
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       return fail_conn(s, DIST_E_CLOSED, "receiving from the store server %s:%u: %s",
                        c->host, c->port, strerror(errno));
-    if (spin_end && dist__now_ns() < spin_end)
+    if (spin_end && dist__now_ns() < spin_end) {
+      /* If the server shares this core, let it run: spinning past it would
+       * delay the very reply we wait for by the whole window. A yield that
+       * ran someone else for a while means the cores are oversubscribed,
+       * where spinning only adds to the queue: count it as a miss. */
+      int64_t t = dist__now_ns();
+      sched_yield();
+      if (dist__now_ns() - t > SPIN_CROWDED_NS)
+        crowded = true;
       continue;
+    }
     if (!*spun)
       spin_result(c, window, false);
     *spun = true;
@@ -454,7 +469,7 @@ static int open_client(const char *host, uint16_t port, const char *token,
   c->fd = -1;
   snprintf(c->host, sizeof c->host, "%s", host);
   c->port = port;
-  c->spin_ns = c->spin_cur_ns = dist__stp_client_spin_us() * 1000;
+  c->spin_ns = dist__stp_client_spin_us() * 1000;
   int64_t dl = dist__deadline_ms(timeout_ms);
   int rc = dist__net_connect(host, port, dl, &c->fd, e);
   if (rc == DIST_OK)

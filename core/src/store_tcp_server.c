@@ -26,6 +26,7 @@
  * memory. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -219,7 +220,7 @@ static void flush(stp_server *srv, conn *c) {
 static void new_conn(stp_server *srv, int fd) {
   conn *c = dist__calloc(1, sizeof *c);
   uint8_t msg[DIST_AUTH_MSG_LEN];
-  if (!c || dist__auth_challenge(srv->token, c ? c->nonce : msg, msg) != DIST_OK) {
+  if (!c || dist__auth_challenge(srv->token, c->nonce, msg) != DIST_OK) {
     DIST_LOG(WARNING, STORE, "store server: refusing a connection: out of memory or "
              "no randomness");
     dist__free(c);
@@ -597,110 +598,143 @@ static int multi_set(stp_server *srv, const stp_hdr *h, const uint8_t *body, dis
   return DIST_OK;
 }
 
-/* Requests that never block. Returns false for a malformed frame (*err). */
-static bool handle_simple(stp_server *srv, conn *c, const stp_hdr *h, stp_rd *r,
-                          const char **err) {
+/* Handlers of the requests that never block. Each returns false for a
+ * malformed frame (the reason is left in r->err), true once it answered. */
+typedef bool (*simple_fn)(stp_server *srv, conn *c, const stp_hdr *h, stp_rd *r);
+
+static bool out_of_memory(conn *c, const stp_hdr *h) {
+  reply_status(c, h, DIST_E_NOMEM, "store server out of memory");
+  return true;
+}
+
+/* SET, APPEND and QUEUE_PUSH: key and value in, nothing out. */
+static bool op_write(stp_server *srv, conn *c, const stp_hdr *h, stp_rd *r) {
+  const char *k;
+  const uint8_t *v;
+  size_t l;
+  if (!dist__stp_get_key(r, &k) || !dist__stp_get_bytes(r, DIST_STORE_MAX_VALUE, &v, &l) ||
+      !dist__stp_done(r))
+    return false;
   dist__errbuf e;
   dist__err_clear(&e);
+  int rc = h->op == STP_SET      ? dist__kv_set(srv->kv, k, v, l, &e)
+           : h->op == STP_APPEND ? dist__kv_append(srv->kv, k, v, l, &e)
+                                 : dist__kv_queue_push(srv->kv, k, v, l, &e);
+  /* A fire-and-forget request is answered only when it failed. */
+  if (rc != DIST_OK || !(h->flags & STP_F_NOREPLY))
+    reply_status(c, h, rc, e.msg);
+  return true;
+}
+
+static bool op_add(stp_server *srv, conn *c, const stp_hdr *h, stp_rd *r) {
   const char *k;
-  const uint8_t *v, *v2;
-  size_t l, l2;
   int64_t x;
-  int rc = DIST_OK;
-  switch (h->op) {
-  case STP_SET:
-  case STP_APPEND:
-  case STP_QUEUE_PUSH:
-    if (!dist__stp_get_key(r, &k) || !dist__stp_get_bytes(r, DIST_STORE_MAX_VALUE, &v, &l) ||
-        !dist__stp_done(r))
-      break;
-    rc = h->op == STP_SET      ? dist__kv_set(srv->kv, k, v, l, &e)
-         : h->op == STP_APPEND ? dist__kv_append(srv->kv, k, v, l, &e)
-                               : dist__kv_queue_push(srv->kv, k, v, l, &e);
-    if (rc != DIST_OK || !(h->flags & STP_F_NOREPLY))
-      reply_status(c, h, rc, e.msg);
-    return true;
-  case STP_ADD:
-    if (!dist__stp_get_key(r, &k) || !dist__stp_get_i64(r, &x) || !dist__stp_done(r))
-      break;
-    rc = dist__kv_add(srv->kv, k, x, &x, &e);
-    if (rc == DIST_OK)
-      reply_i64(c, h, x);
-    else
-      reply_status(c, h, rc, e.msg);
-    return true;
-  case STP_CHECK: {
-    const char **keys;
-    size_t n;
-    bool oom = false;
-    if (!get_keys(r, &keys, &n, &oom) || !dist__stp_done(r)) {
-      if (oom) {
-        reply_status(c, h, DIST_E_NOMEM, "store server out of memory");
-        return true;
-      }
-      break;
-    }
-    size_t i = 0;
-    while (i < n && dist__kv_has(srv->kv, keys[i]))
-      i++;
+  if (!dist__stp_get_key(r, &k) || !dist__stp_get_i64(r, &x) || !dist__stp_done(r))
+    return false;
+  dist__errbuf e;
+  dist__err_clear(&e);
+  int rc = dist__kv_add(srv->kv, k, x, &x, &e);
+  if (rc == DIST_OK)
+    reply_i64(c, h, x);
+  else
+    reply_status(c, h, rc, e.msg);
+  return true;
+}
+
+static bool op_check(stp_server *srv, conn *c, const stp_hdr *h, stp_rd *r) {
+  const char **keys;
+  size_t n, i = 0;
+  bool oom = false;
+  if (!get_keys(r, &keys, &n, &oom))
+    return oom ? out_of_memory(c, h) : false;
+  if (!dist__stp_done(r)) {
     dist__free(keys);
-    size_t off = rbegin(c, h, DIST_OK);
-    dist__stp_put_u32(&c->out, i == n);
-    dist__stp_end(&c->out, off);
-    return true;
+    return false;
   }
-  case STP_COMPARE_SET: {
-    const void *res;
-    if (!dist__stp_get_key(r, &k) || !dist__stp_get_bytes(r, DIST_STORE_MAX_VALUE, &v, &l) ||
-        !dist__stp_get_bytes(r, DIST_STORE_MAX_VALUE, &v2, &l2) || !dist__stp_done(r))
-      break;
-    rc = dist__kv_compare_set(srv->kv, k, v, l, v2, l2, &res, &l, &e);
-    if (rc != DIST_OK) {
-      reply_status(c, h, rc, e.msg);
-      return true;
-    }
-    size_t off = rbegin(c, h, DIST_OK);
-    dist__stp_put_bytes(&c->out, res, l);
-    dist__stp_end(&c->out, off);
-    return true;
-  }
-  case STP_DELETE: {
-    if (!dist__stp_get_key(r, &k) || !dist__stp_done(r))
-      break;
-    size_t off = rbegin(c, h, DIST_OK);
-    dist__stp_put_u32(&c->out, dist__kv_delete(srv->kv, k));
-    dist__stp_end(&c->out, off);
-    return true;
-  }
-  case STP_MULTI_SET:
-    rc = multi_set(srv, h, r->p, &e, err);
-    if (rc == DIST_E_INVAL && *err)
-      return false;
+  while (i < n && dist__kv_has(srv->kv, keys[i]))
+    i++;
+  dist__free(keys);
+  size_t off = rbegin(c, h, DIST_OK);
+  dist__stp_put_u32(&c->out, i == n);
+  dist__stp_end(&c->out, off);
+  return true;
+}
+
+static bool op_compare_set(stp_server *srv, conn *c, const stp_hdr *h, stp_rd *r) {
+  const char *k;
+  const uint8_t *exp, *des;
+  const void *res;
+  size_t el, dl, rl;
+  if (!dist__stp_get_key(r, &k) || !dist__stp_get_bytes(r, DIST_STORE_MAX_VALUE, &exp, &el) ||
+      !dist__stp_get_bytes(r, DIST_STORE_MAX_VALUE, &des, &dl) || !dist__stp_done(r))
+    return false;
+  dist__errbuf e;
+  dist__err_clear(&e);
+  int rc = dist__kv_compare_set(srv->kv, k, exp, el, des, dl, &res, &rl, &e);
+  if (rc != DIST_OK) {
     reply_status(c, h, rc, e.msg);
     return true;
-  case STP_NUM_KEYS:
-  case STP_JOIN:
-  case STP_PING:
-    if (!dist__stp_done(r))
-      break;
-    if (h->op == STP_PING) {
-      reply_status(c, h, DIST_OK, "");
-    } else if (h->op == STP_NUM_KEYS) {
-      reply_i64(c, h, dist__kv_num_keys(srv->kv));
-    } else {
-      reply_i64(c, h, ++srv->joins);
-      check_workers(srv);
-    }
-    return true;
-  case STP_QUEUE_LEN:
-    if (!dist__stp_get_key(r, &k) || !dist__stp_done(r))
-      break;
-    reply_i64(c, h, dist__kv_queue_len(srv->kv, k));
-    return true;
   }
-  *err = r->err ? r->err : "unexpected request";
-  return false;
+  size_t off = rbegin(c, h, DIST_OK);
+  dist__stp_put_bytes(&c->out, res, rl);
+  dist__stp_end(&c->out, off);
+  return true;
 }
+
+static bool op_delete(stp_server *srv, conn *c, const stp_hdr *h, stp_rd *r) {
+  const char *k;
+  if (!dist__stp_get_key(r, &k) || !dist__stp_done(r))
+    return false;
+  size_t off = rbegin(c, h, DIST_OK);
+  dist__stp_put_u32(&c->out, dist__kv_delete(srv->kv, k));
+  dist__stp_end(&c->out, off);
+  return true;
+}
+
+static bool op_multi_set(stp_server *srv, conn *c, const stp_hdr *h, stp_rd *r) {
+  dist__errbuf e;
+  dist__err_clear(&e);
+  const char *err = NULL;
+  int rc = multi_set(srv, h, r->p, &e, &err);
+  if (rc == DIST_E_INVAL && err) {
+    r->err = err;
+    return false;
+  }
+  reply_status(c, h, rc, e.msg);
+  return true;
+}
+
+/* NUM_KEYS, JOIN and PING: no body. */
+static bool op_no_body(stp_server *srv, conn *c, const stp_hdr *h, stp_rd *r) {
+  if (!dist__stp_done(r))
+    return false;
+  if (h->op == STP_PING) {
+    reply_status(c, h, DIST_OK, "");
+  } else if (h->op == STP_NUM_KEYS) {
+    reply_i64(c, h, dist__kv_num_keys(srv->kv));
+  } else {
+    reply_i64(c, h, ++srv->joins);
+    check_workers(srv);
+  }
+  return true;
+}
+
+static bool op_queue_len(stp_server *srv, conn *c, const stp_hdr *h, stp_rd *r) {
+  const char *k;
+  if (!dist__stp_get_key(r, &k) || !dist__stp_done(r))
+    return false;
+  reply_i64(c, h, dist__kv_queue_len(srv->kv, k));
+  return true;
+}
+
+static const simple_fn simple_ops[STP_OP_END_] = {
+    [STP_SET] = op_write,         [STP_APPEND] = op_write,
+    [STP_QUEUE_PUSH] = op_write,  [STP_ADD] = op_add,
+    [STP_CHECK] = op_check,       [STP_COMPARE_SET] = op_compare_set,
+    [STP_DELETE] = op_delete,     [STP_MULTI_SET] = op_multi_set,
+    [STP_NUM_KEYS] = op_no_body,  [STP_JOIN] = op_no_body,
+    [STP_PING] = op_no_body,      [STP_QUEUE_LEN] = op_queue_len,
+};
 
 /* One request frame of a READY connection; may drop c or park it. */
 static void handle_frame(stp_server *srv, conn *c, const stp_hdr *h, const uint8_t *body) {
@@ -729,8 +763,10 @@ static void handle_frame(stp_server *srv, conn *c, const stp_hdr *h, const uint8
   }
   default: {
     stp_rd r = {body, h->len, 0, NULL};
-    if (handle_simple(srv, c, h, &r, &err))
+    simple_fn fn = simple_ops[h->op]; /* the header check bounded h->op */
+    if (fn && fn(srv, c, h, &r))
       return;
+    err = r.err ? r.err : "unexpected request";
   }
   }
   if (err)
@@ -874,6 +910,8 @@ static void *loop(void *arg) {
   while (!atomic_load_explicit(&srv->stop, memory_order_acquire)) {
     int timeout = dist__now_ns() < spin_until ? 0 : next_timeout(srv);
     int n = epoll_wait(srv->ep, evs, MAX_EVENTS, timeout);
+    if (n == 0 && timeout == 0)
+      sched_yield(); /* spinning: let a client on this core run */
     if (n < 0 && errno != EINTR) {
       DIST_LOG(ERROR, STORE, "store server: epoll_wait: %s", strerror(errno));
       dist__sleep_ms(10);

@@ -18,8 +18,8 @@
 #include "ref.h"
 
 static const dist_dtype dtypes[] = {
-    DIST_FLOAT16, DIST_BFLOAT16, DIST_FLOAT32, DIST_FLOAT64,   DIST_INT8,       DIST_UINT8,
-    DIST_INT16,   DIST_INT32,    DIST_INT64,   DIST_BOOL,      DIST_COMPLEX64, DIST_COMPLEX128,
+    DIST_FLOAT16, DIST_BFLOAT16, DIST_FLOAT32, DIST_FLOAT64, DIST_INT8,      DIST_UINT8,
+    DIST_INT16,   DIST_INT32,    DIST_INT64,   DIST_BOOL,    DIST_COMPLEX64, DIST_COMPLEX128,
 };
 #define N_DTYPES (sizeof dtypes / sizeof dtypes[0])
 
@@ -43,8 +43,8 @@ typedef struct rcase {
   int nsrc;
   size_t n;
   bool aliased;
-  unsigned fill;   /* DIST_TEST_FILL_* */
-  int divisor;     /* AVG */
+  unsigned fill; /* DIST_TEST_FILL_* */
+  int divisor;   /* AVG */
 } rcase;
 
 static int run_case(const rcase *c, uint64_t seed, char *msg, size_t msglen) {
@@ -60,12 +60,22 @@ static int run_case(const rcase *c, uint64_t seed, char *msg, size_t msglen) {
     srcs[j] = bufs[j];
   }
   dist_test_ref_reduce(c->dt, c->op, want, srcs, c->nsrc, c->n, c->divisor);
-  /* The step form first: the one-call form may overwrite srcs[0]. */
-  int rc = dist__reduce_begin(c->dt, c->op, acc, srcs[0], c->n);
+  /* The step form first: the one-call form may overwrite srcs[0]. In
+   * place too when the accumulator has the dtype (begin(acc, acc),
+   * end(acc, acc)). */
+  bool step_in_place = c->aliased && dist__reduce_acc_size(c->dt, c->n) == c->n * es;
+  const void *x0 = srcs[0];
+  if (step_in_place) {
+    memcpy(acc, srcs[0], c->n * es);
+    x0 = acc;
+  }
+  int rc = dist__reduce_begin(c->dt, c->op, acc, x0, c->n);
   for (int j = 1; j < c->nsrc && rc == DIST_OK; j++)
     rc = dist__reduce_step(c->dt, c->op, acc, srcs[j], c->n);
   if (rc == DIST_OK)
-    rc = dist__reduce_end(c->dt, c->op, out2, acc, c->n, c->divisor);
+    rc = dist__reduce_end(c->dt, c->op, step_in_place ? acc : out2, acc, c->n, c->divisor);
+  if (step_in_place)
+    memcpy(out2, acc, c->n * es);
   if (rc != DIST_OK) {
     snprintf(msg, msglen, "step form: %s: %s", dist_status_name(rc), dist_last_errmsg());
     goto out;
@@ -95,14 +105,14 @@ out:
   return fail;
 }
 
-#define CHECK_CASE(c, seed)                                                                \
-  do {                                                                                     \
-    char m_[1024];                                                                         \
-    uint64_t s_ = (seed);                                                                  \
-    if (run_case((c), s_, m_, sizeof m_))                                                  \
-      cr_assert_fail("%s %s nsrc=%d n=%zu%s seed=%llu: %s", dist_dtype_name((c)->dt),      \
-                     dist_redop_name((c)->op.kind), (c)->nsrc, (c)->n,                     \
-                     (c)->aliased ? " in place" : "", (unsigned long long)s_, m_);         \
+#define CHECK_CASE(c, seed)                                                                        \
+  do {                                                                                             \
+    char m_[1024];                                                                                 \
+    uint64_t s_ = (seed);                                                                          \
+    if (run_case((c), s_, m_, sizeof m_))                                                          \
+      cr_assert_fail("%s %s nsrc=%d n=%zu%s seed=%llu: %s", dist_dtype_name((c)->dt),              \
+                     dist_redop_name((c)->op.kind), (c)->nsrc, (c)->n,                             \
+                     (c)->aliased ? " in place" : "", (unsigned long long)s_, m_);                 \
   } while (0)
 
 Test(core_reduce, every_dtype_and_op_matches_the_reference_for_1_to_5_sources, .timeout = 120) {
@@ -219,8 +229,8 @@ static void nan_minmax(dist_dtype dt, const void *nan_elem, const void *one, con
 Test(core_reduce, nan_in_any_source_propagates_through_min_and_max, .timeout = 10) {
   float fn = NAN, f1 = 1.0f, f2 = -2.0f;
   double dn = NAN, d1 = 1.0, d2 = -2.0;
-  uint16_t hn = 0x7e00, h1 = 0x3c00, h2 = 0xc000;     /* float16 NaN, 1, -2 */
-  uint16_t bn = 0x7fc0, b1 = 0x3f80, b2 = 0xc000;     /* bfloat16 NaN, 1, -2 */
+  uint16_t hn = 0x7e00, h1 = 0x3c00, h2 = 0xc000; /* float16 NaN, 1, -2 */
+  uint16_t bn = 0x7fc0, b1 = 0x3f80, b2 = 0xc000; /* bfloat16 NaN, 1, -2 */
   nan_minmax(DIST_FLOAT32, &fn, &f1, &f2);
   nan_minmax(DIST_FLOAT64, &dn, &d1, &d2);
   nan_minmax(DIST_FLOAT16, &hn, &h1, &h2);
@@ -253,64 +263,66 @@ static void check_conv(bool bf, const conv_case *cs, size_t n) {
       dist__f32_to_bf16(&got, &f, 1);
     else
       dist__f32_to_f16(&got, &f, 1);
-    cr_assert_eq(got, cs[i].out, "%s(0x%08x = %.9g) = 0x%04x, want 0x%04x",
-                 bf ? "bf16" : "f16", cs[i].in, f, got, cs[i].out);
+    cr_assert_eq(got, cs[i].out, "%s(0x%08x = %.9g) = 0x%04x, want 0x%04x", bf ? "bf16" : "f16",
+                 cs[i].in, f, got, cs[i].out);
     uint16_t ref = bf ? dist_test_f32_to_bf16(f) : dist_test_f32_to_f16(f);
-    cr_assert_eq(ref, cs[i].out, "reference %s(0x%08x) = 0x%04x, want 0x%04x",
-                 bf ? "bf16" : "f16", cs[i].in, ref, cs[i].out);
+    cr_assert_eq(ref, cs[i].out, "reference %s(0x%08x) = 0x%04x, want 0x%04x", bf ? "bf16" : "f16",
+                 cs[i].in, ref, cs[i].out);
   }
 }
 
 Test(core_reduce, float16_rounding_ties_subnormals_overflow_and_nan, .timeout = 10) {
   static const conv_case cs[] = {
-      {0x3f800000, 0x3c00}, /* 1 */
-      {0x3f801000, 0x3c00}, /* 1 + 2^-11: tie, to even (down) */
-      {0x3f803000, 0x3c02}, /* 1 + 3*2^-11: tie, to even (up) */
-      {0x3f801001, 0x3c01}, /* just above the tie */
-      {0x3f800fff, 0x3c00}, /* just below the tie */
-      {0x3fffffff, 0x4000}, /* carry into the exponent */
-      {0x477fe000, 0x7bff}, /* 65504, the largest float16 */
-      {0x477fefff, 0x7bff}, /* just below 65520 */
-      {0x477ff000, 0x7c00}, /* 65520: the tie rounds to even, i.e. inf */
-      {0x4f000000, 0x7c00}, /* 2^31 */
-      {0xc77ff000, 0xfc00}, /* -65520 */
-      {0x7f800000, 0x7c00}, /* inf */
-      {0xff800000, 0xfc00}, /* -inf */
-      {0x7fc00000, 0x7e00}, /* NaN */
-      {0x7f800001, 0x7e00}, /* signalling NaN: quiet */
-      {0xffc12345, 0xfe00}, /* -NaN keeps its sign */
+      {0x3f800000, 0x3c00},                       /* 1 */
+      {0x3f801000, 0x3c00},                       /* 1 + 2^-11: tie, to even (down) */
+      {0x3f803000, 0x3c02},                       /* 1 + 3*2^-11: tie, to even (up) */
+      {0x3f801001, 0x3c01},                       /* just above the tie */
+      {0x3f800fff, 0x3c00},                       /* just below the tie */
+      {0x3fffffff, 0x4000},                       /* carry into the exponent */
+      {0x477fe000, 0x7bff},                       /* 65504, the largest float16 */
+      {0x477fefff, 0x7bff},                       /* just below 65520 */
+      {0x477ff000, 0x7c00},                       /* 65520: the tie rounds to even, i.e. inf */
+      {0x4f000000, 0x7c00},                       /* 2^31 */
+      {0xc77ff000, 0xfc00},                       /* -65520 */
+      {0x7f800000, 0x7c00},                       /* inf */
+      {0xff800000, 0xfc00},                       /* -inf */
+      {0x7fc00000, 0x7e00},                       /* NaN */
+      {0x7f800001, 0x7e00},                       /* signalling NaN: quiet */
+      {0xffc12345, 0xfe00},                       /* -NaN keeps its sign */
       {0x00000000, 0x0000}, {0x80000000, 0x8000}, /* +-0 */
-      {0x38800000, 0x0400}, /* 2^-14, the smallest normal */
-      {0x387fc000, 0x03ff}, /* the largest subnormal */
-      {0x387fe000, 0x0400}, /* rounds up into the normals */
-      {0x33800000, 0x0001}, /* 2^-24, the smallest subnormal */
-      {0x33000000, 0x0000}, /* 2^-25: tie, to even (zero) */
-      {0x33000001, 0x0001}, /* just above: rounds up */
-      {0x33c00000, 0x0002}, /* 1.5 * 2^-24: tie, to even (2) */
-      {0x34200000, 0x0002}, /* 2.5 * 2^-24: tie, to even (2) */
-      {0xb3c00000, 0x8002}, /* negative subnormal */
-      {0x00000001, 0x0000}, /* float32 subnormal */
-      {0x0d000000, 0x0000}, /* tiny */
+      {0x38800000, 0x0400},                       /* 2^-14, the smallest normal */
+      {0x387fc000, 0x03ff},                       /* the largest subnormal */
+      {0x387fe000, 0x0400},                       /* rounds up into the normals */
+      {0x33800000, 0x0001},                       /* 2^-24, the smallest subnormal */
+      {0x33000000, 0x0000},                       /* 2^-25: tie, to even (zero) */
+      {0x33000001, 0x0001},                       /* just above: rounds up */
+      {0x33c00000, 0x0002},                       /* 1.5 * 2^-24: tie, to even (2) */
+      {0x34200000, 0x0002},                       /* 2.5 * 2^-24: tie, to even (2) */
+      {0xb3c00000, 0x8002},                       /* negative subnormal */
+      {0x00000001, 0x0000},                       /* float32 subnormal */
+      {0x0d000000, 0x0000},                       /* tiny */
   };
   check_conv(false, cs, sizeof cs / sizeof cs[0]);
 }
 
 Test(core_reduce, bfloat16_rounding_ties_subnormals_overflow_and_nan, .timeout = 10) {
-  static const conv_case cs[] = {
-      {0x3f800000, 0x3f80}, {0x3f808000, 0x3f80}, /* tie, to even (down) */
-      {0x3f818000, 0x3f82},                       /* tie, to even (up) */
-      {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80},
-      {0x7f7f7fff, 0x7f7f}, /* just below the tie above the largest */
-      {0x7f7f8000, 0x7f80}, /* the tie: to even, i.e. inf */
-      {0x7f7fffff, 0x7f80}, {0xff7fffff, 0xff80},
-      {0x7f800000, 0x7f80}, {0xff800000, 0xff80},
-      {0x7fc00000, 0x7fc0}, {0xffc00000, 0x7fc0}, /* NaN: canonical, as torch */
-      {0x7f800001, 0x7fc0},                       /* signalling NaN */
-      {0x00000000, 0x0000}, {0x80000000, 0x8000},
-      {0x00008000, 0x0000}, /* subnormal tie: to even (zero) */
-      {0x00018000, 0x0002}, /* subnormal tie: to even (up) */
-      {0x007fffff, 0x0080}, /* largest float32 subnormal rounds to the smallest normal */
-  };
+  static const conv_case
+      cs[] =
+          {
+              {0x3f800000, 0x3f80}, {0x3f808000, 0x3f80}, /* tie, to even (down) */
+              {0x3f818000, 0x3f82},                       /* tie, to even (up) */
+              {0x3f808001, 0x3f81}, {0x3f807fff, 0x3f80},
+              {0x7f7f7fff, 0x7f7f}, /* just below the tie above the largest */
+              {0x7f7f8000, 0x7f80}, /* the tie: to even, i.e. inf */
+              {0x7f7fffff, 0x7f80}, {0xff7fffff, 0xff80},
+              {0x7f800000, 0x7f80}, {0xff800000, 0xff80},
+              {0x7fc00000, 0x7fc0}, {0xffc00000, 0x7fc0}, /* NaN: canonical, as torch */
+              {0x7f800001, 0x7fc0},                       /* signalling NaN */
+              {0x00000000, 0x0000}, {0x80000000, 0x8000},
+              {0x00008000, 0x0000}, /* subnormal tie: to even (zero) */
+              {0x00018000, 0x0002}, /* subnormal tie: to even (up) */
+              {0x007fffff, 0x0080}, /* largest float32 subnormal rounds to the smallest normal */
+          };
   check_conv(true, cs, sizeof cs / sizeof cs[0]);
 }
 
@@ -401,13 +413,13 @@ Test(core_reduce, half_sums_accumulate_in_float32_and_round_once, .timeout = 10)
 
 /* --- integers and bool ----------------------------------------------------- */
 
-#define ONE_CASE(dt, T, opv, x, y, want)                                                 \
-  do {                                                                                   \
-    T a_ = (T)(x), b_ = (T)(y), got_;                                                    \
-    const void *s_[2] = {&a_, &b_};                                                      \
-    cr_assert_eq(dist__reduce_multi(dt, opv, &got_, s_, 2, 1, 1), DIST_OK);              \
-    cr_assert_eq(got_, (T)(want), "%s %s(%lld, %lld) = %lld, want %lld", #dt, #opv,      \
-                 (long long)a_, (long long)b_, (long long)got_, (long long)(T)(want));   \
+#define ONE_CASE(dt, T, opv, x, y, want)                                                           \
+  do {                                                                                             \
+    T a_ = (T)(x), b_ = (T)(y), got_;                                                              \
+    const void *s_[2] = {&a_, &b_};                                                                \
+    cr_assert_eq(dist__reduce_multi(dt, opv, &got_, s_, 2, 1, 1), DIST_OK);                        \
+    cr_assert_eq(got_, (T)(want), "%s %s(%lld, %lld) = %lld, want %lld", #dt, #opv, (long long)a_, \
+                 (long long)b_, (long long)got_, (long long)(T)(want));                            \
   } while (0)
 
 Test(core_reduce, integers_wrap_around, .timeout = 10) {
@@ -495,14 +507,24 @@ static void expect_inval(int rc, const char *what) {
 Test(core_reduce, combinations_that_make_no_sense_return_DIST_E_INVAL, .timeout = 10) {
   unsigned char a[64] = {0}, b[64] = {0}, d[64];
   const void *s[2] = {a, b};
-  static const struct { dist_dtype dt; int kind; } bad[] = {
-      {DIST_FLOAT32, DIST_REDOP_BXOR},  {DIST_FLOAT16, DIST_REDOP_BAND},
-      {DIST_BFLOAT16, DIST_REDOP_BOR},  {DIST_FLOAT64, DIST_REDOP_BAND},
-      {DIST_COMPLEX64, DIST_REDOP_MIN}, {DIST_COMPLEX128, DIST_REDOP_MAX},
-      {DIST_COMPLEX64, DIST_REDOP_BXOR}, {DIST_INT32, DIST_REDOP_AVG},
-      {DIST_INT8, DIST_REDOP_PREMUL_SUM}, {DIST_BOOL, DIST_REDOP_AVG},
-      {DIST_UINT8, DIST_REDOP_AVG},     {(dist_dtype)99, DIST_REDOP_SUM},
-      {(dist_dtype)-1, DIST_REDOP_SUM}, {DIST_FLOAT32, 99},
+  static const struct {
+    dist_dtype dt;
+    int kind;
+  } bad[] = {
+      {DIST_FLOAT32, DIST_REDOP_BXOR},
+      {DIST_FLOAT16, DIST_REDOP_BAND},
+      {DIST_BFLOAT16, DIST_REDOP_BOR},
+      {DIST_FLOAT64, DIST_REDOP_BAND},
+      {DIST_COMPLEX64, DIST_REDOP_MIN},
+      {DIST_COMPLEX128, DIST_REDOP_MAX},
+      {DIST_COMPLEX64, DIST_REDOP_BXOR},
+      {DIST_INT32, DIST_REDOP_AVG},
+      {DIST_INT8, DIST_REDOP_PREMUL_SUM},
+      {DIST_BOOL, DIST_REDOP_AVG},
+      {DIST_UINT8, DIST_REDOP_AVG},
+      {(dist_dtype)99, DIST_REDOP_SUM},
+      {(dist_dtype)-1, DIST_REDOP_SUM},
+      {DIST_FLOAT32, 99},
       {DIST_INT64, -3},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -529,8 +551,10 @@ Test(core_reduce, bad_buffers_and_counts_return_DIST_E_INVAL, .timeout = 10) {
   expect_inval(dist__reduce_multi(DIST_FLOAT32, DIST_AVG, d, s, 2, 4, 0), "AVG divisor 0");
   expect_inval(dist__reduce_multi(DIST_FLOAT16, DIST_AVG, d, s, 2, 4, -2), "AVG divisor -2");
   expect_inval(dist__reduce_multi(DIST_FLOAT32, DIST_SUM, b, s, 2, 4, 1), "dst is srcs[1]");
-  expect_inval(dist__reduce_multi(DIST_FLOAT32, DIST_SUM, a + 1, s, 2, 4, 1), "dst overlaps srcs[0]");
-  expect_inval(dist__reduce_multi(DIST_FLOAT32, DIST_SUM, d, s, 2, SIZE_MAX / 2, 1), "size overflow");
+  expect_inval(dist__reduce_multi(DIST_FLOAT32, DIST_SUM, a + 1, s, 2, 4, 1),
+               "dst overlaps srcs[0]");
+  expect_inval(dist__reduce_multi(DIST_FLOAT32, DIST_SUM, d, s, 2, SIZE_MAX / 2, 1),
+               "size overflow");
   expect_inval(dist__reduce_step(DIST_FLOAT32, DIST_SUM, a, a, 4), "step acc is the input");
   expect_inval(dist__reduce_begin(DIST_FLOAT16, DIST_SUM, a, a, 4), "half acc is the input");
   expect_inval(dist__reduce_end(DIST_BFLOAT16, DIST_SUM, a, a, 4, 1), "half out is the acc");
@@ -542,4 +566,87 @@ Test(core_reduce, bad_buffers_and_counts_return_DIST_E_INVAL, .timeout = 10) {
   cr_assert_eq(dist__reduce_acc_size(DIST_FLOAT16, 10), 40);
   cr_assert_eq(dist__reduce_acc_size(DIST_COMPLEX128, 10), 160);
   cr_assert_eq(dist__reduce_acc_size((dist_dtype)99, 10), 0);
+}
+
+/* --- the reference helpers themselves (tests/support/ref.h) ----------------- */
+
+Test(core_reduce, ref_expected_equals_reducing_filled_buffers, .timeout = 30) {
+  uint64_t seed = dist_test_seed();
+  enum { N = 999, FIRST = 17, RANKS = 3 };
+  static unsigned char bufs[RANKS][N * 16], a[N * 16], b[N * 16];
+  const void *srcs[RANKS];
+  for (size_t d = 0; d < N_DTYPES; d++)
+    for (int k = 0; k < DIST_REDOP_COUNT_; k++) {
+      dist_redop op = op_of(k);
+      if (dist_redop_check(op, dtypes[d]) != DIST_OK)
+        continue;
+      for (int r = 0; r < RANKS; r++) {
+        dist_test_fill(bufs[r], dtypes[d], N, seed, r, FIRST, 0);
+        srcs[r] = bufs[r];
+      }
+      cr_assert_eq(dist_test_ref_reduce(dtypes[d], op, a, srcs, RANKS, N, RANKS), 0);
+      cr_assert_eq(dist_test_expected(dtypes[d], op, b, N, seed, RANKS, FIRST, 0, RANKS), 0);
+      char msg[512];
+      cr_assert_eq(dist_test_compare(dtypes[d], b, a, N, 0, msg, sizeof msg), 0, "%s %s: %s",
+                   dist_dtype_name(dtypes[d]), dist_redop_name(k), msg);
+    }
+  cr_assert_eq(dist_test_expected(DIST_INT32, DIST_AVG, b, 1, seed, 2, 0, 0, 2), -1);
+}
+
+/* The fill must make order visible: summing 5 ranks backwards changes some
+ * results (else a test could not catch a wrong order). Not for the half
+ * types: their float32 accumulation is far finer than the final rounding,
+ * which hides the order almost always. */
+Test(core_reduce, ref_fill_makes_the_reduction_order_matter, .timeout = 30) {
+  uint64_t seed = dist_test_seed();
+  enum { N = 4096, RANKS = 5 };
+  static unsigned char bufs[RANKS][N * 16], fwd[N * 16], bwd[N * 16];
+  const dist_dtype fl[] = {DIST_FLOAT32, DIST_FLOAT64, DIST_COMPLEX64, DIST_COMPLEX128};
+  for (size_t d = 0; d < sizeof fl / sizeof fl[0]; d++)
+    for (int k = DIST_REDOP_SUM; k <= DIST_REDOP_PRODUCT; k++) {
+      const void *up[RANKS], *down[RANKS];
+      for (int r = 0; r < RANKS; r++) {
+        dist_test_fill(bufs[r], fl[d], N, seed, r, 0, 0);
+        up[r] = bufs[r];
+        down[RANKS - 1 - r] = bufs[r];
+      }
+      dist_test_ref_reduce(fl[d], op_of(k), fwd, up, RANKS, N, 1);
+      dist_test_ref_reduce(fl[d], op_of(k), bwd, down, RANKS, N, 1);
+      cr_assert_neq(dist_test_compare(fl[d], fwd, bwd, N, 0, NULL, 0), 0,
+                    "%s %s: the order changes nothing", dist_dtype_name(fl[d]), dist_redop_name(k));
+    }
+}
+
+Test(core_reduce, ref_compare_names_the_first_difference_and_both_values, .timeout = 10) {
+  float a[8] = {0, 1, 2, 3, 4, 5, 6, 7}, b[8];
+  char msg[256];
+  memcpy(b, a, sizeof a);
+  cr_assert_eq(dist_test_compare(DIST_FLOAT32, a, b, 8, 0, msg, sizeof msg), 0);
+  b[5] = 5.5f;
+  b[7] = -1.0f;
+  cr_assert_eq(dist_test_compare(DIST_FLOAT32, a, b, 8, 0, msg, sizeof msg), 1);
+  cr_assert(strstr(msg, "2 of 8 elements differ") && strstr(msg, "first at 5") &&
+                strstr(msg, "got 5 (0x40a00000)") && strstr(msg, "want 5.5 (0x40b00000)"),
+            "%s", msg);
+  /* Two NaNs with different payloads match only when asked. */
+  uint32_t n1 = 0x7fc00000u, n2 = 0xffc00001u;
+  cr_assert_eq(dist_test_compare(DIST_FLOAT32, &n1, &n2, 1, 0, NULL, 0), 1);
+  cr_assert_eq(dist_test_compare(DIST_FLOAT32, &n1, &n2, 1, DIST_TEST_CMP_ANY_NAN, NULL, 0), 0);
+  int64_t x = -7, y = 7;
+  cr_assert_eq(dist_test_compare(DIST_INT64, &x, &y, 1, 0, msg, sizeof msg), 1);
+  cr_assert(strstr(msg, "got -7, want 7"), "%s", msg);
+}
+
+Test(core_reduce, ref_special_fill_holds_nan_inf_and_zero, .timeout = 10) {
+  enum { N = 4096 };
+  static float v[N];
+  int nan = 0, inf = 0, zero = 0;
+  dist_test_fill(v, DIST_FLOAT32, N, 42, 1, 0, DIST_TEST_FILL_SPECIAL);
+  for (int i = 0; i < N; i++)
+    nan += isnan(v[i]), inf += isinf(v[i]), zero += v[i] == 0;
+  cr_assert(nan > 0 && inf > 0 && zero > 0, "nan %d inf %d zero %d", nan, inf, zero);
+  dist_test_fill(v, DIST_FLOAT32, N, 42, 1, 0, 0);
+  for (int i = 0; i < N; i++)
+    if (!isfinite(v[i]))
+      cr_assert_fail("plain fill gave %g at %d", v[i], i);
 }

@@ -328,6 +328,7 @@ static void run_plan(plan *pl, int world, int timeout_s) {
 /* Small slots so modest sizes take many pipelined steps, and a small
  * one-step limit so the two-phase all_reduce runs too. */
 static void small_geometry(void) {
+  setenv("DIST_SHM_STREAM_KB", "32", 1); /* streaming copies from 32 KiB of output */
   setenv("DIST_SHM_SLOT_KB", "16", 1);
   setenv("DIST_SHM_SMALL_BYTES", "256", 1);
   setenv("DIST_SHM_SPIN_US", "5", 1); /* 5 ranks share 2 cores: sleep early */
@@ -374,11 +375,13 @@ Test(core_shm, random_mix_with_small_slots_on_2_to_5_ranks, .timeout = 300) {
   }
 }
 
-/* Megabytes through the default slots: every large path pipelines. */
+/* Megabytes through the default slots: every large path pipelines, and
+ * copies out with streaming stores (forced on from 64 KiB). */
 Test(core_shm, large_messages_pipeline_through_many_steps, .timeout = 240) {
   unsetenv("DIST_SHM_SLOT_KB");
   unsetenv("DIST_SHM_SMALL_BYTES");
   setenv("DIST_SHM_SPIN_US", "5", 1);
+  setenv("DIST_SHM_STREAM_KB", "64", 1);
   plan *pl = new_plan();
   const dist_op_kind big[] = {DIST_OP_ALL_REDUCE, DIST_OP_BROADCAST, DIST_OP_ALL_GATHER_INTO_TENSOR,
                               DIST_OP_REDUCE_SCATTER_TENSOR, DIST_OP_ALL_TO_ALL_SINGLE,
@@ -414,5 +417,19 @@ Test(core_shm, a_large_group_of_17_ranks, .timeout = 300) {
   for (size_t k = 0; k < sizeof k17 / sizeof k17[0]; k++)
     add(pl, k17[k], DIST_FLOAT32, k == 6 ? 70000 : 3, 16, k);
   run_plan(pl, 17, 280);
+  free(pl);
+}
+
+Test(core_shm, a_group_of_64_ranks, .timeout = 300) {
+  setenv("DIST_SHM_SPIN_US", "2", 1);
+  setenv("DIST_SHM_YIELD_US", "20", 1);
+  unsetenv("DIST_SHM_SLOT_KB");
+  plan *pl = new_plan();
+  const dist_op_kind k64[] = {DIST_OP_BARRIER, DIST_OP_ALL_REDUCE, DIST_OP_ALL_TO_ALL_SINGLE,
+                              DIST_OP_REDUCE_SCATTER_TENSOR, DIST_OP_ALL_GATHER_INTO_TENSOR,
+                              DIST_OP_SCATTER, DIST_OP_ALL_REDUCE};
+  for (size_t k = 0; k < sizeof k64 / sizeof k64[0]; k++)
+    add(pl, k64[k], DIST_BFLOAT16, k == 6 ? 12000 : 5, 63, k); /* 24 KB: two-phase path */
+  run_plan(pl, 64, 280);
   free(pl);
 }

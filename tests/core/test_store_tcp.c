@@ -347,8 +347,12 @@ static pid_t spawn(void (*fn)(uint16_t port), int *port_fd, int *ready_fd) {
 
 static int child_ready_fd;
 
+/* In a forked child: no cr_assert (the runner would see a stranger). */
 static void half_frame_then_hang(uint16_t port) {
-  int fd = raw_connect(port, TOKEN);
+  int fd;
+  if (dist__net_connect("127.0.0.1", port, dist__deadline_ms(5000), &fd, NULL) != DIST_OK ||
+      dist__auth_connect(fd, TOKEN, "store", dist__deadline_ms(5000), NULL) != DIST_OK)
+    _exit(1);
   uint8_t h[STP_HDR];
   stp_hdr hdr = {STP_SET, 0, 0, 1, 1u << 20};
   dist__stp_hdr_encode(h, &hdr);

@@ -80,8 +80,7 @@ static int all_reduce_rank(const dist_test_ctx *ctx) {
       free(buf);
       free(want);
     }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_coll, all_reduce_every_dtype_and_op_on_1_to_5_ranks, .timeout = 600) {
@@ -123,8 +122,7 @@ static int reduce_rank(const dist_test_ctx *ctx) {
     free(buf);
     free(want);
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_coll, reduce_to_every_root_on_1_to_5_ranks, .timeout = 600) {
@@ -170,8 +168,7 @@ static int reduce_scatter_rank(const dist_test_ctx *ctx) {
     free(out);
     free(want);
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_coll, reduce_scatter_both_forms_on_1_to_5_ranks, .timeout = 600) {
@@ -207,8 +204,7 @@ static int broadcast_rank(const dist_test_ctx *ctx) {
     free(buf);
     free(want);
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_coll, broadcast_from_every_root_on_1_to_5_ranks, .timeout = 600) {
@@ -272,8 +268,7 @@ static int gathers_rank(const dist_test_ctx *ctx) {
     free(many);
     free(want);
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_coll, all_gather_gather_and_scatter_on_1_to_5_ranks, .timeout = 600) {
@@ -349,8 +344,7 @@ static int all_to_all_rank(const dist_test_ctx *ctx) {
     free(out);
     free(want);
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_coll, all_to_all_even_and_uneven_on_1_to_5_ranks, .timeout = 600) {
@@ -375,8 +369,7 @@ static int barrier_rank(const dist_test_ctx *ctx) {
           "barrier %d returned after %lld ms before rank %d arrived", k, (long long)waited,
           late);
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_coll, barrier_waits_for_the_last_rank_on_1_to_5_ranks, .timeout = 300) {
@@ -395,8 +388,7 @@ static int big_barrier_rank(const dist_test_ctx *ctx) {
     CHECK(ctx, ctx->rank == ctx->world - 1 || dist__now_ms() - t0 >= 150,
           "barrier returned early");
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_coll, dissemination_barrier_on_17_ranks, .timeout = 120) {

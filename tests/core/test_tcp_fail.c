@@ -63,7 +63,9 @@ static int killed_rank(const dist_test_ctx *ctx) {
     CHECK(ctx, rc == DIST_E_PEER_LOST && has(r.err.msg, "rank 2"), "then: %s: %s",
           dist_status_name(rc), r.err.msg);
     dist__tcp_destroy(r.t);
-    return 0;
+    dist_store_destroy(r.gstore);
+    dist_store_destroy(r.store);
+    return tt_leaks();
   }
   return FAIL(ctx, "the loop ended without noticing the dead rank");
 }
@@ -93,7 +95,9 @@ static int bystander_rank(const dist_test_ctx *ctx) {
         dist_status_name(rc), r.err.msg);
   CHECK(ctx, dist__now_ms() - t0 < 5000, "noticed late");
   dist__tcp_destroy(r.t);
-  return 0;
+  dist_store_destroy(r.gstore);
+  dist_store_destroy(r.store);
+  return tt_leaks();
 }
 
 Test(core_tcp_fail, ranks_not_talking_to_the_dead_rank_notice_it_too, .timeout = 60) {
@@ -130,8 +134,7 @@ static int late_rank(const dist_test_ctx *ctx) {
     CHECK(ctx, took >= 900 && took < 3000, "timed out after %lld ms", (long long)took);
     fprintf(stderr, "rank %d: %s\n", ctx->rank, r.err.msg);
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_fail, a_collective_times_out_naming_the_rank_that_never_came, .timeout = 60) {
@@ -181,8 +184,7 @@ static int abort_rank(const dist_test_ctx *ctx) {
           "%s: %s", dist_status_name(rc), r.err.msg);
     CHECK(ctx, dist__now_ms() - t0 < 5000, "learned late");
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_fail, abort_from_another_thread_wakes_the_waiter_and_tells_the_peer,
@@ -269,8 +271,7 @@ static int stranger_rank(const dist_test_ctx *ctx) {
     TT_OK(ctx, &r, tt_recv(&r, 0, 0, &v, sizeof v, NULL, NULL));
   if (ctx->rank == 0)
     CHECK(ctx, drops == 3, "%d dropped connections were logged, expected 3", (int)drops);
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_fail, garbage_wrong_tokens_and_strangers_are_dropped_and_the_mesh_forms,
@@ -296,7 +297,7 @@ static int fake_member(const dist_test_ctx *ctx, const tcp_hdr *frame, const cha
     dist_store_destroy(r.gstore);
     usleep(300 * 1000);
     dist_store_destroy(r.store);
-    return 0;
+    return tt_leaks();
   }
   TT_OK(ctx, &r, tt_group(ctx, &r, 2, "tcp-test", token, 20000));
   int fd;
@@ -359,8 +360,7 @@ static int count_mismatch_rank(const dist_test_ctx *ctx) {
   c = all_reduce_of(&t, 8);
   TT_OK(ctx, &r, tt_run(&r, &c));
   CHECK(ctx, v[0] == 3.0f, "then: %g", v[0]);
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_fail, all_reduce_counts_that_differ_fail_every_rank_with_sizes, .timeout = 60) {
@@ -391,8 +391,7 @@ static int split_mismatch_rank(const dist_test_ctx *ctx) {
   CHECK(ctx, has(r.err.msg, "ALL_TO_ALL_SINGLE #3") && has(r.err.msg, "rank "),
         "the message lacks a detail: %s", r.err.msg);
   fprintf(stderr, "rank %d: %s\n", ctx->rank, r.err.msg);
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_fail, all_to_all_single_splits_that_disagree_fail_both_ranks, .timeout = 60) {
@@ -414,8 +413,7 @@ static int bcast_mismatch_rank(const dist_test_ctx *ctx) {
                  has(r.err.msg, "64 bytes"),
         "the message lacks a detail: %s", r.err.msg);
   fprintf(stderr, "rank %d: %s\n", ctx->rank, r.err.msg);
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_fail, a_broadcast_size_mismatch_fails_the_root_too, .timeout = 60) {

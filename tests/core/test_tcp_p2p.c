@@ -4,6 +4,7 @@
  * messages both ways at once, and size mismatches failing both sides. */
 #include <criterion/criterion.h>
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "test_tcp_util.h"
@@ -42,8 +43,7 @@ static int tags_rank(const dist_test_ctx *ctx) {
         CHECK(ctx, v == want, "tag %d message %d: got %d, want %d", tag, k, v, want);
       }
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_p2p, tags_match_out_of_order_and_in_send_order_per_tag, .timeout = 60) {
@@ -69,8 +69,7 @@ static int any_rank(const dist_test_ctx *ctx) {
     int v = ctx->rank * 10;
     TT_OK(ctx, &r, tt_send(&r, 0, 7, &v, sizeof v, NULL));
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_p2p, any_source_receives_each_sender_once_and_names_it, .timeout = 60) {
@@ -107,8 +106,7 @@ static int both_ways_rank(const dist_test_ctx *ctx) {
     free(out);
     free(in);
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_p2p, large_messages_both_directions_at_once_do_not_deadlock, .timeout = 90) {
@@ -140,8 +138,7 @@ static int flood_rank(const dist_test_ctx *ctx) {
         CHECK(ctx, (unsigned char)bufs[i][k] == (i & 0xff), "message %d byte %zu", i, k);
     }
   }
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_p2p, unexpected_messages_are_kept_until_received, .timeout = 60) {
@@ -194,8 +191,7 @@ static int mismatch(const dist_test_ctx *ctx, size_t sent, size_t want) {
   else
     TT_OK(ctx, &r, tt_recv(&r, 0, 1, &v, sizeof v, NULL, NULL));
   CHECK(ctx, v == 42, "after the mismatch: got %d", v);
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 static int send8_recv4(const dist_test_ctx *ctx) { return mismatch(ctx, 8, 4); }
@@ -226,8 +222,87 @@ static int v6_rank(const dist_test_ctx *ctx) {
   else
     TT_OK(ctx, &r, tt_recv(&r, 0, 0, &v, sizeof v, NULL, NULL));
   CHECK(ctx, v == 77, "got %d", v);
-  tt_fini(&r);
-  return 0;
+  return tt_fini(&r);
 }
 
 Test(core_tcp_p2p, the_mesh_works_over_ipv6, .timeout = 60) { run(2, v6_rank, 50); }
+
+/* --- several threads on one engine ------------------------------------------------- */
+
+typedef struct mt_ctx {
+  tt_rank *r;
+  _Atomic int done;
+  int coll_rc;
+  char coll_msg[512];
+} mt_ctx;
+
+/* Collectives on their own thread, as the backend runs async ones. */
+static void *coll_thread(void *arg) {
+  mt_ctx *m = arg;
+  dist__errbuf err;
+  int n = m->r->g.size;
+  for (int i = 0; i < 200 && m->coll_rc == DIST_OK; i++) {
+    float v[1000];
+    for (int k = 0; k < 1000; k++)
+      v[k] = (float)(m->r->g.rank + 1);
+    dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, i % 3 ? 1000 : 7);
+    dist_coll c = tt_coll(DIST_OP_ALL_REDUCE, (uint64_t)i + 1);
+    c.inputs = c.outputs = &t;
+    c.n_inputs = c.n_outputs = 1;
+    c.redop = DIST_SUM;
+    dist__err_clear(&err);
+    dist__cpu_op op = {&c, dist__now_ms() + 20000, &err, -1};
+    m->coll_rc = dist__tcp_run(m->r->t, &op);
+    if (m->coll_rc == DIST_OK && v[0] != (float)(n * (n + 1) / 2)) {
+      m->coll_rc = DIST_E_INTERNAL;
+      snprintf(err.msg, sizeof err.msg, "all_reduce %d: got %g", i, v[0]);
+    }
+    if (m->coll_rc != DIST_OK)
+      snprintf(m->coll_msg, sizeof m->coll_msg, "%s", err.msg);
+  }
+  return NULL;
+}
+
+/* The backend's progress thread: drives whenever nobody else does. */
+static void *progress_thread(void *arg) {
+  mt_ctx *m = arg;
+  while (!m->done)
+    dist__tcp_progress(m->r->t, 1);
+  return NULL;
+}
+
+static int threads_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 20000));
+  mt_ctx m = {&r, 0, DIST_OK, ""};
+  pthread_t tc, tp;
+  pthread_create(&tc, NULL, coll_thread, &m);
+  pthread_create(&tp, NULL, progress_thread, &m);
+  int peer = 1 - ctx->rank;
+  for (int i = 0; i < 300; i++) {
+    int v = i, w = -1;
+    dist__tcp_req *q[2];
+    TT_OK(ctx, &r, dist__tcp_irecv(r.t, peer, DIST_TCP_CTX_P2P, 5, &w, sizeof w, NULL, &q[0],
+                                   &r.err));
+    TT_OK(ctx, &r, dist__tcp_isend(r.t, peer, DIST_TCP_CTX_P2P, 5, &v, sizeof v, NULL, &q[1],
+                                   &r.err));
+    if (i % 2) { /* sometimes test until done instead of waiting */
+      while (!dist__tcp_test(r.t, q[0]) || !dist__tcp_test(r.t, q[1])) {
+      }
+    }
+    TT_OK(ctx, &r, dist__tcp_wait(r.t, q, 2, dist__now_ms() + 20000, &r.err));
+    dist__tcp_req_free(q[0]);
+    dist__tcp_req_free(q[1]);
+    CHECK(ctx, w == i, "exchange %d: got %d", i, w);
+  }
+  pthread_join(tc, NULL);
+  m.done = 1;
+  pthread_join(tp, NULL);
+  CHECK(ctx, m.coll_rc == DIST_OK, "collective thread: %s: %s", dist_status_name(m.coll_rc),
+        m.coll_msg);
+  return tt_fini(&r);
+}
+
+Test(core_tcp_p2p, threads_share_one_engine_p2p_collectives_and_progress, .timeout = 90) {
+  run(2, threads_rank, 80);
+}

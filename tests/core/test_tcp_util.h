@@ -11,6 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #include "cpu/tcp.h"
 #include "cpu/tcp_int.h"
 #include "mp.h"
@@ -85,9 +89,20 @@ static inline int tt_init(const dist_test_ctx *ctx, tt_rank *r, int64_t timeout_
   return tt_init_named(ctx, r, ctx->world, "tcp-test", getenv("DIST_TOKEN"), timeout_ms);
 }
 
+/* Ranks end with _exit(), which skips LeakSanitizer: check explicitly.
+ * Returns 1 when something leaked. */
+static inline int tt_leaks(void) {
+#if defined(__SANITIZE_ADDRESS__)
+  return __lsan_do_recoverable_leak_check() ? 1 : 0;
+#else
+  return 0;
+#endif
+}
+
 /* Everyone arrives before anyone destroys (so a late peer never sees a
- * departure in the middle of its last operation). */
-static inline void tt_fini(tt_rank *r) {
+ * departure in the middle of its last operation). Returns 1 when, under
+ * AddressSanitizer, something leaked. */
+static inline int tt_fini(tt_rank *r) {
   if (r->t && r->g.size > 1) {
     char key[32];
     int64_t n = 0;
@@ -105,6 +120,7 @@ static inline void tt_fini(tt_rank *r) {
   if (r->g.rank == 0 && r->g.size > 1)
     usleep(100 * 1000);
   dist_store_destroy(r->store);
+  return tt_leaks();
 }
 
 /* Runs collective c on the engine with the group's timeout. */

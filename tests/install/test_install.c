@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char prefix[256], work[256];
+static char prefix[512], work[256];
 
 /* Runs a shell command; returns its output (static) and asserts success. */
 static const char *sh(const char *fmt, ...) {

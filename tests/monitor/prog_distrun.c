@@ -53,7 +53,7 @@ static void on_term(int sig) {
   _exit(0);
 }
 
-static int wait_forever(void) {
+static _Noreturn void wait_forever(void) {
   printf("ready pid=%d\n", (int)getpid());
   fflush(stdout);
   for (;;)
@@ -62,7 +62,7 @@ static int wait_forever(void) {
 
 static int mode_wait(void) {
   signal(SIGTERM, on_term);
-  return wait_forever();
+  wait_forever();
 }
 
 static int rendezvous(dist__rdzv *r) {
@@ -95,12 +95,15 @@ static int mode_exit(int who, int code) {
 }
 
 static int mode_watch(int who, int code) {
+  /* Before the rendezvous: rank `who` may die (and distrun send SIGTERM)
+   * as soon as the rendezvous ends. */
+  if (rank_env() != who)
+    signal(SIGTERM, SIG_IGN);
   dist__rdzv r;
   if (rendezvous(&r) != DIST_OK)
     return 1;
   if (r.rank == who)
     _exit(code); /* no goodbye: as if it crashed */
-  signal(SIGTERM, SIG_IGN);
   void *v = NULL;
   size_t n = 0;
   dist_store_set_timeout(r.store, 20000);

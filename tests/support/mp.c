@@ -194,6 +194,10 @@ int dist_test_init_pg(const dist_test_ctx *ctx, const char *backend) {
 }
 
 void dist_test_finish(void) {
+  /* Rank 0 hosts the store: nobody leaves while others may still use it
+   * (a broken group fails this at once, which is fine). */
+  if (dist_is_initialized())
+    dist_barrier(NULL, NULL);
   dist_destroy_process_group(NULL);
   dist_store_destroy(test_store);
   test_store = NULL;

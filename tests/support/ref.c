@@ -65,36 +65,38 @@ static uint64_t float_bits(uint64_t r, uint64_t r2, int exp_bits, int mant_bits,
   return sign | (ebits << mant_bits) | mant;
 }
 
+/* Stores the low `size` bytes' worth of v as an element of that size. */
+static void put(void *out, uint64_t v, size_t size) {
+  uint8_t b = (uint8_t)v;
+  uint16_t h = (uint16_t)v;
+  uint32_t w = (uint32_t)v;
+  memcpy(out, size == 1 ? (void *)&b : size == 2 ? (void *)&h : size == 4 ? (void *)&w : &v, size);
+}
+
 void dist_test_value(dist_dtype dt, uint64_t seed, int rank, size_t idx, unsigned flags,
                      void *out) {
   uint64_t r = draw(seed, rank, idx, 1), r2 = draw(seed, rank, idx, 2);
-  uint64_t r3 = draw(seed, rank, idx, 3), r4 = draw(seed, rank, idx, 4);
   bool sp = flags & DIST_TEST_FILL_SPECIAL;
-  /* Integers: half small values (products stay meaningful), half any bits. */
-  int64_t iv = (r & 1) ? (int64_t)((r >> 8) % 21) - 10 : (int64_t)r2;
+  char *o = out;
   switch (dt) {
-  case DIST_FLOAT16: { uint16_t v = (uint16_t)float_bits(r, r2, 5, 10, 14, sp); memcpy(out, &v, 2); break; }
-  case DIST_BFLOAT16: { uint16_t v = (uint16_t)float_bits(r, r2, 8, 7, 40, sp); memcpy(out, &v, 2); break; }
-  case DIST_FLOAT32: { uint32_t v = (uint32_t)float_bits(r, r2, 8, 23, 30, sp); memcpy(out, &v, 4); break; }
-  case DIST_FLOAT64: { uint64_t v = float_bits(r, r2, 11, 52, 60, sp); memcpy(out, &v, 8); break; }
-  case DIST_INT8: { int8_t v = (int8_t)iv; memcpy(out, &v, 1); break; }
-  case DIST_UINT8: { uint8_t v = (r & 1) ? (uint8_t)((r >> 8) % 11) : (uint8_t)r2; memcpy(out, &v, 1); break; }
-  case DIST_INT16: { int16_t v = (int16_t)iv; memcpy(out, &v, 2); break; }
-  case DIST_INT32: { int32_t v = (int32_t)iv; memcpy(out, &v, 4); break; }
-  case DIST_INT64: memcpy(out, &iv, 8); break;
-  case DIST_BOOL: { uint8_t v = (uint8_t)((r >> 8) & 1); memcpy(out, &v, 1); break; }
-  case DIST_COMPLEX64: {
-    uint32_t v[2] = {(uint32_t)float_bits(r, r2, 8, 23, 30, sp),
-                     (uint32_t)float_bits(r3, r4, 8, 23, 30, sp)};
-    memcpy(out, v, 8);
-    break;
-  }
+  case DIST_FLOAT16: put(o, float_bits(r, r2, 5, 10, 14, sp), 2); break;
+  case DIST_BFLOAT16: put(o, float_bits(r, r2, 8, 7, 40, sp), 2); break;
+  case DIST_FLOAT32: put(o, float_bits(r, r2, 8, 23, 30, sp), 4); break;
+  case DIST_FLOAT64: put(o, float_bits(r, r2, 11, 52, 60, sp), 8); break;
+  case DIST_COMPLEX64:
   case DIST_COMPLEX128: {
-    uint64_t v[2] = {float_bits(r, r2, 11, 52, 60, sp), float_bits(r3, r4, 11, 52, 60, sp)};
-    memcpy(out, v, 16);
+    uint64_t r3 = draw(seed, rank, idx, 3), r4 = draw(seed, rank, idx, 4);
+    bool c64 = dt == DIST_COMPLEX64;
+    int eb = c64 ? 8 : 11, mb = c64 ? 23 : 52, far = c64 ? 30 : 60;
+    size_t h = c64 ? 4 : 8;
+    put(o, float_bits(r, r2, eb, mb, far, sp), h);
+    put(o + h, float_bits(r3, r4, eb, mb, far, sp), h);
     break;
   }
-  default:
+  case DIST_UINT8: put(o, (r & 1) ? (r >> 8) % 11 : r2, 1); break;
+  case DIST_BOOL: put(o, (r >> 8) & 1, 1); break;
+  default: /* signed integers: half small values (-10..10), half any bits */
+    put(o, (r & 1) ? (uint64_t)((int64_t)((r >> 8) % 21) - 10) : r2, dist_dtype_size(dt));
     break;
   }
 }
@@ -116,7 +118,7 @@ static uint32_t round_mag(double a, int mant_bits, int emin, int emax, uint32_t 
     return (uint32_t)nearbyint(ldexp(a, mant_bits - emin)); /* may carry into the min normal */
   int e;
   frexp(a, &e);
-  e -= 1; /* a in [2^e, 2^(e+1)) */
+  e -= 1;                                        /* a in [2^e, 2^(e+1)) */
   double q = nearbyint(ldexp(a, mant_bits - e)); /* in [2^m, 2^(m+1)] */
   if (q == ldexp(1.0, mant_bits + 1)) {
     q = ldexp(1.0, mant_bits);
@@ -178,19 +180,24 @@ static double muld(double a, double b) {
 }
 
 typedef struct racc {
-  float f, fi;   /* float16, bfloat16, float32, complex64 (fi: imaginary) */
-  double d, di;  /* float64, complex128 */
-  int64_t i;     /* integers (two's complement, truncated at the end), bool */
+  float f, fi;  /* float16, bfloat16, float32, complex64 (fi: imaginary) */
+  double d, di; /* float64, complex128 */
+  int64_t i;    /* integers (two's complement, truncated at the end), bool */
 } racc;
 
 static int64_t load_int(dist_dtype dt, const void *x) {
+  int8_t i8;
+  uint8_t u8;
+  int16_t i16;
+  int32_t i32;
+  int64_t i64;
   switch (dt) {
-  case DIST_INT8: { int8_t v; memcpy(&v, x, 1); return v; }
-  case DIST_UINT8: { uint8_t v; memcpy(&v, x, 1); return v; }
-  case DIST_INT16: { int16_t v; memcpy(&v, x, 2); return v; }
-  case DIST_INT32: { int32_t v; memcpy(&v, x, 4); return v; }
-  case DIST_INT64: { int64_t v; memcpy(&v, x, 8); return v; }
-  default: { uint8_t v; memcpy(&v, x, 1); return v != 0; } /* bool */
+  case DIST_INT8: memcpy(&i8, x, 1); return i8;
+  case DIST_UINT8: memcpy(&u8, x, 1); return u8;
+  case DIST_INT16: memcpy(&i16, x, 2); return i16;
+  case DIST_INT32: memcpy(&i32, x, 4); return i32;
+  case DIST_INT64: memcpy(&i64, x, 8); return i64;
+  default: memcpy(&u8, x, 1); return u8 != 0; /* bool */
   }
 }
 
@@ -202,12 +209,24 @@ static void load(dist_dtype dt, dist_redop op, racc *a, const void *x) {
   bool pm = op.kind == DIST_REDOP_PREMUL_SUM;
   memset(a, 0, sizeof *a);
   switch (dt) {
-  case DIST_FLOAT16: memcpy(&h, x, 2); a->f = dist_test_f16_to_f32(h); break;
-  case DIST_BFLOAT16: memcpy(&h, x, 2); a->f = dist_test_bf16_to_f32(h); break;
+  case DIST_FLOAT16:
+    memcpy(&h, x, 2);
+    a->f = dist_test_f16_to_f32(h);
+    break;
+  case DIST_BFLOAT16:
+    memcpy(&h, x, 2);
+    a->f = dist_test_bf16_to_f32(h);
+    break;
   case DIST_FLOAT32: memcpy(&a->f, x, 4); break;
-  case DIST_COMPLEX64: memcpy(&a->f, x, 4); memcpy(&a->fi, (const char *)x + 4, 4); break;
+  case DIST_COMPLEX64:
+    memcpy(&a->f, x, 4);
+    memcpy(&a->fi, (const char *)x + 4, 4);
+    break;
   case DIST_FLOAT64: memcpy(&a->d, x, 8); break;
-  case DIST_COMPLEX128: memcpy(&a->d, x, 8); memcpy(&a->di, (const char *)x + 8, 8); break;
+  case DIST_COMPLEX128:
+    memcpy(&a->d, x, 8);
+    memcpy(&a->di, (const char *)x + 8, 8);
+    break;
   default: a->i = load_int(dt, x); return;
   }
   if (pm) {
@@ -264,9 +283,12 @@ static void step_int(dist_dtype dt, dist_redop_kind k, racc *a, int64_t x) {
   uint64_t u = (uint64_t)a->i, v = (uint64_t)x;
   if (dt == DIST_BOOL) {
     bool p = a->i != 0, q = x != 0;
-    a->i = k == DIST_REDOP_BXOR                                                   ? p != q
-           : (k == DIST_REDOP_PRODUCT || k == DIST_REDOP_MIN || k == DIST_REDOP_BAND) ? p && q
-                                                                                   : p || q;
+    if (k == DIST_REDOP_BXOR)
+      a->i = p != q;
+    else if (k == DIST_REDOP_PRODUCT || k == DIST_REDOP_MIN || k == DIST_REDOP_BAND)
+      a->i = p && q;
+    else /* SUM, MAX, BOR */
+      a->i = p || q;
     return;
   }
   switch (k) {
@@ -296,22 +318,22 @@ static void store(dist_dtype dt, dist_redop op, void *out, racc *a, int div) {
     a->f = canf(a->f / (float)div), a->fi = canf(a->fi / (float)div);
     a->d = cand(a->d / (double)div), a->di = cand(a->di / (double)div);
   }
-  uint64_t u = (uint64_t)a->i;
   switch (dt) {
-  case DIST_FLOAT16: { /* a reduction's NaN is canonical, sign dropped */
-    uint16_t h = isnan(a->f) ? 0x7e00 : dist_test_f32_to_f16(a->f);
-    memcpy(out, &h, 2);
+  case DIST_FLOAT16: /* a reduction's NaN is canonical, sign dropped */
+    put(out, isnan(a->f) ? 0x7e00 : dist_test_f32_to_f16(a->f), 2);
     break;
-  }
-  case DIST_BFLOAT16: { uint16_t h = dist_test_f32_to_bf16(a->f); memcpy(out, &h, 2); break; }
+  case DIST_BFLOAT16: put(out, dist_test_f32_to_bf16(a->f), 2); break;
   case DIST_FLOAT32: memcpy(out, &a->f, 4); break;
-  case DIST_COMPLEX64: memcpy(out, &a->f, 4); memcpy((char *)out + 4, &a->fi, 4); break;
   case DIST_FLOAT64: memcpy(out, &a->d, 8); break;
-  case DIST_COMPLEX128: memcpy(out, &a->d, 8); memcpy((char *)out + 8, &a->di, 8); break;
-  case DIST_INT16: { uint16_t v = (uint16_t)u; memcpy(out, &v, 2); break; }
-  case DIST_INT32: { uint32_t v = (uint32_t)u; memcpy(out, &v, 4); break; }
-  case DIST_INT64: memcpy(out, &u, 8); break;
-  default: { uint8_t v = (uint8_t)u; memcpy(out, &v, 1); break; } /* int8, uint8, bool */
+  case DIST_COMPLEX64:
+    memcpy(out, &a->f, 4);
+    memcpy((char *)out + 4, &a->fi, 4);
+    break;
+  case DIST_COMPLEX128:
+    memcpy(out, &a->d, 8);
+    memcpy((char *)out + 8, &a->di, 8);
+    break;
+  default: put(out, (uint64_t)a->i, dist_dtype_size(dt)); break; /* integers, bool */
   }
 }
 
@@ -334,8 +356,8 @@ int dist_test_ref_reduce(dist_dtype dt, dist_redop op, void *out, const void *co
   return 0;
 }
 
-int dist_test_expected(dist_dtype dt, dist_redop op, void *out, size_t n, uint64_t seed,
-                       int nranks, size_t first, unsigned flags, int avg_divisor) {
+int dist_test_expected(dist_dtype dt, dist_redop op, void *out, size_t n, uint64_t seed, int nranks,
+                       size_t first, unsigned flags, int avg_divisor) {
   if (!supported(dt, op) || nranks < 1)
     return -1;
   size_t es = dist_dtype_size(dt);
@@ -384,12 +406,25 @@ static bool same(dist_dtype dt, const unsigned char *a, const unsigned char *b, 
 }
 
 char *dist_test_format(dist_dtype dt, const void *elem, char *buf, size_t len) {
-  union { uint8_t u8; int8_t i8; int16_t i16; uint16_t u16; int32_t i32; uint32_t u32;
-          int64_t i64; uint64_t u64; float f[2]; double d[2]; unsigned char raw[16]; } v;
+  union {
+    uint8_t u8;
+    int8_t i8;
+    int16_t i16;
+    uint16_t u16;
+    int32_t i32;
+    uint32_t u32;
+    int64_t i64;
+    uint64_t u64;
+    float f[2];
+    double d[2];
+    unsigned char raw[16];
+  } v;
   memcpy(v.raw, elem, dist_dtype_size(dt));
   switch (dt) {
   case DIST_FLOAT16: snprintf(buf, len, "%.6g (0x%04x)", dist_test_f16_to_f32(v.u16), v.u16); break;
-  case DIST_BFLOAT16: snprintf(buf, len, "%.6g (0x%04x)", dist_test_bf16_to_f32(v.u16), v.u16); break;
+  case DIST_BFLOAT16:
+    snprintf(buf, len, "%.6g (0x%04x)", dist_test_bf16_to_f32(v.u16), v.u16);
+    break;
   case DIST_FLOAT32: snprintf(buf, len, "%.9g (0x%08" PRIx32 ")", v.f[0], v.u32); break;
   case DIST_FLOAT64: snprintf(buf, len, "%.17g (0x%016" PRIx64 ")", v.d[0], v.u64); break;
   case DIST_INT8: snprintf(buf, len, "%d", v.i8); break;
@@ -405,8 +440,8 @@ char *dist_test_format(dist_dtype dt, const void *elem, char *buf, size_t len) {
   return buf;
 }
 
-int dist_test_compare(dist_dtype dt, const void *got, const void *want, size_t n,
-                      unsigned flags, char *msg, size_t msglen) {
+int dist_test_compare(dist_dtype dt, const void *got, const void *want, size_t n, unsigned flags,
+                      char *msg, size_t msglen) {
   size_t es = dist_dtype_size(dt), first = 0, ndiff = 0;
   const unsigned char *g = got, *w = want;
   if (es == 0) {

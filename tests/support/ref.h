@@ -13,9 +13,22 @@
  *     index and shows both values in the dtype's own terms.
  *
  * Float inputs are drawn so that sums and products are not all exact
- * (random mantissas, a spread of exponents with occasional far ones), which
- * makes a wrong reduction order visible; no NaN or inf unless
- * DIST_TEST_FILL_SPECIAL is asked for. */
+ * (random mantissas, a spread of exponents with occasional far ones, now
+ * and then a subnormal), which makes a wrong reduction order visible in
+ * float32, float64 and complex results (float16/bfloat16 accumulate in
+ * float32, far finer than their final rounding, so there the order almost
+ * never shows); no NaN or inf unless DIST_TEST_FILL_SPECIAL is asked for.
+ * Integers are half small values (-10..10), half arbitrary bit patterns;
+ * bool is 0 or 1.
+ *
+ * Typical use in group rank r of a collective test over g ranks:
+ *     dist_test_fill(buf, dt, n, seed, r, 0, 0);
+ *     ... dist_all_reduce(buf, op) ...
+ *     dist_test_expected(dt, op, want, n, seed, g, 0, 0, g);
+ *     if (dist_test_compare(dt, buf, want, n, 0, msg, sizeof msg))
+ *       return FAIL(ctx, "all_reduce %s: %s", dist_dtype_name(dt), msg);
+ * (reduce_scatter of g * n elements: rank r's n results are the expected
+ * elements from first = r * n.) */
 #ifndef DIST_TEST_REF_H
 #define DIST_TEST_REF_H
 
@@ -29,8 +42,7 @@
 
 /* Element idx of rank's input under seed, written to out (one element of
  * dt). */
-void dist_test_value(dist_dtype dt, uint64_t seed, int rank, size_t idx, unsigned flags,
-                     void *out);
+void dist_test_value(dist_dtype dt, uint64_t seed, int rank, size_t idx, unsigned flags, void *out);
 /* buf[i] = value(seed, rank, first + i) for i < n. */
 void dist_test_fill(void *buf, dist_dtype dt, size_t n, uint64_t seed, int rank, size_t first,
                     unsigned flags);
@@ -46,8 +58,8 @@ int dist_test_ref_reduce(dist_dtype dt, dist_redop op, void *out, const void *co
 /* The expected result of reducing ranks 0..nranks-1's dist_test_fill
  * inputs (seed, flags), elements first .. first + n - 1, without holding
  * nranks buffers. Returns 0 or -1 as dist_test_ref_reduce. */
-int dist_test_expected(dist_dtype dt, dist_redop op, void *out, size_t n, uint64_t seed,
-                       int nranks, size_t first, unsigned flags, int avg_divisor);
+int dist_test_expected(dist_dtype dt, dist_redop op, void *out, size_t n, uint64_t seed, int nranks,
+                       size_t first, unsigned flags, int avg_divisor);
 
 /* Compare flags. */
 #define DIST_TEST_CMP_ANY_NAN 1u /* two NaNs match whatever their payload */
@@ -57,8 +69,8 @@ int dist_test_expected(dist_dtype dt, dist_redop op, void *out, size_t n, uint64
  *   "float32[1000003]: 17 of 1000003 elements differ; first at 4242:
  *    got 1.50000012 (0x3fc00001), want 1.5 (0x3fc00000)"
  * msg may be NULL. */
-int dist_test_compare(dist_dtype dt, const void *got, const void *want, size_t n,
-                      unsigned flags, char *msg, size_t msglen);
+int dist_test_compare(dist_dtype dt, const void *got, const void *want, size_t n, unsigned flags,
+                      char *msg, size_t msglen);
 /* Formats one element of dt ("-2.5 (0xc020)", "(1.5, -2) (0x...)", "-7",
  * "true") into buf; returns buf. */
 char *dist_test_format(dist_dtype dt, const void *elem, char *buf, size_t len);

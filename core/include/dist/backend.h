@@ -163,8 +163,10 @@ typedef struct dist_backend_ops {
    * collective over the store: every member calls it). self is the group
    * being built, for dist_backend_set_error. */
   int (*init)(void *priv, const dist_backend_init_args *args, dist_pg *self);
-  /* Releases everything; joins the backend's threads. Pending work must
-   * have been completed (core aborts first). Caller thread. */
+  /* Releases everything; joins the backend's threads. Work still pending
+   * fails with DIST_E_ABORTED; with nothing pending, peers notice nothing
+   * (a rank that destroys a finished group does not abort the others).
+   * Caller thread. */
   void (*fini)(void *priv);
   /* Fails pending and later operations with DIST_E_ABORTED. Any thread;
    * must not block. */

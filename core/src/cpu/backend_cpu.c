@@ -160,6 +160,25 @@ static int fill_group(cpu_backend *b, const dist_backend_init_args *a, dist__err
   return parse_transport(&g->transport, err);
 }
 
+/* Nobody leaves init before every member has finished it (torch ends
+ * init_process_group with a store-based barrier): a rank that races ahead
+ * and exits would otherwise look like a lost peer to one still connecting. */
+static int init_barrier(dist__cpu_group *g, dist_store *st, int64_t deadline,
+                        dist__errbuf *err) {
+  int64_t n = 0;
+  if (dist_store_add(st, "cpu/ready", 1, &n) != DIST_OK)
+    return dist__err_set(err, DIST_E_STORE, "group %s: %s", g->name, dist_store_errmsg(st));
+  if (n == g->size && dist_store_set(st, "cpu/all_ready", "1", 1) != DIST_OK)
+    return dist__err_set(err, DIST_E_STORE, "group %s: %s", g->name, dist_store_errmsg(st));
+  const char *keys[1] = {"cpu/all_ready"};
+  int rc = dist_store_wait(st, keys, 1, dist__remaining_ms(deadline) + 1);
+  if (rc != DIST_OK)
+    return dist__err_set(err, rc == DIST_E_TIMEOUT ? DIST_E_TIMEOUT : DIST_E_STORE,
+                         "group %s: not every member finished joining within %lld ms: %s",
+                         g->name, (long long)g->timeout_ms, dist_store_errmsg(st));
+  return DIST_OK;
+}
+
 static int start_engines(cpu_backend *b, dist_store *st, dist__errbuf *err) {
   dist__cpu_group *g = &b->g;
   int64_t deadline = dist__deadline_ms(g->timeout_ms);
@@ -170,6 +189,7 @@ static int start_engines(cpu_backend *b, dist_store *st, dist__errbuf *err) {
                          g->name);
   if (g->same_host && g->transport != DIST_CPU_TRANSPORT_TCP)
     DIST_TRY(dist__shm_create(g, st, deadline, &b->shm, err));
+  DIST_TRY(init_barrier(g, st, deadline, err));
   DIST_LOG(INFO, PG, "group %s: rank %d of %d, collectives over %s", g->name, g->rank, g->size,
            b->shm ? "shared memory" : "tcp");
   return DIST_OK;
@@ -222,6 +242,13 @@ static void cpu_abort(void *priv, const char *reason) {
 
 static void cpu_fini(void *priv) {
   cpu_backend *b = priv;
+  /* Work still pending fails now rather than at its timeout; a group with
+   * nothing in flight goes quietly (its peers are told nothing). */
+  pthread_mutex_lock(&b->mu);
+  bool pending = b->q_len || b->p2p;
+  pthread_mutex_unlock(&b->mu);
+  if (pending)
+    cpu_abort(b, "the group was destroyed with operations pending");
   pthread_mutex_lock(&b->mu);
   b->stop = true;
   pthread_cond_broadcast(&b->cv);

@@ -2,13 +2,15 @@
  *
  * Each call checks its arguments, looks up the kernel entry for its
  * (dtype, op) once (reduce_kern.h) and runs it block by block:
- *   - same type: dst is the accumulator. Block i gets bin(s0, s1), then
- *     acc(s2) ... acc(s[n-1]), then AVG's in-place finish, while the block
- *     is still in L1; with two sources and nothing to finish the whole
- *     array is one block (the c = a + b loop).
+ *   - same type: dst is the accumulator. A block gets bin(s0, s1) (or
+ *     bin3(s0, s1, s2)), then acc2/acc for the remaining sources two at a
+ *     time, then AVG's in-place finish, while the block is still in L1;
+ *     when one kernel call does it all (two sources, nothing to finish:
+ *     the c = a + b loop) the whole array is one block.
  *   - half types: a float32 scratch block on the stack accumulates, then
  *     one rounding pass writes dst. Because a block of srcs[0] is read
- *     before the same block of dst is written, dst may be srcs[0].
+ *     before the same block of dst is written, dst may be srcs[0]. Two
+ *     sources go straight to dst in one pass (binfin, or accfin in place).
  * The step form runs the same kernels in the same order on the caller's
  * accumulator, which is why the two forms agree bit for bit.
  *
@@ -31,8 +33,7 @@ static int lookup(dist_dtype dt, dist_redop op, const dist__rk **out) {
   if ((unsigned)dt >= DIST_DTYPE_COUNT_)
     return dist__set_last_error(DIST_E_INVAL, "reduction of unknown dtype %d", (int)dt);
   if ((unsigned)op.kind >= DIST_REDOP_COUNT_)
-    return dist__set_last_error(DIST_E_INVAL, "reduction with unknown reduce op %d",
-                                (int)op.kind);
+    return dist__set_last_error(DIST_E_INVAL, "reduction with unknown reduce op %d", (int)op.kind);
   const dist__rk *k = (dt == DIST_FLOAT16 || dt == DIST_BFLOAT16)
                           ? &dist__reduce_half_table[dt == DIST_BFLOAT16][op.kind]
                           : &dist__reduce_same_table[dt][op.kind];
@@ -44,6 +45,11 @@ static int lookup(dist_dtype dt, dist_redop op, const dist__rk **out) {
   }
   *out = k;
   return DIST_OK;
+}
+
+/* Bytes per element of the inputs (no call into tensor.c on the hot path). */
+static inline size_t elem_size(const dist__rk *k) {
+  return k->half ? sizeof(uint16_t) : (size_t)k->usize * k->units;
 }
 
 static int check_avg(dist_dtype dt, dist_redop op, int avg_divisor) {
@@ -82,8 +88,7 @@ static int check_bufs(dist_dtype dt, void *dst, const void *const *srcs, int nsr
       return dist__set_last_error(DIST_E_INVAL, "reduction of %s: source %d is NULL",
                                   dist_dtype_name(dt), j);
     if ((j > 0 || srcs[j] != dst) && overlap(dst, len, srcs[j], len))
-      return dist__set_last_error(DIST_E_INVAL,
-                                  "reduction of %s: destination overlaps source %d%s",
+      return dist__set_last_error(DIST_E_INVAL, "reduction of %s: destination overlaps source %d%s",
                                   dist_dtype_name(dt), j, j ? "" : " without being it");
   }
   return DIST_OK;
@@ -132,13 +137,13 @@ static int run_start(const dist__rk *k, void *acc, const void *const *srcs, int 
   return 2;
 }
 
-static void run_same(const dist__rk *k, char *dst, const void *const *srcs, int nsrc,
-                     size_t units, const dist__rk_param *p) {
+static void run_same(const dist__rk *k, char *dst, const void *const *srcs, int nsrc, size_t units,
+                     const dist__rk_param *p) {
   size_t us = k->usize;
   bool in_place = dst == (const char *)srcs[0];
   /* One kernel call per block needs no blocking: c = a + b runs whole. */
-  bool one_pass = !k->fin_self && (in_place ? nsrc <= 2 && !k->first_self
-                                            : nsrc <= 2 || (nsrc == 3 && k->bin3));
+  bool one_pass = !k->fin_self &&
+                  (in_place ? nsrc <= 2 && !k->first_self : nsrc <= 2 || (nsrc == 3 && k->bin3));
   size_t blk = one_pass ? units : BLOCK_BYTES / us;
   for (size_t off = 0; off < units; off += blk) {
     size_t m = units - off < blk ? units - off : blk;
@@ -158,8 +163,15 @@ static void run_same(const dist__rk *k, char *dst, const void *const *srcs, int 
   }
 }
 
-static void run_half(const dist__rk *k, uint16_t *dst, const void *const *srcs, int nsrc,
-                     size_t n, const dist__rk_param *p) {
+static void run_half(const dist__rk *k, uint16_t *dst, const void *const *srcs, int nsrc, size_t n,
+                     const dist__rk_param *p) {
+  if (nsrc == 2) { /* straight to the result, no float32 array between */
+    if (dst == (const uint16_t *)srcs[0])
+      k->accfin(dst, srcs[1], n, p);
+    else
+      k->binfin(dst, srcs[0], srcs[1], n, p);
+    return;
+  }
   float tmp[HALF_BLOCK];
   for (size_t off = 0; off < n; off += HALF_BLOCK) {
     size_t m = n - off < HALF_BLOCK ? n - off : HALF_BLOCK;
@@ -181,13 +193,13 @@ static dist__rk_param params(dist_redop op, int avg_divisor) {
 
 /* --- the one-call form --------------------------------------------------- */
 
-int dist__reduce_multi(dist_dtype dt, dist_redop op, void *dst, const void *const *srcs,
-                       int nsrc, size_t n, int avg_divisor) {
+int dist__reduce_multi(dist_dtype dt, dist_redop op, void *dst, const void *const *srcs, int nsrc,
+                       size_t n, int avg_divisor) {
   const dist__rk *k = NULL;
   size_t len = 0;
   DIST_TRY(lookup(dt, op, &k));
   DIST_TRY(check_avg(dt, op, avg_divisor));
-  DIST_TRY(nbytes(dt, n, dist_dtype_size(dt), &len));
+  DIST_TRY(nbytes(dt, n, elem_size(k), &len));
   DIST_TRY(check_bufs(dt, dst, srcs, nsrc, len));
   if (n == 0)
     return DIST_OK;
@@ -211,10 +223,9 @@ size_t dist__reduce_acc_size(dist_dtype dt, size_t n) {
 static int step_prep(dist_dtype dt, dist_redop op, const void *acc, const void *x, size_t n,
                      const dist__rk **k, size_t *acc_len) {
   DIST_TRY(lookup(dt, op, k));
-  DIST_TRY(nbytes(dt, n, (*k)->half ? sizeof(float) : dist_dtype_size(dt), acc_len));
+  DIST_TRY(nbytes(dt, n, (*k)->half ? sizeof(float) : elem_size(*k), acc_len));
   if (n > 0 && (!acc || !x))
-    return dist__set_last_error(DIST_E_INVAL, "reduction of %s: NULL buffer",
-                                dist_dtype_name(dt));
+    return dist__set_last_error(DIST_E_INVAL, "reduction of %s: NULL buffer", dist_dtype_name(dt));
   return DIST_OK;
 }
 
@@ -225,7 +236,7 @@ int dist__reduce_begin(dist_dtype dt, dist_redop op, void *acc, const void *x0, 
   if (n == 0)
     return DIST_OK;
   /* Only a same-type accumulator may be the input itself. */
-  if ((k->half || acc != x0) && overlap(acc, len, x0, n * dist_dtype_size(dt)))
+  if ((k->half || acc != x0) && overlap(acc, len, x0, n * elem_size(k)))
     return dist__set_last_error(DIST_E_INVAL, "reduction of %s: accumulator overlaps input",
                                 dist_dtype_name(dt));
   dist__rk_param p = params(op, 1);
@@ -242,7 +253,7 @@ int dist__reduce_step(dist_dtype dt, dist_redop op, void *acc, const void *xi, s
   DIST_TRY(step_prep(dt, op, acc, xi, n, &k, &len));
   if (n == 0)
     return DIST_OK;
-  if (overlap(acc, len, xi, n * dist_dtype_size(dt)))
+  if (overlap(acc, len, xi, n * elem_size(k)))
     return dist__set_last_error(DIST_E_INVAL, "reduction of %s: accumulator overlaps input",
                                 dist_dtype_name(dt));
   dist__rk_param p = params(op, 1);
@@ -258,7 +269,7 @@ int dist__reduce_end(dist_dtype dt, dist_redop op, void *out, const void *acc, s
   DIST_TRY(check_avg(dt, op, avg_divisor));
   if (n == 0)
     return DIST_OK;
-  if ((k->half || out != acc) && overlap(out, n * dist_dtype_size(dt), acc, len))
+  if ((k->half || out != acc) && overlap(out, n * elem_size(k), acc, len))
     return dist__set_last_error(DIST_E_INVAL, "reduction of %s: output overlaps accumulator",
                                 dist_dtype_name(dt));
   dist__rk_param p = params(op, avg_divisor);

@@ -54,8 +54,8 @@
  * elements, in that order, then the AVG / PREMUL_SUM rules above. dst may be
  * srcs[0] (in place); it may not overlap any other source. avg_divisor is
  * read for AVG only. */
-int dist__reduce_multi(dist_dtype dt, dist_redop op, void *dst, const void *const *srcs,
-                       int nsrc, size_t n, int avg_divisor);
+int dist__reduce_multi(dist_dtype dt, dist_redop op, void *dst, const void *const *srcs, int nsrc,
+                       size_t n, int avg_divisor);
 
 /* The two-step form, for algorithms that receive inputs one at a time in
  * rank order:

@@ -82,26 +82,30 @@ static inline uint16_t bf16_out(float f) {
 /* --- conversions --------------------------------------------------------- */
 
 static inline void f16_to_f32_i(float *restrict d, const uint16_t *restrict s, size_t n) {
-  DIST_RK_UNROLL for (size_t i = 0; i < n; i++)
-    d[i] = f16_in(s[i]);
+  DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = f16_in(s[i]);
 }
 static inline void f32_to_f16_i(uint16_t *restrict d, const float *restrict s, size_t n) {
-  DIST_RK_UNROLL for (size_t i = 0; i < n; i++)
-    d[i] = f16_out(s[i]);
+  DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = f16_out(s[i]);
 }
 static inline void bf16_to_f32_i(float *restrict d, const uint16_t *restrict s, size_t n) {
-  DIST_RK_UNROLL for (size_t i = 0; i < n; i++)
-    d[i] = bf16_in(s[i]);
+  DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = bf16_in(s[i]);
 }
 static inline void f32_to_bf16_i(uint16_t *restrict d, const float *restrict s, size_t n) {
-  DIST_RK_UNROLL for (size_t i = 0; i < n; i++)
-    d[i] = bf16_out(s[i]);
+  DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = bf16_out(s[i]);
 }
 
-DIST_RK_CLONES void dist__f16_to_f32(float *dst, const uint16_t *src, size_t n) { f16_to_f32_i(dst, src, n); }
-DIST_RK_CLONES void dist__f32_to_f16(uint16_t *dst, const float *src, size_t n) { f32_to_f16_i(dst, src, n); }
-DIST_RK_CLONES void dist__bf16_to_f32(float *dst, const uint16_t *src, size_t n) { bf16_to_f32_i(dst, src, n); }
-DIST_RK_CLONES void dist__f32_to_bf16(uint16_t *dst, const float *src, size_t n) { f32_to_bf16_i(dst, src, n); }
+DIST_RK_CLONES void dist__f16_to_f32(float *dst, const uint16_t *src, size_t n) {
+  f16_to_f32_i(dst, src, n);
+}
+DIST_RK_CLONES void dist__f32_to_f16(uint16_t *dst, const float *src, size_t n) {
+  f32_to_f16_i(dst, src, n);
+}
+DIST_RK_CLONES void dist__bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
+  bf16_to_f32_i(dst, src, n);
+}
+DIST_RK_CLONES void dist__f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
+  f32_to_bf16_i(dst, src, n);
+}
 
 /* --- kernels ------------------------------------------------------------- */
 
@@ -115,118 +119,154 @@ DIST_RK_CLONES void dist__f32_to_bf16(uint16_t *dst, const float *src, size_t n)
  * scalar as float32 (declared in every body, used by H_SCALE only). */
 #define H_ID(x) (x)
 #define H_SCALE(x) (s * (x))
-#define S_DECL            \
-  const float s = (float)p->scalar; \
+#define S_DECL                                                                                     \
+  const float s = (float)p->scalar;                                                                \
   (void)s;
 
 typedef uint16_t hv; /* a float16 or bfloat16 value's bits */
 
 /* name##_bin, _acc, _bin3 and _acc2 for one (half type, op): the float32
  * accumulator d, half inputs converted by IN as they are read. */
-#define H_GEN_OP(name, IN, PRE, OP)                                                            \
-  static inline void name##_bin_i(float *restrict d, const hv *restrict a,                    \
-                                  const hv *restrict b, size_t n, const dist__rk_param *p) {  \
-    S_DECL                                                                                     \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OP(PRE(IN(a[i])), PRE(IN(b[i])));     \
-  }                                                                                            \
-  DIST_RK_CLONES static void name##_bin(void *d, const void *a, const void *b, size_t n,       \
-                                        const dist__rk_param *p) {                             \
-    name##_bin_i(d, a, b, n, p);                                                               \
-  }                                                                                            \
-  static inline void name##_acc_i(float *restrict d, const hv *restrict b, size_t n,           \
-                                  const dist__rk_param *p) {                                   \
-    S_DECL                                                                                     \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OP(d[i], PRE(IN(b[i])));              \
-  }                                                                                            \
-  DIST_RK_CLONES static void name##_acc(void *d, const void *b, size_t n,                      \
-                                        const dist__rk_param *p) {                             \
-    name##_acc_i(d, b, n, p);                                                                  \
-  }                                                                                            \
-  static inline void name##_bin3_i(float *restrict d, const hv *restrict a,                   \
-                                   const hv *restrict b, const hv *restrict c, size_t n,       \
-                                   const dist__rk_param *p) {                                  \
-    S_DECL                                                                                     \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                            \
-      float t = OP(PRE(IN(a[i])), PRE(IN(b[i])));                                              \
-      d[i] = OP(t, PRE(IN(c[i])));                                                             \
-    }                                                                                          \
-  }                                                                                            \
-  DIST_RK_CLONES static void name##_bin3(void *d, const void *a, const void *b,                \
-                                         const void *c, size_t n, const dist__rk_param *p) {   \
-    name##_bin3_i(d, a, b, c, n, p);                                                           \
-  }                                                                                            \
-  static inline void name##_acc2_i(float *restrict d, const hv *restrict x,                   \
-                                   const hv *restrict y, size_t n, const dist__rk_param *p) {  \
-    S_DECL                                                                                     \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                            \
-      float t = OP(d[i], PRE(IN(x[i])));                                                       \
-      d[i] = OP(t, PRE(IN(y[i])));                                                             \
-    }                                                                                          \
-  }                                                                                            \
-  DIST_RK_CLONES static void name##_acc2(void *d, const void *x, const void *y, size_t n,      \
-                                         const dist__rk_param *p) {                            \
-    name##_acc2_i(d, x, y, n, p);                                                              \
+#define H_GEN_OP(name, IN, PRE, OP)                                                                \
+  static inline void name##_bin_i(float *restrict d, const hv *restrict a, const hv *restrict b,   \
+                                  size_t n, const dist__rk_param *p) {                             \
+    S_DECL                                                                                         \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OP(PRE(IN(a[i])), PRE(IN(b[i])));         \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_bin(void *d, const void *a, const void *b, size_t n,           \
+                                        const dist__rk_param *p) {                                 \
+    name##_bin_i(d, a, b, n, p);                                                                   \
+  }                                                                                                \
+  static inline void name##_acc_i(float *restrict d, const hv *restrict b, size_t n,               \
+                                  const dist__rk_param *p) {                                       \
+    S_DECL                                                                                         \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OP(d[i], PRE(IN(b[i])));                  \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_acc(void *d, const void *b, size_t n,                          \
+                                        const dist__rk_param *p) {                                 \
+    name##_acc_i(d, b, n, p);                                                                      \
+  }                                                                                                \
+  static inline void name##_bin3_i(float *restrict d, const hv *restrict a, const hv *restrict b,  \
+                                   const hv *restrict c, size_t n, const dist__rk_param *p) {      \
+    S_DECL                                                                                         \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                                \
+      float t = OP(PRE(IN(a[i])), PRE(IN(b[i])));                                                  \
+      d[i] = OP(t, PRE(IN(c[i])));                                                                 \
+    }                                                                                              \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_bin3(void *d, const void *a, const void *b, const void *c,     \
+                                         size_t n, const dist__rk_param *p) {                      \
+    name##_bin3_i(d, a, b, c, n, p);                                                               \
+  }                                                                                                \
+  static inline void name##_acc2_i(float *restrict d, const hv *restrict x, const hv *restrict y,  \
+                                   size_t n, const dist__rk_param *p) {                            \
+    S_DECL                                                                                         \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                                \
+      float t = OP(d[i], PRE(IN(x[i])));                                                           \
+      d[i] = OP(t, PRE(IN(y[i])));                                                                 \
+    }                                                                                              \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_acc2(void *d, const void *x, const void *y, size_t n,          \
+                                         const dist__rk_param *p) {                                \
+    name##_acc2_i(d, x, y, n, p);                                                                  \
+  }
+
+/* Two inputs straight to the half result, with no float32 array between:
+ * name##_binfin is d = OUT(POST(pre(a) op pre(b))), name##_accfin the same
+ * in place (d is a). For the common two-source call. */
+#define H_DIV(x) ((x) / div)
+#define H_GEN_BINFIN(name, IN, PRE, OP, OUT, POST)                                                 \
+  static inline void name##_binfin_i(hv *restrict d, const hv *restrict a, const hv *restrict b,   \
+                                     size_t n, const dist__rk_param *p) {                          \
+    S_DECL                                                                                         \
+    const float div = (float)p->divisor;                                                           \
+    (void)div;                                                                                     \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] =                                           \
+        OUT(POST(OP(PRE(IN(a[i])), PRE(IN(b[i])))));                                               \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_binfin(void *d, const void *a, const void *b, size_t n,        \
+                                           const dist__rk_param *p) {                              \
+    name##_binfin_i(d, a, b, n, p);                                                                \
+  }                                                                                                \
+  static inline void name##_accfin_i(hv *restrict d, const hv *restrict b, size_t n,               \
+                                     const dist__rk_param *p) {                                    \
+    S_DECL                                                                                         \
+    const float div = (float)p->divisor;                                                           \
+    (void)div;                                                                                     \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] =                                           \
+        OUT(POST(OP(PRE(IN(d[i])), PRE(IN(b[i])))));                                               \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_accfin(void *d, const void *b, size_t n,                       \
+                                           const dist__rk_param *p) {                              \
+    name##_accfin_i(d, b, n, p);                                                                   \
   }
 
 /* first (acc = pre(x0)), its PREMUL_SUM form, fin (round) and AVG's fin
  * (divide, round) for one half type. */
-#define H_GEN_TYPE(t, IN, OUT)                                                                 \
-  static inline void t##_first_i(float *restrict d, const hv *restrict a, size_t n,          \
-                                 const dist__rk_param *p) {                                   \
-    S_DECL                                                                                     \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = IN(a[i]);                             \
-  }                                                                                            \
-  DIST_RK_CLONES static void t##_first(void *d, const void *a, size_t n,                       \
-                                       const dist__rk_param *p) {                              \
-    t##_first_i(d, a, n, p);                                                                   \
-  }                                                                                            \
-  static inline void t##_sfirst_i(float *restrict d, const hv *restrict a, size_t n,         \
-                                  const dist__rk_param *p) {                                  \
-    S_DECL                                                                                     \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = s * IN(a[i]);                         \
-  }                                                                                            \
-  DIST_RK_CLONES static void t##_sfirst(void *d, const void *a, size_t n,                      \
-                                        const dist__rk_param *p) {                             \
-    t##_sfirst_i(d, a, n, p);                                                                  \
-  }                                                                                            \
-  static inline void t##_fin_i(hv *restrict d, const float *restrict a, size_t n) {            \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OUT(a[i]);                            \
-  }                                                                                            \
-  DIST_RK_CLONES static void t##_fin(void *d, const void *a, size_t n,                         \
-                                     const dist__rk_param *p) {                                \
-    (void)p;                                                                                   \
-    t##_fin_i(d, a, n);                                                                        \
-  }                                                                                            \
-  static inline void t##_avgfin_i(hv *restrict d, const float *restrict a, size_t n,           \
-                                  float div) {                                                 \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OUT(a[i] / div);                      \
-  }                                                                                            \
-  DIST_RK_CLONES static void t##_avgfin(void *d, const void *a, size_t n,                      \
-                                        const dist__rk_param *p) {                             \
-    t##_avgfin_i(d, a, n, (float)p->divisor);                                                  \
-  }                                                                                            \
-  H_GEN_OP(t##_sum, IN, H_ID, H_SUM)                                                           \
-  H_GEN_OP(t##_prod, IN, H_ID, H_PROD)                                                         \
-  H_GEN_OP(t##_min, IN, H_ID, H_MIN)                                                           \
-  H_GEN_OP(t##_max, IN, H_ID, H_MAX)                                                           \
-  H_GEN_OP(t##_pms, IN, H_SCALE, H_SUM)
+#define H_GEN_TYPE(t, IN, OUT)                                                                     \
+  static inline void t##_first_i(float *restrict d, const hv *restrict a, size_t n,                \
+                                 const dist__rk_param *p) {                                        \
+    S_DECL                                                                                         \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = IN(a[i]);                                 \
+  }                                                                                                \
+  DIST_RK_CLONES static void t##_first(void *d, const void *a, size_t n,                           \
+                                       const dist__rk_param *p) {                                  \
+    t##_first_i(d, a, n, p);                                                                       \
+  }                                                                                                \
+  static inline void t##_sfirst_i(float *restrict d, const hv *restrict a, size_t n,               \
+                                  const dist__rk_param *p) {                                       \
+    S_DECL                                                                                         \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = s * IN(a[i]);                             \
+  }                                                                                                \
+  DIST_RK_CLONES static void t##_sfirst(void *d, const void *a, size_t n,                          \
+                                        const dist__rk_param *p) {                                 \
+    t##_sfirst_i(d, a, n, p);                                                                      \
+  }                                                                                                \
+  static inline void t##_fin_i(hv *restrict d, const float *restrict a, size_t n) {                \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OUT(a[i]);                                \
+  }                                                                                                \
+  DIST_RK_CLONES static void t##_fin(void *d, const void *a, size_t n, const dist__rk_param *p) {  \
+    (void)p;                                                                                       \
+    t##_fin_i(d, a, n);                                                                            \
+  }                                                                                                \
+  static inline void t##_avgfin_i(hv *restrict d, const float *restrict a, size_t n, float div) {  \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OUT(a[i] / div);                          \
+  }                                                                                                \
+  DIST_RK_CLONES static void t##_avgfin(void *d, const void *a, size_t n,                          \
+                                        const dist__rk_param *p) {                                 \
+    t##_avgfin_i(d, a, n, (float)p->divisor);                                                      \
+  }                                                                                                \
+  H_GEN_OP(t##_sum, IN, H_ID, H_SUM)                                                               \
+  H_GEN_OP(t##_prod, IN, H_ID, H_PROD)                                                             \
+  H_GEN_OP(t##_min, IN, H_ID, H_MIN)                                                               \
+  H_GEN_OP(t##_max, IN, H_ID, H_MAX)                                                               \
+  H_GEN_OP(t##_pms, IN, H_SCALE, H_SUM)                                                            \
+  H_GEN_BINFIN(t##_sum, IN, H_ID, H_SUM, OUT, H_ID)                                                \
+  H_GEN_BINFIN(t##_prod, IN, H_ID, H_PROD, OUT, H_ID)                                              \
+  H_GEN_BINFIN(t##_min, IN, H_ID, H_MIN, OUT, H_ID)                                                \
+  H_GEN_BINFIN(t##_max, IN, H_ID, H_MAX, OUT, H_ID)                                                \
+  H_GEN_BINFIN(t##_avg, IN, H_ID, H_SUM, OUT, H_DIV)                                               \
+  H_GEN_BINFIN(t##_pms, IN, H_SCALE, H_SUM, OUT, H_ID)
 
 H_GEN_TYPE(f16, f16_in, f16_rout)
 H_GEN_TYPE(bf16, bf16_in, bf16_out)
 
-/* {bin, acc, bin3, acc2, first, first_self, fin_self, fin, half, units, usize} */
-#define H_ENTRY(t, op, first, fin)                                                         \
-  {t##_##op##_bin, t##_##op##_acc, t##_##op##_bin3, t##_##op##_acc2, t##_##first, NULL, NULL, \
-   t##_##fin, 1, 1, 2}
+/* ff names the binfin/accfin pair (AVG's divides). */
+#define H_ENTRY(t, op, first_, fin_, ff)                                                           \
+  {                                                                                                \
+    .bin = t##_##op##_bin, .acc = t##_##op##_acc, .bin3 = t##_##op##_bin3,                         \
+    .acc2 = t##_##op##_acc2, .first = t##_##first_, .fin = t##_##fin_,                             \
+    .binfin = t##_##ff##_binfin, .accfin = t##_##ff##_accfin, .half = 1, .units = 1, .usize = 2    \
+  }
 /* Bitwise ops have no entry. */
-#define H_TABLE(t)                                          \
-  {                                                         \
-    [DIST_REDOP_SUM] = H_ENTRY(t, sum, first, fin),         \
-    [DIST_REDOP_PRODUCT] = H_ENTRY(t, prod, first, fin),    \
-    [DIST_REDOP_MIN] = H_ENTRY(t, min, first, fin),         \
-    [DIST_REDOP_MAX] = H_ENTRY(t, max, first, fin),         \
-    [DIST_REDOP_AVG] = H_ENTRY(t, sum, first, avgfin),      \
-    [DIST_REDOP_PREMUL_SUM] = H_ENTRY(t, pms, sfirst, fin), \
+#define H_TABLE(t)                                                                                 \
+  {                                                                                                \
+    [DIST_REDOP_SUM] = H_ENTRY(t, sum, first, fin, sum),                                           \
+    [DIST_REDOP_PRODUCT] = H_ENTRY(t, prod, first, fin, prod),                                     \
+    [DIST_REDOP_MIN] = H_ENTRY(t, min, first, fin, min),                                           \
+    [DIST_REDOP_MAX] = H_ENTRY(t, max, first, fin, max),                                           \
+    [DIST_REDOP_AVG] = H_ENTRY(t, sum, first, avgfin, avg),                                        \
+    [DIST_REDOP_PREMUL_SUM] = H_ENTRY(t, pms, sfirst, fin, pms),                                   \
   }
 
 const dist__rk dist__reduce_half_table[2][DIST_REDOP_COUNT_] = {H_TABLE(f16), H_TABLE(bf16)};

@@ -14,8 +14,8 @@
  * arithmetic canonicalises NaN (DIST_RK_CANON) and MIN/MAX propagate NaN;
  * complex numbers reuse the real kernels over their 2n components except
  * PRODUCT. */
-#include "reduce.h"
 #include "reduce_kern.h"
+#include "reduce.h"
 
 /* Combining operations: acc first, new input second. vt is the element
  * type and wt the arithmetic type inside each generated function. */
@@ -39,104 +39,100 @@
 #define P_BOOL(x) ((vt)((x) != 0))
 
 /* The declarations every generated body opens with. */
-#define S_TYPES(T, W, DECL) \
-  typedef T vt;             \
-  typedef W wt;             \
-  (void)sizeof(vt);         \
-  (void)sizeof(wt);         \
+#define S_TYPES(T, W, DECL)                                                                        \
+  typedef T vt;                                                                                    \
+  typedef W wt;                                                                                    \
+  (void)sizeof(vt);                                                                                \
+  (void)sizeof(wt);                                                                                \
   DECL
 
 /* name##_bin, _acc, _bin3 and _acc2 for element type T, arithmetic W. */
-#define S_GEN_OP(name, T, W, PRE, OP, DECL)                                                 \
-  static inline void name##_bin_i(T *restrict d, const T *restrict a, const T *restrict b, \
-                                  size_t n, const dist__rk_param *p) {                      \
-    S_TYPES(T, W, DECL)                                                                     \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OP(PRE(a[i]), PRE(b[i]));          \
-  }                                                                                         \
-  DIST_RK_CLONES static void name##_bin(void *d, const void *a, const void *b, size_t n,    \
-                                        const dist__rk_param *p) {                          \
-    name##_bin_i(d, a, b, n, p);                                                            \
-  }                                                                                         \
-  static inline void name##_acc_i(T *restrict d, const T *restrict b, size_t n,             \
-                                  const dist__rk_param *p) {                                \
-    S_TYPES(T, W, DECL)                                                                     \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OP(d[i], PRE(b[i]));               \
-  }                                                                                         \
-  DIST_RK_CLONES static void name##_acc(void *d, const void *b, size_t n,                   \
-                                        const dist__rk_param *p) {                          \
-    name##_acc_i(d, b, n, p);                                                               \
-  }                                                                                         \
-  static inline void name##_bin3_i(T *restrict d, const T *restrict a, const T *restrict b, \
-                                   const T *restrict c, size_t n,                           \
-                                   const dist__rk_param *p) {                               \
-    S_TYPES(T, W, DECL)                                                                     \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                         \
-      vt t = OP(PRE(a[i]), PRE(b[i]));                                                      \
-      d[i] = OP(t, PRE(c[i]));                                                              \
-    }                                                                                       \
-  }                                                                                         \
-  DIST_RK_CLONES static void name##_bin3(void *d, const void *a, const void *b,             \
-                                         const void *c, size_t n, const dist__rk_param *p) { \
-    name##_bin3_i(d, a, b, c, n, p);                                                        \
-  }                                                                                         \
-  static inline void name##_acc2_i(T *restrict d, const T *restrict x, const T *restrict y, \
-                                   size_t n, const dist__rk_param *p) {                     \
-    S_TYPES(T, W, DECL)                                                                     \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                         \
-      vt t = OP(d[i], PRE(x[i]));                                                           \
-      d[i] = OP(t, PRE(y[i]));                                                              \
-    }                                                                                       \
-  }                                                                                         \
-  DIST_RK_CLONES static void name##_acc2(void *d, const void *x, const void *y, size_t n,   \
-                                         const dist__rk_param *p) {                         \
-    name##_acc2_i(d, x, y, n, p);                                                           \
+#define S_GEN_OP(name, T, W, PRE, OP, DECL)                                                        \
+  static inline void name##_bin_i(T *restrict d, const T *restrict a, const T *restrict b,         \
+                                  size_t n, const dist__rk_param *p) {                             \
+    S_TYPES(T, W, DECL)                                                                            \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OP(PRE(a[i]), PRE(b[i]));                 \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_bin(void *d, const void *a, const void *b, size_t n,           \
+                                        const dist__rk_param *p) {                                 \
+    name##_bin_i(d, a, b, n, p);                                                                   \
+  }                                                                                                \
+  static inline void name##_acc_i(T *restrict d, const T *restrict b, size_t n,                    \
+                                  const dist__rk_param *p) {                                       \
+    S_TYPES(T, W, DECL)                                                                            \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) d[i] = OP(d[i], PRE(b[i]));                      \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_acc(void *d, const void *b, size_t n,                          \
+                                        const dist__rk_param *p) {                                 \
+    name##_acc_i(d, b, n, p);                                                                      \
+  }                                                                                                \
+  static inline void name##_bin3_i(T *restrict d, const T *restrict a, const T *restrict b,        \
+                                   const T *restrict c, size_t n, const dist__rk_param *p) {       \
+    S_TYPES(T, W, DECL)                                                                            \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                                \
+      vt t = OP(PRE(a[i]), PRE(b[i]));                                                             \
+      d[i] = OP(t, PRE(c[i]));                                                                     \
+    }                                                                                              \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_bin3(void *d, const void *a, const void *b, const void *c,     \
+                                         size_t n, const dist__rk_param *p) {                      \
+    name##_bin3_i(d, a, b, c, n, p);                                                               \
+  }                                                                                                \
+  static inline void name##_acc2_i(T *restrict d, const T *restrict x, const T *restrict y,        \
+                                   size_t n, const dist__rk_param *p) {                            \
+    S_TYPES(T, W, DECL)                                                                            \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                                \
+      vt t = OP(d[i], PRE(x[i]));                                                                  \
+      d[i] = OP(t, PRE(y[i]));                                                                     \
+    }                                                                                              \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_acc2(void *d, const void *x, const void *y, size_t n,          \
+                                         const dist__rk_param *p) {                                \
+    name##_acc2_i(d, x, y, n, p);                                                                  \
   }
 
 /* A one-pointer or two-pointer map kernel: name(d, [a,] n, p) runs BODY
  * for each i with the typed d (and a) in scope. */
-#define S_GEN_MAP(name, T, BODY)                                                            \
-  static inline void name##_i(T *restrict d, const T *restrict a, size_t n,                 \
-                              const dist__rk_param *p) {                                    \
-    typedef T vt;                                                                           \
-    (void)sizeof(vt);                                                                       \
-    (void)p;                                                                                \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) BODY;                                     \
-  }                                                                                         \
-  DIST_RK_CLONES static void name(void *d, const void *a, size_t n,                         \
-                                  const dist__rk_param *p) {                                \
-    name##_i(d, a, n, p);                                                                   \
+#define S_GEN_MAP(name, T, BODY)                                                                   \
+  static inline void name##_i(T *restrict d, const T *restrict a, size_t n,                        \
+                              const dist__rk_param *p) {                                           \
+    typedef T vt;                                                                                  \
+    (void)sizeof(vt);                                                                              \
+    (void)p;                                                                                       \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) BODY;                                            \
+  }                                                                                                \
+  DIST_RK_CLONES static void name(void *d, const void *a, size_t n, const dist__rk_param *p) {     \
+    name##_i(d, a, n, p);                                                                          \
   }
-#define S_GEN_SELF(name, T, BODY)                                                           \
-  static inline void name##_i(T *restrict d, size_t n, const dist__rk_param *p) {           \
-    typedef T vt;                                                                           \
-    (void)sizeof(vt);                                                                       \
-    (void)p;                                                                                \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) BODY;                                     \
-  }                                                                                         \
-  DIST_RK_CLONES static void name(void *d, size_t n, const dist__rk_param *p) {             \
-    name##_i(d, n, p);                                                                      \
-  }
+#define S_GEN_SELF(name, T, BODY)                                                                  \
+  static inline void name##_i(T *restrict d, size_t n, const dist__rk_param *p) {                  \
+    typedef T vt;                                                                                  \
+    (void)sizeof(vt);                                                                              \
+    (void)p;                                                                                       \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) BODY;                                            \
+  }                                                                                                \
+  DIST_RK_CLONES static void name(void *d, size_t n, const dist__rk_param *p) { name##_i(d, n, p); }
 
 /* Floating types: the five combining ops, PREMUL_SUM's first and in-place
  * first (scale), and AVG's in-place finish (divide). The scalar and the
  * divisor convert once per call, outside the loops. */
-#define S_GEN_FLOAT(t, T)                                                        \
-  S_GEN_OP(t##_sum, T, T, P_ID, O_ADD, D_NONE)                                   \
-  S_GEN_OP(t##_prod, T, T, P_ID, O_MUL, D_NONE)                                  \
-  S_GEN_OP(t##_min, T, T, P_ID, O_FMIN, D_NONE)                                  \
-  S_GEN_OP(t##_max, T, T, P_ID, O_FMAX, D_NONE)                                  \
-  S_GEN_OP(t##_pms, T, T, P_SCALE, O_ADD, D_SCALE)                               \
-  S_GEN_MAP(t##_scale, T, d[i] = DIST_RK_CANON((vt)p->scalar * a[i]))            \
-  S_GEN_SELF(t##_scale_self, T, d[i] = DIST_RK_CANON((vt)p->scalar * d[i]))      \
+#define S_GEN_FLOAT(t, T)                                                                          \
+  S_GEN_OP(t##_sum, T, T, P_ID, O_ADD, D_NONE)                                                     \
+  S_GEN_OP(t##_prod, T, T, P_ID, O_MUL, D_NONE)                                                    \
+  S_GEN_OP(t##_min, T, T, P_ID, O_FMIN, D_NONE)                                                    \
+  S_GEN_OP(t##_max, T, T, P_ID, O_FMAX, D_NONE)                                                    \
+  S_GEN_OP(t##_pms, T, T, P_SCALE, O_ADD, D_SCALE)                                                 \
+  S_GEN_MAP(t##_scale, T, d[i] = DIST_RK_CANON((vt)p->scalar * a[i]))                              \
+  S_GEN_SELF(t##_scale_self, T, d[i] = DIST_RK_CANON((vt)p->scalar * d[i]))                        \
   S_GEN_SELF(t##_div_self, T, d[i] = DIST_RK_CANON(d[i] / (vt)p->divisor))
 
-#define S_GEN_INT(t, T, W)                        \
-  S_GEN_OP(t##_sum, T, W, P_ID, O_IADD, D_NONE)   \
-  S_GEN_OP(t##_prod, T, W, P_ID, O_IMUL, D_NONE)  \
-  S_GEN_OP(t##_min, T, W, P_ID, O_IMIN, D_NONE)   \
-  S_GEN_OP(t##_max, T, W, P_ID, O_IMAX, D_NONE)   \
-  S_GEN_OP(t##_band, T, W, P_ID, O_AND, D_NONE)   \
-  S_GEN_OP(t##_bor, T, W, P_ID, O_OR, D_NONE)     \
+#define S_GEN_INT(t, T, W)                                                                         \
+  S_GEN_OP(t##_sum, T, W, P_ID, O_IADD, D_NONE)                                                    \
+  S_GEN_OP(t##_prod, T, W, P_ID, O_IMUL, D_NONE)                                                   \
+  S_GEN_OP(t##_min, T, W, P_ID, O_IMIN, D_NONE)                                                    \
+  S_GEN_OP(t##_max, T, W, P_ID, O_IMAX, D_NONE)                                                    \
+  S_GEN_OP(t##_band, T, W, P_ID, O_AND, D_NONE)                                                    \
+  S_GEN_OP(t##_bor, T, W, P_ID, O_OR, D_NONE)                                                      \
   S_GEN_OP(t##_bxor, T, W, P_ID, O_XOR, D_NONE)
 
 S_GEN_FLOAT(f32, float)
@@ -155,77 +151,91 @@ S_GEN_SELF(b8_first_self, uint8_t, d[i] = d[i] != 0)
 
 /* Complex PRODUCT over interleaved (re, im) pairs; n counts elements. The
  * plain formula, as torch's c10::complex (no C99 Annex G inf recovery).
- * Rare enough to do without bin3/acc2. */
-#define C_MUL(d, ar, ai, br, bi)                        \
-  do {                                                  \
-    d[2 * i] = DIST_RK_CANON(ar * br - ai * bi);        \
-    d[2 * i + 1] = DIST_RK_CANON(ar * bi + ai * br);    \
+ * GCC 12's vectoriser turns this very pattern into vfmaddsub when FMA is
+ * available (-march=native), whatever -ffp-contract says, which would round
+ * differently from a build without FMA; an empty asm makes each product
+ * opaque, which keeps the loop scalar. PRODUCT of complex numbers is rare
+ * enough for that, and for doing without bin3/acc2. */
+#if defined(__x86_64__) || defined(__i386__)
+#define C_OPAQUE(x) __asm__("" : "+x"(x))
+#else
+#define C_OPAQUE(x) __asm__("" : "+m"(x))
+#endif
+#define C_MUL(d, ar, ai, br, bi)                                                                   \
+  do {                                                                                             \
+    __typeof__(ar) rr = ar * br, ii = ai * bi, ri = ar * bi, ir = ai * br;                         \
+    C_OPAQUE(rr);                                                                                  \
+    C_OPAQUE(ii);                                                                                  \
+    C_OPAQUE(ri);                                                                                  \
+    C_OPAQUE(ir);                                                                                  \
+    d[2 * i] = DIST_RK_CANON(rr - ii);                                                             \
+    d[2 * i + 1] = DIST_RK_CANON(ri + ir);                                                         \
   } while (0)
-#define C_GEN_PROD(t, R)                                                                    \
-  static inline void t##_bin_i(R *restrict d, const R *restrict a, const R *restrict b,     \
-                               size_t n) {                                                  \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                         \
-      R ar = a[2 * i], ai = a[2 * i + 1], br = b[2 * i], bi = b[2 * i + 1];                 \
-      C_MUL(d, ar, ai, br, bi);                                                             \
-    }                                                                                       \
-  }                                                                                         \
-  DIST_RK_CLONES static void t##_bin(void *d, const void *a, const void *b, size_t n,       \
-                                     const dist__rk_param *p) {                             \
-    (void)p;                                                                                \
-    t##_bin_i(d, a, b, n);                                                                  \
-  }                                                                                         \
-  static inline void t##_acc_i(R *restrict d, const R *restrict b, size_t n) {              \
-    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                         \
-      R ar = d[2 * i], ai = d[2 * i + 1], br = b[2 * i], bi = b[2 * i + 1];                 \
-      C_MUL(d, ar, ai, br, bi);                                                             \
-    }                                                                                       \
-  }                                                                                         \
-  DIST_RK_CLONES static void t##_acc(void *d, const void *b, size_t n,                      \
-                                     const dist__rk_param *p) {                             \
-    (void)p;                                                                                \
-    t##_acc_i(d, b, n);                                                                     \
+#define C_GEN_PROD(t, R)                                                                           \
+  static inline void t##_bin_i(R *restrict d, const R *restrict a, const R *restrict b,            \
+                               size_t n) {                                                         \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                                \
+      R ar = a[2 * i], ai = a[2 * i + 1], br = b[2 * i], bi = b[2 * i + 1];                        \
+      C_MUL(d, ar, ai, br, bi);                                                                    \
+    }                                                                                              \
+  }                                                                                                \
+  DIST_RK_CLONES static void t##_bin(void *d, const void *a, const void *b, size_t n,              \
+                                     const dist__rk_param *p) {                                    \
+    (void)p;                                                                                       \
+    t##_bin_i(d, a, b, n);                                                                         \
+  }                                                                                                \
+  static inline void t##_acc_i(R *restrict d, const R *restrict b, size_t n) {                     \
+    DIST_RK_UNROLL for (size_t i = 0; i < n; i++) {                                                \
+      R ar = d[2 * i], ai = d[2 * i + 1], br = b[2 * i], bi = b[2 * i + 1];                        \
+      C_MUL(d, ar, ai, br, bi);                                                                    \
+    }                                                                                              \
+  }                                                                                                \
+  DIST_RK_CLONES static void t##_acc(void *d, const void *b, size_t n, const dist__rk_param *p) {  \
+    (void)p;                                                                                       \
+    t##_acc_i(d, b, n);                                                                            \
   }
 
 C_GEN_PROD(c64_prod, float)
 C_GEN_PROD(c128_prod, double)
 
-/* Table entries: {bin, acc, bin3, acc2, first, first_self, fin_self, fin,
- * half, units, usize}. */
-#define E_OPS(t, op) t##_##op##_bin, t##_##op##_acc, t##_##op##_bin3, t##_##op##_acc2
-#define E_PLAIN(t, op, units, usize) {E_OPS(t, op), NULL, NULL, NULL, NULL, 0, units, usize}
-#define E_AVG(t, units, usize) {E_OPS(t, sum), NULL, NULL, t##_div_self, NULL, 0, units, usize}
-#define E_PMS(t, units, usize) \
-  {E_OPS(t, pms), t##_scale, t##_scale_self, NULL, NULL, 0, units, usize}
-#define E_BOOL(op) {E_OPS(b8, op), b8_first, b8_first_self, NULL, NULL, 0, 1, 1}
+/* Table entries. */
+#define E_OPS(t, op)                                                                               \
+  .bin = t##_##op##_bin, .acc = t##_##op##_acc, .bin3 = t##_##op##_bin3, .acc2 = t##_##op##_acc2
+#define E_PLAIN(t, op, u, us)                                                                      \
+  { E_OPS(t, op), .units = u, .usize = us }
+#define E_AVG(t, u, us)                                                                            \
+  { E_OPS(t, sum), .fin_self = t##_div_self, .units = u, .usize = us }
+#define E_PMS(t, u, us)                                                                            \
+  { E_OPS(t, pms), .first = t##_scale, .first_self = t##_scale_self, .units = u, .usize = us }
+#define E_BOOL(op)                                                                                 \
+  { E_OPS(b8, op), .first = b8_first, .first_self = b8_first_self, .units = 1, .usize = 1 }
 
-#define T_FLOAT(t, units, usize)                         \
-  {                                                      \
-    [DIST_REDOP_SUM] = E_PLAIN(t, sum, units, usize),    \
-    [DIST_REDOP_PRODUCT] = E_PLAIN(t, prod, units, usize), \
-    [DIST_REDOP_MIN] = E_PLAIN(t, min, units, usize),    \
-    [DIST_REDOP_MAX] = E_PLAIN(t, max, units, usize),    \
-    [DIST_REDOP_AVG] = E_AVG(t, units, usize),           \
-    [DIST_REDOP_PREMUL_SUM] = E_PMS(t, units, usize),    \
+#define T_FLOAT(t, units, usize)                                                                   \
+  {                                                                                                \
+    [DIST_REDOP_SUM] = E_PLAIN(t, sum, units, usize),                                              \
+    [DIST_REDOP_PRODUCT] = E_PLAIN(t, prod, units, usize),                                         \
+    [DIST_REDOP_MIN] = E_PLAIN(t, min, units, usize),                                              \
+    [DIST_REDOP_MAX] = E_PLAIN(t, max, units, usize), [DIST_REDOP_AVG] = E_AVG(t, units, usize),   \
+    [DIST_REDOP_PREMUL_SUM] = E_PMS(t, units, usize),                                              \
   }
-#define T_INT(t, usize)                                  \
-  {                                                      \
-    [DIST_REDOP_SUM] = E_PLAIN(t, sum, 1, usize),        \
-    [DIST_REDOP_PRODUCT] = E_PLAIN(t, prod, 1, usize),   \
-    [DIST_REDOP_MIN] = E_PLAIN(t, min, 1, usize),        \
-    [DIST_REDOP_MAX] = E_PLAIN(t, max, 1, usize),        \
-    [DIST_REDOP_BAND] = E_PLAIN(t, band, 1, usize),      \
-    [DIST_REDOP_BOR] = E_PLAIN(t, bor, 1, usize),        \
-    [DIST_REDOP_BXOR] = E_PLAIN(t, bxor, 1, usize),      \
+#define T_INT(t, usize)                                                                            \
+  {                                                                                                \
+    [DIST_REDOP_SUM] = E_PLAIN(t, sum, 1, usize),                                                  \
+    [DIST_REDOP_PRODUCT] = E_PLAIN(t, prod, 1, usize),                                             \
+    [DIST_REDOP_MIN] = E_PLAIN(t, min, 1, usize), [DIST_REDOP_MAX] = E_PLAIN(t, max, 1, usize),    \
+    [DIST_REDOP_BAND] = E_PLAIN(t, band, 1, usize), [DIST_REDOP_BOR] = E_PLAIN(t, bor, 1, usize),  \
+    [DIST_REDOP_BXOR] = E_PLAIN(t, bxor, 1, usize),                                                \
   }
-/* Complex: SUM, AVG and PREMUL_SUM componentwise over 2n reals; PRODUCT
- * over n pairs; no order, so no MIN/MAX. */
-#define T_COMPLEX(t, r, usize)                                                        \
-  {                                                                                   \
-    [DIST_REDOP_SUM] = E_PLAIN(r, sum, 2, usize),                                     \
-    [DIST_REDOP_PRODUCT] = {t##_prod_bin, t##_prod_acc, NULL, NULL, NULL, NULL, NULL, \
-                            NULL, 0, 1, 2 * (usize)},                                 \
-    [DIST_REDOP_AVG] = E_AVG(r, 2, usize),                                            \
-    [DIST_REDOP_PREMUL_SUM] = E_PMS(r, 2, usize),                                     \
+/* Complex: SUM, AVG and PREMUL_SUM componentwise over 2n reals of rs
+ * bytes; PRODUCT over n pairs; no order, so no MIN/MAX. */
+#define T_COMPLEX(t, r, rs)                                                                     \
+  {                                                                                                \
+    [DIST_REDOP_SUM] = E_PLAIN(r, sum, 2, rs),                                                  \
+    [DIST_REDOP_PRODUCT] = {.bin = t##_prod_bin,                                                   \
+                            .acc = t##_prod_acc,                                                   \
+                            .units = 1,                                                            \
+                            .usize = 2 * (rs)},                                                 \
+    [DIST_REDOP_AVG] = E_AVG(r, 2, rs), [DIST_REDOP_PREMUL_SUM] = E_PMS(r, 2, rs),           \
   }
 
 const dist__rk dist__reduce_same_table[DIST_DTYPE_COUNT_][DIST_REDOP_COUNT_] = {

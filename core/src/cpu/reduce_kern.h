@@ -24,7 +24,7 @@
  * cache AVX2 moves about 2-3x the baseline's bytes. Both clones run the
  * same IEEE operations (no FMA: -ffp-contract=off), so ranks on different
  * CPUs still agree bit for bit. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) && \
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) &&         \
     !defined(DIST_RK_NO_CLONES)
 #define DIST_RK_CLONES __attribute__((target_clones("avx2", "default")))
 #else
@@ -36,7 +36,7 @@
  * order (which the compiler chooses per loop) never reach the output. */
 static inline float dist__rk_canon_f(float x) { return x != x ? __builtin_nanf("") : x; }
 static inline double dist__rk_canon_d(double x) { return x != x ? __builtin_nan("") : x; }
-#define DIST_RK_CANON(x) _Generic((x), float: dist__rk_canon_f, double: dist__rk_canon_d)(x)
+#define DIST_RK_CANON(x) _Generic((x), float : dist__rk_canon_f, double : dist__rk_canon_d)(x)
 
 /* Kernel loops are unrolled: the vector loop body is only a few
  * instructions, and in L1 the loop overhead would otherwise cost a third. */
@@ -57,8 +57,8 @@ typedef void (*dist__rk_acc_fn)(void *acc, const void *x, size_t n,
 /* Three inputs in one pass, so dst crosses the cache once per two inputs:
  * bin3 is acc = (pre(a) op pre(b)) op pre(c), acc2 is
  * acc = (acc op pre(x)) op pre(y). Bit for bit the same as bin/acc twice. */
-typedef void (*dist__rk_bin3_fn)(void *acc, const void *a, const void *b, const void *c,
-                                 size_t n, const dist__rk_param *p);
+typedef void (*dist__rk_bin3_fn)(void *acc, const void *a, const void *b, const void *c, size_t n,
+                                 const dist__rk_param *p);
 typedef void (*dist__rk_acc2_fn)(void *acc, const void *x, const void *y, size_t n,
                                  const dist__rk_param *p);
 typedef void (*dist__rk_map_fn)(void *dst, const void *src, size_t n,
@@ -75,6 +75,8 @@ typedef struct dist__rk {
   dist__rk_self_fn first_self; /* acc = pre(acc); NULL: nothing to do (same type only) */
   dist__rk_self_fn fin_self;   /* same type: acc = post(acc) (AVG); NULL: nothing */
   dist__rk_map_fn fin;         /* half: out = round(post(acc)); NULL for same type */
+  dist__rk_bin_fn binfin;      /* half: out = round(post(pre(a) op pre(b))), out apart */
+  dist__rk_acc_fn accfin;      /* half: out = round(post(pre(out) op pre(b))), in place */
   uint8_t half;                /* accumulates in float32 */
   uint8_t units;               /* kernel units per element (2: complex as reals) */
   uint8_t usize;               /* bytes per unit of the inputs */

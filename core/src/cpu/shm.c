@@ -18,6 +18,9 @@
  * legitimately disagree on it. */
 #include <inttypes.h>
 #include <stdio.h>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "shm_int.h"
 
@@ -48,7 +51,7 @@ int dist__shm_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
   s->peer = dist__calloc((size_t)g->size, sizeof *s->peer);
   s->pidfd = dist__calloc((size_t)g->size, sizeof *s->pidfd);
   s->srcs = dist__calloc((size_t)g->size, sizeof *s->srcs);
-  s->scratch = dist__calloc(2 * (size_t)g->size, sizeof *s->scratch);
+  s->scratch = dist__calloc(4 * (size_t)g->size, sizeof *s->scratch);
   if (!s->peer || !s->pidfd || !s->srcs || !s->scratch) {
     dist__shm_destroy(s);
     return dist__err_set(err, DIST_E_NOMEM, "shared memory: out of memory");
@@ -57,6 +60,8 @@ int dist__shm_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
     s->pidfd[r] = -1;
   s->spin_ns = tunable("DIST_SHM_SPIN_US", 50) * 1000;
   s->yield_ns = tunable("DIST_SHM_YIELD_US", 200) * 1000;
+  s->stream_min = (size_t)tunable("DIST_SHM_STREAM_KB", 8192) * 1024;
+  dist__shm_fence_init(s);
   int rc = dist__shm_seg_create(s, store, deadline_ms, err);
   if (rc != DIST_OK) {
     dist__shm_destroy(s);
@@ -77,12 +82,21 @@ void dist__shm_destroy(dist__shm *s) {
   dist__free(s);
 }
 
+static int run_kind(dist__shm *s, dist__cpu_op *op);
+
 int dist__shm_run(dist__shm *s, dist__cpu_op *op) {
   dist__cpu_group *g = s->g;
   if (__builtin_expect(atomic_load_explicit(&g->aborted, memory_order_acquire) ||
                            atomic_load_explicit(&g->broken_rc, memory_order_acquire),
                        0))
     return dist__cpu_check_state(g, op->err);
+  int rc = run_kind(s, op);
+  if (__builtin_expect(s->stream, 0))
+    shm_stream_end(s);
+  return rc;
+}
+
+static int run_kind(dist__shm *s, dist__cpu_op *op) {
   switch (op->c->kind) {
   case DIST_OP_ALL_REDUCE:
     return dist__shm_all_reduce(s, op);
@@ -109,6 +123,39 @@ int dist__shm_run(dist__shm *s, dist__cpu_op *op) {
     return dist__err_set(op->err, DIST_E_NOTSUP, "shared memory engine: %s is not a collective",
                          dist_op_name(op->c->kind));
   }
+}
+
+/* --- copies out to user memory ----------------------------------------- */
+
+void dist__shm_copy_stream(void *dst, const void *src, size_t len) {
+#if defined(__x86_64__) && defined(__SSE2__)
+  uint8_t *d = dst;
+  const uint8_t *p = src;
+  size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+  if (len < 256 || head > len) {
+    memcpy(d, p, len);
+    return;
+  }
+  memcpy(d, p, head);
+  d += head, p += head, len -= head;
+  for (; len >= 64; len -= 64, d += 64, p += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32)), e = _mm_loadu_si128((const __m128i *)(p + 48));
+    _mm_stream_si128((__m128i *)d, a);
+    _mm_stream_si128((__m128i *)(d + 16), b);
+    _mm_stream_si128((__m128i *)(d + 32), c);
+    _mm_stream_si128((__m128i *)(d + 48), e);
+  }
+  memcpy(d, p, len);
+#else
+  memcpy(dst, src, len);
+#endif
+}
+
+void dist__shm_stream_done(void) {
+#if defined(__x86_64__) && defined(__SSE2__)
+  _mm_sfence(); /* streaming stores are weakly ordered: settle them before returning */
+#endif
 }
 
 /* --- the descriptor check ------------------------------------------------ */

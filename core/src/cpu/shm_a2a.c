@@ -54,11 +54,13 @@ static void split_side(int n, const dist_tensor *t, const int64_t *splits, int64
   }
 }
 
-/* Fills cnt[p] of this rank (and the offsets) for the operation. */
+/* Fills cnt[p] of this rank (and the offsets) for the operation. The
+ * counts are built aside and copied only when they changed: peers keep
+ * their cached copy of the lines across repeated calls. */
 static void fill_counts(dist__shm *s, a2a *a, int p) {
   const dist_coll *c = a->c;
   int n = s->size;
-  int64_t *cnt = s->peer[s->rank].cnt[p];
+  int64_t *cnt = s->scratch + 2 * n, *pub = s->peer[s->rank].cnt[p];
   if (c->kind == DIST_OP_ALL_TO_ALL) {
     for (int j = 0; j < n; j++) {
       cnt[j] = dist_tensor_numel(&c->inputs[j]);
@@ -68,8 +70,11 @@ static void fill_counts(dist__shm *s, a2a *a, int p) {
     split_side(n, &c->inputs[0], c->in_splits, cnt, a->soff);
     split_side(n, &c->outputs[0], c->out_splits, cnt + n, a->roff);
   }
-  a->send = cnt;
-  a->recv = cnt + n;
+  size_t bytes = 2 * (size_t)n * sizeof *cnt;
+  if (memcmp(pub, cnt, bytes) != 0)
+    memcpy(pub, cnt, bytes);
+  a->send = pub;
+  a->recv = pub + n;
 }
 
 /* Step count every rank agrees on: from the largest piece between two
@@ -113,8 +118,20 @@ static void unstage(dist__shm *s, const a2a *a, size_t off, int p) {
     size_t sub = (size_t)shm_sub(j, s->rank, s->size);
     const uint8_t *src = a->inl ? s->peer[j].hdr[p]->inl + sub * a->qi
                                 : s->peer[j].data[p] + sub * a->q;
-    shm_copy(piece_out(a, j) + off, src, shm_min(a->inl ? a->qi : a->q, len - off));
+    shm_copy_out(s, piece_out(a, j) + off, src, shm_min(a->inl ? a->qi : a->q, len - off));
   }
+}
+
+/* This rank's piece for itself, copied alongside step i's chunk (while
+ * the input is in cache); the last step copies whatever remains. */
+static void own_part(dist__shm *s, const a2a *a, size_t off, bool last) {
+  size_t len = (size_t)a->send[s->rank] * a->es;
+  uint8_t *out = piece_out(a, s->rank);
+  const uint8_t *in = piece_in(a, s->rank);
+  if (off >= len || out == in)
+    return;
+  size_t n = last ? len - off : shm_min(a->q, len - off);
+  memmove(out + off, in + off, n);
 }
 
 int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
@@ -140,7 +157,12 @@ int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
     return rc;
   }
   size_t steps = agreed_steps(s, &a, p0);
+  int64_t in_total = 0;
+  for (int j = 0; j < s->size; j++)
+    in_total += a.recv[j];
+  shm_stream_begin(s, (size_t)in_total * a.es);
   unstage(s, &a, 0, p0);
+  own_part(s, &a, 0, steps == 1);
   for (size_t i = 1; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
@@ -148,10 +170,8 @@ int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
     if ((rc = shm_step(s, op, g, false)) != DIST_OK)
       return rc;
     unstage(s, &a, i * a.q, p);
+    own_part(s, &a, i * a.q, i + 1 == steps);
   }
   s->step = g0 + steps;
-  size_t own = (size_t)a.send[s->rank] * a.es;
-  if (own && piece_out(&a, s->rank) != piece_in(&a, s->rank))
-    memmove(piece_out(&a, s->rank), piece_in(&a, s->rank), own);
   return DIST_OK;
 }

@@ -47,6 +47,7 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
   uint64_t g0 = shm_begin(s);
   size_t steps = nb ? shm_ceil_div(nb, s->slot) : 1;
   size_t stage = steps == 1 ? nb : s->slot; /* what shm_buf picks by */
+  shm_stream_begin(s, root ? 0 : nb);
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
@@ -62,7 +63,7 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
       return rc;
     }
     if (!root)
-      shm_copy(buf + off, shm_buf(s, op->c->root, p, stage), len);
+      shm_copy_out(s, buf + off, shm_buf(s, op->c->root, p, stage), len);
   }
   s->step = g0 + steps;
   return DIST_OK;
@@ -86,6 +87,7 @@ static int gather_loop(dist__shm *s, dist__cpu_op *op, const gather_args *a, con
   uint64_t g0 = shm_begin(s);
   size_t steps = a->m ? shm_ceil_div(a->m, s->slot) : 1;
   size_t stage = steps == 1 ? a->m : s->slot;
+  shm_stream_begin(s, a->read ? a->m * (size_t)s->size : 0);
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
@@ -102,11 +104,11 @@ static int gather_loop(dist__shm *s, dist__cpu_op *op, const gather_args *a, con
     }
     for (int j = 0; a->read && j < s->size; j++)
       if (j != s->rank)
-        shm_copy(gather_out(a, j) + off, shm_buf(s, j, p, stage), len);
+        shm_copy_out(s, gather_out(a, j) + off, shm_buf(s, j, p, stage), len);
+    if (a->read) /* this rank's own chunk, while it is still in cache */
+      own_copy(gather_out(a, s->rank) + off, a->in + off, len);
   }
   s->step = g0 + steps;
-  if (a->read)
-    own_copy(gather_out(a, s->rank), a->in, a->m);
   return DIST_OK;
 }
 
@@ -150,6 +152,7 @@ int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
   size_t steps = m ? shm_ceil_div(m, s->slot) : 1;
   /* Small: every piece in the root's own polled line, in sub-slots. */
   bool inl = steps == 1 && (size_t)(s->size - 1) * m <= SHM_INLINE;
+  shm_stream_begin(s, root ? 0 : m);
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
@@ -166,10 +169,10 @@ int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
       return rc;
     }
     if (!root)
-      shm_copy(out + off, scatter_slot(s, c->root, inl, s->rank, p, m), len);
+      shm_copy_out(s, out + off, scatter_slot(s, c->root, inl, s->rank, p, m), len);
+    else
+      own_copy(out + off, (const uint8_t *)c->inputs[s->rank].data + off, len);
   }
   s->step = g0 + steps;
-  if (root)
-    own_copy(out, c->inputs[s->rank].data, m);
   return DIST_OK;
 }

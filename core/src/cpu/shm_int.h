@@ -6,8 +6,10 @@
  *   ctl      sleeper count and futex word (wake-ups), the failure word
  *            and message (a rank that fails mid-operation says so here),
  *            the rank's pid
- *   hdr[2]   one cache line per parity: the step counter and the
- *            descriptor of the operation that starts on that parity
+ *   hdr[2]   the polled line, one per parity: the step counter, the
+ *            descriptor of the operation that starts on that parity and
+ *            up to SHM_INLINE bytes of payload (small collectives)
+ *   info     per parity, the user's sequence number (messages only)
  *   cnt[2]   per parity, 2 x N element counts (what this rank sends to
  *            and expects from each rank: all_to_all only)
  *   data[2]  per parity, slot bytes of payload staging
@@ -25,7 +27,7 @@
  * finished reading step g - 2, the previous use of parity p. So no buffer
  * needs a second flag, across operations too.
  *
- * The first step of an operation carries the descriptor (hdr[p].d, and
+ * The first step of an operation carries the descriptor (hdr[p].key, and
  * cnt[p] for all_to_all); after its wait every rank checks every other
  * rank's descriptor against its own, so all ranks reach the same verdict:
  * either every rank proceeds or every rank fails the operation at that
@@ -127,8 +129,11 @@ struct dist__shm {
   size_t small_ar;     /* bytes */
   int *pidfd;          /* size entries, -1 where none */
   const void **srcs;   /* scratch: reduction sources */
-  int64_t *scratch;    /* scratch: 2 x size counts */
+  int64_t *scratch;    /* scratch: 4 x size counts (all_to_all) */
   int64_t spin_ns, yield_ns;
+  bool light_post;     /* membarrier registered: posts need no fence */
+  bool stream;         /* this operation copies out with streaming stores */
+  size_t stream_min;   /* from this many output bytes on (DIST_SHM_STREAM_KB) */
   int64_t last_poll_ns; /* last pidfd poll */
 };
 
@@ -137,11 +142,22 @@ struct dist__shm {
 /* Bumps rank r's futex word and wakes whoever sleeps on it (any thread). */
 void dist__shm_wake_rank(dist__shm *s, int r);
 
-/* Posts step g: stores g + 1 and wakes sleepers only when there are any. */
+/* Posts step g: stores g + 1 and wakes sleepers only when there are any.
+ * The sleeper protocol needs the store ordered before the load of
+ * sleepers (StoreLoad). With membarrier registered (s->light_post) the
+ * sleeper pays for that ordering with MEMBARRIER_CMD_GLOBAL_EXPEDITED
+ * before it sleeps, so the hot path is a plain store and a plain load: a
+ * seq_cst store would stall here until the line's invalidation reaches
+ * the peer, serialising two cache-line transfers per step. */
 static inline void shm_post(dist__shm *s, uint64_t g) {
   shm_peer *me = &s->peer[s->rank];
-  atomic_store_explicit(&me->hdr[g & 1]->ctr, g + 1, memory_order_release);
-  if (__builtin_expect(atomic_load_explicit(&me->ctl->sleepers, memory_order_seq_cst) != 0, 0))
+  if (__builtin_expect(s->light_post, 1)) {
+    atomic_store_explicit(&me->hdr[g & 1]->ctr, g + 1, memory_order_release);
+    atomic_signal_fence(memory_order_seq_cst);
+  } else {
+    atomic_store_explicit(&me->hdr[g & 1]->ctr, g + 1, memory_order_seq_cst);
+  }
+  if (__builtin_expect(atomic_load_explicit(&me->ctl->sleepers, memory_order_relaxed) != 0, 0))
     dist__shm_wake_rank(s, s->rank);
 }
 
@@ -227,6 +243,33 @@ static inline size_t shm_ceil_div(size_t a, size_t b) { return (a + b - 1) / b; 
  * the N - 1 other ranks in order after k. */
 static inline int shm_sub(int k, int j, int n) { return (j - k - 1 + n) % n; }
 
+/* Copies into user memory with streaming (non-temporal) stores when
+ * s->stream is set for the operation: large outputs are not read back
+ * soon, and skipping the read-for-ownership of every destination line
+ * saves a third of the memory traffic (x86-64; memcpy elsewhere). Call
+ * dist__shm_stream_done before the operation returns. */
+void dist__shm_copy_stream(void *dst, const void *src, size_t len);
+void dist__shm_stream_done(void);
+
+static inline void shm_copy_out(const dist__shm *s, void *dst, const void *src, size_t len) {
+  if (len >= 4096 && s->stream)
+    dist__shm_copy_stream(dst, src, len);
+  else if (len)
+    memcpy(dst, src, len);
+}
+
+/* Starts using streaming copies for an operation that writes `bytes` of
+ * user memory on this rank, when that is large (s->stream_min bytes). */
+static inline void shm_stream_begin(dist__shm *s, size_t bytes) {
+  s->stream = bytes >= s->stream_min;
+}
+
+static inline void shm_stream_end(dist__shm *s) {
+  if (s->stream)
+    dist__shm_stream_done();
+  s->stream = false;
+}
+
 /* The collectives (one file per family). */
 int dist__shm_all_reduce(dist__shm *s, dist__cpu_op *op);
 int dist__shm_reduce(dist__shm *s, dist__cpu_op *op);
@@ -237,6 +280,9 @@ int dist__shm_all_gather(dist__shm *s, dist__cpu_op *op);
 int dist__shm_gather(dist__shm *s, dist__cpu_op *op);
 int dist__shm_scatter(dist__shm *s, dist__cpu_op *op);
 int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op);
+
+/* Registers this process for membarrier (sets s->light_post). */
+void dist__shm_fence_init(dist__shm *s);
 
 /* Segment setup (shm_seg.c). */
 int dist__shm_seg_create(dist__shm *s, dist_store *store, int64_t deadline_ms,

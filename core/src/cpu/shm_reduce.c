@@ -106,7 +106,7 @@ static int reduce_block(dist__shm *s, const dist__cpu_op *op, const uint8_t *buf
 static void gather_blocks(dist__shm *s, uint8_t *buf, const chunk *c, size_t es, int p) {
   for (int j = 0; j < s->size; j++) {
     size_t lo = blk_lo(c, j), hi = blk_hi(c, j);
-    shm_copy(buf + (c->base + lo) * es, s->peer[j].red[p], (hi - lo) * es);
+    shm_copy_out(s, buf + (c->base + lo) * es, s->peer[j].red[p], (hi - lo) * es);
   }
 }
 
@@ -114,6 +114,7 @@ static int reduce_large(dist__shm *s, dist__cpu_op *op, const shm_key *k, uint8_
                         size_t es, bool out) {
   uint64_t g0 = s->op_base;
   size_t nchunks = shm_ceil_div(n, s->slot / es);
+  shm_stream_begin(s, out ? n * es : 0);
   for (size_t i = 0; i <= nchunks; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);

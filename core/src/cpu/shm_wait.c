@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -44,6 +45,25 @@ static void cpu_relax(void) {
 
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts) {
   return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+void dist__shm_fence_init(dist__shm *s) {
+#ifdef SYS_membarrier
+  s->light_post = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+#else
+  s->light_post = false;
+#endif
+}
+
+/* Orders every registered publisher's earlier counter store before its
+ * later load of sleepers, as seen from here (membarrier(2)). False when
+ * that is not possible: the caller then sleeps in shorter slices. */
+static bool fence_publishers(void) {
+#ifdef SYS_membarrier
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
+#else
+  return false;
+#endif
 }
 
 void dist__shm_wake_rank(dist__shm *s, int r) {
@@ -181,10 +201,15 @@ static int checks(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t now
 /* Phase 3: one slice of sleep on rank j's word. */
 static void sleep_on(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t now) {
   shm_ctl *c = s->peer[j].ctl;
-  int64_t left = op->deadline_ms * 1000000 - now;
-  int64_t ns = left < SLEEP_SLICE_NS ? (left > 0 ? left : 0) : SLEEP_SLICE_NS;
-  struct timespec ts = {ns / 1000000000, ns % 1000000000};
   atomic_fetch_add_explicit(&c->sleepers, 1, memory_order_seq_cst);
+  /* A publisher that posts without a fence may have read sleepers == 0
+   * while its counter store was still in flight: the barrier settles it
+   * (see shm_post). Without it, a missed wake-up costs at most a short
+   * slice. */
+  int64_t slice = fence_publishers() ? SLEEP_SLICE_NS : SLEEP_SLICE_NS / 8;
+  int64_t left_ms = op->deadline_ms - now / 1000000; /* in ms: "never" must not overflow */
+  int64_t ns = left_ms >= slice / 1000000 ? slice : left_ms > 0 ? left_ms * 1000000 : 0;
+  struct timespec ts = {ns / 1000000000, ns % 1000000000};
   uint32_t w = atomic_load_explicit(&c->wake, memory_order_seq_cst);
   if (!shm_reached(s, j, g) && !atomic_load_explicit(&s->g->aborted, memory_order_seq_cst))
     futex(&c->wake, FUTEX_WAIT, w, &ts);

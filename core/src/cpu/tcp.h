@@ -11,11 +11,16 @@
  * op kind, dtype, element count, payload length) checked before any
  * allocation; types DATA, ACK, NACK (size mismatch, with the receiver's
  * expected size), ERROR (a peer failed the operation: fail it here too) and
- * ABORT.
+ * ABORT, plus RTS/CTS/BODY/CANCEL (the rendezvous of messages above the
+ * eager limit, so a large message always lands straight in the user's
+ * buffer) and BYE (a departure). tcp_frame.c has the details.
  *
  * Point to point: isend pushes the data eagerly (non-blocking sockets, what
  * does not fit is queued and pushed by progress) and completes when the
- * receiver acknowledges the match, so a sender learns of a size mismatch;
+ * receiver acknowledges the match, so a sender learns of a size mismatch.
+ * A blocking send therefore returns only once the receiver has matched it
+ * (like NCCL, and MPI_Ssend): two ranks that both send to each other first
+ * must use isend (or batch_isend_irecv), not send;
  * irecv matches (context, tag, source) against arrived messages (unexpected
  * ones are kept, bounded by their checked length) or waits. Any source is
  * peer -1. Progress is driven by whichever thread waits (the caller's or
@@ -25,7 +30,15 @@
  * busy-polls briefly (small messages: a few microseconds per hop) before it
  * blocks in poll(). A connection that ends is a lost peer: every request
  * involving that peer fails with DIST_E_PEER_LOST naming it, and so does the
- * group (broken). */
+ * group (broken). A peer that destroys the group says so first (BYE): that
+ * fails only what still needs it, and marks the group broken only when a
+ * collective was running.
+ *
+ * Tunables (environment, read at create): DIST_TCP_SPIN_US (busy-poll
+ * window of a waiter, default 50), DIST_TCP_EAGER_BYTES (largest message
+ * sent without a rendezvous, default 65536), DIST_TCP_DIRECT_BYTES (an
+ * all_reduce/reduce whose per-rank traffic (n-1) x size stays under this
+ * exchanges whole vectors in one step, default 262144). */
 #ifndef DIST_CPU_TCP_H
 #define DIST_CPU_TCP_H
 
@@ -56,11 +69,16 @@ int dist__tcp_isend(dist__tcp *t, int peer, uint32_t ctx, int64_t tag, const voi
 int dist__tcp_irecv(dist__tcp *t, int peer, uint32_t ctx, int64_t tag, void *buf,
                     size_t len, const dist_coll *c, dist__tcp_req **out,
                     dist__errbuf *err);
-/* Waits for every request (driving progress) until the deadline; the first
- * failure's status and message win. */
+/* Waits for every request (driving progress) until the deadline, or until
+ * one fails; the first failure's status and message win. On DIST_E_TIMEOUT
+ * (a message naming the operation and the peers still awaited) the
+ * requests stay pending: the caller may wait again, or free them (which
+ * cancels them) and, when the operation's own deadline passed, mark the
+ * group broken. */
 int dist__tcp_wait(dist__tcp *t, dist__tcp_req *const *reqs, int n, int64_t deadline_ms,
                    dist__errbuf *err);
-/* Non-blocking: drives progress once; true when req is done. */
+/* Non-blocking: drives progress once (unless another thread drives);
+ * true when req is done. */
 bool dist__tcp_test(dist__tcp *t, dist__tcp_req *req);
 /* A done request's status, message, and for a receive its source rank. */
 int dist__tcp_req_status(const dist__tcp_req *req, const char **msg, int *src_rank);
@@ -69,11 +87,18 @@ void dist__tcp_req_free(dist__tcp_req *req);
  * progress thread when requests are pending and nobody waits. */
 int dist__tcp_progress(dist__tcp *t, int64_t wait_ms);
 /* Requests still pending (sends not yet acknowledged, receives not yet
- * matched). */
+ * matched), plus connections with frames still queued (an ACK or ERROR the
+ * peer has not taken yet): while it is not 0, someone should drive
+ * progress. */
 int dist__tcp_pending(dist__tcp *t);
 
 /* Runs one collective over TCP to completion (every kind but SEND, RECV
- * and BATCH_P2P). One collective at a time per group. */
+ * and BATCH_P2P) by op->deadline_ms, with its message in op->err. One
+ * collective at a time per group, on any one thread at a time. Ranks that
+ * disagree (kind, dtype, reduce op, root, sizes, splits) fail with
+ * DIST_E_DESYNC on every rank; a timeout fails with DIST_E_TIMEOUT and
+ * marks the group broken; every failure is reported to the other members
+ * (ERROR frames) so none of them waits for its own timeout. */
 int dist__tcp_run(dist__tcp *t, dist__cpu_op *op);
 
 #endif
