@@ -29,7 +29,7 @@ function(dist_add_test name)
     set(T_TIMEOUT 60)
   endif()
   add_executable(${name} ${T_SOURCES})
-  target_link_libraries(${name} PRIVATE dist_test_support PkgConfig::CRITERION
+  target_link_libraries(${name} PRIVATE dist_test_support ${DIST_TEST_FRAMEWORK}
                         dist_warnings ${T_LIBS})
   # -j1: multi-process tests fork their own ranks; Criterion's own workers
   # would multiply processes on a 2-core machine.

@@ -9,6 +9,7 @@
  * and waits at a store-side barrier so no rank leaves while another still
  * reads. Without distrun, set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE
  * yourself; rank 0 then hosts the store. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,14 +22,27 @@ static int fail(const char *what, int rc, const char *msg) {
   return 1;
 }
 
-/* Every rank adds 1; the last to arrive sets demo/all_here. */
-static int store_barrier(dist_store *s, int world) {
-  int64_t n = 0;
-  int rc = dist_store_add(s, "demo/arrived", 1, &n);
-  if (rc == DIST_OK && n == world)
-    rc = dist_store_set(s, "demo/all_here", "1", 1);
-  const char *keys[] = {"demo/all_here"};
-  return rc != DIST_OK ? rc : dist_store_wait(s, keys, 1, DIST_STORE_DEFAULT_TIMEOUT);
+/* Each of n ranks adds 1 to counter; the last to arrive sets flag; with
+ * waits, the caller then waits for the flag. */
+static int arrive(dist_store *s, const char *counter, const char *flag, int n, bool waits) {
+  int64_t k = 0;
+  int rc = dist_store_add(s, counter, 1, &k);
+  if (rc == DIST_OK && k == n)
+    rc = dist_store_set(s, flag, "1", 1);
+  const char *keys[] = {flag};
+  return rc != DIST_OK || !waits ? rc : dist_store_wait(s, keys, 1, DIST_STORE_DEFAULT_TIMEOUT);
+}
+
+/* Nobody leaves before everybody has read. Without distrun rank 0 hosts the
+ * store, so it leaves last: the others tell it they are done with it. */
+static int store_barrier(dist_store *s, int rank, int world) {
+  int rc = arrive(s, "demo/arrived", "demo/all_here", world, true);
+  if (rc != DIST_OK || world == 1)
+    return rc;
+  if (rank != 0)
+    return arrive(s, "demo/left", "demo/all_left", world - 1, false);
+  const char *keys[] = {"demo/all_left"};
+  return dist_store_wait(s, keys, 1, DIST_STORE_DEFAULT_TIMEOUT);
 }
 
 static int say_hello(dist_store *s, int rank, int world) {
@@ -72,7 +86,7 @@ int main(int argc, char **argv) {
   if (rank == 0)
     printf("job %s: %d ranks\n", dist_get_job_id(), world);
   int bad = say_hello(s, rank, world);
-  if (!bad && (rc = store_barrier(s, world)) != DIST_OK)
+  if (!bad && (rc = store_barrier(s, rank, world)) != DIST_OK)
     bad = fail("barrier", rc, dist_store_errmsg(s));
   dist_destroy_process_group(NULL);
   return bad;

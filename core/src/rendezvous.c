@@ -13,8 +13,11 @@
  *   3. rank 0 publishes the job id (and the token it made when DIST_TOKEN
  *      is unset) under dist/rdzv/<g>/; the others read what they lack;
  *   4. every rank adds 1 to dist/rdzv/<g>/arrived; the one that makes it
- *      world_size sets dist/rdzv/<g>/complete, which everybody waits for.
- *      On a timeout each rank checks the claims and names the missing ranks.
+ *      world_size sets dist/rdzv/<g>/complete to "1", which everybody waits
+ *      for. On a timeout each rank checks the claims and names the missing
+ *      ranks; rank 0 also posts that message as the verdict (compare_set:
+ *      the first verdict stands), so the others fail with it at once rather
+ *      than with a closed connection when rank 0's store goes away.
  * One deadline (opts->timeout_ms) bounds all of it: each store call gets
  * the time that is left. */
 #include <arpa/inet.h>
@@ -432,8 +435,9 @@ static int share_identity(joiner *j) {
   return DIST_OK;
 }
 
-/* After a timeout in the barrier: which ranks never claimed their slot. */
-static int name_missing(joiner *j, int rc) {
+/* After a timeout in the barrier: which ranks never claimed their slot,
+ * as a message in out. */
+static void name_missing(joiner *j, char *out, size_t len) {
   int w = j->r->world_size;
   int *missing = dist__calloc((size_t)w, sizeof *missing);
   size_t n = 0;
@@ -447,15 +451,41 @@ static int name_missing(joiner *j, int rc) {
     if (dist_store_check(j->r->store, keys, 1, &present) == DIST_OK && !present)
       missing[n++] = i;
   }
-  char list[512] = "unknown";
+  char list[512] = "none found";
   if (n)
     dist__format_ranks(missing, n, list, sizeof list);
   dist__free(missing);
-  return dist__set_last_error(rc,
-                              "rendezvous of rank %d timed out after %" PRId64
-                              " ms: %d of %d ranks joined; missing: %s (%s)",
-                              j->r->rank, j->s->timeout_ms, w - (int)n, w,
-                              n ? list : "none found", j->s->method_name);
+  snprintf(out, len, "rendezvous of rank %d timed out after %" PRId64
+           " ms: %d of %d ranks joined; missing: %s (%s)",
+           j->r->rank, j->s->timeout_ms, w - (int)n, w, list, j->s->method_name);
+}
+
+/* Sets the barrier's verdict unless one is there; *won: ours stands. The
+ * verdict is "1" (everybody arrived) or rank 0's timeout message. */
+static int verdict(joiner *j, const char *key, const char *mine, bool *won) {
+  void *got = NULL;
+  size_t n = 0;
+  int rc = dist_store_compare_set(j->r->store, key, "", 0, mine, strlen(mine), &got, &n);
+  if (rc != DIST_OK)
+    return op_failed(j, rc, "settling the rendezvous");
+  *won = n == strlen(mine) && memcmp(got, mine, n) == 0;
+  dist_free(got);
+  return DIST_OK;
+}
+
+/* A timeout while waiting for the others. Rank 0 posts what it found as the
+ * verdict, so every waiting rank fails with the same message at once (and
+ * before a store rank 0 hosts goes away); if the last rank arrived in the
+ * meantime, the rendezvous succeeds after all. */
+static int barrier_timed_out(joiner *j, const char *key) {
+  char msg[1024];
+  name_missing(j, msg, sizeof msg);
+  bool won = true;
+  if (j->r->rank == 0)
+    DIST_TRY(verdict(j, key, msg, &won));
+  if (j->r->rank == 0 && !won)
+    return DIST_OK; /* the verdict is "1": everybody arrived just in time */
+  return dist__set_last_error(DIST_E_TIMEOUT, "%s", msg);
 }
 
 static int barrier(joiner *j) {
@@ -467,19 +497,23 @@ static int barrier(joiner *j) {
   int rc = dist_store_add(j->r->store, arrived, 1, &n);
   if (rc != DIST_OK)
     return op_failed(j, rc, "arriving");
+  bool won;
   if (n == j->r->world_size) {
     DIST_TRY(arm(j));
-    rc = dist_store_set(j->r->store, complete, "1", 1);
-    if (rc != DIST_OK)
-      return op_failed(j, rc, "releasing the others");
+    DIST_TRY(verdict(j, complete, "1", &won));
   }
-  const char *keys[1] = {complete};
+  void *v = NULL;
+  size_t len = 0;
   DIST_TRY(arm(j));
-  int64_t left = dist__remaining_ms(j->s->deadline_ms);
-  rc = dist_store_wait(j->r->store, keys, 1, left > 0 ? left : 1);
+  rc = dist_store_get(j->r->store, complete, &v, &len);
   if (rc == DIST_E_TIMEOUT)
-    return name_missing(j, rc);
-  return rc == DIST_OK ? DIST_OK : op_failed(j, rc, "waiting for every rank");
+    return barrier_timed_out(j, complete);
+  if (rc != DIST_OK)
+    return op_failed(j, rc, "waiting for every rank");
+  if (len != 1 || memcmp(v, "1", 1) != 0)
+    rc = dist__set_last_error(DIST_E_TIMEOUT, "rank 0 gave up: %s", (const char *)v);
+  dist_free(v);
+  return rc;
 }
 
 static int run_protocol(const settings *s, dist__rdzv *r) {

@@ -170,6 +170,16 @@ static int check_same(const dist_test_ctx *ctx, dist__rdzv *r) {
     CHECK_OK(ctx, dist_store_set(r->store, "test/all_done", "1", 1));
   const char *keys[] = {"test/all_done"};
   CHECK_OK(ctx, dist_store_wait(r->store, keys, 1, 10000));
+  /* Rank 0 hosts the store: it leaves only after the others are done
+   * with it, or a pending reply of theirs dies with the server. */
+  if (r->rank != 0) {
+    CHECK_OK(ctx, dist_store_add(r->store, "test/left", 1, &done));
+    if (done == r->world_size - 1)
+      CHECK_OK(ctx, dist_store_set(r->store, "test/all_left", "1", 1));
+  } else if (r->world_size > 1) {
+    const char *left[] = {"test/all_left"};
+    CHECK_OK(ctx, dist_store_wait(r->store, left, 1, 10000));
+  }
   return 0;
 }
 

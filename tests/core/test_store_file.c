@@ -79,8 +79,8 @@ Test(store_file, a_corrupt_record_tail_is_cut_by_the_next_writer, .timeout = 20)
 }
 
 Test(store_file, a_file_that_is_not_a_store_is_DIST_E_STORE, .timeout = 10) {
-  make();
-  int fd = open(path, O_WRONLY | O_TRUNC);
+  dist_store_destroy(make()); /* world_size 1: removes the file again */
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   cr_assert_eq(write(fd, "hello, this is not a store", 26), 26);
   close(fd);
   dist_store *s = NULL;

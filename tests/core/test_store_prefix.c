@@ -90,6 +90,8 @@ Test(store_prefix, a_prefixed_key_over_the_limit_is_DIST_E_INVAL, .timeout = 20)
   OK(dist_store_prefix_create(pre, h, 0, &p));
   cr_assert_eq(dist_store_set(p, "long-key", "v", 1), DIST_E_INVAL);
   cr_assert(strstr(dist_store_errmsg(p), "longer than"), "%s", dist_store_errmsg(p));
-  cr_assert_eq(dist_store_prefix_create(NULL, h, 0, &p), DIST_E_INVAL);
+  dist_store *q = NULL;
+  cr_assert_eq(dist_store_prefix_create(NULL, h, 0, &q), DIST_E_INVAL);
+  cr_assert_null(q);
   dist_store_destroy(p);
 }

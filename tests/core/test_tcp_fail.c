@@ -419,3 +419,29 @@ static int bcast_mismatch_rank(const dist_test_ctx *ctx) {
 Test(core_tcp_fail, a_broadcast_size_mismatch_fails_the_root_too, .timeout = 60) {
   run(2, bcast_mismatch_rank, 40);
 }
+
+/* --- abandoned requests -------------------------------------------------------------- */
+
+/* A small send that timed out was delivered but never matched: giving it up
+ * leaves the ranks out of step, so the group refuses further work. */
+static int abandon_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 10000));
+  if (ctx->rank == 0) {
+    int v = 1;
+    dist__tcp_req *q;
+    TT_OK(ctx, &r, dist__tcp_isend(r.t, 1, DIST_TCP_CTX_P2P, 0, &v, sizeof v, NULL, &q,
+                                   &r.err));
+    int rc = dist__tcp_wait(r.t, &q, 1, dist__now_ms() + 200, &r.err);
+    CHECK(ctx, rc == DIST_E_TIMEOUT, "%s", dist_status_name(rc));
+    dist__tcp_req_free(q);
+    rc = tt_send(&r, 1, 0, &v, sizeof v, NULL);
+    CHECK(ctx, rc == DIST_E_TIMEOUT && has(r.err.msg, "abandoned"), "then: %s: %s",
+          dist_status_name(rc), r.err.msg);
+  }
+  return tt_fini(&r);
+}
+
+Test(core_tcp_fail, an_abandoned_delivered_send_marks_the_group_broken, .timeout = 60) {
+  run(2, abandon_rank, 40);
+}

@@ -306,3 +306,83 @@ static int threads_rank(const dist_test_ctx *ctx) {
 Test(core_tcp_p2p, threads_share_one_engine_p2p_collectives_and_progress, .timeout = 90) {
   run(2, threads_rank, 80);
 }
+
+/* --- DIST_SOCKET_IFNAME ------------------------------------------------------------------ */
+
+static int ifname_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_SOCKET_IFNAME", "lo", 1);
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 20000));
+  const char *key = "tcp/addr/0";
+  void *val = NULL;
+  size_t len;
+  TT_OK(ctx, &r, dist_store_get(r.gstore, key, &val, &len));
+  CHECK(ctx, strncmp(val, "127.0.0.1:", 10) == 0, "rank 0 published %s, not lo's address",
+        (char *)val);
+  dist_free(val);
+  int v = 9;
+  if (ctx->rank == 0)
+    TT_OK(ctx, &r, tt_send(&r, 1, 0, &v, sizeof v, NULL));
+  else
+    TT_OK(ctx, &r, tt_recv(&r, 0, 0, &v, sizeof v, NULL, NULL));
+  return tt_fini(&r);
+}
+
+Test(core_tcp_p2p, dist_socket_ifname_picks_the_interface_address, .timeout = 60) {
+  run(2, ifname_rank, 50);
+}
+
+static int bad_ifname_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_SOCKET_IFNAME", "no-such-if0", 1);
+  tt_rank r;
+  int rc = tt_group(ctx, &r, 1, "tcp-test", "", 5000);
+  if (rc == DIST_OK) {
+    r.g.size = 2; /* pretend a peer, so the mesh is built */
+    rc = dist__tcp_create(&r.g, r.gstore, dist__now_ms() + 2000, &r.t, &r.err);
+  }
+  CHECK(ctx, rc == DIST_E_INVAL && strstr(r.err.msg, "DIST_SOCKET_IFNAME"),
+        "%s: %s", dist_status_name(rc), r.err.msg);
+  dist_store_destroy(r.gstore);
+  dist_store_destroy(r.store);
+  return tt_leaks();
+}
+
+Test(core_tcp_p2p, an_unknown_dist_socket_ifname_is_named_in_the_error, .timeout = 30) {
+  run(1, bad_ifname_rank, 20);
+}
+
+/* --- timeouts leave requests pending; freeing cancels -------------------------------- */
+
+static int p2p_timeout_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 20000));
+  static uint8_t big[1 << 20];
+  if (ctx->rank == 0) {
+    /* A large send nobody receives yet: announced, then withdrawn. */
+    dist__tcp_req *q;
+    memset(big, 1, sizeof big);
+    TT_OK(ctx, &r, dist__tcp_isend(r.t, 1, DIST_TCP_CTX_P2P, 4, big, sizeof big, NULL, &q,
+                                   &r.err));
+    int rc = dist__tcp_wait(r.t, &q, 1, dist__now_ms() + 300, &r.err);
+    CHECK(ctx, rc == DIST_E_TIMEOUT && strstr(r.err.msg, "rank 1"), "%s: %s",
+          dist_status_name(rc), r.err.msg);
+    CHECK(ctx, !dist__tcp_test(r.t, q), "a timed-out wait completed the request");
+    dist__tcp_req_free(q); /* cancels: the receiver must never see it */
+    int64_t n;
+    dist_store_add(r.gstore, "withdrawn", 1, &n);
+    /* A fresh message on the same tag is the one received. */
+    memset(big, 2, sizeof big);
+    TT_OK(ctx, &r, tt_send(&r, 1, 4, big, sizeof big, NULL));
+  } else {
+    const char *key = "withdrawn";
+    TT_OK(ctx, &r, dist_store_wait(r.gstore, &key, 1, 20000));
+    TT_OK(ctx, &r, tt_recv(&r, 0, 4, big, sizeof big, NULL, NULL));
+    CHECK(ctx, big[0] == 2 && big[sizeof big - 1] == 2, "received the withdrawn message");
+  }
+  return tt_fini(&r);
+}
+
+Test(core_tcp_p2p, a_timed_out_wait_leaves_the_request_and_freeing_withdraws_it,
+     .timeout = 60) {
+  run(2, p2p_timeout_rank, 50);
+}

@@ -8,6 +8,8 @@
  *                    a store get that nobody answers (a rank busy in the
  *                    library); SIGTERM kills it
  *   exit R CODE      rank R exits with CODE after 300 ms; the others wait
+ *   stubborn R CODE  rank R exits with CODE after 300 ms; the others ignore
+ *                    SIGTERM and wait (distrun must SIGKILL them)
  *   watch R CODE     rendezvous; rank R exits with CODE; the others ignore
  *                    SIGTERM, wait for distrun's death notice in the store,
  *                    print "saw: <notice>" and exit 0
@@ -94,6 +96,15 @@ static int mode_exit(int who, int code) {
   return code;
 }
 
+static int mode_stubborn(int who, int code) {
+  if (rank_env() == who) {
+    usleep(300 * 1000);
+    return code;
+  }
+  signal(SIGTERM, SIG_IGN);
+  wait_forever();
+}
+
 static int mode_watch(int who, int code) {
   /* Before the rendezvous: rank `who` may die (and distrun send SIGTERM)
    * as soon as the rendezvous ends. */
@@ -160,12 +171,14 @@ int main(int argc, char **argv) {
     return mode_block();
   if (!strcmp(m, "exit"))
     return mode_exit(a, b);
+  if (!strcmp(m, "stubborn"))
+    return mode_stubborn(a, b);
   if (!strcmp(m, "watch"))
     return mode_watch(a, b);
   if (!strcmp(m, "demo"))
     return mode_demo();
   if (!strcmp(m, "lines"))
     return mode_lines();
-  fprintf(stderr, "usage: %s env|wait|block|exit R CODE|watch R CODE|demo|lines\n", argv[0]);
+  fprintf(stderr, "usage: %s env|wait|block|exit R CODE|stubborn R CODE|watch R CODE|demo|lines\n", argv[0]);
   return !(argc > 1 && !strcmp(m, "--help")) ? 2 : 0;
 }

@@ -66,8 +66,7 @@ static void proc_start(proc *p, const char *const *argv) {
   p->exited_ms = -1;
   fflush(NULL);
   p->pid = fork();
-  cr_assert(p->pid >= 0);
-  if (p->pid == 0) {
+  if (p->pid == 0) { /* no cr_* here: --full-stats reports passing asserts */
     dup2(o[1], 1);
     dup2(e[1], 2);
     close(o[0]);
@@ -75,6 +74,7 @@ static void proc_start(proc *p, const char *const *argv) {
     execv(argv[0], (char *const *)argv);
     _exit(127);
   }
+  cr_assert(p->pid > 0);
   close(o[1]);
   close(e[1]);
   p->fd[0] = o[0];
@@ -129,7 +129,8 @@ static int proc_finish(proc *p, int timeout_ms) {
     pid_t w = waitpid(p->pid, &st, WNOHANG);
     if (w == p->pid) {
       p->exited_ms = now_ms();
-      while (proc_pump(p, 200)) {
+      int64_t drain = now_ms() + 5000; /* distrun's pipes close with it */
+      while (now_ms() < drain && proc_pump(p, 200)) {
       }
       return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
@@ -169,6 +170,30 @@ Test(monitor_distrun, store_demo_every_rank_reads_all_others, .timeout = 60) {
   }
 }
 
+Test(monitor_distrun, store_demo_runs_without_distrun_too, .timeout = 60) {
+  clean_env();
+  static proc p[3];
+  char port[16];
+  snprintf(port, sizeof port, "%d", 20000 + getpid() % 10000);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", port, 1);
+  setenv("WORLD_SIZE", "3", 1);
+  const char *argv[] = {bin("store_demo"), NULL};
+  for (int r = 0; r < 3; r++) {
+    char v[8];
+    snprintf(v, sizeof v, "%d", r);
+    setenv("RANK", v, 1);
+    proc_start(&p[r], argv);
+  }
+  for (int r = 0; r < 3; r++) {
+    int st = proc_finish(&p[r], 40000);
+    char want[64];
+    snprintf(want, sizeof want, "rank %d of 3 read all 3 keys\n", r);
+    cr_expect_eq(st, 0, "rank %d: exit %d\n%s", r, st, ERR(&p[r]));
+    cr_expect(strstr(OUT(&p[r]), want), "%s", OUT(&p[r]));
+  }
+}
+
 /* --- failures ------------------------------------------------------------- */
 
 Test(monitor_distrun, a_rank_killed_with_sigkill_exits_12_naming_it, .timeout = 60) {
@@ -205,6 +230,25 @@ Test(monitor_distrun, a_rank_exit_code_is_reported, .timeout = 60) {
   cr_expect(strstr(ERR(&p), "rank 1 (pid ") && strstr(ERR(&p), "exited with code 3"), "%s",
             ERR(&p));
   cr_expect(!strstr(ERR(&p), "rank 0 (pid"), "only rank 1 failed:\n%s", ERR(&p));
+}
+
+Test(monitor_distrun, ranks_that_ignore_sigterm_get_sigkill_after_the_grace, .timeout = 60) {
+  clean_env();
+  static proc p;
+  const char *argv[] = {bin("distrun"), "-n", "3", "--grace-period", "0.5",
+                        bin("distrun_testprog"), "stubborn", "0", "4", NULL};
+  proc_start(&p, argv);
+  cr_assert(proc_wait_for(&p, "ready pid=", 2, 30000), "%s\n%s", OUT(&p), ERR(&p));
+  int64_t t0 = now_ms();
+  int st = proc_finish(&p, 20000);
+  int64_t took = p.exited_ms - t0;
+  cr_expect_eq(st, 12, "exit %d\n%s", st, ERR(&p));
+  cr_expect(took >= 300 && took < 3000, "ended after %lld ms with a grace of 500",
+            (long long)took);
+  cr_expect(strstr(ERR(&p), "2 ranks still running after the grace period: SIGKILL"), "%s",
+            ERR(&p));
+  cr_expect(strstr(ERR(&p), "rank 0 (pid ") && strstr(ERR(&p), "exited with code 4"), "%s",
+            ERR(&p));
 }
 
 Test(monitor_distrun, the_death_is_posted_in_the_store, .timeout = 60) {

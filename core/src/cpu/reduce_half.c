@@ -2,7 +2,8 @@
  *
  * The half types accumulate in float32 (reduce.h): a kernel converts each
  * input as it reads it, combines in float32 into an accumulation array, and
- * the final kernel rounds once. The conversions are written as branch-free
+ * the final kernel rounds once; two sources skip the array and round as
+ * they go (binfin/accfin). The conversions are written as branch-free
  * selects over 32-bit integers so GCC vectorises them with plain SSE2 (no
  * F16C needed), and so they do not depend on flush-to-zero or
  * denormals-are-zero modes (only on round-to-nearest, the default).
@@ -14,7 +15,8 @@
  *   |x| < 2^-14 (subnormal results): x + 0.5f puts the float16 subnormal
  *   ulp (2^-24) at the float32 ulp of 0.5, so the FPU's own rounding does
  *   the work and the low bits are the result;
- *   NaN -> sign|0x7e00 (what torch's c10::Half gives).
+ *   NaN -> sign|0x7e00 (what torch's c10::Half gives) for the conversion,
+ *   0x7e00 for a reduction's result (reduce.h: NaN there is canonical).
  * bfloat16 is the top half of a float32: widen by shifting; narrow by adding
  * 0x7fff plus the kept lsb (NaN -> 0x7fc0, as torch's c10::BFloat16). */
 #include <stdbool.h>
@@ -76,7 +78,7 @@ static inline float bf16_in(uint16_t h) { return u2f((uint32_t)h << 16); }
 static inline uint16_t bf16_out(float f) {
   uint32_t x = f2u(f);
   uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : r);
+  return (uint16_t)(f != f ? 0x7fc0u : r);
 }
 
 /* --- conversions --------------------------------------------------------- */
@@ -201,6 +203,60 @@ typedef uint16_t hv; /* a float16 or bfloat16 value's bits */
     name##_accfin_i(d, b, n, p);                                                                   \
   }
 
+/* bfloat16 two elements at a time: a 32-bit word holds element 2i in its
+ * low half and 2i + 1 in its high half, and each is a float32 once shifted
+ * up or masked, so the loop needs none of the shuffles that widening and
+ * narrowing 16-bit lanes cost (they all queue on one port); the rounded
+ * results merge back the same way. Bit for bit the H_GEN_BINFIN result.
+ * Little-endian only. */
+static inline uint32_t ld2(const hv *p) {
+  uint32_t w;
+  memcpy(&w, p, sizeof w);
+  return w;
+}
+static inline void st2(hv *p, uint32_t w) { memcpy(p, &w, sizeof w); }
+/* bf16_out, left in the top half of the word. */
+static inline uint32_t bf16_out_hi(float f) {
+  uint32_t x = f2u(f);
+  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) & 0xffff0000u;
+  return f != f ? 0x7fc00000u : r; /* a float compare and a blend, not integer ops */
+}
+#define BF_LO(w) u2f((w) << 16)
+#define BF_HI(w) u2f((w)&0xffff0000u)
+#define H_GEN_BF_PAIRS(name, IN, PRE, OP, OUT, POST)                                               \
+  static inline uint32_t name##_pair(uint32_t x, uint32_t y, float s, float div) {                 \
+    (void)s, (void)div;                                                                            \
+    float lo = POST(OP(PRE(BF_LO(x)), PRE(BF_LO(y))));                                             \
+    float hi = POST(OP(PRE(BF_HI(x)), PRE(BF_HI(y))));                                             \
+    return bf16_out_hi(lo) >> 16 | bf16_out_hi(hi);                                                \
+  }                                                                                                \
+  static inline void name##_binfin_i(hv *restrict d, const hv *restrict a, const hv *restrict b,  \
+                                     size_t n, const dist__rk_param *p) {                          \
+    S_DECL                                                                                         \
+    const float div = (float)p->divisor;                                                           \
+    DIST_RK_UNROLL for (size_t i = 0; i < n / 2; i++)                                              \
+        st2(d + 2 * i, name##_pair(ld2(a + 2 * i), ld2(b + 2 * i), s, div));                       \
+    if (n & 1)                                                                                     \
+      d[n - 1] = OUT(POST(OP(PRE(IN(a[n - 1])), PRE(IN(b[n - 1])))));                              \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_binfin(void *d, const void *a, const void *b, size_t n,        \
+                                           const dist__rk_param *p) {                              \
+    name##_binfin_i(d, a, b, n, p);                                                                \
+  }                                                                                                \
+  static inline void name##_accfin_i(hv *restrict d, const hv *restrict b, size_t n,               \
+                                     const dist__rk_param *p) {                                    \
+    S_DECL                                                                                         \
+    const float div = (float)p->divisor;                                                           \
+    DIST_RK_UNROLL for (size_t i = 0; i < n / 2; i++)                                              \
+        st2(d + 2 * i, name##_pair(ld2(d + 2 * i), ld2(b + 2 * i), s, div));                       \
+    if (n & 1)                                                                                     \
+      d[n - 1] = OUT(POST(OP(PRE(IN(d[n - 1])), PRE(IN(b[n - 1])))));                              \
+  }                                                                                                \
+  DIST_RK_CLONES static void name##_accfin(void *d, const void *b, size_t n,                       \
+                                           const dist__rk_param *p) {                              \
+    name##_accfin_i(d, b, n, p);                                                                   \
+  }
+
 /* first (acc = pre(x0)), its PREMUL_SUM form, fin (round) and AVG's fin
  * (divide, round) for one half type. */
 #define H_GEN_TYPE(t, IN, OUT)                                                                     \
@@ -240,16 +296,26 @@ typedef uint16_t hv; /* a float16 or bfloat16 value's bits */
   H_GEN_OP(t##_prod, IN, H_ID, H_PROD)                                                             \
   H_GEN_OP(t##_min, IN, H_ID, H_MIN)                                                               \
   H_GEN_OP(t##_max, IN, H_ID, H_MAX)                                                               \
-  H_GEN_OP(t##_pms, IN, H_SCALE, H_SUM)                                                            \
-  H_GEN_BINFIN(t##_sum, IN, H_ID, H_SUM, OUT, H_ID)                                                \
-  H_GEN_BINFIN(t##_prod, IN, H_ID, H_PROD, OUT, H_ID)                                              \
-  H_GEN_BINFIN(t##_min, IN, H_ID, H_MIN, OUT, H_ID)                                                \
-  H_GEN_BINFIN(t##_max, IN, H_ID, H_MAX, OUT, H_ID)                                                \
-  H_GEN_BINFIN(t##_avg, IN, H_ID, H_SUM, OUT, H_DIV)                                               \
-  H_GEN_BINFIN(t##_pms, IN, H_SCALE, H_SUM, OUT, H_ID)
+  H_GEN_OP(t##_pms, IN, H_SCALE, H_SUM)
+
+/* The binfin/accfin pairs of one type: GEN is H_GEN_BINFIN or
+ * H_GEN_BF_PAIRS. */
+#define H_GEN_FINS(GEN, t, IN, OUT)                                                                \
+  GEN(t##_sum, IN, H_ID, H_SUM, OUT, H_ID)                                                         \
+  GEN(t##_prod, IN, H_ID, H_PROD, OUT, H_ID)                                                       \
+  GEN(t##_min, IN, H_ID, H_MIN, OUT, H_ID)                                                         \
+  GEN(t##_max, IN, H_ID, H_MAX, OUT, H_ID)                                                         \
+  GEN(t##_avg, IN, H_ID, H_SUM, OUT, H_DIV)                                                        \
+  GEN(t##_pms, IN, H_SCALE, H_SUM, OUT, H_ID)
 
 H_GEN_TYPE(f16, f16_in, f16_rout)
 H_GEN_TYPE(bf16, bf16_in, bf16_out)
+H_GEN_FINS(H_GEN_BINFIN, f16, f16_in, f16_rout)
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+H_GEN_FINS(H_GEN_BF_PAIRS, bf16, bf16_in, bf16_out)
+#else
+H_GEN_FINS(H_GEN_BINFIN, bf16, bf16_in, bf16_out)
+#endif
 
 /* ff names the binfin/accfin pair (AVG's divides). */
 #define H_ENTRY(t, op, first_, fin_, ff)                                                           \

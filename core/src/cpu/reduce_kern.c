@@ -210,32 +210,34 @@ C_GEN_PROD(c128_prod, double)
 #define E_BOOL(op)                                                                                 \
   { E_OPS(b8, op), .first = b8_first, .first_self = b8_first_self, .units = 1, .usize = 1 }
 
-#define T_FLOAT(t, units, usize)                                                                   \
+#define T_FLOAT(t, u, us)                                                                          \
   {                                                                                                \
-    [DIST_REDOP_SUM] = E_PLAIN(t, sum, units, usize),                                              \
-    [DIST_REDOP_PRODUCT] = E_PLAIN(t, prod, units, usize),                                         \
-    [DIST_REDOP_MIN] = E_PLAIN(t, min, units, usize),                                              \
-    [DIST_REDOP_MAX] = E_PLAIN(t, max, units, usize), [DIST_REDOP_AVG] = E_AVG(t, units, usize),   \
-    [DIST_REDOP_PREMUL_SUM] = E_PMS(t, units, usize),                                              \
+    [DIST_REDOP_SUM] = E_PLAIN(t, sum, u, us),                                                     \
+    [DIST_REDOP_PRODUCT] = E_PLAIN(t, prod, u, us),                                                \
+    [DIST_REDOP_MIN] = E_PLAIN(t, min, u, us),                                                     \
+    [DIST_REDOP_MAX] = E_PLAIN(t, max, u, us),                                                     \
+    [DIST_REDOP_AVG] = E_AVG(t, u, us),                                                            \
+    [DIST_REDOP_PREMUL_SUM] = E_PMS(t, u, us),                                                     \
   }
-#define T_INT(t, usize)                                                                            \
+#define T_INT(t, us)                                                                               \
   {                                                                                                \
-    [DIST_REDOP_SUM] = E_PLAIN(t, sum, 1, usize),                                                  \
-    [DIST_REDOP_PRODUCT] = E_PLAIN(t, prod, 1, usize),                                             \
-    [DIST_REDOP_MIN] = E_PLAIN(t, min, 1, usize), [DIST_REDOP_MAX] = E_PLAIN(t, max, 1, usize),    \
-    [DIST_REDOP_BAND] = E_PLAIN(t, band, 1, usize), [DIST_REDOP_BOR] = E_PLAIN(t, bor, 1, usize),  \
-    [DIST_REDOP_BXOR] = E_PLAIN(t, bxor, 1, usize),                                                \
+    [DIST_REDOP_SUM] = E_PLAIN(t, sum, 1, us),                                                     \
+    [DIST_REDOP_PRODUCT] = E_PLAIN(t, prod, 1, us),                                                \
+    [DIST_REDOP_MIN] = E_PLAIN(t, min, 1, us),                                                     \
+    [DIST_REDOP_MAX] = E_PLAIN(t, max, 1, us),                                                     \
+    [DIST_REDOP_BAND] = E_PLAIN(t, band, 1, us),                                                   \
+    [DIST_REDOP_BOR] = E_PLAIN(t, bor, 1, us),                                                     \
+    [DIST_REDOP_BXOR] = E_PLAIN(t, bxor, 1, us),                                                   \
   }
 /* Complex: SUM, AVG and PREMUL_SUM componentwise over 2n reals of rs
  * bytes; PRODUCT over n pairs; no order, so no MIN/MAX. */
-#define T_COMPLEX(t, r, rs)                                                                     \
+#define T_COMPLEX(t, r, rs)                                                                        \
   {                                                                                                \
-    [DIST_REDOP_SUM] = E_PLAIN(r, sum, 2, rs),                                                  \
-    [DIST_REDOP_PRODUCT] = {.bin = t##_prod_bin,                                                   \
-                            .acc = t##_prod_acc,                                                   \
-                            .units = 1,                                                            \
-                            .usize = 2 * (rs)},                                                 \
-    [DIST_REDOP_AVG] = E_AVG(r, 2, rs), [DIST_REDOP_PREMUL_SUM] = E_PMS(r, 2, rs),           \
+    [DIST_REDOP_SUM] = E_PLAIN(r, sum, 2, rs),                                                     \
+    [DIST_REDOP_PRODUCT] = {.bin = t##_prod_bin, .acc = t##_prod_acc, .units = 1,                  \
+                            .usize = 2 * (rs)},                                                    \
+    [DIST_REDOP_AVG] = E_AVG(r, 2, rs),                                                            \
+    [DIST_REDOP_PREMUL_SUM] = E_PMS(r, 2, rs),                                                     \
   }
 
 const dist__rk dist__reduce_same_table[DIST_DTYPE_COUNT_][DIST_REDOP_COUNT_] = {

@@ -24,8 +24,10 @@
  * cache AVX2 moves about 2-3x the baseline's bytes. Both clones run the
  * same IEEE operations (no FMA: -ffp-contract=off), so ranks on different
  * CPUs still agree bit for bit. */
+/* Not under ThreadSanitizer: the loader runs ifunc resolvers before the
+ * TSan runtime is up, and an instrumented resolver crashes the process. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__) &&         \
-    !defined(DIST_RK_NO_CLONES)
+    !defined(DIST_RK_NO_CLONES) && !defined(__SANITIZE_THREAD__)
 #define DIST_RK_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define DIST_RK_CLONES

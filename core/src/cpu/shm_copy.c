@@ -22,12 +22,6 @@ static shm_key copy_key(const dist_coll *c, dist_dtype dt, int64_t count, bool r
   return k;
 }
 
-/* Copies a rank's own piece; in and out may be the same buffer. */
-static void own_copy(void *out, const void *in, size_t len) {
-  if (len && out != in)
-    memmove(out, in, len);
-}
-
 int dist__shm_barrier(dist__shm *s, dist__cpu_op *op) {
   shm_key k = {0};
   k.kind = DIST_OP_BARRIER;
@@ -106,7 +100,7 @@ static int gather_loop(dist__shm *s, dist__cpu_op *op, const gather_args *a, con
       if (j != s->rank)
         shm_copy_out(s, gather_out(a, j) + off, shm_buf(s, j, p, stage), len);
     if (a->read) /* this rank's own chunk, while it is still in cache */
-      own_copy(gather_out(a, s->rank) + off, a->in + off, len);
+      shm_copy_own(s, gather_out(a, s->rank) + off, a->in + off, len);
   }
   s->step = g0 + steps;
   return DIST_OK;
@@ -152,7 +146,7 @@ int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
   size_t steps = m ? shm_ceil_div(m, s->slot) : 1;
   /* Small: every piece in the root's own polled line, in sub-slots. */
   bool inl = steps == 1 && (size_t)(s->size - 1) * m <= SHM_INLINE;
-  shm_stream_begin(s, root ? 0 : m);
+  shm_stream_begin(s, m); /* every rank writes m bytes of output */
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
@@ -171,7 +165,7 @@ int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
     if (!root)
       shm_copy_out(s, out + off, scatter_slot(s, c->root, inl, s->rank, p, m), len);
     else
-      own_copy(out + off, (const uint8_t *)c->inputs[s->rank].data + off, len);
+      shm_copy_own(s, out + off, (const uint8_t *)c->inputs[s->rank].data + off, len);
   }
   s->step = g0 + steps;
   return DIST_OK;

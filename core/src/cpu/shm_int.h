@@ -258,6 +258,18 @@ static inline void shm_copy_out(const dist__shm *s, void *dst, const void *src, 
     memcpy(dst, src, len);
 }
 
+/* A rank's own piece, input to output: they may be the same buffer (in
+ * place) or, by the user's choice, overlap. */
+static inline void shm_copy_own(const dist__shm *s, void *out, const void *in, size_t len) {
+  uintptr_t o = (uintptr_t)out, i = (uintptr_t)in;
+  if (!len || out == in)
+    return;
+  if (o < i + len && i < o + len)
+    memmove(out, in, len);
+  else
+    shm_copy_out(s, out, in, len);
+}
+
 /* Starts using streaming copies for an operation that writes `bytes` of
  * user memory on this rank, when that is large (s->stream_min bytes). */
 static inline void shm_stream_begin(dist__shm *s, size_t bytes) {

@@ -31,8 +31,8 @@
  * blocks in poll(). A connection that ends is a lost peer: every request
  * involving that peer fails with DIST_E_PEER_LOST naming it, and so does the
  * group (broken). A peer that destroys the group says so first (BYE): that
- * fails only what still needs it, and marks the group broken only when a
- * collective was running.
+ * fails only what still needs it, and marks the group broken only when it
+ * cut an exchange short.
  *
  * Tunables (environment, read at create): DIST_TCP_SPIN_US (busy-poll
  * window of a waiter, default 50), DIST_TCP_EAGER_BYTES (largest message

@@ -31,32 +31,34 @@
 
 /* --- step helpers ------------------------------------------------------------ */
 
-static int64_t cc_tag(const tcp_cc *cc) { return (int64_t)((cc->cseq << 16) | (uint64_t)cc->step); }
+static int64_t tag_of(const tcp_cc *cc, int step) {
+  return (int64_t)((cc->cseq << 16) | (uint64_t)(uint16_t)step);
+}
 
-static int cc_push(tcp_cc *cc, bool is_send, int peer, void *buf, int64_t count,
-                   int64_t peer_count, bool want_ack) {
+int dist__tcp_cc_post(tcp_cc *cc, tcp_batch *b, int step, bool is_send, int peer, void *buf,
+                      int64_t count, int64_t peer_count, bool want_ack) {
   dist__tcp *t = cc->t;
-  if (cc->n == cc->cap) {
-    int cap = cc->cap ? cc->cap * 2 : 16;
-    dist__tcp_req **nr = dist__realloc(cc->reqs, (size_t)cap * sizeof *nr);
+  if (b->n == b->cap) {
+    int cap = b->cap ? b->cap * 2 : 16;
+    dist__tcp_req **nr = dist__realloc(b->reqs, (size_t)cap * sizeof *nr);
     if (!nr)
       return dist__err_set(cc->op->err, DIST_E_NOMEM, "out of memory");
-    cc->reqs = nr;
-    cc->cap = cap;
+    b->reqs = nr;
+    b->cap = cap;
   }
   tcp_desc d = cc->base;
   d.count = count;
   d.peer_count = peer_count;
   pthread_mutex_lock(&t->mu);
-  dist__tcp_req *r = dist__tcp_req_new(t, is_send, peer, DIST_TCP_CTX_COLL, cc_tag(cc), buf,
-                                       (size_t)count * cc->esize, &d);
+  dist__tcp_req *r = dist__tcp_req_new(t, is_send, peer, DIST_TCP_CTX_COLL, tag_of(cc, step),
+                                       buf, (size_t)count * cc->esize, &d);
   if (r) {
     r->want_ack = want_ack;
     if (is_send)
       dist__tcp_start_send(t, r);
     else
       dist__tcp_start_recv(t, r);
-    cc->reqs[cc->n++] = r;
+    b->reqs[b->n++] = r;
   }
   pthread_mutex_unlock(&t->mu);
   return r ? DIST_OK : dist__err_set(cc->op->err, DIST_E_NOMEM, "out of memory");
@@ -64,34 +66,56 @@ static int cc_push(tcp_cc *cc, bool is_send, int peer, void *buf, int64_t count,
 
 int dist__tcp_cc_send(tcp_cc *cc, int peer, const void *buf, int64_t count,
                       int64_t peer_count, bool want_ack) {
-  return cc_push(cc, true, peer, (void *)buf, count, peer_count, want_ack);
+  return dist__tcp_cc_post(cc, &cc->main, cc->step, true, peer, (void *)buf, count,
+                           peer_count, want_ack);
 }
 
 int dist__tcp_cc_recv(tcp_cc *cc, int peer, void *buf, int64_t count, int64_t peer_count) {
-  return cc_push(cc, false, peer, buf, count, peer_count, false);
+  return dist__tcp_cc_post(cc, &cc->main, cc->step, false, peer, buf, count, peer_count,
+                           false);
 }
 
-/* Releases the step's requests (cancelling those still pending). */
-static void cc_release(tcp_cc *cc) {
-  for (int i = 0; i < cc->n; i++)
-    dist__tcp_req_release(cc->t, cc->reqs[i]);
-  cc->n = 0;
+/* Releases b's requests (cancelling those still pending); t->mu held. */
+static void release_locked(tcp_cc *cc, tcp_batch *b) {
+  for (int i = 0; i < b->n; i++)
+    dist__tcp_req_release(cc->t, b->reqs[i]);
+  b->n = 0;
+}
+
+static int wait_locked(tcp_cc *cc, tcp_batch *b) {
+  if (b->n == 0)
+    return DIST_OK;
+  tcp_wait_ctx w = {cc->c};
+  return dist__tcp_wait_locked(cc->t, b->reqs, b->n, cc->op->deadline_ms, cc->op->err, &w);
 }
 
 int dist__tcp_cc_wait(tcp_cc *cc) {
   dist__tcp *t = cc->t;
-  int rc = DIST_OK;
   pthread_mutex_lock(&t->mu);
-  if (cc->n > 0) {
-    tcp_wait_ctx w = {cc->c};
-    rc = dist__tcp_wait_locked(t, cc->reqs, cc->n, cc->op->deadline_ms, cc->op->err, &w);
-  }
+  int rc = wait_locked(cc, &cc->main);
   if (rc == DIST_OK) {
-    cc_release(cc);
+    release_locked(cc, &cc->main);
     cc->step++;
   }
   pthread_mutex_unlock(&t->mu);
   return rc;
+}
+
+int dist__tcp_cc_wait_batch(tcp_cc *cc, tcp_batch *b) {
+  pthread_mutex_lock(&cc->t->mu);
+  int rc = wait_locked(cc, b);
+  release_locked(cc, b);
+  pthread_mutex_unlock(&cc->t->mu);
+  return rc;
+}
+
+void dist__tcp_cc_drop_batch(tcp_cc *cc, tcp_batch *b) {
+  pthread_mutex_lock(&cc->t->mu);
+  release_locked(cc, b);
+  pthread_mutex_unlock(&cc->t->mu);
+  dist__free(b->reqs);
+  b->reqs = NULL;
+  b->cap = 0;
 }
 
 void *dist__tcp_cc_alloc(tcp_cc *cc, size_t bytes) {
@@ -386,7 +410,7 @@ static int run_kind(tcp_cc *cc) {
  * members, unless they told us or cannot hear it. */
 static void fail_coll(tcp_cc *cc, int rc) {
   dist__tcp *t = cc->t;
-  cc_release(cc);
+  release_locked(cc, &cc->main);
   bool reported = t->err_rc != DIST_OK && t->err_seq == cc->cseq;
   if (reported || rc == DIST_E_ABORTED || rc == DIST_E_PEER_LOST)
     return;
@@ -443,11 +467,11 @@ int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
   if (rc != DIST_OK && cc.cseq == t->coll_seq && t->coll_active)
     fail_coll(&cc, rc);
   else
-    cc_release(&cc);
+    release_locked(&cc, &cc.main);
   t->coll_active = false;
   if (t->err_rc != DIST_OK && t->err_seq <= t->coll_seq)
     t->err_rc = DIST_OK; /* consumed */
   pthread_mutex_unlock(&t->mu);
-  dist__free(cc.reqs);
+  dist__free(cc.main.reqs);
   return rc;
 }

@@ -203,6 +203,7 @@ struct dist__tcp {
   size_t eager_max;             /* DIST_TCP_EAGER_BYTES */
   int64_t spin_ns;              /* DIST_TCP_SPIN_US */
   size_t direct_bytes;          /* DIST_TCP_DIRECT_BYTES (tcp_reduce.c) */
+  size_t segment_bytes;         /* DIST_TCP_SEGMENT_BYTES (tcp_reduce.c) */
   /* collective scratch, kept between calls (one collective at a time) */
   uint8_t *scratch;
   size_t scratch_len;
@@ -293,6 +294,12 @@ bool dist__tcp_sweep(dist__tcp *t);
 
 /* --- tcp_coll.c / tcp_reduce.c ------------------------------------------- */
 
+/* Requests waited on together. */
+typedef struct tcp_batch {
+  dist__tcp_req **reqs;
+  int n, cap;
+} tcp_batch;
+
 /* A running collective: the requests of its current step. */
 typedef struct tcp_cc {
   dist__tcp *t;
@@ -302,8 +309,7 @@ typedef struct tcp_cc {
   int step;
   tcp_desc base;                /* kind, dtype, redop, root, total */
   size_t esize;                 /* element size */
-  dist__tcp_req **reqs;
-  int n, cap;
+  tcp_batch main;               /* the current step's requests */
 } tcp_cc;
 
 /* Posts a collective message of count elements to / from peer.
@@ -315,6 +321,14 @@ int dist__tcp_cc_send(tcp_cc *cc, int peer, const void *buf, int64_t count,
 int dist__tcp_cc_recv(tcp_cc *cc, int peer, void *buf, int64_t count, int64_t peer_count);
 /* Waits for the step's requests, frees them and moves to the next step. */
 int dist__tcp_cc_wait(tcp_cc *cc);
+/* The same for algorithms that keep several batches in flight: a message
+ * of step `step` (its tag) added to b; waiting for b frees its requests
+ * (also on failure, so the caller only returns the status). */
+int dist__tcp_cc_post(tcp_cc *cc, tcp_batch *b, int step, bool is_send, int peer, void *buf,
+                      int64_t count, int64_t peer_count, bool want_ack);
+int dist__tcp_cc_wait_batch(tcp_cc *cc, tcp_batch *b);
+/* Releases (cancelling) b's requests and its array. */
+void dist__tcp_cc_drop_batch(tcp_cc *cc, tcp_batch *b);
 /* A heap buffer for the collective (freed by the caller with dist__free);
  * NULL with DIST_E_NOMEM in op->err. */
 void *dist__tcp_cc_alloc(tcp_cc *cc, size_t bytes);

@@ -52,14 +52,17 @@ static int hello_check(const dist__tcp *t, const tcp_hello *h, int lo, int hi,
 }
 
 static int tunables(dist__tcp *t, dist__errbuf *err) {
-  int64_t spin_us, eager, direct;
+  int64_t spin_us, eager, direct, segment;
   int rc = dist__env_int("DIST_TCP_SPIN_US", 0, 10000000, 50, &spin_us);
   if (rc == DIST_OK)
     rc = dist__env_int("DIST_TCP_EAGER_BYTES", 0, TCP_EAGER_HARD_MAX, 65536, &eager);
   if (rc == DIST_OK)
     rc = dist__env_int("DIST_TCP_DIRECT_BYTES", 0, INT64_MAX / 2, 256 << 10, &direct);
+  if (rc == DIST_OK)
+    rc = dist__env_int("DIST_TCP_SEGMENT_BYTES", 1024, 1 << 30, 1 << 20, &segment);
   if (rc != DIST_OK)
     return dist__err_set(err, rc, "%s", dist_last_errmsg());
+  t->segment_bytes = (size_t)segment;
   t->spin_ns = spin_us * 1000;
   t->eager_max = (size_t)eager;
   t->direct_bytes = (size_t)direct;
@@ -92,7 +95,7 @@ static int lookup(dist__tcp *t, dist_store *store, int peer, int64_t deadline_ms
   const char *keys[1] = {key};
   void *val = NULL;
   size_t len = 0;
-  int rc = dist_store_wait(store, keys, 1, dist__remaining_ms(deadline_ms));
+  int rc = dist_store_wait(store, keys, 1, dist__remaining_ms(deadline_ms) + 1);
   if (rc == DIST_OK)
     rc = dist_store_get(store, key, &val, &len);
   if (rc != DIST_OK)

@@ -123,12 +123,28 @@ void dist__tcp_cancel(dist__tcp *t, dist__tcp_req *r, int rc, const char *msg) {
   dist__tcp_complete(t, r, rc, "%s", msg);
 }
 
+/* Whether cancelling r leaves a message half exchanged: data of a send
+ * that already left (the peer may still match it), or a receive whose
+ * message was being consumed (its sender waits for the acknowledgement). */
+static bool leaves_out_of_step(const dist__tcp_req *r) {
+  if (r->is_send)
+    return r->state == RQ_SEND_ACKWAIT || (r->state == RQ_SEND_QUEUED &&
+                                           (!r->item || r->item->off > 0));
+  return r->state == RQ_RECV_READING || r->state == RQ_RECV_BODYWAIT;
+}
+
 void dist__tcp_req_release(dist__tcp *t, dist__tcp_req *r) {
   if (r->state != RQ_DONE) {
-    char lb[64];
-    char m[160];
-    snprintf(m, sizeof m, "%s was released before it completed",
-             dist__tcp_req_label(r, lb, sizeof lb));
+    char lb[64], nb[160], m[400];
+    snprintf(m, sizeof m, "%s %s %s was abandoned before it completed",
+             dist__tcp_req_label(r, lb, sizeof lb), r->is_send ? "to" : "from",
+             dist__cpu_peer_name(t->g, r->is_send ? r->peer : r->src, nb, sizeof nb));
+    /* A collective marks the group itself when it fails. */
+    if (!r->coll && leaves_out_of_step(r) && !t->closing) {
+      size_t off = strlen(m);
+      dist__appendf(m, sizeof m, &off, " with its message half exchanged");
+      dist__cpu_mark_broken(t->g, DIST_E_TIMEOUT, m);
+    }
     dist__tcp_cancel(t, r, DIST_E_ABORTED, m);
   }
   if (r->prev)
@@ -302,7 +318,30 @@ static bool umsg_matches(const tcp_umsg *u, const dist__tcp_req *r) {
   return u->h.ctx == r->ctx && u->h.tag == r->tag && (r->peer < 0 || r->peer == u->src);
 }
 
-void dist__tcp_start_recv(dist__tcp *t, dist__tcp_req *r) {
+/* Posts r first in line (front) or last. */
+static void post_recv(dist__tcp *t, dist__tcp_req *r, bool front) {
+  r->state = RQ_RECV_POSTED;
+  r->posted = true;
+  if (front) {
+    r->pprev = NULL;
+    r->pnext = t->posted;
+    if (t->posted)
+      t->posted->pprev = r;
+    else
+      t->posted_last = r;
+    t->posted = r;
+    return;
+  }
+  r->pprev = t->posted_last;
+  r->pnext = NULL;
+  if (t->posted_last)
+    t->posted_last->pnext = r;
+  else
+    t->posted = r;
+  t->posted_last = r;
+}
+
+static void start_recv(dist__tcp *t, dist__tcp_req *r, bool front) {
   char lb[64], nb[160];
   tcp_umsg *prev = NULL;
   for (tcp_umsg *u = t->unexp; u; prev = u, u = u->next) {
@@ -329,16 +368,10 @@ void dist__tcp_start_recv(dist__tcp *t, dist__tcp_req *r) {
                        dist__cpu_peer_name(t->g, r->peer, nb, sizeof nb));
     return;
   }
-  r->state = RQ_RECV_POSTED;
-  r->posted = true;
-  r->pprev = t->posted_last;
-  r->pnext = NULL;
-  if (t->posted_last)
-    t->posted_last->pnext = r;
-  else
-    t->posted = r;
-  t->posted_last = r;
+  post_recv(t, r, front);
 }
+
+void dist__tcp_start_recv(dist__tcp *t, dist__tcp_req *r) { start_recv(t, r, false); }
 
 /* --- frame handlers ---------------------------------------------------------- */
 
@@ -528,11 +561,11 @@ void dist__tcp_on_cancel(dist__tcp *t, tcp_conn *c) {
   uint64_t id = c->rh.msg_id;
   dist__tcp_req *r = find_by_id(t, false, c->peer, id, RQ_RECV_BODYWAIT);
   if (r) {
-    char lb[64], nb[160];
-    dist__tcp_complete(t, r, DIST_E_PEER_LOST,
-                       "%s from %s: the sender withdrew its message (its operation failed)",
-                       dist__tcp_req_label(r, lb, sizeof lb),
-                       dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb));
+    /* As MPI's cancel: a withdrawn message is never received. The receive
+     * goes back first in line (it had matched first) for the next one. */
+    r->msg_id = 0;
+    r->src = -1;
+    start_recv(t, r, true);
     return;
   }
   tcp_umsg *prev = NULL;

@@ -41,8 +41,9 @@ static void drain_wakefd(dist__tcp *t) {
   (void)r;
 }
 
-/* Fails the requests that need peer p. */
-static void fail_peer_reqs(dist__tcp *t, int p, int rc, const char *msg) {
+/* Fails the requests that need peer p; returns how many. */
+static int fail_peer_reqs(dist__tcp *t, int p, int rc, const char *msg) {
+  int failed = 0;
   for (dist__tcp_req *r = t->reqs; r; r = r->next) {
     if (r->state == RQ_DONE)
       continue;
@@ -55,7 +56,9 @@ static void fail_peer_reqs(dist__tcp *t, int p, int rc, const char *msg) {
     size_t off = 0;
     dist__appendf(m, sizeof m, &off, "%s: %s", dist__tcp_req_label(r, lb, sizeof lb), msg);
     dist__tcp_cancel(t, r, rc, m);
+    failed++;
   }
+  return failed;
 }
 
 void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...) {
@@ -71,7 +74,7 @@ void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...
    * in progress elsewhere never sees its number reused. */
   if (c->fd >= 0)
     shutdown(c->fd, SHUT_RDWR);
-  fail_peer_reqs(t, c->peer, rc, msg);
+  int failed = fail_peer_reqs(t, c->peer, rc, msg);
   dist__tcp_free_queue(c);
   if (c->rumsg) {
     dist__free(c->rumsg->data);
@@ -83,10 +86,10 @@ void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...
   t->completed = true;
   if (t->closing)
     return;
-  /* A clean departure only matters to whoever still needs the peer; a
-   * crash (or a departure in the middle of a collective) leaves the group
-   * out of step. */
-  if (c->bye && !t->coll_active) {
+  /* A clean departure only matters to what still needed the peer (later
+   * requests to it fail at once); a crash, or a departure that cut an
+   * exchange short, leaves the group out of step. */
+  if (c->bye && failed == 0) {
     DIST_LOG(INFO, TCP, "group %s: %s", t->g->name, msg);
     return;
   }

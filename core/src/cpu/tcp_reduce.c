@@ -11,9 +11,11 @@
  *           default 256 KiB) and vectors shorter than the group;
  *   rs+ag   rank r receives block r from every rank and reduces those n
  *           blocks in rank order (direct reduce-scatter), then every rank
- *           sends its finished block to every other (all-gather): two
- *           exchanges, 2 (n-1)/n x the data each way, like a ring but in
- *           two steps instead of 2 (n-1).
+ *           sends its finished block to every other (all-gather): 2 (n-1)/n
+ *           x the data each way, like a ring but in two steps instead of
+ *           2 (n-1). all_reduce pipelines it over segments of n blocks of
+ *           DIST_TCP_SEGMENT_BYTES (default 1 MiB), so reductions overlap
+ *           the transfers.
  * reduce uses the same two schedules with the root as the only receiver
  * of the whole (or of the gathered blocks). Scratch memory is the
  * engine's, kept between calls, so large collectives do not pay for fresh
@@ -167,11 +169,129 @@ static bool use_direct(tcp_cc *cc, int64_t count) {
   return count < n || traffic <= cc->t->direct_bytes;
 }
 
+/* --- pipelined reduce-scatter + all-gather ----------------------------------------- */
+
+/* The vector is cut into segments of n blocks of about seg_bytes each;
+ * segment k's reduce-scatter (step 2k) and all-gather (step 2k+1) are
+ * separate messages, so while segment k is reduced the blocks of segment
+ * k+1 are in flight, and the all-gather of k leaves as soon as it is
+ * reduced. The landing slots are double buffered. */
+typedef struct ar_pipe {
+  tcp_cc *cc;
+  uint8_t *buf;
+  int64_t count, seg;           /* elements */
+  int nseg;
+  uint8_t *tmp[2];              /* (n-1) slots of slot_bytes each */
+  size_t slot_bytes;
+  tcp_batch rs[2], ag;
+} ar_pipe;
+
+/* Block p of segment k: offset (in elements, from buf) and length. */
+static void seg_block(const ar_pipe *a, int k, int p, int64_t *off, int64_t *len) {
+  int64_t s0 = (int64_t)k * a->seg, sl = a->count - s0 < a->seg ? a->count - s0 : a->seg;
+  dist__tcp_block(sl, a->cc->t->g->size, p, off, len);
+  *off += s0;
+}
+
+static int post_rs(ar_pipe *a, int k) {
+  tcp_cc *cc = a->cc;
+  int n = cc->t->g->size, r = cc->t->g->rank;
+  tcp_batch *b = &a->rs[k % 2];
+  int64_t roff, rlen, off, len;
+  seg_block(a, k, r, &roff, &rlen);
+  for (int p = 0; p < n; p++) {
+    seg_block(a, k, p, &off, &len);
+    if (p != r)
+      DIST_TRY(dist__tcp_cc_post(cc, b, 2 * k, false, p, slot(a->tmp[k % 2], p, r,
+                                                               a->slot_bytes), rlen, len, false));
+  }
+  for (int p = 0; p < n; p++) {
+    seg_block(a, k, p, &off, &len);
+    if (p != r)
+      DIST_TRY(dist__tcp_cc_post(cc, b, 2 * k, true, p, a->buf + (size_t)off * cc->esize, len,
+                                 rlen, false));
+  }
+  return DIST_OK;
+}
+
+static int reduce_seg(ar_pipe *a, int k) {
+  tcp_cc *cc = a->cc;
+  int n = cc->t->g->size, r = cc->t->g->rank;
+  int64_t roff, rlen;
+  seg_block(a, k, r, &roff, &rlen);
+  uint8_t *mine = a->buf + (size_t)roff * cc->esize;
+  const void *stack[SRCS_ON_STACK];
+  const void **srcs = srcs_get(cc, stack, n);
+  if (!srcs)
+    return DIST_E_NOMEM;
+  for (int p = 0; p < n; p++)
+    srcs[p] = p == r ? mine : slot(a->tmp[k % 2], p, r, a->slot_bytes);
+  int rc = reduce_into(cc, mine, srcs, n, (size_t)rlen, r != 0);
+  srcs_free(srcs, stack);
+  return rc;
+}
+
+static int post_ag(ar_pipe *a, int k) {
+  tcp_cc *cc = a->cc;
+  int n = cc->t->g->size, r = cc->t->g->rank;
+  int64_t roff, rlen, off, len;
+  seg_block(a, k, r, &roff, &rlen);
+  for (int p = 0; p < n; p++) {
+    seg_block(a, k, p, &off, &len);
+    if (p != r)
+      DIST_TRY(dist__tcp_cc_post(cc, &a->ag, 2 * k + 1, false, p,
+                                 a->buf + (size_t)off * cc->esize, len, rlen, false));
+  }
+  for (int p = 0; p < n; p++) {
+    seg_block(a, k, p, &off, &len);
+    if (p != r)
+      DIST_TRY(dist__tcp_cc_post(cc, &a->ag, 2 * k + 1, true, p,
+                                 a->buf + (size_t)roff * cc->esize, rlen, len, false));
+  }
+  return DIST_OK;
+}
+
+static int pipelined(tcp_cc *cc, uint8_t *buf, int64_t count) {
+  int n = cc->t->g->size;
+  ar_pipe a = {0};
+  a.cc = cc;
+  a.buf = buf;
+  a.count = count;
+  int64_t blk = (int64_t)(cc->t->segment_bytes / cc->esize);
+  a.seg = (blk > 0 ? blk : 1) * n;
+  if ((count + a.seg - 1) / a.seg > 16384) /* steps are 16-bit tags */
+    a.seg = (count + 16383) / 16384;
+  a.nseg = (int)((count + a.seg - 1) / a.seg);
+  a.slot_bytes = (size_t)(a.seg / n + 1) * cc->esize;
+  uint8_t *tmp = scratch(cc, 2 * (size_t)(n - 1) * a.slot_bytes);
+  if (!tmp)
+    return DIST_E_NOMEM;
+  a.tmp[0] = tmp;
+  a.tmp[1] = tmp + (size_t)(n - 1) * a.slot_bytes;
+  int rc = post_rs(&a, 0);
+  for (int k = 0; k < a.nseg && rc == DIST_OK; k++) {
+    if (k + 1 < a.nseg)
+      rc = post_rs(&a, k + 1);
+    if (rc == DIST_OK)
+      rc = dist__tcp_cc_wait_batch(cc, &a.rs[k % 2]);
+    if (rc == DIST_OK)
+      rc = reduce_seg(&a, k);
+    if (rc == DIST_OK)
+      rc = post_ag(&a, k);
+  }
+  if (rc == DIST_OK)
+    rc = dist__tcp_cc_wait_batch(cc, &a.ag);
+  dist__tcp_cc_drop_batch(cc, &a.rs[0]);
+  dist__tcp_cc_drop_batch(cc, &a.rs[1]);
+  dist__tcp_cc_drop_batch(cc, &a.ag);
+  return rc;
+}
+
 int dist__tcp_all_reduce(tcp_cc *cc) {
   const dist_coll *c = cc->c;
   if (c->n_inputs < 1)
     return dist__err_set(cc->op->err, DIST_E_INVAL, "ALL_REDUCE over TCP: no tensor");
-  int n = cc->t->g->size, r = cc->t->g->rank;
+  int n = cc->t->g->size;
   uint8_t *buf = c->inputs[0].data;
   int64_t count = dist_tensor_numel(&c->inputs[0]);
   if (n == 1) {
@@ -180,26 +300,7 @@ int dist__tcp_all_reduce(tcp_cc *cc) {
   }
   if (use_direct(cc, count))
     return direct(cc, buf, count, -1);
-  size_t es = cc->esize;
-  int64_t roff, rlen;
-  dist__tcp_block(count, n, r, &roff, &rlen);
-  uint8_t *tmp = scratch(cc, (size_t)(n - 1) * (size_t)(count / n + 1) * es);
-  if (!tmp)
-    return DIST_E_NOMEM;
-  DIST_TRY(scatter_reduce(cc, buf, count, buf + (size_t)roff * es, tmp));
-  for (int p = 0; p < n; p++) { /* all-gather the reduced blocks */
-    int64_t off, len;
-    dist__tcp_block(count, n, p, &off, &len);
-    if (p != r)
-      DIST_TRY(dist__tcp_cc_recv(cc, p, buf + (size_t)off * es, len, rlen));
-  }
-  for (int p = 0; p < n; p++) {
-    int64_t off, len;
-    dist__tcp_block(count, n, p, &off, &len);
-    if (p != r)
-      DIST_TRY(dist__tcp_cc_send(cc, p, buf + (size_t)roff * es, rlen, len, false));
-  }
-  return dist__tcp_cc_wait(cc);
+  return pipelined(cc, buf, count);
 }
 
 int dist__tcp_reduce(tcp_cc *cc) {
