@@ -5,8 +5,9 @@
  *            (-O3, AVX2 where available: the machine's "c = a + b" rate)
  *   op       SUM (dst apart from the sources), SUM_inplace (dst is
  *            srcs[0], as an all-reduce reducing into its own buffer),
- *            SUM_step (dist__reduce_begin/step/end into a separate
- *            accumulator, as an algorithm receiving inputs one by one)
+ *            SUM_step (dist__reduce_begin/step/end, as an algorithm that
+ *            receives inputs one by one: dst is the accumulator, except
+ *            for bfloat16, which needs a float32 one)
  *   bytes    the size of one vector; GBps = bytes / median time, i.e.
  *            bytes of result per second (the figure BASELINES.md gives
  *            for "c = a + b").
@@ -35,8 +36,15 @@ typedef struct bench {
 typedef enum { V_SUM, V_INPLACE, V_STEP, V_PLAIN } variant;
 static const char *const variant_names[] = {"SUM", "SUM_inplace", "SUM_step", "SUM"};
 
-/* The reference loop, built like the baseline probe (-O3, AVX2 clone). */
-__attribute__((optimize("O3"), target_clones("avx2", "default"), noinline)) static void
+/* The reference loop, built like the baseline probe (-O3, an AVX2 clone
+ * as the kernels have; none under TSan, whose runtime is not up when the
+ * loader runs ifunc resolvers). */
+#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define PLAIN_CLONES target_clones("avx2", "default"),
+#else
+#define PLAIN_CLONES
+#endif
+__attribute__((optimize("O3"), PLAIN_CLONES noinline)) static void
 plain_sum(float *restrict c, const float *restrict a, const float *restrict b, size_t n) {
   for (size_t i = 0; i < n; i++)
     c[i] = a[i] + b[i];
@@ -46,11 +54,12 @@ static int run_once(bench *b, variant v) {
   switch (v) {
   case V_SUM: return dist__reduce_multi(b->dt, DIST_SUM, b->dst, b->srcs, b->nsrc, b->n, 1);
   case V_INPLACE: return dist__reduce_multi(b->dt, DIST_SUM, b->src[0], b->srcs, b->nsrc, b->n, 1);
-  case V_STEP: {
-    int rc = dist__reduce_begin(b->dt, DIST_SUM, b->acc, b->srcs[0], b->n);
+  case V_STEP: { /* a float32 accumulator for bfloat16, else dst accumulates */
+    void *acc = b->dt == DIST_BFLOAT16 ? b->acc : b->dst;
+    int rc = dist__reduce_begin(b->dt, DIST_SUM, acc, b->srcs[0], b->n);
     for (int j = 1; j < b->nsrc && rc == DIST_OK; j++)
-      rc = dist__reduce_step(b->dt, DIST_SUM, b->acc, b->srcs[j], b->n);
-    return rc != DIST_OK ? rc : dist__reduce_end(b->dt, DIST_SUM, b->dst, b->acc, b->n, 1);
+      rc = dist__reduce_step(b->dt, DIST_SUM, acc, b->srcs[j], b->n);
+    return rc != DIST_OK ? rc : dist__reduce_end(b->dt, DIST_SUM, b->dst, acc, b->n, 1);
   }
   case V_PLAIN: plain_sum(b->dst, b->srcs[0], b->srcs[1], b->n); return DIST_OK;
   }

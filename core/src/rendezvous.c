@@ -34,6 +34,9 @@
 
 enum method { M_ENV, M_TCP, M_FILE, M_STORE };
 
+/* How long a rank whose barrier timed out waits for rank 0's verdict. */
+#define VERDICT_GRACE_MS 1000
+
 /* What the init method and the environment say, before any store exists. */
 typedef struct settings {
   enum method method;
@@ -443,16 +446,20 @@ static void name_missing(joiner *j, char *out, size_t len) {
   size_t n = 0;
   int64_t deadline = dist__now_ms() + 5000; /* the check itself is bounded */
   dist_store_set_timeout(j->r->store, 5000);
-  for (int i = 0; missing && i < w && dist__now_ms() < deadline; i++) {
+  int rc = DIST_OK;
+  for (int i = 0; missing && rc == DIST_OK && i < w && dist__now_ms() < deadline; i++) {
     char key[96];
     snprintf(key, sizeof key, "%s/rank/%d", j->prefix, i);
     const char *keys[1] = {key};
     bool present = true;
-    if (dist_store_check(j->r->store, keys, 1, &present) == DIST_OK && !present)
+    rc = dist_store_check(j->r->store, keys, 1, &present);
+    if (rc == DIST_OK && !present)
       missing[n++] = i;
   }
   char list[512] = "none found";
-  if (n)
+  if (rc != DIST_OK)
+    snprintf(list, sizeof list, "unknown (%s)", dist_store_errmsg(j->r->store));
+  else if (n)
     dist__format_ranks(missing, n, list, sizeof list);
   dist__free(missing);
   snprintf(out, len, "rendezvous of rank %d timed out after %" PRId64
@@ -473,11 +480,33 @@ static int verdict(joiner *j, const char *key, const char *mine, bool *won) {
   return DIST_OK;
 }
 
+/* The verdict of the barrier, waiting up to timeout_ms: DIST_OK for "1",
+ * DIST_E_TIMEOUT with rank 0's message, or the store's error (a timeout of
+ * the wait itself leaves *posted false). */
+static int read_verdict(joiner *j, const char *key, int64_t timeout_ms, bool *posted) {
+  void *v = NULL;
+  size_t len = 0;
+  dist_store_set_timeout(j->r->store, timeout_ms > 0 ? timeout_ms : 1);
+  int rc = dist_store_get(j->r->store, key, &v, &len);
+  *posted = rc == DIST_OK;
+  if (rc == DIST_OK && (len != 1 || memcmp(v, "1", 1) != 0))
+    rc = dist__set_last_error(DIST_E_TIMEOUT, "rank 0 gave up: %s", (const char *)v);
+  dist_free(v);
+  return rc;
+}
+
 /* A timeout while waiting for the others. Rank 0 posts what it found as the
  * verdict, so every waiting rank fails with the same message at once (and
  * before a store rank 0 hosts goes away); if the last rank arrived in the
- * meantime, the rendezvous succeeds after all. */
+ * meantime, the rendezvous succeeds after all. The other ranks first give
+ * rank 0's verdict a moment, as their deadlines end at about the same time. */
 static int barrier_timed_out(joiner *j, const char *key) {
+  if (j->r->rank != 0) {
+    bool posted;
+    int rc = read_verdict(j, key, VERDICT_GRACE_MS, &posted);
+    if (posted)
+      return rc;
+  }
   char msg[1024];
   name_missing(j, msg, sizeof msg);
   bool won = true;
@@ -502,17 +531,13 @@ static int barrier(joiner *j) {
     DIST_TRY(arm(j));
     DIST_TRY(verdict(j, complete, "1", &won));
   }
-  void *v = NULL;
-  size_t len = 0;
   DIST_TRY(arm(j));
-  rc = dist_store_get(j->r->store, complete, &v, &len);
-  if (rc == DIST_E_TIMEOUT)
+  bool posted;
+  rc = read_verdict(j, complete, dist__remaining_ms(j->s->deadline_ms), &posted);
+  if (rc == DIST_E_TIMEOUT && !posted)
     return barrier_timed_out(j, complete);
-  if (rc != DIST_OK)
+  if (rc != DIST_OK && !posted)
     return op_failed(j, rc, "waiting for every rank");
-  if (len != 1 || memcmp(v, "1", 1) != 0)
-    rc = dist__set_last_error(DIST_E_TIMEOUT, "rank 0 gave up: %s", (const char *)v);
-  dist_free(v);
   return rc;
 }
 

@@ -135,11 +135,8 @@ typedef struct given {
   bool port_cli; /* on the command line (a one-node job ignores the others) */
 } given;
 
-/* Fills what the command line left out from SLURM (see the file comment). */
-static void read_slurm(drun_cfg *c, given *g) {
-  const char *job = getenv("SLURM_JOB_ID");
-  if (!job || !*job)
-    return;
+/* Nodes, this node's index and ranks per node from SLURM. */
+static void read_slurm_shape(drun_cfg *c, given *g) {
   const char *v;
   int64_t x;
   if (!g->nnodes && (((v = getenv("SLURM_NNODES")) && leading_int(v, &x)) ||
@@ -159,6 +156,16 @@ static void read_slurm(drun_cfg *c, given *g) {
     c->nproc = (int)(x / c->nnodes);
     g->nproc = true;
   }
+}
+
+/* Fills what the command line left out from SLURM (see the file comment). */
+static void read_slurm(drun_cfg *c, given *g) {
+  const char *job = getenv("SLURM_JOB_ID");
+  if (!job || !*job)
+    return;
+  const char *v;
+  int64_t x;
+  read_slurm_shape(c, g);
   const char *lists[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"};
   for (size_t i = 0; !g->addr && i < 3; i++)
     if ((v = getenv(lists[i])) && *v &&

@@ -53,7 +53,7 @@ static const char *status_words(int st) {
   case DRUN_EXIT_LAUNCH: return "launch failure";
   case DRUN_EXIT_DESYNC: return "desync";
   case DRUN_EXIT_HANG: return "hang";
-  default: return "failure";
+  default: return "other failure";
   }
 }
 
@@ -85,7 +85,7 @@ static void end_ranks(sup *sp, int sig) {
   sp->ending = true;
   int k = live_ranks(sp);
   if (k)
-    dist__run_say("ending the other %d rank%s on this node (SIG%s, SIGKILL after %.1f s)",
+    dist__run_say("ending %d running rank%s on this node (SIG%s, SIGKILL after %.1f s)",
                   k, k == 1 ? "" : "s", sigabbrev_np(sig), (double)sp->c->grace_ms / 1000);
   for (int i = 0; i < sp->n; i++)
     dist__run_signal(&sp->ranks[i], sig);
@@ -335,6 +335,19 @@ static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sig
   return status;
 }
 
+/* The program's path, or a launch failure the other nodes hear about. */
+static int find_program(const drun_cfg *c, drun_job *job, char *path, size_t len) {
+  int e = dist__run_resolve(c->prog_argv[0], path, len);
+  if (!e)
+    return 0;
+  char why[4200];
+  snprintf(why, sizeof why, "cannot run '%s': %s%s", c->prog_argv[0], strerror(e),
+           strchr(c->prog_argv[0], '/') ? "" : " (searched PATH)");
+  dist__run_say("%s", why);
+  dist__run_store_post_death(c, job, c->node_rank * c->nproc, why);
+  return DRUN_EXIT_LAUNCH;
+}
+
 int main(int argc, char **argv) {
   drun_cfg c;
   int rc = dist__run_parse_args(argc, argv, &c);
@@ -361,18 +374,9 @@ int main(int argc, char **argv) {
            c.nproc * c.nnodes, c.node_rank, c.nnodes, c.slurm_note ? ", from " : "",
            c.slurm_note ? c.slurm_note : "", job.store_addr, (unsigned)job.store_port);
   char path[4096];
-  int e = dist__run_resolve(c.prog_argv[0], path, sizeof path);
-  if (e) {
-    char why[4200];
-    snprintf(why, sizeof why, "cannot run '%s': %s%s", c.prog_argv[0], strerror(e),
-             strchr(c.prog_argv[0], '/') ? "" : " (searched PATH)");
-    dist__run_say("%s", why);
-    dist__run_store_post_death(&c, &job, c.node_rank * c.nproc, why);
-    dist__run_store_post_done(&c, &job, DRUN_EXIT_LAUNCH);
-    dist__run_store_close(&c, &job);
-    return DRUN_EXIT_LAUNCH;
-  }
-  rc = supervise(&c, &job, path, sigfd);
+  rc = find_program(&c, &job, path, sizeof path);
+  if (rc == 0)
+    rc = supervise(&c, &job, path, sigfd);
   dist__run_store_post_done(&c, &job, rc);
   dist__run_store_close(&c, &job);
   close(sigfd);

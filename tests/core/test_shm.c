@@ -375,6 +375,33 @@ Test(core_shm, random_mix_with_small_slots_on_2_to_5_ranks, .timeout = 300) {
   }
 }
 
+/* Chunks that do not divide anything evenly: 4 KiB minimum, 3 steps. */
+Test(core_shm, random_mix_with_odd_pipelining_on_3_ranks, .timeout = 240) {
+  unsetenv("DIST_SHM_SLOT_KB");
+  setenv("DIST_SHM_SPIN_US", "5", 1);
+  setenv("DIST_SHM_PIPE_MIN_KB", "4", 1);
+  setenv("DIST_SHM_PIPE_STEPS", "3", 1);
+  setenv("DIST_SHM_SMALL_BYTES", "64", 1);
+  plan *pl = new_plan();
+  plan_random(pl, 3, 100, 60000);
+  run_plan(pl, 3, 240);
+  free(pl);
+}
+
+/* Single-copy transfers (process_vm_readv) for every piece from 1 KiB,
+ * mixed with staged ones below that. */
+Test(core_shm, random_mix_with_single_copy_transfers_on_2_to_4_ranks, .timeout = 240) {
+  setenv("DIST_SHM_SPIN_US", "5", 1);
+  setenv("DIST_SHM_CMA_MIN_KB", "1", 1);
+  setenv("DIST_SHM_CMA_MAX_KB", "100000", 1);
+  for (int world = 2; world <= 4; world++) {
+    plan *pl = new_plan();
+    plan_random(pl, world, 80, 50000);
+    run_plan(pl, world, 200);
+    free(pl);
+  }
+}
+
 /* Megabytes through the default slots: every large path pipelines, and
  * copies out with streaming stores (forced on from 64 KiB). */
 Test(core_shm, large_messages_pipeline_through_many_steps, .timeout = 240) {

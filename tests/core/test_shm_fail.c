@@ -175,9 +175,20 @@ Test(core_shm_fail, all_to_all_single_split_sizes_that_disagree_fail_every_rank,
 /* --- lost peers, timeouts, aborts ------------------------------------------ */
 
 typedef struct death {
-  int64_t n;        /* elements per all_reduce */
+  int64_t n;        /* elements per operation */
   int self_kill_at; /* iteration at which rank 2 SIGKILLs itself, -1: none */
+  bool gather;      /* all_gather (single-copy sizes) instead of all_reduce */
 } death;
+
+static int death_op(shm_t *e, const death *d, float *buf, float *out) {
+  if (!d->gather)
+    return all_reduce_n(e, buf, d->n);
+  dist_tensor ti = shm_t_tensor(buf, DIST_FLOAT32, d->n);
+  dist_tensor to = shm_t_tensor(out, DIST_FLOAT32, d->n * 3);
+  dist_coll c = {.kind = DIST_OP_ALL_GATHER_INTO_TENSOR, .inputs = &ti, .n_inputs = 1,
+                 .outputs = &to, .n_outputs = 1, .root = -1};
+  return shm_t_run(e, &c);
+}
 
 static int rank_death(const dist_test_ctx *ctx) {
   const death *d = ctx->arg;
@@ -185,13 +196,13 @@ static int rank_death(const dist_test_ctx *ctx) {
   e.timeout_ms = 10000;
   if (shm_t_open(ctx, &e, false))
     return 1;
-  float *buf = calloc((size_t)d->n, sizeof *buf);
+  float *buf = calloc((size_t)d->n, sizeof *buf), *out = calloc((size_t)d->n * 3, sizeof *out);
   pid_t victim = e.g.peers[2].pid;
   int64_t last_ok = dist__now_ms();
   for (int it = 0; it < 1000000; it++) {
     if (ctx->rank == 2 && it == d->self_kill_at)
       raise(SIGKILL);
-    int rc = all_reduce_n(&e, buf, d->n);
+    int rc = death_op(&e, d, buf, out);
     if (rc == DIST_OK) {
       last_ok = dist__now_ms();
       continue;
@@ -204,10 +215,11 @@ static int rank_death(const dist_test_ctx *ctx) {
     CHECK(ctx, strstr(e.err.msg, "rank 2 (") && strstr(e.err.msg, pid),
           "message does not name rank 2 (%s): %s", pid, e.err.msg);
     CHECK(ctx, late < 3000, "noticed the death %lld ms after the last success", (long long)late);
-    rc = all_reduce_n(&e, buf, d->n); /* broken from now on, at once */
+    rc = death_op(&e, d, buf, out); /* broken from now on, at once */
     CHECK(ctx, rc == DIST_E_PEER_LOST && strstr(e.err.msg, "unusable"),
           "after the loss: %s: %s", dist_status_name(rc), e.err.msg);
     free(buf);
+    free(out);
     shm_t_close(&e);
     return 0;
   }
@@ -216,7 +228,7 @@ static int rank_death(const dist_test_ctx *ctx) {
 
 Test(core_shm_fail, a_rank_that_kills_itself_mid_loop_is_named_as_lost, .timeout = 60) {
   quiet_waits();
-  death d = {16, 50};
+  death d = {16, 50, false};
   dist_test_opts o = {3, rank_death, &d, 40, 2, 1000000};
   dist_test_result r;
   cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);
@@ -225,11 +237,49 @@ Test(core_shm_fail, a_rank_that_kills_itself_mid_loop_is_named_as_lost, .timeout
 
 Test(core_shm_fail, a_rank_killed_during_large_transfers_is_named_as_lost, .timeout = 60) {
   quiet_waits();
-  death d = {1 << 20, -1};
+  death d = {1 << 20, -1, false};
   dist_test_opts o = {3, rank_death, &d, 40, 2, 1500};
   dist_test_result r;
   cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);
   cr_assert_eq(r.signal[2], SIGKILL);
+}
+
+Test(core_shm_fail, a_rank_killed_during_single_copy_transfers_is_named_as_lost,
+     .timeout = 60) {
+  quiet_waits();
+  death d = {64 << 10, -1, true}; /* 256 KiB pieces: read from the peer's memory */
+  dist_test_opts o = {3, rank_death, &d, 40, 2, 1500};
+  dist_test_result r;
+  cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);
+  cr_assert_eq(r.signal[2], SIGKILL);
+}
+
+/* Single-copy sizes that disagree: caught before anything is read. */
+static int rank_gather_mismatch(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int64_t n = ctx->rank == 0 ? 32768 : 65536;
+  float *in = calloc(65536, sizeof *in), *out = calloc(65536 * 3, sizeof *out);
+  dist_tensor ti = shm_t_tensor(in, DIST_FLOAT32, n), to = shm_t_tensor(out, DIST_FLOAT32, n * 3);
+  dist_coll c = {.kind = DIST_OP_ALL_GATHER_INTO_TENSOR, .inputs = &ti, .n_inputs = 1,
+                 .outputs = &to, .n_outputs = 1};
+  int rc = shm_t_run(&e, &c);
+  const char *r0[] = {"ALL_GATHER_INTO_TENSOR #1: rank 1 (", "has 65536 elements (262144 bytes) "
+                      "of float32, this rank has 32768 elements (131072 bytes)", NULL};
+  const char *rx[] = {"ALL_GATHER_INTO_TENSOR #1: rank 0 (", "has 32768 elements", NULL};
+  int bad = expect_inval(ctx, &e, rc, ctx->rank == 0 ? r0 : rx);
+  if (!bad)
+    bad = still_usable(ctx, &e);
+  free(in);
+  free(out);
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm_fail, single_copy_sizes_that_differ_fail_every_rank, .timeout = 60) {
+  quiet_waits();
+  cr_assert_eq(dist_test_ranks(3, rank_gather_mismatch, NULL, 30), 0, "%s", dist_test_report());
 }
 
 /* Rank 2 never calls; the others time out naming it. */

@@ -51,7 +51,7 @@ int dist__shm_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
   s->peer = dist__calloc((size_t)g->size, sizeof *s->peer);
   s->pidfd = dist__calloc((size_t)g->size, sizeof *s->pidfd);
   s->srcs = dist__calloc((size_t)g->size, sizeof *s->srcs);
-  s->scratch = dist__calloc(4 * (size_t)g->size, sizeof *s->scratch);
+  s->scratch = dist__calloc(5 * (size_t)g->size, sizeof *s->scratch);
   if (!s->peer || !s->pidfd || !s->srcs || !s->scratch) {
     dist__shm_destroy(s);
     return dist__err_set(err, DIST_E_NOMEM, "shared memory: out of memory");

@@ -75,17 +75,30 @@ static void fill_counts(dist__shm *s, a2a *a, int p) {
     memcpy(pub, cnt, bytes);
   a->send = pub;
   a->recv = pub + n;
+  if (!s->cma)
+    return;
+  uint64_t *addr = (uint64_t *)s->scratch + 4 * n, *paddr = shm_addrs(s, s->rank, p);
+  for (int j = 0; j < n; j++)
+    addr[j] = (uint64_t)(uintptr_t)piece_in(a, j);
+  if (memcmp(paddr, addr, (size_t)n * sizeof *addr) != 0)
+    memcpy(paddr, addr, (size_t)n * sizeof *addr);
+}
+
+/* The largest piece between two different ranks, in bytes: mine before
+ * the first step, everyone's after it. */
+static size_t max_piece(const dist__shm *s, const a2a *a, int p, bool all) {
+  int64_t big = 0;
+  for (int i = all ? 0 : s->rank; i < (all ? s->size : s->rank + 1); i++)
+    for (int j = 0; j < s->size; j++)
+      if (i != j && s->peer[i].cnt[p][j] > big)
+        big = s->peer[i].cnt[p][j];
+  return (size_t)big * a->es;
 }
 
 /* Step count every rank agrees on: from the largest piece between two
  * different ranks in the (checked) matrix. */
 static size_t agreed_steps(const dist__shm *s, a2a *a, int p) {
-  int64_t big = 0;
-  for (int i = 0; i < s->size; i++)
-    for (int j = 0; j < s->size; j++)
-      if (i != j && s->peer[i].cnt[p][j] > big)
-        big = s->peer[i].cnt[p][j];
-  size_t bytes = (size_t)big * a->es;
+  size_t bytes = max_piece(s, a, p, true);
   a->inl = bytes <= a->qi;
   return bytes && !a->inl ? shm_ceil_div(bytes, a->q) : 1;
 }
@@ -134,20 +147,52 @@ static void own_part(dist__shm *s, const a2a *a, size_t off, bool last) {
   shm_copy_own(s, out + off, in + off, n);
 }
 
+/* After the first step: every rank pulls its pieces from the peers'
+ * inputs, then a second step keeps those alive until all are done. */
+static int a2a_direct(dist__shm *s, dist__cpu_op *op, const a2a *a, uint64_t g0) {
+  int p = (int)(g0 & 1);
+  s->step = g0 + 1;
+  for (int j = 0; j < s->size; j++) {
+    size_t len = (size_t)a->recv[j] * a->es;
+    if (j != s->rank && len)
+      DIST_TRY(dist__shm_cma_read(s, op, j, piece_out(a, j), shm_addrs(s, j, p)[s->rank], len));
+  }
+  shm_copy_own(s, piece_out(a, s->rank), piece_in(a, s->rank), (size_t)a->send[s->rank] * a->es);
+  int rc = shm_step(s, op, g0 + 1, false);
+  s->step = g0 + 2;
+  return rc;
+}
+
 int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
   const dist_coll *c = op->c;
   dist_dtype dt = c->kind == DIST_OP_ALL_TO_ALL ? c->outputs[0].dtype : c->inputs[0].dtype;
   a2a a = {c, dist_dtype_size(dt), 0, 0, false, NULL, NULL, s->scratch, s->scratch + s->size};
   size_t others = (size_t)(s->size > 1 ? s->size - 1 : 1);
-  a.q = s->slot / others / 64 * 64;
   a.qi = SHM_INLINE / others;
   shm_key k = {0};
   k.kind = (int32_t)c->kind;
   k.dtype = (int32_t)dt;
+  /* Even all_to_all_single: every piece has numel / N elements, and the
+   * key makes every rank agree on it, so mid sizes can be pipelined;
+   * otherwise the piece sizes are known only after the first step. */
+  bool even = c->kind == DIST_OP_ALL_TO_ALL_SINGLE && !c->in_splits && !c->out_splits;
+  size_t cap = s->slot / others / 64 * 64;
+  if (even) {
+    k.count = dist_tensor_numel(&c->inputs[0]);
+    a.q = shm_chunk(s, (size_t)k.count / (size_t)s->size * a.es, cap) / 64 * 64;
+  } else {
+    a.q = cap;
+  }
   uint64_t g0 = shm_begin(s);
   int p0 = (int)(g0 & 1);
   fill_counts(s, &a, p0);
-  stage(s, &a, 0, p0);
+  /* Single copy when the largest piece is big enough. Before the first
+   * step a rank knows only its own pieces: one that has a big piece knows
+   * the whole operation goes direct and stages nothing; the others stage
+   * their first chunk in case it does not. */
+  size_t even_piece = even ? (size_t)k.count / (size_t)s->size * a.es : 0;
+  if (!(even ? shm_direct(s, even_piece) : s->cma && max_piece(s, &a, p0, false) >= s->cma_min))
+    stage(s, &a, 0, p0);
   shm_publish(s, op, g0, &k);
   int rc = shm_step(s, op, g0, true);
   if (rc == DIST_OK)
@@ -156,6 +201,8 @@ int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
     s->step = g0 + 1;
     return rc;
   }
+  if (even ? shm_direct(s, even_piece) : s->cma && max_piece(s, &a, p0, true) >= s->cma_min)
+    return a2a_direct(s, op, &a, g0);
   size_t steps = agreed_steps(s, &a, p0);
   int64_t in_total = 0;
   for (int j = 0; j < s->size; j++)

@@ -10,7 +10,8 @@
  *   all_gather  everyone stages its input; everyone reads everyone
  *   gather      the others stage; the root reads
  *   scatter     the root stages piece j in rank j's slot; j reads it
- * A rank's own piece is copied straight from input to output. */
+ * A rank's own piece is copied straight from input to output. Mid-size
+ * broadcast, all_gather and gather go single-copy instead (shm_cma.c). */
 #include "shm_int.h"
 
 static shm_key copy_key(const dist_coll *c, dist_dtype dt, int64_t count, bool rooted) {
@@ -32,20 +33,51 @@ int dist__shm_barrier(dist__shm *s, dist__cpu_op *op) {
   return rc;
 }
 
+/* Publishes one source address for every reader (on parity p). */
+static void publish_addr(dist__shm *s, int p, const void *addr) {
+  uint64_t *mine = shm_addrs(s, s->rank, p), v = (uint64_t)(uintptr_t)addr;
+  if (mine[0] != v)
+    mine[0] = v;
+}
+
+/* Single copy: the readers pull from the root's buffer. */
+static int broadcast_direct(dist__shm *s, dist__cpu_op *op, const shm_key *k, uint8_t *buf,
+                            size_t nb) {
+  uint64_t g0 = shm_begin(s);
+  int p = (int)(g0 & 1), root = op->c->root;
+  publish_addr(s, p, buf);
+  shm_publish(s, op, g0, k);
+  int rc = shm_step(s, op, g0, true);
+  s->step = g0 + 1;
+  if (rc != DIST_OK)
+    return rc;
+  if (root != s->rank)
+    DIST_TRY(dist__shm_cma_read(s, op, root, buf, shm_addrs(s, root, p)[0], nb));
+  rc = shm_step(s, op, g0 + 1, false);
+  s->step = g0 + 2;
+  return rc;
+}
+
 int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
   const dist_tensor *t = &op->c->inputs[0];
   uint8_t *buf = t->data;
   size_t nb = dist_tensor_nbytes(t);
   bool root = op->c->root == s->rank;
   shm_key k = copy_key(op->c, t->dtype, dist_tensor_numel(t), true);
+  /* Single copy pays off for broadcast only up to mid sizes: beyond, the
+   * root's copy-in and the readers' copy-out run on different cores at
+   * once, which a single reader-side copy cannot match. */
+  if (shm_direct(s, nb) && nb <= s->cma_max / 8)
+    return broadcast_direct(s, op, &k, buf, nb);
   uint64_t g0 = shm_begin(s);
-  size_t steps = nb ? shm_ceil_div(nb, s->slot) : 1;
-  size_t stage = steps == 1 ? nb : s->slot; /* what shm_buf picks by */
+  size_t chunk = shm_chunk(s, nb, s->slot);
+  size_t steps = nb ? shm_ceil_div(nb, chunk) : 1;
+  size_t stage = steps == 1 ? nb : chunk; /* what shm_buf picks by */
   shm_stream_begin(s, root ? 0 : nb);
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
-    size_t off = i * s->slot, len = nb ? shm_min(s->slot, nb - off) : 0;
+    size_t off = i * chunk, len = nb ? shm_min(chunk, nb - off) : 0;
     if (root)
       shm_copy(shm_buf(s, s->rank, p, stage), buf + off, len);
     if (i == 0)
@@ -77,15 +109,39 @@ static uint8_t *gather_out(const gather_args *a, int j) {
   return a->list ? (uint8_t *)a->list[j].data : a->flat + (size_t)j * a->m;
 }
 
-static int gather_loop(dist__shm *s, dist__cpu_op *op, const gather_args *a, const shm_key *k) {
+/* Single copy (shm_cma.c): readers pull every piece from the writers'
+ * input buffers; the second step keeps those alive until all are done. */
+static int gather_direct(dist__shm *s, dist__cpu_op *op, const gather_args *a, const shm_key *k) {
   uint64_t g0 = shm_begin(s);
-  size_t steps = a->m ? shm_ceil_div(a->m, s->slot) : 1;
-  size_t stage = steps == 1 ? a->m : s->slot;
+  int p = (int)(g0 & 1);
+  publish_addr(s, p, a->in);
+  shm_publish(s, op, g0, k);
+  int rc = shm_step(s, op, g0, true);
+  s->step = g0 + 1;
+  if (rc != DIST_OK)
+    return rc;
+  for (int j = 0; a->read && j < s->size; j++)
+    if (j != s->rank)
+      DIST_TRY(dist__shm_cma_read(s, op, j, gather_out(a, j), shm_addrs(s, j, p)[0], a->m));
+  if (a->read)
+    shm_copy_own(s, gather_out(a, s->rank), a->in, a->m);
+  rc = shm_step(s, op, g0 + 1, false);
+  s->step = g0 + 2;
+  return rc;
+}
+
+static int gather_loop(dist__shm *s, dist__cpu_op *op, const gather_args *a, const shm_key *k) {
+  if (shm_direct(s, a->m))
+    return gather_direct(s, op, a, k);
+  uint64_t g0 = shm_begin(s);
+  size_t chunk = shm_chunk(s, a->m, s->slot);
+  size_t steps = a->m ? shm_ceil_div(a->m, chunk) : 1;
+  size_t stage = steps == 1 ? a->m : chunk;
   shm_stream_begin(s, a->read ? a->m * (size_t)s->size : 0);
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
-    size_t off = i * s->slot, len = a->m ? shm_min(s->slot, a->m - off) : 0;
+    size_t off = i * chunk, len = a->m ? shm_min(chunk, a->m - off) : 0;
     if (a->write)
       shm_copy(shm_buf(s, s->rank, p, stage), a->in + off, len);
     if (i == 0)
@@ -143,14 +199,15 @@ int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
   bool root = c->root == s->rank;
   shm_key k = copy_key(c, o->dtype, dist_tensor_numel(o), true);
   uint64_t g0 = shm_begin(s);
-  size_t steps = m ? shm_ceil_div(m, s->slot) : 1;
+  size_t chunk = shm_chunk(s, m, s->slot);
+  size_t steps = m ? shm_ceil_div(m, chunk) : 1;
   /* Small: every piece in the root's own polled line, in sub-slots. */
   bool inl = steps == 1 && (size_t)(s->size - 1) * m <= SHM_INLINE;
   shm_stream_begin(s, m); /* every rank writes m bytes of output */
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);
-    size_t off = i * s->slot, len = m ? shm_min(s->slot, m - off) : 0;
+    size_t off = i * chunk, len = m ? shm_min(chunk, m - off) : 0;
     for (int j = 0; root && j < s->size; j++)
       if (j != s->rank)
         shm_copy(scatter_slot(s, c->root, inl, j, p, m), (const uint8_t *)c->inputs[j].data + off, len);

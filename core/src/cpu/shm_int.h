@@ -10,8 +10,9 @@
  *            descriptor of the operation that starts on that parity and
  *            up to SHM_INLINE bytes of payload (small collectives)
  *   info     per parity, the user's sequence number (messages only)
- *   cnt[2]   per parity, 2 x N element counts (what this rank sends to
- *            and expects from each rank: all_to_all only)
+ *   cnt[2]   per parity, 3 x N words: element counts this rank sends to
+ *            and expects from each rank (all_to_all), then the addresses
+ *            of its source buffers (single-copy transfers, shm_cma.c)
  *   data[2]  per parity, slot bytes of payload staging
  *   red[2]   per parity, red bytes: reduced blocks (all_reduce, reduce)
  *            or a staged own contribution (reduce_scatter, aliased)
@@ -84,7 +85,9 @@ typedef struct shm_ctl {
   _Atomic uint32_t sleepers; /* ranks sleeping on wake */
   _Atomic int32_t fail_code; /* 0, -1 while the message is written, or a status */
   int32_t pid;
-  char pad[SHM_LINE - 16];
+  uint64_t probe;            /* a known word, read by peers to test CMA */
+  uint64_t probe_addr;       /* its address in this rank's process */
+  char pad[SHM_LINE - 32];
   char fail_msg[SHM_FAILMSG];
 } shm_ctl;
 
@@ -101,6 +104,8 @@ typedef struct shm_seg {
   uint64_t red_bytes;    /* red[p] */
   uint64_t cnt_off, data_off, red_off; /* offsets inside a region */
   uint64_t small_allreduce; /* largest all_reduce/reduce done in one step */
+  uint64_t pipe_steps, pipe_min; /* shm_chunk */
+  uint64_t cma_min, cma_max;     /* piece sizes that go single-copy (0: never) */
   _Atomic uint32_t mapped;
 } shm_seg;
 
@@ -127,11 +132,15 @@ struct dist__shm {
   uint64_t op_base;    /* first step of the operation in progress */
   size_t slot, red;    /* bytes of data[p] and red[p] */
   size_t small_ar;     /* bytes */
+  size_t pipe_steps;   /* a transfer is cut into about this many steps ... */
+  size_t pipe_min;     /* ... of at least this many bytes */
   int *pidfd;          /* size entries, -1 where none */
   const void **srcs;   /* scratch: reduction sources */
-  int64_t *scratch;    /* scratch: 4 x size counts (all_to_all) */
+  int64_t *scratch;    /* scratch: 5 x size words (all_to_all) */
   int64_t spin_ns, yield_ns;
   bool light_post;     /* membarrier registered: posts need no fence */
+  bool cma;            /* every rank can read every peer (shm_cma.c) */
+  size_t cma_min, cma_max;
   bool stream;         /* this operation copies out with streaming stores */
   size_t stream_min;   /* from this many output bytes on (DIST_SHM_STREAM_KB) */
   int64_t last_poll_ns; /* last pidfd poll */
@@ -233,6 +242,17 @@ static inline int shm_step(dist__shm *s, dist__cpu_op *op, uint64_t g, bool firs
 /* --- helpers --------------------------------------------------------------- */
 
 static inline size_t shm_min(size_t a, size_t b) { return a < b ? a : b; }
+/* Bytes per step for a transfer of `bytes` from one writer, at most cap:
+ * mid-size transfers still take a few steps so that the writer's copy in
+ * and the readers' copy out overlap (a one-step transfer runs them one
+ * after the other), large ones use the whole slot. Ranks that agree on
+ * the size agree on the chunk. */
+static inline size_t shm_chunk(const dist__shm *s, size_t bytes, size_t cap) {
+  size_t c = (bytes / s->pipe_steps + 4095) & ~(size_t)4095;
+  c = c < s->pipe_min ? s->pipe_min : c;
+  return c < cap ? c : cap;
+}
+
 /* memcpy that tolerates the NULL buffers of empty tensors. */
 static inline void shm_copy(void *dst, const void *src, size_t len) {
   if (len)
@@ -292,6 +312,23 @@ int dist__shm_all_gather(dist__shm *s, dist__cpu_op *op);
 int dist__shm_gather(dist__shm *s, dist__cpu_op *op);
 int dist__shm_scatter(dist__shm *s, dist__cpu_op *op);
 int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op);
+
+/* Single-copy transfers (shm_cma.c). prepare fills this rank's probe
+ * before the segment exchange; agree (a collective: the engine's first
+ * step) sets s->cma on every rank alike; read pulls len bytes at peer j's
+ * address src (a failure fails the operation and breaks the group). */
+void dist__shm_cma_prepare(dist__shm *s);
+int dist__shm_cma_agree(dist__shm *s, int64_t deadline_ms, dist__errbuf *err);
+int dist__shm_cma_read(dist__shm *s, dist__cpu_op *op, int j, void *dst, uint64_t src,
+                       size_t len);
+/* Whether a transfer of pieces of `bytes` goes single-copy. */
+static inline bool shm_direct(const dist__shm *s, size_t bytes) {
+  return s->cma && bytes >= s->cma_min && bytes <= s->cma_max;
+}
+/* This rank's published source addresses on parity p (N words). */
+static inline uint64_t *shm_addrs(const dist__shm *s, int j, int p) {
+  return (uint64_t *)(s->peer[j].cnt[p] + 2 * (size_t)s->size);
+}
 
 /* Registers this process for membarrier (sets s->light_post). */
 void dist__shm_fence_init(dist__shm *s);

@@ -74,8 +74,13 @@ typedef struct chunk {
   size_t base, len, bl; /* bl: block length, 64-byte aligned */
 } chunk;
 
+/* Elements per chunk of a large reduction of n elements. */
+static size_t chunk_elems(const dist__shm *s, size_t n, size_t es) {
+  return shm_chunk(s, n * es, s->slot) / es;
+}
+
 static chunk chunk_at(const dist__shm *s, size_t n, size_t es, size_t i) {
-  size_t per = s->slot / es, al = 64 / es;
+  size_t per = chunk_elems(s, n, es), al = 64 / es;
   chunk c = {i * per, shm_min(per, n - i * per), 0};
   c.bl = shm_ceil_div(shm_ceil_div(c.len, (size_t)s->size), al) * al;
   return c;
@@ -113,7 +118,7 @@ static void gather_blocks(dist__shm *s, uint8_t *buf, const chunk *c, size_t es,
 static int reduce_large(dist__shm *s, dist__cpu_op *op, const shm_key *k, uint8_t *buf, size_t n,
                         size_t es, bool out) {
   uint64_t g0 = s->op_base;
-  size_t nchunks = shm_ceil_div(n, s->slot / es);
+  size_t nchunks = shm_ceil_div(n, chunk_elems(s, n, es));
   shm_stream_begin(s, out ? n * es : 0);
   for (size_t i = 0; i <= nchunks; i++) {
     uint64_t g = g0 + i;
@@ -215,7 +220,7 @@ int dist__shm_reduce_scatter(dist__shm *s, dist__cpu_op *op) {
     a.in = c->inputs[0].data;
   size_t al = 64 / a.es, others = (size_t)(s->size > 1 ? s->size - 1 : 1);
   a.inl = others * a.m * a.es <= SHM_INLINE;
-  a.q = a.inl ? a.m : s->slot / others / a.es / al * al;
+  a.q = a.inl ? a.m : shm_chunk(s, a.m * a.es, s->slot / others) / a.es / al * al;
   shm_key k = red_key(c, o->dtype, (int64_t)a.m, false);
   uint64_t g0 = shm_begin(s);
   size_t steps = a.m && !a.inl ? shm_ceil_div(a.m, a.q) : 1;

@@ -53,7 +53,7 @@ static void geometry(shm_seg *h, int n) {
   /* A block of an all_reduce chunk (slot / n, plus alignment) or one
    * sub-slot of reduce_scatter (slot / (n - 1)). */
   size_t red = round_up(slot / (size_t)(n > 1 ? n - 1 : 1) + 256, PAGE);
-  size_t cnt = round_up(2 * 2 * (size_t)n * sizeof(int64_t), SHM_LINE);
+  size_t cnt = round_up(2 * 3 * (size_t)n * sizeof(int64_t), SHM_LINE);
   size_t fixed = round_up(sizeof(shm_ctl), SHM_LINE) + 2 * sizeof(shm_hdr) + sizeof(shm_info);
   h->cnt_off = fixed;
   h->data_off = round_up(fixed + cnt, PAGE);
@@ -63,8 +63,14 @@ static void geometry(shm_seg *h, int n) {
   h->red_bytes = red;
   h->nranks = (uint32_t)n;
   h->seg_bytes = round_up(sizeof(shm_seg), PAGE) + (uint64_t)n * h->region_bytes;
-  int64_t small = env_or("DIST_SHM_SMALL_BYTES", 0, (int64_t)slot, 16384);
+  /* Two ranks read as much across cores either way; the one-step path
+   * saves a barrier. More ranks: each would read N - 1 vectors. */
+  int64_t small = env_or("DIST_SHM_SMALL_BYTES", 0, (int64_t)slot, n == 2 ? 65536 : 16384);
   h->small_allreduce = (uint64_t)(small < (int64_t)slot ? small : (int64_t)slot);
+  h->pipe_steps = (uint64_t)env_or("DIST_SHM_PIPE_STEPS", 1, 1024, 8);
+  h->pipe_min = (uint64_t)env_or("DIST_SHM_PIPE_MIN_KB", 4, 1 << 20, 128) * KIB;
+  h->cma_min = (uint64_t)env_or("DIST_SHM_CMA_MIN_KB", 0, 1 << 30, 16) * KIB;
+  h->cma_max = (uint64_t)env_or("DIST_SHM_CMA_MAX_KB", 0, 1 << 30, 4096) * KIB;
 }
 
 /* Fills s's per-rank pointers from the header. */
@@ -78,7 +84,7 @@ static void lay_out(dist__shm *s) {
     p->info = (shm_info *)(reg + round_up(sizeof(shm_ctl), SHM_LINE) + 2 * sizeof(shm_hdr));
     for (int k = 0; k < 2; k++) {
       p->hdr[k] = (shm_hdr *)(reg + round_up(sizeof(shm_ctl), SHM_LINE)) + k;
-      p->cnt[k] = (int64_t *)(reg + h->cnt_off) + (size_t)k * 2 * (size_t)s->size;
+      p->cnt[k] = (int64_t *)(reg + h->cnt_off) + (size_t)k * 3 * (size_t)s->size;
       p->data[k] = reg + h->data_off + (size_t)k * h->slot_bytes;
       p->red[k] = reg + h->red_off + (size_t)k * h->red_bytes;
     }
@@ -86,6 +92,8 @@ static void lay_out(dist__shm *s) {
   s->slot = h->slot_bytes;
   s->red = h->red_bytes;
   s->small_ar = h->small_allreduce;
+  s->pipe_steps = h->pipe_steps;
+  s->pipe_min = h->pipe_min;
 }
 
 static void sanitize(char *dst, size_t len, const char *src) {
@@ -160,7 +168,7 @@ static int open_seg(dist__shm *s, const char *name, int *fd, dist__errbuf *err) 
             h->red_off >= h->data_off + 2 * h->slot_bytes &&
             h->region_bytes >= h->red_off + 2 * h->red_bytes &&
             round_up(sizeof(shm_seg), PAGE) + (uint64_t)s->size * h->region_bytes <= s->bytes &&
-            h->small_allreduce <= h->slot_bytes;
+            h->small_allreduce <= h->slot_bytes && h->pipe_steps >= 1 && h->pipe_min >= 4 * KIB;
   if (!ok)
     return dist__err_set(err, DIST_E_BACKEND,
                          "shared segment %s does not match this build or group (magic %#" PRIx64
@@ -281,6 +289,7 @@ int dist__shm_seg_create(dist__shm *s, dist_store *store, int64_t deadline_ms,
   if (rc == DIST_OK) {
     lay_out(s);
     s->peer[s->rank].ctl->pid = (int32_t)getpid();
+    dist__shm_cma_prepare(s);
     atomic_fetch_add(&s->seg->mapped, 1);
   }
   rc = exchange(s, store, deadline_ms, rc, err);
@@ -292,6 +301,8 @@ int dist__shm_seg_create(dist__shm *s, dist_store *store, int64_t deadline_ms,
     DIST_LOG(INFO, SHM, "madvise(MADV_DONTFORK) failed: %s", strerror(errno));
   if (rc == DIST_OK)
     rc = open_pidfds(s, err);
+  if (rc == DIST_OK)
+    rc = dist__shm_cma_agree(s, deadline_ms, err);
   if (rc == DIST_OK)
     DIST_LOG(DEBUG, SHM, "group %s: shared segment %s, %zu bytes, slot %zu, red %zu, small %zu",
              s->g->name, name, s->bytes, s->slot, s->red, s->small_ar);
