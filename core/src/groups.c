@@ -6,12 +6,18 @@
  * names are what the members agree on for their store keys: "g<id>" for
  * globally synchronised groups; with use_local_synchronization only the
  * members call, so the name derives from the member list and a count of
- * such groups with that list ("l<hash>.<n>"), and the id is local; internal
+ * such groups with that list ("l<hash>.<n>"), and so does the id (above
+ * 2^30, see DIST__LOCAL_GROUP_ID_BASE); internal
  * helper groups are named the same way ("i<hash>.<n>") and take no id. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "pg_int.h"
+
+/* Ids of use_local_synchronization groups: this bit plus a hash of the
+ * member list and the count of such groups with that list, so every member
+ * agrees and global ids stay dense. */
+#define DIST__LOCAL_GROUP_ID_BASE 0x40000000
 
 static int next_id;
 
@@ -130,12 +136,14 @@ int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts, dist
   group_req q = {r, size, -1, name, opts};
   bool internal = opts && (opts->flags & DIST_GROUP_INTERNAL);
   if (internal || (opts && opts->use_local_synchronization)) {
-    /* Only members call: the name comes from the member list. */
+    /* Only members call: the name comes from the member list, and so does
+     * the id of a local group (taking one from the counter would put the
+     * members' counters out of step with everyone else's). */
     uint32_t h = hash_ranks(r, size);
-    snprintf(name, sizeof name, "%c%08x.%d", internal ? 'i' : 'l', h,
-             local_count(h ^ (internal ? 0x9e3779b9u : 0)));
+    int k = local_count(h ^ (internal ? 0x9e3779b9u : 0));
+    snprintf(name, sizeof name, "%c%08x.%d", internal ? 'i' : 'l', h, k);
     if (!internal)
-      q.id = dist__pg_take_ids(1);
+      q.id = DIST__LOCAL_GROUP_ID_BASE | (int)((h * 31u + (uint32_t)k) & 0x3fffffffu);
   } else {
     q.id = dist__pg_take_ids(1);
     snprintf(name, sizeof name, "g%d", q.id);

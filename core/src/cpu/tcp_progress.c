@@ -238,13 +238,14 @@ static void cv_wait(dist__tcp *t, int64_t deadline_ms) {
 static int wait_check(dist__tcp *t, dist__tcp_req *const *reqs, int n, dist__errbuf *err,
                       const tcp_wait_ctx *w) {
   dist__tcp_handle_abort(t);
-  char lb[64];
-  const char *label = w && w->coll ? dist__cpu_op_label(w->coll, lb, sizeof lb)
-                                   : dist__tcp_req_label(reqs[0], lb, sizeof lb);
+  char lb[64]; /* formatted only on failure: this runs on every spin */
+#define LABEL()                                                                       \
+  (w && w->coll ? dist__cpu_op_label(w->coll, lb, sizeof lb)                         \
+                : dist__tcp_req_label(reqs[0], lb, sizeof lb))
   /* A peer's report fails the collective even when this rank's own part
    * is complete: every rank that takes part fails. */
   if (w && w->coll && t->err_rc != DIST_OK && t->err_seq == t->coll_seq)
-    return dist__err_set(err, t->err_rc, "%s failed: %s", label, t->err_msg);
+    return dist__err_set(err, t->err_rc, "%s failed: %s", LABEL(), t->err_msg);
   bool all = true;
   for (int i = 0; i < n; i++) {
     const dist__tcp_req *r = reqs[i];
@@ -256,7 +257,8 @@ static int wait_check(dist__tcp *t, dist__tcp_req *const *reqs, int n, dist__err
   if (all)
     return DIST_OK;
   if (t->lost_rc != DIST_OK)
-    return dist__err_set(err, t->lost_rc, "%s: %s", label, t->lost_msg);
+    return dist__err_set(err, t->lost_rc, "%s: %s", LABEL(), t->lost_msg);
+#undef LABEL
   int rc = dist__cpu_check_state(t->g, err);
   return rc == DIST_OK ? PENDING : rc;
 }
