@@ -38,8 +38,8 @@ static int still_usable(const dist_test_ctx *ctx, shm_t *e) {
   return 0;
 }
 
-static int expect_inval(const dist_test_ctx *ctx, shm_t *e, int rc, const char *const *needles) {
-  CHECK(ctx, rc == DIST_E_INVAL, "expected DIST_E_INVAL, got %s: %s", dist_status_name(rc),
+static int expect_desync(const dist_test_ctx *ctx, shm_t *e, int rc, const char *const *needles) {
+  CHECK(ctx, rc == DIST_E_DESYNC, "expected DIST_E_DESYNC, got %s: %s", dist_status_name(rc),
         e->err.msg);
   for (int i = 0; needles[i]; i++)
     CHECK(ctx, strstr(e->err.msg, needles[i]), "message lacks '%s': %s", needles[i], e->err.msg);
@@ -63,7 +63,7 @@ static int rank_count_mismatch(const dist_test_ctx *ctx) {
   snprintf(b, sizeof b, "this rank has %lld elements (%lld bytes)", (long long)mine,
            (long long)mine * 4);
   const char *needles[] = {"ALL_REDUCE #1: rank", pid, a, b, NULL};
-  int bad = expect_inval(ctx, &e, rc, needles);
+  int bad = expect_desync(ctx, &e, rc, needles);
   for (int64_t i = 0; i < n && !bad; i++)
     CHECK(ctx, buf[i] == 0.0f, "the failed all_reduce wrote into the buffer at %lld",
           (long long)i);
@@ -98,20 +98,20 @@ static int rank_kind_mismatch(const dist_test_ctx *ctx) {
   const char *one[] = {"BROADCAST #2: rank 0 (", "called ALL_REDUCE #2, this rank BROADCAST #2",
                        NULL};
   if (!bad)
-    bad = expect_inval(ctx, &e, rc, ctx->rank == 1 ? one : other);
+    bad = expect_desync(ctx, &e, rc, ctx->rank == 1 ? one : other);
   if (!bad) { /* a root that differs */
     c.kind = DIST_OP_BROADCAST;
     c.root = ctx->rank == 2 ? 2 : 0;
     rc = shm_t_run(&e, &c);
     const char *root[] = {"BROADCAST #3", "root rank", NULL};
-    bad = expect_inval(ctx, &e, rc, root);
+    bad = expect_desync(ctx, &e, rc, root);
   }
   if (!bad) { /* a reduce op that differs */
     c.kind = DIST_OP_ALL_REDUCE;
     c.redop = ctx->rank == 0 ? DIST_MAX : DIST_SUM;
     rc = shm_t_run(&e, &c);
     const char *red[] = {"ALL_REDUCE #4", "reduces with", NULL};
-    bad = expect_inval(ctx, &e, rc, red);
+    bad = expect_desync(ctx, &e, rc, red);
   }
   if (!bad) { /* a dtype that differs, same count */
     double d[4] = {0};
@@ -121,7 +121,7 @@ static int rank_kind_mismatch(const dist_test_ctx *ctx) {
       c.inputs = c.outputs = &td;
     rc = shm_t_run(&e, &c);
     const char *dt[] = {"ALL_REDUCE #5", "float64", "float32", NULL};
-    bad = expect_inval(ctx, &e, rc, dt);
+    bad = expect_desync(ctx, &e, rc, dt);
   }
   if (!bad)
     bad = still_usable(ctx, &e);
@@ -157,7 +157,7 @@ static int rank_split_mismatch(const dist_test_ctx *ctx) {
   const char *r0[] = {"this rank sends 6 elements (24 bytes) of float32 to rank 1 (",
                       "which expects 9 elements (36 bytes)", NULL};
   const char *rx[] = {"rank 0 (", "sends 6 elements", "to rank 1 (", "this rank fails too", NULL};
-  int bad = expect_inval(ctx, &e, rc, me == 1 ? r1 : me == 0 ? r0 : rx);
+  int bad = expect_desync(ctx, &e, rc, me == 1 ? r1 : me == 0 ? r0 : rx);
   for (int i = 0; i < 64 && !bad; i++)
     CHECK(ctx, out[i] == 0.0f, "the failed all_to_all wrote into the output");
   if (!bad)
@@ -268,7 +268,7 @@ static int rank_gather_mismatch(const dist_test_ctx *ctx) {
   const char *r0[] = {"ALL_GATHER_INTO_TENSOR #1: rank 1 (", "has 65536 elements (262144 bytes) "
                       "of float32, this rank has 32768 elements (131072 bytes)", NULL};
   const char *rx[] = {"ALL_GATHER_INTO_TENSOR #1: rank 0 (", "has 32768 elements", NULL};
-  int bad = expect_inval(ctx, &e, rc, ctx->rank == 0 ? r0 : rx);
+  int bad = expect_desync(ctx, &e, rc, ctx->rank == 0 ? r0 : rx);
   if (!bad)
     bad = still_usable(ctx, &e);
   free(in);
@@ -466,9 +466,12 @@ static int rank_bad_name(const dist_test_ctx *ctx) {
     return FAIL(ctx, "setup");
   dist__err_clear(&e.err);
   dist__shm *s = NULL;
-  if (ctx->rank == 0) { /* rank 0 pretends: publishes a broken name */
-    const char *bad = "!rank 0 test failure";
-    dist_store_set(e.store, "shm/name", bad, strlen(bad));
+  if (ctx->rank == 0) { /* rank 0 pretends: fails both rounds with a reason */
+    const char *keys[] = {"shm/name0", "shm/ok0/0", "shm/name1", "shm/ok1/0"};
+    const char *vals[] = {"!rank 0 test failure", "rank 0 test failure",
+                          "!rank 0 test failure", "rank 0 test failure"};
+    for (int i = 0; i < 4; i++)
+      dist_store_set(e.store, keys[i], vals[i], strlen(vals[i]));
   }
   if (ctx->rank != 0) {
     int rc = dist__shm_create(&e.g, e.store, dist__now_ms() + 5000, &s, &e.err);
@@ -484,4 +487,12 @@ static int rank_bad_name(const dist_test_ctx *ctx) {
 
 Test(core_shm_fail, a_segment_rank_0_could_not_make_fails_create_with_its_reason, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(3, rank_bad_name, NULL, 30), 0, "%s", dist_test_report());
+}
+
+/* Without memfd segments every rank agrees on the named fallback, which
+ * leaves nothing in /dev/shm once created. */
+Test(core_shm_fail, the_named_segment_fallback_works_and_is_unlinked, .timeout = 60) {
+  quiet_waits();
+  setenv("DIST_SHM_MEMFD", "0", 1);
+  cr_assert_eq(dist_test_ranks(3, rank_fork, NULL, 30), 0, "%s", dist_test_report());
 }

@@ -104,10 +104,12 @@ typedef struct dist_group_opts {
   unsigned flags;                 /* DIST_GROUP_INTERNAL */
 } dist_group_opts;
 
-/* A group of the given global ranks (NULL/0 = every rank). Every rank of
- * the default group calls it, in the same order, unless
- * use_local_synchronization (then only members do). Non-members receive
- * DIST_GROUP_NON_MEMBER. opts may be NULL. */
+/* A group of the given global ranks (NULL/0 = every rank; group ranks
+ * follow ascending global rank, as torch sorts them). Every rank of the
+ * default group calls it, in the same order, so every rank numbers the
+ * group alike; with use_local_synchronization only members call, and the
+ * group's id is derived from its members (an id >= 2^30). Non-members
+ * receive DIST_GROUP_NON_MEMBER. opts may be NULL. */
 DIST_API int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts,
                             dist_pg **out);
 /* Splits parent (NULL = default) into disjoint groups; split i holds the

@@ -24,7 +24,12 @@
  * (for TCP, its own connection). dist_store_errmsg is safe from any thread.
  *
  * Timeouts are in milliseconds; DIST_STORE_DEFAULT_TIMEOUT (-1) means the
- * store's own timeout (300 s unless set). */
+ * store's own timeout (300 s unless set).
+ *
+ * On a TCP store, set does not wait for the server's reply (as torch's
+ * TCPStore): a set that fails on the server reports its error from the
+ * handle's next call that waits for a reply. Operations on one handle are
+ * served in order, so a get after a set always sees it. */
 #ifndef DIST_STORE_H
 #define DIST_STORE_H
 

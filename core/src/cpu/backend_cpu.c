@@ -187,8 +187,17 @@ static int start_engines(cpu_backend *b, dist_store *st, dist__errbuf *err) {
     return dist__err_set(err, DIST_E_INVAL,
                          "DIST_TRANSPORT=shm, but group %s spans hosts (or network namespaces)",
                          g->name);
-  if (g->same_host && g->transport != DIST_CPU_TRANSPORT_TCP)
+  if (g->same_host && g->transport == DIST_CPU_TRANSPORT_SHM)
     DIST_TRY(dist__shm_create(g, st, deadline, &b->shm, err));
+  if (g->same_host && g->transport == DIST_CPU_TRANSPORT_AUTO &&
+      dist__shm_create(g, st, deadline, &b->shm, err) != DIST_OK) {
+    /* Every member reaches the same verdict at creation (shm.h), so all of
+     * them fall back together. */
+    DIST_LOG(WARNING, SHM, "group %s: no shared memory (%s); collectives go over TCP",
+             g->name, err->msg);
+    dist__err_clear(err);
+    b->shm = NULL;
+  }
   DIST_TRY(init_barrier(g, st, deadline, err));
   DIST_LOG(INFO, PG, "group %s: rank %d of %d, collectives over %s", g->name, g->rank, g->size,
            b->shm ? "shared memory" : "tcp");
@@ -228,9 +237,15 @@ static int cpu_init(void *priv, const dist_backend_init_args *a, dist_pg *self) 
 
 static void cpu_abort(void *priv, const char *reason) {
   cpu_backend *b = priv;
-  int expected = 0;
-  if (atomic_compare_exchange_strong(&b->g.aborted, &expected, 1) || !b->g.abort_reason[0])
+  /* The reason is written before the flag is published, so a waiter that
+   * sees the flag reads a whole reason; only the first abort writes it. */
+  static pthread_mutex_t reason_lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&reason_lock);
+  if (!atomic_load(&b->g.aborted)) {
     snprintf(b->g.abort_reason, sizeof b->g.abort_reason, "%s", reason ? reason : "aborted");
+    atomic_store(&b->g.aborted, 1);
+  }
+  pthread_mutex_unlock(&reason_lock);
   if (b->tcp)
     dist__tcp_abort(b->tcp, b->g.abort_reason);
   if (b->shm)

@@ -23,9 +23,9 @@
  *   - every wait ends by op->deadline_ms, by an abort (DIST_E_ABORTED) or by a
  *     lost peer (DIST_E_PEER_LOST naming the rank, host and pid);
  *   - sizes that disagree between ranks fail the operation on the receiving
- *     rank and on the sending rank, with a message naming the peer (global
- *     rank), the operation and its sequence number, and both sizes; data is
- *     never truncated or padded silently;
+ *     rank and on the sending rank with DIST_E_DESYNC and a message naming
+ *     the peer (global rank), the operation and its sequence number, and
+ *     both sizes; data is never truncated or padded silently;
  *   - after a failure that leaves ranks out of step (timeout, lost peer, a
  *     mismatch detected mid-transfer) the engine marks the group broken:
  *     every later operation fails at once with the first failure's message. */

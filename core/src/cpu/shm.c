@@ -5,8 +5,9 @@
  * descriptor. Every rank compares every other rank's descriptor with its
  * own (and, for all_to_all, the whole count matrix), so all ranks reach
  * the same verdict at the same step: when they disagree, every rank fails
- * the operation with DIST_E_INVAL and a message naming a rank that differs
- * and both sizes, nothing has been copied into user buffers, and the step
+ * the operation with DIST_E_DESYNC (ranks are out of sync; local argument
+ * errors are DIST_E_INVAL) and a message naming a rank that differs and both
+ * sizes, nothing has been copied into user buffers, and the step
  * counters are still in step. The group therefore stays usable: the next
  * collective on which the ranks agree runs normally. Only failures after
  * the first step (timeout, lost peer, abort, a kernel error) break the
@@ -52,7 +53,8 @@ int dist__shm_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
   s->pidfd = dist__calloc((size_t)g->size, sizeof *s->pidfd);
   s->srcs = dist__calloc((size_t)g->size, sizeof *s->srcs);
   s->scratch = dist__calloc(5 * (size_t)g->size, sizeof *s->scratch);
-  if (!s->peer || !s->pidfd || !s->srcs || !s->scratch) {
+  s->cnt_mirror = dist__calloc(6 * (size_t)g->size, sizeof *s->cnt_mirror);
+  if (!s->peer || !s->pidfd || !s->srcs || !s->scratch || !s->cnt_mirror) {
     dist__shm_destroy(s);
     return dist__err_set(err, DIST_E_NOMEM, "shared memory: out of memory");
   }
@@ -60,7 +62,7 @@ int dist__shm_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
     s->pidfd[r] = -1;
   s->spin_ns = tunable("DIST_SHM_SPIN_US", 50) * 1000;
   s->yield_ns = tunable("DIST_SHM_YIELD_US", 200) * 1000;
-  s->stream_min = (size_t)tunable("DIST_SHM_STREAM_KB", 8192) * 1024;
+  s->stream_min = (size_t)tunable("DIST_SHM_STREAM_KB", 32768) * 1024; /* beyond L3 */
   dist__shm_fence_init(s);
   int rc = dist__shm_seg_create(s, store, deadline_ms, err);
   if (rc != DIST_OK) {
@@ -79,6 +81,7 @@ void dist__shm_destroy(dist__shm *s) {
   dist__free(s->pidfd);
   dist__free(s->srcs);
   dist__free(s->scratch);
+  dist__free(s->cnt_mirror);
   dist__free(s);
 }
 
@@ -214,7 +217,7 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
     dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
     describe_diff(s, j, (int)(g & 1), msg, sizeof msg, &off);
     DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
-    return dist__err_set(op->err, DIST_E_INVAL, "%s", msg);
+    return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
   }
   return DIST_OK;
 }
@@ -252,7 +255,7 @@ int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
                  "too so the group stays in step", label, a, sent, sent * es, dt, b, want,
                  want * es);
       DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
-      return dist__err_set(op->err, DIST_E_INVAL, "%s", msg);
+      return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
     }
   return DIST_OK;
 }

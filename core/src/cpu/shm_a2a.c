@@ -70,28 +70,37 @@ static void fill_counts(dist__shm *s, a2a *a, int p) {
     split_side(n, &c->inputs[0], c->in_splits, cnt, a->soff);
     split_side(n, &c->outputs[0], c->out_splits, cnt + n, a->roff);
   }
+  /* Compared with the private mirror, not the published copy: reading
+   * lines the peers read costs transfers (see shm_publish). */
+  int64_t *mirror = s->cnt_mirror + (size_t)p * 3 * (size_t)n;
   size_t bytes = 2 * (size_t)n * sizeof *cnt;
-  if (memcmp(pub, cnt, bytes) != 0)
+  if (memcmp(mirror, cnt, bytes) != 0) {
+    memcpy(mirror, cnt, bytes);
     memcpy(pub, cnt, bytes);
-  a->send = pub;
-  a->recv = pub + n;
+  }
+  a->send = mirror;
+  a->recv = mirror + n;
   if (!s->cma)
     return;
-  uint64_t *addr = (uint64_t *)s->scratch + 4 * n, *paddr = shm_addrs(s, s->rank, p);
+  int64_t *addr = cnt + 2 * n; /* scratch has room for 3 x n after soff, roff */
   for (int j = 0; j < n; j++)
-    addr[j] = (uint64_t)(uintptr_t)piece_in(a, j);
-  if (memcmp(paddr, addr, (size_t)n * sizeof *addr) != 0)
-    memcpy(paddr, addr, (size_t)n * sizeof *addr);
+    addr[j] = (int64_t)(uintptr_t)piece_in(a, j);
+  if (memcmp(mirror + 2 * n, addr, (size_t)n * sizeof *addr) != 0) {
+    memcpy(mirror + 2 * n, addr, (size_t)n * sizeof *addr);
+    memcpy(pub + 2 * n, addr, (size_t)n * sizeof *addr);
+  }
 }
 
 /* The largest piece between two different ranks, in bytes: mine before
  * the first step, everyone's after it. */
 static size_t max_piece(const dist__shm *s, const a2a *a, int p, bool all) {
   int64_t big = 0;
-  for (int i = all ? 0 : s->rank; i < (all ? s->size : s->rank + 1); i++)
+  for (int i = all ? 0 : s->rank; i < (all ? s->size : s->rank + 1); i++) {
+    const int64_t *cnt = i == s->rank ? a->send : s->peer[i].cnt[p];
     for (int j = 0; j < s->size; j++)
-      if (i != j && s->peer[i].cnt[p][j] > big)
-        big = s->peer[i].cnt[p][j];
+      if (i != j && cnt[j] > big)
+        big = cnt[j];
+  }
   return (size_t)big * a->es;
 }
 
@@ -163,26 +172,49 @@ static int a2a_direct(dist__shm *s, dist__cpu_op *op, const a2a *a, uint64_t g0)
   return rc;
 }
 
+/* The staged path after the first step: the rest of the pieces in
+ * sub-slot chunks. */
+static int a2a_staged(dist__shm *s, dist__cpu_op *op, a2a *a, uint64_t g0) {
+  int p0 = (int)(g0 & 1);
+  size_t steps = agreed_steps(s, a, p0);
+  int64_t in_total = 0;
+  for (int j = 0; j < s->size; j++)
+    in_total += a->recv[j];
+  shm_stream_begin(s, (size_t)in_total * a->es);
+  unstage(s, a, 0, p0);
+  own_part(s, a, 0, steps == 1);
+  for (size_t i = 1; i < steps; i++) {
+    uint64_t g = g0 + i;
+    int p = (int)(g & 1);
+    stage(s, a, i * a->q, p);
+    int rc = shm_step(s, op, g, false);
+    if (rc != DIST_OK)
+      return rc;
+    unstage(s, a, i * a->q, p);
+    own_part(s, a, i * a->q, i + 1 == steps);
+  }
+  s->step = g0 + steps;
+  return DIST_OK;
+}
+
 int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
   const dist_coll *c = op->c;
   dist_dtype dt = c->kind == DIST_OP_ALL_TO_ALL ? c->outputs[0].dtype : c->inputs[0].dtype;
   a2a a = {c, dist_dtype_size(dt), 0, 0, false, NULL, NULL, s->scratch, s->scratch + s->size};
-  size_t others = (size_t)(s->size > 1 ? s->size - 1 : 1);
+  size_t others = (size_t)(s->size > 1 ? s->size - 1 : 1), cap = s->slot / others / 64 * 64;
   a.qi = SHM_INLINE / others;
   shm_key k = {0};
-  k.kind = (int32_t)c->kind;
-  k.dtype = (int32_t)dt;
-  /* Even all_to_all_single: every piece has numel / N elements, and the
-   * key makes every rank agree on it, so mid sizes can be pipelined;
-   * otherwise the piece sizes are known only after the first step. */
+  k.kind = (uint8_t)c->kind;
+  k.dtype = (uint8_t)dt;
+  /* Even all_to_all_single: every piece has numel / N elements and the
+   * key makes every rank agree on that, so the chunking and the single-
+   * copy choice follow from it; otherwise the piece sizes are known only
+   * after the first step. */
   bool even = c->kind == DIST_OP_ALL_TO_ALL_SINGLE && !c->in_splits && !c->out_splits;
-  size_t cap = s->slot / others / 64 * 64;
-  if (even) {
+  if (even)
     k.count = dist_tensor_numel(&c->inputs[0]);
-    a.q = shm_chunk(s, (size_t)k.count / (size_t)s->size * a.es, cap) / 64 * 64;
-  } else {
-    a.q = cap;
-  }
+  size_t piece = even ? (size_t)k.count / (size_t)s->size * a.es : 0;
+  a.q = even ? shm_chunk(s, piece, cap) / 64 * 64 : cap;
   uint64_t g0 = shm_begin(s);
   int p0 = (int)(g0 & 1);
   fill_counts(s, &a, p0);
@@ -190,8 +222,7 @@ int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
    * step a rank knows only its own pieces: one that has a big piece knows
    * the whole operation goes direct and stages nothing; the others stage
    * their first chunk in case it does not. */
-  size_t even_piece = even ? (size_t)k.count / (size_t)s->size * a.es : 0;
-  if (!(even ? shm_direct(s, even_piece) : s->cma && max_piece(s, &a, p0, false) >= s->cma_min))
+  if (!(even ? shm_direct(s, piece) : s->cma && max_piece(s, &a, p0, false) >= s->cma_min))
     stage(s, &a, 0, p0);
   shm_publish(s, op, g0, &k);
   int rc = shm_step(s, op, g0, true);
@@ -201,24 +232,7 @@ int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
     s->step = g0 + 1;
     return rc;
   }
-  if (even ? shm_direct(s, even_piece) : s->cma && max_piece(s, &a, p0, true) >= s->cma_min)
+  if (even ? shm_direct(s, piece) : s->cma && max_piece(s, &a, p0, true) >= s->cma_min)
     return a2a_direct(s, op, &a, g0);
-  size_t steps = agreed_steps(s, &a, p0);
-  int64_t in_total = 0;
-  for (int j = 0; j < s->size; j++)
-    in_total += a.recv[j];
-  shm_stream_begin(s, (size_t)in_total * a.es);
-  unstage(s, &a, 0, p0);
-  own_part(s, &a, 0, steps == 1);
-  for (size_t i = 1; i < steps; i++) {
-    uint64_t g = g0 + i;
-    int p = (int)(g & 1);
-    stage(s, &a, i * a.q, p);
-    if ((rc = shm_step(s, op, g, false)) != DIST_OK)
-      return rc;
-    unstage(s, &a, i * a.q, p);
-    own_part(s, &a, i * a.q, i + 1 == steps);
-  }
-  s->step = g0 + steps;
-  return DIST_OK;
+  return a2a_staged(s, op, &a, g0);
 }

@@ -3,14 +3,15 @@
  * cross-memory attach), instead of the peer copying it into the segment
  * and this rank copying it out again.
  *
- * all_gather, gather and all_to_all use it for mid-size pieces (the
- * segment's cma_min .. cma_max bytes, DIST_SHM_CMA_MIN_KB / _MAX_KB,
- * default 16 KiB .. 4 MiB), broadcast up to cma_max / 8: there each
+ * all_gather, gather and all_to_all use it for pieces of the segment's
+ * cma_min .. cma_max bytes (DIST_SHM_CMA_MIN_KB / _MAX_KB, default
+ * 16 KiB .. 16 MiB), broadcast up to SHM_BCAST_DIRECT_MAX: there each
  * rank's own core does the only copy, where staging costs two. Small
  * pieces stay in the segment (the system call and page pinning cost more
- * than a copy), and so do very large ones, where a pipelined
- * copy-in/copy-out through cache-resident slots keeps both cores busy and
- * beats the kernel's copy on this kind of machine (measured, 2 ranks).
+ * than a copy), and so do very large ones and large broadcasts, where a
+ * pipelined copy-in/copy-out through cache-resident slots keeps both
+ * cores busy and beats the kernel's copy on this machine (measured with
+ * 2 ranks against Open MPI's vader, which uses CMA throughout).
  *
  * A direct operation is two steps: the first publishes the source
  * addresses (cnt[p][2N ..]) with the descriptor; after its check every
@@ -80,6 +81,9 @@ int dist__shm_cma_read(dist__shm *s, dist__cpu_op *op, int j, void *dst, uint64_
     if (n < 0 && errno == EINTR)
       continue;
     int e = n < 0 ? errno : EIO;
+    /* A peer that failed first (and may have left, or reused its buffer)
+     * explains this better. */
+    DIST_TRY(dist__shm_peer_failed(s, op));
     char who[160], label[96];
     dist__cpu_peer_name(s->g, j, who, sizeof who);
     dist__cpu_op_label(op->c, label, sizeof label);

@@ -16,8 +16,8 @@
 
 static shm_key copy_key(const dist_coll *c, dist_dtype dt, int64_t count, bool rooted) {
   shm_key k = {0};
-  k.kind = (int32_t)c->kind;
-  k.dtype = (int32_t)dt;
+  k.kind = (uint8_t)c->kind;
+  k.dtype = (uint8_t)dt;
   k.root = rooted ? c->root : 0;
   k.count = count;
   return k;
@@ -67,7 +67,7 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
   /* Single copy pays off for broadcast only up to mid sizes: beyond, the
    * root's copy-in and the readers' copy-out run on different cores at
    * once, which a single reader-side copy cannot match. */
-  if (shm_direct(s, nb) && nb <= s->cma_max / 8)
+  if (shm_direct(s, nb) && nb <= SHM_BCAST_DIRECT_MAX)
     return broadcast_direct(s, op, &k, buf, nb);
   uint64_t g0 = shm_begin(s);
   size_t chunk = shm_chunk(s, nb, s->slot);

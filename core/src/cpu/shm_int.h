@@ -36,7 +36,12 @@
  * stays usable after a mismatch. A failure after that point (timeout,
  * lost peer, abort) leaves ranks out of step: the group is marked broken
  * and the failure is published in ctl, so the other ranks fail promptly
- * instead of waiting for their deadline. */
+ * instead of waiting for their deadline.
+ *
+ * Files: shm.c (lifetime, dispatch, descriptor check, streaming copies),
+ * shm_seg.c (segment and its parameters), shm_wait.c (waiting, futex,
+ * pidfds, failures), shm_reduce.c, shm_copy.c, shm_a2a.c (the
+ * collectives), shm_cma.c (single-copy transfers between processes). */
 #ifndef DIST_CPU_SHM_INT_H
 #define DIST_CPU_SHM_INT_H
 
@@ -49,6 +54,7 @@
 #define SHM_LINE 128 /* two cache lines: no false sharing through the adjacent-line prefetcher */
 #define SHM_FAILMSG 512
 #define SHM_INLINE 32 /* payload bytes that travel in the step's own cache line */
+#define SHM_BCAST_DIRECT_MAX (512u << 10) /* broadcasts single-copy up to this (shm_cma.c) */
 
 /* Fields that must agree between ranks (zero where a kind has none), so
  * the common case is one memcmp per peer. */
@@ -130,6 +136,7 @@ struct dist__shm {
   shm_peer *peer;      /* size entries */
   uint64_t step;       /* next global step */
   uint64_t op_base;    /* first step of the operation in progress */
+  shm_key key[2];      /* what this rank last published in hdr[p].key */
   size_t slot, red;    /* bytes of data[p] and red[p] */
   size_t small_ar;     /* bytes */
   size_t pipe_steps;   /* a transfer is cut into about this many steps ... */
@@ -137,6 +144,7 @@ struct dist__shm {
   int *pidfd;          /* size entries, -1 where none */
   const void **srcs;   /* scratch: reduction sources */
   int64_t *scratch;    /* scratch: 5 x size words (all_to_all) */
+  int64_t *cnt_mirror; /* 2 x 3 x size: what this rank last published in cnt[p] */
   int64_t spin_ns, yield_ns;
   bool light_post;     /* membarrier registered: posts need no fence */
   bool cma;            /* every rank can read every peer (shm_cma.c) */
@@ -186,6 +194,10 @@ static inline int shm_wait_all(dist__shm *s, dist__cpu_op *op, uint64_t g) {
   return DIST_OK;
 }
 
+/* DIST_OK, or the status a peer published when it failed (this rank
+ * then fails the same way, naming it). */
+int dist__shm_peer_failed(dist__shm *s, dist__cpu_op *op);
+
 /* A failure that leaves the ranks out of step: marks the group broken,
  * publishes the failure for the peers, wakes them. Returns rc. */
 int dist__shm_fail(dist__shm *s, dist__cpu_op *op, int rc, const char *fmt, ...)
@@ -204,9 +216,12 @@ static inline uint64_t shm_begin(dist__shm *s) {
 static inline void shm_publish(dist__shm *s, const dist__cpu_op *op, uint64_t g,
                                const shm_key *k) {
   shm_peer *me = &s->peer[s->rank];
-  shm_hdr *h = me->hdr[g & 1];
-  if (memcmp(&h->key, k, sizeof *k) != 0)
-    h->key = *k;
+  /* Compared with a private copy: even reading the polled line here, while
+   * a peer spins on it, costs a transfer (measured: +0.1 us a step). */
+  if (memcmp(&s->key[g & 1], k, sizeof *k) != 0) {
+    s->key[g & 1] = *k;
+    me->hdr[g & 1]->key = *k;
+  }
   me->info->seq[g & 1] = op->c->seq;
 }
 
@@ -223,7 +238,7 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g);
 int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g);
 
 static inline int shm_first_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
-  const shm_key *mine = &s->peer[s->rank].hdr[g & 1]->key;
+  const shm_key *mine = &s->key[g & 1];
   for (int j = 0; j < s->size; j++)
     if (j != s->rank && memcmp(&s->peer[j].hdr[g & 1]->key, mine, sizeof *mine) != 0)
       return dist__shm_check(s, op, g);

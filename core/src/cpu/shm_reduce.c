@@ -30,9 +30,9 @@
 
 static shm_key red_key(const dist_coll *c, dist_dtype dt, int64_t count, bool rooted) {
   shm_key k = {0};
-  k.kind = (int32_t)c->kind;
-  k.dtype = (int32_t)dt;
-  k.redop = (int32_t)c->redop.kind;
+  k.kind = (uint8_t)c->kind;
+  k.dtype = (uint8_t)dt;
+  k.redop = (uint8_t)c->redop.kind;
   k.root = rooted ? c->root : 0;
   k.count = count;
   if (c->redop.kind == DIST_REDOP_PREMUL_SUM)
@@ -56,14 +56,18 @@ static int reduce_small(dist__shm *s, dist__cpu_op *op, const shm_key *k, const 
                         void *out, size_t n, size_t es) {
   uint64_t g = s->op_base;
   int p = (int)(g & 1);
-  shm_copy(shm_buf(s, s->rank, p, n * es), in, n * es);
+  size_t nb = n * es;
+  uint8_t mine[SHM_INLINE]; /* own contribution, kept off the polled line */
+  shm_copy(shm_buf(s, s->rank, p, nb), in, nb);
+  if (nb <= SHM_INLINE)
+    shm_copy(mine, in, nb);
   shm_publish(s, op, g, k);
   int rc = shm_step(s, op, g, true);
   s->step = g + 1;
   if (rc != DIST_OK || !out)
     return rc;
   for (int j = 0; j < s->size; j++)
-    s->srcs[j] = shm_buf(s, j, p, n * es);
+    s->srcs[j] = j == s->rank && nb <= SHM_INLINE ? mine : shm_buf(s, j, p, nb);
   rc = dist__reduce_multi((dist_dtype)k->dtype, op->c->redop, out, s->srcs, s->size, n, s->size);
   return rc == DIST_OK ? DIST_OK : kernel_failed(s, op, rc, false);
 }

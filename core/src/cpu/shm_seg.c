@@ -1,19 +1,21 @@
 /* shm_seg.c - the shared-memory engine's segment: sizing, creation by
- * group rank 0, the name exchange through the group store, mapping by the
+ * group rank 0, the exchange through the group store, mapping by the
  * others, and cleanup.
  *
  * The exchange is itself a small collective so that every rank reaches
- * the same verdict (the backend then falls back to TCP on all of them or
- * on none):
- *   1. rank 0 creates the segment under a fresh name (job, group, random),
- *      sizes it with posix_fallocate (tmpfs pages are reserved now, so a
- *      full /dev/shm is an error here rather than a SIGBUS later), writes
- *      the header and publishes "shm/name" (or "!reason");
+ * the same verdict (the backend can fall back to TCP on all of them or on
+ * none):
+ *   1. rank 0 creates the segment (an anonymous memfd; see xchg below for
+ *      the named fallback), sizes it with posix_fallocate (tmpfs pages are
+ *      reserved now, so a full tmpfs is an error here rather than a SIGBUS
+ *      later), writes the header and publishes where to find it
+ *      ("shm/name<round>", or "!reason");
  *   2. every other rank opens, maps and checks it;
- *   3. every rank publishes "shm/ok/<rank>" ("" or the reason it failed)
- *      and reads everyone's; any failure fails every rank;
- *   4. every rank unlinks the name (the first wins): once all have mapped,
- *      nothing is left in /dev/shm, whatever happens to the processes.
+ *   3. every rank publishes "shm/ok<round>/<rank>" ("" or the reason it
+ *      failed) and reads everyone's; any failure fails every rank (or
+ *      sends every rank to the named round);
+ *   4. rank 0 closes its descriptor (a named segment is unlinked): from
+ *      then on the memory lives exactly as long as the mappings.
  * The mapping is MADV_DONTFORK: a child forked after init (workers,
  * system()) never sees it. The pidfds are close-on-exec. */
 #include <fcntl.h>
@@ -42,9 +44,16 @@ static int64_t env_or(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
   return v;
 }
 
-/* Geometry chosen by rank 0 (environment: DIST_SHM_SLOT_KB,
- * DIST_SHM_SMALL_BYTES). Slots shrink as groups grow so a 64-rank group
- * stays around 32 MiB. */
+/* Geometry and algorithm thresholds, chosen by rank 0 so every rank
+ * chooses alike (environment, for tuning):
+ *   DIST_SHM_SLOT_KB      staging per rank and parity (default 8 MiB / N,
+ *                         64..512 KiB: 4 MiB for 2 ranks, 17 MiB for 64)
+ *   DIST_SHM_SMALL_BYTES  all_reduce/reduce in one step up to this size
+ *                         (64 KiB for 2 ranks, else 16 KiB)
+ *   DIST_SHM_PIPE_STEPS, DIST_SHM_PIPE_MIN_KB  pipelining (shm_chunk:
+ *                         about 8 steps of at least 128 KiB)
+ *   DIST_SHM_CMA_MIN_KB, DIST_SHM_CMA_MAX_KB   single-copy pieces
+ *                         (16 KiB .. 16 MiB; 0 turns it off; shm_cma.c) */
 static void geometry(shm_seg *h, int n) {
   size_t dflt = (8192 * KIB) / (size_t)n;
   dflt = dflt > 512 * KIB ? 512 * KIB : dflt < 64 * KIB ? 64 * KIB : dflt;
@@ -70,7 +79,7 @@ static void geometry(shm_seg *h, int n) {
   h->pipe_steps = (uint64_t)env_or("DIST_SHM_PIPE_STEPS", 1, 1024, 8);
   h->pipe_min = (uint64_t)env_or("DIST_SHM_PIPE_MIN_KB", 4, 1 << 20, 128) * KIB;
   h->cma_min = (uint64_t)env_or("DIST_SHM_CMA_MIN_KB", 0, 1 << 30, 16) * KIB;
-  h->cma_max = (uint64_t)env_or("DIST_SHM_CMA_MAX_KB", 0, 1 << 30, 4096) * KIB;
+  h->cma_max = (uint64_t)env_or("DIST_SHM_CMA_MAX_KB", 0, 1 << 30, 16384) * KIB;
 }
 
 /* Fills s's per-rank pointers from the header. */
@@ -117,23 +126,44 @@ static void make_name(const dist__cpu_group *g, char *out, size_t len) {
   snprintf(out, len, "/dist.%s.%s.%d.%016" PRIx64, job, grp, (int)getpid(), rnd);
 }
 
-/* Rank 0: creates, sizes and initialises the segment; *fd and the
- * mapping are s's. */
-static int create_seg(dist__shm *s, const char *name, int *fd, dist__errbuf *err) {
+/* One round of the exchange. Round 0 shares an anonymous memfd, which the
+ * others open through /proc/<pid>/fd/<fd> of rank 0: the segment never has
+ * a name, so nothing can be left behind in /dev/shm whatever happens to
+ * the processes. Round 1 runs only when some rank could not use round 0's
+ * (no memfd, a /proc it may not look into, or DIST_SHM_MEMFD=0): a named
+ * POSIX segment, unlinked as soon as every rank has mapped it (a crash
+ * between its creation and that point can leave it behind). */
+typedef struct xchg {
+  int round;
+  char name[256]; /* "memfd:<pid>:<fd>" or the shm_open name */
+  int fd;
+} xchg;
+
+/* Rank 0: creates, sizes and initialises the segment. */
+static int create_seg(dist__shm *s, xchg *x, dist__errbuf *err) {
   shm_seg h = {0};
   geometry(&h, s->size);
-  *fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (*fd < 0)
-    return dist__err_sys(err, errno, "shm_open(%s)", name);
-  int e = ftruncate(*fd, (off_t)h.seg_bytes) != 0 ? errno : 0;
-  if (!e)
-    e = posix_fallocate(*fd, 0, (off_t)h.seg_bytes);
+  if (x->round == 0) {
+    if (env_or("DIST_SHM_MEMFD", 0, 1, 1) == 0)
+      return dist__err_set(err, DIST_E_NOTSUP, "memfd segments are off (DIST_SHM_MEMFD=0)");
+    x->fd = memfd_create("dist-shm", MFD_CLOEXEC);
+    if (x->fd < 0)
+      return dist__err_sys(err, errno, "memfd_create");
+    snprintf(x->name, sizeof x->name, "memfd:%d:%d", (int)getpid(), x->fd);
+  } else {
+    make_name(s->g, x->name, sizeof x->name);
+    x->fd = shm_open(x->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (x->fd < 0)
+      return dist__err_sys(err, errno, "shm_open(%s)", x->name);
+  }
+  int e = ftruncate(x->fd, (off_t)h.seg_bytes) != 0 ? errno : 0;
+  if (!e) /* reserve the pages now: a full tmpfs is an error here, not a SIGBUS later */
+    e = posix_fallocate(x->fd, 0, (off_t)h.seg_bytes);
   if (e)
-    return dist__err_sys(err, e, "reserving %" PRIu64 " bytes of shared memory for %s (is "
-                                 "/dev/shm full?)", h.seg_bytes, name);
-  void *m = mmap(NULL, h.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+    return dist__err_sys(err, e, "reserving %" PRIu64 " bytes of shared memory", h.seg_bytes);
+  void *m = mmap(NULL, h.seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0);
   if (m == MAP_FAILED)
-    return dist__err_sys(err, errno, "mmap of %" PRIu64 " bytes of %s", h.seg_bytes, name);
+    return dist__err_sys(err, errno, "mmap of %" PRIu64 " bytes of shared memory", h.seg_bytes);
   s->seg = m;
   s->bytes = h.seg_bytes;
   h.magic = SHM_MAGIC;
@@ -142,59 +172,72 @@ static int create_seg(dist__shm *s, const char *name, int *fd, dist__errbuf *err
   return DIST_OK;
 }
 
-/* Ranks > 0: opens, maps and checks the segment rank 0 made. */
-static int open_seg(dist__shm *s, const char *name, int *fd, dist__errbuf *err) {
-  *fd = shm_open(name, O_RDWR, 0600);
-  if (*fd < 0)
-    return dist__err_sys(err, errno, "shm_open(%s)", name);
-  struct stat st;
-  if (fstat(*fd, &st) != 0)
-    return dist__err_sys(err, errno, "fstat of %s", name);
-  if ((size_t)st.st_size < sizeof(shm_seg))
-    return dist__err_set(err, DIST_E_BACKEND, "shared segment %s is too small (%lld bytes)", name,
-                         (long long)st.st_size);
-  void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
-  if (m == MAP_FAILED)
-    return dist__err_sys(err, errno, "mmap of %s", name);
-  s->seg = m;
-  s->bytes = (size_t)st.st_size;
+static bool header_ok(const dist__shm *s) {
   shm_seg want = {0};
   geometry(&want, s->size); /* only the layout rules; sizes come from rank 0 */
   const shm_seg *h = s->seg;
-  bool ok = h->magic == SHM_MAGIC && h->version == SHM_VERSION && h->nranks == (uint32_t)s->size &&
-            h->seg_bytes == s->bytes && h->slot_bytes % PAGE == 0 && h->slot_bytes >= 16 * KIB &&
-            h->red_bytes >= h->slot_bytes / (uint64_t)(s->size > 1 ? s->size - 1 : 1) &&
-            h->cnt_off == want.cnt_off && h->data_off >= want.data_off &&
-            h->red_off >= h->data_off + 2 * h->slot_bytes &&
-            h->region_bytes >= h->red_off + 2 * h->red_bytes &&
-            round_up(sizeof(shm_seg), PAGE) + (uint64_t)s->size * h->region_bytes <= s->bytes &&
-            h->small_allreduce <= h->slot_bytes && h->pipe_steps >= 1 && h->pipe_min >= 4 * KIB;
-  if (!ok)
+  return h->magic == SHM_MAGIC && h->version == SHM_VERSION && h->nranks == (uint32_t)s->size &&
+         h->seg_bytes == s->bytes && h->slot_bytes % PAGE == 0 && h->slot_bytes >= 16 * KIB &&
+         h->red_bytes >= h->slot_bytes / (uint64_t)(s->size > 1 ? s->size - 1 : 1) &&
+         h->cnt_off == want.cnt_off && h->data_off >= want.data_off &&
+         h->red_off >= h->data_off + 2 * h->slot_bytes &&
+         h->region_bytes >= h->red_off + 2 * h->red_bytes &&
+         round_up(sizeof(shm_seg), PAGE) + (uint64_t)s->size * h->region_bytes <= s->bytes &&
+         h->small_allreduce <= h->slot_bytes && h->pipe_steps >= 1 && h->pipe_min >= 4 * KIB;
+}
+
+/* Ranks > 0: opens, maps and checks the segment rank 0 made. */
+static int open_seg(dist__shm *s, xchg *x, dist__errbuf *err) {
+  int pid, fd;
+  char path[64];
+  if (sscanf(x->name, "memfd:%d:%d", &pid, &fd) == 2) {
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+    x->fd = open(path, O_RDWR | O_CLOEXEC);
+  } else {
+    x->fd = shm_open(x->name, O_RDWR, 0600);
+  }
+  if (x->fd < 0)
+    return dist__err_sys(err, errno, "opening rank 0's shared segment %s", x->name);
+  struct stat st;
+  if (fstat(x->fd, &st) != 0)
+    return dist__err_sys(err, errno, "fstat of %s", x->name);
+  if ((size_t)st.st_size < sizeof(shm_seg))
+    return dist__err_set(err, DIST_E_BACKEND, "shared segment %s is too small (%lld bytes)",
+                         x->name, (long long)st.st_size);
+  void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0);
+  if (m == MAP_FAILED)
+    return dist__err_sys(err, errno, "mmap of %s", x->name);
+  s->seg = m;
+  s->bytes = (size_t)st.st_size;
+  const shm_seg *h = s->seg;
+  if (!header_ok(s))
     return dist__err_set(err, DIST_E_BACKEND,
                          "shared segment %s does not match this build or group (magic %#" PRIx64
                          ", version %u, %u ranks, %zu bytes; this rank expects version %u, %d "
                          "ranks)",
-                         name, h->magic, h->version, h->nranks, s->bytes, SHM_VERSION, s->size);
+                         x->name, h->magic, h->version, h->nranks, s->bytes, SHM_VERSION, s->size);
   return DIST_OK;
 }
 
-/* Step 1-2 on this rank; the outcome goes to the exchange. */
-static int map_seg(dist__shm *s, dist_store *store, int64_t deadline_ms, char *name,
-                   size_t namelen, int *fd, dist__errbuf *err) {
+/* Creates (rank 0) or opens (the others) the round's segment; the outcome
+ * goes to the exchange. */
+static int map_seg(dist__shm *s, dist_store *store, int64_t deadline_ms, xchg *x,
+                   dist__errbuf *err) {
+  char key[32];
+  snprintf(key, sizeof key, "shm/name%d", x->round);
   if (s->rank == 0) {
-    make_name(s->g, name, namelen);
-    int rc = create_seg(s, name, fd, err);
+    int rc = create_seg(s, x, err);
     char bad[DIST_ERRMSG_LEN + 2];
     snprintf(bad, sizeof bad, "!%s", err->msg);
-    const char *val = rc == DIST_OK ? name : bad;
-    int src = dist_store_set(store, "shm/name", val, strlen(val));
+    const char *val = rc == DIST_OK ? x->name : bad;
+    int src = dist_store_set(store, key, val, strlen(val));
     if (src != DIST_OK && rc == DIST_OK)
       rc = dist__err_set(err, src, "publishing the shared segment's name: %s",
                          dist_store_errmsg(store));
     return rc;
   }
-  const char *key = "shm/name";
-  int rc = dist_store_wait(store, &key, 1, dist__remaining_ms(deadline_ms));
+  const char *k = key;
+  int rc = dist_store_wait(store, &k, 1, dist__remaining_ms(deadline_ms));
   void *val = NULL;
   size_t len = 0;
   if (rc == DIST_OK)
@@ -206,41 +249,45 @@ static int map_seg(dist__shm *s, dist_store *store, int64_t deadline_ms, char *n
     rc = dist__err_set(err, DIST_E_BACKEND, "rank 0 could not create the shared segment: %s",
                        len ? (char *)val + 1 : "(no reason given)");
   } else {
-    snprintf(name, namelen, "%s", (char *)val);
-    rc = open_seg(s, name, fd, err);
+    snprintf(x->name, sizeof x->name, "%s", (char *)val);
+    rc = open_seg(s, x, err);
   }
   dist_free(val);
   return rc;
 }
 
-/* Step 3: every rank's verdict. */
-static int exchange(dist__shm *s, dist_store *store, int64_t deadline_ms, int my_rc,
-                    dist__errbuf *err) {
+/* Every rank publishes its verdict ("" or why it failed) and reads all of
+ * them, so every rank decides alike; *retry: some rank failed to set up
+ * the segment (not the store), worth a round 1. */
+static int exchange(dist__shm *s, dist_store *store, int64_t deadline_ms, xchg *x, int my_rc,
+                    bool *retry, dist__errbuf *err) {
   char key[64];
-  snprintf(key, sizeof key, "shm/ok/%d", s->rank);
+  snprintf(key, sizeof key, "shm/ok%d/%d", x->round, s->rank);
   const char *mine = my_rc == DIST_OK ? "" : err->msg[0] ? err->msg : "failed";
   int rc = dist_store_set(store, key, mine, strlen(mine));
   if (rc != DIST_OK)
     return dist__err_set(err, rc, "publishing this rank's shared-memory status: %s",
                          dist_store_errmsg(store));
-  if (my_rc != DIST_OK)
-    return my_rc;
-  for (int r = 0; r < s->size && rc == DIST_OK; r++) {
-    snprintf(key, sizeof key, "shm/ok/%d", r);
+  rc = my_rc;
+  for (int r = 0; r < s->size; r++) {
+    snprintf(key, sizeof key, "shm/ok%d/%d", x->round, r);
     const char *k = key;
     void *val = NULL;
     size_t len = 0;
-    rc = dist_store_wait(store, &k, 1, dist__remaining_ms(deadline_ms));
-    if (rc == DIST_OK)
-      rc = dist_store_get(store, key, &val, &len);
-    if (rc != DIST_OK) {
-      char who[160];
-      rc = dist__err_set(err, rc, "waiting for %s to map the shared segment: %s",
-                         dist__cpu_peer_name(s->g, r, who, sizeof who), dist_store_errmsg(store));
-    } else if (len) {
-      char who[160];
-      rc = dist__err_set(err, DIST_E_BACKEND, "%s could not use the shared segment: %s",
-                         dist__cpu_peer_name(s->g, r, who, sizeof who), (char *)val);
+    char who[160];
+    int src = dist_store_wait(store, &k, 1, dist__remaining_ms(deadline_ms));
+    if (src == DIST_OK)
+      src = dist_store_get(store, key, &val, &len);
+    if (src != DIST_OK) {
+      *retry = false;
+      return dist__err_set(err, src, "waiting for %s to map the shared segment: %s",
+                           dist__cpu_peer_name(s->g, r, who, sizeof who), dist_store_errmsg(store));
+    }
+    if (len) {
+      *retry = true;
+      if (rc == DIST_OK)
+        rc = dist__err_set(err, DIST_E_BACKEND, "%s could not use the shared segment: %s",
+                           dist__cpu_peer_name(s->g, r, who, sizeof who), (char *)val);
     }
     dist_free(val);
   }
@@ -281,22 +328,42 @@ static int open_pidfds(dist__shm *s, dist__errbuf *err) {
   return DIST_OK;
 }
 
-int dist__shm_seg_create(dist__shm *s, dist_store *store, int64_t deadline_ms,
-                         dist__errbuf *err) {
-  char name[256] = "";
-  int fd = -1;
-  int rc = map_seg(s, store, deadline_ms, name, sizeof name, &fd, err);
+/* One round: map, exchange, clean up the name and descriptor. */
+static int seg_round(dist__shm *s, dist_store *store, int64_t deadline_ms, xchg *x, bool *retry,
+                     dist__errbuf *err) {
+  int rc = map_seg(s, store, deadline_ms, x, err);
   if (rc == DIST_OK) {
     lay_out(s);
     s->peer[s->rank].ctl->pid = (int32_t)getpid();
     dist__shm_cma_prepare(s);
     atomic_fetch_add(&s->seg->mapped, 1);
   }
-  rc = exchange(s, store, deadline_ms, rc, err);
-  if (name[0] && (rc == DIST_OK || s->rank == 0))
-    shm_unlink(name); /* the first rank wins; ENOENT for the others */
-  if (fd >= 0)
-    close(fd);
+  rc = exchange(s, store, deadline_ms, x, rc, retry, err);
+  /* Every rank has mapped it (or given up): the name can go. Rank 0's
+   * memfd descriptor stays open until here, for the others to open. */
+  if (x->round == 1 && x->name[0] && (rc == DIST_OK || s->rank == 0))
+    shm_unlink(x->name); /* the first rank wins; ENOENT for the others */
+  if (x->fd >= 0)
+    close(x->fd);
+  x->fd = -1;
+  if (rc != DIST_OK && s->seg) {
+    munmap(s->seg, s->bytes);
+    s->seg = NULL;
+  }
+  return rc;
+}
+
+int dist__shm_seg_create(dist__shm *s, dist_store *store, int64_t deadline_ms,
+                         dist__errbuf *err) {
+  xchg x = {0, "", -1};
+  bool retry = false;
+  int rc = seg_round(s, store, deadline_ms, &x, &retry, err);
+  if (rc != DIST_OK && retry) {
+    DIST_LOG(INFO, SHM, "group %s: %s; trying a named segment", s->g->name, err->msg);
+    dist__err_clear(err);
+    x = (xchg){1, "", -1};
+    rc = seg_round(s, store, deadline_ms, &x, &retry, err);
+  }
   if (rc == DIST_OK && madvise(s->seg, s->bytes, MADV_DONTFORK) != 0)
     DIST_LOG(INFO, SHM, "madvise(MADV_DONTFORK) failed: %s", strerror(errno));
   if (rc == DIST_OK)
@@ -305,7 +372,7 @@ int dist__shm_seg_create(dist__shm *s, dist_store *store, int64_t deadline_ms,
     rc = dist__shm_cma_agree(s, deadline_ms, err);
   if (rc == DIST_OK)
     DIST_LOG(DEBUG, SHM, "group %s: shared segment %s, %zu bytes, slot %zu, red %zu, small %zu",
-             s->g->name, name, s->bytes, s->slot, s->red, s->small_ar);
+             s->g->name, x.name, s->bytes, s->slot, s->red, s->small_ar);
   return rc;
 }
 

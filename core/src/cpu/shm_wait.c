@@ -136,7 +136,7 @@ static int timed_out(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
 }
 
 /* A peer published a failure: this rank fails too, with its status. */
-static int peer_failed(dist__shm *s, dist__cpu_op *op) {
+int dist__shm_peer_failed(dist__shm *s, dist__cpu_op *op) {
   for (int k = 0; k < s->size; k++) {
     if (k == s->rank)
       continue;
@@ -188,7 +188,7 @@ static int checks(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t now
     return dist__shm_fail(s, op, rc, "%s: %s", dist__cpu_op_label(op->c, label, sizeof label),
                           tmp.msg);
   }
-  DIST_TRY(peer_failed(s, op));
+  DIST_TRY(dist__shm_peer_failed(s, op));
   if (now - s->last_poll_ns >= POLL_EVERY_NS) {
     s->last_poll_ns = now;
     DIST_TRY(peer_lost(s, op, g, j));

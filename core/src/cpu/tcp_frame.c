@@ -111,18 +111,29 @@ static void head_written(dist__tcp *t, tcp_conn *c) {
   item_free(it);
 }
 
-/* The iovec list of the queue's first frames; returns its length. */
-static int gather_iov(tcp_conn *c, struct iovec *iov) {
+/* The iovec list of the queue's first frames, at most max bytes; returns
+ * its length. */
+static int gather_iov(tcp_conn *c, struct iovec *iov, size_t max) {
   int n = 0;
   const size_t hl = sizeof(tcp_hdr);
-  for (tcp_item *it = c->sq; it && n < TCP_IOV_MAX - 1; it = it->next) {
+  for (tcp_item *it = c->sq; it && n < TCP_IOV_MAX - 1 && max > 0; it = it->next) {
+    const uint8_t *p[2];
+    size_t l[2];
+    int k = 0;
     if (it->off < hl) {
-      iov[n++] = (struct iovec){(uint8_t *)&it->h + it->off, hl - it->off};
-      if (it->plen)
-        iov[n++] = (struct iovec){(void *)it->payload, it->plen};
+      p[k] = (uint8_t *)&it->h + it->off;
+      l[k++] = hl - it->off;
+      p[k] = it->payload;
+      l[k++] = it->plen;
     } else {
-      size_t done = it->off - hl;
-      iov[n++] = (struct iovec){(void *)(it->payload + done), it->plen - done};
+      p[k] = it->payload + (it->off - hl);
+      l[k++] = it->plen - (it->off - hl);
+    }
+    for (int j = 0; j < k && max > 0; j++) {
+      size_t take = l[j] < max ? l[j] : max;
+      if (take)
+        iov[n++] = (struct iovec){(void *)p[j], take};
+      max -= take;
     }
   }
   return n;
@@ -130,11 +141,12 @@ static int gather_iov(tcp_conn *c, struct iovec *iov) {
 
 bool dist__tcp_flush(dist__tcp *t, tcp_conn *c) {
   bool moved = false;
-  while (c->sq && !c->gone) {
+  size_t budget = t->io_chunk;
+  while (c->sq && !c->gone && budget > 0) {
     struct iovec iov[TCP_IOV_MAX];
     struct msghdr m = {0};
     m.msg_iov = iov;
-    m.msg_iovlen = (size_t)gather_iov(c, iov);
+    m.msg_iovlen = (size_t)gather_iov(c, iov, budget);
     ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR)
@@ -148,6 +160,7 @@ bool dist__tcp_flush(dist__tcp *t, tcp_conn *c) {
       break;
     }
     moved = true;
+    budget -= (size_t)w < budget ? (size_t)w : budget;
     size_t left = (size_t)w;
     while (left > 0 && c->sq) {
       tcp_item *it = c->sq;
@@ -378,7 +391,7 @@ static bool drain_staged(tcp_conn *c) {
 
 bool dist__tcp_read(dist__tcp *t, tcp_conn *c) {
   bool moved = false;
-  size_t budget = TCP_READ_BUDGET;
+  size_t budget = t->io_chunk;
   while (!c->gone && budget > 0) {
     if (c->in_body) {
       if (drain_staged(c)) {
@@ -404,7 +417,7 @@ bool dist__tcp_read(dist__tcp *t, tcp_conn *c) {
       c->rpos = 0;
       c->rend = keep;
       dst = c->rbuf + keep;
-      room = TCP_RBUF - keep;
+      room = TCP_RFILL;
     }
     ssize_t k = recv(c->fd, dst, room, MSG_DONTWAIT);
     if (k > 0) {

@@ -71,9 +71,6 @@ _Static_assert(sizeof(tcp_hdr) == 88, "tcp_hdr is a wire format");
 /* A receive of at least this much left goes straight into the user's buffer
  * (below it, bytes go through the connection's staging buffer). */
 #define TCP_DIRECT_MIN 4096u
-/* Bytes one read call takes from one connection before the sweep moves on,
- * so both directions of an exchange keep moving. */
-#define TCP_READ_BUDGET (4u << 20)
 
 /* After the token proof, the connector sends its hello and the acceptor
  * answers with its own. */
@@ -173,6 +170,10 @@ typedef struct tcp_conn {
 } tcp_conn;
 
 #define TCP_RBUF 65536
+/* A read into the staging buffer asks for at most this much: enough for
+ * many small frames at once, little enough that the bulk of a larger
+ * payload is read straight into its destination, not copied twice. */
+#define TCP_RFILL 8192
 
 struct dist__tcp {
   dist__cpu_group *g;
@@ -204,6 +205,10 @@ struct dist__tcp {
   int64_t spin_ns;              /* DIST_TCP_SPIN_US */
   size_t direct_bytes;          /* DIST_TCP_DIRECT_BYTES (tcp_reduce.c) */
   size_t segment_bytes;         /* DIST_TCP_SEGMENT_BYTES (tcp_reduce.c) */
+  /* Bytes one flush or read moves on one connection before the sweep
+   * moves on, so both directions of an exchange keep moving
+   * (DIST_TCP_IO_CHUNK). */
+  size_t io_chunk;
   /* collective scratch, kept between calls (one collective at a time) */
   uint8_t *scratch;
   size_t scratch_len;
