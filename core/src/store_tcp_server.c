@@ -152,10 +152,12 @@ static void drop(stp_server *srv, conn *c, bool warn, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
+  /* A client that misbehaves is a warning; one that went away (a rank that
+   * exited or was killed: its launcher reports that) is only information. */
   if (warn)
     DIST_LOG(WARNING, STORE, "store server: dropping connection from %s: %s", c->peer, why);
   else
-    DIST_LOG(DEBUG, STORE, "store server: %s: %s", c->peer, why);
+    DIST_LOG(INFO, STORE, "store server: %s: %s", c->peer, why);
   unpark(srv, c->park);
   if (c->state == C_AUTH)
     srv->nauth--;
@@ -875,7 +877,7 @@ static void on_readable(stp_server *srv, conn *c) {
   }
   if (n < 0) {
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-      drop(srv, c, true, "receive failed: %s", strerror(errno));
+      drop(srv, c, errno != ECONNRESET, "receive failed: %s", strerror(errno));
     return;
   }
   c->inlen += (size_t)n;
@@ -887,7 +889,7 @@ static void on_event(stp_server *srv, conn *c, uint32_t ev) {
     int err = 0;
     socklen_t sl = sizeof err;
     getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &sl);
-    drop(srv, c, true, "socket error: %s", strerror(err));
+    drop(srv, c, err != ECONNRESET, "socket error: %s", strerror(err));
     return;
   }
   if (ev & EPOLLOUT)
@@ -896,7 +898,7 @@ static void on_event(stp_server *srv, conn *c, uint32_t ev) {
     on_readable(srv, c);
   /* A hang-up while a request is parked: the reader is gone (SIGKILL). */
   else if (!c->dead && (ev & (EPOLLRDHUP | EPOLLHUP)))
-    drop(srv, c, true, "peer hung up while its %s request was pending",
+    drop(srv, c, false, "peer hung up while its %s request was pending",
          c->park ? dist__stp_op_name(c->park->h.op) : "last");
 }
 

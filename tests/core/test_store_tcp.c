@@ -64,7 +64,7 @@ static void sink(void *arg, dist_log_level lvl, dist_subsys sub, const char *lin
 }
 
 static void capture_logs(void) {
-  dist_log_set_level(DIST_LOG_WARNING);
+  dist_log_set_level(DIST_LOG_INFO);
   dist_log_set_sink(sink, NULL);
 }
 
