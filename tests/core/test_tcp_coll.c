@@ -1,7 +1,8 @@
 /* ctest: labels=multiproc timeout=600 */
 /* Every collective of the TCP engine with 1 to 5 real forked ranks over
  * 127.0.0.1, against values computed on one rank in ascending rank order
- * (tests/support/ref.h), compared bit for bit. Sizes cover the small
+ * (tests/support/ref.h), compared bit for bit, and against the
+ * shared-memory engine on the same group. Sizes cover the small
  * (direct, eager) and large (reduce-scatter + all-gather, rendezvous)
  * paths and blocks that do not divide evenly. The seed is printed; set
  * DIST_TEST_SEED to replay. */
@@ -9,6 +10,7 @@
 
 #include <stdlib.h>
 
+#include "cpu/shm.h"
 #include "ref.h"
 #include "test_tcp_util.h"
 
@@ -43,6 +45,14 @@ static void *xmalloc(size_t n) {
 }
 
 /* --- all_reduce ------------------------------------------------------------------ */
+
+static dist_coll all_reduce_desc(dist_tensor *t, dist_redop op, uint64_t seq) {
+  dist_coll c = tt_coll(DIST_OP_ALL_REDUCE, seq);
+  c.inputs = c.outputs = t;
+  c.n_inputs = c.n_outputs = 1;
+  c.redop = op;
+  return c;
+}
 
 static const dist_redop all_ops[] = {
     {DIST_REDOP_SUM, 0},  {DIST_REDOP_PRODUCT, 0}, {DIST_REDOP_MIN, 0},
@@ -394,4 +404,61 @@ static int big_barrier_rank(const dist_test_ctx *ctx) {
 Test(core_tcp_coll, dissemination_barrier_on_17_ranks, .timeout = 120) {
   int rc = dist_test_ranks(17, big_barrier_rank, NULL, 100);
   cr_assert_eq(rc, 0, "%s", dist_test_report());
+}
+
+/* --- the same bits as the shared-memory engine -------------------------------------- */
+
+
+static int engines_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 30000));
+  r.g.same_host = true;
+  dist__shm *shm = NULL;
+  TT_OK(ctx, &r, dist__shm_create(&r.g, r.gstore, dist__now_ms() + 30000, &shm, &r.err));
+  uint64_t seed = seed_of(ctx);
+  const dist_dtype dts[] = {DIST_FLOAT32, DIST_FLOAT16, DIST_BFLOAT16, DIST_FLOAT64,
+                            DIST_COMPLEX64};
+  const dist_redop ops[] = {DIST_SUM, DIST_AVG, dist_premul_sum(0.3), DIST_PRODUCT, DIST_MAX};
+  const int64_t sizes[] = {5, 3000, 300001};
+  int k = 0;
+  for (int d = 0; d < 5; d++)
+    for (int o = 0; o < 5; o++)
+      for (int z = 0; z < 3; z++, k++) {
+        dist_dtype dt = dts[d];
+        dist_redop op = ops[o];
+        if (dist_redop_check(op, dt) != DIST_OK || (z == 2 && (d + o) % 2))
+          continue;
+        int64_t count = sizes[z];
+        size_t bytes = (size_t)count * dist_dtype_size(dt);
+        void *a = xmalloc(bytes), *b = xmalloc(bytes);
+        dist_test_fill(a, dt, (size_t)count, seed + (uint64_t)k, ctx->rank, 0, 0);
+        memcpy(b, a, bytes);
+        dist_tensor ta = dist_tensor_1d(a, dt, count), tb = dist_tensor_1d(b, dt, count);
+        dist_coll c = all_reduce_desc(&ta, op, (uint64_t)k + 1);
+        TT_OK(ctx, &r, tt_run(&r, &c));
+        c = all_reduce_desc(&tb, op, (uint64_t)k + 1);
+        dist__cpu_op sop = {&c, dist__now_ms() + 30000, &r.err, -1};
+        dist__err_clear(&r.err);
+        TT_OK(ctx, &r, dist__shm_run(shm, &sop));
+        char what[96];
+        snprintf(what, sizeof what, "tcp vs shm all_reduce %s x%lld", dist_redop_name(op.kind),
+                 (long long)count);
+        if (same(ctx, what, dt, a, b, (size_t)count))
+          return 1;
+        free(a);
+        free(b);
+      }
+  dist__shm_destroy(shm);
+  return tt_fini(&r);
+}
+
+Test(core_tcp_coll, all_reduce_gives_the_shared_memory_engines_bits_on_2_to_4_ranks,
+     .timeout = 300) {
+  static uint64_t seed;
+  seed = dist_test_seed();
+  for (int n = 2; n <= 4; n++) {
+    int rc = dist_test_ranks(n, engines_rank, &seed, 120);
+    cr_assert_eq(rc, 0, "%d ranks (seed %llu): %s", n, (unsigned long long)seed,
+                 dist_test_report());
+  }
 }

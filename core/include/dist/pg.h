@@ -169,6 +169,11 @@ DIST_API int dist_mesh_get_local_rank(const dist_device_mesh *mesh, int dim, int
 
 /* --- point to point ------------------------------------------------------ */
 
+/* A send completes when the receiver has matched it with a receive of the
+ * same size (as NCCL's send and MPI_Ssend), so a size mismatch fails both
+ * sides with DIST_E_DESYNC. Two ranks that both send to each other before
+ * receiving must use dist_isend or dist_batch_isend_irecv. Tags match
+ * exactly; a receive from DIST_ANY_SOURCE takes the first matching send. */
 DIST_API int dist_send(const dist_tensor *t, int dst, dist_pg *group, int tag);
 /* *src_out (may be NULL): the global rank that sent. */
 DIST_API int dist_recv(dist_tensor *t, int src, dist_pg *group, int tag, int *src_out);

@@ -464,8 +464,10 @@ int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
   if (rc == DIST_OK)
     rc = run_kind(&cc);
   pthread_mutex_lock(&t->mu);
-  if (rc != DIST_OK && cc.cseq == t->coll_seq && t->coll_active)
+  if (rc != DIST_OK && cc.cseq == t->coll_seq && t->coll_active) {
+    t->failed_seq = cc.cseq;
     fail_coll(&cc, rc);
+  }
   else
     release_locked(&cc, &cc.main);
   t->coll_active = false;

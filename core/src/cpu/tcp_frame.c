@@ -389,6 +389,54 @@ static bool drain_staged(tcp_conn *c) {
   return c->rleft == 0;
 }
 
+/* Where the next recv on c goes: straight into the payload's destination
+ * (NULL dst with *trunc: dropped in the kernel), or the staging buffer. */
+static uint8_t *recv_target(tcp_conn *c, size_t budget, size_t *room, bool *trunc) {
+  *trunc = false;
+  if (c->in_body && c->rleft >= TCP_DIRECT_MIN) {
+    *room = c->rleft < budget ? c->rleft : budget;
+    *trunc = c->rdst == NULL; /* TCP's MSG_TRUNC discards without a copy */
+    return c->rdst;
+  }
+  /* Less than a header is staged (or nothing): keep it at the front. */
+  size_t keep = c->rend - c->rpos;
+  if (c->rpos > 0)
+    memmove(c->rbuf, c->rbuf + c->rpos, keep);
+  c->rpos = 0;
+  c->rend = keep;
+  *room = TCP_RFILL;
+  return c->rbuf + keep;
+}
+
+/* One recv on c; > 0 bytes moved, 0 nothing available, < 0 the connection
+ * failed (handled). */
+static ssize_t recv_once(dist__tcp *t, tcp_conn *c, size_t budget) {
+  size_t room;
+  bool trunc;
+  uint8_t *dst = recv_target(c, budget, &room, &trunc);
+  bool direct = c->in_body && c->rleft >= TCP_DIRECT_MIN; /* as recv_target chose */
+  ssize_t k;
+  do
+    k = recv(c->fd, dst, room, MSG_DONTWAIT | (trunc ? MSG_TRUNC : 0));
+  while (k < 0 && errno == EINTR);
+  if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    return 0;
+  if (k <= 0) {
+    read_failed(t, c, k);
+    return -1;
+  }
+  if (!direct) {
+    c->rend += (size_t)k;
+    return k;
+  }
+  if (c->rdst)
+    c->rdst += k;
+  c->rleft -= (size_t)k;
+  if (c->rleft == 0)
+    payload_done(t, c);
+  return k;
+}
+
 bool dist__tcp_read(dist__tcp *t, tcp_conn *c) {
   bool moved = false;
   size_t budget = t->io_chunk;
@@ -404,42 +452,13 @@ bool dist__tcp_read(dist__tcp *t, tcp_conn *c) {
       on_header(t, c);
       continue;
     }
-    uint8_t *dst;
-    size_t room;
-    if (c->in_body && c->rdst && c->rleft >= TCP_DIRECT_MIN) {
-      dst = c->rdst; /* staging is empty here: straight into the buffer */
-      room = c->rleft < budget ? c->rleft : budget;
-    } else {
-      /* Less than a header is staged (or nothing): keep it at the front. */
-      size_t keep = c->rend - c->rpos;
-      if (c->rpos > 0)
-        memmove(c->rbuf, c->rbuf + c->rpos, keep);
-      c->rpos = 0;
-      c->rend = keep;
-      dst = c->rbuf + keep;
-      room = TCP_RFILL;
-    }
-    ssize_t k = recv(c->fd, dst, room, MSG_DONTWAIT);
-    if (k > 0) {
-      moved = true;
-      budget = (size_t)k < budget ? budget - (size_t)k : 0;
-      if (dst == c->rdst) {
-        c->rdst += k;
-        c->rleft -= (size_t)k;
-        if (c->rleft == 0)
-          payload_done(t, c);
-      } else {
-        c->rend += (size_t)k;
-      }
-      continue;
-    }
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    ssize_t k = recv_once(t, c, budget);
+    if (k < 0)
+      return true;
+    if (k == 0)
       break;
-    read_failed(t, c, k);
     moved = true;
-    break;
+    budget = (size_t)k < budget ? budget - (size_t)k : 0;
   }
   return moved;
 }

@@ -193,6 +193,7 @@ struct dist__tcp {
   char abort_reason[256];
   /* collectives */
   uint64_t coll_seq;            /* number of the running / last collective */
+  uint64_t failed_seq;          /* the last collective that failed here */
   bool coll_active;
   uint64_t err_seq;             /* an ERROR frame from a peer ... */
   int err_rc;                   /* ... its status (DIST_OK: none) ... */

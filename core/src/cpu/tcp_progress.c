@@ -109,6 +109,8 @@ void dist__tcp_on_error(dist__tcp *t, tcp_conn *c, const char *text) {
   char nb[160];
   dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb);
   t->completed = true;
+  if (seq == t->failed_seq && seq != 0)
+    return; /* it failed here too: the ranks agree */
   if (seq < t->coll_seq || (seq == t->coll_seq && !t->coll_active)) {
     /* A collective this rank already finished: the ranks are out of step. */
     char m[DIST_ERRMSG_LEN];
@@ -321,8 +323,10 @@ int dist__tcp_wait_locked(dist__tcp *t, dist__tcp_req *const *reqs, int n,
       spin_until = dist__now_ns() + t->spin_ns;
     } else if (dist__now_ns() >= spin_until) {
       block_poll(t, deadline_ms);
-    } else if (t->nwaiters > 0) {
-      /* Let a thread that wants the lock (to post, or to abort) in. */
+    } else {
+      /* Spinning: give the core away if anyone else wants it (a thread
+       * waiting for the lock, or, with more ranks than cores, the very
+       * peer this rank waits for); costs a syscall when nobody does. */
       pthread_mutex_unlock(&t->mu);
       sched_yield();
       pthread_mutex_lock(&t->mu);
@@ -370,9 +374,13 @@ int dist__tcp_progress(dist__tcp *t, int64_t wait_ms) {
   if (!t)
     return DIST_E_INVAL;
   pthread_mutex_lock(&t->mu);
-  if (t->driving) { /* someone else drives */
+  if (t->driving) {
+    /* Someone else drives: sleep until news (or wait_ms), so a progress
+     * thread that loops on this call does not spin next to the driver. */
+    if (wait_ms > 0)
+      cv_wait(t, dist__now_ms() + wait_ms);
     pthread_mutex_unlock(&t->mu);
-    return DIST_OK;
+    return atomic_load(&t->aborted) ? DIST_E_ABORTED : DIST_OK;
   }
   t->driving = true;
   bool moved = dist__tcp_sweep(t);
