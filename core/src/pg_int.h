@@ -43,7 +43,8 @@ struct dist_work {
   void *arena;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  _Atomic int state;
+  _Atomic int state;            /* DONE: status and message readable */
+  _Atomic bool released;        /* callbacks ran: waiters may return */
   int status;
   int src_rank;                 /* global rank of a recv's sender */
   char errmsg[DIST_ERRMSG_LEN];

@@ -81,6 +81,7 @@ int dist__work_new_done(dist_pg *g, int rc, dist_work **out) {
     return DIST_E_NOMEM;
   w->status = rc;
   atomic_store(&w->state, WORK_DONE);
+  atomic_store(&w->released, true);
   dist__work_unref(w); /* no backend holds it */
   *out = w;
   return DIST_OK;
@@ -129,15 +130,23 @@ void dist__work_complete(dist_work *w, int rc, int src_global, const char *msg) 
                                           : DIST_EV_OP_FAILED,
                    &w->coll, rc, -1, rc ? w->errmsg : NULL);
   }
-  pthread_mutex_lock(&w->mu);
+  /* The outcome is readable (dist_work_status) before callbacks run, and
+   * waiters are released only after them, so whoever returns from
+   * dist_work_wait sees their effects. A callback set meanwhile is picked
+   * up by the next round; once released, set_callback runs it itself. */
   atomic_store_explicit(&w->state, WORK_DONE, memory_order_release);
-  dist_work_callback cb = w->cb;
-  void *arg = w->cb_arg;
-  w->cb = NULL; /* runs once, here or in dist_work_set_callback */
+  pthread_mutex_lock(&w->mu);
+  while (w->cb) {
+    dist_work_callback cb = w->cb;
+    void *arg = w->cb_arg;
+    w->cb = NULL;
+    pthread_mutex_unlock(&w->mu);
+    cb(w, arg);
+    pthread_mutex_lock(&w->mu);
+  }
+  atomic_store_explicit(&w->released, true, memory_order_release);
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
-  if (cb)
-    cb(w, arg);
 }
 
 void dist_backend_work_done(dist_work *w, int rc, int src_group_rank, const char *msg) {
@@ -157,10 +166,14 @@ static bool is_done(dist_work *w) {
   return atomic_load_explicit(&w->state, memory_order_acquire) == WORK_DONE;
 }
 
+static bool is_released(dist_work *w) {
+  return atomic_load_explicit(&w->released, memory_order_acquire);
+}
+
 int dist_work_wait(dist_work *w, int64_t timeout_ms) {
   if (!w)
     return dist__set_last_error(DIST_E_INVAL, "dist_work_wait: NULL work");
-  if (is_done(w))
+  if (is_released(w))
     return w->status;
   if (timeout_ms == 0)
     return dist__set_last_error(DIST_E_TIMEOUT, "%s #%llu is still running",
@@ -176,10 +189,10 @@ int dist_work_wait(dist_work *w, int64_t timeout_ms) {
   }
   pthread_mutex_lock(&w->mu);
   int err = 0;
-  while (!is_done(w) && err != ETIMEDOUT)
+  while (!is_released(w) && err != ETIMEDOUT)
     err = pthread_cond_timedwait(&w->cv, &w->mu, &until);
   pthread_mutex_unlock(&w->mu);
-  if (!is_done(w))
+  if (!is_released(w))
     return dist__set_last_error(DIST_E_TIMEOUT, "waiting for %s #%llu timed out after %lld ms",
                                 dist_op_name(w->coll.kind), (unsigned long long)w->coll.seq,
                                 (long long)timeout_ms);
@@ -212,7 +225,7 @@ int dist_work_set_callback(dist_work *w, dist_work_callback cb, void *arg) {
   if (!w || !cb)
     return dist__set_last_error(DIST_E_INVAL, "dist_work_set_callback: NULL argument");
   pthread_mutex_lock(&w->mu);
-  bool done = is_done(w);
+  bool done = is_released(w);
   if (!done) {
     w->cb = cb;
     w->cb_arg = arg;

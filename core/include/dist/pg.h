@@ -280,9 +280,11 @@ DIST_API int dist_work_status(dist_work *work);
 DIST_API const char *dist_work_errmsg(dist_work *work);
 /* The global rank a completed recv received from. */
 DIST_API int dist_work_source_rank(dist_work *work, int *rank);
-/* cb runs once when the work completes, on the thread that completes it
- * (at once, on the caller's thread, if it already has). It must not block
- * or call into the work's group. */
+/* cb runs once when the work completes, on the thread that completes it,
+ * before waiters are released (so after dist_work_wait returns, its effects
+ * are visible); at once, on the caller's thread, if the work has already
+ * completed. It must not block or call into the work's group. One callback
+ * per work: a second call replaces a pending one. */
 typedef void (*dist_work_callback)(dist_work *work, void *arg);
 DIST_API int dist_work_set_callback(dist_work *work, dist_work_callback cb, void *arg);
 /* Releases the handle; a pending operation still runs to completion.

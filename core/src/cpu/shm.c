@@ -16,7 +16,18 @@
  *
  * The user's sequence number travels in the descriptor for messages only:
  * point-to-point calls count in it, so ranks that took no part in a send
- * legitimately disagree on it. */
+ * legitimately disagree on it.
+ *
+ * Deferred checks (shm_int.h). The root of a small broadcast returns
+ * without waiting; its readers compare their descriptor with the root's
+ * and fail their broadcast at once when it differs. The root compares
+ * theirs when it settles the step, at the start of its next operation,
+ * which then fails with DIST_E_DESYNC and a message naming the earlier
+ * broadcast ("BROADCAST #7 (an earlier call): rank 1 (...) expected 4
+ * elements ..., this rank sent 8 ..."). That operation has not started on
+ * the root while the others may have run further, so the group is marked
+ * broken (dist__shm_fail): every rank then fails its next wait on the
+ * root with the root's message, rather than at its deadline. */
 #include <inttypes.h>
 #include <stdio.h>
 #if defined(__x86_64__) && defined(__SSE2__)
@@ -93,7 +104,10 @@ int dist__shm_run(dist__shm *s, dist__cpu_op *op) {
                            atomic_load_explicit(&g->broken_rc, memory_order_acquire),
                        0))
     return dist__cpu_check_state(g, op->err);
-  int rc = run_kind(s, op);
+  int rc = shm_settle(s, op);
+  if (__builtin_expect(rc != DIST_OK, 0))
+    return rc;
+  rc = run_kind(s, op);
   if (__builtin_expect(s->stream, 0))
     shm_stream_end(s);
   return rc;
@@ -220,6 +234,80 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
     return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
   }
   return DIST_OK;
+}
+
+int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
+  /* Against the private copy: this rank's line may be polled (shm_publish). */
+  if (__builtin_expect(memcmp(&s->peer[j].hdr[g & 1]->key, &s->key[g & 1], sizeof(shm_key)) == 0, 1))
+    return DIST_OK;
+  char msg[1024], label[96];
+  size_t off = 0;
+  dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
+  describe_diff(s, j, (int)(g & 1), msg, sizeof msg, &off);
+  DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
+  return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
+}
+
+/* --- the deferred check ---------------------------------------------------- */
+
+/* "8 elements (32 bytes) of float32" for key k. */
+static const char *elems_text(const shm_key *k, char *buf, size_t len) {
+  size_t es = dist_dtype_size((dist_dtype)k->dtype);
+  snprintf(buf, len, "%" PRId64 " elements (%" PRId64 " bytes) of %s", k->count,
+           k->count * (int64_t)es, dist_dtype_name((dist_dtype)k->dtype));
+  return buf;
+}
+
+/* How rank j's descriptor x of the deferred step differs from this root's
+ * own y (a broadcast), appended at *off. */
+static void describe_late(const dist__shm *s, int j, const shm_key *x, const shm_key *y,
+                          uint64_t xseq, char *buf, size_t len, size_t *off) {
+  char who[160], a[96], b[96];
+  dist__cpu_peer_name(s->g, j, who, sizeof who);
+  if (x->kind != y->kind)
+    dist__appendf(buf, len, off, "%s called %s #%" PRIu64 " instead, while this rank sent %s",
+                  who, dist_op_name((dist_op_kind)x->kind), xseq, elems_text(y, b, sizeof b));
+  else if (x->root != y->root)
+    dist__appendf(buf, len, off, "%s used root rank %" PRId64 ", while this rank (root rank %"
+                  PRId64 ") sent %s", who, global_rank(s, x->root), global_rank(s, y->root),
+                  elems_text(y, b, sizeof b));
+  else
+    dist__appendf(buf, len, off, "%s expected %s, this rank sent %s", who,
+                  elems_text(x, a, sizeof a), elems_text(y, b, sizeof b));
+}
+
+/* The root's verdict on its deferred broadcast, once every rank posted
+ * it: the first rank whose descriptor differs fails this operation. */
+static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
+  int p = (int)(g & 1);
+  const shm_key *mine = &s->key[p];
+  for (int j = 0; j < s->size; j++) {
+    const shm_key *x = &s->peer[j].hdr[p]->key;
+    if (j == s->rank || memcmp(x, mine, sizeof *mine) == 0)
+      continue;
+    char msg[1024], label[96];
+    size_t off = 0;
+    dist__appendf(msg, sizeof msg, &off, "%s not run: %s #%" PRIu64 " (an earlier call): ",
+                  dist__cpu_op_label(op->c, label, sizeof label),
+                  dist_op_name((dist_op_kind)mine->kind), s->lazy_seq);
+    describe_late(s, j, x, mine, s->peer[j].info->seq[p], msg, sizeof msg, &off);
+    dist__appendf(msg, sizeof msg, &off, "; that rank failed it, this rank had returned "
+                  "without waiting, and the group is now unusable");
+    return dist__shm_fail(s, op, DIST_E_DESYNC, "%s", msg);
+  }
+  return DIST_OK;
+}
+
+int dist__shm_settle_slow(dist__shm *s, dist__cpu_op *op) {
+  uint64_t g = s->lazy_g - 1;
+  s->settling = true;
+  int rc = dist__shm_wait_slow(s, op, g, 0);
+  s->settling = false;
+  if (rc == DIST_OK && s->lazy_root)
+    rc = settle_check(s, op, g);
+  if (rc == DIST_OK)
+    s->lazy_g = 0;
+  return rc;
 }
 
 /* cnt[p] of rank k: [0, n) elements k sends to each rank, [n, 2n) elements

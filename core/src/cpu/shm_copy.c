@@ -11,7 +11,14 @@
  *   gather      the others stage; the root reads
  *   scatter     the root stages piece j in rank j's slot; j reads it
  * A rank's own piece is copied straight from input to output. Mid-size
- * broadcast, all_gather and gather go single-copy instead (shm_cma.c). */
+ * broadcast, all_gather and gather go single-copy instead (shm_cma.c).
+ *
+ * A broadcast that fits one staged step runs with a deferred wait
+ * (shm_int.h): the root stages, posts and returns, the readers wait for
+ * the root alone. Back to back, the root's return and next call then
+ * overlap its readers' copies instead of waiting for them; the wait it
+ * skipped happens at the start of its next operation, which by then
+ * usually finds every reader long arrived. */
 #include "shm_int.h"
 
 static shm_key copy_key(const dist_coll *c, dist_dtype dt, int64_t count, bool rooted) {
@@ -58,6 +65,40 @@ static int broadcast_direct(dist__shm *s, dist__cpu_op *op, const shm_key *k, ui
   return rc;
 }
 
+/* The one step of a rooted copy with a deferred wait (shm_int.h), once
+ * the root has staged its data: the root posts and returns, a reader
+ * posts, waits for the root alone and checks the root's descriptor
+ * against its own. DIST_OK: a reader may read. Ranks that agree on the
+ * descriptor all take this path (the choice depends on it alone). */
+static int lazy_step(dist__shm *s, dist__cpu_op *op, uint64_t g, const shm_key *k) {
+  int root = op->c->root;
+  s->step = g + 1;
+  shm_publish(s, op, g, k);
+  shm_post(s, g);
+  if (root == s->rank) {
+    shm_defer(s, op, g, true);
+    return DIST_OK;
+  }
+  if (s->size > 2) /* the other readers are not waited for either */
+    shm_defer(s, op, g, false);
+  int rc = dist__shm_wait_one(s, op, g, root);
+  return rc == DIST_OK ? dist__shm_check_one(s, op, g, root) : rc;
+}
+
+static int broadcast_lazy(dist__shm *s, dist__cpu_op *op, const shm_key *k, uint8_t *buf,
+                          size_t nb) {
+  uint64_t g = shm_begin(s);
+  int p = (int)(g & 1), root = op->c->root;
+  if (root == s->rank)
+    shm_copy(shm_buf(s, s->rank, p, nb), buf, nb);
+  int rc = lazy_step(s, op, g, k);
+  if (rc == DIST_OK && root != s->rank) {
+    shm_stream_begin(s, nb);
+    shm_copy_out(s, buf, shm_buf(s, root, p, nb), nb);
+  }
+  return rc;
+}
+
 int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
   const dist_tensor *t = &op->c->inputs[0];
   uint8_t *buf = t->data;
@@ -69,10 +110,12 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
    * once, which a single reader-side copy cannot match. */
   if (shm_direct(s, nb) && nb <= SHM_BCAST_DIRECT_MAX)
     return broadcast_direct(s, op, &k, buf, nb);
-  uint64_t g0 = shm_begin(s);
   size_t chunk = shm_chunk(s, nb, s->slot);
   size_t steps = nb ? shm_ceil_div(nb, chunk) : 1;
   size_t stage = steps == 1 ? nb : chunk; /* what shm_buf picks by */
+  if (steps == 1 && s->size > 1)
+    return broadcast_lazy(s, op, &k, buf, nb);
+  uint64_t g0 = shm_begin(s);
   shm_stream_begin(s, root ? 0 : nb);
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
@@ -191,6 +234,25 @@ static uint8_t *scatter_slot(const dist__shm *s, int root, bool inl, int j, int 
   return s->peer[j].data[p];
 }
 
+/* One staged step with a deferred wait, as a small broadcast: the root
+ * stages every piece and returns, each reader waits for the root alone. */
+static int scatter_lazy(dist__shm *s, dist__cpu_op *op, const shm_key *k, bool inl, size_t m) {
+  const dist_coll *c = op->c;
+  uint64_t g = s->op_base;
+  int p = (int)(g & 1);
+  for (int j = 0; c->root == s->rank && j < s->size; j++)
+    if (j != s->rank)
+      shm_copy(scatter_slot(s, c->root, inl, j, p, m), c->inputs[j].data, m);
+  int rc = lazy_step(s, op, g, k);
+  if (rc != DIST_OK)
+    return rc;
+  if (c->root != s->rank)
+    shm_copy_out(s, c->outputs[0].data, scatter_slot(s, c->root, inl, s->rank, p, m), m);
+  else
+    shm_copy_own(s, c->outputs[0].data, c->inputs[s->rank].data, m);
+  return DIST_OK;
+}
+
 int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
   const dist_coll *c = op->c;
   const dist_tensor *o = &c->outputs[0];
@@ -204,6 +266,8 @@ int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
   /* Small: every piece in the root's own polled line, in sub-slots. */
   bool inl = steps == 1 && (size_t)(s->size - 1) * m <= SHM_INLINE;
   shm_stream_begin(s, m); /* every rank writes m bytes of output */
+  if (steps == 1 && s->size > 1)
+    return scatter_lazy(s, op, &k, inl, m);
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
     int p = (int)(g & 1);

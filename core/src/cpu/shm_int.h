@@ -38,6 +38,21 @@
  * and the failure is published in ctl, so the other ranks fail promptly
  * instead of waiting for their deadline.
  *
+ * Deferred waits. The rule above only needs "every rank posted step
+ * g - 1" before a rank writes step g; waiting for it at the end of step
+ * g - 1 is one way to get it, checking it at the start of the next
+ * operation is another. A small broadcast (one staged step, shm_copy.c)
+ * takes the second way: the root stages, posts and returns at once, and
+ * its readers wait for the root only. Such a rank records the step whose
+ * full wait it skipped (lazy_g); dist__shm_run settles it before the next
+ * operation writes anything: it waits for every rank to post that step
+ * and, on the root, compares their descriptors with its own. A reader
+ * that disagreed has already failed its broadcast; the root's next
+ * operation then fails with DIST_E_DESYNC naming the earlier broadcast,
+ * and the group is marked broken (the readers' next operations fail with
+ * the root's message instead of waiting): ranks that already ran later
+ * operations cannot be brought back in step.
+ *
  * Files: shm.c (lifetime, dispatch, descriptor check, streaming copies),
  * shm_seg.c (segment and its parameters), shm_wait.c (waiting, futex,
  * pidfds, failures), shm_reduce.c, shm_copy.c, shm_a2a.c (the
@@ -152,6 +167,14 @@ struct dist__shm {
   bool stream;         /* this operation copies out with streaming stores */
   size_t stream_min;   /* from this many output bytes on (DIST_SHM_STREAM_KB) */
   int64_t last_poll_ns; /* last pidfd poll */
+  /* The deferred wait (see DESIGN above). lazy_g is the skipped step plus
+   * one (0: none); lazy_root says this rank was the root and must compare
+   * the others' descriptors; lazy_seq names the operation in messages.
+   * settling is set while dist__shm_settle waits (for its messages). */
+  uint64_t lazy_g;
+  uint64_t lazy_seq;
+  bool lazy_root;
+  bool settling;
 };
 
 /* --- steps (hot path) ---------------------------------------------------- */
@@ -185,6 +208,9 @@ static inline bool shm_reached(const dist__shm *s, int j, uint64_t g) {
 /* The slow part of a wait: spin, yield, sleep; deadline, abort, failures
  * and dead peers. Waits for every rank from j_first on. */
 int dist__shm_wait_slow(dist__shm *s, dist__cpu_op *op, uint64_t g, int j_first);
+
+/* Waits for rank j alone (the readers of a deferred step). */
+int dist__shm_wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j);
 
 /* Waits until every other rank posted step g. */
 static inline int shm_wait_all(dist__shm *s, dist__cpu_op *op, uint64_t g) {
@@ -232,8 +258,10 @@ static inline uint8_t *shm_buf(const dist__shm *s, int j, int p, size_t bytes) {
   return bytes <= SHM_INLINE ? s->peer[j].hdr[p]->inl : s->peer[j].data[p];
 }
 /* After the wait of the first step: DIST_OK when every rank agrees, else
- * DIST_E_INVAL with a message naming a differing rank. */
+ * DIST_E_DESYNC with a message naming a differing rank. */
 int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g);
+/* The same against rank j alone (a reader of a deferred step, j its root). */
+int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j);
 /* The all_to_all count matrix check (cnt[p] of every rank). */
 int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g);
 
@@ -252,6 +280,38 @@ static inline int shm_step(dist__shm *s, dist__cpu_op *op, uint64_t g, bool firs
   if (__builtin_expect(rc != DIST_OK, 0))
     return rc;
   return first ? shm_first_check(s, op, g) : DIST_OK;
+}
+
+/* --- deferred waits -------------------------------------------------------- */
+
+/* Records that this rank skipped the full wait of step g (root: it must
+ * also check the others' descriptors of that step). */
+static inline void shm_defer(dist__shm *s, const dist__cpu_op *op, uint64_t g, bool root) {
+  s->lazy_g = g + 1;
+  s->lazy_root = root;
+  s->lazy_seq = op->c->seq;
+}
+
+/* The slow part of shm_settle: waits, compares, fails (shm.c). */
+int dist__shm_settle_slow(dist__shm *s, dist__cpu_op *op);
+
+/* Before an operation writes anything: the skipped wait, if any. The
+ * common case (every rank posted the step long ago and agreed) is one
+ * load and one compare per peer, on lines the peers wrote once. */
+static inline int shm_settle(dist__shm *s, dist__cpu_op *op) {
+  if (__builtin_expect(s->lazy_g == 0, 1))
+    return DIST_OK;
+  uint64_t g = s->lazy_g - 1;
+  const shm_key *mine = &s->key[g & 1];
+  for (int j = 0; j < s->size; j++) {
+    if (j == s->rank)
+      continue;
+    if (!shm_reached(s, j, g) ||
+        (s->lazy_root && memcmp(&s->peer[j].hdr[g & 1]->key, mine, sizeof *mine) != 0))
+      return dist__shm_settle_slow(s, op);
+  }
+  s->lazy_g = 0;
+  return DIST_OK;
 }
 
 /* --- helpers --------------------------------------------------------------- */

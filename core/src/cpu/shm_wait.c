@@ -102,12 +102,13 @@ void dist__shm_wake_all(dist__shm *s) {
 }
 
 /* "rank 1 (host h, pid 42)" or "ranks 1 (...), 3 (...)" for the ranks
- * from j on that have not posted step g. */
-static void missing_names(dist__shm *s, uint64_t g, int j, char *buf, size_t len, int *count) {
+ * in [j, end) that have not posted step g. */
+static void missing_names(dist__shm *s, uint64_t g, int j, int end, char *buf, size_t len,
+                          int *count) {
   size_t off = 0;
   int n = 0;
   buf[0] = '\0';
-  for (int k = j; k < s->size; k++) {
+  for (int k = j; k < end; k++) {
     if (k == s->rank || shm_reached(s, k, g))
       continue;
     char who[160];
@@ -122,11 +123,27 @@ static void missing_names(dist__shm *s, uint64_t g, int j, char *buf, size_t len
   *count = n;
 }
 
-static int timed_out(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
-  char who[1024], label[96];
+/* While settling a deferred step (shm_int.h), the missing ranks have not
+ * reached an earlier operation, which this rank completed without them:
+ * " at BROADCAST #7 (an earlier call ...)", else "". */
+static const char *earlier_op(const dist__shm *s, char *buf, size_t len) {
+  buf[0] = '\0';
+  if (s->settling)
+    snprintf(buf, len, " at %s #%" PRIu64 " (an earlier call, which this rank completed "
+             "without waiting for it)", dist_op_name((dist_op_kind)s->key[(s->lazy_g - 1) & 1].kind),
+             s->lazy_seq);
+  return buf;
+}
+
+static int timed_out(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end) {
+  char who[1024], label[96], early[160];
   int n;
-  missing_names(s, g, j, who, sizeof who, &n);
+  missing_names(s, g, j, end, who, sizeof who, &n);
   dist__cpu_op_label(op->c, label, sizeof label);
+  if (s->settling)
+    return dist__shm_fail(s, op, DIST_E_TIMEOUT, "%s timed out after %" PRId64 " ms: %s %s not "
+                          "arrived%s", label, op->c->timeout_ms, who, n > 1 ? "have" : "has",
+                          earlier_op(s, early, sizeof early));
   if (g == s->op_base)
     return dist__shm_fail(s, op, DIST_E_TIMEOUT, "%s timed out after %" PRId64 " ms: %s %s not "
                           "arrived", label, op->c->timeout_ms, who, n > 1 ? "have" : "has");
@@ -161,23 +178,24 @@ static bool gone(dist__shm *s, int k) {
   return false;
 }
 
-/* Dead peers among those that have not posted step g. */
-static int peer_lost(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
-  for (int k = j; k < s->size; k++) {
+/* Dead peers among ranks [j, end) that have not posted step g. */
+static int peer_lost(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end) {
+  for (int k = j; k < end; k++) {
     if (k == s->rank || shm_reached(s, k, g) || !gone(s, k))
       continue;
     if (shm_reached(s, k, g)) /* it posted, then exited */
       continue;
-    char who[160], label[96];
-    return dist__shm_fail(s, op, DIST_E_PEER_LOST, "%s: %s exited while this rank waited for it",
-                          dist__cpu_op_label(op->c, label, sizeof label),
-                          dist__cpu_peer_name(s->g, k, who, sizeof who));
+    char who[160], label[96], early[160];
+    return dist__shm_fail(s, op, DIST_E_PEER_LOST, "%s: %s exited while this rank waited for "
+                          "it%s", dist__cpu_op_label(op->c, label, sizeof label),
+                          dist__cpu_peer_name(s->g, k, who, sizeof who),
+                          earlier_op(s, early, sizeof early));
   }
   return DIST_OK;
 }
 
-/* Everything a slow waiter checks besides the counter. */
-static int checks(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t now) {
+/* Everything a slow waiter for ranks [j, end) checks besides the counter. */
+static int checks(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end, int64_t now) {
   dist__cpu_group *grp = s->g;
   if (atomic_load_explicit(&grp->aborted, memory_order_acquire) ||
       atomic_load_explicit(&grp->broken_rc, memory_order_acquire) != DIST_OK) {
@@ -191,10 +209,10 @@ static int checks(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t now
   DIST_TRY(dist__shm_peer_failed(s, op));
   if (now - s->last_poll_ns >= POLL_EVERY_NS) {
     s->last_poll_ns = now;
-    DIST_TRY(peer_lost(s, op, g, j));
+    DIST_TRY(peer_lost(s, op, g, j, end));
   }
   if (now / 1000000 >= op->deadline_ms)
-    return timed_out(s, op, g, j);
+    return timed_out(s, op, g, j, end);
   return DIST_OK;
 }
 
@@ -216,7 +234,8 @@ static void sleep_on(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t 
   atomic_fetch_sub_explicit(&c->sleepers, 1, memory_order_seq_cst);
 }
 
-static int wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t spin_end,
+/* Waits for rank j; the slow checks cover ranks [j, end) (for names). */
+static int wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end, int64_t spin_end,
                     int64_t yield_end) {
   unsigned it = 0;
   int64_t now = 0;
@@ -228,7 +247,7 @@ static int wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t s
       continue;
     }
     now = dist__now_ns();
-    DIST_TRY(checks(s, op, g, j, now));
+    DIST_TRY(checks(s, op, g, j, end, now));
     if (now < yield_end)
       sched_yield();
     else
@@ -237,19 +256,28 @@ static int wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t s
   return DIST_OK;
 }
 
-int dist__shm_wait_slow(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
+/* Waits for every rank in [j, end) but this one. */
+static int wait_range(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end) {
   /* A peer in step with us posts within a few hundred ns: spin that long
    * before even reading the clock (35 ns a read here). */
   for (int i = 0; i < 256 && !shm_reached(s, j, g); i++)
     cpu_relax();
   int64_t t0 = dist__now_ns();
   int64_t spin_end = t0 + s->spin_ns, yield_end = spin_end + s->yield_ns;
-  for (; j < s->size; j++) {
+  for (; j < end; j++) {
     if (j == s->rank || shm_reached(s, j, g))
       continue;
-    DIST_TRY(wait_one(s, op, g, j, spin_end, yield_end));
+    DIST_TRY(wait_one(s, op, g, j, end, spin_end, yield_end));
   }
   return DIST_OK;
+}
+
+int dist__shm_wait_slow(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
+  return wait_range(s, op, g, j, s->size);
+}
+
+int dist__shm_wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
+  return shm_reached(s, j, g) ? DIST_OK : wait_range(s, op, g, j, j + 1);
 }
 
 int dist__shm_fail(dist__shm *s, dist__cpu_op *op, int rc, const char *fmt, ...) {
