@@ -4,8 +4,6 @@ option(DIST_BUILD_TESTS "Build the Criterion test suites (needs criterion via pk
 option(DIST_WERROR "Treat warnings as errors (ON in the dev and CI presets)" OFF)
 set(DIST_SANITIZER "none" CACHE STRING "Sanitizer build: none, address (with undefined), thread")
 set_property(CACHE DIST_SANITIZER PROPERTY STRINGS none address thread)
-set(DIST_WITH_NCCL "AUTO" CACHE STRING "NCCL backend: AUTO (when CUDAToolkit and NCCL are found), ON, OFF")
-set(DIST_WITH_MPI "AUTO" CACHE STRING "MPI backend: AUTO (when an MPI is found), ON, OFF")
 
 # Warnings every target links (STYLE.md: dist_warnings).
 add_library(dist_warnings INTERFACE)

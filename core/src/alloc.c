@@ -48,4 +48,4 @@ char *dist__strndup(const char *s, size_t n) {
   return d;
 }
 
-char *dist__strdup(const char *s) { return dist__strndup(s, SIZE_MAX); }
+char *dist__strdup(const char *s) { return dist__strndup(s, strlen(s)); }

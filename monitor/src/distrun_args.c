@@ -236,7 +236,7 @@ static const struct option long_opts[] = {
 
 /* One option; returns -1 to go on, or an exit status. */
 static int take_option(int ch, const char *arg, const char *argv0, drun_cfg *c, given *g) {
-  int64_t x;
+  int64_t x = 0;
   int rc = -1;
   switch (ch) {
   case 'n':
