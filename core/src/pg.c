@@ -408,8 +408,8 @@ void dist_backend_peer_lost(dist_pg *self, int peer, const char *why) {
   int expected = DIST_OK;
   atomic_compare_exchange_strong(&self->async_error, &expected, DIST_E_PEER_LOST);
   int global = peer >= 0 && peer < self->info.size ? self->global_ranks[peer] : -1;
-  DIST_LOG(WARNING, PG, "group %s: peer rank %d lost: %s", self->name, global,
-           why ? why : "");
+  DIST_LOG(DEBUG, PG, "group %s: peer rank %d lost: %s", self->name, global,
+           why ? why : ""); /* the engine that noticed has warned already */
   dist_pg *user = self->wrapped ? self->outer : self;
   if (user && !user->internal && dist__obs_on())
     dist__obs_emit(user, DIST_EV_PEER_LOST, NULL, DIST_E_PEER_LOST, global, why);

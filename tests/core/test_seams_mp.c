@@ -6,6 +6,7 @@
  * new_subgroups and a mesh create, and every call on them; internal helper
  * groups emit nothing and take no id. */
 #include <criterion/criterion.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -24,6 +25,8 @@ typedef struct seen {
   int root;
   const void *caller;
   int64_t t_ns;
+  int peer;
+  int status;
 } seen;
 
 static seen events[MAX_EV];
@@ -49,6 +52,8 @@ static void obs_event(void *ctx, const dist_event *ev) {
   s->root = ev->coll ? ev->coll->root : -1;
   s->caller = ev->caller;
   s->t_ns = ev->t_ns;
+  s->peer = ev->peer;
+  s->status = ev->status;
 }
 
 static void obs_fini(void *ctx) {
@@ -148,6 +153,40 @@ static int observer_rank(const dist_test_ctx *ctx) {
 Test(core_seams, observer_sees_one_triple_per_user_call, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, observer_rank, NULL, 50), 0, "%s", dist_test_report());
 }
+
+/* A peer that dies: one PEER_LOST event naming it, and the operation's
+ * FAILED event, over shared memory and over TCP. */
+static int peer_lost_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRANSPORT", ctx->arg, 1);
+  CHECK_OK(ctx, dist_observer_register(&test_observer));
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  if (ctx->rank == 2)
+    raise(SIGKILL);
+  CHECK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL) == DIST_E_PEER_LOST, "no peer lost");
+  int lost = -1, n_lost = 0;
+  for (int i = 0; i < n_events; i++)
+    if (events[i].kind == DIST_EV_PEER_LOST) {
+      lost = events[i].peer;
+      n_lost++;
+    }
+  CHECK(ctx, n_lost >= 1 && lost == 2, "PEER_LOST events: %d, last naming %d", n_lost, lost);
+  CHECK(ctx, count(DIST_EV_OP_FAILED, 0) == 1, "one failed operation");
+  return 0; /* the job is broken: no finish barrier */
+}
+
+static void run_peer_lost(const char *transport) {
+  dist_test_result res;
+  dist_test_opts o = {3, peer_lost_rank, (void *)transport, 50, -1, 0};
+  dist_test_run(&o, &res);
+  cr_assert_eq(res.signal[2], SIGKILL, "%s", res.report);
+  cr_assert(res.exit_code[0] == 0 && res.exit_code[1] == 0, "%s", res.report);
+}
+
+Test(core_seams, observer_hears_of_a_lost_peer_shm, .timeout = 60) { run_peer_lost("auto"); }
+Test(core_seams, observer_hears_of_a_lost_peer_tcp, .timeout = 60) { run_peer_lost("tcp"); }
 
 /* --- a test wrapper through the interposer ------------------------------ */
 

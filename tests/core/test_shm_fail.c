@@ -99,10 +99,16 @@ static int rank_kind_mismatch(const dist_test_ctx *ctx) {
                        NULL};
   if (!bad)
     bad = expect_desync(ctx, &e, rc, ctx->rank == 1 ? one : other);
-  if (!bad) { /* a root that differs */
-    c.kind = DIST_OP_BROADCAST;
-    c.root = ctx->rank == 2 ? 2 : 0;
-    rc = shm_t_run(&e, &c);
+  if (!bad) { /* a root that differs, on a broadcast that waits (several steps or
+                * single-copy: a small one defers its check, see below) */
+    float *big = calloc(1 << 16, sizeof *big);
+    dist_tensor tb = shm_t_tensor(big, DIST_FLOAT32, 1 << 16);
+    dist_coll cb = c;
+    cb.kind = DIST_OP_BROADCAST;
+    cb.inputs = cb.outputs = &tb;
+    cb.root = ctx->rank == 2 ? 2 : 0;
+    rc = shm_t_run(&e, &cb);
+    free(big);
     const char *root[] = {"BROADCAST #3", "root rank", NULL};
     bad = expect_desync(ctx, &e, rc, root);
   }
@@ -170,6 +176,240 @@ Test(core_shm_fail, all_to_all_single_split_sizes_that_disagree_fail_every_rank,
      .timeout = 60) {
   quiet_waits();
   cr_assert_eq(dist_test_ranks(3, rank_split_mismatch, NULL, 30), 0, "%s", dist_test_report());
+}
+
+/* --- deferred checks (small broadcast and scatter) ------------------------ */
+
+/* A rooted copy of n float32 per rank from root: a broadcast of out, or a
+ * scatter of pieces of 8 from in (root only) into out. */
+static int rooted_copy(shm_t *e, dist_op_kind kind, float *in, float *out, int64_t n, int root) {
+  dist_tensor t = shm_t_tensor(out, DIST_FLOAT32, n), ins[8];
+  dist_coll c = {.kind = kind, .inputs = &t, .n_inputs = 1, .outputs = &t, .n_outputs = 1,
+                 .root = root};
+  if (kind == DIST_OP_SCATTER) {
+    for (int j = 0; j < e->g.size; j++)
+      ins[j] = shm_t_tensor(in + 8 * j, DIST_FLOAT32, n);
+    c.inputs = ins;
+    c.n_inputs = e->g.rank == root ? (size_t)e->g.size : 0;
+  }
+  return shm_t_run(e, &c);
+}
+
+typedef struct late_case {
+  dist_op_kind kind; /* BROADCAST or SCATTER (#2) */
+  dist_op_kind next; /* what every rank calls next (#3) */
+} late_case;
+
+static int expect_prompt(const dist_test_ctx *ctx, int64_t t0) {
+  int64_t took = dist__now_ms() - t0;
+  CHECK(ctx, took < 2000, "the failure took %lld ms (deadline 20 s)", (long long)took);
+  return 0;
+}
+
+/* Rank 1 expects 4 elements where root 0 sends 8: rank 1 fails #2 at once;
+ * the root returned from #2 without waiting and its next call (#3) fails
+ * naming rank 1 and both sizes; the other ranks' #3 fail with the root's
+ * message instead of waiting; the group is unusable from then on. */
+static int rank_late_mismatch(const dist_test_ctx *ctx) {
+  const late_case *l = ctx->arg;
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int me = ctx->rank, bad = still_usable(ctx, &e); /* #1 */
+  const char *op = dist_op_name(l->kind);
+  float in[64], out[8] = {0};
+  for (int i = 0; i < 64; i++)
+    in[i] = (float)(i + 1);
+  if (me == 0 && l->kind == DIST_OP_BROADCAST)
+    memcpy(out, in, sizeof out);
+  int rc = rooted_copy(&e, l->kind, in, out, me == 1 ? 4 : 8, 0); /* #2 */
+  char pid0[32], pid1[32], a[256], b[256];
+  snprintf(pid0, sizeof pid0, "pid %d", (int)e.g.peers[0].pid);
+  snprintf(pid1, sizeof pid1, "pid %d", (int)e.g.peers[1].pid);
+  if (!bad && me == 1) {
+    snprintf(a, sizeof a, "%s #2: rank 0 (", op);
+    const char *n1[] = {a, pid0, "has 8 elements (32 bytes) of float32, this rank has 4 elements "
+                        "(16 bytes)", NULL};
+    bad = expect_desync(ctx, &e, rc, n1);
+    for (int i = 0; i < 8 && !bad; i++)
+      CHECK(ctx, out[i] == 0.0f, "the failed %s wrote into the output", op);
+  } else if (!bad) {
+    CHECK(ctx, rc == DIST_OK, "%s #2 on rank %d: %s: %s", op, me, dist_status_name(rc), e.err.msg);
+    for (int i = 0; i < 8 && me > 1; i++)
+      CHECK(ctx, out[i] == in[8 * me * (l->kind == DIST_OP_SCATTER) + i], "%s gave %g at %d", op,
+            out[i], i);
+  }
+  float v[8] = {0};
+  int64_t t0 = dist__now_ms();
+  rc = l->next == DIST_OP_ALL_REDUCE ? all_reduce_n(&e, v, 3) : rooted_copy(&e, l->next, in, v, 8, 0);
+  snprintf(a, sizeof a, "%s #2 (an earlier call): ", op);
+  snprintf(b, sizeof b, "%s #3 not run: %s #2 (an earlier call): rank 1 (host ", dist_op_name(l->next),
+           op);
+  const char *n0[] = {b, pid1, "expected 4 elements (16 bytes) of float32, this rank sent 8 "
+                      "elements (32 bytes) of float32", NULL};
+  const char *nx[] = {"rank 0 (", pid0, a, "expected 4 elements", NULL};
+  if (!bad)
+    bad = expect_desync(ctx, &e, rc, me == 0 ? n0 : nx);
+  if (!bad)
+    bad = expect_prompt(ctx, t0);
+  if (!bad) { /* #4: broken */
+    rc = all_reduce_n(&e, v, 3);
+    CHECK(ctx, rc == DIST_E_DESYNC && strstr(e.err.msg, "unusable"), "#4: %s: %s",
+          dist_status_name(rc), e.err.msg);
+  }
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm_fail, a_small_broadcast_reader_that_disagrees_fails_and_the_roots_next_call_fails,
+     .timeout = 60) {
+  quiet_waits();
+  late_case l = {DIST_OP_BROADCAST, DIST_OP_ALL_REDUCE};
+  cr_assert_eq(dist_test_ranks(2, rank_late_mismatch, &l, 30), 0, "%s", dist_test_report());
+  cr_assert_eq(dist_test_ranks(3, rank_late_mismatch, &l, 30), 0, "%s", dist_test_report());
+  l.next = DIST_OP_BROADCAST; /* the root's next call defers its own wait too */
+  cr_assert_eq(dist_test_ranks(3, rank_late_mismatch, &l, 30), 0, "%s", dist_test_report());
+}
+
+Test(core_shm_fail, a_small_scatter_reader_that_disagrees_fails_and_the_roots_next_call_fails,
+     .timeout = 60) {
+  quiet_waits();
+  late_case l = {DIST_OP_SCATTER, DIST_OP_ALL_REDUCE}; /* 2 ranks: inline; 3: the readers' slots */
+  cr_assert_eq(dist_test_ranks(2, rank_late_mismatch, &l, 30), 0, "%s", dist_test_report());
+  cr_assert_eq(dist_test_ranks(3, rank_late_mismatch, &l, 30), 0, "%s", dist_test_report());
+}
+
+/* Ranks 0 and 2 both think they are the root of a small broadcast: both
+ * return at once (rank 1 follows root 0 and gets its data), and both roots'
+ * next call fails naming the other. */
+static int rank_two_roots(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int me = ctx->rank;
+  float v[4] = {(float)me, 1, 2, 3};
+  dist_tensor t = shm_t_tensor(v, DIST_FLOAT32, 4);
+  dist_coll c = {.kind = DIST_OP_BROADCAST, .inputs = &t, .n_inputs = 1, .outputs = &t,
+                 .n_outputs = 1, .root = me == 2 ? 2 : 0};
+  int rc = shm_t_run(&e, &c); /* #1 */
+  CHECK(ctx, rc == DIST_OK && v[0] == (float)c.root, "#1: %s: %s (v[0] = %g)",
+        dist_status_name(rc), e.err.msg, v[0]);
+  int64_t t0 = dist__now_ms();
+  rc = all_reduce_n(&e, v, 4); /* #2 */
+  const char *roots[] = {"ALL_REDUCE #2 not run: BROADCAST #1 (an earlier call): rank ",
+                         "used root rank", "while this rank (root rank", NULL};
+  const char *other[] = {"BROADCAST #1 (an earlier call)", "used root rank", NULL};
+  int bad = expect_desync(ctx, &e, rc, me == 1 ? other : roots);
+  if (!bad)
+    bad = expect_prompt(ctx, t0);
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm_fail, two_ranks_that_both_root_a_small_broadcast_fail_their_next_call,
+     .timeout = 60) {
+  quiet_waits();
+  cr_assert_eq(dist_test_ranks(3, rank_two_roots, NULL, 30), 0, "%s", dist_test_report());
+}
+
+typedef struct gone_reader {
+  int world;
+  dist_op_kind next; /* the root's next call */
+} gone_reader;
+
+/* The last rank SIGKILLs itself instead of calling broadcast #21: the root
+ * has returned from it, and its next call reports the lost rank. */
+static int rank_reader_dies(const dist_test_ctx *ctx) {
+  const gone_reader *d = ctx->arg;
+  shm_t e = {0};
+  e.timeout_ms = 10000;
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int victim = ctx->world - 1, bad = 0;
+  for (int i = 0; i < 20 && !bad; i++)
+    bad = still_usable(ctx, &e);
+  if (bad)
+    return 1;
+  if (ctx->rank == victim)
+    raise(SIGKILL);
+  float v[4] = {(float)ctx->rank, 5, 6, 7};
+  dist_tensor t = shm_t_tensor(v, DIST_FLOAT32, 4);
+  dist_coll c = {.kind = DIST_OP_BROADCAST, .inputs = &t, .n_inputs = 1, .outputs = &t,
+                 .n_outputs = 1, .root = 0};
+  int rc = shm_t_run(&e, &c); /* #21: the root does not wait, nor does rank 1 */
+  CHECK(ctx, rc == DIST_OK && v[0] == 0.0f, "#21: %s: %s", dist_status_name(rc), e.err.msg);
+  int64_t t0 = dist__now_ms();
+  rc = d->next == DIST_OP_BROADCAST ? shm_t_run(&e, &c) : all_reduce_n(&e, v, 4); /* #22 */
+  char pid[32];
+  snprintf(pid, sizeof pid, "pid %d", (int)e.g.peers[victim].pid);
+  CHECK(ctx, rc == DIST_E_PEER_LOST, "#22: expected DIST_E_PEER_LOST, got %s: %s",
+        dist_status_name(rc), e.err.msg);
+  char who[32];
+  snprintf(who, sizeof who, "rank %d (", victim);
+  CHECK(ctx, strstr(e.err.msg, who) && strstr(e.err.msg, pid), "#22 does not name %s%s: %s", who,
+        pid, e.err.msg);
+  CHECK(ctx, ctx->rank != 0 || strstr(e.err.msg, "BROADCAST #21 (an earlier call"),
+        "#22 does not name the broadcast the lost rank never reached: %s", e.err.msg);
+  CHECK(ctx, dist__now_ms() - t0 < 3000, "noticed the death after %lld ms",
+        (long long)(dist__now_ms() - t0));
+  rc = all_reduce_n(&e, v, 4);
+  CHECK(ctx, rc == DIST_E_PEER_LOST && strstr(e.err.msg, "unusable"), "#23: %s: %s",
+        dist_status_name(rc), e.err.msg);
+  shm_t_close(&e);
+  return 0;
+}
+
+static void reader_dies(int world, dist_op_kind next) {
+  gone_reader d = {world, next};
+  dist_test_opts o = {world, rank_reader_dies, &d, 40, world - 1, 1000000}; /* it kills itself */
+  dist_test_result r;
+  cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);
+  cr_assert_eq(r.signal[world - 1], SIGKILL, "%s", r.report);
+}
+
+Test(core_shm_fail, a_reader_lost_after_the_root_returned_is_reported_by_the_roots_next_call,
+     .timeout = 90) {
+  quiet_waits();
+  reader_dies(2, DIST_OP_ALL_REDUCE);
+  reader_dies(3, DIST_OP_BROADCAST);
+}
+
+/* Rank 1 never calls broadcast #1: the root returns from it at once, and
+ * its next call times out naming rank 1 and the broadcast it missed. */
+static int rank_reader_late(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  if (ctx->rank == 1) {
+    usleep(1500 * 1000);
+    shm_t_close(&e);
+    return 0;
+  }
+  float v[2] = {1, 2};
+  dist_tensor t = shm_t_tensor(v, DIST_FLOAT32, 2);
+  dist_coll c = {.kind = DIST_OP_BROADCAST, .inputs = &t, .n_inputs = 1, .outputs = &t,
+                 .n_outputs = 1, .root = 0};
+  int64_t t0 = dist__now_ms();
+  int rc = shm_t_run(&e, &c);
+  CHECK(ctx, rc == DIST_OK && dist__now_ms() - t0 < 200, "#1: %s after %lld ms: %s",
+        dist_status_name(rc), (long long)(dist__now_ms() - t0), e.err.msg);
+  dist_coll b = {.kind = DIST_OP_BARRIER, .root = -1};
+  t0 = dist__now_ms();
+  rc = shm_t_run_for(&e, &b, 400);
+  int64_t took = dist__now_ms() - t0;
+  CHECK(ctx, rc == DIST_E_TIMEOUT, "expected DIST_E_TIMEOUT, got %s: %s", dist_status_name(rc),
+        e.err.msg);
+  CHECK(ctx, strstr(e.err.msg, "BARRIER #2 timed out") && strstr(e.err.msg, "rank 1 (") &&
+                 strstr(e.err.msg, "has not arrived at BROADCAST #1 (an earlier call"),
+        "message: %s", e.err.msg);
+  CHECK(ctx, took >= 350 && took < 1200, "timed out after %lld ms (deadline 400)", (long long)took);
+  shm_t_close(&e);
+  return 0;
+}
+
+Test(core_shm_fail, a_reader_that_never_arrives_times_out_the_roots_next_call, .timeout = 60) {
+  quiet_waits();
+  cr_assert_eq(dist_test_ranks(2, rank_reader_late, NULL, 30), 0, "%s", dist_test_report());
 }
 
 /* --- lost peers, timeouts, aborts ------------------------------------------ */

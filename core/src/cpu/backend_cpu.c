@@ -214,9 +214,16 @@ static void release(cpu_backend *b) {
   dist__free(b->g.global_ranks);
 }
 
+/* Engines report a lost peer once; observers hear of it as an event. */
+static void report_peer_lost(void *arg, int group_rank, const char *why) {
+  dist_backend_peer_lost(((cpu_backend *)arg)->self, group_rank, why);
+}
+
 static int cpu_init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
   cpu_backend *b = priv;
   b->self = self;
+  b->g.on_peer_lost = report_peer_lost;
+  b->g.on_peer_lost_arg = b;
   pthread_mutex_init(&b->mu, NULL);
   pthread_cond_init(&b->cv, NULL);
   dist__errbuf err;

@@ -46,6 +46,7 @@ typedef struct dist__cpu_peer {
   pid_t pid;
   char host[DIST_CPU_HOSTLEN];       /* hostname, for messages */
   char host_id[DIST_CPU_HOSTID_LEN]; /* boot id + network namespace inode */
+  _Atomic bool lost;                 /* reported gone (once) */
 } dist__cpu_peer;
 
 typedef enum dist__cpu_transport {
@@ -75,6 +76,11 @@ typedef struct dist__cpu_group {
    * dist__cpu_mark_broken; later operations fail with broken_rc. */
   _Atomic int broken_rc;
   char broken_msg[DIST_ERRMSG_LEN];
+
+  /* Told once per peer found gone (the backend turns it into the
+   * observers' DIST_EV_PEER_LOST). Any thread; must not block. */
+  void (*on_peer_lost)(void *arg, int group_rank, const char *why);
+  void *on_peer_lost_arg;
 } dist__cpu_group;
 
 /* One operation in flight. */
@@ -91,6 +97,9 @@ const char *dist__cpu_peer_name(const dist__cpu_group *g, int group_rank, char *
 /* Records the group's first out-of-step failure (later ones are ignored)
  * and returns rc. Any thread. */
 int dist__cpu_mark_broken(dist__cpu_group *g, int rc, const char *msg);
+/* An engine found peer r gone (exited, crashed, connection lost): tells
+ * on_peer_lost the first time for that peer. Any thread. */
+void dist__cpu_peer_lost(dist__cpu_group *g, int r, const char *why);
 /* DIST_OK, or the abort / broken status with its message written to err.
  * Engines call it before starting an operation and inside wait loops. */
 int dist__cpu_check_state(dist__cpu_group *g, dist__errbuf *err);

@@ -30,6 +30,13 @@ int dist__cpu_mark_broken(dist__cpu_group *g, int rc, const char *msg) {
   return rc;
 }
 
+void dist__cpu_peer_lost(dist__cpu_group *g, int r, const char *why) {
+  if (r < 0 || r >= g->size || !g->peers || atomic_exchange(&g->peers[r].lost, true))
+    return;
+  if (g->on_peer_lost)
+    g->on_peer_lost(g->on_peer_lost_arg, r, why);
+}
+
 int dist__cpu_check_state(dist__cpu_group *g, dist__errbuf *err) {
   if (__builtin_expect(atomic_load_explicit(&g->aborted, memory_order_acquire), 0))
     return dist__err_set(err, DIST_E_ABORTED, "group %s was aborted: %s", g->name,

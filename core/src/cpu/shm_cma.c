@@ -87,9 +87,12 @@ int dist__shm_cma_read(dist__shm *s, dist__cpu_op *op, int j, void *dst, uint64_
     char who[160], label[96];
     dist__cpu_peer_name(s->g, j, who, sizeof who);
     dist__cpu_op_label(op->c, label, sizeof label);
-    if (e == ESRCH)
-      return dist__shm_fail(s, op, DIST_E_PEER_LOST, "%s: %s exited during the transfer", label,
-                            who);
+    if (e == ESRCH) {
+      int rc = dist__shm_fail(s, op, DIST_E_PEER_LOST, "%s: %s exited during the transfer",
+                              label, who);
+      dist__cpu_peer_lost(s->g, j, op->err->msg);
+      return rc;
+    }
     return dist__shm_fail(s, op, DIST_E_BACKEND, "%s: reading %zu bytes from %s failed: %s",
                           label, len, who, strerror(e));
   }

@@ -153,6 +153,22 @@ static int timed_out(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end)
 }
 
 /* A peer published a failure: this rank fails too, with its status. */
+static bool gone(dist__shm *s, int k) {
+  if (s->pidfd[k] >= 0) {
+    struct pollfd p = {.fd = s->pidfd[k], .events = POLLIN};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+  }
+  return false;
+}
+
+/* A rank that hears of a lost peer from another rank names the dead ones
+ * to its own observers too (rare path: a pidfd poll per peer). */
+static void report_dead_peers(dist__shm *s) {
+  for (int k = 0; k < s->size; k++)
+    if (k != s->rank && gone(s, k))
+      dist__cpu_peer_lost(s->g, k, "the process exited");
+}
+
 int dist__shm_peer_failed(dist__shm *s, dist__cpu_op *op) {
   for (int k = 0; k < s->size; k++) {
     if (k == s->rank)
@@ -163,19 +179,14 @@ int dist__shm_peer_failed(dist__shm *s, dist__cpu_op *op) {
     char who[160], label[96], msg[SHM_FAILMSG];
     memcpy(msg, s->peer[k].ctl->fail_msg, sizeof msg);
     msg[sizeof msg - 1] = '\0';
-    return dist__shm_fail(s, op, code, "%s: %s failed: %s",
-                          dist__cpu_op_label(op->c, label, sizeof label),
-                          dist__cpu_peer_name(s->g, k, who, sizeof who), msg);
+    int rc = dist__shm_fail(s, op, code, "%s: %s failed: %s",
+                            dist__cpu_op_label(op->c, label, sizeof label),
+                            dist__cpu_peer_name(s->g, k, who, sizeof who), msg);
+    if (code == DIST_E_PEER_LOST)
+      report_dead_peers(s);
+    return rc;
   }
   return DIST_OK;
-}
-
-static bool gone(dist__shm *s, int k) {
-  if (s->pidfd[k] >= 0) {
-    struct pollfd p = {.fd = s->pidfd[k], .events = POLLIN};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
-  }
-  return false;
 }
 
 /* Dead peers among ranks [j, end) that have not posted step g. */
@@ -186,10 +197,12 @@ static int peer_lost(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end)
     if (shm_reached(s, k, g)) /* it posted, then exited */
       continue;
     char who[160], label[96], early[160];
-    return dist__shm_fail(s, op, DIST_E_PEER_LOST, "%s: %s exited while this rank waited for "
-                          "it%s", dist__cpu_op_label(op->c, label, sizeof label),
-                          dist__cpu_peer_name(s->g, k, who, sizeof who),
-                          earlier_op(s, early, sizeof early));
+    int rc = dist__shm_fail(s, op, DIST_E_PEER_LOST, "%s: %s exited while this rank waited for "
+                            "it%s", dist__cpu_op_label(op->c, label, sizeof label),
+                            dist__cpu_peer_name(s->g, k, who, sizeof who),
+                            earlier_op(s, early, sizeof early));
+    dist__cpu_peer_lost(s->g, k, op->err->msg);
+    return rc;
   }
   return DIST_OK;
 }

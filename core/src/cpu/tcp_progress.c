@@ -94,6 +94,7 @@ void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...
     return;
   }
   DIST_LOG(WARNING, TCP, "group %s: %s", t->g->name, msg);
+  dist__cpu_peer_lost(t->g, c->peer, msg);
   if (t->lost_rc == DIST_OK) {
     t->lost_rc = rc;
     snprintf(t->lost_msg, sizeof t->lost_msg, "%s", msg);
