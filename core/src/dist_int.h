@@ -41,6 +41,10 @@ void dist__log_write(dist_log_level lvl, dist_subsys sub, const char *fmt, ...)
       dist__log_write(DIST_LOG_##lvl, DIST_SUBSYS_##sub, __VA_ARGS__);    \
   } while (0)
 
+/* Set by observer.c while observers listen: at DIST_DEBUG=DETAIL every
+ * written line also goes to them as DIST_EV_LOG. */
+extern void (*_Atomic dist__log_hook)(dist_log_level lvl, const char *line);
+
 /* Reads the environment once (first use); idempotent. */
 void dist__log_init_once(void);
 

@@ -33,6 +33,7 @@ static int log_fd = -1; /* DIST_LOG_FILE, opened on first line */
 static char log_file_pattern[512];
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+void (*_Atomic dist__log_hook)(dist_log_level lvl, const char *line);
 
 static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 
@@ -274,10 +275,19 @@ void dist__log_write(dist_log_level lvl, dist_subsys sub, const char *fmt, ...) 
   if (sink_fn) {
     sink_fn(sink_arg, lvl, sub, line);
   } else {
-    line[n++] = '\n';
-    write_default(line, n);
+    line[n] = '\n';
+    write_default(line, n + 1);
   }
   pthread_mutex_unlock(&sink_lock);
+  /* Outside the lock, and never from inside an observer that logs. */
+  static _Thread_local bool in_hook;
+  void (*hook)(dist_log_level, const char *) = atomic_load(&dist__log_hook);
+  if (hook && !in_hook && atomic_load(&debug_level) == DIST_DEBUG_DETAIL) {
+    in_hook = true;
+    line[n] = '\0';
+    hook(lvl, line);
+    in_hook = false;
+  }
 }
 
 void dist_log(dist_log_level level, dist_subsys subsys, const char *fmt, ...) {

@@ -31,11 +31,20 @@ static void obs_init_one(obs_slot *s) {
   s->inited = true;
 }
 
+/* Log lines at DETAIL reach the observers through the default group. */
+static void log_to_observers(dist_log_level lvl, const char *line) {
+  (void)lvl;
+  dist_pg *g = default_group;
+  if (g)
+    dist__obs_emit(g, DIST_EV_LOG, NULL, DIST_OK, -1, line);
+}
+
 static void recount(void) {
   int live = 0;
   for (int i = 0; i < n_slots; i++)
     live += slots[i].inited;
   atomic_store(&dist__obs_active, live);
+  atomic_store(&dist__log_hook, live && default_group ? log_to_observers : NULL);
 }
 
 int dist_observer_register(const dist_observer *obs) {

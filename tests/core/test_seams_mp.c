@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mp.h"
 
@@ -152,6 +153,42 @@ static int observer_rank(const dist_test_ctx *ctx) {
 
 Test(core_seams, observer_sees_one_triple_per_user_call, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, observer_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* At DIST_DEBUG=DETAIL every log line also reaches the observers. */
+static char last_log[512];
+static void log_event(void *ctx, const dist_event *ev) {
+  obs_event(ctx, ev);
+  if (ev->kind == DIST_EV_LOG && ev->message)
+    snprintf(last_log, sizeof last_log, "%s", ev->message);
+}
+
+static const dist_observer log_observer = {
+    .abi_version = DIST_OBSERVER_ABI_VERSION, .name = "log", .event_mask = DIST_EV_ALL,
+    .init = obs_init, .on_event = log_event, .fini = obs_fini,
+};
+
+static int detail_log_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_DEBUG", "DETAIL", 1);
+  setenv("DIST_LOG_LEVEL", "INFO", 1);
+  dist_set_debug_level_from_env();
+  CHECK_OK(ctx, dist_observer_register(&log_observer));
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  dist_log(DIST_LOG_INFO, DIST_SUBSYS_PG, "a line for the trace %d", ctx->rank);
+  char want[64];
+  snprintf(want, sizeof want, "a line for the trace %d", ctx->rank);
+  CHECK(ctx, strstr(last_log, want), "last LOG event: '%s'", last_log);
+  int n = count(DIST_EV_LOG, 0);
+  setenv("DIST_DEBUG", "INFO", 1);
+  dist_set_debug_level_from_env();
+  dist_log(DIST_LOG_INFO, DIST_SUBSYS_PG, "not at DETAIL");
+  CHECK(ctx, count(DIST_EV_LOG, 0) == n, "a LOG event below DETAIL");
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_seams, log_lines_reach_observers_at_detail, .timeout = 30) {
+  cr_assert_eq(dist_test_ranks(2, detail_log_rank, NULL, 25), 0, "%s", dist_test_report());
 }
 
 /* A peer that dies: one PEER_LOST event naming it, and the operation's

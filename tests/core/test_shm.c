@@ -6,6 +6,8 @@
  * ranks, a real file (or TCP) store and a real segment in /dev/shm. */
 #include <criterion/criterion.h>
 
+#include <sched.h>
+
 #include "ref.h"
 #include "test_shm_util.h"
 
@@ -430,6 +432,75 @@ Test(core_shm, works_over_a_tcp_store, .timeout = 120) {
   plan_random(pl, 3, 30, 5000);
   run_plan(pl, 3, 100);
   free(pl);
+}
+
+/* --- deferred waits: back-to-back rooted copies ----------------------------- */
+
+/* A seeded sequence, the same on every rank: mostly small broadcasts
+ * (whose root returns without waiting, shm_copy.c) with rotating roots,
+ * sizes and dtypes, small scatters, and now and then another collective.
+ * Every call's values are new (the seed mixes in the call's index), so a
+ * root that overwrote data a reader had not yet read would show. Ranks
+ * pause at random points so that readers lag a root that runs ahead. */
+typedef struct mix_plan {
+  uint64_t seed;
+  int calls;
+} mix_plan;
+
+static const int64_t mix_sizes[] = {0, 1, 3, 4, 8, 31, 32, 33, 100, 1000, 4096, 20000};
+
+static int mix_one(const dist_test_ctx *ctx, shm_t *e, uint64_t seed, int i, uint64_t x) {
+  tcase t = {0};
+  static const dist_dtype dts[] = {DIST_UINT8, DIST_FLOAT32, DIST_INT64, DIST_BFLOAT16};
+  t.dt = dts[(x >> 8) % 4];
+  t.root = (int)((x >> 16) % (uint64_t)ctx->world);
+  t.n = mix_sizes[(x >> 24) % (sizeof mix_sizes / sizeof mix_sizes[0])] / (int64_t)esz(&t);
+  t.op = DIST_SUM;
+  unsigned k = (unsigned)(x % 16);
+  t.kind = k < 10 ? DIST_OP_BROADCAST : k < 12 ? DIST_OP_SCATTER : k < 14 ? DIST_OP_ALL_REDUCE
+           : k < 15 ? DIST_OP_ALL_GATHER_INTO_TENSOR : DIST_OP_BARRIER;
+  if (t.kind == DIST_OP_SCATTER || t.kind == DIST_OP_ALL_GATHER_INTO_TENSOR)
+    t.n = t.n / 4 + 1;
+  plan pl = {.seed = seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ull)};
+  return run_case(ctx, e, &pl, &t);
+}
+
+static int rank_lazy_mix(const dist_test_ctx *ctx) {
+  const mix_plan *mp = ctx->arg;
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  uint64_t r = mp->seed, skew = mp->seed ^ (0xabcdefull * (uint64_t)(ctx->rank + 1));
+  int bad = 0;
+  for (int i = 0; i < mp->calls && !bad; i++) {
+    uint64_t x = mix(&r), y = mix(&skew);
+    if (y % 64 == 0) /* this rank falls behind (or the root runs ahead) */
+      usleep((useconds_t)(y >> 8) % 300);
+    else if (y % 16 == 0)
+      sched_yield();
+    bad = mix_one(ctx, &e, mp->seed, i, x);
+  }
+  shm_t_close(&e);
+  return bad;
+}
+
+static void lazy_mix(int world, int calls) {
+  mix_plan mp = {dist_test_seed(), calls};
+  int rc = dist_test_ranks(world, rank_lazy_mix, &mp, 200);
+  cr_assert_eq(rc, 0, "%d ranks (DIST_TEST_SEED=%llu):\n%s", world, (unsigned long long)mp.seed,
+               dist_test_report());
+}
+
+Test(core_shm, back_to_back_small_broadcasts_with_rotating_roots_keep_every_value,
+     .timeout = 240) {
+  setenv("DIST_SHM_SPIN_US", "5", 1);
+  setenv("DIST_SHM_YIELD_US", "50", 1);
+  for (int world = 2; world <= 4; world++)
+    lazy_mix(world, 3000);
+  small_geometry(); /* 16 KiB slots, no single-copy below 16 KiB anyway */
+  setenv("DIST_SHM_CMA_MIN_KB", "0", 1);
+  lazy_mix(3, 2000);
+  unsetenv("DIST_SHM_CMA_MIN_KB");
 }
 
 /* Non-powers of two and a group far larger than the cores. */
