@@ -225,6 +225,42 @@ Test(core_groups, abort_from_another_thread_wakes_a_waiter_tcp, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, abort_rank, "tcp", 50), 0, "%s", dist_test_report());
 }
 
+/* --- a waiting rank sleeps ------------------------------------------------ */
+
+/* A rank blocked in a collective for two seconds while its peer is busy
+ * elsewhere must stop spinning and sleep: its CPU time stays small. */
+static int idle_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRANSPORT", ctx->arg, 1);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[16] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 16);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  if (ctx->rank == 1)
+    usleep(2000 * 1000);
+  struct timespec c0, c1;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+  int64_t t0 = now_ms();
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+  double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+  int64_t waited = now_ms() - t0;
+  if (ctx->rank == 0) {
+    fprintf(stderr, "[rank 0] waited %lld ms using %.3f s of CPU\n", (long long)waited, cpu);
+    CHECK(ctx, waited > 1500, "did not wait (%lld ms)", (long long)waited);
+    CHECK(ctx, cpu < 0.25 * (double)waited / 1000, "burned %.3f s of CPU in %lld ms", cpu,
+          (long long)waited);
+  }
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_groups, a_waiting_rank_sleeps_instead_of_spinning_shm, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, idle_rank, "auto", 50), 0, "%s", dist_test_report());
+}
+Test(core_groups, a_waiting_rank_sleeps_instead_of_spinning_tcp, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, idle_rank, "tcp", 50), 0, "%s", dist_test_report());
+}
+
 /* --- monitored_barrier ---------------------------------------------------- */
 
 static int mb_rank(const dist_test_ctx *ctx) {
