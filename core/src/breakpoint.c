@@ -11,7 +11,7 @@
 #include "pg_int.h"
 
 /* Cleared from the debugger: (gdb) set var dist_breakpoint_wait = 0 */
-DIST_API volatile int dist_breakpoint_wait;
+_Atomic int dist_breakpoint_wait;
 
 int dist_breakpoint(int rank) {
   dist_pg *g = dist__pg_default();
@@ -25,12 +25,12 @@ int dist_breakpoint(int rank) {
   char key[64];
   snprintf(key, sizeof key, "breakpoint/%" PRIu64, ++count);
   if (g->info.global_rank == rank) {
-    dist_breakpoint_wait = 1;
+    atomic_store(&dist_breakpoint_wait, 1);
     fprintf(stderr,
             "rank %d (pid %d) stopped for a debugger. Attach with: gdb -p %d\n"
             "then: set var dist_breakpoint_wait = 0, and continue.\n",
             rank, (int)getpid(), (int)getpid());
-    while (dist_breakpoint_wait)
+    while (atomic_load(&dist_breakpoint_wait))
       dist__sleep_ms(50);
     return dist_store_set(st, key, "1", 1);
   }

@@ -261,6 +261,35 @@ Test(core_groups, a_waiting_rank_sleeps_instead_of_spinning_tcp, .timeout = 60) 
   cr_assert_eq(dist_test_ranks(2, idle_rank, "tcp", 50), 0, "%s", dist_test_report());
 }
 
+/* --- dist_breakpoint -------------------------------------------------------- */
+
+static void *debugger(void *arg) {
+  (void)arg;
+  usleep(400 * 1000); /* what a person in gdb does: set var ... = 0 */
+  atomic_store(&dist_breakpoint_wait, 0);
+  return NULL;
+}
+
+static int breakpoint_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  pthread_t th;
+  if (ctx->rank == 1)
+    pthread_create(&th, NULL, debugger, NULL);
+  int64_t t0 = now_ms();
+  CHECK_OK(ctx, dist_breakpoint(1));
+  int64_t waited = now_ms() - t0;
+  if (ctx->rank == 1)
+    pthread_join(th, NULL);
+  CHECK(ctx, waited >= 300, "rank %d went on after %lld ms", ctx->rank, (long long)waited);
+  CHECK(ctx, dist_breakpoint(7) == DIST_E_INVAL, "breakpoint on a rank outside the job");
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_groups, breakpoint_holds_every_rank_until_the_debugger_continues, .timeout = 30) {
+  cr_assert_eq(dist_test_ranks(3, breakpoint_rank, NULL, 25), 0, "%s", dist_test_report());
+}
+
 /* --- monitored_barrier ---------------------------------------------------- */
 
 static int mb_rank(const dist_test_ctx *ctx) {

@@ -2,6 +2,10 @@
 #ifndef DIST_DIST_H
 #define DIST_DIST_H
 
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
+
 #include <dist/export.h>
 #include <dist/status.h>
 #include <dist/log.h>
@@ -16,9 +20,13 @@ DIST_EXTERN_C_BEGIN
 /* "0.1.0" */
 DIST_API const char *dist_version(void);
 /* The chosen rank stops for a debugger (it prints how to attach and waits
- * until the debugger clears its wait flag); every other rank waits at a
- * barrier until it continues. */
+ * until the debugger clears dist_breakpoint_wait: `set var
+ * dist_breakpoint_wait = 0`); every other rank waits on the job's store
+ * until it continues. */
 DIST_API int dist_breakpoint(int rank);
+#ifndef __cplusplus
+DIST_API extern _Atomic int dist_breakpoint_wait;
+#endif
 
 DIST_EXTERN_C_END
 
