@@ -241,10 +241,11 @@ static int rank_late_mismatch(const dist_test_ctx *ctx) {
   }
   float v[8] = {0};
   int64_t t0 = dist__now_ms();
-  rc = l->next == DIST_OP_ALL_REDUCE ? all_reduce_n(&e, v, 3) : rooted_copy(&e, l->next, in, v, 8, 0);
+  rc = l->next == DIST_OP_ALL_REDUCE ? all_reduce_n(&e, v, 3)
+                                     : rooted_copy(&e, l->next, in, v, 8, 0);
   snprintf(a, sizeof a, "%s #2 (an earlier call): ", op);
-  snprintf(b, sizeof b, "%s #3 not run: %s #2 (an earlier call): rank 1 (host ", dist_op_name(l->next),
-           op);
+  snprintf(b, sizeof b, "%s #3 not run: %s #2 (an earlier call): rank 1 (host ",
+           dist_op_name(l->next), op);
   const char *n0[] = {b, pid1, "expected 4 elements (16 bytes) of float32, this rank sent 8 "
                       "elements (32 bytes) of float32", NULL};
   const char *nx[] = {"rank 0 (", pid0, a, "expected 4 elements", NULL};
@@ -418,9 +419,16 @@ typedef struct death {
   int64_t n;        /* elements per operation */
   int self_kill_at; /* iteration at which rank 2 SIGKILLs itself, -1: none */
   bool gather;      /* all_gather (single-copy sizes) instead of all_reduce */
+  bool bcast;       /* broadcasts from rotating roots instead */
 } death;
 
 static int death_op(shm_t *e, const death *d, float *buf, float *out) {
+  if (d->bcast) { /* small: the root does not wait, the readers wait for it alone */
+    dist_tensor t = shm_t_tensor(buf, DIST_FLOAT32, d->n);
+    dist_coll c = {.kind = DIST_OP_BROADCAST, .inputs = &t, .n_inputs = 1, .outputs = &t,
+                   .n_outputs = 1, .root = (int)(e->seq % 3)};
+    return shm_t_run(e, &c);
+  }
   if (!d->gather)
     return all_reduce_n(e, buf, d->n);
   dist_tensor ti = shm_t_tensor(buf, DIST_FLOAT32, d->n);
@@ -468,16 +476,29 @@ static int rank_death(const dist_test_ctx *ctx) {
 
 Test(core_shm_fail, a_rank_that_kills_itself_mid_loop_is_named_as_lost, .timeout = 60) {
   quiet_waits();
-  death d = {16, 50, false};
+  death d = {16, 50, false, false};
   dist_test_opts o = {3, rank_death, &d, 40, 2, 1000000};
   dist_test_result r;
   cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);
   cr_assert_eq(r.signal[2], SIGKILL);
 }
 
+Test(core_shm_fail, a_rank_that_kills_itself_in_a_broadcast_loop_is_named_as_lost,
+     .timeout = 60) {
+  quiet_waits();
+  death d = {4, 50, false, true};
+  dist_test_opts o = {3, rank_death, &d, 40, 2, 1000000};
+  dist_test_result r;
+  cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);
+  cr_assert_eq(r.signal[2], SIGKILL);
+  d.self_kill_at = 51; /* dies right after its own turn as the root */
+  cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);
+  cr_assert_eq(r.signal[2], SIGKILL);
+}
+
 Test(core_shm_fail, a_rank_killed_during_large_transfers_is_named_as_lost, .timeout = 60) {
   quiet_waits();
-  death d = {1 << 20, -1, false};
+  death d = {1 << 20, -1, false, false};
   dist_test_opts o = {3, rank_death, &d, 40, 2, 1500};
   dist_test_result r;
   cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);
@@ -487,7 +508,7 @@ Test(core_shm_fail, a_rank_killed_during_large_transfers_is_named_as_lost, .time
 Test(core_shm_fail, a_rank_killed_during_single_copy_transfers_is_named_as_lost,
      .timeout = 60) {
   quiet_waits();
-  death d = {64 << 10, -1, true}; /* 256 KiB pieces: read from the peer's memory */
+  death d = {64 << 10, -1, true, false}; /* 256 KiB pieces: read from the peer's memory */
   dist_test_opts o = {3, rank_death, &d, 40, 2, 1500};
   dist_test_result r;
   cr_assert_eq(dist_test_run(&o, &r), 0, "%s", r.report);

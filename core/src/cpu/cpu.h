@@ -25,7 +25,9 @@
  *   - sizes that disagree between ranks fail the operation on the receiving
  *     rank and on the sending rank with DIST_E_DESYNC and a message naming
  *     the peer (global rank), the operation and its sequence number, and
- *     both sizes; data is never truncated or padded silently;
+ *     both sizes; data is never truncated or padded silently (the root of
+ *     a small shared-memory broadcast or scatter does not wait: its next
+ *     operation fails instead, naming the earlier one; see shm_int.h);
  *   - after a failure that leaves ranks out of step (timeout, lost peer, a
  *     mismatch detected mid-transfer) the engine marks the group broken:
  *     every later operation fails at once with the first failure's message. */

@@ -18,9 +18,9 @@
  * point-to-point calls count in it, so ranks that took no part in a send
  * legitimately disagree on it.
  *
- * Deferred checks (shm_int.h). The root of a small broadcast returns
- * without waiting; its readers compare their descriptor with the root's
- * and fail their broadcast at once when it differs. The root compares
+ * Deferred checks (shm_int.h). The root of a small broadcast or scatter
+ * returns without waiting; its readers compare their descriptor with the
+ * root's and fail their operation at once when it differs. The root compares
  * theirs when it settles the step, at the start of its next operation,
  * which then fails with DIST_E_DESYNC and a message naming the earlier
  * broadcast ("BROADCAST #7 (an earlier call): rank 1 (...) expected 4
@@ -238,7 +238,8 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
 
 int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   /* Against the private copy: this rank's line may be polled (shm_publish). */
-  if (__builtin_expect(memcmp(&s->peer[j].hdr[g & 1]->key, &s->key[g & 1], sizeof(shm_key)) == 0, 1))
+  const shm_key *x = &s->peer[j].hdr[g & 1]->key;
+  if (__builtin_expect(memcmp(x, &s->key[g & 1], sizeof *x) == 0, 1))
     return DIST_OK;
   char msg[1024], label[96];
   size_t off = 0;
@@ -259,7 +260,7 @@ static const char *elems_text(const shm_key *k, char *buf, size_t len) {
 }
 
 /* How rank j's descriptor x of the deferred step differs from this root's
- * own y (a broadcast), appended at *off. */
+ * own y (a broadcast or scatter), appended at *off. */
 static void describe_late(const dist__shm *s, int j, const shm_key *x, const shm_key *y,
                           uint64_t xseq, char *buf, size_t len, size_t *off) {
   char who[160], a[96], b[96];
@@ -276,7 +277,7 @@ static void describe_late(const dist__shm *s, int j, const shm_key *x, const shm
                   elems_text(x, a, sizeof a), elems_text(y, b, sizeof b));
 }
 
-/* The root's verdict on its deferred broadcast, once every rank posted
+/* The root's verdict on its deferred operation, once every rank posted
  * it: the first rank whose descriptor differs fails this operation. */
 static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
   int p = (int)(g & 1);

@@ -11,7 +11,10 @@
  * Every collective first publishes this rank's descriptor (kind, dtype,
  * counts, root, reduce op, sequence number) next to its arrival flag; every
  * rank compares the descriptors it waits on, so ranks that disagree fail
- * together with a message naming the differing rank and both sizes. */
+ * together with a message naming the differing rank and both sizes.
+ * Exception: the root of a small broadcast or scatter returns without
+ * waiting; a reader that disagrees fails at once, the root's next
+ * operation fails naming it, and the group is then broken (shm_int.h). */
 #ifndef DIST_CPU_SHM_H
 #define DIST_CPU_SHM_H
 

@@ -13,9 +13,9 @@
  * A rank's own piece is copied straight from input to output. Mid-size
  * broadcast, all_gather and gather go single-copy instead (shm_cma.c).
  *
- * A broadcast that fits one staged step runs with a deferred wait
- * (shm_int.h): the root stages, posts and returns, the readers wait for
- * the root alone. Back to back, the root's return and next call then
+ * A broadcast or scatter that fits one staged step runs with a deferred
+ * wait (shm_int.h): the root stages, posts and returns, the readers wait
+ * for the root alone. Back to back, the root's return and next call then
  * overlap its readers' copies instead of waiting for them; the wait it
  * skipped happens at the start of its next operation, which by then
  * usually finds every reader long arrived. */
@@ -102,9 +102,15 @@ static int broadcast_lazy(dist__shm *s, dist__cpu_op *op, const shm_key *k, uint
 int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
   const dist_tensor *t = &op->c->inputs[0];
   uint8_t *buf = t->data;
-  size_t nb = dist_tensor_nbytes(t);
+  int64_t n = dist_tensor_numel(t);
+  size_t nb = (size_t)n * dist_dtype_size(t->dtype);
   bool root = op->c->root == s->rank;
-  shm_key k = copy_key(op->c, t->dtype, dist_tensor_numel(t), true);
+  shm_key k = copy_key(op->c, t->dtype, n, true);
+  /* The common small case, decided without the divisions below: a line's
+   * worth is always one staged step (chunks are at least 4 KiB) and never
+   * single-copy (from 1 KiB on). */
+  if (nb <= SHM_INLINE && s->size > 1)
+    return broadcast_lazy(s, op, &k, buf, nb);
   /* Single copy pays off for broadcast only up to mid sizes: beyond, the
    * root's copy-in and the readers' copy-out run on different cores at
    * once, which a single reader-side copy cannot match. */

@@ -41,17 +41,21 @@
  * Deferred waits. The rule above only needs "every rank posted step
  * g - 1" before a rank writes step g; waiting for it at the end of step
  * g - 1 is one way to get it, checking it at the start of the next
- * operation is another. A small broadcast (one staged step, shm_copy.c)
- * takes the second way: the root stages, posts and returns at once, and
- * its readers wait for the root only. Such a rank records the step whose
- * full wait it skipped (lazy_g); dist__shm_run settles it before the next
- * operation writes anything: it waits for every rank to post that step
- * and, on the root, compares their descriptors with its own. A reader
- * that disagreed has already failed its broadcast; the root's next
- * operation then fails with DIST_E_DESYNC naming the earlier broadcast,
- * and the group is marked broken (the readers' next operations fail with
- * the root's message instead of waiting): ranks that already ran later
- * operations cannot be brought back in step.
+ * operation is another. A broadcast or scatter of one staged step (small;
+ * shm_copy.c) takes the second way: the root stages, posts and returns at
+ * once, and its readers wait for the root only. Such a rank records the
+ * step whose full wait it skipped (lazy_g); dist__shm_run settles it
+ * before the next operation writes anything: it waits for every rank to
+ * post that step and, on the root, compares their descriptors with its
+ * own. A reader that disagreed has already failed its operation; the
+ * root's next operation then fails with DIST_E_DESYNC naming the earlier
+ * one, and the group is marked broken (the readers' next operations fail
+ * with the root's message instead of waiting): ranks that already ran
+ * later operations cannot be brought back in step.
+ * The cost of the guarantee "the root hears of a disagreeing reader by its
+ * next operation": the root may be at most one operation ahead of its
+ * slowest reader's arrival (the same bound the two parities impose), so
+ * back-to-back small broadcasts are a two-deep pipeline, not a queue.
  *
  * Files: shm.c (lifetime, dispatch, descriptor check, streaming copies),
  * shm_seg.c (segment and its parameters), shm_wait.c (waiting, futex,

@@ -130,8 +130,8 @@ static const char *earlier_op(const dist__shm *s, char *buf, size_t len) {
   buf[0] = '\0';
   if (s->settling)
     snprintf(buf, len, " at %s #%" PRIu64 " (an earlier call, which this rank completed "
-             "without waiting for it)", dist_op_name((dist_op_kind)s->key[(s->lazy_g - 1) & 1].kind),
-             s->lazy_seq);
+             "without waiting for it)",
+             dist_op_name((dist_op_kind)s->key[(s->lazy_g - 1) & 1].kind), s->lazy_seq);
   return buf;
 }
 
