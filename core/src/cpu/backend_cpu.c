@@ -296,8 +296,12 @@ static int run_coll(cpu_backend *b, const dist_coll *c, dist__errbuf *err) {
   int rc = dist__cpu_check_state(&b->g, err);
   if (__builtin_expect(rc != DIST_OK, 0))
     return rc;
+  if (b->shm) { /* the shm engine reads the clock only when it has to wait */
+    dist__cpu_op op = {c, DIST_CPU_DEADLINE_LAZY, err, -1};
+    return dist__shm_run(b->shm, &op);
+  }
   dist__cpu_op op = {c, dist__now_ms() + c->timeout_ms, err, -1};
-  return b->shm ? dist__shm_run(b->shm, &op) : dist__tcp_run(b->tcp, &op);
+  return dist__tcp_run(b->tcp, &op);
 }
 
 static void *progress_main(void *arg);

@@ -85,10 +85,16 @@ typedef struct dist__cpu_group {
   void *on_peer_lost_arg;
 } dist__cpu_group;
 
+/* deadline_ms of an operation whose engine starts its clock at the first
+ * wait that does not end at once (c->timeout_ms from then): a collective
+ * whose peers are in step never reads the clock (the shm engine). */
+#define DIST_CPU_DEADLINE_LAZY INT64_MIN
+
 /* One operation in flight. */
 typedef struct dist__cpu_op {
   const dist_coll *c;
-  int64_t deadline_ms;          /* absolute, dist__now_ms() clock */
+  int64_t deadline_ms;          /* absolute, dist__now_ms() clock, or
+                                   DIST_CPU_DEADLINE_LAZY */
   dist__errbuf *err;            /* the operation's message */
   int src_rank;                 /* out: a recv's sender (group rank) */
 } dist__cpu_op;

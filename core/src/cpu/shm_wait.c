@@ -276,6 +276,8 @@ static int wait_range(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end
   for (int i = 0; i < 256 && !shm_reached(s, j, g); i++)
     cpu_relax();
   int64_t t0 = dist__now_ns();
+  if (op->deadline_ms == DIST_CPU_DEADLINE_LAZY) /* the op's first real wait */
+    op->deadline_ms = t0 / 1000000 + op->c->timeout_ms;
   int64_t spin_end = t0 + s->spin_ns, yield_end = spin_end + s->yield_ns;
   for (; j < end; j++) {
     if (j == s->rank || shm_reached(s, j, g))
