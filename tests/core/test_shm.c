@@ -531,3 +531,58 @@ Test(core_shm, a_group_of_64_ranks, .timeout = 300) {
   run_plan(pl, 64, 280);
   free(pl);
 }
+
+/* Even all_to_all_single of a few bytes a peer runs in one step without
+ * the count matrix (shm_a2a.c): every dtype at piece sizes up to the
+ * polled line, alternating with matrix-checked calls (uneven, larger)
+ * that reuse the same parities. */
+Test(core_shm, tiny_even_all_to_all_single_alternates_with_the_matrix_path, .timeout = 240) {
+  setenv("DIST_SHM_SPIN_US", "5", 1);
+  setenv("DIST_SHM_YIELD_US", "50", 1);
+  for (int world = 2; world <= 5; world++) {
+    plan *pl = new_plan();
+    uint64_t r = pl->seed;
+    for (int i = 0; i < 60; i++) {
+      dist_dtype dt = (dist_dtype)(i % DIST_DTYPE_COUNT_);
+      add(pl, DIST_OP_ALL_TO_ALL_SINGLE, dt, i % 3, 0, 2 * (uint64_t)i); /* even */
+      if (i % 4 == 3)
+        add(pl, DIST_OP_ALL_TO_ALL_SINGLE, dt, 1 + (int64_t)(mix(&r) % 50), 0, mix(&r));
+    }
+    run_plan(pl, world, 200);
+    free(pl);
+  }
+}
+
+/* Driven below the API's checks: ranks whose even all_to_all_single
+ * descriptors differ only in the output count all fail the call with
+ * DIST_E_DESYNC naming it, and the next call runs. */
+static int rank_tiny_out_mismatch(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int N = ctx->world, me = ctx->rank, bad = 0;
+  int32_t in[8], out[8];
+  for (int j = 0; j < N; j++)
+    in[j] = 100 * me + j;
+  int64_t nout = me == 1 ? N + N : N; /* rank 1 expects twice as much */
+  dist_tensor ti = shm_t_tensor(in, DIST_INT32, N), to = shm_t_tensor(out, DIST_INT32, nout);
+  dist_coll c = {.kind = DIST_OP_ALL_TO_ALL_SINGLE, .inputs = &ti, .n_inputs = 1,
+                 .outputs = &to, .n_outputs = 1};
+  int rc = shm_t_run(&e, &c);
+  CHECK(ctx, rc == DIST_E_DESYNC, "expected DIST_E_DESYNC, got %s: %s", dist_status_name(rc),
+        e.err.msg);
+  CHECK(ctx, strstr(e.err.msg, "elements out") != NULL, "message: %s", e.err.msg);
+  to = shm_t_tensor(out, DIST_INT32, N);
+  rc = shm_t_run(&e, &c);
+  CHECK(ctx, rc == DIST_OK, "second call: %s: %s", dist_status_name(rc), e.err.msg);
+  for (int j = 0; j < N && !bad; j++)
+    CHECK(ctx, out[j] == 100 * j + me, "out[%d] = %d", j, (int)out[j]);
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm, tiny_even_all_to_all_output_counts_that_differ_fail_every_rank, .timeout = 60) {
+  for (int world = 2; world <= 4; world++)
+    cr_assert_eq(dist_test_ranks(world, rank_tiny_out_mismatch, NULL, 30), 0, "%d ranks:\n%s",
+                 world, dist_test_report());
+}

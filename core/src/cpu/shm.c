@@ -206,6 +206,10 @@ static void describe_diff(const dist__shm *s, int j, int p, char *buf, size_t le
   } else if (x->root != y->root) {
     dist__appendf(buf, len, off, "%s uses root rank %" PRId64 ", this rank root rank %" PRId64,
                   who, global_rank(s, x->root), global_rank(s, y->root));
+  } else if (x->kind == DIST_OP_ALL_TO_ALL_SINGLE && x->count == y->count &&
+             x->scalar_bits != y->scalar_bits) { /* the even form's output count */
+    dist__appendf(buf, len, off, "%s expects %" PRIu64 " elements out, this rank %" PRIu64, who,
+                  x->scalar_bits, y->scalar_bits);
   } else if (x->redop != y->redop || x->scalar_bits != y->scalar_bits) {
     dist__appendf(buf, len, off, "%s reduces with %s, this rank with %s", who,
                   redop_text(x, r1, sizeof r1), redop_text(y, r2, sizeof r2));

@@ -11,7 +11,11 @@
  * order after itself); step i stages bytes [i q, (i + 1) q) of every
  * outgoing piece and reads the same range of every incoming one. Pieces
  * shorter than the largest simply stop contributing. A rank's piece for
- * itself is copied directly. */
+ * itself is copied directly.
+ *
+ * An even all_to_all_single of a few bytes a peer skips the matrix: its
+ * descriptor carries both element counts, which settles every piece size
+ * (a2a_tiny). */
 #include "shm_int.h"
 
 typedef struct a2a {
@@ -197,22 +201,69 @@ static int a2a_staged(dist__shm *s, dist__cpu_op *op, a2a *a, uint64_t g0) {
   return DIST_OK;
 }
 
+/* Even all_to_all_single whose pieces all fit in the polled line (a few
+ * bytes a peer): one step, no count matrix. The key carries the input and
+ * output element counts, so ranks whose keys agree send and expect the
+ * same piece size everywhere and the matrix check has nothing to find;
+ * every input to the choice is in the key, so ranks that take this path
+ * and ranks that do not always differ there and fail the first check
+ * together. */
+static bool tiny_even(const dist__shm *s, const dist_coll *c, const shm_key *k, size_t es,
+                      size_t *piece) {
+  if (c->kind != DIST_OP_ALL_TO_ALL_SINGLE || c->in_splits || c->out_splits || s->size < 2)
+    return false;
+  uint64_t in = (uint64_t)k->count, n = (uint64_t)s->size, per = in / n;
+  *piece = (size_t)per * es;
+  /* Not empty: an uneven call of empty pieces publishes the same key (0, 0) */
+  return in != 0 && in == k->scalar_bits && per * n == in &&
+         *piece * (size_t)(n - 1) <= SHM_INLINE;
+}
+
+static int a2a_tiny(dist__shm *s, dist__cpu_op *op, const shm_key *k, size_t piece) {
+  const dist_coll *c = op->c;
+  int n = s->size, me = s->rank;
+  const uint8_t *in = c->inputs[0].data;
+  uint8_t *out = c->outputs[0].data;
+  uint64_t g = shm_begin(s);
+  int p = (int)(g & 1);
+  uint8_t *line = s->peer[me].hdr[p]->inl;
+  for (int j = 0; j < n; j++)
+    if (j != me)
+      shm_copy(line + (size_t)shm_sub(me, j, n) * piece, in + (size_t)j * piece, piece);
+  shm_publish(s, op, g, k);
+  int rc = shm_step(s, op, g, true);
+  s->step = g + 1;
+  if (rc != DIST_OK)
+    return rc;
+  for (int j = 0; j < n; j++)
+    if (j != me)
+      shm_copy(out + (size_t)j * piece,
+               s->peer[j].hdr[p]->inl + (size_t)shm_sub(j, me, n) * piece, piece);
+  shm_copy_own(s, out + (size_t)me * piece, in + (size_t)me * piece, piece);
+  return DIST_OK;
+}
+
 int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
   const dist_coll *c = op->c;
   dist_dtype dt = c->kind == DIST_OP_ALL_TO_ALL ? c->outputs[0].dtype : c->inputs[0].dtype;
-  a2a a = {c, dist_dtype_size(dt), 0, 0, false, NULL, NULL, s->scratch, s->scratch + s->size};
-  size_t others = (size_t)(s->size > 1 ? s->size - 1 : 1), cap = s->slot / others / 64 * 64;
-  a.qi = SHM_INLINE / others;
+  size_t es = dist_dtype_size(dt), tiny;
   shm_key k = {0};
   k.kind = (uint8_t)c->kind;
   k.dtype = (uint8_t)dt;
   /* Even all_to_all_single: every piece has numel / N elements and the
-   * key makes every rank agree on that, so the chunking and the single-
-   * copy choice follow from it; otherwise the piece sizes are known only
-   * after the first step. */
+   * key (input and output counts) makes every rank agree on that, so the
+   * chunking and the single-copy choice follow from it; otherwise the
+   * piece sizes are known only after the first step. */
   bool even = c->kind == DIST_OP_ALL_TO_ALL_SINGLE && !c->in_splits && !c->out_splits;
-  if (even)
+  if (even) {
     k.count = dist_tensor_numel(&c->inputs[0]);
+    k.scalar_bits = (uint64_t)dist_tensor_numel(&c->outputs[0]);
+    if (tiny_even(s, c, &k, es, &tiny))
+      return a2a_tiny(s, op, &k, tiny);
+  }
+  a2a a = {c, es, 0, 0, false, NULL, NULL, s->scratch, s->scratch + s->size};
+  size_t others = (size_t)(s->size > 1 ? s->size - 1 : 1), cap = s->slot / others / 64 * 64;
+  a.qi = SHM_INLINE / others;
   size_t piece = even ? (size_t)k.count / (size_t)s->size * a.es : 0;
   a.q = even ? shm_chunk(s, piece, cap) / 64 * 64 : cap;
   uint64_t g0 = shm_begin(s);

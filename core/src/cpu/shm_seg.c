@@ -53,7 +53,7 @@ static int64_t env_or(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
  *   DIST_SHM_PIPE_STEPS, DIST_SHM_PIPE_MIN_KB  pipelining (shm_chunk:
  *                         about 8 steps of at least 128 KiB)
  *   DIST_SHM_CMA_MIN_KB, DIST_SHM_CMA_MAX_KB   single-copy pieces
- *                         (16 KiB .. 16 MiB; 0 turns it off; shm_cma.c) */
+ *                         (16 KiB .. 12 MiB; 0 turns it off; shm_cma.c) */
 static void geometry(shm_seg *h, int n) {
   size_t dflt = (8192 * KIB) / (size_t)n;
   dflt = dflt > 512 * KIB ? 512 * KIB : dflt < 64 * KIB ? 64 * KIB : dflt;
@@ -79,7 +79,7 @@ static void geometry(shm_seg *h, int n) {
   h->pipe_steps = (uint64_t)env_or("DIST_SHM_PIPE_STEPS", 1, 1024, 8);
   h->pipe_min = (uint64_t)env_or("DIST_SHM_PIPE_MIN_KB", 4, 1 << 20, 128) * KIB;
   h->cma_min = (uint64_t)env_or("DIST_SHM_CMA_MIN_KB", 0, 1 << 30, 16) * KIB;
-  h->cma_max = (uint64_t)env_or("DIST_SHM_CMA_MAX_KB", 0, 1 << 30, 16384) * KIB;
+  h->cma_max = (uint64_t)env_or("DIST_SHM_CMA_MAX_KB", 0, 1 << 30, 12288) * KIB;
 }
 
 /* Fills s's per-rank pointers from the header. */
