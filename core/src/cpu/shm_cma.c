@@ -5,7 +5,7 @@
  *
  * all_gather, gather and all_to_all use it for pieces of the segment's
  * cma_min .. cma_max bytes (DIST_SHM_CMA_MIN_KB / _MAX_KB, default
- * 16 KiB .. 12 MiB), broadcast up to SHM_BCAST_DIRECT_MAX: there each
+ * 16 KiB .. 12 MiB), broadcast up to DIST_SHM_BCAST_DIRECT_KB (512 KiB): there each
  * rank's own core does the only copy, where staging costs two. Small
  * pieces stay in the segment (the system call and page pinning cost more
  * than a copy), and so do very large ones and large broadcasts, where a
@@ -70,6 +70,7 @@ int dist__shm_cma_agree(dist__shm *s, int64_t deadline_ms, dist__errbuf *err) {
   s->cma = ok;
   s->cma_min = s->seg->cma_min;
   s->cma_max = s->seg->cma_max;
+  s->bcast_direct_max = s->seg->bcast_direct_max;
   DIST_LOG(DEBUG, SHM, "group %s: single-copy transfers %s", s->g->name, ok ? "on" : "off");
   return DIST_OK;
 }

@@ -114,7 +114,7 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
   /* Single copy pays off for broadcast only up to mid sizes: beyond, the
    * root's copy-in and the readers' copy-out run on different cores at
    * once, which a single reader-side copy cannot match. */
-  if (shm_direct(s, nb) && nb <= SHM_BCAST_DIRECT_MAX)
+  if (shm_direct(s, nb) && nb <= s->bcast_direct_max)
     return broadcast_direct(s, op, &k, buf, nb);
   size_t chunk = shm_chunk(s, nb, s->slot);
   size_t steps = nb ? shm_ceil_div(nb, chunk) : 1;

@@ -73,7 +73,6 @@
 #define SHM_LINE 128 /* two cache lines: no false sharing through the adjacent-line prefetcher */
 #define SHM_FAILMSG 512
 #define SHM_INLINE 32 /* payload bytes that travel in the step's own cache line */
-#define SHM_BCAST_DIRECT_MAX (512u << 10) /* broadcasts single-copy up to this (shm_cma.c) */
 
 /* Fields that must agree between ranks (zero where a kind has none), so
  * the common case is one memcmp per peer. */
@@ -131,6 +130,7 @@ typedef struct shm_seg {
   uint64_t small_allreduce; /* largest all_reduce/reduce done in one step */
   uint64_t pipe_steps, pipe_min; /* shm_chunk */
   uint64_t cma_min, cma_max;     /* piece sizes that go single-copy (0: never) */
+  uint64_t bcast_direct_max;     /* broadcasts single-copy up to this (shm_cma.c) */
   _Atomic uint32_t mapped;
 } shm_seg;
 
@@ -168,6 +168,7 @@ struct dist__shm {
   bool light_post;     /* membarrier registered: posts need no fence */
   bool cma;            /* every rank can read every peer (shm_cma.c) */
   size_t cma_min, cma_max;
+  size_t bcast_direct_max;
   bool stream;         /* this operation copies out with streaming stores */
   size_t stream_min;   /* from this many output bytes on (DIST_SHM_STREAM_KB) */
   int64_t last_poll_ns; /* last pidfd poll */

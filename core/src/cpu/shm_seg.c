@@ -51,9 +51,15 @@ static int64_t env_or(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
  *   DIST_SHM_SMALL_BYTES  all_reduce/reduce in one step up to this size
  *                         (64 KiB for 2 ranks, else 16 KiB)
  *   DIST_SHM_PIPE_STEPS, DIST_SHM_PIPE_MIN_KB  pipelining (shm_chunk:
- *                         about 8 steps of at least 128 KiB)
+ *                         about 2 steps of at least 128 KiB, at most a
+ *                         slot; measured with 2 ranks, 2 against 4 and 8
+ *                         steps: a 1 MiB broadcast, all_reduce and
+ *                         reduce_scatter ran 1.5-2x faster, larger sizes
+ *                         use whole slots either way)
  *   DIST_SHM_CMA_MIN_KB, DIST_SHM_CMA_MAX_KB   single-copy pieces
- *                         (16 KiB .. 12 MiB; 0 turns it off; shm_cma.c) */
+ *                         (16 KiB .. 12 MiB; 0 turns it off; shm_cma.c)
+ *   DIST_SHM_BCAST_DIRECT_KB  broadcasts single-copy up to this (512 KiB;
+ *                         beyond, the staged pipeline wins) */
 static void geometry(shm_seg *h, int n) {
   size_t dflt = (8192 * KIB) / (size_t)n;
   dflt = dflt > 512 * KIB ? 512 * KIB : dflt < 64 * KIB ? 64 * KIB : dflt;
@@ -76,10 +82,11 @@ static void geometry(shm_seg *h, int n) {
    * saves a barrier. More ranks: each would read N - 1 vectors. */
   int64_t small = env_or("DIST_SHM_SMALL_BYTES", 0, (int64_t)slot, n == 2 ? 65536 : 16384);
   h->small_allreduce = (uint64_t)(small < (int64_t)slot ? small : (int64_t)slot);
-  h->pipe_steps = (uint64_t)env_or("DIST_SHM_PIPE_STEPS", 1, 1024, 8);
+  h->pipe_steps = (uint64_t)env_or("DIST_SHM_PIPE_STEPS", 1, 1024, 2);
   h->pipe_min = (uint64_t)env_or("DIST_SHM_PIPE_MIN_KB", 4, 1 << 20, 128) * KIB;
   h->cma_min = (uint64_t)env_or("DIST_SHM_CMA_MIN_KB", 0, 1 << 30, 16) * KIB;
   h->cma_max = (uint64_t)env_or("DIST_SHM_CMA_MAX_KB", 0, 1 << 30, 12288) * KIB;
+  h->bcast_direct_max = (uint64_t)env_or("DIST_SHM_BCAST_DIRECT_KB", 0, 1 << 30, 512) * KIB;
 }
 
 /* Fills s's per-rank pointers from the header. */
