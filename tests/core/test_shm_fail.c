@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "cpu/shm_int.h" /* SHM_DEPTH */
 #include "test_shm_util.h"
 
 static void quiet_waits(void) {
@@ -206,10 +207,27 @@ static int expect_prompt(const dist_test_ctx *ctx, int64_t t0) {
   return 0;
 }
 
+/* The next call after a small broadcast or scatter the root returned
+ * from without waiting: the root's next call of another kind settles it,
+ * more small broadcasts run up to SHM_DEPTH - 1 steps ahead of their
+ * readers first. Calls `next` until one fails; returns its status and
+ * sets *num to its sequence number (the first is #first). */
+static int call_until_failure(shm_t *e, dist_op_kind next, float *in, float *v, int first,
+                              int *num) {
+  int rc = DIST_OK;
+  for (*num = first; *num < first + SHM_DEPTH; ++*num) {
+    rc = next == DIST_OP_ALL_REDUCE ? all_reduce_n(e, v, 3) : rooted_copy(e, next, in, v, 8, 0);
+    if (rc != DIST_OK || next == DIST_OP_ALL_REDUCE)
+      break;
+  }
+  return rc;
+}
+
 /* Rank 1 expects 4 elements where root 0 sends 8: rank 1 fails #2 at once;
- * the root returned from #2 without waiting and its next call (#3) fails
- * naming rank 1 and both sizes; the other ranks' #3 fail with the root's
- * message instead of waiting; the group is unusable from then on. */
+ * the root returned from #2 without waiting and a later call (#3, or
+ * within SHM_DEPTH small broadcasts) fails naming rank 1 and both sizes;
+ * the other ranks' same call fails with the root's message instead of
+ * waiting; the group is unusable from then on. */
 static int rank_late_mismatch(const dist_test_ctx *ctx) {
   const late_case *l = ctx->arg;
   shm_t e = {0};
@@ -241,11 +259,11 @@ static int rank_late_mismatch(const dist_test_ctx *ctx) {
   }
   float v[8] = {0};
   int64_t t0 = dist__now_ms();
-  rc = l->next == DIST_OP_ALL_REDUCE ? all_reduce_n(&e, v, 3)
-                                     : rooted_copy(&e, l->next, in, v, 8, 0);
+  int num;
+  rc = call_until_failure(&e, l->next, in, v, 3, &num);
   snprintf(a, sizeof a, "%s #2 (an earlier call): ", op);
-  snprintf(b, sizeof b, "%s #3 not run: %s #2 (an earlier call): rank 1 (host ",
-           dist_op_name(l->next), op);
+  snprintf(b, sizeof b, "%s #%d not run: %s #2 (an earlier call): rank 1 (host ",
+           dist_op_name(l->next), num, op);
   const char *n0[] = {b, pid1, "expected 4 elements (16 bytes) of float32, this rank sent 8 "
                       "elements (32 bytes) of float32", NULL};
   const char *nx[] = {"rank 0 (", pid0, a, "expected 4 elements", NULL};
@@ -253,7 +271,7 @@ static int rank_late_mismatch(const dist_test_ctx *ctx) {
     bad = expect_desync(ctx, &e, rc, me == 0 ? n0 : nx);
   if (!bad)
     bad = expect_prompt(ctx, t0);
-  if (!bad) { /* #4: broken */
+  if (!bad) { /* the next: broken */
     rc = all_reduce_n(&e, v, 3);
     CHECK(ctx, rc == DIST_E_DESYNC && strstr(e.err.msg, "unusable"), "#4: %s: %s",
           dist_status_name(rc), e.err.msg);
@@ -319,7 +337,8 @@ typedef struct gone_reader {
 } gone_reader;
 
 /* The last rank SIGKILLs itself instead of calling broadcast #21: the root
- * has returned from it, and its next call reports the lost rank. */
+ * has returned from it, and its next call (of another kind; or within
+ * SHM_DEPTH small broadcasts) reports the lost rank. */
 static int rank_reader_dies(const dist_test_ctx *ctx) {
   const gone_reader *d = ctx->arg;
   shm_t e = {0};
@@ -340,7 +359,10 @@ static int rank_reader_dies(const dist_test_ctx *ctx) {
   int rc = shm_t_run(&e, &c); /* #21: the root does not wait, nor does rank 1 */
   CHECK(ctx, rc == DIST_OK && v[0] == 0.0f, "#21: %s: %s", dist_status_name(rc), e.err.msg);
   int64_t t0 = dist__now_ms();
-  rc = d->next == DIST_OP_BROADCAST ? shm_t_run(&e, &c) : all_reduce_n(&e, v, 4); /* #22 */
+  for (int i = 0; i < SHM_DEPTH && rc == DIST_OK; i++) { /* #22 ... */
+    rc = d->next == DIST_OP_BROADCAST ? shm_t_run(&e, &c) : all_reduce_n(&e, v, 4);
+    CHECK(ctx, rc != DIST_OK || d->next == DIST_OP_BROADCAST, "#22: the all_reduce returned");
+  }
   char pid[32];
   snprintf(pid, sizeof pid, "pid %d", (int)e.g.peers[victim].pid);
   CHECK(ctx, rc == DIST_E_PEER_LOST, "#22: expected DIST_E_PEER_LOST, got %s: %s",

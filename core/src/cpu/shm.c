@@ -21,8 +21,9 @@
  * Deferred checks (shm_int.h). The root of a small broadcast or scatter
  * returns without waiting; its readers compare their descriptor with the
  * root's and fail their operation at once when it differs. The root compares
- * theirs when it settles the step, at the start of its next operation,
- * which then fails with DIST_E_DESYNC and a message naming the earlier
+ * theirs when it settles the step, at the start of its next operation
+ * (of another kind; a run of small broadcasts settles SHM_DEPTH - 1 steps
+ * behind), which then fails with DIST_E_DESYNC and a message naming the earlier
  * broadcast ("BROADCAST #7 (an earlier call): rank 1 (...) expected 4
  * elements ..., this rank sent 8 ..."). That operation has not started on
  * the root while the others may have run further, so the group is marked
@@ -98,18 +99,27 @@ void dist__shm_destroy(dist__shm *s) {
 
 static int run_kind(dist__shm *s, dist__cpu_op *op);
 
+/* A broadcast that travels in the root's polled line alone (shm_copy.c). */
+static bool shallow_broadcast(const dist__shm *s, const dist__cpu_op *op) {
+  return op->c->kind == DIST_OP_BROADCAST && s->size > 1 &&
+         dist_tensor_nbytes(&op->c->inputs[0]) <= SHM_INLINE;
+}
+
 int dist__shm_run(dist__shm *s, dist__cpu_op *op) {
   dist__cpu_group *g = s->g;
   if (__builtin_expect(atomic_load_explicit(&g->aborted, memory_order_acquire) ||
                            atomic_load_explicit(&g->broken_rc, memory_order_acquire),
                        0))
     return dist__cpu_check_state(g, op->err);
-  int rc = shm_settle(s, op);
-  if (__builtin_expect(rc != DIST_OK, 0))
-    return rc;
-  rc = run_kind(s, op);
+  /* A small broadcast settles only what it must (shm_settle_deep). */
+  if (__builtin_expect(s->lazy_g != 0, 0) && !shallow_broadcast(s, op))
+    DIST_TRY(shm_settle(s, op));
+  int rc = run_kind(s, op);
   if (__builtin_expect(s->stream, 0))
     shm_stream_end(s);
+  /* Its last step waited for every rank: all have posted every step. */
+  if (__builtin_expect(rc == DIST_OK, 1) && s->lazy_g == 0)
+    s->known = s->step;
   return rc;
 }
 
@@ -194,9 +204,10 @@ static int64_t global_rank(const dist__shm *s, int r) {
 
 /* The message for the first difference between key a (rank j) and b
  * (this rank), appended at *off. */
-static void describe_diff(const dist__shm *s, int j, int p, char *buf, size_t len, size_t *off) {
-  const shm_key *x = &s->peer[j].hdr[p]->key, *y = &s->peer[s->rank].hdr[p]->key;
-  uint64_t xseq = s->peer[j].info->seq[p], yseq = s->peer[s->rank].info->seq[p];
+static void describe_diff(const dist__shm *s, int j, uint64_t g, char *buf, size_t len,
+                          size_t *off) {
+  const shm_key *x = &s->peer[j].hdr[SHM_L(g)]->key, *y = &s->key[SHM_H(g)];
+  uint64_t xseq = s->peer[j].info->seq[SHM_H(g)], yseq = s->peer[s->rank].info->seq[SHM_H(g)];
   char who[160], r1[48], r2[48];
   dist__cpu_peer_name(s->g, j, who, sizeof who);
   if (x->kind != y->kind) {
@@ -225,15 +236,15 @@ static void describe_diff(const dist__shm *s, int j, int p, char *buf, size_t le
 }
 
 int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
-  const shm_hdr *mine = s->peer[s->rank].hdr[g & 1];
+  const shm_hdr *mine = s->peer[s->rank].hdr[SHM_L(g)];
   for (int j = 0; j < s->size; j++) {
-    const shm_hdr *h = s->peer[j].hdr[g & 1];
+    const shm_hdr *h = s->peer[j].hdr[SHM_L(g)];
     if (j == s->rank || memcmp(&h->key, &mine->key, sizeof h->key) == 0)
       continue;
     char msg[1024], label[96];
     size_t off = 0;
     dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
-    describe_diff(s, j, (int)(g & 1), msg, sizeof msg, &off);
+    describe_diff(s, j, g, msg, sizeof msg, &off);
     DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
     return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
   }
@@ -242,13 +253,13 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
 
 int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   /* Against the private copy: this rank's line may be polled (shm_publish). */
-  const shm_key *x = &s->peer[j].hdr[g & 1]->key;
-  if (__builtin_expect(memcmp(x, &s->key[g & 1], sizeof *x) == 0, 1))
+  const shm_key *x = &s->peer[j].hdr[SHM_L(g)]->key;
+  if (__builtin_expect(memcmp(x, &s->key[SHM_H(g)], sizeof *x) == 0, 1))
     return DIST_OK;
   char msg[1024], label[96];
   size_t off = 0;
   dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
-  describe_diff(s, j, (int)(g & 1), msg, sizeof msg, &off);
+  describe_diff(s, j, g, msg, sizeof msg, &off);
   DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
   return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
 }
@@ -281,21 +292,21 @@ static void describe_late(const dist__shm *s, int j, const shm_key *x, const shm
                   elems_text(x, a, sizeof a), elems_text(y, b, sizeof b));
 }
 
-/* The root's verdict on its deferred operation, once every rank posted
- * it: the first rank whose descriptor differs fails this operation. */
-static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
-  int p = (int)(g & 1);
-  const shm_key *mine = &s->key[p];
+/* The root's verdict on its deferred step q, once every rank posted it:
+ * the first rank whose descriptor differs fails this operation. */
+static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t q) {
+  int h = (int)SHM_H(q);
+  const shm_key *mine = &s->key[h];
   for (int j = 0; j < s->size; j++) {
-    const shm_key *x = &s->peer[j].hdr[p]->key;
+    const shm_key *x = &s->peer[j].hist[h];
     if (j == s->rank || memcmp(x, mine, sizeof *mine) == 0)
       continue;
     char msg[1024], label[96];
     size_t off = 0;
     dist__appendf(msg, sizeof msg, &off, "%s not run: %s #%" PRIu64 " (an earlier call): ",
                   dist__cpu_op_label(op->c, label, sizeof label),
-                  dist_op_name((dist_op_kind)mine->kind), s->lazy_seq);
-    describe_late(s, j, x, mine, s->peer[j].info->seq[p], msg, sizeof msg, &off);
+                  dist_op_name((dist_op_kind)mine->kind), s->pend_seq[SHM_L(q)]);
+    describe_late(s, j, x, mine, s->peer[j].info->seq[h], msg, sizeof msg, &off);
     dist__appendf(msg, sizeof msg, &off, "; that rank failed it, this rank had returned "
                   "without waiting, and the group is now unusable");
     return dist__shm_fail(s, op, DIST_E_DESYNC, "%s", msg);
@@ -303,16 +314,64 @@ static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
   return DIST_OK;
 }
 
-int dist__shm_settle_slow(dist__shm *s, dist__cpu_op *op) {
-  uint64_t g = s->lazy_g - 1;
-  s->settling = true;
-  int rc = dist__shm_wait_slow(s, op, g, 0);
-  s->settling = false;
-  if (rc == DIST_OK && s->lazy_root)
-    rc = settle_check(s, op, g);
-  if (rc == DIST_OK)
-    s->lazy_g = 0;
-  return rc;
+/* The newest step in [t, s->step) that rank j has posted, newest first
+ * (when the peers keep up, the first load answers), or t - 1. */
+static uint64_t peer_progress(const dist__shm *s, int j, uint64_t t) {
+  for (uint64_t q = s->step; q > t; q--)
+    if (shm_reached(s, j, q - 1))
+      return q - 1;
+  return t - 1;
+}
+
+/* Raises s->known to at least t + 1, waiting for the ranks that have not
+ * posted step t, and learning how far the others got on the way. */
+static int learn_known(dist__shm *s, dist__cpu_op *op, uint64_t t) {
+  uint64_t lo = UINT64_MAX;
+  for (int j = 0; j < s->size; j++) {
+    if (j == s->rank)
+      continue;
+    uint64_t q = peer_progress(s, j, t);
+    if (q + 1 == t) { /* not there yet: the full wait, with its failure handling */
+      /* First for the oldest step not known to be posted, so that a rank
+       * that never comes is reported at the first call it missed. */
+      uint64_t first = s->known < t ? s->known : t;
+      s->settle_g = first + 1;
+      int rc = dist__shm_wait_slow(s, op, first, j);
+      if (rc == DIST_OK && first < t) {
+        s->settle_g = t + 1;
+        rc = dist__shm_wait_slow(s, op, t, j);
+      }
+      s->settle_g = 0;
+      if (rc != DIST_OK)
+        return rc;
+      q = t;
+    }
+    lo = q < lo ? q : lo;
+  }
+  if (lo != UINT64_MAX && lo + 1 > s->known)
+    s->known = lo + 1;
+  return DIST_OK;
+}
+
+int dist__shm_settle_to(dist__shm *s, dist__cpu_op *op, uint64_t t) {
+  if (s->known <= t)
+    DIST_TRY(learn_known(s, op, t));
+  if (!s->pend_lo)
+    return DIST_OK;
+  uint64_t lo = 0;
+  for (int l = 0; l < SHM_DEPTH; l++) {
+    uint64_t q1 = s->pend[l];
+    if (!q1)
+      continue;
+    if (q1 - 1 < s->known) {
+      s->pend[l] = 0;
+      DIST_TRY(settle_check(s, op, q1 - 1));
+    } else if (!lo || q1 < lo) {
+      lo = q1;
+    }
+  }
+  s->pend_lo = lo;
+  return DIST_OK;
 }
 
 /* cnt[p] of rank k: [0, n) elements k sends to each rank, [n, 2n) elements
@@ -320,8 +379,8 @@ int dist__shm_settle_slow(dist__shm *s, dist__cpu_op *op) {
  * together; a rank not involved names the pair that disagrees. */
 int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
   int n = s->size, p = (int)(g & 1);
-  const char *dt = dist_dtype_name((dist_dtype)s->peer[s->rank].hdr[p]->key.dtype);
-  int64_t es = (int64_t)dist_dtype_size((dist_dtype)s->peer[s->rank].hdr[p]->key.dtype);
+  const char *dt = dist_dtype_name((dist_dtype)s->key[SHM_H(g)].dtype);
+  int64_t es = (int64_t)dist_dtype_size((dist_dtype)s->key[SHM_H(g)].dtype);
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++) {
       int64_t sent = s->peer[i].cnt[p][j], want = s->peer[j].cnt[p][n + i];

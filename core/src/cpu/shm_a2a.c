@@ -120,7 +120,8 @@ static size_t agreed_steps(const dist__shm *s, a2a *a, int p) {
  * a rank whose own pieces all fit also stages them in its polled line:
  * whether the readers look there depends on the largest piece of the
  * whole matrix, known only after the step. */
-static void stage(dist__shm *s, const a2a *a, size_t off, int p) {
+static void stage(dist__shm *s, const a2a *a, size_t off, uint64_t g) {
+  int p = (int)(g & 1);
   bool also_inl = off == 0 && s->size > 1;
   for (int j = 0; j < s->size && also_inl; j++)
     also_inl = j == s->rank || (size_t)a->send[j] * a->es <= a->qi;
@@ -131,18 +132,19 @@ static void stage(dist__shm *s, const a2a *a, size_t off, int p) {
     size_t sub = (size_t)shm_sub(s->rank, j, s->size);
     const uint8_t *src = piece_in(a, j) + off;
     if (also_inl)
-      shm_copy(s->peer[s->rank].hdr[p]->inl + sub * a->qi, src, len);
+      shm_copy(s->peer[s->rank].hdr[SHM_L(g)]->inl + sub * a->qi, src, len);
     shm_copy(s->peer[s->rank].data[p] + sub * a->q, src, shm_min(a->q, len - off));
   }
 }
 
-static void unstage(dist__shm *s, const a2a *a, size_t off, int p) {
+static void unstage(dist__shm *s, const a2a *a, size_t off, uint64_t g) {
+  int p = (int)(g & 1);
   for (int j = 0; j < s->size; j++) {
     size_t len = (size_t)a->recv[j] * a->es;
     if (j == s->rank || off >= len)
       continue;
     size_t sub = (size_t)shm_sub(j, s->rank, s->size);
-    const uint8_t *src = a->inl ? s->peer[j].hdr[p]->inl + sub * a->qi
+    const uint8_t *src = a->inl ? s->peer[j].hdr[SHM_L(g)]->inl + sub * a->qi
                                 : s->peer[j].data[p] + sub * a->q;
     shm_copy_out(s, piece_out(a, j) + off, src, shm_min(a->inl ? a->qi : a->q, len - off));
   }
@@ -185,16 +187,15 @@ static int a2a_staged(dist__shm *s, dist__cpu_op *op, a2a *a, uint64_t g0) {
   for (int j = 0; j < s->size; j++)
     in_total += a->recv[j];
   shm_stream_begin(s, (size_t)in_total * a->es);
-  unstage(s, a, 0, p0);
+  unstage(s, a, 0, g0);
   own_part(s, a, 0, steps == 1);
   for (size_t i = 1; i < steps; i++) {
     uint64_t g = g0 + i;
-    int p = (int)(g & 1);
-    stage(s, a, i * a->q, p);
+    stage(s, a, i * a->q, g);
     int rc = shm_step(s, op, g, false);
     if (rc != DIST_OK)
       return rc;
-    unstage(s, a, i * a->q, p);
+    unstage(s, a, i * a->q, g);
     own_part(s, a, i * a->q, i + 1 == steps);
   }
   s->step = g0 + steps;
@@ -225,8 +226,7 @@ static int a2a_tiny(dist__shm *s, dist__cpu_op *op, const shm_key *k, size_t pie
   const uint8_t *in = c->inputs[0].data;
   uint8_t *out = c->outputs[0].data;
   uint64_t g = shm_begin(s);
-  int p = (int)(g & 1);
-  uint8_t *line = s->peer[me].hdr[p]->inl;
+  uint8_t *line = s->peer[me].hdr[SHM_L(g)]->inl;
   for (int j = 0; j < n; j++)
     if (j != me)
       shm_copy(line + (size_t)shm_sub(me, j, n) * piece, in + (size_t)j * piece, piece);
@@ -238,7 +238,7 @@ static int a2a_tiny(dist__shm *s, dist__cpu_op *op, const shm_key *k, size_t pie
   for (int j = 0; j < n; j++)
     if (j != me)
       shm_copy(out + (size_t)j * piece,
-               s->peer[j].hdr[p]->inl + (size_t)shm_sub(j, me, n) * piece, piece);
+               s->peer[j].hdr[SHM_L(g)]->inl + (size_t)shm_sub(j, me, n) * piece, piece);
   shm_copy_own(s, out + (size_t)me * piece, in + (size_t)me * piece, piece);
   return DIST_OK;
 }
@@ -274,7 +274,7 @@ int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
    * the whole operation goes direct and stages nothing; the others stage
    * their first chunk in case it does not. */
   if (!(even ? shm_direct(s, piece) : s->cma && max_piece(s, &a, p0, false) >= s->cma_min))
-    stage(s, &a, 0, p0);
+    stage(s, &a, 0, g0);
   shm_publish(s, op, g0, &k);
   int rc = shm_step(s, op, g0, true);
   if (rc == DIST_OK)

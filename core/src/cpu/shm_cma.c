@@ -60,13 +60,13 @@ int dist__shm_cma_agree(dist__shm *s, int64_t deadline_ms, dist__errbuf *err) {
   dist_coll c = {.kind = DIST_OP_BARRIER, .root = -1, .timeout_ms = s->g->timeout_ms};
   dist__cpu_op op = {&c, deadline_ms, err, -1};
   uint64_t g = shm_begin(s);
-  s->peer[s->rank].hdr[g & 1]->inl[0] = ok;
+  s->peer[s->rank].hdr[SHM_L(g)]->inl[0] = ok;
   int rc = shm_step(s, &op, g, false);
   s->step = g + 1;
   if (rc != DIST_OK)
     return rc;
   for (int j = 0; j < s->size; j++)
-    ok = ok && s->peer[j].hdr[g & 1]->inl[0];
+    ok = ok && s->peer[j].hdr[SHM_L(g)]->inl[0];
   s->cma = ok;
   s->cma_min = s->seg->cma_min;
   s->cma_max = s->seg->cma_max;

@@ -18,7 +18,8 @@
  * for the root alone. Back to back, the root's return and next call then
  * overlap its readers' copies instead of waiting for them; the wait it
  * skipped happens at the start of its next operation, which by then
- * usually finds every reader long arrived. */
+ * usually finds every reader long arrived. One that fits the polled line
+ * settles only SHM_DEPTH - 1 steps back (shm_settle_deep). */
 #include "shm_int.h"
 
 static shm_key copy_key(const dist_coll *c, dist_dtype dt, int64_t count, bool rooted) {
@@ -88,13 +89,15 @@ static int lazy_step(dist__shm *s, dist__cpu_op *op, uint64_t g, const shm_key *
 static int broadcast_lazy(dist__shm *s, dist__cpu_op *op, const shm_key *k, uint8_t *buf,
                           size_t nb) {
   uint64_t g = shm_begin(s);
-  int p = (int)(g & 1), root = op->c->root;
+  int root = op->c->root;
+  if (nb <= SHM_INLINE) /* the others were not settled (dist__shm_run) */
+    DIST_TRY(shm_settle_deep(s, op, g));
   if (root == s->rank)
-    shm_copy(shm_buf(s, s->rank, p, nb), buf, nb);
+    shm_copy(shm_buf(s, s->rank, g, nb), buf, nb);
   int rc = lazy_step(s, op, g, k);
   if (rc == DIST_OK && root != s->rank) {
     shm_stream_begin(s, nb);
-    shm_copy_out(s, buf, shm_buf(s, root, p, nb), nb);
+    shm_copy_out(s, buf, shm_buf(s, root, g, nb), nb);
   }
   return rc;
 }
@@ -125,10 +128,9 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
   shm_stream_begin(s, root ? 0 : nb);
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
-    int p = (int)(g & 1);
     size_t off = i * chunk, len = nb ? shm_min(chunk, nb - off) : 0;
     if (root)
-      shm_copy(shm_buf(s, s->rank, p, stage), buf + off, len);
+      shm_copy(shm_buf(s, s->rank, g, stage), buf + off, len);
     if (i == 0)
       shm_publish(s, op, g, &k);
     int rc = shm_step(s, op, g, i == 0);
@@ -138,7 +140,7 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
       return rc;
     }
     if (!root)
-      shm_copy_out(s, buf + off, shm_buf(s, op->c->root, p, stage), len);
+      shm_copy_out(s, buf + off, shm_buf(s, op->c->root, g, stage), len);
   }
   s->step = g0 + steps;
   return DIST_OK;
@@ -189,10 +191,9 @@ static int gather_loop(dist__shm *s, dist__cpu_op *op, const gather_args *a, con
   shm_stream_begin(s, a->read ? a->m * (size_t)s->size : 0);
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
-    int p = (int)(g & 1);
     size_t off = i * chunk, len = a->m ? shm_min(chunk, a->m - off) : 0;
     if (a->write)
-      shm_copy(shm_buf(s, s->rank, p, stage), a->in + off, len);
+      shm_copy(shm_buf(s, s->rank, g, stage), a->in + off, len);
     if (i == 0)
       shm_publish(s, op, g, k);
     int rc = shm_step(s, op, g, i == 0);
@@ -203,7 +204,7 @@ static int gather_loop(dist__shm *s, dist__cpu_op *op, const gather_args *a, con
     }
     for (int j = 0; a->read && j < s->size; j++)
       if (j != s->rank)
-        shm_copy_out(s, gather_out(a, j) + off, shm_buf(s, j, p, stage), len);
+        shm_copy_out(s, gather_out(a, j) + off, shm_buf(s, j, g, stage), len);
     if (a->read) /* this rank's own chunk, while it is still in cache */
       shm_copy_own(s, gather_out(a, s->rank) + off, a->in + off, len);
   }
@@ -234,10 +235,11 @@ int dist__shm_gather(dist__shm *s, dist__cpu_op *op) {
 
 /* Where the root stages rank j's piece: a sub-slot of its own polled
  * line (small), else rank j's slot. */
-static uint8_t *scatter_slot(const dist__shm *s, int root, bool inl, int j, int p, size_t m) {
+static uint8_t *scatter_slot(const dist__shm *s, int root, bool inl, int j, uint64_t g,
+                             size_t m) {
   if (inl)
-    return s->peer[root].hdr[p]->inl + (size_t)shm_sub(root, j, s->size) * m;
-  return s->peer[j].data[p];
+    return s->peer[root].hdr[SHM_L(g)]->inl + (size_t)shm_sub(root, j, s->size) * m;
+  return s->peer[j].data[g & 1];
 }
 
 /* One staged step with a deferred wait, as a small broadcast: the root
@@ -245,15 +247,14 @@ static uint8_t *scatter_slot(const dist__shm *s, int root, bool inl, int j, int 
 static int scatter_lazy(dist__shm *s, dist__cpu_op *op, const shm_key *k, bool inl, size_t m) {
   const dist_coll *c = op->c;
   uint64_t g = s->op_base;
-  int p = (int)(g & 1);
   for (int j = 0; c->root == s->rank && j < s->size; j++)
     if (j != s->rank)
-      shm_copy(scatter_slot(s, c->root, inl, j, p, m), c->inputs[j].data, m);
+      shm_copy(scatter_slot(s, c->root, inl, j, g, m), c->inputs[j].data, m);
   int rc = lazy_step(s, op, g, k);
   if (rc != DIST_OK)
     return rc;
   if (c->root != s->rank)
-    shm_copy_out(s, c->outputs[0].data, scatter_slot(s, c->root, inl, s->rank, p, m), m);
+    shm_copy_out(s, c->outputs[0].data, scatter_slot(s, c->root, inl, s->rank, g, m), m);
   else
     shm_copy_own(s, c->outputs[0].data, c->inputs[s->rank].data, m);
   return DIST_OK;
@@ -276,11 +277,10 @@ int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
     return scatter_lazy(s, op, &k, inl, m);
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
-    int p = (int)(g & 1);
     size_t off = i * chunk, len = m ? shm_min(chunk, m - off) : 0;
     for (int j = 0; root && j < s->size; j++)
       if (j != s->rank)
-        shm_copy(scatter_slot(s, c->root, inl, j, p, m), (const uint8_t *)c->inputs[j].data + off, len);
+        shm_copy(scatter_slot(s, c->root, inl, j, g, m), (const uint8_t *)c->inputs[j].data + off, len);
     if (i == 0)
       shm_publish(s, op, g, &k);
     int rc = shm_step(s, op, g, i == 0);
@@ -290,7 +290,7 @@ int dist__shm_scatter(dist__shm *s, dist__cpu_op *op) {
       return rc;
     }
     if (!root)
-      shm_copy_out(s, out + off, scatter_slot(s, c->root, inl, s->rank, p, m), len);
+      shm_copy_out(s, out + off, scatter_slot(s, c->root, inl, s->rank, g, m), len);
     else
       shm_copy_own(s, out + off, (const uint8_t *)c->inputs[s->rank].data + off, len);
   }

@@ -55,10 +55,9 @@ static int kernel_failed(dist__shm *s, dist__cpu_op *op, int rc, bool mid) {
 static int reduce_small(dist__shm *s, dist__cpu_op *op, const shm_key *k, const void *in,
                         void *out, size_t n, size_t es) {
   uint64_t g = s->op_base;
-  int p = (int)(g & 1);
   size_t nb = n * es;
   uint8_t mine[SHM_INLINE]; /* own contribution, kept off the polled line */
-  shm_copy(shm_buf(s, s->rank, p, nb), in, nb);
+  shm_copy(shm_buf(s, s->rank, g, nb), in, nb);
   if (nb <= SHM_INLINE)
     shm_copy(mine, in, nb);
   shm_publish(s, op, g, k);
@@ -67,7 +66,7 @@ static int reduce_small(dist__shm *s, dist__cpu_op *op, const shm_key *k, const 
   if (rc != DIST_OK || !out)
     return rc;
   for (int j = 0; j < s->size; j++)
-    s->srcs[j] = j == s->rank && nb <= SHM_INLINE ? mine : shm_buf(s, j, p, nb);
+    s->srcs[j] = j == s->rank && nb <= SHM_INLINE ? mine : shm_buf(s, j, g, nb);
   rc = dist__reduce_multi((dist_dtype)k->dtype, op->c->redop, out, s->srcs, s->size, n, s->size);
   return rc == DIST_OK ? DIST_OK : kernel_failed(s, op, rc, false);
 }
@@ -180,9 +179,9 @@ typedef struct rs_args {
   bool inl;             /* the whole exchange fits in the polled lines */
 } rs_args;
 
-/* Sub-slot of rank k addressed to rank j on parity p. */
-static uint8_t *rs_slot(const dist__shm *s, const rs_args *a, int k, int j, int p) {
-  uint8_t *base = a->inl ? s->peer[k].hdr[p]->inl : s->peer[k].data[p];
+/* Sub-slot of rank k addressed to rank j at step g. */
+static uint8_t *rs_slot(const dist__shm *s, const rs_args *a, int k, int j, uint64_t g) {
+  uint8_t *base = a->inl ? s->peer[k].hdr[SHM_L(g)]->inl : s->peer[k].data[g & 1];
   return base + (size_t)shm_sub(k, j, s->size) * a->q * a->es;
 }
 
@@ -197,10 +196,11 @@ static bool overlaps(const void *a, const void *b, size_t len) {
 
 /* Read phase of step i: this rank's block, elements [off, off + len). */
 static int rs_reduce(dist__shm *s, dist__cpu_op *op, const rs_args *a, size_t off, size_t len,
-                     int p) {
+                     uint64_t g) {
   size_t es = a->es;
+  int p = (int)(g & 1);
   for (int k = 0; k < s->size; k++)
-    s->srcs[k] = k == s->rank ? rs_in(a, k) + off * es : rs_slot(s, a, k, s->rank, p);
+    s->srcs[k] = k == s->rank ? rs_in(a, k) + off * es : rs_slot(s, a, k, s->rank, g);
   uint8_t *dst = a->out + off * es;
   const void *own = s->srcs[s->rank];
   /* The output may alias this rank's own input block (torch allows it);
@@ -230,11 +230,10 @@ int dist__shm_reduce_scatter(dist__shm *s, dist__cpu_op *op) {
   size_t steps = a.m && !a.inl ? shm_ceil_div(a.m, a.q) : 1;
   for (size_t i = 0; i < steps; i++) {
     uint64_t g = g0 + i;
-    int p = (int)(g & 1);
     size_t off = i * a.q, len = a.m ? shm_min(a.q, a.m - off) : 0;
     for (int j = 0; j < s->size; j++)
       if (j != s->rank)
-        shm_copy(rs_slot(s, &a, s->rank, j, p), rs_in(&a, j) + off * a.es, len * a.es);
+        shm_copy(rs_slot(s, &a, s->rank, j, g), rs_in(&a, j) + off * a.es, len * a.es);
     if (i == 0)
       shm_publish(s, op, g, &k);
     int rc = shm_step(s, op, g, i == 0);
@@ -243,7 +242,7 @@ int dist__shm_reduce_scatter(dist__shm *s, dist__cpu_op *op) {
         s->step = g0 + 1;
       return rc;
     }
-    if ((rc = rs_reduce(s, op, &a, off, len, p)) != DIST_OK) {
+    if ((rc = rs_reduce(s, op, &a, off, len, g)) != DIST_OK) {
       s->step = g0 + 1; /* in step when this was the only step */
       return kernel_failed(s, op, rc, steps > 1);
     }

@@ -69,7 +69,8 @@ static void geometry(shm_seg *h, int n) {
    * sub-slot of reduce_scatter (slot / (n - 1)). */
   size_t red = round_up(slot / (size_t)(n > 1 ? n - 1 : 1) + 256, PAGE);
   size_t cnt = round_up(2 * 3 * (size_t)n * sizeof(int64_t), SHM_LINE);
-  size_t fixed = round_up(sizeof(shm_ctl), SHM_LINE) + 2 * sizeof(shm_hdr) + sizeof(shm_info);
+  size_t fixed = round_up(sizeof(shm_ctl), SHM_LINE) + SHM_DEPTH * sizeof(shm_hdr) +
+                 sizeof(shm_info) + round_up(sizeof(shm_hist), SHM_LINE);
   h->cnt_off = fixed;
   h->data_off = round_up(fixed + cnt, PAGE);
   h->red_off = h->data_off + 2 * slot;
@@ -97,9 +98,11 @@ static void lay_out(dist__shm *s) {
     uint8_t *reg = base + (size_t)r * h->region_bytes;
     shm_peer *p = &s->peer[r];
     p->ctl = (shm_ctl *)reg;
-    p->info = (shm_info *)(reg + round_up(sizeof(shm_ctl), SHM_LINE) + 2 * sizeof(shm_hdr));
-    for (int k = 0; k < 2; k++) {
+    p->info = (shm_info *)(reg + round_up(sizeof(shm_ctl), SHM_LINE) + SHM_DEPTH * sizeof(shm_hdr));
+    p->hist = ((shm_hist *)(p->info + 1))->key;
+    for (int k = 0; k < SHM_DEPTH; k++)
       p->hdr[k] = (shm_hdr *)(reg + round_up(sizeof(shm_ctl), SHM_LINE)) + k;
+    for (int k = 0; k < 2; k++) {
       p->cnt[k] = (int64_t *)(reg + h->cnt_off) + (size_t)k * 3 * (size_t)s->size;
       p->data[k] = reg + h->data_off + (size_t)k * h->slot_bytes;
       p->red[k] = reg + h->red_off + (size_t)k * h->red_bytes;

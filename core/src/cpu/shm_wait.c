@@ -128,10 +128,14 @@ static void missing_names(dist__shm *s, uint64_t g, int j, int end, char *buf, s
  * " at BROADCAST #7 (an earlier call ...)", else "". */
 static const char *earlier_op(const dist__shm *s, char *buf, size_t len) {
   buf[0] = '\0';
-  if (s->settling)
+  if (s->settle_g) {
+    /* Every step from s->known on is a deferred one-step operation, so
+     * the step's line holds what this rank published for it. */
+    int h = (int)SHM_H(s->settle_g - 1);
     snprintf(buf, len, " at %s #%" PRIu64 " (an earlier call, which this rank completed "
              "without waiting for it)",
-             dist_op_name((dist_op_kind)s->key[(s->lazy_g - 1) & 1].kind), s->lazy_seq);
+             dist_op_name((dist_op_kind)s->key[h].kind), s->peer[s->rank].info->seq[h]);
+  }
   return buf;
 }
 
@@ -140,7 +144,7 @@ static int timed_out(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end)
   int n;
   missing_names(s, g, j, end, who, sizeof who, &n);
   dist__cpu_op_label(op->c, label, sizeof label);
-  if (s->settling)
+  if (s->settle_g)
     return dist__shm_fail(s, op, DIST_E_TIMEOUT, "%s timed out after %" PRId64 " ms: %s %s not "
                           "arrived%s", label, op->c->timeout_ms, who, n > 1 ? "have" : "has",
                           earlier_op(s, early, sizeof early));
