@@ -196,6 +196,12 @@ DIST_API int dist_batch_isend_irecv(const dist_p2p_op *ops, size_t n,
 
 /* --- collectives --------------------------------------------------------- */
 
+/* Like MPI_Bcast, the source may return before the others have received
+ * (a small broadcast on the cpu backend returns once its data is out). A
+ * rank that disagrees about the size, dtype or source fails its own call
+ * at once with DIST_E_DESYNC; the source hears of it at its next
+ * collective of another kind, or within 8 broadcasts, which then fails
+ * with DIST_E_DESYNC naming the earlier broadcast and that rank. */
 DIST_API int dist_broadcast(dist_tensor *t, int src, dist_pg *group, dist_work **work);
 DIST_API int dist_all_reduce(dist_tensor *t, dist_redop op, dist_pg *group,
                              dist_work **work);

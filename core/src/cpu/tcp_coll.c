@@ -10,7 +10,13 @@
  * back from the receiver in the same step) and the receiver checks it, so
  * ranks that disagree fail on both sides of every exchange. Transfers in
  * one direction only (broadcast, scatter, gather, reduce) ask for an
- * acknowledgement, so their senders fail too. A rank whose collective fails
+ * acknowledgement, so their senders fail too; the root of a direct
+ * broadcast (n <= 4) returns once its messages are written and waits for
+ * their acknowledgements at its next collective of another kind, or after
+ * TCP_LATE_OPS broadcasts (settle_late): a receiver that disagreed then
+ * fails that collective on the root, naming the earlier broadcast. Back
+ * to back, a small broadcast so costs a one-way trip instead of a round
+ * trip. A rank whose collective fails
  * sends an ERROR frame with its message to every other member, so nobody
  * waits for the timeout; an ERROR for a collective this rank has not
  * reached yet fails that collective as soon as it starts.
@@ -85,7 +91,7 @@ static void release_locked(tcp_cc *cc, tcp_batch *b) {
 static int wait_locked(tcp_cc *cc, tcp_batch *b) {
   if (b->n == 0)
     return DIST_OK;
-  tcp_wait_ctx w = {cc->c};
+  tcp_wait_ctx w = {cc->c, false};
   return dist__tcp_wait_locked(cc->t, b->reqs, b->n, cc->op->deadline_ms, cc->op->err, &w);
 }
 
@@ -157,6 +163,41 @@ static int barrier(tcp_cc *cc) {
   return DIST_OK;
 }
 
+/* The root of a direct broadcast: done once its messages are written;
+ * the sends still waiting for their acknowledgements join t->late. */
+static int defer_acks(tcp_cc *cc) {
+  dist__tcp *t = cc->t;
+  pthread_mutex_lock(&t->mu);
+  tcp_wait_ctx w = {cc->c, true};
+  int rc = dist__tcp_wait_locked(t, cc->main.reqs, cc->main.n, cc->op->deadline_ms,
+                                 cc->op->err, &w);
+  tcp_batch *late = &t->late;
+  int need = late->n + cc->main.n;
+  if (rc == DIST_OK && need > late->cap) {
+    dist__tcp_req **nr = dist__realloc(late->reqs, (size_t)need * 2 * sizeof *nr);
+    if (nr) {
+      late->reqs = nr;
+      late->cap = need * 2;
+    } else {
+      rc = wait_locked(cc, &cc->main); /* no room to defer: wait now */
+    }
+  }
+  for (int i = 0; rc == DIST_OK && i < cc->main.n; i++) {
+    dist__tcp_req *r = cc->main.reqs[i];
+    if (r->state == RQ_DONE)
+      dist__tcp_req_release(t, r);
+    else
+      late->reqs[late->n++] = r;
+  }
+  if (rc == DIST_OK) {
+    cc->main.n = 0;
+    t->late_ops += late->n > 0;
+    cc->step++;
+  }
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
 static int broadcast(tcp_cc *cc) {
   const dist_coll *c = cc->c;
   if (c->n_inputs < 1)
@@ -170,7 +211,7 @@ static int broadcast(tcp_cc *cc) {
         DIST_TRY(dist__tcp_cc_send(cc, p, buf, count, -1, true));
     if (r != root)
       DIST_TRY(dist__tcp_cc_recv(cc, root, buf, count, -1));
-    return dist__tcp_cc_wait(cc);
+    return r == root ? defer_acks(cc) : dist__tcp_cc_wait(cc);
   }
   /* Binomial tree: receive from the parent, then send to the children.
    * Leaves wait once and inner ranks twice, so the whole tree uses one
@@ -429,6 +470,31 @@ static void fail_coll(tcp_cc *cc, int rc) {
     dist__cpu_mark_broken(t->g, rc, cc->op->err->msg);
 }
 
+/* Before a collective (t->mu held): the acknowledgements the root of
+ * earlier broadcasts did not wait for (defer_acks), unless this is one
+ * more such broadcast and fewer than TCP_LATE_OPS are outstanding. */
+static int settle_late(tcp_cc *cc) {
+  dist__tcp *t = cc->t;
+  tcp_batch *late = &t->late;
+  if (late->n == 0 ||
+      (cc->c->kind == DIST_OP_BROADCAST && t->g->size <= 4 && t->late_ops < TCP_LATE_OPS))
+    return DIST_OK;
+  dist__errbuf err;
+  dist__err_clear(&err);
+  tcp_wait_ctx w = {NULL, false}; /* messages name the earlier broadcast */
+  int rc = dist__tcp_wait_locked(t, late->reqs, late->n, cc->op->deadline_ms, &err, &w);
+  for (int i = 0; i < late->n; i++)
+    dist__tcp_req_release(t, late->reqs[i]);
+  late->n = 0;
+  t->late_ops = 0;
+  if (rc == DIST_OK)
+    return DIST_OK;
+  char lb[64];
+  return dist__err_set(cc->op->err, rc, "%s not run: an earlier broadcast, which this rank "
+                       "returned from once its messages were written, failed: %s",
+                       dist__cpu_op_label(cc->c, lb, sizeof lb), err.msg);
+}
+
 /* Starts collective number t->coll_seq + 1 (t->mu held). */
 static int begin(dist__tcp *t, tcp_cc *cc) {
   dist__tcp_handle_abort(t);
@@ -458,6 +524,8 @@ int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
   cc.c = op->c;
   pthread_mutex_lock(&t->mu);
   int rc = begin(t, &cc);
+  if (rc == DIST_OK)
+    rc = settle_late(&cc);
   pthread_mutex_unlock(&t->mu);
   if (rc == DIST_OK)
     rc = set_base(&cc);

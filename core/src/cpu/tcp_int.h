@@ -169,6 +169,16 @@ typedef struct tcp_conn {
   char *rtext;                  /* ERROR/ABORT text being read */
 } tcp_conn;
 
+/* Requests waited on together. */
+typedef struct tcp_batch {
+  dist__tcp_req **reqs;
+  int n, cap;
+} tcp_batch;
+
+/* Small broadcasts a root may leave unacknowledged before it waits for
+ * their acknowledgements (tcp_coll.c). */
+#define TCP_LATE_OPS 8
+
 #define TCP_RBUF 65536
 /* A read into the staging buffer asks for at most this much: enough for
  * many small frames at once, little enough that the bulk of a larger
@@ -195,6 +205,8 @@ struct dist__tcp {
   uint64_t coll_seq;            /* number of the running / last collective */
   uint64_t failed_seq;          /* the last collective that failed here */
   bool coll_active;
+  tcp_batch late;               /* sends of small broadcasts, written, acks not yet waited for */
+  int late_ops;                 /* ... of this many broadcasts */
   uint64_t err_seq;             /* an ERROR frame from a peer ... */
   int err_rc;                   /* ... its status (DIST_OK: none) ... */
   char err_msg[DIST_ERRMSG_LEN];/* ... and message */
@@ -290,6 +302,7 @@ void dist__tcp_handle_abort(dist__tcp *t);
 
 typedef struct tcp_wait_ctx {
   const dist_coll *coll;        /* non-NULL for a collective's wait */
+  bool written;                 /* a send counts once written (its ack may come later) */
 } tcp_wait_ctx;
 /* Waits (t->mu held) until every request is done, one failed, the
  * deadline passes, the engine is aborted or a peer is lost. */
@@ -299,12 +312,6 @@ int dist__tcp_wait_locked(dist__tcp *t, dist__tcp_req *const *reqs, int n,
 bool dist__tcp_sweep(dist__tcp *t);
 
 /* --- tcp_coll.c / tcp_reduce.c ------------------------------------------- */
-
-/* Requests waited on together. */
-typedef struct tcp_batch {
-  dist__tcp_req **reqs;
-  int n, cap;
-} tcp_batch;
 
 /* A running collective: the requests of its current step. */
 typedef struct tcp_cc {

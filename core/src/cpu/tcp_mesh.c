@@ -355,5 +355,6 @@ void dist__tcp_destroy(dist__tcp *t) {
   dist__free(t->conns);
   dist__free(t->pfds);
   dist__free(t->scratch);
+  dist__free(t->late.reqs);
   dist__free(t);
 }

@@ -252,6 +252,8 @@ static int wait_check(dist__tcp *t, dist__tcp_req *const *reqs, int n, dist__err
   bool all = true;
   for (int i = 0; i < n; i++) {
     const dist__tcp_req *r = reqs[i];
+    if (r->state == RQ_SEND_ACKWAIT && w && w->written)
+      continue;
     if (r->state != RQ_DONE)
       all = false;
     else if (r->rc != DIST_OK)
