@@ -10,56 +10,57 @@
 
 #define FAIL(g, ...) dist__err_set(&(g)->err, DIST_E_INVAL, __VA_ARGS__)
 
-static const char *fn_name(dist_op_kind k) {
-  static char buf[64];
+/* The function's name ("all_to_all_single") in buf: built only when a
+ * message needs it, in the caller's buffer (FN), so the checks that pass
+ * cost nothing for it and threads do not share it. */
+static const char *fn_name(dist_op_kind k, char *buf, size_t len) {
   const char *n = dist_op_name(k);
   size_t i = 0;
-  for (; n[i] && i + 1 < sizeof buf; i++)
+  for (; n[i] && i + 1 < len; i++)
     buf[i] = (char)(n[i] >= 'A' && n[i] <= 'Z' ? n[i] - 'A' + 'a' : n[i]);
   buf[i] = '\0';
   return buf;
 }
+#define FN(c) fn_name((c)->kind, (char[48]){0}, 48)
 
 static int check_tensor(dist_pg *g, const dist_coll *c, const dist_tensor *t,
                         const char *what) {
-  const char *fn = fn_name(c->kind);
   if (!t)
-    return FAIL(g, "%s: %s is NULL", fn, what);
+    return FAIL(g, "%s: %s is NULL", FN(c), what);
   if ((unsigned)t->dtype >= DIST_DTYPE_COUNT_)
-    return FAIL(g, "%s: %s has an unknown dtype (%d)", fn, what, (int)t->dtype);
+    return FAIL(g, "%s: %s has an unknown dtype (%d)", FN(c), what, (int)t->dtype);
   if (t->ndim < 0 || t->ndim > DIST_MAX_DIMS)
-    return FAIL(g, "%s: %s has %d dimensions (0 to %d allowed)", fn, what, t->ndim,
+    return FAIL(g, "%s: %s has %d dimensions (0 to %d allowed)", FN(c), what, t->ndim,
                 DIST_MAX_DIMS);
   for (int i = 0; i < t->ndim; i++)
     if (t->shape[i] < 0)
-      return FAIL(g, "%s: %s has a negative size in dimension %d", fn, what, i);
+      return FAIL(g, "%s: %s has a negative size in dimension %d", FN(c), what, i);
   if (!t->data && dist_tensor_numel(t) > 0)
-    return FAIL(g, "%s: %s has a NULL data pointer", fn, what);
+    return FAIL(g, "%s: %s has a NULL data pointer", FN(c), what);
   bool cuda = t->device.type == DIST_DEVICE_CUDA;
   if (t->device.type != DIST_DEVICE_CPU && !cuda)
-    return FAIL(g, "%s: %s has an unknown device type %d", fn, what, (int)t->device.type);
+    return FAIL(g, "%s: %s has an unknown device type %d", FN(c), what, (int)t->device.type);
   if ((cuda && !(g->ops->caps & DIST_CAP_CUDA)) || (!cuda && !(g->ops->caps & DIST_CAP_CPU)))
-    return dist__err_set(&g->err, DIST_E_INVAL, "%s: backend %s cannot reach %s tensors", fn,
+    return dist__err_set(&g->err, DIST_E_INVAL, "%s: backend %s cannot reach %s tensors", FN(c),
                          g->backend, cuda ? "cuda" : "cpu");
   return DIST_OK;
 }
 
 static int check_list(dist_pg *g, const dist_coll *c, const dist_tensor *list, size_t n,
                       const char *what, const dist_tensor *like) {
-  const char *fn = fn_name(c->kind);
   if ((int)n != g->info.size)
-    return FAIL(g, "%s: expected %d %s (the group size), got %zu", fn, g->info.size, what, n);
+    return FAIL(g, "%s: expected %d %s (the group size), got %zu", FN(c), g->info.size, what, n);
   if (!list)
-    return FAIL(g, "%s: %s is NULL", fn, what);
+    return FAIL(g, "%s: %s is NULL", FN(c), what);
   for (size_t i = 0; i < n; i++) {
     char name[64];
     snprintf(name, sizeof name, "%s[%zu]", what, i);
     DIST_TRY(check_tensor(g, c, &list[i], name));
     if (list[i].dtype != like->dtype)
-      return FAIL(g, "%s: %s is %s but the other tensor is %s", fn, name,
+      return FAIL(g, "%s: %s is %s but the other tensor is %s", FN(c), name,
                   dist_dtype_name(list[i].dtype), dist_dtype_name(like->dtype));
     if (dist_tensor_numel(&list[i]) != dist_tensor_numel(like))
-      return FAIL(g, "%s: %s has %" PRId64 " elements, expected %" PRId64, fn, name,
+      return FAIL(g, "%s: %s has %" PRId64 " elements, expected %" PRId64, FN(c), name,
                   dist_tensor_numel(&list[i]), dist_tensor_numel(like));
   }
   return DIST_OK;
@@ -69,22 +70,22 @@ static int check_root(dist_pg *g, const dist_coll *c, bool any_ok) {
   if (any_ok && c->root == DIST_ANY_SOURCE)
     return DIST_OK;
   if (c->root < 0 || c->root >= g->info.size)
-    return FAIL(g, "%s: rank is not in group %s", fn_name(c->kind), g->name);
+    return FAIL(g, "%s: rank is not in group %s", FN(c), g->name);
   if ((c->kind == DIST_OP_SEND || c->kind == DIST_OP_RECV) && c->root == g->info.rank)
-    return FAIL(g, "%s: the peer is this rank itself", fn_name(c->kind));
+    return FAIL(g, "%s: the peer is this rank itself", FN(c));
   return DIST_OK;
 }
 
 static int check_redop(dist_pg *g, const dist_coll *c, dist_dtype dt) {
   if (dist_redop_check(c->redop, dt) != DIST_OK)
-    return FAIL(g, "%s: %s", fn_name(c->kind), dist_last_errmsg());
+    return FAIL(g, "%s: %s", FN(c), dist_last_errmsg());
   return DIST_OK;
 }
 
 static int same_dtype(dist_pg *g, const dist_coll *c, const dist_tensor *a,
                       const dist_tensor *b) {
   if (a->dtype != b->dtype)
-    return FAIL(g, "%s: input is %s but output is %s", fn_name(c->kind),
+    return FAIL(g, "%s: input is %s but output is %s", FN(c),
                 dist_dtype_name(a->dtype), dist_dtype_name(b->dtype));
   return DIST_OK;
 }
@@ -96,7 +97,7 @@ static int check_scaled(dist_pg *g, const dist_coll *c, const dist_tensor *big,
   if (dist_tensor_numel(big) != want)
     return FAIL(g, "%s: the large tensor has %" PRId64 " elements, expected %" PRId64
                    " (group size %d x %" PRId64 ")",
-                fn_name(c->kind), dist_tensor_numel(big), want, g->info.size,
+                FN(c), dist_tensor_numel(big), want, g->info.size,
                 dist_tensor_numel(small));
   return DIST_OK;
 }
@@ -107,25 +108,24 @@ static int64_t row_size(const dist_tensor *t) {
 
 static int check_splits(dist_pg *g, const dist_coll *c, const int64_t *s, const dist_tensor *t,
                         const char *what) {
-  const char *fn = fn_name(c->kind);
   if (!s) {
     if (t->shape[0] % g->info.size)
-      return FAIL(g, "%s: %s has %" PRId64 " rows, not a multiple of the group size %d", fn,
+      return FAIL(g, "%s: %s has %" PRId64 " rows, not a multiple of the group size %d", FN(c),
                   what, t->shape[0], g->info.size);
     return DIST_OK;
   }
   if ((int)c->n_splits != g->info.size)
-    return FAIL(g, "%s: %zu %s split sizes for a group of %d", fn, c->n_splits, what,
+    return FAIL(g, "%s: %zu %s split sizes for a group of %d", FN(c), c->n_splits, what,
                 g->info.size);
   int64_t sum = 0;
   for (size_t i = 0; i < c->n_splits; i++) {
     if (s[i] < 0)
-      return FAIL(g, "%s: %s split %zu is negative (%" PRId64 ")", fn, what, i, s[i]);
+      return FAIL(g, "%s: %s split %zu is negative (%" PRId64 ")", FN(c), what, i, s[i]);
     sum += s[i];
   }
   if (sum != t->shape[0])
     return FAIL(g, "%s: %s split sizes add up to %" PRId64 " rows but the tensor has %" PRId64,
-                fn, what, sum, t->shape[0]);
+                FN(c), what, sum, t->shape[0]);
   return DIST_OK;
 }
 
@@ -169,7 +169,7 @@ static int check_rooted_list(dist_pg *g, const dist_coll *c) {
   if (c->root == g->info.rank)
     return check_list(g, c, list, n, what, one);
   if (n)
-    return FAIL(g, "%s: %s must be empty on ranks other than the %s", fn_name(c->kind), what,
+    return FAIL(g, "%s: %s must be empty on ranks other than the %s", FN(c), what,
                 gather ? "destination" : "source");
   return DIST_OK;
 }
