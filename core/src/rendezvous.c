@@ -439,8 +439,8 @@ static int share_identity(joiner *j) {
 }
 
 /* After a timeout in the barrier: which ranks never claimed their slot,
- * as a message in out. */
-static void name_missing(joiner *j, char *out, size_t len) {
+ * as a message in out; *joined: how many did (-1: unknown). */
+static void name_missing(joiner *j, char *out, size_t len, int *joined) {
   int w = j->r->world_size;
   int *missing = dist__calloc((size_t)w, sizeof *missing);
   size_t n = 0;
@@ -457,6 +457,7 @@ static void name_missing(joiner *j, char *out, size_t len) {
       missing[n++] = i;
   }
   char list[512] = "none found";
+  *joined = rc == DIST_OK && missing ? w - (int)n : -1;
   if (rc != DIST_OK)
     snprintf(list, sizeof list, "unknown (%s)", dist_store_errmsg(j->r->store));
   else if (n)
@@ -489,10 +490,30 @@ static int read_verdict(joiner *j, const char *key, int64_t timeout_ms, bool *po
   dist_store_set_timeout(j->r->store, timeout_ms > 0 ? timeout_ms : 1);
   int rc = dist_store_get(j->r->store, key, &v, &len);
   *posted = rc == DIST_OK;
-  if (rc == DIST_OK && (len != 1 || memcmp(v, "1", 1) != 0))
+  if (rc == DIST_OK && (len != 1 || memcmp(v, "1", 1) != 0)) {
+    char seen[96];
+    int64_t n;
+    key_of(j, "verdict_seen", seen, sizeof seen);
+    dist_store_add(j->r->store, seen, 1, &n); /* rank 0 may go now (linger) */
     rc = dist__set_last_error(DIST_E_TIMEOUT, "rank 0 gave up: %s", (const char *)v);
+  }
   dist_free(v);
   return rc;
+}
+
+/* Rank 0, after posting its timeout verdict: a store it hosts must outlive
+ * the others' reading of it, or their reply dies with this process and
+ * they fail with a closed connection instead of its message. Waits until
+ * the `others` ranks that joined said they read it, at most
+ * VERDICT_GRACE_MS (a failure path: polling is fine). */
+static void linger(joiner *j, int others) {
+  char seen[96];
+  key_of(j, "verdict_seen", seen, sizeof seen);
+  int64_t until = dist__now_ms() + VERDICT_GRACE_MS, n = 0;
+  dist_store_set_timeout(j->r->store, VERDICT_GRACE_MS);
+  while (others > 0 && dist__now_ms() < until &&
+         dist_store_add(j->r->store, seen, 0, &n) == DIST_OK && n < others)
+    dist__sleep_ms(2);
 }
 
 /* A timeout while waiting for the others. Rank 0 posts what it found as the
@@ -508,12 +529,15 @@ static int barrier_timed_out(joiner *j, const char *key) {
       return rc;
   }
   char msg[1024];
-  name_missing(j, msg, sizeof msg);
+  int joined;
+  name_missing(j, msg, sizeof msg, &joined);
   bool won = true;
   if (j->r->rank == 0)
     DIST_TRY(verdict(j, key, msg, &won));
   if (j->r->rank == 0 && !won)
     return DIST_OK; /* the verdict is "1": everybody arrived just in time */
+  if (j->r->rank == 0)
+    linger(j, joined > 0 ? joined - 1 : 0);
   return dist__set_last_error(DIST_E_TIMEOUT, "%s", msg);
 }
 
