@@ -1,5 +1,6 @@
 /* shm.c - the shared-memory collective engine: lifetime, dispatch, and
- * the descriptor check every collective starts with (shm.h, shm_int.h).
+ * the descriptor check every collective starts with (shm.h, shm_int.h);
+ * the checks deferred by small broadcasts and scatters are shm_settle.c's.
  *
  * Mismatches. The first step of every collective carries each rank's
  * descriptor. Every rank compares every other rank's descriptor with its
@@ -16,19 +17,7 @@
  *
  * The user's sequence number travels in the descriptor for messages only:
  * point-to-point calls count in it, so ranks that took no part in a send
- * legitimately disagree on it.
- *
- * Deferred checks (shm_int.h). The root of a small broadcast or scatter
- * returns without waiting; its readers compare their descriptor with the
- * root's and fail their operation at once when it differs. The root compares
- * theirs when it settles the step, at the start of its next operation
- * (of another kind; a run of small broadcasts settles SHM_DEPTH - 1 steps
- * behind), which then fails with DIST_E_DESYNC and a message naming the earlier
- * broadcast ("BROADCAST #7 (an earlier call): rank 1 (...) expected 4
- * elements ..., this rank sent 8 ..."). That operation has not started on
- * the root while the others may have run further, so the group is marked
- * broken (dist__shm_fail): every rank then fails its next wait on the
- * root with the root's message, rather than at its deadline. */
+ * legitimately disagree on it. */
 #include <inttypes.h>
 #include <stdio.h>
 #if defined(__x86_64__) && defined(__SSE2__)
@@ -198,10 +187,6 @@ static const char *redop_text(const shm_key *k, char *buf, size_t len) {
   return buf;
 }
 
-static int64_t global_rank(const dist__shm *s, int r) {
-  return r >= 0 && r < s->size ? s->g->peers[r].global_rank : r;
-}
-
 /* The message for the first difference between key a (rank j) and b
  * (this rank), appended at *off. */
 static void describe_diff(const dist__shm *s, int j, uint64_t g, char *buf, size_t len,
@@ -216,7 +201,7 @@ static void describe_diff(const dist__shm *s, int j, uint64_t g, char *buf, size
                   yseq);
   } else if (x->root != y->root) {
     dist__appendf(buf, len, off, "%s uses root rank %" PRId64 ", this rank root rank %" PRId64,
-                  who, global_rank(s, x->root), global_rank(s, y->root));
+                  who, shm_global_rank(s, x->root), shm_global_rank(s, y->root));
   } else if (x->kind == DIST_OP_ALL_TO_ALL_SINGLE && x->count == y->count &&
              x->scalar_bits != y->scalar_bits) { /* the even form's output count */
     dist__appendf(buf, len, off, "%s expects %" PRIu64 " elements out, this rank %" PRIu64, who,
@@ -262,116 +247,6 @@ int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   describe_diff(s, j, g, msg, sizeof msg, &off);
   DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
   return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
-}
-
-/* --- the deferred check ---------------------------------------------------- */
-
-/* "8 elements (32 bytes) of float32" for key k. */
-static const char *elems_text(const shm_key *k, char *buf, size_t len) {
-  size_t es = dist_dtype_size((dist_dtype)k->dtype);
-  snprintf(buf, len, "%" PRId64 " elements (%" PRId64 " bytes) of %s", k->count,
-           k->count * (int64_t)es, dist_dtype_name((dist_dtype)k->dtype));
-  return buf;
-}
-
-/* How rank j's descriptor x of the deferred step differs from this root's
- * own y (a broadcast or scatter), appended at *off. */
-static void describe_late(const dist__shm *s, int j, const shm_key *x, const shm_key *y,
-                          uint64_t xseq, char *buf, size_t len, size_t *off) {
-  char who[160], a[96], b[96];
-  dist__cpu_peer_name(s->g, j, who, sizeof who);
-  if (x->kind != y->kind)
-    dist__appendf(buf, len, off, "%s called %s #%" PRIu64 " instead, while this rank sent %s",
-                  who, dist_op_name((dist_op_kind)x->kind), xseq, elems_text(y, b, sizeof b));
-  else if (x->root != y->root)
-    dist__appendf(buf, len, off, "%s used root rank %" PRId64 ", while this rank (root rank %"
-                  PRId64 ") sent %s", who, global_rank(s, x->root), global_rank(s, y->root),
-                  elems_text(y, b, sizeof b));
-  else
-    dist__appendf(buf, len, off, "%s expected %s, this rank sent %s", who,
-                  elems_text(x, a, sizeof a), elems_text(y, b, sizeof b));
-}
-
-/* The root's verdict on its deferred step q, once every rank posted it:
- * the first rank whose descriptor differs fails this operation. */
-static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t q) {
-  int h = (int)SHM_H(q);
-  const shm_key *mine = &s->key[h];
-  for (int j = 0; j < s->size; j++) {
-    const shm_key *x = &s->peer[j].hist[h];
-    if (j == s->rank || memcmp(x, mine, sizeof *mine) == 0)
-      continue;
-    char msg[1024], label[96];
-    size_t off = 0;
-    dist__appendf(msg, sizeof msg, &off, "%s not run: %s #%" PRIu64 " (an earlier call): ",
-                  dist__cpu_op_label(op->c, label, sizeof label),
-                  dist_op_name((dist_op_kind)mine->kind), s->pend_seq[SHM_L(q)]);
-    describe_late(s, j, x, mine, s->peer[j].info->seq[h], msg, sizeof msg, &off);
-    dist__appendf(msg, sizeof msg, &off, "; that rank failed it, this rank had returned "
-                  "without waiting, and the group is now unusable");
-    return dist__shm_fail(s, op, DIST_E_DESYNC, "%s", msg);
-  }
-  return DIST_OK;
-}
-
-/* The newest step in [t, s->step) that rank j has posted, newest first
- * (when the peers keep up, the first load answers), or t - 1. */
-static uint64_t peer_progress(const dist__shm *s, int j, uint64_t t) {
-  for (uint64_t q = s->step; q > t; q--)
-    if (shm_reached(s, j, q - 1))
-      return q - 1;
-  return t - 1;
-}
-
-/* Raises s->known to at least t + 1, waiting for the ranks that have not
- * posted step t, and learning how far the others got on the way. */
-static int learn_known(dist__shm *s, dist__cpu_op *op, uint64_t t) {
-  uint64_t lo = UINT64_MAX;
-  for (int j = 0; j < s->size; j++) {
-    if (j == s->rank)
-      continue;
-    uint64_t q = peer_progress(s, j, t);
-    if (q + 1 == t) { /* not there yet: the full wait, with its failure handling */
-      /* First for the oldest step not known to be posted, so that a rank
-       * that never comes is reported at the first call it missed. */
-      uint64_t first = s->known < t ? s->known : t;
-      s->settle_g = first + 1;
-      int rc = dist__shm_wait_slow(s, op, first, j);
-      if (rc == DIST_OK && first < t) {
-        s->settle_g = t + 1;
-        rc = dist__shm_wait_slow(s, op, t, j);
-      }
-      s->settle_g = 0;
-      if (rc != DIST_OK)
-        return rc;
-      q = t;
-    }
-    lo = q < lo ? q : lo;
-  }
-  if (lo != UINT64_MAX && lo + 1 > s->known)
-    s->known = lo + 1;
-  return DIST_OK;
-}
-
-int dist__shm_settle_to(dist__shm *s, dist__cpu_op *op, uint64_t t) {
-  if (s->known <= t)
-    DIST_TRY(learn_known(s, op, t));
-  if (!s->pend_lo)
-    return DIST_OK;
-  uint64_t lo = 0;
-  for (int l = 0; l < SHM_DEPTH; l++) {
-    uint64_t q1 = s->pend[l];
-    if (!q1)
-      continue;
-    if (q1 - 1 < s->known) {
-      s->pend[l] = 0;
-      DIST_TRY(settle_check(s, op, q1 - 1));
-    } else if (!lo || q1 < lo) {
-      lo = q1;
-    }
-  }
-  s->pend_lo = lo;
-  return DIST_OK;
 }
 
 /* cnt[p] of rank k: [0, n) elements k sends to each rank, [n, 2n) elements

@@ -78,6 +78,7 @@
  * and a settle that had to look learns how far each rank got.
  *
  * Files: shm.c (lifetime, dispatch, descriptor check, streaming copies),
+ * shm_settle.c (deferred waits and checks),
  * shm_seg.c (segment and its parameters), shm_wait.c (waiting, futex,
  * pidfds, failures), shm_reduce.c, shm_copy.c, shm_a2a.c (the
  * collectives), shm_cma.c (single-copy transfers between processes). */
@@ -344,7 +345,7 @@ static inline void shm_defer(dist__shm *s, const dist__cpu_op *op, uint64_t g, b
   }
 }
 
-/* The slow part of the settles below (shm.c): waits until every rank
+/* The slow part of the settles below (shm_settle.c): waits until every rank
  * posted step t, then compares the descriptors of every deferred root
  * step they have all posted. */
 int dist__shm_settle_to(dist__shm *s, dist__cpu_op *op, uint64_t t);
@@ -375,6 +376,11 @@ static inline int shm_settle_deep(dist__shm *s, dist__cpu_op *op, uint64_t g) {
 }
 
 /* --- helpers --------------------------------------------------------------- */
+
+/* Rank r's global rank, for messages (r itself when out of range). */
+static inline int64_t shm_global_rank(const dist__shm *s, int r) {
+  return r >= 0 && r < s->size ? s->g->peers[r].global_rank : r;
+}
 
 static inline size_t shm_min(size_t a, size_t b) { return a < b ? a : b; }
 /* Bytes per step for a transfer of `bytes` from one writer, at most cap:
