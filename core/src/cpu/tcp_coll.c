@@ -60,6 +60,7 @@ int dist__tcp_cc_post(tcp_cc *cc, tcp_batch *b, int step, bool is_send, int peer
                                        buf, (size_t)count * cc->esize, &d);
   if (r) {
     r->want_ack = want_ack;
+    r->lazy_ack = cc->lazy_ack;
     if (is_send)
       dist__tcp_start_send(t, r);
     else
@@ -206,6 +207,7 @@ static int broadcast(tcp_cc *cc) {
   void *buf = c->inputs[0].data;
   int64_t count = dist_tensor_numel(&c->inputs[0]);
   if (n <= 4) {
+    cc->lazy_ack = true; /* the root defers them (defer_acks) */
     for (int p = 0; r == root && p < n; p++)
       if (p != root)
         DIST_TRY(dist__tcp_cc_send(cc, p, buf, count, -1, true));

@@ -62,7 +62,7 @@ void dist__tcp_enqueue(dist__tcp *t, tcp_conn *c, tcp_item *it) {
     dist__tcp_wake(t);
 }
 
-bool dist__tcp_send_ctrl(dist__tcp *t, tcp_conn *c, const tcp_hdr *h, const char *text) {
+static bool ctrl(dist__tcp *t, tcp_conn *c, const tcp_hdr *h, const char *text, bool lazy) {
   if (c->gone)
     return true;
   size_t tl = text ? strnlen(text, TCP_TEXT_MAX) : 0;
@@ -72,6 +72,7 @@ bool dist__tcp_send_ctrl(dist__tcp *t, tcp_conn *c, const tcp_hdr *h, const char
   it->h = *h;
   it->h.len = tl;
   it->h.size = h->type == TCP_F_NACK ? h->size : tl;
+  it->lazy = lazy;
   if (tl) {
     memcpy(it + 1, text, tl);
     it->payload = (const uint8_t *)(it + 1);
@@ -79,6 +80,24 @@ bool dist__tcp_send_ctrl(dist__tcp *t, tcp_conn *c, const tcp_hdr *h, const char
   }
   dist__tcp_enqueue(t, c, it);
   return true;
+}
+
+bool dist__tcp_send_ctrl(dist__tcp *t, tcp_conn *c, const tcp_hdr *h, const char *text) {
+  return ctrl(t, c, h, text, false);
+}
+
+bool dist__tcp_send_lazy_ack(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
+  return ctrl(t, c, h, NULL, true);
+}
+
+bool dist__tcp_flush_due(const tcp_conn *c, bool idle) {
+  int lazy = 0;
+  for (const tcp_item *it = c->sq; it; it = it->next) {
+    if (!it->lazy)
+      return true;
+    lazy++;
+  }
+  return lazy > 0 && (idle || lazy >= TCP_LAZY_MAX);
 }
 
 static void item_free(tcp_item *it) {

@@ -43,6 +43,10 @@ enum {
 };
 
 #define TCP_HF_WANT_ACK 1u /* DATA: answer with ACK or NACK */
+#define TCP_HF_LAZY_ACK 2u /* DATA: the sender does not wait for the ACK, which may
+                              wait in the queue for an idle moment (tcp_progress.c) */
+/* Lazy ACKs a connection's queue may hold before it is flushed anyway. */
+#define TCP_LAZY_MAX 32
 
 /* The fixed frame header (88 bytes, host byte order: a peer of the other
  * endianness fails the magic check). */
@@ -117,6 +121,7 @@ struct dist__tcp_req {
   dist__tcp_req *prev, *next;   /* t->reqs: every live request */
   dist__tcp_req *pprev, *pnext; /* t->posted: receives waiting for a match */
   bool is_send, want_ack, posted, coll, freed;
+  bool lazy_ack;                /* a send: its ACK may come late (TCP_HF_LAZY_ACK) */
   int state;
   int peer;                     /* group rank; -1 any source */
   int src;                      /* the matched sender */
@@ -140,6 +145,7 @@ struct tcp_item {
   size_t off;                   /* bytes of h + payload written */
   dist__tcp_req *req;           /* the send it carries (NULL: control) */
   void *owned;                  /* payload owned by the item */
+  bool lazy;                    /* a lazy ACK: it can wait for an idle sweep */
 };
 
 /* A message that arrived before its receive was posted. */
@@ -237,6 +243,11 @@ void dist__tcp_enqueue(dist__tcp *t, tcp_conn *c, tcp_item *it);
 /* A control frame (ACK, NACK, CTS, CANCEL, ERROR, ABORT, BYE) with optional
  * text payload; false when out of memory (the frame is then not sent). */
 bool dist__tcp_send_ctrl(dist__tcp *t, tcp_conn *c, const tcp_hdr *h, const char *text);
+/* The same for an ACK its sender does not wait for (TCP_HF_LAZY_ACK). */
+bool dist__tcp_send_lazy_ack(dist__tcp *t, tcp_conn *c, const tcp_hdr *h);
+/* Whether a sweep writes c's queue now: anything but lazy ACKs is queued,
+ * or the connection is idle (nothing was read), or TCP_LAZY_MAX wait. */
+bool dist__tcp_flush_due(const tcp_conn *c, bool idle);
 /* Writes what the socket takes; true when anything moved. */
 bool dist__tcp_flush(dist__tcp *t, tcp_conn *c);
 /* Reads and dispatches what is available; true when anything moved. */
@@ -323,6 +334,7 @@ typedef struct tcp_cc {
   tcp_desc base;                /* kind, dtype, redop, root, total */
   size_t esize;                 /* element size */
   tcp_batch main;               /* the current step's requests */
+  bool lazy_ack;                /* sends posted now may have their ACKs late */
 } tcp_cc;
 
 /* Posts a collective message of count elements to / from peer.

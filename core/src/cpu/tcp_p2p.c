@@ -245,7 +245,10 @@ static void answer(dist__tcp *t, tcp_conn *c, int type, const dist__tcp_req *r,
   h.dtype = r->d.dtype;
   h.count = r->d.count;
   h.size = r->len;
-  dist__tcp_send_ctrl(t, c, &h, NULL);
+  if (type == TCP_F_ACK && (m->flags & TCP_HF_LAZY_ACK))
+    dist__tcp_send_lazy_ack(t, c, &h);
+  else
+    dist__tcp_send_ctrl(t, c, &h, NULL);
 }
 
 /* --- posting ----------------------------------------------------------------- */
@@ -269,7 +272,8 @@ void dist__tcp_start_send(dist__tcp *t, dist__tcp_req *r) {
   r->msg_id = ++c->next_msg_id;
   tcp_hdr *h = &it->h;
   dist__tcp_hdr_init(h, eager ? TCP_F_DATA : TCP_F_RTS, r->ctx, r->tag);
-  h->flags = r->want_ack ? TCP_HF_WANT_ACK : 0;
+  h->flags = (uint8_t)((r->want_ack ? TCP_HF_WANT_ACK : 0) |
+                       (r->want_ack && r->lazy_ack ? TCP_HF_LAZY_ACK : 0));
   h->kind = r->d.kind;
   h->dtype = r->d.dtype;
   h->redop = r->d.redop;

@@ -187,11 +187,13 @@ bool dist__tcp_sweep(dist__tcp *t) {
     tcp_conn *c = &t->conns[p];
     if (p == t->g->rank || c->gone)
       continue;
-    if (c->sq)
+    if (dist__tcp_flush_due(c, false))
       moved |= dist__tcp_flush(t, c);
-    moved |= dist__tcp_read(t, c);
-    if (c->sq && !c->gone)
-      moved |= dist__tcp_flush(t, c); /* ACK/CTS the reads queued */
+    bool got = dist__tcp_read(t, c);
+    moved |= got;
+    /* ACK/CTS the reads queued; lazy ACKs once the connection is idle */
+    if (!c->gone && dist__tcp_flush_due(c, !got))
+      moved |= dist__tcp_flush(t, c);
   }
   dist__tcp_handle_abort(t);
   return moved;
