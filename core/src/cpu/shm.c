@@ -88,7 +88,8 @@ void dist__shm_destroy(dist__shm *s) {
 
 static int run_kind(dist__shm *s, dist__cpu_op *op);
 
-/* A broadcast that travels in the root's polled line alone (shm_copy.c). */
+/* A broadcast that travels in the root's polled line alone (shm_copy.c):
+ * it settles only what it must (shm_settle_deep). */
 static bool shallow_broadcast(const dist__shm *s, const dist__cpu_op *op) {
   return op->c->kind == DIST_OP_BROADCAST && s->size > 1 &&
          dist_tensor_nbytes(&op->c->inputs[0]) <= SHM_INLINE;
@@ -100,8 +101,9 @@ int dist__shm_run(dist__shm *s, dist__cpu_op *op) {
                            atomic_load_explicit(&g->broken_rc, memory_order_acquire),
                        0))
     return dist__cpu_check_state(g, op->err);
-  /* A small broadcast settles only what it must (shm_settle_deep). */
-  if (__builtin_expect(s->lazy_g != 0, 0) && !shallow_broadcast(s, op))
+  if (shallow_broadcast(s, op))
+    DIST_TRY(shm_settle_deep(s, op, s->step));
+  else if (__builtin_expect(s->lazy_g != 0, 0))
     DIST_TRY(shm_settle(s, op));
   int rc = run_kind(s, op);
   if (__builtin_expect(s->stream, 0))

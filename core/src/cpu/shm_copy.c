@@ -90,8 +90,6 @@ static int broadcast_lazy(dist__shm *s, dist__cpu_op *op, const shm_key *k, uint
                           size_t nb) {
   uint64_t g = shm_begin(s);
   int root = op->c->root;
-  if (nb <= SHM_INLINE) /* the others were not settled (dist__shm_run) */
-    DIST_TRY(shm_settle_deep(s, op, g));
   if (root == s->rank)
     shm_copy(shm_buf(s, s->rank, g, nb), buf, nb);
   int rc = lazy_step(s, op, g, k);

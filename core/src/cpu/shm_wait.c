@@ -130,7 +130,7 @@ static const char *earlier_op(const dist__shm *s, char *buf, size_t len) {
   buf[0] = '\0';
   if (s->settle_g) {
     /* Every step from s->known on is a deferred one-step operation, so
-     * the step's line holds what this rank published for it. */
+     * s->key and info->seq hold what this rank published for it. */
     int h = (int)SHM_H(s->settle_g - 1);
     snprintf(buf, len, " at %s #%" PRIu64 " (an earlier call, which this rank completed "
              "without waiting for it)",

@@ -41,17 +41,25 @@ static int64_t tag_of(const tcp_cc *cc, int step) {
   return (int64_t)((cc->cseq << 16) | (uint64_t)(uint16_t)step);
 }
 
+/* Room for `more` requests in b; false when out of memory. */
+static bool batch_reserve(tcp_batch *b, int more) {
+  if (b->n + more <= b->cap)
+    return true;
+  int cap = b->cap ? b->cap * 2 : 16;
+  cap = cap < b->n + more ? b->n + more : cap;
+  dist__tcp_req **nr = dist__realloc(b->reqs, (size_t)cap * sizeof *nr);
+  if (!nr)
+    return false;
+  b->reqs = nr;
+  b->cap = cap;
+  return true;
+}
+
 int dist__tcp_cc_post(tcp_cc *cc, tcp_batch *b, int step, bool is_send, int peer, void *buf,
                       int64_t count, int64_t peer_count, bool want_ack) {
   dist__tcp *t = cc->t;
-  if (b->n == b->cap) {
-    int cap = b->cap ? b->cap * 2 : 16;
-    dist__tcp_req **nr = dist__realloc(b->reqs, (size_t)cap * sizeof *nr);
-    if (!nr)
-      return dist__err_set(cc->op->err, DIST_E_NOMEM, "out of memory");
-    b->reqs = nr;
-    b->cap = cap;
-  }
+  if (!batch_reserve(b, 1))
+    return dist__err_set(cc->op->err, DIST_E_NOMEM, "out of memory");
   tcp_desc d = cc->base;
   d.count = count;
   d.peer_count = peer_count;
@@ -173,16 +181,8 @@ static int defer_acks(tcp_cc *cc) {
   int rc = dist__tcp_wait_locked(t, cc->main.reqs, cc->main.n, cc->op->deadline_ms,
                                  cc->op->err, &w);
   tcp_batch *late = &t->late;
-  int need = late->n + cc->main.n;
-  if (rc == DIST_OK && need > late->cap) {
-    dist__tcp_req **nr = dist__realloc(late->reqs, (size_t)need * 2 * sizeof *nr);
-    if (nr) {
-      late->reqs = nr;
-      late->cap = need * 2;
-    } else {
-      rc = wait_locked(cc, &cc->main); /* no room to defer: wait now */
-    }
-  }
+  if (rc == DIST_OK && !batch_reserve(late, cc->main.n))
+    rc = wait_locked(cc, &cc->main); /* no room to defer: wait now */
   for (int i = 0; rc == DIST_OK && i < cc->main.n; i++) {
     dist__tcp_req *r = cc->main.reqs[i];
     if (r->state == RQ_DONE)
@@ -206,8 +206,8 @@ static int broadcast(tcp_cc *cc) {
   int n = cc->t->g->size, r = cc->t->g->rank, root = c->root;
   void *buf = c->inputs[0].data;
   int64_t count = dist_tensor_numel(&c->inputs[0]);
-  if (n <= 4) {
-    cc->lazy_ack = true; /* the root defers them (defer_acks) */
+  if (n <= TCP_BCAST_DIRECT_RANKS) {
+    cc->lazy_ack = r == root; /* it defers them (defer_acks) */
     for (int p = 0; r == root && p < n; p++)
       if (p != root)
         DIST_TRY(dist__tcp_cc_send(cc, p, buf, count, -1, true));
@@ -479,7 +479,8 @@ static int settle_late(tcp_cc *cc) {
   dist__tcp *t = cc->t;
   tcp_batch *late = &t->late;
   if (late->n == 0 ||
-      (cc->c->kind == DIST_OP_BROADCAST && t->g->size <= 4 && t->late_ops < TCP_LATE_OPS))
+      (cc->c->kind == DIST_OP_BROADCAST && t->g->size <= TCP_BCAST_DIRECT_RANKS &&
+       t->late_ops < TCP_LATE_OPS))
     return DIST_OK;
   dist__errbuf err;
   dist__err_clear(&err);

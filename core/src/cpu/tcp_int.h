@@ -184,6 +184,8 @@ typedef struct tcp_batch {
 /* Small broadcasts a root may leave unacknowledged before it waits for
  * their acknowledgements (tcp_coll.c). */
 #define TCP_LATE_OPS 8
+/* Broadcasts go root to everyone up to this many ranks (then a tree). */
+#define TCP_BCAST_DIRECT_RANKS 4
 
 #define TCP_RBUF 65536
 /* A read into the staging buffer asks for at most this much: enough for
