@@ -52,7 +52,8 @@ int dist__rendezvous(const dist_init_opts *opts, dist__rdzv *out);
 /* Destroys the store if owned. Accepts NULL and a zeroed struct. */
 void dist__rendezvous_release(dist__rdzv *r);
 
-/* A fresh job id, "YYYYmmdd-HHMMSS-xxxxxxxx" (UTC, random hex). */
+/* A fresh job id: the UTC time, then 8 random hex digits, such as
+ * "20261123-154102-9f3a0c7e". */
 int dist__rendezvous_make_job_id(char *out, size_t len);
 /* Whether s is usable as a job id (1..DIST_JOB_ID_MAX of [A-Za-z0-9._-]). */
 bool dist__rendezvous_job_id_ok(const char *s);
