@@ -31,6 +31,7 @@
 
 #define DRAIN_MS 2000        /* output still arriving after the last exit */
 #define NODES_WAIT_MS 10000  /* node 0, after a failure, beyond the grace */
+#define CAUSE_WINDOW_MS 100  /* a rank killed by a signal may exit after those it took down */
 
 typedef struct sup {
   const drun_cfg *c;
@@ -98,6 +99,35 @@ static void kill_all(sup *sp) {
   sp->kill_at = -1;
 }
 
+static void on_rank_exit(sup *sp, drun_rank *r, int wstatus);
+
+/* A rank that exits with an error may be reacting to a peer killed a
+ * moment earlier (a lost-peer status): the killed process closes its
+ * sockets before its exit is reported, and tearing down a large address
+ * space can take longer than the survivor's whole exit. So before such an
+ * exit becomes the first failure, give a rank that dies of a signal
+ * CAUSE_WINDOW_MS to show up, and report it first. */
+static void prefer_signal_death(sup *sp, const drun_rank *self) {
+  int64_t until = dist__now_ms() + CAUSE_WINDOW_MS;
+  do {
+    for (int i = 0; i < sp->n; i++) {
+      drun_rank *o = &sp->ranks[i];
+      siginfo_t si = {0};
+      if (o == self || !o->running || o->signalled_by_us ||
+          waitid(P_PID, (id_t)o->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          si.si_pid != o->pid)
+        continue;
+      if (si.si_code != CLD_KILLED && si.si_code != CLD_DUMPED)
+        continue; /* an exit code: reported in turn by reap() */
+      int st;
+      if (waitpid(o->pid, &st, 0) == o->pid)
+        on_rank_exit(sp, o, st);
+      return;
+    }
+    dist__sleep_ms(2);
+  } while (dist__now_ms() < until);
+}
+
 static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   char how[160];
   r->running = false;
@@ -108,6 +138,8 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
   if (ok || r->failed_to_start || r->signalled_by_us)
     return; /* a launch failure was reported when it happened */
+  if (sp->status < 0 && !WIFSIGNALED(wstatus))
+    prefer_signal_death(sp, r);
   dist__run_store_post_death(sp->c, sp->job, r->global, how);
   if (set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) failed first: %s",
                 r->global, (int)r->pid, sp->c->node_rank, how))

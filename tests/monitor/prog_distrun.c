@@ -16,11 +16,17 @@
  *   demo             rendezvous; every rank sets a key and reads all others
  *   lines            two lines on stdout, one on stderr, then an unfinished
  *                    line, exit 0
+ *   react R          rank R touches 512 MiB, then SIGKILLs itself; the others
+ *                    hold a connection to it and exit 2 the moment it closes
+ *                    (a peer-lost error), which is before its exit is
+ *                    reported: the killed process closes its sockets first
  * Every mode ends by itself within 60 s (alarm), so nothing is left behind. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "rendezvous.h"
@@ -126,6 +132,33 @@ static int mode_watch(int who, int code) {
   return rc == DIST_OK ? 0 : 1;
 }
 
+static int mode_react(int who) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  snprintf(a.sun_path, sizeof a.sun_path, "/tmp/distrun-react-%s", env_or("DIST_JOB_ID"));
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (rank_env() == who) {
+    unlink(a.sun_path);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 64))
+      return 1;
+    int world = atoi(env_or("WORLD_SIZE"));
+    for (int i = 1; i < world; i++)
+      if (accept(fd, NULL, NULL) < 0)
+        return 1;
+    unlink(a.sun_path);
+    size_t big = (size_t)512 << 20; /* a slow teardown */
+    char *m = malloc(big);
+    for (size_t i = 0; m && i < big; i += 4096)
+      m[i] = 1;
+    raise(SIGKILL);
+  }
+  while (connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+    usleep(2000);
+  char c;
+  while (read(fd, &c, 1) > 0) {
+  }
+  return 2;
+}
+
 static int mode_demo(void) {
   dist__rdzv r;
   if (rendezvous(&r) != DIST_OK)
@@ -179,6 +212,8 @@ int main(int argc, char **argv) {
     return mode_demo();
   if (!strcmp(m, "lines"))
     return mode_lines();
+  if (!strcmp(m, "react"))
+    return mode_react(a);
   fprintf(stderr, "usage: %s env|wait|block|exit R CODE|stubborn R CODE|watch R CODE|demo|lines\n", argv[0]);
   return !(argc > 1 && !strcmp(m, "--help")) ? 2 : 0;
 }

@@ -220,6 +220,23 @@ Test(monitor_distrun, a_rank_killed_with_sigkill_exits_12_naming_it, .timeout = 
   cr_expect(strstr(ERR(&p), "exit status 12 (a rank died)"), "%s", ERR(&p));
 }
 
+/* The ranks that lose their peer exit (2) before the killed rank's own
+ * exit is reported; distrun still names the killed one. */
+Test(monitor_distrun, a_killed_rank_is_named_before_the_ranks_it_took_down, .timeout = 120) {
+  clean_env();
+  for (int round = 0; round < 5; round++) {
+    static proc p;
+    const char *argv[] = {bin("distrun"), "-n", "4", bin("distrun_testprog"), "react", "1",
+                          NULL};
+    proc_start(&p, argv);
+    int st = proc_finish(&p, 30000);
+    cr_expect_eq(st, 12, "round %d: exit %d\n%s", round, st, ERR(&p));
+    cr_expect(strstr(ERR(&p), "rank 1 (pid ") &&
+                  strstr(ERR(&p), "failed first: killed by signal 9 (SIGKILL)"),
+              "round %d:\n%s", round, ERR(&p));
+  }
+}
+
 Test(monitor_distrun, a_rank_exit_code_is_reported, .timeout = 60) {
   clean_env();
   static proc p;
