@@ -5,7 +5,7 @@
  *
  * all_gather, gather and all_to_all use it for pieces of the segment's
  * cma_min .. cma_max bytes (DIST_SHM_CMA_MIN_KB / _MAX_KB, default
- * 16 KiB .. 12 MiB), broadcast up to DIST_SHM_BCAST_DIRECT_KB (512 KiB): there each
+ * 16 KiB .. 12 MiB), broadcast up to DIST_SHM_BCAST_DIRECT_KB (4 MiB): there each
  * rank's own core does the only copy, where staging costs two. Small
  * pieces stay in the segment (the system call and page pinning cost more
  * than a copy), and so do very large ones and large broadcasts, where a
