@@ -62,20 +62,35 @@ void dist__report_head(char *out, size_t len, int rc, const dist__report_group *
   snprintf(out, len, "%s", tmp);
 }
 
+/* Which fields a kind's values show (as dist_coll_describe): engines may
+ * carry a reduce op or root in every descriptor. */
+static bool reduces(int k) {
+  return k == DIST_OP_ALL_REDUCE || k == DIST_OP_REDUCE || k == DIST_OP_REDUCE_SCATTER ||
+         k == DIST_OP_REDUCE_SCATTER_TENSOR;
+}
+
+static bool rooted(int k) {
+  return k == DIST_OP_BROADCAST || k == DIST_OP_REDUCE || k == DIST_OP_GATHER ||
+         k == DIST_OP_SCATTER || k == DIST_OP_BROADCAST_BYTES || k == DIST_OP_GATHER_BYTES ||
+         k == DIST_OP_SCATTER_BYTES;
+}
+
 char *dist__report_value(const dist__rval *v, char *buf, size_t len) {
   size_t off = 0;
   buf[0] = '\0';
   dist__appendf(buf, len, &off, "%s", dist_op_name((dist_op_kind)v->kind));
   if (v->seq)
     dist__appendf(buf, len, &off, " #%" PRIu64, v->seq);
-  if (v->dtype >= 0)
+  if (v->dtype >= 0 && v->count >= 0)
     dist__appendf(buf, len, &off, " %s[%" PRId64 "]", dist_dtype_name((dist_dtype)v->dtype),
                   v->count);
-  if (v->redop == DIST_REDOP_PREMUL_SUM)
+  else if (v->dtype >= 0)
+    dist__appendf(buf, len, &off, " %s", dist_dtype_name((dist_dtype)v->dtype));
+  if (reduces(v->kind) && v->redop == DIST_REDOP_PREMUL_SUM)
     dist__appendf(buf, len, &off, " op=PREMUL_SUM(%g)", v->scalar);
-  else if (v->redop >= 0)
+  else if (reduces(v->kind) && v->redop >= 0)
     dist__appendf(buf, len, &off, " op=%s", dist_redop_name((dist_redop_kind)v->redop));
-  if (v->root >= 0)
+  if (rooted(v->kind) && v->root >= 0)
     dist__appendf(buf, len, &off, " root %d", v->root);
   if (v->dir)
     dist__appendf(buf, len, &off, " %s rank %d", v->dir, v->peer);
@@ -86,36 +101,23 @@ char *dist__report_value(const dist__rval *v, char *buf, size_t len) {
 }
 
 static void label(const dist__rside *s, char *buf, size_t len) {
-  size_t off = 0;
-  buf[0] = '\0';
-  dist__appendf(buf, len, &off, "rank %d", s->global_rank);
-  bool paren = s->group_rank >= 0 && s->group_rank != s->global_rank;
-  if (paren)
-    dist__appendf(buf, len, &off, " (group rank %d%s)", s->group_rank,
-                  s->self ? ", this rank" : "");
-  else if (s->self)
-    dist__appendf(buf, len, &off, " (this rank)");
-  dist__appendf(buf, len, &off, ":");
+  if (s->group_rank >= 0 && s->group_rank != s->global_rank)
+    snprintf(buf, len, "rank %d (group rank %d):", s->global_rank, s->group_rank);
+  else
+    snprintf(buf, len, "rank %d:", s->global_rank);
 }
 
 void dist__report_disagree(char *buf, size_t len, size_t *off, const char *field,
                            const dist__rside *a, const dist__rside *b) {
-  /* Ascending global rank; the marker goes on a rank other than this one
-   * (on b when neither is: a third rank reporting a pair). */
+  /* Ascending global rank, the marker on the later line: every rank, and
+   * a rank relaying another's report, writes the same text. */
   const dist__rside *lo = a->global_rank <= b->global_rank ? a : b;
   const dist__rside *hi = lo == a ? b : a;
-  const dist__rside *mark = !b->self ? b : a;
   char la[96], lb[96];
   label(lo, la, sizeof la);
   label(hi, lb, sizeof lb);
   int w = (int)(strlen(la) > strlen(lb) ? strlen(la) : strlen(lb));
   dist__appendf(buf, len, off, "ranks disagree on the %s", field);
-  dist__appendf(buf, len, off, "\n  %-*s %s%s%s", w, la, lo->value, lo == mark ? "  <- " : "",
-                lo == mark ? field : "");
-  if (lo == mark)
-    dist__appendf(buf, len, off, " differs");
-  dist__appendf(buf, len, off, "\n  %-*s %s%s%s", w, lb, hi->value, hi == mark ? "  <- " : "",
-                hi == mark ? field : "");
-  if (hi == mark)
-    dist__appendf(buf, len, off, " differs");
+  dist__appendf(buf, len, off, "\n  %-*s %s", w, la, lo->value);
+  dist__appendf(buf, len, off, "\n  %-*s %s  <- %s differs", w, lb, hi->value, field);
 }

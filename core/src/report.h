@@ -32,7 +32,8 @@ typedef struct dist__rval {
 typedef struct dist__rside {
   int global_rank;
   int group_rank;       /* shown when it differs from global_rank */
-  bool self;            /* the calling rank */
+  bool self;            /* the calling rank (not shown: reports read the
+                           same on every rank) */
   char value[200];      /* dist__report_value */
 } dist__rside;
 
@@ -47,7 +48,7 @@ void dist__report_head(char *out, size_t len, int rc, const dist__report_group *
 /* "ALL_REDUCE float32[4] op=SUM (16 bytes)". */
 char *dist__report_value(const dist__rval *v, char *buf, size_t len);
 /* Appends "ranks disagree on the <field>" and the two ranks' lines (ascending
- * global rank, "<- <field> differs" on the rank that is not this one). */
+ * global rank, "<- <field> differs" on the later one). */
 void dist__report_disagree(char *buf, size_t len, size_t *off, const char *field,
                            const dist__rside *a, const dist__rside *b);
 

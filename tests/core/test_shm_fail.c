@@ -59,11 +59,13 @@ static int rank_count_mismatch(const dist_test_ctx *ctx) {
   char pid[32], a[96], b[96];
   snprintf(pid, sizeof pid, "pid %d", (int)e.g.peers[ctx->rank == 1 ? 0 : 1].pid);
   int64_t other = ctx->rank == 1 ? n : n / 2;
-  snprintf(a, sizeof a, "has %lld elements (%lld bytes) of float32", (long long)other,
-           (long long)other * 4);
-  snprintf(b, sizeof b, "this rank has %lld elements (%lld bytes)", (long long)mine,
-           (long long)mine * 4);
-  const char *needles[] = {"ALL_REDUCE #1: rank", pid, a, b, NULL};
+  /* Every rank names the same pair, rank 0 and rank 1 (status.h). */
+  snprintf(a, sizeof a, "rank 0: ALL_REDUCE float32[%lld] op=SUM (%lld bytes)", (long long)n,
+           (long long)n * 4);
+  snprintf(b, sizeof b, "rank 1: ALL_REDUCE float32[%lld] op=SUM (%lld bytes)  <- count differs",
+           (long long)(n / 2), (long long)(n / 2) * 4);
+  (void)pid, (void)other; /* a disagreement names ranks only */
+  const char *needles[] = {"ALL_REDUCE #1: ranks disagree on the count", a, b, NULL};
   int bad = expect_desync(ctx, &e, rc, needles);
   for (int64_t i = 0; i < n && !bad; i++)
     CHECK(ctx, buf[i] == 0.0f, "the failed all_reduce wrote into the buffer at %lld",
@@ -94,10 +96,10 @@ static int rank_kind_mismatch(const dist_test_ctx *ctx) {
   dist_coll c = {.kind = ctx->rank == 1 ? DIST_OP_BROADCAST : DIST_OP_ALL_REDUCE, .inputs = &t,
                  .n_inputs = 1, .outputs = &t, .n_outputs = 1, .redop = DIST_SUM, .root = 0};
   int rc = shm_t_run(&e, &c); /* #2 */
-  const char *other[] = {"ALL_REDUCE #2: rank 1 (", "called BROADCAST #2, this rank ALL_REDUCE #2",
-                         NULL};
-  const char *one[] = {"BROADCAST #2: rank 0 (", "called ALL_REDUCE #2, this rank BROADCAST #2",
-                       NULL};
+  const char *other[] = {"ALL_REDUCE #2: ranks disagree on the operation",
+                         "\n  rank 0: ALL_REDUCE float32", "\n  rank 1: BROADCAST float32", NULL};
+  const char *one[] = {"BROADCAST #2: ranks disagree on the operation",
+                       "\n  rank 0: ALL_REDUCE float32", "\n  rank 1: BROADCAST float32", NULL};
   if (!bad)
     bad = expect_desync(ctx, &e, rc, ctx->rank == 1 ? one : other);
   if (!bad) { /* a root that differs, on a broadcast that waits (several steps or
@@ -110,14 +112,16 @@ static int rank_kind_mismatch(const dist_test_ctx *ctx) {
     cb.root = ctx->rank == 2 ? 2 : 0;
     rc = shm_t_run(&e, &cb);
     free(big);
-    const char *root[] = {"BROADCAST #3", "root rank", NULL};
+    const char *root[] = {"BROADCAST #3: ranks disagree on the root", " root 0 ", " root 2 ",
+                          NULL};
     bad = expect_desync(ctx, &e, rc, root);
   }
   if (!bad) { /* a reduce op that differs */
     c.kind = DIST_OP_ALL_REDUCE;
     c.redop = ctx->rank == 0 ? DIST_MAX : DIST_SUM;
     rc = shm_t_run(&e, &c);
-    const char *red[] = {"ALL_REDUCE #4", "reduces with", NULL};
+    const char *red[] = {"ALL_REDUCE #4: ranks disagree on the reduce op", "op=MAX", "op=SUM",
+                         NULL};
     bad = expect_desync(ctx, &e, rc, red);
   }
   if (!bad) { /* a dtype that differs, same count */
@@ -159,11 +163,12 @@ static int rank_split_mismatch(const dist_test_ctx *ctx) {
   dist_coll c = {.kind = DIST_OP_ALL_TO_ALL_SINGLE, .inputs = &ti, .n_inputs = 1, .outputs = &to,
                  .n_outputs = 1, .in_splits = in_s, .out_splits = out_s, .n_splits = (size_t)N};
   int rc = shm_t_run(&e, &c);
-  const char *r1[] = {"ALL_TO_ALL_SINGLE #1: rank 0 (", "sends 6 elements (24 bytes) of float32 "
-                      "to this rank, this rank expects 9 elements (36 bytes) from it", NULL};
-  const char *r0[] = {"this rank sends 6 elements (24 bytes) of float32 to rank 1 (",
-                      "which expects 9 elements (36 bytes)", NULL};
-  const char *rx[] = {"rank 0 (", "sends 6 elements", "to rank 1 (", "this rank fails too", NULL};
+  /* Every rank, the third one too, names the same pair in the same words. */
+  const char *r1[] = {"ALL_TO_ALL_SINGLE #1: ranks disagree on the split size",
+                      "\n  rank 0: ALL_TO_ALL_SINGLE float32[6] to rank 1 (24 bytes)",
+                      "\n  rank 1: ALL_TO_ALL_SINGLE float32[9] from rank 0 (36 bytes)  <- split "
+                      "size differs", NULL};
+  const char *const *r0 = r1, *const *rx = r1;
   int bad = expect_desync(ctx, &e, rc, me == 1 ? r1 : me == 0 ? r0 : rx);
   for (int i = 0; i < 64 && !bad; i++)
     CHECK(ctx, out[i] == 0.0f, "the failed all_to_all wrote into the output");
@@ -245,9 +250,8 @@ static int rank_late_mismatch(const dist_test_ctx *ctx) {
   snprintf(pid0, sizeof pid0, "pid %d", (int)e.g.peers[0].pid);
   snprintf(pid1, sizeof pid1, "pid %d", (int)e.g.peers[1].pid);
   if (!bad && me == 1) {
-    snprintf(a, sizeof a, "%s #2: rank 0 (", op);
-    const char *n1[] = {a, pid0, "has 8 elements (32 bytes) of float32, this rank has 4 elements "
-                        "(16 bytes)", NULL};
+    snprintf(a, sizeof a, "%s #2: ranks disagree on the count", op);
+    const char *n1[] = {a, "float32[8]", "float32[4]", NULL};
     bad = expect_desync(ctx, &e, rc, n1);
     for (int i = 0; i < 8 && !bad; i++)
       CHECK(ctx, out[i] == 0.0f, "the failed %s wrote into the output", op);
@@ -548,9 +552,10 @@ static int rank_gather_mismatch(const dist_test_ctx *ctx) {
   dist_coll c = {.kind = DIST_OP_ALL_GATHER_INTO_TENSOR, .inputs = &ti, .n_inputs = 1,
                  .outputs = &to, .n_outputs = 1};
   int rc = shm_t_run(&e, &c);
-  const char *r0[] = {"ALL_GATHER_INTO_TENSOR #1: rank 1 (", "has 65536 elements (262144 bytes) "
-                      "of float32, this rank has 32768 elements (131072 bytes)", NULL};
-  const char *rx[] = {"ALL_GATHER_INTO_TENSOR #1: rank 0 (", "has 32768 elements", NULL};
+  const char *r0[] = {"ALL_GATHER_INTO_TENSOR #1: ranks disagree on the count",
+                      "rank 0: ALL_GATHER_INTO_TENSOR float32[32768] (131072 bytes)",
+                      "rank 1: ALL_GATHER_INTO_TENSOR float32[65536] (262144 bytes)", NULL};
+  const char *const *rx = r0;
   int bad = expect_desync(ctx, &e, rc, ctx->rank == 0 ? r0 : rx);
   if (!bad)
     bad = still_usable(ctx, &e);

@@ -119,7 +119,7 @@ static int late_rank(const dist_test_ctx *ctx) {
     usleep(2500 * 1000);
     int rc = tt_run(&r, &c);
     /* The others' reports arrived meanwhile: this rank fails at once. */
-    CHECK(ctx, rc == DIST_E_TIMEOUT && has(r.err.msg, "reported"), "late rank: %s: %s",
+    CHECK(ctx, rc == DIST_E_TIMEOUT && has(r.err.msg, "\n  seen by rank "), "late rank: %s: %s",
           dist_status_name(rc), r.err.msg);
   } else {
     int64_t t0 = dist__now_ms();

@@ -32,8 +32,10 @@
  *            <field>", field one of: operation, dtype, count, reduce op,
  *            root, split size (all_to_all), size (point-to-point).
  *   ranks    Global ranks, always. When the group rank differs it follows:
- *            "rank 5 (group rank 1)". The calling rank is marked
- *            "(this rank)". A peer's host and pid are given where they
+ *            "rank 5 (group rank 1)". Lines go in ascending rank
+ *            order and do not depend on which rank writes them, so every
+ *            rank, and a rank relaying another's report, say the same. A
+ *            peer's host and pid are given where they
  *            help find the process (a lost peer, a rank that never came):
  *            "rank 2 (host n1, pid 4711)".
  *   values   In the vocabulary of dist_coll_describe (backend.h): the
@@ -42,25 +44,25 @@
  *            scatter and reduce_scatter), "op=SUM" (PREMUL_SUM(0.5)),
  *            "root 1", "to rank 1" / "from rank 0" for point-to-point and
  *            the pairs of an all_to_all, then the bytes in parentheses.
- *            The line of the rank that differs ends "<- <field> differs".
+ *            The later of two lines ends "<- <field> differs".
  *   origin   Named once. A failure found on this rank has no "seen by"
  *            line; one relayed from another rank (its error frame, the
  *            store) carries a single "seen by" line naming where it was
  *            born, never a chain of "rank 0 failed: rank 2 failed: ...".
  *
- * For example, rank 0 of two calling all_reduce with 4 floats while rank 1
- * passes 5, over shared memory or TCP alike:
+ * For example, two ranks calling all_reduce, rank 0 with 4 floats and rank
+ * 1 with 5, both read, over shared memory or TCP alike:
  *
  *     desync in group 0 (default, 2 ranks) at ALL_REDUCE #3: ranks disagree on the count
- *       rank 0 (this rank): ALL_REDUCE float32[4] op=SUM (16 bytes)
- *       rank 1:             ALL_REDUCE float32[5] op=SUM (20 bytes)  <- count differs
+ *       rank 0: ALL_REDUCE float32[4] op=SUM (16 bytes)
+ *       rank 1: ALL_REDUCE float32[5] op=SUM (20 bytes)  <- count differs
  *
  * and a group of global ranks 4 and 5 described "tp" whose two ranks both
  * believe they are the broadcast's root:
  *
  *     desync in group 2 (tp, 2 ranks) at BROADCAST #1: ranks disagree on the root
- *       rank 4 (group rank 0, this rank): BROADCAST float32[8] root 4 (32 bytes)
- *       rank 5 (group rank 1):            BROADCAST float32[8] root 5 (32 bytes)  <- root differs
+ *       rank 4 (group rank 0): BROADCAST float32[8] root 4 (32 bytes)
+ *       rank 5 (group rank 1): BROADCAST float32[8] root 5 (32 bytes)  <- root differs
  *
  * A desync in the checking layer (wrapper_pg) groups ranks that agree
  * ("ranks 0,2-3: ALL_REDUCE float32[1024] op=SUM") and adds a "called from"

@@ -25,6 +25,7 @@
 #endif
 
 #include "shm_int.h"
+#include "../report.h"
 
 static int64_t tunable(const char *name, int64_t dflt) {
   int64_t v;
@@ -178,60 +179,71 @@ void dist__shm_stream_done(void) {
 
 /* --- the descriptor check ------------------------------------------------ */
 
-static const char *redop_text(const shm_key *k, char *buf, size_t len) {
-  if (k->redop == DIST_REDOP_PREMUL_SUM) {
-    double v;
-    memcpy(&v, &k->scalar_bits, sizeof v);
-    snprintf(buf, len, "PREMUL_SUM(%g)", v);
-  } else {
-    snprintf(buf, len, "%s", dist_redop_name((dist_redop_kind)k->redop));
-  }
-  return buf;
+/* One rank's key as a report line (report.h); seq shown when it is not
+ * this rank's. */
+static void key_side(const dist__shm *s, int r, const shm_key *k, uint64_t seq, uint64_t my_seq,
+                     dist__rside *out) {
+  bool a2a = k->kind == DIST_OP_ALL_TO_ALL || k->kind == DIST_OP_ALL_TO_ALL_SINGLE;
+  dist__rval v = {.kind = k->kind, .seq = seq != my_seq ? seq : 0, .dtype = k->dtype,
+                  .count = a2a && k->count == 0 ? -1 : k->count, .redop = k->redop,
+                  .root = (int)shm_global_rank(s, k->root), .peer = -1};
+  if (k->kind == DIST_OP_BARRIER)
+    v.dtype = -1;
+  if (k->redop == DIST_REDOP_PREMUL_SUM)
+    memcpy(&v.scalar, &k->scalar_bits, sizeof v.scalar);
+  out->global_rank = (int)shm_global_rank(s, r);
+  out->group_rank = r;
+  out->self = r == s->rank;
+  dist__report_value(&v, out->value, sizeof out->value);
 }
 
-/* The message for the first difference between key a (rank j) and b
- * (this rank), appended at *off. */
-static void describe_diff(const dist__shm *s, int j, uint64_t g, char *buf, size_t len,
+/* The field in which key x (rank j) first differs from y (this rank), in
+ * the order every engine names them (report.h). */
+static const char *diff_field(const shm_key *x, const shm_key *y) {
+  if (x->kind != y->kind)
+    return "operation";
+  if (x->dtype != y->dtype)
+    return "dtype";
+  if (x->redop != y->redop || (x->scalar_bits != y->scalar_bits &&
+                               x->kind != DIST_OP_ALL_TO_ALL_SINGLE))
+    return "reduce op";
+  if (x->root != y->root)
+    return "root";
+  if (x->kind == DIST_OP_ALL_TO_ALL_SINGLE)
+    return "split size"; /* the even form's input or output count */
+  return "count";
+}
+
+/* Rank r's key for step g: this rank's private copy (its line may be
+ * polled, shm_publish), a peer's polled line. */
+static const shm_key *key_of(const dist__shm *s, int r, uint64_t g) {
+  return r == s->rank ? &s->key[SHM_H(g)] : &s->peer[r].hdr[SHM_L(g)]->key;
+}
+
+/* The report body for the first difference between the keys of ranks i and
+ * j, appended at *off. */
+static void describe_diff(const dist__shm *s, int i, int j, uint64_t g, char *buf, size_t len,
                           size_t *off) {
-  const shm_key *x = &s->peer[j].hdr[SHM_L(g)]->key, *y = &s->key[SHM_H(g)];
-  uint64_t xseq = s->peer[j].info->seq[SHM_H(g)], yseq = s->peer[s->rank].info->seq[SHM_H(g)];
-  char who[160], r1[48], r2[48];
-  dist__cpu_peer_name(s->g, j, who, sizeof who);
-  if (x->kind != y->kind) {
-    dist__appendf(buf, len, off, "%s called %s #%" PRIu64 ", this rank %s #%" PRIu64, who,
-                  dist_op_name((dist_op_kind)x->kind), xseq, dist_op_name((dist_op_kind)y->kind),
-                  yseq);
-  } else if (x->root != y->root) {
-    dist__appendf(buf, len, off, "%s uses root rank %" PRId64 ", this rank root rank %" PRId64,
-                  who, shm_global_rank(s, x->root), shm_global_rank(s, y->root));
-  } else if (x->kind == DIST_OP_ALL_TO_ALL_SINGLE && x->count == y->count &&
-             x->scalar_bits != y->scalar_bits) { /* the even form's output count */
-    dist__appendf(buf, len, off, "%s expects %" PRIu64 " elements out, this rank %" PRIu64, who,
-                  x->scalar_bits, y->scalar_bits);
-  } else if (x->redop != y->redop || x->scalar_bits != y->scalar_bits) {
-    dist__appendf(buf, len, off, "%s reduces with %s, this rank with %s", who,
-                  redop_text(x, r1, sizeof r1), redop_text(y, r2, sizeof r2));
-  } else {
-    size_t ex = dist_dtype_size((dist_dtype)x->dtype), ey = dist_dtype_size((dist_dtype)y->dtype);
-    dist__appendf(buf, len, off, "%s has %" PRId64 " elements (%" PRId64 " bytes) of %s, this rank "
-                  "has %" PRId64 " elements (%" PRId64 " bytes)", who, x->count,
-                  x->count * (int64_t)ex, dist_dtype_name((dist_dtype)x->dtype), y->count,
-                  y->count * (int64_t)ey);
-    if (x->dtype != y->dtype)
-      dist__appendf(buf, len, off, " of %s", dist_dtype_name((dist_dtype)y->dtype));
-  }
+  const shm_key *x = key_of(s, i, g), *y = key_of(s, j, g);
+  uint64_t xseq = s->peer[i].info->seq[SHM_H(g)], yseq = s->peer[j].info->seq[SHM_H(g)];
+  uint64_t myseq = s->peer[s->rank].info->seq[SHM_H(g)];
+  dist__rside a, b;
+  key_side(s, i, x, xseq, myseq, &a);
+  key_side(s, j, y, yseq, myseq, &b);
+  dist__report_disagree(buf, len, off, diff_field(x, y), &a, &b);
 }
 
 int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
-  const shm_hdr *mine = s->peer[s->rank].hdr[SHM_L(g)];
-  for (int j = 0; j < s->size; j++) {
-    const shm_hdr *h = s->peer[j].hdr[SHM_L(g)];
-    if (j == s->rank || memcmp(&h->key, &mine->key, sizeof h->key) == 0)
+  /* Every rank names the same pair: rank 0 and the first rank that differs
+   * from it, so the report reads the same on every rank (status.h). */
+  const shm_key *k0 = key_of(s, 0, g);
+  for (int j = 1; j < s->size; j++) {
+    if (memcmp(key_of(s, j, g), k0, sizeof *k0) == 0)
       continue;
     char msg[1024], label[96];
     size_t off = 0;
     dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
-    describe_diff(s, j, g, msg, sizeof msg, &off);
+    describe_diff(s, 0, j, g, msg, sizeof msg, &off);
     DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
     return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
   }
@@ -246,7 +258,7 @@ int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   char msg[1024], label[96];
   size_t off = 0;
   dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
-  describe_diff(s, j, g, msg, sizeof msg, &off);
+  describe_diff(s, j, s->rank, g, msg, sizeof msg, &off);
   DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
   return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
 }
@@ -256,33 +268,24 @@ int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
  * together; a rank not involved names the pair that disagrees. */
 int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
   int n = s->size, p = (int)(g & 1);
-  const char *dt = dist_dtype_name((dist_dtype)s->key[SHM_H(g)].dtype);
-  int64_t es = (int64_t)dist_dtype_size((dist_dtype)s->key[SHM_H(g)].dtype);
+  int dt = s->key[SHM_H(g)].dtype;
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++) {
       int64_t sent = s->peer[i].cnt[p][j], want = s->peer[j].cnt[p][n + i];
       if (sent == want)
         continue;
-      char msg[1024], label[96], a[160], b[160];
-      dist__cpu_op_label(op->c, label, sizeof label);
-      dist__cpu_peer_name(s->g, i, a, sizeof a);
-      dist__cpu_peer_name(s->g, j, b, sizeof b);
-      if (i == j)
-        snprintf(msg, sizeof msg, "%s: %s sends itself %" PRId64 " elements but expects %" PRId64,
-                 label, i == s->rank ? "this rank" : a, sent, want);
-      else if (j == s->rank)
-        snprintf(msg, sizeof msg, "%s: %s sends %" PRId64 " elements (%" PRId64 " bytes) of %s to "
-                 "this rank, this rank expects %" PRId64 " elements (%" PRId64 " bytes) from it",
-                 label, a, sent, sent * es, dt, want, want * es);
-      else if (i == s->rank)
-        snprintf(msg, sizeof msg, "%s: this rank sends %" PRId64 " elements (%" PRId64 " bytes) "
-                 "of %s to %s, which expects %" PRId64 " elements (%" PRId64 " bytes)",
-                 label, sent, sent * es, dt, b, want, want * es);
-      else
-        snprintf(msg, sizeof msg, "%s: %s sends %" PRId64 " elements (%" PRId64 " bytes) of %s to "
-                 "%s, which expects %" PRId64 " elements (%" PRId64 " bytes); this rank fails "
-                 "too so the group stays in step", label, a, sent, sent * es, dt, b, want,
-                 want * es);
+      char msg[1024], label[96];
+      size_t off = 0;
+      dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
+      dist__rside a = {(int)shm_global_rank(s, i), i, i == s->rank, ""};
+      dist__rside b = {(int)shm_global_rank(s, j), j, j == s->rank, ""};
+      dist__rval va = {.kind = op->c->kind, .dtype = dt, .count = sent, .redop = -1,
+                       .root = -1, .dir = "to", .peer = b.global_rank};
+      dist__rval vb = va;
+      vb.count = want, vb.dir = "from", vb.peer = a.global_rank;
+      dist__report_value(&va, a.value, sizeof a.value);
+      dist__report_value(&vb, b.value, sizeof b.value);
+      dist__report_disagree(msg, sizeof msg, &off, "split size", &a, &b);
       DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
       return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
     }

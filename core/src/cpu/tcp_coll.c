@@ -512,7 +512,7 @@ static int begin(dist__tcp *t, tcp_cc *cc) {
   cc->cseq = ++t->coll_seq;
   t->coll_active = true;
   if (t->err_rc != DIST_OK && t->err_seq == cc->cseq) {
-    return dist__err_set(cc->op->err, t->err_rc, "%s failed: %s",
+    return dist__err_set(cc->op->err, t->err_rc, "%s: %s",
                          dist__cpu_op_label(cc->c, lb, sizeof lb), t->err_msg);
   }
   return DIST_OK;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "tcp_int.h"
+#include "../report.h"
 
 /* --- requests -------------------------------------------------------------- */
 
@@ -159,79 +160,128 @@ void dist__tcp_req_release(dist__tcp *t, dist__tcp_req *r) {
 
 /* --- descriptors and size checks ------------------------------------------- */
 
-/* "ALL_REDUCE float32[8] op=SUM of 8 (32 bytes)" for messages. */
-static char *fmt_desc(const tcp_desc *d, uint64_t bytes, char *buf, size_t len) {
-  size_t off = 0;
-  buf[0] = '\0';
-  dist__appendf(buf, len, &off, "%s", dist_op_name((dist_op_kind)d->kind));
-  if (d->dtype != TCP_NONE8)
-    dist__appendf(buf, len, &off, " %s[%lld]", dist_dtype_name((dist_dtype)d->dtype),
-                  (long long)d->count);
-  if (d->redop != TCP_NONE8)
-    dist__appendf(buf, len, &off, " op=%s", dist_redop_name((dist_redop_kind)d->redop));
-  if (d->root >= 0)
-    dist__appendf(buf, len, &off, " root=%d", d->root);
-  if (d->total >= 0)
-    dist__appendf(buf, len, &off, " of %lld", (long long)d->total);
-  dist__appendf(buf, len, &off, " (%llu bytes)", (unsigned long long)bytes);
-  return buf;
-}
-
 static tcp_desc hdr_desc(const tcp_hdr *h) {
   tcp_desc d = {h->kind, h->dtype, h->redop, h->root, h->op_seq, h->count, h->peer_count,
                 h->total};
   return d;
 }
 
-/* What differs between a collective message and what the receive expects
- * (NULL when they agree). */
-static const char *coll_diff(const dist__tcp_req *r, const tcp_hdr *h) {
-  if (h->kind != r->d.kind)
-    return "the operations differ";
-  if (h->dtype != r->d.dtype)
-    return "the dtypes differ";
-  if (h->redop != r->d.redop)
-    return "the reduce ops differ";
-  if (h->root != r->d.root)
-    return "the roots differ";
-  if (h->total != r->d.total)
-    return "the operation sizes differ";
-  if (h->count != r->d.count || h->size != r->len)
-    return "the message sizes differ";
-  if (h->peer_count >= 0 && r->d.peer_count >= 0 && h->peer_count != r->d.peer_count)
-    return "the sizes expected in return differ";
+/* The field in which a collective's two descriptors first differ, in the
+ * order every engine names them (report.h); NULL when they agree. mine is
+ * this rank's (len bytes); theirs the peer's message, or with nack the
+ * peer's receive that refused this rank's message. */
+static const char *coll_field(const tcp_desc *mine, size_t len, const tcp_desc *theirs,
+                              uint64_t their_size, bool nack) {
+  bool a2a = mine->kind == DIST_OP_ALL_TO_ALL || mine->kind == DIST_OP_ALL_TO_ALL_SINGLE;
+  if (theirs->kind != mine->kind)
+    return "operation";
+  if (theirs->dtype != mine->dtype)
+    return "dtype";
+  if (theirs->redop != mine->redop)
+    return "reduce op";
+  if (theirs->root != mine->root)
+    return "root";
+  if (theirs->total != mine->total)
+    return "count";
+  if (theirs->count != mine->count || their_size != len)
+    return a2a ? "split size" : "count";
+  if (!nack && theirs->peer_count >= 0 && mine->peer_count >= 0 &&
+      theirs->peer_count != mine->peer_count)
+    return "split size";
   return NULL;
+}
+
+/* A report line for group rank r's descriptor d. Without an operation-level
+ * count (the all_to_all kinds) or when a transfer's size differs, the line
+ * is the transfer: count elements "to" / "from" group rank other. */
+static void coll_side(const dist__tcp *t, int r, const tcp_desc *d, uint64_t my_seq,
+                      bool transfer, int64_t count, const char *dir, int other,
+                      dist__rside *out) {
+  const dist__cpu_group *g = t->g;
+  dist__rval v = {.kind = d->kind, .seq = d->op_seq != my_seq ? d->op_seq : 0,
+                  .dtype = d->dtype == TCP_NONE8 ? -1 : d->dtype,
+                  .count = transfer ? count : d->total,
+                  .redop = d->redop == TCP_NONE8 ? -1 : d->redop,
+                  .root = d->root >= 0 && d->root < g->size ? g->peers[d->root].global_rank : -1,
+                  .dir = transfer ? dir : NULL,
+                  .peer = other >= 0 && other < g->size ? g->peers[other].global_rank : -1};
+  out->global_rank = g->peers[r].global_rank;
+  out->group_rank = r;
+  out->self = r == g->rank;
+  dist__report_value(&v, out->value, sizeof out->value);
+}
+
+/* The report body of a collective disagreement with peer p (report.h). */
+static void coll_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *theirs,
+                        uint64_t their_size, bool nack) {
+  const char *field = coll_field(&r->d, r->len, theirs, their_size, nack);
+  int me = t->g->rank;
+  uint64_t seq = r->d.op_seq;
+  bool transfer = r->d.total < 0 || !strcmp(field, "split size");
+  dist__rside a, b;
+  if (transfer && !nack && !strcmp(field, "split size") && theirs->count == r->d.count) {
+    /* What this rank sends back differs from what the peer expects. */
+    coll_side(t, me, &r->d, seq, true, r->d.peer_count, "to", p, &a);
+    coll_side(t, p, theirs, seq, true, theirs->peer_count, "from", me, &b);
+  } else if (nack) { /* this rank's message was refused */
+    coll_side(t, me, &r->d, seq, transfer, r->d.count, "to", p, &a);
+    coll_side(t, p, theirs, seq, transfer, theirs->count, "from", me, &b);
+  } else {
+    coll_side(t, p, theirs, seq, transfer, theirs->count, "to", me, &a);
+    coll_side(t, me, &r->d, seq, transfer, r->d.count, "from", p, &b);
+  }
+  char m[DIST_ERRMSG_LEN], lb[64];
+  size_t off = 0;
+  m[0] = '\0';
+  dist__appendf(m, sizeof m, &off, "%s: ", dist__tcp_req_label(r, lb, sizeof lb));
+  dist__report_disagree(m, sizeof m, &off, field, &a, &b);
+  set_fail(r, DIST_E_DESYNC, "%s", m);
+}
+
+/* The report body of a send and a receive whose sizes differ. */
+static void p2p_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *theirs,
+                       uint64_t their_size, bool i_send) {
+  int me = t->g->rank;
+  dist__rside a, b;
+  const tcp_desc *sd = i_send ? &r->d : theirs, *rd = i_send ? theirs : &r->d;
+  int sr = i_send ? me : p, rr = i_send ? p : me;
+  uint64_t sb = i_send ? r->len : their_size, rb = i_send ? their_size : r->len;
+  const dist__cpu_group *g = t->g;
+  dist__rval vs = {.kind = sd->kind, .seq = sd->op_seq, .dtype = sd->dtype == TCP_NONE8 ? -1 : sd->dtype,
+                   .count = sd->count, .redop = -1, .root = -1, .dir = "to",
+                   .peer = g->peers[rr].global_rank};
+  dist__rval vr = {.kind = rd->kind, .seq = rd->op_seq, .dtype = rd->dtype == TCP_NONE8 ? -1 : rd->dtype,
+                   .count = rd->count, .redop = -1, .root = -1, .dir = "from",
+                   .peer = g->peers[sr].global_rank};
+  if (vs.dtype < 0 || vs.count < 0)
+    vs.dtype = -1, vs.count = (int64_t)sb; /* bytes blobs: counted in bytes */
+  if (vr.dtype < 0 || vr.count < 0)
+    vr.dtype = -1, vr.count = (int64_t)rb;
+  a = (dist__rside){g->peers[sr].global_rank, sr, sr == me, ""};
+  b = (dist__rside){g->peers[rr].global_rank, rr, rr == me, ""};
+  dist__report_value(&vs, a.value, sizeof a.value);
+  dist__report_value(&vr, b.value, sizeof b.value);
+  char m[DIST_ERRMSG_LEN], lb[64];
+  size_t off = 0;
+  m[0] = '\0';
+  dist__appendf(m, sizeof m, &off, "%s: ", dist__tcp_req_label(r, lb, sizeof lb));
+  dist__report_disagree(m, sizeof m, &off, "size", &a, &b);
+  set_fail(r, DIST_E_DESYNC, "%s", m);
 }
 
 /* DIST_OK when message h from src fits receive r, else the failure is
  * recorded on r (not completed). */
 static int check_match(dist__tcp *t, dist__tcp_req *r, int src, const tcp_hdr *h) {
-  char nb[160], lb[64], mine[200], theirs[200];
-  dist__cpu_peer_name(t->g, src, nb, sizeof nb);
-  dist__tcp_req_label(r, lb, sizeof lb);
   tcp_desc hd = hdr_desc(h);
   if (r->coll) {
-    const char *why = coll_diff(r, h);
-    if (!why)
+    if (!coll_field(&r->d, r->len, &hd, h->size, false))
       return DIST_OK;
-    char extra[160] = "";
-    if (h->peer_count >= 0 && r->d.peer_count >= 0 && h->peer_count != r->d.peer_count)
-      snprintf(extra, sizeof extra, " (it expects %lld elements back, this rank sends %lld)",
-               (long long)h->peer_count, (long long)r->d.peer_count);
-    set_fail(r, DIST_E_DESYNC,
-             "%s: %s disagrees: it sent %s, this rank expects %s from it: %s%s", lb, nb,
-             fmt_desc(&hd, h->size, theirs, sizeof theirs),
-             fmt_desc(&r->d, r->len, mine, sizeof mine), why, extra);
+    coll_report(t, r, src, &hd, h->size, false);
     return DIST_E_DESYNC;
   }
   if (h->size == r->len)
     return DIST_OK;
-  char plb[64];
-  dist__tcp_req_label(&(dist__tcp_req){.d = hd}, plb, sizeof plb);
-  set_fail(r, DIST_E_DESYNC,
-           "%s from %s: size mismatch: this receive expects %s but the peer's %s sent %s",
-           lb, nb, fmt_desc(&r->d, r->len, mine, sizeof mine), plb,
-           fmt_desc(&hd, h->size, theirs, sizeof theirs));
+  p2p_report(t, r, src, &hd, h->size, false);
   return DIST_E_DESYNC;
 }
 
@@ -245,6 +295,12 @@ static void answer(dist__tcp *t, tcp_conn *c, int type, const dist__tcp_req *r,
   h.dtype = r->d.dtype;
   h.count = r->d.count;
   h.size = r->len;
+  if (type == TCP_F_NACK) { /* the sender reports what this receive expected */
+    h.redop = r->d.redop;
+    h.root = r->d.root;
+    h.total = r->d.total;
+    h.peer_count = r->d.peer_count;
+  }
   if (type == TCP_F_ACK && (m->flags & TCP_HF_LAZY_ACK))
     dist__tcp_send_lazy_ack(t, c, &h);
   else
@@ -546,16 +602,11 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
       finish(t, r);
     return;
   }
-  char lb[64], plb[64], nb[160], mine[200], theirs[200];
   tcp_desc hd = hdr_desc(h);
-  hd.redop = TCP_NONE8;
-  set_fail(r, DIST_E_DESYNC,
-           "%s to %s: size mismatch: this send has %s but the peer's %s expects %s",
-           dist__tcp_req_label(r, lb, sizeof lb),
-           dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb),
-           fmt_desc(&r->d, r->len, mine, sizeof mine),
-           dist__tcp_req_label(&(dist__tcp_req){.d = hd}, plb, sizeof plb),
-           fmt_desc(&hd, h->size, theirs, sizeof theirs));
+  if (r->coll && coll_field(&r->d, r->len, &hd, h->size, true))
+    coll_report(t, r, c->peer, &hd, h->size, true);
+  else
+    p2p_report(t, r, c->peer, &hd, h->size, true);
   /* The peer drops the payload it gets; the buffer is ours until written. */
   if (!r->item)
     finish(t, r);

@@ -124,7 +124,16 @@ void dist__tcp_on_error(dist__tcp *t, tcp_conn *c, const char *text) {
     return; /* an earlier report for this or an earlier pending collective */
   t->err_rc = rc;
   t->err_seq = seq;
-  snprintf(t->err_msg, sizeof t->err_msg, "%s reported: %s", nb, text);
+  /* The origin is named once (status.h): a disagreement reads the same on
+   * every rank; anything else gets one "seen by" line, which a report
+   * relayed twice already has. */
+  const char *body = strstr(text, ": "); /* after "<OP> #<seq>" */
+  if (body && !strncmp(body + 2, "ranks disagree on ", 18))
+    snprintf(t->err_msg, sizeof t->err_msg, "%s", body + 2);
+  else if (strstr(text, "\n  seen by "))
+    snprintf(t->err_msg, sizeof t->err_msg, "%s", text);
+  else
+    snprintf(t->err_msg, sizeof t->err_msg, "%s\n  seen by %s", text, nb);
 }
 
 void dist__tcp_handle_abort(dist__tcp *t) {
@@ -250,7 +259,7 @@ static int wait_check(dist__tcp *t, dist__tcp_req *const *reqs, int n, dist__err
   /* A peer's report fails the collective even when this rank's own part
    * is complete: every rank that takes part fails. */
   if (w && w->coll && t->err_rc != DIST_OK && t->err_seq == t->coll_seq)
-    return dist__err_set(err, t->err_rc, "%s failed: %s", LABEL(), t->err_msg);
+    return dist__err_set(err, t->err_rc, "%s: %s", LABEL(), t->err_msg);
   bool all = true;
   for (int i = 0; i < n; i++) {
     const dist__tcp_req *r = reqs[i];
