@@ -16,7 +16,19 @@ static bool have_rdzv;
 
 dist_pg *dist__pg_default(void) { return default_pg; }
 
+/* The message for a handle that is not a live group. */
+static int stale(const char *fn, const dist_pg *g) {
+  return dist__set_last_error(DIST_E_INVAL,
+                              "%s: %p is not a live process group: it was destroyed already "
+                              "(a handle dies with dist_destroy_process_group) or never created",
+                              fn, (const void *)g);
+}
+
 dist_pg *dist__pg_resolve(dist_pg *g) {
+  if (g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g)) {
+    stale("libdist", g);
+    return NULL;
+  }
   if (g)
     return g;
   if (!default_pg)
@@ -134,6 +146,8 @@ int dist_destroy_process_group(dist_pg *g) {
   }
   if (g == DIST_GROUP_NON_MEMBER)
     return DIST_OK;
+  if (!dist__pg_handle_live(g))
+    return stale("dist_destroy_process_group", g);
   if (g == default_pg) {
     destroy_all();
     return DIST_OK;
@@ -143,16 +157,16 @@ int dist_destroy_process_group(dist_pg *g) {
 }
 
 int dist_get_rank(dist_pg *g) {
-  g = g ? g : default_pg;
+  g = g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g) ? NULL : g ? g : default_pg;
   return g && g != DIST_GROUP_NON_MEMBER ? g->info.rank : -1;
 }
 
 int dist_get_world_size(dist_pg *g) {
-  g = g ? g : default_pg;
+  g = g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g) ? NULL : g ? g : default_pg;
   return g && g != DIST_GROUP_NON_MEMBER ? g->info.size : -1;
 }
 
 const char *dist_get_backend(dist_pg *g) {
-  g = g ? g : default_pg;
+  g = g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g) ? NULL : g ? g : default_pg;
   return g && g != DIST_GROUP_NON_MEMBER ? g->backend : NULL;
 }

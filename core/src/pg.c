@@ -16,6 +16,38 @@ static dist_group_wrapper_fn wrapper_fn;
 static void *wrapper_arg;
 static pthread_mutex_t groups_lock = PTHREAD_MUTEX_INITIALIZER;
 static dist_pg *live_groups; /* user groups, newest first */
+/* Every group object alive (user, internal, wrapped), so a destroyed or
+ * made-up handle is refused instead of dereferenced. */
+static dist_pg *handles;
+
+static void handle_add(dist_pg *g) {
+  pthread_mutex_lock(&groups_lock);
+  g->next_handle = handles;
+  handles = g;
+  pthread_mutex_unlock(&groups_lock);
+}
+
+/* Removes g; false when it was not a live handle (g is not dereferenced). */
+static bool handle_remove(dist_pg *g) {
+  bool found = false;
+  pthread_mutex_lock(&groups_lock);
+  for (dist_pg **p = &handles; *p && !found; p = &(*p)->next_handle)
+    if (*p == g) {
+      *p = g->next_handle;
+      found = true;
+    }
+  pthread_mutex_unlock(&groups_lock);
+  return found;
+}
+
+bool dist__pg_handle_live(const dist_pg *g) {
+  bool found = false;
+  pthread_mutex_lock(&groups_lock);
+  for (dist_pg *p = handles; p && !found; p = p->next_handle)
+    found = p == g;
+  pthread_mutex_unlock(&groups_lock);
+  return found;
+}
 
 void dist_set_group_wrapper(dist_group_wrapper_fn fn, void *arg) {
   wrapper_fn = fn;
@@ -91,6 +123,7 @@ static int pg_build(const dist_backend_ops *ops, const dist__pg_spec *s, void *a
     g->priv = NULL;
     goto fail;
   }
+  handle_add(g);
   *out = g;
   return DIST_OK;
 fail:
@@ -188,7 +221,7 @@ int dist_pg_create(const dist_backend_ops *ops, const dist_backend_init_args *a,
 /* --- destruction --------------------------------------------------------- */
 
 void dist__pg_free(dist_pg *g) {
-  if (!g || g == DIST_GROUP_NON_MEMBER)
+  if (!g || g == DIST_GROUP_NON_MEMBER || !handle_remove(g))
     return;
   if (g->registered) {
     unlink_group(g);
@@ -441,7 +474,7 @@ void dist_backend_peer_lost(dist_pg *self, int peer, const char *why) {
 
 const char *dist_pg_errmsg(dist_pg *g) {
   g = g ? g : dist__pg_default(); /* no resolve: it would overwrite the message */
-  if (!g || g == DIST_GROUP_NON_MEMBER)
+  if (!g || g == DIST_GROUP_NON_MEMBER || !dist__pg_handle_live(g))
     return dist_last_errmsg();
   return g->err.msg;
 }

@@ -30,6 +30,7 @@ struct dist_pg {
   dist__errbuf err;
   _Atomic int async_error;      /* sticky: abort, timeout, lost peer */
   struct dist_pg *next;         /* live user groups */
+  struct dist_pg *next_handle;  /* every live group object (handle checks) */
 };
 
 typedef enum work_state {
@@ -91,6 +92,8 @@ dist_store *dist__pg_store(dist_pg *g);
  * the report once at ERROR; nothing for internal groups or a message that
  * already has a header. Any thread (reads only g's immutable identity). */
 void dist__pg_report(dist_pg *g, int rc, const dist_coll *c, char *msg, size_t len);
+/* Whether g is a group object that exists (any kind); never dereferences g. */
+bool dist__pg_handle_live(const dist_pg *g);
 /* Whether g is a live user group. */
 bool dist__pg_is_live(const dist_pg *g);
 /* Runs c on g: local checks (validate.c), sequence number, events, sync or

@@ -1,0 +1,99 @@
+/* ctest: labels=multiproc timeout=300 */
+/* A new user's first hour (issue #9): each test is one defect a newcomer
+ * met, on real forked ranks, and fails on the code before the fix:
+ *  - a group destroyed twice, or used after its destroy, is DIST_E_INVAL
+ *    with a message, never a crash;
+ *  - dist_last_errmsg() after a reduce-op error reads cleanly;
+ *  - after dist_work_wait fails, the group and dist_errmsg hold the message. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mp.h"
+
+static int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+    n++;
+  return n;
+}
+
+static int double_destroy_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  dist_pg *g;
+  dist_group_opts o = {.desc = "pair"};
+  CHECK_OK(ctx, dist_new_group(NULL, 0, &o, &g));
+  CHECK_OK(ctx, dist_destroy_process_group(g));
+  int rc = dist_destroy_process_group(g);
+  CHECK(ctx, rc == DIST_E_INVAL, "second destroy: %s", dist_status_name(rc));
+  CHECK(ctx, strstr(dist_errmsg(rc, NULL), "not a live process group"), "message: %s",
+        dist_errmsg(rc, NULL));
+  float v[4] = {1, 2, 3, 4};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  rc = dist_all_reduce(&t, DIST_SUM, g, NULL);
+  CHECK(ctx, rc == DIST_E_INVAL, "all_reduce on a destroyed group: %s", dist_status_name(rc));
+  CHECK(ctx, strstr(dist_last_errmsg(), "destroyed already"), "message: %s", dist_last_errmsg());
+  CHECK(ctx, dist_get_rank(g) == -1, "dist_get_rank of a destroyed group");
+  CHECK(ctx, strstr(dist_pg_errmsg(g), "not a live process group"), "dist_pg_errmsg: %s",
+        dist_pg_errmsg(g));
+  /* The default group is untouched. */
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  CHECK(ctx, v[0] == 2 && v[3] == 8, "all_reduce gave %g..%g", v[0], v[3]);
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_firsthour, a_group_destroyed_twice_or_used_after_is_DIST_E_INVAL, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, double_destroy_rank, NULL, 40), 0, "%s", dist_test_report());
+}
+
+static int redop_msg_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  int rc = dist_all_reduce(&t, DIST_BXOR, NULL, NULL);
+  CHECK(ctx, rc == DIST_E_INVAL, "BXOR on float32: %s", dist_status_name(rc));
+  const char *m = dist_last_errmsg();
+  CHECK(ctx, strstr(m, "BXOR is not defined for float32"), "message: %s", m);
+  CHECK(ctx, count_of(m, "all_reduce:") == 1, "garbled: %s", m);
+  CHECK(ctx, strcmp(m, dist_pg_errmsg(NULL)) == 0, "thread '%s' vs group '%s'", m,
+        dist_pg_errmsg(NULL));
+  const char *head = "invalid argument in group 0 (default, 2 ranks) at ALL_REDUCE (not started): ";
+  CHECK(ctx, strncmp(m, head, strlen(head)) == 0, "header: %s", m);
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_firsthour, a_reduce_op_error_message_reads_cleanly, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, redop_msg_rank, NULL, 40), 0, "%s", dist_test_report());
+}
+
+static int work_msg_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRANSPORT", (const char *)ctx->arg, 1);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[8] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, ctx->rank ? 8 : 4);
+  dist_work *w = NULL;
+  int rc = dist_all_reduce(&t, DIST_SUM, NULL, &w);
+  if (rc == DIST_OK) {
+    rc = dist_work_wait(w, -1);
+    dist_work_free(w);
+  }
+  CHECK(ctx, rc == DIST_E_DESYNC, "all_reduce 4 vs 8: %s", dist_status_name(rc));
+  const char *m = dist_pg_errmsg(NULL);
+  CHECK(ctx, strstr(m, "desync in group 0 (default, 2 ranks) at ALL_REDUCE #1: ranks disagree "
+                       "on the count"), "dist_pg_errmsg after the wait: '%s'", m);
+  CHECK(ctx, strcmp(dist_errmsg(rc, NULL), m) == 0, "dist_errmsg '%s'", dist_errmsg(rc, NULL));
+  CHECK(ctx, strcmp(dist_errmsg(DIST_OK, NULL), "") == 0, "dist_errmsg(DIST_OK)");
+  dist_destroy_process_group(NULL); /* the group may be broken: no barrier */
+  return 0;
+}
+
+Test(core_firsthour, a_failed_work_leaves_its_message_on_the_group_shm, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, work_msg_rank, "shm", 40), 0, "%s", dist_test_report());
+}
+
+Test(core_firsthour, a_failed_work_leaves_its_message_on_the_group_tcp, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, work_msg_rank, "tcp", 40), 0, "%s", dist_test_report());
+}
