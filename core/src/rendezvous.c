@@ -48,6 +48,9 @@ typedef struct settings {
   const char *token;       /* DIST_TOKEN or NULL */
   bool allow_remote;       /* DIST_ALLOW_NO_TOKEN=1 */
   int64_t timeout_ms, deadline_ms;
+  char url[512];           /* the init method without its query */
+  int url_rank;            /* ?rank=N, -1 when absent */
+  int url_world;           /* ?world_size=N, -1 when absent */
 } settings;
 
 /* --- environment --------------------------------------------------------- */
@@ -97,17 +100,25 @@ static int parse_host(const char *var, const char *v, char *out, size_t len) {
   return DIST_OK;
 }
 
-/* rank / world size: opts first (>= 0), else the environment. */
+/* rank / world size: opts first, then the init method's query, then the
+ * environment. opts.rank counts only with opts.world_size > 0: 0 is a
+ * rank, so a zero-initialised dist_init_opts means "from the environment"
+ * (pg.h). */
 static int rank_and_world(const settings *s, const dist_init_opts *o, dist__rdzv *r) {
   int64_t v;
-  if (o->world_size > 0) {
+  bool given = o->world_size > 0;
+  if (given) {
     r->world_size = o->world_size;
+  } else if (s->url_world > 0) {
+    r->world_size = s->url_world;
   } else {
     DIST_TRY(env_required(s, DIST_ENV_WORLD_SIZE, "the number of ranks", 1, INT32_MAX, &v));
     r->world_size = (int)v;
   }
-  if (o->rank >= 0) {
+  if (given && o->rank >= 0) {
     r->rank = o->rank;
+  } else if (s->url_rank >= 0) {
+    r->rank = s->url_rank;
   } else {
     DIST_TRY(env_required(s, DIST_ENV_RANK, "this process's rank, 0..WORLD_SIZE-1", 0,
                           INT32_MAX, &v));
@@ -170,8 +181,42 @@ static int parse_tcp_method(settings *s, const char *rest) {
   return DIST_OK;
 }
 
+/* "?rank=N&world_size=M" after any init method (torch's URLs); other keys
+ * are refused so a typo is not silently ignored. */
+static int parse_query(settings *s, const char *method, const char *q) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", q);
+  for (char *save = NULL, *kv = strtok_r(buf, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
+    char *eq = strchr(kv, '=');
+    char *end = NULL;
+    long long x = eq ? strtoll(eq + 1, &end, 10) : -1;
+    bool num = eq && end != eq + 1 && *end == '\0' && x >= 0 && x <= INT32_MAX;
+    if (eq)
+      *eq = '\0';
+    if (num && !strcmp(kv, "rank"))
+      s->url_rank = (int)x;
+    else if (num && x > 0 && !strcmp(kv, "world_size"))
+      s->url_world = (int)x;
+    else
+      return dist__set_last_error(DIST_E_INVAL,
+                                  "init_method '%s': '%s%s%s' is not understood: the query "
+                                  "may give rank=N (>= 0) and world_size=N (> 0)",
+                                  method, kv, eq ? "=" : "", eq ? eq + 1 : "");
+  }
+  return DIST_OK;
+}
+
 static int parse_method(const dist_init_opts *o, settings *s) {
   const char *m = o->init_method && *o->init_method ? o->init_method : "env://";
+  s->url_rank = s->url_world = -1;
+  const char *q = strchr(m, '?');
+  if (q && !o->store) {
+    if ((size_t)(q - m) >= sizeof s->url)
+      return dist__set_last_error(DIST_E_INVAL, "init_method is too long");
+    DIST_TRY(parse_query(s, m, q + 1));
+    snprintf(s->url, sizeof s->url, "%.*s", (int)(q - m), m);
+    m = s->url;
+  }
   if (o->store) {
     s->method = M_STORE;
     s->method_name = "an explicit store";

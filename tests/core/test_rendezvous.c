@@ -146,6 +146,9 @@ typedef struct rdzv_arg {
   int world_override;    /* > 0: ranks believe the world is this big */
   int dup_rank;          /* >= 0: the last forked rank claims this rank */
   int64_t timeout_ms;
+  bool zero_opts;        /* a zero-initialised dist_init_opts (no -1s) */
+  bool rank_in_url;      /* no RANK / WORLD_SIZE: "?rank=R&world_size=N" */
+  int last_world;        /* > 0: the last forked rank believes in this world */
 } rdzv_arg;
 
 /* Every rank publishes its job id and token and checks the others hold the
@@ -199,9 +202,14 @@ static void rank_env(const dist_test_ctx *ctx, const rdzv_arg *a, int *rank) {
   if (a->dup_rank >= 0 && ctx->rank == ctx->world - 1)
     *rank = a->dup_rank;
   snprintf(v, sizeof v, "%d", *rank);
-  setenv("RANK", v, 1);
-  snprintf(v, sizeof v, "%d", a->world_override > 0 ? a->world_override : ctx->world);
-  setenv("WORLD_SIZE", v, 1);
+  if (!a->rank_in_url)
+    setenv("RANK", v, 1);
+  int world = a->world_override > 0 ? a->world_override : ctx->world;
+  if (a->last_world > 0 && ctx->rank == ctx->world - 1)
+    world = a->last_world;
+  snprintf(v, sizeof v, "%d", world);
+  if (!a->rank_in_url)
+    setenv("WORLD_SIZE", v, 1);
   if (a->addr)
     setenv("MASTER_ADDR", a->addr, 1);
   snprintf(v, sizeof v, "%u", (unsigned)a->port);
@@ -219,11 +227,19 @@ static int rdzv_rank(const dist_test_ctx *ctx) {
   rank_env(ctx, a, &rank);
   char method[600];
   dist_init_opts o = {.rank = -1, .world_size = -1, .timeout_ms = a->timeout_ms};
+  if (a->zero_opts)
+    o = (dist_init_opts){.timeout_ms = a->timeout_ms}; /* rank 0, world 0: unset */
   if (a->file_in_tmpdir) {
     snprintf(method, sizeof method, "file://%s/store", ctx->tmpdir);
     o.init_method = method;
   } else {
     o.init_method = a->method;
+  }
+  if (a->rank_in_url) {
+    char base[512];
+    snprintf(base, sizeof base, "%.500s", o.init_method);
+    snprintf(method, sizeof method, "%s?rank=%d&world_size=%d", base, rank, ctx->world);
+    o.init_method = method;
   }
   dist__rdzv r;
   int rc = dist__rendezvous(&o, &r);
@@ -295,6 +311,38 @@ Test(core_rendezvous, tcp_init_method_bracketed_ipv6, .timeout = 40) {
 Test(core_rendezvous, file_init_method, .timeout = 40) {
   rdzv_arg a = {.file_in_tmpdir = true, .dup_rank = -1};
   run_ranks(4, &a);
+}
+
+/* A zero-initialised dist_init_opts means "everything from the
+ * environment": RANK=1 is not overridden by the struct's rank 0 (issue #9,
+ * defect 2: it silently became rank 0, then "Address already in use"). */
+Test(core_rendezvous, a_zero_initialised_opts_takes_rank_from_the_environment, .timeout = 40) {
+  char m[64];
+  snprintf(m, sizeof m, "tcp://127.0.0.1:%u", (unsigned)free_port("127.0.0.1"));
+  rdzv_arg a = {.method = m, .dup_rank = -1, .zero_opts = true};
+  run_ranks(3, &a);
+}
+
+/* Every init URL may carry the rank and world size, as torch's do (defect
+ * 8: tcp://...?rank=0&world_size=2 was refused). */
+Test(core_rendezvous, tcp_init_method_with_rank_and_world_size_in_the_url, .timeout = 40) {
+  char m[64];
+  snprintf(m, sizeof m, "tcp://127.0.0.1:%u", (unsigned)free_port("127.0.0.1"));
+  rdzv_arg a = {.method = m, .dup_rank = -1, .rank_in_url = true};
+  run_ranks(2, &a);
+}
+
+Test(core_rendezvous, file_init_method_with_rank_and_world_size_in_the_url, .timeout = 40) {
+  rdzv_arg a = {.file_in_tmpdir = true, .dup_rank = -1, .rank_in_url = true, .zero_opts = true};
+  run_ranks(3, &a);
+}
+
+Test(core_rendezvous, an_unknown_url_query_key_is_refused, .timeout = 10) {
+  clear_env();
+  dist_init_opts o = {.init_method = "tcp://127.0.0.1:1?rnak=0&world_size=2"};
+  dist__rdzv r;
+  cr_assert_eq(dist__rendezvous(&o, &r), DIST_E_INVAL);
+  cr_assert(strstr(dist_last_errmsg(), "'rnak=0' is not understood"), "%s", dist_last_errmsg());
 }
 
 Test(core_rendezvous, a_missing_rank_is_named_on_timeout, .timeout = 40) {

@@ -59,8 +59,13 @@ typedef struct dist_init_opts {
                               "file:///path"; ignored when store is set */
   dist_store *store;       /* explicit store (borrowed; must outlive the
                               default group) with rank and world_size */
-  int rank;                /* -1: from RANK / the init method */
-  int world_size;          /* -1: from WORLD_SIZE / the init method */
+  int rank;                /* used only with world_size > 0 */
+  int world_size;          /* > 0: rank and world_size are given here;
+                              0 or -1: both come from the init method's
+                              query ("tcp://h:p?rank=1&world_size=2", any
+                              method) or else RANK / WORLD_SIZE. Rank 0 is a
+                              rank, so a zero-initialised struct means
+                              "everything from the environment". */
   int64_t timeout_ms;      /* <= 0: DIST_TIMEOUT or DIST_DEFAULT_TIMEOUT_MS */
   const char *group_desc;  /* description of the default group */
 } dist_init_opts;
