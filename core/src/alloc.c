@@ -11,6 +11,8 @@ static _Atomic long fail_countdown; /* 0: never fail */
 
 void dist__fault_fail_alloc_after(long n) { atomic_store(&fail_countdown, n); }
 
+long dist__fault_pending(void) { return atomic_load(&fail_countdown); }
+
 static bool should_fail(void) {
   long n = atomic_load_explicit(&fail_countdown, memory_order_relaxed);
   if (__builtin_expect(n == 0, 1))
