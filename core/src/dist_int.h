@@ -126,6 +126,8 @@ static inline int dist__store_status(int rc) {
 
 /* Test hook: fail the n-th allocation from now (0 = never). */
 void dist__fault_fail_alloc_after(long n);
+/* The same for the calling thread's allocations only. */
+void dist__fault_fail_thread_alloc_after(long n);
 /* Test hook: allocations left before the armed failure (0: it fired, or
  * none is armed), so a sweep knows when N passed the last allocation. */
 long dist__fault_pending(void);

@@ -248,8 +248,7 @@ static int c_all_to_all(void *x) { (void)x; reset(); return dist_all_to_all(&tb,
 static int c_all_to_all_single(void *x) {
   (void)x;
   reset();
-  int64_t splits[1] = {8};
-  return dist_all_to_all_single(&tb, &ta, splits, splits, NULL, NULL);
+  return dist_all_to_all_single(&tb, &ta, NULL, NULL, NULL, NULL);
 }
 static int c_barrier(void *x) { (void)x; return dist_barrier(NULL, NULL); }
 static int c_monitored_barrier(void *x) { (void)x; return dist_monitored_barrier(NULL, 5000, true); }
@@ -279,6 +278,24 @@ static int c_scatter_bytes(void *x) {
   return free_blobs(out, dist_scatter_bytes(out, in, 0, NULL));
 }
 
+static float g2[16];
+static int c_all_gather2(void *x) {
+  (void)x;
+  reset();
+  dist_tensor out[2] = {dist_tensor_1d(g2, DIST_FLOAT32, 8), dist_tensor_1d(g2 + 8, DIST_FLOAT32, 8)};
+  return dist_all_gather(out, 2, &ta, NULL, NULL);
+}
+static int c_all_gather_bytes2(void *x) {
+  (void)x;
+  dist_bytes in = {"hello", 5}, out[2];
+  int rc = dist_all_gather_bytes(&in, out, NULL);
+  if (rc == DIST_OK) {
+    dist_free(out[0].data);
+    dist_free(out[1].data);
+  }
+  return rc;
+}
+
 static int oom_collectives(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, init_local());
   struct { const char *name; op_fn fn; } ops[] = {
@@ -306,4 +323,79 @@ static int oom_collectives(const dist_test_ctx *ctx) {
 
 Test(core_oom, every_allocation_of_each_collective_fails_cleanly, .timeout = 120) {
   cr_assert_eq(dist_test_ranks(1, oom_collectives, NULL, 100), 0, "%s", dist_test_report());
+}
+
+/* --- collectives on two ranks ------------------------------------------------ */
+
+/* Over shared memory. Over TCP a failure on one rank after its peer has
+ * sent leaves the group with a sticky error (as NCCL's communicators), so
+ * "the next call works" cannot hold there; TCP's allocation sites are
+ * covered where they fail alone: init and group creation above. */
+/* Both ranks arm the same N before the same call, so a symmetric operation
+ * fails at the same site on both (or succeeds on both). Only the calling
+ * thread's allocations fail: one that a progress thread makes for a
+ * message the peer already sent cannot fail "cleanly" for both ranks. After
+ * each try the ranks compare outcomes over the test store. */
+static int two_rank_sweep(const dist_test_ctx *ctx, const char *what, op_fn op, int *sites) {
+  dist_store *st = dist_get_default_store();
+  for (long n = 1; n < 10000; n++) {
+    dist__fault_fail_thread_alloc_after(n);
+    int rc = op(NULL);
+    bool fired = dist__fault_pending() == 0;
+    dist__fault_fail_thread_alloc_after(0);
+    char key[96], val[32];
+    snprintf(key, sizeof key, "oom/%s/%ld/%d", what, n, ctx->rank);
+    snprintf(val, sizeof val, "%d %d", rc, fired);
+    CHECK_OK(ctx, dist_store_set(st, key, val, strlen(val)));
+    snprintf(key, sizeof key, "oom/%s/%ld/%d", what, n, 1 - ctx->rank);
+    void *peer = NULL;
+    size_t len = 0;
+    CHECK_OK(ctx, dist_store_get(st, key, &peer, &len));
+    int prc = -1, pfired = -1;
+    sscanf(peer, "%d %d", &prc, &pfired);
+    dist_free(peer);
+    CHECK(ctx, rc == prc, "%s with allocation %ld failing: %s here, %s on the peer (%s)", what,
+          n, dist_status_name(rc), dist_status_name(prc), dist_pg_errmsg(NULL));
+    if (!fired && !pfired) {
+      CHECK(ctx, rc == DIST_OK, "%s: %s", what, dist_pg_errmsg(NULL));
+      *sites = (int)n - 1;
+      return 0;
+    }
+    CHECK(ctx, rc == DIST_E_NOMEM && dist_pg_errmsg(NULL)[0],
+          "%s with allocation %ld failing: %s (%s)", what, n, dist_status_name(rc),
+          dist_pg_errmsg(NULL));
+  }
+  return FAIL(ctx, "%s: more than 10000 allocations", what);
+}
+
+static int c_all_reduce_big(void *x) {
+  (void)x;
+  static float big[1 << 18];
+  dist_tensor t = dist_tensor_1d(big, DIST_FLOAT32, 1 << 18);
+  return dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+}
+
+static int oom_two_ranks(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  struct { const char *name; op_fn fn; } ops[] = {
+      {"all_reduce", c_all_reduce}, {"all_reduce (async)", c_all_reduce_async},
+      {"all_reduce (1 MiB)", c_all_reduce_big}, {"all_gather", c_all_gather2},
+      {"all_to_all_single", c_all_to_all_single}, {"barrier", c_barrier},
+      {"all_gather_bytes", c_all_gather_bytes2}};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    int sites = 0;
+    if (two_rank_sweep(ctx, ops[i].name, ops[i].fn, &sites))
+      return 1;
+    if (ctx->rank == 0)
+      fprintf(stderr, "%s on 2 ranks (%s): %d allocations, each failed once\n", ops[i].name,
+              getenv("DIST_TRANSPORT"), sites);
+  }
+  dist_test_finish();
+  return leak_check(ctx);
+}
+
+Test(core_oom, every_allocation_of_symmetric_collectives_fails_cleanly_on_two_ranks_shm,
+     .timeout = 120) {
+  setenv("DIST_TRANSPORT", "shm", 1);
+  cr_assert_eq(dist_test_ranks(2, oom_two_ranks, NULL, 100), 0, "%s", dist_test_report());
 }
