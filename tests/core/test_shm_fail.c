@@ -722,15 +722,24 @@ static int rank_fork(const dist_test_ctx *ctx) {
     return 1;
   CHECK(ctx, leftover_segments() == 0, "the segment is still in /dev/shm after create");
   int bad = still_usable(ctx, &e);
-  pid_t kid = fork(); /* a worker: never touches the engine */
+  pid_t kid = fork(); /* a worker: never touches the engine, but uses the library */
   if (kid == 0) {
-    usleep(100 * 1000);
-    _exit(0);
+    /* It logs, uses a store of its own and leaves through exit(), so the
+     * library's exit-time code runs in a copy of the parent's state: none
+     * of it may reach the parent's segment or threads. */
+    dist_log(DIST_LOG_WARNING, DIST_SUBSYS_CORE, "forked worker of rank %d", ctx->rank);
+    dist_store *s = NULL;
+    int64_t v = 0;
+    int ok = dist_store_hash_create(&s) == DIST_OK && dist_store_add(s, "k", 5, &v) == DIST_OK &&
+             v == 5;
+    dist_store_destroy(s);
+    exit(ok ? 0 : 3);
   }
   for (int i = 0; i < 50 && !bad; i++)
     bad = still_usable(ctx, &e);
   int st;
   waitpid(kid, &st, 0);
+  CHECK(ctx, WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked worker failed (status %d)", st);
   for (int i = 0; i < 50 && !bad; i++)
     bad = still_usable(ctx, &e);
   shm_t_close(&e);
