@@ -542,7 +542,8 @@ static int start_server(const dist_store_tcp_opts *o, int64_t timeout_ms, stp_se
                                 "job token: set DIST_TOKEN, or DIST_ALLOW_NO_TOKEN=1 to "
                                 "accept unauthenticated clients from the network", o->host);
   stp_server_opts so = {o->host, o->port, !has_token && !o->allow_remote, o->token,
-                        timeout_ms < 30000 ? 30000 : timeout_ms};
+                        timeout_ms < DIST_STORE_AUTH_TIMEOUT_MS ? DIST_STORE_AUTH_TIMEOUT_MS
+                                                            : timeout_ms};
   return dist__stp_server_start(&so, srv, NULL);
 }
 

@@ -52,7 +52,7 @@ static int hello_check(const dist__tcp *t, const tcp_hello *h, int lo, int hi,
 }
 
 static int tunables(dist__tcp *t, dist__errbuf *err) {
-  int64_t spin_us, eager, direct, segment, chunk;
+  int64_t spin_us, eager, direct, segment, chunk, unexp_n, unexp_mb;
   int rc = dist__env_int("DIST_TCP_SPIN_US", 0, 10000000, 50, &spin_us);
   if (rc == DIST_OK)
     rc = dist__env_int("DIST_TCP_EAGER_BYTES", 0, TCP_EAGER_HARD_MAX, 65536, &eager);
@@ -62,6 +62,10 @@ static int tunables(dist__tcp *t, dist__errbuf *err) {
     rc = dist__env_int("DIST_TCP_SEGMENT_BYTES", 1024, 1 << 30, 512 << 10, &segment);
   if (rc == DIST_OK)
     rc = dist__env_int("DIST_TCP_IO_CHUNK", 4096, 1 << 30, 1 << 20, &chunk);
+  if (rc == DIST_OK) /* point-to-point messages sent ahead of their receives */
+    rc = dist__env_int("DIST_TCP_UNEXPECTED_MAX", 1, 1 << 24, 4096, &unexp_n);
+  if (rc == DIST_OK)
+    rc = dist__env_int("DIST_TCP_UNEXPECTED_MB", 1, 1 << 20, 64, &unexp_mb);
   if (rc != DIST_OK)
     return dist__err_set(err, rc, "%s", dist_last_errmsg());
   t->io_chunk = (size_t)chunk;
@@ -69,6 +73,8 @@ static int tunables(dist__tcp *t, dist__errbuf *err) {
   t->spin_ns = spin_us * 1000;
   t->eager_max = (size_t)eager;
   t->direct_bytes = (size_t)direct;
+  t->unexp_max_n = (size_t)unexp_n;
+  t->unexp_max_bytes = (uint64_t)unexp_mb << 20;
   return DIST_OK;
 }
 
