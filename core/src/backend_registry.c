@@ -1,5 +1,5 @@
 /* backend_registry.c - backends by name: the built-in cpu backend ("gloo"
- * is its alias), those registered with dist_register_backend, and plugins
+ * is its alias), mpi when built with an MPI (DIST_HAVE_MPI), those registered with dist_register_backend, and plugins
  * named in DIST_BACKEND_PLUGINS (a comma or colon separated list of shared
  * objects, each exporting `int dist_backend_plugin_init(void)`). */
 #include <dlfcn.h>
@@ -43,6 +43,9 @@ void dist__backend_register_builtin(void) {
   if (!find_locked("cpu")) {
     add_locked("cpu", &dist__cpu_backend_ops);
     add_locked("gloo", &dist__cpu_backend_ops);
+#ifdef DIST_HAVE_MPI
+    add_locked("mpi", &dist__mpi_backend_ops);
+#endif
   }
   pthread_mutex_unlock(&lock);
 }
