@@ -5,10 +5,14 @@
  *   mpi_rank suite     the collective suite of the cpu backend
  *                      (coll_suite.h) on the default group and a subgroup;
  *                      DIST_TEST_SEED must be the same on every rank
- *   mpi_rank timeout   rank 1 skips an all_reduce: rank 0 must fail with
- *                      DIST_E_TIMEOUT naming it, then fail its next call at
- *                      once with the same message (the group is broken);
- *                      the job then ends through MPI_Abort (mpi_int.h) */
+ *   mpi_rank timeout   rank 1 skips an asynchronous all_reduce: rank 0's
+ *                      work must fail with DIST_E_TIMEOUT naming it, then
+ *                      its next call at once with the same message (the
+ *                      group is broken); the job then ends through
+ *                      MPI_Abort (mpi_int.h)
+ *   mpi_rank timeout_sync  rank 1 skips a synchronous all_reduce, which
+ *                      runs in MPI's blocking call: the watchdog reports it
+ *                      and ends the job with MPI_Abort */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +43,7 @@ static int suite(dist_test_ctx *ctx) {
   return 0;
 }
 
-static int timeout_case(dist_test_ctx *ctx) {
+static int timeout_case(dist_test_ctx *ctx, bool sync) {
   if (init(ctx, 1500))
     return 1;
   float v[4] = {1, 2, 3, 4};
@@ -53,9 +57,16 @@ static int timeout_case(dist_test_ctx *ctx) {
     dist_free(val);
     return 0;
   }
-  int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  if (sync) {
+    dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+    return FAIL(ctx, "the watchdog did not end the job: %s", dist_pg_errmsg(NULL));
+  }
+  dist_work *w = NULL;
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, &w));
+  int rc = dist_work_wait(w, -1);
   char first[1024];
-  snprintf(first, sizeof first, "%s", dist_pg_errmsg(NULL));
+  snprintf(first, sizeof first, "%s", dist_work_errmsg(w));
+  dist_work_free(w);
   CHECK(ctx, rc == DIST_E_TIMEOUT, "all_reduce gave %s: %s", dist_status_name(rc), first);
   CHECK(ctx, strstr(first, "ALL_REDUCE") && strstr(first, "timed out"), "message: %s", first);
   rc = dist_broadcast(&t, 0, NULL, NULL);
@@ -73,10 +84,10 @@ int main(int argc, char **argv) {
   int rc;
   if (!strcmp(mode, "suite"))
     rc = suite(&ctx);
-  else if (!strcmp(mode, "timeout"))
-    rc = timeout_case(&ctx);
+  else if (!strcmp(mode, "timeout") || !strcmp(mode, "timeout_sync"))
+    rc = timeout_case(&ctx, !strcmp(mode, "timeout_sync"));
   else
-    rc = FAIL(&ctx, "unknown mode '%s' (suite, timeout)", mode);
+    rc = FAIL(&ctx, "unknown mode '%s' (suite, timeout, timeout_sync)", mode);
   fflush(stdout);
   return rc;
 }

@@ -2,8 +2,9 @@
 /* The mpi backend under mpirun: the cpu backend's collective suite
  * (coll_suite.h: every op, dtype and reduce op, sync and async, a subgroup)
  * on 2 and 4 ranks, values checked bit for bit against the single-rank
- * references; and a rank that skips an all_reduce, which the other reports
- * as DIST_E_TIMEOUT before the job ends. Ranks are mpi_rank processes; as
+ * references; and a rank that skips an all_reduce: asynchronous, the other
+ * rank's work fails with DIST_E_TIMEOUT before the job ends; synchronous
+ * (MPI's blocking call), the watchdog reports it and aborts the job. Ranks are mpi_rank processes; as
  * root mpirun needs OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM), set here. The seed is
  * printed; DIST_TEST_SEED=<n> replays a run. */
 #include <criterion/criterion.h>
@@ -85,8 +86,15 @@ static void suite(int n) {
 
 Test(mpi, collective_suite_on_2_ranks, .timeout = 550) { suite(2); }
 Test(mpi, collective_suite_on_4_ranks, .timeout = 550) { suite(4); }
+/* Synchronous collectives through the non-blocking path as well (by
+ * default they use MPI's blocking calls, see backend_mpi.c). */
+Test(mpi, collective_suite_on_4_ranks_nonblocking, .timeout = 550) {
+  setenv("DIST_MPI_SYNC", "nonblocking", 1);
+  suite(4);
+  unsetenv("DIST_MPI_SYNC");
+}
 
-Test(mpi, missing_rank_is_a_timeout_reported_before_the_job_ends, .timeout = 120) {
+Test(mpi, missing_rank_fails_async_work_with_a_timeout_before_the_job_ends, .timeout = 120) {
   static run_out out;
   mpirun(2, "timeout", 100, &out);
   cr_assert(out.status != -1, "still running at the deadline:\n%s", out.text);
@@ -99,4 +107,16 @@ Test(mpi, missing_rank_is_a_timeout_reported_before_the_job_ends, .timeout = 120
             "mpirun exited 0, expected the job to be aborted:\n%s", out.text);
   const char *abort_note = strstr(out.text, "ending the job with MPI_Abort");
   cr_assert(abort_note && abort_note > saw, "%s", out.text);
+}
+
+Test(mpi, missing_rank_in_a_blocking_call_is_reported_by_the_watchdog, .timeout = 120) {
+  static run_out out;
+  mpirun(2, "timeout_sync", 100, &out);
+  cr_assert(out.status != -1, "still running at the deadline:\n%s", out.text);
+  const char *rep = strstr(out.text, "libdist: ALL_REDUCE float32[4] op=SUM");
+  cr_assert(rep, "no watchdog report:\n%s", out.text);
+  cr_assert(strstr(rep, "on group 0 (rank 0 of 2) timed out after 1500 ms"), "%s", out.text);
+  cr_assert(strstr(rep, "the job ends with MPI_Abort"), "%s", out.text);
+  cr_assert(!strstr(out.text, "the watchdog did not end the job"), "%s", out.text);
+  cr_assert(!(WIFEXITED(out.status) && WEXITSTATUS(out.status) == 0), "%s", out.text);
 }

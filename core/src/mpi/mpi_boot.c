@@ -10,6 +10,7 @@
  * backend. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "auth.h"
 #include "launch_env.h"
@@ -191,6 +192,84 @@ int dist__mpi_bootstrap(dist_init_opts *o) {
 /* Rank 0's server must outlive every rank's last use of the store, so the
  * ranks meet first (all of them destroy the default group; a rank that died
  * has made mpirun end the job already). */
+/* --- the watchdog of blocking calls -------------------------------------- */
+
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t watch_cv = PTHREAD_COND_INITIALIZER;
+static dist__mpi_watch *watched;
+static bool watch_started;
+
+static void watch_expired(const dist__mpi_watch *w) {
+  char d[160];
+  fprintf(stderr,
+          "libdist: %s #%llu on group %s (rank %d of %d) timed out after %lld ms: not every "
+          "member took part; MPI cannot interrupt a blocking call, so the job ends with "
+          "MPI_Abort\n",
+          dist_coll_describe(w->c, d, sizeof d), (unsigned long long)w->c->seq, w->group,
+          w->rank, w->size, (long long)w->c->timeout_ms);
+  fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void *watch_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&watch_lock);
+  for (;;) {
+    int64_t now = dist__now_ms();
+    for (dist__mpi_watch *w = watched; w; w = w->next)
+      if (now > w->deadline_ms)
+        watch_expired(w);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000000L; /* 100 ms: a timeout is not a latency */
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&watch_cv, &watch_lock, &ts);
+  }
+  return NULL;
+}
+
+void dist__mpi_watch_arm(dist__mpi_watch *w) {
+  pthread_mutex_lock(&watch_lock);
+  if (!watch_started) {
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    watch_started = pthread_create(&t, &at, watch_main, NULL) == 0;
+    if (watch_started)
+      pthread_setname_np(t, "dist-mpi-watch");
+    pthread_attr_destroy(&at);
+  }
+  w->next = watched;
+  watched = w;
+  pthread_mutex_unlock(&watch_lock);
+}
+
+void dist__mpi_watch_disarm(dist__mpi_watch *w) {
+  pthread_mutex_lock(&watch_lock);
+  for (dist__mpi_watch **p = &watched; *p; p = &(*p)->next)
+    if (*p == w) {
+      *p = w->next;
+      break;
+    }
+  pthread_mutex_unlock(&watch_lock);
+}
+
+bool dist__mpi_sync_blocking(void) {
+  static int mode = -1; /* read once */
+  if (mode < 0) {
+    const char *v = dist__getenv("DIST_MPI_SYNC");
+    mode = !v || strcmp(v, "nonblocking") != 0;
+    if (v && strcmp(v, "blocking") && strcmp(v, "nonblocking"))
+      DIST_LOG(WARNING, MPI, "DIST_MPI_SYNC='%s' is not blocking or nonblocking; using blocking",
+               v);
+  }
+  return mode && !need_lock;
+}
+
 void dist__mpi_boot_release(void) {
   if (!boot_store)
     return;

@@ -68,6 +68,25 @@ void dist__mpi_boot_release(void);
  * them forever). */
 void dist__mpi_mark_stuck(void);
 
+/* A synchronous operation inside a blocking MPI call, watched: MPI cannot
+ * interrupt it, so when its deadline passes the watchdog thread prints the
+ * report (the operation, its group and rank, the timeout) and ends the job
+ * with MPI_Abort. Arming costs a lock, no allocation, no formatting. */
+typedef struct dist__mpi_watch {
+  int64_t deadline_ms;
+  const dist_coll *c;
+  const char *group;
+  int rank, size;
+  struct dist__mpi_watch *next;
+} dist__mpi_watch;
+void dist__mpi_watch_arm(dist__mpi_watch *w);
+void dist__mpi_watch_disarm(dist__mpi_watch *w);
+/* Whether synchronous collectives may use MPI's blocking calls:
+ * DIST_MPI_SYNC=blocking (default) or nonblocking, and MPI gave
+ * THREAD_MULTIPLE (a blocking call under the serialising lock could
+ * starve another group's progress). */
+bool dist__mpi_sync_blocking(void);
+
 /* --- reductions (mpi_reduce.c) ------------------------------------------- */
 
 /* The MPI datatype that carries dt's elements (half types as 16-bit
@@ -88,6 +107,7 @@ typedef struct dist__mpi_op {
   int phase;               /* 0: not posted; then 1, 2 */
   bool last_posted;        /* its last phase is posted */
   bool done;
+  bool blocking;           /* post blocking calls (the synchronous fast path) */
   int rc;
   char msg[DIST_ERRMSG_LEN];
   int src;                 /* a receive's source (group rank), else -1 */

@@ -106,6 +106,16 @@ static MPI_Request *reqs(ctx *x, int k) {
       return mpi_failed((x), e_, #name);         \
   } while (0)
 
+/* A collective call: blocking when op->blocking (the synchronous fast
+ * path, see backend_mpi.c; its requests stay MPI_REQUEST_NULL), else the
+ * non-blocking form with request r. */
+#define COLL(x, r, bname, nbname, ...)                                      \
+  do {                                                                      \
+    int e_ = (x)->op->blocking ? bname(__VA_ARGS__) : nbname(__VA_ARGS__, r); \
+    if (e_ != MPI_SUCCESS)                                                  \
+      return mpi_failed((x), e_, (x)->op->blocking ? #bname : #nbname);     \
+  } while (0)
+
 /* --- point to point ------------------------------------------------------ */
 
 static int check_tag(ctx *x, int tag) {
@@ -212,7 +222,7 @@ static int post_all_reduce(ctx *x) {
     return x->op->rc;
   if (mop != MPI_OP_NULL) {
     x->op->last_posted = true;
-    CALL(x, MPI_Iallreduce, MPI_IN_PLACE, buf, n, x->type, mop, x->g->comm, r);
+    COLL(x, r, MPI_Allreduce, MPI_Iallreduce, MPI_IN_PLACE, buf, n, x->type, mop, x->g->comm);
     return DIST_OK;
   }
   int *cnt = counts(x);
@@ -227,8 +237,8 @@ static int post_all_reduce(ctx *x) {
     cnt[2 * size + k] = (int)my_len;         /* receive counts */
     cnt[3 * size + k] = (int)(k * my_len);   /* receive displacements */
   }
-  CALL(x, MPI_Ialltoallv, buf, cnt, cnt + size, x->type, x->op->tmp, cnt + 2 * size,
-       cnt + 3 * size, x->type, x->g->comm, r);
+  COLL(x, r, MPI_Alltoallv, MPI_Ialltoallv, buf, cnt, cnt + size, x->type, x->op->tmp, cnt + 2 * size,
+       cnt + 3 * size, x->type, x->g->comm);
   return DIST_OK;
 }
 
@@ -246,8 +256,8 @@ static int advance_all_reduce(ctx *x) {
   x->op->last_posted = true;
   /* receive counts/displacements of the gather are the chunks: the send
    * counts and displacements of phase 1 */
-  CALL(x, MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, cnt + size, x->type,
-       x->g->comm, r);
+  COLL(x, r, MPI_Allgatherv, MPI_Iallgatherv, MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, cnt + size, x->type,
+       x->g->comm);
   return DIST_OK;
 }
 
@@ -263,14 +273,14 @@ static int post_reduce(ctx *x) {
     return x->op->rc;
   x->op->last_posted = true;
   if (mop != MPI_OP_NULL) {
-    CALL(x, MPI_Ireduce, root ? MPI_IN_PLACE : buf, buf, n, x->type, mop, c->root, x->g->comm,
-         r);
+    COLL(x, r, MPI_Reduce, MPI_Ireduce, root ? MPI_IN_PLACE : buf, buf, n, x->type, mop, c->root,
+         x->g->comm);
     return DIST_OK;
   }
   if (root && !scratch(x, (size_t)n * (size_t)size * x->esz))
     return x->op->rc;
-  CALL(x, MPI_Igather, buf, n, x->type, root ? x->op->tmp : NULL, n, x->type, c->root,
-       x->g->comm, r);
+  COLL(x, r, MPI_Gather, MPI_Igather, buf, n, x->type, root ? x->op->tmp : NULL, n, x->type,
+       c->root, x->g->comm);
   return DIST_OK;
 }
 
@@ -304,11 +314,11 @@ static int post_reduce_scatter(ctx *x) {
     return x->op->rc;
   x->op->last_posted = true;
   if (mop != MPI_OP_NULL) {
-    CALL(x, MPI_Ireduce_scatter_block, in, c->outputs[0].data, n, x->type, mop, x->g->comm, r);
+    COLL(x, r, MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, in, c->outputs[0].data, n, x->type, mop, x->g->comm);
     return DIST_OK;
   }
   char *dst = (char *)x->op->tmp + x->op->tmp_len - rows;
-  CALL(x, MPI_Ialltoall, in, n, x->type, dst, n, x->type, x->g->comm, r);
+  COLL(x, r, MPI_Alltoall, MPI_Ialltoall, in, n, x->type, dst, n, x->type, x->g->comm);
   return DIST_OK;
 }
 
@@ -325,21 +335,21 @@ static int post_gathers(ctx *x) {
   size_t all = (size_t)n * (size_t)size * x->esz;
   switch (c->kind) {
   case DIST_OP_ALL_GATHER_INTO_TENSOR:
-    CALL(x, MPI_Iallgather, c->inputs[0].data, n, x->type, c->outputs[0].data, n, x->type,
-         x->g->comm, r);
+    COLL(x, r, MPI_Allgather, MPI_Iallgather, c->inputs[0].data, n, x->type, c->outputs[0].data, n, x->type,
+         x->g->comm);
     return DIST_OK;
   case DIST_OP_ALL_GATHER:
     if (!scratch(x, all))
       return x->op->rc;
-    CALL(x, MPI_Iallgather, c->inputs[0].data, n, x->type, x->op->tmp, n, x->type, x->g->comm,
-         r);
+    COLL(x, r, MPI_Allgather, MPI_Iallgather, c->inputs[0].data, n, x->type, x->op->tmp, n,
+         x->type, x->g->comm);
     return DIST_OK;
   default: { /* GATHER */
     bool root = x->g->rank == c->root;
     if (root && !scratch(x, all))
       return x->op->rc;
-    CALL(x, MPI_Igather, c->inputs[0].data, n, x->type, root ? x->op->tmp : NULL, n, x->type,
-         c->root, x->g->comm, r);
+    COLL(x, r, MPI_Gather, MPI_Igather, c->inputs[0].data, n, x->type,
+         root ? x->op->tmp : NULL, n, x->type, c->root, x->g->comm);
     return DIST_OK;
   }
   }
@@ -362,8 +372,8 @@ static int post_scatter(ctx *x) {
   if (!r)
     return x->op->rc;
   x->op->last_posted = true;
-  CALL(x, MPI_Iscatter, root ? x->op->tmp : NULL, n, x->type, c->outputs[0].data, n, x->type,
-       c->root, x->g->comm, r);
+  COLL(x, r, MPI_Scatter, MPI_Iscatter, root ? x->op->tmp : NULL, n, x->type, c->outputs[0].data, n, x->type,
+       c->root, x->g->comm);
   return DIST_OK;
 }
 
@@ -416,8 +426,8 @@ static int post_all_to_all(ctx *x) {
   if (!r)
     return x->op->rc;
   x->op->last_posted = true;
-  CALL(x, MPI_Ialltoallv, in, cnt, cnt + size, x->type, out, cnt + 2 * size, cnt + 3 * size,
-       x->type, x->g->comm, r);
+  COLL(x, r, MPI_Alltoallv, MPI_Ialltoallv, in, cnt, cnt + size, x->type, out, cnt + 2 * size, cnt + 3 * size,
+       x->type, x->g->comm);
   return DIST_OK;
 }
 
@@ -462,7 +472,7 @@ int dist__mpi_op_post(const dist__mpi_comm *g, dist__mpi_op *op) {
     if (!r)
       return op->rc;
     op->last_posted = true;
-    CALL(&x, MPI_Ibcast, op->c->outputs[0].data, n, x.type, op->c->root, g->comm, r);
+    COLL(&x, r, MPI_Bcast, MPI_Ibcast, op->c->outputs[0].data, n, x.type, op->c->root, g->comm);
     return DIST_OK;
   }
   case DIST_OP_ALL_REDUCE: return post_all_reduce(&x);
@@ -480,7 +490,7 @@ int dist__mpi_op_post(const dist__mpi_comm *g, dist__mpi_op *op) {
     if (!r)
       return op->rc;
     op->last_posted = true;
-    CALL(&x, MPI_Ibarrier, g->comm, r);
+    COLL(&x, r, MPI_Barrier, MPI_Ibarrier, g->comm);
     return DIST_OK;
   }
   default:
