@@ -28,3 +28,10 @@ elseif(NOT DIST_SANITIZER STREQUAL "none")
   message(FATAL_ERROR "DIST_SANITIZER must be none, address or thread (got '${DIST_SANITIZER}')")
 endif()
 target_link_libraries(dist_warnings INTERFACE dist_sanitize)
+
+# Optional backends: AUTO builds them when their dependency is found, ON
+# stops configuring when it is not, OFF never builds them.
+set(DIST_WITH_MPI "AUTO" CACHE STRING "Build the MPI backend: AUTO, ON, OFF")
+set_property(CACHE DIST_WITH_MPI PROPERTY STRINGS AUTO ON OFF)
+set(DIST_WITH_NCCL "AUTO" CACHE STRING "Build the NCCL backend: AUTO, ON, OFF")
+set_property(CACHE DIST_WITH_NCCL PROPERTY STRINGS AUTO ON OFF)

@@ -1,5 +1,5 @@
 /* backend_registry.c - backends by name: the built-in cpu backend ("gloo"
- * is its alias), those registered with dist_register_backend, and plugins
+ * is its alias), mpi and nccl when built (DIST_HAVE_MPI, DIST_HAVE_NCCL), those registered with dist_register_backend, and plugins
  * named in DIST_BACKEND_PLUGINS (a comma or colon separated list of shared
  * objects, each exporting `int dist_backend_plugin_init(void)`). */
 #include <dlfcn.h>
@@ -43,6 +43,12 @@ void dist__backend_register_builtin(void) {
   if (!find_locked("cpu")) {
     add_locked("cpu", &dist__cpu_backend_ops);
     add_locked("gloo", &dist__cpu_backend_ops);
+#ifdef DIST_HAVE_MPI
+    add_locked("mpi", &dist__mpi_backend_ops);
+#endif
+#ifdef DIST_HAVE_NCCL
+    add_locked("nccl", &dist__nccl_backend_ops);
+#endif
   }
   pthread_mutex_unlock(&lock);
 }
@@ -112,6 +118,15 @@ int dist__backend_load_plugins(void) {
 
 bool dist_is_cpu_available(void) { return true; }
 
-bool dist_is_nccl_available(void) { return dist__backend_find("nccl") != NULL; }
+/* Truthful: built, the libraries load and a device is visible (torch's
+ * is_nccl_available only says "built"; a program asks to pick a backend). */
+bool dist_is_nccl_available(void) {
+#ifdef DIST_HAVE_NCCL
+  char why[512];
+  return dist__nccl_usable(why, sizeof why);
+#else
+  return false;
+#endif
+}
 
 bool dist_is_mpi_available(void) { return dist__backend_find("mpi") != NULL; }

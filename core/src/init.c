@@ -108,15 +108,29 @@ int dist_init_process_group(const dist_init_opts *opts) {
     return dist__set_last_error(DIST_E_NOTSUP,
                                 "backend '%s' is not available in this build (known: %s)",
                                 backend, dist__backend_names());
-  DIST_TRY(dist__rendezvous(&o, &rdzv));
-  have_rdzv = true;
-  dist_log_set_rank(rdzv.rank);
-  int rc = make_default_group(&o, backend);
+#ifdef DIST_HAVE_MPI
+  /* Under mpirun, with nothing else to rendezvous through, MPI says who is
+   * who and rank 0 hosts the store (mpi_boot.c). */
+  bool mpi_boot = !strcmp(backend, "mpi") && !o.store && !o.init_method &&
+                  !dist__getenv("MASTER_ADDR");
+  if (mpi_boot)
+    DIST_TRY(dist__mpi_bootstrap(&o));
+#endif
+  int rc = dist__rendezvous(&o, &rdzv);
+  have_rdzv = rc == DIST_OK;
+  if (rc == DIST_OK) {
+    dist_log_set_rank(rdzv.rank);
+    rc = make_default_group(&o, backend);
+  }
   if (rc != DIST_OK) {
     char msg[DIST_ERRMSG_LEN];
     snprintf(msg, sizeof msg, "%s", dist_last_errmsg());
-    dist__rendezvous_release(&rdzv);
+    if (have_rdzv)
+      dist__rendezvous_release(&rdzv);
     have_rdzv = false;
+#ifdef DIST_HAVE_MPI
+    dist__mpi_boot_release();
+#endif
     return dist__set_last_error(rc, "%s", msg);
   }
   dist__obs_start(default_pg);
@@ -135,6 +149,9 @@ static void destroy_all(void) {
     dist__rendezvous_release(&rdzv);
     have_rdzv = false;
   }
+#ifdef DIST_HAVE_MPI
+  dist__mpi_boot_release();
+#endif
 }
 
 int dist_destroy_process_group(dist_pg *g) {

@@ -95,7 +95,7 @@ static int make_store(dist_pg *g, dist_store *base) {
 /* Builds the group object and runs the backend's init (a collective among
  * the members). */
 static int pg_build(const dist_backend_ops *ops, const dist__pg_spec *s, void *arg,
-                    dist_pg **out) {
+                    dist_store *borrowed, dist_pg **out) {
   dist_pg *g = dist__calloc(1, sizeof *g);
   if (!g)
     return dist__set_last_error(DIST_E_NOMEM, "out of memory creating group %s", s->name);
@@ -111,7 +111,8 @@ static int pg_build(const dist_backend_ops *ops, const dist__pg_spec *s, void *a
   }
   dist_backend_init_args a = {
       .rank = s->rank, .size = s->size, .global_ranks = g->global_ranks,
-      .global_rank = g->info.global_rank, .store = g->store, .timeout_ms = s->timeout_ms,
+      .global_rank = g->info.global_rank, .store = g->store ? g->store : borrowed,
+      .timeout_ms = s->timeout_ms,
       .group_name = g->name, .group_id = g->internal ? -1 : s->group_id,
       .job_token = dist__job_token(),
       .internal = g->internal, .arg = arg,
@@ -186,7 +187,7 @@ int dist__pg_new(const dist__pg_spec *s, dist_pg **out) {
                                 "backend '%s' is not available in this build (known: %s)",
                                 s->backend, dist__backend_names());
   dist_pg *g;
-  DIST_TRY(pg_build(ops, s, NULL, &g));
+  DIST_TRY(pg_build(ops, s, NULL, NULL, &g));
   if (g->internal) {
     *out = g;
     return DIST_OK;
@@ -211,7 +212,8 @@ int dist_pg_create(const dist_backend_ops *ops, const dist_backend_init_args *a,
       .flags = a->internal ? DIST_GROUP_INTERNAL : 0, .base_store = NULL,
   };
   dist_pg *g;
-  DIST_TRY(pg_build(ops, &s, a->arg, &g));
+  /* The caller's store (borrowed, as backend.h says) reaches the backend. */
+  DIST_TRY(pg_build(ops, &s, a->arg, a->store, &g));
   g->store = NULL;
   g->info.group_id = a->group_id;
   *out = g;

@@ -121,6 +121,18 @@ void dist__backend_register_builtin(void);
 int dist__backend_load_plugins(void);
 const char *dist__backend_names(void);
 extern const dist_backend_ops dist__cpu_backend_ops;
+#ifdef DIST_HAVE_MPI
+/* core/src/mpi/: the "mpi" backend and its bootstrap under mpirun. */
+extern const dist_backend_ops dist__mpi_backend_ops;
+int dist__mpi_bootstrap(dist_init_opts *o);
+void dist__mpi_boot_release(void);
+#endif
+#ifdef DIST_HAVE_NCCL
+/* core/src/nccl/: the "nccl" backend; whether NCCL and a device are usable
+ * (why says what is missing or how many devices). */
+extern const dist_backend_ops dist__nccl_backend_ops;
+bool dist__nccl_usable(char *why, size_t len);
+#endif
 /* "shm" or "tcp": how a cpu group runs its collectives (for benchmarks). */
 const char *dist__cpu_backend_transport(const void *priv);
 /* The job's data-plane token and id (init.c; "" before init). */

@@ -1,0 +1,410 @@
+/* backend_nccl.c - the "nccl" backend for CUDA tensors: the vtable glue,
+ * the group's communicator and stream, and the progress path.
+ *
+ * DESIGN. One communicator per group, created at init: rank 0 makes the
+ * unique id and shares it through the group's store. The device is
+ * LOCAL_RANK modulo the visible devices (torch's default). One stream per
+ * group; every operation is enqueued on it (nccl_ops.c) followed by an event
+ * that says when it is done, so operations complete in issue order.
+ * A synchronous call waits for its event on the caller's thread; an
+ * asynchronous one is completed by the group's progress thread
+ * "dist-nccl-<rank>". Both wait through one function that polls the event,
+ * ncclCommGetAsyncError and the abort flag, and enforces the group timeout:
+ * on a timeout or an asynchronous error the communicator is aborted
+ * (ncclCommAbort), the operation fails (DIST_E_TIMEOUT / DIST_E_BACKEND)
+ * and the group is broken: later operations fail at once with the first
+ * message, through the same statuses and observer events as the cpu
+ * backend. Every NCCL and CUDA call goes through nccl_api.h's table. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "nccl_map.h"
+
+typedef struct pending {
+  dist_work *w;
+  cudaEvent_t ev;
+  int64_t deadline_ms;
+  struct pending *next;
+} pending;
+
+typedef struct nccl_backend {
+  dist__nccl_ctx x;
+  char name[128];
+  dist_pg *self;
+  int device;
+  int64_t timeout_ms;
+  bool have_comm, have_stream, comm_aborted;
+
+  pthread_mutex_t mu;
+  pthread_mutex_t wait_mu;   /* one waiter polls the communicator at a time */
+  pthread_cond_t cv;
+  pending *head, *tail;
+  bool thread_started, stop;
+  pthread_t thread;
+
+  _Atomic int aborted;
+  char abort_reason[256];
+  _Atomic int broken_rc;
+  char broken_msg[DIST_ERRMSG_LEN];
+} nccl_backend;
+
+/* --- init / fini --------------------------------------------------------- */
+
+static int pick_device(nccl_backend *b, dist__errbuf *err) {
+  int n = 0;
+  cudaError_t e = b->x.api->GetDeviceCount(&n);
+  if (e != cudaSuccess || n < 1)
+    return dist__err_set(err, DIST_E_NOTSUP, "group %s: no CUDA device is visible (%s)", b->name,
+                         e != cudaSuccess ? b->x.api->CudaErrorString(e) : "0 devices");
+  const char *lr = dist__getenv("LOCAL_RANK");
+  b->device = (lr ? atoi(lr) : b->x.rank) % n;
+  e = b->x.api->SetDevice(b->device);
+  if (e != cudaSuccess)
+    return dist__err_set(err, DIST_E_BACKEND, "cudaSetDevice(%d): %s", b->device,
+                         b->x.api->CudaErrorString(e));
+  return DIST_OK;
+}
+
+/* Rank 0 makes the unique id; the others read it from the group store. */
+static int share_id(nccl_backend *b, dist_store *st, ncclUniqueId *id, dist__errbuf *err) {
+  if (b->x.rank == 0) {
+    ncclResult_t e = b->x.api->GetUniqueId(id);
+    if (e != ncclSuccess)
+      return dist__err_set(err, DIST_E_BACKEND, "ncclGetUniqueId: %s",
+                           b->x.api->GetErrorString(e));
+    if (dist_store_set(st, "nccl/uid", id, sizeof *id) != DIST_OK)
+      return dist__err_set(err, DIST_E_STORE, "group %s: %s", b->name, dist_store_errmsg(st));
+    return DIST_OK;
+  }
+  void *v = NULL;
+  size_t len = 0;
+  int64_t saved = dist_store_get_timeout(st);
+  dist_store_set_timeout(st, b->timeout_ms);
+  int rc = dist_store_get(st, "nccl/uid", &v, &len);
+  dist_store_set_timeout(st, saved);
+  if (rc != DIST_OK)
+    return dist__err_set(err, DIST_E_TIMEOUT, "group %s: rank 0 published no NCCL id within %lld ms: %s",
+                         b->name, (long long)b->timeout_ms, dist_store_errmsg(st));
+  if (len != sizeof *id) {
+    dist_free(v);
+    return dist__err_set(err, DIST_E_INTERNAL, "group %s: malformed NCCL id (%zu bytes)", b->name,
+                         len);
+  }
+  memcpy(id, v, sizeof *id);
+  dist_free(v);
+  return DIST_OK;
+}
+
+static int open_comm(nccl_backend *b, dist_store *st, dist__errbuf *err) {
+  const dist__nccl_api *api = b->x.api;
+  ncclUniqueId id;
+  DIST_TRY(pick_device(b, err));
+  DIST_TRY(share_id(b, st, &id, err));
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  ncclResult_t e = api->CommInitRankConfig(&b->x.comm, b->x.size, id, b->x.rank, &cfg);
+  if (e != ncclSuccess)
+    return dist__err_set(err, DIST_E_BACKEND, "group %s: ncclCommInitRankConfig: %s", b->name,
+                         api->GetErrorString(e));
+  b->have_comm = true;
+  cudaError_t ce = api->StreamCreateWithFlags(&b->x.stream, cudaStreamNonBlocking);
+  if (ce == cudaSuccess) {
+    b->have_stream = true;
+    ce = api->Malloc(&b->x.barrier_buf, sizeof(float));
+  }
+  if (ce != cudaSuccess)
+    return dist__err_set(err, DIST_E_BACKEND, "group %s: CUDA: %s", b->name,
+                         api->CudaErrorString(ce));
+  return DIST_OK;
+}
+
+static void release(nccl_backend *b) {
+  const dist__nccl_api *api = b->x.api;
+  if (b->have_comm)
+    b->comm_aborted ? (void)0 : (void)api->CommDestroy(b->x.comm);
+  if (b->x.barrier_buf)
+    api->Free(b->x.barrier_buf);
+  if (b->have_stream)
+    api->StreamDestroy(b->x.stream);
+  b->have_comm = b->have_stream = false;
+  b->x.barrier_buf = NULL;
+}
+
+static int nccl_init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
+  nccl_backend *b = priv;
+  b->self = self;
+  snprintf(b->name, sizeof b->name, "%s", a->group_name ? a->group_name : "?");
+  b->x.name = b->name;
+  b->x.rank = a->rank;
+  b->x.size = a->size;
+  b->timeout_ms = a->timeout_ms;
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_mutex_init(&b->wait_mu, NULL);
+  pthread_cond_init(&b->cv, NULL);
+  dist__errbuf err;
+  dist__err_clear(&err);
+  b->x.api = dist__nccl_api_get(&err);
+  int rc = b->x.api ? DIST_OK : DIST_E_NOTSUP;
+  if (rc == DIST_OK && !a->store)
+    rc = dist__err_set(&err, DIST_E_INVAL, "the nccl backend needs a group store");
+  if (rc == DIST_OK)
+    rc = open_comm(b, a->store, &err);
+  if (rc != DIST_OK) {
+    if (b->x.api)
+      release(b);
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->wait_mu);
+    pthread_mutex_destroy(&b->mu);
+    return dist_backend_set_error(self, rc, "%s", err.msg);
+  }
+  DIST_LOG(INFO, NCCL, "group %s: rank %d of %d on cuda:%d", b->name, b->x.rank, b->x.size,
+           b->device);
+  return DIST_OK;
+}
+
+static void nccl_abort(void *priv, const char *reason) {
+  nccl_backend *b = priv;
+  static pthread_mutex_t reason_lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&reason_lock);
+  if (!atomic_load(&b->aborted)) {
+    snprintf(b->abort_reason, sizeof b->abort_reason, "%s", reason ? reason : "aborted");
+    atomic_store(&b->aborted, 1);
+  }
+  pthread_mutex_unlock(&reason_lock);
+  pthread_mutex_lock(&b->mu);
+  pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+}
+
+static int nccl_async_error(void *priv) {
+  nccl_backend *b = priv;
+  if (atomic_load(&b->aborted))
+    return DIST_E_ABORTED;
+  return atomic_load(&b->broken_rc);
+}
+
+/* --- waiting ------------------------------------------------------------- */
+
+static int broken(nccl_backend *b, int rc, const char *msg) {
+  int zero = 0;
+  if (atomic_load(&b->broken_rc) == 0) {
+    snprintf(b->broken_msg, sizeof b->broken_msg, "%s", msg);
+    atomic_compare_exchange_strong(&b->broken_rc, &zero, rc);
+  }
+  return rc;
+}
+
+/* Aborts the communicator once (waiters hold wait_mu). */
+static void abort_comm(nccl_backend *b) {
+  if (b->have_comm && !b->comm_aborted) {
+    b->x.api->CommAbort(b->x.comm);
+    b->comm_aborted = true;
+  }
+}
+
+/* Waits for ev until deadline: DIST_OK, or the failure with msg set. */
+static int wait_event(nccl_backend *b, const dist_coll *c, cudaEvent_t ev, int64_t deadline,
+                      char *msg, size_t len) {
+  const dist__nccl_api *api = b->x.api;
+  char d[160];
+  int rc = DIST_OK;
+  pthread_mutex_lock(&b->wait_mu);
+  for (unsigned spin = 0;; spin++) {
+    if (atomic_load(&b->broken_rc)) {
+      rc = atomic_load(&b->broken_rc);
+      snprintf(msg, len, "%s", b->broken_msg);
+      break;
+    }
+    if (atomic_load(&b->aborted)) {
+      abort_comm(b);
+      rc = DIST_E_ABORTED;
+      snprintf(msg, len, "group %s was aborted: %s", b->name, b->abort_reason);
+      break;
+    }
+    cudaError_t q = api->EventQuery(ev);
+    if (q == cudaSuccess)
+      break;
+    if (q != cudaErrorNotReady) {
+      snprintf(msg, len, "%s #%llu on group %s: CUDA: %s", dist_coll_describe(c, d, sizeof d),
+               (unsigned long long)c->seq, b->name, api->CudaErrorString(q));
+      abort_comm(b);
+      rc = broken(b, DIST_E_BACKEND, msg);
+      break;
+    }
+    ncclResult_t ae = ncclSuccess;
+    api->CommGetAsyncError(b->x.comm, &ae);
+    if (ae != ncclSuccess && ae != ncclInProgress) {
+      snprintf(msg, len, "%s #%llu on group %s: NCCL reported an asynchronous error: %s",
+               dist_coll_describe(c, d, sizeof d), (unsigned long long)c->seq, b->name,
+               api->GetErrorString(ae));
+      abort_comm(b);
+      rc = broken(b, DIST_E_BACKEND, msg);
+      break;
+    }
+    if (dist__now_ms() > deadline) {
+      snprintf(msg, len, "%s #%llu on group %s (rank %d of %d) timed out after %lld ms; the "
+                         "NCCL communicator was aborted",
+               dist_coll_describe(c, d, sizeof d), (unsigned long long)c->seq, b->name,
+               b->x.rank, b->x.size, (long long)c->timeout_ms);
+      abort_comm(b);
+      rc = broken(b, DIST_E_TIMEOUT, msg);
+      break;
+    }
+    if (spin > 100) {
+      struct timespec ts = {0, 100000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  pthread_mutex_unlock(&b->wait_mu);
+  return rc;
+}
+
+/* --- submission ---------------------------------------------------------- */
+
+/* Enqueues c and records its completion event. */
+static int launch(nccl_backend *b, const dist_coll *c, cudaEvent_t *ev, dist__errbuf *err) {
+  const dist__nccl_api *api = b->x.api;
+  if (atomic_load(&b->aborted))
+    return dist__err_set(err, DIST_E_ABORTED, "group %s was aborted: %s", b->name,
+                         b->abort_reason);
+  if (atomic_load(&b->broken_rc))
+    return dist__err_set(err, atomic_load(&b->broken_rc), "%s", b->broken_msg);
+  cudaError_t e = api->EventCreateWithFlags(ev, cudaEventDisableTiming);
+  if (e != cudaSuccess)
+    return dist__err_set(err, DIST_E_BACKEND, "cudaEventCreate: %s", api->CudaErrorString(e));
+  int rc = dist__nccl_enqueue(&b->x, c, err);
+  if (rc == DIST_OK && (e = api->EventRecord(*ev, b->x.stream)) != cudaSuccess)
+    rc = dist__err_set(err, DIST_E_BACKEND, "cudaEventRecord: %s", api->CudaErrorString(e));
+  if (rc != DIST_OK)
+    api->EventDestroy(*ev);
+  return rc;
+}
+
+static void *progress_main(void *arg);
+
+static int start_thread_locked(nccl_backend *b) {
+  if (b->thread_started)
+    return DIST_OK;
+  int e = pthread_create(&b->thread, NULL, progress_main, b);
+  if (e)
+    return dist_backend_set_error(b->self, DIST_E_SYS, "cannot start the progress thread: %s",
+                                  strerror(e));
+  char name[16];
+  snprintf(name, sizeof name, "dist-nccl-%d", b->x.rank);
+  pthread_setname_np(b->thread, name);
+  b->thread_started = true;
+  return DIST_OK;
+}
+
+static int nccl_op(void *priv, const dist_coll *c, dist_work *w) {
+  nccl_backend *b = priv;
+  dist__errbuf err;
+  dist__err_clear(&err);
+  cudaEvent_t ev;
+  int rc = launch(b, c, &ev, &err);
+  if (rc != DIST_OK)
+    return dist_backend_set_error(b->self, rc, "%s", err.msg);
+  int64_t deadline = dist__deadline_ms(c->timeout_ms);
+  if (!w) {
+    char msg[DIST_ERRMSG_LEN];
+    rc = wait_event(b, c, ev, deadline, msg, sizeof msg);
+    b->x.api->EventDestroy(ev);
+    return rc ? dist_backend_set_error(b->self, rc, "%s", msg) : DIST_OK;
+  }
+  pending *p = dist__calloc(1, sizeof *p);
+  if (!p) {
+    b->x.api->EventDestroy(ev);
+    return dist_backend_set_error(b->self, DIST_E_NOMEM, "out of memory");
+  }
+  *p = (pending){w, ev, deadline, NULL};
+  pthread_mutex_lock(&b->mu);
+  rc = start_thread_locked(b);
+  if (rc == DIST_OK) {
+    if (b->tail)
+      b->tail->next = p;
+    else
+      b->head = p;
+    b->tail = p;
+    pthread_cond_broadcast(&b->cv);
+  }
+  pthread_mutex_unlock(&b->mu);
+  if (rc != DIST_OK) {
+    b->x.api->EventDestroy(ev);
+    dist__free(p);
+  }
+  return rc;
+}
+
+/* Completes asynchronous works in issue order (the stream's order). */
+static void *progress_main(void *arg) {
+  nccl_backend *b = arg;
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    if (!b->head) {
+      if (b->stop)
+        break;
+      pthread_cond_wait(&b->cv, &b->mu);
+      continue;
+    }
+    pending *p = b->head;
+    pthread_mutex_unlock(&b->mu);
+    char msg[DIST_ERRMSG_LEN];
+    msg[0] = '\0';
+    int rc = wait_event(b, dist_work_coll(p->w), p->ev, p->deadline_ms, msg, sizeof msg);
+    b->x.api->EventDestroy(p->ev);
+    pthread_mutex_lock(&b->mu);
+    b->head = p->next;
+    if (!b->head)
+      b->tail = NULL;
+    pthread_mutex_unlock(&b->mu);
+    dist_backend_work_done(p->w, rc, -1, msg);
+    dist__free(p);
+    pthread_mutex_lock(&b->mu);
+  }
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+static void nccl_fini(void *priv) {
+  nccl_backend *b = priv;
+  pthread_mutex_lock(&b->mu);
+  bool pending_work = b->head != NULL;
+  pthread_mutex_unlock(&b->mu);
+  if (pending_work)
+    nccl_abort(b, "the group was destroyed with operations pending");
+  pthread_mutex_lock(&b->mu);
+  b->stop = true;
+  pthread_cond_broadcast(&b->cv);
+  bool join = b->thread_started;
+  pthread_mutex_unlock(&b->mu);
+  if (join)
+    pthread_join(b->thread, NULL);
+  release(b);
+  pthread_cond_destroy(&b->cv);
+  pthread_mutex_destroy(&b->wait_mu);
+  pthread_mutex_destroy(&b->mu);
+}
+
+const dist_backend_ops dist__nccl_backend_ops = {
+    .abi_version = DIST_BACKEND_ABI_VERSION,
+    .name = "nccl",
+    .caps = DIST_CAP_CUDA,
+    .priv_size = sizeof(nccl_backend),
+    .init = nccl_init,
+    .fini = nccl_fini,
+    .abort = nccl_abort,
+    .send = nccl_op,
+    .recv = nccl_op,
+    .batch_p2p = nccl_op,
+    .broadcast = nccl_op,
+    .all_reduce = nccl_op,
+    .reduce = nccl_op,
+    .all_gather = nccl_op,
+    .gather = nccl_op,
+    .scatter = nccl_op,
+    .reduce_scatter = nccl_op,
+    .all_to_all = nccl_op,
+    .barrier = nccl_op,
+    .async_error = nccl_async_error,
+};

@@ -1,0 +1,410 @@
+/* ctest: labels=unit timeout=120 */
+/* The nccl backend against a fake NCCL (nccl_api.h's table replaced): no
+ * GPU is needed. Rank 0 of a 2-rank group (the fake needs nobody else)
+ * checks, call by call, that every operation becomes the NCCL calls it
+ * should (grouped sends and receives, broadcasts, reductions, the barrier as
+ * a one-element all_reduce), that every dtype and reduce op maps to NCCL's
+ * type and op or is refused with DIST_E_NOTSUP and a message, that
+ * PREMUL_SUM creates and destroys its op with the scalar in the dtype, and
+ * the failure paths: a timeout aborts the communicator and breaks the
+ * group, an asynchronous NCCL error does the same, an abort fails pending
+ * work. Tensors carry host pointers: the fake never touches them. */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nccl/nccl_api.h"
+#include "pg_int.h"
+
+/* --- the fake ------------------------------------------------------------ */
+
+static char log_buf[16384];
+static size_t log_len;
+static cudaError_t event_state;      /* what EventQuery answers */
+static ncclResult_t async_state;     /* what CommGetAsyncError answers */
+static int n_event_queries;
+
+static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void logf_(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(log_buf + log_len, sizeof log_buf - log_len, fmt, ap);
+  va_end(ap);
+  if (n > 0 && log_len + (size_t)n < sizeof log_buf)
+    log_len += (size_t)n;
+}
+
+static void clear_log(void) {
+  log_len = 0;
+  log_buf[0] = '\0';
+}
+
+static float b0[64], b1[64], b2[64], b3[64]; /* "device" buffers */
+static float dev_scratch[4];
+
+/* Buffers by name in the log, so expectations read like the calls. */
+static const char *nm(const void *p) {
+  if (p == NULL) return "null";
+  if (p == b0) return "b0";
+  if (p == b1) return "b1";
+  if (p == b2) return "b2";
+  if (p == b3) return "b3";
+  if (p == dev_scratch) return "bar";
+  if ((const char *)p > (const char *)b0 && (const char *)p < (const char *)(b0 + 64)) return "b0+";
+  if ((const char *)p > (const char *)b1 && (const char *)p < (const char *)(b1 + 64)) return "b1+";
+  return "?";
+}
+
+static ncclResult_t f_uid(ncclUniqueId *id) {
+  memset(id, 'u', sizeof *id);
+  logf_("GetUniqueId\n");
+  return ncclSuccess;
+}
+static ncclResult_t f_init(ncclComm_t *c, int n, ncclUniqueId id, int r, ncclConfig_t *cfg) {
+  (void)id;
+  (void)cfg;
+  *c = (ncclComm_t)(uintptr_t)0x1234;
+  logf_("CommInitRankConfig n=%d rank=%d\n", n, r);
+  return ncclSuccess;
+}
+static ncclResult_t f_abort(ncclComm_t c) { (void)c; logf_("CommAbort\n"); return ncclSuccess; }
+static ncclResult_t f_destroy(ncclComm_t c) { (void)c; logf_("CommDestroy\n"); return ncclSuccess; }
+static ncclResult_t f_async(ncclComm_t c, ncclResult_t *e) {
+  (void)c;
+  *e = async_state;
+  return ncclSuccess;
+}
+static const char *f_nccl_str(ncclResult_t r) { return r == ncclSystemError ? "fake system error" : "fake"; }
+static ncclResult_t f_allreduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
+                                ncclComm_t c, cudaStream_t st) {
+  (void)c; (void)st;
+  logf_("AllReduce %s %s n=%zu t=%d op=%d\n", nm(s), nm(r), n, (int)t, (int)op);
+  return ncclSuccess;
+}
+static ncclResult_t f_bcast(const void *s, void *r, size_t n, ncclDataType_t t, int root,
+                            ncclComm_t c, cudaStream_t st) {
+  (void)c; (void)st;
+  logf_("Broadcast %s %s n=%zu t=%d root=%d\n", nm(s), nm(r), n, (int)t, root);
+  return ncclSuccess;
+}
+static ncclResult_t f_reduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
+                             int root, ncclComm_t c, cudaStream_t st) {
+  (void)c; (void)st;
+  logf_("Reduce %s %s n=%zu t=%d op=%d root=%d\n", nm(s), nm(r), n, (int)t, (int)op, root);
+  return ncclSuccess;
+}
+static ncclResult_t f_allgather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c,
+                                cudaStream_t st) {
+  (void)c; (void)st;
+  logf_("AllGather %s %s n=%zu t=%d\n", nm(s), nm(r), n, (int)t);
+  return ncclSuccess;
+}
+static ncclResult_t f_rs(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
+                         ncclComm_t c, cudaStream_t st) {
+  (void)c; (void)st;
+  logf_("ReduceScatter %s %s n=%zu t=%d op=%d\n", nm(s), nm(r), n, (int)t, (int)op);
+  return ncclSuccess;
+}
+static ncclResult_t f_send(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t c,
+                           cudaStream_t st) {
+  (void)c; (void)st;
+  logf_("Send %s n=%zu t=%d peer=%d\n", nm(s), n, (int)t, peer);
+  return ncclSuccess;
+}
+static ncclResult_t f_recv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t c,
+                           cudaStream_t st) {
+  (void)c; (void)st;
+  logf_("Recv %s n=%zu t=%d peer=%d\n", nm(r), n, (int)t, peer);
+  return ncclSuccess;
+}
+static ncclResult_t f_gstart(void) { logf_("GroupStart\n"); return ncclSuccess; }
+static ncclResult_t f_gend(void) { logf_("GroupEnd\n"); return ncclSuccess; }
+static ncclResult_t f_premul(ncclRedOp_t *op, void *scalar, ncclDataType_t t,
+                             ncclScalarResidence_t res, ncclComm_t c) {
+  (void)c;
+  double v = t == ncclFloat64 ? *(double *)scalar
+             : t == ncclFloat32 ? *(float *)scalar
+                                : (double)(*(uint16_t *)scalar); /* half bits */
+  logf_("RedOpCreatePreMulSum t=%d res=%d scalar=%g\n", (int)t, (int)res, v);
+  *op = (ncclRedOp_t)ncclNumOps; /* the first user op */
+  return ncclSuccess;
+}
+static ncclResult_t f_opdestroy(ncclRedOp_t op, ncclComm_t c) {
+  (void)c;
+  logf_("RedOpDestroy op=%d\n", (int)op);
+  return ncclSuccess;
+}
+static cudaError_t f_count(int *n) { *n = 1; return cudaSuccess; }
+static cudaError_t f_setdev(int d) { logf_("SetDevice %d\n", d); return cudaSuccess; }
+static cudaError_t f_screate(cudaStream_t *s, unsigned f) { (void)f; *s = (cudaStream_t)(uintptr_t)0x5; return cudaSuccess; }
+static cudaError_t f_sdestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
+static int n_events;
+static cudaError_t f_ecreate(cudaEvent_t *e, unsigned f) { (void)f; *e = (cudaEvent_t)(uintptr_t)(0x100 + ++n_events); return cudaSuccess; }
+static cudaError_t f_erecord(cudaEvent_t e, cudaStream_t s) { (void)e; (void)s; return cudaSuccess; }
+static cudaError_t f_equery(cudaEvent_t e) { (void)e; __atomic_add_fetch(&n_event_queries, 1, __ATOMIC_SEQ_CST); return __atomic_load_n(&event_state, __ATOMIC_SEQ_CST); }
+static cudaError_t f_edestroy(cudaEvent_t e) { (void)e; n_events--; return cudaSuccess; }
+static cudaError_t f_malloc(void **p, size_t n) { (void)n; *p = dev_scratch; return cudaSuccess; }
+static cudaError_t f_free(void *p) { (void)p; return cudaSuccess; }
+static const char *f_cuda_str(cudaError_t e) { (void)e; return "fake cuda error"; }
+
+static const dist__nccl_api fake = {
+    f_uid, f_init, f_abort, f_destroy, f_async, f_nccl_str, f_allreduce, f_bcast, f_reduce,
+    f_allgather, f_rs, f_send, f_recv, f_gstart, f_gend, f_premul, f_opdestroy,
+    f_count, f_setdev, f_screate, f_sdestroy, f_ecreate, f_erecord, f_equery, f_edestroy,
+    f_malloc, f_free, f_cuda_str,
+};
+
+/* --- the group ----------------------------------------------------------- */
+
+static dist_store *store;
+static dist_pg *pg;
+
+static void make_group(int64_t timeout_ms) {
+  event_state = cudaSuccess;
+  async_state = ncclSuccess;
+  clear_log();
+  dist__nccl_set_api(&fake);
+  cr_assert_eq(dist_store_hash_create(&store), DIST_OK);
+  static const int ranks[2] = {0, 1};
+  dist_backend_init_args a = {.rank = 0, .size = 2, .global_ranks = ranks, .global_rank = 0,
+                              .store = store, .timeout_ms = timeout_ms,
+                              .group_name = "fake", .group_id = 7};
+  cr_assert_eq(dist_pg_create(&dist__nccl_backend_ops, &a, &pg), DIST_OK, "%s",
+               dist_last_errmsg());
+}
+
+static void destroy_group(void) {
+  dist_destroy_process_group(pg);
+  dist_store_destroy(store);
+  dist__nccl_set_api(NULL);
+}
+
+static dist_tensor cuda(void *p, dist_dtype dt, int64_t n) {
+  dist_tensor t = dist_tensor_1d(p, dt, n);
+  t.device.type = DIST_DEVICE_CUDA;
+  return t;
+}
+
+/* Runs an operation from a clean log and compares the calls. */
+#define EXPECT_CALLS(call, want)                                                  \
+  do {                                                                            \
+    clear_log();                                                                  \
+    int rc_ = (call);                                                             \
+    cr_assert_eq(rc_, DIST_OK, "%s: %s: %s", #call, dist_status_name(rc_),        \
+                 dist_pg_errmsg(pg));                                             \
+    cr_assert_str_eq(log_buf, want, "%s", #call);                                 \
+  } while (0)
+
+TestSuite(nccl_fake, .init = NULL, .fini = NULL);
+
+Test(nccl_fake, init_shares_the_id_through_the_store_and_builds_one_communicator, .timeout = 30) {
+  make_group(5000);
+  cr_assert_str_eq(log_buf, "SetDevice 0\nGetUniqueId\nCommInitRankConfig n=2 rank=0\n");
+  /* rank 1 of the same group reads the id rank 0 published */
+  void *v = NULL;
+  size_t len = 0;
+  cr_assert_eq(dist_store_get(store, "nccl/uid", &v, &len), DIST_OK);
+  cr_assert_eq(len, sizeof(ncclUniqueId));
+  cr_assert_eq(((char *)v)[0], 'u');
+  dist_free(v);
+  clear_log();
+  destroy_group();
+  cr_assert_str_eq(log_buf, "CommDestroy\n");
+}
+
+Test(nccl_fake, every_operation_maps_to_its_nccl_calls, .timeout = 30) {
+  make_group(5000);
+  dist_tensor t0 = cuda(b0, DIST_FLOAT32, 4), t1 = cuda(b1, DIST_FLOAT32, 4);
+  dist_tensor t2 = cuda(b2, DIST_FLOAT32, 4), t3 = cuda(b3, DIST_FLOAT32, 4);
+  dist_tensor pair[2] = {t1, t2}, pair_in[2] = {t2, t3};
+  dist_tensor big = cuda(b1, DIST_FLOAT32, 8);
+  EXPECT_CALLS(dist_all_reduce(&t0, DIST_SUM, pg, NULL), "AllReduce b0 b0 n=4 t=7 op=0\n");
+  EXPECT_CALLS(dist_broadcast(&t0, 1, pg, NULL), "Broadcast b0 b0 n=4 t=7 root=1\n");
+  EXPECT_CALLS(dist_reduce(&t0, 1, DIST_MAX, pg, NULL), "Reduce b0 b0 n=4 t=7 op=2 root=1\n");
+  EXPECT_CALLS(dist_all_gather_into_tensor(&big, &t0, pg, NULL), "AllGather b0 b1 n=4 t=7\n");
+  EXPECT_CALLS(dist_reduce_scatter_tensor(&t0, &big, DIST_SUM, pg, NULL),
+               "ReduceScatter b1 b0 n=4 t=7 op=0\n");
+  EXPECT_CALLS(dist_all_gather(pair, 2, &t0, pg, NULL),
+               "GroupStart\nBroadcast b0 b1 n=4 t=7 root=0\nBroadcast b2 b2 n=4 t=7 root=1\n"
+               "GroupEnd\n");
+  EXPECT_CALLS(dist_reduce_scatter(&t0, pair_in, 2, DIST_MIN, pg, NULL),
+               "GroupStart\nReduce b2 b0 n=4 t=7 op=3 root=0\nReduce b3 b0 n=4 t=7 op=3 root=1\n"
+               "GroupEnd\n");
+  EXPECT_CALLS(dist_gather(&t0, pair, 2, 0, pg, NULL),
+               "GroupStart\nRecv b1 n=4 t=7 peer=0\nRecv b2 n=4 t=7 peer=1\nSend b0 n=4 t=7 peer=0\n"
+               "GroupEnd\n");
+  EXPECT_CALLS(dist_gather(&t0, NULL, 0, 1, pg, NULL), "GroupStart\nSend b0 n=4 t=7 peer=1\nGroupEnd\n");
+  EXPECT_CALLS(dist_scatter(&t0, pair_in, 2, 0, pg, NULL),
+               "GroupStart\nSend b2 n=4 t=7 peer=0\nSend b3 n=4 t=7 peer=1\nRecv b0 n=4 t=7 peer=0\n"
+               "GroupEnd\n");
+  EXPECT_CALLS(dist_all_to_all(pair, 2, pair_in, 2, pg, NULL),
+               "GroupStart\nSend b2 n=4 t=7 peer=0\nRecv b1 n=4 t=7 peer=0\nSend b3 n=4 t=7 peer=1\n"
+               "Recv b2 n=4 t=7 peer=1\nGroupEnd\n");
+  dist_tensor a2a_in = cuda(b0, DIST_FLOAT32, 6), a2a_out = cuda(b1, DIST_FLOAT32, 6);
+  int64_t in_s[2] = {1, 5}, out_s[2] = {4, 2};
+  EXPECT_CALLS(dist_all_to_all_single(&a2a_out, &a2a_in, out_s, in_s, pg, NULL),
+               "GroupStart\nSend b0 n=4 t=1 peer=0\nRecv b1 n=16 t=1 peer=0\n"
+               "Send b0+ n=20 t=1 peer=1\nRecv b1+ n=8 t=1 peer=1\nGroupEnd\n");
+  EXPECT_CALLS(dist_barrier(pg, NULL), "AllReduce bar bar n=1 t=7 op=0\n");
+  EXPECT_CALLS(dist_send(&t0, 1, pg, 0), "Send b0 n=4 t=7 peer=1\n");
+  EXPECT_CALLS(dist_recv(&t0, 1, pg, 0, NULL), "Recv b0 n=4 t=7 peer=1\n");
+  dist_p2p_op ops[2] = {{true, &t0, 1, 0, pg}, {false, &t1, 1, 0, pg}};
+  dist_work *w = NULL;
+  EXPECT_CALLS(dist_batch_isend_irecv(ops, 2, &w),
+               "GroupStart\nSend b0 n=4 t=7 peer=1\nRecv b1 n=4 t=7 peer=1\nGroupEnd\n");
+  cr_assert_eq(dist_work_wait(w, 5000), DIST_OK, "%s", dist_work_errmsg(w));
+  dist_work_free(w);
+  cr_assert_eq(dist_recv(&t0, DIST_ANY_SOURCE, pg, 0, NULL), DIST_E_NOTSUP);
+  cr_assert(strstr(dist_pg_errmsg(pg), "any source"), "%s", dist_pg_errmsg(pg));
+  destroy_group();
+}
+
+/* What NCCL should be asked for: an independent table of NCCL's enums. */
+static int want_type(dist_dtype dt) {
+  switch (dt) {
+  case DIST_FLOAT16: return 6;
+  case DIST_BFLOAT16: return 9;
+  case DIST_FLOAT32: case DIST_COMPLEX64: return 7;
+  case DIST_FLOAT64: case DIST_COMPLEX128: return 8;
+  case DIST_INT8: return 0;
+  case DIST_UINT8: case DIST_BOOL: return 1;
+  case DIST_INT32: return 2;
+  case DIST_INT64: return 4;
+  default: return -1; /* int16: none */
+  }
+}
+
+static int want_op(dist_dtype dt, dist_redop_kind k) {
+  bool bitwise = k == DIST_REDOP_BAND || k == DIST_REDOP_BOR || k == DIST_REDOP_BXOR;
+  bool cplx = dt == DIST_COMPLEX64 || dt == DIST_COMPLEX128;
+  if (dt == DIST_BOOL) {
+    if (k == DIST_REDOP_SUM || k == DIST_REDOP_MAX || k == DIST_REDOP_BOR) return 2;
+    if (k == DIST_REDOP_PRODUCT || k == DIST_REDOP_MIN || k == DIST_REDOP_BAND) return 3;
+    return -1;
+  }
+  if (bitwise || want_type(dt) < 0)
+    return -1;
+  if (cplx && k != DIST_REDOP_SUM && k != DIST_REDOP_AVG && k != DIST_REDOP_PREMUL_SUM)
+    return -1;
+  switch (k) {
+  case DIST_REDOP_SUM: return 0;
+  case DIST_REDOP_PRODUCT: return 1;
+  case DIST_REDOP_MAX: return 2;
+  case DIST_REDOP_MIN: return 3;
+  case DIST_REDOP_AVG: return 4;
+  default: return (int)ncclNumOps; /* PREMUL_SUM: the op it created */
+  }
+}
+
+Test(nccl_fake, every_dtype_and_reduce_op_maps_or_is_refused, .timeout = 60) {
+  make_group(5000);
+  int mapped = 0, refused = 0;
+  for (int d = 0; d < DIST_DTYPE_COUNT_; d++)
+    for (int k = 0; k < DIST_REDOP_COUNT_; k++) {
+      dist_redop op = {(dist_redop_kind)k, 0.5};
+      if (dist_redop_check(op, (dist_dtype)d) != DIST_OK)
+        continue;
+      dist_tensor t = cuda(b0, (dist_dtype)d, 3);
+      clear_log();
+      int rc = dist_all_reduce(&t, op, pg, NULL);
+      int wop = want_op((dist_dtype)d, (dist_redop_kind)k);
+      const char *dn = dist_dtype_name((dist_dtype)d), *on = dist_redop_name((dist_redop_kind)k);
+      if (wop < 0) {
+        cr_assert_eq(rc, DIST_E_NOTSUP, "%s %s: %s", dn, on, dist_status_name(rc));
+        cr_assert(strstr(dist_pg_errmsg(pg), "NCCL cannot reduce") && strstr(dist_pg_errmsg(pg), dn),
+                  "%s %s: %s", dn, on, dist_pg_errmsg(pg));
+        cr_assert_str_eq(log_buf, "", "%s %s reached NCCL", dn, on);
+        refused++;
+        continue;
+      }
+      cr_assert_eq(rc, DIST_OK, "%s %s: %s", dn, on, dist_pg_errmsg(pg));
+      bool cplx = d == DIST_COMPLEX64 || d == DIST_COMPLEX128;
+      char want[512];
+      int off = 0;
+      if (k == DIST_REDOP_PREMUL_SUM) {
+        double s = d == DIST_FLOAT16 ? 0x3800 : d == DIST_BFLOAT16 ? 0x3f00 : 0.5;
+        off = snprintf(want, sizeof want, "RedOpCreatePreMulSum t=%d res=1 scalar=%g\n",
+                       want_type((dist_dtype)d), s);
+      }
+      off += snprintf(want + off, sizeof want - (size_t)off, "AllReduce b0 b0 n=%d t=%d op=%d\n",
+                      cplx ? 6 : 3, want_type((dist_dtype)d), wop);
+      if (k == DIST_REDOP_PREMUL_SUM)
+        snprintf(want + off, sizeof want - (size_t)off, "RedOpDestroy op=%d\n", (int)ncclNumOps);
+      cr_assert_str_eq(log_buf, want, "%s %s", dn, on);
+      mapped++;
+    }
+  cr_assert_gt(mapped, 40);
+  cr_assert_gt(refused, 10);
+  destroy_group();
+}
+
+Test(nccl_fake, a_timeout_aborts_the_communicator_and_breaks_the_group, .timeout = 30) {
+  make_group(300);
+  event_state = cudaErrorNotReady; /* the GPU never finishes */
+  dist_tensor t = cuda(b0, DIST_FLOAT32, 4);
+  clear_log();
+  int rc = dist_all_reduce(&t, DIST_SUM, pg, NULL);
+  cr_assert_eq(rc, DIST_E_TIMEOUT, "%s", dist_status_name(rc));
+  char first[1024];
+  snprintf(first, sizeof first, "%s", dist_pg_errmsg(pg));
+  cr_assert(strstr(first, "ALL_REDUCE") && strstr(first, "timed out after 300 ms"), "%s", first);
+  cr_assert_str_eq(log_buf, "AllReduce b0 b0 n=4 t=7 op=0\nCommAbort\n");
+  clear_log();
+  rc = dist_broadcast(&t, 0, pg, NULL); /* fails at once, NCCL untouched */
+  cr_assert_eq(rc, DIST_E_TIMEOUT);
+  cr_assert_str_eq(dist_pg_errmsg(pg), first);
+  cr_assert_str_eq(log_buf, "");
+  clear_log();
+  destroy_group();
+  cr_assert_str_eq(log_buf, "", "an aborted communicator is not destroyed again");
+}
+
+Test(nccl_fake, an_asynchronous_nccl_error_fails_the_work_and_aborts, .timeout = 30) {
+  make_group(60000);
+  event_state = cudaErrorNotReady;
+  async_state = ncclSystemError;
+  dist_tensor t = cuda(b0, DIST_FLOAT32, 4);
+  dist_work *w = NULL;
+  clear_log();
+  cr_assert_eq(dist_all_reduce(&t, DIST_SUM, pg, &w), DIST_OK);
+  cr_assert_eq(dist_work_wait(w, 10000), DIST_E_BACKEND);
+  cr_assert(strstr(dist_work_errmsg(w), "asynchronous error: fake system error"), "%s",
+            dist_work_errmsg(w));
+  cr_assert_str_eq(log_buf, "AllReduce b0 b0 n=4 t=7 op=0\nCommAbort\n");
+  dist_work_free(w);
+  destroy_group();
+}
+
+Test(nccl_fake, async_works_complete_in_order_and_abort_fails_pending_ones, .timeout = 30) {
+  make_group(60000);
+  dist_tensor t = cuda(b0, DIST_FLOAT32, 4);
+  dist_work *w[3];
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(dist_all_reduce(&t, DIST_SUM, pg, &w[i]), DIST_OK);
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(dist_work_wait(w[i], 10000), DIST_OK, "%s", dist_work_errmsg(w[i]));
+    dist_work_free(w[i]);
+  }
+  __atomic_store_n(&event_state, cudaErrorNotReady, __ATOMIC_SEQ_CST);
+  dist_work *p = NULL;
+  cr_assert_eq(dist_all_reduce(&t, DIST_SUM, pg, &p), DIST_OK);
+  while (__atomic_load_n(&n_event_queries, __ATOMIC_SEQ_CST) == 0)
+    ; /* the progress thread is polling it */
+  clear_log();
+  cr_assert_eq(dist_abort_group(pg, "test says stop"), DIST_OK);
+  cr_assert_eq(dist_work_wait(p, 10000), DIST_E_ABORTED);
+  cr_assert(strstr(dist_work_errmsg(p), "test says stop"), "%s", dist_work_errmsg(p));
+  cr_assert_str_eq(log_buf, "CommAbort\n");
+  dist_work_free(p);
+  destroy_group();
+}
+
+Test(nccl_fake, host_tensors_are_refused, .timeout = 30) {
+  make_group(5000);
+  dist_tensor t = dist_tensor_1d(b0, DIST_FLOAT32, 4);
+  clear_log();
+  cr_assert_eq(dist_all_reduce(&t, DIST_SUM, pg, NULL), DIST_E_INVAL);
+  cr_assert_str_eq(log_buf, "");
+  destroy_group();
+}
