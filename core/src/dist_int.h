@@ -140,6 +140,9 @@ static inline int64_t dist__now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 static inline int64_t dist__now_ms(void) { return dist__now_ns() / 1000000; }
+/* First slope of dist_clock_ns (clock.c, the observers' TSC clock); waits
+ * up to 5 ms, once per process. */
+void dist__clock_calibrate(void);
 /* Milliseconds left until deadline_ms (never negative). */
 static inline int64_t dist__remaining_ms(int64_t deadline_ms) {
   int64_t left = deadline_ms - dist__now_ms();

@@ -3,13 +3,16 @@
  * With no observer registered an event costs one relaxed load
  * (dist__obs_on), and the caller skips even building it. Registration is
  * rare and not concurrent with events (observer.h says so), so delivery
- * reads the table without a lock. */
+ * reads the table without a lock. An observer that cannot take
+ * DIST_EV_OP_ISSUED (ABI 1, or not in its mask) receives it split into
+ * ENQUEUED and STARTED (observer.h, ABI 2). */
 #include "pg_int.h"
 
 typedef struct obs_slot {
   const dist_observer *obs;
   void *ctx;
   bool inited;
+  bool split_issued; /* deliver OP_ISSUED as ENQUEUED + STARTED */
 } obs_slot;
 
 _Atomic int dist__obs_active;
@@ -17,18 +20,29 @@ static obs_slot slots[DIST_MAX_OBSERVERS];
 static int n_slots;
 static dist_pg *default_group; /* set while the default group lives */
 
+static void deliver(const obs_slot *s, dist_event *ev);
+
+/* The default group was announced before any observer ran: each observer
+ * hears of it right after its init. */
+static void announce_default(obs_slot *s) {
+  dist_pg *g = default_group;
+  dist_event ev = {
+      .kind = DIST_EV_GROUP_CREATED, .group_id = g->info.group_id,
+      .rank = g->info.global_rank, .group_rank = g->info.rank, .seq = g->seq,
+      .t_ns = dist_clock_ns(), .group = &g->info, .peer = -1,
+  };
+  deliver(s, &ev);
+}
+
 static void obs_init_one(obs_slot *s) {
-  if (!s->obs->init) {
-    s->inited = true;
-    return;
-  }
-  int rc = s->obs->init(&s->ctx, &default_group->info);
+  int rc = s->obs->init ? s->obs->init(&s->ctx, &default_group->info) : DIST_OK;
   if (rc != DIST_OK) {
     DIST_LOG(WARNING, CORE, "observer %s failed to start (%s); it is disabled",
              s->obs->name ? s->obs->name : "?", dist_status_name(rc));
     return;
   }
   s->inited = true;
+  announce_default(s);
 }
 
 /* Log lines at DETAIL reach the observers through the default group. */
@@ -61,7 +75,11 @@ int dist_observer_register(const dist_observer *obs) {
                                   obs->name ? obs->name : "?");
   if (n_slots == DIST_MAX_OBSERVERS)
     return dist__set_last_error(DIST_E_INVAL, "at most %d observers", DIST_MAX_OBSERVERS);
-  slots[n_slots] = (obs_slot){.obs = obs};
+  slots[n_slots] = (obs_slot){
+      .obs = obs,
+      .split_issued = obs->abi_version < 2 ||
+                      !(obs->event_mask & DIST_EV_BIT(DIST_EV_OP_ISSUED)),
+  };
   if (default_group)
     obs_init_one(&slots[n_slots]);
   n_slots++;
@@ -83,6 +101,7 @@ int dist_observer_unregister(const dist_observer *obs) {
 }
 
 void dist__obs_start(dist_pg *g) {
+  dist__clock_calibrate();
   default_group = g;
   for (int i = 0; i < n_slots; i++)
     if (!slots[i].inited)
@@ -109,7 +128,7 @@ void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int st
       .rank = g->info.global_rank,
       .group_rank = g->info.rank,
       .seq = c ? c->seq : g->seq,
-      .t_ns = dist__now_ns(),
+      .t_ns = dist_clock_ns(),
       .coll = c,
       .group = &g->info,
       .status = status,
@@ -117,10 +136,25 @@ void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int st
       .message = msg,
       .caller = c ? c->caller : NULL,
   };
-  uint32_t bit = DIST_EV_BIT(kind);
   for (int i = 0; i < n_slots; i++)
-    if (slots[i].inited && (slots[i].obs->event_mask & bit))
-      slots[i].obs->on_event(slots[i].ctx, &ev);
+    if (slots[i].inited)
+      deliver(&slots[i], &ev);
+}
+
+static void deliver(const obs_slot *s, dist_event *ev) {
+  uint32_t mask = s->obs->event_mask;
+  if (ev->kind == DIST_EV_OP_ISSUED && s->split_issued) {
+    ev->kind = DIST_EV_OP_ENQUEUED;
+    if (mask & DIST_EV_BIT(DIST_EV_OP_ENQUEUED))
+      s->obs->on_event(s->ctx, ev);
+    ev->kind = DIST_EV_OP_STARTED;
+    if (mask & DIST_EV_BIT(DIST_EV_OP_STARTED))
+      s->obs->on_event(s->ctx, ev);
+    ev->kind = DIST_EV_OP_ISSUED; /* the next observer may take it whole */
+    return;
+  }
+  if (mask & DIST_EV_BIT(ev->kind))
+    s->obs->on_event(s->ctx, ev);
 }
 
 void dist_observer_emit_report(dist_pg *g, dist_event_kind kind, int status,

@@ -306,10 +306,8 @@ static dist_event_kind end_event(int rc) {
 
 static int call_sync(dist_pg *g, dist_backend_op_fn fn, dist_coll *c) {
   bool obs = !g->internal && dist__obs_on();
-  if (obs) {
-    dist__obs_emit(g, DIST_EV_OP_ENQUEUED, c, DIST_OK, -1, NULL);
-    dist__obs_emit(g, DIST_EV_OP_STARTED, c, DIST_OK, -1, NULL);
-  }
+  if (obs)
+    dist__obs_emit(g, DIST_EV_OP_ISSUED, c, DIST_OK, -1, NULL);
   int rc = fn(g->priv, c, NULL);
   if (__builtin_expect(rc != DIST_OK, 0))
     note_failure(g, rc, c);
@@ -325,9 +323,12 @@ static int call_async(dist_pg *g, dist_backend_op_fn fn, dist_coll *c, dist_work
     return dist__err_set(&g->err, rc, "out of memory starting %s", dist_op_name(c->kind));
   bool obs = !g->internal && dist__obs_on();
   if (obs) {
-    dist__obs_emit(g, DIST_EV_OP_ENQUEUED, &w->coll, DIST_OK, -1, NULL);
-    if (!(g->ops->caps & DIST_CAP_REPORTS_START))
-      dist_backend_work_start(w);
+    if (g->ops->caps & DIST_CAP_REPORTS_START) {
+      dist__obs_emit(g, DIST_EV_OP_ENQUEUED, &w->coll, DIST_OK, -1, NULL);
+    } else {
+      atomic_store(&w->started, true); /* its start is announced here */
+      dist__obs_emit(g, DIST_EV_OP_ISSUED, &w->coll, DIST_OK, -1, NULL);
+    }
   }
   rc = fn(g->priv, &w->coll, w);
   if (rc != DIST_OK) {
@@ -367,10 +368,8 @@ void dist__pg_begin(dist_pg *g, dist_coll *c) {
   dist__err_clear(&g->err);
   c->seq = g->internal ? 0 : ++g->seq;
   c->timeout_ms = g->timeout_ms;
-  if (!g->internal && dist__obs_on()) {
-    dist__obs_emit(g, DIST_EV_OP_ENQUEUED, c, DIST_OK, -1, NULL);
-    dist__obs_emit(g, DIST_EV_OP_STARTED, c, DIST_OK, -1, NULL);
-  }
+  if (!g->internal && dist__obs_on())
+    dist__obs_emit(g, DIST_EV_OP_ISSUED, c, DIST_OK, -1, NULL);
 }
 
 int dist__pg_sub(dist_pg *g, dist_coll *piece) {

@@ -1,7 +1,9 @@
 /* ctest: labels=multiproc timeout=240 */
 /* The observer and the group interposer, seen from real multi-rank groups:
  * one enqueued/started/completed triple per user call with the whole
- * descriptor and per-group sequence numbers from 1; a wrapper installed
+ * descriptor and per-group sequence numbers from 1 for an observer built
+ * for ABI 1, one issued/completed pair per synchronous call for an ABI-2
+ * one; a wrapper installed
  * through the interposer sees every group init, new_group, split_group,
  * new_subgroups and a mesh create, and every call on them; internal helper
  * groups emit nothing and take no id. */
@@ -62,13 +64,32 @@ static void obs_fini(void *ctx) {
   n_finis++;
 }
 
+/* Built for ABI 1: it must keep receiving enqueued + started. */
 static const dist_observer test_observer = {
-    .abi_version = DIST_OBSERVER_ABI_VERSION,
+    .abi_version = 1,
     .name = "test",
     .event_mask = DIST_EV_ALL,
     .init = obs_init,
     .on_event = obs_event,
     .fini = obs_fini,
+};
+
+/* --- an ABI-2 observer: issued + completed per synchronous call ---------- */
+
+static int lean_count[DIST_EV_COUNT_][4]; /* [kind][group id < 4] */
+static int64_t lean_issued_ns;
+
+static void lean_event(void *ctx, const dist_event *ev) {
+  (void)ctx;
+  if (ev->group_id >= 0 && ev->group_id < 4)
+    lean_count[ev->kind][ev->group_id]++;
+  if (ev->kind == DIST_EV_OP_ISSUED)
+    lean_issued_ns = ev->t_ns;
+}
+
+static const dist_observer lean_observer = {
+    .abi_version = DIST_OBSERVER_ABI_VERSION, .name = "lean", .event_mask = DIST_EV_ALL,
+    .on_event = lean_event,
 };
 
 /* Events of kind k on group gid. */
@@ -101,8 +122,14 @@ static int check_triples(const dist_test_ctx *ctx, int gid, int calls) {
 
 static int observer_rank(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, dist_observer_register(&test_observer));
+  CHECK_OK(ctx, dist_observer_register(&lean_observer));
   CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
   CHECK(ctx, n_inits == 1, "observer init ran %d times", n_inits);
+  /* The default group's creation reaches observers that start with it. */
+  CHECK(ctx, count(DIST_EV_GROUP_CREATED, 0) == 1, "group 0 created seen %d times",
+        count(DIST_EV_GROUP_CREATED, 0));
+  CHECK(ctx, lean_count[DIST_EV_GROUP_CREATED][0] == 1, "lean: group 0 created %d times",
+        lean_count[DIST_EV_GROUP_CREATED][0]);
   float v[16] = {0};
   dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 16);
   CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));          /* seq 1 */
@@ -118,6 +145,19 @@ static int observer_rank(const dist_test_ctx *ctx) {
   /* A call that fails its local checks never starts: no event, no seq. */
   CHECK(ctx, dist_reduce(&t, 99, DIST_SUM, NULL, NULL) == DIST_E_INVAL, "bad root accepted");
   CHECK_OK(ctx, check_triples(ctx, 0, 4));
+  /* ABI 2: a synchronous call is one ISSUED (all_reduce, barrier, the
+   * send); the broadcast and the receive (run as work), whose backend
+   * reports their start, stay ENQUEUED then STARTED. */
+  int(*lc)[4] = lean_count;
+  int n_async = ctx->rank == 0 ? 1 : 2;
+  CHECK(ctx, lc[DIST_EV_OP_ISSUED][0] == 4 - n_async && lc[DIST_EV_OP_ENQUEUED][0] == n_async &&
+                 lc[DIST_EV_OP_STARTED][0] == n_async && lc[DIST_EV_OP_COMPLETED][0] == 4,
+        "lean observer: issued %d enqueued %d started %d completed %d",
+        lc[DIST_EV_OP_ISSUED][0], lc[DIST_EV_OP_ENQUEUED][0], lc[DIST_EV_OP_STARTED][0],
+        lc[DIST_EV_OP_COMPLETED][0]);
+  int64_t now = dist_clock_ns();
+  CHECK(ctx, lean_issued_ns > 0 && lean_issued_ns <= now && now - lean_issued_ns < 60000000000,
+        "issued at %lld, now %lld", (long long)lean_issued_ns, (long long)now);
   /* The broadcast's descriptor travelled whole: op, size, root. */
   int bc = -1;
   for (int i = 0; i < n_events; i++)

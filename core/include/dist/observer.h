@@ -17,7 +17,17 @@
  * copy what you need. Pointers in the event live only for the call.
  *
  * Versioning: fields are appended; DIST_OBSERVER_ABI_VERSION grows.
- *   1  first version. */
+ *   1  first version.
+ *   2  cheaper per operation. A synchronous call (and an asynchronous one
+ *      whose backend does not report its start) emits DIST_EV_OP_ISSUED,
+ *      enqueued and started in one event, instead of ENQUEUED then
+ *      STARTED. An observer registered with abi_version 1, or whose
+ *      event_mask lacks DIST_EV_OP_ISSUED, still receives the pair (same
+ *      t_ns), so every ABI-1 observer keeps working unchanged. t_ns is
+ *      dist_clock_ns(): CLOCK_MONOTONIC's epoch read from the invariant
+ *      TSC when there is one (9 ns instead of 22 here). The default
+ *      group's DIST_EV_GROUP_CREATED now reaches every observer (it used
+ *      to be emitted before observers started). */
 #ifndef DIST_OBSERVER_H
 #define DIST_OBSERVER_H
 
@@ -28,7 +38,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_OBSERVER_ABI_VERSION 1
+#define DIST_OBSERVER_ABI_VERSION 2
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_EVENT_MAP(X)                 \
@@ -43,7 +53,8 @@ DIST_EXTERN_C_BEGIN
   X(DESYNC_REPORT, "desync_report")       \
   X(STALL_REPORT, "stall_report")         \
   X(DIAGNOSIS, "diagnosis")               \
-  X(LOG, "log")
+  X(LOG, "log")                           \
+  X(OP_ISSUED, "issued")  /* ABI 2: enqueued and started at once */
 
 typedef enum dist_event_kind {
 #define DIST_EVENT_ENUM_(e, name) DIST_EV_##e,
@@ -63,7 +74,7 @@ typedef struct dist_event {
   int rank;                    /* global rank of this process */
   int group_rank;
   uint64_t seq;                /* the group's sequence number (ops) */
-  int64_t t_ns;                /* CLOCK_MONOTONIC nanoseconds */
+  int64_t t_ns;                /* dist_clock_ns() (CLOCK_MONOTONIC epoch) */
   const dist_coll *coll;       /* ops: the whole descriptor; else NULL */
   const dist_pg_info *group;   /* the group (always set) */
   int status;                  /* FAILED / TIMED_OUT / PEER_LOST: the code */
@@ -82,6 +93,10 @@ typedef struct dist_observer {
   void (*on_event)(void *ctx, const dist_event *ev);
   void (*fini)(void *ctx);
 } dist_observer;
+
+/* The clock of t_ns: CLOCK_MONOTONIC nanoseconds, read from a calibrated
+ * invariant TSC where the CPU has one (else clock_gettime). Any thread. */
+DIST_API int64_t dist_clock_ns(void);
 
 /* Registers obs (which must stay valid until unregistered). At most
  * DIST_MAX_OBSERVERS. When the default group already exists, init runs at
