@@ -65,3 +65,147 @@ static int shape_rank(const dist_test_ctx *ctx) {
 Test(wrapper_pg_desync, shape_differs_on_both_ranks, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, shape_rank, NULL, 50), 0, "%s", dist_test_report());
 }
+
+/* --- dtypes of equal size, asynchronously: no work handle ---------------- */
+
+static int dtype_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int32_t v[4] = {7, 7, 7, 7};
+  dist_tensor t = dist_tensor_1d(v, ctx->rank == 2 ? DIST_INT32 : DIST_FLOAT32, 4);
+  dist_work *w = (dist_work *)&w; /* must come back NULL */
+  int rc = dist_all_reduce(&t, DIST_SUM, NULL, &w);
+  CHECK(ctx, w == NULL, "a failed check returned a work handle");
+  if (expect_report(ctx, rc, "desync in group 0 (default, 3 ranks) at ALL_REDUCE #1:\n",
+                    "  rank 2: ", "ALL_REDUCE int32[4] op=SUM", "<- dtype differs"))
+    return 1;
+  char buf[512];
+  CHECK(ctx, wpg_line(dist_pg_errmsg(NULL), "  ranks 0-1: ", buf, sizeof buf) &&
+                 strstr(buf, "float32[4]"), "majority line:\n%s", dist_pg_errmsg(NULL));
+  CHECK(ctx, v[0] == 7 && v[3] == 7, "buffer touched");
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, dtype_differs_async_call_gets_no_handle, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, dtype_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- operations ---------------------------------------------------------- */
+
+static int op_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  int rc = ctx->rank == 1 ? dist_broadcast(&t, 0, NULL, NULL)
+                          : dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  if (expect_report(ctx, rc, "desync in group 0 (default, 3 ranks) at ALL_REDUCE #1:\n",
+                    "  rank 1: ", "BROADCAST float32[4] root=0", "<- operation differs"))
+    return 1;
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, operation_differs, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, op_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- reduce ops ---------------------------------------------------------- */
+
+static int redop_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL)); /* #1 agrees */
+  int rc = dist_all_reduce(&t, ctx->rank == 3 ? DIST_MAX : DIST_SUM, NULL, NULL);
+  if (expect_report(ctx, rc, "desync in group 0 (default, 4 ranks) at ALL_REDUCE #2:\n",
+                    "  rank 3: ", "op=MAX", "<- reduce op differs"))
+    return 1;
+  char buf[512];
+  CHECK(ctx, wpg_line(dist_pg_errmsg(NULL), "  ranks 0-2: ", buf, sizeof buf) &&
+                 strstr(buf, "op=SUM") && !strstr(buf, "<-"),
+        "majority line:\n%s", dist_pg_errmsg(NULL));
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, reduce_op_differs_in_the_minority, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(4, redop_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- roots, on a subgroup (global ranks with group ranks beside) --------- */
+
+static int root_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int members[3] = {1, 2, 3};
+  dist_pg *g;
+  CHECK_OK(ctx, dist_new_group(members, 3, NULL, &g));
+  if (ctx->rank != 0) {
+    float v[2] = {0};
+    dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 2);
+    int rc = dist_broadcast(&t, ctx->rank == 3 ? 2 : 1, g, NULL);
+    const char *msg = dist_pg_errmsg(g);
+    char buf[512];
+    CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
+    CHECK(ctx, !strncmp(msg, "desync in group 1 (3 ranks) at BROADCAST #1:\n", 44),
+          "header:\n%s", msg);
+    CHECK(ctx, wpg_line(msg, "  ranks 1-2 (group ranks 0-1): ", buf, sizeof buf) &&
+                   strstr(buf, "root=1") && !strstr(buf, "<-"), "majority line:\n%s", msg);
+    CHECK(ctx, wpg_line(msg, "  rank 3 (group rank 2): ", buf, sizeof buf) &&
+                   strstr(buf, "root=2") && strstr(buf, "<- root differs"),
+          "minority line:\n%s", msg);
+    CHECK_OK(ctx, dist_barrier(g, NULL)); /* the group still works */
+  }
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, broadcast_root_differs_in_a_subgroup, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(4, root_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- all_to_all_single splits ------------------------------------------- */
+
+static int splits_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int32_t in[3] = {1, 2, 3}, out[3] = {-1, -1, -1};
+  dist_tensor ti = dist_tensor_1d(in, DIST_INT32, 3), to = dist_tensor_1d(out, DIST_INT32, 3);
+  int64_t even[3] = {1, 1, 1}, odd[3] = {2, 0, 1};
+  int rc = dist_all_to_all_single(&to, &ti, even, ctx->rank == 2 ? odd : even, NULL, NULL);
+  const char *msg = dist_pg_errmsg(NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
+  CHECK(ctx, strstr(msg, "at ALL_TO_ALL_SINGLE #1:\n"), "header:\n%s", msg);
+  CHECK(ctx, strstr(msg, "  rank 2 sends 2 rows to rank 0, which expects 1   <- split sizes "
+                         "differ\n") &&
+                 strstr(msg, "  rank 2 sends 0 rows to rank 1, which expects 1   <- split "
+                             "sizes differ"),
+        "split lines:\n%s", msg);
+  CHECK(ctx, out[0] == -1 && out[2] == -1, "output touched");
+  if (wpg_same_everywhere(ctx, msg))
+    return 1;
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, all_to_all_single_splits_differ, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, splits_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- reduce_scatter counts ----------------------------------------------- */
+
+static int rs_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float in[6] = {1, 1, 1, 1, 1, 1}, out[3] = {0};
+  int n = ctx->rank == 1 ? 3 : 2;
+  dist_tensor ti = dist_tensor_1d(in, DIST_FLOAT32, 2 * n), to = dist_tensor_1d(out, DIST_FLOAT32, n);
+  int rc = dist_reduce_scatter_tensor(&to, &ti, DIST_SUM, NULL, NULL);
+  if (expect_report(ctx, rc, "desync in group 0 (default, 2 ranks) at REDUCE_SCATTER_TENSOR #1:\n",
+                    "  rank 1: ", "float32[6]", "<- shape differs"))
+    return 1;
+  CHECK(ctx, out[0] == 0, "output touched");
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, reduce_scatter_counts_differ, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, rs_rank, NULL, 50), 0, "%s", dist_test_report());
+}

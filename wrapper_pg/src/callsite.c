@@ -129,7 +129,10 @@ static void resolve_with(Dwfl *d, const void *addr, char *buf, size_t len) {
   const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
   if (file) {
     const char *base = strrchr(file, '/');
-    snprintf(buf, len, "%s:%d in %s()", base ? base + 1 : file, lineno, fn ? fn : "?");
+    /* GCC's clones (f.part.0, f.isra.0, f.constprop.0) are f to a reader. */
+    int fn_len = fn ? (int)strcspn(fn, ".") : 1;
+    snprintf(buf, len, "%s:%d in %.*s()", base ? base + 1 : file, lineno, fn_len,
+             fn ? fn : "?");
   } else {
     symbol_only(addr, buf, len);
   }

@@ -80,9 +80,20 @@ static void describe(const wpg *w, const dist_coll *c, bool counts, detail *d) {
   else
     snprintf(what, sizeof what, "%s", raw);
   wpg_site_resolve(c->caller, site, sizeof site);
+  int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
+  if (c->kind == DIST_OP_ALL_TO_ALL_SINGLE && c->n_splits) {
+    size_t o = strlen(what);
+    for (int s = 0; s < 2; s++) {
+      const int64_t *sp2 = s ? c->out_splits : c->in_splits;
+      wpg_appendf(what, sizeof what, &o, " %s=[", s ? "out" : "in");
+      for (int j = 0; j < n; j++)
+        wpg_appendf(what, sizeof what, &o, "%s%lld", j ? "," : "",
+                    (long long)rows_at(sp2, s ? &c->outputs[0] : &c->inputs[0], j, w->size));
+      wpg_appendf(what, sizeof what, &o, "]");
+    }
+  }
   size_t off = 0;
   wpg_appendf(d->text, sizeof d->text, &off, "%-36s %s", what, site);
-  int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
   for (int j = 0; j < n; j++) {
     if (c->kind == DIST_OP_ALL_TO_ALL_SINGLE) {
       d->send[j] = rows_at(c->in_splits, &c->inputs[0], j, w->size);
