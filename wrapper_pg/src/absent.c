@@ -65,52 +65,77 @@ static void last_op(const wpg *w, int r, char *buf, size_t len) {
   char site[200];
   wpg_site_resolve_off(p->module, p->caller_off, site, sizeof site);
   snprintf(buf, len, "its last operation was %s #%" PRIu64 ", called from %s",
-           dist_op_name((dist_op_kind)p->kind), p->count, site);
+           dist_op_name((dist_op_kind)p->kind), p->seq, site);
+}
+
+/* The report: status.h's header naming the absent ranks, one line each. */
+static int report(wpg *w, const dist_coll *c, int rc, const bool *present, int lowest) {
+  char *msg = malloc(WPG_MSG_LEN);
+  int *absent = calloc((size_t)w->size, sizeof *absent), n = 0;
+  if (!msg || !absent) {
+    free(msg), free(absent);
+    return dist_backend_set_error(w->self, rc, "out of memory naming absent ranks");
+  }
+  for (int r = 0; r < w->size; r++)
+    if (!present[r])
+      absent[n++] = w->info->global_ranks[r];
+  char gname[160], tmo[32], list[256];
+  wpg_group_name(w->info, gname, sizeof gname);
+  seconds(w->info->timeout_ms, tmo, sizeof tmo);
+  size_t lo = 0;
+  for (int i = 0; i < n; i++)
+    wpg_appendf(list, sizeof list, &lo, "%s%d", i ? "," : "", absent[i]);
+  size_t off = 0;
+  wpg_appendf(msg, WPG_MSG_LEN, &off, "%s in %s at %s #%" PRIu64 ": %s %s ",
+              rc == DIST_E_PEER_LOST ? "peer lost" : "timeout", gname, dist_op_name(c->kind),
+              c->seq, n > 1 ? "ranks" : "rank", list);
+  if (rc == DIST_E_PEER_LOST)
+    wpg_appendf(msg, WPG_MSG_LEN, &off, "%s lost before arriving", n > 1 ? "were" : "was");
+  else
+    wpg_appendf(msg, WPG_MSG_LEN, &off, "did not arrive within %s", tmo);
+  for (int r = 0; r < w->size; r++) {
+    if (present[r])
+      continue;
+    char last[320];
+    last_op(w, r, last, sizeof last);
+    wpg_appendf(msg, WPG_MSG_LEN, &off, "\n  rank %d (", w->info->global_ranks[r]);
+    if (w->info->global_ranks[r] != r)
+      wpg_appendf(msg, WPG_MSG_LEN, &off, "group rank %d, ", r);
+    wpg_appendf(msg, WPG_MSG_LEN, &off, "host %s, pid %d): %s", w->ident[r].host,
+                w->ident[r].pid, last);
+  }
+  rc = wpg_fail(w, rc, msg, lowest);
+  free(msg), free(absent);
+  return rc;
 }
 
 int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
-  char whyb[512];
+  char whyb[512], gname[160];
   snprintf(whyb, sizeof whyb, "%s", why ? why : "");
-  uint64_t count = w->coll_count + 1;
-  char gname[160], op[64];
   wpg_group_name(w->info, gname, sizeof gname);
-  snprintf(op, sizeof op, "%s #%" PRIu64, dist_op_name(c->kind), count);
+  uint64_t count = w->coll_count + 1;
   dist_store *st = dist_get_default_store();
   bool *present = calloc((size_t)w->size, sizeof *present);
   char k[128];
   key(k, sizeof k, w, count, w->rank);
   if (!st || !present || dist_store_set(st, k, "1", 1) != DIST_OK) {
     free(present);
-    return dist_backend_set_error(w->self, rc, "the check before %s of %s failed: %s", op,
-                                  gname, whyb);
+    return dist_backend_set_error(w->self, rc, "the check before %s #%" PRIu64 " of %s "
+                                  "failed: %s", dist_op_name(c->kind), c->seq, gname, whyb);
   }
   arrivals(w, st, count, present);
-  char *msg = malloc(WPG_MSG_LEN);
-  size_t off = 0;
   int lowest = -1, n_absent = 0;
-  char tmo[32];
-  seconds(w->info->timeout_ms, tmo, sizeof tmo);
-  for (int r = 0; msg && r < w->size; r++) {
-    if (present[r]) {
-      lowest = lowest < 0 ? w->info->global_ranks[r] : lowest;
-      continue;
-    }
-    const wpg_ident *id = &w->ident[r];
-    char last[320];
-    last_op(w, r, last, sizeof last);
-    wpg_appendf(msg, WPG_MSG_LEN, &off, "%srank %d (%s, pid %d) did not reach %s of %s within "
-                "%s; %s", n_absent ? "\n" : "", w->info->global_ranks[r], id->host, id->pid, op,
-                gname, tmo, last);
-    n_absent++;
+  for (int r = 0; r < w->size; r++) {
+    if (present[r] && lowest < 0)
+      lowest = w->info->global_ranks[r];
+    n_absent += !present[r];
   }
-  if (!msg || !n_absent) {
-    free(msg), free(present);
-    return dist_backend_set_error(w->self, rc, "the check before %s of %s failed: %s", op,
-                                  gname, whyb);
+  if (!n_absent) {
+    free(present);
+    return dist_backend_set_error(w->self, rc, "the check before %s #%" PRIu64 " of %s "
+                                  "failed: %s", dist_op_name(c->kind), c->seq, gname, whyb);
   }
-  if (rc != DIST_E_TIMEOUT)
-    wpg_appendf(msg, WPG_MSG_LEN, &off, "\n  (%s)", whyb);
-  rc = wpg_fail(w, rc == DIST_E_PEER_LOST ? rc : DIST_E_TIMEOUT, msg, lowest);
-  free(msg), free(present);
+  rc = report(w, c, rc == DIST_E_PEER_LOST ? rc : DIST_E_TIMEOUT, present, lowest);
+  free(present);
   return rc;
 }

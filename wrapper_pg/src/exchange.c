@@ -20,7 +20,8 @@
 #define SPLIT_MAX 32 /* ranks whose split sizes a report shows */
 
 typedef struct detail {
-  char text[512];
+  char text[320];
+  char site[192];
   int64_t send[SPLIT_MAX]; /* all_to_all: what this rank sends to each */
   int64_t recv[SPLIT_MAX]; /* and expects from each */
   char extra[WPG_DETAIL_LEN - 512 - 2 * 8 * SPLIT_MAX];
@@ -66,34 +67,45 @@ static int64_t rows_at(const int64_t *splits, const dist_tensor *t, int j, int n
   return splits ? splits[j] : t->ndim ? t->shape[0] / n : 1;
 }
 
-static void describe(const wpg *w, const dist_coll *c, bool counts, detail *d) {
+/* This rank's call in the vocabulary of status.h: dist_coll_describe's
+ * words, roots as global ranks ("root 1"), the bytes in parentheses. */
+static void value(const wpg *w, const dist_coll *c, bool seqs, char *out, size_t len) {
   dist_coll g = *c;
   if (g.root >= 0 && g.root < w->size)
-    g.root = w->info->global_ranks[g.root]; /* reports speak global ranks */
-  char raw[224], what[256], site[200];
+    g.root = w->info->global_ranks[g.root];
+  char raw[224];
   dist_coll_describe(&g, raw, sizeof raw);
+  char *eq = strstr(raw, " root=");
+  if (eq)
+    eq[5] = ' ';
   const char *sp = strchr(raw, ' ');
   int head = sp ? (int)(sp - raw) : (int)strlen(raw);
-  if (counts) /* "ALL_REDUCE #42 float32[4]": only when counts part */
-    snprintf(what, sizeof what, "%.*s #%llu%s", head, raw,
-             (unsigned long long)(w->coll_count + 1), sp ? sp : "");
+  size_t off = 0;
+  if (seqs) /* "ALL_REDUCE #42 float32[4]": only when the numbers part */
+    wpg_appendf(out, len, &off, "%.*s #%llu%s", head, raw, (unsigned long long)c->seq,
+                sp ? sp : "");
   else
-    snprintf(what, sizeof what, "%s", raw);
-  wpg_site_resolve(c->caller, site, sizeof site);
+    wpg_appendf(out, len, &off, "%s", raw);
   int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
   if (c->kind == DIST_OP_ALL_TO_ALL_SINGLE && c->n_splits) {
-    size_t o = strlen(what);
     for (int s = 0; s < 2; s++) {
       const int64_t *sp2 = s ? c->out_splits : c->in_splits;
-      wpg_appendf(what, sizeof what, &o, " %s=[", s ? "out" : "in");
+      wpg_appendf(out, len, &off, " %s=[", s ? "out" : "in");
       for (int j = 0; j < n; j++)
-        wpg_appendf(what, sizeof what, &o, "%s%lld", j ? "," : "",
+        wpg_appendf(out, len, &off, "%s%lld", j ? "," : "",
                     (long long)rows_at(sp2, s ? &c->outputs[0] : &c->inputs[0], j, w->size));
-      wpg_appendf(what, sizeof what, &o, "]");
+      wpg_appendf(out, len, &off, "]");
     }
   }
-  size_t off = 0;
-  wpg_appendf(d->text, sizeof d->text, &off, "%-36s %s", what, site);
+  const dist_tensor *t = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0] : NULL;
+  if (t)
+    wpg_appendf(out, len, &off, " (%zu bytes)", dist_tensor_nbytes(t));
+}
+
+static void describe(const wpg *w, const dist_coll *c, bool seqs, detail *d) {
+  value(w, c, seqs, d->text, sizeof d->text);
+  wpg_site_resolve(c->caller, d->site, sizeof d->site);
+  int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
   for (int j = 0; j < n; j++) {
     if (c->kind == DIST_OP_ALL_TO_ALL_SINGLE) {
       d->send[j] = rows_at(c->in_splits, &c->inputs[0], j, w->size);
@@ -122,15 +134,15 @@ static void split_lines(const wpg *w, const detail *d, char *buf, size_t len, si
     for (int j = 0; j < n; j++)
       if (d[i].send[j] != d[j].recv[i])
         wpg_appendf(buf, len, off, "  rank %d sends %lld %s to rank %d, which expects %lld"
-                    "   <- split sizes differ\n", g[i], (long long)d[i].send[j],
+                    "  <- split size differs\n", g[i], (long long)d[i].send[j],
                     rows ? "rows" : "elements", g[j], (long long)d[j].recv[i]);
 }
 
 static int report_desync(wpg *w, const dist_coll *c) {
   int n = w->size;
-  bool counts = false;
+  bool seqs = false;
   for (int i = 1; i < n; i++)
-    counts |= w->all[i].count != w->all[0].count;
+    seqs |= w->all[i].seq != w->all[0].seq;
   detail *mine = calloc(1, sizeof *mine), *d = calloc((size_t)n, sizeof *d);
   wpg_row *rows = calloc((size_t)n, sizeof *rows);
   char *msg = malloc(WPG_MSG_LEN);
@@ -139,7 +151,7 @@ static int report_desync(wpg *w, const dist_coll *c) {
     return dist_backend_set_error(w->self, DIST_E_DESYNC, "desync in group %d (out of "
                                   "memory writing the report)", w->info->group_id);
   }
-  describe(w, c, counts, mine);
+  describe(w, c, seqs, mine);
   int rc = gather(w, mine, d, sizeof *mine);
   if (rc != DIST_OK) /* a peer left between the two exchanges: our own view */
     for (int i = 0; i < n; i++)
@@ -150,15 +162,17 @@ static int report_desync(wpg *w, const dist_coll *c) {
       if (wpg_fp_diff(&w->all[i], &w->all[k]) == WPG_F_NONE)
         cls = k;
     rows[i] = (wpg_row){.global = w->info->global_ranks[i], .grank = i, .cls = cls,
-                        .text = d[i].text, .extra = d[i].extra};
+                        .text = d[i].text, .site = rc == DIST_OK ? d[i].site : NULL,
+                        .extra = d[i].extra};
   }
   char gname[160];
   wpg_group_name(w->info, gname, sizeof gname);
-  int major = 0; /* the header names the lowest rank's view of the call */
+  /* The header names the lowest rank's view of the call. */
+  const char *field = wpg_report_field(rows, n, field_of, w->all);
   size_t off = 0;
-  wpg_appendf(msg, WPG_MSG_LEN, &off, "desync in %s at %s #%llu:\n", gname,
-              dist_op_name((dist_op_kind)w->all[major].kind),
-              (unsigned long long)w->all[major].count);
+  wpg_appendf(msg, WPG_MSG_LEN, &off, "desync in %s at %s #%llu: ranks disagree on the %s\n",
+              gname, dist_op_name((dist_op_kind)w->all[0].kind),
+              (unsigned long long)w->all[0].seq, field ? field : "split size");
   wpg_report_rows(msg, WPG_MSG_LEN, &off, rows, n, field_of, w->all);
   if (rc == DIST_OK && (c->kind == DIST_OP_ALL_TO_ALL || c->kind == DIST_OP_ALL_TO_ALL_SINGLE))
     split_lines(w, d, msg, WPG_MSG_LEN, &off);

@@ -1,7 +1,8 @@
 /* fingerprint.c - what one rank's call looks like to the others.
  *
  * A call becomes a fixed-size record of hashes: the fields every member
- * must agree on (op, collective count, dtypes, shapes, devices, reduce op,
+ * must agree on (op, collective count, dtypes, element counts, shapes,
+ * devices, reduce op,
  * root as a global rank, the history of the group's collectives) and, for
  * all_to_all, a sum that cancels out over the group when every rank sends
  * what its peer expects (the sizes legitimately differ per rank, so they
@@ -19,12 +20,16 @@ static inline uint64_t mix(uint64_t h, uint64_t v) {
 }
 
 typedef struct acc {
-  uint64_t dtype, shape, dev;
+  uint64_t dtype, numel, shape, dev;
 } acc;
 
 /* skip_dims: leading dimensions left out (all_to_all_single's rows). */
 static void add_tensor(acc *a, const dist_tensor *t, int skip_dims) {
   a->dtype = mix(a->dtype, (uint64_t)t->dtype);
+  int64_t n = 1;
+  for (int d = skip_dims; d < t->ndim; d++)
+    n *= t->shape[d];
+  a->numel = mix(a->numel, (uint64_t)n);
   a->shape = mix(a->shape, (uint64_t)t->ndim);
   for (int d = skip_dims; d < t->ndim; d++)
     a->shape = mix(a->shape, (uint64_t)t->shape[d]);
@@ -80,7 +85,7 @@ static void all_to_all_pairs(const wpg *w, const dist_coll *c, acc *a, wpg_fp *f
 }
 
 static void hash_tensors(const wpg *w, const dist_coll *c, wpg_fp *fp) {
-  acc a = {1, 2, 3};
+  acc a = {1, 2, 3, 4};
   switch (c->kind) {
   case DIST_OP_GATHER:
     add_all(&a, c->inputs, c->n_inputs);
@@ -103,6 +108,7 @@ static void hash_tensors(const wpg *w, const dist_coll *c, wpg_fp *fp) {
     fp->n_tensors = (uint16_t)((c->n_inputs & 0xff) << 8 | (c->n_outputs & 0xff));
   }
   fp->dtype_h = a.dtype;
+  fp->numel_h = a.numel;
   fp->shape_h = a.shape;
   fp->dev_h = a.dev;
 }
@@ -120,6 +126,7 @@ void wpg_fp_make(const wpg *w, const dist_coll *c, wpg_fp *fp) {
                  : -1;
   fp->tag = 0;
   fp->count = w->coll_count + 1;
+  fp->seq = c->seq;
   fp->hist = w->hist;
   hash_tensors(w, c, fp);
 }
@@ -128,10 +135,12 @@ wpg_field wpg_fp_diff(const wpg_fp *a, const wpg_fp *b) {
   if (a->kind != b->kind || a->version != b->version)
     return WPG_F_OP;
   if (a->count != b->count)
-    return WPG_F_COUNT;
+    return WPG_F_SEQ;
   if (a->dtype_h != b->dtype_h)
     return WPG_F_DTYPE;
-  if (a->shape_h != b->shape_h || a->n_tensors != b->n_tensors)
+  if (a->numel_h != b->numel_h || a->n_tensors != b->n_tensors)
+    return WPG_F_COUNT;
+  if (a->shape_h != b->shape_h)
     return WPG_F_SHAPE;
   if (a->dev_h != b->dev_h)
     return WPG_F_DEVICE;
@@ -159,6 +168,7 @@ bool wpg_fp_agree(const wpg_fp *all, int n) {
 uint64_t wpg_fp_hash(const wpg_fp *fp) {
   uint64_t h = mix(fp->kind, fp->count);
   h = mix(h, fp->dtype_h);
+  h = mix(h, fp->numel_h);
   h = mix(h, fp->shape_h);
   h = mix(h, fp->dev_h);
   h = mix(h, (uint64_t)fp->redop << 8 | fp->premul);
@@ -168,10 +178,11 @@ uint64_t wpg_fp_hash(const wpg_fp *fp) {
 const char *wpg_field_name(wpg_field f) {
   static const char *const names[] = {
       [WPG_F_NONE] = "nothing",      [WPG_F_OP] = "operation",
-      [WPG_F_COUNT] = "count",       [WPG_F_DTYPE] = "dtype",
+      [WPG_F_SEQ] = "collective count", [WPG_F_DTYPE] = "dtype",
+      [WPG_F_COUNT] = "count",
       [WPG_F_SHAPE] = "shape",       [WPG_F_DEVICE] = "device",
       [WPG_F_REDOP] = "reduce op",   [WPG_F_ROOT] = "root",
-      [WPG_F_TAG] = "tag",           [WPG_F_SPLITS] = "split sizes",
+      [WPG_F_TAG] = "tag",           [WPG_F_SPLITS] = "split size",
       [WPG_F_HISTORY] = "history",
   };
   return names[f];

@@ -1,12 +1,15 @@
 /* report.c - the reports of the checking layer, in the house format:
  *
- *     desync in group 0 (default, 4 ranks) at ALL_REDUCE #42:
- *       ranks 0-2: ALL_REDUCE float32[1024] op=SUM   train.c:88 in step()
- *       rank 3:    ALL_REDUCE float32[2048] op=SUM   train.c:88 in step()   <- shape differs
+ *     desync in group 0 (default, 4 ranks) at ALL_REDUCE #42: ranks disagree on the count
+ *       ranks 0-2: ALL_REDUCE float32[1024] op=SUM (4096 bytes)
+ *       rank 3:    ALL_REDUCE float32[2048] op=SUM (8192 bytes)  <- count differs
+ *       called from train.c:88 in step() (ranks 0-3)
  *
- * Ranks are global, with group ranks beside them when they differ, grouped
- * by what their line shows, ranges compressed; the lines whose fingerprint
- * is not the majority's are marked with the field that differs. Every
+ * (core/include/dist/status.h, FAILURE REPORTS). Ranks are global, with
+ * group ranks beside them when they differ, grouped by what their line
+ * shows, ranges compressed; the lines whose fingerprint is not the
+ * majority's are marked with the field that differs. Unlike a backend's
+ * two-rank report no line says "(this rank)": every
  * entering rank builds the same text from the same exchanged records, so
  * they all return the same report; wpg_fail spreads it (group message,
  * observers, log, the job's store). */
@@ -28,10 +31,8 @@ void wpg_appendf(char *buf, size_t len, size_t *off, const char *fmt, ...) {
 }
 
 void wpg_group_name(const dist_pg_info *i, char *buf, size_t len) {
-  if (i->desc && i->desc[0])
-    snprintf(buf, len, "group %d (%s, %d ranks)", i->group_id, i->desc, i->size);
-  else
-    snprintf(buf, len, "group %d (%d ranks)", i->group_id, i->size);
+  snprintf(buf, len, "group %d (%s, %d rank%s)", i->group_id,
+           i->desc && i->desc[0] ? i->desc : i->name, i->size, i->size == 1 ? "" : "s");
 }
 
 /* "0-2,5" from ascending values. */
@@ -61,12 +62,14 @@ static bool same_line(const wpg_row *a, const wpg_row *b) {
          !strcmp(a->extra ? a->extra : "", b->extra ? b->extra : "");
 }
 
-static void label_of(const wpg_row *rows, int n, int first, line *l) {
-  int *g = malloc(sizeof(int) * (size_t)n), *gr = malloc(sizeof(int) * (size_t)n);
+typedef bool (*same_fn)(const wpg_row *a, const wpg_row *b);
+
+static void label_of(const wpg_row *rows, int n, int first, same_fn same, line *l) {
+  int *g = calloc((size_t)n, sizeof(int)), *gr = calloc((size_t)n, sizeof(int));
   l->n = 0;
   bool differ = false;
   for (int i = first; g && gr && i < n; i++)
-    if (same_line(&rows[i], &rows[first])) {
+    if (same(&rows[i], &rows[first])) {
       g[l->n] = rows[i].global;
       gr[l->n++] = rows[i].grank;
       differ |= rows[i].global != rows[i].grank;
@@ -81,9 +84,30 @@ static void label_of(const wpg_row *rows, int n, int first, line *l) {
     wpg_appendf(l->label, sizeof l->label, &off, " (group %s %s)", l->n > 1 ? "ranks" : "rank",
                 b);
   }
-  wpg_appendf(l->label, sizeof l->label, &off, ":");
   free(g);
   free(gr);
+}
+
+static bool same_site(const wpg_row *a, const wpg_row *b) {
+  return !strcmp(a->site ? a->site : "", b->site ? b->site : "");
+}
+
+/* "  called from a.c:3 in f() (ranks 0,2), a.c:5 in f() (rank 1)". */
+static void sites(char *buf, size_t len, size_t *off, const wpg_row *rows, int n, line *tmp) {
+  if (!n || !rows[0].site)
+    return;
+  wpg_appendf(buf, len, off, "  called from ");
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++)
+      seen = same_site(&rows[j], &rows[i]);
+    if (seen)
+      continue;
+    label_of(rows, n, i, same_site, &tmp[0]);
+    wpg_appendf(buf, len, off, "%s%s (%s)", k++ ? ", " : "", rows[i].site, tmp[0].label);
+  }
+  wpg_appendf(buf, len, off, "\n");
 }
 
 static int majority(const wpg_row *rows, int n) {
@@ -113,7 +137,9 @@ void wpg_report_rows(char *buf, size_t len, size_t *off, const wpg_row *rows, in
     if (seen)
       continue;
     lines[n_lines].first = i;
-    label_of(rows, n, i, &lines[n_lines]);
+    label_of(rows, n, i, same_line, &lines[n_lines]);
+    wpg_appendf(lines[n_lines].label, sizeof lines[n_lines].label,
+                &(size_t){strlen(lines[n_lines].label)}, ":");
     int wl = (int)strlen(lines[n_lines].label);
     width = wl > width ? wl : width;
     n_lines++;
@@ -124,12 +150,22 @@ void wpg_report_rows(char *buf, size_t len, size_t *off, const wpg_row *rows, in
     wpg_appendf(buf, len, off, "  %-*s %s", width, lines[k].label, r->text);
     const char *f = r->cls == major || !field_of ? NULL : field_of(arg, r->cls, major);
     if (f)
-      wpg_appendf(buf, len, off, "   <- %s differs", f);
+      wpg_appendf(buf, len, off, "  <- %s differs", f);
     wpg_appendf(buf, len, off, "\n");
     if (r->extra && r->extra[0])
       wpg_appendf(buf, len, off, "%s", r->extra);
   }
+  sites(buf, len, off, rows, n, lines);
   free(lines);
+}
+
+const char *wpg_report_field(const wpg_row *rows, int n,
+                             const char *(*field_of)(void *arg, int cls, int major), void *arg) {
+  int major = majority(rows, n);
+  for (int i = 0; i < n; i++)
+    if (rows[i].cls != major)
+      return field_of(arg, rows[i].cls, major);
+  return NULL;
 }
 
 /* Posts the report as the job's cause so distrun prints it once, last, and

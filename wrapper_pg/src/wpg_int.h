@@ -45,22 +45,23 @@ typedef struct wpg_fp {
   uint64_t count;     /* the group's collective count (p2p: pair count) */
   uint64_t hist;      /* rolling hash of the collectives before this one */
   uint64_t dtype_h;
+  uint64_t numel_h;   /* element counts */
   uint64_t shape_h;
   uint64_t dev_h;
   uint64_t pair;      /* sum over ranks is 0 when all_to_all sizes agree */
   uint64_t caller_off;/* call site: offset in its module ... */
   uint32_t module;    /* ... and the module (0: the main program) */
-  uint32_t flags;     /* WPG_FP_* */
+  uint32_t pad;
+  uint64_t seq;       /* the group's sequence number, for the report */
 } wpg_fp;
-
-#define WPG_FP_GONE 1u /* the member left the group (never a real call) */
 
 /* Fields a report can name, in the order they are checked. */
 typedef enum wpg_field {
   WPG_F_NONE = 0,
   WPG_F_OP,
-  WPG_F_COUNT,
+  WPG_F_SEQ,       /* the collective count */
   WPG_F_DTYPE,
+  WPG_F_COUNT,     /* element count */
   WPG_F_SHAPE,
   WPG_F_DEVICE,
   WPG_F_REDOP,
@@ -128,14 +129,18 @@ typedef struct wpg_row {
   int global, grank;
   int cls;             /* rows with equal cls compare equal (fingerprint) */
   const char *text;    /* what the line shows */
+  const char *site;    /* where the rank called from (a "called from" line), or NULL */
   const char *extra;   /* appended below the line (a stack), or NULL */
 } wpg_row;
 /* Writes the rows grouped by text, ranges compressed, the minority marked
  * "<- F differs" with the field F that field_of(cls, majority cls) names
- * (NULL: none). */
+ * (NULL: none), then one "called from" line grouping the ranks by site. */
 void wpg_report_rows(char *buf, size_t len, size_t *off, const wpg_row *rows, int n,
                      const char *(*field_of)(void *arg, int cls, int major), void *arg);
-/* "group 0 (default, 4 ranks)". */
+/* The field the first row outside the majority differs in (NULL: none). */
+const char *wpg_report_field(const wpg_row *rows, int n,
+                             const char *(*field_of)(void *arg, int cls, int major), void *arg);
+/* "group 0 (default, 4 ranks)" (the name when there is no description). */
 void wpg_group_name(const dist_pg_info *i, char *buf, size_t len);
 void wpg_appendf(char *buf, size_t len, size_t *off, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
