@@ -109,10 +109,30 @@ static int report(wpg *w, const dist_coll *c, int rc, const bool *present, int l
   return rc;
 }
 
+static const char *what(int rc) {
+  switch (rc) {
+  case DIST_E_TIMEOUT: return "timeout";
+  case DIST_E_PEER_LOST: return "peer lost";
+  case DIST_E_ABORTED: return "aborted";
+  case DIST_E_NOMEM: return "out of memory";
+  case DIST_E_CLOSED: return "closed";
+  default: return "backend error";
+  }
+}
+
+/* A failure that is not about who arrived (an abort, a broken helper): the
+ * helper's message under this group's header. */
+static int relay(wpg *w, const dist_coll *c, int rc, const char *gname, const char *why) {
+  return dist_backend_set_error(w->self, rc, "%s in %s at %s #%" PRIu64 ": %s", what(rc), gname,
+                                dist_op_name(c->kind), c->seq, why);
+}
+
 int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
   char whyb[512], gname[160];
   snprintf(whyb, sizeof whyb, "%s", why ? why : "");
   wpg_group_name(w->info, gname, sizeof gname);
+  if (rc != DIST_E_TIMEOUT && rc != DIST_E_PEER_LOST)
+    return relay(w, c, rc, gname, whyb);
   uint64_t count = w->coll_count + 1;
   dist_store *st = dist_get_default_store();
   bool *present = calloc((size_t)w->size, sizeof *present);
@@ -120,8 +140,7 @@ int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
   key(k, sizeof k, w, count, w->rank);
   if (!st || !present || dist_store_set(st, k, "1", 1) != DIST_OK) {
     free(present);
-    return dist_backend_set_error(w->self, rc, "the check before %s #%" PRIu64 " of %s "
-                                  "failed: %s", dist_op_name(c->kind), c->seq, gname, whyb);
+    return relay(w, c, rc, gname, whyb);
   }
   arrivals(w, st, count, present);
   int lowest = -1, n_absent = 0;
@@ -132,8 +151,7 @@ int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
   }
   if (!n_absent) {
     free(present);
-    return dist_backend_set_error(w->self, rc, "the check before %s #%" PRIu64 " of %s "
-                                  "failed: %s", dist_op_name(c->kind), c->seq, gname, whyb);
+    return relay(w, c, rc, gname, whyb);
   }
   rc = report(w, c, rc == DIST_E_PEER_LOST ? rc : DIST_E_TIMEOUT, present, lowest);
   free(present);
