@@ -101,12 +101,17 @@ static int fetch(dist_store *st, const dist_pg_info *def, int gen, cfg *all) {
   return DIST_OK;
 }
 
+static int generation = -1;
+
+int wpg_generation(void) {
+  return generation;
+}
+
 int wpg_agree_init(const dist_pg_info *def) {
-  static int generation;
   dist_store *st = dist_get_default_store();
+  int gen = ++generation; /* every rank inits alike: the same number */
   if (!st || def->size < 2)
     return DIST_OK;
-  int gen = generation++;
   cfg me = {.level = (int)dist_get_debug_level(), .timeout_ms = def->timeout_ms};
   snprintf(me.version, sizeof me.version, "%s", dist_version());
   char k[64];

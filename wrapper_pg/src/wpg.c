@@ -2,7 +2,8 @@
  * (curl's connection filters, c10d's ProcessGroupWrapper).
  *
  * The interposer hook (dist_set_group_wrapper) receives every new user
- * group. At every level it runs the init-time agreement on the default
+ * group; before it connects, the precreate hook (order.c) has compared the
+ * members' views of it. At every level it runs the init-time agreement on the default
  * group (agree.c); at DIST_DEBUG=DETAIL it returns a checking group whose
  * slots check each call (exchange.c for collectives, p2p.c for
  * point-to-point) and then forward it to the inner group unchanged. The
@@ -186,6 +187,7 @@ static int hook(void *arg, dist_pg *inner, dist_pg **out) {
 
 void dist_wpg_install(void) {
   dist_set_group_wrapper(hook, NULL);
+  dist_set_group_precreate_hook(wpg_order_check, NULL);
 }
 
 /* The bundled library registers the layer when it loads. */

@@ -159,6 +159,12 @@ int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why);
 
 /* --- agree.c --- */
 int wpg_agree_init(const dist_pg_info *def);
+/* How many times this process has initialised (store keys carry it). */
+int wpg_generation(void);
+
+/* --- order.c --- */
+/* The precreate hook: the members' views of a new group must agree. */
+int wpg_order_check(void *arg, const dist_pg_info *planned);
 
 /* --- p2p.c --- */
 int wpg_check_p2p(wpg *w, const dist_coll *c);
