@@ -14,6 +14,8 @@
 
 static dist_group_wrapper_fn wrapper_fn;
 static void *wrapper_arg;
+static dist_group_precreate_fn precreate_fn;
+static void *precreate_arg;
 static pthread_mutex_t groups_lock = PTHREAD_MUTEX_INITIALIZER;
 static dist_pg *live_groups; /* user groups, newest first */
 /* Every group object alive (user, internal, wrapped), so a destroyed or
@@ -52,6 +54,26 @@ bool dist__pg_handle_live(const dist_pg *g) {
 void dist_set_group_wrapper(dist_group_wrapper_fn fn, void *arg) {
   wrapper_fn = fn;
   wrapper_arg = arg;
+}
+
+void dist_set_group_precreate_hook(dist_group_precreate_fn fn, void *arg) {
+  precreate_fn = fn;
+  precreate_arg = arg;
+}
+
+/* The hook sees the group its members are about to connect. */
+static int precreate(const dist__pg_spec *s) {
+  dist_pg_info planned = {
+      .group_id = s->group_id, .name = s->name, .desc = s->desc ? s->desc : "",
+      .backend = s->backend, .rank = s->rank, .size = s->size,
+      .global_ranks = s->global_ranks, .global_rank = s->global_ranks[s->rank],
+      .timeout_ms = s->timeout_ms, .internal = false,
+  };
+  dist__clear_last_error();
+  int rc = precreate_fn(precreate_arg, &planned);
+  if (rc != DIST_OK && !dist_last_errmsg()[0])
+    dist__set_last_error(rc, "group %s: refused before connecting", s->name);
+  return rc;
 }
 
 
@@ -186,6 +208,8 @@ int dist__pg_new(const dist__pg_spec *s, dist_pg **out) {
     return dist__set_last_error(DIST_E_NOTSUP,
                                 "backend '%s' is not available in this build (known: %s)",
                                 s->backend, dist__backend_names());
+  if (precreate_fn && !(s->flags & DIST_GROUP_INTERNAL))
+    DIST_TRY(precreate(s));
   dist_pg *g;
   DIST_TRY(pg_build(ops, s, NULL, NULL, &g));
   if (g->internal) {
