@@ -6,6 +6,8 @@
  * reads the table without a lock. An observer that cannot take
  * DIST_EV_OP_ISSUED (ABI 1, or not in its mask) receives it split into
  * ENQUEUED and STARTED (observer.h, ABI 2). */
+#include <stdio.h>
+
 #include "pg_int.h"
 
 typedef struct obs_slot {
@@ -29,7 +31,7 @@ static void announce_default(obs_slot *s) {
   dist_event ev = {
       .kind = DIST_EV_GROUP_CREATED, .group_id = g->info.group_id,
       .rank = g->info.global_rank, .group_rank = g->info.rank, .seq = g->seq,
-      .t_ns = dist_clock_ns(), .group = &g->info, .peer = -1,
+      .t_ns = dist_clock_ns(), .group = &g->info, .peer = -1, .pg = g,
   };
   deliver(s, &ev);
 }
@@ -135,6 +137,13 @@ void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int st
       .peer = peer,
       .message = msg,
       .caller = c ? c->caller : NULL,
+      .pg = g,
+      /* Every emitter of a failure passes the failing object's own
+       * message buffer (DIST_ERRMSG_LEN bytes): the group's or the
+       * work's. */
+      .op_msg_ = (kind == DIST_EV_OP_FAILED || kind == DIST_EV_OP_TIMED_OUT) && msg
+                     ? (char *)msg
+                     : NULL,
   };
   for (int i = 0; i < n_slots; i++)
     if (slots[i].inited)
@@ -166,4 +175,28 @@ void dist_observer_emit_report(dist_pg *g, dist_event_kind kind, int status,
       kind != DIST_EV_DIAGNOSIS && kind != DIST_EV_LOG)
     return;
   dist__obs_emit(g, kind, NULL, status, -1, message);
+}
+
+int dist_observer_set_message(const dist_event *ev, const char *message) {
+  if (!ev || !ev->op_msg_ || !message)
+    return dist__set_last_error(DIST_E_INVAL, "dist_observer_set_message: only inside "
+                                "on_event of a failed or timed-out operation");
+  if (message != ev->op_msg_)
+    snprintf(ev->op_msg_, DIST_ERRMSG_LEN, "%s", message);
+  return DIST_OK;
+}
+
+void dist_observer_emit_stats(dist_pg *g, const dist_stats_row *rows, size_t n,
+                              const char *message) {
+  g = dist__pg_resolve(g);
+  if (!g || g == DIST_GROUP_NON_MEMBER || g->internal || !dist__obs_on() || (n && !rows))
+    return;
+  dist_event ev = {
+      .kind = DIST_EV_STATS, .group_id = g->info.group_id, .rank = g->info.global_rank,
+      .group_rank = g->info.rank, .seq = g->seq, .t_ns = dist_clock_ns(), .group = &g->info,
+      .peer = -1, .message = message, .pg = g, .stats = rows, .n_stats = n,
+  };
+  for (int i = 0; i < n_slots; i++)
+    if (slots[i].inited)
+      deliver(&slots[i], &ev);
 }

@@ -27,7 +27,17 @@
  *      dist_clock_ns(): CLOCK_MONOTONIC's epoch read from the invariant
  *      TSC when there is one (9 ns instead of 22 here). The default
  *      group's DIST_EV_GROUP_CREATED now reaches every observer (it used
- *      to be emitted before observers started). */
+ *      to be emitted before observers started).
+ *   3  observers may act. dist_event.pg is the user group the event is on,
+ *      for dist_abort_group and dist_observer_emit_report from an
+ *      observer's own thread (never from on_event, which still must not
+ *      block or call into a group); it is valid until that group's
+ *      DIST_EV_GROUP_DESTROYED. dist_observer_set_message, called inside
+ *      on_event for OP_FAILED / OP_TIMED_OUT, replaces the message the
+ *      operation fails with (the monitor puts its diagnosis there).
+ *      DIST_EV_STATS (appended to the map) carries per-group statistics:
+ *      dist_event.stats / n_stats rows, message the printed block; parts
+ *      emit it with dist_observer_emit_stats. */
 #ifndef DIST_OBSERVER_H
 #define DIST_OBSERVER_H
 
@@ -38,7 +48,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_OBSERVER_ABI_VERSION 2
+#define DIST_OBSERVER_ABI_VERSION 3
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_EVENT_MAP(X)                 \
@@ -54,7 +64,8 @@ DIST_EXTERN_C_BEGIN
   X(STALL_REPORT, "stall_report")         \
   X(DIAGNOSIS, "diagnosis")               \
   X(LOG, "log")                           \
-  X(OP_ISSUED, "issued")  /* ABI 2: enqueued and started at once */
+  X(OP_ISSUED, "issued")  /* ABI 2: enqueued and started at once */ \
+  X(STATS, "stats")       /* ABI 3: statistics of a group */
 
 typedef enum dist_event_kind {
 #define DIST_EVENT_ENUM_(e, name) DIST_EV_##e,
@@ -67,6 +78,17 @@ typedef enum dist_event_kind {
 #define DIST_EV_ALL ((1u << DIST_EV_COUNT_) - 1u)
 
 DIST_API const char *dist_event_name(dist_event_kind kind);
+
+/* One row of a DIST_EV_STATS block: one operation kind of one group over
+ * the window since the previous block (tracer/SCHEMA.md, table stats). */
+typedef struct dist_stats_row {
+  int op;                      /* dist_op_kind */
+  uint64_t count;
+  uint64_t bytes;
+  int64_t p50_ns, p99_ns;      /* latency, start to completion, this rank */
+  int straggler_rank;          /* global rank most often last; -1: none */
+  int64_t lateness_ns;         /* its mean lateness behind the first */
+} dist_stats_row;
 
 typedef struct dist_event {
   dist_event_kind kind;
@@ -81,6 +103,11 @@ typedef struct dist_event {
   int peer;                    /* PEER_LOST: global rank; else -1 */
   const char *message;         /* reports, failures, log lines; else NULL */
   const void *caller;          /* ops: return address of the public call */
+  /* ABI 3 */
+  dist_pg *pg;                 /* the user group (see the ABI 3 note) */
+  const dist_stats_row *stats; /* STATS: n_stats rows; else NULL */
+  size_t n_stats;
+  char *op_msg_;               /* private: dist_observer_set_message */
 } dist_event;
 
 typedef struct dist_observer {
@@ -111,6 +138,17 @@ DIST_API int dist_observer_unregister(const dist_observer *obs);
  * group, for parts such as the checking layer and the monitor. */
 DIST_API void dist_observer_emit_report(dist_pg *group, dist_event_kind kind,
                                         int status, const char *message);
+
+/* ABI 3. Inside on_event of an OP_FAILED or OP_TIMED_OUT event: the
+ * operation fails with message instead (truncated to the library's message
+ * size); later observers and the caller see it. DIST_E_INVAL for any other
+ * event. */
+DIST_API int dist_observer_set_message(const dist_event *ev, const char *message);
+
+/* ABI 3. Emits DIST_EV_STATS on a user group: n rows (copied by observers
+ * that keep them) and the printed block. */
+DIST_API void dist_observer_emit_stats(dist_pg *group, const dist_stats_row *rows, size_t n,
+                                       const char *message);
 
 DIST_EXTERN_C_END
 

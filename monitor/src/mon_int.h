@@ -1,0 +1,179 @@
+/* mon_int.h - the monitor's runtime, shared by its files:
+ *   mon_observer.c  registration, the per-group progress table fed by
+ *                   observer events (the only code on an operation's path)
+ *   mon_watchdog.c  the watchdog thread: publication, stalls, timeouts
+ *   mon_progress.c  progress records in the job's store (write, read, parse)
+ *   mon_diag.c      the diagnosis: lagging, dead and stopped ranks, cycles
+ *   mon_symbol.c    call sites and stacks as "func (file:line)" (libdwfl)
+ *   mon_crash.c     backtraces of fatal signals
+ *   mon_stats.c     DETAIL statistics and stragglers
+ *
+ * DESIGN. Events only store a few relaxed atomics into a fixed table (no
+ * lock, no allocation, no store traffic). Everything else happens on the
+ * watchdog thread, which owns its own connection to the job's store (a
+ * clone of the default group's), so it never competes with the user's
+ * threads for a store handle and may block there. */
+#ifndef MON_INT_H
+#define MON_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <dist/dist.h>
+#include <dist/observer.h>
+
+#include "dist_int.h"
+
+#define MON_MAX_GROUPS 256  /* group ids followed; later ones are not */
+#define MON_RING 16         /* in-flight operations remembered per group */
+#define MON_SITE_LEN 160    /* "func (file.c:42)" */
+#define MON_PUBLISH_MS 1000 /* one progress write per rank per second */
+#define MON_HB_STALE_MS 2500 /* no write for this long: not responding */
+
+/* One operation of a group, by sequence number (ring[seq % MON_RING]). */
+typedef struct mon_op {
+  _Atomic uint64_t seq;
+  _Atomic int kind;
+  _Atomic uintptr_t caller;
+  _Atomic int64_t t_enq_ns;  /* CLOCK_MONOTONIC */
+  _Atomic int64_t t_start_ns;
+  _Atomic int64_t bytes;
+} mon_op;
+
+typedef struct mon_stats mon_stats; /* mon_stats.c */
+
+typedef struct mon_group {
+  _Atomic int live;
+  int gid;
+  dist_pg *pg;               /* the user group, to act on (ABI 3) */
+  char name[96], desc[96];
+  int size, rank;            /* group size, this rank in it */
+  int *granks;               /* group rank -> global rank */
+  int64_t timeout_ms;
+  _Atomic uint64_t enq, started, done;
+  _Atomic int last_kind;     /* the last completed operation */
+  _Atomic uintptr_t last_caller;
+  _Atomic int64_t last_done_ns;
+  _Atomic int tid;           /* the thread that enqueued last */
+  _Atomic int timed_out;     /* an operation timed out: the watchdog acts */
+  _Atomic int failed_rc;     /* an operation failed (peer lost) */
+  _Atomic uint64_t failed_seq;
+  mon_op ring[MON_RING];
+  /* The watchdog's own (under mon.mu). */
+  uint64_t stall_seq;        /* the operation reported as stalled */
+  int64_t next_report_ns;
+  int reports;
+  bool handled_timeout;
+  char *diag;                /* the latest diagnosis of this group's stall */
+  mon_stats *stats;          /* DETAIL only */
+} mon_group;
+
+typedef struct mon_state {
+  bool on;
+  int rank, world;
+  pid_t pid;
+  char host[64];
+  dist_store *store;         /* the watchdog's clone of the job store */
+  char prefix[160];          /* "dist/mon/<job>/<gen>/" */
+  int64_t stall_ms;          /* DIST_STALL_S; 0: a quarter of the timeout */
+  int64_t tick_ms;
+  int64_t wall_off_ns;       /* realtime - monotonic, at init */
+  bool abort_on_timeout, stacks, detail;
+  int stats_every;
+  pthread_t thread;
+  bool thread_started;
+  pthread_mutex_t mu;        /* group slots: creation, destruction, sweeps */
+  pthread_cond_t cv;         /* wakes the watchdog (mon_watchdog.c) */
+  bool stop;
+  _Atomic int kick;          /* an event wants the watchdog now */
+  int main_tid;
+  mon_group groups[MON_MAX_GROUPS];
+} mon_state;
+
+extern mon_state dist__mon;
+/* Guards each group's diag, which a timed-out operation's thread copies. */
+extern pthread_mutex_t dist__mon_diag_mu;
+
+static inline int64_t dist__mon_wall_ms(int64_t mono_ns) {
+  return (mono_ns + dist__mon.wall_off_ns) / 1000000;
+}
+
+/* --- watchdog (mon_watchdog.c) ------------------------------------------ */
+int dist__mon_watchdog_start(void);
+void dist__mon_watchdog_stop(void);
+void dist__mon_watchdog_kick(void);
+
+/* --- progress records (mon_progress.c) --------------------------------- */
+
+typedef struct mon_rec_group {
+  int gid, size;
+  uint64_t enq, started, done;
+  int kind;                  /* in flight (oldest), or -1 */
+  int64_t since_ms;          /* wall ms the in-flight op was enqueued */
+  int last_kind;             /* last completed, or -1 */
+  int64_t last_ms;
+  char site[MON_SITE_LEN];   /* of the in-flight operation */
+  char last_site[MON_SITE_LEN];
+} mon_rec_group;
+
+typedef struct mon_rec {
+  bool present;              /* a record was read */
+  int rank;
+  pid_t pid;
+  char host[64];
+  int64_t hb_ms;             /* wall ms of the write */
+  char state[16];            /* "run", "exit", "done" */
+  char note[160];            /* exit: how (atexit) */
+  int n;
+  mon_rec_group *g;          /* n entries */
+  /* Filled by the reader, not published: */
+  char died[200];            /* distrun's line for it, or "" */
+  char proc_state;           /* same host: /proc state, 0 unknown, 'X' gone */
+  char stack[2048];          /* on request (DIST_SHOW_STACKTRACES) */
+} mon_rec;
+
+/* Publishes this rank's record (state "run" / "exit" / "done"). */
+int dist__mon_publish(dist_store *s, const char *state, const char *note);
+/* Reads every rank's record into recs[world] (absent ones not present). */
+int dist__mon_read_all(dist_store *s, mon_rec *recs);
+void dist__mon_recs_free(mon_rec *recs, int n);
+const mon_rec_group *dist__mon_rec_group(const mon_rec *r, int gid);
+/* The key of rank r's record (and other per-rank keys: kind "p", "s"...). */
+void dist__mon_key(char *buf, size_t len, const char *kind, int rank);
+
+/* --- diagnosis (mon_diag.c) --------------------------------------------- */
+
+/* The diagnosis of g stalled at seq, from every rank's record, headed
+ * "<what> in group ..." ("stall", "hang", "lost peer"). Returns a heap
+ * string (dist__free) and sets *lowest when this rank is the
+ * lowest-numbered rank blocked in that operation. */
+char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const char *what,
+                         bool *lowest, int *n_cycles);
+/* Whether every live member has published since since_ms (wall), so its
+ * record says what it did after this rank entered the operation. */
+bool dist__mon_recs_fresh(const mon_group *g, const mon_rec *recs, int64_t since_ms);
+/* The wait-for cycles among recs, appended to buf; returns how many. */
+int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size_t *off);
+
+/* --- call sites (mon_symbol.c) ------------------------------------------ */
+/* "func (file.c:42)" or "func+0x1f (libx.so)" or "0x..." for addr. */
+void dist__mon_symbolize(uintptr_t addr, char *out, size_t len);
+/* Frames of this thread or of thread tid (async, via a signal), one per
+ * line, "  #i func (file:line)"; returns chars written. */
+size_t dist__mon_stack_of(int tid, char *out, size_t len);
+void dist__mon_stack_init(void);
+
+/* --- crashes (mon_crash.c) ---------------------------------------------- */
+void dist__mon_crash_install(void);
+
+/* --- statistics (mon_stats.c) ------------------------------------------- */
+int dist__mon_stats_alloc(mon_group *g);
+void dist__mon_stats_op(mon_group *g, int kind, int64_t bytes, int64_t t_start_ns,
+                        int64_t t_end_ns);
+void dist__mon_stats_tick(mon_group *g);
+void dist__mon_stats_free(mon_group *g);
+
+#endif

@@ -1,0 +1,335 @@
+/* mon_observer.c - the monitor as an observer: registration when the
+ * library loads, and the per-group progress table fed by events.
+ *
+ * on_event is the only monitor code on an operation's path, so it stores a
+ * few relaxed atomics into a fixed slot (the group id indexes the table)
+ * and returns: no lock, no allocation, no system call. Rare events (a
+ * group created or destroyed, a failure, a timeout) may take a lock and
+ * wake the watchdog, which does everything else on its own thread.
+ *
+ * DIST_MONITOR=0 keeps the monitor out of the process entirely. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "mon_int.h"
+
+mon_state dist__mon = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+pthread_mutex_t dist__mon_diag_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int my_tid(void) {
+  static __thread int tid;
+  if (!tid)
+    tid = (int)syscall(SYS_gettid);
+  return tid;
+}
+
+static mon_group *slot_of(int gid) {
+  if (gid < 0 || gid >= MON_MAX_GROUPS)
+    return NULL;
+  mon_group *g = &dist__mon.groups[gid];
+  return atomic_load_explicit(&g->live, memory_order_acquire) ? g : NULL;
+}
+
+/* --- group life ----------------------------------------------------------- */
+
+static void on_created(const dist_event *ev) {
+  const dist_pg_info *in = ev->group;
+  if (ev->group_id < 0 || ev->group_id >= MON_MAX_GROUPS) {
+    DIST_LOG(INFO, MON, "group %d (%s) is beyond the %d groups the monitor follows",
+             ev->group_id, in->name, MON_MAX_GROUPS);
+    return;
+  }
+  int *granks = dist__malloc(sizeof(int) * (size_t)in->size);
+  if (!granks)
+    return;
+  memcpy(granks, in->global_ranks, sizeof(int) * (size_t)in->size);
+  pthread_mutex_lock(&dist__mon.mu);
+  mon_group *g = &dist__mon.groups[ev->group_id];
+  dist__free(g->granks);
+  dist__free(g->diag);
+  dist__mon_stats_free(g);
+  memset(g, 0, sizeof *g);
+  g->gid = ev->group_id;
+  g->pg = ev->pg;
+  snprintf(g->name, sizeof g->name, "%s", in->name ? in->name : "");
+  snprintf(g->desc, sizeof g->desc, "%s", in->desc ? in->desc : "");
+  g->size = in->size;
+  g->rank = in->rank;
+  g->granks = granks;
+  g->timeout_ms = in->timeout_ms;
+  if (dist__mon.detail && dist__mon_stats_alloc(g) != DIST_OK)
+    DIST_LOG(WARNING, MON, "no memory for group %d's statistics; it has none", g->gid);
+  atomic_store_explicit(&g->live, 1, memory_order_release);
+  pthread_mutex_unlock(&dist__mon.mu);
+}
+
+static void on_destroyed(const dist_event *ev) {
+  if (ev->group_id < 0 || ev->group_id >= MON_MAX_GROUPS)
+    return;
+  pthread_mutex_lock(&dist__mon.mu);
+  mon_group *g = &dist__mon.groups[ev->group_id];
+  atomic_store(&g->live, 0);
+  g->pg = NULL;
+  dist__free(g->granks);
+  g->granks = NULL;
+  pthread_mutex_lock(&dist__mon_diag_mu);
+  dist__free(g->diag);
+  g->diag = NULL;
+  pthread_mutex_unlock(&dist__mon_diag_mu);
+  dist__mon_stats_free(g);
+  pthread_mutex_unlock(&dist__mon.mu);
+}
+
+/* --- operations (the hot path) ------------------------------------------- */
+
+static int64_t coll_bytes(const dist_coll *c) {
+  int64_t n = 0;
+  for (size_t i = 0; i < c->n_inputs; i++)
+    n += (int64_t)dist_tensor_nbytes(&c->inputs[i]);
+  return n;
+}
+
+static void on_enqueued(mon_group *g, const dist_event *ev) {
+  mon_op *op = &g->ring[ev->seq % MON_RING];
+  atomic_store_explicit(&op->seq, 0, memory_order_relaxed);
+  atomic_store_explicit(&op->kind, ev->coll ? (int)ev->coll->kind : -1, memory_order_relaxed);
+  atomic_store_explicit(&op->caller, (uintptr_t)ev->caller, memory_order_relaxed);
+  atomic_store_explicit(&op->t_enq_ns, ev->t_ns, memory_order_relaxed);
+  atomic_store_explicit(&op->t_start_ns, 0, memory_order_relaxed);
+  if (dist__mon.detail && ev->coll)
+    atomic_store_explicit(&op->bytes, coll_bytes(ev->coll), memory_order_relaxed);
+  atomic_store_explicit(&op->seq, ev->seq, memory_order_release);
+  atomic_store_explicit(&g->tid, my_tid(), memory_order_relaxed);
+  atomic_store_explicit(&g->enq, ev->seq, memory_order_release);
+}
+
+static void on_started(mon_group *g, const dist_event *ev) {
+  mon_op *op = &g->ring[ev->seq % MON_RING];
+  atomic_store_explicit(&op->t_start_ns, ev->t_ns, memory_order_relaxed);
+  atomic_store_explicit(&g->started, ev->seq, memory_order_relaxed);
+}
+
+/* A timed-out operation fails with the diagnosis the watchdog has made of
+ * the stall (when it made one before the timeout). */
+static void set_timeout_message(mon_group *g, const dist_event *ev) {
+  pthread_mutex_lock(&dist__mon_diag_mu);
+  const char *d = g->diag;
+  if (d && strncmp(d, "stall ", 6) == 0) { /* it is a hang now */
+    char msg[DIST_ERRMSG_LEN];
+    snprintf(msg, sizeof msg, "hang %s", d + 6);
+    dist_observer_set_message(ev, msg);
+  } else if (d) {
+    dist_observer_set_message(ev, d);
+  }
+  pthread_mutex_unlock(&dist__mon_diag_mu);
+}
+
+static void on_ended(mon_group *g, const dist_event *ev) {
+  mon_op *op = &g->ring[ev->seq % MON_RING];
+  if (atomic_load_explicit(&op->seq, memory_order_acquire) == ev->seq && dist__mon.detail &&
+      ev->kind == DIST_EV_OP_COMPLETED) {
+    int64_t t0 = atomic_load_explicit(&op->t_start_ns, memory_order_relaxed);
+    dist__mon_stats_op(g, ev->coll ? (int)ev->coll->kind : -1,
+                       atomic_load_explicit(&op->bytes, memory_order_relaxed),
+                       t0 ? t0 : atomic_load_explicit(&op->t_enq_ns, memory_order_relaxed),
+                       ev->t_ns);
+  }
+  atomic_store_explicit(&g->last_kind, ev->coll ? (int)ev->coll->kind : -1,
+                        memory_order_relaxed);
+  atomic_store_explicit(&g->last_caller, (uintptr_t)ev->caller, memory_order_relaxed);
+  atomic_store_explicit(&g->last_done_ns, ev->t_ns, memory_order_relaxed);
+  if (ev->seq > atomic_load_explicit(&g->done, memory_order_relaxed))
+    atomic_store_explicit(&g->done, ev->seq, memory_order_release);
+  if (__builtin_expect(ev->kind == DIST_EV_OP_COMPLETED, 1))
+    return;
+  if (ev->kind == DIST_EV_OP_TIMED_OUT) {
+    set_timeout_message(g, ev);
+    atomic_store(&g->failed_seq, ev->seq);
+    atomic_store(&g->timed_out, 1);
+    dist__mon_watchdog_kick();
+  } else if (ev->status == DIST_E_PEER_LOST) {
+    atomic_store(&g->failed_seq, ev->seq);
+    atomic_store(&g->failed_rc, ev->status);
+    dist__mon_watchdog_kick();
+  }
+}
+
+static void on_event(void *ctx, const dist_event *ev) {
+  (void)ctx;
+  mon_group *g;
+  switch (ev->kind) {
+  case DIST_EV_OP_ENQUEUED:
+    if ((g = slot_of(ev->group_id)))
+      on_enqueued(g, ev);
+    return;
+  case DIST_EV_OP_STARTED:
+    if ((g = slot_of(ev->group_id)))
+      on_started(g, ev);
+    return;
+  case DIST_EV_OP_ISSUED:
+    if ((g = slot_of(ev->group_id))) {
+      on_enqueued(g, ev);
+      on_started(g, ev);
+    }
+    return;
+  case DIST_EV_OP_COMPLETED:
+  case DIST_EV_OP_FAILED:
+  case DIST_EV_OP_TIMED_OUT:
+    if ((g = slot_of(ev->group_id)))
+      on_ended(g, ev);
+    return;
+  case DIST_EV_PEER_LOST:
+    if ((g = slot_of(ev->group_id))) {
+      atomic_store(&g->failed_rc, DIST_E_PEER_LOST);
+      dist__mon_watchdog_kick();
+    }
+    return;
+  case DIST_EV_GROUP_CREATED: on_created(ev); return;
+  case DIST_EV_GROUP_DESTROYED: on_destroyed(ev); return;
+  default: return;
+  }
+}
+
+/* --- life of the monitor -------------------------------------------------- */
+
+/* DIST_STALL_S: seconds, fractions accepted ("0.5"). */
+static int64_t stall_from_env(void) {
+  const char *v = dist__getenv("DIST_STALL_S");
+  if (!v)
+    return 0;
+  char *end;
+  double s = strtod(v, &end);
+  if (*end || !(s > 0) || s > 1e6) {
+    DIST_LOG(WARNING, MON, "DIST_STALL_S=%s is not a number of seconds > 0; using a quarter "
+             "of each group's timeout", v);
+    return 0;
+  }
+  return (int64_t)(s * 1000);
+}
+
+static void read_config(const dist_pg_info *dg) {
+  mon_state *m = &dist__mon;
+  m->stall_ms = stall_from_env();
+  int64_t v = 1;
+  if (dist__env_int("DIST_ABORT_ON_TIMEOUT", 0, 1, 1, &v) != DIST_OK)
+    DIST_LOG(WARNING, MON, "%s; using 1", dist_last_errmsg());
+  m->abort_on_timeout = v != 0;
+  v = 0;
+  if (dist__env_int("DIST_SHOW_STACKTRACES", 0, 1, 0, &v) != DIST_OK)
+    DIST_LOG(WARNING, MON, "%s; using 0", dist_last_errmsg());
+  m->stacks = v != 0;
+  v = 1000;
+  if (dist__env_int("DIST_STATS_EVERY", 1, 1 << 24, 1000, &v) != DIST_OK)
+    DIST_LOG(WARNING, MON, "%s; using 1000", dist_last_errmsg());
+  m->stats_every = (int)v;
+  m->detail = dist_get_debug_level() >= DIST_DEBUG_DETAIL;
+  int64_t stall = m->stall_ms ? m->stall_ms : dg->timeout_ms / 4;
+  m->tick_ms = stall / 8 < 20 ? 20 : stall / 8 > 250 ? 250 : stall / 8;
+}
+
+/* Records of one init are apart from an earlier init's on the same store:
+ * every rank adds 1 to a counter once per init, in step (the rendezvous
+ * orders inits), so (value - 1) / world numbers this init. */
+static int make_prefix(dist_store *s, const dist_pg_info *dg) {
+  const char *job = dist_get_job_id();
+  char key[160];
+  snprintf(key, sizeof key, "dist/mon/%s/inits", job ? job : "job");
+  int64_t n;
+  int rc = dist_store_add(s, key, 1, &n);
+  if (rc != DIST_OK)
+    return rc;
+  snprintf(dist__mon.prefix, sizeof dist__mon.prefix, "dist/mon/%s/%lld/", job ? job : "job",
+           (long long)((n - 1) / dg->size));
+  return DIST_OK;
+}
+
+static bool registered_atexit;
+
+/* A rank that calls exit() while its default group lives tells the others
+ * (they would otherwise wait for it until the timeout). */
+static void at_exit(void) {
+  mon_state *m = &dist__mon;
+  if (!m->on || !m->store)
+    return;
+  dist__mon_watchdog_stop();
+  dist__mon_publish(m->store, "exit", "called exit() with its process group live");
+}
+
+static int mon_init(void **ctx, const dist_pg_info *dg) {
+  mon_state *m = &dist__mon;
+  *ctx = m;
+  dist_store *js = dist_get_default_store();
+  if (!js)
+    return DIST_E_INVAL;
+  read_config(dg);
+  struct timespec rt, mt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  clock_gettime(CLOCK_MONOTONIC, &mt);
+  m->wall_off_ns = ((int64_t)rt.tv_sec - mt.tv_sec) * 1000000000LL + (rt.tv_nsec - mt.tv_nsec);
+  m->rank = dg->global_rank;
+  m->world = dg->size;
+  m->pid = getpid();
+  m->main_tid = my_tid();
+  snprintf(m->host, sizeof m->host, "%s", dist__hostname());
+  m->stop = false;
+  int rc = dist_store_clone(js, &m->store);
+  if (rc == DIST_OK)
+    rc = make_prefix(m->store, dg);
+  if (rc == DIST_OK) {
+    dist_store_set_timeout(m->store, 2000);
+    m->on = true;
+    rc = dist__mon_publish(m->store, "run", "");
+  }
+  if (rc == DIST_OK)
+    rc = dist__mon_watchdog_start();
+  if (rc != DIST_OK) {
+    m->on = false;
+    dist_store_destroy(m->store);
+    m->store = NULL;
+    return rc;
+  }
+  dist__mon_stack_init();
+  if (!registered_atexit)
+    registered_atexit = atexit(at_exit) == 0;
+  return DIST_OK;
+}
+
+static void mon_fini(void *ctx) {
+  mon_state *m = ctx;
+  dist__mon_watchdog_stop();
+  if (m->store)
+    dist__mon_publish(m->store, "done", "");
+  m->on = false;
+  for (int i = 0; i < MON_MAX_GROUPS; i++)
+    if (atomic_load(&m->groups[i].live)) {
+      dist_event ev = {.kind = DIST_EV_GROUP_DESTROYED, .group_id = i};
+      on_destroyed(&ev);
+    }
+  dist_store_destroy(m->store);
+  m->store = NULL;
+}
+
+static const dist_observer mon_observer = {
+    .abi_version = DIST_OBSERVER_ABI_VERSION,
+    .name = "monitor",
+    .event_mask = DIST_EV_BIT(DIST_EV_GROUP_CREATED) | DIST_EV_BIT(DIST_EV_GROUP_DESTROYED) |
+                  DIST_EV_BIT(DIST_EV_OP_ENQUEUED) | DIST_EV_BIT(DIST_EV_OP_STARTED) |
+                  DIST_EV_BIT(DIST_EV_OP_ISSUED) |
+                  DIST_EV_BIT(DIST_EV_OP_COMPLETED) | DIST_EV_BIT(DIST_EV_OP_FAILED) |
+                  DIST_EV_BIT(DIST_EV_OP_TIMED_OUT) | DIST_EV_BIT(DIST_EV_PEER_LOST),
+    .init = mon_init,
+    .on_event = on_event,
+    .fini = mon_fini,
+};
+
+__attribute__((constructor)) static void mon_register(void) {
+  const char *v = getenv("DIST_MONITOR");
+  if (v && strcmp(v, "0") == 0)
+    return;
+  dist__mon_crash_install();
+  if (dist_observer_register(&mon_observer) != DIST_OK)
+    fprintf(stderr, "libdist: the monitor could not register: %s\n", dist_last_errmsg());
+}

@@ -1,0 +1,205 @@
+/* mon_progress.c - each rank's progress record in the job's store.
+ *
+ * One key per rank, dist/mon/<job>/<init>/p/<R>, rewritten by the watchdog
+ * at most once a second (and at once when a stall needs fresh figures):
+ * the write time is the rank's heartbeat. It is text, one line for the
+ * process and one per live group:
+ *   v1 <rank> <pid> <host> <wall ms> <state> <note>
+ *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
+ *     <last ms> <call site> <last call site>
+ * fields separated by tabs (call sites contain spaces). kind is the op of
+ * the oldest operation in flight (-1: none); call sites are symbolised here,
+ * since an address means nothing in another process. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "launch_env.h"
+#include "mon_int.h"
+
+#define REC_MAX (1 << 16)
+
+void dist__mon_key(char *buf, size_t len, const char *kind, int rank) {
+  snprintf(buf, len, "%s%s/%d", dist__mon.prefix, kind, rank);
+}
+
+static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
+  uint64_t done = atomic_load_explicit(&g->done, memory_order_acquire);
+  uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
+  uint64_t started = atomic_load_explicit(&g->started, memory_order_relaxed);
+  int kind = -1;
+  int64_t since = 0;
+  char site[MON_SITE_LEN] = "-", last_site[MON_SITE_LEN] = "-";
+  if (enq > done) {
+    mon_op *op = &g->ring[(done + 1) % MON_RING];
+    if (atomic_load_explicit(&op->seq, memory_order_acquire) == done + 1) {
+      kind = atomic_load_explicit(&op->kind, memory_order_relaxed);
+      since = dist__mon_wall_ms(atomic_load_explicit(&op->t_enq_ns, memory_order_relaxed));
+      dist__mon_symbolize(atomic_load_explicit(&op->caller, memory_order_relaxed), site,
+                          sizeof site);
+    }
+  }
+  int last_kind = done ? atomic_load_explicit(&g->last_kind, memory_order_relaxed) : -1;
+  int64_t last_ms = 0;
+  if (done) {
+    last_ms = dist__mon_wall_ms(atomic_load_explicit(&g->last_done_ns, memory_order_relaxed));
+    dist__mon_symbolize(atomic_load_explicit(&g->last_caller, memory_order_relaxed), last_site,
+                        sizeof last_site);
+  }
+  dist__appendf(buf, len, off, "g\t%d\t%d\t%llu\t%llu\t%llu\t%d\t%lld\t%d\t%lld\t%s\t%s\n", g->gid,
+                g->size, (unsigned long long)enq, (unsigned long long)started,
+                (unsigned long long)done, kind, (long long)since, last_kind, (long long)last_ms,
+                site, last_site);
+}
+
+int dist__mon_publish(dist_store *s, const char *state, const char *note) {
+  mon_state *m = &dist__mon;
+  char *buf = dist__malloc(REC_MAX);
+  if (!buf)
+    return DIST_E_NOMEM;
+  size_t off = 0;
+  dist__appendf(buf, REC_MAX, &off, "v1\t%d\t%d\t%s\t%lld\t%s\t%s\n", m->rank, (int)m->pid,
+                m->host, (long long)dist__mon_wall_ms(dist__now_ns()), state,
+                note && *note ? note : "-");
+  for (int i = 0; i < MON_MAX_GROUPS; i++)
+    if (atomic_load_explicit(&m->groups[i].live, memory_order_acquire))
+      put_group(buf, REC_MAX, &off, &m->groups[i]);
+  char key[200];
+  dist__mon_key(key, sizeof key, "p", m->rank);
+  int rc = dist_store_set(s, key, buf, off);
+  dist__free(buf);
+  return rc;
+}
+
+/* --- reading -------------------------------------------------------------- */
+
+/* Splits line at tabs into at most n fields; returns how many. */
+static int fields(char *line, char **f, int n) {
+  int k = 0;
+  for (char *p = line; k < n;) {
+    f[k++] = p;
+    char *t = strchr(p, '\t');
+    if (!t)
+      break;
+    *t = '\0';
+    p = t + 1;
+  }
+  return k;
+}
+
+static void parse_group(mon_rec_group *g, char **f) {
+  g->gid = atoi(f[1]);
+  g->size = atoi(f[2]);
+  g->enq = strtoull(f[3], NULL, 10);
+  g->started = strtoull(f[4], NULL, 10);
+  g->done = strtoull(f[5], NULL, 10);
+  g->kind = atoi(f[6]);
+  g->since_ms = strtoll(f[7], NULL, 10);
+  g->last_kind = atoi(f[8]);
+  g->last_ms = strtoll(f[9], NULL, 10);
+  snprintf(g->site, sizeof g->site, "%s", f[10]);
+  snprintf(g->last_site, sizeof g->last_site, "%s", f[11]);
+}
+
+/* Parses a record; false when it is not one (left not present). */
+static bool parse(char *text, mon_rec *r) {
+  int lines = 0;
+  for (char *p = text; *p; p++)
+    lines += *p == '\n';
+  r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
+  if (!r->g)
+    return false;
+  char *save = NULL, *f[12];
+  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    int k = fields(line, f, 12);
+    if (k == 7 && strcmp(f[0], "v1") == 0) {
+      r->rank = atoi(f[1]);
+      r->pid = (pid_t)atoi(f[2]);
+      snprintf(r->host, sizeof r->host, "%s", f[3]);
+      r->hb_ms = strtoll(f[4], NULL, 10);
+      snprintf(r->state, sizeof r->state, "%s", f[5]);
+      snprintf(r->note, sizeof r->note, "%s", strcmp(f[6], "-") ? f[6] : "");
+      r->present = true;
+    } else if (k == 12 && strcmp(f[0], "g") == 0 && r->n < lines) {
+      parse_group(&r->g[r->n++], f);
+    }
+  }
+  return r->present;
+}
+
+/* Same host: what /proc says of the process ('X' gone, 'Z' zombie, 'T'
+ * stopped, 'R'/'S'/'D' alive); 0 when unknown. */
+static char proc_state(const mon_rec *r) {
+  if (strcmp(r->host, dist__mon.host) != 0 || r->pid <= 0)
+    return 0;
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)r->pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 'X';
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* distrun's line for a rank that ended: distrun/exit/<R>. */
+static void read_exit(dist_store *s, mon_rec *r, int rank) {
+  char key[64];
+  snprintf(key, sizeof key, DIST_KEY_EXIT_FMT, rank);
+  const char *keys[] = {key};
+  bool there = false;
+  if (dist_store_check(s, keys, 1, &there) != DIST_OK || !there)
+    return;
+  void *v = NULL;
+  size_t n = 0;
+  if (dist_store_get(s, key, &v, &n) == DIST_OK)
+    snprintf(r->died, sizeof r->died, "%s", (char *)v);
+  dist_free(v);
+}
+
+int dist__mon_read_all(dist_store *s, mon_rec *recs) {
+  int world = dist__mon.world;
+  for (int r = 0; r < world; r++) {
+    mon_rec *rec = &recs[r];
+    memset(rec, 0, sizeof *rec);
+    rec->rank = r;
+    char key[200];
+    dist__mon_key(key, sizeof key, "p", r);
+    const char *keys[] = {key};
+    bool there = false;
+    int rc = dist_store_check(s, keys, 1, &there);
+    if (rc != DIST_OK)
+      return rc;
+    void *v = NULL;
+    size_t n = 0;
+    if (there && dist_store_get(s, key, &v, &n) == DIST_OK && v)
+      parse((char *)v, rec);
+    dist_free(v);
+    if (r == dist__mon.rank)
+      continue;
+    if (rec->present)
+      rec->proc_state = proc_state(rec);
+    int64_t age = dist__mon_wall_ms(dist__now_ns()) - rec->hb_ms;
+    if (!rec->present || age > MON_HB_STALE_MS || strcmp(rec->state, "run") != 0 ||
+        rec->proc_state == 'X' || rec->proc_state == 'Z')
+      read_exit(s, rec, r);
+  }
+  return DIST_OK;
+}
+
+void dist__mon_recs_free(mon_rec *recs, int n) {
+  for (int i = 0; i < n; i++) {
+    dist__free(recs[i].g);
+    recs[i].g = NULL;
+  }
+}
+
+const mon_rec_group *dist__mon_rec_group(const mon_rec *r, int gid) {
+  if (!r->present)
+    return NULL;
+  for (int i = 0; i < r->n; i++)
+    if (r->g[i].gid == gid)
+      return &r->g[i];
+  return NULL;
+}

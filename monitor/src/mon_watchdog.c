@@ -1,0 +1,264 @@
+/* mon_watchdog.c - the watchdog thread: one per process, following every
+ * in-flight operation of every group against its timeout.
+ *
+ * Each tick (an eighth of the stall threshold, 20-250 ms) it looks at the
+ * oldest operation in flight of each group. Past the stall threshold
+ * (DIST_STALL_S, default a quarter of the group's timeout) it publishes its
+ * own progress, reads every rank's, and diagnoses the stall; it refreshes
+ * that diagnosis every tick while the stall lasts, so the one a timed-out
+ * operation fails with is at most a tick old. The lowest-numbered rank
+ * blocked in the operation logs it as a stall report (WARNING) at once and
+ * again every threshold interval. When the operation times out (the
+ * backend's deadline; the watchdog never fails an operation itself) it logs
+ * the diagnosis as an ERROR, emits it as DIST_EV_DIAGNOSIS, posts it as the
+ * job's cause and (DIST_ABORT_ON_TIMEOUT) aborts the group. A lost peer
+ * gets the same treatment with what is known of its end.
+ *
+ * Publication: one store write a second (the heartbeat), more only while a
+ * stall is being diagnosed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "mon_int.h"
+
+/* The job's cause (core, from the causes branch); weak until it lands. */
+extern int dist_post_cause(int status, const char *report) __attribute__((weak));
+
+static int64_t last_pub_ns;
+/* Wakes the watchdog (kick, stop); never held while it works, so an event
+ * that kicks it does not wait for a store round trip. */
+static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void dist__mon_watchdog_kick(void) {
+  mon_state *m = &dist__mon;
+  pthread_mutex_lock(&wake_mu);
+  atomic_store(&m->kick, 1);
+  pthread_cond_signal(&m->cv);
+  pthread_mutex_unlock(&wake_mu);
+}
+
+static void publish(int64_t now) {
+  dist__mon_publish(dist__mon.store, "run", "");
+  last_pub_ns = now;
+}
+
+static int64_t stall_ms_of(const mon_group *g) {
+  return dist__mon.stall_ms ? dist__mon.stall_ms : g->timeout_ms / 4;
+}
+
+/* Every rank's record (with stacks when asked for them), or NULL. */
+static mon_rec *read_recs(void) {
+  mon_rec *recs = dist__calloc((size_t)dist__mon.world, sizeof *recs);
+  if (!recs)
+    return NULL;
+  if (dist__mon_read_all(dist__mon.store, recs) != DIST_OK) {
+    DIST_LOG(DEBUG, MON, "reading progress failed: %s", dist_store_errmsg(dist__mon.store));
+    dist__mon_recs_free(recs, dist__mon.world);
+    dist__free(recs);
+    return NULL;
+  }
+  return recs;
+}
+
+/* DIST_SHOW_STACKTRACES: ask every member that has not entered #seq for
+ * its stack (it answers from its own watchdog, see answer_stack_request). */
+static void request_stacks(const mon_group *g, uint64_t seq, const mon_rec *recs) {
+  for (int i = 0; i < g->size; i++) {
+    int r = g->granks[i];
+    const mon_rec_group *rg = dist__mon_rec_group(&recs[r], g->gid);
+    if (r == dist__mon.rank || !rg || rg->enq >= seq)
+      continue;
+    char key[200];
+    dist__mon_key(key, sizeof key, "sreq", r);
+    dist_store_set(dist__mon.store, key, "1", 1);
+  }
+}
+
+static void answer_stack_request(void) {
+  mon_state *m = &dist__mon;
+  char key[200];
+  dist__mon_key(key, sizeof key, "sreq", m->rank);
+  bool deleted = false;
+  if (dist_store_delete_key(m->store, key, &deleted) != DIST_OK || !deleted)
+    return;
+  int tid = m->groups[0].live ? atomic_load(&m->groups[0].tid) : 0;
+  char *buf = dist__malloc(4096);
+  if (!buf)
+    return;
+  size_t n = dist__mon_stack_of(tid ? tid : m->main_tid, buf, 4096);
+  dist__mon_key(key, sizeof key, "s", m->rank);
+  dist_store_set(m->store, key, buf, n);
+  dist__free(buf);
+}
+
+static void replace_diag(mon_group *g, char *diag) {
+  pthread_mutex_lock(&dist__mon_diag_mu);
+  char *old = g->diag;
+  g->diag = diag;
+  pthread_mutex_unlock(&dist__mon_diag_mu);
+  dist__free(old);
+}
+
+static void stall_report(mon_group *g, const char *diag, int n_cycles, int64_t now) {
+  DIST_LOG(WARNING, MON, "%s%s", diag,
+           n_cycles ? "" : "\n  (the group times out at its deadline unless they arrive)");
+  if (g->pg)
+    dist_observer_emit_report(g->pg, DIST_EV_STALL_REPORT, DIST_E_TIMEOUT, diag);
+  g->reports++;
+  g->next_report_ns = now + stall_ms_of(g) * 1000000;
+}
+
+/* The oldest operation of g in flight for at least the stall threshold. */
+static void check_stall(mon_group *g, int64_t now) {
+  uint64_t done = atomic_load_explicit(&g->done, memory_order_acquire);
+  uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
+  mon_op *op = &g->ring[(done + 1) % MON_RING];
+  if (enq <= done || atomic_load_explicit(&op->seq, memory_order_acquire) != done + 1) {
+    if (g->stall_seq && g->reports && atomic_load(&g->failed_seq) != g->stall_seq)
+      DIST_LOG(WARNING, MON, "group %d: the stall at #%llu is over", g->gid,
+               (unsigned long long)g->stall_seq);
+    g->stall_seq = 0;
+    return;
+  }
+  if (now - atomic_load(&op->t_enq_ns) < stall_ms_of(g) * 1000000)
+    return;
+  if (g->stall_seq != done + 1) {
+    g->stall_seq = done + 1;
+    g->reports = 0;
+    g->next_report_ns = now;
+    publish(now); /* the others must see this rank blocked */
+  }
+  if (dist__mon.stacks)
+    answer_stack_request();
+  mon_rec *recs = read_recs();
+  if (!recs)
+    return;
+  if (!dist__mon_recs_fresh(g, recs, dist__mon_wall_ms(atomic_load(&op->t_enq_ns)))) {
+    dist__mon_recs_free(recs, dist__mon.world); /* a member's record predates this stall */
+    dist__free(recs);
+    return;
+  }
+  bool lowest = false;
+  int cycles = 0;
+  char *diag = dist__mon_diagnose(g, done + 1, recs, "stall", &lowest, &cycles);
+  if (dist__mon.stacks && g->reports == 0)
+    request_stacks(g, done + 1, recs);
+  if (diag && lowest && now >= g->next_report_ns)
+    stall_report(g, diag, cycles, now);
+  if (diag)
+    replace_diag(g, diag);
+  dist__mon_recs_free(recs, dist__mon.world);
+  dist__free(recs);
+}
+
+/* An operation of g timed out or lost a peer: say why, once. */
+static void on_failure(mon_group *g, bool timeout) {
+  uint64_t seq = atomic_load(&g->failed_seq);
+  mon_op *op = &g->ring[seq % MON_RING];
+  if (!seq || atomic_load(&op->seq) != seq)
+    return;
+  /* The others' records must postdate this operation's start (they
+   * publish once a second; a dead one is recognised as such), and distrun
+   * posts how a peer ended as it reaps it. */
+  publish(dist__now_ns());
+  int64_t since_ms = dist__mon_wall_ms(atomic_load(&op->t_enq_ns));
+  int64_t until = dist__now_ms() + MON_PUBLISH_MS + 2 * dist__mon.tick_ms;
+  mon_rec *recs = NULL;
+  for (;;) {
+    recs = read_recs();
+    if (!recs || dist__mon_recs_fresh(g, recs, since_ms) || dist__now_ms() >= until)
+      break;
+    dist__mon_recs_free(recs, dist__mon.world);
+    dist__free(recs);
+    dist__sleep_ms(dist__mon.tick_ms);
+  }
+  if (!recs)
+    return;
+  bool lowest;
+  int cycles;
+  char *diag = dist__mon_diagnose(g, seq, recs, timeout ? "hang" : "lost peer", &lowest, &cycles);
+  dist__mon_recs_free(recs, dist__mon.world);
+  dist__free(recs);
+  if (!diag)
+    return;
+  int rc = timeout ? DIST_E_TIMEOUT : DIST_E_PEER_LOST;
+  DIST_LOG(ERROR, MON, "%s", diag);
+  if (g->pg)
+    dist_observer_emit_report(g->pg, DIST_EV_DIAGNOSIS, rc, diag);
+  if (dist_post_cause)
+    dist_post_cause(rc, diag);
+  if (timeout && dist__mon.abort_on_timeout && g->pg)
+    dist_abort_group(g->pg, "the group timed out (DIST_ABORT_ON_TIMEOUT=1)");
+  replace_diag(g, diag);
+}
+
+static void sweep(int64_t now) {
+  mon_state *m = &dist__mon;
+  for (int i = 0; i < MON_MAX_GROUPS; i++) {
+    mon_group *g = &m->groups[i];
+    if (!atomic_load_explicit(&g->live, memory_order_acquire))
+      continue;
+    if (atomic_exchange(&g->timed_out, 0)) {
+      atomic_store(&g->failed_rc, 0);
+      on_failure(g, true);
+    } else if (atomic_exchange(&g->failed_rc, 0) == DIST_E_PEER_LOST) {
+      on_failure(g, false);
+    }
+    check_stall(g, now);
+    if (m->detail)
+      dist__mon_stats_tick(g);
+  }
+}
+
+static void *loop(void *arg) {
+  (void)arg;
+  mon_state *m = &dist__mon;
+  for (bool stopping = false; !stopping;) {
+    pthread_mutex_lock(&wake_mu);
+    if (!m->stop && !atomic_load(&m->kick)) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      until.tv_nsec += m->tick_ms * 1000000;
+      until.tv_sec += until.tv_nsec / 1000000000;
+      until.tv_nsec %= 1000000000;
+      pthread_cond_timedwait(&m->cv, &wake_mu, &until);
+    }
+    atomic_store(&m->kick, 0);
+    stopping = m->stop; /* one last sweep: a failure that came with the stop */
+    pthread_mutex_unlock(&wake_mu);
+    pthread_mutex_lock(&m->mu);
+    int64_t now = dist__now_ns();
+    sweep(now);
+    if (!stopping && now - last_pub_ns >= MON_PUBLISH_MS * 1000000LL)
+      publish(now);
+    else if (!stopping && m->stacks)
+      answer_stack_request();
+    pthread_mutex_unlock(&m->mu);
+  }
+  return NULL;
+}
+
+int dist__mon_watchdog_start(void) {
+  mon_state *m = &dist__mon;
+  last_pub_ns = dist__now_ns();
+  m->stop = false;
+  int e = pthread_create(&m->thread, NULL, loop, NULL);
+  if (e)
+    return dist__set_last_error(DIST_E_SYS, "cannot start the watchdog: %s", strerror(e));
+  m->thread_started = true;
+  return DIST_OK;
+}
+
+void dist__mon_watchdog_stop(void) {
+  mon_state *m = &dist__mon;
+  if (!m->thread_started || getpid() != m->pid)
+    return;
+  pthread_mutex_lock(&wake_mu);
+  m->stop = true;
+  pthread_cond_signal(&m->cv);
+  pthread_mutex_unlock(&wake_mu);
+  pthread_join(m->thread, NULL);
+  m->thread_started = false;
+}

@@ -1,0 +1,191 @@
+/* prog_monitor.c - the rank program of test_monitor_mp.c (built as
+ * build/bin/monitor_testprog, linked with the bundled libdist, so the
+ * monitor is in it as in a user's program). It initialises through env://
+ * (distrun's variables, or the test's by hand) and runs one scenario:
+ *   hang R      all_reduce in a loop; rank R sleeps forever before its 10th
+ *   kill R      ... rank R SIGKILLs itself before its 10th
+ *   exit R      ... rank R calls exit(0) before its 10th
+ *   stop R      ... rank R SIGSTOPs itself before its 10th
+ *   segv R      ... rank R writes through a NULL pointer before its 10th
+ *   syscall R   ... rank R blocks in read() on a pipe before its 10th
+ *   cross2      2 ranks, groups A and B; rank 0 all_reduces on A then B,
+ *               rank 1 on B then A (a deadlock across groups)
+ *   cross3      3 ranks, groups {0,1} {1,2} {2,0}; rank r calls its group
+ *               with r+1 first (a cycle of three)
+ *   straggler R N   N all_reduces; rank R sleeps 50 ms before each
+ *   balanced N      N all_reduces; every rank sleeps 50 ms before each
+ * A rank whose collective fails prints "rank R: <OP> failed: <status>:
+ * <message>" on stderr and exits 1. An observer of the program's own prints
+ * every report event it receives (what the tracer stores) on stdout as
+ * "EVENT <kind> rank=R group=G status=S" then the message, then "END". */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <dist/dist.h>
+#include <dist/observer.h>
+
+static int rank, world;
+
+static void on_event(void *ctx, const dist_event *ev) {
+  (void)ctx;
+  char head[160];
+  int n = snprintf(head, sizeof head, "EVENT %s rank=%d group=%d status=%d", dist_event_name(ev->kind),
+                   ev->rank, ev->group_id, ev->status);
+  if (ev->kind == DIST_EV_STATS)
+    for (size_t i = 0; i < ev->n_stats && n < (int)sizeof head - 40; i++)
+      n += snprintf(head + n, sizeof head - (size_t)n, " straggler=%d",
+                    ev->stats[i].straggler_rank);
+  printf("%s\n%s\nEND\n", head, ev->message ? ev->message : "");
+  fflush(stdout);
+}
+
+static const dist_observer printer = {
+    .abi_version = DIST_OBSERVER_ABI_VERSION,
+    .name = "test-printer",
+    .event_mask = DIST_EV_BIT(DIST_EV_STALL_REPORT) | DIST_EV_BIT(DIST_EV_DIAGNOSIS) |
+                  DIST_EV_BIT(DIST_EV_STATS),
+    .on_event = on_event,
+};
+
+static int failed(const char *what, int rc, dist_pg *g) {
+  fprintf(stderr, "rank %d: %s failed: %s: %s\n", rank, what, dist_strerror(rc),
+          dist_pg_errmsg(g));
+  fflush(stderr);
+  exit(1);
+}
+
+static int all_reduce_on(dist_pg *g) {
+  float x[4] = {1, 2, 3, 4};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
+  int rc = dist_all_reduce(&t, DIST_SUM, g, NULL);
+  if (rc != DIST_OK)
+    failed("ALL_REDUCE", rc, g);
+  return rc;
+}
+
+/* --- what a lagging rank does instead of its 10th all_reduce --------------- */
+
+static void sleep_forever(void) {
+  for (;;)
+    pause();
+}
+
+static void crash_here(void) {
+  volatile int *p = NULL;
+  *p = 42;
+}
+
+static void block_in_read(void) {
+  int fds[2];
+  char c;
+  if (pipe(fds) == 0)
+    while (read(fds[0], &c, 1) != 0) {
+    }
+}
+
+static void misbehave(const char *mode) {
+  if (strcmp(mode, "hang") == 0)
+    sleep_forever();
+  else if (strcmp(mode, "kill") == 0)
+    raise(SIGKILL);
+  else if (strcmp(mode, "exit") == 0)
+    exit(0);
+  else if (strcmp(mode, "stop") == 0)
+    raise(SIGSTOP);
+  else if (strcmp(mode, "segv") == 0)
+    crash_here();
+  else if (strcmp(mode, "syscall") == 0)
+    block_in_read();
+}
+
+static int run_loop(const char *mode, int bad) {
+  for (int i = 1; i <= 20; i++) {
+    if (i == 10 && rank == bad)
+      misbehave(mode);
+    all_reduce_on(NULL);
+  }
+  return 0;
+}
+
+/* --- deadlocks across groups ------------------------------------------------ */
+
+static dist_pg *group_of(const int *ranks, int n, const char *desc) {
+  dist_group_opts o = {0};
+  o.desc = desc;
+  dist_pg *g = NULL;
+  int rc = dist_new_group(ranks, (size_t)n, &o, &g);
+  if (rc != DIST_OK)
+    failed("new_group", rc, NULL);
+  return g;
+}
+
+static int run_cross2(void) {
+  dist_pg *a = group_of((int[]){0, 1}, 2, "A");
+  dist_pg *b = group_of((int[]){0, 1}, 2, "B");
+  all_reduce_on(rank == 0 ? a : b);
+  all_reduce_on(rank == 0 ? b : a);
+  return 0;
+}
+
+static int run_cross3(void) {
+  dist_pg *g[3];
+  char desc[3][8];
+  for (int i = 0; i < 3; i++) {
+    snprintf(desc[i], sizeof desc[i], "G%d%d", i, (i + 1) % 3);
+    g[i] = group_of((int[]){i, (i + 1) % 3}, 2, desc[i]);
+  }
+  /* rank r is in g[r] (with r+1) and g[r-1] (with r-1): each calls the one
+   * with its successor first, so each waits for the next. */
+  all_reduce_on(g[rank]);
+  all_reduce_on(g[(rank + 2) % 3]);
+  return 0;
+}
+
+/* --- stragglers ------------------------------------------------------------- */
+
+static int run_paced(int late_rank, int n) {
+  for (int i = 0; i < n; i++) {
+    if (late_rank < 0 || rank == late_rank)
+      usleep(50000);
+    all_reduce_on(NULL);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0) {
+    fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | "
+            "straggler R N | balanced N\n", argv[0]);
+    return 2;
+  }
+  alarm(120); /* nothing outlives a broken test */
+  dist_set_debug_level_from_env();
+  dist_observer_register(&printer);
+  dist_init_opts o = dist_init_opts_default();
+  int rc = dist_init_process_group(&o);
+  if (rc != DIST_OK) {
+    fprintf(stderr, "init failed: %s\n", dist_last_errmsg());
+    return 1;
+  }
+  rank = dist_get_rank(NULL);
+  world = dist_get_world_size(NULL);
+  const char *m = argv[1];
+  int arg = argc > 2 ? atoi(argv[2]) : 0;
+  if (strcmp(m, "cross2") == 0)
+    rc = run_cross2();
+  else if (strcmp(m, "cross3") == 0)
+    rc = run_cross3();
+  else if (strcmp(m, "straggler") == 0)
+    rc = run_paced(arg, argc > 3 ? atoi(argv[3]) : 40);
+  else if (strcmp(m, "balanced") == 0)
+    rc = run_paced(-1, arg ? arg : 40);
+  else
+    rc = run_loop(m, arg);
+  dist_barrier(NULL, NULL);
+  dist_destroy_process_group(NULL);
+  printf("rank %d done\n", rank);
+  return rc;
+}
