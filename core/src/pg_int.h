@@ -116,9 +116,8 @@ const char *dist__backend_names(void);
 extern const dist_backend_ops dist__cpu_backend_ops;
 /* "shm" or "tcp": how a cpu group runs its collectives (for benchmarks). */
 const char *dist__cpu_backend_transport(const void *priv);
-/* The job's data-plane token and id (init.c; "" before init). */
+/* The job's data-plane token (init.c; "" before init). */
 const char *dist__job_token(void);
-const char *dist__job_id(void);
 
 /* --- work (work.c) ------------------------------------------------------ */
 

@@ -255,21 +255,11 @@ static int store_failed(const settings *s, const dist__rdzv *r, int rc, bool ser
           : "");
 }
 
-static bool is_loopback(const char *host) {
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (inet_pton(AF_INET, host, &a4) == 1)
-    return (ntohl(a4.s_addr) >> 24) == 127;
-  if (inet_pton(AF_INET6, host, &a6) == 1)
-    return IN6_IS_ADDR_LOOPBACK(&a6);
-  return strcmp(host, "localhost") == 0;
-}
-
 /* Where rank 0's server listens: every address when others may come from
  * elsewhere; else loopback, on MASTER_ADDR itself when it names a loopback
  * address (so MASTER_ADDR=::1 gets an IPv6 listener). */
 static const char *server_host(const settings *s, bool remote) {
-  return !remote && is_loopback(s->host) ? s->host : NULL;
+  return !remote && dist__net_is_loopback(s->host) ? s->host : NULL;
 }
 
 static int open_tcp_store(const settings *s, dist__rdzv *r) {
