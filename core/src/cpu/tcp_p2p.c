@@ -566,6 +566,20 @@ bool dist__tcp_on_body(dist__tcp *t, tcp_conn *c) {
   return true;
 }
 
+/* The receiver dropped send r: it holds its bound of unexpected messages
+ * (refused() on its side). */
+static void on_refused(dist__tcp *t, tcp_conn *c, dist__tcp_req *r) {
+  char lb[64], nb[160];
+  set_fail(r, DIST_E_BACKEND,
+           "%s to %s: refused: the receiver already holds %lld messages (%llu bytes) sent "
+           "ahead of its receives, its bound (DIST_TCP_UNEXPECTED_MAX, DIST_TCP_UNEXPECTED_MB)",
+           dist__tcp_req_label(r, lb, sizeof lb),
+           dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb), (long long)c->rh.count,
+           (unsigned long long)c->rh.size);
+  if (!r->item)
+    finish(t, r);
+}
+
 void dist__tcp_on_sent(dist__tcp *t, dist__tcp_req *r, int type) {
   if (type == TCP_F_RTS)
     return; /* now waiting for CTS */
@@ -581,6 +595,10 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
   dist__tcp_req *r = find_by_id(t, true, c->peer, h->msg_id, -1);
   if (!r)
     return; /* a send that was released meanwhile */
+  if (nack && (h->flags & TCP_HF_REFUSED)) {
+    on_refused(t, c, r);
+    return;
+  }
   if (!nack) {
     if (r->item)
       r->want_ack = false; /* acknowledged already: done once written */
@@ -589,17 +607,6 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
     return;
   }
   char lb[64], plb[64], nb[160], mine[200], theirs[200];
-  if (h->flags & TCP_HF_REFUSED) {
-    set_fail(r, DIST_E_BACKEND,
-             "%s to %s: refused: the receiver already holds %lld messages (%llu bytes) sent "
-             "ahead of its receives, its bound (DIST_TCP_UNEXPECTED_MAX, DIST_TCP_UNEXPECTED_MB)",
-             dist__tcp_req_label(r, lb, sizeof lb),
-             dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb), (long long)h->count,
-             (unsigned long long)h->size);
-    if (!r->item)
-      finish(t, r);
-    return;
-  }
   tcp_desc hd = hdr_desc(h);
   hd.redop = TCP_NONE8;
   set_fail(r, DIST_E_DESYNC,
