@@ -8,10 +8,20 @@
 #include "dist_int.h"
 
 static _Atomic long fail_countdown; /* 0: never fail */
+/* The same, counting only the calling thread's allocations: multi-rank
+ * sweeps fail the caller's allocations, not those of a store server or
+ * progress thread that happens to run at that moment. */
+static _Thread_local long thread_countdown;
 
 void dist__fault_fail_alloc_after(long n) { atomic_store(&fail_countdown, n); }
 
+void dist__fault_fail_thread_alloc_after(long n) { thread_countdown = n; }
+
+long dist__fault_pending(void) { return atomic_load(&fail_countdown) + thread_countdown; }
+
 static bool should_fail(void) {
+  if (__builtin_expect(thread_countdown > 0, 0))
+    return --thread_countdown == 0;
   long n = atomic_load_explicit(&fail_countdown, memory_order_relaxed);
   if (__builtin_expect(n == 0, 1))
     return false;

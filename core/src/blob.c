@@ -91,6 +91,9 @@ int dist_broadcast_bytes(dist_bytes *obj, int src, dist_pg *group) {
   if (!obj || (root && !obj->data && obj->len))
     return dist__pg_end(g, &b.c, dist__err_set(&g->err, DIST_E_INVAL,
                                                "broadcast_bytes: NULL buffer"));
+  if (root && obj->len >= INT64_MAX)
+    return dist__pg_end(g, &b.c, dist__err_set(&g->err, DIST_E_INVAL,
+                                               "broadcast_bytes: %zu bytes is too long", obj->len));
   int64_t len = root ? (int64_t)obj->len : 0;
   dist_tensor lt = i64_tensor(&len, 1);
   dist_coll c = piece(DIST_OP_BROADCAST, &b.c);
@@ -98,9 +101,10 @@ int dist_broadcast_bytes(dist_bytes *obj, int src, dist_pg *group) {
   c.n_inputs = c.n_outputs = 1;
   int rc = dist__pg_sub(g, &c);
   void *data = root ? obj->data : NULL;
-  if (rc == DIST_OK && !root && !(data = alloc_blob((size_t)len)))
-    rc = dist__err_set(&g->err, DIST_E_NOMEM, "broadcast_bytes: cannot hold %lld bytes",
-                       (long long)len);
+  if (rc == DIST_OK && !root && (len < 0 || len == INT64_MAX || !(data = alloc_blob((size_t)len))))
+    rc = dist__err_set(&g->err, len < 0 || len == INT64_MAX ? DIST_E_INVAL : DIST_E_NOMEM,
+                       "broadcast_bytes: cannot hold %lld bytes from rank %d", (long long)len,
+                       g->global_ranks[b.c.root]);
   if (rc == DIST_OK)
     rc = run_bcast(g, &b.c, data, (size_t)len);
   if (!root) {
@@ -126,11 +130,21 @@ static int gather_lens(dist_pg *g, const dist_coll *parent, int64_t mine, int64_
   return dist__pg_sub(g, &c);
 }
 
-static int64_t max_of(const int64_t *v, int n) {
-  int64_t m = 0;
-  for (int i = 0; i < n; i++)
-    m = v[i] > m ? v[i] : m;
-  return m;
+/* The padded slot width for lengths that came from peers: each must be
+ * non-negative and n slots of the largest (plus a NUL) must fit in memory. */
+static int slot_width(dist_pg *g, const int64_t *lens, int n, const char *fn, int64_t *width) {
+  int64_t m = 0, total;
+  for (int i = 0; i < n; i++) {
+    if (lens[i] < 0)
+      return dist__err_set(&g->err, DIST_E_INVAL, "%s: rank %d announced a blob of %lld bytes",
+                           fn, g->global_ranks[i], (long long)lens[i]);
+    m = lens[i] > m ? lens[i] : m;
+  }
+  if (__builtin_mul_overflow(m, (int64_t)n, &total) || total == INT64_MAX)
+    return dist__err_set(&g->err, DIST_E_INVAL, "%s: %d blobs of %lld bytes overflow int64", fn,
+                         n, (long long)m);
+  *width = m;
+  return DIST_OK;
 }
 
 /* Splits a padded buffer of n slots of width bytes into out[i]. */
@@ -162,8 +176,12 @@ static int gather_common(blob_call *b, const dist_bytes *in, dist_bytes *out, bo
   int64_t *lens = dist__calloc((size_t)n, sizeof *lens);
   if (!lens)
     return dist__err_set(&g->err, DIST_E_NOMEM, "out of memory");
-  int rc = gather_lens(g, &b->c, (int64_t)in->len, lens);
-  int64_t width = max_of(lens, n);
+  int64_t width = 0;
+  int rc = in->len > INT64_MAX ? dist__err_set(&g->err, DIST_E_INVAL, "%s: %zu bytes is too long",
+                                               dist_op_name(b->c.kind), in->len)
+                               : gather_lens(g, &b->c, (int64_t)in->len, lens);
+  if (rc == DIST_OK)
+    rc = slot_width(g, lens, n, dist_op_name(b->c.kind), &width);
   char *mine = NULL, *all_buf = NULL;
   if (rc == DIST_OK) {
     mine = dist__calloc(1, (size_t)width + 1);
@@ -233,7 +251,9 @@ static int scatter_blobs(blob_call *b, dist_bytes *out, const dist_bytes *in) {
   c.inputs = c.outputs = &lt;
   c.n_inputs = c.n_outputs = 1;
   int rc = dist__pg_sub(g, &c);
-  int64_t width = max_of(lens, n);
+  int64_t width = 0;
+  if (rc == DIST_OK)
+    rc = slot_width(g, lens, n, "scatter_bytes", &width);
   char *pad = NULL, *mine = NULL;
   dist_tensor *list = NULL;
   if (rc == DIST_OK) {

@@ -117,8 +117,20 @@ void dist__free(void *p);
 char *dist__strdup(const char *s);
 char *dist__strndup(const char *s, size_t n);
 
+/* The status a caller reports for a failed store call rc: out of memory
+ * stays DIST_E_NOMEM (the caller may retry), anything else is the store's
+ * failure, DIST_E_STORE. */
+static inline int dist__store_status(int rc) {
+  return rc == DIST_E_NOMEM ? DIST_E_NOMEM : DIST_E_STORE;
+}
+
 /* Test hook: fail the n-th allocation from now (0 = never). */
 void dist__fault_fail_alloc_after(long n);
+/* The same for the calling thread's allocations only. */
+void dist__fault_fail_thread_alloc_after(long n);
+/* Test hook: allocations left before the armed failure (0: it fired, or
+ * none is armed), so a sweep knows when N passed the last allocation. */
+long dist__fault_pending(void);
 
 /* --- clocks -------------------------------------------------------------- */
 

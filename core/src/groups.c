@@ -9,6 +9,7 @@
  * such groups with that list ("l<hash>.<n>"), and so does the id (above
  * 2^30, see DIST__LOCAL_GROUP_ID_BASE); internal
  * helper groups are named the same way ("i<hash>.<n>") and take no id. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,8 +28,49 @@ int dist__pg_take_ids(int n) {
   return id;
 }
 
+/* Local-synchronisation groups counted per member list (the same count on
+ * every member), in a table that grows with the job and is reset with the
+ * ids: a full table once let names repeat and groups read stale keys. The
+ * lock covers groups created from several threads. */
+static struct list_count {
+  uint32_t h;
+  int n;
+} *counts;
+static size_t n_counts, cap_counts;
+static pthread_mutex_t counts_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void dist__pg_reset_ids(void) {
   next_id = 0;
+  pthread_mutex_lock(&counts_lock);
+  dist__free(counts);
+  counts = NULL;
+  n_counts = cap_counts = 0;
+  pthread_mutex_unlock(&counts_lock);
+}
+
+/* *k: how many groups with the member-list hash h this process made before. */
+int dist__pg_local_count(uint32_t h, int *k) {
+  int rc = DIST_OK;
+  pthread_mutex_lock(&counts_lock);
+  size_t i = 0;
+  while (i < n_counts && counts[i].h != h)
+    i++;
+  if (i == n_counts && n_counts == cap_counts) {
+    size_t cap = cap_counts ? cap_counts * 2 : 64;
+    struct list_count *c = dist__realloc(counts, cap * sizeof *c);
+    if (c) {
+      counts = c;
+      cap_counts = cap;
+    } else {
+      rc = dist__set_last_error(DIST_E_NOMEM, "new_group: out of memory counting groups");
+    }
+  }
+  if (rc == DIST_OK && i == n_counts)
+    counts[n_counts++] = (struct list_count){h, 0};
+  if (rc == DIST_OK)
+    *k = counts[i].n++;
+  pthread_mutex_unlock(&counts_lock);
+  return rc;
 }
 
 static int cmp_int(const void *a, const void *b) {
@@ -68,21 +110,6 @@ static uint32_t hash_ranks(const int *r, int n) {
     h *= 16777619u;
   }
   return h;
-}
-
-/* Counts local-synchronisation groups per member list (same on members). */
-static int local_count(uint32_t h) {
-  static struct {
-    uint32_t h;
-    int n;
-  } seen[256];
-  static int n_seen;
-  for (int i = 0; i < n_seen; i++)
-    if (seen[i].h == h)
-      return seen[i].n++;
-  if (n_seen < 256)
-    seen[n_seen++] = (typeof(seen[0])){h, 1};
-  return 0;
 }
 
 typedef struct group_req {
@@ -140,7 +167,11 @@ int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts, dist
      * the id of a local group (taking one from the counter would put the
      * members' counters out of step with everyone else's). */
     uint32_t h = hash_ranks(r, size);
-    int k = local_count(h ^ (internal ? 0x9e3779b9u : 0));
+    int k = 0, rc = dist__pg_local_count(h ^ (internal ? 0x9e3779b9u : 0), &k);
+    if (rc != DIST_OK) {
+      dist__free(r);
+      return rc;
+    }
     snprintf(name, sizeof name, "%c%08x.%d", internal ? 'i' : 'l', h, k);
     if (!internal)
       q.id = DIST__LOCAL_GROUP_ID_BASE | (int)((h * 31u + (uint32_t)k) & 0x3fffffffu);

@@ -8,7 +8,12 @@
  * dist_int.h); formatting happens only for lines that will be written.
  *
  * Lines: "host:pid:tid [rank] SUBSYS LEVEL message", written with one
- * write(2) each so lines of concurrent threads and processes never mix. */
+ * write(2) each so lines of concurrent threads and processes never mix.
+ *
+ * Fork (DESIGN.md, Processes): the sink's lock is taken around fork, so a
+ * child never inherits it held by a thread that does not exist there, and a
+ * child reopens a DIST_LOG_FILE whose name holds its pid (%p) instead of
+ * writing into its parent's. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -171,9 +176,24 @@ static void env_once_fn(void) { (void)read_env(); }
 
 void dist__log_init_once(void) { pthread_once(&env_once, env_once_fn); }
 
+static void fork_prepare(void) { pthread_mutex_lock(&sink_lock); }
+
+static void fork_parent(void) { pthread_mutex_unlock(&sink_lock); }
+
+static void fork_child(void) {
+  if (log_fd >= 0 && strstr(log_file_pattern, "%p")) {
+    close(log_fd);
+    log_fd = -1; /* reopened under the child's pid at its first line */
+  }
+  pthread_mutex_unlock(&sink_lock);
+}
+
 /* The library reads the environment when it is loaded, so the very first
  * line (even from a store created before init) is filtered right. */
-__attribute__((constructor)) static void log_ctor(void) { dist__log_init_once(); }
+__attribute__((constructor)) static void log_ctor(void) {
+  dist__log_init_once();
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
 
 int dist_set_debug_level_from_env(void) {
   dist__log_init_once();

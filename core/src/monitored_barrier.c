@@ -6,11 +6,18 @@
  * wait for the verdict. Absent ranks are named: the first one, or all of
  * them with wait_all_ranks. A rank that never hears back from rank 0 says
  * so. Keys carry the call's sequence number so consecutive barriers never
- * see each other's keys. */
+ * see each other's keys. Rank 0 deletes the keys once they are read: the
+ * arrivals as it collects them, a verdict at the next barrier that every
+ * rank reached (each has read it by then), so a job of any number of
+ * barriers keeps the store's key count flat. */
 #include <inttypes.h>
 #include <stdio.h>
 
 #include "pg_int.h"
+
+/* How long a member waits past the barrier's timeout for rank 0's verdict:
+ * rank 0 answers at the timeout, plus its own trip to the store. */
+#define DIST_MB_VERDICT_GRACE_MS 2000
 
 static void key(char *buf, size_t len, uint64_t seq, const char *what, int rank) {
   if (rank >= 0)
@@ -34,10 +41,30 @@ static int collect(dist_pg *g, dist_store *st, uint64_t seq, int64_t deadline, b
       if (!all)
         break;
     } else if (rc != DIST_OK) {
-      return dist__err_set(&g->err, DIST_E_STORE, "monitored_barrier: store failed: %s",
+      return dist__err_set(&g->err, dist__store_status(rc), "monitored_barrier: store failed: %s",
                            dist_store_errmsg(st));
+    } else {
+      rc = dist_store_delete_key(st, k, NULL);
+      if (rc != DIST_OK)
+        return dist__err_set(&g->err, dist__store_status(rc),
+                             "monitored_barrier: store failed: %s", dist_store_errmsg(st));
     }
   }
+  return DIST_OK;
+}
+
+/* Every rank reached barrier seq, so every rank has read the verdict of
+ * the one before: it goes. */
+static int drop_prev_verdict(dist_pg *g, dist_store *st, uint64_t seq) {
+  if (g->mb_prev_seq) {
+    char k[96];
+    key(k, sizeof k, g->mb_prev_seq, "verdict", -1);
+    int rc = dist_store_delete_key(st, k, NULL);
+    if (rc != DIST_OK)
+      return dist__err_set(&g->err, dist__store_status(rc), "monitored_barrier: store failed: %s",
+                           dist_store_errmsg(st));
+  }
+  g->mb_prev_seq = seq;
   return DIST_OK;
 }
 
@@ -47,6 +74,8 @@ static int run_root(dist_pg *g, dist_store *st, uint64_t seq, int64_t timeout, b
     return dist__err_set(&g->err, DIST_E_NOMEM, "out of memory");
   int n = 0;
   int rc = collect(g, st, seq, dist__deadline_ms(timeout), all, absent, &n);
+  if (rc == DIST_OK && n == 0)
+    rc = drop_prev_verdict(g, st, seq);
   char verdict[DIST_ERRMSG_LEN] = "ok";
   if (rc == DIST_OK && n) {
     char list[512];
@@ -59,9 +88,10 @@ static int run_root(dist_pg *g, dist_store *st, uint64_t seq, int64_t timeout, b
   }
   char k[96];
   key(k, sizeof k, seq, "verdict", -1);
-  if (dist_store_set(st, k, verdict, strlen(verdict)) != DIST_OK && rc == DIST_OK)
-    rc = dist__err_set(&g->err, DIST_E_STORE, "monitored_barrier: cannot release the others: %s",
-                       dist_store_errmsg(st));
+  int src = dist_store_set(st, k, verdict, strlen(verdict));
+  if (src != DIST_OK && rc == DIST_OK)
+    rc = dist__err_set(&g->err, dist__store_status(src),
+                       "monitored_barrier: cannot release the others: %s", dist_store_errmsg(st));
   dist__free(absent);
   return rc;
 }
@@ -69,13 +99,14 @@ static int run_root(dist_pg *g, dist_store *st, uint64_t seq, int64_t timeout, b
 static int run_member(dist_pg *g, dist_store *st, uint64_t seq, int64_t timeout) {
   char k[96];
   key(k, sizeof k, seq, "in", g->info.rank);
-  if (dist_store_set(st, k, "1", 1) != DIST_OK)
-    return dist__err_set(&g->err, DIST_E_STORE, "monitored_barrier: store failed: %s",
+  int rc = dist_store_set(st, k, "1", 1);
+  if (rc != DIST_OK)
+    return dist__err_set(&g->err, dist__store_status(rc), "monitored_barrier: store failed: %s",
                          dist_store_errmsg(st));
   key(k, sizeof k, seq, "verdict", -1);
   const char *keys[1] = {k};
   /* Rank 0 answers by the timeout; a little grace covers its store trip. */
-  int rc = dist_store_wait(st, keys, 1, timeout + 2000);
+  rc = dist_store_wait(st, keys, 1, timeout + DIST_MB_VERDICT_GRACE_MS);
   if (rc == DIST_E_TIMEOUT)
     return dist__err_set(&g->err, DIST_E_TIMEOUT,
                          "monitored_barrier in group %s (#%" PRIu64 "): rank %d (rank 0 of "
@@ -83,8 +114,10 @@ static int run_member(dist_pg *g, dist_store *st, uint64_t seq, int64_t timeout)
                          g->name, seq, g->global_ranks[0], timeout);
   void *v = NULL;
   size_t len = 0;
-  if (rc != DIST_OK || dist_store_get(st, k, &v, &len) != DIST_OK)
-    return dist__err_set(&g->err, DIST_E_STORE, "monitored_barrier: store failed: %s",
+  if (rc == DIST_OK)
+    rc = dist_store_get(st, k, &v, &len);
+  if (rc != DIST_OK)
+    return dist__err_set(&g->err, dist__store_status(rc), "monitored_barrier: store failed: %s",
                          dist_store_errmsg(st));
   if (len == 2 && !memcmp(v, "ok", 2)) {
     dist_free(v);

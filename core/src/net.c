@@ -48,6 +48,18 @@ static void unbracket(const char *host, char *out, size_t len) {
     snprintf(out, len, "%s", host);
 }
 
+bool dist__net_is_loopback(const char *host) {
+  char h[DIST_NET_HOSTLEN];
+  unbracket(host, h, sizeof h);
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET, h, &a4) == 1)
+    return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, h, &a6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&a6);
+  return strcmp(h, "localhost") == 0;
+}
+
 static void format_addr(const struct sockaddr *sa, char *out, size_t len) {
   char h[INET6_ADDRSTRLEN] = "?";
   unsigned port = 0;

@@ -21,6 +21,7 @@ struct dist_pg {
   int *global_ranks;
   int64_t timeout_ms;
   uint64_t seq;                 /* last sequence number used */
+  uint64_t mb_prev_seq;         /* rank 0: the last monitored_barrier passed */
   bool internal;                /* helper group: no id, seq or events */
   bool wrapped;                 /* the inner group of a wrapper */
   bool registered;              /* in the list of live user groups */
@@ -113,6 +114,7 @@ void dist__pg_destroy_all(void);
  * the same order, members or not (groups.c; init resets the count). */
 int dist__pg_take_ids(int n);
 void dist__pg_reset_ids(void);
+int dist__pg_local_count(uint32_t h, int *k);
 /* Backend registry. */
 const dist_backend_ops *dist__backend_find(const char *name);
 void dist__backend_register_builtin(void);
@@ -121,9 +123,8 @@ const char *dist__backend_names(void);
 extern const dist_backend_ops dist__cpu_backend_ops;
 /* "shm" or "tcp": how a cpu group runs its collectives (for benchmarks). */
 const char *dist__cpu_backend_transport(const void *priv);
-/* The job's data-plane token and id (init.c; "" before init). */
+/* The job's data-plane token (init.c; "" before init). */
 const char *dist__job_token(void);
-const char *dist__job_id(void);
 
 /* --- work (work.c) ------------------------------------------------------ */
 

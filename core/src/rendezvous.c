@@ -286,8 +286,6 @@ static int parse_settings(const dist_init_opts *o, settings *s, dist__rdzv *r) {
 
 /* --- the store ----------------------------------------------------------- */
 
-static bool is_loopback(const char *host);
-
 /* Re-raises the store's creation failure with what the user should check.
  * The loopback hint only where it can be the cause: a store reached at an
  * address other than loopback. */
@@ -302,27 +300,18 @@ static int store_failed(const settings *s, const dist__rdzv *r, int rc, bool ser
       rc, "rank %d could not reach the store at %s:%u (%s%s): %s%s", r->rank, s->host,
       (unsigned)s->port, s->method == M_ENV ? "MASTER_ADDR:MASTER_PORT" : "tcp://",
       s->agent_store ? ", hosted by the launcher" : ", hosted by rank 0", why,
-      !s->token && !s->agent_store && !s->allow_remote && !is_loopback(s->host)
+      !s->token && !s->agent_store && !s->allow_remote &&
+              !dist__net_is_loopback(s->host)
           ? "; without DIST_TOKEN rank 0's store listens on loopback only "
             "(set DIST_TOKEN on every rank, or DIST_ALLOW_NO_TOKEN=1)"
           : "");
-}
-
-static bool is_loopback(const char *host) {
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (inet_pton(AF_INET, host, &a4) == 1)
-    return (ntohl(a4.s_addr) >> 24) == 127;
-  if (inet_pton(AF_INET6, host, &a6) == 1)
-    return IN6_IS_ADDR_LOOPBACK(&a6);
-  return strcmp(host, "localhost") == 0;
 }
 
 /* Where rank 0's server listens: every address when others may come from
  * elsewhere; else loopback, on MASTER_ADDR itself when it names a loopback
  * address (so MASTER_ADDR=::1 gets an IPv6 listener). */
 static const char *server_host(const settings *s, bool remote) {
-  return !remote && is_loopback(s->host) ? s->host : NULL;
+  return !remote && dist__net_is_loopback(s->host) ? s->host : NULL;
 }
 
 static int open_tcp_store(const settings *s, dist__rdzv *r) {

@@ -130,12 +130,18 @@ bool dist__stp_done(stp_rd *r);
 
 typedef struct stp_server stp_server;
 
+/* The least time a new connection gets to prove the job's token: a store
+ * created with a shorter timeout still allows this much, so a loaded
+ * machine does not turn slow starts into authentication failures. */
+#define DIST_STORE_AUTH_TIMEOUT_MS 30000
+
 typedef struct stp_server_opts {
   const char *host;        /* NULL: loopback, or every address when !loopback_only */
   uint16_t port;           /* 0: a free port */
   bool loopback_only;
   const char *token;       /* "" or NULL: no authentication */
-  int64_t auth_timeout_ms; /* a connection must prove the token by then */
+  int64_t auth_timeout_ms; /* a connection must prove the token by then
+                              (<= 0: DIST_STORE_AUTH_TIMEOUT_MS) */
 } stp_server_opts;
 
 /* Listens and starts the event-loop thread ("dist-store"). */

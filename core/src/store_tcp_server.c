@@ -948,7 +948,7 @@ int dist__stp_server_start(const stp_server_opts *o, stp_server **out, dist__err
   if (!srv)
     return dist__err_set(e, DIST_E_NOMEM, "out of memory starting the store server");
   srv->lfd = srv->ep = srv->wakefd = -1;
-  srv->auth_timeout_ms = o->auth_timeout_ms > 0 ? o->auth_timeout_ms : 30000;
+  srv->auth_timeout_ms = o->auth_timeout_ms > 0 ? o->auth_timeout_ms : DIST_STORE_AUTH_TIMEOUT_MS;
   srv->spin_ns = dist__stp_server_spin_us() * 1000;
   srv->token = dist__strdup(o->token ? o->token : "");
   int rc = srv->token ? dist__kv_create(&srv->kv) : DIST_E_NOMEM;

@@ -22,17 +22,27 @@ size_t dist_dtype_size(dist_dtype d) { return dtype_ok(d) ? dtypes[d].size : 0; 
 
 const char *dist_dtype_name(dist_dtype d) { return dtype_ok(d) ? dtypes[d].name : "unknown"; }
 
+/* A shape is multiplied with overflow checks: {2^32, 2^32} must not read as
+ * 0 elements, nor {3037000500, 3037000500} as a negative count. */
 int64_t dist_tensor_numel(const dist_tensor *t) {
   if (!t || t->ndim < 0 || t->ndim > DIST_MAX_DIMS)
     return 0;
-  int64_t n = 1;
-  for (int i = 0; i < t->ndim; i++)
-    n *= t->shape[i];
+  int64_t n = 1, bytes;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 0)
+      return -1;
+    if (__builtin_mul_overflow(n, t->shape[i], &n))
+      return -1;
+  }
+  int64_t esize = dtype_ok(t->dtype) ? (int64_t)dtypes[t->dtype].size : 1;
+  if (__builtin_mul_overflow(n, esize, &bytes))
+    return -1;
   return n;
 }
 
 size_t dist_tensor_nbytes(const dist_tensor *t) {
-  return t ? (size_t)dist_tensor_numel(t) * dist_dtype_size(t->dtype) : 0;
+  int64_t n = dist_tensor_numel(t);
+  return n > 0 ? (size_t)n * dist_dtype_size(t->dtype) : 0;
 }
 
 char *dist_tensor_describe(const dist_tensor *t, char *buf, size_t len) {

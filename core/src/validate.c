@@ -35,6 +35,9 @@ static int check_tensor(dist_pg *g, const dist_coll *c, const dist_tensor *t,
   for (int i = 0; i < t->ndim; i++)
     if (t->shape[i] < 0)
       return FAIL(g, "%s: %s has a negative size in dimension %d", FN(c), what, i);
+  if (dist_tensor_numel(t) < 0)
+    return FAIL(g, "%s: %s's element count or byte size overflows int64 (shape %s)", FN(c),
+                what, dist_tensor_describe(t, (char[160]){0}, 160));
   if (!t->data && dist_tensor_numel(t) > 0)
     return FAIL(g, "%s: %s has a NULL data pointer", FN(c), what);
   bool cuda = t->device.type == DIST_DEVICE_CUDA;
@@ -95,7 +98,10 @@ static int same_dtype(dist_pg *g, const dist_coll *c, const dist_tensor *a,
 static int check_scaled(dist_pg *g, const dist_coll *c, const dist_tensor *big,
                         const char *big_name, const dist_tensor *small) {
   DIST_TRY(same_dtype(g, c, c->inputs, c->outputs));
-  int64_t want = dist_tensor_numel(small) * g->info.size;
+  int64_t want;
+  if (__builtin_mul_overflow(dist_tensor_numel(small), (int64_t)g->info.size, &want))
+    return FAIL(g, "%s: the small tensor times the group size %d overflows int64", FN(c),
+                g->info.size);
   if (dist_tensor_numel(big) != want)
     return FAIL(g, "%s: the %s has %" PRId64 " elements, expected %" PRId64
                    " (group size %d x the %s's %" PRId64 ")",
@@ -123,7 +129,8 @@ static int check_splits(dist_pg *g, const dist_coll *c, const int64_t *s, const 
   for (size_t i = 0; i < c->n_splits; i++) {
     if (s[i] < 0)
       return FAIL(g, "%s: %s split %zu is negative (%" PRId64 ")", FN(c), what, i, s[i]);
-    sum += s[i];
+    if (__builtin_add_overflow(sum, s[i], &sum))
+      return FAIL(g, "%s: %s split sizes overflow int64", FN(c), what);
   }
   if (sum != t->shape[0])
     return FAIL(g, "%s: %s split sizes add up to %" PRId64 " rows but the tensor has %" PRId64,

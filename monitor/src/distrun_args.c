@@ -12,8 +12,10 @@
  *   first host of SLURM_STEP_NODELIST, SLURM_JOB_NODELIST or SLURM_NODELIST
  *   (SLURM_NODEID 0 runs there), else SLURM_LAUNCH_NODE_IPADDR
  *                                           -> --master-addr
- *   20000 + SLURM_JOB_ID % 10000            -> --master-port (so two jobs
- *                                              sharing a node differ)
+ *   the SLURM port (dist__run_slurm_port)   -> --master-port with several
+ *                                              nodes (two jobs, or two steps
+ *                                              of one job, sharing node 0
+ *                                              differ); one node: a free port
  *   slurm-<SLURM_JOB_ID>[.<SLURM_STEP_ID>]  -> the job id */
 #include <ctype.h>
 #include <errno.h>
@@ -58,7 +60,9 @@ static const char usage_text[] =
     "Several nodes need the same DIST_TOKEN exported on each (or\n"
     "DIST_ALLOW_NO_TOKEN=1). Under SLURM (one distrun per node), SLURM_NNODES,\n"
     "SLURM_NODEID, SLURM_NTASKS_PER_NODE, SLURM_JOB_NODELIST and SLURM_JOB_ID\n"
-    "fill in what the command line leaves out.\n"
+    "fill in what the command line leaves out; node 0's store then listens on\n"
+    "port 20000 + (SLURM_JOB_ID x 131 + SLURM_STEP_ID) mod 10000 unless\n"
+    "--master-port or MASTER_PORT says otherwise.\n"
     "\n"
     "Exit status: 0 every rank succeeded; 12 a rank died (non-zero exit or\n"
     "signal; the first one is named); 13 launch failure (program not found,\n"
@@ -158,6 +162,13 @@ static void read_slurm_shape(drun_cfg *c, given *g) {
   }
 }
 
+/* Node 0's store port for step `step` of SLURM job `job`: deterministic, so
+ * every node computes it alike, and different for the steps of one job (up
+ * to 131 of them) that may share node 0. */
+uint16_t dist__run_slurm_port(int64_t job, int64_t step) {
+  return (uint16_t)(20000 + (uint64_t)((job % 10000) * 131 + step % 131) % 10000);
+}
+
 /* Fills what the command line left out from SLURM (see the file comment). */
 static void read_slurm(drun_cfg *c, given *g) {
   const char *job = getenv("SLURM_JOB_ID");
@@ -176,7 +187,11 @@ static void read_slurm(drun_cfg *c, given *g) {
     g->addr = true;
   }
   if (!g->port && parse_int(job, 0, INT64_MAX, &x)) {
-    c->master_port = (uint16_t)(20000 + x % 10000);
+    const char *step = getenv("SLURM_STEP_ID");
+    int64_t s = 0;
+    if (!step || !parse_int(step, 0, INT32_MAX, &s))
+      s = 0;
+    c->master_port = dist__run_slurm_port(x, s);
     g->port = true;
   }
   if (!c->job_id[0]) {

@@ -46,6 +46,8 @@ typedef struct sup {
   int nodes_done;
   int sigfd;
   struct pollfd *pfd;
+  char events[4096];  /* watcher events read so far: an unfinished line */
+  size_t events_len;
 } sup;
 
 static const char *status_words(int st) {
@@ -210,16 +212,17 @@ static void on_event(sup *sp, const char *ev) {
   }
 }
 
+static void event_line(void *arg, char *line) { on_event(arg, line); }
+
+/* A read may end inside an event's line (several events queued up): the
+ * tail waits in sp->events for the rest. */
 static void read_events(sup *sp) {
-  char buf[4096];
-  ssize_t n = read(sp->job->notify_rd, buf, sizeof buf - 1);
+  size_t room = sizeof sp->events - 1 - sp->events_len;
+  ssize_t n = read(sp->job->notify_rd, sp->events + sp->events_len, room);
   if (n <= 0)
     return;
-  buf[n] = '\0';
-  /* Each event is one write of one line, so a read holds whole lines. */
-  for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
-       line = strtok_r(NULL, "\n", &save))
-    on_event(sp, line);
+  sp->events_len += (size_t)n;
+  dist__run_take_lines(sp->events, &sp->events_len, sizeof sp->events, event_line, sp);
 }
 
 /* --- the loop ------------------------------------------------------------ */

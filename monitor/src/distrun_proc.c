@@ -24,6 +24,10 @@
 
 #include "distrun.h"
 
+/* How long distrun waits to hear whether a rank's exec succeeded: the
+ * child reports at once, unless the machine is thrashing. */
+#define DRUN_EXEC_VERDICT_MS 30000
+
 extern char **environ;
 
 /* --- finding the program ------------------------------------------------- */
@@ -192,7 +196,7 @@ fail:;
 /* Waits (bounded) for the exec verdict: 0, or the child's errno. */
 static int exec_verdict(int fd) {
   struct pollfd p = {fd, POLLIN, 0};
-  int64_t deadline = dist__now_ms() + 30000;
+  int64_t deadline = dist__now_ms() + DRUN_EXEC_VERDICT_MS;
   for (;;) {
     int left = (int)dist__remaining_ms(deadline);
     int n = poll(&p, 1, left);

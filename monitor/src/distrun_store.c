@@ -288,8 +288,9 @@ int dist__run_watch_start(const drun_cfg *c, drun_job *job) {
   dist_store_set_timeout(job->watch_store, WATCH_POP_MS);
   the_watch.job = job;
   snprintf(the_watch.key, sizeof the_watch.key, DIST_KEY_NODE_EVENTS_FMT, c->node_rank);
-  if (pthread_create(&job->watcher, NULL, watch_main, &the_watch) != 0)
-    return launch_fail("cannot start the watcher thread", strerror(errno));
+  int prc = pthread_create(&job->watcher, NULL, watch_main, &the_watch);
+  if (prc != 0) /* pthread functions return the error; errno is not set */
+    return launch_fail("cannot start the watcher thread", strerror(prc));
   job->watching = true;
   return 0;
 }

@@ -166,4 +166,5 @@ Test(core_collectives, every_op_and_dtype_on_5_ranks_shm, .timeout = 300) { run(
 Test(core_collectives, every_op_and_dtype_on_1_rank_tcp, .timeout = 300) { run(1, "tcp"); }
 Test(core_collectives, every_op_and_dtype_on_2_ranks_tcp, .timeout = 300) { run(2, "tcp"); }
 Test(core_collectives, every_op_and_dtype_on_3_ranks_tcp, .timeout = 300) { run(3, "tcp"); }
+Test(core_collectives, every_op_and_dtype_on_4_ranks_tcp, .timeout = 300) { run(4, "tcp"); }
 Test(core_collectives, every_op_and_dtype_on_5_ranks_tcp, .timeout = 300) { run(5, "tcp"); }

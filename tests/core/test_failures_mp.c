@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mp.h"
 
@@ -119,6 +120,13 @@ static int mismatch_rank(const dist_test_ctx *ctx) {
   snprintf(peer, sizeof peer, "rank %d", 1 - ctx->rank);
   CHECK(ctx, strstr(msg, peer), "the message does not name the peer (%s): %s", peer, msg);
   CHECK(ctx, strstr(msg, "#1"), "the message does not give the sequence number: %s", msg);
+  /* The operation, and both sides' sizes. */
+  static const char *const op[] = {"SEND", "SEND", "ALL_TO_ALL_SINGLE", "ALL_REDUCE"};
+  static const char *const big[] = {"32 bytes", "32 bytes", "24 bytes", "32 bytes"};
+  static const char *const small[] = {"16 bytes", "16 bytes", "8 bytes", "16 bytes"};
+  CHECK(ctx, strstr(msg, op[a->kind]), "the message does not name %s: %s", op[a->kind], msg);
+  CHECK(ctx, strstr(msg, big[a->kind]) && strstr(msg, small[a->kind]),
+        "the message does not give both sizes (%s, %s): %s", big[a->kind], small[a->kind], msg);
   /* The receiver must not have been handed truncated or foreign data. */
   if (a->kind == SEND8_RECV4 || a->kind == SEND4_RECV8)
     for (int i = 0; i < 8 && ctx->rank == 1; i++)
@@ -187,6 +195,11 @@ static int kill_rank(const dist_test_ctx *ctx) {
     snprintf(who, sizeof who, "rank %d", a->victim);
     CHECK(ctx, strstr(msg, who), "the message does not name %s: %s", who, msg);
     CHECK(ctx, strstr(msg, "pid"), "the message does not give the pid: %s", msg);
+    char host[256], at[400];
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    snprintf(at, sizeof at, "%s (host %s, pid", who, host);
+    CHECK(ctx, strstr(msg, at), "the message does not give the host as '%s': %s", at, msg);
     CHECK(ctx, waited >= 0 && waited < 15000, "noticed after %lld ms", (long long)waited);
     CHECK(ctx, i >= 200, "failed at iteration %d, before the kill", i);
     break;

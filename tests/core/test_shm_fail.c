@@ -401,14 +401,31 @@ Test(core_shm_fail, a_reader_lost_after_the_root_returned_is_reported_by_the_roo
   reader_dies(3, DIST_OP_BROADCAST);
 }
 
-/* Rank 1 never calls broadcast #1: the root returns from it at once, and
- * its next call times out naming rank 1 and the broadcast it missed. */
+/* Readiness between ranks of these tests (their store is a file, so the
+ * harness's port pipe is free): a rank that must stay out of the way until
+ * the others have checked what they wanted blocks on the pipe; each of the
+ * others writes one byte when done. No sleep decides anything. */
+static void release(const dist_test_ctx *ctx) {
+  ssize_t w = write(ctx->port_pipe[1], "r", 1);
+  (void)w;
+}
+
+static void wait_released(const dist_test_ctx *ctx, int n) {
+  char b;
+  for (int i = 0; i < n; i++)
+    if (read(ctx->port_pipe[0], &b, 1) != 1)
+      return;
+}
+
+/* Rank 1 never calls broadcast #1: the root returns from it while rank 1
+ * is blocked on the pipe (so without waiting for it), and its next call
+ * times out naming rank 1 and the broadcast it missed. */
 static int rank_reader_late(const dist_test_ctx *ctx) {
   shm_t e = {0};
   if (shm_t_open(ctx, &e, false))
     return 1;
   if (ctx->rank == 1) {
-    usleep(1500 * 1000);
+    wait_released(ctx, 1);
     shm_t_close(&e);
     return 0;
   }
@@ -416,12 +433,10 @@ static int rank_reader_late(const dist_test_ctx *ctx) {
   dist_tensor t = shm_t_tensor(v, DIST_FLOAT32, 2);
   dist_coll c = {.kind = DIST_OP_BROADCAST, .inputs = &t, .n_inputs = 1, .outputs = &t,
                  .n_outputs = 1, .root = 0};
-  int64_t t0 = dist__now_ms();
   int rc = shm_t_run(&e, &c);
-  CHECK(ctx, rc == DIST_OK && dist__now_ms() - t0 < 200, "#1: %s after %lld ms: %s",
-        dist_status_name(rc), (long long)(dist__now_ms() - t0), e.err.msg);
+  CHECK(ctx, rc == DIST_OK, "#1: %s: %s", dist_status_name(rc), e.err.msg);
   dist_coll b = {.kind = DIST_OP_BARRIER, .root = -1};
-  t0 = dist__now_ms();
+  int64_t t0 = dist__now_ms();
   rc = shm_t_run_for(&e, &b, 400);
   int64_t took = dist__now_ms() - t0;
   CHECK(ctx, rc == DIST_E_TIMEOUT, "expected DIST_E_TIMEOUT, got %s: %s", dist_status_name(rc),
@@ -429,7 +444,9 @@ static int rank_reader_late(const dist_test_ctx *ctx) {
   CHECK(ctx, strstr(e.err.msg, "BARRIER #2 timed out") && strstr(e.err.msg, "rank 1 (") &&
                  strstr(e.err.msg, "has not arrived at BROADCAST #1 (an earlier call"),
         "message: %s", e.err.msg);
-  CHECK(ctx, took >= 350 && took < 1200, "timed out after %lld ms (deadline 400)", (long long)took);
+  CHECK(ctx, took >= 350 && took < 10000, "timed out after %lld ms (deadline 400)",
+        (long long)took);
+  release(ctx);
   shm_t_close(&e);
   return 0;
 }
@@ -576,7 +593,7 @@ static int rank_timeout(const dist_test_ctx *ctx) {
   if (shm_t_open(ctx, &e, false))
     return 1;
   if (ctx->rank == 2) {
-    usleep(1500 * 1000);
+    wait_released(ctx, 2); /* until ranks 0 and 1 have timed out */
     shm_t_close(&e);
     return 0;
   }
@@ -592,9 +609,11 @@ static int rank_timeout(const dist_test_ctx *ctx) {
   CHECK(ctx, strstr(e.err.msg, "rank 2 (") && strstr(e.err.msg, "has not arrived") &&
                  strstr(e.err.msg, "ALL_REDUCE #1"),
         "message: %s", e.err.msg);
-  CHECK(ctx, took >= 350 && took < 1200, "timed out after %lld ms (deadline 400)", (long long)took);
+  CHECK(ctx, took >= 350 && took < 10000, "timed out after %lld ms (deadline 400)",
+        (long long)took);
   rc = shm_t_run(&e, &c);
   CHECK(ctx, rc == DIST_E_TIMEOUT, "after a timeout the group is broken: %s", dist_status_name(rc));
+  release(ctx);
   shm_t_close(&e);
   return 0;
 }
@@ -612,9 +631,9 @@ static int rank_stopped(const dist_test_ctx *ctx) {
   if (shm_t_open(ctx, &e, false))
     return 1;
   if (ctx->rank == 1 && fork() == 0) { /* the helper: stop the parent, later end it */
-    usleep(300 * 1000);
+    usleep(300 * 1000); /* a few operations in: where it stops is meant to vary */
     kill(getppid(), SIGSTOP);
-    usleep(1500 * 1000);
+    wait_released(ctx, 1); /* rank 0 has timed out on it */
     kill(getppid(), SIGKILL);
     _exit(0);
   }
@@ -632,6 +651,7 @@ static int rank_stopped(const dist_test_ctx *ctx) {
     CHECK(ctx, strstr(e.err.msg, "rank 1 (") &&
                    (strstr(e.err.msg, "has not arrived") || strstr(e.err.msg, "stopped before step")),
           "message: %s", e.err.msg);
+    release(ctx);
     free(buf);
     shm_t_close(&e);
     return 0;
@@ -660,10 +680,11 @@ static void *abort_later(void *arg) {
 }
 
 /* Rank 0 waits (asleep on the futex by then) for rank 1, which does not
- * come; another thread of rank 0 aborts after 300 ms. Rank 1 later waits
- * in a collective rank 0 will never join: rank 0's published abort ends
- * it at once. (A rank that is merely late is not failed by a peer's abort
- * unless it has to wait for that peer.) */
+ * come; another thread of rank 0 aborts after 300 ms. Rank 1, once rank 0
+ * has aborted (it says so on the pipe), waits in a collective rank 0 will
+ * never join: rank 0's published abort ends it. Both end well before
+ * their 10 s timeouts. (A rank that is merely late is not failed by a
+ * peer's abort unless it has to wait for that peer.) */
 static int rank_abort(const dist_test_ctx *ctx) {
   shm_t e = {0};
   if (shm_t_open(ctx, &e, false))
@@ -682,9 +703,11 @@ static int rank_abort(const dist_test_ctx *ctx) {
     pthread_join(th, NULL);
     CHECK(ctx, rc == DIST_E_ABORTED && strstr(e.err.msg, "test abort"), "got %s: %s",
           dist_status_name(rc), e.err.msg);
-    CHECK(ctx, took < 300 + 150, "the abort took %lld ms to wake the waiter", (long long)took - 300);
+    release(ctx);
+    CHECK(ctx, took < 5000, "the abort took %lld ms to wake the waiter (timeout 10 s)",
+          (long long)took - 300);
   } else {
-    usleep(800 * 1000); /* after rank 0's abort */
+    wait_released(ctx, 1); /* after rank 0's abort */
     /* Rank 0 posted its part of #1 before it was aborted, so #1 may still
      * complete here; #2 cannot. */
     int rc = shm_t_run_for(&e, &c, 10000);
@@ -695,7 +718,8 @@ static int rank_abort(const dist_test_ctx *ctx) {
     CHECK(ctx, rc == DIST_E_ABORTED && strstr(e.err.msg, "rank 0 (") &&
                    strstr(e.err.msg, "test abort"),
           "got %s: %s", dist_status_name(rc), e.err.msg);
-    CHECK(ctx, took < 200, "noticed the peer's abort after %lld ms", (long long)took);
+    CHECK(ctx, took < 5000, "noticed the peer's abort after %lld ms (timeout 10 s)",
+          (long long)took);
   }
   shm_t_close(&e);
   return 0;
@@ -727,15 +751,24 @@ static int rank_fork(const dist_test_ctx *ctx) {
     return 1;
   CHECK(ctx, leftover_segments() == 0, "the segment is still in /dev/shm after create");
   int bad = still_usable(ctx, &e);
-  pid_t kid = fork(); /* a worker: never touches the engine */
+  pid_t kid = fork(); /* a worker: never touches the engine, but uses the library */
   if (kid == 0) {
-    usleep(100 * 1000);
-    _exit(0);
+    /* It logs, uses a store of its own and leaves through exit(), so the
+     * library's exit-time code runs in a copy of the parent's state: none
+     * of it may reach the parent's segment or threads. */
+    dist_log(DIST_LOG_WARNING, DIST_SUBSYS_CORE, "forked worker of rank %d", ctx->rank);
+    dist_store *s = NULL;
+    int64_t v = 0;
+    int ok = dist_store_hash_create(&s) == DIST_OK && dist_store_add(s, "k", 5, &v) == DIST_OK &&
+             v == 5;
+    dist_store_destroy(s);
+    exit(ok ? 0 : 3);
   }
   for (int i = 0; i < 50 && !bad; i++)
     bad = still_usable(ctx, &e);
   int st;
   waitpid(kid, &st, 0);
+  CHECK(ctx, WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked worker failed (status %d)", st);
   for (int i = 0; i < 50 && !bad; i++)
     bad = still_usable(ctx, &e);
   shm_t_close(&e);

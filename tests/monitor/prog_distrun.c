@@ -7,9 +7,10 @@
  *   block            rendezvous (env://), print "ready pid=P", then block in
  *                    a store get that nobody answers (a rank busy in the
  *                    library); SIGTERM kills it
- *   exit R CODE      rank R exits with CODE after 300 ms; the others wait
- *   stubborn R CODE  rank R exits with CODE after 300 ms; the others ignore
- *                    SIGTERM and wait (distrun must SIGKILL them)
+ *   exit R CODE      rank R exits with CODE once the others are ready (their
+ *                    SIGTERM handler set); the others wait
+ *   stubborn R CODE  rank R exits with CODE once the others are ready; the
+ *                    others ignore SIGTERM and wait (distrun must SIGKILL them)
  *   watch R CODE     rendezvous; rank R exits with CODE; the others ignore
  *                    SIGTERM, wait for distrun's death notice in the store,
  *                    print "saw: <notice>" and exit 0
@@ -73,6 +74,36 @@ static int mode_wait(void) {
   wait_forever();
 }
 
+/* Readiness without sleeps: a waiting rank creates its marker file once its
+ * signal disposition is set; the exiting rank waits for every marker (they
+ * go with it). Named after the job, so concurrent tests never meet. */
+static void marker(char *buf, size_t len, int rank) {
+  snprintf(buf, len, "/tmp/distrun-ready-%s-%d", env_or("DIST_JOB_ID"), rank);
+}
+
+static void mark_ready(void) {
+  char p[256];
+  marker(p, sizeof p, rank_env());
+  FILE *f = fopen(p, "w");
+  if (f)
+    fclose(f);
+}
+
+static void wait_others_ready(void) {
+  int world = atoi(env_or("WORLD_SIZE")), me = rank_env();
+  for (int r = 0; r < world; r++) {
+    char p[256];
+    marker(p, sizeof p, r);
+    while (r != me && access(p, F_OK) != 0)
+      usleep(2000); /* polls a condition; alarm() bounds the wait */
+  }
+  for (int r = 0; r < world; r++) {
+    char p[256];
+    marker(p, sizeof p, r);
+    unlink(p);
+  }
+}
+
 static int rendezvous(dist__rdzv *r) {
   dist_init_opts o = {.rank = -1, .world_size = -1, .timeout_ms = 30000};
   int rc = dist__rendezvous(&o, r);
@@ -95,19 +126,23 @@ static int mode_block(void) {
 }
 
 static int mode_exit(int who, int code) {
-  if (rank_env() != who)
-    return mode_wait();
-  usleep(300 * 1000); /* the others have set up their SIGTERM handler */
+  if (rank_env() != who) {
+    signal(SIGTERM, on_term);
+    mark_ready();
+    wait_forever();
+  }
+  wait_others_ready(); /* their SIGTERM handler is set */
   printf("exiting with %d\n", code);
   return code;
 }
 
 static int mode_stubborn(int who, int code) {
   if (rank_env() == who) {
-    usleep(300 * 1000);
+    wait_others_ready();
     return code;
   }
   signal(SIGTERM, SIG_IGN);
+  mark_ready();
   wait_forever();
 }
 

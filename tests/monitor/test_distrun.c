@@ -532,7 +532,7 @@ static long free_slurm_job(void) {
   srand((unsigned)getpid());
   for (;;) {
     long job = 100000 + rand() % 100000;
-    if (port_free((uint16_t)(20000 + job % 10000)))
+    if (port_free((uint16_t)(20000 + (job % 10000) * 131 % 10000)))
       return job;
   }
 }

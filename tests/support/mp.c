@@ -1,12 +1,22 @@
-/* mp.c - fork N ranks, wait against a deadline, report every exit. */
+/* mp.c - fork N ranks, wait against a deadline, report every exit.
+ *
+ * The ranks share one process group and die with the harness
+ * (PR_SET_PDEATHSIG), so a test killed from outside never leaves ranks
+ * behind holding CTest's pipe. The harness's deadline is kept shorter than
+ * the Criterion test's own timeout, so a hang is reported by the harness:
+ * before ending the ranks still running it prints where each one is
+ * (eu-stack from elfutils) and puts the main thread's frames in the report. */
 #include "mp.h"
 
+#include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,8 +39,16 @@ static void rm_tree(const char *dir) {
     fprintf(stderr, "mp: could not remove %s\n", dir);
 }
 
-static void child(const dist_test_opts *o, dist_test_ctx *ctx) {
-  /* Die with the parent so a crashed test never leaves ranks behind. */
+static void child(const dist_test_opts *o, dist_test_ctx *ctx, pid_t harness,
+                  pid_t pgid) {
+  /* Die with the harness so a crashed or killed test never leaves ranks
+   * behind; the check after prctl closes the race with a harness that died
+   * before it. The harness's stack dumper (a sibling) may trace us. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != harness)
+    _exit(125);
+  setpgid(0, pgid ? pgid : getpid());
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);
   signal(SIGPIPE, SIG_IGN);
   int rc = o->fn(ctx);
   fflush(stdout);
@@ -48,12 +66,86 @@ static void record(dist_test_result *r, int i, int status, int64_t t0) {
   }
 }
 
+/* The enclosing Criterion test's timeout in seconds (0: none known). */
+static double outer_timeout_s(void) {
+#ifdef CRITLITE_CRITERION_H
+  return critlite_current_timeout;
+#else
+  /* Criterion lays its extra data out packed in a section: read the field
+   * by copying, not through a misaligned member access. */
+  const struct criterion_test *t = criterion_current_test;
+  double timeout = 0;
+  if (t && t->data)
+    memcpy(&timeout, (const char *)t->data + offsetof(struct criterion_test_extra_data, timeout),
+           sizeof timeout);
+  return timeout;
+#endif
+}
+
+/* The harness's deadline: the caller's, but always short enough that the
+ * harness (not Criterion's or CTest's kill) reports a hang, with time left
+ * to take the stacks of every rank. */
+static int64_t deadline_ms(int timeout_s) {
+  int64_t ms = (int64_t)timeout_s * 1000;
+  double outer = outer_timeout_s();
+  if (outer > 0) {
+    double margin = outer / 5 > 5 ? outer / 5 : 5;
+    int64_t cap = (int64_t)((outer - margin) * 1000);
+    if (cap < 1000)
+      cap = (int64_t)(outer * 500);
+    if (ms > cap)
+      ms = cap;
+  }
+  return ms;
+}
+
+/* Appends the function names of frames "#N  0xADDR name ..." in line to
+ * where, as "a <- b <- c". */
+static void add_frame(const char *line, char *where, size_t cap) {
+  char fn[160];
+  if (sscanf(line, " #%*d %*s %159s", fn) != 1)
+    return;
+  size_t len = strlen(where);
+  snprintf(where + len, cap - len, "%s%s", len ? " <- " : "", fn);
+}
+
+/* Prints the stacks of every thread of a stuck rank to stderr and keeps
+ * its main thread's frames in where. eu-stack runs under timeout(1) so a
+ * wedged tracer cannot stall the harness. */
+static void dump_stack(int rank, pid_t pid, char *where, size_t cap) {
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "timeout 20 eu-stack -p %d 2>&1", (int)pid);
+  where[0] = '\0';
+  fflush(stderr);
+  FILE *f = popen(cmd, "r");
+  if (!f) {
+    snprintf(where, cap, "(eu-stack: %s)", strerror(errno));
+    return;
+  }
+  fprintf(stderr, "mp: rank %d (pid %d) still running at the deadline; its stacks:\n",
+          rank, (int)pid);
+  char line[512], main_tid[32];
+  snprintf(main_tid, sizeof main_tid, "TID %d:", (int)pid);
+  bool in_main = false;
+  while (fgets(line, sizeof line, f)) {
+    fputs(line, stderr);
+    if (!strncmp(line, "TID ", 4))
+      in_main = !strncmp(line, main_tid, strlen(main_tid));
+    else if (in_main && line[0] == '#')
+      add_frame(line, where, cap);
+  }
+  int st = pclose(f);
+  if (!where[0])
+    snprintf(where, cap, "(no stack: eu-stack exit %d; is elfutils installed?)",
+             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
 /* Reaps children until all are done or the deadline passes. */
-static int reap(pid_t *pids, int n, const dist_test_opts *o, dist_test_result *r,
-                int64_t t0) {
+static int reap(pid_t *pids, pid_t pgid, int n, const dist_test_opts *o,
+                dist_test_result *r, int64_t t0) {
   int left = n;
   bool killed = false;
-  int64_t deadline = t0 + (int64_t)o->timeout_s * 1000;
+  int64_t deadline = t0 + deadline_ms(o->timeout_s);
   while (left > 0) {
     if (o->kill_rank >= 0 && !killed && now_ms() - t0 >= o->kill_after_ms) {
       kill(pids[o->kill_rank], SIGKILL);
@@ -77,6 +169,12 @@ static int reap(pid_t *pids, int n, const dist_test_opts *o, dist_test_result *r
   for (int i = 0; i < n; i++)
     if (pids[i] > 0) {
       r->timed_out[i] = true;
+      dump_stack(i, pids[i], r->where[i], sizeof r->where[i]);
+    }
+  if (left > 0 && pgid > 0)
+    killpg(pgid, SIGKILL); // the ranks and anything they started
+  for (int i = 0; i < n; i++)
+    if (pids[i] > 0) {
       kill(pids[i], SIGKILL);
       int status;
       waitpid(pids[i], &status, 0);
@@ -97,9 +195,10 @@ static int summarize(const dist_test_opts *o, dist_test_result *r) {
       continue;
     bad++;
     int w = snprintf(r->report + off, sizeof r->report - off,
-                     "rank %d: %s (exit %d, signal %d) after %lld ms\n", i,
+                     "rank %d: %s (exit %d, signal %d) after %lld ms%s%s\n", i,
                      r->timed_out[i] ? "still running at the deadline, killed" : "failed",
-                     r->exit_code[i], r->signal[i], (long long)r->elapsed_ms[i]);
+                     r->exit_code[i], r->signal[i], (long long)r->elapsed_ms[i],
+                     r->timed_out[i] ? "; stack: " : "", r->timed_out[i] ? r->where[i] : "");
     if (w > 0 && off + (size_t)w < sizeof r->report)
       off += (size_t)w;
   }
@@ -124,22 +223,27 @@ int dist_test_run(const dist_test_opts *o, dist_test_result *res) {
   fflush(stdout);
   fflush(stderr);
   pid_t pids[DIST_TEST_MAX_RANKS] = {0};
+  pid_t harness = getpid(), pgid = 0;
   int64_t t0 = now_ms();
   for (int i = 0; i < o->n; i++) {
     pid_t p = fork();
     if (p == 0) {
       dist_test_ctx ctx = {i, o->n, dir, {pp[0], pp[1]}, o->arg};
-      child(o, &ctx);
+      child(o, &ctx, harness, pgid);
     }
     if (p < 0) {
       perror("fork");
       break;
     }
+    /* Both sides set the group, so it holds whichever runs first. */
+    setpgid(p, pgid ? pgid : p);
+    if (!pgid)
+      pgid = p;
     pids[i] = p;
   }
   close(pp[0]);
   close(pp[1]);
-  reap(pids, o->n, o, r, t0);
+  reap(pids, pgid, o->n, o, r, t0);
   rm_tree(dir);
   return summarize(o, r);
 }

@@ -5,7 +5,9 @@
  * Ranks are forked before any group or library thread exists. Each child
  * runs fn and _exit()s with its return value; it must not use cr_assert
  * (Criterion's assertions belong to the parent). The parent waits for every
- * child until the deadline, SIGKILLs the ones still running, and reports. */
+ * child until the deadline, prints the stacks of the ones still running
+ * (eu-stack), SIGKILLs their process group, and reports. Ranks die with the
+ * harness (PR_SET_PDEATHSIG). */
 #ifndef DIST_TEST_MP_H
 #define DIST_TEST_MP_H
 
@@ -31,7 +33,7 @@ typedef struct dist_test_opts {
   int n;
   dist_test_rank_fn fn;
   void *arg;
-  int timeout_s;        /* deadline for all ranks */
+  int timeout_s;        /* deadline for all ranks (capped below the test's) */
   int kill_rank;        /* -1: none; else SIGKILL this rank ... */
   int kill_after_ms;    /* ... this long after the fork */
 } dist_test_opts;
@@ -42,6 +44,7 @@ typedef struct dist_test_result {
   int signal[DIST_TEST_MAX_RANKS];      /* 0 when it exited */
   bool timed_out[DIST_TEST_MAX_RANKS];  /* still running at the deadline */
   int64_t elapsed_ms[DIST_TEST_MAX_RANKS];
+  char where[DIST_TEST_MAX_RANKS][512]; /* a stuck rank's main-thread frames */
   char report[8192];                    /* one line per rank that failed */
 } dist_test_result;
 

@@ -66,9 +66,11 @@ static inline dist_tensor dist_tensor_1d(void *data, dist_dtype dtype, int64_t n
   return t;
 }
 
-/* Number of elements (product of the shape; 1 for ndim 0). */
+/* Number of elements (product of the shape; 1 for ndim 0), or -1 when a
+ * dimension is negative or the count or its size in bytes overflows int64
+ * (operations reject such tensors with DIST_E_INVAL). */
 DIST_API int64_t dist_tensor_numel(const dist_tensor *t);
-/* Size in bytes (numel * element size). */
+/* Size in bytes (numel * element size); 0 when numel is -1. */
 DIST_API size_t dist_tensor_nbytes(const dist_tensor *t);
 /* Element size of a dtype in bytes, 0 for an unknown dtype. */
 DIST_API size_t dist_dtype_size(dist_dtype dtype);

@@ -92,8 +92,9 @@ static int publish_self(dist__cpu_group *g, dist_store *st, dist__errbuf *err) {
   snprintf(key, sizeof key, "cpu/peer/%d", g->rank);
   int n = snprintf(val, sizeof val, "%d %d %s %s", me->global_rank, (int)me->pid, me->host_id,
                    me->host);
-  if (dist_store_set(st, key, val, (size_t)n) != DIST_OK)
-    return dist__err_set(err, DIST_E_STORE, "group %s: cannot publish rank %d: %s", g->name,
+  int rc = dist_store_set(st, key, val, (size_t)n);
+  if (rc != DIST_OK)
+    return dist__err_set(err, dist__store_status(rc), "group %s: cannot publish rank %d: %s", g->name,
                          g->rank, dist_store_errmsg(st));
   return DIST_OK;
 }
@@ -166,14 +167,16 @@ static int fill_group(cpu_backend *b, const dist_backend_init_args *a, dist__err
 static int init_barrier(dist__cpu_group *g, dist_store *st, int64_t deadline,
                         dist__errbuf *err) {
   int64_t n = 0;
-  if (dist_store_add(st, "cpu/ready", 1, &n) != DIST_OK)
-    return dist__err_set(err, DIST_E_STORE, "group %s: %s", g->name, dist_store_errmsg(st));
-  if (n == g->size && dist_store_set(st, "cpu/all_ready", "1", 1) != DIST_OK)
-    return dist__err_set(err, DIST_E_STORE, "group %s: %s", g->name, dist_store_errmsg(st));
-  const char *keys[1] = {"cpu/all_ready"};
-  int rc = dist_store_wait(st, keys, 1, dist__remaining_ms(deadline) + 1);
+  int rc = dist_store_add(st, "cpu/ready", 1, &n);
+  if (rc == DIST_OK && n == g->size)
+    rc = dist_store_set(st, "cpu/all_ready", "1", 1);
   if (rc != DIST_OK)
-    return dist__err_set(err, rc == DIST_E_TIMEOUT ? DIST_E_TIMEOUT : DIST_E_STORE,
+    return dist__err_set(err, dist__store_status(rc), "group %s: %s", g->name,
+                         dist_store_errmsg(st));
+  const char *keys[1] = {"cpu/all_ready"};
+  rc = dist_store_wait(st, keys, 1, dist__remaining_ms(deadline) + 1);
+  if (rc != DIST_OK)
+    return dist__err_set(err, rc == DIST_E_TIMEOUT ? DIST_E_TIMEOUT : dist__store_status(rc),
                          "group %s: not every member finished joining within %lld ms: %s",
                          g->name, (long long)g->timeout_ms, dist_store_errmsg(st));
   return DIST_OK;
@@ -189,8 +192,13 @@ static int start_engines(cpu_backend *b, dist_store *st, dist__errbuf *err) {
                          g->name);
   if (g->same_host && g->transport == DIST_CPU_TRANSPORT_SHM)
     DIST_TRY(dist__shm_create(g, st, deadline, &b->shm, err));
+  int shm_rc = DIST_OK;
   if (g->same_host && g->transport == DIST_CPU_TRANSPORT_AUTO &&
-      dist__shm_create(g, st, deadline, &b->shm, err) != DIST_OK) {
+      (shm_rc = dist__shm_create(g, st, deadline, &b->shm, err)) != DIST_OK) {
+    /* Out of memory in this process is not a verdict about shared memory:
+     * init fails rather than silently running slower. */
+    if (shm_rc == DIST_E_NOMEM)
+      return shm_rc;
     /* Every member reaches the same verdict at creation (shm.h), so all of
      * them fall back together. */
     DIST_LOG(WARNING, SHM, "group %s: no shared memory (%s); collectives go over TCP",

@@ -373,7 +373,9 @@ int dist__shm_seg_create(dist__shm *s, dist_store *store, int64_t deadline_ms,
   xchg x = {0, "", -1};
   bool retry = false;
   int rc = seg_round(s, store, deadline_ms, &x, &retry, err);
-  if (rc != DIST_OK && retry) {
+  /* A named segment is the cure for a memfd this kernel refuses, not for
+   * this process running out of memory. */
+  if (rc != DIST_OK && retry && rc != DIST_E_NOMEM) {
     DIST_LOG(INFO, SHM, "group %s: %s; trying a named segment", s->g->name, err->msg);
     dist__err_clear(err);
     x = (xchg){1, "", -1};

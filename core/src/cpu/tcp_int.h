@@ -43,6 +43,9 @@ enum {
 };
 
 #define TCP_HF_WANT_ACK 1u /* DATA: answer with ACK or NACK */
+#define TCP_HF_REFUSED 4u  /* NACK: the receiver holds its bound of unexpected
+                              messages and dropped this one (count: how many it
+                              holds, size: their bytes) */
 #define TCP_HF_LAZY_ACK 2u /* DATA: the sender does not wait for the ACK, which may
                               wait in the queue for an idle moment (tcp_progress.c) */
 /* Lazy ACKs a connection's queue may hold before it is flushed anyway. */
@@ -202,6 +205,10 @@ struct dist__tcp {
   dist__tcp_req *reqs;          /* live requests */
   dist__tcp_req *posted, *posted_last;
   tcp_umsg *unexp, *unexp_last;
+  size_t unexp_n;               /* messages in the unexpected list ... */
+  uint64_t unexp_bytes;         /* ... and their payload bytes */
+  size_t unexp_max_n;           /* DIST_TCP_UNEXPECTED_MAX */
+  uint64_t unexp_max_bytes;     /* DIST_TCP_UNEXPECTED_MB */
   bool driving, in_poll;
   int nwaiters;
   bool completed;               /* a request completed since the last broadcast */

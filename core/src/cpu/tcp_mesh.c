@@ -55,17 +55,22 @@ static int hello_check(const dist__tcp *t, const tcp_hello *h, int lo, int hi,
  * leaves the default in place). */
 static int tunables(dist__tcp *t, dist__errbuf *err) {
   (void)err;
-  int64_t spin_us, eager, direct, segment, chunk;
+  int64_t spin_us, eager, direct, segment, chunk, unexp_n, unexp_mb;
   dist__env_int("DIST_TCP_SPIN_US", 0, 10000000, 50, &spin_us);
   dist__env_int("DIST_TCP_EAGER_BYTES", 0, TCP_EAGER_HARD_MAX, 65536, &eager);
   dist__env_int("DIST_TCP_DIRECT_BYTES", 0, INT64_MAX / 2, 256 << 10, &direct);
   dist__env_int("DIST_TCP_SEGMENT_BYTES", 1024, 1 << 30, 512 << 10, &segment);
   dist__env_int("DIST_TCP_IO_CHUNK", 4096, 1 << 30, 1 << 20, &chunk);
+  /* point-to-point messages sent ahead of their receives */
+  dist__env_int("DIST_TCP_UNEXPECTED_MAX", 1, 1 << 24, 4096, &unexp_n);
+  dist__env_int("DIST_TCP_UNEXPECTED_MB", 1, 1 << 20, 64, &unexp_mb);
   t->io_chunk = (size_t)chunk;
   t->segment_bytes = (size_t)segment;
   t->spin_ns = spin_us * 1000;
   t->eager_max = (size_t)eager;
   t->direct_bytes = (size_t)direct;
+  t->unexp_max_n = (size_t)unexp_n;
+  t->unexp_max_bytes = (uint64_t)unexp_mb << 20;
   return DIST_OK;
 }
 

@@ -401,18 +401,25 @@ static void post_recv(dist__tcp *t, dist__tcp_req *r, bool front) {
   t->posted_last = r;
 }
 
+/* The one place messages leave the unexpected list (prev: u's predecessor). */
+static void unlink_unexpected(dist__tcp *t, tcp_umsg *prev, tcp_umsg *u) {
+  if (prev)
+    prev->next = u->next;
+  else
+    t->unexp = u->next;
+  if (t->unexp_last == u)
+    t->unexp_last = prev;
+  t->unexp_n--;
+  t->unexp_bytes -= u->h.len;
+}
+
 static void start_recv(dist__tcp *t, dist__tcp_req *r, bool front) {
   char lb[64], nb[160];
   tcp_umsg *prev = NULL;
   for (tcp_umsg *u = t->unexp; u; prev = u, u = u->next) {
     if (!umsg_matches(u, r))
       continue;
-    if (prev)
-      prev->next = u->next;
-    else
-      t->unexp = u->next;
-    if (t->unexp_last == u)
-      t->unexp_last = prev;
+    unlink_unexpected(t, prev, u);
     tcp_conn *c = &t->conns[u->src];
     take_unexpected(t, c, r, &u->h, u->data);
     dist__free(u->data);
@@ -457,6 +464,33 @@ static void out_of_memory(dist__tcp *t, tcp_conn *c, uint64_t bytes) {
                       dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb));
 }
 
+/* Point-to-point messages sent ahead of their receives wait in a bounded
+ * list: past DIST_TCP_UNEXPECTED_MAX messages or DIST_TCP_UNEXPECTED_MB of
+ * payload, a new one is dropped and its sender's operation fails (every
+ * point-to-point send waits for its ACK). Collective messages are bounded
+ * by the collectives' own protocol (a rank runs a few steps ahead at most)
+ * and are never refused. */
+static bool refused(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
+  if (h->ctx != DIST_TCP_CTX_P2P || !(h->flags & TCP_HF_WANT_ACK))
+    return false;
+  if (t->unexp_n < t->unexp_max_n && t->unexp_bytes + h->len <= t->unexp_max_bytes)
+    return false;
+  char nb[160];
+  DIST_LOG(WARNING, TCP, "group %s: refusing a %llu-byte message from %s: %zu unexpected "
+           "messages (%llu bytes) wait for receives already", t->g->name,
+           (unsigned long long)h->len, dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb),
+           t->unexp_n, (unsigned long long)t->unexp_bytes);
+  tcp_hdr a;
+  dist__tcp_hdr_init(&a, TCP_F_NACK, h->ctx, h->tag);
+  a.msg_id = h->msg_id;
+  a.flags = TCP_HF_REFUSED;
+  a.kind = h->kind;
+  a.count = (int64_t)t->unexp_n;
+  a.size = t->unexp_bytes;
+  dist__tcp_send_ctrl(t, c, &a, NULL);
+  return true;
+}
+
 void dist__tcp_on_data(dist__tcp *t, tcp_conn *c) {
   const tcp_hdr *h = &c->rh;
   dist__tcp_req *r = match_posted(t, c->peer, h);
@@ -477,6 +511,10 @@ void dist__tcp_on_data(dist__tcp *t, tcp_conn *c) {
     return;
   }
   /* Unexpected: its length passed the eager bound in the header check. */
+  if (refused(t, c, h)) {
+    dist__tcp_expect_body(c, NULL, h->len);
+    return;
+  }
   tcp_umsg *u = dist__calloc(1, sizeof *u);
   if (u && h->len && !(u->data = dist__malloc(h->len))) {
     dist__free(u);
@@ -493,6 +531,8 @@ void dist__tcp_on_data(dist__tcp *t, tcp_conn *c) {
 }
 
 static void append_unexpected(dist__tcp *t, tcp_umsg *u) {
+  t->unexp_n++;
+  t->unexp_bytes += u->h.len;
   u->next = NULL;
   if (t->unexp_last)
     t->unexp_last->next = u;
@@ -529,6 +569,8 @@ void dist__tcp_on_rts(dist__tcp *t, tcp_conn *c) {
     take_unexpected(t, c, r, &c->rh, NULL);
     return;
   }
+  if (refused(t, c, &c->rh))
+    return;
   tcp_umsg *u = dist__calloc(1, sizeof *u);
   if (!u) {
     out_of_memory(t, c, 0);
@@ -580,6 +622,20 @@ bool dist__tcp_on_body(dist__tcp *t, tcp_conn *c) {
   return true;
 }
 
+/* The receiver dropped send r: it holds its bound of unexpected messages
+ * (refused() on its side). */
+static void on_refused(dist__tcp *t, tcp_conn *c, dist__tcp_req *r) {
+  char lb[64], nb[160];
+  set_fail(r, DIST_E_BACKEND,
+           "%s to %s: refused: the receiver already holds %lld messages (%llu bytes) sent "
+           "ahead of its receives, its bound (DIST_TCP_UNEXPECTED_MAX, DIST_TCP_UNEXPECTED_MB)",
+           dist__tcp_req_label(r, lb, sizeof lb),
+           dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb), (long long)c->rh.count,
+           (unsigned long long)c->rh.size);
+  if (!r->item)
+    finish(t, r);
+}
+
 void dist__tcp_on_sent(dist__tcp *t, dist__tcp_req *r, int type) {
   if (type == TCP_F_RTS)
     return; /* now waiting for CTS */
@@ -595,6 +651,10 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
   dist__tcp_req *r = find_by_id(t, true, c->peer, h->msg_id, -1);
   if (!r)
     return; /* a send that was released meanwhile */
+  if (nack && (h->flags & TCP_HF_REFUSED)) {
+    on_refused(t, c, r);
+    return;
+  }
   if (!nack) {
     if (r->item)
       r->want_ack = false; /* acknowledged already: done once written */
@@ -627,12 +687,7 @@ void dist__tcp_on_cancel(dist__tcp *t, tcp_conn *c) {
   for (tcp_umsg *u = t->unexp; u; prev = u, u = u->next) {
     if (u->src != c->peer || u->h.msg_id != id || u->h.type != TCP_F_RTS)
       continue;
-    if (prev)
-      prev->next = u->next;
-    else
-      t->unexp = u->next;
-    if (t->unexp_last == u)
-      t->unexp_last = prev;
+    unlink_unexpected(t, prev, u);
     dist__free(u);
     return;
   }

@@ -27,6 +27,7 @@ static int n_tests;
 static struct critlite_suite *suites[MAX_SUITES];
 static int n_suites;
 static bool expectation_failed;
+double critlite_current_timeout;
 
 void critlite_register_test(struct critlite_test *t) {
   if (n_tests < MAX_TESTS)
@@ -85,6 +86,7 @@ static const struct critlite_suite *suite_of(const struct critlite_test *t) {
 
 static void run_child(const struct critlite_test *t) {
   const struct critlite_suite *s = suite_of(t);
+  critlite_current_timeout = t->timeout > 0 ? t->timeout : s && s->timeout > 0 ? s->timeout : 0;
   if (s && s->init)
     s->init();
   if (t->init)

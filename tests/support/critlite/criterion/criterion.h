@@ -38,6 +38,10 @@ struct critlite_test {
   bool disabled;
 };
 
+/* The running test's timeout in seconds (0: none), as Criterion's
+ * criterion_current_test->data->timeout; the rank harness stays below it. */
+extern double critlite_current_timeout;
+
 void critlite_register_test(struct critlite_test *t);
 void critlite_register_suite(struct critlite_suite *s);
 /* fatal: ends the test now; else marks it failed and goes on. */
