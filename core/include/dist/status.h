@@ -70,8 +70,8 @@
  * (init, stores, distrun) keep their one-line messages, which name the
  * variable, key, rank or file at fault.
  *
- * Logging. A failure is logged once, at ERROR (DESIGN.md: reports users
- * must see are WARNING or ERROR), by the rank that meets it, with the same
+ * Logging. A failure is logged once, at ERROR (ARCHITECTURE.md: reports
+ * users must see are WARNING or ERROR), by the rank that meets it, with the same
  * text it returns; a relayed or repeated failure (an operation on a group
  * broken by an earlier one) is logged at DEBUG only. */
 #ifndef DIST_STATUS_H
