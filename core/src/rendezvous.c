@@ -31,6 +31,7 @@
 #include "auth.h"
 #include "net.h"
 #include "rendezvous.h"
+#include "store_int.h"
 
 enum method { M_ENV, M_TCP, M_FILE, M_STORE };
 
@@ -344,7 +345,7 @@ static int open_store(const dist_init_opts *o, const settings *s, dist__rdzv *r)
     r->store_owned = false;
     return DIST_OK;
   case M_FILE:
-    rc = dist_store_file_create(s->path, r->world_size, &r->store);
+    rc = dist__store_file_create_job(s->path, r->world_size, &r->store);
     if (rc != DIST_OK) {
       char why[DIST_ERRMSG_LEN];
       snprintf(why, sizeof why, "%s", dist_last_errmsg());

@@ -3,6 +3,7 @@
  * explicit stores with real forked ranks; messages that name the variable
  * at fault; the token and job id made by rank 0 and shared. */
 #include <criterion/criterion.h>
+#include <signal.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -407,6 +408,29 @@ Test(core_rendezvous, a_waiting_rank_says_who_is_missing, .timeout = 40) {
   dist_test_run(&o, &res);
   cr_expect_eq(res.exit_code[0], 43, "rank 0 exited %d (43: progress line logged)",
                res.exit_code[0]);
+}
+
+/* A file:// store left by a job whose processes all died (here rank 0 of 2,
+ * killed while it waited for rank 1) does not break the next job at the
+ * same path (defect 6: "rank 0 is taken twice" by the dead process). */
+Test(core_rendezvous, a_stale_file_store_from_a_dead_job_is_started_afresh, .timeout = 60) {
+  char d[] = "/tmp/dist-stale-XXXXXX", m[128];
+  cr_assert(mkdtemp(d));
+  snprintf(m, sizeof m, "file://%s/store", d);
+  rdzv_arg dead = {.method = m, .world_override = 2, .dup_rank = -1, .timeout_ms = 20000};
+  dist_test_opts o = {.n = 1, .fn = rdzv_rank, .arg = &dead, .timeout_s = 20, .kill_rank = 0,
+                      .kill_after_ms = 500};
+  dist_test_result res;
+  dist_test_run(&o, &res);
+  cr_assert_eq(res.signal[0], SIGKILL, "the first job's rank was not killed");
+  char store[160];
+  snprintf(store, sizeof store, "%s/store", d);
+  cr_assert(access(store, F_OK) == 0, "the dead job left no file");
+  rdzv_arg next = {.method = m, .dup_rank = -1};
+  run_ranks(2, &next);
+  char rm[200];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", d);
+  cr_expect_eq(system(rm), 0);
 }
 
 Test(core_rendezvous, a_rank_taken_twice_is_named, .timeout = 40) {
