@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mp.h"
 
@@ -96,4 +97,45 @@ Test(core_firsthour, a_failed_work_leaves_its_message_on_the_group_shm, .timeout
 
 Test(core_firsthour, a_failed_work_leaves_its_message_on_the_group_tcp, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, work_msg_rank, "tcp", 40), 0, "%s", dist_test_report());
+}
+
+/* A failure relayed from rank to rank names its origin once: one "seen by"
+ * line at most, never "rank 0 failed: ... rank 2 failed: ..." (issue #9,
+ * one voice). Rank 2 leaves; ranks 0 and 1 wait for it in an all_reduce. */
+static int relay_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRANSPORT", (const char *)ctx->arg, 1);
+  setenv("DIST_TEST_TIMEOUT_MS", "20000", 1);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  CHECK_OK(ctx, dist_barrier(NULL, NULL));
+  if (ctx->rank == 2)
+    _exit(0); /* gone without a word */
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  const char *m = dist_errmsg(rc, NULL);
+  CHECK(ctx, rc == DIST_E_PEER_LOST, "all_reduce: %s: %s", dist_status_name(rc), m);
+  CHECK(ctx, strncmp(m, "peer lost in group 0 (default, 3 ranks) at ALL_REDUCE #2: ", 58) == 0,
+        "header: %s", m);
+  CHECK(ctx, strstr(m, "rank 2 (host "), "the lost rank is not named: %s", m);
+  CHECK(ctx, count_of(m, " failed: ") == 0 && count_of(m, "seen by") <= 1 &&
+                 count_of(m, "ALL_REDUCE #2") == 1,
+        "the origin is not named once: %s", m);
+  dist_destroy_process_group(NULL);
+  return 0;
+}
+
+Test(core_firsthour, a_relayed_failure_names_its_origin_once_shm, .timeout = 60) {
+  dist_test_opts o = {.n = 3, .fn = relay_rank, .arg = "shm", .timeout_s = 40, .kill_rank = -1};
+  dist_test_result r;
+  dist_test_run(&o, &r);
+  for (int i = 0; i < 2; i++)
+    cr_expect_eq(r.exit_code[i], 0, "rank %d:\n%s", i, r.report);
+}
+
+Test(core_firsthour, a_relayed_failure_names_its_origin_once_tcp, .timeout = 60) {
+  dist_test_opts o = {.n = 3, .fn = relay_rank, .arg = "tcp", .timeout_s = 40, .kill_rank = -1};
+  dist_test_result r;
+  dist_test_run(&o, &r);
+  for (int i = 0; i < 2; i++)
+    cr_expect_eq(r.exit_code[i], 0, "rank %d:\n%s", i, r.report);
 }
