@@ -62,6 +62,15 @@ static int redop_msg_rank(const dist_test_ctx *ctx) {
         dist_pg_errmsg(NULL));
   const char *head = "invalid argument in group 0 (default, 2 ranks) at ALL_REDUCE (not started): ";
   CHECK(ctx, strncmp(m, head, strlen(head)) == 0, "header: %s", m);
+  /* reduce_scatter_tensor speaks of its input and output, as the header
+   * names them (it said "the large tensor"). */
+  float big[6] = {0}, small[2] = {0};
+  dist_tensor in = dist_tensor_1d(big, DIST_FLOAT32, 6), out = dist_tensor_1d(small, DIST_FLOAT32, 2);
+  rc = dist_reduce_scatter_tensor(&out, &in, DIST_SUM, NULL, NULL);
+  m = dist_errmsg(rc, NULL);
+  CHECK(ctx, rc == DIST_E_INVAL && strstr(m, "the input has 6 elements, expected 4 (group size 2 "
+                                             "x the output's 2)") && !strstr(m, "large"),
+        "reduce_scatter_tensor: %s: %s", dist_status_name(rc), m);
   dist_test_finish();
   return 0;
 }
