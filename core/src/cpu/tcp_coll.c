@@ -525,13 +525,20 @@ int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
   cc.t = t;
   cc.op = op;
   cc.c = op->c;
+  /* The descriptor first (no engine state), so the frame handlers know the
+   * running collective's from the moment it counts as running. */
+  int base_rc = set_base(&cc);
   pthread_mutex_lock(&t->mu);
   int rc = begin(t, &cc);
   if (rc == DIST_OK)
     rc = settle_late(&cc);
+  if (rc == DIST_OK && base_rc == DIST_OK) {
+    t->active = cc.base;
+    t->active_bytes = cc.base.total > 0 ? (size_t)cc.base.total * cc.esize : 0;
+  }
   pthread_mutex_unlock(&t->mu);
   if (rc == DIST_OK)
-    rc = set_base(&cc);
+    rc = base_rc;
   if (rc == DIST_OK)
     rc = run_kind(&cc);
   pthread_mutex_lock(&t->mu);

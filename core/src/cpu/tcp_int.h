@@ -220,6 +220,8 @@ struct dist__tcp {
   uint64_t coll_seq;            /* number of the running / last collective */
   uint64_t failed_seq;          /* the last collective that failed here */
   bool coll_active;
+  tcp_desc active;              /* the running collective's descriptor ... */
+  size_t active_bytes;          /* ... and its operation-level bytes */
   tcp_batch late;               /* sends of small broadcasts, written, acks not yet waited for */
   int late_ops;                 /* ... of this many broadcasts */
   uint64_t err_seq;             /* an ERROR frame from a peer ... */

@@ -491,6 +491,34 @@ static bool refused(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
   return true;
 }
 
+/* A broadcast message for the running broadcast, of which this rank is the
+ * root: the sender believes another rank is the root (two ranks that both
+ * believe they are would otherwise each wait for a receiver that never
+ * comes). Fails the running broadcast with the report, and refuses the
+ * message so its sender fails with the same one. t->mu held. */
+static bool root_clash(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
+  if (h->ctx != DIST_TCP_CTX_COLL || !t->coll_active || (uint64_t)h->tag >> 16 != t->coll_seq ||
+      h->kind != DIST_OP_BROADCAST || t->active.kind != DIST_OP_BROADCAST ||
+      t->active.root != t->g->rank || h->root == t->active.root)
+    return false;
+  dist__tcp_req me = {.d = t->active, .len = t->active_bytes, .coll = true};
+  tcp_desc hd = hdr_desc(h);
+  coll_report(t, &me, c->peer, &hd, (uint64_t)(h->total > 0 ? h->total : 0) *
+                  dist_dtype_size((dist_dtype)h->dtype), false);
+  if (t->err_rc == DIST_OK && me.msg) {
+    /* As a peer's report: the running collective fails with it. */
+    const char *body = strstr(me.msg, ": ");
+    snprintf(t->err_msg, sizeof t->err_msg, "%s", body ? body + 2 : me.msg);
+    t->err_rc = DIST_E_DESYNC;
+    t->err_seq = t->coll_seq;
+    t->completed = true;
+  }
+  dist__free(me.msg);
+  if (h->flags & TCP_HF_WANT_ACK || h->type == TCP_F_RTS)
+    answer(t, c, TCP_F_NACK, &me, h);
+  return true;
+}
+
 void dist__tcp_on_data(dist__tcp *t, tcp_conn *c) {
   const tcp_hdr *h = &c->rh;
   dist__tcp_req *r = match_posted(t, c->peer, h);
@@ -511,7 +539,7 @@ void dist__tcp_on_data(dist__tcp *t, tcp_conn *c) {
     return;
   }
   /* Unexpected: its length passed the eager bound in the header check. */
-  if (refused(t, c, h)) {
+  if (root_clash(t, c, h) || refused(t, c, h)) {
     dist__tcp_expect_body(c, NULL, h->len);
     return;
   }
@@ -569,7 +597,7 @@ void dist__tcp_on_rts(dist__tcp *t, tcp_conn *c) {
     take_unexpected(t, c, r, &c->rh, NULL);
     return;
   }
-  if (refused(t, c, &c->rh))
+  if (root_clash(t, c, &c->rh) || refused(t, c, &c->rh))
     return;
   tcp_umsg *u = dist__calloc(1, sizeof *u);
   if (!u) {
