@@ -31,10 +31,11 @@ static void handle_add(dist_pg *g) {
 static bool handle_remove(dist_pg *g) {
   bool found = false;
   pthread_mutex_lock(&groups_lock);
-  for (dist_pg **p = &handles; *p && !found; p = &(*p)->next_handle)
+  for (dist_pg **p = &handles; *p; p = &(*p)->next_handle)
     if (*p == g) {
       *p = g->next_handle;
       found = true;
+      break;
     }
   pthread_mutex_unlock(&groups_lock);
   return found;
