@@ -149,3 +149,31 @@ Test(core_firsthour, a_relayed_failure_names_its_origin_once_tcp, .timeout = 60)
   for (int i = 0; i < 2; i++)
     cr_expect_eq(r.exit_code[i], 0, "rank %d:\n%s", i, r.report);
 }
+
+/* Two ranks that both believe they are the root of a small broadcast: each
+ * returns once its data is out (status.h, known limit), and the next
+ * collective fails on both with the root report, over TCP as over shared
+ * memory, instead of timing out naming no root. */
+static int two_roots_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRANSPORT", (const char *)ctx->arg, 1);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_broadcast(&t, ctx->rank, NULL, NULL));
+  int rc = dist_barrier(NULL, NULL);
+  const char *m = dist_errmsg(rc, NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC, "barrier: %s: %s", dist_status_name(rc), m);
+  CHECK(ctx, strstr(m, "at BARRIER #2: ") && strstr(m, "BROADCAST #1") &&
+                 (strstr(m, "ranks disagree on the root") || strstr(m, "root rank")),
+        "the report does not name the roots: %s", m);
+  dist_destroy_process_group(NULL);
+  return 0;
+}
+
+Test(core_firsthour, two_roots_of_a_small_broadcast_fail_the_next_call_tcp, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, two_roots_rank, "tcp", 40), 0, "%s", dist_test_report());
+}
+
+Test(core_firsthour, two_roots_of_a_small_broadcast_fail_the_next_call_shm, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, two_roots_rank, "shm", 40), 0, "%s", dist_test_report());
+}

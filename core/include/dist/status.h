@@ -66,8 +66,8 @@
  * Known limit: the root of a small broadcast or scatter (one that fits a
  * shared-memory line, or TCP's eager size, 64 KiB) returns once its data is
  * out, without waiting for readers. Ranks that both believe they are its
- * root therefore both return DIST_OK, and their next collective fails,
- * naming the earlier call.
+ * root therefore both return DIST_OK, and their next collective fails with
+ * DIST_E_DESYNC, naming the earlier call and both roots.
  *
  * A desync in the checking layer (wrapper_pg) groups ranks that agree
  * ("ranks 0,2-3: ALL_REDUCE float32[1024] op=SUM") and adds a "called from"

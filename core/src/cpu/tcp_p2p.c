@@ -491,21 +491,22 @@ static bool refused(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
   return true;
 }
 
-/* A broadcast message for the running broadcast, of which this rank is the
- * root: the sender believes another rank is the root (two ranks that both
- * believe they are would otherwise each wait for a receiver that never
- * comes). Fails the running broadcast with the report, and refuses the
- * message so its sender fails with the same one. t->mu held. */
+/* A broadcast message for the running or last broadcast, of which this rank
+ * is the root: the sender believes another rank is the root (two ranks
+ * that both believe they are would otherwise each wait for a receiver that
+ * never comes). Fails the running broadcast with the report, and refuses
+ * the message so its sender fails with the same one (a small broadcast's
+ * root has returned: its next collective fails, naming it). t->mu held. */
 static bool root_clash(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
-  if (h->ctx != DIST_TCP_CTX_COLL || !t->coll_active || (uint64_t)h->tag >> 16 != t->coll_seq ||
-      h->kind != DIST_OP_BROADCAST || t->active.kind != DIST_OP_BROADCAST ||
-      t->active.root != t->g->rank || h->root == t->active.root)
+  if (h->ctx != DIST_TCP_CTX_COLL || t->bcast_seq == 0 ||
+      (uint64_t)h->tag >> 16 != t->bcast_seq || h->kind != DIST_OP_BROADCAST ||
+      h->root == t->bcast.root)
     return false;
-  dist__tcp_req me = {.d = t->active, .len = t->active_bytes, .coll = true};
+  dist__tcp_req me = {.d = t->bcast, .len = t->bcast_bytes, .coll = true};
   tcp_desc hd = hdr_desc(h);
   coll_report(t, &me, c->peer, &hd, (uint64_t)(h->total > 0 ? h->total : 0) *
                   dist_dtype_size((dist_dtype)h->dtype), false);
-  if (t->err_rc == DIST_OK && me.msg) {
+  if (t->coll_active && t->coll_seq == t->bcast_seq && t->err_rc == DIST_OK && me.msg) {
     /* As a peer's report: the running collective fails with it. */
     const char *body = strstr(me.msg, ": ");
     snprintf(t->err_msg, sizeof t->err_msg, "%s", body ? body + 2 : me.msg);
@@ -517,6 +518,21 @@ static bool root_clash(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
   if (h->flags & TCP_HF_WANT_ACK || h->type == TCP_F_RTS)
     answer(t, c, TCP_F_NACK, &me, h);
   return true;
+}
+
+void dist__tcp_root_clash_queued(dist__tcp *t) {
+  tcp_umsg *prev = NULL;
+  for (tcp_umsg *u = t->unexp; u;) {
+    tcp_umsg *next = u->next;
+    if (root_clash(t, &t->conns[u->src], &u->h)) {
+      unlink_unexpected(t, prev, u);
+      dist__free(u->data);
+      dist__free(u);
+    } else {
+      prev = u;
+    }
+    u = next;
+  }
 }
 
 void dist__tcp_on_data(dist__tcp *t, tcp_conn *c) {
