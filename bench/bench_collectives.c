@@ -1,19 +1,46 @@
 /* bench_collectives.c - collective latency and bandwidth, as CSV.
  *
- *     build/bin/distrun --nproc-per-node 2 build/bin/bench_collectives
+ *     build/bin/distrun --no-prefix --nproc-per-node 2 build/bin/bench_collectives
  *       [--ops all_reduce,broadcast,...] [--sizes 4,1024,...] [--iters N]
- *       [--target-ms T] [--system NAME]
+ *       [--target-ms T] [--mode throughput|latency|both]
+ *       [--latency-method strict|osu] [--system NAME]
  *
- * Rank 0 prints `system,transport,op,bytes,ranks,median_us,algbw_GBps`:
+ * Rank 0 prints `system,transport,op,bytes,ranks,median_us,algbw_GBps,mode`:
  * bytes is each rank's input (rounded up to a multiple of the world size
  * where the op splits its input: reduce_scatter, all_to_all), algbw = bytes
  * / median time. float32 for the reductions, SUM.
  *
- * Timing follows the peers' benchmark (shared/peers/mpi/bench.c) so the
- * figures compare as ratios: after a warm-up, calls run back to back in
- * batches (at least 20 calls, 50 us to 2 ms), each sample is batch time /
- * calls, the element-wise maximum over ranks is taken and the median over
- * samples reported. --iters sets the minimum number of samples.
+ * Two methods, both the peers' (shared/peers/mpi/bench.c), so the figures
+ * compare as ratios; a row's mode column names its method:
+ *   throughput  after a warm-up, calls run back to back in batches (at
+ *               least 20 calls, 50 us to 2 ms), each sample is batch time
+ *               / calls, the element-wise maximum over ranks is taken and
+ *               the median over samples reported. A broadcast root that
+ *               returns before its readers have the data (small broadcasts
+ *               run up to 7 calls ahead) makes this a rate, not a wait.
+ *   latency     a barrier before every call, then the stricter of OSU's
+ *               measure (each call timed alone on every rank, the maximum
+ *               over ranks) and the time from the first rank entering the
+ *               call to the last rank leaving it with the data (all ranks
+ *               on one host read one clock); the median over calls: what a
+ *               user waits for. OSU's measure alone lets a broadcast hide
+ *               its transfer in the barrier's exit skew (the root stages
+ *               and returns while a reader is still leaving the barrier,
+ *               which then finds the data there: 0.1 us for 1 KiB here).
+ *               --latency-method osu gives OSU's measure alone (mode
+ *               latency_osu), the one shared/peers' Open MPI bench uses.
+ *               The root's deferred checks land in the barrier, untimed,
+ *               as Open MPI's do.
+ * --iters sets the minimum number of samples; --mode both (the default)
+ * prints a throughput row and a latency row for each op and size.
+ *
+ * Results are checked: the first call and the last timed call of every op,
+ * size and mode run into a cleared output and every rank compares what it
+ * got with what the inputs make (exactly: small integers). Inputs stay
+ * constant: all_reduce works out of place, as MPI_Allreduce(send, recv)
+ * does (each call copies the input into the output, then reduces there in
+ * place; the copy is part of the timed call), so no value grows from call
+ * to call; the other ops never write their input.
  *
  * The system column says what else was on: "libdist", or "libdist-detail"
  * when DIST_DEBUG=DETAIL (later: -traced, -mpi). */
@@ -31,19 +58,23 @@ static const char *const all_ops[] = {"all_reduce", "broadcast", "all_gather",
                                       "reduce_scatter", "all_to_all", "barrier"};
 #define N_ALL_OPS 6
 
+enum { MODE_THROUGHPUT = 1, MODE_LATENCY = 2 };
+
 typedef struct cfg {
   char ops[512];
   size_t sizes[32];
   int n_sizes;
   int min_samples;
   double target_ms;
+  int modes; /* MODE_* bits */
+  bool osu;  /* latency: OSU's per-rank maximum only */
   char system[64];
 } cfg;
 
 typedef struct bufs {
   char *in, *out;
   size_t bytes; /* per-rank input */
-  int world;
+  int world, rank;
 } bufs;
 
 static double now_us(void) {
@@ -70,11 +101,88 @@ static int cmp_d(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* One call of op on b. */
+/* --- inputs and expected results ---------------------------------------- */
+
+/* Rank r's input: small integers, so every sum is exact in float32. */
+static float in_f(int r, size_t i) { return (float)((r + 1) * (int)(i % 13 + 1)); }
+static unsigned char in_b(int r, size_t i) { return (unsigned char)(r * 31 + i * 7 + 1); }
+
+static bool is_float_op(const char *op) {
+  return !strcmp(op, "all_reduce") || !strcmp(op, "reduce_scatter");
+}
+
+/* This rank's input for op (a broadcast overwrites it on the others). */
+static void fill_input(const char *op, bufs *b) {
+  if (is_float_op(op))
+    for (size_t i = 0; i < b->bytes / 4; i++)
+      ((float *)b->in)[i] = in_f(b->rank, i);
+  else
+    for (size_t i = 0; i < b->bytes; i++)
+      ((unsigned char *)b->in)[i] = in_b(b->rank, i);
+}
+
+/* Output bytes op writes on this rank. */
+static size_t out_bytes(const char *op, const bufs *b) {
+  if (!strcmp(op, "all_gather"))
+    return b->bytes * (size_t)b->world;
+  if (!strcmp(op, "reduce_scatter"))
+    return b->bytes / (size_t)b->world;
+  return !strcmp(op, "barrier") ? 0 : b->bytes;
+}
+
+/* The buffer op leaves its result in. */
+static char *result_buf(const char *op, bufs *b) {
+  return !strcmp(op, "broadcast") ? b->in : b->out;
+}
+
+/* Clears op's output so a call that writes nothing shows; a broadcast's
+ * root keeps its data. */
+static void clear_out(const char *op, bufs *b) {
+  if (!strcmp(op, "broadcast") && b->rank == 0)
+    return;
+  memset(result_buf(op, b), 0xee, out_bytes(op, b));
+}
+
+/* Element i of op's result on this rank. */
+static bool expected_at(const char *op, const bufs *b, size_t i) {
+  const unsigned char *ob = (const unsigned char *)result_buf(op, (bufs *)b);
+  const float *of = (const float *)b->out;
+  int w = b->world, r = b->rank;
+  float tri = (float)(w * (w + 1) / 2);
+  if (!strcmp(op, "all_reduce"))
+    return of[i] == tri * (float)(i % 13 + 1);
+  if (!strcmp(op, "reduce_scatter")) {
+    size_t blk = b->bytes / 4 / (size_t)w;
+    return of[i] == tri * (float)((r * blk + i) % 13 + 1);
+  }
+  if (!strcmp(op, "broadcast"))
+    return ob[i] == in_b(0, i);
+  if (!strcmp(op, "all_gather"))
+    return ob[i] == in_b((int)(i / b->bytes), i % b->bytes);
+  size_t chunk = b->bytes / (size_t)w; /* all_to_all: piece r of rank i / chunk */
+  return ob[i] == in_b((int)(i / chunk), (size_t)r * chunk + i % chunk);
+}
+
+/* Exits when this rank's result of op is wrong. */
+static void verify(const char *op, const bufs *b, const char *which, const char *mode) {
+  size_t n = out_bytes(op, b) / (is_float_op(op) ? 4 : 1);
+  for (size_t i = 0; i < n; i++)
+    if (!expected_at(op, b, i)) {
+      fprintf(stderr, "bench_collectives: rank %d: %s of %zu bytes (%s, %s call): wrong result "
+              "at element %zu\n", b->rank, op, b->bytes, mode, which, i);
+      exit(1);
+    }
+}
+
+/* --- the calls ------------------------------------------------------------ */
+
+/* One call of op on b. all_reduce is out of place: the copy of the input
+ * into the output is part of the call, as inside MPI_Allreduce. */
 static void run_op(const char *op, bufs *b) {
   size_t nf = b->bytes / 4;
   if (!strcmp(op, "all_reduce")) {
-    dist_tensor t = dist_tensor_1d(b->in, DIST_FLOAT32, (int64_t)nf);
+    memcpy(b->out, b->in, b->bytes);
+    dist_tensor t = dist_tensor_1d(b->out, DIST_FLOAT32, (int64_t)nf);
     TRY(op, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
   } else if (!strcmp(op, "broadcast")) {
     dist_tensor t = dist_tensor_1d(b->in, DIST_UINT8, (int64_t)b->bytes);
@@ -96,16 +204,42 @@ static void run_op(const char *op, bufs *b) {
   }
 }
 
-/* Every rank derives the same plan from the slowest rank's estimate. */
-static double time_op(const char *op, bufs *b, const cfg *c) {
-  for (int i = 0; i < 3; i++)
-    run_op(op, b);
+/* The first call of a measurement, into a cleared output, checked. */
+static void first_call(const char *op, bufs *b, const char *mode) {
+  clear_out(op, b);
+  run_op(op, b);
+  verify(op, b, "first", mode);
+}
+
+/* Median of the samples after the element-wise maximum over ranks. */
+static double median_of_max(double *t, int n) {
+  dist_tensor tt = dist_tensor_1d(t, DIST_FLOAT64, n);
+  TRY("gather times", dist_all_reduce(&tt, DIST_MAX, NULL, NULL));
+  qsort(t, (size_t)n, sizeof *t, cmp_d);
+  return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+/* The slowest rank's estimate of one call (every rank derives the same
+ * plan from it); with_barrier: as the latency mode calls it. */
+static double estimate(const char *op, bufs *b, bool with_barrier) {
   double t0 = now_us();
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 5; i++) {
+    if (with_barrier)
+      TRY("barrier", dist_barrier(NULL, NULL));
     run_op(op, b);
+  }
   double est = (now_us() - t0) / 5;
   dist_tensor te = dist_tensor_1d(&est, DIST_FLOAT64, 1);
   TRY("plan", dist_all_reduce(&te, DIST_MAX, NULL, NULL));
+  return est;
+}
+
+/* Back to back, in batches: a rate. */
+static double time_throughput(const char *op, bufs *b, const cfg *c) {
+  first_call(op, b, "throughput");
+  for (int i = 0; i < 2; i++)
+    run_op(op, b);
+  double est = estimate(op, b, false);
   est = est < 0.01 ? 0.01 : est;
   double batch_us = 20 * est < 50 ? 50 : 20 * est > 2000 ? 2000 : 20 * est;
   int calls = (int)(batch_us / est + 0.999);
@@ -118,12 +252,62 @@ static double time_op(const char *op, bufs *b, const cfg *c) {
   TRY("barrier", dist_barrier(NULL, NULL));
   for (int s = 0; s < samples; s++) {
     double t1 = now_us();
-    for (int k = 0; k < calls; k++)
+    for (int k = 0; k < calls; k++) {
+      if (s == samples - 1 && k == calls - 1)
+        clear_out(op, b); /* one call of thousands: the last, checked below */
       run_op(op, b);
+    }
     t[s] = (now_us() - t1) / calls;
   }
-  dist_tensor tt = dist_tensor_1d(t, DIST_FLOAT64, samples);
+  verify(op, b, "last", "throughput");
+  double med = median_of_max(t, samples);
+  free(t);
+  return med;
+}
+
+/* Per call: the later of this rank's own time (OSU) and, when every rank
+ * reads the same clock, the span from the first start to the last end. */
+static void latency_samples(double *start, double *end, int n, bool span, double *t) {
+  for (int s = 0; s < n; s++)
+    t[s] = end[s] - start[s];
+  dist_tensor tt = dist_tensor_1d(t, DIST_FLOAT64, n);
   TRY("gather times", dist_all_reduce(&tt, DIST_MAX, NULL, NULL));
+  if (!span)
+    return;
+  dist_tensor ts = dist_tensor_1d(start, DIST_FLOAT64, n);
+  dist_tensor te = dist_tensor_1d(end, DIST_FLOAT64, n);
+  TRY("gather starts", dist_all_reduce(&ts, DIST_MIN, NULL, NULL));
+  TRY("gather ends", dist_all_reduce(&te, DIST_MAX, NULL, NULL));
+  for (int s = 0; s < n; s++)
+    t[s] = end[s] - start[s] > t[s] ? end[s] - start[s] : t[s];
+}
+
+/* Every rank on this host (distrun's LOCAL_WORLD_SIZE): one clock. */
+static bool one_host(int world) {
+  const char *l = getenv("LOCAL_WORLD_SIZE");
+  return l && atoi(l) == world;
+}
+
+/* A barrier, then one call timed alone (see the file comment). */
+static double time_latency(const char *op, bufs *b, const cfg *c) {
+  first_call(op, b, "latency");
+  for (int i = 0; i < 2; i++)
+    run_op(op, b);
+  double est = estimate(op, b, true);
+  est = est < 0.05 ? 0.05 : est;
+  int samples = (int)(c->target_ms * 1000 / est);
+  samples = samples < c->min_samples ? c->min_samples : samples > 8000 ? 8000 : samples;
+  double *t = calloc((size_t)samples * 3, sizeof *t), *start = t + samples, *end = start + samples;
+  for (int s = 0; s < samples; s++) {
+    if (s == samples - 1)
+      clear_out(op, b); /* before the barrier: untimed */
+    TRY("barrier", dist_barrier(NULL, NULL));
+    start[s] = now_us();
+    run_op(op, b);
+    end[s] = now_us();
+  }
+  verify(op, b, "last", "latency");
+  latency_samples(start, end, samples, !c->osu && one_host(b->world), t);
   qsort(t, (size_t)samples, sizeof *t, cmp_d);
   double med = samples % 2 ? t[samples / 2] : (t[samples / 2 - 1] + t[samples / 2]) / 2;
   free(t);
@@ -153,10 +337,12 @@ static size_t op_bytes(const char *op, size_t nominal, int world) {
 }
 
 static void usage(void) {
-  printf("usage: distrun --nproc-per-node N bench_collectives [--ops a,b] [--sizes 4,1024]\n"
-         "         [--iters MIN_SAMPLES] [--target-ms T] [--system NAME]\n"
+  printf("usage: distrun --no-prefix --nproc-per-node N bench_collectives [--ops a,b]\n"
+         "         [--sizes 4,1024] [--iters MIN_SAMPLES] [--target-ms T]\n"
+         "         [--mode throughput|latency|both] [--latency-method strict|osu]\n"
+         "         [--system NAME]\n"
          "ops: all_reduce, broadcast, all_gather, reduce_scatter, all_to_all, barrier\n"
-         "Rank 0 prints CSV: system,transport,op,bytes,ranks,median_us,algbw_GBps\n");
+         "Rank 0 prints CSV: system,transport,op,bytes,ranks,median_us,algbw_GBps,mode\n");
 }
 
 static void parse(int argc, char **argv, cfg *c) {
@@ -165,6 +351,7 @@ static void parse(int argc, char **argv, cfg *c) {
   c->n_sizes = 6;
   c->min_samples = 15;
   c->target_ms = 300;
+  c->modes = MODE_THROUGHPUT | MODE_LATENCY;
   snprintf(c->system, sizeof c->system, "%s",
            dist_get_debug_level() == DIST_DEBUG_DETAIL ? "libdist-detail" : "libdist");
   for (int i = 1; i < argc; i++) {
@@ -178,6 +365,22 @@ static void parse(int argc, char **argv, cfg *c) {
       c->min_samples = atoi(v) > 0 ? atoi(v) : 1;
     } else if (!strcmp(a, "--target-ms")) {
       c->target_ms = atof(v);
+    } else if (!strcmp(a, "--mode")) {
+      c->modes = !strcmp(v, "throughput") ? MODE_THROUGHPUT
+                 : !strcmp(v, "latency")  ? MODE_LATENCY
+                 : !strcmp(v, "both")     ? MODE_THROUGHPUT | MODE_LATENCY
+                                          : 0;
+      if (!c->modes) {
+        fprintf(stderr, "bench_collectives: --mode is throughput, latency or both, not '%s'\n",
+                v);
+        exit(2);
+      }
+    } else if (!strcmp(a, "--latency-method")) {
+      c->osu = !strcmp(v, "osu");
+      if (!c->osu && strcmp(v, "strict")) {
+        fprintf(stderr, "bench_collectives: --latency-method is strict or osu, not '%s'\n", v);
+        exit(2);
+      }
     } else if (!strcmp(a, "--system")) {
       snprintf(c->system, sizeof c->system, "%s", v);
     } else if (!strcmp(a, "--sizes")) {
@@ -212,13 +415,12 @@ int main(int argc, char **argv) {
     max = c.sizes[i] > max ? c.sizes[i] : max;
   bufs b = {0};
   b.world = world;
+  b.rank = rank;
   size_t alloc = (max + 64 * (size_t)world) * (size_t)world;
   b.in = calloc(1, alloc);
   b.out = calloc(1, alloc);
-  for (size_t i = 0; i < alloc / 4; i++)
-    ((float *)b.in)[i] = 1.0f;
   if (rank == 0) {
-    printf("system,transport,op,bytes,ranks,median_us,algbw_GBps\n");
+    printf("system,transport,op,bytes,ranks,median_us,algbw_GBps,mode\n");
     fflush(stdout);
   }
   for (int s = 0; s < c.n_sizes; s++)
@@ -227,11 +429,17 @@ int main(int argc, char **argv) {
       if (!wanted(&c, op) || (!strcmp(op, "barrier") && s > 0))
         continue;
       b.bytes = op_bytes(op, c.sizes[s], world);
-      double us = time_op(op, &b, &c);
-      if (rank == 0) {
-        printf("%s,%s,%s,%zu,%d,%.3f,%.6f\n", c.system, transport, op, b.bytes, world, us,
-               us > 0 ? (double)b.bytes / us / 1e3 : 0.0);
-        fflush(stdout);
+      for (int m = MODE_THROUGHPUT; m <= MODE_LATENCY; m <<= 1) {
+        if (!(c.modes & m))
+          continue;
+        fill_input(op, &b);
+        double us = m == MODE_LATENCY ? time_latency(op, &b, &c) : time_throughput(op, &b, &c);
+        if (rank == 0) {
+          printf("%s,%s,%s,%zu,%d,%.3f,%.6f,%s\n", c.system, transport, op, b.bytes, world, us,
+                 us > 0 ? (double)b.bytes / us / 1e3 : 0.0,
+                 m == MODE_THROUGHPUT ? "throughput" : c.osu ? "latency_osu" : "latency");
+          fflush(stdout);
+        }
       }
     }
   free(b.in);

@@ -15,8 +15,7 @@
   do {                                                                                  \
     int try_rc_ = (call);                                                               \
     if (try_rc_ != DIST_OK) {                                                           \
-      fprintf(stderr, "%s failed: %s: %s\n", #call, dist_status_name(try_rc_),          \
-              dist_pg_errmsg(NULL)[0] ? dist_pg_errmsg(NULL) : dist_last_errmsg());     \
+      fprintf(stderr, "%s failed: %s\n", #call, dist_errmsg(try_rc_, NULL));            \
       exit(1);                                                                          \
     }                                                                                   \
   } while (0)

@@ -53,14 +53,14 @@ static int say_hello(dist_store *s, int rank, int world) {
            host);
   int rc = dist_store_set(s, key, hello, strlen(hello));
   if (rc != DIST_OK)
-    return fail("set", rc, dist_store_errmsg(s));
+    return fail("set", rc, dist_errmsg(rc, NULL));
   for (int peer = 0; peer < world; peer++) {
     void *val = NULL;
     size_t len = 0;
     snprintf(key, sizeof key, "demo/rank/%d", peer);
     rc = dist_store_get(s, key, &val, &len);
     if (rc != DIST_OK)
-      return fail("get", rc, dist_store_errmsg(s));
+      return fail("get", rc, dist_errmsg(rc, NULL));
     printf("rank %d read %s = %s\n", rank, key, (const char *)val);
     dist_free(val);
   }
@@ -80,14 +80,14 @@ int main(int argc, char **argv) {
   }
   int rc = dist_init_process_group(NULL);
   if (rc != DIST_OK)
-    return fail("dist_init_process_group", rc, dist_last_errmsg());
+    return fail("dist_init_process_group", rc, dist_errmsg(rc, NULL));
   int rank = dist_get_rank(NULL), world = dist_get_world_size(NULL);
   dist_store *s = dist_get_default_store();
   if (rank == 0)
     printf("job %s: %d ranks\n", dist_get_job_id(), world);
   int bad = say_hello(s, rank, world);
   if (!bad && (rc = store_barrier(s, rank, world)) != DIST_OK)
-    bad = fail("barrier", rc, dist_store_errmsg(s));
+    bad = fail("barrier", rc, dist_errmsg(rc, NULL));
   dist_destroy_process_group(NULL);
   return bad;
 }

@@ -159,12 +159,20 @@ void dist__sleep_ms(int64_t ms);
 
 /* getenv that treats "" as unset. */
 const char *dist__getenv(const char *name);
-/* Parses an integer environment variable; DIST_E_INVAL with a message
- * naming the variable when it is set but not an integer in [lo, hi]. */
+/* Parses an integer environment variable; when it is set but not an
+ * integer in [lo, hi]: *out = dflt, one warning per process naming the
+ * variable, the value, what is accepted and what is used
+ * (dist__env_warn), and DIST_E_INVAL with the message. */
 int dist__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt,
                   int64_t *out);
-/* The default group timeout: DIST_TIMEOUT seconds or the default. */
+/* The default group timeout: DIST_TIMEOUT (seconds: "600", "1.5", "30s",
+ * "2m", "500ms", "1h") or DIST_DEFAULT_TIMEOUT_MS. */
 int64_t dist__default_timeout_ms(void);
+/* "NAME='value' is not valid: accepted: <accepted>; using <used>" at
+ * WARNING, once per variable per process (whatever the log filters: a
+ * bad setting must be seen). Any thread. */
+void dist__env_warn(const char *name, const char *value, const char *accepted,
+                    const char *used);
 
 /* --- strings ------------------------------------------------------------- */
 

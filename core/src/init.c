@@ -39,7 +39,6 @@ dist_pg *dist__pg_resolve(dist_pg *g) {
 }
 
 const char *dist__job_token(void) { return have_rdzv ? rdzv.token : ""; }
-const char *dist__job_id(void) { return have_rdzv ? rdzv.job_id : ""; }
 const char *dist_get_job_id(void) { return have_rdzv ? rdzv.job_id : NULL; }
 dist_store *dist_get_default_store(void) { return have_rdzv ? rdzv.store : NULL; }
 bool dist_is_initialized(void) { return default_pg != NULL; }

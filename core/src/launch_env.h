@@ -86,5 +86,12 @@
  * dist/rdzv/<g>/. */
 #define DIST_KEY_RDZV_JOINED "dist/rdzv/joined"
 #define DIST_KEY_RDZV_PREFIX "dist/rdzv"
+/* The world size the first rank to arrive believed ("<size> <rank> <host>
+ * pid <pid>"), and the first disagreement found with it: a rank that
+ * believes otherwise fails at once and posts why, so the others stop
+ * waiting too. Kept for the store's life: every init on one store must use
+ * one world size. */
+#define DIST_KEY_RDZV_WORLD "dist/rdzv/world"
+#define DIST_KEY_RDZV_WORLD_ERROR "dist/rdzv/world_error"
 
 #endif

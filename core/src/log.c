@@ -94,9 +94,7 @@ static int parse_log_level(void) {
     lvl = DIST_LOG_INFO;
   else {
     atomic_store(&base_level, DIST_LOG_WARNING);
-    dist__log_write(DIST_LOG_WARNING, DIST_SUBSYS_CORE,
-                    "%s='%s' is not a log level; accepted values are ERROR, "
-                    "WARNING, INFO (using WARNING)", var, v);
+    dist__env_warn(var, v, "ERROR, WARNING, INFO", "WARNING");
     return dist__set_last_error(DIST_E_INVAL, "%s='%s' is not one of ERROR, WARNING, INFO",
                                 var, v);
   }
@@ -122,9 +120,7 @@ static int parse_debug_level(void) {
   atomic_store(&debug_level, dbg);
   recompute_level();
   if (rc != DIST_OK) {
-    dist__log_write(DIST_LOG_WARNING, DIST_SUBSYS_CORE,
-                    "%s='%s' is not a debug level; accepted values are OFF, INFO, "
-                    "DETAIL (using OFF)", var, v);
+    dist__env_warn(var, v, "OFF, INFO, DETAIL", "OFF");
     dist__set_last_error(rc, "%s='%s' is not one of OFF, INFO, DETAIL", var, v);
   }
   return rc;
@@ -151,8 +147,9 @@ static int parse_subsys(void) {
         found = true;
       }
     if (!found) {
-      dist__log_write(DIST_LOG_WARNING, DIST_SUBSYS_CORE,
-                      "DIST_LOG_SUBSYS names unknown subsystem '%s'", tok);
+      dist__env_warn("DIST_LOG_SUBSYS", v, "a comma list of CORE STORE PG COLL TCP SHM NCCL "
+                     "WPG TRACER MON MPI RUN, or ^ and such a list to hide them",
+                     "the known names");
       rc = DIST_E_INVAL;
     }
   }
@@ -258,6 +255,23 @@ static void expand_pattern(const char *pat, char *out, size_t len) {
   }
 }
 
+/* DIST_LOG_FILE that cannot be opened (a missing directory): said once on
+ * stderr, where the lines then go (sink_lock held: written directly). */
+static void warn_log_file(const char *path, int err) {
+  static bool warned;
+  if (warned)
+    return;
+  warned = true;
+  char m[1400];
+  int n = snprintf(m, sizeof m, "%s:%d:%ld [-] CORE WARN DIST_LOG_FILE='%s': cannot open '%s' "
+                   "(%s); logging to stderr\n", dist__hostname(), (int)getpid(),
+                   (long)syscall(SYS_gettid), log_file_pattern, path, strerror(err));
+  if (n > 0) {
+    ssize_t w = write(STDERR_FILENO, m, (size_t)n < sizeof m ? (size_t)n : sizeof m - 1);
+    (void)w;
+  }
+}
+
 /* Called with sink_lock held. */
 static void write_default(const char *line, size_t n) {
   int fd = STDERR_FILENO;
@@ -266,6 +280,8 @@ static void write_default(const char *line, size_t n) {
       char path[1024];
       expand_pattern(log_file_pattern, path, sizeof path);
       log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (log_fd < 0)
+        warn_log_file(path, errno);
     }
     if (log_fd >= 0)
       fd = log_fd;

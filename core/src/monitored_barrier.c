@@ -74,6 +74,8 @@ static int run_root(dist_pg *g, dist_store *st, uint64_t seq, int64_t timeout, b
     return dist__err_set(&g->err, DIST_E_NOMEM, "out of memory");
   int n = 0;
   int rc = collect(g, st, seq, dist__deadline_ms(timeout), all, absent, &n);
+  if (rc == DIST_OK && n == 0)
+    rc = drop_prev_verdict(g, st, seq);
   char verdict[DIST_ERRMSG_LEN] = "ok";
   if (rc == DIST_OK && n) {
     char list[512];
@@ -83,8 +85,6 @@ static int run_root(dist_pg *g, dist_store *st, uint64_t seq, int64_t timeout, b
              n > 1 ? "Ranks" : "Rank", list, g->name, seq, timeout);
     rc = dist__err_set(&g->err, DIST_E_TIMEOUT, "%s", verdict);
     DIST_LOG(DEBUG, PG, "%s", verdict); // pg.c logs the report
-  } else if (rc == DIST_OK) {
-    rc = drop_prev_verdict(g, st, seq);
   }
   char k[96];
   key(k, sizeof k, seq, "verdict", -1);

@@ -6,6 +6,9 @@
  * MSG_NOSIGNAL so a closed peer is an error code, not a SIGPIPE. */
 #include "net.h"
 
+/* How often a connect that keeps failing says so at WARNING. */
+#define CONNECT_PROGRESS_MS 30000
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -43,6 +46,18 @@ static void unbracket(const char *host, char *out, size_t len) {
     snprintf(out, len, "%.*s", (int)(n - 2), host + 1);
   else
     snprintf(out, len, "%s", host);
+}
+
+bool dist__net_is_loopback(const char *host) {
+  char h[DIST_NET_HOSTLEN];
+  unbracket(host, h, sizeof h);
+  struct in_addr a4;
+  struct in6_addr a6;
+  if (inet_pton(AF_INET, h, &a4) == 1)
+    return (ntohl(a4.s_addr) >> 24) == 127;
+  if (inet_pton(AF_INET6, h, &a6) == 1)
+    return IN6_IS_ADDR_LOOPBACK(&a6);
+  return strcmp(h, "localhost") == 0;
 }
 
 static void format_addr(const struct sockaddr *sa, char *out, size_t len) {
@@ -230,7 +245,7 @@ int dist__net_connect(const char *host, uint16_t port, int64_t deadline_ms, int 
   char h[DIST_NET_HOSTLEN];
   unbracket(host, h, sizeof h);
   char why[512] = "no attempt made";
-  int64_t t0 = dist__now_ms(), backoff = 10;
+  int64_t t0 = dist__now_ms(), backoff = 10, next_warn = t0 + CONNECT_PROGRESS_MS;
   int attempts = 0;
   *fd = -1;
   for (;;) {
@@ -238,8 +253,19 @@ int dist__net_connect(const char *host, uint16_t port, int64_t deadline_ms, int 
     if (connect_round(h, port, deadline_ms, fd, why, sizeof why) == 0)
       return DIST_OK;
     /* Refused, unreachable, unresolvable: the server may simply not be up
-     * yet (torch retries the same way), so keep trying until the deadline. */
+     * yet (torch retries the same way), so keep trying until the deadline,
+     * saying so (at once at DEBUG, every 30 s at WARNING) rather than
+     * waiting in silence. */
     int64_t left = dist__remaining_ms(deadline_ms);
+    if (attempts == 1)
+      DIST_LOG(DEBUG, CORE, "cannot connect to %s:%u yet (%s); retrying for %lld s", host, port,
+               why, (long long)(left / 1000));
+    if (dist__now_ms() >= next_warn && left > 0) {
+      DIST_LOG(WARNING, CORE, "still cannot connect to %s:%u after %lld s (%d attempts; last "
+               "error: %s); giving up in %lld s", host, port,
+               (long long)((dist__now_ms() - t0) / 1000), attempts, why, (long long)(left / 1000));
+      next_warn += CONNECT_PROGRESS_MS;
+    }
     if (left == 0)
       return dist__err_set(e, DIST_E_TIMEOUT,
                            "could not connect to %s:%u within %lld ms (%d attempts; "

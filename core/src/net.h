@@ -20,6 +20,8 @@
  * port, returned in *bound_port). */
 int dist__net_listen(const char *host, uint16_t port, bool loopback_only, int backlog,
                      int *fd, uint16_t *bound_port, dist__errbuf *e);
+/* Whether host ("[v6]" accepted) is a loopback address or "localhost". */
+bool dist__net_is_loopback(const char *host);
 /* Connects to host:port (a name, IPv4 or IPv6 address, "[v6]" accepted),
  * retrying refused/unreachable attempts with backoff until the deadline.
  * The socket is blocking with TCP_NODELAY set. */

@@ -33,10 +33,11 @@ static void handle_add(dist_pg *g) {
 static bool handle_remove(dist_pg *g) {
   bool found = false;
   pthread_mutex_lock(&groups_lock);
-  for (dist_pg **p = &handles; *p && !found; p = &(*p)->next_handle)
+  for (dist_pg **p = &handles; *p; p = &(*p)->next_handle)
     if (*p == g) {
       *p = g->next_handle;
       found = true;
+      break;
     }
   pthread_mutex_unlock(&groups_lock);
   return found;
@@ -314,7 +315,7 @@ static void report(dist_pg *g, int rc, const dist_coll *c) {
   dist__set_last_error(rc, "%s", g->err.msg);
 }
 
-static void note_failure(dist_pg *g, int rc, const dist_coll *c) {
+static void note_failure(dist_pg *g, const dist_coll *c, int rc) {
   if (rc == DIST_E_ABORTED || rc == DIST_E_TIMEOUT || rc == DIST_E_PEER_LOST) {
     int expected = DIST_OK;
     atomic_compare_exchange_strong(&g->async_error, &expected, rc);
@@ -334,7 +335,7 @@ static int call_sync(dist_pg *g, dist_backend_op_fn fn, dist_coll *c) {
     dist__obs_emit(g, DIST_EV_OP_ISSUED, c, DIST_OK, -1, NULL);
   int rc = fn(g->priv, c, NULL);
   if (__builtin_expect(rc != DIST_OK, 0))
-    note_failure(g, rc, c);
+    note_failure(g, c, rc);
   if (obs)
     dist__obs_emit(g, end_event(rc), c, rc, -1, rc ? g->err.msg : NULL);
   return rc;
@@ -356,7 +357,7 @@ static int call_async(dist_pg *g, dist_backend_op_fn fn, dist_coll *c, dist_work
   }
   rc = fn(g->priv, &w->coll, w);
   if (rc != DIST_OK) {
-    note_failure(g, rc, &w->coll);
+    note_failure(g, &w->coll, rc);
     if (obs)
       dist__obs_emit(g, end_event(rc), &w->coll, rc, -1, g->err.msg);
     dist__work_unref(w); /* the backend's reference: it never took the work */
@@ -436,7 +437,7 @@ int dist__pg_sub_recv(dist_pg *g, dist_coll *piece, int *src_group_rank) {
 
 int dist__pg_end(dist_pg *g, const dist_coll *c, int rc) {
   if (rc != DIST_OK)
-    note_failure(g, rc, c);
+    note_failure(g, c, rc);
   if (!g->internal && dist__obs_on())
     dist__obs_emit(g, end_event(rc), c, rc, -1, rc ? g->err.msg : NULL);
   return rc;
@@ -467,7 +468,7 @@ int dist_pg_forward(dist_pg *g, const dist_coll *c, dist_work *w) {
                          g->backend, dist_op_name(c->kind));
   int rc = fn(g->priv, c, w);
   if (rc != DIST_OK)
-    note_failure(g, rc, c);
+    note_failure(g, c, rc);
   return rc;
 }
 

@@ -135,9 +135,8 @@ bool dist__nccl_usable(char *why, size_t len);
 #endif
 /* "shm" or "tcp": how a cpu group runs its collectives (for benchmarks). */
 const char *dist__cpu_backend_transport(const void *priv);
-/* The job's data-plane token and id (init.c; "" before init). */
+/* The job's data-plane token (init.c; "" before init). */
 const char *dist__job_token(void);
-const char *dist__job_id(void);
 
 /* --- work (work.c) ------------------------------------------------------ */
 

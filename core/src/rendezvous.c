@@ -31,11 +31,16 @@
 #include "auth.h"
 #include "net.h"
 #include "rendezvous.h"
+#include "store_int.h"
 
 enum method { M_ENV, M_TCP, M_FILE, M_STORE };
 
 /* How long a rank whose barrier timed out waits for rank 0's verdict. */
 #define VERDICT_GRACE_MS 1000
+/* While waiting for the others: how often a rank looks for another's
+ * world-size error, and how often it says at WARNING who is missing. */
+#define WAIT_SLICE_MS 500
+#define PROGRESS_MS 30000
 
 /* What the init method and the environment say, before any store exists. */
 typedef struct settings {
@@ -282,7 +287,9 @@ static int parse_settings(const dist_init_opts *o, settings *s, dist__rdzv *r) {
 
 /* --- the store ----------------------------------------------------------- */
 
-/* Re-raises the store's creation failure with what the user should check. */
+/* Re-raises the store's creation failure with what the user should check.
+ * The loopback hint only where it can be the cause: a store reached at an
+ * address other than loopback. */
 static int store_failed(const settings *s, const dist__rdzv *r, int rc, bool server) {
   char why[DIST_ERRMSG_LEN];
   snprintf(why, sizeof why, "%s", dist_last_errmsg());
@@ -294,27 +301,18 @@ static int store_failed(const settings *s, const dist__rdzv *r, int rc, bool ser
       rc, "rank %d could not reach the store at %s:%u (%s%s): %s%s", r->rank, s->host,
       (unsigned)s->port, s->method == M_ENV ? "MASTER_ADDR:MASTER_PORT" : "tcp://",
       s->agent_store ? ", hosted by the launcher" : ", hosted by rank 0", why,
-      !s->token && !s->agent_store && !s->allow_remote
+      !s->token && !s->agent_store && !s->allow_remote &&
+              !dist__net_is_loopback(s->host)
           ? "; without DIST_TOKEN rank 0's store listens on loopback only "
             "(set DIST_TOKEN on every rank, or DIST_ALLOW_NO_TOKEN=1)"
           : "");
-}
-
-static bool is_loopback(const char *host) {
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (inet_pton(AF_INET, host, &a4) == 1)
-    return (ntohl(a4.s_addr) >> 24) == 127;
-  if (inet_pton(AF_INET6, host, &a6) == 1)
-    return IN6_IS_ADDR_LOOPBACK(&a6);
-  return strcmp(host, "localhost") == 0;
 }
 
 /* Where rank 0's server listens: every address when others may come from
  * elsewhere; else loopback, on MASTER_ADDR itself when it names a loopback
  * address (so MASTER_ADDR=::1 gets an IPv6 listener). */
 static const char *server_host(const settings *s, bool remote) {
-  return !remote && is_loopback(s->host) ? s->host : NULL;
+  return !remote && dist__net_is_loopback(s->host) ? s->host : NULL;
 }
 
 static int open_tcp_store(const settings *s, dist__rdzv *r) {
@@ -347,7 +345,7 @@ static int open_store(const dist_init_opts *o, const settings *s, dist__rdzv *r)
     r->store_owned = false;
     return DIST_OK;
   case M_FILE:
-    rc = dist_store_file_create(s->path, r->world_size, &r->store);
+    rc = dist__store_file_create_job(s->path, r->world_size, &r->store);
     if (rc != DIST_OK) {
       char why[DIST_ERRMSG_LEN];
       snprintf(why, sizeof why, "%s", dist_last_errmsg());
@@ -391,6 +389,70 @@ static void key_of(const joiner *j, const char *name, char *out, size_t len) {
   snprintf(out, len, "%s/%s", j->prefix, name);
 }
 
+/* "rank 2 (host h pid 7)" of this process, for the world-size record. */
+static void whoami(const joiner *j, char *out, size_t len) {
+  snprintf(out, len, "rank %d (host %s pid %d)", j->r->rank, dist__hostname(), (int)getpid());
+}
+
+/* Every rank compares its world size with the first rank's; one that
+ * disagrees fails at once and posts why, so the others stop waiting too
+ * (world_error). */
+static int check_world(joiner *j) {
+  char mine[DIST_NET_HOSTLEN + 64], me[DIST_NET_HOSTLEN + 48];
+  whoami(j, me, sizeof me);
+  snprintf(mine, sizeof mine, "%d %s", j->r->world_size, me);
+  void *got = NULL;
+  size_t n = 0;
+  DIST_TRY(arm(j));
+  int rc = dist_store_compare_set(j->r->store, DIST_KEY_RDZV_WORLD, "", 0, mine, strlen(mine),
+                                  &got, &n);
+  if (rc != DIST_OK)
+    return op_failed(j, rc, "comparing world sizes");
+  char first[DIST_NET_HOSTLEN + 64];
+  snprintf(first, sizeof first, "%.*s", (int)n, (const char *)got);
+  dist_free(got);
+  char *rest = NULL;
+  long theirs = strtol(first, &rest, 10);
+  if (theirs == j->r->world_size)
+    return DIST_OK;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "ranks disagree on the world size: %s says %ld, %s says %d "
+           "(WORLD_SIZE, opts.world_size or ?world_size=); every rank must give the same",
+           rest && *rest == ' ' ? rest + 1 : first, theirs, me, j->r->world_size);
+  void *old = NULL;
+  size_t old_len = 0;
+  if (dist_store_compare_set(j->r->store, DIST_KEY_RDZV_WORLD_ERROR, "", 0, msg, strlen(msg),
+                             &old, &old_len) == DIST_OK)
+    dist_free(old);
+  if (j->r->rank == 0) { /* the others read the error from the store it may host */
+    int64_t until = dist__now_ms() + 5 * VERDICT_GRACE_MS, seen = 0;
+    dist_store_set_timeout(j->r->store, VERDICT_GRACE_MS);
+    while (dist__now_ms() < until &&
+           dist_store_add(j->r->store, DIST_KEY_RDZV_WORLD_ERROR "_seen", 0, &seen) == DIST_OK &&
+           seen < j->r->world_size - 1)
+      dist__sleep_ms(10); /* a failure path: polling is fine */
+  }
+  return dist__set_last_error(DIST_E_INVAL, "%s", msg);
+}
+
+/* DIST_E_INVAL with the message when some rank posted a world-size error. */
+static int world_error(joiner *j) {
+  const char *keys[1] = {DIST_KEY_RDZV_WORLD_ERROR};
+  bool present = false;
+  dist_store_set_timeout(j->r->store, WAIT_SLICE_MS);
+  if (dist_store_check(j->r->store, keys, 1, &present) != DIST_OK || !present)
+    return DIST_OK;
+  void *v = NULL;
+  size_t n = 0;
+  if (dist_store_get(j->r->store, DIST_KEY_RDZV_WORLD_ERROR, &v, &n) != DIST_OK)
+    return DIST_OK;
+  int rc = dist__set_last_error(DIST_E_INVAL, "%.*s", (int)n, (const char *)v);
+  dist_free(v);
+  int64_t seen; /* rank 0 may leave now */
+  dist_store_add(j->r->store, DIST_KEY_RDZV_WORLD_ERROR "_seen", 1, &seen);
+  return rc;
+}
+
 static int join_generation(joiner *j) {
   int64_t v = 0;
   DIST_TRY(arm(j));
@@ -429,8 +491,17 @@ static int read_shared(joiner *j, const char *name, char *out, size_t len) {
   key_of(j, name, key, sizeof key);
   void *v = NULL;
   size_t n = 0;
-  DIST_TRY(arm(j));
-  int rc = dist_store_get(j->r->store, key, &v, &n);
+  int rc;
+  /* In slices: a world-size error posted meanwhile ends the wait. */
+  for (;;) {
+    DIST_TRY(arm(j));
+    int64_t left = dist__remaining_ms(j->s->deadline_ms);
+    dist_store_set_timeout(j->r->store, left < WAIT_SLICE_MS ? left : WAIT_SLICE_MS);
+    rc = dist_store_get(j->r->store, key, &v, &n);
+    if (rc != DIST_E_TIMEOUT || left <= WAIT_SLICE_MS)
+      break;
+    DIST_TRY(world_error(j));
+  }
   if (rc == DIST_E_TIMEOUT)
     return dist__set_last_error(rc,
                                 "rendezvous of rank %d timed out after %" PRId64
@@ -483,9 +554,9 @@ static int share_identity(joiner *j) {
   return DIST_OK;
 }
 
-/* After a timeout in the barrier: which ranks never claimed their slot,
- * as a message in out; *joined: how many did (-1: unknown). */
-static void name_missing(joiner *j, char *out, size_t len, int *joined) {
+/* Which ranks never claimed their slot: "1 of 3 ranks joined; missing:
+ * 1-2" in out; *joined: how many did (-1: unknown). */
+static void who_joined(joiner *j, char *out, size_t len, int *joined) {
   int w = j->r->world_size;
   int *missing = dist__calloc((size_t)w, sizeof *missing);
   size_t n = 0;
@@ -508,9 +579,37 @@ static void name_missing(joiner *j, char *out, size_t len, int *joined) {
   else if (n)
     dist__format_ranks(missing, n, list, sizeof list);
   dist__free(missing);
-  snprintf(out, len, "rendezvous of rank %d timed out after %" PRId64
-           " ms: %d of %d ranks joined; missing: %s (%s)",
-           j->r->rank, j->s->timeout_ms, w - (int)n, w, list, j->s->method_name);
+  snprintf(out, len, "%d of %d ranks joined; missing: %s", w - (int)n, w, list);
+}
+
+/* After a timeout in the barrier: the message in out (who_joined). */
+static void name_missing(joiner *j, char *out, size_t len, int *joined) {
+  char who[700];
+  who_joined(j, who, sizeof who, joined);
+  snprintf(out, len, "rendezvous of rank %d timed out after %" PRId64 " ms: %s (%s)",
+           j->r->rank, j->s->timeout_ms, who, j->s->method_name);
+}
+
+/* While waiting: who has joined and who is missing, at DEBUG the first
+ * time and at WARNING every PROGRESS_MS, so a rank that never starts is
+ * not 600 s of silence. */
+static void progress(joiner *j, int64_t t0, int64_t *next_warn, bool first) {
+  bool warn = dist__now_ms() >= *next_warn;
+  if (!warn && !(first && dist__log_on(DIST_LOG_DEBUG, DIST_SUBSYS_STORE)))
+    return;
+  char who[700];
+  int joined;
+  who_joined(j, who, sizeof who, &joined);
+  if (warn) {
+    DIST_LOG(WARNING, STORE, "rendezvous: rank %d has waited %" PRId64 " s for the others: "
+             "%s (%s; giving up in %" PRId64 " s)", j->r->rank, (dist__now_ms() - t0) / 1000,
+             who, j->s->method_name, dist__remaining_ms(j->s->deadline_ms) / 1000);
+    *next_warn += PROGRESS_MS;
+  } else {
+    DIST_LOG(DEBUG, STORE, "rendezvous: rank %d waits for the others: %s (%s)", j->r->rank,
+             who, j->s->method_name);
+  }
+  dist_store_set_timeout(j->r->store, WAIT_SLICE_MS);
 }
 
 /* Sets the barrier's verdict unless one is there; *won: ours stands. The
@@ -600,9 +699,19 @@ static int barrier(joiner *j) {
     DIST_TRY(arm(j));
     DIST_TRY(verdict(j, complete, "1", &won));
   }
-  DIST_TRY(arm(j));
-  bool posted;
-  rc = read_verdict(j, complete, dist__remaining_ms(j->s->deadline_ms), &posted);
+  /* In slices: between them, another rank's world-size error ends the
+   * wait, and who is missing is said (progress). */
+  bool posted = false;
+  int64_t t0 = dist__now_ms(), next_warn = t0 + PROGRESS_MS;
+  for (bool first = true;; first = false) {
+    DIST_TRY(arm(j));
+    int64_t left = dist__remaining_ms(j->s->deadline_ms);
+    rc = read_verdict(j, complete, left < WAIT_SLICE_MS ? left : WAIT_SLICE_MS, &posted);
+    if (posted || rc != DIST_E_TIMEOUT || left <= WAIT_SLICE_MS)
+      break;
+    DIST_TRY(world_error(j));
+    progress(j, t0, &next_warn, first);
+  }
   if (rc == DIST_E_TIMEOUT && !posted)
     return barrier_timed_out(j, complete);
   if (rc != DIST_OK && !posted)
@@ -612,6 +721,7 @@ static int barrier(joiner *j) {
 
 static int run_protocol(const settings *s, dist__rdzv *r) {
   joiner j = {s, r, ""};
+  DIST_TRY(check_world(&j));
   DIST_TRY(join_generation(&j));
   DIST_TRY(claim_rank(&j));
   DIST_TRY(share_identity(&j));

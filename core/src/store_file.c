@@ -20,7 +20,18 @@
  *
  * world_size > 0: each handle created by dist_store_file_create (not its
  * clones) appends a "finished" record when destroyed, and the one that
- * brings the count to world_size removes the file (torch's numWorkers). */
+ * brings the count to world_size removes the file (torch's numWorkers).
+ *
+ * Stale files. A job whose processes died leaves its file behind, and the
+ * next job at that path would read its keys (its ranks, its verdict). So
+ * each handle dist_store_file_create makes also holds a shared lock on a
+ * byte far past any record (LIVE_BYTE, through a second descriptor: OFD
+ * locks of one description merge) for its whole life. A new handle that
+ * can take that byte exclusively finds no process of an earlier user
+ * alive. The store itself keeps such a file (torch's FileStore outlives
+ * its processes); the file:// rendezvous opens it with
+ * dist__store_file_create_job, which empties it (under the data lock) and
+ * says so, since a job's rendezvous keys are the earlier job's otherwise. */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -38,12 +49,15 @@
 #define REC_TRAILER 4
 #define READ_CHUNK (256u << 10)
 #define POLL_MAX_MS 32
+#define DATA_LEN ((off_t)1 << 60) /* the data lock's range: every record */
+#define LIVE_BYTE DATA_LEN        /* holders' liveness lock, past the data */
 
 enum { R_SET = 1, R_ADD, R_APPEND, R_DELETE, R_QPUSH, R_QPOP, R_FINISH };
 
 typedef struct file_store {
   char *path;
   int fd;
+  int live_fd; /* holds the shared liveness lock (handles that count) */
   int world_size;
   bool counts; /* destroy appends a "finished" record */
   dist__kv *kv;
@@ -94,6 +108,7 @@ static int lock_file(dist_store *s, short type) {
   struct flock fl = {0};
   fl.l_type = type;
   fl.l_whence = SEEK_SET;
+  fl.l_len = DATA_LEN;
   int rc;
   do
     rc = fcntl(F(s)->fd, F_OFD_SETLKW, &fl);
@@ -107,6 +122,7 @@ static void unlock_file(dist_store *s) {
   struct flock fl = {0};
   fl.l_type = F_UNLCK;
   fl.l_whence = SEEK_SET;
+  fl.l_len = DATA_LEN;
   fcntl(F(s)->fd, F_OFD_SETLK, &fl);
 }
 
@@ -538,16 +554,18 @@ static int f_queue_pop(dist_store *s, const char *key, bool block, int64_t timeo
 
 /* --- lifecycle ----------------------------------------------------------------- */
 
-static int open_store(const char *path, int world_size, bool counts, dist_store **out,
-                      dist__errbuf *e);
+static int open_store(const char *path, int world_size, bool counts, bool reset_stale,
+                      dist_store **out, dist__errbuf *e);
 
 static int f_clone(dist_store *s, dist_store **out) {
-  return open_store(F(s)->path, F(s)->world_size, false, out, &s->err);
+  return open_store(F(s)->path, F(s)->world_size, false, false, out, &s->err);
 }
 
 static void free_impl(file_store *f) {
   if (f->fd >= 0)
     close(f->fd);
+  if (f->live_fd >= 0)
+    close(f->live_fd); /* drops the liveness lock */
   dist__kv_destroy(f->kv);
   dist__free(f->rb);
   dist__free(f->path);
@@ -595,12 +613,53 @@ static const dist__store_ops file_ops = {
     .destroy = f_destroy,
 };
 
-static int open_store(const char *path, int world_size, bool counts, dist_store **out,
-                      dist__errbuf *e) {
+/* Whether the file starts with a store's header (never empty a file that is
+ * not a store: opening it fails with DIST_E_STORE instead). */
+static bool is_store_file(int fd) {
+  char magic[8];
+  return pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
+         memcmp(magic, FS_MAGIC, sizeof magic) == 0;
+}
+
+/* The liveness byte on f->live_fd: exclusively for a moment if nobody holds
+ * it (then an existing file is an earlier user's, emptied when reset_stale),
+ * then shared for the handle's life. Under the data lock, so two new
+ * handles never both decide. */
+static int hold(dist_store *s, bool reset_stale) {
+  file_store *f = F(s);
+  f->live_fd = open(f->path, O_RDWR | O_CLOEXEC);
+  if (f->live_fd < 0)
+    return dist__err_sys(&s->err, errno, "cannot open file store %s", f->path);
+  DIST_TRY(lock_file(s, F_WRLCK));
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = LIVE_BYTE, .l_len = 1};
+  struct stat st;
+  if (fcntl(f->live_fd, F_OFD_SETLK, &fl) == 0 && reset_stale && fstat(f->fd, &st) == 0 &&
+      st.st_size > 0 && is_store_file(f->fd)) {
+    DIST_LOG(WARNING, STORE, "file store %s was left by an earlier job whose processes have "
+             "all exited (%lld bytes); starting it afresh", f->path, (long long)st.st_size);
+    if (ftruncate(f->fd, 0) != 0) {
+      int err = errno;
+      unlock_file(s);
+      return dist__err_sys(&s->err, err, "file store %s is stale and cannot be emptied "
+                           "(remove it)", f->path);
+    }
+  }
+  fl.l_type = F_RDLCK;
+  int rc;
+  do
+    rc = fcntl(f->live_fd, F_OFD_SETLKW, &fl);
+  while (rc != 0 && errno == EINTR);
+  int err = errno;
+  unlock_file(s);
+  return rc == 0 ? DIST_OK : dist__err_sys(&s->err, err, "locking file store %s", f->path);
+}
+
+static int open_store(const char *path, int world_size, bool counts, bool reset_stale,
+                      dist_store **out, dist__errbuf *e) {
   file_store *f = dist__calloc(1, sizeof *f);
   if (!f)
     return dist__err_set(e, DIST_E_NOMEM, "out of memory opening file store %s", path);
-  f->fd = -1;
+  f->fd = f->live_fd = -1;
   f->world_size = world_size;
   f->counts = counts;
   f->path = dist__strdup(path);
@@ -619,6 +678,13 @@ static int open_store(const char *path, int world_size, bool counts, dist_store 
     free_impl(f);
     return rc;
   }
+  if (counts && (rc = hold(*out, reset_stale)) != DIST_OK) {
+    dist__err_set(e, rc, "%s", (*out)->err.msg);
+    free_impl(f);
+    dist__free(*out);
+    *out = NULL;
+    return rc;
+  }
   /* Validate the header (or write it into a new file) now, so a wrong path
    * fails here; an existing store is only read. */
   struct stat st;
@@ -635,7 +701,7 @@ static int open_store(const char *path, int world_size, bool counts, dist_store 
   return rc;
 }
 
-int dist_store_file_create(const char *path, int world_size, dist_store **out) {
+static int create(const char *path, int world_size, bool reset_stale, dist_store **out) {
   if (!out)
     return dist__set_last_error(DIST_E_INVAL, "dist_store_file_create: out is NULL");
   *out = NULL;
@@ -644,5 +710,13 @@ int dist_store_file_create(const char *path, int world_size, dist_store **out) {
   if (world_size == 0 || world_size < -1)
     return dist__set_last_error(DIST_E_INVAL, "dist_store_file_create: world_size must "
                                 "be > 0 or -1 (got %d)", world_size);
-  return open_store(path, world_size, true, out, NULL);
+  return open_store(path, world_size, true, reset_stale, out, NULL);
+}
+
+int dist_store_file_create(const char *path, int world_size, dist_store **out) {
+  return create(path, world_size, false, out);
+}
+
+int dist__store_file_create_job(const char *path, int world_size, dist_store **out) {
+  return create(path, world_size, true, out);
 }

@@ -69,4 +69,8 @@ int dist__store_timeout(dist__errbuf *e, int64_t timeout_ms, const char *what,
 char *dist__store_key_list(char *buf, size_t len, const char *const *keys, size_t n,
                            const bool *present);
 
+/* dist_store_file_create for a job's rendezvous: a file left by an earlier
+ * job whose processes have all exited is emptied first (store_file.c). */
+int dist__store_file_create_job(const char *path, int world_size, dist_store **out);
+
 #endif

@@ -512,20 +512,6 @@ static const dist__store_ops tcp_ops = {
 
 /* --- creation ------------------------------------------------------------------ */
 
-static bool is_loopback(const char *host) {
-  char h[DIST_NET_HOSTLEN];
-  size_t n = strlen(host);
-  snprintf(h, sizeof h, "%.*s", (int)(host[0] == '[' && n > 1 ? n - 2 : n),
-           host + (host[0] == '['));
-  struct in_addr a4;
-  struct in6_addr a6;
-  if (inet_pton(AF_INET, h, &a4) == 1)
-    return (ntohl(a4.s_addr) >> 24) == 127;
-  if (inet_pton(AF_INET6, h, &a6) == 1)
-    return IN6_IS_ADDR_LOOPBACK(&a6);
-  return strcmp(h, "localhost") == 0;
-}
-
 /* Where the server's own client connects: its address, or loopback for a
  * wildcard bind. */
 static const char *own_host(const char *bind_host) {
@@ -537,7 +523,7 @@ static const char *own_host(const char *bind_host) {
 
 static int start_server(const dist_store_tcp_opts *o, int64_t timeout_ms, stp_server **srv) {
   bool has_token = o->token && *o->token;
-  if (!has_token && !o->allow_remote && o->host && *o->host && !is_loopback(o->host))
+  if (!has_token && !o->allow_remote && o->host && *o->host && !dist__net_is_loopback(o->host))
     return dist__set_last_error(DIST_E_INVAL, "refusing to serve the store on %s without a "
                                 "job token: set DIST_TOKEN, or DIST_ALLOW_NO_TOKEN=1 to "
                                 "accept unauthenticated clients from the network", o->host);

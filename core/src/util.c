@@ -12,6 +12,27 @@ const char *dist__getenv(const char *name) {
   return v && *v ? v : NULL;
 }
 
+/* The variables warned about so far in this process. */
+#define WARNED_MAX 64
+static const char *warned[WARNED_MAX];
+static int n_warned;
+static pthread_mutex_t warned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void dist__env_warn(const char *name, const char *value, const char *accepted,
+                    const char *used) {
+  bool first = true;
+  pthread_mutex_lock(&warned_lock);
+  for (int i = 0; i < n_warned && first; i++)
+    first = strcmp(warned[i], name) != 0;
+  if (first && n_warned < WARNED_MAX)
+    warned[n_warned++] = name; /* names are string literals or env names */
+  pthread_mutex_unlock(&warned_lock);
+  if (first)
+    dist__log_write(DIST_LOG_WARNING, DIST_SUBSYS_CORE,
+                    "%s='%s' is not valid: accepted: %s; using %s", name, value, accepted,
+                    used);
+}
+
 int dist__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt,
                   int64_t *out) {
   const char *v = dist__getenv(name);
@@ -21,19 +42,47 @@ int dist__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt,
   char *end;
   errno = 0;
   long long x = strtoll(v, &end, 10);
-  if (errno || end == v || *end != '\0' || x < lo || x > hi)
-    return dist__set_last_error(DIST_E_INVAL,
-                                "%s='%s' is not an integer in [%" PRId64 ", %" PRId64 "]",
-                                name, v, lo, hi);
+  if (errno || end == v || *end != '\0' || x < lo || x > hi) {
+    char acc[96], used[32];
+    snprintf(acc, sizeof acc, "an integer in [%" PRId64 ", %" PRId64 "]", lo, hi);
+    snprintf(used, sizeof used, "%" PRId64, dflt);
+    dist__env_warn(name, v, acc, used);
+    return dist__set_last_error(DIST_E_INVAL, "%s='%s' is not %s", name, v, acc);
+  }
   *out = x;
   return DIST_OK;
 }
 
+/* "1.5" (seconds), "30s", "2m", "1h", "500ms" -> milliseconds; -1 if not. */
+static int64_t parse_duration_ms(const char *v) {
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (errno || end == v || !(x > 0) || x > 1e9)
+    return -1;
+  double scale = !strcmp(end, "") || !strcmp(end, "s") ? 1000
+                 : !strcmp(end, "ms")                  ? 1
+                 : !strcmp(end, "m")                   ? 60000
+                 : !strcmp(end, "h")                   ? 3600000
+                                                       : -1;
+  if (scale < 0 || x * scale < 1)
+    return -1;
+  return (int64_t)(x * scale);
+}
+
 int64_t dist__default_timeout_ms(void) {
-  int64_t s;
-  if (dist__env_int("DIST_TIMEOUT", 1, INT32_MAX, 0, &s) != DIST_OK || s == 0)
+  const char *v = dist__getenv("DIST_TIMEOUT");
+  if (!v)
     return DIST_DEFAULT_TIMEOUT_MS;
-  return s * 1000;
+  int64_t ms = parse_duration_ms(v);
+  if (ms < 0) {
+    char used[32];
+    snprintf(used, sizeof used, "%d s", DIST_DEFAULT_TIMEOUT_MS / 1000);
+    dist__env_warn("DIST_TIMEOUT", v, "seconds, as 600 or 1.5, or with a unit: 30s, 2m, "
+                   "1h, 500ms", used);
+    return DIST_DEFAULT_TIMEOUT_MS;
+  }
+  return ms;
 }
 
 void dist__sleep_ms(int64_t ms) {

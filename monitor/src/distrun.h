@@ -61,6 +61,15 @@ typedef struct drun_cfg {
 int dist__run_parse_args(int argc, char **argv, drun_cfg *c);
 /* The first host of a SLURM node list ("node[01-04,07],gpu" -> "node01"). */
 int dist__run_slurm_first_host(const char *list, char *out, size_t len);
+/* Node 0's store port for a SLURM job's step (distrun_args.c). */
+uint16_t dist__run_slurm_port(int64_t job, int64_t step);
+/* Lines of a pipe read in pieces (distrun_lines.c): calls fn for each
+ * newline-terminated line in buf[0, *len) (without the newline, empty lines
+ * skipped) and moves the unfinished tail to the front, *len becoming its
+ * length. buf has room for cap bytes; a tail that cannot grow (cap - 1
+ * bytes) is passed as a line. */
+void dist__run_take_lines(char *buf, size_t *len, size_t cap, void (*fn)(void *, char *),
+                          void *arg);
 
 /* --- output (distrun_output.c) ------------------------------------------- */
 
@@ -151,17 +160,5 @@ void dist__run_store_close(const drun_cfg *c, drun_job *job);
 
 /* Prints "distrun: ..." on stderr (one write). */
 void dist__run_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* --- lines (distrun_lines.c) ---------------------------------------------- */
-
-/* Calls fn for each newline-terminated line in buf[0, *len) (without the
- * newline, empty lines skipped) and moves the unfinished tail to the front:
- * *len becomes its length. buf has room for cap bytes; a tail that cannot
- * grow (cap - 1 bytes) is passed as a line. */
-void dist__run_take_lines(char *buf, size_t *len, size_t cap, void (*fn)(void *, char *),
-                          void *arg);
-
-/* Node 0's store port under SLURM (distrun_args.c). */
-uint16_t dist__run_slurm_port(int64_t job, int64_t step);
 
 #endif

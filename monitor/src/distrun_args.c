@@ -302,6 +302,9 @@ static int take_option(int ch, const char *arg, const char *argv0, drun_cfg *c, 
 }
 
 static int check_cfg(drun_cfg *c, const given *g) {
+  if (c->tee && !c->log_dir)
+    return usage_error("--tee shows on the terminal what goes to the --log-dir files; "
+                       "without --log-dir the output is on the terminal already");
   if (c->standalone && c->nnodes > 1)
     return usage_error("--standalone runs one node, but --nnodes is %d", c->nnodes);
   if (c->node_rank >= c->nnodes)

@@ -48,6 +48,8 @@ typedef struct sup {
   struct pollfd *pfd;
   char events[4096];  /* watcher events read so far: an unfinished line */
   size_t events_len;
+  int early_rank;     /* the first rank that exited 0 while others ran, -1 */
+  pid_t early_pid;
 } sup;
 
 static const char *status_words(int st) {
@@ -119,7 +121,8 @@ static void prefer_signal_death(sup *sp, const drun_rank *self) {
           waitid(P_PID, (id_t)o->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
           si.si_pid != o->pid)
         continue;
-      if (si.si_code != CLD_KILLED && si.si_code != CLD_DUMPED)
+      bool left = si.si_code == CLD_EXITED && si.si_status == 0 && sp->early_rank < 0;
+      if (si.si_code != CLD_KILLED && si.si_code != CLD_DUMPED && !left)
         continue; /* an exit code: reported in turn by reap() */
       int st;
       if (waitpid(o->pid, &st, 0) == o->pid)
@@ -138,13 +141,25 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   dist__run_describe_status(wstatus, how, sizeof how);
   dist__run_store_post_exit(sp->job, r->global, how);
   bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+  if (ok && sp->running > 0 && sp->status < 0 && sp->early_rank < 0) {
+    sp->early_rank = r->global; /* named if the others then fail */
+    sp->early_pid = r->pid;
+  }
   if (ok || r->failed_to_start || r->signalled_by_us)
     return; /* a launch failure was reported when it happened */
   if (sp->status < 0 && !WIFSIGNALED(wstatus))
     prefer_signal_death(sp, r);
   dist__run_store_post_death(sp->c, sp->job, r->global, how);
-  if (set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) failed first: %s",
-                r->global, (int)r->pid, sp->c->node_rank, how))
+  bool first;
+  if (sp->early_rank >= 0) /* it left while others needed it: it went first */
+    first = set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) ended first, with "
+                      "exit code 0, while other ranks still needed it; then rank %d (pid %d) "
+                      "failed: %s", sp->early_rank, (int)sp->early_pid, sp->c->node_rank,
+                      r->global, (int)r->pid, how);
+  else
+    first = set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) failed first: %s",
+                      r->global, (int)r->pid, sp->c->node_rank, how);
+  if (first)
     dist__run_say("%s", sp->cause);
   else
     dist__run_say("rank %d (pid %d) also failed: %s", r->global, (int)r->pid, how);
@@ -345,7 +360,7 @@ static void start_ranks(sup *sp, const char *path) {
 
 static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sigfd) {
   sup sp = {.c = c, .job = job, .n = c->nproc, .kill_at = -1, .drain_until = -1,
-            .nodes_until = -1, .status = -1, .sigfd = sigfd};
+            .nodes_until = -1, .status = -1, .sigfd = sigfd, .early_rank = -1};
   sp.ranks = dist__calloc((size_t)c->nproc, sizeof *sp.ranks);
   sp.pfd = dist__calloc((size_t)c->nproc * 2 + 2, sizeof *sp.pfd);
   if (!sp.ranks || !sp.pfd) {
@@ -364,7 +379,9 @@ static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sig
   close_streams(&sp);
   int status = sp.status < 0 ? DRUN_EXIT_OK : sp.status;
   if (status != DRUN_EXIT_OK)
-    dist__run_say("exit status %d (%s): %s", status, status_words(status), sp.cause);
+    dist__run_say("exit status %d (%s): %s%s%s%s", status, status_words(status), sp.cause,
+                  c->log_dir ? " (each rank's output: " : "", c->log_dir ? c->log_dir : "",
+                  c->log_dir ? "/rank-<R>.out and .err)" : "");
   dist__free(sp.pfd);
   dist__free(sp.ranks);
   return status;

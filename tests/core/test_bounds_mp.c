@@ -30,7 +30,8 @@ static int many_barriers(const dist_test_ctx *ctx) {
       return FAIL(ctx, "barrier %d: %s", i, dist_pg_errmsg(NULL));
   if (keys_now(ctx, &after))
     return 1;
-  CHECK(ctx, after == before, "the store held %lld keys after 10 barriers and %lld after %d",
+  /* Flat: never more (setup keys the library drops lazily may go). */
+  CHECK(ctx, after <= before, "the store held %lld keys after 10 barriers and %lld after %d",
         (long long)before, (long long)after, total);
   dist_test_finish();
   return 0;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mp.h"
 
@@ -61,6 +62,15 @@ static int redop_msg_rank(const dist_test_ctx *ctx) {
         dist_pg_errmsg(NULL));
   const char *head = "invalid argument in group 0 (default, 2 ranks) at ALL_REDUCE (not started): ";
   CHECK(ctx, strncmp(m, head, strlen(head)) == 0, "header: %s", m);
+  /* reduce_scatter_tensor speaks of its input and output, as the header
+   * names them (it said "the large tensor"). */
+  float big[6] = {0}, small[2] = {0};
+  dist_tensor in = dist_tensor_1d(big, DIST_FLOAT32, 6), out = dist_tensor_1d(small, DIST_FLOAT32, 2);
+  rc = dist_reduce_scatter_tensor(&out, &in, DIST_SUM, NULL, NULL);
+  m = dist_errmsg(rc, NULL);
+  CHECK(ctx, rc == DIST_E_INVAL && strstr(m, "the input has 6 elements, expected 4 (group size 2 "
+                                             "x the output's 2)") && !strstr(m, "large"),
+        "reduce_scatter_tensor: %s: %s", dist_status_name(rc), m);
   dist_test_finish();
   return 0;
 }
@@ -96,4 +106,74 @@ Test(core_firsthour, a_failed_work_leaves_its_message_on_the_group_shm, .timeout
 
 Test(core_firsthour, a_failed_work_leaves_its_message_on_the_group_tcp, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, work_msg_rank, "tcp", 40), 0, "%s", dist_test_report());
+}
+
+/* A failure relayed from rank to rank names its origin once: one "seen by"
+ * line at most, never "rank 0 failed: ... rank 2 failed: ..." (issue #9,
+ * one voice). Rank 2 leaves; ranks 0 and 1 wait for it in an all_reduce. */
+static int relay_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRANSPORT", (const char *)ctx->arg, 1);
+  setenv("DIST_TEST_TIMEOUT_MS", "20000", 1);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  CHECK_OK(ctx, dist_barrier(NULL, NULL));
+  if (ctx->rank == 2)
+    _exit(0); /* gone without a word */
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  const char *m = dist_errmsg(rc, NULL);
+  CHECK(ctx, rc == DIST_E_PEER_LOST, "all_reduce: %s: %s", dist_status_name(rc), m);
+  CHECK(ctx, strncmp(m, "peer lost in group 0 (default, 3 ranks) at ALL_REDUCE #2: ", 58) == 0,
+        "header: %s", m);
+  CHECK(ctx, strstr(m, "rank 2 (host "), "the lost rank is not named: %s", m);
+  CHECK(ctx, !strstr(m, "failed: ALL_REDUCE") && !strstr(m, " reported: ") &&
+                 count_of(m, " in group ") == 1 && count_of(m, "seen by") <= 1 &&
+                 count_of(m, "ALL_REDUCE #2") == 1,
+        "the origin is not named once: %s", m);
+  dist_destroy_process_group(NULL);
+  return 0;
+}
+
+Test(core_firsthour, a_relayed_failure_names_its_origin_once_shm, .timeout = 60) {
+  dist_test_opts o = {.n = 3, .fn = relay_rank, .arg = "shm", .timeout_s = 40, .kill_rank = -1};
+  dist_test_result r;
+  dist_test_run(&o, &r);
+  for (int i = 0; i < 2; i++)
+    cr_expect_eq(r.exit_code[i], 0, "rank %d:\n%s", i, r.report);
+}
+
+Test(core_firsthour, a_relayed_failure_names_its_origin_once_tcp, .timeout = 60) {
+  dist_test_opts o = {.n = 3, .fn = relay_rank, .arg = "tcp", .timeout_s = 40, .kill_rank = -1};
+  dist_test_result r;
+  dist_test_run(&o, &r);
+  for (int i = 0; i < 2; i++)
+    cr_expect_eq(r.exit_code[i], 0, "rank %d:\n%s", i, r.report);
+}
+
+/* Two ranks that both believe they are the root of a small broadcast: each
+ * returns once its data is out (status.h, known limit), and the next
+ * collective fails on both with the root report, over TCP as over shared
+ * memory, instead of timing out naming no root. */
+static int two_roots_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRANSPORT", (const char *)ctx->arg, 1);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_broadcast(&t, ctx->rank, NULL, NULL));
+  int rc = dist_barrier(NULL, NULL);
+  const char *m = dist_errmsg(rc, NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC, "barrier: %s: %s", dist_status_name(rc), m);
+  CHECK(ctx, strstr(m, "at BARRIER #2: ") && strstr(m, "BROADCAST #1") &&
+                 (strstr(m, "ranks disagree on the root") || strstr(m, "root rank")),
+        "the report does not name the roots: %s", m);
+  dist_destroy_process_group(NULL);
+  return 0;
+}
+
+Test(core_firsthour, two_roots_of_a_small_broadcast_fail_the_next_call_tcp, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, two_roots_rank, "tcp", 40), 0, "%s", dist_test_report());
+}
+
+Test(core_firsthour, two_roots_of_a_small_broadcast_fail_the_next_call_shm, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, two_roots_rank, "shm", 40), 0, "%s", dist_test_report());
 }

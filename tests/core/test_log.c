@@ -150,3 +150,72 @@ Test(core_log, log_file_pattern_expands_host_pid_and_rank, .timeout = 10) {
   unsetenv("DIST_LOG_FILE");
   unsetenv("RANK");
 }
+
+/* Issue #9, defect 3: every DIST_ variable with a bad value gets one
+ * warning per process naming it, the value, what is accepted and what is
+ * used; DIST_TIMEOUT takes the forms a user types. */
+Test(core_log, a_bad_variable_warns_once_per_process, .timeout = 10) {
+  clear_env();
+  setenv("DIST_DEBUG", "BOGUS", 1);
+  dist_log_set_sink(capture, NULL);
+  n_lines = 0;
+  dist_set_debug_level_from_env();
+  dist_set_debug_level_from_env(); /* distrun reads it again: still one line */
+  setenv("DIST_TIMEOUT", "abc", 1);
+  cr_assert_eq(dist__default_timeout_ms(), DIST_DEFAULT_TIMEOUT_MS);
+  cr_assert_eq(dist__default_timeout_ms(), DIST_DEFAULT_TIMEOUT_MS);
+  dist_log_set_sink(NULL, NULL);
+  unsetenv("DIST_DEBUG");
+  unsetenv("DIST_TIMEOUT");
+  cr_assert_eq(n_lines, 2, "%d lines, want one per variable: %s | %s", n_lines, lines[0],
+               lines[1]);
+  cr_assert(strstr(lines[0], "DIST_DEBUG='BOGUS' is not valid: accepted: OFF, INFO, DETAIL; "
+                             "using OFF"), "%s", lines[0]);
+  cr_assert(strstr(lines[1], "DIST_TIMEOUT='abc' is not valid: accepted: seconds") &&
+                strstr(lines[1], "30s, 2m") && strstr(lines[1], "using 600 s"),
+            "%s", lines[1]);
+}
+
+Test(core_log, dist_timeout_takes_the_forms_a_user_types, .timeout = 10) {
+  clear_env();
+  const char *in[] = {"1.5", "30s", "2m", "500ms", "1h", "45"};
+  const int64_t want[] = {1500, 30000, 120000, 500, 3600000, 45000};
+  for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+    setenv("DIST_TIMEOUT", in[i], 1);
+    cr_expect_eq(dist__default_timeout_ms(), want[i], "DIST_TIMEOUT=%s", in[i]);
+  }
+  const char *bad[] = {"2s5", "-3", "0", "1.5x", "m"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("DIST_TIMEOUT", bad[i], 1);
+    cr_expect_eq(dist__default_timeout_ms(), DIST_DEFAULT_TIMEOUT_MS, "DIST_TIMEOUT=%s", bad[i]);
+  }
+  unsetenv("DIST_TIMEOUT");
+}
+
+/* Issue #9, defect 9: DIST_LOG_FILE in a missing directory is said once,
+ * and the lines go to stderr instead of nowhere. */
+Test(core_log, a_log_file_that_cannot_be_opened_is_said_and_stderr_used, .timeout = 10) {
+  char tmp[] = "/tmp/dist-stderr-XXXXXX";
+  int fd = mkstemp(tmp);
+  cr_assert(fd >= 0);
+  int saved = dup(STDERR_FILENO);
+  dup2(fd, STDERR_FILENO);
+  clear_env();
+  setenv("DIST_LOG_FILE", "/nonexistent-dist-dir/run-%r.log", 1);
+  dist_set_debug_level_from_env();
+  DIST_LOG(WARNING, CORE, "first line");
+  DIST_LOG(WARNING, CORE, "second line");
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  unsetenv("DIST_LOG_FILE");
+  char buf[4096] = "";
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  close(fd);
+  unlink(tmp);
+  cr_assert(n > 0, "nothing on stderr");
+  buf[n] = '\0';
+  const char *w = strstr(buf, "DIST_LOG_FILE='/nonexistent-dist-dir/run-%r.log': cannot open");
+  cr_assert(w && strstr(w, "logging to stderr"), "%s", buf);
+  cr_assert(!strstr(strstr(w, "cannot open") + 1, "cannot open"), "said twice: %s", buf);
+  cr_assert(strstr(buf, "first line") && strstr(buf, "second line"), "%s", buf);
+}

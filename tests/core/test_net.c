@@ -165,3 +165,14 @@ Test(net, local_address_follows_DIST_SOCKET_IFNAME_or_the_route, .timeout = 10) 
   cr_assert(strstr(e.msg, "nope0"), "%s", e.msg);
   unsetenv("DIST_SOCKET_IFNAME");
 }
+
+/* One loopback test for the store client and the rendezvous (there were
+ * two, one without brackets). */
+Test(net, loopback_hosts_are_recognised_bare_and_bracketed, .timeout = 10) {
+  const char *yes[] = {"127.0.0.1", "127.4.5.6", "::1", "[::1]", "localhost"};
+  const char *no[] = {"10.0.0.1", "0.0.0.0", "::", "[2001:db8::1]", "example.org", ""};
+  for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+    cr_assert(dist__net_is_loopback(yes[i]), "%s", yes[i]);
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+    cr_assert(!dist__net_is_loopback(no[i]), "%s", no[i]);
+}

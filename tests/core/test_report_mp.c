@@ -17,11 +17,15 @@
 
 #include "mp.h"
 
-/* Not yet here: two ranks that both believe they are a small broadcast's
- * root. Neither waits for a reader, so shared memory catches it only at the
- * next collective and TCP not at all (issue #9's last open point). */
-enum { C_COUNT, C_DTYPE, C_OP, C_REDOP, C_SPLIT, C_P2P, N_CASES };
-static const char *const case_name[N_CASES] = {"count", "dtype", "op", "redop", "split", "p2p"};
+/* The root case is a broadcast of 256 KiB: two ranks that both believe
+ * they are the root of a small one (one that fits a shared-memory line or
+ * TCP's eager size) return before any reader could object, and are caught
+ * only at their next collective (status.h's open point). */
+enum { C_COUNT, C_DTYPE, C_OP, C_REDOP, C_ROOT, C_SPLIT, C_P2P, N_CASES };
+static const char *const case_name[N_CASES] = {"count", "dtype", "op",  "redop",
+                                                "root",  "split", "p2p"};
+#define ROOT_N (1 << 16)
+static float root_buf[ROOT_N];
 
 typedef struct run_arg {
   const char *transport;
@@ -50,6 +54,10 @@ static int run_case(int k, int gr, dist_pg *g) {
   }
   case C_REDOP:
     return dist_all_reduce(&t4, gr ? DIST_MAX : DIST_SUM, g, NULL);
+  case C_ROOT: { /* both ranks believe they are the root */
+    dist_tensor t = dist_tensor_1d(root_buf, DIST_FLOAT32, ROOT_N);
+    return dist_broadcast(&t, gr ? 2 : 1, g, NULL);
+  }
   case C_SPLIT: {
     /* Rank 1 sends 3 elements to rank 2, which expects 2 from it. */
     int64_t in1[2] = {2, 3}, in2[2] = {2, 2}, outs[2] = {2, 2};
@@ -150,6 +158,8 @@ static const char *const must[N_CASES][3] = {
     {"ranks disagree on the operation", "ALL_REDUCE float32[4] op=SUM",
      "ALL_GATHER_INTO_TENSOR float32[4]"},
     {"ranks disagree on the reduce op", "op=SUM", "op=MAX"},
+    {"ranks disagree on the root", "BROADCAST float32[65536] root 1 (262144 bytes)",
+     "BROADCAST float32[65536] root 2 (262144 bytes)  <- root differs"},
     {"ranks disagree on the split size", "float32[3] to rank 2", "float32[2] from rank 1"},
     {"ranks disagree on the size", "SEND #1 float32[8] to rank 2", "RECV #1 float32[4] from rank 1"},
 };
@@ -162,7 +172,7 @@ Test(core_report, same_disagreement_reads_the_same_over_shm_and_tcp, .timeout = 
   snprintf(tcp.dir, sizeof tcp.dir, "%s", tmpl);
   cr_assert_eq(dist_test_ranks(3, report_rank, &shm, 90), 0, "shm: %s", dist_test_report());
   cr_assert_eq(dist_test_ranks(3, report_rank, &tcp, 90), 0, "tcp: %s", dist_test_report());
-  /* Groups 1..6 after the default group 0, one per case, on both runs. */
+  /* Groups 1..7 after the default group 0, one per case, on both runs. */
   for (int k = 0; k < N_CASES; k++)
     for (int rank = 1; rank <= 2; rank++) {
       char *a = slurp(tmpl, "shm", k, rank), *b = slurp(tmpl, "tcp", k, rank);

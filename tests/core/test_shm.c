@@ -405,7 +405,9 @@ Test(core_shm, random_mix_with_single_copy_transfers_on_2_to_4_ranks, .timeout =
 }
 
 /* Megabytes through the default slots: every large path pipelines, and
- * copies out with streaming stores (forced on from 64 KiB). */
+ * copies out with streaming stores (forced on from 64 KiB). Broadcasts go
+ * single-copy up to DIST_SHM_BCAST_DIRECT_KB (4 MiB), so one of 5 MiB
+ * drives the staged broadcast at default settings. */
 Test(core_shm, large_messages_pipeline_through_many_steps, .timeout = 240) {
   unsetenv("DIST_SHM_SLOT_KB");
   unsetenv("DIST_SHM_SMALL_BYTES");
@@ -417,6 +419,7 @@ Test(core_shm, large_messages_pipeline_through_many_steps, .timeout = 240) {
                               DIST_OP_REDUCE, DIST_OP_SCATTER, DIST_OP_GATHER};
   for (size_t k = 0; k < sizeof big / sizeof big[0]; k++)
     add(pl, big[k], k % 2 ? DIST_FLOAT32 : DIST_BFLOAT16, 700001, 1, k);
+  add(pl, DIST_OP_BROADCAST, DIST_FLOAT32, (5 << 20) / 4 + 3, 1, 1);
   run_plan(pl, 2, 200);
   pl->ncases = 0;
   for (size_t k = 0; k < sizeof big / sizeof big[0]; k++)

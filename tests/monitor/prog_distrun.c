@@ -17,6 +17,9 @@
  *   demo             rendezvous; every rank sets a key and reads all others
  *   lines            two lines on stdout, one on stderr, then an unfinished
  *                    line, exit 0
+ *   leave R          init the default group, barrier; rank R returns 0 at
+ *                    once, the others all_reduce with it and exit 2 when
+ *                    that fails (a rank that ends while others need it)
  *   react R          rank R touches 512 MiB, then SIGKILLs itself; the others
  *                    hold a connection to it and exit 2 the moment it closes
  *                    (a peer-lost error), which is before its exit is
@@ -194,6 +197,19 @@ static int mode_react(int who) {
   return 2;
 }
 
+static int mode_leave(int who) {
+  if (dist_init_process_group(NULL) != DIST_OK || dist_barrier(NULL, NULL) != DIST_OK)
+    return 1;
+  if (dist_get_rank(NULL) == who)
+    return 0; /* ends early, without a word */
+  float v[4] = {1, 2, 3, 4};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  if (rc != DIST_OK)
+    fprintf(stderr, "%s\n", dist_errmsg(rc, NULL));
+  return rc == DIST_OK ? 0 : 2;
+}
+
 static int mode_demo(void) {
   dist__rdzv r;
   if (rendezvous(&r) != DIST_OK)
@@ -249,6 +265,8 @@ int main(int argc, char **argv) {
     return mode_lines();
   if (!strcmp(m, "react"))
     return mode_react(a);
+  if (!strcmp(m, "leave"))
+    return mode_leave(a);
   fprintf(stderr, "usage: %s env|wait|block|exit R CODE|stubborn R CODE|watch R CODE|demo|lines\n", argv[0]);
   return !(argc > 1 && !strcmp(m, "--help")) ? 2 : 0;
 }

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,9 +71,14 @@ static double outer_timeout_s(void) {
 #ifdef CRITLITE_CRITERION_H
   return critlite_current_timeout;
 #else
-  if (criterion_current_test && criterion_current_test->data)
-    return criterion_current_test->data->timeout;
-  return 0;
+  /* Criterion lays its extra data out packed in a section: read the field
+   * by copying, not through a misaligned member access. */
+  const struct criterion_test *t = criterion_current_test;
+  double timeout = 0;
+  if (t && t->data)
+    memcpy(&timeout, (const char *)t->data + offsetof(struct criterion_test_extra_data, timeout),
+           sizeof timeout);
+  return timeout;
 #endif
 }
 

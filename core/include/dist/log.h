@@ -1,6 +1,6 @@
 /* log.h - logging levels, subsystems, the replaceable sink and debug levels.
  *
- * The effective level follows torch's matrix (DESIGN.md, Environment):
+ * The effective level follows torch's matrix (ARCHITECTURE.md, Logging):
  *   DIST_LOG_LEVEL=ERROR -> error; WARNING (default) -> warning;
  *   INFO -> info; INFO with DIST_DEBUG=INFO -> debug;
  *   INFO with DIST_DEBUG=DETAIL -> trace.

@@ -32,12 +32,11 @@
  *            <field>", field one of: operation, dtype, count, reduce op,
  *            root, split size (all_to_all), size (point-to-point).
  *   ranks    Global ranks, always. When the group rank differs it follows:
- *            "rank 5 (group rank 1)". Lines go in ascending rank
- *            order and do not depend on which rank writes them, so every
- *            rank, and a rank relaying another's report, say the same. A
- *            peer's host and pid are given where they
- *            help find the process (a lost peer, a rank that never came):
- *            "rank 2 (host n1, pid 4711)".
+ *            "rank 5 (group rank 1)". Lines go in ascending rank order and
+ *            do not depend on which rank writes them, so every rank, and a
+ *            rank relaying another's report, say the same. A peer's host
+ *            and pid are given where they help find the process (a lost
+ *            peer, a rank that never came): "rank 2 (host n1, pid 4711)".
  *   values   In the vocabulary of dist_coll_describe (backend.h): the
  *            operation, dtype[count] of each rank's tensor (count = the
  *            tensor this rank passes: the input, or the output for
@@ -58,11 +57,17 @@
  *       rank 1: ALL_REDUCE float32[5] op=SUM (20 bytes)  <- count differs
  *
  * and a group of global ranks 4 and 5 described "tp" whose two ranks both
- * believe they are the broadcast's root:
+ * believe they are the root of a 256 KiB broadcast:
  *
  *     desync in group 2 (tp, 2 ranks) at BROADCAST #1: ranks disagree on the root
- *       rank 4 (group rank 0): BROADCAST float32[8] root 4 (32 bytes)
- *       rank 5 (group rank 1): BROADCAST float32[8] root 5 (32 bytes)  <- root differs
+ *       rank 4 (group rank 0): BROADCAST float32[65536] root 4 (262144 bytes)
+ *       rank 5 (group rank 1): BROADCAST float32[65536] root 5 (262144 bytes)  <- root differs
+ *
+ * Known limit: the root of a small broadcast or scatter (one that fits a
+ * shared-memory line, or TCP's eager size, 64 KiB) returns once its data is
+ * out, without waiting for readers. Ranks that both believe they are its
+ * root therefore both return DIST_OK, and their next collective fails with
+ * DIST_E_DESYNC, naming the earlier call and both roots.
  *
  * A desync in the checking layer (wrapper_pg) groups ranks that agree
  * ("ranks 0,2-3: ALL_REDUCE float32[1024] op=SUM") and adds a "called from"
@@ -70,10 +75,11 @@
  * (init, stores, distrun) keep their one-line messages, which name the
  * variable, key, rank or file at fault.
  *
- * Logging. A failure is logged once, at ERROR (DESIGN.md: reports users
- * must see are WARNING or ERROR), by the rank that meets it, with the same
- * text it returns; a relayed or repeated failure (an operation on a group
- * broken by an earlier one) is logged at DEBUG only. */
+ * Logging. Each rank logs its failure once, at ERROR (ARCHITECTURE.md:
+ * reports users must see are WARNING or ERROR), with the text it returns;
+ * the engine that found it logs at DEBUG only, and a failure that merely
+ * repeats an earlier one (a call on a group that one broke) is logged at
+ * DEBUG. */
 #ifndef DIST_STATUS_H
 #define DIST_STATUS_H
 

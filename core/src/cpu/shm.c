@@ -29,10 +29,8 @@
 
 static int64_t tunable(const char *name, int64_t dflt) {
   int64_t v;
-  if (dist__env_int(name, 0, 10000000, dflt, &v) != DIST_OK) {
-    DIST_LOG(WARNING, SHM, "%s; using %" PRId64, dist_last_errmsg(), dflt);
-    return dflt;
-  }
+  if (dist__env_int(name, 0, 10000000, dflt, &v) != DIST_OK)
+    return dflt; /* warned once (dist__env_warn) */
   return v;
 }
 

@@ -8,10 +8,13 @@
  * 16 KiB .. 12 MiB), broadcast up to DIST_SHM_BCAST_DIRECT_KB (4 MiB): there each
  * rank's own core does the only copy, where staging costs two. Small
  * pieces stay in the segment (the system call and page pinning cost more
- * than a copy), and so do very large ones and large broadcasts, where a
- * pipelined copy-in/copy-out through cache-resident slots keeps both
- * cores busy and beats the kernel's copy on this machine (measured with
- * 2 ranks against Open MPI's vader, which uses CMA throughout). The
+ * than a copy), and so do very large ones and broadcasts past 4 MiB, where
+ * a pipelined copy-in/copy-out through cache-resident slots keeps both
+ * cores busy. Up to 4 MiB a broadcast goes single-copy: the staged
+ * pipeline's cross-core copies run 3-4x slower in some minutes on this VM
+ * while the reader's one kernel copy does not (shm_seg.c has the figures,
+ * measured with 2 ranks against Open MPI's vader, which uses CMA
+ * throughout). The
  * kernel's copy runs at about half a user copy here (it pins and copies
  * 4 KiB at a time, with ordinary stores), so a direct piece costs its
  * reader about what the staged writer and reader spend together; the

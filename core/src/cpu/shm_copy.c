@@ -10,8 +10,9 @@
  *   all_gather  everyone stages its input; everyone reads everyone
  *   gather      the others stage; the root reads
  *   scatter     the root stages piece j in rank j's slot; j reads it
- * A rank's own piece is copied straight from input to output. Mid-size
- * broadcast, all_gather and gather go single-copy instead (shm_cma.c).
+ * A rank's own piece is copied straight from input to output. Broadcasts
+ * up to 4 MiB and mid-size all_gather and gather go single-copy instead
+ * (shm_cma.c).
  *
  * A broadcast or scatter that fits one staged step runs with a deferred
  * wait (shm_int.h): the root stages, posts and returns, the readers wait
@@ -112,9 +113,10 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
    * single-copy (from 1 KiB on). */
   if (nb <= SHM_INLINE && s->size > 1)
     return broadcast_lazy(s, op, &k, buf, nb);
-  /* Single copy pays off for broadcast only up to mid sizes: beyond, the
-   * root's copy-in and the readers' copy-out run on different cores at
-   * once, which a single reader-side copy cannot match. */
+  /* Single copy up to DIST_SHM_BCAST_DIRECT_KB (4 MiB): the readers' one
+   * kernel copy holds its speed where the staged pipeline's cross-core
+   * copies on this VM slow down 3-4x in some minutes (shm_seg.c). Past it
+   * the pipeline's copy-in and copy-out on two cores at once win. */
   if (shm_direct(s, nb) && nb <= s->bcast_direct_max)
     return broadcast_direct(s, op, &k, buf, nb);
   size_t chunk = shm_chunk(s, nb, s->slot);

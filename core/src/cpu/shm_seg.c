@@ -37,10 +37,8 @@ static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 static int64_t env_or(const char *name, int64_t lo, int64_t hi, int64_t dflt) {
   int64_t v;
-  if (dist__env_int(name, lo, hi, dflt, &v) != DIST_OK) {
-    DIST_LOG(WARNING, SHM, "%s; using %" PRId64, dist_last_errmsg(), dflt);
-    return dflt;
-  }
+  if (dist__env_int(name, lo, hi, dflt, &v) != DIST_OK)
+    return dflt; /* warned once (dist__env_warn) */
   return v;
 }
 

@@ -183,9 +183,15 @@ int dist__shm_peer_failed(dist__shm *s, dist__cpu_op *op) {
     char who[160], label[96], msg[SHM_FAILMSG];
     memcpy(msg, s->peer[k].ctl->fail_msg, sizeof msg);
     msg[sizeof msg - 1] = '\0';
-    int rc = dist__shm_fail(s, op, code, "%s: %s failed: %s",
-                            dist__cpu_op_label(op->c, label, sizeof label),
-                            dist__cpu_peer_name(s->g, k, who, sizeof who), msg);
+    /* The origin is named once (status.h): the peer's report with one
+     * "seen by" line, never "rank 0 failed: rank 2 failed: ...". */
+    dist__cpu_op_label(op->c, label, sizeof label);
+    size_t n = strlen(label);
+    const char *body = !strncmp(msg, label, n) && !strncmp(msg + n, ": ", 2) ? msg + n + 2 : msg;
+    int rc = strstr(body, "\n  seen by ")
+                 ? dist__shm_fail(s, op, code, "%s: %s", label, body)
+                 : dist__shm_fail(s, op, code, "%s: %s\n  seen by %s", label, body,
+                                  dist__cpu_peer_name(s->g, k, who, sizeof who));
     if (code == DIST_E_PEER_LOST)
       report_dead_peers(s);
     return rc;

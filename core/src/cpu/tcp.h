@@ -86,12 +86,6 @@ void dist__tcp_req_free(dist__tcp_req *req);
 /* Drives progress for up to wait_ms (0: once, without blocking); for the
  * progress thread when requests are pending and nobody waits. */
 int dist__tcp_progress(dist__tcp *t, int64_t wait_ms);
-/* Requests still pending (sends not yet acknowledged, receives not yet
- * matched), plus connections with frames still queued (an ACK or ERROR the
- * peer has not taken yet): while it is not 0, someone should drive
- * progress. */
-int dist__tcp_pending(dist__tcp *t);
-
 /* Runs one collective over TCP to completion (every kind but SEND, RECV
  * and BATCH_P2P) by op->deadline_ms, with its message in op->err. One
  * collective at a time per group, on any one thread at a time. Ranks that

@@ -525,13 +525,24 @@ int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
   cc.t = t;
   cc.op = op;
   cc.c = op->c;
+  /* The descriptor first (no engine state), so the frame handlers know the
+   * running collective's from the moment it counts as running. */
+  int base_rc = set_base(&cc);
   pthread_mutex_lock(&t->mu);
   int rc = begin(t, &cc);
   if (rc == DIST_OK)
     rc = settle_late(&cc);
+  if (rc == DIST_OK && base_rc == DIST_OK && cc.base.kind == DIST_OP_BROADCAST &&
+      cc.base.root == t->g->rank) {
+    t->bcast = cc.base;
+    t->bcast_bytes = cc.base.total > 0 ? (size_t)cc.base.total * cc.esize : 0;
+    t->bcast_seq = cc.cseq;
+    if (__builtin_expect(t->unexp != NULL, 0))
+      dist__tcp_root_clash_queued(t);
+  }
   pthread_mutex_unlock(&t->mu);
   if (rc == DIST_OK)
-    rc = set_base(&cc);
+    rc = base_rc;
   if (rc == DIST_OK)
     rc = run_kind(&cc);
   pthread_mutex_lock(&t->mu);

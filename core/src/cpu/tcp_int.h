@@ -220,6 +220,9 @@ struct dist__tcp {
   uint64_t coll_seq;            /* number of the running / last collective */
   uint64_t failed_seq;          /* the last collective that failed here */
   bool coll_active;
+  tcp_desc bcast;               /* the last broadcast this rank was root of: */
+  size_t bcast_bytes;           /* its bytes and collective number, to refuse */
+  uint64_t bcast_seq;           /* a rival root's messages (root_clash) */
   tcp_batch late;               /* sends of small broadcasts, written, acks not yet waited for */
   int late_ops;                 /* ... of this many broadcasts */
   uint64_t err_seq;             /* an ERROR frame from a peer ... */
@@ -254,6 +257,10 @@ void dist__tcp_enqueue(dist__tcp *t, tcp_conn *c, tcp_item *it);
 bool dist__tcp_send_ctrl(dist__tcp *t, tcp_conn *c, const tcp_hdr *h, const char *text);
 /* The same for an ACK its sender does not wait for (TCP_HF_LAZY_ACK). */
 bool dist__tcp_send_lazy_ack(dist__tcp *t, tcp_conn *c, const tcp_hdr *h);
+/* A broadcast of which this rank is the root has started (t->active set):
+ * messages of it that arrived first from a rank that believes another is
+ * the root are refused now, as on arrival (t->mu held). */
+void dist__tcp_root_clash_queued(dist__tcp *t);
 /* Whether a sweep writes c's queue now: anything but lazy ACKs is queued,
  * or the connection is idle (nothing was read), or TCP_LAZY_MAX wait. */
 bool dist__tcp_flush_due(const tcp_conn *c, bool idle);

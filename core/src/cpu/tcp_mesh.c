@@ -51,23 +51,19 @@ static int hello_check(const dist__tcp *t, const tcp_hello *h, int lo, int hi,
   return DIST_OK;
 }
 
+/* A bad value is warned about once and its default used (dist__env_int
+ * leaves the default in place). */
 static int tunables(dist__tcp *t, dist__errbuf *err) {
+  (void)err;
   int64_t spin_us, eager, direct, segment, chunk, unexp_n, unexp_mb;
-  int rc = dist__env_int("DIST_TCP_SPIN_US", 0, 10000000, 50, &spin_us);
-  if (rc == DIST_OK)
-    rc = dist__env_int("DIST_TCP_EAGER_BYTES", 0, TCP_EAGER_HARD_MAX, 65536, &eager);
-  if (rc == DIST_OK)
-    rc = dist__env_int("DIST_TCP_DIRECT_BYTES", 0, INT64_MAX / 2, 256 << 10, &direct);
-  if (rc == DIST_OK)
-    rc = dist__env_int("DIST_TCP_SEGMENT_BYTES", 1024, 1 << 30, 512 << 10, &segment);
-  if (rc == DIST_OK)
-    rc = dist__env_int("DIST_TCP_IO_CHUNK", 4096, 1 << 30, 1 << 20, &chunk);
-  if (rc == DIST_OK) /* point-to-point messages sent ahead of their receives */
-    rc = dist__env_int("DIST_TCP_UNEXPECTED_MAX", 1, 1 << 24, 4096, &unexp_n);
-  if (rc == DIST_OK)
-    rc = dist__env_int("DIST_TCP_UNEXPECTED_MB", 1, 1 << 20, 64, &unexp_mb);
-  if (rc != DIST_OK)
-    return dist__err_set(err, rc, "%s", dist_last_errmsg());
+  dist__env_int("DIST_TCP_SPIN_US", 0, 10000000, 50, &spin_us);
+  dist__env_int("DIST_TCP_EAGER_BYTES", 0, TCP_EAGER_HARD_MAX, 65536, &eager);
+  dist__env_int("DIST_TCP_DIRECT_BYTES", 0, INT64_MAX / 2, 256 << 10, &direct);
+  dist__env_int("DIST_TCP_SEGMENT_BYTES", 1024, 1 << 30, 512 << 10, &segment);
+  dist__env_int("DIST_TCP_IO_CHUNK", 4096, 1 << 30, 1 << 20, &chunk);
+  /* point-to-point messages sent ahead of their receives */
+  dist__env_int("DIST_TCP_UNEXPECTED_MAX", 1, 1 << 24, 4096, &unexp_n);
+  dist__env_int("DIST_TCP_UNEXPECTED_MB", 1, 1 << 20, 64, &unexp_mb);
   t->io_chunk = (size_t)chunk;
   t->segment_bytes = (size_t)segment;
   t->spin_ns = spin_us * 1000;

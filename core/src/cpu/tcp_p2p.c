@@ -491,6 +491,50 @@ static bool refused(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
   return true;
 }
 
+/* A broadcast message for the running or last broadcast, of which this rank
+ * is the root: the sender believes another rank is the root (two ranks
+ * that both believe they are would otherwise each wait for a receiver that
+ * never comes). Fails the running broadcast with the report, and refuses
+ * the message so its sender fails with the same one (a small broadcast's
+ * root has returned: its next collective fails, naming it). t->mu held. */
+static bool root_clash(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
+  if (h->ctx != DIST_TCP_CTX_COLL || t->bcast_seq == 0 ||
+      (uint64_t)h->tag >> 16 != t->bcast_seq || h->kind != DIST_OP_BROADCAST ||
+      h->root == t->bcast.root)
+    return false;
+  dist__tcp_req me = {.d = t->bcast, .len = t->bcast_bytes, .coll = true};
+  tcp_desc hd = hdr_desc(h);
+  coll_report(t, &me, c->peer, &hd, (uint64_t)(h->total > 0 ? h->total : 0) *
+                  dist_dtype_size((dist_dtype)h->dtype), false);
+  if (t->coll_active && t->coll_seq == t->bcast_seq && t->err_rc == DIST_OK && me.msg) {
+    /* As a peer's report: the running collective fails with it. */
+    const char *body = strstr(me.msg, ": ");
+    snprintf(t->err_msg, sizeof t->err_msg, "%s", body ? body + 2 : me.msg);
+    t->err_rc = DIST_E_DESYNC;
+    t->err_seq = t->coll_seq;
+    t->completed = true;
+  }
+  dist__free(me.msg);
+  if (h->flags & TCP_HF_WANT_ACK || h->type == TCP_F_RTS)
+    answer(t, c, TCP_F_NACK, &me, h);
+  return true;
+}
+
+void dist__tcp_root_clash_queued(dist__tcp *t) {
+  tcp_umsg *prev = NULL;
+  for (tcp_umsg *u = t->unexp; u;) {
+    tcp_umsg *next = u->next;
+    if (root_clash(t, &t->conns[u->src], &u->h)) {
+      unlink_unexpected(t, prev, u);
+      dist__free(u->data);
+      dist__free(u);
+    } else {
+      prev = u;
+    }
+    u = next;
+  }
+}
+
 void dist__tcp_on_data(dist__tcp *t, tcp_conn *c) {
   const tcp_hdr *h = &c->rh;
   dist__tcp_req *r = match_posted(t, c->peer, h);
@@ -511,7 +555,7 @@ void dist__tcp_on_data(dist__tcp *t, tcp_conn *c) {
     return;
   }
   /* Unexpected: its length passed the eager bound in the header check. */
-  if (refused(t, c, h)) {
+  if (root_clash(t, c, h) || refused(t, c, h)) {
     dist__tcp_expect_body(c, NULL, h->len);
     return;
   }
@@ -569,7 +613,7 @@ void dist__tcp_on_rts(dist__tcp *t, tcp_conn *c) {
     take_unexpected(t, c, r, &c->rh, NULL);
     return;
   }
-  if (refused(t, c, &c->rh))
+  if (root_clash(t, c, &c->rh) || refused(t, c, &c->rh))
     return;
   tcp_umsg *u = dist__calloc(1, sizeof *u);
   if (!u) {
@@ -622,6 +666,20 @@ bool dist__tcp_on_body(dist__tcp *t, tcp_conn *c) {
   return true;
 }
 
+/* The receiver dropped send r: it holds its bound of unexpected messages
+ * (refused() on its side). */
+static void on_refused(dist__tcp *t, tcp_conn *c, dist__tcp_req *r) {
+  char lb[64], nb[160];
+  set_fail(r, DIST_E_BACKEND,
+           "%s to %s: refused: the receiver already holds %lld messages (%llu bytes) sent "
+           "ahead of its receives, its bound (DIST_TCP_UNEXPECTED_MAX, DIST_TCP_UNEXPECTED_MB)",
+           dist__tcp_req_label(r, lb, sizeof lb),
+           dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb), (long long)c->rh.count,
+           (unsigned long long)c->rh.size);
+  if (!r->item)
+    finish(t, r);
+}
+
 void dist__tcp_on_sent(dist__tcp *t, dist__tcp_req *r, int type) {
   if (type == TCP_F_RTS)
     return; /* now waiting for CTS */
@@ -637,22 +695,14 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
   dist__tcp_req *r = find_by_id(t, true, c->peer, h->msg_id, -1);
   if (!r)
     return; /* a send that was released meanwhile */
+  if (nack && (h->flags & TCP_HF_REFUSED)) {
+    on_refused(t, c, r);
+    return;
+  }
   if (!nack) {
     if (r->item)
       r->want_ack = false; /* acknowledged already: done once written */
     else
-      finish(t, r);
-    return;
-  }
-  if (h->flags & TCP_HF_REFUSED) {
-    char lb[64], nb[160];
-    set_fail(r, DIST_E_BACKEND,
-             "%s to %s: refused: the receiver already holds %lld messages (%llu bytes) sent "
-             "ahead of its receives, its bound (DIST_TCP_UNEXPECTED_MAX, DIST_TCP_UNEXPECTED_MB)",
-             dist__tcp_req_label(r, lb, sizeof lb),
-             dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb), (long long)h->count,
-             (unsigned long long)h->size);
-    if (!r->item)
       finish(t, r);
     return;
   }

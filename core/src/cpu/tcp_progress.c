@@ -409,17 +409,3 @@ int dist__tcp_progress(dist__tcp *t, int64_t wait_ms) {
   return rc;
 }
 
-int dist__tcp_pending(dist__tcp *t) {
-  if (!t)
-    return 0;
-  pthread_mutex_lock(&t->mu);
-  int n = 0;
-  for (dist__tcp_req *r = t->reqs; r; r = r->next)
-    n += r->state != RQ_DONE;
-  /* Frames still queued (an ERROR or ACK the peer has not taken yet) need
-   * progress too. */
-  for (int p = 0; p < t->g->size; p++)
-    n += p != t->g->rank && !t->conns[p].gone && t->conns[p].sq != NULL;
-  pthread_mutex_unlock(&t->mu);
-  return n;
-}

@@ -14,8 +14,8 @@
  *           sends its finished block to every other (all-gather): 2 (n-1)/n
  *           x the data each way, like a ring but in two steps instead of
  *           2 (n-1). all_reduce pipelines it over segments of n blocks of
- *           DIST_TCP_SEGMENT_BYTES (default 1 MiB), so reductions overlap
- *           the transfers.
+ *           DIST_TCP_SEGMENT_BYTES (default 512 KiB, tcp_mesh.c), so
+ *           reductions overlap the transfers.
  * reduce uses the same two schedules with the root as the only receiver
  * of the whole (or of the gathered blocks). Scratch memory is the
  * engine's, kept between calls, so large collectives do not pay for fresh
