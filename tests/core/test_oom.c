@@ -9,6 +9,7 @@
  * different site would wait for its peer until the group's timeout. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dist_int.h"
