@@ -43,11 +43,11 @@ typedef struct sup {
   int status;     /* -1 until the first failure */
   char cause[768];
   bool ending;
-  char events[4096];  /* watcher events read so far: an unfinished line */
-  size_t events_len;
   int nodes_done;
   int sigfd;
   struct pollfd *pfd;
+  char events[4096];  /* watcher events read so far: an unfinished line */
+  size_t events_len;
 } sup;
 
 static const char *status_words(int st) {
