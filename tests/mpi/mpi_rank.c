@@ -13,10 +13,14 @@
  *   mpi_rank timeout_sync  rank 1 skips a synchronous all_reduce, which
  *                      runs in MPI's blocking call: the watchdog reports it
  *                      and ends the job with MPI_Abort
+ *   mpi_rank abort     rank 1 skips an asynchronous all_reduce; rank 0
+ *                      aborts the group from another thread: the work fails
+ *                      with DIST_E_ABORTED and the reason, later calls too
  *   mpi_rank desync    (run with DIST_DEBUG=DETAIL) rank 1 all_reduces 8
  *                      elements, the others 4: every rank fails with
  *                      DIST_E_DESYNC and prints the checking layer's report;
  *                      buffers untouched; a later call that agrees runs */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +89,42 @@ static int timeout_case(dist_test_ctx *ctx, bool sync) {
   return 0;
 }
 
+static void *aborter(void *arg) {
+  dist_abort_group(arg, "the test aborts it");
+  return NULL;
+}
+
+static int abort_case(dist_test_ctx *ctx) {
+  if (init(ctx, 60000))
+    return 1;
+  dist_store *st = dist_get_default_store();
+  if (ctx->rank == 1) {
+    void *val = NULL;
+    size_t len = 0;
+    dist_store_set_timeout(st, 60000);
+    CHECK_OK(ctx, dist_store_get(st, "test/seen", &val, &len));
+    dist_free(val);
+    return 0;
+  }
+  float v[4] = {1, 2, 3, 4};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  dist_work *w = NULL;
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, &w));
+  pthread_t th;
+  CHECK(ctx, pthread_create(&th, NULL, aborter, NULL) == 0, "pthread_create");
+  int rc = dist_work_wait(w, 30000);
+  pthread_join(th, NULL);
+  CHECK(ctx, rc == DIST_E_ABORTED && strstr(dist_work_errmsg(w), "the test aborts it"),
+        "work: %s: %s", dist_status_name(rc), dist_work_errmsg(w));
+  dist_work_free(w);
+  rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  CHECK(ctx, rc == DIST_E_ABORTED, "after the abort: %s", dist_status_name(rc));
+  printf("rank 0 aborted: %s\n", dist_pg_errmsg(NULL));
+  fflush(stdout);
+  CHECK_OK(ctx, dist_store_set(st, "test/seen", "1", 1));
+  return 0;
+}
+
 static int desync_case(dist_test_ctx *ctx) {
   if (init(ctx, 60000))
     return 1;
@@ -114,12 +154,14 @@ int main(int argc, char **argv) {
   int rc;
   if (!strcmp(mode, "suite"))
     rc = suite(&ctx);
+  else if (!strcmp(mode, "abort"))
+    rc = abort_case(&ctx);
   else if (!strcmp(mode, "desync"))
     rc = desync_case(&ctx);
   else if (!strcmp(mode, "timeout") || !strcmp(mode, "timeout_sync"))
     rc = timeout_case(&ctx, !strcmp(mode, "timeout_sync"));
   else
-    rc = FAIL(&ctx, "unknown mode '%s' (suite, timeout, timeout_sync, desync)", mode);
+    rc = FAIL(&ctx, "unknown mode '%s' (suite, timeout, timeout_sync, abort, desync)", mode);
   fflush(stdout);
   return rc;
 }

@@ -122,6 +122,16 @@ Test(mpi, missing_rank_in_a_blocking_call_is_reported_by_the_watchdog, .timeout 
   cr_assert(!(WIFEXITED(out.status) && WEXITSTATUS(out.status) == 0), "%s", out.text);
 }
 
+Test(mpi, abort_from_another_thread_fails_pending_work, .timeout = 120) {
+  static run_out out;
+  mpirun(2, "abort", 100, &out);
+  cr_assert(out.status != -1, "still running at the deadline:\n%s", out.text);
+  cr_assert(strstr(out.text, "rank 0 aborted: ") && strstr(out.text, "the test aborts it"), "%s",
+            out.text);
+  /* MPI still holds the aborted all_reduce: the job ends with MPI_Abort. */
+  cr_assert(strstr(out.text, "ending the job with MPI_Abort"), "%s", out.text);
+}
+
 /* At DIST_DEBUG=DETAIL the checking layer wraps the mpi backend's groups as
  * the cpu backend's (its exchange rides a helper cpu group): a count that
  * differs fails every rank with the same report, and the suite raises no
