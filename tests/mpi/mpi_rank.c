@@ -83,8 +83,8 @@ static int timeout_case(dist_test_ctx *ctx, bool sync) {
   const char *cause = strstr(first, "ALL_REDUCE float32[4]");
   CHECK(ctx, rc == DIST_E_TIMEOUT && cause && strstr(dist_pg_errmsg(NULL), cause),
         "the next call gave %s: %s", dist_status_name(rc), dist_pg_errmsg(NULL));
-  printf("rank 0 saw: %s\n", first);
-  fflush(stdout);
+  /* stderr, as the MPI_Abort note: mpirun keeps one stream's order */
+  fprintf(stderr, "rank 0 saw: %s\n", first);
   CHECK_OK(ctx, dist_store_set(st, "test/seen", "1", 1));
   return 0;
 }
@@ -119,8 +119,7 @@ static int abort_case(dist_test_ctx *ctx) {
   dist_work_free(w);
   rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
   CHECK(ctx, rc == DIST_E_ABORTED, "after the abort: %s", dist_status_name(rc));
-  printf("rank 0 aborted: %s\n", dist_pg_errmsg(NULL));
-  fflush(stdout);
+  fprintf(stderr, "rank 0 aborted: %s\n", dist_pg_errmsg(NULL));
   CHECK_OK(ctx, dist_store_set(st, "test/seen", "1", 1));
   return 0;
 }
