@@ -10,6 +10,7 @@
  * group, an asynchronous NCCL error does the same, an abort fails pending
  * work. Tensors carry host pointers: the fake never touches them. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,18 +27,23 @@ static ncclResult_t async_state;     /* what CommGetAsyncError answers */
 static int n_event_queries;
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER; /* the progress thread logs too */
 static void logf_(const char *fmt, ...) {
+  pthread_mutex_lock(&log_lock);
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(log_buf + log_len, sizeof log_buf - log_len, fmt, ap);
   va_end(ap);
   if (n > 0 && log_len + (size_t)n < sizeof log_buf)
     log_len += (size_t)n;
+  pthread_mutex_unlock(&log_lock);
 }
 
 static void clear_log(void) {
+  pthread_mutex_lock(&log_lock);
   log_len = 0;
   log_buf[0] = '\0';
+  pthread_mutex_unlock(&log_lock);
 }
 
 static float b0[64], b1[64], b2[64], b3[64]; /* "device" buffers */
@@ -72,7 +78,7 @@ static ncclResult_t f_abort(ncclComm_t c) { (void)c; logf_("CommAbort\n"); retur
 static ncclResult_t f_destroy(ncclComm_t c) { (void)c; logf_("CommDestroy\n"); return ncclSuccess; }
 static ncclResult_t f_async(ncclComm_t c, ncclResult_t *e) {
   (void)c;
-  *e = async_state;
+  *e = __atomic_load_n(&async_state, __ATOMIC_SEQ_CST);
   return ncclSuccess;
 }
 static const char *f_nccl_str(ncclResult_t r) { return r == ncclSystemError ? "fake system error" : "fake"; }
@@ -139,11 +145,11 @@ static cudaError_t f_count(int *n) { *n = 1; return cudaSuccess; }
 static cudaError_t f_setdev(int d) { logf_("SetDevice %d\n", d); return cudaSuccess; }
 static cudaError_t f_screate(cudaStream_t *s, unsigned f) { (void)f; *s = (cudaStream_t)(uintptr_t)0x5; return cudaSuccess; }
 static cudaError_t f_sdestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
-static int n_events;
-static cudaError_t f_ecreate(cudaEvent_t *e, unsigned f) { (void)f; *e = (cudaEvent_t)(uintptr_t)(0x100 + ++n_events); return cudaSuccess; }
+static int n_events; /* events alive (atomic: the progress thread destroys them) */
+static cudaError_t f_ecreate(cudaEvent_t *e, unsigned f) { (void)f; *e = (cudaEvent_t)(uintptr_t)(0x100 + __atomic_add_fetch(&n_events, 1, __ATOMIC_SEQ_CST)); return cudaSuccess; }
 static cudaError_t f_erecord(cudaEvent_t e, cudaStream_t s) { (void)e; (void)s; return cudaSuccess; }
 static cudaError_t f_equery(cudaEvent_t e) { (void)e; __atomic_add_fetch(&n_event_queries, 1, __ATOMIC_SEQ_CST); return __atomic_load_n(&event_state, __ATOMIC_SEQ_CST); }
-static cudaError_t f_edestroy(cudaEvent_t e) { (void)e; n_events--; return cudaSuccess; }
+static cudaError_t f_edestroy(cudaEvent_t e) { (void)e; __atomic_sub_fetch(&n_events, 1, __ATOMIC_SEQ_CST); return cudaSuccess; }
 static cudaError_t f_malloc(void **p, size_t n) { (void)n; *p = dev_scratch; return cudaSuccess; }
 static cudaError_t f_free(void *p) { (void)p; return cudaSuccess; }
 static const char *f_cuda_str(cudaError_t e) { (void)e; return "fake cuda error"; }
@@ -353,10 +359,9 @@ Test(nccl_fake, a_timeout_aborts_the_communicator_and_breaks_the_group, .timeout
   clear_log();
   rc = dist_broadcast(&t, 0, pg, NULL); /* fails at once, NCCL untouched */
   cr_assert_eq(rc, DIST_E_TIMEOUT);
-  /* The later call names itself in the header and carries the first
-   * failure's report. */
-  const char *body = strstr(first, "ALL_REDUCE float32");
-  cr_assert(body && strstr(dist_pg_errmsg(pg), body), "%s", dist_pg_errmsg(pg));
+  /* with the first failure's cause, under the broadcast's own header */
+  const char *cause = strstr(first, "ALL_REDUCE float32[4]");
+  cr_assert(cause && strstr(dist_pg_errmsg(pg), cause), "%s", dist_pg_errmsg(pg));
   cr_assert_str_eq(log_buf, "");
   clear_log();
   destroy_group();
@@ -401,6 +406,7 @@ Test(nccl_fake, async_works_complete_in_order_and_abort_fails_pending_ones, .tim
   cr_assert_str_eq(log_buf, "CommAbort\n");
   dist_work_free(p);
   destroy_group();
+  cr_assert_eq(__atomic_load_n(&n_events, __ATOMIC_SEQ_CST), 0, "events leaked");
 }
 
 Test(nccl_fake, host_tensors_are_refused, .timeout = 30) {

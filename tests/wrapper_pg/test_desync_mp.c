@@ -228,3 +228,35 @@ static int rs_rank(const dist_test_ctx *ctx) {
 Test(wrapper_pg_desync, reduce_scatter_counts_differ, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, rs_rank, NULL, 50), 0, "%s", dist_test_report());
 }
+
+/* --- DIST_SHOW_STACKTRACES=1: each rank's stack under its line ----------- */
+
+static int __attribute__((noinline)) stack_inner(const dist_test_ctx *ctx, dist_tensor *t) {
+  volatile int rc = dist_all_reduce(t, ctx->rank == 0 ? DIST_MIN : DIST_SUM, NULL, NULL);
+  return rc; /* not a tail call: this frame stays on the stack */
+}
+
+static int stack_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_SHOW_STACKTRACES", "1", 1);
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  int rc = stack_inner(ctx, &t);
+  const char *msg = dist_pg_errmsg(NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
+  /* Under each rank's line, its stack from the call down: the frame that
+   * made the call, then its caller. */
+  const char *r1 = strstr(msg, "\n  rank 1: ");
+  CHECK(ctx, r1, "no rank 1 line:\n%s", msg);
+  const char *f0 = strstr(r1, "\n      #0 " ME ":"), *f1 = strstr(r1, "\n      #1 " ME ":");
+  CHECK(ctx, f0 && f1 && strstr(f0, "in stack_inner()") && strstr(f1, "in stack_rank()"),
+        "stack frames:\n%s", msg);
+  CHECK(ctx, strstr(msg, "\n  rank 0: ") && strstr(strstr(msg, "\n  rank 0: "), "#0 " ME ":"),
+        "rank 0's stack:\n%s", msg);
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, show_stacktraces_adds_each_ranks_stack, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, stack_rank, NULL, 50), 0, "%s", dist_test_report());
+}

@@ -167,18 +167,25 @@ bool wpg_show_stacks(void) {
   return s && (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes"));
 }
 
-void wpg_site_stack(char *buf, size_t len) {
-  void *frames[32];
-  int n = backtrace(frames, 32);
+void wpg_site_stack(const void *caller, char *buf, size_t len) {
+  void *frames[48];
+  int n = backtrace(frames, 48);
   size_t off = 0;
   buf[0] = '\0';
+  /* The frames above the public call are this library's own: start at the
+   * frame that returns into the caller (all of them if none does). */
+  int first = 0;
+  for (int i = 0; i < n && caller; i++)
+    if (frames[i] == caller) {
+      first = i;
+      break;
+    }
   pthread_mutex_lock(&dw_lock);
   Dwfl *d = dw_open();
-  /* Frames 0-3 are this layer's own (stack, report, check, slot). */
-  for (int i = 4; i < n; i++) {
+  for (int i = first; i < n; i++) {
     char one[256];
     resolve_with(d, frames[i], one, sizeof one);
-    wpg_appendf(buf, len, &off, "      #%d %s\n", i - 4, one);
+    wpg_appendf(buf, len, &off, "      #%d %s\n", i - first, one);
   }
   if (d)
     dwfl_end(d);

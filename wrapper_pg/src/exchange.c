@@ -116,7 +116,7 @@ static void describe(const wpg *w, const dist_coll *c, bool seqs, detail *d) {
     }
   }
   if (wpg_show_stacks())
-    wpg_site_stack(d->extra, sizeof d->extra);
+    wpg_site_stack(c->caller, d->extra, sizeof d->extra);
 }
 
 static const char *field_of(void *arg, int cls, int major) {
@@ -190,6 +190,14 @@ static inline uint64_t roll(uint64_t h, uint64_t v) {
   return h * 0xbf58476d1ce4e5b9ull;
 }
 
+/* DETAIL with DIST_LOG_LEVEL=INFO: one trace line per checked operation. */
+static void trace(const wpg *w, const dist_coll *c) {
+  char v[320];
+  value(w, c, true, v, sizeof v);
+  dist_log(DIST_LOG_TRACE, DIST_SUBSYS_WPG, "group %d: %s: the %d ranks agree", w->info->group_id,
+           v, w->size);
+}
+
 int wpg_check_coll(wpg *w, const dist_coll *c) {
   int rc = wpg_helper_ensure(w);
   if (rc != DIST_OK)
@@ -208,5 +216,7 @@ int wpg_check_coll(wpg *w, const dist_coll *c) {
   w->have_prev = true;
   w->coll_count++;
   w->hist = roll(w->hist, wpg_fp_hash(&me));
+  if (__builtin_expect(dist_log_get_level() >= DIST_LOG_TRACE, 0))
+    trace(w, c);
   return DIST_OK;
 }

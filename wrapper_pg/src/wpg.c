@@ -5,8 +5,8 @@
  * group; before it connects, the precreate hook (order.c) has compared the
  * members' views of it. At every level it runs the init-time agreement on the default
  * group (agree.c); at DIST_DEBUG=DETAIL it returns a checking group whose
- * slots check each call (exchange.c for collectives, p2p.c for
- * point-to-point) and then forward it to the inner group unchanged. The
+ * slots check each collective (exchange.c) and then forward it to the
+ * inner group unchanged. The
  * table is copied per inner backend name so dist_get_backend keeps saying
  * "cpu". The helper group of a user group is made while the group is being
  * created (a collective among its members, like the group itself); the
@@ -37,10 +37,16 @@ static int coll(void *priv, const dist_coll *c, dist_work *wk) {
   return rc != DIST_OK ? rc : forward(w, c, wk);
 }
 
+/* Point-to-point passes through: the inner group's matched send already
+ * fails both sides with DIST_E_DESYNC when the sizes differ. A pairwise
+ * check of dtype and shape before the data moves would have to block a
+ * receive until its sender's record arrives, and at this seam a receive
+ * cannot be told from an irecv (both come with a work), so a ring of
+ * irecvs would wait for each other; it needs core to let a wrapper defer
+ * its forward until an asynchronous check completes. Point-to-point calls
+ * take no collective count and stay out of the history hash. */
 static int p2p(void *priv, const dist_coll *c, dist_work *wk) {
-  wpg *w = priv;
-  int rc = wpg_check_p2p(w, c);
-  return rc != DIST_OK ? rc : forward(w, c, wk);
+  return forward(priv, c, wk);
 }
 
 static int async_error(void *priv) {
@@ -53,8 +59,6 @@ static void release(wpg *w) {
   free(w->all);
   free(w->prev);
   free(w->ident);
-  free(w->p2p_sent);
-  free(w->p2p_recv);
   w->all = w->prev = NULL;
 }
 
@@ -69,9 +73,7 @@ static int init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
   w->all = calloc(n, sizeof *w->all);
   w->prev = calloc(n, sizeof *w->prev);
   w->ident = calloc(n, sizeof *w->ident);
-  w->p2p_sent = calloc(n, sizeof *w->p2p_sent);
-  w->p2p_recv = calloc(n, sizeof *w->p2p_recv);
-  if (!w->all || !w->prev || !w->ident || !w->p2p_sent || !w->p2p_recv) {
+  if (!w->all || !w->prev || !w->ident) {
     release(w);
     return dist_backend_set_error(self, DIST_E_NOMEM, "out of memory wrapping group %d",
                                   w->info->group_id);

@@ -4,8 +4,8 @@
  * turns a dist_coll into the record ranks exchange and compares records;
  * exchange.c runs the exchange and decides; report.c writes the reports;
  * callsite.c resolves return addresses; absent.c names the members that did
- * not arrive; agree.c runs the init-time agreement; p2p.c checks
- * point-to-point pairs. */
+ * not arrive; agree.c runs the init-time agreement; order.c compares the
+ * members' views of a group before it connects. */
 #ifndef DIST_WPG_INT_H
 #define DIST_WPG_INT_H
 
@@ -41,7 +41,7 @@ typedef struct wpg_fp {
   uint8_t premul;     /* PREMUL_SUM with its scalar */
   uint16_t n_tensors; /* inputs << 8 | outputs, for the kinds that agree */
   int32_t root;       /* global rank, -1 none */
-  int32_t tag;        /* p2p only */
+  int32_t tag;        /* 0 (room for point-to-point records) */
   uint64_t count;     /* the group's collective count (p2p: pair count) */
   uint64_t hist;      /* rolling hash of the collectives before this one */
   uint64_t dtype_h;
@@ -93,8 +93,6 @@ typedef struct wpg {
   int size, rank;
   uint64_t coll_count;    /* collectives checked and agreed */
   uint64_t hist;
-  uint64_t *p2p_sent;     /* per peer group rank: p2p sends checked */
-  uint64_t *p2p_recv;
   wpg_fp *all;            /* size records of the last exchange */
   wpg_fp *prev;           /* the round before (for absent members) */
   bool have_prev;
@@ -120,8 +118,9 @@ void wpg_site_locate(wpg_site_cache *sc, const void *addr, uint64_t *off, uint32
  * this process, or for (module, off) from another process of the job. */
 void wpg_site_resolve(const void *addr, char *buf, size_t len);
 void wpg_site_resolve_off(uint32_t module, uint64_t off, char *buf, size_t len);
-/* This thread's stack, one frame a line, indented. */
-void wpg_site_stack(char *buf, size_t len);
+/* This thread's stack from the public call at caller down, one frame a
+ * line, indented. */
+void wpg_site_stack(const void *caller, char *buf, size_t len);
 bool wpg_show_stacks(void);
 
 /* --- report.c --- */
@@ -165,8 +164,5 @@ int wpg_generation(void);
 /* --- order.c --- */
 /* The precreate hook: the members' views of a new group must agree. */
 int wpg_order_check(void *arg, const dist_pg_info *planned);
-
-/* --- p2p.c --- */
-int wpg_check_p2p(wpg *w, const dist_coll *c);
 
 #endif

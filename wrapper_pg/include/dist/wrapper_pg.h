@@ -8,8 +8,9 @@
  * device, reduce op, root as a global rank, split sizes, a rolling hash of
  * the group's history) over a helper internal CPU group; ranks that disagree
  * do not run the operation: every member that entered fails with
- * DIST_E_DESYNC and the same report, and no buffer is touched. Point-to-point
- * calls are checked pairwise with their peer (dtype, shape, tag). The
+ * DIST_E_DESYNC and the same report, and no buffer is touched.
+ * Point-to-point calls pass through (the runtime's matched send checks
+ * their sizes on both sides). The
  * exchange is monitored: a member that does not arrive within the group's
  * timeout is named (host, pid, last operation) and the others fail with
  * DIST_E_TIMEOUT. At OFF and INFO nothing is wrapped.
