@@ -290,7 +290,11 @@ static int64_t callsite_id(tr_sink *s, uint64_t addr) {
     if (n > 0)
       exe[n] = '\0';
     sqlite3_bind_text(st, 4, n > 0 ? exe : di.dli_fname, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_null(st, 5);
+    char bid[128];
+    if (tr_build_id((uintptr_t)(addr - 1), bid, sizeof bid))
+      sqlite3_bind_text(st, 5, bid, -1, SQLITE_TRANSIENT);
+    else
+      sqlite3_bind_null(st, 5);
     sqlite3_bind_int64(st, 6, (int64_t)(addr - (uintptr_t)di.dli_fbase));
     di.dli_sname ? sqlite3_bind_text(st, 7, di.dli_sname, -1, SQLITE_TRANSIENT)
                  : sqlite3_bind_null(st, 7);
