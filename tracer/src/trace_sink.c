@@ -50,6 +50,9 @@ struct tr_sink {
   int64_t gap_t;
   uint8_t gap_open[MAX_GROUPS_TRACKED];
   uint64_t rows, dropped;
+  /* the last shape formatted: most operations repeat their shape */
+  int64_t shape_key[TR_MAX_DIMS + 1];
+  char shape_text[128];
   char err[256];
 };
 
@@ -217,8 +220,14 @@ static int write_new(tr_sink *s, pend *p) {
   const char *dt = tr_dtype_name(h->dtype);
   dt ? sqlite3_bind_text(st, 7, dt, -1, SQLITE_STATIC) : sqlite3_bind_null(st, 7);
   if (p->has_shape && dt) {
-    shape_json(p, shape, sizeof shape);
-    sqlite3_bind_text(st, 8, shape, -1, SQLITE_TRANSIENT);
+    int64_t key[TR_MAX_DIMS + 1] = {p->h.ndim};
+    memcpy(key + 1, p->sh.shape, sizeof p->sh.shape);
+    if (memcmp(key, s->shape_key, sizeof key) != 0 || !s->shape_text[0]) {
+      shape_json(p, shape, sizeof shape);
+      memcpy(s->shape_key, key, sizeof key);
+      snprintf(s->shape_text, sizeof s->shape_text, "%s", shape);
+    }
+    sqlite3_bind_text(st, 8, s->shape_text, -1, SQLITE_STATIC);
   } else {
     sqlite3_bind_null(st, 8);
   }
