@@ -46,7 +46,7 @@ static int tr_init(void **ctx, const dist_pg_info *def) {
   t->rank = def->global_rank;
   t->world = def->size;
   t->skew_ns = env_int("DIST_TRACE_TEST_SKEW_NS", 0, -(1ll << 50), 1ll << 50);
-  t->commit_ms = env_int("DIST_TRACE_COMMIT_MS", 100, 1, 3600000);
+  t->commit_ms = env_int("DIST_TRACE_COMMIT_MS", 10, 1, 3600000);
   t->clock_period_s = env_int("DIST_TRACE_CLOCK_S", 60, 0, 86400);
   int64_t slots = env_int("DIST_TRACE_BUFFER", 65536, 64, 1ll << 26);
   snprintf(t->job_id, sizeof t->job_id, "%s", job ? job : "nojob");
@@ -66,11 +66,14 @@ static int tr_init(void **ctx, const dist_pg_info *def) {
   tr_crash_install(t);
   if (tr_writer_start(t) != DIST_OK) {
     tr_crash_remove();
-    tr_clock_stop(t);
     tr_writer_stop(t);
+    tr_clock_stop(t);
     tracer_free(t);
     return DIST_E_SYS;
   }
+  t->live = tr_live_start(t, env_int("DIST_OTLP_INTERVAL_MS", 1000, 10, 3600000),
+                          env_int("DIST_OTLP_TIMEOUT_MS", 1000, 10, 600000),
+                          env_int("DIST_OTLP_QUEUE", 4096, 1, 1 << 24));
   atomic_store(&current, t);
   DIST_LOG(DEBUG, TRACER, "tracing into %s (%lld ring slots)", t->path, (long long)slots);
   *ctx = t;
@@ -87,8 +90,8 @@ static void tr_fini(void *ctx) {
   if (!t)
     return;
   atomic_store(&current, NULL);
+  tr_writer_stop(t); /* first: its thread re-measures the clock offset */
   tr_clock_stop(t);
-  tr_writer_stop(t);
   tr_crash_remove();
   tracer_free(t);
 }
