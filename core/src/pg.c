@@ -147,11 +147,14 @@ static int publish_user_group(dist_pg *inner, int group_id, dist_pg **out) {
   dist_pg *g = inner;
   if (wrapper_fn) {
     dist_pg *outer = NULL;
+    dist__clear_last_error();
     int rc = wrapper_fn(wrapper_arg, inner, &outer);
     if (rc != DIST_OK) {
+      /* The wrapper's message names the group itself when it has one. */
+      if (!dist_last_errmsg()[0])
+        dist__set_last_error(rc, "wrapping group %s failed", inner->name);
       dist__pg_free(inner);
-      return dist__set_last_error(rc, "wrapping group %s failed: %s", inner->name,
-                                  dist_last_errmsg());
+      return rc;
     }
     if (outer && outer != inner) {
       inner->wrapped = true;

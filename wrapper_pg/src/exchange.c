@@ -44,9 +44,10 @@ int wpg_helper_ensure(wpg *w) {
     return DIST_OK;
   dist_group_opts o = {.timeout_ms = w->info->timeout_ms, .backend = "cpu",
                        .desc = "checking layer", .flags = DIST_GROUP_INTERNAL};
-  int rc = dist_new_group(w->info->global_ranks, (size_t)w->size, &o, &w->helper);
+  dist_pg *h = NULL;
+  int rc = dist_new_group(w->info->global_ranks, (size_t)w->size, &o, &h);
+  __atomic_store_n(&w->helper, rc == DIST_OK ? h : NULL, __ATOMIC_RELEASE); /* abort reads it */
   if (rc != DIST_OK) {
-    w->helper = NULL;
     return dist_backend_set_error(w->self, rc, "checking layer: cannot make the helper "
                                   "group of group %d: %s", w->info->group_id,
                                   dist_last_errmsg());
@@ -199,6 +200,8 @@ static void trace(const wpg *w, const dist_coll *c) {
 }
 
 int wpg_check_coll(wpg *w, const dist_coll *c) {
+  if (w->size == 1)
+    return DIST_OK; /* nobody to disagree with */
   int rc = wpg_helper_ensure(w);
   if (rc != DIST_OK)
     return rc;

@@ -83,6 +83,8 @@ static int init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
     return DIST_OK;
   }
   int rc = DIST_OK;
+  if (w->size == 1)
+    return DIST_OK; /* no helper: a group of one has nothing to compare */
   if (default_wpg && w->size == default_wpg->size)
     rc = wpg_helper_ensure(default_wpg); /* same member list: same order */
   if (rc == DIST_OK)
