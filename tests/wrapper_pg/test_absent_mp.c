@@ -17,24 +17,6 @@ static int init_short(const dist_test_ctx *ctx) {
   return wpg_test_init(ctx);
 }
 
-/* The absent rank waits here (alive, not calling) until the others are
- * done, so its absence is not a lost peer. */
-static int hold(const dist_test_ctx *ctx, const char *key) {
-  const char *keys[1] = {key};
-  CHECK_OK(ctx, dist_store_wait(dist_get_default_store(), keys, 1, 30000));
-  CHECK_OK(ctx, dist_store_set(dist_get_default_store(), "test/ack", "1", 1));
-  return 0;
-}
-
-/* Rank 0 hosts the store: it lets the held rank go and waits until it has
- * heard. */
-static int release(const dist_test_ctx *ctx, const char *key) {
-  CHECK_OK(ctx, dist_store_set(dist_get_default_store(), key, "1", 1));
-  const char *keys[1] = {"test/ack"};
-  CHECK_OK(ctx, dist_store_wait(dist_get_default_store(), keys, 1, 30000));
-  return 0;
-}
-
 static int pid_of(const dist_test_ctx *ctx, int rank) {
   char k[32];
   snprintf(k, sizeof k, "test/pid/%d", rank);
@@ -62,8 +44,8 @@ static int stop_rank(const dist_test_ctx *ctx) {
   dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
   int line = __LINE__ + 1;
   CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
-  if (ctx->rank == 2)
-    return hold(ctx, "test/done");
+  if (ctx->rank == 2) /* absent: alive, not calling */
+    return wpg_test_leave(ctx);
   int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
   const char *msg = dist_pg_errmsg(NULL);
   char host[64], want[512];
@@ -73,7 +55,7 @@ static int stop_rank(const dist_test_ctx *ctx) {
            "ALL_REDUCE #1, called from " ME ":%d in stop_rank()", host, pid2, line);
   CHECK(ctx, rc == DIST_E_TIMEOUT, "rc %s: %s", dist_status_name(rc), msg);
   CHECK(ctx, !strcmp(msg, want), "report:\n%s\nwant:\n%s", msg, want);
-  return ctx->rank == 0 ? release(ctx, "test/done") : 0;
+  return wpg_test_leave(ctx);
 }
 
 Test(wrapper_pg_absent, a_rank_that_stops_calling_is_named, .timeout = 60) {
@@ -87,13 +69,8 @@ static int barrier_rank(const dist_test_ctx *ctx) {
   int members[3] = {1, 2, 3};
   dist_pg *g;
   CHECK_OK(ctx, dist_new_group(members, 3, NULL, &g));
-  if (ctx->rank == 0) { /* not a member: releases rank 3 once rank 1 is done */
-    const char *keys[1] = {"test/checked"};
-    CHECK_OK(ctx, dist_store_wait(dist_get_default_store(), keys, 1, 30000));
-    return release(ctx, "test/done");
-  }
-  if (ctx->rank == 3)
-    return hold(ctx, "test/done");
+  if (ctx->rank == 0 || ctx->rank == 3) /* not a member; absent */
+    return wpg_test_leave(ctx);
   int rc = dist_barrier(g, NULL);
   const char *msg = dist_pg_errmsg(g);
   CHECK(ctx, rc == DIST_E_TIMEOUT, "rc %s: %s", dist_status_name(rc), msg);
@@ -101,9 +78,7 @@ static int barrier_rank(const dist_test_ctx *ctx) {
                           "arrive within 3 s\n  rank 3 (group rank 2, host ", 92) &&
                  strstr(msg, "): it has run no collective on this group"),
         "report:\n%s", msg);
-  if (ctx->rank == 1)
-    CHECK_OK(ctx, dist_store_set(dist_get_default_store(), "test/checked", "1", 1));
-  return 0;
+  return wpg_test_leave(ctx);
 }
 
 Test(wrapper_pg_absent, a_subgroup_barrier_one_member_never_enters, .timeout = 60) {
@@ -156,11 +131,9 @@ static int skip_last_rank(const dist_test_ctx *ctx) {
                                                "from " ME ":"),
             "rc %s: %s", dist_status_name(rc), dist_pg_errmsg(g));
   }
-  if (ctx->rank == 1) {
+  if (ctx->rank == 1)
     CHECK_OK(ctx, dist_destroy_process_group(g));
-    return hold(ctx, "test/done");
-  }
-  return ctx->rank == 0 ? release(ctx, "test/done") : 0;
+  return wpg_test_leave(ctx);
 }
 
 Test(wrapper_pg_absent, a_rank_that_runs_out_of_calls_is_named, .timeout = 60) {
@@ -183,7 +156,14 @@ static int exit_rank(const dist_test_ctx *ctx) {
                  strstr(msg, "\n  rank 2 (host ") &&
                  strstr(msg, "its last operation was ALL_REDUCE #1"),
         "rc %s: %s", dist_status_name(rc), msg);
-  return 0; /* the job is broken: no finish barrier */
+  /* The job is broken: rank 0 (the store's host) leaves after rank 1. */
+  dist_store *st = dist_get_default_store();
+  const char *keys[1] = {"test/rank1"};
+  if (ctx->rank == 1)
+    CHECK_OK(ctx, dist_store_set(st, keys[0], "1", 1));
+  else
+    CHECK_OK(ctx, dist_store_wait(st, keys, 1, 30000));
+  return 0;
 }
 
 Test(wrapper_pg_absent, a_rank_that_dies_is_named, .timeout = 60) {
