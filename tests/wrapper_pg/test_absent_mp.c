@@ -6,6 +6,7 @@
  * a rank that exits. The group timeout is 3 s here. */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wpg_test.h"
@@ -46,7 +47,13 @@ static int stop_rank(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
   if (ctx->rank == 2) /* absent: alive, not calling */
     return wpg_test_leave(ctx);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long took = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  /* The check ends within the group's timeout (3 s); generous margin. */
+  CHECK(ctx, took < 3000 + 5000, "the check took %ld ms", took);
   const char *msg = dist_pg_errmsg(NULL);
   char host[64], want[512];
   gethostname(host, sizeof host);

@@ -2,8 +2,9 @@
  *
  * When the exchange fails (the helper's collective timed out, or a peer was
  * lost), each rank that did arrive says so in the job's store under a key
- * for this group and collective count, then waits a bounded moment (at most
- * 2 s, never more than a quarter of the timeout) for the other arrivals:
+ * for this group and collective count, then waits a bounded moment (a
+ * quarter of the timeout, at most 2 s, which the exchange left over: the
+ * whole check ends within the group's timeout) for the other arrivals:
  * ranks that arrived together time out together. Members without a key
  * are named with their host and pid (exchanged when the helper was made)
  * and their last collective on the group with its call site (from the last
@@ -43,9 +44,8 @@ static void arrivals(wpg *w, dist_store *st, uint64_t count, bool *present) {
     free(keys), free(kp);
     return;
   }
-  int64_t grace = w->info->timeout_ms / 4;
-  grace = grace > 2000 ? 2000 : grace < 100 ? 100 : grace;
-  dist_store_wait(st, kp, (size_t)k, grace); /* a timeout here is the answer */
+  /* A timeout here is the answer. */
+  dist_store_wait(st, kp, (size_t)k, wpg_grace_ms(w->info->timeout_ms));
   for (int r = 0, i = 0; r < n; r++) {
     if (r == w->rank)
       continue;

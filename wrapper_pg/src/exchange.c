@@ -34,7 +34,8 @@ static int gather(wpg *w, const void *in, void *out, size_t bytes) {
   dist_tensor to = dist_tensor_1d(out, DIST_UINT8, (int64_t)bytes * w->size);
   dist_coll c = {
       .kind = DIST_OP_ALL_GATHER_INTO_TENSOR, .inputs = &ti, .n_inputs = 1,
-      .outputs = &to, .n_outputs = 1, .root = -1, .timeout_ms = w->info->timeout_ms,
+      .outputs = &to, .n_outputs = 1, .root = -1,
+      .timeout_ms = w->info->timeout_ms - wpg_grace_ms(w->info->timeout_ms),
   };
   return dist_pg_forward(w->helper, &c, NULL);
 }
@@ -42,7 +43,8 @@ static int gather(wpg *w, const void *in, void *out, size_t bytes) {
 int wpg_helper_ensure(wpg *w) {
   if (w->helper)
     return DIST_OK;
-  dist_group_opts o = {.timeout_ms = w->info->timeout_ms, .backend = "cpu",
+  int64_t t = w->info->timeout_ms - wpg_grace_ms(w->info->timeout_ms);
+  dist_group_opts o = {.timeout_ms = t, .backend = "cpu",
                        .desc = "checking layer", .flags = DIST_GROUP_INTERNAL};
   dist_pg *h = NULL;
   int rc = dist_new_group(w->info->global_ranks, (size_t)w->size, &o, &h);
