@@ -3,7 +3,7 @@
  * their last operation on the group, and nobody waits past the group's
  * timeout: a rank that stops calling, a sub-group barrier one member never
  * enters, a rank that skips a call (caught at the next call that differs),
- * a rank that exits. The group timeout is 3 s here. */
+ * a rank that exits. The group timeout is 4 s here. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <time.h>
@@ -14,7 +14,7 @@
 #define ME "test_absent_mp.c"
 
 static int init_short(const dist_test_ctx *ctx) {
-  setenv("DIST_TEST_TIMEOUT_MS", "3000", 1);
+  setenv("DIST_TEST_TIMEOUT_MS", "4000", 1);
   return wpg_test_init(ctx);
 }
 
@@ -52,13 +52,13 @@ static int stop_rank(const dist_test_ctx *ctx) {
   int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   long took = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
-  /* The check ends within the group's timeout (3 s); generous margin. */
-  CHECK(ctx, took < 3000 + 5000, "the check took %ld ms", took);
+  /* The check ends within the group's timeout (4 s); generous margin. */
+  CHECK(ctx, took < 4000 + 5000, "the check took %ld ms", took);
   const char *msg = dist_pg_errmsg(NULL);
   char host[64], want[512];
   gethostname(host, sizeof host);
   snprintf(want, sizeof want, "timeout in group 0 (default, 3 ranks) at ALL_REDUCE #2: rank 2 "
-           "did not arrive within 3 s\n  rank 2 (host %s, pid %d): its last operation was "
+           "did not arrive within 4 s\n  rank 2 (host %s, pid %d): its last operation was "
            "ALL_REDUCE #1, called from " ME ":%d in stop_rank()", host, pid2, line);
   CHECK(ctx, rc == DIST_E_TIMEOUT, "rc %s: %s", dist_status_name(rc), msg);
   CHECK(ctx, !strcmp(msg, want), "report:\n%s\nwant:\n%s", msg, want);
@@ -82,7 +82,7 @@ static int barrier_rank(const dist_test_ctx *ctx) {
   const char *msg = dist_pg_errmsg(g);
   CHECK(ctx, rc == DIST_E_TIMEOUT, "rc %s: %s", dist_status_name(rc), msg);
   CHECK(ctx, !strncmp(msg, "timeout in group 1 (g1, 3 ranks) at BARRIER #1: rank 3 did not "
-                          "arrive within 3 s\n  rank 3 (group rank 2, host ", 92) &&
+                          "arrive within 4 s\n  rank 3 (group rank 2, host ", 92) &&
                  strstr(msg, "): it has run no collective on this group"),
         "report:\n%s", msg);
   return wpg_test_leave(ctx);
@@ -132,7 +132,7 @@ static int skip_last_rank(const dist_test_ctx *ctx) {
     else
       CHECK(ctx, rc == DIST_E_TIMEOUT &&
                      strstr(dist_pg_errmsg(g), "timeout in group 1 (g1, 3 ranks) at ALL_REDUCE "
-                                               "#3: rank 1 did not arrive within 3 s\n  rank 1 "
+                                               "#3: rank 1 did not arrive within 4 s\n  rank 1 "
                                                "(host ") &&
                      strstr(dist_pg_errmsg(g), "its last operation was ALL_REDUCE #2, called "
                                                "from " ME ":"),
