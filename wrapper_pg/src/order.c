@@ -132,6 +132,25 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The members of mine that never wrote their view, named. */
+static int missing(const dist_pg_info *p, const view *v, int n, const view *mine) {
+  char list[512];
+  size_t off = 0;
+  int k = 0;
+  list[0] = '\0';
+  for (int i = 0; i < p->size; i++) {
+    bool seen = false;
+    for (int j = 0; j < n && !seen; j++)
+      seen = v[j].rank == p->global_ranks[i];
+    if (!seen)
+      wpg_appendf(list, sizeof list, &off, "%s%d", k++ ? "," : "", p->global_ranks[i]);
+  }
+  return dist_backend_set_error(NULL, DIST_E_TIMEOUT, "timeout in group %d (%s, %d ranks) at "
+                                "creation: %s %s did not create it within %" PRId64 " ms",
+                                p->group_id, mine->desc[0] ? mine->desc : p->name, p->size,
+                                k > 1 ? "ranks" : "rank", list, p->timeout_ms);
+}
+
 /* Waits for the views; DIST_OK when every member of mine agrees. */
 static int watch(dist_store *st, const char *key, const dist_pg_info *p, const view *mine) {
   view *v = calloc(MAX_VIEWS, sizeof *v);
@@ -166,11 +185,9 @@ static int watch(dist_store *st, const char *key, const dist_pg_info *p, const v
       return DIST_OK;
     }
     if (now_ms() > deadline) {
+      rc = missing(p, v, n, mine);
       free(v);
-      return dist_backend_set_error(NULL, DIST_E_TIMEOUT, "timeout in group %d (%s, %d ranks) "
-                                    "at creation: %d of its members did not create it within "
-                                    "%" PRId64 " ms", p->group_id, mine->desc[0] ? mine->desc :
-                                    p->name, p->size, p->size - agreeing, p->timeout_ms);
+      return rc;
     }
     struct timespec ts = {0, (long)nap_us * 1000};
     nanosleep(&ts, NULL);
