@@ -282,12 +282,17 @@ static void report(dist_pg *g, int rc, const dist_coll *c) {
   dist__set_last_error(rc, "%s", g->err.msg);
 }
 
+/* Records a failed call on g. A desync becomes the job's cause (cause.c)
+ * here, at every debug level; a wrapper's own failures are its to post and
+ * what it forwarded was posted by the inner group, so once per call. */
 static void note_failure(dist_pg *g, int rc, const dist_coll *c) {
   if (rc == DIST_E_ABORTED || rc == DIST_E_TIMEOUT || rc == DIST_E_PEER_LOST) {
     int expected = DIST_OK;
     atomic_compare_exchange_strong(&g->async_error, &expected, rc);
   }
   report(g, rc, c);
+  if (rc == DIST_E_DESYNC && !g->inner)
+    dist__cause_post_failure(g, c, rc, g->err.msg);
 }
 
 static dist_event_kind end_event(int rc) {

@@ -121,6 +121,7 @@ static int conflict(const dist_pg_info *p, const view *v, int n, const view *min
   if (off && msg[off - 1] == '\n')
     msg[--off] = '\0';
   dist_log(DIST_LOG_ERROR, DIST_SUBSYS_WPG, "%s", msg);
+  dist_post_cause(DIST_E_DESYNC, msg); /* the first rank that sees it wins */
   int rc = dist_backend_set_error(NULL, DIST_E_DESYNC, "%s", msg);
   free(rows), free(text), free(msg), free(all);
   return rc;
