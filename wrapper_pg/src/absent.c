@@ -101,8 +101,11 @@ static int report(wpg *w, const dist_coll *c, int rc, const bool *present, int l
     wpg_appendf(msg, WPG_MSG_LEN, &off, "\n  rank %d (", w->info->global_ranks[r]);
     if (w->info->global_ranks[r] != r)
       wpg_appendf(msg, WPG_MSG_LEN, &off, "group rank %d, ", r);
-    wpg_appendf(msg, WPG_MSG_LEN, &off, "host %s, pid %d): %s", w->ident[r].host,
-                w->ident[r].pid, last);
+    if (w->ident[r].pid) /* unknown when the helper was never made */
+      wpg_appendf(msg, WPG_MSG_LEN, &off, "host %s, pid %d): %s", w->ident[r].host,
+                  w->ident[r].pid, last);
+    else
+      wpg_appendf(msg, WPG_MSG_LEN, &off, "never joined the check): %s", last);
   }
   rc = wpg_fail(w, rc, msg, lowest);
   free(msg), free(absent);

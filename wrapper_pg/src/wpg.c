@@ -83,13 +83,15 @@ static int init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
     return DIST_OK;
   }
   int rc = DIST_OK;
+  char why[512] = "";
   if (w->size == 1)
     return DIST_OK; /* no helper: a group of one has nothing to compare */
-  if (default_wpg && w->size == default_wpg->size)
-    rc = wpg_helper_ensure(default_wpg); /* same member list: same order */
+  if (default_wpg && w->size == default_wpg->size) /* same member list: same order */
+    rc = wpg_helper_ensure(default_wpg, why, sizeof why);
   if (rc == DIST_OK)
-    rc = wpg_helper_ensure(w);
+    rc = wpg_helper_ensure(w, why, sizeof why);
   if (rc != DIST_OK) {
+    dist_backend_set_error(self, rc, "%s", why);
     if (w->helper)
       dist_destroy_process_group(w->helper);
     w->helper = NULL;

@@ -150,7 +150,9 @@ int wpg_fail(wpg *w, int rc, const char *report, int lowest_global);
 
 /* --- exchange.c --- */
 int wpg_check_coll(wpg *w, const dist_coll *c);
-int wpg_helper_ensure(wpg *w);
+/* Makes w's helper group (a collective among its members) once; on failure
+ * the reason is in why. */
+int wpg_helper_ensure(wpg *w, char *why, size_t len);
 
 /* --- absent.c --- */
 /* How long the arrived ranks wait for each other's word after a failed
