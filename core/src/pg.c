@@ -161,6 +161,8 @@ static int publish_user_group(dist_pg *inner, int group_id, dist_pg **out) {
       inner->outer = outer;
       outer->inner = inner;
       outer->info.group_id = inner->info.group_id;
+      /* dist_pg_create knows no description: the user's group keeps its own. */
+      snprintf(outer->desc, sizeof outer->desc, "%s", inner->desc);
       g = outer;
     }
   }
