@@ -37,14 +37,13 @@ static int coll(void *priv, const dist_coll *c, dist_work *wk) {
   return rc != DIST_OK ? rc : forward(w, c, wk);
 }
 
-/* Point-to-point passes through: the inner group's matched send already
- * fails both sides with DIST_E_DESYNC when the sizes differ. A pairwise
- * check of dtype and shape before the data moves would have to block a
- * receive until its sender's record arrives, and at this seam a receive
- * cannot be told from an irecv (both come with a work), so a ring of
- * irecvs would wait for each other; it needs core to let a wrapper defer
- * its forward until an asynchronous check completes. Point-to-point calls
- * take no collective count and stay out of the history hash. */
+/* Point-to-point passes through to the inner group, where the messages
+ * match: at DETAIL the CPU backend's matched-send check compares dtype and
+ * shape as well as size and fails both sides before the data reaches the
+ * receive's buffer (a check here would have to block a receive until its
+ * sender's record came, and at this seam a receive cannot be told from an
+ * irecv, so a ring of irecvs would wait for each other). Point-to-point
+ * calls take no collective count and stay out of the history hash. */
 static int p2p(void *priv, const dist_coll *c, dist_work *wk) {
   return forward(priv, c, wk);
 }
