@@ -299,6 +299,9 @@ int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
   int rc = dist__validate(g, c);
   if (__builtin_expect(rc != DIST_OK, 0))
     return rc; /* a call that never started takes no sequence number */
+  if (__builtin_expect(atomic_load_explicit(&dist__nan_check_on, memory_order_relaxed), 0) &&
+      !g->internal && (rc = dist__nan_check_coll(g, c)) != DIST_OK)
+    return rc; /* nor does one whose input holds NaN or Inf */
   if (!g->internal)
     c->seq = ++g->seq;
   c->timeout_ms = g->timeout_ms;
