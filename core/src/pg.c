@@ -349,6 +349,12 @@ int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
     report(g, rc, c);
     return rc;
   }
+  if (__builtin_expect(atomic_load_explicit(&dist__nan_check_on, memory_order_relaxed), 0) &&
+      !g->internal && (rc = dist__nan_check_coll(g, c)) != DIST_OK) {
+    c->seq = 0; /* nor does one whose input holds NaN or Inf (logged and posted there) */
+    dist__set_last_error(rc, "%s", g->err.msg);
+    return rc;
+  }
   if (!g->internal)
     c->seq = ++g->seq;
   c->timeout_ms = g->timeout_ms;

@@ -231,7 +231,8 @@ DIST_API void dist_backend_work_done(dist_work *w, int rc, int src_group_rank,
  * cause posted in the job wins (compare_set under the key "dist/cause";
  * core/src/launch_env.h documents the value: status, the posting global
  * rank, the report). Core posts DIST_E_DESYNC from the backends' own size
- * checks itself, once per failing call and at every debug level; the
+ * checks itself, once per failing call and at every debug level, and
+ * DIST_E_INVAL for an input DIST_NAN_CHECK=1 refuses; the
  * checking layer posts its desync reports and the monitor its hang
  * diagnoses (DIST_E_TIMEOUT) through this call.
  *
