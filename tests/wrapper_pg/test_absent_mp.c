@@ -180,3 +180,35 @@ Test(wrapper_pg_absent, a_rank_that_dies_is_named, .timeout = 60) {
   cr_assert_eq(res.signal[2], SIGKILL, "%s", res.report);
   cr_assert(res.exit_code[0] == 0 && res.exit_code[1] == 0, "%s", res.report);
 }
+
+/* --- absent here because waiting elsewhere ------------------------------- */
+
+/* Rank 3 skips the barrier of group {1,2,3} and goes on to an all_reduce
+ * of the default group with rank 0: ranks 1 and 2 are absent from that
+ * all_reduce, and rank 0's report says where they are waiting. */
+static int elsewhere_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, init_short(ctx));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  int members[3] = {1, 2, 3};
+  dist_pg *g;
+  CHECK_OK(ctx, dist_new_group(members, 3, NULL, &g));
+  int rc = ctx->rank == 1 || ctx->rank == 2 ? dist_barrier(g, NULL)
+                                            : dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  CHECK(ctx, rc == DIST_E_TIMEOUT, "rc %s: %s", dist_status_name(rc), dist_pg_errmsg(g));
+  if (ctx->rank == 0) {
+    const char *msg = dist_pg_errmsg(NULL);
+    char buf[512];
+    CHECK(ctx, strstr(msg, "at ALL_REDUCE #2: ranks 1,2 did not arrive within 4 s\n") &&
+                   wpg_line(msg, "  rank 1 (host ", buf, sizeof buf) &&
+                   strstr(buf, "): waiting in BARRIER #1 of group 1 (g1, 3 ranks); its last "
+                               "operation was ALL_REDUCE #1, called from " ME ":"),
+          "report:\n%s", msg);
+  }
+  return wpg_test_leave(ctx);
+}
+
+Test(wrapper_pg_absent, ranks_waiting_in_another_group_are_shown_there, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(4, elsewhere_rank, NULL, 50), 0, "%s", dist_test_report());
+}
