@@ -1,19 +1,20 @@
 /* wpg.c - the checking process group: a filter over core's backend vtable
  * (curl's connection filters, c10d's ProcessGroupWrapper).
  *
- * The interposer hook (dist_set_group_wrapper) receives every new user
- * group; before it connects, the precreate hook (order.c) has compared the
- * members' views of it. At every level it runs the init-time agreement on the default
- * group (agree.c); at DIST_DEBUG=DETAIL it returns a checking group whose
- * slots check each collective (exchange.c) and then forward it to the
- * inner group unchanged. The
- * table is copied per inner backend name so dist_get_backend keeps saying
- * "cpu". The helper group of a user group is made while the group is being
- * created (a collective among its members, like the group itself); the
- * default group's is made at its first operation, since the default group
- * does not exist yet while its hook runs, or earlier when another group of
- * every rank is created, so that every rank makes its helpers over the same
- * member list in the same order. */
+ * Two interposer hooks. Before a new user group connects, the precreate
+ * hook (order.c) compares the members' views of it. Once it exists, the
+ * wrapper hook runs the init-time agreement on the default group (agree.c,
+ * at every level) and, at DIST_DEBUG=DETAIL, returns a checking group whose
+ * slots check each collective (exchange.c) and then forward it unchanged to
+ * the inner group. The vtable is copied per inner backend name, so
+ * dist_get_backend still says "cpu".
+ *
+ * A user group's helper is made while the group is created (a collective
+ * among its members, like the group itself). The default group's is made
+ * at its first collective, since the default group does not exist yet
+ * while its hook runs, or earlier when another group of every rank is
+ * created: so every rank makes its helpers over one member list in one
+ * order, and their names agree. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
