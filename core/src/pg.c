@@ -182,17 +182,22 @@ static int publish_user_group(dist_pg *inner, int group_id, dist_pg **out) {
   dist_pg *g = inner;
   if (wrapper_fn) {
     dist_pg *outer = NULL;
+    dist__clear_last_error();
     int rc = wrapper_fn(wrapper_arg, inner, &outer);
     if (rc != DIST_OK) {
+      /* The wrapper's message names the group itself when it has one. */
+      if (!dist_last_errmsg()[0])
+        dist__set_last_error(rc, "wrapping group %s failed", inner->name);
       dist__pg_free(inner);
-      return dist__set_last_error(rc, "wrapping group %s failed: %s", inner->name,
-                                  dist_last_errmsg());
+      return rc;
     }
     if (outer && outer != inner) {
       inner->wrapped = true;
       inner->outer = outer;
       outer->inner = inner;
       outer->info.group_id = inner->info.group_id;
+      /* dist_pg_create knows no description: the user's group keeps its own. */
+      snprintf(outer->desc, sizeof outer->desc, "%s", inner->desc);
       g = outer;
     }
   }
@@ -315,12 +320,17 @@ static void report(dist_pg *g, int rc, const dist_coll *c) {
   dist__set_last_error(rc, "%s", g->err.msg);
 }
 
+/* Records a failed call on g. A desync becomes the job's cause (cause.c)
+ * here, at every debug level; a wrapper's own failures are its to post and
+ * what it forwarded was posted by the inner group, so once per call. */
 static void note_failure(dist_pg *g, const dist_coll *c, int rc) {
   if (rc == DIST_E_ABORTED || rc == DIST_E_TIMEOUT || rc == DIST_E_PEER_LOST) {
     int expected = DIST_OK;
     atomic_compare_exchange_strong(&g->async_error, &expected, rc);
   }
   report(g, rc, c);
+  if (rc == DIST_E_DESYNC && !g->inner)
+    dist__cause_post_failure(g, c, rc, g->err.msg);
 }
 
 static dist_event_kind end_event(int rc) {
@@ -374,6 +384,12 @@ int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
   if (__builtin_expect(rc != DIST_OK, 0)) {
     c->seq = 0; /* a call that never started takes no sequence number */
     report(g, rc, c);
+    return rc;
+  }
+  if (__builtin_expect(atomic_load_explicit(&dist__nan_check_on, memory_order_relaxed), 0) &&
+      !g->internal && (rc = dist__nan_check_coll(g, c)) != DIST_OK) {
+    c->seq = 0; /* nor does one whose input holds NaN or Inf (logged and posted there) */
+    dist__set_last_error(rc, "%s", g->err.msg);
     return rc;
   }
   if (!g->internal)

@@ -138,6 +138,30 @@ const char *dist__cpu_backend_transport(const void *priv);
 /* The job's data-plane token (init.c; "" before init). */
 const char *dist__job_token(void);
 
+/* --- the job's cause (cause.c) ----------------------------------------- */
+
+/* Posts a failure of a call on g (c may be NULL) as the job's cause when
+ * it is one (DIST_E_DESYNC); msg is the call's message. Once per failing
+ * call: pg.c and work.c call it where a failure is recorded. */
+void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg);
+/* Reads a DIST_KEY_CAUSE value (NUL-terminated): status, posting rank and
+ * the report (pointing into val). DIST_E_INVAL when malformed. */
+int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
+                      const char **report);
+
+/* --- DIST_NAN_CHECK (nan_check.c) -------------------------------------- */
+
+/* Whether DIST_NAN_CHECK=1 was set at init (read by dist__pg_call: one
+ * relaxed load and one branch when off). */
+extern _Atomic bool dist__nan_check_on;
+/* Reads DIST_NAN_CHECK (0 or 1; anything else warns and means 0). */
+void dist__nan_check_init(void);
+/* DIST_E_INVAL with a message on g (rank, operation and the sequence
+ * number it would take, tensor, first bad index) when a floating-point
+ * input of c holds NaN or Inf; the message is logged and posted as the
+ * job's cause. */
+int dist__nan_check_coll(dist_pg *g, const dist_coll *c);
+
 /* --- work (work.c) ------------------------------------------------------ */
 
 /* A work holding a deep copy of c (tensor and split arrays; data is

@@ -7,6 +7,8 @@
  *                     deaths, the multi-node watcher thread
  *   distrun_lines.c   whole lines out of a pipe read in pieces
  *   distrun_trace.c   merging the ranks' trace files at the end
+ *   distrun_cause.c   the cause a rank posted (dist_post_cause): exit
+ *                     status 10/11 and the report printed last
  * The contract with the ranks (variables, store keys) is core's
  * launch_env.h. */
 #ifndef DISTRUN_H
@@ -22,8 +24,9 @@
 
 #include "rendezvous.h" /* launch_env.h, job ids, dist_int.h */
 
-/* Exit statuses (DESIGN.md, Monitor). 10 and 11 arrive with the watchdog;
- * a usage error is 2, as for most Unix tools (torchrun too). */
+/* Exit statuses (DESIGN.md, Monitor): 10 and 11 come from the cause a rank
+ * posted (distrun_cause.c); a usage error is 2, as for most Unix tools
+ * (torchrun too). */
 enum {
   DRUN_EXIT_OK = 0,
   DRUN_EXIT_OTHER = 1,
@@ -157,6 +160,24 @@ void dist__run_store_post_done(const drun_cfg *c, drun_job *job, int status);
 int dist__run_watch_start(const drun_cfg *c, drun_job *job);
 /* Stops the watcher and closes the store (the server stops with it). */
 void dist__run_store_close(const drun_cfg *c, drun_job *job);
+
+/* --- the posted cause (distrun_cause.c) --------------------------------- */
+
+typedef struct drun_posted {
+  bool have;
+  int status;               /* DIST_E_* the rank posted */
+  int rank;                 /* global rank that posted it, -1 unknown */
+  char *text;               /* the report */
+} drun_posted;
+
+/* Waits up to wait_ms for the job's cause key and reads it into p (once:
+ * true at once when p already holds it). False when nothing was posted. */
+bool dist__run_cause_fetch(drun_job *job, int64_t wait_ms, drun_posted *p);
+/* 10 for a posted DIST_E_DESYNC, 11 for DIST_E_TIMEOUT, else fallback. */
+int dist__run_cause_exit(const drun_posted *p, int fallback);
+/* Writes the report to stderr (one write, ending with a newline). */
+void dist__run_cause_print(const drun_posted *p);
+void dist__run_cause_free(drun_posted *p);
 
 /* Prints "distrun: ..." on stderr (one write). */
 void dist__run_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -3,9 +3,10 @@
  * their last operation on the group, and nobody waits past the group's
  * timeout: a rank that stops calling, a sub-group barrier one member never
  * enters, a rank that skips a call (caught at the next call that differs),
- * a rank that exits. The group timeout is 3 s here. */
+ * a rank that exits. The group timeout is 4 s here. */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wpg_test.h"
@@ -13,26 +14,8 @@
 #define ME "test_absent_mp.c"
 
 static int init_short(const dist_test_ctx *ctx) {
-  setenv("DIST_TEST_TIMEOUT_MS", "3000", 1);
+  setenv("DIST_TEST_TIMEOUT_MS", "4000", 1);
   return wpg_test_init(ctx);
-}
-
-/* The absent rank waits here (alive, not calling) until the others are
- * done, so its absence is not a lost peer. */
-static int hold(const dist_test_ctx *ctx, const char *key) {
-  const char *keys[1] = {key};
-  CHECK_OK(ctx, dist_store_wait(dist_get_default_store(), keys, 1, 30000));
-  CHECK_OK(ctx, dist_store_set(dist_get_default_store(), "test/ack", "1", 1));
-  return 0;
-}
-
-/* Rank 0 hosts the store: it lets the held rank go and waits until it has
- * heard. */
-static int release(const dist_test_ctx *ctx, const char *key) {
-  CHECK_OK(ctx, dist_store_set(dist_get_default_store(), key, "1", 1));
-  const char *keys[1] = {"test/ack"};
-  CHECK_OK(ctx, dist_store_wait(dist_get_default_store(), keys, 1, 30000));
-  return 0;
 }
 
 static int pid_of(const dist_test_ctx *ctx, int rank) {
@@ -62,18 +45,24 @@ static int stop_rank(const dist_test_ctx *ctx) {
   dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
   int line = __LINE__ + 1;
   CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
-  if (ctx->rank == 2)
-    return hold(ctx, "test/done");
+  if (ctx->rank == 2) /* absent: alive, not calling */
+    return wpg_test_leave(ctx);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long took = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  /* The check ends within the group's timeout (4 s); generous margin. */
+  CHECK(ctx, took < 4000 + 5000, "the check took %ld ms", took);
   const char *msg = dist_pg_errmsg(NULL);
   char host[64], want[512];
   gethostname(host, sizeof host);
   snprintf(want, sizeof want, "timeout in group 0 (default, 3 ranks) at ALL_REDUCE #2: rank 2 "
-           "did not arrive within 3 s\n  rank 2 (host %s, pid %d): its last operation was "
+           "did not arrive within 4 s\n  rank 2 (host %s, pid %d): its last operation was "
            "ALL_REDUCE #1, called from " ME ":%d in stop_rank()", host, pid2, line);
   CHECK(ctx, rc == DIST_E_TIMEOUT, "rc %s: %s", dist_status_name(rc), msg);
   CHECK(ctx, !strcmp(msg, want), "report:\n%s\nwant:\n%s", msg, want);
-  return ctx->rank == 0 ? release(ctx, "test/done") : 0;
+  return wpg_test_leave(ctx);
 }
 
 Test(wrapper_pg_absent, a_rank_that_stops_calling_is_named, .timeout = 60) {
@@ -87,23 +76,16 @@ static int barrier_rank(const dist_test_ctx *ctx) {
   int members[3] = {1, 2, 3};
   dist_pg *g;
   CHECK_OK(ctx, dist_new_group(members, 3, NULL, &g));
-  if (ctx->rank == 0) { /* not a member: releases rank 3 once rank 1 is done */
-    const char *keys[1] = {"test/checked"};
-    CHECK_OK(ctx, dist_store_wait(dist_get_default_store(), keys, 1, 30000));
-    return release(ctx, "test/done");
-  }
-  if (ctx->rank == 3)
-    return hold(ctx, "test/done");
+  if (ctx->rank == 0 || ctx->rank == 3) /* not a member; absent */
+    return wpg_test_leave(ctx);
   int rc = dist_barrier(g, NULL);
   const char *msg = dist_pg_errmsg(g);
   CHECK(ctx, rc == DIST_E_TIMEOUT, "rc %s: %s", dist_status_name(rc), msg);
   CHECK(ctx, !strncmp(msg, "timeout in group 1 (g1, 3 ranks) at BARRIER #1: rank 3 did not "
-                          "arrive within 3 s\n  rank 3 (group rank 2, host ", 92) &&
+                          "arrive within 4 s\n  rank 3 (group rank 2, host ", 92) &&
                  strstr(msg, "): it has run no collective on this group"),
         "report:\n%s", msg);
-  if (ctx->rank == 1)
-    CHECK_OK(ctx, dist_store_set(dist_get_default_store(), "test/checked", "1", 1));
-  return 0;
+  return wpg_test_leave(ctx);
 }
 
 Test(wrapper_pg_absent, a_subgroup_barrier_one_member_never_enters, .timeout = 60) {
@@ -150,17 +132,15 @@ static int skip_last_rank(const dist_test_ctx *ctx) {
     else
       CHECK(ctx, rc == DIST_E_TIMEOUT &&
                      strstr(dist_pg_errmsg(g), "timeout in group 1 (g1, 3 ranks) at ALL_REDUCE "
-                                               "#3: rank 1 did not arrive within 3 s\n  rank 1 "
+                                               "#3: rank 1 did not arrive within 4 s\n  rank 1 "
                                                "(host ") &&
                      strstr(dist_pg_errmsg(g), "its last operation was ALL_REDUCE #2, called "
                                                "from " ME ":"),
             "rc %s: %s", dist_status_name(rc), dist_pg_errmsg(g));
   }
-  if (ctx->rank == 1) {
+  if (ctx->rank == 1)
     CHECK_OK(ctx, dist_destroy_process_group(g));
-    return hold(ctx, "test/done");
-  }
-  return ctx->rank == 0 ? release(ctx, "test/done") : 0;
+  return wpg_test_leave(ctx);
 }
 
 Test(wrapper_pg_absent, a_rank_that_runs_out_of_calls_is_named, .timeout = 60) {
@@ -183,7 +163,14 @@ static int exit_rank(const dist_test_ctx *ctx) {
                  strstr(msg, "\n  rank 2 (host ") &&
                  strstr(msg, "its last operation was ALL_REDUCE #1"),
         "rc %s: %s", dist_status_name(rc), msg);
-  return 0; /* the job is broken: no finish barrier */
+  /* The job is broken: rank 0 (the store's host) leaves after rank 1. */
+  dist_store *st = dist_get_default_store();
+  const char *keys[1] = {"test/rank1"};
+  if (ctx->rank == 1)
+    CHECK_OK(ctx, dist_store_set(st, keys[0], "1", 1));
+  else
+    CHECK_OK(ctx, dist_store_wait(st, keys, 1, 30000));
+  return 0;
 }
 
 Test(wrapper_pg_absent, a_rank_that_dies_is_named, .timeout = 60) {
@@ -192,4 +179,36 @@ Test(wrapper_pg_absent, a_rank_that_dies_is_named, .timeout = 60) {
   dist_test_run(&o, &res);
   cr_assert_eq(res.signal[2], SIGKILL, "%s", res.report);
   cr_assert(res.exit_code[0] == 0 && res.exit_code[1] == 0, "%s", res.report);
+}
+
+/* --- absent here because waiting elsewhere ------------------------------- */
+
+/* Rank 3 skips the barrier of group {1,2,3} and goes on to an all_reduce
+ * of the default group with rank 0: ranks 1 and 2 are absent from that
+ * all_reduce, and rank 0's report says where they are waiting. */
+static int elsewhere_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, init_short(ctx));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  int members[3] = {1, 2, 3};
+  dist_pg *g;
+  CHECK_OK(ctx, dist_new_group(members, 3, NULL, &g));
+  int rc = ctx->rank == 1 || ctx->rank == 2 ? dist_barrier(g, NULL)
+                                            : dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  CHECK(ctx, rc == DIST_E_TIMEOUT, "rc %s: %s", dist_status_name(rc), dist_pg_errmsg(g));
+  if (ctx->rank == 0) {
+    const char *msg = dist_pg_errmsg(NULL);
+    char buf[512];
+    CHECK(ctx, strstr(msg, "at ALL_REDUCE #2: ranks 1,2 did not arrive within 4 s\n") &&
+                   wpg_line(msg, "  rank 1 (host ", buf, sizeof buf) &&
+                   strstr(buf, "): waiting in BARRIER #1 of group 1 (g1, 3 ranks); its last "
+                               "operation was ALL_REDUCE #1, called from " ME ":"),
+          "report:\n%s", msg);
+  }
+  return wpg_test_leave(ctx);
+}
+
+Test(wrapper_pg_absent, ranks_waiting_in_another_group_are_shown_there, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(4, elsewhere_rank, NULL, 50), 0, "%s", dist_test_report());
 }

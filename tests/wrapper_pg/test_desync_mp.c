@@ -6,6 +6,8 @@
  * group keeps working for calls that agree. Real forked ranks at DETAIL. */
 #include <criterion/criterion.h>
 
+#include <dist/observer.h>
+
 #include "wpg_test.h"
 
 #define ME "test_desync_mp.c"
@@ -71,7 +73,31 @@ Test(wrapper_pg_desync, shape_differs_on_both_ranks, .timeout = 60) {
 
 /* --- dtypes of equal size, asynchronously: no work handle ---------------- */
 
+/* The report reaches the observers once, as DIST_EV_DESYNC_REPORT. */
+static int n_reports;
+static char last_report[4096];
+
+static int obs_init(void **ctx, const dist_pg_info *i) {
+  (void)i;
+  *ctx = NULL;
+  return DIST_OK;
+}
+
+static void obs_event(void *ctx, const dist_event *ev) {
+  (void)ctx;
+  if (ev->kind != DIST_EV_DESYNC_REPORT || !ev->message)
+    return;
+  n_reports++;
+  snprintf(last_report, sizeof last_report, "%s", ev->message);
+}
+
+static const dist_observer report_observer = {
+    .abi_version = DIST_OBSERVER_ABI_VERSION, .name = "reports",
+    .event_mask = DIST_EV_BIT(DIST_EV_DESYNC_REPORT), .init = obs_init, .on_event = obs_event,
+};
+
 static int dtype_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, dist_observer_register(&report_observer));
   CHECK_OK(ctx, wpg_test_init(ctx));
   int32_t v[4] = {7, 7, 7, 7};
   dist_tensor t = dist_tensor_1d(v, ctx->rank == 2 ? DIST_INT32 : DIST_FLOAT32, 4);
@@ -87,6 +113,8 @@ static int dtype_rank(const dist_test_ctx *ctx) {
   CHECK(ctx, wpg_line(dist_pg_errmsg(NULL), "  ranks 0-1: ", buf, sizeof buf) &&
                  strstr(buf, "float32[4]"), "majority line:\n%s", dist_pg_errmsg(NULL));
   CHECK(ctx, v[0] == 7 && v[3] == 7, "buffer touched");
+  CHECK(ctx, n_reports == 1 && !strcmp(last_report, dist_pg_errmsg(NULL)),
+        "%d DESYNC_REPORT events; last:\n%s", n_reports, last_report);
   dist_test_finish();
   return 0;
 }
@@ -259,4 +287,33 @@ static int stack_rank(const dist_test_ctx *ctx) {
 
 Test(wrapper_pg_desync, show_stacktraces_adds_each_ranks_stack, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, stack_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- five ranks over TCP: two in the minority, ranges compressed --------- */
+
+static int five_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRANSPORT", "tcp", 1); /* the helper group runs over TCP too */
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  double v[3] = {1, 2, 3};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT64, 3);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  CHECK(ctx, v[0] == 5 && v[2] == 15, "sum over TCP: %g %g", v[0], v[2]);
+  bool odd = ctx->rank == 1 || ctx->rank == 3;
+  int rc = dist_reduce(&t, odd ? 4 : 2, DIST_SUM, NULL, NULL);
+  if (expect_report(ctx, rc,
+                    "desync in group 0 (default, 5 ranks) at REDUCE #2: ranks disagree on the "
+                    "root\n",
+                    "  ranks 1,3:   ", "REDUCE float64[3] op=SUM root 4 (24 bytes)",
+                    "<- root differs"))
+    return 1;
+  char buf[512];
+  CHECK(ctx, wpg_line(dist_pg_errmsg(NULL), "  ranks 0,2,4: ", buf, sizeof buf) &&
+                 strstr(buf, "root 2") && !strstr(buf, "<-"), "majority:\n%s", dist_pg_errmsg(NULL));
+  CHECK(ctx, v[0] == 5, "buffer touched");
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, five_ranks_over_tcp_two_in_the_minority, .timeout = 90) {
+  cr_assert_eq(dist_test_ranks(5, five_rank, NULL, 80), 0, "%s", dist_test_report());
 }

@@ -53,6 +53,14 @@ static int members_rank(const dist_test_ctx *ctx) {
   if (ctx->rank == 2) { /* not in rank 0's group 1: no creation to check */
     CHECK_OK(ctx, dist_new_group(a, 2, NULL, &g));
     CHECK(ctx, g == DIST_GROUP_NON_MEMBER, "rank 2 in {0,1}");
+    /* Its group 2 is {1,2}, which rank 1 (failed at group 1) never makes:
+     * named at the group's timeout, before any connect. */
+    dist_group_opts o = {.timeout_ms = 1500};
+    int rc = dist_new_group(b, 2, &o, &g);
+    CHECK(ctx, rc == DIST_E_TIMEOUT && !strcmp(dist_last_errmsg(), "timeout in group 2 (g2, 2 "
+                                               "ranks) at creation: rank 1 did not create it "
+                                               "within 1500 ms"),
+          "new_group: %s: %s", dist_status_name(rc), dist_last_errmsg());
     return done(ctx);
   }
   int rc = dist_new_group(ctx->rank == 0 ? a : b, 2, NULL, &g);

@@ -54,4 +54,32 @@ static inline int wpg_same_everywhere(const dist_test_ctx *ctx, const char *repo
   return 0;
 }
 
+/* A store barrier for tests whose ranks fail on purpose (no group is
+ * usable to leave together): every rank arrives; rank 0, which hosts the
+ * store, leaves only once every rank has seen that all arrived. A rank that
+ * plays absent calls it instead of the operation, so it stays alive until
+ * the others have checked their reports. */
+static inline int wpg_test_count(const dist_test_ctx *ctx, dist_store *st, const char *what,
+                                 bool wait) {
+  char cnt[64], all[64];
+  snprintf(cnt, sizeof cnt, "test/%s/n", what);
+  snprintf(all, sizeof all, "test/%s/all", what);
+  int64_t n = 0;
+  if (dist_store_add(st, cnt, 1, &n) != DIST_OK)
+    return FAIL(ctx, "store add: %s", dist_store_errmsg(st));
+  if (n == ctx->world && dist_store_set(st, all, "1", 1) != DIST_OK)
+    return FAIL(ctx, "store set: %s", dist_store_errmsg(st));
+  const char *keys[1] = {all};
+  if (wait && dist_store_wait(st, keys, 1, 60000) != DIST_OK)
+    return FAIL(ctx, "store wait for %s: %s", what, dist_store_errmsg(st));
+  return 0;
+}
+
+static inline int wpg_test_leave(const dist_test_ctx *ctx) {
+  dist_store *st = dist_get_default_store();
+  if (wpg_test_count(ctx, st, "arrived", true))
+    return 1;
+  return wpg_test_count(ctx, st, "seen", ctx->rank == 0);
+}
+
 #endif

@@ -2,13 +2,15 @@
  *
  * When the exchange fails (the helper's collective timed out, or a peer was
  * lost), each rank that did arrive says so in the job's store under a key
- * for this group and collective count, then waits a bounded moment (at most
- * 2 s, never more than a quarter of the timeout) for the other arrivals:
+ * for this group and collective count, then waits a bounded moment (a
+ * quarter of the timeout, at most 2 s, which the exchange left over: the
+ * whole check ends within the group's timeout) for the other arrivals:
  * ranks that arrived together time out together. Members without a key
  * are named with their host and pid (exchanged when the helper was made)
  * and their last collective on the group with its call site (from the last
  * exchange that agreed, resolved here: the record carries module and
- * offset, not a raw address). */
+ * offset, not a raw address), and, when their own check failed too, the
+ * operation of another group they are waiting in. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,9 +45,8 @@ static void arrivals(wpg *w, dist_store *st, uint64_t count, bool *present) {
     free(keys), free(kp);
     return;
   }
-  int64_t grace = w->info->timeout_ms / 4;
-  grace = grace > 2000 ? 2000 : grace < 100 ? 100 : grace;
-  dist_store_wait(st, kp, (size_t)k, grace); /* a timeout here is the answer */
+  /* A timeout here is the answer. */
+  dist_store_wait(st, kp, (size_t)k, wpg_grace_ms(w->info->timeout_ms));
   for (int r = 0, i = 0; r < n; r++) {
     if (r == w->rank)
       continue;
@@ -54,6 +55,35 @@ static void arrivals(wpg *w, dist_store *st, uint64_t count, bool *present) {
     present[r] = here;
   }
   free(keys), free(kp);
+}
+
+/* Job-wide: where each rank stopped when its own check failed, so a rank
+ * absent here can be found waiting in another group's operation. */
+static void where_key(char *buf, size_t len, int global) {
+  snprintf(buf, len, "wpg/at/%d/%d", wpg_generation(), global);
+}
+
+static void say_where(const wpg *w, dist_store *st, const dist_coll *c) {
+  char k[64], v[256], gname[160];
+  where_key(k, sizeof k, w->info->global_rank);
+  wpg_group_name(w->info, gname, sizeof gname);
+  int n = snprintf(v, sizeof v, "%s #%" PRIu64 " of %s", dist_op_name(c->kind), c->seq, gname);
+  dist_store_set(st, k, v, (size_t)n); /* best effort: the report stands without it */
+}
+
+/* "waiting in BARRIER #1 of group 1 (g1, 3 ranks); " or "". */
+static void waiting_in(dist_store *st, int global, char *buf, size_t len) {
+  char k[64];
+  where_key(k, sizeof k, global);
+  const char *keys[1] = {k};
+  bool there = false;
+  void *v = NULL;
+  size_t n = 0;
+  buf[0] = '\0';
+  if (dist_store_check(st, keys, 1, &there) == DIST_OK && there &&
+      dist_store_get(st, k, &v, &n) == DIST_OK)
+    snprintf(buf, len, "waiting in %.*s; ", (int)n, (char *)v);
+  dist_free(v);
 }
 
 static void last_op(const wpg *w, int r, char *buf, size_t len) {
@@ -69,7 +99,8 @@ static void last_op(const wpg *w, int r, char *buf, size_t len) {
 }
 
 /* The report: status.h's header naming the absent ranks, one line each. */
-static int report(wpg *w, const dist_coll *c, int rc, const bool *present, int lowest) {
+static int report(wpg *w, dist_store *st, const dist_coll *c, int rc, const bool *present,
+                  int lowest) {
   char *msg = malloc(WPG_MSG_LEN);
   int *absent = calloc((size_t)w->size, sizeof *absent), n = 0;
   if (!msg || !absent) {
@@ -96,13 +127,17 @@ static int report(wpg *w, const dist_coll *c, int rc, const bool *present, int l
   for (int r = 0; r < w->size; r++) {
     if (present[r])
       continue;
-    char last[320];
+    char last[320], where[300];
     last_op(w, r, last, sizeof last);
+    waiting_in(st, w->info->global_ranks[r], where, sizeof where);
     wpg_appendf(msg, WPG_MSG_LEN, &off, "\n  rank %d (", w->info->global_ranks[r]);
     if (w->info->global_ranks[r] != r)
       wpg_appendf(msg, WPG_MSG_LEN, &off, "group rank %d, ", r);
-    wpg_appendf(msg, WPG_MSG_LEN, &off, "host %s, pid %d): %s", w->ident[r].host,
-                w->ident[r].pid, last);
+    if (w->ident[r].pid) /* unknown when the helper was never made */
+      wpg_appendf(msg, WPG_MSG_LEN, &off, "host %s, pid %d): %s%s", w->ident[r].host,
+                  w->ident[r].pid, where, last);
+    else
+      wpg_appendf(msg, WPG_MSG_LEN, &off, "never joined the check): %s%s", where, last);
   }
   rc = wpg_fail(w, rc, msg, lowest);
   free(msg), free(absent);
@@ -142,6 +177,7 @@ int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
     free(present);
     return relay(w, c, rc, gname, whyb);
   }
+  say_where(w, st, c);
   arrivals(w, st, count, present);
   int lowest = -1, n_absent = 0;
   for (int r = 0; r < w->size; r++) {
@@ -153,7 +189,7 @@ int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
     free(present);
     return relay(w, c, rc, gname, whyb);
   }
-  rc = report(w, c, rc == DIST_E_PEER_LOST ? rc : DIST_E_TIMEOUT, present, lowest);
+  rc = report(w, st, c, rc == DIST_E_PEER_LOST ? rc : DIST_E_TIMEOUT, present, lowest);
   free(present);
   return rc;
 }

@@ -68,6 +68,8 @@ static int report(const dist_pg_info *def, const cfg *all) {
   if (off && msg[off - 1] == '\n')
     msg[--off] = '\0';
   dist_log(DIST_LOG_ERROR, DIST_SUBSYS_WPG, "%s", msg);
+  if (def->rank == 0) /* distrun prints it last */
+    dist_post_cause(DIST_E_INVAL, msg);
   int rc = dist_backend_set_error(NULL, DIST_E_INVAL, "%s", msg);
   free(rows), free(text), free(msg);
   return rc;

@@ -34,31 +34,33 @@ static int gather(wpg *w, const void *in, void *out, size_t bytes) {
   dist_tensor to = dist_tensor_1d(out, DIST_UINT8, (int64_t)bytes * w->size);
   dist_coll c = {
       .kind = DIST_OP_ALL_GATHER_INTO_TENSOR, .inputs = &ti, .n_inputs = 1,
-      .outputs = &to, .n_outputs = 1, .root = -1, .timeout_ms = w->info->timeout_ms,
+      .outputs = &to, .n_outputs = 1, .root = -1,
+      .timeout_ms = w->info->timeout_ms - wpg_grace_ms(w->info->timeout_ms),
   };
   return dist_pg_forward(w->helper, &c, NULL);
 }
 
-int wpg_helper_ensure(wpg *w) {
+int wpg_helper_ensure(wpg *w, char *why, size_t len) {
   if (w->helper)
     return DIST_OK;
-  dist_group_opts o = {.timeout_ms = w->info->timeout_ms, .backend = "cpu",
+  int64_t t = w->info->timeout_ms - wpg_grace_ms(w->info->timeout_ms);
+  dist_group_opts o = {.timeout_ms = t, .backend = "cpu",
                        .desc = "checking layer", .flags = DIST_GROUP_INTERNAL};
-  int rc = dist_new_group(w->info->global_ranks, (size_t)w->size, &o, &w->helper);
+  dist_pg *h = NULL;
+  int rc = dist_new_group(w->info->global_ranks, (size_t)w->size, &o, &h);
+  __atomic_store_n(&w->helper, rc == DIST_OK ? h : NULL, __ATOMIC_RELEASE); /* abort reads it */
   if (rc != DIST_OK) {
-    w->helper = NULL;
-    return dist_backend_set_error(w->self, rc, "checking layer: cannot make the helper "
-                                  "group of group %d: %s", w->info->group_id,
-                                  dist_last_errmsg());
+    snprintf(why, len, "making the checking layer's helper group of group %d: %s",
+             w->info->group_id, dist_last_errmsg());
+    return rc;
   }
   wpg_ident me = {.pid = (int32_t)getpid(), .global = w->info->global_rank};
   gethostname(me.host, sizeof me.host - 1);
   rc = gather(w, &me, w->ident, sizeof me);
   if (rc != DIST_OK)
-    return dist_backend_set_error(w->self, rc, "checking layer: group %d: exchanging "
-                                  "identities failed: %s", w->info->group_id,
-                                  dist_pg_errmsg(w->helper));
-  return DIST_OK;
+    snprintf(why, len, "checking layer: group %d: exchanging identities failed: %s",
+             w->info->group_id, dist_pg_errmsg(w->helper));
+  return rc;
 }
 
 /* --- the report of a disagreement ---------------------------------------- */
@@ -199,9 +201,12 @@ static void trace(const wpg *w, const dist_coll *c) {
 }
 
 int wpg_check_coll(wpg *w, const dist_coll *c) {
-  int rc = wpg_helper_ensure(w);
-  if (rc != DIST_OK)
-    return rc;
+  if (w->size == 1)
+    return DIST_OK; /* nobody to disagree with */
+  char why[512];
+  int rc = wpg_helper_ensure(w, why, sizeof why);
+  if (__builtin_expect(rc != DIST_OK, 0)) /* a member never came to make it */
+    return wpg_absent(w, c, rc, why);
   wpg_fp me;
   wpg_fp_make(w, c, &me);
   wpg_site_locate(&w->sites, c->caller, &me.caller_off, &me.module);

@@ -121,6 +121,7 @@ static int conflict(const dist_pg_info *p, const view *v, int n, const view *min
   if (off && msg[off - 1] == '\n')
     msg[--off] = '\0';
   dist_log(DIST_LOG_ERROR, DIST_SUBSYS_WPG, "%s", msg);
+  dist_post_cause(DIST_E_DESYNC, msg); /* the first rank that sees it wins */
   int rc = dist_backend_set_error(NULL, DIST_E_DESYNC, "%s", msg);
   free(rows), free(text), free(msg), free(all);
   return rc;
@@ -130,6 +131,25 @@ static int64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The members of mine that never wrote their view, named. */
+static int missing(const dist_pg_info *p, const view *v, int n, const view *mine) {
+  char list[512];
+  size_t off = 0;
+  int k = 0;
+  list[0] = '\0';
+  for (int i = 0; i < p->size; i++) {
+    bool seen = false;
+    for (int j = 0; j < n && !seen; j++)
+      seen = v[j].rank == p->global_ranks[i];
+    if (!seen)
+      wpg_appendf(list, sizeof list, &off, "%s%d", k++ ? "," : "", p->global_ranks[i]);
+  }
+  return dist_backend_set_error(NULL, DIST_E_TIMEOUT, "timeout in group %d (%s, %d ranks) at "
+                                "creation: %s %s did not create it within %" PRId64 " ms",
+                                p->group_id, mine->desc[0] ? mine->desc : p->name, p->size,
+                                k > 1 ? "ranks" : "rank", list, p->timeout_ms);
 }
 
 /* Waits for the views; DIST_OK when every member of mine agrees. */
@@ -166,11 +186,9 @@ static int watch(dist_store *st, const char *key, const dist_pg_info *p, const v
       return DIST_OK;
     }
     if (now_ms() > deadline) {
+      rc = missing(p, v, n, mine);
       free(v);
-      return dist_backend_set_error(NULL, DIST_E_TIMEOUT, "timeout in group %d (%s, %d ranks) "
-                                    "at creation: %d of its members did not create it within "
-                                    "%" PRId64 " ms", p->group_id, mine->desc[0] ? mine->desc :
-                                    p->name, p->size, p->size - agreeing, p->timeout_ms);
+      return rc;
     }
     struct timespec ts = {0, (long)nap_us * 1000};
     nanosleep(&ts, NULL);

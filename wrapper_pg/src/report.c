@@ -168,13 +168,13 @@ const char *wpg_report_field(const wpg_row *rows, int n,
   return NULL;
 }
 
-/* Posts the report as the job's cause so distrun prints it once, last, and
- * classifies the exit (10 for a desync, 11 for a timeout). */
+/* The report becomes the job's cause (core's dist_post_cause, first one in
+ * the job wins), so distrun prints it once, last, and exits 10 for a
+ * desync, 11 for a timeout. Only the rank that logs the report posts it:
+ * the others would only lose the race. */
 static void post_cause(int rc, const char *report) {
-  /* CAUSES: call dist_post_cause(rc, report) here once the causes branch
-   * (core's public dist_post_cause: first report wins) has landed. */
-  (void)rc;
-  (void)report;
+  if (rc == DIST_E_DESYNC || rc == DIST_E_TIMEOUT)
+    dist_post_cause(rc, report);
 }
 
 int wpg_fail(wpg *w, int rc, const char *report, int lowest_global) {
@@ -184,6 +184,7 @@ int wpg_fail(wpg *w, int rc, const char *report, int lowest_global) {
   int me = w->info->global_rank;
   if (me == lowest_global) {
     dist_log(DIST_LOG_ERROR, DIST_SUBSYS_WPG, "%s", report);
+    post_cause(rc, report);
   } else {
     const char *nl = strchr(report, '\n');
     int n = nl ? (int)(nl - report) : (int)strlen(report);
@@ -192,6 +193,5 @@ int wpg_fail(wpg *w, int rc, const char *report, int lowest_global) {
     dist_log(DIST_LOG_ERROR, DIST_SUBSYS_WPG, "%.*s (rank %d logged the report)", n, report,
              lowest_global);
   }
-  post_cause(rc, report);
   return rc;
 }

@@ -1,19 +1,20 @@
 /* wpg.c - the checking process group: a filter over core's backend vtable
  * (curl's connection filters, c10d's ProcessGroupWrapper).
  *
- * The interposer hook (dist_set_group_wrapper) receives every new user
- * group; before it connects, the precreate hook (order.c) has compared the
- * members' views of it. At every level it runs the init-time agreement on the default
- * group (agree.c); at DIST_DEBUG=DETAIL it returns a checking group whose
- * slots check each collective (exchange.c) and then forward it to the
- * inner group unchanged. The
- * table is copied per inner backend name so dist_get_backend keeps saying
- * "cpu". The helper group of a user group is made while the group is being
- * created (a collective among its members, like the group itself); the
- * default group's is made at its first operation, since the default group
- * does not exist yet while its hook runs, or earlier when another group of
- * every rank is created, so that every rank makes its helpers over the same
- * member list in the same order. */
+ * Two interposer hooks. Before a new user group connects, the precreate
+ * hook (order.c) compares the members' views of it. Once it exists, the
+ * wrapper hook runs the init-time agreement on the default group (agree.c,
+ * at every level) and, at DIST_DEBUG=DETAIL, returns a checking group whose
+ * slots check each collective (exchange.c) and then forward it unchanged to
+ * the inner group. The vtable is copied per inner backend name, so
+ * dist_get_backend still says "cpu".
+ *
+ * A user group's helper is made while the group is created (a collective
+ * among its members, like the group itself). The default group's is made
+ * at its first collective, since the default group does not exist yet
+ * while its hook runs, or earlier when another group of every rank is
+ * created: so every rank makes its helpers over one member list in one
+ * order, and their names agree. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,14 +38,13 @@ static int coll(void *priv, const dist_coll *c, dist_work *wk) {
   return rc != DIST_OK ? rc : forward(w, c, wk);
 }
 
-/* Point-to-point passes through: the inner group's matched send already
- * fails both sides with DIST_E_DESYNC when the sizes differ. A pairwise
- * check of dtype and shape before the data moves would have to block a
- * receive until its sender's record arrives, and at this seam a receive
- * cannot be told from an irecv (both come with a work), so a ring of
- * irecvs would wait for each other; it needs core to let a wrapper defer
- * its forward until an asynchronous check completes. Point-to-point calls
- * take no collective count and stay out of the history hash. */
+/* Point-to-point passes through to the inner group, where the messages
+ * match: at DETAIL the CPU backend's matched-send check compares dtype and
+ * shape as well as size and fails both sides before the data reaches the
+ * receive's buffer (a check here would have to block a receive until its
+ * sender's record came, and at this seam a receive cannot be told from an
+ * irecv, so a ring of irecvs would wait for each other). Point-to-point
+ * calls take no collective count and stay out of the history hash. */
 static int p2p(void *priv, const dist_coll *c, dist_work *wk) {
   return forward(priv, c, wk);
 }
@@ -83,11 +83,15 @@ static int init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
     return DIST_OK;
   }
   int rc = DIST_OK;
-  if (default_wpg && w->size == default_wpg->size)
-    rc = wpg_helper_ensure(default_wpg); /* same member list: same order */
+  char why[512] = "";
+  if (w->size == 1)
+    return DIST_OK; /* no helper: a group of one has nothing to compare */
+  if (default_wpg && w->size == default_wpg->size) /* same member list: same order */
+    rc = wpg_helper_ensure(default_wpg, why, sizeof why);
   if (rc == DIST_OK)
-    rc = wpg_helper_ensure(w);
+    rc = wpg_helper_ensure(w, why, sizeof why);
   if (rc != DIST_OK) {
+    dist_backend_set_error(self, rc, "%s", why);
     if (w->helper)
       dist_destroy_process_group(w->helper);
     w->helper = NULL;

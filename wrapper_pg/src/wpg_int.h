@@ -150,9 +150,18 @@ int wpg_fail(wpg *w, int rc, const char *report, int lowest_global);
 
 /* --- exchange.c --- */
 int wpg_check_coll(wpg *w, const dist_coll *c);
-int wpg_helper_ensure(wpg *w);
+/* Makes w's helper group (a collective among its members) once; on failure
+ * the reason is in why. */
+int wpg_helper_ensure(wpg *w, char *why, size_t len);
 
 /* --- absent.c --- */
+/* How long the arrived ranks wait for each other's word after a failed
+ * exchange; the exchange itself waits the group's timeout minus this, so
+ * the whole check ends within the group's timeout. */
+static inline int64_t wpg_grace_ms(int64_t timeout_ms) {
+  int64_t g = timeout_ms / 4;
+  return g > 2000 ? 2000 : g < 1 ? 1 : g;
+}
 /* After a failed exchange (timeout, lost peer): names who did not arrive. */
 int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why);
 

@@ -160,6 +160,32 @@ void dist__tcp_req_release(dist__tcp *t, dist__tcp_req *r) {
 
 /* --- descriptors and size checks ------------------------------------------- */
 
+/* At DIST_DEBUG=DETAIL a point-to-point message also carries its tensor's
+ * shape (a hash, in the peer_count field point-to-point leaves unused), so
+ * a send and a receive of the same size but another dtype or shape fail
+ * both sides too (the checking layer's pairwise check, done where the
+ * messages match: before any data reaches the receive's buffer). */
+static int64_t shape_hash(const dist_tensor *t) {
+  uint64_t h = 1469598103934665603ull;
+  h = (h ^ (uint64_t)t->ndim) * 1099511628211ull;
+  for (int d = 0; d < t->ndim; d++)
+    h = (h ^ (uint64_t)t->shape[d]) * 1099511628211ull;
+  return (int64_t)(h >> 2); /* >= 0: -1 means none */
+}
+
+/* What differs between a point-to-point message and the receive that
+ * matched it ("size", "dtype", "shape"), NULL when they fit. */
+static const char *p2p_diff(const tcp_desc *a, uint64_t a_len, const tcp_desc *b,
+                            uint64_t b_len) {
+  if (a_len != b_len)
+    return "size";
+  if (a->peer_count < 0 || b->peer_count < 0)
+    return NULL; /* below DETAIL the bytes are what must agree */
+  if (a->dtype != TCP_NONE8 && b->dtype != TCP_NONE8 && a->dtype != b->dtype)
+    return "dtype";
+  return a->peer_count != b->peer_count ? "shape" : NULL;
+}
+
 static tcp_desc hdr_desc(const tcp_hdr *h) {
   tcp_desc d = {h->kind, h->dtype, h->redop, h->root, h->op_seq, h->count, h->peer_count,
                 h->total};
@@ -240,7 +266,7 @@ static void coll_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *t
 
 /* The report body of a send and a receive whose sizes differ. */
 static void p2p_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *theirs,
-                       uint64_t their_size, bool i_send) {
+                       uint64_t their_size, bool i_send, const char *field) {
   int me = t->g->rank;
   dist__rside a, b;
   const tcp_desc *sd = i_send ? &r->d : theirs, *rd = i_send ? theirs : &r->d;
@@ -265,7 +291,7 @@ static void p2p_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *th
   size_t off = 0;
   m[0] = '\0';
   dist__appendf(m, sizeof m, &off, "%s: ", dist__tcp_req_label(r, lb, sizeof lb));
-  dist__report_disagree(m, sizeof m, &off, "size", &a, &b);
+  dist__report_disagree(m, sizeof m, &off, field ? field : "size", &a, &b);
   set_fail(r, DIST_E_DESYNC, "%s", m);
 }
 
@@ -279,9 +305,10 @@ static int check_match(dist__tcp *t, dist__tcp_req *r, int src, const tcp_hdr *h
     coll_report(t, r, src, &hd, h->size, false);
     return DIST_E_DESYNC;
   }
-  if (h->size == r->len)
+  const char *why = p2p_diff(&r->d, r->len, &hd, h->size);
+  if (!why)
     return DIST_OK;
-  p2p_report(t, r, src, &hd, h->size, false);
+  p2p_report(t, r, src, &hd, h->size, false, why);
   return DIST_E_DESYNC;
 }
 
@@ -294,6 +321,8 @@ static void answer(dist__tcp *t, tcp_conn *c, int type, const dist__tcp_req *r,
   h.op_seq = r->d.op_seq;
   h.dtype = r->d.dtype;
   h.count = r->d.count;
+  if (!r->coll)
+    h.peer_count = r->d.peer_count; /* the shape at DETAIL (p2p_diff) */
   h.size = r->len;
   if (type == TCP_F_NACK) { /* the sender reports what this receive expected */
     h.redop = r->d.redop;
@@ -710,7 +739,7 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
   if (r->coll && coll_field(&r->d, r->len, &hd, h->size, true))
     coll_report(t, r, c->peer, &hd, h->size, true);
   else
-    p2p_report(t, r, c->peer, &hd, h->size, true);
+    p2p_report(t, r, c->peer, &hd, h->size, true, p2p_diff(&r->d, r->len, &hd, h->size));
   /* The peer drops the payload it gets; the buffer is ours until written. */
   if (!r->item)
     finish(t, r);
@@ -764,6 +793,8 @@ static tcp_desc p2p_desc(const dist_coll *c, bool is_send, const void *buf, size
   if (tt && dist_tensor_nbytes(tt) == len && dist_dtype_size(tt->dtype) > 0) {
     d.dtype = (uint8_t)tt->dtype;
     d.count = dist_tensor_numel(tt);
+    if (dist_get_debug_level() == DIST_DEBUG_DETAIL)
+      d.peer_count = shape_hash(tt);
   }
   return d;
 }

@@ -9,8 +9,10 @@
  * the group's history) over a helper internal CPU group; ranks that disagree
  * do not run the operation: every member that entered fails with
  * DIST_E_DESYNC and the same report, and no buffer is touched.
- * Point-to-point calls pass through (the runtime's matched send checks
- * their sizes on both sides). The
+ * Point-to-point calls are compared pairwise where the messages match: at
+ * DETAIL the CPU backend's matched-send check covers dtype and shape as
+ * well as size, and a mismatch fails both sides before data reaches the
+ * receive's buffer. The
  * exchange is monitored: a member that does not arrive within the group's
  * timeout is named (host, pid, last operation) and the others fail with
  * DIST_E_TIMEOUT. At OFF and INFO nothing is wrapped.
