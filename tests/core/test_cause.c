@@ -6,6 +6,9 @@
  * tests/monitor/test_distrun_cause.c. */
 #include <criterion/criterion.h>
 
+#include <stdlib.h>
+#include <string.h>
+
 #include <dist/backend.h>
 
 #include "launch_env.h"
