@@ -202,6 +202,7 @@ static int publish_user_group(dist_pg *inner, int group_id, dist_pg **out) {
     }
   }
   link_group(g);
+  dist__pg_log_created(g);
   if (dist__obs_on())
     dist__obs_emit(g, DIST_EV_GROUP_CREATED, NULL, DIST_OK, -1, NULL);
   *out = g;
@@ -395,6 +396,8 @@ int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
   if (!g->internal)
     c->seq = ++g->seq;
   c->timeout_ms = g->timeout_ms;
+  if (__builtin_expect(dist__log_on(DIST_LOG_TRACE, DIST_SUBSYS_COLL), 0) && !g->internal)
+    dist__pg_log_op(g, c); /* DETAIL: one line per operation */
   dist_backend_op_fn fn = slot_for(g->ops, c->kind);
   if (!fn) {
     dist__err_set(&g->err, DIST_E_NOTSUP, "backend %s does not support %s", g->backend,
@@ -409,6 +412,8 @@ void dist__pg_begin(dist_pg *g, dist_coll *c) {
   dist__err_clear(&g->err);
   c->seq = g->internal ? 0 : ++g->seq;
   c->timeout_ms = g->timeout_ms;
+  if (__builtin_expect(dist__log_on(DIST_LOG_TRACE, DIST_SUBSYS_COLL), 0) && !g->internal)
+    dist__pg_log_op(g, c);
   if (!g->internal && dist__obs_on())
     dist__obs_emit(g, DIST_EV_OP_ISSUED, c, DIST_OK, -1, NULL);
 }

@@ -162,6 +162,13 @@ void dist__nan_check_init(void);
  * job's cause. */
 int dist__nan_check_coll(dist_pg *g, const dist_coll *c);
 
+/* --- logs by debug level (pg_log.c) ------------------------------------ */
+
+/* At DIST_DEBUG=INFO and above: the INFO block with g's configuration. */
+void dist__pg_log_created(const dist_pg *g);
+/* The TRACE line of one operation; call only when TRACE is on for COLL. */
+void dist__pg_log_op(const dist_pg *g, const dist_coll *c);
+
 /* --- work (work.c) ------------------------------------------------------ */
 
 /* A work holding a deep copy of c (tensor and split arrays; data is

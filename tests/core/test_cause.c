@@ -7,6 +7,9 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
+#include <stdlib.h>
+#include <string.h>
+
 #include <dist/backend.h>
 
 #include "launch_env.h"
