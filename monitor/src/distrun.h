@@ -5,6 +5,8 @@
  *   distrun_output.c  per-rank output: line prefixes, log files, --tee
  *   distrun_store.c   the job's store: hosting or joining it, posting
  *                     deaths, the multi-node watcher thread
+ *   distrun_supervise.c  a crashed rank's backtrace, the survivors'
+ *                     moment to report
  * The contract with the ranks (variables, store keys) is core's
  * launch_env.h. */
 #ifndef DISTRUN_H
@@ -138,6 +140,18 @@ void dist__run_store_post_done(const drun_cfg *c, drun_job *job, int status);
 int dist__run_watch_start(const drun_cfg *c, drun_job *job);
 /* Stops the watcher and closes the store (the server stops with it). */
 void dist__run_store_close(const drun_cfg *c, drun_job *job);
+
+/* --- supervision (distrun_supervise.c) ---------------------------------- */
+
+#define DRUN_REPORT_MS 2000 /* survivors' moment to report a death */
+
+/* A rank that died of SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGABRT: shows its
+ * backtrace (the monitor's crash file) and posts it (distrun/crash/<R>). */
+void dist__run_crash_collect(drun_job *job, const drun_rank *r, int wstatus);
+/* The first crash's backtrace again, for the summary. */
+void dist__run_crash_summary(void);
+/* When the survivors of a death get SIGTERM (says so when running > 0). */
+int64_t dist__run_report_deadline(int running, int64_t now_ms);
 
 /* Prints "distrun: ..." on stderr (one write). */
 void dist__run_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

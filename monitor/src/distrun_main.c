@@ -39,6 +39,7 @@ typedef struct sup {
   drun_rank *ranks;
   int n, running, open_streams;
   int64_t kill_at, drain_until, nodes_until; /* -1: no such deadline */
+  int64_t term_at;  /* SIGTERM after the survivors' report window; -1 */
   int interrupts;
   int status;     /* -1 until the first failure */
   char cause[768];
@@ -134,6 +135,7 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   r->wstatus = wstatus;
   sp->running--;
   dist__run_describe_status(wstatus, how, sizeof how);
+  dist__run_crash_collect(sp->job, r, wstatus);
   dist__run_store_post_exit(sp->job, r->global, how);
   bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
   if (ok || r->failed_to_start || r->signalled_by_us)
@@ -146,7 +148,8 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
     dist__run_say("%s", sp->cause);
   else
     dist__run_say("rank %d (pid %d) also failed: %s", r->global, (int)r->pid, how);
-  end_ranks(sp, SIGTERM);
+  if (sp->term_at < 0 && !sp->ending)
+    sp->term_at = dist__run_report_deadline(sp->running, dist__now_ms());
 }
 
 static void reap(sup *sp) {
@@ -246,6 +249,10 @@ static void close_streams(sup *sp) {
 /* Deadlines that states ask for; returns the poll timeout. */
 static int timers(sup *sp) {
   int64_t now = dist__now_ms(), next = -1;
+  if (sp->term_at >= 0 && now >= sp->term_at) {
+    sp->term_at = -1;
+    end_ranks(sp, SIGTERM);
+  }
   if (sp->kill_at >= 0 && now >= sp->kill_at) {
     int k = live_ranks(sp);
     if (k)
@@ -264,8 +271,8 @@ static int timers(sup *sp) {
                   sp->c->nnodes - 1 - sp->nodes_done);
     sp->nodes_done = sp->c->nnodes - 1;
   }
-  const int64_t ds[] = {sp->kill_at, sp->drain_until, sp->nodes_until};
-  for (size_t i = 0; i < 3; i++)
+  const int64_t ds[] = {sp->kill_at, sp->drain_until, sp->nodes_until, sp->term_at};
+  for (size_t i = 0; i < 4; i++)
     if (ds[i] >= 0 && (next < 0 || ds[i] < next))
       next = ds[i];
   return next < 0 ? -1 : (int)(next > now ? next - now : 0);
@@ -342,7 +349,7 @@ static void start_ranks(sup *sp, const char *path) {
 
 static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sigfd) {
   sup sp = {.c = c, .job = job, .n = c->nproc, .kill_at = -1, .drain_until = -1,
-            .nodes_until = -1, .status = -1, .sigfd = sigfd};
+            .nodes_until = -1, .term_at = -1, .status = -1, .sigfd = sigfd};
   sp.ranks = dist__calloc((size_t)c->nproc, sizeof *sp.ranks);
   sp.pfd = dist__calloc((size_t)c->nproc * 2 + 2, sizeof *sp.pfd);
   if (!sp.ranks || !sp.pfd) {
@@ -360,6 +367,7 @@ static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sig
     poll_once(&sp);
   close_streams(&sp);
   int status = sp.status < 0 ? DRUN_EXIT_OK : sp.status;
+  dist__run_crash_summary();
   if (status != DRUN_EXIT_OK)
     dist__run_say("exit status %d (%s): %s", status, status_words(status), sp.cause);
   dist__free(sp.pfd);

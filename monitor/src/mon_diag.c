@@ -105,6 +105,8 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, int
   dist__appendf(buf, len, off, "\n");
   if (r->stack[0])
     dist__appendf(buf, len, off, "    its stack:\n%s", r->stack);
+  if (r->crash[0])
+    dist__appendf(buf, len, off, "    %s", r->crash);
 }
 
 static int cmp_int(const void *a, const void *b) {
@@ -118,6 +120,21 @@ bool dist__mon_recs_fresh(const mon_group *g, const mon_rec *recs, int64_t since
     char how[320];
     if (g->granks[i] != dist__mon.rank && r->present && r->hb_ms < since_ms &&
         !gone_how(r, now_ms, how, sizeof how))
+      return false;
+  }
+  return true;
+}
+
+bool dist__mon_recs_settled(const mon_group *g, const mon_rec *recs) {
+  const char *l = getenv("DIST_LAUNCHER");
+  if (!l || strcmp(l, "distrun") != 0)
+    return true;
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  for (int i = 0; i < g->size; i++) {
+    const mon_rec *r = &recs[g->granks[i]];
+    char how[320];
+    if (g->granks[i] != dist__mon.rank && !r->died[0] && gone_how(r, now_ms, how, sizeof how) &&
+        (r->proc_state == 'X' || r->proc_state == 'Z' || strcmp(r->state, "exit") == 0))
       return false;
   }
   return true;

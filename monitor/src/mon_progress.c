@@ -143,10 +143,8 @@ static char proc_state(const mon_rec *r) {
   return p && p[1] == ' ' ? p[2] : 0;
 }
 
-/* distrun's line for a rank that ended: distrun/exit/<R>. */
-static void read_exit(dist_store *s, mon_rec *r, int rank) {
-  char key[64];
-  snprintf(key, sizeof key, DIST_KEY_EXIT_FMT, rank);
+/* key into out when it exists (never waits). */
+static void read_if_there(dist_store *s, const char *key, char *out, size_t len) {
   const char *keys[] = {key};
   bool there = false;
   if (dist_store_check(s, keys, 1, &there) != DIST_OK || !there)
@@ -154,8 +152,19 @@ static void read_exit(dist_store *s, mon_rec *r, int rank) {
   void *v = NULL;
   size_t n = 0;
   if (dist_store_get(s, key, &v, &n) == DIST_OK)
-    snprintf(r->died, sizeof r->died, "%s", (char *)v);
+    snprintf(out, len, "%s", (char *)v);
   dist_free(v);
+}
+
+/* distrun's line for a rank that ended (distrun/exit/<R>) and the
+ * backtrace of its crash (distrun/crash/<R>). */
+static void read_exit(dist_store *s, mon_rec *r, int rank) {
+  char key[64];
+  snprintf(key, sizeof key, DIST_KEY_EXIT_FMT, rank);
+  read_if_there(s, key, r->died, sizeof r->died);
+  snprintf(key, sizeof key, DIST_KEY_CRASH_FMT, rank);
+  if (r->died[0])
+    read_if_there(s, key, r->crash, sizeof r->crash);
 }
 
 int dist__mon_read_all(dist_store *s, mon_rec *recs) {
