@@ -185,6 +185,10 @@ int dist__mon_read_all(dist_store *s, mon_rec *recs) {
     if (there && dist_store_get(s, key, &v, &n) == DIST_OK && v)
       parse((char *)v, rec);
     dist_free(v);
+    if (dist__mon.stacks) {
+      dist__mon_key(key, sizeof key, "s", r);
+      read_if_there(s, key, rec->stack, sizeof rec->stack);
+    }
     if (r == dist__mon.rank)
       continue;
     if (rec->present)
