@@ -7,6 +7,7 @@
  *                     deaths, the multi-node watcher thread
  *   distrun_supervise.c  a crashed rank's backtrace, the survivors'
  *                     moment to report
+ *   distrun_status.c  SIGUSR1's status table
  * The contract with the ranks (variables, store keys) is core's
  * launch_env.h. */
 #ifndef DISTRUN_H
@@ -152,6 +153,11 @@ void dist__run_crash_collect(drun_job *job, const drun_rank *r, int wstatus);
 void dist__run_crash_summary(void);
 /* When the survivors of a death get SIGTERM (says so when running > 0). */
 int64_t dist__run_report_deadline(int running, int64_t now_ms);
+
+/* --- status (distrun_status.c) ------------------------------------------ */
+
+/* SIGUSR1: a table of every rank's state from the monitors' records. */
+void dist__run_status_table(const drun_cfg *c, drun_job *job, const drun_rank *ranks);
 
 /* Prints "distrun: ..." on stderr (one write). */
 void dist__run_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

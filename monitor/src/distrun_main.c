@@ -183,6 +183,8 @@ static void read_signals(sup *sp) {
   while (read(sp->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
     if (si.ssi_signo == SIGCHLD)
       reap(sp);
+    else if (si.ssi_signo == SIGUSR1)
+      dist__run_status_table(sp->c, sp->job, sp->ranks);
     else
       on_interrupt(sp, (int)si.ssi_signo);
   }

@@ -438,3 +438,36 @@ Test(monitor_mp, stacks_of_a_rank_asleep_and_of_one_in_a_system_call, .timeout =
               at(e + diag + stack, "run_loop (prog_monitor.c:") >= 0);
   }
 }
+
+/* --- distrun's status table --------------------------------------------------- */
+
+static bool wait_for_err(proc *p, const char *needle, int timeout_ms) {
+  int64_t deadline = now_ms() + timeout_ms;
+  while (at(ERR(p), needle) < 0 && now_ms() < deadline)
+    pump(p, 1, 50);
+  return at(ERR(p), needle) >= 0;
+}
+
+Test(monitor_mp, sigusr1_to_distrun_prints_every_ranks_state_without_stopping, .timeout = 90) {
+  clean_env();
+  static proc p;
+  const char *argv[] = {bin("distrun"), "-n", "3", "--timeout", "6", "--grace-period", "1",
+                        bin("monitor_testprog"), "hang", "1", NULL};
+  proc_start(&p, argv, NULL);
+  /* The stall report says every rank is where the table should show it. */
+  cr_assert(wait_for_err(&p, "MON WARN stall in group 0", 60000), "%s", ERR(&p));
+  kill(p.pid, SIGUSR1);
+  cr_assert(wait_for_err(&p, "status of job", 20000), "%s", ERR(&p));
+  finish(&p, 1, 0, 60000);
+  const char *t = strstr(ERR(&p), "status of job");
+  cr_assert(t);
+  const char *rows[] = {"\n  0 ", "in op      0     ALL_REDUCE             #10",
+                        "\n  1 ", "outside    0     ALL_REDUCE             #9",
+                        "\n  2 ", "in op      0     ALL_REDUCE             #10"};
+  for (size_t i = 0; i < 6; i++) {
+    long k = at(t, rows[i]);
+    cr_assert(k >= 0, "'%s' in the table:\n%s", rows[i], t);
+    t += k;
+  }
+  cr_assert_eq(p.status, 11, "the job went on to its timeout: %s", ERR(&p));
+}
