@@ -90,6 +90,8 @@ typedef struct mon_state {
   bool stop;
   _Atomic int kick;          /* an event wants the watchdog now */
   int main_tid;
+  _Atomic long writes;       /* progress records written (figures) */
+  int64_t t_init_ns;
   mon_group groups[MON_MAX_GROUPS];
 } mon_state;
 

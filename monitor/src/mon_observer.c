@@ -270,6 +270,8 @@ static int mon_init(void **ctx, const dist_pg_info *dg) {
   clock_gettime(CLOCK_MONOTONIC, &mt);
   m->wall_off_ns = ((int64_t)rt.tv_sec - mt.tv_sec) * 1000000000LL + (rt.tv_nsec - mt.tv_nsec);
   m->rank = dg->global_rank;
+  m->t_init_ns = dist__now_ns();
+  atomic_store(&m->writes, 0);
   m->world = dg->size;
   m->pid = getpid();
   m->main_tid = my_tid();
@@ -302,6 +304,9 @@ static void mon_fini(void *ctx) {
   dist__mon_watchdog_stop();
   if (m->store)
     dist__mon_publish(m->store, "done", "");
+  double secs = (double)(dist__now_ns() - m->t_init_ns) / 1e9;
+  DIST_LOG(INFO, MON, "monitor: %ld progress writes to the store in %.1f s (%.2f a second)",
+           atomic_load(&m->writes), secs, secs > 0 ? (double)atomic_load(&m->writes) / secs : 0);
   m->on = false;
   for (int i = 0; i < MON_MAX_GROUPS; i++)
     if (atomic_load(&m->groups[i].live)) {

@@ -67,6 +67,7 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
   dist__mon_key(key, sizeof key, "p", m->rank);
   int rc = dist_store_set(s, key, buf, off);
   dist__free(buf);
+  atomic_fetch_add_explicit(&m->writes, 1, memory_order_relaxed);
   return rc;
 }
 
