@@ -165,8 +165,15 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
       continue;
     const mon_rec_group *rg = dist__mon_rec_group(&recs[r], g->gid);
     char how[320];
-    if (r == dist__mon.rank || (rg && rg->enq >= seq && !gone_how(&recs[r], now_ms, how, sizeof how))) {
+    const char *gone = gone_how(&recs[r], now_ms, how, sizeof how);
+    if (r == dist__mon.rank || (rg && rg->enq >= seq && !gone)) {
       in[n_in++] = r;
+      continue;
+    }
+    if (rg && rg->enq >= seq) { /* it was in the operation, then ended */
+      dist__appendf(buf, len, &off, "  rank %d (host %s, pid %d) entered %s #%llu, then %s\n",
+                    r, recs[r].host, (int)recs[r].pid, op_name(kind), (unsigned long long)seq,
+                    gone);
       continue;
     }
     absent++;
