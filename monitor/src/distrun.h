@@ -8,6 +8,7 @@
  *   distrun_supervise.c  a crashed rank's backtrace, the survivors'
  *                     moment to report
  *   distrun_status.c  SIGUSR1's status table
+ *   distrun_stacks.c  the ranks' stacks through ptrace
  * The contract with the ranks (variables, store keys) is core's
  * launch_env.h. */
 #ifndef DISTRUN_H
@@ -153,6 +154,12 @@ void dist__run_crash_collect(drun_job *job, const drun_rank *r, int wstatus);
 void dist__run_crash_summary(void);
 /* When the survivors of a death get SIGTERM (says so when running > 0). */
 int64_t dist__run_report_deadline(int running, int64_t now_ms);
+
+/* --- stacks (distrun_stacks.c) ------------------------------------------ */
+
+/* DIST_SHOW_STACKTRACES=1: every thread's stack of each running rank,
+ * captured with ptrace (libdwfl) and printed. */
+void dist__run_dump_stacks(const drun_rank *ranks, int n);
 
 /* --- status (distrun_status.c) ------------------------------------------ */
 

@@ -85,6 +85,8 @@ static void end_ranks(sup *sp, int sig) {
   if (sp->ending)
     return;
   sp->ending = true;
+  if (sp->status > 0)
+    dist__run_dump_stacks(sp->ranks, sp->n);
   int k = live_ranks(sp);
   if (k)
     dist__run_say("ending %d running rank%s on this node (SIG%s, SIGKILL after %.1f s)",

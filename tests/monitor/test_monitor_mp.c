@@ -474,3 +474,19 @@ Test(monitor_mp, sigusr1_to_distrun_prints_every_ranks_state_without_stopping, .
   }
   cr_assert_eq(p.status, 11, "the job went on to its timeout: %s", ERR(&p));
 }
+
+Test(monitor_mp, distrun_captures_the_stacks_of_a_stopped_rank_through_ptrace, .timeout = 60) {
+  clean_env();
+  static proc p;
+  const char *env[] = {"DIST_TIMEOUT=4", "DIST_SHOW_STACKTRACES=1", NULL};
+  under_distrun(&p, 2, (const char *[]){"stop", "1", NULL}, env, 40000);
+  const char *e = ERR(&p);
+  long s = at(e, "distrun: stacks of rank 1 (pid ");
+  if (s < 0 || at(e + s, "run_loop (prog_monitor.c:") < 0)
+    dump(&p, 1);
+  cr_assert(s >= 0 && at(e + s, "captured by distrun:\n    thread ") >= 0);
+  /* Its main thread, stopped in raise(SIGSTOP) by the program's loop, and
+   * the monitor's watchdog thread. */
+  cr_assert(at(e + s, "run_loop (prog_monitor.c:") >= 0 && at(e + s, "main (prog_monitor.c:") >= 0);
+  cr_assert(at(e + s, "(mon_watchdog.c:") >= 0);
+}
