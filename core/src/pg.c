@@ -296,7 +296,7 @@ int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
   if (__builtin_expect(rc != DIST_OK, 0))
     return rc; /* a call that never started takes no sequence number */
   if (!g->internal)
-    c->seq = ++g->seq;
+    c->seq = dist__pg_next_seq(g);
   c->timeout_ms = g->timeout_ms;
   dist_backend_op_fn fn = slot_for(g->ops, c->kind);
   if (!fn)
@@ -307,7 +307,7 @@ int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
 
 void dist__pg_begin(dist_pg *g, dist_coll *c) {
   dist__err_clear(&g->err);
-  c->seq = g->internal ? 0 : ++g->seq;
+  c->seq = g->internal ? 0 : dist__pg_next_seq(g);
   c->timeout_ms = g->timeout_ms;
   if (!g->internal && dist__obs_on())
     dist__obs_emit(g, DIST_EV_OP_ISSUED, c, DIST_OK, -1, NULL);

@@ -374,8 +374,8 @@ Test(monitor_mp, sigstop_is_not_responding_under_distrun_and_by_hand, .timeout =
 }
 
 Test(monitor_mp, sigsegv_backtrace_in_distruns_summary, .timeout = 60) {
-#if defined(__SANITIZE_ADDRESS__)
-  cr_skip_test("AddressSanitizer catches SIGSEGV itself (its report is the backtrace)");
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  cr_skip_test("the sanitizer catches SIGSEGV itself (its report is the backtrace)");
 #endif
   clean_env();
   static proc p;
@@ -425,6 +425,9 @@ Test(monitor_mp, a_rank_late_to_every_op_is_the_straggler_a_balanced_run_has_non
 /* --- 5. stacks --------------------------------------------------------------- */
 
 Test(monitor_mp, stacks_of_a_rank_asleep_and_of_one_in_a_system_call, .timeout = 90) {
+#if defined(__SANITIZE_THREAD__)
+  cr_skip_test("ThreadSanitizer holds signals to a thread blocked in a system call");
+#endif
   clean_env();
   const char *env[] = {"DIST_TIMEOUT=4", "DIST_SHOW_STACKTRACES=1", NULL};
   const char *modes[2][2] = {{"hang", "sleep_forever (prog_monitor.c:"},
