@@ -82,6 +82,22 @@
  * "quit" (a node stops its own watcher). */
 #define DIST_KEY_NODE_EVENTS_FMT "distrun/node/%d/events"
 
+/* --- keys written by the ranks (any part, through dist_post_cause) ------ */
+
+/* The job's cause: why it failed, as the rank that knows explains it.
+ * Written with compare_set, so the first cause in the job stays. Value:
+ *     "<status> <global rank>\n<report>"
+ * status is the DIST_E_* code as a decimal number (4 DIST_E_DESYNC, 3
+ * DIST_E_TIMEOUT, ...), global rank the posting rank (-1 when unknown) and
+ * report the multi-line text for the user (at most DIST_CAUSE_REPORT_MAX
+ * bytes). Posted by core for DIST_E_DESYNC from the backends' own checks,
+ * by the checking layer for its desync reports and by the monitor for its
+ * hang diagnoses (DIST_E_TIMEOUT). distrun waits a bounded moment for it
+ * when a rank fails, exits 10 for DIST_E_DESYNC and 11 for DIST_E_TIMEOUT,
+ * and prints the report last. dist__cause_parse (dist_int.h) reads it. */
+#define DIST_KEY_CAUSE "dist/cause"
+#define DIST_CAUSE_REPORT_MAX 16384
+
 /* --- keys written by the ranks' rendezvous (core/src/rendezvous.c) ------ */
 
 /* Join counter: every rank adds 1, so init number g of the job (a program

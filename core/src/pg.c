@@ -236,13 +236,18 @@ static dist_backend_op_fn slot_for(const dist_backend_ops *o, dist_op_kind k) {
   }
 }
 
-static void note_failure(dist_pg *g, int rc) {
+/* Records a failed call on g. A desync becomes the job's cause (cause.c)
+ * here, at every debug level; a wrapper's own failures are its to post and
+ * what it forwarded was posted by the inner group, so once per call. */
+static void note_failure(dist_pg *g, const dist_coll *c, int rc) {
   if (rc == DIST_E_ABORTED || rc == DIST_E_TIMEOUT || rc == DIST_E_PEER_LOST) {
     int expected = DIST_OK;
     atomic_compare_exchange_strong(&g->async_error, &expected, rc);
   }
   if (g->err.msg[0] == '\0')
     dist__err_set(&g->err, rc, "%s failed: %s", g->name, dist_strerror(rc));
+  if (rc == DIST_E_DESYNC && !g->inner)
+    dist__cause_post_failure(g, c, rc, g->err.msg);
 }
 
 static dist_event_kind end_event(int rc) {
@@ -257,7 +262,7 @@ static int call_sync(dist_pg *g, dist_backend_op_fn fn, dist_coll *c) {
     dist__obs_emit(g, DIST_EV_OP_ISSUED, c, DIST_OK, -1, NULL);
   int rc = fn(g->priv, c, NULL);
   if (__builtin_expect(rc != DIST_OK, 0))
-    note_failure(g, rc);
+    note_failure(g, c, rc);
   if (obs)
     dist__obs_emit(g, end_event(rc), c, rc, -1, rc ? g->err.msg : NULL);
   return rc;
@@ -279,7 +284,7 @@ static int call_async(dist_pg *g, dist_backend_op_fn fn, dist_coll *c, dist_work
   }
   rc = fn(g->priv, &w->coll, w);
   if (rc != DIST_OK) {
-    note_failure(g, rc);
+    note_failure(g, &w->coll, rc);
     if (obs)
       dist__obs_emit(g, end_event(rc), &w->coll, rc, -1, g->err.msg);
     dist__work_unref(w); /* the backend's reference: it never took the work */
@@ -353,7 +358,7 @@ int dist__pg_sub_recv(dist_pg *g, dist_coll *piece, int *src_group_rank) {
 
 int dist__pg_end(dist_pg *g, const dist_coll *c, int rc) {
   if (rc != DIST_OK)
-    note_failure(g, rc);
+    note_failure(g, c, rc);
   if (!g->internal && dist__obs_on())
     dist__obs_emit(g, end_event(rc), c, rc, -1, rc ? g->err.msg : NULL);
   return rc;
@@ -384,7 +389,7 @@ int dist_pg_forward(dist_pg *g, const dist_coll *c, dist_work *w) {
                          g->backend, dist_op_name(c->kind));
   int rc = fn(g->priv, c, w);
   if (rc != DIST_OK)
-    note_failure(g, rc);
+    note_failure(g, c, rc);
   return rc;
 }
 

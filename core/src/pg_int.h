@@ -134,6 +134,17 @@ const char *dist__cpu_backend_transport(const void *priv);
 const char *dist__job_token(void);
 const char *dist__job_id(void);
 
+/* --- the job's cause (cause.c) ----------------------------------------- */
+
+/* Posts a failure of a call on g (c may be NULL) as the job's cause when
+ * it is one (DIST_E_DESYNC); msg is the call's message. Once per failing
+ * call: pg.c and work.c call it where a failure is recorded. */
+void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg);
+/* Reads a DIST_KEY_CAUSE value (NUL-terminated): status, posting rank and
+ * the report (pointing into val). DIST_E_INVAL when malformed. */
+int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
+                      const char **report);
+
 /* --- work (work.c) ------------------------------------------------------ */
 
 /* A work holding a deep copy of c (tensor and split arrays; data is

@@ -132,6 +132,18 @@ int dist_store_clone(dist_store *s, dist_store **out) {
   return rc;
 }
 
+int dist__store_clone_within(dist_store *s, int64_t timeout_ms, dist_store **out) {
+  /* The kinds' clone ops read the handle's timeout for the new connection
+   * and write a failure into its message: give them a private view of s
+   * (its immutable ops and impl) so neither races with s's own thread. */
+  dist_store view = {.ops = s->ops, .impl = s->impl, .timeout_ms = timeout_ms};
+  int rc = s->ops->clone(&view, out);
+  if (rc != DIST_OK)
+    return dist__set_last_error(rc, "%s", view.err.msg);
+  (*out)->timeout_ms = timeout_ms;
+  return DIST_OK;
+}
+
 uint16_t dist_store_tcp_port(const dist_store *s) {
   return s && s->ops->port ? s->ops->port(s) : 0;
 }

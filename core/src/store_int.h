@@ -57,6 +57,12 @@ struct dist_store {
 /* A handle of a kind around impl, with the default timeout. */
 int dist__store_new(const dist__store_ops *ops, void *impl, dist_store **out);
 
+/* A new handle on s's store whose connecting and I/O are bounded by
+ * timeout_ms, whatever s's own timeout (for a post that must not block its
+ * caller for long). Reads only what never changes in s, so any thread may
+ * call it while another uses s. */
+int dist__store_clone_within(dist_store *s, int64_t timeout_ms, dist_store **out);
+
 /* A copy of len bytes plus a NUL terminator (DIST_E_NOMEM into e). */
 int dist__store_dup_value(dist__errbuf *e, const void *val, size_t len, void **out);
 

@@ -119,6 +119,10 @@ void dist__work_complete(dist_work *w, int rc, int src_global, const char *msg) 
       int expected = DIST_OK;
       atomic_compare_exchange_strong(&g->async_error, &expected, rc);
     }
+    /* A wrapper's work (g->inner) fails here only with what its inner group
+     * found, so the post is once per work either way. */
+    if (!w->quiet)
+      dist__cause_post_failure(g, &w->coll, rc, w->errmsg);
   }
   w->status = rc;
   w->src_rank = src_global;

@@ -9,6 +9,8 @@
  *                     moment to report
  *   distrun_status.c  SIGUSR1's status table
  *   distrun_stacks.c  the ranks' stacks through ptrace
+ *   distrun_cause.c   the cause a rank posted (dist_post_cause): exit
+ *                     status 10/11 and the report printed last
  * The contract with the ranks (variables, store keys) is core's
  * launch_env.h. */
 #ifndef DISTRUN_H
@@ -24,8 +26,9 @@
 
 #include "rendezvous.h" /* launch_env.h, job ids, dist_int.h */
 
-/* Exit statuses (DESIGN.md, Monitor). 10 and 11 arrive with the watchdog;
- * a usage error is 2, as for most Unix tools (torchrun too). */
+/* Exit statuses (DESIGN.md, Monitor): 10 and 11 come from the cause a rank
+ * posted (distrun_cause.c); a usage error is 2, as for most Unix tools
+ * (torchrun too). */
 enum {
   DRUN_EXIT_OK = 0,
   DRUN_EXIT_OTHER = 1,
@@ -165,6 +168,24 @@ void dist__run_dump_stacks(const drun_rank *ranks, int n);
 
 /* SIGUSR1: a table of every rank's state from the monitors' records. */
 void dist__run_status_table(const drun_cfg *c, drun_job *job, const drun_rank *ranks);
+
+/* --- the posted cause (distrun_cause.c) --------------------------------- */
+
+typedef struct drun_posted {
+  bool have;
+  int status;               /* DIST_E_* the rank posted */
+  int rank;                 /* global rank that posted it, -1 unknown */
+  char *text;               /* the report */
+} drun_posted;
+
+/* Waits up to wait_ms for the job's cause key and reads it into p (once:
+ * true at once when p already holds it). False when nothing was posted. */
+bool dist__run_cause_fetch(drun_job *job, int64_t wait_ms, drun_posted *p);
+/* 10 for a posted DIST_E_DESYNC, 11 for DIST_E_TIMEOUT, else fallback. */
+int dist__run_cause_exit(const drun_posted *p, int fallback);
+/* Writes the report to stderr (one write, ending with a newline). */
+void dist__run_cause_print(const drun_posted *p);
+void dist__run_cause_free(drun_posted *p);
 
 /* Prints "distrun: ..." on stderr (one write). */
 void dist__run_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

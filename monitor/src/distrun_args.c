@@ -62,11 +62,19 @@ static const char usage_text[] =
     "SLURM_NODEID, SLURM_NTASKS_PER_NODE, SLURM_JOB_NODELIST and SLURM_JOB_ID\n"
     "fill in what the command line leaves out.\n"
     "\n"
-    "Exit status: 0 every rank succeeded; 12 a rank died (non-zero exit or\n"
-    "signal; the first one is named); 13 launch failure (program not found,\n"
-    "fork failure, the store cannot start or be reached); 2 usage error;\n"
-    "10 desync and 11 hang are reserved for the watchdog; 1 anything else\n"
-    "(interrupted by a signal, node 0 lost).\n";
+    "Exit status:\n"
+    "   0  every rank succeeded\n"
+    "   1  anything else (distrun interrupted by a signal, node 0 lost)\n"
+    "   2  usage error\n"
+    "  10  desync: a rank met DIST_E_DESYNC (the checking layer at DIST_DEBUG=DETAIL,\n"
+    "      or a backend's own size checks at any level)\n"
+    "  11  hang or timeout: a rank posted a timeout diagnosis\n"
+    "  12  a rank died or failed with no cause posted (non-zero exit or signal;\n"
+    "      the first one is named)\n"
+    "  13  launch failure (program not found, fork failure, the store cannot\n"
+    "      start or be reached)\n"
+    "When a rank fails, distrun waits up to 1 s for the cause a rank posted in\n"
+    "the job's store (key dist/cause) and prints that report last, once.\n";
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int usage_error(const char *fmt, ...) {

@@ -13,7 +13,10 @@
  * (12), a rank that cannot start (13), an event from another node, or a
  * signal to distrun itself (forwarded to the ranks; 1). The failure is
  * posted in the store ("rank R died: cause", launch_env.h) before the other
- * ranks get SIGTERM, and SIGKILL a grace period later. */
+ * ranks get SIGTERM, and SIGKILL a grace period later. A failing rank's
+ * exit is classified only after a bounded wait for the cause a rank may
+ * have posted (distrun_cause.c): a desync makes it 10, a hang or timeout
+ * 11, and that report is the last thing distrun prints. */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -32,6 +35,7 @@
 #define DRAIN_MS 2000        /* output still arriving after the last exit */
 #define NODES_WAIT_MS 10000  /* node 0, after a failure, beyond the grace */
 #define CAUSE_WINDOW_MS 100  /* a rank killed by a signal may exit after those it took down */
+#define POSTED_WAIT_MS 1000  /* a failing rank's posted cause (distrun_cause.c) */
 
 typedef struct sup {
   const drun_cfg *c;
@@ -47,6 +51,7 @@ typedef struct sup {
   int nodes_done;
   int sigfd;
   struct pollfd *pfd;
+  drun_posted posted;  /* the cause a rank posted, once read */
 } sup;
 
 static const char *status_words(int st) {
@@ -145,8 +150,16 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   if (sp->status < 0 && !WIFSIGNALED(wstatus))
     prefer_signal_death(sp, r);
   dist__run_store_post_death(sp->c, sp->job, r->global, how);
-  if (set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) failed first: %s",
-                r->global, (int)r->pid, sp->c->node_rank, how))
+  int st = DRUN_EXIT_RANK_DIED;
+  if (sp->status < 0 && dist__run_cause_fetch(sp->job, POSTED_WAIT_MS, &sp->posted))
+    st = dist__run_cause_exit(&sp->posted, st);
+  if (st != DRUN_EXIT_RANK_DIED &&
+      set_cause(sp, st, "%s reported by rank %d; rank %d (pid %d, node %d) then %s",
+                status_words(st), sp->posted.rank, r->global, (int)r->pid,
+                sp->c->node_rank, how))
+    dist__run_say("%s", sp->cause);
+  else if (set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) failed first: %s",
+                     r->global, (int)r->pid, sp->c->node_rank, how))
     dist__run_say("%s", sp->cause);
   else
     dist__run_say("rank %d (pid %d) also failed: %s", r->global, (int)r->pid, how);
@@ -351,6 +364,28 @@ static void start_ranks(sup *sp, const char *path) {
   }
 }
 
+/* The exit status, said once; a posted cause's report is printed last (on
+ * node 0 only, so a job prints it once). A failure first seen elsewhere (a
+ * rank on another node, a node's end) may still have a cause posted. */
+static int finish_status(sup *sp) {
+  int status = sp->status < 0 ? DRUN_EXIT_OK : sp->status;
+  if (status == DRUN_EXIT_OK || status == DRUN_EXIT_OTHER || status == DRUN_EXIT_LAUNCH)
+    goto say; /* success, an interrupt, a launch failure: no rank's cause */
+  if (dist__run_cause_fetch(sp->job, 1, &sp->posted) && status == DRUN_EXIT_RANK_DIED)
+    status = dist__run_cause_exit(&sp->posted, status);
+say:
+  if (status == DRUN_EXIT_OK)
+    return status;
+  bool print = sp->posted.have && sp->c->node_rank == 0;
+  dist__run_say("exit status %d (%s): %s%s", status, status_words(status), sp->cause,
+                !sp->posted.have ? ""
+                : print          ? "; the report follows"
+                                 : "; node 0 prints the report");
+  if (print)
+    dist__run_cause_print(&sp->posted);
+  return status;
+}
+
 static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sigfd) {
   sup sp = {.c = c, .job = job, .n = c->nproc, .kill_at = -1, .drain_until = -1,
             .nodes_until = -1, .term_at = -1, .status = -1, .sigfd = sigfd};
@@ -370,10 +405,9 @@ static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sig
   while (!finished(&sp))
     poll_once(&sp);
   close_streams(&sp);
-  int status = sp.status < 0 ? DRUN_EXIT_OK : sp.status;
   dist__run_crash_summary();
-  if (status != DRUN_EXIT_OK)
-    dist__run_say("exit status %d (%s): %s", status, status_words(status), sp.cause);
+  int status = finish_status(&sp);
+  dist__run_cause_free(&sp.posted);
   dist__free(sp.pfd);
   dist__free(sp.ranks);
   return status;

@@ -23,9 +23,6 @@
 
 #include "mon_int.h"
 
-/* The job's cause (core, from the causes branch); weak until it lands. */
-extern int dist_post_cause(int status, const char *report) __attribute__((weak));
-
 static int64_t last_pub_ns;
 /* Wakes the watchdog (kick, stop); never held while it works, so an event
  * that kicks it does not wait for a store round trip. */
@@ -212,8 +209,7 @@ static void on_failure(mon_group *g, bool timeout) {
   DIST_LOG(ERROR, MON, "%s", diag);
   if (g->pg)
     dist_observer_emit_report(g->pg, DIST_EV_DIAGNOSIS, rc, diag);
-  if (dist_post_cause)
-    dist_post_cause(rc, diag);
+  dist_post_cause(rc, diag); /* distrun: exit 11 for a hang, the report last */
   if (timeout && dist__mon.abort_on_timeout && g->pg)
     dist_abort_group(g->pg, "the group timed out (DIST_ABORT_ON_TIMEOUT=1)");
   replace_diag(g, diag);

@@ -217,6 +217,28 @@ DIST_API void dist_backend_work_start(dist_work *w);
 DIST_API void dist_backend_work_done(dist_work *w, int rc, int src_group_rank,
                                      const char *msg);
 
+/* --- for parts (checking layer, monitor, tracer) ------------------------ */
+
+/* Posts why the job fails to the job's store (the default group's store),
+ * for the launcher: distrun waits a bounded moment for it when a rank
+ * fails, exits 10 for DIST_E_DESYNC and 11 for DIST_E_TIMEOUT (other codes
+ * keep its usual classification) and prints report once, last. The first
+ * cause posted in the job wins (compare_set under the key "dist/cause";
+ * core/src/launch_env.h documents the value: status, the posting global
+ * rank, the report). Core posts DIST_E_DESYNC from the backends' own size
+ * checks itself, once per failing call and at every debug level; the
+ * checking layer posts its desync reports and the monitor its hang
+ * diagnoses (DIST_E_TIMEOUT) through this call.
+ *
+ * status: a DIST_E_* code (else DIST_E_INVAL); report: NUL-terminated text,
+ * copied (at most 16 KiB are kept). Returns DIST_OK also when there is no
+ * job store (before init or after destroy: nothing is posted) and when the
+ * store cannot be reached (logged at WARNING): a report that cannot be
+ * posted is never the caller's error. Any thread; blocks at most about
+ * 2 s (its own connection to the store, bounded whatever the store's
+ * timeout), typically one round trip. */
+DIST_API int dist_post_cause(int status, const char *report);
+
 /* --- the group interposer (for wrappers such as the checking layer) ----- */
 
 /* Creates a group from a backend table, for wrappers and tests; args as a

@@ -1,0 +1,104 @@
+/* cause.c - the job's cause key: why a job failed, posted by the rank
+ * that knows, read by the launcher.
+ *
+ * A rank that meets a failure it can explain (a desync found by a
+ * backend's own size checks or by the checking layer, a hang diagnosis by
+ * the monitor) posts a report to the job's store under DIST_KEY_CAUSE
+ * (launch_env.h) with compare_set, so the first cause in the job stays.
+ * distrun waits a bounded moment for that key when a rank fails, classifies
+ * the job's end by the posted status (exit 10 for DIST_E_DESYNC, 11 for
+ * DIST_E_TIMEOUT) and prints the report once, last.
+ *
+ * Posting never blocks the caller for long: it goes through a fresh handle
+ * on the job's store (store handles are one thread's each, and the caller
+ * may be a backend's progress thread or the monitor's watchdog) whose
+ * connection and I/O are bounded by DIST_CAUSE_TIMEOUT_MS, whatever the
+ * store's own timeout. A failure to post is logged at WARNING and is never
+ * the caller's error: the report is still in the failing call's message. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "launch_env.h"
+#include "pg_int.h"
+#include "store_int.h"
+
+#define DIST_CAUSE_TIMEOUT_MS 2000
+
+/* The default group's global rank, or -1 before init. */
+static int own_rank(void) {
+  dist_pg *g = dist__pg_default();
+  return g && g != DIST_GROUP_NON_MEMBER ? g->info.global_rank : -1;
+}
+
+static int post(dist_store *job, const char *val, size_t len) {
+  dist_store *h;
+  int rc = dist__store_clone_within(job, DIST_CAUSE_TIMEOUT_MS, &h);
+  if (rc != DIST_OK)
+    return rc;
+  void *cur = NULL;
+  size_t cur_len = 0;
+  rc = dist_store_compare_set(h, DIST_KEY_CAUSE, "", 0, val, len, &cur, &cur_len);
+  if (rc != DIST_OK)
+    DIST_LOG(WARNING, CORE, "cannot post the job's cause: %s", dist_store_errmsg(h));
+  else if (cur_len != len || memcmp(cur, val, len) != 0)
+    DIST_LOG(DEBUG, CORE, "the job's cause was posted already; this one is not kept");
+  dist_free(cur);
+  dist_store_destroy(h);
+  return rc;
+}
+
+int dist_post_cause(int status, const char *report) {
+  if (status <= DIST_OK || status > DIST_E_INTERNAL || !report)
+    return dist__set_last_error(DIST_E_INVAL,
+                                "dist_post_cause: status %d is not a DIST_E_* code%s", status,
+                                report ? "" : " or the report is NULL");
+  dist_store *job = dist_get_default_store();
+  if (!job)
+    return DIST_OK; /* no job store (not initialised): nobody to tell */
+  size_t rlen = strlen(report);
+  if (rlen > DIST_CAUSE_REPORT_MAX)
+    rlen = DIST_CAUSE_REPORT_MAX; /* the head of a report carries its point */
+  char *val = dist__malloc(rlen + 64);
+  if (!val)
+    return dist__set_last_error(DIST_E_NOMEM, "out of memory posting the job's cause");
+  int n = snprintf(val, 64, "%d %d\n", status, own_rank());
+  memcpy(val + n, report, rlen);
+  int rc = post(job, val, (size_t)n + rlen);
+  dist__free(val);
+  if (rc != DIST_OK)
+    DIST_LOG(DEBUG, CORE, "-> %s posting the cause (not the caller's error)",
+             dist_status_name(rc));
+  return DIST_OK;
+}
+
+void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg) {
+  if (rc != DIST_E_DESYNC || !dist_get_default_store())
+    return;
+  const dist_pg_info *in = &g->info;
+  char head[512], *rep = dist__malloc(DIST_ERRMSG_LEN + sizeof head);
+  if (!rep)
+    return;
+  if (in->group_id >= 0)
+    snprintf(head, sizeof head, "group %d (%s, %d ranks)", in->group_id,
+             in->desc[0] ? in->desc : in->name, in->size);
+  else
+    snprintf(head, sizeof head, "internal group %s (%d ranks)", in->name, in->size);
+  snprintf(rep, DIST_ERRMSG_LEN + sizeof head,
+           "desync in %s at %s #%" PRIu64 ", reported by rank %d (host %s, pid %d):\n  %s",
+           head, c ? dist_op_name(c->kind) : "an operation", c ? c->seq : 0, in->global_rank,
+           dist__hostname(), (int)getpid(), msg && *msg ? msg : dist_strerror(rc));
+  dist_post_cause(rc, rep);
+  dist__free(rep);
+}
+
+int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
+                      const char **report) {
+  const char *nl = val ? memchr(val, '\n', len) : NULL;
+  if (!nl || sscanf(val, "%d %d", status, rank) != 2 || *status <= DIST_OK ||
+      *status > DIST_E_INTERNAL)
+    return DIST_E_INVAL;
+  *report = nl + 1;
+  return DIST_OK;
+}

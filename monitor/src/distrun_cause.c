@@ -1,0 +1,72 @@
+/* distrun_cause.c - the cause a rank posted in the job's store, read when
+ * the job fails.
+ *
+ * A rank that can explain a failure posts it with dist_post_cause under
+ * DIST_KEY_CAUSE (launch_env.h: "<status> <rank>\n<report>", first cause
+ * wins). When a rank fails, distrun waits a bounded moment for that key
+ * before it classifies the failure: the rank that meets a desync posts
+ * before its call returns, so the key is normally there before its exit
+ * is; a peer that stopped at the same moment may still be posting. The
+ * posted status picks the exit status (DIST_E_DESYNC 10, DIST_E_TIMEOUT
+ * 11; any other keeps the launcher's own classification) and the report is
+ * printed once, as the last thing distrun writes. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "distrun.h"
+#include "pg_int.h" /* dist__cause_parse */
+
+bool dist__run_cause_fetch(drun_job *job, int64_t wait_ms, drun_posted *p) {
+  if (p->have || !job->store)
+    return p->have;
+  const char *key = DIST_KEY_CAUSE;
+  if (dist_store_wait(job->store, &key, 1, wait_ms > 0 ? wait_ms : 1) != DIST_OK)
+    return false; /* nothing posted (or the store is gone): distrun's own view stands */
+  void *val = NULL;
+  size_t len = 0;
+  if (dist_store_get(job->store, key, &val, &len) != DIST_OK)
+    return false;
+  const char *report;
+  if (dist__cause_parse(val, len, &p->status, &p->rank, &report) != DIST_OK) {
+    dist__run_say("ignoring a malformed cause in the job's store (%zu bytes)", len);
+    dist_free(val);
+    return false;
+  }
+  p->text = dist__strdup(report);
+  dist_free(val);
+  p->have = p->text != NULL;
+  return p->have;
+}
+
+int dist__run_cause_exit(const drun_posted *p, int fallback) {
+  if (!p->have)
+    return fallback;
+  switch (p->status) {
+  case DIST_E_DESYNC: return DRUN_EXIT_DESYNC;
+  case DIST_E_TIMEOUT: return DRUN_EXIT_HANG;
+  default: return fallback;
+  }
+}
+
+void dist__run_cause_print(const drun_posted *p) {
+  if (!p->have)
+    return;
+  size_t n = strlen(p->text);
+  /* One write, so the report is not interleaved with anything. */
+  char *buf = dist__malloc(n + 2);
+  if (!buf)
+    return;
+  memcpy(buf, p->text, n);
+  size_t k = n;
+  if (k == 0 || buf[k - 1] != '\n')
+    buf[k++] = '\n';
+  ssize_t w = write(2, buf, k);
+  (void)w;
+  dist__free(buf);
+}
+
+void dist__run_cause_free(drun_posted *p) {
+  dist__free(p->text);
+  *p = (drun_posted){0};
+}

@@ -1,0 +1,74 @@
+/* prog_cause.c - the rank program test_distrun_cause.c runs under distrun
+ * (built as build/bin/distrun_causeprog). The first argument picks what a
+ * rank does after dist_init_process_group (env://):
+ *   desync R N     every rank all_reduces 8 float32 elements, rank R
+ *                  N; a rank whose call fails prints "rank K: STATUS: msg"
+ *                  on stderr and exits 1
+ *   post R STATUS  rank R posts a cause with STATUS (a DIST_E_* number)
+ *                  and exits 1; the others wait for SIGTERM and exit 0
+ *   ok             init, one all_reduce, exit 0
+ * Every mode ends by itself within 60 s (alarm). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <dist/backend.h>
+#include <dist/dist.h>
+
+static int fail(const char *what, int rc) {
+  fprintf(stderr, "rank %d: %s: %s: %s\n", dist_get_rank(NULL), what, dist_status_name(rc),
+          dist_pg_errmsg(NULL));
+  return 1;
+}
+
+static int all_reduce(int n) {
+  float *x = calloc((size_t)n, sizeof *x);
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, n);
+  int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  free(x);
+  return rc;
+}
+
+static void on_term(int sig) {
+  (void)sig;
+  _exit(0);
+}
+
+static int mode_post(int who, int status) {
+  if (dist_get_rank(NULL) != who) {
+    for (;;)
+      pause();
+  }
+  char rep[256];
+  snprintf(rep, sizeof rep, "test diagnosis: rank %d posted status %d\n  second line", who,
+           status);
+  int rc = dist_post_cause(status, rep);
+  if (rc != DIST_OK)
+    return fail("dist_post_cause", rc);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  alarm(60);
+  signal(SIGTERM, on_term);
+  const char *m = argc > 1 ? argv[1] : "";
+  int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
+  if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "ok")) {
+    fprintf(stderr, "usage: %s desync R N | post R STATUS | ok\n", argv[0]);
+    return 2;
+  }
+  int rc = dist_init_process_group(NULL);
+  if (rc != DIST_OK) {
+    fprintf(stderr, "init: %s: %s\n", dist_status_name(rc), dist_last_errmsg());
+    return 1;
+  }
+  if (!strcmp(m, "post"))
+    return mode_post(a, b);
+  rc = all_reduce(!strcmp(m, "desync") && dist_get_rank(NULL) == a ? b : 8);
+  if (rc != DIST_OK)
+    return fail("all_reduce", rc);
+  dist_destroy_process_group(NULL);
+  return 0;
+}
