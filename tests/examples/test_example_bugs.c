@@ -1,0 +1,79 @@
+/* ctest: labels=multiproc timeout=300 */
+/* example_bugs (examples/bugs.c) as a user runs it: --list and --help, and
+ * `distrun -n 4 example_bugs --bug shape` at DIST_DEBUG=OFF, where the CPU
+ * backend's own count check catches the planted bug: distrun exits 10 and
+ * prints the report naming the culprit last. (The DETAIL cases belong to
+ * the checking layer's suite.) */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+typedef struct run {
+  int status;
+  char out[65536]; /* stdout and stderr */
+} run;
+
+static void run_cmd(const char *env, const char *args, run *r) {
+  const char *bin = getenv("DIST_TEST_BIN");
+  cr_assert(bin, "DIST_TEST_BIN is not set (run through ctest)");
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "env -u DIST_DEBUG -u TORCH_DISTRIBUTED_DEBUG %s timeout 120 %s 2>&1",
+           env, args);
+  char full[2048];
+  /* every "@" in args is the bin directory */
+  size_t o = 0;
+  for (const char *p = cmd; *p && o + 1024 < sizeof full; p++)
+    o += *p == '@' ? (size_t)snprintf(full + o, sizeof full - o, "%s/", bin)
+                   : (size_t)snprintf(full + o, sizeof full - o, "%c", *p);
+  FILE *f = popen(full, "r");
+  cr_assert(f, "cannot run %s", full);
+  size_t len = fread(r->out, 1, sizeof r->out - 1, f);
+  r->out[len] = '\0';
+  int st = pclose(f);
+  r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  cr_log_info("%s\n%s", full, r->out);
+}
+
+Test(examples_bugs, list_names_every_bug, .timeout = 30) {
+  static run r;
+  run_cmd("", "@example_bugs --list", &r);
+  cr_assert_eq(r.status, 0, "%s", r.out);
+  const char *names[] = {"shape ", "dtype ", "op ", "redop ", "root ", "split ", "skip ",
+                         "group-order ", "barrier ", "nan "};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char line[32];
+    snprintf(line, sizeof line, "\n%s", names[i]);
+    cr_expect(strncmp(r.out, names[i], strlen(names[i])) == 0 || strstr(r.out, line),
+              "no line for %s in:\n%s", names[i], r.out);
+  }
+}
+
+Test(examples_bugs, help_and_bad_arguments, .timeout = 30) {
+  static run r;
+  run_cmd("", "@example_bugs --help", &r);
+  cr_expect_eq(r.status, 0, "%s", r.out);
+  cr_expect(strstr(r.out, "usage: distrun -n N") && strstr(r.out, "--bug NAME"), "%s", r.out);
+  run_cmd("", "@example_bugs --bug no-such-bug", &r);
+  cr_expect_eq(r.status, 2, "%s", r.out);
+  cr_expect(strstr(r.out, "no such bug"), "%s", r.out);
+  run_cmd("", "@example_bugs", &r);
+  cr_expect_eq(r.status, 2, "%s", r.out);
+}
+
+Test(examples_bugs, shape_at_OFF_exits_10_with_the_report_last, .timeout = 150) {
+  static run r;
+  run_cmd("DIST_DEBUG=OFF", "@distrun -n 4 @example_bugs --bug shape", &r);
+  cr_assert_eq(r.status, 10, "distrun exited %d:\n%s", r.status, r.out);
+  cr_expect(strstr(r.out, "[3] rank 3 planted bug 'shape': all_reduce of float32[2048]"), "%s",
+            r.out);
+  const char *last = strstr(r.out, "distrun: exit status 10 (desync)");
+  cr_assert(last, "%s", r.out);
+  const char *rep = strstr(last, "\ndesync in group 0 (default, 4 ranks) at ALL_REDUCE #4, ");
+  cr_assert(rep, "no report after the status line:\n%s", r.out);
+  cr_expect(strstr(rep, "2048 elements (8192 bytes)") && strstr(rep, "1024 elements (4096 bytes)"),
+            "%s", rep);
+  cr_expect(strstr(rep, "rank 3 (host ") || strstr(rep, "reported by rank 3 "), "%s", rep);
+  cr_expect(!strstr(rep, "\n["), "rank output after the report:\n%s", rep);
+}
