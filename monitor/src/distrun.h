@@ -155,8 +155,9 @@ void dist__run_store_close(const drun_cfg *c, drun_job *job);
 void dist__run_crash_collect(drun_job *job, const drun_rank *r, int wstatus);
 /* The first crash's backtrace again, for the summary. */
 void dist__run_crash_summary(void);
-/* When the survivors of a death get SIGTERM (says so when running > 0). */
-int64_t dist__run_report_deadline(int running, int64_t now_ms);
+/* When the survivors of a death get SIGTERM: now, or DRUN_REPORT_MS later
+ * when they run the monitor (said on stderr). */
+int64_t dist__run_report_deadline(drun_job *job, int running, int64_t now_ms);
 
 /* --- stacks (distrun_stacks.c) ------------------------------------------ */
 

@@ -164,7 +164,7 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   else
     dist__run_say("rank %d (pid %d) also failed: %s", r->global, (int)r->pid, how);
   if (sp->term_at < 0 && !sp->ending)
-    sp->term_at = dist__run_report_deadline(sp->running, dist__now_ms());
+    sp->term_at = dist__run_report_deadline(sp->job, sp->running, dist__now_ms());
 }
 
 static void reap(sup *sp) {

@@ -14,7 +14,8 @@
  * and their monitors diagnose what they saw. distrun gives them
  * DRUN_REPORT_MS to do so and exit by themselves before it sends SIGTERM,
  * so their view is in the output and in the trace, not only distrun's
- * line. */
+ * line. Ranks without the monitor (no record of it in the store) have
+ * nothing to add and are ended at once. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -84,9 +85,20 @@ void dist__run_crash_summary(void) {
   first_crash = NULL;
 }
 
-int64_t dist__run_report_deadline(int running, int64_t now_ms) {
-  if (running > 0)
-    dist__run_say("giving the %d other rank%s up to %.1f s to report what they saw", running,
-                  running == 1 ? "" : "s", (double)DRUN_REPORT_MS / 1000);
+/* Whether the ranks run the monitor (it counts its inits in the store:
+ * mon_observer.c), the part that reports what a survivor saw. */
+static bool ranks_report(drun_job *job) {
+  char key[160];
+  snprintf(key, sizeof key, "dist/mon/%s/inits", job->job_id);
+  const char *keys[] = {key};
+  bool there = false;
+  return job->store && dist_store_check(job->store, keys, 1, &there) == DIST_OK && there;
+}
+
+int64_t dist__run_report_deadline(drun_job *job, int running, int64_t now_ms) {
+  if (running <= 0 || !ranks_report(job))
+    return now_ms; /* nobody to wait for */
+  dist__run_say("giving the %d other rank%s up to %.1f s to report what they saw", running,
+                running == 1 ? "" : "s", (double)DRUN_REPORT_MS / 1000);
   return now_ms + DRUN_REPORT_MS;
 }
