@@ -1,0 +1,13 @@
+/* distview.h - internals of the distview command, shared by its files:
+ *   distview_main.c   main: the subcommand table, --help, exit statuses
+ *   distview_cmds.c   merge and export */
+#ifndef DISTVIEW_H
+#define DISTVIEW_H
+
+/* Exit statuses: 0 done, 1 the work failed, 2 a usage error. */
+enum { VW_EXIT_OK = 0, VW_EXIT_FAIL = 1, VW_EXIT_USAGE = 2 };
+
+int vw_cmd_merge(int argc, char **argv);
+int vw_cmd_export(int argc, char **argv);
+
+#endif
