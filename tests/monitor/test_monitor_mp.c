@@ -8,6 +8,8 @@
  * never on how long anything took. */
 #include <criterion/criterion.h>
 
+#include <sqlite3.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -214,11 +216,41 @@ static const char NAMES_RANK1[] = "rank 1 (host ";
 static const char LAST9[] = "has not entered ALL_REDUCE #10: last completed ALL_REDUCE #9, "
                             "called from all_reduce_on (prog_monitor.c:";
 
+/* The rows of trace.db's events of a kind, messages joined. */
+static int trace_events(const char *db, const char *kind, char *out, size_t len) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *q = NULL;
+  int n = 0;
+  size_t off = 0;
+  out[0] = '\0';
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(h, "SELECT rank, message FROM events WHERE kind = ?1 ORDER BY t_ns", -1,
+                         &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, kind, -1, SQLITE_STATIC);
+    while (sqlite3_step(q) == SQLITE_ROW && off < len) {
+      n++;
+      off += (size_t)snprintf(out + off, len - off, "[rank %d] %s\n", sqlite3_column_int(q, 0),
+                              (const char *)sqlite3_column_text(q, 1));
+    }
+  }
+  sqlite3_finalize(q);
+  sqlite3_close(h);
+  return n;
+}
+
 Test(monitor_mp, hang_under_distrun_stall_report_then_diagnosis_exit_11, .timeout = 120) {
   clean_env();
   static proc p;
-  const char *env[] = {"DIST_TIMEOUT=8", NULL};
-  int st = under_distrun(&p, 3, (const char *[]){"hang", "1", NULL}, env, 90000);
+  char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  const char *env[] = {"DIST_TIMEOUT=8", trace_env, NULL};
+  const char *argv[] = {bin("distrun"), "-n", "3", "--grace-period", "1", "--trace-out", db,
+                        bin("monitor_testprog"), "hang", "1", NULL};
+  proc_start(&p, argv, env);
+  finish(&p, 1, 0, 90000);
+  int st = p.status;
   const char *e = ERR(&p);
   long stall = at(e, "MON WARN stall in group 0 (default) at ALL_REDUCE #10");
   long hang = at(e, "hang in group 0 (default) at ALL_REDUCE #10");
@@ -240,6 +272,16 @@ Test(monitor_mp, hang_under_distrun_stall_report_then_diagnosis_exit_11, .timeou
   /* distrun prints the diagnosis last. */
   const char *last = strstr(e, "distrun: exit status 11");
   cr_assert(last && strstr(last, LAST9), "the diagnosis closes distrun's output:\n%s", e);
+  /* trace.db holds the stall reports and the diagnoses. */
+  static char rows[1 << 16];
+  cr_assert(trace_events(db, "stall_report", rows, sizeof rows) >= 1 && strstr(rows, LAST9),
+            "stall reports in %s:\n%s", db, rows);
+  cr_assert(trace_events(db, "diagnosis", rows, sizeof rows) >= 1 &&
+            strstr(rows, "hang in group 0 (default) at ALL_REDUCE #10") && strstr(rows, LAST9),
+            "diagnoses in %s:\n%s", db, rows);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
 }
 
 Test(monitor_mp, hang_by_hand_the_others_fail_naming_the_rank, .timeout = 60) {
@@ -373,26 +415,39 @@ Test(monitor_mp, sigstop_is_not_responding_under_distrun_and_by_hand, .timeout =
               at(ps[r].buf[1], "ALL_REDUCE failed: timed out: hang in group 0") >= 0);
 }
 
-Test(monitor_mp, sigsegv_backtrace_in_distruns_summary, .timeout = 60) {
+Test(monitor_mp, sigsegv_backtrace_in_distruns_summary_and_the_trace, .timeout = 60) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   cr_skip_test("the sanitizer catches SIGSEGV itself (its report is the backtrace)");
 #endif
   clean_env();
   static proc p;
-  const char *env[] = {"DIST_TIMEOUT=8", NULL};
-  int st = under_distrun(&p, 3, (const char *[]){"segv", "1", NULL}, env, 40000);
+  char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  const char *env[] = {"DIST_TIMEOUT=8", trace_env, NULL};
+  const char *argv[] = {bin("distrun"), "-n", "3", "--grace-period", "1", "--trace-out", db,
+                        bin("monitor_testprog"), "segv", "1", NULL};
+  proc_start(&p, argv, env);
+  finish(&p, 1, 0, 40000);
   const char *e = ERR(&p);
   long summary = at(e, "distrun: backtrace of rank 1:");
-  if (st != 12 || summary < 0)
+  if (p.status != 12 || summary < 0)
     dump(&p, 1);
-  cr_assert_eq(st, 12);
+  cr_assert_eq(p.status, 12);
   cr_assert(summary >= 0 && at(e + summary, "caught SIGSEGV") >= 0);
   long f1 = at(e + summary, "crash_here (prog_monitor.c:");
   long f2 = at(e + summary, "run_loop (prog_monitor.c:");
   cr_assert(f1 >= 0 && f2 > f1, "the frames, innermost first, with the program's names");
-  /* The survivors' diagnosis (and so the trace) carries it too. */
+  /* The survivors' diagnosis carries it too, and so does the trace. */
   cr_assert(at(e, "died: killed by signal 11 (SIGSEGV)") >= 0);
-  cr_assert(at(OUT(&p), "EVENT diagnosis") >= 0);
+  static char rows[1 << 16];
+  cr_assert(trace_events(db, "diagnosis", rows, sizeof rows) >= 1 &&
+            strstr(rows, "rank 1 (host ") && strstr(rows, "crash_here (prog_monitor.c:"),
+            "diagnoses in %s:\n%s", db, rows);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
 }
 
 /* --- 4. stragglers ----------------------------------------------------------- */
@@ -489,7 +544,8 @@ Test(monitor_mp, distrun_captures_the_stacks_of_a_stopped_rank_through_ptrace, .
     dump(&p, 1);
   cr_assert(s >= 0 && at(e + s, "captured by distrun:\n    thread ") >= 0);
   /* Its main thread, stopped in raise(SIGSTOP) by the program's loop, and
-   * the monitor's watchdog thread. */
+   * the library's threads (the monitor's watchdog at least). */
   cr_assert(at(e + s, "run_loop (prog_monitor.c:") >= 0 && at(e + s, "main (prog_monitor.c:") >= 0);
-  cr_assert(at(e + s, "(mon_watchdog.c:") >= 0);
+  long t1 = at(e + s, "\n    thread ");
+  cr_assert(t1 >= 0 && at(e + s + t1 + 1, "\n    thread ") >= 0, "one thread only:\n%s", e + s);
 }
