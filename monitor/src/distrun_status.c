@@ -73,14 +73,14 @@ static void take_group(row *r, char **f) {
 
 static void parse(char *text, row *r) {
   *r = (row){.gid = -1, .last_gid = -1};
-  char *save = NULL, *f[12];
+  char *save = NULL, *f[13];
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = split(line, f, 12);
+    int k = split(line, f, 13);
     if (k == 7 && strcmp(f[0], "v1") == 0) {
       r->present = true;
       snprintf(r->state, sizeof r->state, "%s", f[5]);
       r->hb_ms = strtoll(f[4], NULL, 10);
-    } else if (k == 12 && strcmp(f[0], "g") == 0) {
+    } else if (k == 13 && strcmp(f[0], "g") == 0) {
       take_group(r, f);
     }
   }

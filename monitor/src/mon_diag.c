@@ -96,8 +96,8 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, int
     dist__appendf(buf, len, off, " (as of its last heartbeat)");
   const mon_rec_group *b = gone ? NULL : blocked_in(r);
   if (b && b->gid != gid)
-    dist__appendf(buf, len, off, "; it is blocked in group %d %s #%llu, called from %s, for %s",
-                  b->gid, op_name(b->kind), (unsigned long long)(b->done + 1), b->site,
+    dist__appendf(buf, len, off, "; it is blocked in group %d (%s) %s #%llu, called from %s, "
+                  "for %s", b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   else if (!gone && rg && rg->done)
     dist__appendf(buf, len, off, "; busy outside the library for %s",
@@ -248,8 +248,8 @@ static void report_cycle(walk *w, int from) {
     int r = w->stack[i], q = w->stack[i + 1 < w->depth ? i + 1 : from];
     const mon_rec_group *b = blocked_in(&w->recs[r]);
     dist__appendf(w->buf, w->len, w->off,
-                  "    rank %d waits in group %d %s #%llu (called from %s) for rank %d\n", r,
-                  b->gid, op_name(b->kind), (unsigned long long)(b->done + 1), b->site, q);
+                  "    rank %d waits in group %d (%s) %s #%llu (called from %s) for rank %d\n", r,
+                  b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1), b->site, q);
   }
 }
 

@@ -119,6 +119,7 @@ typedef struct mon_rec_group {
   int64_t last_ms;
   char site[MON_SITE_LEN];   /* of the in-flight operation */
   char last_site[MON_SITE_LEN];
+  char desc[96];             /* the group's description (or name) */
 } mon_rec_group;
 
 typedef struct mon_rec {

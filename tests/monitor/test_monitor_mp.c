@@ -314,9 +314,9 @@ Test(monitor_mp, two_groups_crossed_are_a_cycle_before_the_timeout, .timeout = 6
   const char *e = ps[0].buf[1];
   long stall = at(e, "MON WARN stall in group 1 (A) at ALL_REDUCE #1");
   long cyc = at(e, "deadlock: a wait-for cycle of 2 ranks across groups:\n"
-                   "    rank 0 waits in group 1 ALL_REDUCE #1 (called from all_reduce_on "
+                   "    rank 0 waits in group 1 (A) ALL_REDUCE #1 (called from all_reduce_on "
                    "(prog_monitor.c:");
-  long edge2 = at(e, "    rank 1 waits in group 2 ALL_REDUCE #1 (called from all_reduce_on "
+  long edge2 = at(e, "    rank 1 waits in group 2 (B) ALL_REDUCE #1 (called from all_reduce_on "
                      "(prog_monitor.c:");
   long failed = at(e, "ALL_REDUCE failed");
   if (stall < 0 || cyc < 0 || edge2 < 0)
@@ -336,9 +336,9 @@ Test(monitor_mp, three_groups_in_a_ring_are_a_cycle_of_three, .timeout = 60) {
   if (cyc < 0)
     dump(ps, 3);
   cr_assert(cyc >= 0 && cyc < at(e, "ALL_REDUCE failed"));
-  const char *edges[] = {"rank 0 waits in group 1 ALL_REDUCE #1", "for rank 1\n",
-                         "rank 1 waits in group 2 ALL_REDUCE #1", "for rank 2\n",
-                         "rank 2 waits in group 3 ALL_REDUCE #1", "for rank 0\n"};
+  const char *edges[] = {"rank 0 waits in group 1 (G01) ALL_REDUCE #1", "for rank 1\n",
+                         "rank 1 waits in group 2 (G12) ALL_REDUCE #1", "for rank 2\n",
+                         "rank 2 waits in group 3 (G20) ALL_REDUCE #1", "for rank 0\n"};
   long pos = cyc;
   for (size_t i = 0; i < 6; i++) {
     long k = at(e + pos, edges[i]);
