@@ -19,8 +19,10 @@
 mon_state dist__mon = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 pthread_mutex_t dist__mon_diag_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* initial-exec: libdist is loaded at start-up, and the default model would
+ * make every operation call __tls_get_addr. */
 static int my_tid(void) {
-  static __thread int tid;
+  static __thread int tid __attribute__((tls_model("initial-exec")));
   if (!tid)
     tid = (int)syscall(SYS_gettid);
   return tid;
