@@ -254,8 +254,8 @@ static bool registered_atexit;
  * (they would otherwise wait for it until the timeout). */
 static void at_exit(void) {
   mon_state *m = &dist__mon;
-  if (!m->on || !m->store)
-    return;
+  if (!m->on || !m->store || getpid() != m->pid)
+    return; /* a child forked after init owns neither the rank nor its connection */
   dist__mon_watchdog_stop();
   dist__mon_publish(m->store, "exit", "called exit() with its process group live");
 }
