@@ -12,15 +12,21 @@
  * the size mismatches (shape, split) and the rest runs into the timeout
  * (--timeout, 20 s here) or computes garbage. Under distrun the job's exit
  * status says which: 10 desync, 11 hang or timeout, 12 a rank died.
+ * The monitor's bugs (hang, kill, deadlock, straggler) are reported at
+ * every debug level: a stall report naming the culprit before the timeout
+ * and the diagnosis at it, the survivors' view of a killed rank, the
+ * wait-for cycle across groups, and (at DETAIL) the straggler.
  *
  * To add a bug: write a function `static int bug_x(const ctx *c)` that runs
  * the planted step (returning the libdist status of the call that should
  * fail) and add a row to the table `bugs` below. */
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <dist/dist.h>
 
@@ -150,6 +156,63 @@ static int bug_nan(ctx *c) {
   return all_reduce_n(c, N, DIST_FLOAT32, DIST_SUM, NULL);
 }
 
+/* The culprit never arrives at the next all_reduce (it sleeps forever, as a
+ * rank stuck in its own code would): the monitor's stall report names it
+ * before the timeout, the diagnosis at the timeout. */
+static int bug_hang(ctx *c) {
+  if (is_culprit(c))
+    for (;;)
+      pause();
+  return all_reduce_n(c, N, DIST_FLOAT32, DIST_SUM, NULL);
+}
+
+/* The culprit is killed (SIGKILL) where it should run the all_reduce. */
+static int bug_kill(ctx *c) {
+  if (is_culprit(c)) {
+    fflush(stdout);
+    raise(SIGKILL);
+  }
+  return all_reduce_n(c, N, DIST_FLOAT32, DIST_SUM, NULL);
+}
+
+/* Two groups of every rank, used in opposite orders: the culprit waits in
+ * 'second' for the others, who wait in 'first' for it (a wait-for cycle). */
+static int bug_deadlock(ctx *c) {
+  int all[64];
+  for (int i = 0; i < c->world; i++)
+    all[i] = i;
+  dist_group_opts a = {.desc = "first"}, b = {.desc = "second"};
+  dist_pg *ga = NULL, *gb = NULL;
+  c->what = "new_group";
+  int rc = dist_new_group(all, (size_t)c->world, &a, &ga);
+  if (rc == DIST_OK)
+    rc = dist_new_group(all, (size_t)c->world, &b, &gb);
+  if (rc == DIST_OK)
+    rc = all_reduce_n(c, N, DIST_FLOAT32, DIST_SUM, is_culprit(c) ? gb : ga);
+  if (rc == DIST_OK)
+    rc = all_reduce_n(c, N, DIST_FLOAT32, DIST_SUM, is_culprit(c) ? ga : gb);
+  return rc;
+}
+
+static void straggler_env(void) {
+  setenv("DIST_DEBUG", "DETAIL", 0);
+  setenv("DIST_STATS_EVERY", "20", 0);
+  dist_set_debug_level_from_env(); /* the library read it when it loaded */
+}
+
+/* The culprit is 50 ms late to each of 60 all_reduces: nothing fails, but
+ * the statistics at DETAIL name it as the straggler. */
+static int bug_straggler(ctx *c) {
+  for (int i = 0; i < 60; i++) {
+    if (is_culprit(c))
+      usleep(50000);
+    int rc = all_reduce_n(c, N, DIST_FLOAT32, DIST_SUM, NULL);
+    if (rc != DIST_OK)
+      return rc;
+  }
+  return DIST_OK;
+}
+
 static const bug bugs[] = {
     {"shape", 2, "all_reduce of float32[2048] where the others use float32[1024]", bug_shape, NULL},
     {"dtype", 2, "all_reduce of int32[1024] where the others use float32[1024]", bug_dtype, NULL},
@@ -164,6 +227,12 @@ static const bug bugs[] = {
     {"barrier", 3, "never enters the barrier of group 'ranks 1..'", bug_barrier, NULL},
     {"nan", 2, "a NaN at index 3 of its all_reduce input (DIST_NAN_CHECK=1 is set unless set)",
      bug_nan, nan_env},
+    {"hang", 2, "sleeps forever instead of entering the next all_reduce", bug_hang, NULL},
+    {"kill", 2, "is killed (SIGKILL) where it should enter the next all_reduce", bug_kill, NULL},
+    {"deadlock", 2, "all_reduces on group 'second' then 'first'; the others the other way",
+     bug_deadlock, NULL},
+    {"straggler", 2, "arrives 50 ms late to each of 60 all_reduces (DIST_DEBUG=DETAIL and "
+     "DIST_STATS_EVERY=20 are set unless set)", bug_straggler, straggler_env},
 };
 #define NBUGS (sizeof bugs / sizeof bugs[0])
 

@@ -69,6 +69,9 @@
 #define DIST_KEY_DEATHS "distrun/deaths"
 /* distrun/exit/<R>: how rank R ended ("exited with code 0", ...). */
 #define DIST_KEY_EXIT_FMT "distrun/exit/%d"
+/* distrun/crash/<R>: the backtrace of rank R's fatal signal (the monitor's
+ * crash file), for the survivors' diagnoses. */
+#define DIST_KEY_CRASH_FMT "distrun/crash/%d"
 
 /* Multi-node coordination between the distrun processes of one job. */
 #define DIST_KEY_JOB_ID "distrun/job_id"          /* node 0's job id */

@@ -148,7 +148,7 @@ int dist_monitored_barrier(dist_pg *group, int64_t timeout_ms, bool wait_all_ran
   int64_t timeout = timeout_ms > 0 ? timeout_ms : g->timeout_ms;
   /* Internal groups number no operations, so their seq field is free to
    * count barriers and keep consecutive barriers' keys apart. */
-  uint64_t seq = c.seq ? c.seq : ++g->seq;
+  uint64_t seq = c.seq ? c.seq : dist__pg_next_seq(g);
   int rc = g->info.rank == 0 ? run_root(g, st, seq, timeout, wait_all_ranks)
                              : run_member(g, st, seq, timeout);
   return dist__pg_end(g, &c, rc);

@@ -30,7 +30,7 @@ static void announce_default(obs_slot *s) {
   dist_pg *g = default_group;
   dist_event ev = {
       .kind = DIST_EV_GROUP_CREATED, .group_id = g->info.group_id,
-      .rank = g->info.global_rank, .group_rank = g->info.rank, .seq = g->seq,
+      .rank = g->info.global_rank, .group_rank = g->info.rank, .seq = dist__pg_seq(g),
       .t_ns = dist_clock_ns(), .group = &g->info, .peer = -1, .pg = g,
   };
   deliver(s, &ev);
@@ -129,7 +129,7 @@ void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int st
       .group_id = g->info.group_id,
       .rank = g->info.global_rank,
       .group_rank = g->info.rank,
-      .seq = c ? c->seq : g->seq,
+      .seq = c ? c->seq : dist__pg_seq(g),
       .t_ns = dist_clock_ns(),
       .coll = c,
       .group = &g->info,
@@ -193,7 +193,7 @@ void dist_observer_emit_stats(dist_pg *g, const dist_stats_row *rows, size_t n,
     return;
   dist_event ev = {
       .kind = DIST_EV_STATS, .group_id = g->info.group_id, .rank = g->info.global_rank,
-      .group_rank = g->info.rank, .seq = g->seq, .t_ns = dist_clock_ns(), .group = &g->info,
+      .group_rank = g->info.rank, .seq = dist__pg_seq(g), .t_ns = dist_clock_ns(), .group = &g->info,
       .peer = -1, .message = message, .pg = g, .stats = rows, .n_stats = n,
   };
   for (int i = 0; i < n_slots; i++)

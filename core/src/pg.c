@@ -394,7 +394,7 @@ int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
     return rc;
   }
   if (!g->internal)
-    c->seq = ++g->seq;
+    c->seq = dist__pg_next_seq(g);
   c->timeout_ms = g->timeout_ms;
   if (__builtin_expect(dist__log_on(DIST_LOG_TRACE, DIST_SUBSYS_COLL), 0) && !g->internal)
     dist__pg_log_op(g, c); /* DETAIL: one line per operation */
@@ -410,7 +410,7 @@ int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
 
 void dist__pg_begin(dist_pg *g, dist_coll *c) {
   dist__err_clear(&g->err);
-  c->seq = g->internal ? 0 : ++g->seq;
+  c->seq = g->internal ? 0 : dist__pg_next_seq(g);
   c->timeout_ms = g->timeout_ms;
   if (__builtin_expect(dist__log_on(DIST_LOG_TRACE, DIST_SUBSYS_COLL), 0) && !g->internal)
     dist__pg_log_op(g, c);

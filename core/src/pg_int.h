@@ -20,7 +20,10 @@ struct dist_pg {
   char backend[32];
   int *global_ranks;
   int64_t timeout_ms;
-  uint64_t seq;                 /* last sequence number used */
+  uint64_t seq;                 /* last sequence number used; written by
+                                   the calling thread with dist__pg_next_seq,
+                                   read by others (events on other threads)
+                                   with dist__pg_seq */
   bool internal;                /* helper group: no id, seq or events */
   bool wrapped;                 /* the inner group of a wrapper */
   bool registered;              /* in the list of live user groups */
@@ -59,6 +62,19 @@ struct dist_work {
 };
 
 /* --- groups (pg.c) ------------------------------------------------------ */
+
+/* The next sequence number of g: a plain load and an atomic store (no
+ * locked instruction on the operation's path), so an event emitted on
+ * another thread (a log line, a report) may read g->seq with dist__pg_seq
+ * without a data race. */
+static inline uint64_t dist__pg_next_seq(dist_pg *g) {
+  uint64_t s = __atomic_load_n(&g->seq, __ATOMIC_RELAXED) + 1;
+  __atomic_store_n(&g->seq, s, __ATOMIC_RELAXED);
+  return s;
+}
+static inline uint64_t dist__pg_seq(const dist_pg *g) {
+  return __atomic_load_n(&g->seq, __ATOMIC_RELAXED);
+}
 
 typedef struct dist__pg_spec {
   const char *backend;          /* registered name */

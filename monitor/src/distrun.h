@@ -5,10 +5,13 @@
  *   distrun_output.c  per-rank output: line prefixes, log files, --tee
  *   distrun_store.c   the job's store: hosting or joining it, posting
  *                     deaths, the multi-node watcher thread
- *   distrun_lines.c   whole lines out of a pipe read in pieces
- *   distrun_trace.c   merging the ranks' trace files at the end
+ *   distrun_supervise.c  a crashed rank's backtrace, the survivors'
+ *                     moment to report
+ *   distrun_status.c  SIGUSR1's status table
+ *   distrun_stacks.c  the ranks' stacks through ptrace
  *   distrun_cause.c   the cause a rank posted (dist_post_cause): exit
  *                     status 10/11 and the report printed last
+ *   distrun_trace.c   merging the ranks' trace files at the end
  * The contract with the ranks (variables, store keys) is core's
  * launch_env.h. */
 #ifndef DISTRUN_H
@@ -160,6 +163,30 @@ void dist__run_store_post_done(const drun_cfg *c, drun_job *job, int status);
 int dist__run_watch_start(const drun_cfg *c, drun_job *job);
 /* Stops the watcher and closes the store (the server stops with it). */
 void dist__run_store_close(const drun_cfg *c, drun_job *job);
+
+/* --- supervision (distrun_supervise.c) ---------------------------------- */
+
+#define DRUN_REPORT_MS 2000 /* survivors' moment to report a death */
+
+/* A rank that died of SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGABRT: shows its
+ * backtrace (the monitor's crash file) and posts it (distrun/crash/<R>). */
+void dist__run_crash_collect(drun_job *job, const drun_rank *r, int wstatus);
+/* The first crash's backtrace again, for the summary. */
+void dist__run_crash_summary(void);
+/* When the survivors of a death get SIGTERM: now, or DRUN_REPORT_MS later
+ * when they run the monitor (said on stderr). */
+int64_t dist__run_report_deadline(drun_job *job, int running, int64_t now_ms);
+
+/* --- stacks (distrun_stacks.c) ------------------------------------------ */
+
+/* DIST_SHOW_STACKTRACES=1: every thread's stack of each running rank,
+ * captured with ptrace (libdwfl) and printed. */
+void dist__run_dump_stacks(const drun_rank *ranks, int n);
+
+/* --- status (distrun_status.c) ------------------------------------------ */
+
+/* SIGUSR1: a table of every rank's state from the monitors' records. */
+void dist__run_status_table(const drun_cfg *c, drun_job *job, const drun_rank *ranks);
 
 /* --- the posted cause (distrun_cause.c) --------------------------------- */
 

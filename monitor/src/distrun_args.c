@@ -53,6 +53,8 @@ static const char usage_text[] =
     "                           ranks (default 5)\n"
     "      --join-timeout S     seconds to reach node 0's store (default: DIST_TIMEOUT\n"
     "                           or 600)\n"
+    "      --timeout S          the job's group timeout (sets DIST_TIMEOUT for the\n"
+    "                           ranks; stall reports come at a quarter of it)\n"
     "  -h, --help               this text\n"
     "  -V, --version            libdist's version\n"
     "\n"
@@ -255,6 +257,7 @@ static const struct option long_opts[] = {
     {"trace-out", required_argument, NULL, 'T'},
     {"grace-period", required_argument, NULL, 'g'},
     {"join-timeout", required_argument, NULL, 'j'},
+    {"timeout", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -300,6 +303,11 @@ static int take_option(int ch, const char *arg, const char *argv0, drun_cfg *c, 
     return -1;
   case 'g': return seconds_option("--grace-period", arg, &c->grace_ms);
   case 'j': return seconds_option("--join-timeout", arg, &c->join_timeout_ms);
+  case 'o':
+    /* The ranks read DIST_TIMEOUT (and inherit distrun's environment). */
+    if ((rc = int_option("--timeout", arg, 1, INT32_MAX, &x)) < 0)
+      setenv("DIST_TIMEOUT", arg, 1);
+    return rc;
   case 'h': fputs(usage_text, stdout); return DRUN_EXIT_OK;
   case 'V': printf("distrun (libdist) %s\n", dist_version()); return DRUN_EXIT_OK;
   default:

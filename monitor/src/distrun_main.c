@@ -43,6 +43,7 @@ typedef struct sup {
   drun_rank *ranks;
   int n, running, open_streams;
   int64_t kill_at, drain_until, nodes_until; /* -1: no such deadline */
+  int64_t term_at;  /* SIGTERM after the survivors' report window; -1 */
   int interrupts;
   int status;     /* -1 until the first failure */
   char cause[768];
@@ -93,6 +94,8 @@ static void end_ranks(sup *sp, int sig) {
   if (sp->ending)
     return;
   sp->ending = true;
+  if (sp->status > 0)
+    dist__run_dump_stacks(sp->ranks, sp->n);
   int k = live_ranks(sp);
   if (k)
     dist__run_say("ending %d running rank%s on this node (SIG%s, SIGKILL after %.1f s)",
@@ -144,6 +147,7 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   r->wstatus = wstatus;
   sp->running--;
   dist__run_describe_status(wstatus, how, sizeof how);
+  dist__run_crash_collect(sp->job, r, wstatus);
   dist__run_store_post_exit(sp->job, r->global, how);
   bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
   if (ok && sp->running > 0 && sp->status < 0 && sp->early_rank < 0) {
@@ -175,7 +179,8 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
     dist__run_say("%s", sp->cause);
   else
     dist__run_say("rank %d (pid %d) also failed: %s", r->global, (int)r->pid, how);
-  end_ranks(sp, SIGTERM);
+  if (sp->term_at < 0 && !sp->ending)
+    sp->term_at = dist__run_report_deadline(sp->job, sp->running, dist__now_ms());
 }
 
 static void reap(sup *sp) {
@@ -209,6 +214,8 @@ static void read_signals(sup *sp) {
   while (read(sp->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
     if (si.ssi_signo == SIGCHLD)
       reap(sp);
+    else if (si.ssi_signo == SIGUSR1)
+      dist__run_status_table(sp->c, sp->job, sp->ranks);
     else
       on_interrupt(sp, (int)si.ssi_signo);
   }
@@ -276,6 +283,10 @@ static void close_streams(sup *sp) {
 /* Deadlines that states ask for; returns the poll timeout. */
 static int timers(sup *sp) {
   int64_t now = dist__now_ms(), next = -1;
+  if (sp->term_at >= 0 && now >= sp->term_at) {
+    sp->term_at = -1;
+    end_ranks(sp, SIGTERM);
+  }
   if (sp->kill_at >= 0 && now >= sp->kill_at) {
     int k = live_ranks(sp);
     if (k)
@@ -294,8 +305,8 @@ static int timers(sup *sp) {
                   sp->c->nnodes - 1 - sp->nodes_done);
     sp->nodes_done = sp->c->nnodes - 1;
   }
-  const int64_t ds[] = {sp->kill_at, sp->drain_until, sp->nodes_until};
-  for (size_t i = 0; i < 3; i++)
+  const int64_t ds[] = {sp->kill_at, sp->drain_until, sp->nodes_until, sp->term_at};
+  for (size_t i = 0; i < 4; i++)
     if (ds[i] >= 0 && (next < 0 || ds[i] < next))
       next = ds[i];
   return next < 0 ? -1 : (int)(next > now ? next - now : 0);
@@ -397,7 +408,7 @@ say:
 
 static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sigfd) {
   sup sp = {.c = c, .job = job, .n = c->nproc, .kill_at = -1, .drain_until = -1,
-            .nodes_until = -1, .status = -1, .sigfd = sigfd, .early_rank = -1};
+            .nodes_until = -1, .term_at = -1, .status = -1, .sigfd = sigfd, .early_rank = -1};
   sp.ranks = dist__calloc((size_t)c->nproc, sizeof *sp.ranks);
   sp.pfd = dist__calloc((size_t)c->nproc * 2 + 2, sizeof *sp.pfd);
   if (!sp.ranks || !sp.pfd) {
@@ -414,6 +425,7 @@ static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sig
   while (!finished(&sp))
     poll_once(&sp);
   close_streams(&sp);
+  dist__run_crash_summary();
   int status = finish_status(&sp);
   dist__run_cause_free(&sp.posted);
   dist__free(sp.pfd);

@@ -177,7 +177,7 @@ static _Noreturn void run_child(const char *path, char *const *argv, char **envp
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
-  const int sigs[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT};
+  const int sigs[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGQUIT, SIGUSR1};
   for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
     sigaction(sigs[i], &dfl, NULL);
   sigset_t none;
@@ -299,6 +299,7 @@ static void loop_signals(sigset_t *set) {
   sigaddset(set, SIGINT);
   sigaddset(set, SIGTERM);
   sigaddset(set, SIGHUP);
+  sigaddset(set, SIGUSR1); /* the status table (distrun_status.c) */
 }
 
 int dist__run_signals_block(void) {

@@ -65,12 +65,13 @@ static void header(int fd, int sig) {
   put(fd, ": backtrace:\n");
 }
 
+/* fr[0] is the handler, fr[1] libc's signal trampoline. */
 static void symbolised(int fd, void **fr, int n) {
-  for (int i = 1; i < n; i++) {
+  for (int i = 2; i < n; i++) {
     char site[MON_SITE_LEN], b[24];
     dist__mon_symbolize((uintptr_t)fr[i], site, sizeof site);
     put(fd, "  #");
-    put(fd, dec(i - 1, b));
+    put(fd, dec(i - 2, b));
     put(fd, " ");
     put(fd, site);
     put(fd, "\n");

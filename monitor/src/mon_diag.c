@@ -96,8 +96,8 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, int
     dist__appendf(buf, len, off, " (as of its last heartbeat)");
   const mon_rec_group *b = gone ? NULL : blocked_in(r);
   if (b && b->gid != gid)
-    dist__appendf(buf, len, off, "; it is blocked in group %d %s #%llu, called from %s, for %s",
-                  b->gid, op_name(b->kind), (unsigned long long)(b->done + 1), b->site,
+    dist__appendf(buf, len, off, "; it is blocked in group %d (%s) %s #%llu, called from %s, "
+                  "for %s", b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   else if (!gone && rg && rg->done)
     dist__appendf(buf, len, off, "; busy outside the library for %s",
@@ -105,6 +105,8 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, int
   dist__appendf(buf, len, off, "\n");
   if (r->stack[0])
     dist__appendf(buf, len, off, "    its stack:\n%s", r->stack);
+  if (r->crash[0])
+    dist__appendf(buf, len, off, "    %s", r->crash);
 }
 
 static int cmp_int(const void *a, const void *b) {
@@ -118,6 +120,21 @@ bool dist__mon_recs_fresh(const mon_group *g, const mon_rec *recs, int64_t since
     char how[320];
     if (g->granks[i] != dist__mon.rank && r->present && r->hb_ms < since_ms &&
         !gone_how(r, now_ms, how, sizeof how))
+      return false;
+  }
+  return true;
+}
+
+bool dist__mon_recs_settled(const mon_group *g, const mon_rec *recs) {
+  const char *l = getenv("DIST_LAUNCHER");
+  if (!l || strcmp(l, "distrun") != 0)
+    return true;
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  for (int i = 0; i < g->size; i++) {
+    const mon_rec *r = &recs[g->granks[i]];
+    char how[320];
+    if (g->granks[i] != dist__mon.rank && !r->died[0] && gone_how(r, now_ms, how, sizeof how) &&
+        (r->proc_state == 'X' || r->proc_state == 'Z' || strcmp(r->state, "exit") == 0))
       return false;
   }
   return true;
@@ -148,8 +165,15 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
       continue;
     const mon_rec_group *rg = dist__mon_rec_group(&recs[r], g->gid);
     char how[320];
-    if (r == dist__mon.rank || (rg && rg->enq >= seq && !gone_how(&recs[r], now_ms, how, sizeof how))) {
+    const char *gone = gone_how(&recs[r], now_ms, how, sizeof how);
+    if (r == dist__mon.rank || (rg && rg->enq >= seq && !gone)) {
       in[n_in++] = r;
+      continue;
+    }
+    if (rg && rg->enq >= seq) { /* it was in the operation, then ended */
+      dist__appendf(buf, len, &off, "  rank %d (host %s, pid %d) entered %s #%llu, then %s\n",
+                    r, recs[r].host, (int)recs[r].pid, op_name(kind), (unsigned long long)seq,
+                    gone);
       continue;
     }
     absent++;
@@ -224,8 +248,8 @@ static void report_cycle(walk *w, int from) {
     int r = w->stack[i], q = w->stack[i + 1 < w->depth ? i + 1 : from];
     const mon_rec_group *b = blocked_in(&w->recs[r]);
     dist__appendf(w->buf, w->len, w->off,
-                  "    rank %d waits in group %d %s #%llu (called from %s) for rank %d\n", r,
-                  b->gid, op_name(b->kind), (unsigned long long)(b->done + 1), b->site, q);
+                  "    rank %d waits in group %d (%s) %s #%llu (called from %s) for rank %d\n", r,
+                  b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1), b->site, q);
   }
 }
 

@@ -90,6 +90,8 @@ typedef struct mon_state {
   bool stop;
   _Atomic int kick;          /* an event wants the watchdog now */
   int main_tid;
+  _Atomic long writes;       /* progress records written (figures) */
+  int64_t t_init_ns;
   mon_group groups[MON_MAX_GROUPS];
 } mon_state;
 
@@ -117,6 +119,7 @@ typedef struct mon_rec_group {
   int64_t last_ms;
   char site[MON_SITE_LEN];   /* of the in-flight operation */
   char last_site[MON_SITE_LEN];
+  char desc[96];             /* the group's description (or name) */
 } mon_rec_group;
 
 typedef struct mon_rec {
@@ -133,6 +136,7 @@ typedef struct mon_rec {
   char died[200];            /* distrun's line for it, or "" */
   char proc_state;           /* same host: /proc state, 0 unknown, 'X' gone */
   char stack[2048];          /* on request (DIST_SHOW_STACKTRACES) */
+  char crash[2048];          /* distrun's copy of its crash backtrace */
 } mon_rec;
 
 /* Publishes this rank's record (state "run" / "exit" / "done"). */
@@ -155,6 +159,8 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
 /* Whether every live member has published since since_ms (wall), so its
  * record says what it did after this rank entered the operation. */
 bool dist__mon_recs_fresh(const mon_group *g, const mon_rec *recs, int64_t since_ms);
+/* Under distrun: whether distrun has said how every gone member ended. */
+bool dist__mon_recs_settled(const mon_group *g, const mon_rec *recs);
 /* The wait-for cycles among recs, appended to buf; returns how many. */
 int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size_t *off);
 

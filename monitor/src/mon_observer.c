@@ -19,8 +19,10 @@
 mon_state dist__mon = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 pthread_mutex_t dist__mon_diag_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* initial-exec: libdist is loaded at start-up, and the default model would
+ * make every operation call __tls_get_addr. */
 static int my_tid(void) {
-  static __thread int tid;
+  static __thread int tid __attribute__((tls_model("initial-exec")));
   if (!tid)
     tid = (int)syscall(SYS_gettid);
   return tid;
@@ -252,8 +254,8 @@ static bool registered_atexit;
  * (they would otherwise wait for it until the timeout). */
 static void at_exit(void) {
   mon_state *m = &dist__mon;
-  if (!m->on || !m->store)
-    return;
+  if (!m->on || !m->store || getpid() != m->pid)
+    return; /* a child forked after init owns neither the rank nor its connection */
   dist__mon_watchdog_stop();
   dist__mon_publish(m->store, "exit", "called exit() with its process group live");
 }
@@ -270,6 +272,8 @@ static int mon_init(void **ctx, const dist_pg_info *dg) {
   clock_gettime(CLOCK_MONOTONIC, &mt);
   m->wall_off_ns = ((int64_t)rt.tv_sec - mt.tv_sec) * 1000000000LL + (rt.tv_nsec - mt.tv_nsec);
   m->rank = dg->global_rank;
+  m->t_init_ns = dist__now_ns();
+  atomic_store(&m->writes, 0);
   m->world = dg->size;
   m->pid = getpid();
   m->main_tid = my_tid();
@@ -302,6 +306,9 @@ static void mon_fini(void *ctx) {
   dist__mon_watchdog_stop();
   if (m->store)
     dist__mon_publish(m->store, "done", "");
+  double secs = (double)(dist__now_ns() - m->t_init_ns) / 1e9;
+  DIST_LOG(INFO, MON, "monitor: %ld progress writes to the store in %.1f s (%.2f a second)",
+           atomic_load(&m->writes), secs, secs > 0 ? (double)atomic_load(&m->writes) / secs : 0);
   m->on = false;
   for (int i = 0; i < MON_MAX_GROUPS; i++)
     if (atomic_load(&m->groups[i].live)) {

@@ -6,7 +6,7 @@
  * process and one per live group:
  *   v1 <rank> <pid> <host> <wall ms> <state> <note>
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
- *     <last ms> <call site> <last call site>
+ *     <last ms> <call site> <last call site> <description>
  * fields separated by tabs (call sites contain spaces). kind is the op of
  * the oldest operation in flight (-1: none); call sites are symbolised here,
  * since an address means nothing in another process. */
@@ -45,10 +45,16 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
     dist__mon_symbolize(atomic_load_explicit(&g->last_caller, memory_order_relaxed), last_site,
                         sizeof last_site);
   }
-  dist__appendf(buf, len, off, "g\t%d\t%d\t%llu\t%llu\t%llu\t%d\t%lld\t%d\t%lld\t%s\t%s\n", g->gid,
+  char desc[sizeof g->desc];
+  snprintf(desc, sizeof desc, "%s", g->desc[0] ? g->desc : g->name);
+  for (char *p = desc; *p; p++)
+    if (*p == '\t' || *p == '\n')
+      *p = ' ';
+  dist__appendf(buf, len, off,
+                "g\t%d\t%d\t%llu\t%llu\t%llu\t%d\t%lld\t%d\t%lld\t%s\t%s\t%s\n", g->gid,
                 g->size, (unsigned long long)enq, (unsigned long long)started,
                 (unsigned long long)done, kind, (long long)since, last_kind, (long long)last_ms,
-                site, last_site);
+                site, last_site, desc);
 }
 
 int dist__mon_publish(dist_store *s, const char *state, const char *note) {
@@ -67,6 +73,7 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
   dist__mon_key(key, sizeof key, "p", m->rank);
   int rc = dist_store_set(s, key, buf, off);
   dist__free(buf);
+  atomic_fetch_add_explicit(&m->writes, 1, memory_order_relaxed);
   return rc;
 }
 
@@ -98,6 +105,7 @@ static void parse_group(mon_rec_group *g, char **f) {
   g->last_ms = strtoll(f[9], NULL, 10);
   snprintf(g->site, sizeof g->site, "%s", f[10]);
   snprintf(g->last_site, sizeof g->last_site, "%s", f[11]);
+  snprintf(g->desc, sizeof g->desc, "%s", f[12]);
 }
 
 /* Parses a record; false when it is not one (left not present). */
@@ -108,9 +116,9 @@ static bool parse(char *text, mon_rec *r) {
   r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
   if (!r->g)
     return false;
-  char *save = NULL, *f[12];
+  char *save = NULL, *f[13];
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = fields(line, f, 12);
+    int k = fields(line, f, 13);
     if (k == 7 && strcmp(f[0], "v1") == 0) {
       r->rank = atoi(f[1]);
       r->pid = (pid_t)atoi(f[2]);
@@ -119,7 +127,7 @@ static bool parse(char *text, mon_rec *r) {
       snprintf(r->state, sizeof r->state, "%s", f[5]);
       snprintf(r->note, sizeof r->note, "%s", strcmp(f[6], "-") ? f[6] : "");
       r->present = true;
-    } else if (k == 12 && strcmp(f[0], "g") == 0 && r->n < lines) {
+    } else if (k == 13 && strcmp(f[0], "g") == 0 && r->n < lines) {
       parse_group(&r->g[r->n++], f);
     }
   }
@@ -143,10 +151,8 @@ static char proc_state(const mon_rec *r) {
   return p && p[1] == ' ' ? p[2] : 0;
 }
 
-/* distrun's line for a rank that ended: distrun/exit/<R>. */
-static void read_exit(dist_store *s, mon_rec *r, int rank) {
-  char key[64];
-  snprintf(key, sizeof key, DIST_KEY_EXIT_FMT, rank);
+/* key into out when it exists (never waits). */
+static void read_if_there(dist_store *s, const char *key, char *out, size_t len) {
   const char *keys[] = {key};
   bool there = false;
   if (dist_store_check(s, keys, 1, &there) != DIST_OK || !there)
@@ -154,8 +160,19 @@ static void read_exit(dist_store *s, mon_rec *r, int rank) {
   void *v = NULL;
   size_t n = 0;
   if (dist_store_get(s, key, &v, &n) == DIST_OK)
-    snprintf(r->died, sizeof r->died, "%s", (char *)v);
+    snprintf(out, len, "%s", (char *)v);
   dist_free(v);
+}
+
+/* distrun's line for a rank that ended (distrun/exit/<R>) and the
+ * backtrace of its crash (distrun/crash/<R>). */
+static void read_exit(dist_store *s, mon_rec *r, int rank) {
+  char key[64];
+  snprintf(key, sizeof key, DIST_KEY_EXIT_FMT, rank);
+  read_if_there(s, key, r->died, sizeof r->died);
+  snprintf(key, sizeof key, DIST_KEY_CRASH_FMT, rank);
+  if (r->died[0])
+    read_if_there(s, key, r->crash, sizeof r->crash);
 }
 
 int dist__mon_read_all(dist_store *s, mon_rec *recs) {
@@ -176,6 +193,10 @@ int dist__mon_read_all(dist_store *s, mon_rec *recs) {
     if (there && dist_store_get(s, key, &v, &n) == DIST_OK && v)
       parse((char *)v, rec);
     dist_free(v);
+    if (dist__mon.stacks) {
+      dist__mon_key(key, sizeof key, "s", r);
+      read_if_there(s, key, rec->stack, sizeof rec->stack);
+    }
     if (r == dist__mon.rank)
       continue;
     if (rec->present)

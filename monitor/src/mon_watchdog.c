@@ -23,9 +23,6 @@
 
 #include "mon_int.h"
 
-/* The job's cause (core, from the causes branch); weak until it lands. */
-extern int dist_post_cause(int status, const char *report) __attribute__((weak));
-
 static int64_t last_pub_ns;
 /* Wakes the watchdog (kick, stop); never held while it works, so an event
  * that kicks it does not wait for a store round trip. */
@@ -153,42 +150,66 @@ static void check_stall(mon_group *g, int64_t now) {
   dist__free(recs);
 }
 
-/* An operation of g timed out or lost a peer: say why, once. */
-static void on_failure(mon_group *g, bool timeout) {
-  uint64_t seq = atomic_load(&g->failed_seq);
-  mon_op *op = &g->ring[seq % MON_RING];
-  if (!seq || atomic_load(&op->seq) != seq)
-    return;
+/* The diagnosis made while the operation stalled, as a hang: the view
+ * before the timeout is the telling one (after it, the others tear down). */
+static char *cached_as_hang(mon_group *g, uint64_t seq) {
+  char *d = NULL;
+  pthread_mutex_lock(&dist__mon_diag_mu);
+  if (g->diag && g->stall_seq == seq && strncmp(g->diag, "stall ", 6) == 0) {
+    size_t n = strlen(g->diag) + 8;
+    d = dist__malloc(n);
+    if (d)
+      snprintf(d, n, "hang %s", g->diag + 6);
+  }
+  pthread_mutex_unlock(&dist__mon_diag_mu);
+  return d;
+}
+
+/* A fresh diagnosis of g's operation seq after it failed. */
+static char *diagnose_now(mon_group *g, uint64_t seq, const char *what) {
   /* The others' records must postdate this operation's start (they
    * publish once a second; a dead one is recognised as such), and distrun
    * posts how a peer ended as it reaps it. */
+  mon_op *op = &g->ring[seq % MON_RING];
   publish(dist__now_ns());
   int64_t since_ms = dist__mon_wall_ms(atomic_load(&op->t_enq_ns));
   int64_t until = dist__now_ms() + MON_PUBLISH_MS + 2 * dist__mon.tick_ms;
   mon_rec *recs = NULL;
   for (;;) {
     recs = read_recs();
-    if (!recs || dist__mon_recs_fresh(g, recs, since_ms) || dist__now_ms() >= until)
+    if (!recs || dist__now_ms() >= until ||
+        (dist__mon_recs_fresh(g, recs, since_ms) && dist__mon_recs_settled(g, recs)))
       break;
     dist__mon_recs_free(recs, dist__mon.world);
     dist__free(recs);
     dist__sleep_ms(dist__mon.tick_ms);
   }
   if (!recs)
-    return;
+    return NULL;
   bool lowest;
   int cycles;
-  char *diag = dist__mon_diagnose(g, seq, recs, timeout ? "hang" : "lost peer", &lowest, &cycles);
+  char *diag = dist__mon_diagnose(g, seq, recs, what, &lowest, &cycles);
   dist__mon_recs_free(recs, dist__mon.world);
   dist__free(recs);
+  return diag;
+}
+
+/* An operation of g timed out or lost a peer: say why, once. */
+static void on_failure(mon_group *g, bool timeout) {
+  uint64_t seq = atomic_load(&g->failed_seq);
+  mon_op *op = &g->ring[seq % MON_RING];
+  if (!seq || atomic_load(&op->seq) != seq)
+    return;
+  char *diag = timeout ? cached_as_hang(g, seq) : NULL;
+  if (!diag)
+    diag = diagnose_now(g, seq, timeout ? "hang" : "lost peer");
   if (!diag)
     return;
   int rc = timeout ? DIST_E_TIMEOUT : DIST_E_PEER_LOST;
   DIST_LOG(ERROR, MON, "%s", diag);
   if (g->pg)
     dist_observer_emit_report(g->pg, DIST_EV_DIAGNOSIS, rc, diag);
-  if (dist_post_cause)
-    dist_post_cause(rc, diag);
+  dist_post_cause(rc, diag); /* distrun: exit 11 for a hang, the report last */
   if (timeout && dist__mon.abort_on_timeout && g->pg)
     dist_abort_group(g->pg, "the group timed out (DIST_ABORT_ON_TIMEOUT=1)");
   replace_diag(g, diag);

@@ -57,7 +57,7 @@ static int failed(const char *what, int rc, dist_pg *g) {
   exit(1);
 }
 
-static int all_reduce_on(dist_pg *g) {
+__attribute__((noinline)) static int all_reduce_on(dist_pg *g) {
   float x[4] = {1, 2, 3, 4};
   dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
   int rc = dist_all_reduce(&t, DIST_SUM, g, NULL);
@@ -68,17 +68,18 @@ static int all_reduce_on(dist_pg *g) {
 
 /* --- what a lagging rank does instead of its 10th all_reduce --------------- */
 
-static void sleep_forever(void) {
+__attribute__((noinline)) static void sleep_forever(void) {
   for (;;)
     pause();
 }
 
-static void crash_here(void) {
-  volatile int *p = NULL;
-  *p = 42;
+static int *volatile null_ptr; /* volatile: the compiler cannot drop the store */
+
+__attribute__((noinline)) static void crash_here(void) {
+  *null_ptr = 42;
 }
 
-static void block_in_read(void) {
+__attribute__((noinline)) static void block_in_read(void) {
   int fds[2];
   char c;
   if (pipe(fds) == 0)
@@ -86,7 +87,7 @@ static void block_in_read(void) {
     }
 }
 
-static void misbehave(const char *mode) {
+__attribute__((noinline)) static void misbehave(const char *mode) {
   if (strcmp(mode, "hang") == 0)
     sleep_forever();
   else if (strcmp(mode, "kill") == 0)
@@ -101,7 +102,7 @@ static void misbehave(const char *mode) {
     block_in_read();
 }
 
-static int run_loop(const char *mode, int bad) {
+__attribute__((noinline)) static int run_loop(const char *mode, int bad) {
   for (int i = 1; i <= 20; i++) {
     if (i == 10 && rank == bad)
       misbehave(mode);

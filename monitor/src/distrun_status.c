@@ -1,0 +1,167 @@
+/* distrun_status.c - SIGUSR1 to distrun prints a live status table of the
+ * job, as NCCL's ncclras does, without stopping it: per rank its state
+ * (running, blocked, exited), the group and operation it is in or last
+ * completed, the sequence number, and for how long.
+ *
+ * It reads what the ranks' monitors publish in the job's store (one record
+ * per rank, rewritten every second: monitor/src/mon_progress.c describes
+ * the format) and what distrun knows of the processes. Only this node's
+ * ranks' processes are known here; every rank's record is read. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "distrun.h"
+
+#define STATUS_STORE_MS 1000
+
+typedef struct row {
+  bool present;
+  char state[16];
+  int64_t hb_ms;
+  int gid;          /* the group of the oldest operation in flight, or -1 */
+  int kind;
+  unsigned long long seq;
+  int64_t since_ms;
+  char site[160];
+  int last_gid, last_kind;
+  unsigned long long last_seq;
+  int64_t last_ms;
+} row;
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int split(char *line, char **f, int n) {
+  int k = 0;
+  for (char *p = line; k < n;) {
+    f[k++] = p;
+    char *t = strchr(p, '\t');
+    if (!t)
+      break;
+    *t = '\0';
+    p = t + 1;
+  }
+  return k;
+}
+
+/* One group line: the oldest in-flight operation across groups wins; else
+ * the most recent completion. */
+static void take_group(row *r, char **f) {
+  int gid = atoi(f[1]), kind = atoi(f[6]);
+  unsigned long long done = strtoull(f[5], NULL, 10);
+  int64_t since = strtoll(f[7], NULL, 10), last = strtoll(f[9], NULL, 10);
+  if (kind >= 0 && (r->gid < 0 || since < r->since_ms)) {
+    r->gid = gid;
+    r->kind = kind;
+    r->seq = done + 1;
+    r->since_ms = since;
+    snprintf(r->site, sizeof r->site, "%s", f[10]);
+  }
+  if (done && last >= r->last_ms) {
+    r->last_gid = gid;
+    r->last_kind = atoi(f[8]);
+    r->last_seq = done;
+    r->last_ms = last;
+  }
+}
+
+static void parse(char *text, row *r) {
+  *r = (row){.gid = -1, .last_gid = -1};
+  char *save = NULL, *f[13];
+  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    int k = split(line, f, 13);
+    if (k == 7 && strcmp(f[0], "v1") == 0) {
+      r->present = true;
+      snprintf(r->state, sizeof r->state, "%s", f[5]);
+      r->hb_ms = strtoll(f[4], NULL, 10);
+    } else if (k == 13 && strcmp(f[0], "g") == 0) {
+      take_group(r, f);
+    }
+  }
+}
+
+static const char *op(int kind) {
+  return kind >= 0 && kind < DIST_OP_COUNT_ ? dist_op_name((dist_op_kind)kind) : "-";
+}
+
+/* The monitor's prefix of the job's current init: dist/mon/<job>/<init>/. */
+static bool prefix_of(dist_store *s, const char *job, int world, char *out, size_t len) {
+  char key[160];
+  snprintf(key, sizeof key, "dist/mon/%s/inits", job);
+  const char *keys[] = {key};
+  bool there = false;
+  int64_t inits = 0;
+  if (dist_store_check(s, keys, 1, &there) != DIST_OK || !there ||
+      dist_store_add(s, key, 0, &inits) != DIST_OK) /* reads the counter */
+    return false;
+  snprintf(out, len, "dist/mon/%s/%lld/", job, (long long)(inits > 0 ? (inits - 1) / world : 0));
+  return true;
+}
+
+static void print_row(char *buf, size_t len, size_t *off, int rank, const row *r,
+                      const drun_rank *local, int64_t now) {
+  const char *state = !r->present ? "no record" : strcmp(r->state, "run") ? r->state
+                      : r->gid >= 0                                        ? "in op"
+                                                                           : "outside";
+  if (local && !local->running)
+    state = "exited";
+  else if (r->present && now - r->hb_ms > 2500)
+    state = "silent";
+  dist__appendf(buf, len, off, "  %-5d %-8d %-10s", rank, local ? (int)local->pid : -1, state);
+  if (r->gid >= 0)
+    dist__appendf(buf, len, off, " %-5d %-22s #%-6llu %7.1f s  %s\n", r->gid, op(r->kind),
+                  r->seq, (double)(now - r->since_ms) / 1000, r->site);
+  else if (r->last_gid >= 0)
+    dist__appendf(buf, len, off, " %-5d %-22s #%-6llu %7.1f s  (since it completed)\n",
+                  r->last_gid, op(r->last_kind), r->last_seq, (double)(now - r->last_ms) / 1000);
+  else
+    dist__appendf(buf, len, off, " -\n");
+}
+
+void dist__run_status_table(const drun_cfg *c, drun_job *job, const drun_rank *ranks) {
+  int world = c->nproc * c->nnodes;
+  char prefix[200];
+  int64_t old = dist_store_get_timeout(job->store);
+  dist_store_set_timeout(job->store, STATUS_STORE_MS);
+  if (!prefix_of(job->store, job->job_id, world, prefix, sizeof prefix)) {
+    dist__run_say("status: the ranks have published no progress yet (not initialised, or "
+                  "running without the monitor)");
+    dist_store_set_timeout(job->store, old);
+    return;
+  }
+  size_t len = 256 + (size_t)world * 240, off = 0;
+  char *buf = dist__malloc(len);
+  if (!buf)
+    return;
+  dist__appendf(buf, len, &off, "distrun: status of job %s (SIGUSR1):\n  %-5s %-8s %-10s %-5s %-22s "
+                "%-7s %9s  %s\n", job->job_id, "rank", "pid", "state", "group", "operation",
+                "seq", "for", "call site");
+  int64_t now = wall_ms();
+  for (int rk = 0; rk < world; rk++) {
+    char key[260];
+    snprintf(key, sizeof key, "%sp/%d", prefix, rk);
+    const char *keys[] = {key};
+    bool there = false;
+    row r = {.gid = -1, .last_gid = -1};
+    void *v = NULL;
+    size_t n = 0;
+    if (dist_store_check(job->store, keys, 1, &there) == DIST_OK && there &&
+        dist_store_get(job->store, key, &v, &n) == DIST_OK)
+      parse((char *)v, &r);
+    dist_free(v);
+    int local = rk - c->node_rank * c->nproc;
+    print_row(buf, len, &off, rk, &r, local >= 0 && local < c->nproc ? &ranks[local] : NULL,
+              now);
+  }
+  dist_store_set_timeout(job->store, old);
+  /* One write, as dist__run_say, but the table may be longer than a line. */
+  ssize_t w = write(2, buf, off);
+  (void)w;
+  dist__free(buf);
+}

@@ -1,0 +1,551 @@
+/* ctest: labels=multiproc timeout=600 */
+/* test_monitor_mp.c - the monitor on real processes: build/bin/
+ * monitor_testprog (prog_monitor.c) run by distrun and by hand (env://,
+ * rank 0 hosting the store). A rank that hangs, dies, exits, stops, crashes
+ * or straggles; two and three groups in a cycle. Short group timeouts keep
+ * each case to seconds; the assertions are on what a user reads (ranks,
+ * operations, sequence numbers, call sites) and on the order of reports,
+ * never on how long anything took. */
+#include <criterion/criterion.h>
+
+#include <sqlite3.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OUT_CAP (1 << 17)
+#define MAXP 4
+
+typedef struct proc {
+  pid_t pid;
+  int fd[2];              /* stdout, stderr; -1 at EOF */
+  char buf[2][OUT_CAP];
+  size_t len[2];
+  int status;             /* exit code, 128 + signal, -1 running */
+} proc;
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char *bin(const char *name) {
+  static char paths[4][1024];
+  static int next;
+  const char *dir = getenv("DIST_TEST_BIN");
+  char *p = paths[next++ % 4];
+  snprintf(p, 1024, "%s/%s", dir ? dir : "build/bin", name);
+  return p;
+}
+
+static void clean_env(void) {
+  const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                        "MASTER_PORT", "DIST_TOKEN", "DIST_JOB_ID", "DIST_USE_AGENT_STORE",
+                        "DIST_DEBUG", "DIST_STALL_S", "DIST_SHOW_STACKTRACES",
+                        "DIST_STATS_EVERY", "DIST_TIMEOUT", "DIST_LAUNCHER", "DIST_MONITOR"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    unsetenv(vars[i]);
+  setenv("DIST_TRACE", "0", 1);
+}
+
+/* env: "NAME=value" strings set in the child only (NULL-terminated). */
+static void proc_start(proc *p, const char *const *argv, const char *const *env) {
+  int o[2], e[2];
+  cr_assert(pipe(o) == 0 && pipe(e) == 0);
+  memset(p->len, 0, sizeof p->len);
+  p->status = -1;
+  fflush(NULL);
+  p->pid = fork();
+  if (p->pid == 0) {
+    dup2(o[1], 1);
+    dup2(e[1], 2);
+    close(o[0]);
+    close(e[0]);
+    for (size_t i = 0; env && env[i]; i++)
+      putenv((char *)env[i]);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  cr_assert(p->pid > 0);
+  close(o[1]);
+  close(e[1]);
+  p->fd[0] = o[0];
+  p->fd[1] = e[0];
+}
+
+/* Reads what the processes wrote within timeout_ms. */
+static void pump(proc *ps, int n, int timeout_ms) {
+  struct pollfd pf[2 * MAXP];
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < 2; j++)
+      pf[2 * i + j] = (struct pollfd){ps[i].fd[j], POLLIN, 0};
+  if (poll(pf, (nfds_t)(2 * n), timeout_ms) <= 0)
+    return;
+  for (int k = 0; k < 2 * n; k++) {
+    proc *p = &ps[k / 2];
+    int j = k % 2;
+    if (!pf[k].revents || p->fd[j] < 0)
+      continue;
+    ssize_t r = read(p->fd[j], p->buf[j] + p->len[j], OUT_CAP - 1 - p->len[j]);
+    if (r <= 0) {
+      close(p->fd[j]);
+      p->fd[j] = -1;
+    } else {
+      p->len[j] += (size_t)r;
+    }
+    p->buf[j][p->len[j]] = '\0';
+  }
+}
+
+static bool reap(proc *p) {
+  int st;
+  if (p->status >= 0)
+    return true;
+  if (waitpid(p->pid, &st, WNOHANG) != p->pid)
+    return false;
+  p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return true;
+}
+
+/* Waits until the processes not in `linger` have exited (deadline
+ * timeout_ms), then SIGKILLs every one still there and drains the pipes. */
+static void finish(proc *ps, int n, unsigned linger, int timeout_ms) {
+  int64_t deadline = now_ms() + timeout_ms;
+  for (;;) {
+    pump(ps, n, 20);
+    bool all = true;
+    for (int i = 0; i < n; i++)
+      all &= reap(&ps[i]) || ((linger >> i) & 1);
+    if (all || now_ms() >= deadline)
+      break;
+  }
+  for (int i = 0; i < n; i++)
+    if (!reap(&ps[i])) {
+      kill(ps[i].pid, SIGKILL);
+      kill(ps[i].pid, SIGCONT);
+      int st;
+      waitpid(ps[i].pid, &st, 0);
+      ps[i].status = 128 + SIGKILL;
+    }
+  int64_t drain = now_ms() + 3000;
+  for (bool open = true; open && now_ms() < drain;) {
+    pump(ps, n, 50);
+    open = false;
+    for (int i = 0; i < n; i++)
+      open |= ps[i].fd[0] >= 0 || ps[i].fd[1] >= 0;
+  }
+}
+
+static uint16_t free_port(void) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  cr_assert(bind(s, (struct sockaddr *)&a, sizeof a) == 0);
+  cr_assert(getsockname(s, (struct sockaddr *)&a, &len) == 0);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+/* n ranks of monitor_testprog by hand (env://); extra: more "NAME=v". */
+static void by_hand(proc *ps, int n, const char *const *args, const char *const *extra,
+                    unsigned linger, int timeout_ms) {
+  static char vars[MAXP][4][64];
+  uint16_t port = free_port();
+  for (int r = 0; r < n; r++) {
+    const char *env[16] = {0};
+    int k = 0;
+    snprintf(vars[r][0], 64, "MASTER_ADDR=127.0.0.1");
+    snprintf(vars[r][1], 64, "MASTER_PORT=%u", (unsigned)port);
+    snprintf(vars[r][2], 64, "RANK=%d", r);
+    snprintf(vars[r][3], 64, "WORLD_SIZE=%d", n);
+    for (int i = 0; i < 4; i++)
+      env[k++] = vars[r][i];
+    for (int i = 0; extra && extra[i] && k < 15; i++)
+      env[k++] = extra[i];
+    const char *argv[8] = {bin("monitor_testprog")};
+    for (int i = 0; args[i] && i < 6; i++)
+      argv[i + 1] = args[i];
+    proc_start(&ps[r], argv, env);
+  }
+  finish(ps, n, linger, timeout_ms);
+}
+
+/* monitor_testprog under distrun -n n; returns distrun's status. */
+static int under_distrun(proc *p, int n, const char *const *args, const char *const *extra,
+                         int timeout_ms) {
+  char nn[8];
+  snprintf(nn, sizeof nn, "%d", n);
+  const char *argv[16] = {bin("distrun"), "-n", nn, "--grace-period", "1",
+                          bin("monitor_testprog")};
+  int k = 6;
+  for (int i = 0; args[i] && k < 15; i++)
+    argv[k++] = args[i];
+  proc_start(p, argv, extra);
+  finish(p, 1, 0, timeout_ms);
+  return p->status;
+}
+
+#define OUT(p) ((p)->buf[0])
+#define ERR(p) ((p)->buf[1])
+
+/* Position of needle in hay, or -1. */
+static long at(const char *hay, const char *needle) {
+  const char *s = strstr(hay, needle);
+  return s ? s - hay : -1;
+}
+
+static void dump(const proc *ps, int n) {
+  for (int i = 0; i < n; i++)
+    cr_log_info("process %d (status %d) stdout:\n%s\nstderr:\n%s", i, ps[i].status,
+                ps[i].buf[0], ps[i].buf[1]);
+}
+
+/* --- 1. a rank that sleeps before its 10th all_reduce --------------------- */
+
+static const char NAMES_RANK1[] = "rank 1 (host ";
+static const char LAST9[] = "has not entered ALL_REDUCE #10: last completed ALL_REDUCE #9, "
+                            "called from all_reduce_on (prog_monitor.c:";
+
+/* The rows of trace.db's events of a kind, messages joined. */
+static int trace_events(const char *db, const char *kind, char *out, size_t len) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *q = NULL;
+  int n = 0;
+  size_t off = 0;
+  out[0] = '\0';
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(h, "SELECT rank, message FROM events WHERE kind = ?1 ORDER BY t_ns", -1,
+                         &q, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(q, 1, kind, -1, SQLITE_STATIC);
+    while (sqlite3_step(q) == SQLITE_ROW && off < len) {
+      n++;
+      off += (size_t)snprintf(out + off, len - off, "[rank %d] %s\n", sqlite3_column_int(q, 0),
+                              (const char *)sqlite3_column_text(q, 1));
+    }
+  }
+  sqlite3_finalize(q);
+  sqlite3_close(h);
+  return n;
+}
+
+Test(monitor_mp, hang_under_distrun_stall_report_then_diagnosis_exit_11, .timeout = 120) {
+  clean_env();
+  static proc p;
+  char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  const char *env[] = {"DIST_TIMEOUT=8", trace_env, NULL};
+  const char *argv[] = {bin("distrun"), "-n", "3", "--grace-period", "1", "--trace-out", db,
+                        bin("monitor_testprog"), "hang", "1", NULL};
+  proc_start(&p, argv, env);
+  finish(&p, 1, 0, 90000);
+  int st = p.status;
+  const char *e = ERR(&p);
+  long stall = at(e, "MON WARN stall in group 0 (default) at ALL_REDUCE #10");
+  long hang = at(e, "hang in group 0 (default) at ALL_REDUCE #10");
+  if (st != 11 || stall < 0 || hang < 0)
+    dump(&p, 1);
+  cr_assert_eq(st, 11, "distrun exit %d", st);
+  cr_assert(stall >= 0 && hang > stall, "the stall report comes before the diagnosis");
+  cr_assert(at(e + stall, NAMES_RANK1) >= 0 && at(e + stall, LAST9) >= 0);
+  /* Every other rank fails with the diagnosis as its message. */
+  cr_assert(at(e, "[0] rank 0: ALL_REDUCE failed: timed out: hang in group 0") >= 0);
+  cr_assert(at(e, "[2] rank 2: ALL_REDUCE failed: timed out: hang in group 0") >= 0);
+  cr_assert(at(e, "ranks 0,2 are blocked in ALL_REDUCE #10, called from all_reduce_on") >= 0);
+  cr_assert(at(e, "deadlock") < 0, "a sleeping rank is not a cycle");
+  /* The report events reach observers (the tracer's table): a stall
+   * report, then the diagnosis. */
+  long ev_stall = at(OUT(&p), "EVENT stall_report rank=0 group=0");
+  long ev_diag = at(OUT(&p), "EVENT diagnosis rank=");
+  cr_assert(ev_stall >= 0 && ev_diag > ev_stall);
+  /* distrun prints the diagnosis last. */
+  const char *last = strstr(e, "distrun: exit status 11");
+  cr_assert(last && strstr(last, LAST9), "the diagnosis closes distrun's output:\n%s", e);
+  /* trace.db holds the stall reports and the diagnoses. */
+  static char rows[1 << 16];
+  cr_assert(trace_events(db, "stall_report", rows, sizeof rows) >= 1 && strstr(rows, LAST9),
+            "stall reports in %s:\n%s", db, rows);
+  cr_assert(trace_events(db, "diagnosis", rows, sizeof rows) >= 1 &&
+            strstr(rows, "hang in group 0 (default) at ALL_REDUCE #10") && strstr(rows, LAST9),
+            "diagnoses in %s:\n%s", db, rows);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+Test(monitor_mp, hang_by_hand_the_others_fail_naming_the_rank, .timeout = 60) {
+  clean_env();
+  static proc ps[3];
+  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  by_hand(ps, 3, (const char *[]){"hang", "1", NULL}, env, 1u << 1, 40000);
+  for (int r = 0; r < 3; r += 2) {
+    const char *e = ps[r].buf[1];
+    char head[80];
+    snprintf(head, sizeof head, "rank %d: ALL_REDUCE failed: timed out: hang in group 0", r);
+    if (ps[r].status != 1 || at(e, head) < 0 || at(e, LAST9) < 0)
+      dump(ps, 3);
+    cr_assert_eq(ps[r].status, 1);
+    cr_assert(at(e, head) >= 0 && at(e, NAMES_RANK1) >= 0 && at(e, LAST9) >= 0);
+  }
+  long stall = at(ps[0].buf[1], "MON WARN stall in group 0");
+  cr_assert(stall >= 0 && stall < at(ps[0].buf[1], "ALL_REDUCE failed"),
+            "rank 0, the lowest waiting rank, reports the stall before the timeout");
+  cr_assert(at(ps[2].buf[1], "MON WARN stall") < 0, "only the lowest waiting rank reports");
+}
+
+/* --- 2. cycles across groups ----------------------------------------------- */
+
+Test(monitor_mp, two_groups_crossed_are_a_cycle_before_the_timeout, .timeout = 60) {
+  clean_env();
+  static proc ps[2];
+  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  by_hand(ps, 2, (const char *[]){"cross2", NULL}, env, 0, 40000);
+  const char *e = ps[0].buf[1];
+  long stall = at(e, "MON WARN stall in group 1 (A) at ALL_REDUCE #1");
+  long cyc = at(e, "deadlock: a wait-for cycle of 2 ranks across groups:\n"
+                   "    rank 0 waits in group 1 (A) ALL_REDUCE #1 (called from all_reduce_on "
+                   "(prog_monitor.c:");
+  long edge2 = at(e, "    rank 1 waits in group 2 (B) ALL_REDUCE #1 (called from all_reduce_on "
+                     "(prog_monitor.c:");
+  long failed = at(e, "ALL_REDUCE failed");
+  if (stall < 0 || cyc < 0 || edge2 < 0)
+    dump(ps, 2);
+  cr_assert(stall >= 0 && cyc > stall && edge2 > cyc && failed > edge2,
+            "the cycle is reported, edge by edge, in a stall report before the timeout");
+  cr_assert(at(e + edge2, "for rank 0\n") >= 0);
+}
+
+Test(monitor_mp, three_groups_in_a_ring_are_a_cycle_of_three, .timeout = 60) {
+  clean_env();
+  static proc ps[3];
+  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  by_hand(ps, 3, (const char *[]){"cross3", NULL}, env, 0, 40000);
+  const char *e = ps[0].buf[1];
+  long cyc = at(e, "deadlock: a wait-for cycle of 3 ranks across groups:");
+  if (cyc < 0)
+    dump(ps, 3);
+  cr_assert(cyc >= 0 && cyc < at(e, "ALL_REDUCE failed"));
+  const char *edges[] = {"rank 0 waits in group 1 (G01) ALL_REDUCE #1", "for rank 1\n",
+                         "rank 1 waits in group 2 (G12) ALL_REDUCE #1", "for rank 2\n",
+                         "rank 2 waits in group 3 (G20) ALL_REDUCE #1", "for rank 0\n"};
+  long pos = cyc;
+  for (size_t i = 0; i < 6; i++) {
+    long k = at(e + pos, edges[i]);
+    cr_assert(k >= 0, "edge text '%s' after the cycle's head:\n%s", edges[i], e + cyc);
+    pos += k;
+  }
+}
+
+/* --- 3. dead, exited, stopped and crashed ranks ---------------------------- */
+
+Test(monitor_mp, sigkill_under_distrun_exit_12_survivors_say_died, .timeout = 60) {
+  clean_env();
+  static proc p;
+  const char *env[] = {"DIST_TIMEOUT=8", NULL};
+  int st = under_distrun(&p, 3, (const char *[]){"kill", "1", NULL}, env, 40000);
+  const char *e = ERR(&p);
+  if (st != 12 || at(e, "died: killed by signal 9 (SIGKILL)") < 0)
+    dump(&p, 1);
+  cr_assert_eq(st, 12);
+  cr_assert(at(e, "lost peer in group 0 (default) at ALL_REDUCE #10") >= 0);
+  cr_assert(at(e, "rank 1 (host ") >= 0 && at(e, "died: killed by signal 9 (SIGKILL)") >= 0);
+  cr_assert(at(e, "timed out") < 0, "never a bare timeout");
+}
+
+Test(monitor_mp, sigkill_by_hand_survivor_says_dead, .timeout = 60) {
+  clean_env();
+  static proc ps[3];
+  const char *env[] = {"DIST_TIMEOUT=8", NULL};
+  by_hand(ps, 3, (const char *[]){"kill", "1", NULL}, env, 0, 40000);
+  /* rank 0 hosts the store; its own monitor can always read it. */
+  const char *e = ps[0].buf[1];
+  if (at(e, "rank 1 (host ") < 0 || at(e, "is dead: its process is gone") < 0)
+    dump(ps, 3);
+  cr_assert_eq(ps[1].status, 128 + SIGKILL);
+  cr_assert(at(e, "lost peer in group 0 (default) at ALL_REDUCE #10") >= 0);
+  cr_assert(at(e, "rank 1 (host ") >= 0 && at(e, "is dead: its process is gone") >= 0);
+}
+
+Test(monitor_mp, early_exit_under_distrun_exit_12_and_by_hand, .timeout = 90) {
+  clean_env();
+  static proc p;
+  const char *env[] = {"DIST_TIMEOUT=8", NULL};
+  int st = under_distrun(&p, 3, (const char *[]){"exit", "1", NULL}, env, 40000);
+  if (st != 12 || at(ERR(&p), "rank 1 (host ") < 0 || at(ERR(&p), "exited with code 0") < 0)
+    dump(&p, 1);
+  cr_assert_eq(st, 12);
+  cr_assert(at(ERR(&p), "lost peer in group 0") >= 0 && at(ERR(&p), "exited with code 0") >= 0);
+  static proc ps[3];
+  by_hand(ps, 3, (const char *[]){"exit", "1", NULL}, env, 0, 40000);
+  const char *e = ps[0].buf[1];
+  if (at(e, "exited (called exit() with its process group live)") < 0)
+    dump(ps, 3);
+  cr_assert_eq(ps[1].status, 0);
+  cr_assert(at(e, "rank 1 (host ") >= 0 &&
+            at(e, "exited (called exit() with its process group live)") >= 0);
+}
+
+Test(monitor_mp, sigstop_is_not_responding_under_distrun_and_by_hand, .timeout = 90) {
+  clean_env();
+  static proc p;
+  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  int st = under_distrun(&p, 3, (const char *[]){"stop", "1", NULL}, env, 40000);
+  const char *not_resp = "is not responding: its process is stopped";
+  if (st != 11 || at(ERR(&p), not_resp) < 0)
+    dump(&p, 1);
+  cr_assert_eq(st, 11);
+  cr_assert(at(ERR(&p), "rank 1 (host ") >= 0 && at(ERR(&p), not_resp) >= 0);
+  static proc ps[3];
+  by_hand(ps, 3, (const char *[]){"stop", "1", NULL}, env, 1u << 1, 40000);
+  if (at(ps[0].buf[1], not_resp) < 0 || at(ps[2].buf[1], not_resp) < 0)
+    dump(ps, 3);
+  for (int r = 0; r < 3; r += 2)
+    cr_assert(at(ps[r].buf[1], "rank 1 (host ") >= 0 && at(ps[r].buf[1], not_resp) >= 0 &&
+              at(ps[r].buf[1], "ALL_REDUCE failed: timed out: hang in group 0") >= 0);
+}
+
+Test(monitor_mp, sigsegv_backtrace_in_distruns_summary_and_the_trace, .timeout = 60) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  cr_skip_test("the sanitizer catches SIGSEGV itself (its report is the backtrace)");
+#endif
+  clean_env();
+  static proc p;
+  char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  const char *env[] = {"DIST_TIMEOUT=8", trace_env, NULL};
+  const char *argv[] = {bin("distrun"), "-n", "3", "--grace-period", "1", "--trace-out", db,
+                        bin("monitor_testprog"), "segv", "1", NULL};
+  proc_start(&p, argv, env);
+  finish(&p, 1, 0, 40000);
+  const char *e = ERR(&p);
+  long summary = at(e, "distrun: backtrace of rank 1:");
+  if (p.status != 12 || summary < 0)
+    dump(&p, 1);
+  cr_assert_eq(p.status, 12);
+  cr_assert(summary >= 0 && at(e + summary, "caught SIGSEGV") >= 0);
+  long f1 = at(e + summary, "crash_here (prog_monitor.c:");
+  long f2 = at(e + summary, "run_loop (prog_monitor.c:");
+  cr_assert(f1 >= 0 && f2 > f1, "the frames, innermost first, with the program's names");
+  /* The survivors' diagnosis carries it too, and so does the trace. */
+  cr_assert(at(e, "died: killed by signal 11 (SIGSEGV)") >= 0);
+  static char rows[1 << 16];
+  cr_assert(trace_events(db, "diagnosis", rows, sizeof rows) >= 1 &&
+            strstr(rows, "rank 1 (host ") && strstr(rows, "crash_here (prog_monitor.c:"),
+            "diagnoses in %s:\n%s", db, rows);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* --- 4. stragglers ----------------------------------------------------------- */
+
+Test(monitor_mp, a_rank_late_to_every_op_is_the_straggler_a_balanced_run_has_none,
+     .timeout = 90) {
+  clean_env();
+  static proc ps[3];
+  const char *env[] = {"DIST_DEBUG=DETAIL", "DIST_STATS_EVERY=20", "DIST_TIMEOUT=30", NULL};
+  by_hand(ps, 3, (const char *[]){"straggler", "1", "30", NULL}, env, 0, 60000);
+  const char *e = ps[0].buf[1];
+  if (at(e, "straggler in group 0 (default): rank 1 arrived last in") < 0)
+    dump(ps, 3);
+  for (int r = 0; r < 3; r++)
+    cr_assert_eq(ps[r].status, 0);
+  cr_assert(at(e, "straggler in group 0 (default): rank 1 arrived last in") >= 0);
+  cr_assert(at(ps[0].buf[0], "EVENT stats rank=0 group=0 status=0 straggler=1") >= 0,
+            "the stats event (the trace's stats table) names it:\n%s", ps[0].buf[0]);
+  static proc bs[3];
+  by_hand(bs, 3, (const char *[]){"balanced", "30", NULL}, env, 0, 60000);
+  for (int r = 0; r < 3; r++) {
+    cr_assert_eq(bs[r].status, 0);
+    cr_assert(at(bs[r].buf[1], "straggler in") < 0, "%s", bs[r].buf[1]);
+  }
+  if (at(bs[0].buf[0], "EVENT stats rank=0 group=0 status=0 straggler=-1") < 0)
+    dump(bs, 3);
+  cr_assert(at(bs[0].buf[0], "EVENT stats rank=0 group=0 status=0 straggler=-1") >= 0);
+}
+
+/* --- 5. stacks --------------------------------------------------------------- */
+
+Test(monitor_mp, stacks_of_a_rank_asleep_and_of_one_in_a_system_call, .timeout = 90) {
+#if defined(__SANITIZE_THREAD__)
+  cr_skip_test("ThreadSanitizer holds signals to a thread blocked in a system call");
+#endif
+  clean_env();
+  const char *env[] = {"DIST_TIMEOUT=4", "DIST_SHOW_STACKTRACES=1", NULL};
+  const char *modes[2][2] = {{"hang", "sleep_forever (prog_monitor.c:"},
+                             {"syscall", "block_in_read (prog_monitor.c:"}};
+  for (int m = 0; m < 2; m++) {
+    static proc ps[2];
+    by_hand(ps, 2, (const char *[]){modes[m][0], "1", NULL}, env, 1u << 1, 40000);
+    const char *e = ps[0].buf[1];
+    long diag = at(e, "ALL_REDUCE failed: timed out: hang in group 0");
+    long stack = diag < 0 ? -1 : at(e + diag, "its stack:");
+    if (stack < 0 || at(e + diag + stack, modes[m][1]) < 0)
+      dump(ps, 2);
+    cr_assert(stack >= 0 && at(e + diag + stack, modes[m][1]) >= 0 &&
+              at(e + diag + stack, "run_loop (prog_monitor.c:") >= 0);
+  }
+}
+
+/* --- distrun's status table --------------------------------------------------- */
+
+static bool wait_for_err(proc *p, const char *needle, int timeout_ms) {
+  int64_t deadline = now_ms() + timeout_ms;
+  while (at(ERR(p), needle) < 0 && now_ms() < deadline)
+    pump(p, 1, 50);
+  return at(ERR(p), needle) >= 0;
+}
+
+Test(monitor_mp, sigusr1_to_distrun_prints_every_ranks_state_without_stopping, .timeout = 90) {
+  clean_env();
+  static proc p;
+  const char *argv[] = {bin("distrun"), "-n", "3", "--timeout", "6", "--grace-period", "1",
+                        bin("monitor_testprog"), "hang", "1", NULL};
+  proc_start(&p, argv, NULL);
+  /* The stall report says every rank is where the table should show it. */
+  cr_assert(wait_for_err(&p, "MON WARN stall in group 0", 60000), "%s", ERR(&p));
+  kill(p.pid, SIGUSR1);
+  cr_assert(wait_for_err(&p, "status of job", 20000), "%s", ERR(&p));
+  finish(&p, 1, 0, 60000);
+  const char *t = strstr(ERR(&p), "status of job");
+  cr_assert(t);
+  const char *rows[] = {"\n  0 ", "in op      0     ALL_REDUCE             #10",
+                        "\n  1 ", "outside    0     ALL_REDUCE             #9",
+                        "\n  2 ", "in op      0     ALL_REDUCE             #10"};
+  for (size_t i = 0; i < 6; i++) {
+    long k = at(t, rows[i]);
+    cr_assert(k >= 0, "'%s' in the table:\n%s", rows[i], t);
+    t += k;
+  }
+  cr_assert_eq(p.status, 11, "the job went on to its timeout: %s", ERR(&p));
+}
+
+Test(monitor_mp, distrun_captures_the_stacks_of_a_stopped_rank_through_ptrace, .timeout = 60) {
+  clean_env();
+  static proc p;
+  const char *env[] = {"DIST_TIMEOUT=4", "DIST_SHOW_STACKTRACES=1", NULL};
+  under_distrun(&p, 2, (const char *[]){"stop", "1", NULL}, env, 40000);
+  const char *e = ERR(&p);
+  long s = at(e, "distrun: stacks of rank 1 (pid ");
+  if (s < 0 || at(e + s, "run_loop (prog_monitor.c:") < 0)
+    dump(&p, 1);
+  cr_assert(s >= 0 && at(e + s, "captured by distrun:\n    thread ") >= 0);
+  /* Its main thread, stopped in raise(SIGSTOP) by the program's loop, and
+   * the library's threads (the monitor's watchdog at least). */
+  cr_assert(at(e + s, "run_loop (prog_monitor.c:") >= 0 && at(e + s, "main (prog_monitor.c:") >= 0);
+  long t1 = at(e + s, "\n    thread ");
+  cr_assert(t1 >= 0 && at(e + s + t1 + 1, "\n    thread ") >= 0, "one thread only:\n%s", e + s);
+}
