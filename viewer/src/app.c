@@ -82,7 +82,8 @@ static void clamp(vw_app *a, const vw_layout *l) {
   st->d_seq = clamp64(st->d_seq, 1, INT64_MAX / 4);
   int erows;
   vw_events_geom(l->pane[VW_P_EVENTS], &erows);
-  st->e_sel = clamp64(st->e_sel, 0, st->e_total > 0 ? st->e_total - 1 : 0);
+  if (st->e_total >= 0)   // unknown until the first fetch
+    st->e_sel = clamp64(st->e_sel, 0, st->e_total > 0 ? st->e_total - 1 : 0);
   if (st->e_sel < st->e_top)
     st->e_top = st->e_sel;
   if (erows > 0 && st->e_sel >= st->e_top + erows)
@@ -274,6 +275,7 @@ static void start_on_diagnosis(vw_app *a) {
   if (found)
     st->t_cursor = o.t_start >= 0 ? o.t_start : o.t_enq;
   st->e_sel = 0;
+  st->e_total = -1;
   if (d->has_report) {
     vw_filter none = {.group = -1, .rank = -1};
     int64_t at = -1;

@@ -123,11 +123,12 @@ static void header(const vw_state *st, const vw_model *m, const vw_diag *d, vw_c
   uint8_t oa;
   const char *out = outcome(d, &oa);
   vw_fill(c, r, 0, 0, r.w, ' ', VW_A_REV);
-  int x = vw_putf(c, r, 0, 0, VW_A_REV | VW_A_BOLD, " distview  job %s ",
-                  j->job_id[0] ? j->job_id : "?");
-  x += vw_putf(c, r, 0, x, VW_A_REV, "| %d ranks | %d group%s | %s | ", j->world_size,
-               j->ngroups, j->ngroups == 1 ? "" : "s", vw_fmt_dur(j->t1 - j->t0, span, sizeof span));
-  vw_put(c, r, 0, x, VW_A_REV | VW_A_BOLD, out);
+  /* the verdict first: it must survive the narrowest terminal */
+  int x = vw_put(c, r, 0, 0, VW_A_REV | VW_A_BOLD, " distview  ");
+  x += vw_put(c, r, 0, x, VW_A_REV | VW_A_BOLD, out);
+  vw_putf(c, r, 0, x, VW_A_REV, "  job %s | %d ranks | %d group%s | %s",
+          j->job_id[0] ? j->job_id : "?", j->world_size, j->ngroups, j->ngroups == 1 ? "" : "s",
+          vw_fmt_dur(j->t1 - j->t0, span, sizeof span));
   const char *text = d->kind != VW_DIAG_NONE ? d->text : "no desync, hang or failure in this trace";
   uint8_t ta = d->kind != VW_DIAG_NONE ? (uint8_t)(VW_A_BOLD | VW_C_RED) : VW_C_GREEN;
   int used = wrap(c, r, 1, 1, ta, text, r.h - 1);

@@ -165,8 +165,10 @@ void vw_render_timeline(const vw_state *st, const vw_model *m, const vw_pages *p
     if (sel && cur >= 0 && cur < width)
       vw_attr(c, r, 2 + row, VW_TL_LABEL + cur, 1, VW_A_REV | VW_A_BOLD);
   }
-  if (cur >= 0 && cur < width)
-    vw_fill(c, r, 1, VW_TL_LABEL + cur, 1, 'v', VW_A_BOLD);   // the cursor's column
+  /* the cursor's column on the axis, unless a label is there */
+  if (cur >= 0 && cur < width && VW_TL_LABEL + cur < r.w &&
+      c->cells[(r.y + 1) * c->cols + r.x + VW_TL_LABEL + cur].ch == ' ')
+    vw_fill(c, r, 1, VW_TL_LABEL + cur, 1, 'v', VW_A_BOLD);
   if (at) {
     char dur[32];
     vw_putf(c, r, r.h - 1, 0, VW_A_BOLD, " rank %d: %s #%lld in group %d, %s, %s   Enter: "
