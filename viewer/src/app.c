@@ -71,7 +71,7 @@ static void clamp(vw_app *a, const vw_layout *l) {
   scroll(&st->m_row, &st->m_top, a->pages->nranks, nrows);
   /* timeline: cursor inside the job, window around the cursor */
   int64_t t0 = j->t0, t1 = j->t1 > j->t0 ? j->t1 : j->t0 + 1;
-  st->t_span = clamp64(st->t_span, 1000, INT64_MAX / 4);
+  st->t_span = clamp64(st->t_span, 1000, t1 - t0 > 1000 ? t1 - t0 : 1000);
   st->t_cursor = clamp64(st->t_cursor, t0, t1);
   if (st->t_cursor < st->t_start || st->t_cursor >= st->t_start + st->t_span)
     st->t_start = st->t_cursor - st->t_span / 2;

@@ -143,12 +143,7 @@ static void tabs(const vw_state *st, const vw_model *m, vw_canvas *c, vw_rect r)
   for (int p = 0; p < VW_P_COUNT; p++) {
     uint8_t a = p == st->pane ? (uint8_t)(VW_A_REV | VW_A_BOLD) : 0;
     x += vw_putf(c, r, 0, x, a, " %d %s ", p + 1, vw_pane_name(p));
-    x++;
   }
-  const vw_group *g = st->group_idx >= 0 && st->group_idx < m->job.ngroups
-                          ? &m->job.groups[st->group_idx] : NULL;
-  if (g)
-    x += vw_putf(c, r, 0, x + 1, VW_A_DIM, " group %d '%s' [ ]", g->id, g->name) + 1;
   const vw_filter *f = &st->filter;
   if (f->rank >= 0 || f->op[0] || f->state[0] || f->group >= 0) {
     char fb[128] = "";
@@ -161,8 +156,12 @@ static void tabs(const vw_state *st, const vw_model *m, vw_canvas *c, vw_rect r)
       off += (size_t)snprintf(fb + off, sizeof fb - off, " op=%s", f->op);
     if (f->state[0])
       snprintf(fb + off, sizeof fb - off, " state=%s", f->state);
-    vw_putf(c, r, 0, x + 1, VW_C_YELLOW | VW_A_BOLD, " filter:%s", fb);
+    x += vw_putf(c, r, 0, x, VW_C_YELLOW | VW_A_BOLD, " filter:%s ", fb);
   }
+  const vw_group *g = st->group_idx >= 0 && st->group_idx < m->job.ngroups
+                          ? &m->job.groups[st->group_idx] : NULL;
+  if (g)
+    vw_putf(c, r, 0, x + 1, VW_A_DIM, "group %d '%s' [ ]", g->id, g->name);
 }
 
 static void status(const vw_state *st, vw_canvas *c, vw_rect r) {
