@@ -5,6 +5,7 @@
  *   distrun_output.c  per-rank output: line prefixes, log files, --tee
  *   distrun_store.c   the job's store: hosting or joining it, posting
  *                     deaths, the multi-node watcher thread
+ *   distrun_trace.c   merging the ranks' trace files at the end
  * The contract with the ranks (variables, store keys) is core's
  * launch_env.h. */
 #ifndef DISTRUN_H
@@ -50,6 +51,7 @@ typedef struct drun_cfg {
   char job_id[DIST_JOB_ID_MAX + 1]; /* "" : made by node 0 */
   char *const *prog_argv;   /* the program and its arguments */
   const char *slurm_note;   /* what came from SLURM, for the INFO line */
+  const char *trace_out;    /* --trace-out; NULL: ./trace.db */
 } drun_cfg;
 
 /* Parses argv (and SLURM_* / MASTER_* / DIST_JOB_ID) into c. Returns -1 to
@@ -116,6 +118,13 @@ void dist__run_describe_status(int wstatus, char *out, size_t len);
 int dist__run_signals_block(void);
 /* A signalfd for SIGCHLD, SIGINT, SIGTERM, SIGHUP (CLOEXEC, nonblocking). */
 int dist__run_signalfd(void);
+
+/* --- traces (distrun_trace.c) -------------------------------------------- */
+
+/* Merges $DIST_TRACE/<job id>/ into c->trace_out (./trace.db), however the
+ * job ended; says what it did. Nothing when DIST_TRACE=0 or no rank wrote
+ * a trace. */
+void dist__run_trace_merge(const drun_cfg *c, const char *job_id);
 
 /* --- the job's store (distrun_store.c) ----------------------------------- */
 

@@ -45,6 +45,8 @@ static const char usage_text[] =
     "                           DIR/rank-R.err instead of the terminal\n"
     "      --tee                with --log-dir, show the output on the terminal too\n"
     "      --no-prefix          do not prefix output lines with \"[R] \"\n"
+    "      --trace-out FILE     merge the ranks' traces into FILE at the end\n"
+    "                           (default ./trace.db; DIST_TRACE=0: no trace)\n"
     "      --grace-period S     seconds between SIGTERM and SIGKILL when ending\n"
     "                           ranks (default 5)\n"
     "      --join-timeout S     seconds to reach node 0's store (default: DIST_TIMEOUT\n"
@@ -227,6 +229,7 @@ static const struct option long_opts[] = {
     {"log-dir", required_argument, NULL, 'l'},
     {"tee", no_argument, NULL, 't'},
     {"no-prefix", no_argument, NULL, 'P'},
+    {"trace-out", required_argument, NULL, 'T'},
     {"grace-period", required_argument, NULL, 'g'},
     {"join-timeout", required_argument, NULL, 'j'},
     {"help", no_argument, NULL, 'h'},
@@ -267,6 +270,11 @@ static int take_option(int ch, const char *arg, const char *argv0, drun_cfg *c, 
   case 'l': c->log_dir = arg; return -1;
   case 't': c->tee = true; return -1;
   case 'P': c->prefix = false; return -1;
+  case 'T':
+    if (!*arg)
+      return usage_error("--trace-out needs a file name");
+    c->trace_out = arg;
+    return -1;
   case 'g': return seconds_option("--grace-period", arg, &c->grace_ms);
   case 'j': return seconds_option("--join-timeout", arg, &c->join_timeout_ms);
   case 'h': fputs(usage_text, stdout); return DRUN_EXIT_OK;

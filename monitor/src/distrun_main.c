@@ -411,6 +411,7 @@ int main(int argc, char **argv) {
     rc = supervise(&c, &job, path, sigfd);
   dist__run_store_post_done(&c, &job, rc);
   dist__run_store_close(&c, &job);
+  dist__run_trace_merge(&c, job.job_id);
   close(sigfd);
   return rc;
 }

@@ -37,16 +37,17 @@ int vw_cmd_tui(int argc, char **argv) {
     fputs(tui_usage, stderr);
     return VW_EXIT_USAGE;
   }
-  if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-    fprintf(stderr, "distview: the viewer needs a terminal; for text use distview summary, "
-                    "diagnose or render\n");
-    return VW_EXIT_USAGE;
-  }
   vw_app a;
   char err[1024];
   if (vw_app_open(&a, argv[optind], 24, 80, err, sizeof err) != 0) {
     fprintf(stderr, "distview: %s\n", err);
     return VW_EXIT_UNREADABLE;
+  }
+  if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+    fprintf(stderr, "distview: the viewer needs a terminal; for text use distview summary, "
+                    "diagnose or render\n");
+    vw_app_close(&a);
+    return VW_EXIT_USAGE;
   }
   int rc = vw_term_run(&a, follow);
   vw_app_close(&a);

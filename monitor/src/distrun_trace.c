@@ -1,0 +1,37 @@
+/* distrun_trace.c - at the end of the job, however it ended, the ranks'
+ * trace files ($DIST_TRACE/<job id>/rank-R.db, and the ring dumps of ranks
+ * that died of a signal) are merged into one indexed trace.db (or
+ * --trace-out FILE), through the tracer's reader library. A bad rank file
+ * is named and skipped; the merge never changes the job's exit status. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <dist/trace_reader.h>
+
+#include "distrun.h"
+
+void dist__run_trace_merge(const drun_cfg *c, const char *job_id) {
+  const char *base = getenv("DIST_TRACE");
+  if (base && !strcmp(base, "0"))
+    return;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/%s", base && *base ? base : "dist-trace", job_id);
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    DIST_LOG(INFO, RUN, "no trace in %s (the program does not record one)", dir);
+    return;
+  }
+  const char *out = c->trace_out ? c->trace_out : "trace.db";
+  dist_trace_merge_report rep;
+  char err[512];
+  if (dist_trace_merge(dir, out, &rep, err, sizeof err) != DIST_OK) {
+    dist__run_say("trace merge failed: %s", err);
+    return;
+  }
+  if (rep.files_skipped)
+    dist__run_say("trace: skipped %d file(s):\n%s", rep.files_skipped, rep.skipped);
+  dist__run_say("trace: %d rank(s), %lld operations merged into %s", rep.ranks_merged,
+                (long long)rep.operations, out);
+}

@@ -1,0 +1,188 @@
+/* ctest: labels=multiproc timeout=120 */
+/* Crash safety with real ranks: a rank killed with SIGKILL mid-job leaves
+ * a valid rank file holding everything committed (the test waits, reading
+ * the file read-only, until operation N is there, then kills); ranks that
+ * die of SIGSEGV or SIGABRT dump their ring to a side file that the merge
+ * imports (their last operation is in trace.db); a program's own SIGTERM
+ * handler still runs after the dump. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mp.h"
+#include "trace_util.h"
+
+#define N_OPS 20
+
+static char dir[256];
+
+static void setup_dir(void) {
+  snprintf(dir, sizeof dir, "/tmp/dist-tracecrash-XXXXXX");
+  cr_assert(mkdtemp(dir));
+}
+
+static void trace_env(const char *job) {
+  setenv("DIST_TRACE", dir, 1);
+  setenv("DIST_JOB_ID", job, 1);
+}
+
+static int do_ops(const dist_test_ctx *ctx, dist_pg *g, int n) {
+  float v[8] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 8);
+  for (int i = 0; i < n; i++)
+    CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, g, NULL));
+  return 0;
+}
+
+/* Reads rank 2's file read-only until N operations of group 0 are there;
+ * returns its pid (from the ranks table), or -1 at the deadline. */
+static pid_t wait_for_ops(const char *path, int n) {
+  for (int tries = 0; tries < 3000; tries++) {
+    sqlite3 *db;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+      int64_t have = tq_int(db, "SELECT count(*) FROM operations WHERE group_id=0"
+                                " AND state='completed'");
+      int64_t pid = tq_int(db, "SELECT pid FROM ranks");
+      sqlite3_close(db);
+      if (have >= n && pid > 0)
+        return (pid_t)pid;
+    } else {
+      sqlite3_close(db);
+    }
+    nanosleep(&(struct timespec){0, 10000000}, NULL); /* polling a file, 30 s at most */
+  }
+  return -1;
+}
+
+static int sigkill_rank(const dist_test_ctx *ctx) {
+  trace_env("killjob");
+  CHECK_OK(ctx, dist_tracer_register());
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  CHECK_OK(ctx, do_ops(ctx, NULL, N_OPS));
+  int pair[2] = {0, 1};
+  dist_pg *g01;
+  CHECK_OK(ctx, dist_new_group(pair, 2, NULL, &g01));
+  if (ctx->rank == 2) {
+    for (;;)
+      pause(); /* rank 0 kills it once its file shows N operations */
+  }
+  if (ctx->rank == 0) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/killjob/rank-2.db", dir);
+    pid_t pid = wait_for_ops(path, N_OPS);
+    CHECK(ctx, pid > 0, "rank 2's file never showed %d operations", N_OPS);
+    kill(pid, SIGKILL);
+  }
+  CHECK_OK(ctx, do_ops(ctx, g01, 5));
+  CHECK_OK(ctx, dist_destroy_process_group(NULL));
+  return 0;
+}
+
+Test(tracer_crash, sigkill_leaves_a_valid_file_and_the_merge_completes, .timeout = 100) {
+  setup_dir();
+  dist_test_result res;
+  dist_test_opts o = {3, sigkill_rank, NULL, 90, -1, 0};
+  dist_test_run(&o, &res);
+  cr_assert_eq(res.signal[2], SIGKILL, "%s", res.report);
+  cr_assert(res.exit_code[0] == 0 && res.exit_code[1] == 0, "%s", res.report);
+  char path[512];
+  snprintf(path, sizeof path, "%s/killjob/rank-2.db", dir);
+  sqlite3 *r2;
+  cr_assert_eq(sqlite3_open_v2(path, &r2, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_str_eq(tq_text(r2, "PRAGMA quick_check"), "ok");
+  cr_assert_eq(tq_int(r2, "SELECT count(*) FROM operations WHERE group_id=0 AND seq BETWEEN 1"
+                          " AND %d AND state='completed'", N_OPS), N_OPS);
+  sqlite3_close(r2);
+  dist_trace_merge_report rep;
+  sqlite3 *db = tq_merge(dir, "killjob", &rep);
+  cr_assert(db);
+  cr_assert_eq(rep.ranks_merged, 3, "%s", rep.skipped);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE rank=2"), N_OPS);
+  cr_assert_str_eq(tq_text(db, "SELECT end_state FROM ranks WHERE rank=2"), "lost");
+  for (int r = 0; r < 2; r++) {
+    cr_assert_str_eq(tq_text(db, "SELECT end_state FROM ranks WHERE rank=%d", r), "finished");
+    cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE rank=%d AND"
+                            " state='completed'", r), N_OPS + 5);
+  }
+  sqlite3_close(db);
+}
+
+/* --- fatal signals: the ring goes to a side file ------------------------- */
+
+static void user_term(int sig) {
+  (void)sig;
+  _exit(42); /* the program's own SIGTERM handler: a checkpoint, then exit */
+}
+
+static int fatal_rank(const dist_test_ctx *ctx) {
+  int sig = *(const int *)ctx->arg;
+  char job[32];
+  snprintf(job, sizeof job, "sig%djob", sig);
+  trace_env(job);
+  if (sig == SIGTERM && ctx->rank == 1)
+    signal(SIGTERM, user_term);
+  CHECK_OK(ctx, dist_tracer_register());
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  CHECK_OK(ctx, do_ops(ctx, NULL, N_OPS));
+  if (ctx->rank == 1) {
+    if (sig == SIGSEGV) {
+      volatile int *volatile nowhere = NULL;
+      *nowhere = 1; /* a real fault, not raise() */
+    }
+    raise(sig);
+  }
+  return 0; /* rank 0 exits without destroying: its peer is gone */
+}
+
+static void run_fatal(int sig) {
+  setup_dir();
+  dist_test_result res;
+  dist_test_opts o = {2, fatal_rank, &sig, 50, -1, 0};
+  dist_test_run(&o, &res);
+  if (sig == SIGTERM)
+    cr_assert_eq(res.exit_code[1], 42, "the program's SIGTERM handler did not run: %s",
+                 res.report);
+  else
+    cr_assert_eq(res.signal[1], sig, "rank 1 did not die of signal %d: %s", sig, res.report);
+  char job[32], jd[512], ring[600], alone[600], cmd[2000];
+  snprintf(job, sizeof job, "sig%djob", sig);
+  snprintf(jd, sizeof jd, "%s/%s", dir, job);
+  snprintf(ring, sizeof ring, "%s/rank-1.ring", jd);
+  struct stat st;
+  cr_assert_eq(stat(ring, &st), 0, "no ring dump at %s", ring);
+  cr_assert_eq(st.st_mode & 0777, 0600);
+  /* The dump alone (no rank file) gives rank 1's operations back. */
+  snprintf(alone, sizeof alone, "%s/alone", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s %s/", alone, ring, alone);
+  cr_assert_eq(system(cmd), 0);
+  char out[700], err[512];
+  snprintf(out, sizeof out, "%s/alone.db", dir);
+  dist_trace_merge_report rep;
+  cr_assert_eq(dist_trace_merge(alone, out, &rep, err, sizeof err), DIST_OK, "%s", err);
+  cr_assert_eq(rep.files_skipped, 0, "%s", rep.skipped);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open_v2(out, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE rank=1 AND group_id=0 AND"
+                          " state='completed' AND seq BETWEEN 1 AND %d", N_OPS), N_OPS);
+  cr_assert_eq(tq_int(db, "SELECT status FROM events WHERE kind='crash' AND rank=1"), sig);
+  sqlite3_close(db);
+  /* And the job's merge has the last operation, once, and the crash. */
+  db = tq_merge(dir, job, &rep);
+  cr_assert(db);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE rank=1 AND group_id=0 AND"
+                          " seq=%d AND state='completed'", N_OPS), 1);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE rank=1"), N_OPS);
+  cr_assert_str_eq(tq_text(db, "SELECT end_state FROM ranks WHERE rank=1"), "crashed");
+  sqlite3_close(db);
+}
+
+Test(tracer_crash, sigsegv_flushes_the_ring, .timeout = 60) { run_fatal(SIGSEGV); }
+Test(tracer_crash, sigabrt_flushes_the_ring, .timeout = 60) { run_fatal(SIGABRT); }
+Test(tracer_crash, sigterm_dumps_then_runs_the_programs_handler, .timeout = 60) {
+  run_fatal(SIGTERM);
+}

@@ -1,0 +1,153 @@
+/* ctest: labels=multiproc timeout=120 */
+/* The tracer end to end with real ranks: a 4-rank job mixes sync and
+ * async operations on two groups; the merged trace.db holds exactly one
+ * row per operation per rank with the right fields, the groups, and the
+ * clock offsets; a rank whose clock is skewed gets the skew back as its
+ * offset and its rows line up with the others after the merge. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mp.h"
+#include "trace_util.h"
+
+static char dir[256];
+
+static void setup_dir(void) {
+  snprintf(dir, sizeof dir, "/tmp/dist-tracetest-XXXXXX");
+  cr_assert(mkdtemp(dir));
+}
+
+static void trace_env(const char *job) {
+  setenv("DIST_TRACE", dir, 1);
+  setenv("DIST_JOB_ID", job, 1);
+}
+
+/* group 0: all_reduce (sync), broadcast from 2 (async), barrier,
+ * all_gather; group 1 = {1,3}: all_reduce MAX (async), all_reduce (sync),
+ * send 1 -> 3 tag 5. */
+static int mixed_rank(const dist_test_ctx *ctx) {
+  trace_env("mixedjob");
+  CHECK_OK(ctx, dist_tracer_register());
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[16] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 16);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  dist_work *w;
+  CHECK_OK(ctx, dist_broadcast(&t, 2, NULL, &w));
+  CHECK_OK(ctx, dist_work_wait(w, -1));
+  dist_work_free(w);
+  CHECK_OK(ctx, dist_barrier(NULL, NULL));
+  int odd[2] = {1, 3};
+  dist_pg *g1;
+  CHECK_OK(ctx, dist_new_group(odd, 2, NULL, &g1));
+  if (ctx->rank % 2) {
+    int32_t x[4] = {ctx->rank};
+    dist_tensor tx = dist_tensor_1d(x, DIST_INT32, 4);
+    CHECK_OK(ctx, dist_all_reduce(&tx, DIST_MAX, g1, &w));
+    CHECK_OK(ctx, dist_work_wait(w, -1));
+    dist_work_free(w);
+    CHECK_OK(ctx, dist_all_reduce(&tx, DIST_SUM, g1, NULL));
+    if (ctx->rank == 1)
+      CHECK_OK(ctx, dist_send(&tx, 3, g1, 5));
+    else
+      CHECK_OK(ctx, dist_recv(&tx, 1, g1, 5, NULL));
+  }
+  float in[8] = {0}, out[32];
+  dist_tensor ti = dist_tensor_1d(in, DIST_FLOAT32, 8);
+  dist_tensor to = dist_tensor_1d(out, DIST_FLOAT32, 32);
+  CHECK_OK(ctx, dist_all_gather_into_tensor(&to, &ti, NULL, NULL));
+  dist_test_finish();
+  return 0;
+}
+
+Test(tracer, four_ranks_two_groups_one_row_per_operation_per_rank, .timeout = 100) {
+  setup_dir();
+  cr_assert_eq(dist_test_ranks(4, mixed_rank, NULL, 90), 0, "%s", dist_test_report());
+  dist_trace_merge_report rep;
+  sqlite3 *db = tq_merge(dir, "mixedjob", &rep);
+  cr_assert(db);
+  cr_assert_eq(rep.ranks_merged, 4, "merged %d ranks; skipped: %s", rep.ranks_merged,
+               rep.skipped);
+  cr_assert_eq(rep.files_skipped, 0, "%s", rep.skipped);
+  /* 5 ops x 4 ranks on group 0 (the 5th: dist_test_finish's barrier), 3
+   * ops x 2 ranks on group 1, nothing else */
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations"), 26);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE group_id=0"), 20);
+  cr_assert_eq(tq_int(db, "SELECT count(DISTINCT rank || '/' || seq) FROM operations"
+                          " WHERE group_id=0 AND seq BETWEEN 1 AND 5"), 20);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE group_id=1 AND rank IN (1,3)"
+                          " AND seq BETWEEN 1 AND 3"), 6);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE state != 'completed'"
+                          " OR status != 0 OR t_ended_ns < t_started_ns"
+                          " OR t_started_ns < t_enqueued_ns"), 0);
+  /* fields */
+  for (int r = 0; r < 4; r++) {
+    cr_assert_str_eq(tq_text(db, "SELECT op || ' ' || is_async || ' ' || root || ' ' || dtype"
+                                 " || ' ' || shape || ' ' || bytes_in FROM operations WHERE"
+                                 " group_id=0 AND seq=2 AND rank=%d", r),
+                     "BROADCAST 1 2 float32 [16] 64");
+    cr_assert_str_eq(tq_text(db, "SELECT op || ' ' || is_async || ' ' || redop || ' ' ||"
+                                 " numel_in FROM operations WHERE group_id=0 AND seq=1 AND"
+                                 " rank=%d", r), "ALL_REDUCE 0 SUM 16");
+    cr_assert_str_eq(tq_text(db, "SELECT op || ' ' || bytes_in || ' ' || bytes_out FROM"
+                                 " operations WHERE group_id=0 AND seq=4 AND rank=%d", r),
+                     "ALL_GATHER_INTO_TENSOR 32 128");
+    cr_assert_str_eq(tq_text(db, "SELECT op FROM operations WHERE group_id=0 AND seq=3 AND"
+                                 " rank=%d", r), "BARRIER");
+  }
+  cr_assert_str_eq(tq_text(db, "SELECT op || ' ' || is_async || ' ' || redop || ' ' || dtype"
+                               " FROM operations WHERE group_id=1 AND seq=1 AND rank=3"),
+                   "ALL_REDUCE 1 MAX int32");
+  cr_assert_str_eq(tq_text(db, "SELECT op || ' ' || root || ' ' || tag FROM operations"
+                               " WHERE group_id=1 AND seq=3 AND rank=1"), "SEND 3 5");
+  cr_assert_str_eq(tq_text(db, "SELECT op || ' ' || root || ' ' || tag FROM operations"
+                               " WHERE group_id=1 AND seq=3 AND rank=3"), "RECV 1 5");
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations o JOIN callsites c ON"
+                          " c.rank = o.rank AND c.callsite_id = o.callsite_id"
+                          " WHERE c.module LIKE '%%tracer_test_trace_mp'"), 26);
+  /* groups, ranks, clock offsets */
+  cr_assert_str_eq(tq_text(db, "SELECT members FROM groups WHERE group_id=0"), "[0,1,2,3]");
+  cr_assert_str_eq(tq_text(db, "SELECT members || ' ' || backend FROM groups WHERE group_id=1"),
+                   "[1,3] cpu");
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM ranks WHERE end_state='finished'"), 4);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM ranks WHERE rank > 0 AND clock_rtt_ns > 0"
+                          " AND abs(clock_offset_ns) < clock_rtt_ns + 1000000"), 3);
+  cr_assert_eq(tq_int(db, "SELECT count(DISTINCT rank) FROM events WHERE kind='clock_offset'"),
+               4);
+  cr_assert_str_eq(tq_text(db, "SELECT value FROM meta WHERE key='kind'"), "merged");
+  cr_assert_str_eq(tq_text(db, "SELECT job_id || ' ' || world_size FROM job"), "mixedjob 4");
+  sqlite3_close(db);
+}
+
+/* Rank 1's clock runs 5 s ahead (test hook): its offset is -5 s, and after
+ * the merge its all_reduce starts within a second of rank 0's. */
+static int skew_rank(const dist_test_ctx *ctx) {
+  trace_env("skewjob");
+  if (ctx->rank == 1)
+    setenv("DIST_TRACE_TEST_SKEW_NS", "5000000000", 1);
+  CHECK_OK(ctx, dist_tracer_register());
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  dist_test_finish();
+  return 0;
+}
+
+Test(tracer, a_skewed_clock_is_measured_and_corrected, .timeout = 60) {
+  setup_dir();
+  cr_assert_eq(dist_test_ranks(2, skew_rank, NULL, 50), 0, "%s", dist_test_report());
+  sqlite3 *db = tq_merge(dir, "skewjob", NULL);
+  cr_assert(db);
+  int64_t off = tq_int(db, "SELECT clock_offset_ns FROM ranks WHERE rank=1");
+  int64_t rtt = tq_int(db, "SELECT clock_rtt_ns FROM ranks WHERE rank=1");
+  cr_assert(off > -5000000000ll - rtt - 1000000 && off < -5000000000ll + rtt + 1000000,
+            "offset %lld, round trip %lld", (long long)off, (long long)rtt);
+  int64_t d = tq_int(db, "SELECT abs(a.t_started_ns - b.t_started_ns) FROM operations a,"
+                         " operations b WHERE a.rank=0 AND b.rank=1 AND a.group_id=0 AND"
+                         " b.group_id=0 AND a.seq=1 AND b.seq=1");
+  cr_assert(d >= 0 && d < 1000000000, "merged starts differ by %lld ns", (long long)d);
+  sqlite3_close(db);
+}

@@ -1,0 +1,289 @@
+/* merge.c - rank files (and crash dumps) into one indexed trace.db
+ * (SCHEMA.md "Merge").
+ *
+ * Each rank file is checked first (SQLite's quick_check, the meta table's
+ * schema version, kind, job and rank), then attached read-only and copied
+ * with INSERT ... SELECT, its times moved onto the job clock by the rank's
+ * clock offset. A file that fails a check is named in the report and
+ * skipped; the others merge. Indexes are built once at the end, and a
+ * `.ring` side file (the raw ring a dying rank wrote) is decoded through
+ * the record sink into a scratch database and folded in: rows the rank
+ * file lacks are added, rows it has are brought to their newest state.
+ * The result is written to <out>.tmp and renamed, so a reader never sees
+ * half a merge. */
+#define _GNU_SOURCE
+#include "reader_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_RANK_FILES 4096
+
+static void seterr(char *err, size_t len, const char *fmt, ...) {
+  if (!err || !len)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, len, fmt, ap);
+  va_end(ap);
+}
+
+static void skip(dist_trace_merge_report *rep, const char *path, const char *why) {
+  rep->files_skipped++;
+  size_t n = strlen(rep->skipped);
+  snprintf(rep->skipped + n, sizeof rep->skipped - n, "%s: %s\n", path, why);
+}
+
+/* Checks a rank file; returns 0 or -1 with why filled. */
+static int check_rank_file(const char *path, int rank, char *job, size_t joblen, char *why,
+                           size_t whylen) {
+  sqlite3 *db = NULL;
+  int rc = -1;
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+    snprintf(why, whylen, "cannot open: %s", db ? sqlite3_errmsg(db) : "out of memory");
+    goto out;
+  }
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK) {
+    snprintf(why, whylen, "not a trace database (%s)", sqlite3_errmsg(db));
+    goto out;
+  }
+  int s = sqlite3_step(st);
+  const char *res = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+  if (!res || strcmp(res, "ok") != 0) {
+    snprintf(why, whylen, "corrupt or truncated (%s)", res ? res : sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    goto out;
+  }
+  sqlite3_finalize(st);
+  char v[128], kind[32], r[32];
+  if (tr_meta_get(db, "schema_version", v, sizeof v) != 0) {
+    snprintf(why, whylen, "not a libdist trace file (no meta.schema_version)");
+    goto out;
+  }
+  if (atoi(v) != TR_SCHEMA_VERSION) {
+    snprintf(why, whylen, "schema version %s, this reader knows %d", v, TR_SCHEMA_VERSION);
+    goto out;
+  }
+  tr_meta_get(db, "kind", kind, sizeof kind);
+  tr_meta_get(db, "rank", r, sizeof r);
+  tr_meta_get(db, "job_id", v, sizeof v);
+  if (strcmp(kind, "rank") != 0 || atoi(r) != rank) {
+    snprintf(why, whylen, "not the rank file of rank %d (kind '%s', rank '%s')", rank, kind, r);
+    goto out;
+  }
+  if (job[0] && strcmp(job, v) != 0) {
+    snprintf(why, whylen, "belongs to job %s, not %s", v, job);
+    goto out;
+  }
+  snprintf(job, joblen, "%s", v);
+  rc = 0;
+out:
+  sqlite3_close(db);
+  return rc;
+}
+
+/* Copies one attached rank database `src` into main with its offset. */
+static int copy_rank(sqlite3 *db, int rank, bool first, char *err, size_t errlen) {
+  char sql[4096];
+  snprintf(sql, sizeof sql,
+           "CREATE TEMP TABLE IF NOT EXISTS off(v INTEGER); DELETE FROM off;"
+           "INSERT INTO off SELECT coalesce((SELECT clock_offset_ns FROM src.ranks WHERE rank=%d),0);"
+           "INSERT OR REPLACE INTO main.ranks SELECT * FROM src.ranks;"
+           "%s"
+           "INSERT INTO main.operations SELECT rank, group_id, seq, op, is_async, state, dtype,"
+           " shape, n_inputs, n_outputs, numel_in, numel_out, bytes_in, bytes_out, root, tag,"
+           " redop, timeout_ms, t_enqueued_ns + (SELECT v FROM off), t_started_ns + (SELECT v FROM off),"
+           " t_ended_ns + (SELECT v FROM off), status, message, callsite_id FROM src.operations;"
+           "INSERT INTO main.events SELECT rank, group_id, seq, kind, t_ns + (SELECT v FROM off),"
+           " status, peer, message FROM src.events;"
+           "INSERT INTO main.stats SELECT rank, group_id, t_ns + (SELECT v FROM off), op, count,"
+           " bytes, p50_ns, p99_ns, straggler_rank, lateness_ns FROM src.stats;"
+           "INSERT INTO main.drops SELECT rank, group_id, seq_first, seq_last, records,"
+           " t_ns + (SELECT v FROM off) FROM src.drops;"
+           "INSERT OR IGNORE INTO main.callsites SELECT * FROM src.callsites;"
+           "INSERT OR IGNORE INTO main.groups SELECT group_id, name, description, backend, size,"
+           " members, timeout_ms, NULL, NULL FROM src.groups;"
+           "UPDATE main.groups SET"
+           " created_ns = (SELECT min(coalesce(main.groups.created_ns, 1<<62), s.created_ns + (SELECT v FROM off))"
+           "   FROM src.groups s WHERE s.group_id = main.groups.group_id),"
+           " destroyed_ns = coalesce((SELECT max(coalesce(main.groups.destroyed_ns, 0), s.destroyed_ns + (SELECT v FROM off))"
+           "   FROM src.groups s WHERE s.group_id = main.groups.group_id AND s.destroyed_ns IS NOT NULL),"
+           "   main.groups.destroyed_ns)"
+           " WHERE group_id IN (SELECT group_id FROM src.groups);",
+           rank,
+           first ? "INSERT INTO main.job SELECT job_id, world_size, unix_minus_mono_ns, NULL, NULL"
+                   " FROM src.job LIMIT 1;"
+                 : "");
+  return tr_exec(db, sql, err, errlen);
+}
+
+static int cmp_int(const void *a, const void *b) {
+  return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+/* Ranks with a rank-R.<ext> file in dir, sorted. */
+static int list_ranks(const char *dir, const char *ext, int *ranks, int max) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < max) {
+    int r;
+    char tail[16];
+    if (sscanf(e->d_name, "rank-%d.%15s", &r, tail) == 2 && r >= 0 && !strcmp(tail, ext))
+      ranks[n++] = r;
+  }
+  closedir(d);
+  qsort(ranks, (size_t)n, sizeof *ranks, cmp_int);
+  return n;
+}
+
+static int import_rings(sqlite3 *db, const char *dir, dist_trace_merge_report *rep) {
+  int ranks[256];
+  int n = list_ranks(dir, "ring", ranks, 256);
+  for (int i = 0; i < n; i++) {
+    char path[1200], err[256];
+    snprintf(path, sizeof path, "%s/rank-%d.ring", dir, ranks[i]);
+    if (tr_ring_import(db, path, ranks[i], err, sizeof err) != 0)
+      skip(rep, path, err);
+  }
+  return 0;
+}
+
+static void finish_meta(sqlite3 *db, const char *job, const dist_trace_merge_report *rep) {
+  char merged[4096] = "";
+  sqlite3_stmt *st;
+  size_t n = 0;
+  if (sqlite3_prepare_v2(db, "SELECT rank FROM ranks ORDER BY rank", -1, &st, NULL) == SQLITE_OK) {
+    while (sqlite3_step(st) == SQLITE_ROW && n < sizeof merged - 16)
+      n += (size_t)snprintf(merged + n, sizeof merged - n, "%s%d", n ? "," : "",
+                            sqlite3_column_int(st, 0));
+    sqlite3_finalize(st);
+  }
+  tr_meta_set(db, "schema_version", "1");
+  tr_meta_set(db, "kind", "merged");
+  tr_meta_set(db, "job_id", job);
+  tr_meta_set(db, "merged_ranks", merged);
+  tr_meta_set(db, "skipped_files", rep->skipped);
+  tr_exec(db,
+          "UPDATE ranks SET end_state = 'lost' WHERE end_state = 'running';"
+          "UPDATE job SET started_ns = (SELECT min(init_ns + clock_offset_ns) FROM ranks),"
+          " ended_ns = max(coalesce((SELECT max(coalesce(t_ended_ns, t_started_ns, t_enqueued_ns))"
+          " FROM operations), 0), coalesce((SELECT max(t_ns) FROM events), 0));",
+          NULL, 0);
+}
+
+static int open_out(const char *tmp, sqlite3 **db, char *err, size_t errlen) {
+  unlink(tmp);
+  int fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    seterr(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+    return DIST_E_SYS;
+  }
+  close(fd);
+  char e[256] = "";
+  if (sqlite3_open_v2(tmp, db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+      tr_exec(*db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;",
+              e, sizeof e) ||
+      tr_schema_create(*db, false, e, sizeof e)) {
+    seterr(err, errlen, "%s: %s", tmp, e[0] ? e : sqlite3_errmsg(*db));
+    sqlite3_close(*db);
+    *db = NULL;
+    unlink(tmp);
+    return DIST_E_SYS;
+  }
+  return DIST_OK;
+}
+
+int dist_trace_merge(const char *job_dir, const char *out_path, dist_trace_merge_report *rep,
+                     char *err, size_t errlen) {
+  dist_trace_merge_report local;
+  rep = rep ? rep : &local;
+  memset(rep, 0, sizeof *rep);
+  if (!job_dir || !out_path) {
+    seterr(err, errlen, "dist_trace_merge: a job directory and an output path are needed");
+    return DIST_E_INVAL;
+  }
+  static int ranks[MAX_RANK_FILES];
+  int n = list_ranks(job_dir, "db", ranks, MAX_RANK_FILES);
+  if (n < 0) {
+    seterr(err, errlen, "cannot read %s: %s", job_dir, strerror(errno));
+    return DIST_E_SYS;
+  }
+  char tmp[1200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
+  sqlite3 *db;
+  int rc = open_out(tmp, &db, err, errlen);
+  if (rc != DIST_OK)
+    return rc;
+  char job[128] = "";
+  for (int i = 0; i < n; i++) {
+    char path[1200], why[512], uri[1300];
+    snprintf(path, sizeof path, "%s/rank-%d.db", job_dir, ranks[i]);
+    if (check_rank_file(path, ranks[i], job, sizeof job, why, sizeof why) != 0) {
+      skip(rep, path, why);
+      continue;
+    }
+    char *q = sqlite3_mprintf("ATTACH %Q AS src", path);
+    snprintf(uri, sizeof uri, "%s", q);
+    sqlite3_free(q);
+    /* ATTACH and DETACH only outside a transaction */
+    if (tr_exec(db, uri, why, sizeof why) != 0) {
+      skip(rep, path, why);
+      continue;
+    }
+    tr_exec(db, "BEGIN", NULL, 0);
+    if (copy_rank(db, ranks[i], rep->ranks_merged == 0, why, sizeof why) != 0) {
+      tr_exec(db, "ROLLBACK", NULL, 0);
+      tr_exec(db, "DETACH src", NULL, 0);
+      skip(rep, path, why);
+      continue;
+    }
+    tr_exec(db, "COMMIT", NULL, 0);
+    tr_exec(db, "DETACH src", NULL, 0);
+    rep->ranks_merged++;
+  }
+  char e[256] = "";
+  if (tr_schema_indexes(db, e, sizeof e) != 0) {
+    /* two files with the same operation: a copied or foreign rank file */
+    seterr(err, errlen, "building indexes: %s", e);
+    sqlite3_close(db);
+    unlink(tmp);
+    return DIST_E_INVAL;
+  }
+  import_rings(db, job_dir, rep);
+  tr_exec(db, "BEGIN", NULL, 0);
+  if (!job[0]) { /* no rank file: the directory names the job */
+    const char *slash = strrchr(job_dir, '/');
+    snprintf(job, sizeof job, "%s", slash && slash[1] ? slash + 1 : job_dir);
+  }
+  finish_meta(db, job, rep);
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "SELECT count(*) FROM operations", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW)
+      rep->operations = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  if (tr_exec(db, "COMMIT", e, sizeof e) != 0) {
+    seterr(err, errlen, "%s: %s", tmp, e);
+    sqlite3_close(db);
+    unlink(tmp);
+    return DIST_E_SYS;
+  }
+  sqlite3_close(db);
+  if (rename(tmp, out_path) != 0) {
+    seterr(err, errlen, "cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
+    unlink(tmp);
+    return DIST_E_SYS;
+  }
+  return DIST_OK;
+}

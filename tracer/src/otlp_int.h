@@ -1,0 +1,40 @@
+/* otlp_int.h - building OTLP/JSON span batches and sending them
+ * (otlp_json.c, otlp_http.c); used by export_otlp.c and the runtime's live
+ * exporter. */
+#ifndef DIST_TRACE_OTLP_INT_H
+#define DIST_TRACE_OTLP_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "json_out.h"
+#include "reader_int.h"
+
+#define DIST_TRACE_VERSION "1"
+
+typedef struct tr_otlp_op {
+  int rank;             /* -1: the collective's parent span */
+  int group;
+  int64_t seq;
+  const char *op, *dtype, *state, *message;
+  int64_t bytes;
+  int64_t start_unix_ns, end_unix_ns;
+  bool failed;
+  int n_ranks;          /* parent spans */
+} tr_otlp_op;
+
+void tr_otlp_trace_id(const char *job, char out[33]);
+void tr_otlp_span_id(const char *job, int rank, int group, int64_t seq, char out[17]);
+void tr_otlp_parent_id(const char *job, int group, int64_t seq, char out[17]);
+/* {"resource":...,"scopeSpans":[{"scope":...,"spans":[  (rank -1: none) */
+void tr_otlp_resource_open(jout *j, const char *job, const char *host, int rank);
+void tr_otlp_resource_close(jout *j);
+void tr_otlp_span(jout *j, bool first, const char *job, const tr_otlp_op *o);
+
+/* POSTs body to <endpoint>/v1/traces. DIST_OK on 2xx; DIST_E_BACKEND with
+ * the status and the start of the answer; DIST_E_SYS when unreachable or
+ * past timeout_ms. */
+int tr_otlp_post(const char *endpoint, const char *body, size_t len, int64_t timeout_ms,
+                 char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,104 @@
+/* otlp_json.c - operations as OTLP/JSON spans (SCHEMA.md "Exporters"),
+ * shared by the exporter over a trace store and the live exporter.
+ *
+ * OTLP/JSON differs from protobuf's JSON mapping in two ways that matter
+ * here: trace and span ids are hex (32 and 16 digits), and 64-bit integers
+ * (times, intValue) are strings. Ids are pure functions of the job, group,
+ * sequence number and rank, so spans sent by different processes (live)
+ * tie together without coordination. */
+#include "otlp_int.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static void hex_id(const char *text, size_t bytes, char *out) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(text, strlen(text), md, &n, EVP_sha256(), NULL);
+  for (size_t i = 0; i < bytes; i++)
+    snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+void tr_otlp_trace_id(const char *job, char out[33]) { hex_id(job, 16, out); }
+
+void tr_otlp_span_id(const char *job, int rank, int group, int64_t seq, char out[17]) {
+  char key[256];
+  snprintf(key, sizeof key, "%s/%d/%d/%lld", job, rank, group, (long long)seq);
+  hex_id(key, 8, out);
+}
+
+void tr_otlp_parent_id(const char *job, int group, int64_t seq, char out[17]) {
+  char key[256];
+  snprintf(key, sizeof key, "%s/%d/%lld/coll", job, group, (long long)seq);
+  hex_id(key, 8, out);
+}
+
+static void attr_str(jout *j, bool *first, const char *key, const char *v) {
+  if (!v)
+    return;
+  jo_printf(j, "%s{\"key\":\"%s\",\"value\":{\"stringValue\":", *first ? "" : ",", key);
+  jo_str(j, v);
+  jo_puts(j, "}}");
+  *first = false;
+}
+
+static void attr_int(jout *j, bool *first, const char *key, int64_t v) {
+  jo_printf(j, "%s{\"key\":\"%s\",\"value\":{\"intValue\":\"%lld\"}}", *first ? "" : ",", key,
+            (long long)v);
+  *first = false;
+}
+
+void tr_otlp_resource_open(jout *j, const char *job, const char *host, int rank) {
+  char h[256] = "";
+  if (!host || !*host) {
+    gethostname(h, sizeof h - 1);
+    host = h;
+  }
+  const char *svc = getenv("DIST_OTLP_SERVICE");
+  bool first = true;
+  jo_puts(j, "{\"resource\":{\"attributes\":[");
+  attr_str(j, &first, "service.name", svc && *svc ? svc : "libdist");
+  attr_str(j, &first, "host.name", host);
+  attr_str(j, &first, "dist.job_id", job);
+  if (rank >= 0)
+    attr_int(j, &first, "dist.rank", rank);
+  jo_puts(j, "]},\"scopeSpans\":[{\"scope\":{\"name\":\"libdist.tracer\",\"version\":\""
+             DIST_TRACE_VERSION "\"},\"spans\":[");
+}
+
+void tr_otlp_resource_close(jout *j) { jo_puts(j, "]}]}"); }
+
+void tr_otlp_span(jout *j, bool first, const char *job, const tr_otlp_op *o) {
+  char trace[33], span[17], parent[17];
+  tr_otlp_trace_id(job, trace);
+  tr_otlp_parent_id(job, o->group, o->seq, parent);
+  if (o->rank >= 0)
+    tr_otlp_span_id(job, o->rank, o->group, o->seq, span);
+  jo_printf(j, "%s{\"traceId\":\"%s\",\"spanId\":\"%s\",", first ? "" : ",", trace,
+            o->rank >= 0 ? span : parent);
+  if (o->rank >= 0)
+    jo_printf(j, "\"parentSpanId\":\"%s\",", parent);
+  jo_printf(j, "\"name\":\"%s #%lld\",\"kind\":1,\"startTimeUnixNano\":\"%lld\","
+               "\"endTimeUnixNano\":\"%lld\",\"attributes\":[",
+            o->op, (long long)o->seq, (long long)o->start_unix_ns, (long long)o->end_unix_ns);
+  bool af = true;
+  if (o->rank >= 0)
+    attr_int(j, &af, "dist.rank", o->rank);
+  attr_int(j, &af, "dist.group", o->group);
+  attr_int(j, &af, "dist.seq", o->seq);
+  attr_str(j, &af, "dist.op", o->op);
+  attr_int(j, &af, "dist.bytes", o->bytes);
+  attr_str(j, &af, "dist.dtype", o->dtype);
+  attr_str(j, &af, "dist.state", o->state);
+  if (o->rank < 0)
+    attr_int(j, &af, "dist.ranks", o->n_ranks);
+  jo_puts(j, "]");
+  if (o->failed) {
+    jo_puts(j, ",\"status\":{\"code\":2,\"message\":");
+    jo_str(j, o->message ? o->message : o->state);
+    jo_puts(j, "}");
+  }
+  jo_puts(j, "}");
+}

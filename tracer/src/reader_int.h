@@ -1,0 +1,71 @@
+/* reader_int.h - internals of the trace reader library (dist_trace_reader):
+ * schema, the record sink shared by the writer thread and the merge, the
+ * merge and the exporters. Nothing here touches the runtime. */
+#ifndef DIST_TRACE_READER_INT_H
+#define DIST_TRACE_READER_INT_H
+
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dist/trace_reader.h>
+
+#include "trace_rec.h"
+
+#define TR_SCHEMA_VERSION 1
+
+/* --- schema.c ------------------------------------------------------------ */
+int tr_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
+int tr_schema_create(sqlite3 *db, bool indexes, char *err, size_t errlen);
+int tr_schema_indexes(sqlite3 *db, char *err, size_t errlen);
+int tr_meta_set(sqlite3 *db, const char *key, const char *value);
+int tr_meta_get(sqlite3 *db, const char *key, char *out, size_t len);
+const char *tr_op_name(unsigned op);
+const char *tr_dtype_name(unsigned dtype);
+int tr_dtype_size(unsigned dtype);
+const char *tr_redop_name(unsigned redop);
+const char *tr_event_name(unsigned kind, char *buf, size_t len);
+
+/* --- trace_sink.c: records -> rows of one rank --------------------------- */
+
+/* Turns ring records into rows of the schema's tables for one rank: an
+ * operation's records (issued/enqueued, started, ended) become one row,
+ * inserted once it ends or at tr_sink_flush while it still runs (then
+ * updated). Not thread-safe: one thread feeds it. Statements run inside
+ * the caller's transaction. */
+typedef struct tr_sink tr_sink;
+
+typedef struct tr_sink_opts {
+  int rank;
+  bool symbolise;     /* dladdr the call sites (only in the recording process) */
+  bool upsert;        /* rows may already exist: newest state wins (ring import) */
+} tr_sink_opts;
+
+int tr_sink_open(sqlite3 *db, const tr_sink_opts *o, tr_sink **out);
+/* One record: head, its shape slot (or NULL) and its text (or NULL). */
+int tr_sink_record(tr_sink *s, const tr_head *h, const tr_shape *shape, const char *text);
+/* The reader lost `records` records before this point (ring overflow):
+ * the next record of each group closes a drops range. */
+void tr_sink_gap(tr_sink *s, uint64_t records, int64_t t_ns);
+/* Writes operations still running (insert, or update a row written before). */
+int tr_sink_flush(tr_sink *s);
+uint64_t tr_sink_rows(const tr_sink *s);     /* operation rows written */
+uint64_t tr_sink_dropped(const tr_sink *s);  /* records reported lost */
+const char *tr_sink_error(const tr_sink *s);
+void tr_sink_close(tr_sink *s);
+
+/* Assembles records from a slot array: get(idx) fills a slot and returns 1
+ * when it holds index idx. Feeds complete records in [from, to) to the
+ * sink; a record cut by the range start or by a torn slot is skipped and
+ * counted as lost. Returns the number of records fed. */
+typedef int (*tr_slot_get_fn)(void *arg, uint64_t idx, void *slot);
+uint64_t tr_decode_range(tr_sink *s, tr_slot_get_fn get, void *arg, uint64_t from,
+                         uint64_t to, uint64_t *lost);
+
+/* --- merge.c --------------------------------------------------------------- */
+/* Imports a `.ring` side file into db for its rank (offset applied by the
+ * caller's SQL). */
+int tr_ring_import(sqlite3 *db, const char *path, int rank, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,120 @@
+/* tracer_crash.c - at a fatal signal, the ring goes raw to a side file.
+ *
+ * SQLite is not async-signal-safe, so on SIGTERM, SIGINT, SIGABRT, SIGSEGV
+ * and SIGBUS the handler write(2)s a header and the ring's slots to
+ * `rank-<R>.ring` (trace_rec.h's tr_ring_file), which the merge imports;
+ * then it chains to what the program had installed (a user's
+ * checkpoint-on-SIGTERM keeps working), or restores the default action and
+ * raises the signal again so the process dies as it would have. Only
+ * async-signal-safe calls (open, write, close, sigaction, raise). */
+#define _GNU_SOURCE
+#include "tracer_int.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+static const int sigs[] = {SIGTERM, SIGINT, SIGABRT, SIGSEGV, SIGBUS};
+#define N_SIGS (sizeof sigs / sizeof sigs[0])
+static struct sigaction old_act[N_SIGS];
+static tracer *_Atomic crash_tracer;
+static _Atomic int dumping;
+
+static void write_all(int fd, const void *buf, size_t len) {
+  const char *p = buf;
+  while (len) {
+    ssize_t n = write(fd, p, len);
+    if (n <= 0)
+      return;
+    p += n;
+    len -= (size_t)n;
+  }
+}
+
+static void dump(tracer *t, int sig) {
+  int fd = open(t->ring_path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return;
+  tr_ring_file hdr;
+  memset(&hdr, 0, sizeof hdr);
+  memcpy(hdr.magic, TR_RING_MAGIC, 8);
+  hdr.version = 1;
+  hdr.slot_size = TR_SLOT;
+  hdr.slots = t->ring.mask + 1;
+  hdr.head = atomic_load(&t->ring.head);
+  hdr.rank = t->rank;
+  hdr.signal = sig;
+  hdr.t_ns = dist_clock_ns() + t->skew_ns;
+  memcpy(hdr.job_id, t->job_id, sizeof hdr.job_id - 1);
+  write_all(fd, &hdr, sizeof hdr);
+  write_all(fd, (const void *)t->ring.words, (size_t)hdr.slots * TR_SLOT);
+  close(fd);
+}
+
+static int index_of(int sig) {
+  for (size_t i = 0; i < N_SIGS; i++)
+    if (sigs[i] == sig)
+      return (int)i;
+  return -1;
+}
+
+static void on_signal(int sig, siginfo_t *info, void *uctx) {
+  tracer *t = atomic_load(&crash_tracer);
+  int expected = 0;
+  if (t && atomic_compare_exchange_strong(&dumping, &expected, 1)) {
+    dump(t, sig);
+    atomic_store(&dumping, 0);
+  }
+  int i = index_of(sig);
+  struct sigaction *old = i >= 0 ? &old_act[i] : NULL;
+  if (old && (old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
+    old->sa_sigaction(sig, info, uctx);
+    return;
+  }
+  if (old && old->sa_handler == SIG_IGN)
+    return;
+  if (old && old->sa_handler != SIG_DFL) {
+    old->sa_handler(sig);
+    return;
+  }
+  /* The default action: die of the same signal (a fault re-faults on
+   * return, the others are raised again once unblocked). */
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, NULL);
+  if (sig != SIGSEGV && sig != SIGBUS) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+  }
+}
+
+void tr_crash_install(tracer *t) {
+  atomic_store(&crash_tracer, t);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < N_SIGS; i++)
+    sigaction(sigs[i], &sa, &old_act[i]);
+}
+
+void tr_crash_remove(void) {
+  if (!atomic_load(&crash_tracer))
+    return;
+  for (size_t i = 0; i < N_SIGS; i++) {
+    struct sigaction cur;
+    /* Restore only where ours is still in place (the program may have
+     * installed its own handler since). */
+    if (sigaction(sigs[i], NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+        cur.sa_sigaction == on_signal)
+      sigaction(sigs[i], &old_act[i], NULL);
+  }
+  atomic_store(&crash_tracer, NULL);
+}

@@ -1,0 +1,69 @@
+/* tracer_int.h - internals of the runtime tracer (the observer, its ring,
+ * writer thread, clock offsets and crash handlers). */
+#ifndef DIST_TRACER_INT_H
+#define DIST_TRACER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <dist/dist.h>
+#include <dist/observer.h>
+#include <dist/tracer.h>
+
+#include "reader_int.h"
+#include "ring.h"
+
+typedef struct tracer {
+  tr_ring ring;
+  int rank;
+  int world;
+  int64_t skew_ns;          /* test hook: DIST_TRACE_TEST_SKEW_NS */
+  char dir[768];            /* $DIST_TRACE/<job id> */
+  char path[1024];          /* rank-<R>.db */
+  char ring_path[1024];     /* rank-<R>.ring (crash dump) */
+  char job_id[64];
+  int64_t commit_ms;
+  int64_t clock_period_s;
+  /* writer thread */
+  sqlite3 *db;
+  tr_sink *sink;
+  pthread_t writer;
+  bool writer_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool stop;
+  uint64_t tail;            /* writer-only: next ring index to read */
+  _Atomic uint64_t committed; /* ring index committed up to */
+  /* clock offsets */
+  dist_store *clk_store;    /* the writer's clone (re-measurement) */
+  dist_store *resp_store;   /* rank 0's responder clone */
+  dist_store *wake_store;   /* rank 0: wakes the responder at the end */
+  pthread_t responder;
+  bool responder_started;
+  _Atomic bool resp_stop;
+  int64_t next_clock_ns;
+  uint32_t clock_gen;
+} tracer;
+
+/* tracer_record.c: events -> ring records (the hot path). */
+void tr_record_event(tracer *t, const dist_event *ev);
+void tr_record_clock(tracer *t, int64_t offset_ns, int64_t rtt_ns);
+
+/* tracer_write.c: the writer thread and the rank file. */
+int tr_writer_open(tracer *t, const dist_pg_info *def);
+int tr_writer_start(tracer *t);
+/* Drains everything, marks the rank finished, closes the file. */
+void tr_writer_stop(tracer *t);
+
+/* tracer_clock.c: offsets against rank 0 through the job's store. */
+int tr_clock_start(tracer *t, dist_store *store);
+void tr_clock_remeasure(tracer *t); /* writer thread */
+void tr_clock_stop(tracer *t);
+
+/* tracer_crash.c: raw ring dump at a fatal signal, then the old handler. */
+void tr_crash_install(tracer *t);
+void tr_crash_remove(void);
+
+#endif

@@ -1,0 +1,261 @@
+/* tracer_write.c - the writer thread: drains the ring into the rank file.
+ *
+ * DESIGN. One thread per process, `dist-trace-<rank>`. Every cycle (at
+ * most DIST_TRACE_COMMIT_MS apart, 10 ms when that is longer) it reads the
+ * ring from its tail to the head inside one transaction, through the
+ * record sink (trace_sink.c: prepared statements, one row per operation),
+ * and commits. So the file is a valid database holding everything
+ * committed at every moment (WAL, synchronous=NORMAL: a killed process
+ * loses nothing committed). It reads the ring without a lock: a record
+ * still being written ends the cycle's reading; records overwritten before
+ * they were read (the writer fell behind) are counted and recorded
+ * (events kind ring_overflow, drops table). The rank file has no secondary
+ * indexes; the merge builds them. */
+#define _GNU_SOURCE
+#include "tracer_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dist_int.h"
+
+typedef union slot_buf {
+  tr_head h;
+  uint64_t w[TR_WORDS];
+} slot_buf;
+
+static int ring_get(void *arg, uint64_t idx, void *slot) {
+  return tr_ring_get(arg, idx, slot) == 1 ? 1 : -1;
+}
+
+static void note_gap(tracer *t, uint64_t lost) {
+  if (lost)
+    tr_sink_gap(t->sink, lost, dist_clock_ns() + t->skew_ns);
+}
+
+/* Reads what the ring holds from the tail; returns records read. */
+static uint64_t drain(tracer *t) {
+  uint64_t head = atomic_load_explicit(&t->ring.head, memory_order_acquire);
+  uint64_t size = t->ring.mask + 1, fed = 0, lost = 0;
+  if (head - t->tail > size) {
+    note_gap(t, head - size - t->tail);
+    t->tail = head - size;
+  }
+  while (t->tail < head) {
+    slot_buf s;
+    int got = tr_ring_get(&t->ring, t->tail, &s);
+    if (got == 0)
+      break; /* still being written: next cycle */
+    if (got < 0) {
+      lost++;
+      t->tail++;
+      continue;
+    }
+    unsigned n = s.h.nslots ? s.h.nslots : 1;
+    int ready = 1;
+    for (unsigned k = 1; k < n && ready == 1; k++) {
+      slot_buf c;
+      ready = t->tail + k < head ? tr_ring_get(&t->ring, t->tail + k, &c) : 0;
+    }
+    if (ready == 0)
+      break;
+    fed += tr_decode_range(t->sink, ring_get, &t->ring, t->tail, t->tail + n, &lost);
+    t->tail += n;
+  }
+  note_gap(t, lost);
+  return fed;
+}
+
+static void commit_cycle(tracer *t) {
+  char err[256];
+  tr_exec(t->db, "BEGIN", NULL, 0);
+  drain(t);
+  uint64_t upto = t->tail;
+  tr_sink_flush(t->sink);
+  if (tr_exec(t->db, "COMMIT", err, sizeof err) != 0) {
+    DIST_LOG(WARNING, TRACER, "trace %s: commit failed: %s", t->path, err);
+    tr_exec(t->db, "ROLLBACK", NULL, 0);
+    return;
+  }
+  atomic_store_explicit(&t->committed, upto, memory_order_release);
+}
+
+static void *writer_main(void *arg) {
+  tracer *t = arg;
+  char name[16];
+  snprintf(name, sizeof name, "dist-trace-%d", t->rank);
+  pthread_setname_np(pthread_self(), name);
+  int64_t cycle_ms = t->commit_ms < 10 ? t->commit_ms : 10;
+  pthread_mutex_lock(&t->mu);
+  while (!t->stop) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)(cycle_ms * 1000000);
+    ts.tv_sec += ts.tv_nsec / 1000000000;
+    ts.tv_nsec %= 1000000000;
+    pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+    pthread_mutex_unlock(&t->mu);
+    commit_cycle(t);
+    if (t->clk_store && dist_clock_ns() >= t->next_clock_ns)
+      tr_clock_remeasure(t);
+    pthread_mutex_lock(&t->mu);
+  }
+  pthread_mutex_unlock(&t->mu);
+  return NULL;
+}
+
+/* --- the rank file ------------------------------------------------------- */
+
+static int mkdirs(const char *path) {
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+      return -1;
+    *p = '/';
+  }
+  return mkdir(buf, 0700) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void remove_old(const tracer *t) {
+  char p[1100];
+  unlink(t->path);
+  snprintf(p, sizeof p, "%s-wal", t->path);
+  unlink(p);
+  snprintf(p, sizeof p, "%s-shm", t->path);
+  unlink(p);
+  unlink(t->ring_path);
+}
+
+static int64_t unix_minus_mono(void) {
+  struct timespec r;
+  clock_gettime(CLOCK_REALTIME, &r);
+  int64_t mono = dist_clock_ns();
+  return (int64_t)r.tv_sec * 1000000000 + r.tv_nsec - mono;
+}
+
+static int write_identity(tracer *t, const dist_pg_info *def) {
+  char host[256] = "", exe[512] = "", num[32];
+  gethostname(host, sizeof host - 1);
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  int64_t umm = unix_minus_mono(), now = dist_clock_ns() + t->skew_ns;
+  const char *lr = getenv("LOCAL_RANK");
+  tr_meta_set(t->db, "schema_version", "1");
+  tr_meta_set(t->db, "kind", "rank");
+  tr_meta_set(t->db, "job_id", t->job_id);
+  snprintf(num, sizeof num, "%d", t->rank);
+  tr_meta_set(t->db, "rank", num);
+  snprintf(num, sizeof num, "%lld", (long long)now);
+  tr_meta_set(t->db, "created_ns", num);
+  tr_meta_set(t->db, "writer", "libdist " DIST_VERSION_STRING);
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(t->db, "INSERT INTO job VALUES (?, ?, ?, ?, NULL)", -1, &st, NULL))
+    return -1;
+  sqlite3_bind_text(st, 1, t->job_id, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 2, def->size);
+  sqlite3_bind_int64(st, 3, umm - t->skew_ns);
+  sqlite3_bind_int64(st, 4, now);
+  int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+  sqlite3_finalize(st);
+  if (rc || sqlite3_prepare_v2(t->db, "INSERT INTO ranks VALUES (?,?,?,'cpu',?,0,-1,?,?,?,"
+                                      "'running',0)", -1, &st, NULL))
+    return -1;
+  sqlite3_bind_int(st, 1, t->rank);
+  sqlite3_bind_text(st, 2, host, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 3, (int)getpid());
+  lr ? sqlite3_bind_int(st, 4, atoi(lr)) : sqlite3_bind_null(st, 4);
+  sqlite3_bind_int64(st, 5, umm - t->skew_ns);
+  sqlite3_bind_text(st, 6, exe, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 7, now);
+  rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int tr_writer_open(tracer *t, const dist_pg_info *def) {
+  char err[256] = "";
+  if (mkdirs(t->dir) != 0) {
+    DIST_LOG(WARNING, TRACER, "trace directory %s: %s; tracing to disk is off", t->dir,
+             strerror(errno));
+    return DIST_E_SYS;
+  }
+  remove_old(t);
+  int fd = open(t->path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600); /* 0600 from the start */
+  if (fd >= 0)
+    close(fd);
+  if (sqlite3_open_v2(t->path, &t->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                           SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
+      tr_exec(t->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", err, sizeof err) ||
+      tr_exec(t->db, "BEGIN", err, sizeof err) || tr_schema_create(t->db, false, err, sizeof err) ||
+      write_identity(t, def) != 0 || tr_exec(t->db, "COMMIT", err, sizeof err)) {
+    DIST_LOG(WARNING, TRACER, "trace file %s: %s; tracing to disk is off", t->path,
+             err[0] ? err : sqlite3_errmsg(t->db));
+    sqlite3_close(t->db);
+    t->db = NULL;
+    return DIST_E_SYS;
+  }
+  tr_sink_opts so = {.rank = t->rank, .symbolise = true};
+  if (tr_sink_open(t->db, &so, &t->sink) != 0) {
+    DIST_LOG(WARNING, TRACER, "trace file %s: %s", t->path, tr_sink_error(t->sink));
+    tr_sink_close(t->sink);
+    sqlite3_close(t->db);
+    t->db = NULL;
+    return DIST_E_SYS;
+  }
+  return DIST_OK;
+}
+
+int tr_writer_start(tracer *t) {
+  pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->cv, NULL);
+  if (pthread_create(&t->writer, NULL, writer_main, t) != 0)
+    return DIST_E_SYS;
+  t->writer_started = true;
+  return DIST_OK;
+}
+
+void tr_writer_stop(tracer *t) {
+  if (t->writer_started) {
+    pthread_mutex_lock(&t->mu);
+    t->stop = true;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    pthread_join(t->writer, NULL);
+    t->writer_started = false;
+  }
+  if (!t->db)
+    return;
+  commit_cycle(t); /* what came after the thread's last cycle */
+  char sql[128];
+  snprintf(sql, sizeof sql, "UPDATE ranks SET end_state = 'finished' WHERE rank = %d", t->rank);
+  tr_exec(t->db, sql, NULL, 0);
+  tr_sink_close(t->sink);
+  t->sink = NULL;
+  sqlite3_close(t->db);
+  t->db = NULL;
+}
+
+int dist__tracer_flush_wait(tracer *t, int64_t timeout_ms);
+int dist__tracer_flush_wait(tracer *t, int64_t timeout_ms) {
+  uint64_t want = atomic_load(&t->ring.head);
+  int64_t deadline = dist_clock_ns() + timeout_ms * 1000000;
+  while (atomic_load_explicit(&t->committed, memory_order_acquire) < want) {
+    if (dist_clock_ns() > deadline)
+      return DIST_E_TIMEOUT;
+    pthread_mutex_lock(&t->mu);
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  return DIST_OK;
+}
