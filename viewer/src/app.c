@@ -239,7 +239,7 @@ int vw_app_key(vw_app *a, int key) {
     a->st.m_seq0 = 1;
     a->st.m_seq = INT64_MAX / 4;
   }
-  if ((flags & VW_H_RELOAD) && key == VW_K_TICK && vw_model_reload(a->m) == 0) {
+  if ((flags & VW_H_RELOAD) && key == VW_K_TICK && vw_model_refresh(a->m) == 0) {
     vw_diag_free(&a->diag);
     vw_diagnose(a->m, false, &a->diag);   // --follow: the job may have said more
   }

@@ -120,6 +120,14 @@ static int find(vw_model *m, bool deep, int *g, int64_t *s) {
   return found;
 }
 
+static const char *root_text(const vw_op *o, char *buf, size_t len) {
+  if (o->root >= 0)
+    snprintf(buf, len, " root=%d", o->root);
+  else
+    buf[0] = '\0';
+  return buf;
+}
+
 /* Groups the rows by fingerprint; the largest set (ties: the one holding
  * the lowest rank) is the majority. Fills culprits and the field list. */
 static void explain(vw_model *m, vw_op *ops, int n, vw_diag *d) {
@@ -162,18 +170,20 @@ static void explain(vw_model *m, vw_op *ops, int n, vw_diag *d) {
            g ? g->name : "?", (long long)d->seq, maj->op, d->n_culprits > 1 ? "s" : "", cr,
            d->n_culprits > 1 ? "" : "s", fields);
   off = (size_t)snprintf(d->text, sizeof d->text, "%s\n", d->summary);
-  vw_op_fingerprint(maj, fp, sizeof fp);
-  off += (size_t)snprintf(d->text + off, sizeof d->text - off, "  rank%s %s: %s root=%d\n",
-                          nmaj > 1 ? "s" : "", mr, fp, maj->root);
+  /* the culprits first: a short header shows them before the majority */
   for (int i = 0; i < n && off < sizeof d->text; i++) {
     char f[64];
     if (vw_fp_diff(maj, &ops[i], f, sizeof f) == 0)
       continue;
     vw_op_fingerprint(&ops[i], fp, sizeof fp);
     off += (size_t)snprintf(d->text + off, sizeof d->text - off,
-                            "  rank %d: %s root=%d  <- differs in %s\n", ops[i].rank, fp,
-                            ops[i].root, f);
+                            "  rank %d: %s%s  <- differs in %s\n", ops[i].rank, fp,
+                            root_text(&ops[i], (char[24]){0}, 24), f);
   }
+  vw_op_fingerprint(maj, fp, sizeof fp);
+  if (off < sizeof d->text)
+    snprintf(d->text + off, sizeof d->text - off, "  rank%s %s: %s%s\n", nmaj > 1 ? "s" : "",
+             mr, fp, root_text(maj, (char[24]){0}, 24));
 }
 
 int vw_diag_desync(vw_model *m, bool deep, vw_diag *d) {

@@ -190,6 +190,24 @@ void vw_model_close(vw_model *m) {
   free(m);
 }
 
+int vw_model_refresh(vw_model *m) {
+#ifdef VW_HAVE_READER
+  if (m->trace) {
+    /* a job directory: merge its rank files again (they grew) */
+    dist_trace *t = NULL;
+    char why[512] = "";
+    if (dist_trace_open(m->path, &t, why, sizeof why) != 0) {
+      snprintf(m->err, sizeof m->err, "%.200s: %.300s", m->path, why);
+      return -1;
+    }
+    dist_trace_close(m->trace);
+    m->trace = t;
+    m->db = dist_trace_sqlite(t);
+  }
+#endif
+  return vw_model_reload(m);
+}
+
 const vw_group *vw_model_group(const vw_model *m, int group_id) {
   int i = vw_model_group_index(m, group_id);
   return i < 0 ? NULL : &m->job.groups[i];

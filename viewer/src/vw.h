@@ -123,6 +123,8 @@ int vw_model_open(const char *path, vw_model **out, char *err, size_t errlen);
 void vw_model_close(vw_model *m);
 /* Re-reads the job header (after the file grew: --follow). */
 int vw_model_reload(vw_model *m);
+/* --follow: re-reads the header; a job directory is merged again first. */
+int vw_model_refresh(vw_model *m);
 void vw_job_free(vw_job *j);
 const vw_group *vw_model_group(const vw_model *m, int group_id);
 int vw_model_group_index(const vw_model *m, int group_id);
