@@ -63,7 +63,8 @@ static void keys(const char *path, int repeats) {
       {"key_Tab_to_events", "<Tab>", "3"},
       {"key_events_down", "j", "4"},
       {"key_search_next_op", "n", "/BROADCAST<Enter>"},
-      {"key_filter_rank", "frank=40<Enter>", ""},
+      {"key_filter_rank_Enter", "<Enter>", "frank=40"},
+      {"key_filter_typing", "r", "f"},
   };
   vw_app a;
   char err[512];

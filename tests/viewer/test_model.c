@@ -174,14 +174,20 @@ Test(viewer_model, collective_and_rank_window, .timeout = 10) {
   cr_assert_eq(ops[1].t_end, -1, "no end");
   cr_assert_str_eq(ops[1].shape, "[4,1024]", "shape");
   /* rank 0 in [#10, #12): #10 and #11 of group 0 (#9 ended before the window) */
-  cr_assert_eq(vw_model_rank_ops(m, 0, fx_t(10, 0), fx_t(12, 0), ops, 8, &n), 0, "window");
+  cr_assert_eq(vw_model_rank_ops(m, 0, fx_t(10, 0), fx_t(12, 0), 100, ops, 8, &n), 0, "window");
   cr_assert_eq(n, 2, "ops in the window: %d", n);
   cr_assert_eq(ops[0].seq, 10, "first");
   cr_assert_eq(ops[1].seq, 11, "second");
   /* a window that starts inside #21 (still running) finds it */
-  cr_assert_eq(vw_model_rank_ops(m, 0, fx_t(50, 0), fx_t(51, 0), ops, 8, &n), 0, "window");
+  cr_assert_eq(vw_model_rank_ops(m, 0, fx_t(50, 0), fx_t(51, 0), 100, ops, 8, &n), 0, "window");
   cr_assert_eq(n, 1, "the blocked call overlaps every later window");
   cr_assert_eq(ops[0].seq, 21, "#21");
+  /* a window denser than the screen: one call per column, spread over it */
+  cr_assert_eq(vw_model_rank_ops(m, 2, fx_t(1, 0), fx_t(21, 0), 4, ops, 8, &n), 0, "sampled");
+  cr_assert_eq(n, 4, "one per column: %d", n);
+  cr_assert_eq(ops[0].seq, 1, "column 0 starts at #1");
+  cr_assert_eq(ops[1].seq, 6, "column 1 at #6 (%lld)", (long long)ops[1].seq);
+  cr_assert_eq(ops[3].seq, 16, "column 3 at #16 (%lld)", (long long)ops[3].seq);
   vw_model_close(m);
 }
 

@@ -120,7 +120,7 @@ static int fetch(vw_app *a, const vw_layout *l) {
   vw_timeline_geom(l->pane[VW_P_TIMELINE], &tw, &trows);
   for (int i = 0; l->shown[VW_P_TIMELINE] && i < trows && st->t_top + i < p->nranks; i++) {
     p->tl_rank[i] = p->ranks[st->t_top + i];
-    if (vw_model_rank_ops(m, p->tl_rank[i], st->t_start, st->t_start + st->t_span,
+    if (vw_model_rank_ops(m, p->tl_rank[i], st->t_start, st->t_start + st->t_span, tw,
                           p->tl_ops[i], VW_TL_CAP, &p->tl_n[i]) != 0)
       return -1;
     p->tl_nrows = i + 1;
@@ -225,6 +225,8 @@ static void req_filter(vw_app *a) {
 
 int vw_app_key(vw_app *a, int key) {
   int gi = a->st.group_idx;
+  bool typing = a->st.mode == VW_M_SEARCH || a->st.mode == VW_M_FILTER;
+  a->dirty = true;
   if (a->st.mode == VW_M_NORMAL && key != VW_K_TICK)
     a->st.msg[0] = '\0';   // a message lasts until the next key
   int flags = vw_handle_key(&a->st, key);
@@ -239,6 +241,10 @@ int vw_app_key(vw_app *a, int key) {
     a->st.m_seq0 = 1;
     a->st.m_seq = INT64_MAX / 4;
   }
+  /* a character typed into a prompt changes the status line only */
+  bool still = a->st.mode == VW_M_SEARCH || a->st.mode == VW_M_FILTER;
+  if (!(typing && still))
+    a->fetched = false;
   if ((flags & VW_H_RELOAD) && key == VW_K_TICK && vw_model_refresh(a->m) == 0) {
     vw_diag_free(&a->diag);
     vw_diagnose(a->m, false, &a->diag);   // --follow: the job may have said more
@@ -327,6 +333,8 @@ int vw_app_resize(vw_app *a, int rows, int cols) {
     return -1;
   a->st.rows = rows;
   a->st.cols = cols;
+  a->dirty = true;
+  a->fetched = false;
   return 0;
 }
 
@@ -335,12 +343,17 @@ int vw_app_render(vw_app *a) {
   a->st.mx_want = a->pages->nranks + 3;
   vw_layout l;
   vw_layout_compute(&a->st, &l);
-  clamp(a, &l);
-  int rc = fetch(a, &l);
-  if (rc != 0)
-    snprintf(a->st.msg, sizeof a->st.msg, "%.159s", a->m->err);
-  clamp(a, &l);
+  int rc = 0;
+  if (!a->fetched) {
+    clamp(a, &l);
+    rc = fetch(a, &l);
+    if (rc != 0)
+      snprintf(a->st.msg, sizeof a->st.msg, "%.159s", a->m->err);
+    clamp(a, &l);
+    a->fetched = rc == 0;
+  }
   vw_render(&a->st, a->m, &a->diag, a->pages, &a->canvas);
+  a->dirty = false;
   return rc;
 }
 
@@ -365,7 +378,8 @@ int vw_app_keys(vw_app *a, const char *keys) {
         }
     }
     /* Each key sees the screen the previous one left (its page sizes). */
-    vw_app_render(a);
+    if (a->dirty)
+      vw_app_render(a);
     flags = vw_app_key(a, key);
     if (flags & VW_H_QUIT)
       break;

@@ -86,7 +86,7 @@ static void finish(vw_model *m, vw_diag *d) {
 
 /* A rank that crashed or was lost, or a failed operation, when nothing
  * above explained the end. */
-static int died_or_failed(vw_model *m, vw_diag *d) {
+static int died_or_failed(vw_model *m, bool deep, vw_diag *d) {
   for (int i = 0; i < m->job.nranks; i++) {
     const vw_rank_info *r = &m->job.ranks[i];
     if (strcmp(r->end_state, "crashed") && strcmp(r->end_state, "lost"))
@@ -99,12 +99,24 @@ static int died_or_failed(vw_model *m, vw_diag *d) {
     snprintf(d->text, sizeof d->text, "%s\n", d->summary);
     return 0;
   }
-  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT rank, group_id, seq, op, status, message FROM "
-                                       "operations WHERE state = 'failed' ORDER BY t_enqueued_ns "
-                                       "LIMIT 1");
+  /* The quick look reads each rank's last 64 rows (op_by_rank); the deep
+   * one every row. */
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, deep ? "SELECT rank, group_id, seq, op, status, message FROM operations WHERE "
+                "state = 'failed' ORDER BY t_enqueued_ns LIMIT 1"
+              : "SELECT rank, group_id, seq, op, status, message FROM (SELECT * FROM "
+                "operations WHERE rank = ?1 ORDER BY t_enqueued_ns DESC LIMIT 64) WHERE "
+                "state = 'failed' ORDER BY t_enqueued_ns LIMIT 1");
   if (!st)
     return -1;
-  int rc = vw_sql_step(m, st);
+  int rc = SQLITE_DONE;
+  for (int i = 0; i < (deep ? 1 : m->job.nranks) && rc == SQLITE_DONE; i++) {
+    if (!deep) {
+      sqlite3_reset(st);
+      sqlite3_bind_int(st, 1, m->job.ranks[i].rank);
+    }
+    rc = vw_sql_step(m, st);
+  }
   if (rc == SQLITE_ROW) {
     d->kind = VW_DIAG_FAILED;
     d->rank = sqlite3_column_int(st, 0);
@@ -134,7 +146,7 @@ int vw_diagnose(vw_model *m, bool deep, vw_diag *d) {
     return -1;
   if (d->kind == VW_DIAG_NONE && vw_diag_hang(m, d) != 0)
     return -1;
-  if (d->kind == VW_DIAG_NONE && !d->has_report && died_or_failed(m, d) != 0)
+  if (d->kind == VW_DIAG_NONE && !d->has_report && died_or_failed(m, deep, d) != 0)
     return -1;
   finish(m, d);
   return 0;

@@ -60,26 +60,33 @@ int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len) {
 #define SHAPED_OPS                                                                    \
   "('ALL_REDUCE','BROADCAST','REDUCE','ALL_GATHER','ALL_GATHER_INTO_TENSOR',"       \
   "'REDUCE_SCATTER_TENSOR','ALL_TO_ALL_SINGLE','BROADCAST_BYTES')"
-#define CANDIDATES                                                                    \
-  "SELECT group_id, seq FROM operations WHERE op NOT IN ('SEND','RECV','BATCH_P2P',"  \
-  "'SEND_BYTES','RECV_BYTES') AND group_id BETWEEN ?1 AND ?2 AND seq BETWEEN ?3 AND ?4 " \
-  "GROUP BY group_id, seq HAVING count(DISTINCT op) > 1 OR "                          \
-  "count(DISTINCT coalesce(dtype, '')) > 1 OR count(DISTINCT coalesce(root, -1)) > 1 OR " \
-  "count(DISTINCT coalesce(redop, '')) > 1 OR count(DISTINCT CASE WHEN op IN " SHAPED_OPS \
-  " THEN coalesce(shape, '') || '/' || numel_in END) > 1 "                            \
-  "ORDER BY min(t_enqueued_ns) LIMIT 1"
+/* Collectives of the rows WHERE (a filter) selects whose fingerprint fields
+ * take more than one value, the earliest first. */
+#define CANDIDATES(WHERE)                                                               \
+  "SELECT group_id, seq FROM operations WHERE op NOT IN ('SEND','RECV','BATCH_P2P',"    \
+  "'SEND_BYTES','RECV_BYTES') " WHERE " GROUP BY group_id, seq HAVING "                 \
+  "count(DISTINCT op) > 1 OR count(DISTINCT coalesce(dtype, '')) > 1 OR "               \
+  "count(DISTINCT coalesce(root, -1)) > 1 OR count(DISTINCT coalesce(redop, '')) > 1 OR " \
+  "count(DISTINCT CASE WHEN op IN " SHAPED_OPS " THEN coalesce(shape, '') || '/' || "   \
+  "numel_in END) > 1 ORDER BY min(t_enqueued_ns) LIMIT 1"
+#define WITH_TIME(Q)                                                                    \
+  "SELECT group_id, seq, (SELECT min(t_enqueued_ns) FROM operations o WHERE "           \
+  "o.group_id = c.group_id AND o.seq = c.seq) FROM (" Q ") c"
 
-static int candidate(vw_model *m, int g_lo, int g_hi, int64_t s_lo, int64_t s_hi, int *g,
-                     int64_t *s, int64_t *t) {
+/* group < 0: every collective (the deep scan); else group's seqs lo..hi,
+ * an equality on group_id so that op_by_coll bounds the seq range too. */
+static int candidate(vw_model *m, int group, int64_t lo, int64_t hi, int *g, int64_t *s,
+                     int64_t *t) {
   sqlite3_stmt *st = vw_sql_prepare(
-      m, "SELECT group_id, seq, (SELECT min(t_enqueued_ns) FROM operations o WHERE "
-         "o.group_id = c.group_id AND o.seq = c.seq) FROM (" CANDIDATES ") c");
+      m, group < 0 ? WITH_TIME(CANDIDATES(""))
+                   : WITH_TIME(CANDIDATES("AND group_id = ?1 AND seq BETWEEN ?2 AND ?3")));
   if (!st)
     return -1;
-  sqlite3_bind_int(st, 1, g_lo);
-  sqlite3_bind_int(st, 2, g_hi);
-  sqlite3_bind_int64(st, 3, s_lo);
-  sqlite3_bind_int64(st, 4, s_hi);
+  if (group >= 0) {
+    sqlite3_bind_int(st, 1, group);
+    sqlite3_bind_int64(st, 2, lo);
+    sqlite3_bind_int64(st, 3, hi);
+  }
   int rc = vw_sql_step(m, st);
   if (rc == SQLITE_ROW) {
     *g = sqlite3_column_int(st, 0);
@@ -93,7 +100,7 @@ static int candidate(vw_model *m, int g_lo, int g_hi, int64_t s_lo, int64_t s_hi
 /* The earliest candidate: over everything (deep) or each group's tail. */
 static int find(vw_model *m, bool deep, int *g, int64_t *s) {
   if (deep)
-    return candidate(m, -1, 1 << 30, 0, INT64_MAX, g, s, &(int64_t){0});
+    return candidate(m, -1, 0, 0, g, s, &(int64_t){0});
   int found = 0;
   int64_t best_t = INT64_MAX;
   for (int i = 0; i < m->job.ngroups; i++) {
@@ -107,7 +114,7 @@ static int find(vw_model *m, bool deep, int *g, int64_t *s) {
       lo = gr->max_seq - 64;
     int cg;
     int64_t cs, ct;
-    int rc = candidate(m, gr->id, gr->id, lo, gr->max_seq, &cg, &cs, &ct);
+    int rc = candidate(m, gr->id, lo, gr->max_seq, &cg, &cs, &ct);
     if (rc < 0)
       return -1;
     if (rc && ct < best_t) {

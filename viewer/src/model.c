@@ -131,8 +131,10 @@ static int open_db(vw_model *m, const char *path, char *err, size_t len) {
   if (rc != SQLITE_OK)
     return sql_fail(m, err, len, rc);
   sqlite3_busy_timeout(m->db, 2000);
-  /* The viewer must never write, even through a pragma. */
-  sqlite3_exec(m->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+  /* The viewer must never write, even through a pragma. A 16 MiB page
+   * cache keeps the pages of the screen being moved around in memory (the
+   * default 2 MiB re-reads them on every key) and bounds what it holds. */
+  sqlite3_exec(m->db, "PRAGMA query_only = 1; PRAGMA cache_size = -16384", NULL, NULL, NULL);
   return 0;
 }
 

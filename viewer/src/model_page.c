@@ -152,34 +152,80 @@ int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int 
   return read_ops(m, st, ops, cap, n);
 }
 
-int vw_model_rank_ops(vw_model *m, int rank, int64_t t0, int64_t t1, vw_op *ops, int cap,
-                      int *n) {
+#define TL_COLS "rank, group_id, seq, op, state, t_enqueued_ns, t_started_ns, t_ended_ns "
+
+/* The timeline needs only these: no call-site join, no text fields. */
+static int read_light(vw_model *m, sqlite3_stmt *st, vw_op *ops, int cap, int *n) {
+  int rc;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW && *n < cap) {
+    vw_op *o = &ops[*n];
+    o->rank = sqlite3_column_int(st, 0);
+    o->group_id = sqlite3_column_int(st, 1);
+    o->seq = sqlite3_column_int64(st, 2);
+    vw_sql_text(st, 3, o->op, sizeof o->op);
+    vw_sql_text(st, 4, o->state, sizeof o->state);
+    o->t_enq = vw_sql_i64(st, 5);
+    o->t_start = vw_sql_i64(st, 6);
+    o->t_end = vw_sql_i64(st, 7);
+    /* a long call seen from several columns of a sampled window: once */
+    if (*n == 0 || o->seq != ops[*n - 1].seq || o->group_id != ops[*n - 1].group_id)
+      (*n)++;
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
+int vw_model_rank_ops(vw_model *m, int rank, int64_t t0, int64_t t1, int width, vw_op *ops,
+                      int cap, int *n) {
   *n = 0;
   /* The few operations enqueued before the window may still overlap it (a
    * hang's blocked call runs to the end of the trace). */
   sqlite3_stmt *st = vw_sql_prepare(
-      m, "SELECT * FROM (SELECT " OP_COLS OP_FROM "WHERE o.rank = ?1 AND o.t_enqueued_ns < ?2 "
-         "ORDER BY o.t_enqueued_ns DESC LIMIT 4) ORDER BY 18");
+      m, "SELECT * FROM (SELECT " TL_COLS "FROM operations WHERE rank = ?1 AND "
+         "t_enqueued_ns < ?2 ORDER BY t_enqueued_ns DESC LIMIT 4) ORDER BY 6");
   if (!st)
     return -1;
   sqlite3_bind_int(st, 1, rank);
   sqlite3_bind_int64(st, 2, t0);
-  if (read_ops(m, st, ops, cap, n) != 0)
+  if (read_light(m, st, ops, cap, n) != 0)
     return -1;
   int keep = 0;
   for (int i = 0; i < *n; i++)
     if (ops[i].t_end < 0 || ops[i].t_end >= t0)
       ops[keep++] = ops[i];
   *n = keep;
-  st = vw_sql_prepare(m, "SELECT " OP_COLS OP_FROM "WHERE o.rank = ?1 AND o.t_enqueued_ns >= ?2 "
-                         "AND o.t_enqueued_ns < ?3 ORDER BY o.t_enqueued_ns LIMIT ?4");
+  int before = keep, room = cap - keep;
+  if (width < 1)
+    width = 1;
+  st = vw_sql_prepare(m, "SELECT " TL_COLS "FROM operations WHERE rank = ?1 AND "
+                         "t_enqueued_ns >= ?2 AND t_enqueued_ns < ?3 ORDER BY t_enqueued_ns "
+                         "LIMIT ?4");
   if (!st)
     return -1;
   sqlite3_bind_int(st, 1, rank);
   sqlite3_bind_int64(st, 2, t0);
   sqlite3_bind_int64(st, 3, t1);
-  sqlite3_bind_int(st, 4, cap - *n);
-  return read_ops(m, st, ops, cap, n);
+  sqlite3_bind_int(st, 4, room < 2 * width ? room : 2 * width);
+  if (read_light(m, st, ops, cap, n) != 0)
+    return -1;
+  if (*n - before < 2 * width || width > room)
+    return 0;
+  /* Denser than the screen: one seek per column (the first call starting
+   * in it) instead of reading every row of the window. */
+  *n = before;
+  st = vw_sql_prepare(
+      m, "WITH RECURSIVE c(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM c WHERE k + 1 < ?4) "
+         "SELECT " TL_COLS "FROM c JOIN operations ON operations.rowid = (SELECT rowid FROM "
+         "operations WHERE rank = ?1 AND t_enqueued_ns >= ?2 + k * ?5 AND t_enqueued_ns < ?3 "
+         "ORDER BY t_enqueued_ns LIMIT 1) ORDER BY k");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, rank);
+  sqlite3_bind_int64(st, 2, t0);
+  sqlite3_bind_int64(st, 3, t1);
+  sqlite3_bind_int(st, 4, width);
+  sqlite3_bind_int64(st, 5, (t1 - t0) / width > 0 ? (t1 - t0) / width : 1);
+  return read_light(m, st, ops, cap, n);
 }
 
 int vw_model_last_op(vw_model *m, int rank, int group_id, bool completed_only, vw_op *op,

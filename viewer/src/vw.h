@@ -184,9 +184,12 @@ void vw_matrix_page_free(vw_matrix_page *p);
 
 /* Operation (group, seq) on every rank that ran it, by rank (up to cap). */
 int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int cap, int *n);
-/* One rank's operations overlapping [t0, t1), by time (up to cap). */
-int vw_model_rank_ops(vw_model *m, int rank, int64_t t0, int64_t t1, vw_op *ops, int cap,
-                      int *n);
+/* One rank's operations overlapping [t0, t1), by time (up to cap), for a
+ * timeline `width` columns wide: when the window holds more calls than
+ * twice the columns, one per column (the first starting in it). Only the
+ * rank, group, seq, op, state and times are filled. */
+int vw_model_rank_ops(vw_model *m, int rank, int64_t t0, int64_t t1, int width, vw_op *ops,
+                      int cap, int *n);
 /* Operation (group, seq) of one rank, or found = false. */
 int vw_model_op(vw_model *m, int rank, int group_id, int64_t seq, vw_op *op, bool *found);
 /* The last operation of rank in group (highest seq), or found = false. */

@@ -125,6 +125,8 @@ typedef struct vw_app {
   vw_state st;
   vw_pages *pages;
   vw_canvas canvas;
+  bool dirty;            /* a key changed the state since the last render */
+  bool fetched;          /* the pages match the state (prompt typing keeps them) */
 } vw_app;
 
 /* Opens path and places the cursor on the diagnosis. */
