@@ -78,7 +78,7 @@ Test(viewer_model, corrupt_pages_give_an_error_not_a_crash, .timeout = 10) {
   fx_story_hang(p);
   /* garbage over every page but the first: the header still looks fine */
   int fd = open(p, O_WRONLY);
-  cr_assert_geq(fd, 0, "open");
+  cr_assert(fd >= 0, "open");
   struct stat st;
   fstat(fd, &st);
   char junk[4096];

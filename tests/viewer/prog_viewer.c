@@ -1,0 +1,34 @@
+/* prog_viewer.c - a job with a planted bug for the viewer's end-to-end test
+ * on a trace the real tracer wrote (test_real_mp.c): eight ALL_REDUCEs on
+ * the default group, except that in mode "hang" rank 1 stops before the
+ * sixth (it waits for a signal, as a rank stuck outside the library would),
+ * so the others time out in ALL_REDUCE #6.
+ *
+ *     distrun -n 4 prog_viewer hang */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <dist/dist.h>
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "ok";
+  if (dist_init_process_group(NULL) != DIST_OK) {
+    fprintf(stderr, "init: %s\n", dist_last_errmsg());
+    return 1;
+  }
+  int rank = dist_get_rank(NULL);
+  float data[4] = {1, 1, 1, 1};
+  for (int i = 0; i < 8; i++) {
+    if (!strcmp(mode, "hang") && i == 5 && rank == 1)
+      pause();   // the planted bug: never enters ALL_REDUCE #6
+    dist_tensor t = dist_tensor_1d(data, DIST_FLOAT32, 4);
+    int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+    if (rc != DIST_OK) {
+      fprintf(stderr, "rank %d: ALL_REDUCE #%d: %s\n", rank, i + 1, dist_status_name(rc));
+      return 1;
+    }
+  }
+  dist_destroy_process_group(NULL);
+  return 0;
+}
