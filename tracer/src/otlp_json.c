@@ -96,9 +96,9 @@ void tr_otlp_span(jout *j, bool first, const char *job, const tr_otlp_op *o) {
     attr_int(j, &af, "dist.ranks", o->n_ranks);
   jo_puts(j, "]");
   if (o->failed) {
-    jo_puts(j, ",\"status\":{\"code\":2,\"message\":");
+    jo_puts(j, ",\"status\":{\"message\":"); /* the proto's field order */
     jo_str(j, o->message ? o->message : o->state);
-    jo_puts(j, "}");
+    jo_puts(j, ",\"code\":2}");
   }
   jo_puts(j, "}");
 }

@@ -46,7 +46,7 @@ static int tr_init(void **ctx, const dist_pg_info *def) {
   t->rank = def->global_rank;
   t->world = def->size;
   t->skew_ns = env_int("DIST_TRACE_TEST_SKEW_NS", 0, -(1ll << 50), 1ll << 50);
-  t->commit_ms = env_int("DIST_TRACE_COMMIT_MS", 100, 1, 3600000);
+  t->commit_ms = env_int("DIST_TRACE_COMMIT_MS", 10, 1, 3600000);
   t->clock_period_s = env_int("DIST_TRACE_CLOCK_S", 60, 0, 86400);
   int64_t slots = env_int("DIST_TRACE_BUFFER", 65536, 64, 1ll << 26);
   snprintf(t->job_id, sizeof t->job_id, "%s", job ? job : "nojob");

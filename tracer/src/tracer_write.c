@@ -1,9 +1,8 @@
 /* tracer_write.c - the writer thread: drains the ring into the rank file.
  *
- * DESIGN. One thread per process, `dist-trace-<rank>`. Every cycle (at
- * most DIST_TRACE_COMMIT_MS apart, 10 ms when that is longer) it reads the
- * ring from its tail to the head inside one transaction, through the
- * record sink (trace_sink.c: prepared statements, one row per operation),
+ * DESIGN. One thread per process, `dist-trace-<rank>`. Every cycle
+ * (DIST_TRACE_COMMIT_MS, 10 by default) it reads the ring from its tail
+ * to the head inside one transaction, through the record sink (trace_sink.c: prepared statements, one row per operation),
  * and commits. So the file is a valid database holding everything
  * committed at every moment (WAL, synchronous=NORMAL: a killed process
  * loses nothing committed). It reads the ring without a lock: a record
@@ -91,7 +90,7 @@ static void *writer_main(void *arg) {
   char name[16];
   snprintf(name, sizeof name, "dist-trace-%d", t->rank);
   pthread_setname_np(pthread_self(), name);
-  int64_t cycle_ms = t->commit_ms < 10 ? t->commit_ms : 10;
+  int64_t cycle_ms = t->commit_ms;
   pthread_mutex_lock(&t->mu);
   while (!t->stop) {
     struct timespec ts;

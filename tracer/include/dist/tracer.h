@@ -9,7 +9,8 @@
  * Environment (read at init, when the default group is created):
  *   DIST_TRACE            directory (default ./dist-trace) or 0
  *   DIST_TRACE_BUFFER     ring slots (64 bytes each; default 65536)
- *   DIST_TRACE_COMMIT_MS  longest time between commits (default 100)
+ *   DIST_TRACE_COMMIT_MS  the writer's cycle: it drains the ring and commits
+ *                         this often (default 10 ms)
  *   DIST_TRACE_CLOCK_S    clock offset re-measurement period (default 60)
  *   DIST_OTLP_ENDPOINT    live span export (OTLP/HTTP JSON), optional */
 #ifndef DIST_TRACER_H

@@ -1,0 +1,283 @@
+/* ctest: labels=multiproc timeout=300 */
+/* OTLP export checked by a real OTLP implementation: a node receiver
+ * (otlp_receiver.js) decodes every request with the protobuf types of
+ * @opentelemetry/otlp-transformer 0.57, strictly (re-encoding must give
+ * back what was sent). The package is installed with npm into the build
+ * tree on first use; without npm the tests skip, saying so. Then the test
+ * checks ids, unix-nanosecond timestamps, attributes, error status and the
+ * parent span that ties one collective across ranks; and a collector that
+ * answers 500 makes `distview export` fail with the status. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mp.h"
+#include "trace_util.h"
+
+static char dir[256];
+static char node_modules[512];
+
+/* npm install into the build tree (once); false with *why when it cannot. */
+static bool have_otlp_types(char *why, size_t len) {
+  snprintf(node_modules, sizeof node_modules, "%s/otlp-node/node_modules",
+           getenv("DIST_TEST_BUILD"));
+  char probe[700];
+  snprintf(probe, sizeof probe, "%s/@opentelemetry/otlp-transformer/package.json",
+           node_modules);
+  if (access(probe, R_OK) == 0)
+    return true;
+  if (system("node --version >/dev/null 2>&1 && npm --version >/dev/null 2>&1") != 0) {
+    snprintf(why, len, "node or npm is not installed");
+    return false;
+  }
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "timeout 240 npm install --no-audit --no-fund --silent --prefix "
+                            "%s/otlp-node @opentelemetry/otlp-transformer@0.57 >&2",
+           getenv("DIST_TEST_BUILD"));
+  if (system(cmd) != 0 || access(probe, R_OK) != 0) {
+    snprintf(why, len, "npm could not install @opentelemetry/otlp-transformer@0.57");
+    return false;
+  }
+  return true;
+}
+
+typedef struct receiver {
+  pid_t pid;
+  int port;
+} receiver;
+
+static void receiver_start(receiver *r, const char *mode, const char *outdir) {
+  int p[2];
+  cr_assert_eq(pipe(p), 0);
+  char script[600];
+  snprintf(script, sizeof script, "%s/tests/tracer/otlp_receiver.js", getenv("DIST_TEST_SRC"));
+  r->pid = fork();
+  if (r->pid == 0) { /* no cr_assert here: the runner only hears the test */
+    dup2(p[1], 1);
+    close(p[0]);
+    setenv("NODE_PATH", node_modules, 1);
+    execlp("node", "node", script, mode, outdir, (char *)NULL);
+    _exit(127);
+  }
+  close(p[1]);
+  cr_assert(r->pid > 0);
+  struct pollfd pf = {.fd = p[0], .events = POLLIN};
+  cr_assert_eq(poll(&pf, 1, 30000), 1, "the receiver did not start");
+  char line[32] = "";
+  cr_assert(read(p[0], line, sizeof line - 1) > 0);
+  close(p[0]);
+  r->port = atoi(line);
+  cr_assert(r->port > 0, "receiver said '%s'", line);
+}
+
+static void receiver_stop(receiver *r) {
+  kill(r->pid, SIGTERM);
+  waitpid(r->pid, NULL, 0);
+}
+
+/* 3 ranks: all_reduces, a broadcast on {0,2}, and on {0,1}, aborted by
+ * rank 0, an all_reduce of rank 0's that fails. */
+static int job_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRACE", dir, 1);
+  setenv("DIST_JOB_ID", "otlpjob", 1);
+  CHECK_OK(ctx, dist_tracer_register());
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[32] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 32);
+  for (int i = 0; i < 2; i++)
+    CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  int p02[2] = {0, 2}, p01[2] = {0, 1};
+  dist_pg *g02, *g01;
+  CHECK_OK(ctx, dist_new_group(p02, 2, NULL, &g02));
+  CHECK_OK(ctx, dist_new_group(p01, 2, NULL, &g01));
+  if (ctx->rank != 1)
+    CHECK_OK(ctx, dist_broadcast(&t, 0, g02, NULL));
+  if (ctx->rank == 0) {
+    CHECK_OK(ctx, dist_abort_group(g01, "aborted by the test"));
+    CHECK(ctx, dist_all_reduce(&t, DIST_SUM, g01, NULL) == DIST_E_ABORTED, "no abort");
+  }
+  dist_test_finish();
+  return 0;
+}
+
+static const char *attr(json_t *attrs, const char *key, char *buf, size_t len) {
+  size_t i;
+  json_t *a;
+  json_array_foreach(attrs, i, a) {
+    if (strcmp(json_string_value(json_object_get(a, "key")), key))
+      continue;
+    json_t *v = json_object_get(a, "value");
+    json_t *s = json_object_get(v, "stringValue"), *n = json_object_get(v, "intValue");
+    snprintf(buf, len, "%s", s ? json_string_value(s) : n ? json_string_value(n) : "?");
+    return buf;
+  }
+  return NULL;
+}
+
+static bool hex(const char *s, size_t digits) {
+  if (!s || strlen(s) != digits)
+    return false;
+  for (size_t i = 0; i < digits; i++)
+    if (!strchr("0123456789abcdef", s[i]))
+      return false;
+  return true;
+}
+
+/* Checks one span against the merged database. */
+static void check_span(sqlite3 *db, json_t *sp, const char *trace, int64_t now) {
+  char b[6][128];
+  json_t *at = json_object_get(sp, "attributes");
+  const char *tid = json_string_value(json_object_get(sp, "traceId"));
+  cr_assert(hex(tid, 32) && !strcmp(tid, trace), "traceId %s", tid);
+  cr_assert(hex(json_string_value(json_object_get(sp, "spanId")), 16));
+  const char *st = json_string_value(json_object_get(sp, "startTimeUnixNano"));
+  const char *en = json_string_value(json_object_get(sp, "endTimeUnixNano"));
+  cr_assert(st && en, "times must be strings");
+  long long s = atoll(st), e = atoll(en);
+  cr_assert(s > now - 3600000000000ll && s <= now && e >= s, "times %s..%s", st, en);
+  const char *group = attr(at, "dist.group", b[0], 128), *seq = attr(at, "dist.seq", b[1], 128);
+  const char *op = attr(at, "dist.op", b[2], 128), *rank = attr(at, "dist.rank", b[3], 128);
+  cr_assert(group && seq && op && attr(at, "dist.bytes", b[4], 128) &&
+            attr(at, "dist.state", b[5], 128));
+  if (!rank)
+    return; /* a parent span: checked by the caller */
+  cr_assert(hex(json_string_value(json_object_get(sp, "parentSpanId")), 16));
+  cr_assert_str_eq(op, tq_text(db, "SELECT op FROM operations WHERE rank=%s AND group_id=%s"
+                                   " AND seq=%s", rank, group, seq));
+  cr_assert_str_eq(b[5], tq_text(db, "SELECT state FROM operations WHERE rank=%s AND"
+                                     " group_id=%s AND seq=%s", rank, group, seq));
+  json_t *status = json_object_get(sp, "status");
+  bool failed = !strcmp(b[5], "timed_out") || !strcmp(b[5], "failed");
+  cr_assert_eq(status != NULL, failed, "status on %s %s #%s", b[5], op, seq);
+  if (failed)
+    cr_assert_eq(json_integer_value(json_object_get(status, "code")), 2);
+}
+
+Test(tracer_otlp, a_real_otlp_decoder_accepts_our_spans, .timeout = 290) {
+  char why[256];
+  if (!have_otlp_types(why, sizeof why))
+    cr_skip_test("OTLP receiver unavailable: %s", why);
+  snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
+  cr_assert(mkdtemp(dir));
+  cr_assert_eq(dist_test_ranks(3, job_rank, NULL, 60), 0, "%s", dist_test_report());
+  sqlite3 *db = tq_merge(dir, "otlpjob", NULL);
+  cr_assert(db);
+  cr_assert_str_eq(tq_text(db, "SELECT state FROM operations WHERE rank=0 AND group_id=2"),
+                   "failed");
+  char out[300], cmd[1200];
+  snprintf(out, sizeof out, "%s/received", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", out);
+  cr_assert_eq(system(cmd), 0);
+  receiver r;
+  receiver_start(&r, "ok", out);
+  snprintf(cmd, sizeof cmd, "%s/distview export --otlp http://127.0.0.1:%d %s/trace.db",
+           getenv("DIST_TEST_BIN"), r.port, dir);
+  int rc = system(cmd);
+  receiver_stop(&r);
+  cr_assert_eq(rc, 0, "distview export failed (see bad-*.txt in %s)", out);
+  struct timespec now_ts;
+  clock_gettime(CLOCK_REALTIME, &now_ts);
+  int64_t now = (int64_t)now_ts.tv_sec * 1000000000 + now_ts.tv_nsec;
+  char trace[33];
+  snprintf(trace, sizeof trace, "%s", "");
+  int n_rank = 0, n_parent = 0, children = 0;
+  json_t *parents = json_object(); /* "group/seq" -> parent spanId */
+  json_t *childs = json_array();
+  DIR *d = opendir(out);
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    cr_assert(strncmp(de->d_name, "bad-", 4) != 0, "the receiver refused %s", de->d_name);
+    if (strncmp(de->d_name, "req-", 4))
+      continue;
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", out, de->d_name);
+    json_error_t je;
+    json_t *req = json_load_file(path, 0, &je);
+    cr_assert(req, "%s: %s", path, je.text);
+    size_t i, k;
+    json_t *rs, *sp;
+    json_array_foreach(json_object_get(req, "resourceSpans"), i, rs) {
+      char b[128];
+      json_t *ra = json_object_get(json_object_get(rs, "resource"), "attributes");
+      cr_assert_str_eq(attr(ra, "service.name", b, sizeof b), "libdist");
+      cr_assert(attr(ra, "host.name", b, sizeof b) && b[0]);
+      cr_assert_str_eq(attr(ra, "dist.job_id", b, sizeof b), "otlpjob");
+      json_t *spans = json_object_get(json_array_get(json_object_get(rs, "scopeSpans"), 0),
+                                      "spans");
+      json_array_foreach(spans, k, sp) {
+        if (!trace[0])
+          snprintf(trace, sizeof trace, "%s", json_string_value(json_object_get(sp, "traceId")));
+        check_span(db, sp, trace, now);
+        json_t *at = json_object_get(sp, "attributes");
+        char g[32], s[32], key[80];
+        snprintf(key, sizeof key, "%s/%s", attr(at, "dist.group", g, 32),
+                 attr(at, "dist.seq", s, 32));
+        if (json_object_get(sp, "parentSpanId")) {
+          n_rank++;
+          json_array_append_new(childs, json_pack("{s:s,s:O}", "key", key, "parent",
+                                                  json_object_get(sp, "parentSpanId")));
+        } else {
+          n_parent++;
+          char nr[32];
+          json_object_set(parents, key, json_object_get(sp, "spanId"));
+          cr_assert_eq(atoi(attr(at, "dist.ranks", nr, 32)),
+                       tq_int(db, "SELECT count(*) FROM operations WHERE group_id=%s AND"
+                                  " seq=%s", g, s));
+        }
+      }
+    }
+    json_decref(req);
+  }
+  closedir(d);
+  cr_assert_eq(n_rank, tq_int(db, "SELECT count(*) FROM operations"));
+  cr_assert_eq(n_parent, tq_int(db, "SELECT count(*) FROM (SELECT DISTINCT group_id, seq"
+                                    " FROM operations)"));
+  size_t i;
+  json_t *c;
+  json_array_foreach(childs, i, c) {
+    json_t *p = json_object_get(parents, json_string_value(json_object_get(c, "key")));
+    cr_assert(p && json_equal(p, json_object_get(c, "parent")), "span of %s has no parent",
+              json_string_value(json_object_get(c, "key")));
+    children++;
+  }
+  cr_assert_eq(children, n_rank);
+  json_decref(parents);
+  json_decref(childs);
+  sqlite3_close(db);
+}
+
+Test(tracer_otlp, a_collector_answering_500_fails_the_export, .timeout = 290) {
+  char why[256];
+  if (!have_otlp_types(why, sizeof why))
+    cr_skip_test("OTLP receiver unavailable: %s", why);
+  snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
+  cr_assert(mkdtemp(dir));
+  cr_assert_eq(dist_test_ranks(3, job_rank, NULL, 60), 0, "%s", dist_test_report());
+  sqlite3 *db = tq_merge(dir, "otlpjob", NULL);
+  cr_assert(db);
+  sqlite3_close(db);
+  receiver r;
+  receiver_start(&r, "fail500", dir);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "%s/distview export --otlp http://127.0.0.1:%d %s/trace.db"
+                            " 2>%s/err.txt", getenv("DIST_TEST_BIN"), r.port, dir, dir);
+  int st = system(cmd);
+  receiver_stop(&r);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
+  char path[300], msg[512] = "";
+  snprintf(path, sizeof path, "%s/err.txt", dir);
+  FILE *f = fopen(path, "r");
+  cr_assert(f);
+  size_t n = fread(msg, 1, sizeof msg - 1, f);
+  msg[n] = '\0';
+  fclose(f);
+  cr_assert(strstr(msg, "HTTP 500") && strstr(msg, "broken on purpose"), "%s", msg);
+}
