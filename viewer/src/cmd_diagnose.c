@@ -16,9 +16,6 @@ static const char usage[] =
     "Exit: 0 none found, 10 desync, 11 hang/deadlock, 12 rank died or op failed,\n"
     "      1 unreadable trace, 2 usage.\n";
 
-int vw_parse_common(int argc, char **argv, const char *usage_text, bool *json, int extra,
-                    int *rc);
-
 static void json_list(FILE *f, const char *name, const int *v, int n) {
   fprintf(f, ",\"%s\":[", name);
   for (int i = 0; i < n; i++)

@@ -14,9 +14,6 @@ static const char usage[] =
     "Runs one read-only SQL statement over the trace (tables: tracer/SCHEMA.md).\n"
     "Output: a header line and tab-separated rows, or --json: an array of objects.\n";
 
-int vw_parse_common(int argc, char **argv, const char *usage_text, bool *json, int extra,
-                    int *rc);
-
 static void value_json(sqlite3_stmt *st, int i, FILE *f) {
   switch (sqlite3_column_type(st, i)) {
   case SQLITE_NULL: fputs("null", f); break;

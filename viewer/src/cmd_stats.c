@@ -15,9 +15,6 @@ static const char usage[] =
     "usage: distview stats [--json] TRACE\n"
     "Latency percentiles per group and op, and per-rank arrival skew.\n";
 
-int vw_parse_common(int argc, char **argv, const char *usage_text, bool *json, int extra,
-                    int *rc);
-
 typedef struct op_stat {
   int group;
   char op[28];

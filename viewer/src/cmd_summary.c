@@ -1,7 +1,6 @@
 /* cmd_summary.c - `distview summary [--json] TRACE`: the job, its ranks and
  * groups, operation counts per op, event counts per kind, and the outcome
  * (the quick diagnosis). Exit 0 whatever the outcome; 1 unreadable. */
-#include <getopt.h>
 #include <string.h>
 
 #include "vw.h"
@@ -9,37 +8,6 @@
 
 static const char usage[] = "usage: distview summary [--json] TRACE\n"
                             "Job, ranks, groups, counts per operation, outcome.\n";
-
-/* Parses [--json] [--help] TRACE; returns -1 to exit with *rc. */
-int vw_parse_common(int argc, char **argv, const char *usage_text, bool *json, int extra,
-                    int *rc);
-int vw_parse_common(int argc, char **argv, const char *usage_text, bool *json, int extra,
-                    int *rc) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                        {"help", no_argument, NULL, 'h'}, {0}};
-  int c;
-  optind = 1;
-  *json = false;
-  while ((c = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
-    if (c == 'h') {
-      fputs(usage_text, stdout);
-      *rc = 0;
-      return -1;
-    }
-    if (c != 'j') {
-      fputs(usage_text, stderr);
-      *rc = VW_EXIT_USAGE;
-      return -1;
-    }
-    *json = true;
-  }
-  if (argc - optind != 1 + extra) {
-    fputs(usage_text, stderr);
-    *rc = VW_EXIT_USAGE;
-    return -1;
-  }
-  return optind;
-}
 
 static void json_job(vw_model *m, FILE *f) {
   const vw_job *j = &m->job;

@@ -1,5 +1,6 @@
 /* util.c - formatting shared by the screens and the subcommands: durations,
  * rank lists, JSON strings, and opening a trace with a user-facing error. */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,3 +81,33 @@ int vw_open_or_report(const char *prog, const char *path, vw_model **m) {
   }
   return 0;
 }
+
+/* Parses [--json] [--help] TRACE; returns -1 to exit with *rc. */
+int vw_parse_common(int argc, char **argv, const char *usage_text, bool *json, int extra,
+                    int *rc) {
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                        {"help", no_argument, NULL, 'h'}, {0}};
+  int c;
+  optind = 1;
+  *json = false;
+  while ((c = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
+    if (c == 'h') {
+      fputs(usage_text, stdout);
+      *rc = 0;
+      return -1;
+    }
+    if (c != 'j') {
+      fputs(usage_text, stderr);
+      *rc = VW_EXIT_USAGE;
+      return -1;
+    }
+    *json = true;
+  }
+  if (argc - optind != 1 + extra) {
+    fputs(usage_text, stderr);
+    *rc = VW_EXIT_USAGE;
+    return -1;
+  }
+  return optind;
+}
+

@@ -293,6 +293,11 @@ int vw_cmd_stats(int argc, char **argv);
 int vw_cmd_tui(int argc, char **argv);
 int vw_cmd_render(int argc, char **argv);
 
+/* Shared by the subcommands: parses [--json] [--help] TRACE plus `extra`
+ * positional arguments; returns the index of TRACE, or -1 to exit with *rc
+ * (0 after --help, 2 for a usage error). */
+int vw_parse_common(int argc, char **argv, const char *usage_text, bool *json, int extra,
+                    int *rc);
 /* Shared by the subcommands: open or print why not (exit 1). */
 int vw_open_or_report(const char *prog, const char *path, vw_model **m);
 /* "1.234 s", "15.2 ms", "830 us", "120 ns" */
