@@ -5,6 +5,8 @@
  * help and quit. Pure key handling (input.c) is checked on its own too. */
 #include <criterion/criterion.h>
 
+#include <sqlite3.h>
+
 #include "vw_test.h"
 
 static vw_app app;
@@ -220,4 +222,35 @@ Test(viewer_input, every_documented_binding_has_a_handler, .timeout = 10) {
     documented += b[i].keys != NULL;
   }
   cr_assert_gt(documented, 15, "help lists the keys");
+}
+
+Test(viewer_keys, follow_tick_rereads_a_growing_trace, .timeout = 20) {
+  /* --follow: each tick re-reads the file; rows the job commits meanwhile
+   * show up (here: the lagging rank arrives and everybody completes #21) */
+  const char *p = vwt_path("growing.db");
+  fx_story_hang(p);
+  char err[512];
+  cr_assert_eq(vw_app_open(&app, p, 24, 80, err, sizeof err), 0, "%s", err);
+  vw_app_render(&app);
+  expect_has("HANG (exit 11)");
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK, "writer");
+  cr_assert_eq(sqlite3_exec(db, "UPDATE operations SET state = 'completed', t_ended_ns = "
+                                "t_started_ns + 1000 WHERE seq = 21;"
+                                "INSERT INTO operations SELECT 1, group_id, seq, op, is_async, "
+                                "state, dtype, shape, n_inputs, n_outputs, numel_in, numel_out, "
+                                "bytes_in, bytes_out, root, tag, redop, timeout_ms, t_enqueued_ns, "
+                                "t_started_ns, t_ended_ns, status, message, callsite_id FROM "
+                                "operations WHERE rank = 0 AND group_id = 0 AND seq = 21;"
+                                "UPDATE ranks SET end_state = 'finished'",
+                            NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+  sqlite3_close(db);
+  vw_app_keys(&app, "j");   // no tick: still the old screen
+  expect_has("HANG (exit 11)");
+  int f = vw_app_key(&app, VW_K_TICK);
+  cr_assert(f & VW_H_RELOAD, "a tick reloads");
+  vw_app_render(&app);
+  expect_has(" distview  OK  job job-hang");
+  expect_has("     1      #####################");
+  vw_app_close(&app);
 }
