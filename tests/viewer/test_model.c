@@ -102,6 +102,16 @@ Test(viewer_model, corrupt_pages_give_an_error_not_a_crash, .timeout = 10) {
             "message: %s", err);
 }
 
+Test(viewer_model, job_directory_without_readable_rank_files_is_refused, .timeout = 10) {
+  const char *dir = vwt_path("job-empty");
+  cr_assert_eq(mkdir(dir, 0700), 0, "mkdir");
+  expect_refused(dir, "no rank file could be read (no rank-*.db in it)");
+  char bad[300];
+  snprintf(bad, sizeof bad, "%s/rank-0.db", dir);
+  write_file(bad, "junk", 4);
+  expect_refused(dir, "rank-0.db: not a trace database");
+}
+
 /* --- a good trace ------------------------------------------------------------------- */
 
 static vw_model *open_hang(void) {

@@ -171,6 +171,13 @@ int vw_model_open(const char *path, vw_model **out, char *err, size_t errlen) {
     rc = check_schema(m, err, errlen);
   if (rc == 0 && vw_model_reload(m) != 0)
     rc = fail(err, errlen, "%s", m->err);
+  if (rc == 0 && m->trace && m->job.nranks == 0) {
+    char *nl;
+    while ((nl = strchr(m->job.skipped, '\n')))
+      *nl = ';';   // one line
+    rc = fail(err, errlen, "%s: no rank file could be read%s%.400s", path,
+              m->job.skipped[0] ? ": " : " (no rank-*.db in it)", m->job.skipped);
+  }
   if (rc != 0) {
     vw_model_close(m);
     return -1;
