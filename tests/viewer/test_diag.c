@@ -6,6 +6,8 @@
  * differ by design, and a divergence deep in a long trace. */
 #include <criterion/criterion.h>
 
+#include <sqlite3.h>
+
 #include "vw_test.h"
 
 static vw_model *open_path(const char *p) {
@@ -193,5 +195,23 @@ Test(viewer_diag, deep_scan_finds_an_early_divergence_the_quick_one_skips, .time
   cr_assert_eq(d.seq, 5, "#5");
   cr_assert_eq(d.rank, 3, "rank 3");
   cr_assert_str_eq(d.field, "root", "root differs");
+  vw_diag_free(&d);
+}
+
+Test(viewer_diag, a_member_without_a_rank_file_is_the_one_waited_for, .timeout = 10) {
+  /* rank 1's file never made it into the merge: no ranks row, no rows */
+  const char *p = vwt_path("missing.db");
+  fx_story_hang(p);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK, "open");
+  cr_assert_eq(sqlite3_exec(db, "DELETE FROM operations WHERE rank = 1; DELETE FROM ranks "
+                                "WHERE rank = 1", NULL, NULL, NULL), SQLITE_OK, "delete");
+  sqlite3_close(db);
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_HANG, "%s", d.summary);
+  cr_assert_eq(d.rank, 1, "the member with no trace");
+  cr_assert_eq(d.seq, 21, "#21");
+  cr_assert(strstr(d.text, "its rank file is missing from this trace"), "%s", d.text);
   vw_diag_free(&d);
 }

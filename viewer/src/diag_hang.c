@@ -79,13 +79,23 @@ static void edges(vw_model *m, waits *w, rank_wait *a) {
   }
 }
 
+/* Every rank with a trace, and every group member without one (its rank
+ * file is missing: it may well be the one the others wait for). */
 static int build(vw_model *m, waits *w) {
-  w->n = m->job.nranks;
-  w->r = calloc((size_t)w->n + 1, sizeof *w->r);
+  int cap = m->job.nranks;
+  for (int g = 0; g < m->job.ngroups; g++)
+    cap += m->job.groups[g].size;
+  w->r = calloc((size_t)cap + 1, sizeof *w->r);
   if (!w->r)
     return -1;
+  w->n = 0;
+  for (int i = 0; i < m->job.nranks; i++)
+    w->r[w->n++].rank = m->job.ranks[i].rank;
+  for (int g = 0; g < m->job.ngroups; g++)
+    for (int k = 0; k < m->job.groups[g].size; k++)
+      if (index_of(w, m->job.groups[g].members[k]) < 0)
+        w->r[w->n++].rank = m->job.groups[g].members[k];
   for (int i = 0; i < w->n; i++) {
-    w->r[i].rank = m->job.ranks[i].rank;
     w->r[i].wait = calloc((size_t)w->n + 1, sizeof(int));
     if (!w->r[i].wait || blocked_op(m, w->r[i].rank, &w->r[i].op, &w->r[i].blocked) != 0)
       return -1;
@@ -195,6 +205,8 @@ static void report_hang(vw_model *m, const waits *w, vw_diag *d) {
              w->r[cur].op.op, (long long)w->r[cur].op.seq);
   else if (ri && strcmp(ri->end_state, "running"))
     snprintf(why, sizeof why, "; its trace ends %s", ri->end_state);
+  else if (!ri)
+    snprintf(why, sizeof why, "; its rank file is missing from this trace");
   char last_s[80];
   if (found)
     snprintf(last_s, sizeof last_s, "last completed %s #%lld", last.op, (long long)last.seq);

@@ -133,8 +133,15 @@ static void header(const vw_state *st, const vw_model *m, const vw_diag *d, vw_c
   uint8_t ta = d->kind != VW_DIAG_NONE ? (uint8_t)(VW_A_BOLD | VW_C_RED) : VW_C_GREEN;
   int used = wrap(c, r, 1, 1, ta, text, r.h - 1);
   if (d->has_report && used < r.h - 1)
-    vw_putf(c, r, 1 + used, 1, VW_C_YELLOW, "(the job's own %s from rank %d is in Events)",
+    vw_putf(c, r, 1 + used++, 1, VW_C_YELLOW, "(the job's own %s from rank %d is in Events)",
             d->report_kind, d->report_rank);
+  if (j->skipped[0] && used < r.h - 1) {
+    int n = 1;
+    for (const char *p = j->skipped; (p = strchr(p, '\n')) && p[1]; p++)
+      n++;
+    vw_putf(c, r, 1 + used, 1, VW_C_YELLOW | VW_A_BOLD,
+            "the merge skipped %d rank file%s (distview summary lists why)", n, n > 1 ? "s" : "");
+  }
   (void)st;
 }
 
