@@ -36,11 +36,13 @@ void vw_diag_free(vw_diag *d) {
 /* --- stored reports ----------------------------------------------------------- */
 
 static int stored_report(vw_model *m, vw_diag *d) {
+  /* the first desync (later ones follow from it); the last diagnosis or
+   * stall report (it saw the most) */
   static const char *kinds[] = {"desync_report", "diagnosis", "stall_report"};
   for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
     vw_event ev;
     bool found;
-    if (vw_model_last_event(m, kinds[i], &ev, &found) != 0)
+    if (vw_model_event_of(m, kinds[i], i == 0, &ev, &found) != 0)
       return -1;
     if (!found)
       continue;
