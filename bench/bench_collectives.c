@@ -2,7 +2,7 @@
  *
  *     build/bin/distrun --nproc-per-node 2 build/bin/bench_collectives
  *       [--ops all_reduce,broadcast,...] [--sizes 4,1024,...] [--iters N]
- *       [--target-ms T] [--system NAME]
+ *       [--target-ms T] [--system NAME] [--no-observer]
  *
  * Rank 0 prints `system,transport,op,bytes,ranks,median_us,algbw_GBps`:
  * bytes is each rank's input (rounded up to a multiple of the world size
@@ -15,8 +15,10 @@
  * calls, the element-wise maximum over ranks is taken and the median over
  * samples reported. --iters sets the minimum number of samples.
  *
- * The system column says what else was on: "libdist", or "libdist-detail"
- * when DIST_DEBUG=DETAIL (later: -traced, -mpi). */
+ * The system column says what else was on: "libdist-traced" with the
+ * tracer recording (the default, as in the bundled library), "libdist"
+ * with no observer registered at all (--no-observer, or DIST_TRACE=0 which
+ * still registers it), "-detail" appended when DIST_DEBUG=DETAIL. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 #include <time.h>
 
 #include <dist/dist.h>
+#include <dist/tracer.h>
 
 #include "pg_int.h"
 
@@ -38,6 +41,7 @@ typedef struct cfg {
   int min_samples;
   double target_ms;
   char system[64];
+  bool no_observer;
 } cfg;
 
 typedef struct bufs {
@@ -154,7 +158,7 @@ static size_t op_bytes(const char *op, size_t nominal, int world) {
 
 static void usage(void) {
   printf("usage: distrun --nproc-per-node N bench_collectives [--ops a,b] [--sizes 4,1024]\n"
-         "         [--iters MIN_SAMPLES] [--target-ms T] [--system NAME]\n"
+         "         [--iters MIN_SAMPLES] [--target-ms T] [--system NAME] [--no-observer]\n"
          "ops: all_reduce, broadcast, all_gather, reduce_scatter, all_to_all, barrier\n"
          "Rank 0 prints CSV: system,transport,op,bytes,ranks,median_us,algbw_GBps\n");
 }
@@ -165,13 +169,20 @@ static void parse(int argc, char **argv, cfg *c) {
   c->n_sizes = 6;
   c->min_samples = 15;
   c->target_ms = 300;
-  snprintf(c->system, sizeof c->system, "%s",
-           dist_get_debug_level() == DIST_DEBUG_DETAIL ? "libdist-detail" : "libdist");
+  const char *tr = getenv("DIST_TRACE");
+  bool traced = !(tr && !strcmp(tr, "0"));
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--no-observer"))
+      c->no_observer = true, traced = false;
+  snprintf(c->system, sizeof c->system, "libdist%s%s", traced ? "-traced" : "",
+           dist_get_debug_level() == DIST_DEBUG_DETAIL ? "-detail" : "");
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage();
       exit(0);
+    } else if (!strcmp(a, "--no-observer")) {
+      continue;
     } else if (!strcmp(a, "--ops")) {
       snprintf(c->ops, sizeof c->ops, "%s", v);
     } else if (!strcmp(a, "--iters")) {
@@ -200,6 +211,8 @@ int main(int argc, char **argv) {
   cfg c = {0};
   dist_set_debug_level_from_env();
   parse(argc, argv, &c);
+  if (!c.no_observer)
+    TRY("tracer", dist_tracer_register());
   TRY("init", dist_init_process_group(NULL));
   int rank = dist_get_rank(NULL), world = dist_get_world_size(NULL);
   dist_pg *def = dist__pg_default();

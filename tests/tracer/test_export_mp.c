@@ -132,3 +132,26 @@ Test(tracer_export, otlp_to_a_dead_collector_fails_with_a_message, .timeout = 60
   fclose(fp);
   cr_assert(strstr(msg, "127.0.0.1:1/v1/traces") && strstr(msg, "connect"), "%s", msg);
 }
+
+/* Live export to a collector that is down: the job runs to its end and
+ * each rank's file says how many spans were dropped. */
+static int dead_live_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_OTLP_ENDPOINT", "http://127.0.0.1:1", 1);
+  setenv("DIST_OTLP_INTERVAL_MS", "20", 1);
+  return job_rank(ctx);
+}
+
+Test(tracer_export, live_export_to_a_dead_collector_counts_drops, .timeout = 60) {
+  snprintf(dir, sizeof dir, "/tmp/dist-traceexport-XXXXXX");
+  cr_assert(mkdtemp(dir));
+  cr_assert_eq(dist_test_ranks(3, dead_live_rank, NULL, 50), 0, "%s", dist_test_report());
+  sqlite3 *db = tq_merge(dir, "exportjob", NULL);
+  cr_assert(db);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations"), 14);
+  for (int r = 0; r < 3; r++) {
+    const char *m = tq_text(db, "SELECT message FROM events WHERE rank=%d AND"
+                                " kind='otlp_export'", r);
+    cr_assert(strstr(m, ": 0 spans sent") && !strstr(m, " 0 dropped"), "rank %d: '%s'", r, m);
+  }
+  sqlite3_close(db);
+}

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "mp.h"
 #include "trace_util.h"
@@ -119,6 +121,42 @@ Test(tracer, four_ranks_two_groups_one_row_per_operation_per_rank, .timeout = 10
   cr_assert_str_eq(tq_text(db, "SELECT value FROM meta WHERE key='kind'"), "merged");
   cr_assert_str_eq(tq_text(db, "SELECT job_id || ' ' || world_size FROM job"), "mixedjob 4");
   sqlite3_close(db);
+  /* private: the job directory 0700, the rank files 0600 */
+  char p[512];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/mixedjob", dir);
+  cr_assert_eq(stat(p, &st), 0);
+  cr_assert_eq(st.st_mode & 0777, 0700, "directory mode %o", st.st_mode & 0777);
+  for (int r = 0; r < 4; r++) {
+    snprintf(p, sizeof p, "%s/mixedjob/rank-%d.db", dir, r);
+    cr_assert_eq(stat(p, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600, "%s mode %o", p, st.st_mode & 0777);
+  }
+}
+
+/* DIST_TRACE=0: the tracer is registered but nothing reaches the disk. */
+static int off_rank(const dist_test_ctx *ctx) {
+  CHECK(ctx, chdir(dir) == 0, "chdir");
+  setenv("DIST_TRACE", "0", 1);
+  CHECK_OK(ctx, dist_tracer_register());
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v = 1;
+  dist_tensor t = dist_tensor_1d(&v, DIST_FLOAT32, 1);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  CHECK(ctx, dist_tracer_path() == NULL, "recording into %s", dist_tracer_path());
+  CHECK(ctx, dist_tracer_flush(100) == DIST_E_INVAL, "flush of a tracer that is off");
+  dist_test_finish();
+  return 0;
+}
+
+Test(tracer, dist_trace_0_writes_nothing, .timeout = 60) {
+  setup_dir();
+  cr_assert_eq(dist_test_ranks(2, off_rank, NULL, 50), 0, "%s", dist_test_report());
+  char p[512];
+  snprintf(p, sizeof p, "%s/dist-trace", dir);
+  cr_assert_neq(access(p, F_OK), 0, "%s exists", p);
+  snprintf(p, sizeof p, "%s/0", dir);
+  cr_assert_neq(access(p, F_OK), 0, "%s exists", p);
 }
 
 /* Rank 1's clock runs 5 s ahead (test hook): its offset is -5 s, and after
@@ -132,6 +170,14 @@ static int skew_rank(const dist_test_ctx *ctx) {
   float v[4] = {0};
   dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
   CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  /* dist_tracer_flush: what was recorded is committed when it returns */
+  CHECK_OK(ctx, dist_tracer_flush(20000));
+  sqlite3 *db;
+  CHECK(ctx, sqlite3_open_v2(dist_tracer_path(), &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK,
+        "open %s", dist_tracer_path());
+  int64_t n = tq_int(db, "SELECT count(*) FROM operations WHERE seq=1 AND state='completed'");
+  sqlite3_close(db);
+  CHECK(ctx, n == 1, "after flush the file has %lld rows of seq 1", (long long)n);
   dist_test_finish();
   return 0;
 }

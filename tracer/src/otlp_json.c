@@ -92,7 +92,7 @@ void tr_otlp_span(jout *j, bool first, const char *job, const tr_otlp_op *o) {
   attr_int(j, &af, "dist.bytes", o->bytes);
   attr_str(j, &af, "dist.dtype", o->dtype);
   attr_str(j, &af, "dist.state", o->state);
-  if (o->rank < 0)
+  if (o->rank < 0 && o->n_ranks > 0) /* unknown in live export */
     attr_int(j, &af, "dist.ranks", o->n_ranks);
   jo_puts(j, "]");
   if (o->failed) {

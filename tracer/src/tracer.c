@@ -71,6 +71,9 @@ static int tr_init(void **ctx, const dist_pg_info *def) {
     tracer_free(t);
     return DIST_E_SYS;
   }
+  t->live = tr_live_start(t, env_int("DIST_OTLP_INTERVAL_MS", 1000, 10, 3600000),
+                          env_int("DIST_OTLP_TIMEOUT_MS", 1000, 10, 600000),
+                          env_int("DIST_OTLP_QUEUE", 4096, 1, 1 << 24));
   atomic_store(&current, t);
   DIST_LOG(DEBUG, TRACER, "tracing into %s (%lld ring slots)", t->path, (long long)slots);
   *ctx = t;

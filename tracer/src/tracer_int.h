@@ -45,6 +45,7 @@ typedef struct tracer {
   _Atomic bool resp_stop;
   int64_t next_clock_ns;
   uint32_t clock_gen;
+  void *live;               /* tracer_live.c, or NULL */
 } tracer;
 
 /* tracer_record.c: events -> ring records (the hot path). */
@@ -61,6 +62,11 @@ void tr_writer_stop(tracer *t);
 int tr_clock_start(tracer *t, dist_store *store);
 void tr_clock_remeasure(tracer *t); /* writer thread */
 void tr_clock_stop(tracer *t);
+
+/* tracer_live.c: live OTLP export (DIST_OTLP_ENDPOINT); NULL when off. */
+void *tr_live_start(tracer *t, int64_t interval_ms, int64_t timeout_ms, int64_t queue);
+/* Joins it, exports what is left, says what it sent and dropped. */
+void tr_live_stop(void *live, char *summary, size_t len);
 
 /* tracer_crash.c: raw ring dump at a fatal signal, then the old handler. */
 void tr_crash_install(tracer *t);
