@@ -2,9 +2,10 @@
  * on a trace the real tracer wrote (test_real_mp.c): eight ALL_REDUCEs on
  * the default group, except that in mode "hang" rank 1 stops before the
  * sixth (it waits for a signal, as a rank stuck outside the library would),
- * so the others time out in ALL_REDUCE #6.
+ * so the others time out in ALL_REDUCE #6, and in mode "shape" rank 3
+ * passes 2 elements instead of 4 to the sixth (a desync).
  *
- *     distrun -n 4 prog_viewer hang */
+ *     distrun -n 4 prog_viewer hang|shape */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,7 +23,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 8; i++) {
     if (!strcmp(mode, "hang") && i == 5 && rank == 1)
       pause();   // the planted bug: never enters ALL_REDUCE #6
-    dist_tensor t = dist_tensor_1d(data, DIST_FLOAT32, 4);
+    int64_t n = !strcmp(mode, "shape") && i == 5 && rank == 3 ? 2 : 4;
+    dist_tensor t = dist_tensor_1d(data, DIST_FLOAT32, n);
     int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
     if (rc != DIST_OK) {
       fprintf(stderr, "rank %d: ALL_REDUCE #%d: %s\n", rank, i + 1, dist_status_name(rc));
