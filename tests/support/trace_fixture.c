@@ -222,7 +222,7 @@ void fx_story_desync(const char *path, bool with_report) {
     fx_event(db, 0, 0, 13, "desync_report", fx_t(13, 3) + 300000, 4,
              "desync in group 0 (default) at ALL_REDUCE #13: rank 2 differs in shape\n"
              "  ranks 0,1,3: ALL_REDUCE float32 [4,1024] SUM\n"
-             "  rank 2:      ALL_REDUCE float32 [4,512] SUM");
+             "  rank 2:      ALL_REDUCE float32 [4,512] SUM  <- shape differs");
   fx_event(db, 1, -1, -1, "log", fx_t(5, 1), 0, "epoch 0 done");
   fx_finish(db, fx_t(0, 0), fx_t(14, 0));
 }

@@ -215,3 +215,27 @@ Test(viewer_diag, a_member_without_a_rank_file_is_the_one_waited_for, .timeout =
   cr_assert(strstr(d.text, "its rank file is missing from this trace"), "%s", d.text);
   vw_diag_free(&d);
 }
+
+Test(viewer_diag, a_stored_desync_report_beats_rows_cut_short, .timeout = 10) {
+  /* the ranks were killed right after the report: rank 2's last rows and
+   * everybody's #13 never reached the disk, so the rows alone look like a
+   * hang at #12 */
+  const char *p = vwt_path("cut.db");
+  fx_story_desync(p, true);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK, "open");
+  cr_assert_eq(sqlite3_exec(db, "DELETE FROM operations WHERE seq = 13 OR (rank = 2 AND seq > 3);"
+                                "UPDATE operations SET state = 'started', t_ended_ns = NULL "
+                                "WHERE seq = 12 AND rank != 2", NULL, NULL, NULL), SQLITE_OK,
+               "cut");
+  sqlite3_close(db);
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_DESYNC, "the report wins: %s", d.summary);
+  cr_assert_eq(d.exit_code, 10, "exit 10");
+  cr_assert_eq(d.seq, 13, "the report's operation");
+  cr_assert_eq(d.rank, 2, "the report's culprit (the '<-' line)");
+  cr_assert(strstr(d.text, "the rows alone, which may have lost their last records, say: hang"),
+            "%s", d.text);
+  vw_diag_free(&d);
+}

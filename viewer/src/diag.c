@@ -15,6 +15,7 @@
  *   - a rank that crashed or was lost, or an operation that failed, when
  *     nothing else explains the end.
  * The exit status follows distrun: 10 desync, 11 hang, 12 died or failed. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,24 +60,64 @@ static int stored_report(vw_model *m, vw_diag *d) {
 
 /* --- the finding -------------------------------------------------------------- */
 
+/* The rank a stored report blames: on the line holding `mark` ("<-" in a
+ * desync report, "has not entered" in a diagnosis), the number after
+ * "rank ". -1 when the report does not say. */
+static int report_culprit(const char *report, const char *mark) {
+  const char *at = report ? strstr(report, mark) : NULL;
+  if (!at)
+    return -1;
+  const char *line = at;
+  while (line > report && line[-1] != '\n')
+    line--;
+  const char *r = strstr(line, "rank ");
+  int rank = -1;
+  if (r && r < at && sscanf(r, "rank %d", &rank) != 1)
+    rank = -1;
+  return rank;
+}
+
+/* Whether the stored report is about another operation than the rows'
+ * finding (or the rows found nothing): the report wins then, because a
+ * job killed right after reporting leaves rank files whose last rows
+ * never reached the disk, and a finding on such rows is a guess. */
+static bool report_wins(const vw_diag *d) {
+  if (!d->has_report)
+    return false;
+  if (d->kind == VW_DIAG_NONE)
+    return true;
+  bool desync = strcmp(d->report_kind, "desync_report") == 0;
+  if (desync != (d->kind == VW_DIAG_DESYNC))
+    return desync;   // a desync report beats a hang read from the rows; not the reverse
+  return d->report_seq > 0 && (d->report_group != d->group_id || d->report_seq != d->seq);
+}
+
 static void finish(vw_model *m, vw_diag *d) {
-  if (d->kind == VW_DIAG_NONE && d->has_report) {
-    /* The job said so itself and the rows do not show it (the checking
-     * layer stops a desync before the mismatching call runs, and may
-     * compare fields the trace does not keep). */
+  if (report_wins(d)) {
     bool desync = strcmp(d->report_kind, "desync_report") == 0;
+    char rows[320] = "";
+    if (d->kind != VW_DIAG_NONE)
+      snprintf(rows, sizeof rows, "%s", d->summary);
     d->kind = desync ? VW_DIAG_DESYNC : VW_DIAG_HANG;
     d->group_id = d->report_group;
     d->seq = d->report_seq;
+    d->op[0] = '\0';
     vw_op ops[1];
     int n = 0;
     if (d->seq > 0 && vw_model_collective(m, d->group_id, d->seq, ops, 1, &n) == 0 && n)
       snprintf(d->op, sizeof d->op, "%s", ops[0].op);
+    d->rank = report_culprit(d->report, desync ? "<-" : "has not entered");
+    d->n_culprits = d->rank >= 0;
+    d->culprits[0] = d->rank;
+    d->n_blocked = d->n_cycle = 0;
+    d->field[0] = '\0';
     const char *nl = d->report ? strchr(d->report, '\n') : NULL;
     snprintf(d->summary, sizeof d->summary, "%s (reported by rank %d): %.*s",
              desync ? "desync" : "hang", d->report_rank,
              nl ? (int)(nl - d->report) : 200, d->report ? d->report : "");
-    snprintf(d->text, sizeof d->text, "%s", d->report ? d->report : "");
+    snprintf(d->text, sizeof d->text, "%.3000s%s%.300s%s", d->report ? d->report : "",
+             rows[0] ? "\n(the rows alone, which may have lost their last records, say: " : "",
+             rows, rows[0] ? ")" : "");
   }
   switch (d->kind) {
   case VW_DIAG_DESYNC: d->exit_code = VW_EXIT_DESYNC; break;
