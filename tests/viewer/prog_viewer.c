@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <dist/dist.h>
+#include <dist/tracer.h>
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "ok";
@@ -28,6 +29,9 @@ int main(int argc, char **argv) {
     int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
     if (rc != DIST_OK) {
       fprintf(stderr, "rank %d: ALL_REDUCE #%d: %s\n", rank, i + 1, dist_status_name(rc));
+      /* commit the trace before exiting: distrun ends the other ranks as
+       * soon as one exits, and the viewer is tested on what reached disk */
+      dist_tracer_flush(2000);
       return 1;
     }
   }
