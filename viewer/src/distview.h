@@ -1,6 +1,8 @@
 /* distview.h - internals of the distview command, shared by its files:
  *   distview_main.c   main: the subcommand table, --help, exit statuses
- *   distview_cmds.c   merge and export */
+ *   distview_cmds.c   merge and export
+ * The viewer's own subcommands and the terminal UI live in dist_viewer
+ * (vw.h); main reaches them through the declarations below. */
 #ifndef DISTVIEW_H
 #define DISTVIEW_H
 
@@ -9,5 +11,12 @@ enum { VW_EXIT_OK = 0, VW_EXIT_FAIL = 1, VW_EXIT_USAGE = 2 };
 
 int vw_cmd_merge(int argc, char **argv);
 int vw_cmd_export(int argc, char **argv);
+/* dist_viewer (vw.h): summary, diagnose, sql, stats, render, the TUI */
+int vw_cmd_summary(int argc, char **argv);
+int vw_cmd_diagnose(int argc, char **argv);
+int vw_cmd_sql(int argc, char **argv);
+int vw_cmd_stats(int argc, char **argv);
+int vw_cmd_render(int argc, char **argv);
+int vw_cmd_tui(int argc, char **argv);
 
 #endif

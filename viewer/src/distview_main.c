@@ -13,17 +13,23 @@ typedef struct vw_cmd {
 } vw_cmd;
 
 static const vw_cmd cmds[] = {
+    {"summary", vw_cmd_summary, "job, ranks, groups, counts per op, outcome"},
+    {"diagnose", vw_cmd_diagnose, "the first desync, hang or deadlock (exit 10, 11, 12)"},
+    {"sql", vw_cmd_sql, "one read-only SQL statement over the trace"},
+    {"stats", vw_cmd_stats, "latency percentiles per op, per-rank arrival skew"},
+    {"render", vw_cmd_render, "the viewer's screen as text, after keys"},
     {"merge", vw_cmd_merge, "merge a job directory's rank files into one indexed trace.db"},
     {"export", vw_cmd_export, "export a trace as Chrome trace JSON or to an OTLP collector"},
 };
 #define N_CMDS (sizeof cmds / sizeof cmds[0])
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: distview COMMAND [ARGS]   (distview COMMAND --help for more)\n\n"
+  fprintf(f, "usage: distview [--follow] TRACE  the terminal viewer (? there lists its keys)\n"
+             "       distview COMMAND [ARGS]   (distview COMMAND --help for more)\n\n"
              "Looks into what a libdist job did: the trace each rank recorded\n"
              "($DIST_TRACE/<job id>/rank-R.db, merged by distrun into ./trace.db).\n\n");
   for (size_t i = 0; i < N_CMDS; i++)
-    fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
+    fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].summary);
   fprintf(f, "\n  -h, --help     this text\n  -V, --version  libdist's version\n");
 }
 
@@ -43,7 +49,10 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < N_CMDS; i++)
     if (!strcmp(argv[1], cmds[i].name))
       return cmds[i].run(argc - 1, argv + 1);
-  fprintf(stderr, "distview: unknown command '%s'\n", argv[1]);
-  usage(stderr);
-  return VW_EXIT_USAGE;
+  if (argv[1][0] == '-' && strcmp(argv[1], "--follow")) {
+    fprintf(stderr, "distview: unknown option '%s'\n", argv[1]);
+    usage(stderr);
+    return VW_EXIT_USAGE;
+  }
+  return vw_cmd_tui(argc, argv);   // distview TRACE: the terminal viewer
 }

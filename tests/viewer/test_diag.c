@@ -1,0 +1,241 @@
+/* ctest: labels=unit timeout=60 */
+/* test_diag.c - the diagnosis from the rows alone and from stored reports:
+ * the desync's culprit and field, the hang's lagging rank with its last
+ * completed op and the blocked ranks, the deadlock's cycle, a dead rank,
+ * a stored report with nothing in the rows, point-to-point rows that
+ * differ by design, and a divergence deep in a long trace. */
+#include <criterion/criterion.h>
+
+#include <sqlite3.h>
+
+#include "vw_test.h"
+
+static vw_model *open_path(const char *p) {
+  vw_model *m;
+  char err[512];
+  cr_assert_eq(vw_model_open(p, &m, err, sizeof err), 0, "%s", err);
+  return m;
+}
+
+static void diagnose(const char *p, bool deep, vw_diag *d) {
+  vw_model *m = open_path(p);
+  cr_assert_eq(vw_diagnose(m, deep, d), 0, "diagnose: %s", m->err);
+  vw_model_close(m);
+}
+
+Test(viewer_diag, desync_names_the_minority_rank_and_the_field, .timeout = 10) {
+  const char *p = vwt_path("desync.db");
+  fx_story_desync(p, false);
+  for (int deep = 0; deep < 2; deep++) {
+    vw_diag d;
+    diagnose(p, deep, &d);
+    cr_assert_eq(d.kind, VW_DIAG_DESYNC, "desync");
+    cr_assert_eq(d.exit_code, 10, "exit 10");
+    cr_assert_eq(d.group_id, 0, "group");
+    cr_assert_eq(d.seq, 13, "seq");
+    cr_assert_str_eq(d.op, "ALL_REDUCE", "op");
+    cr_assert_eq(d.rank, 2, "rank 2 diverged");
+    cr_assert_eq(d.n_culprits, 1, "only rank 2");
+    cr_assert_str_eq(d.field, "shape", "the field");
+    cr_assert(!d.has_report, "no stored report");
+    cr_assert(strstr(d.text, "rank 2: ALL_REDUCE float32 [4,512] SUM"), "%s", d.text);
+    vw_diag_free(&d);
+  }
+}
+
+Test(viewer_diag, desync_with_the_checking_layers_report_agrees_with_it, .timeout = 10) {
+  const char *p = vwt_path("desync.db");
+  fx_story_desync(p, true);
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert(d.has_report, "report read");
+  cr_assert_str_eq(d.report_kind, "desync_report", "kind");
+  cr_assert_eq(d.report_group, d.group_id, "same group as the live report");
+  cr_assert_eq(d.report_seq, d.seq, "same operation as the live report");
+  cr_assert(strstr(d.report, "rank 2 differs in shape"), "verbatim: %s", d.report);
+  vw_diag_free(&d);
+}
+
+Test(viewer_diag, hang_names_the_lagging_rank_and_its_last_op, .timeout = 10) {
+  const char *p = vwt_path("hang.db");
+  fx_story_hang(p);
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_HANG, "hang: %s", d.summary);
+  cr_assert_eq(d.exit_code, 11, "exit 11");
+  cr_assert_eq(d.rank, 1, "rank 1 is behind");
+  cr_assert_eq(d.group_id, 0, "group");
+  cr_assert_eq(d.seq, 21, "blocked in #21");
+  cr_assert_str_eq(d.op, "ALL_REDUCE", "op");
+  cr_assert_eq(d.last_done_seq, 20, "last completed");
+  cr_assert_str_eq(d.last_done_op, "BROADCAST", "last completed op");
+  cr_assert_eq(d.n_blocked, 3, "three blocked");
+  cr_assert_eq(d.blocked[0] + d.blocked[1] + d.blocked[2], 0 + 2 + 3, "ranks 0, 2, 3");
+  cr_assert(strstr(d.text, "its trace ends lost"), "%s", d.text);
+  vw_diag_free(&d);
+}
+
+Test(viewer_diag, deadlock_reports_the_cycle, .timeout = 10) {
+  const char *p = vwt_path("deadlock.db");
+  fx_story_deadlock(p);
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_DEADLOCK, "deadlock: %s", d.summary);
+  cr_assert_eq(d.exit_code, 11, "exit 11");
+  cr_assert_eq(d.n_cycle, 2, "two ranks");
+  cr_assert_eq(d.cycle[0], 0, "rank 0 first");
+  cr_assert_eq(d.cycle_group[0], 1, "in group a");
+  cr_assert_eq(d.cycle_seq[0], 5, "#5");
+  cr_assert_eq(d.cycle[1], 1, "then rank 1");
+  cr_assert_eq(d.cycle_group[1], 2, "in group b");
+  vw_diag_free(&d);
+}
+
+Test(viewer_diag, healthy_trace_finds_nothing, .timeout = 10) {
+  const char *p = vwt_path("ok.db");
+  fx_story_ok(p);
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_NONE, "%s", d.summary);
+  cr_assert_eq(d.exit_code, 0, "exit 0");
+  vw_diag_free(&d);
+}
+
+Test(viewer_diag, a_crashed_rank_with_nothing_else_is_exit_12, .timeout = 10) {
+  const char *p = vwt_path("died.db");
+  sqlite3 *db = fx_create(p, "job-died", 2, 1);
+  fx_rank(db, 0, "finished");
+  fx_rank(db, 1, "crashed");
+  int two[] = {0, 1};
+  fx_group(db, 0, "default", two, 2);
+  for (int s = 1; s <= 4; s++)
+    fx_coll(db, 0, s, "ALL_REDUCE", two, 2);
+  fx_finish(db, fx_t(0, 0), fx_t(5, 0));
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_DIED, "%s", d.summary);
+  cr_assert_eq(d.exit_code, 12, "exit 12");
+  cr_assert_eq(d.rank, 1, "rank 1");
+  cr_assert(strstr(d.summary, "rank 1 crashed"), "%s", d.summary);
+  vw_diag_free(&d);
+}
+
+Test(viewer_diag, a_stored_diagnosis_alone_is_used, .timeout = 10) {
+  /* the monitor diagnosed a hang whose rows look complete (the ranks were
+   * ended right after the report) */
+  const char *p = vwt_path("reported.db");
+  sqlite3 *db = fx_create(p, "job-rep", 2, 1);
+  fx_rank(db, 0, "finished");
+  fx_rank(db, 1, "finished");
+  int two[] = {0, 1};
+  fx_group(db, 0, "default", two, 2);
+  for (int s = 1; s <= 3; s++)
+    fx_coll(db, 0, s, "BARRIER", two, 2);
+  fx_event(db, 0, 0, 3, "diagnosis", fx_t(4, 0), 3,
+           "hang in group 0 (default) at BARRIER #3: waited 30.0 s of its 30.0 s timeout\n"
+           "  rank 1 has not entered BARRIER #3");
+  fx_finish(db, fx_t(0, 0), fx_t(5, 0));
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_HANG, "from the report: %s", d.summary);
+  cr_assert_eq(d.exit_code, 11, "exit 11");
+  cr_assert_eq(d.seq, 3, "its operation");
+  cr_assert_str_eq(d.op, "BARRIER", "named from the rows");
+  cr_assert(strstr(d.summary, "reported by rank 0"), "%s", d.summary);
+  vw_diag_free(&d);
+}
+
+Test(viewer_diag, point_to_point_rows_differ_without_a_desync, .timeout = 10) {
+  const char *p = vwt_path("p2p.db");
+  sqlite3 *db = fx_create(p, "job-p2p", 2, 1);
+  fx_rank(db, 0, "finished");
+  fx_rank(db, 1, "finished");
+  int two[] = {0, 1};
+  fx_group(db, 0, "default", two, 2);
+  int64_t t = fx_t(1, 0);
+  fx_op s = {0, 0, 1, "SEND", "completed", "float32", "[8]", NULL, NULL, 8, 32, 1, t, t, t + 9, 0};
+  fx_op r = {1, 0, 1, "RECV", "completed", "int32", "[8]", NULL, NULL, 8, 32, 0, t, t, t + 9, 0};
+  fx_op_add(db, &s);
+  fx_op_add(db, &r);
+  fx_finish(db, fx_t(0, 0), fx_t(2, 0));
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_NONE, "%s", d.summary);
+  vw_diag_free(&d);
+}
+
+Test(viewer_diag, deep_scan_finds_an_early_divergence_the_quick_one_skips, .timeout = 20) {
+  /* rank 3 passed a different root at #5 of 200 and the job went on (no
+   * checking layer): only the deep scan reads that far back */
+  const char *p = vwt_path("early.db");
+  sqlite3 *db = fx_create(p, "job-early", 4, 1);
+  int four[] = {0, 1, 2, 3};
+  for (int r = 0; r < 4; r++)
+    fx_rank(db, r, "finished");
+  fx_group(db, 0, "default", four, 4);
+  for (int s = 1; s <= 200; s++) {
+    if (s != 5) {
+      fx_coll(db, 0, s, "ALL_REDUCE", four, 4);
+      continue;
+    }
+    for (int r = 0; r < 4; r++) {
+      int64_t t = fx_t(s, r);
+      fx_op o = {r, 0, s, "BROADCAST", "completed", "float32", "[4,1024]", NULL, NULL, 4096,
+                 16384, r == 3 ? 1 : 0, t, t + 1000, t + 5000, 0};
+      fx_op_add(db, &o);
+    }
+  }
+  fx_finish(db, fx_t(0, 0), fx_t(201, 0));
+  vw_diag d;
+  diagnose(p, false, &d);
+  cr_assert_eq(d.kind, VW_DIAG_NONE, "quick: only the tail");
+  vw_diag_free(&d);
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_DESYNC, "deep: %s", d.summary);
+  cr_assert_eq(d.seq, 5, "#5");
+  cr_assert_eq(d.rank, 3, "rank 3");
+  cr_assert_str_eq(d.field, "root", "root differs");
+  vw_diag_free(&d);
+}
+
+Test(viewer_diag, a_member_without_a_rank_file_is_the_one_waited_for, .timeout = 10) {
+  /* rank 1's file never made it into the merge: no ranks row, no rows */
+  const char *p = vwt_path("missing.db");
+  fx_story_hang(p);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK, "open");
+  cr_assert_eq(sqlite3_exec(db, "DELETE FROM operations WHERE rank = 1; DELETE FROM ranks "
+                                "WHERE rank = 1", NULL, NULL, NULL), SQLITE_OK, "delete");
+  sqlite3_close(db);
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_HANG, "%s", d.summary);
+  cr_assert_eq(d.rank, 1, "the member with no trace");
+  cr_assert_eq(d.seq, 21, "#21");
+  cr_assert(strstr(d.text, "its rank file is missing from this trace"), "%s", d.text);
+  vw_diag_free(&d);
+}
+
+Test(viewer_diag, a_stored_desync_report_beats_rows_cut_short, .timeout = 10) {
+  /* the ranks were killed right after the report: rank 2's last rows and
+   * everybody's #13 never reached the disk, so the rows alone look like a
+   * hang at #12 */
+  const char *p = vwt_path("cut.db");
+  fx_story_desync(p, true);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK, "open");
+  cr_assert_eq(sqlite3_exec(db, "DELETE FROM operations WHERE seq = 13 OR (rank = 2 AND seq > 3);"
+                                "UPDATE operations SET state = 'started', t_ended_ns = NULL "
+                                "WHERE seq = 12 AND rank != 2", NULL, NULL, NULL), SQLITE_OK,
+               "cut");
+  sqlite3_close(db);
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_DESYNC, "the report wins: %s", d.summary);
+  cr_assert_eq(d.exit_code, 10, "exit 10");
+  cr_assert_eq(d.seq, 13, "the report's operation");
+  cr_assert_eq(d.rank, 2, "the report's culprit (the '<-' line)");
+  cr_assert(strstr(d.text, "the rows alone, which may have lost their last records, say: hang"),
+            "%s", d.text);
+  vw_diag_free(&d);
+}

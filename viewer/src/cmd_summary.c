@@ -1,0 +1,157 @@
+/* cmd_summary.c - `distview summary [--json] TRACE`: the job, its ranks and
+ * groups, operation counts per op, event counts per kind, and the outcome
+ * (the quick diagnosis). Exit 0 whatever the outcome; 1 unreadable. */
+#include <string.h>
+
+#include "vw.h"
+#include "vw_sql.h"
+
+static const char usage[] = "usage: distview summary [--json] TRACE\n"
+                            "Job, ranks, groups, counts per operation, outcome.\n";
+
+static void json_job(vw_model *m, FILE *f) {
+  const vw_job *j = &m->job;
+  fputs("{\"job_id\":", f);
+  vw_json_str(f, j->job_id);
+  fputs(",\"kind\":", f);
+  vw_json_str(f, j->kind);
+  fprintf(f, ",\"world_size\":%d,\"t0_ns\":%lld,\"t1_ns\":%lld,\"span_ns\":%lld,\"ranks\":[",
+          j->world_size, (long long)j->t0, (long long)j->t1, (long long)(j->t1 - j->t0));
+  for (int i = 0; i < j->nranks; i++) {
+    const vw_rank_info *r = &j->ranks[i];
+    fprintf(f, "%s{\"rank\":%d,\"host\":", i ? "," : "", r->rank);
+    vw_json_str(f, r->host);
+    fprintf(f, ",\"pid\":%d,\"end_state\":", r->pid);
+    vw_json_str(f, r->end_state);
+    fprintf(f, ",\"dropped_records\":%lld}", (long long)r->dropped);
+  }
+  fputs("],\"groups\":[", f);
+  for (int i = 0; i < j->ngroups; i++) {
+    const vw_group *g = &j->groups[i];
+    fprintf(f, "%s{\"id\":%d,\"name\":", i ? "," : "", g->id);
+    vw_json_str(f, g->name);
+    fputs(",\"backend\":", f);
+    vw_json_str(f, g->backend);
+    fprintf(f, ",\"size\":%d,\"max_seq\":%lld,\"members\":[", g->size, (long long)g->max_seq);
+    for (int k = 0; k < g->size; k++)
+      fprintf(f, "%s%d", k ? "," : "", g->members[k]);
+    fputs("]}", f);
+  }
+  fputs("]", f);
+}
+
+static void text_job(vw_model *m, FILE *f) {
+  const vw_job *j = &m->job;
+  char span[32];
+  fprintf(f, "job %s (%s file%s%s)\n", j->job_id, j->kind[0] ? j->kind : "?",
+          j->writer[0] ? ", " : "", j->writer);
+  fprintf(f, "world size %d, %d ranks in the trace, %d groups, span %s\n", j->world_size,
+          j->nranks, j->ngroups, vw_fmt_dur(j->t1 - j->t0, span, sizeof span));
+  fprintf(f, "\nranks:\n");
+  for (int i = 0; i < j->nranks; i++)
+    fprintf(f, "  rank %-4d host %-16s pid %-8d %s%s\n", j->ranks[i].rank, j->ranks[i].host,
+            j->ranks[i].pid, j->ranks[i].end_state, j->ranks[i].dropped > 0 ? " (records dropped)" : "");
+  fprintf(f, "\ngroups:\n");
+  for (int i = 0; i < j->ngroups; i++) {
+    const vw_group *g = &j->groups[i];
+    char mem[256];
+    fprintf(f, "  group %-3d %-20s %-6s %3d ranks [%s], operations #1..#%lld\n", g->id, g->name,
+            g->backend, g->size, vw_fmt_ranks(g->members, g->size, mem, sizeof mem),
+            (long long)g->max_seq);
+  }
+  if (j->skipped[0])
+    fprintf(f, "\nskipped at merge:\n%s\n", j->skipped);
+}
+
+static int counts(vw_model *m, FILE *f, bool json) {
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "SELECT op, count(*), sum(state = 'completed'), sum(state = 'failed'), "
+         "sum(state = 'timed_out'), sum(state IN ('enqueued', 'started')), sum(bytes_in) "
+         "FROM operations GROUP BY op ORDER BY count(*) DESC, op");
+  if (!st)
+    return -1;
+  fputs(json ? ",\"ops\":[" : "\noperations per op (rows over all ranks):\n", f);
+  if (!json)
+    fprintf(f, "  %-24s %10s %10s %8s %9s %10s %14s\n", "op", "count", "completed", "failed",
+            "timed_out", "in_flight", "bytes_in");
+  int rc, n = 0;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW) {
+    char op[32];
+    vw_sql_text(st, 0, op, sizeof op);
+    long long v[6];
+    for (int i = 0; i < 6; i++)
+      v[i] = (long long)vw_sql_i64(st, i + 1);
+    if (json) {
+      fprintf(f, "%s{\"op\":", n ? "," : "");
+      vw_json_str(f, op);
+      fprintf(f, ",\"count\":%lld,\"completed\":%lld,\"failed\":%lld,\"timed_out\":%lld,"
+              "\"in_flight\":%lld,\"bytes_in\":%lld}", v[0], v[1], v[2], v[3], v[4], v[5]);
+    } else {
+      fprintf(f, "  %-24s %10lld %10lld %8lld %9lld %10lld %14lld\n", op, v[0], v[1], v[2], v[3],
+              v[4], v[5]);
+    }
+    n++;
+  }
+  sqlite3_finalize(st);
+  if (json)
+    fputs("]", f);
+  return rc < 0 ? -1 : 0;
+}
+
+static int event_counts(vw_model *m, FILE *f, bool json) {
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT kind, count(*) FROM events GROUP BY kind "
+                                       "ORDER BY kind");
+  if (!st)
+    return -1;
+  fputs(json ? ",\"events\":{" : "\nevents:", f);
+  int rc, n = 0;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW) {
+    char kind[32];
+    vw_sql_text(st, 0, kind, sizeof kind);
+    if (json) {
+      fputs(n ? "," : "", f);
+      vw_json_str(f, kind);
+      fprintf(f, ":%lld", (long long)sqlite3_column_int64(st, 1));
+    } else {
+      fprintf(f, " %s %lld", kind, (long long)sqlite3_column_int64(st, 1));
+    }
+    n++;
+  }
+  sqlite3_finalize(st);
+  fputs(json ? "}" : n ? "\n" : " none\n", f);
+  return rc < 0 ? -1 : 0;
+}
+
+int vw_cmd_summary(int argc, char **argv) {
+  bool json;
+  int rc = 0;
+  int i = vw_parse_common(argc, argv, usage, &json, 0, &rc);
+  if (i < 0)
+    return rc;
+  vw_model *m;
+  if ((rc = vw_open_or_report("distview summary", argv[i], &m)) != 0)
+    return rc;
+  vw_diag d;
+  FILE *f = stdout;
+  if (json)
+    json_job(m, f);
+  else
+    text_job(m, f);
+  if (counts(m, f, json) != 0 || event_counts(m, f, json) != 0 || vw_diagnose(m, false, &d) != 0) {
+    fprintf(stderr, "distview summary: %s\n", m->err);
+    vw_model_close(m);
+    return VW_EXIT_UNREADABLE;
+  }
+  if (json) {
+    fputs(",\"outcome\":{\"kind\":", f);
+    vw_json_str(f, vw_diag_kind_name(d.kind));
+    fprintf(f, ",\"exit_code\":%d,\"summary\":", d.exit_code);
+    vw_json_str(f, d.kind ? d.summary : "no desync, hang or failure in this trace");
+    fputs("}}\n", f);
+  } else {
+    fprintf(f, "\noutcome: %s\n", d.kind ? d.summary : "no desync, hang or failure in this trace");
+  }
+  vw_diag_free(&d);
+  vw_model_close(m);
+  return 0;
+}

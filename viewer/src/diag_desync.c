@@ -1,0 +1,217 @@
+/* diag_desync.c - the first collective whose fingerprint differs across
+ * ranks.
+ *
+ * SQLite finds the candidates: GROUP BY (group_id, seq) streams through
+ * op_by_coll, and HAVING keeps the collectives where a field takes more than
+ * one value. The deep scan (diagnose) reads every collective; the quick one
+ * (the TUI's first screen) reads only each group's last sequence numbers,
+ * where a job that went wrong stopped. The candidate's rows are then
+ * grouped by fingerprint in C: the largest agreeing set is taken as the
+ * intent, the ranks outside it are the culprits, and the differing fields
+ * are named. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "diag_int.h"
+#include "vw_sql.h"
+
+bool vw_op_is_p2p(const char *op) {
+  return !strcmp(op, "SEND") || !strcmp(op, "RECV") || !strcmp(op, "BATCH_P2P") ||
+         !strcmp(op, "SEND_BYTES") || !strcmp(op, "RECV_BYTES");
+}
+
+bool vw_op_same_shape(const char *op) {
+  static const char *ops[] = {"ALL_REDUCE", "BROADCAST", "REDUCE", "ALL_GATHER",
+                              "ALL_GATHER_INTO_TENSOR", "REDUCE_SCATTER_TENSOR",
+                              "ALL_TO_ALL_SINGLE", "BROADCAST_BYTES"};
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+    if (!strcmp(op, ops[i]))
+      return true;
+  return false;
+}
+
+int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len) {
+  int n = 0;
+  size_t off = 0;
+  buf[0] = '\0';
+#define FIELD(cond, name)                                                               \
+  do {                                                                                  \
+    if (cond) {                                                                         \
+      off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s", n ? "," : "", \
+                              name);                                                    \
+      n++;                                                                              \
+    }                                                                                   \
+  } while (0)
+  FIELD(strcmp(a->op, b->op), "op");
+  bool same_op = !strcmp(a->op, b->op);
+  FIELD(same_op && strcmp(a->dtype, b->dtype), "dtype");
+  bool shaped = same_op && vw_op_same_shape(a->op);
+  FIELD(shaped && strcmp(a->shape, b->shape), "shape");
+  FIELD(shaped && !strcmp(a->shape, b->shape) && a->numel_in != b->numel_in, "numel");
+  FIELD(same_op && a->root != b->root, "root");
+  FIELD(same_op && strcmp(a->redop, b->redop), "redop");
+#undef FIELD
+  if (off >= len && len)
+    buf[len - 1] = '\0';
+  return n;
+}
+
+#define SHAPED_OPS                                                                    \
+  "('ALL_REDUCE','BROADCAST','REDUCE','ALL_GATHER','ALL_GATHER_INTO_TENSOR',"       \
+  "'REDUCE_SCATTER_TENSOR','ALL_TO_ALL_SINGLE','BROADCAST_BYTES')"
+/* Collectives of the rows WHERE (a filter) selects whose fingerprint fields
+ * take more than one value, the earliest first. */
+#define CANDIDATES(WHERE)                                                               \
+  "SELECT group_id, seq FROM operations WHERE op NOT IN ('SEND','RECV','BATCH_P2P',"    \
+  "'SEND_BYTES','RECV_BYTES') " WHERE " GROUP BY group_id, seq HAVING "                 \
+  "count(DISTINCT op) > 1 OR count(DISTINCT coalesce(dtype, '')) > 1 OR "               \
+  "count(DISTINCT coalesce(root, -1)) > 1 OR count(DISTINCT coalesce(redop, '')) > 1 OR " \
+  "count(DISTINCT CASE WHEN op IN " SHAPED_OPS " THEN coalesce(shape, '') || '/' || "   \
+  "numel_in END) > 1 ORDER BY min(t_enqueued_ns) LIMIT 1"
+#define WITH_TIME(Q)                                                                    \
+  "SELECT group_id, seq, (SELECT min(t_enqueued_ns) FROM operations o WHERE "           \
+  "o.group_id = c.group_id AND o.seq = c.seq) FROM (" Q ") c"
+
+/* group < 0: every collective (the deep scan); else group's seqs lo..hi,
+ * an equality on group_id so that op_by_coll bounds the seq range too. */
+static int candidate(vw_model *m, int group, int64_t lo, int64_t hi, int *g, int64_t *s,
+                     int64_t *t) {
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, group < 0 ? WITH_TIME(CANDIDATES(""))
+                   : WITH_TIME(CANDIDATES("AND group_id = ?1 AND seq BETWEEN ?2 AND ?3")));
+  if (!st)
+    return -1;
+  if (group >= 0) {
+    sqlite3_bind_int(st, 1, group);
+    sqlite3_bind_int64(st, 2, lo);
+    sqlite3_bind_int64(st, 3, hi);
+  }
+  int rc = vw_sql_step(m, st);
+  if (rc == SQLITE_ROW) {
+    *g = sqlite3_column_int(st, 0);
+    *s = sqlite3_column_int64(st, 1);
+    *t = sqlite3_column_int64(st, 2);
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : rc == SQLITE_ROW;
+}
+
+/* The earliest candidate: over everything (deep) or each group's tail. */
+static int find(vw_model *m, bool deep, int *g, int64_t *s) {
+  if (deep)
+    return candidate(m, -1, 0, 0, g, s, &(int64_t){0});
+  int found = 0;
+  int64_t best_t = INT64_MAX;
+  for (int i = 0; i < m->job.ngroups; i++) {
+    const vw_group *gr = &m->job.groups[i];
+    int64_t lo = gr->max_seq;
+    for (int k = 0; k < gr->size; k++)
+      if (gr->last_seq[k] < lo)
+        lo = gr->last_seq[k];
+    lo = lo > 2 ? lo - 2 : 1;
+    if (gr->max_seq - lo > 64)
+      lo = gr->max_seq - 64;
+    int cg;
+    int64_t cs, ct;
+    int rc = candidate(m, gr->id, lo, gr->max_seq, &cg, &cs, &ct);
+    if (rc < 0)
+      return -1;
+    if (rc && ct < best_t) {
+      best_t = ct;
+      *g = cg;
+      *s = cs;
+      found = 1;
+    }
+  }
+  return found;
+}
+
+static const char *root_text(const vw_op *o, char *buf, size_t len) {
+  if (o->root >= 0)
+    snprintf(buf, len, " root=%d", o->root);
+  else
+    buf[0] = '\0';
+  return buf;
+}
+
+/* Groups the rows by fingerprint; the largest set (ties: the one holding
+ * the lowest rank) is the majority. Fills culprits and the field list. */
+static void explain(vw_model *m, vw_op *ops, int n, vw_diag *d) {
+  int best = 0, best_n = 0;
+  for (int i = 0; i < n; i++) {
+    char f[64];
+    int same = 0;
+    for (int k = 0; k < n; k++)
+      same += vw_fp_diff(&ops[i], &ops[k], f, sizeof f) == 0;
+    if (same > best_n) {
+      best_n = same;
+      best = i;
+    }
+  }
+  const vw_op *maj = &ops[best];
+  int majr[VW_DIAG_LIST], nmaj = 0;
+  size_t off = 0;
+  char fields[64] = "";
+  for (int i = 0; i < n; i++) {
+    char f[64];
+    if (vw_fp_diff(maj, &ops[i], f, sizeof f) == 0) {
+      if (nmaj < VW_DIAG_LIST)
+        majr[nmaj++] = ops[i].rank;
+      continue;
+    }
+    if (d->n_culprits < VW_DIAG_LIST)
+      d->culprits[d->n_culprits++] = ops[i].rank;
+    if (!fields[0])
+      snprintf(fields, sizeof fields, "%s", f);
+  }
+  snprintf(d->field, sizeof d->field, "%s", fields);
+  d->rank = d->n_culprits ? d->culprits[0] : -1;
+  snprintf(d->op, sizeof d->op, "%s", maj->op);
+  const vw_group *g = vw_model_group(m, d->group_id);
+  char cr[128], mr[128], fp[128];
+  vw_fmt_ranks(d->culprits, d->n_culprits, cr, sizeof cr);
+  vw_fmt_ranks(majr, nmaj, mr, sizeof mr);
+  snprintf(d->summary, sizeof d->summary,
+           "desync in group %d (%s) at #%lld %s: rank%s %s differ%s in %s", d->group_id,
+           g ? g->name : "?", (long long)d->seq, maj->op, d->n_culprits > 1 ? "s" : "", cr,
+           d->n_culprits > 1 ? "" : "s", fields);
+  off = (size_t)snprintf(d->text, sizeof d->text, "%s\n", d->summary);
+  /* the culprits first: a short header shows them before the majority */
+  for (int i = 0; i < n && off < sizeof d->text; i++) {
+    char f[64];
+    if (vw_fp_diff(maj, &ops[i], f, sizeof f) == 0)
+      continue;
+    vw_op_fingerprint(&ops[i], fp, sizeof fp);
+    off += (size_t)snprintf(d->text + off, sizeof d->text - off,
+                            "  rank %d: %s%s  <- differs in %s\n", ops[i].rank, fp,
+                            root_text(&ops[i], (char[24]){0}, 24), f);
+  }
+  vw_op_fingerprint(maj, fp, sizeof fp);
+  if (off < sizeof d->text)
+    snprintf(d->text + off, sizeof d->text - off, "  rank%s %s: %s%s\n", nmaj > 1 ? "s" : "",
+             mr, fp, root_text(maj, (char[24]){0}, 24));
+}
+
+int vw_diag_desync(vw_model *m, bool deep, vw_diag *d) {
+  int g;
+  int64_t s;
+  int rc = find(m, deep, &g, &s);
+  if (rc <= 0)
+    return rc;
+  vw_op *ops = calloc(VW_MAX_RANKS, sizeof *ops);
+  int n = 0;
+  if (!ops || vw_model_collective(m, g, s, ops, VW_MAX_RANKS, &n) != 0) {
+    free(ops);
+    return -1;
+  }
+  d->kind = VW_DIAG_DESYNC;
+  d->group_id = g;
+  d->seq = s;
+  explain(m, ops, n, d);
+  for (int i = 0; i < n && d->n_blocked < VW_DIAG_LIST; i++)
+    if (vw_state_code(ops[i].state) == VW_ST_RUN || vw_state_code(ops[i].state) == VW_ST_TIMEOUT)
+      d->blocked[d->n_blocked++] = ops[i].rank;
+  free(ops);
+  return 0;
+}

@@ -1,0 +1,274 @@
+/* diag_hang.c - hangs and deadlocks from the operation rows.
+ *
+ * A rank is blocked when its newest operation (among its last 64, read
+ * through op_by_rank) never ended or timed out. A rank blocked in
+ * (group, seq) waits for every member of the group whose highest seq there
+ * is below seq (it never entered the call), and a point-to-point call waits
+ * for its peer. Following those edges from a blocked rank either comes back
+ * to a rank already on the path (a deadlock: the cycle is reported) or
+ * stops at a rank that waits for nobody: the lagging rank, which is done,
+ * dead, or busy outside the library. Blocked ranks whose groups all entered
+ * the call are reported as stuck inside it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag_int.h"
+#include "vw_sql.h"
+
+typedef struct rank_wait {
+  int rank;
+  bool blocked;
+  vw_op op;          /* the call it is blocked in */
+  int nwait;
+  int *wait;         /* ranks it waits for (indexes into the rank table) */
+} rank_wait;
+
+typedef struct waits {
+  int n;
+  rank_wait *r;
+} waits;
+
+static int index_of(const waits *w, int rank) {
+  for (int i = 0; i < w->n; i++)
+    if (w->r[i].rank == rank)
+      return i;
+  return -1;
+}
+
+static int blocked_op(vw_model *m, int rank, vw_op *op, bool *found) {
+  *found = false;
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "SELECT group_id, seq FROM (SELECT * FROM operations WHERE rank = ? "
+         "ORDER BY t_enqueued_ns DESC LIMIT 64) WHERE state IN ('enqueued', 'started', "
+         "'timed_out') ORDER BY t_enqueued_ns DESC LIMIT 1");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, rank);
+  int rc = vw_sql_step(m, st);
+  int g = 0;
+  int64_t s = 0;
+  if (rc == SQLITE_ROW) {
+    g = sqlite3_column_int(st, 0);
+    s = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  if (rc != SQLITE_ROW)
+    return rc < 0 ? -1 : 0;
+  return vw_model_op(m, rank, g, s, op, found);
+}
+
+static void add_edge(rank_wait *a, int to) {
+  for (int i = 0; i < a->nwait; i++)
+    if (a->wait[i] == to)
+      return;
+  a->wait[a->nwait++] = to;
+}
+
+static void edges(vw_model *m, waits *w, rank_wait *a) {
+  const vw_group *g = vw_model_group(m, a->op.group_id);
+  if (vw_op_is_p2p(a->op.op)) {
+    int to = index_of(w, a->op.root);
+    if (to >= 0)
+      add_edge(a, to);
+    return;
+  }
+  for (int k = 0; g && k < g->size; k++) {
+    int to = index_of(w, g->members[k]);
+    if (to >= 0 && g->last_seq[k] < a->op.seq)
+      add_edge(a, to);
+  }
+}
+
+/* Every rank with a trace, and every group member without one (its rank
+ * file is missing: it may well be the one the others wait for). */
+static int build(vw_model *m, waits *w) {
+  int cap = m->job.nranks;
+  for (int g = 0; g < m->job.ngroups; g++)
+    cap += m->job.groups[g].size;
+  w->r = calloc((size_t)cap + 1, sizeof *w->r);
+  if (!w->r)
+    return -1;
+  w->n = 0;
+  for (int i = 0; i < m->job.nranks; i++)
+    w->r[w->n++].rank = m->job.ranks[i].rank;
+  for (int g = 0; g < m->job.ngroups; g++)
+    for (int k = 0; k < m->job.groups[g].size; k++)
+      if (index_of(w, m->job.groups[g].members[k]) < 0)
+        w->r[w->n++].rank = m->job.groups[g].members[k];
+  for (int i = 0; i < w->n; i++) {
+    w->r[i].wait = calloc((size_t)w->n + 1, sizeof(int));
+    if (!w->r[i].wait || blocked_op(m, w->r[i].rank, &w->r[i].op, &w->r[i].blocked) != 0)
+      return -1;
+  }
+  for (int i = 0; i < w->n; i++)
+    if (w->r[i].blocked)
+      edges(m, w, &w->r[i]);
+  return 0;
+}
+
+static void free_waits(waits *w) {
+  for (int i = 0; w->r && i < w->n; i++)
+    free(w->r[i].wait);
+  free(w->r);
+}
+
+/* Depth-first search for a cycle from i; path holds the ranks on the way. */
+static int cycle_from(const waits *w, int i, int *color, int *path, int depth, int *start) {
+  color[i] = 1;
+  path[depth] = i;
+  for (int k = 0; k < w->r[i].nwait; k++) {
+    int j = w->r[i].wait[k];
+    if (color[j] == 1) {
+      for (*start = 0; path[*start] != j; (*start)++)
+        ;
+      return depth + 1;
+    }
+    if (color[j] == 0) {
+      int len = cycle_from(w, j, color, path, depth + 1, start);
+      if (len)
+        return len;
+    }
+  }
+  color[i] = 2;
+  return 0;
+}
+
+static void report_deadlock(const waits *w, const int *path, int start, int len, vw_diag *d) {
+  d->kind = VW_DIAG_DEADLOCK;
+  size_t off = 0;   // the summary goes first, once the cycle is known
+  for (int i = start; i < len && d->n_cycle < VW_DIAG_LIST; i++) {
+    const rank_wait *a = &w->r[path[i]];
+    const rank_wait *b = &w->r[path[i + 1 < len ? i + 1 : start]];
+    d->cycle[d->n_cycle] = a->rank;
+    d->cycle_group[d->n_cycle] = a->op.group_id;
+    d->cycle_seq[d->n_cycle++] = a->op.seq;
+    char from[120] = "";
+    if (a->op.callsite[0])
+      snprintf(from, sizeof from, " (called from %.100s)", a->op.callsite);
+    off += (size_t)snprintf(d->text + off, off < sizeof d->text ? sizeof d->text - off : 0,
+                            "  rank %d waits in group %d %s #%lld%s for rank %d\n", a->rank,
+                            a->op.group_id, a->op.op, (long long)a->op.seq, from, b->rank);
+    d->blocked[d->n_blocked++] = a->rank;
+  }
+  const rank_wait *a = &w->r[path[start]];
+  d->rank = a->rank;
+  d->group_id = a->op.group_id;
+  d->seq = a->op.seq;
+  snprintf(d->op, sizeof d->op, "%s", a->op.op);
+  char cr[128], lines[sizeof d->text];
+  vw_fmt_ranks(d->cycle, d->n_cycle, cr, sizeof cr);
+  snprintf(d->summary, sizeof d->summary,
+           "deadlock: ranks %s wait for each other in a cycle across groups", cr);
+  snprintf(lines, sizeof lines, "%s", d->text);
+  size_t sl = strlen(d->summary);
+  memcpy(d->text, d->summary, sl);
+  d->text[sl] = '\n';
+  snprintf(d->text + sl + 1, sizeof d->text - sl - 1, "%.3700s", lines);
+}
+
+/* The earliest blocked call that waits for somebody, followed to the end of
+ * its chain. */
+static void report_hang(vw_model *m, const waits *w, vw_diag *d) {
+  int first = -1;
+  for (int i = 0; i < w->n; i++)
+    if (w->r[i].blocked && w->r[i].nwait &&
+        (first < 0 || w->r[i].op.t_enq < w->r[first].op.t_enq))
+      first = i;
+  if (first < 0)
+    return;
+  int cur = first, prev = first;
+  for (int hops = 0; w->r[cur].blocked && w->r[cur].nwait && hops < w->n; hops++) {
+    prev = cur;
+    cur = w->r[cur].wait[0];
+  }
+  const vw_op *blk = &w->r[prev].op;   // the call the culprit never entered
+  d->kind = VW_DIAG_HANG;
+  d->group_id = blk->group_id;
+  d->seq = blk->seq;
+  snprintf(d->op, sizeof d->op, "%s", blk->op);
+  d->rank = w->r[cur].rank;
+  for (int k = 0; k < w->r[prev].nwait && d->n_culprits < VW_DIAG_LIST; k++)
+    d->culprits[d->n_culprits++] = w->r[w->r[prev].wait[k]].rank;
+  for (int i = 0; i < w->n && d->n_blocked < VW_DIAG_LIST; i++)
+    if (w->r[i].blocked && w->r[i].op.group_id == blk->group_id && w->r[i].op.seq == blk->seq)
+      d->blocked[d->n_blocked++] = w->r[i].rank;
+  vw_op last;
+  bool found = false;
+  vw_model_last_op(m, d->rank, blk->group_id, true, &last, &found);
+  d->last_done_seq = found ? last.seq : 0;
+  snprintf(d->last_done_op, sizeof d->last_done_op, "%s", found ? last.op : "");
+  const vw_rank_info *ri = vw_model_rank(m, d->rank);
+  char br[128], why[96] = "";
+  vw_fmt_ranks(d->blocked, d->n_blocked, br, sizeof br);
+  if (w->r[cur].blocked)
+    snprintf(why, sizeof why, "; it is blocked in group %d %s #%lld", w->r[cur].op.group_id,
+             w->r[cur].op.op, (long long)w->r[cur].op.seq);
+  else if (ri && strcmp(ri->end_state, "running"))
+    snprintf(why, sizeof why, "; its trace ends %s", ri->end_state);
+  else if (!ri)
+    snprintf(why, sizeof why, "; its rank file is missing from this trace");
+  char last_s[80];
+  if (found)
+    snprintf(last_s, sizeof last_s, "last completed %s #%lld", last.op, (long long)last.seq);
+  else
+    snprintf(last_s, sizeof last_s, "it has completed no operation in this group");
+  snprintf(d->summary, sizeof d->summary,
+           "hang in group %d at #%lld %s: rank %d is behind (%s); rank%s %s blocked in it",
+           d->group_id, (long long)d->seq, d->op, d->rank, last_s, d->n_blocked > 1 ? "s" : "",
+           br);
+  snprintf(d->text, sizeof d->text,
+           "%s\n  rank %d (host %s, pid %d) has not entered %s #%lld: %s%s\n"
+           "  rank%s %s %s blocked in %s #%lld%s%s\n",
+           d->summary, d->rank, ri ? ri->host : "?", ri ? ri->pid : -1, d->op,
+           (long long)d->seq, last_s, why, d->n_blocked > 1 ? "s" : "", br,
+           d->n_blocked > 1 ? "are" : "is", d->op, (long long)d->seq,
+           blk->callsite[0] ? ", called from " : "", blk->callsite);
+}
+
+/* Blocked ranks whose group entered the call: stuck inside it. */
+static void report_stuck(const waits *w, vw_diag *d) {
+  for (int i = 0; i < w->n; i++) {
+    if (!w->r[i].blocked)
+      continue;
+    const vw_op *o = &w->r[i].op;
+    d->kind = VW_DIAG_STUCK;
+    d->group_id = o->group_id;
+    d->seq = o->seq;
+    snprintf(d->op, sizeof d->op, "%s", o->op);
+    for (int k = 0; k < w->n && d->n_blocked < VW_DIAG_LIST; k++)
+      if (w->r[k].blocked && w->r[k].op.group_id == o->group_id && w->r[k].op.seq == o->seq)
+        d->blocked[d->n_blocked++] = w->r[k].rank;
+    char br[128];
+    vw_fmt_ranks(d->blocked, d->n_blocked, br, sizeof br);
+    snprintf(d->summary, sizeof d->summary,
+             "stuck in group %d at #%lld %s: rank%s %s never left it, and every member "
+             "entered it", o->group_id, (long long)o->seq, o->op, d->n_blocked > 1 ? "s" : "", br);
+    snprintf(d->text, sizeof d->text, "%s\n  one of them stopped inside the operation, or the "
+             "transport is stuck\n", d->summary);
+    return;
+  }
+}
+
+int vw_diag_hang(vw_model *m, vw_diag *d) {
+  waits w = {0};
+  if (build(m, &w) != 0) {
+    free_waits(&w);
+    return -1;
+  }
+  int *color = calloc((size_t)w.n + 1, sizeof(int));
+  int *path = calloc((size_t)w.n + 1, sizeof(int));
+  int start = 0, len = 0;
+  for (int i = 0; color && path && i < w.n && !len; i++)
+    if (w.r[i].blocked && !color[i])
+      len = cycle_from(&w, i, color, path, 0, &start);
+  if (len)
+    report_deadlock(&w, path, start, len, d);
+  else
+    report_hang(m, &w, d);
+  if (d->kind == VW_DIAG_NONE)
+    report_stuck(&w, d);
+  free(color);
+  free(path);
+  free_waits(&w);
+  return 0;
+}

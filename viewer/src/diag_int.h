@@ -1,0 +1,19 @@
+/* diag_int.h - the parts of the diagnosis (diag.c): the desync scan
+ * (diag_desync.c) and the wait-for analysis (diag_hang.c). Each fills d
+ * when it finds something and leaves d->kind VW_DIAG_NONE otherwise. */
+#ifndef DIST_VW_DIAG_INT_H
+#define DIST_VW_DIAG_INT_H
+
+#include "vw.h"
+
+int vw_diag_desync(vw_model *m, bool deep, vw_diag *d);
+int vw_diag_hang(vw_model *m, vw_diag *d);
+/* Whether op is point-to-point (its rows differ across ranks by design). */
+bool vw_op_is_p2p(const char *op);
+/* Whether ranks must agree on op's input shape and element count. */
+bool vw_op_same_shape(const char *op);
+/* Fingerprint fields on which a and b differ, comma-separated into buf;
+ * returns how many. */
+int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len);
+
+#endif

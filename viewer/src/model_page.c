@@ -1,0 +1,404 @@
+/* model_page.c - the pages the screens show, fetched with bounded queries.
+ *
+ * Every query here reads at most what one screen needs (a window of the
+ * progress matrix, one collective across ranks, one rank's operations in a
+ * time window, one page of events) through the merged file's indexes
+ * (op_by_coll, op_by_rank, ev_by_rank), so memory and time stay flat
+ * whatever the size of the trace. A rank file has no indexes; it holds one
+ * rank, so the same queries scan one rank's rows. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "vw.h"
+#include "vw_sql.h"
+
+int vw_state_code(const char *s) {
+  if (!strcmp(s, "completed"))
+    return VW_ST_DONE;
+  if (!strcmp(s, "failed"))
+    return VW_ST_FAIL;
+  if (!strcmp(s, "timed_out"))
+    return VW_ST_TIMEOUT;
+  if (!strcmp(s, "enqueued") || !strcmp(s, "started"))
+    return VW_ST_RUN;
+  return VW_ST_NONE;
+}
+
+static bool filter_match(const vw_filter *f, const char *op, const char *state) {
+  if (!f)
+    return true;
+  if (f->op[0] && strncasecmp(op, f->op, strlen(f->op)) != 0)
+    return false;
+  if (f->state[0] && strncasecmp(state, f->state, strlen(f->state)) != 0)
+    return false;
+  return true;
+}
+
+int vw_model_matrix(vw_model *m, int group_id, const int *ranks, int nrank, int64_t seq0,
+                    int nseq, const vw_filter *f, vw_matrix_page *out) {
+  memset(out, 0, sizeof *out);
+  if (nrank > 256)
+    nrank = 256;
+  if (nrank < 0 || nseq < 0)
+    return -1;
+  out->group_id = group_id;
+  out->seq0 = seq0;
+  out->nseq = nseq;
+  out->nrank = nrank;
+  out->cells = calloc((size_t)nrank * (size_t)nseq + 1, 1);
+  if (!out->cells)
+    return -1;
+  memcpy(out->ranks, ranks, (size_t)nrank * sizeof *ranks);
+  const vw_group *g = vw_model_group(m, group_id);
+  for (int r = 0; r < nrank; r++)
+    for (int k = 0; g && k < g->size; k++)
+      if (g->members[k] == ranks[r]) {
+        out->last_seq[r] = g->last_seq[k];
+        out->last_done[r] = g->last_done[k];
+      }
+  if (nseq == 0 || nrank == 0)
+    return 0;
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT rank, seq, state, op FROM operations "
+                                       "WHERE group_id = ? AND seq >= ? AND seq < ?");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, group_id);
+  sqlite3_bind_int64(st, 2, seq0);
+  sqlite3_bind_int64(st, 3, seq0 + nseq);
+  int rc;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW) {
+    int rank = sqlite3_column_int(st, 0);
+    int64_t col = sqlite3_column_int64(st, 1) - seq0;
+    char state[16], op[32];
+    vw_sql_text(st, 2, state, sizeof state);
+    vw_sql_text(st, 3, op, sizeof op);
+    for (int r = 0; r < nrank; r++)
+      if (ranks[r] == rank && col >= 0 && col < nseq)
+        out->cells[r * nseq + col] =
+            (uint8_t)(filter_match(f, op, state) ? vw_state_code(state) : VW_ST_MASKED);
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
+void vw_matrix_page_free(vw_matrix_page *p) {
+  if (p) {
+    free(p->cells);
+    p->cells = NULL;
+  }
+}
+
+#define OP_COLS                                                                            \
+  "o.rank, o.group_id, o.seq, o.op, o.state, o.dtype, o.shape, o.redop, o.numel_in, "     \
+  "o.numel_out, o.bytes_in, o.bytes_out, o.n_inputs, o.n_outputs, o.root, o.tag, "       \
+  "o.is_async, o.t_enqueued_ns, o.t_started_ns, o.t_ended_ns, o.status, o.message, "     \
+  "c.function, c.module, c.offset "
+#define OP_FROM                                                                            \
+  "FROM operations o LEFT JOIN callsites c ON c.rank = o.rank AND c.callsite_id = o.callsite_id "
+
+static void read_op(sqlite3_stmt *st, vw_op *o) {
+  memset(o, 0, sizeof *o);
+  o->rank = (int)vw_sql_i64(st, 0);
+  o->group_id = (int)vw_sql_i64(st, 1);
+  o->seq = vw_sql_i64(st, 2);
+  vw_sql_text(st, 3, o->op, sizeof o->op);
+  vw_sql_text(st, 4, o->state, sizeof o->state);
+  vw_sql_text(st, 5, o->dtype, sizeof o->dtype);
+  vw_sql_text(st, 6, o->shape, sizeof o->shape);
+  vw_sql_text(st, 7, o->redop, sizeof o->redop);
+  o->numel_in = vw_sql_i64(st, 8);
+  o->numel_out = vw_sql_i64(st, 9);
+  o->bytes_in = vw_sql_i64(st, 10);
+  o->bytes_out = vw_sql_i64(st, 11);
+  o->n_inputs = (int)vw_sql_i64(st, 12);
+  o->n_outputs = (int)vw_sql_i64(st, 13);
+  o->root = (int)vw_sql_i64(st, 14);
+  o->tag = (int)vw_sql_i64(st, 15);
+  o->is_async = (int)vw_sql_i64(st, 16);
+  o->t_enq = vw_sql_i64(st, 17);
+  o->t_start = vw_sql_i64(st, 18);
+  o->t_end = vw_sql_i64(st, 19);
+  o->status = (int)vw_sql_i64(st, 20);
+  vw_sql_text(st, 21, o->message, sizeof o->message);
+  char fn[64], mod[128];
+  vw_sql_text(st, 22, fn, sizeof fn);
+  vw_sql_text(st, 23, mod, sizeof mod);
+  int64_t off = vw_sql_i64(st, 24);
+  const char *base = strrchr(mod, '/') ? strrchr(mod, '/') + 1 : mod;
+  if (fn[0])
+    snprintf(o->callsite, sizeof o->callsite, "%s", fn);
+  else if (mod[0])
+    snprintf(o->callsite, sizeof o->callsite, "%.60s+0x%llx", base, (unsigned long long)off);
+}
+
+/* Runs a prepared operations query into ops (up to cap). */
+static int read_ops(vw_model *m, sqlite3_stmt *st, vw_op *ops, int cap, int *n) {
+  int rc;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW && *n < cap)
+    read_op(st, &ops[(*n)++]);
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
+int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int cap, int *n) {
+  *n = 0;
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT " OP_COLS OP_FROM
+                                       "WHERE o.group_id = ? AND o.seq = ? ORDER BY o.rank");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, group_id);
+  sqlite3_bind_int64(st, 2, seq);
+  return read_ops(m, st, ops, cap, n);
+}
+
+#define TL_COLS "rank, group_id, seq, op, state, t_enqueued_ns, t_started_ns, t_ended_ns "
+
+/* The timeline needs only these: no call-site join, no text fields. */
+static int read_light(vw_model *m, sqlite3_stmt *st, vw_op *ops, int cap, int *n) {
+  int rc;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW && *n < cap) {
+    vw_op *o = &ops[*n];
+    o->rank = sqlite3_column_int(st, 0);
+    o->group_id = sqlite3_column_int(st, 1);
+    o->seq = sqlite3_column_int64(st, 2);
+    vw_sql_text(st, 3, o->op, sizeof o->op);
+    vw_sql_text(st, 4, o->state, sizeof o->state);
+    o->t_enq = vw_sql_i64(st, 5);
+    o->t_start = vw_sql_i64(st, 6);
+    o->t_end = vw_sql_i64(st, 7);
+    /* a long call seen from several columns of a sampled window: once */
+    if (*n == 0 || o->seq != ops[*n - 1].seq || o->group_id != ops[*n - 1].group_id)
+      (*n)++;
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
+int vw_model_rank_ops(vw_model *m, int rank, int64_t t0, int64_t t1, int width, vw_op *ops,
+                      int cap, int *n) {
+  *n = 0;
+  /* The few operations enqueued before the window may still overlap it (a
+   * hang's blocked call runs to the end of the trace). */
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "SELECT * FROM (SELECT " TL_COLS "FROM operations WHERE rank = ?1 AND "
+         "t_enqueued_ns < ?2 ORDER BY t_enqueued_ns DESC LIMIT 4) ORDER BY 6");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, rank);
+  sqlite3_bind_int64(st, 2, t0);
+  if (read_light(m, st, ops, cap, n) != 0)
+    return -1;
+  int keep = 0;
+  for (int i = 0; i < *n; i++)
+    if (ops[i].t_end < 0 || ops[i].t_end >= t0)
+      ops[keep++] = ops[i];
+  *n = keep;
+  int before = keep, room = cap - keep;
+  if (width < 1)
+    width = 1;
+  st = vw_sql_prepare(m, "SELECT " TL_COLS "FROM operations WHERE rank = ?1 AND "
+                         "t_enqueued_ns >= ?2 AND t_enqueued_ns < ?3 ORDER BY t_enqueued_ns "
+                         "LIMIT ?4");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, rank);
+  sqlite3_bind_int64(st, 2, t0);
+  sqlite3_bind_int64(st, 3, t1);
+  sqlite3_bind_int(st, 4, room < 2 * width ? room : 2 * width);
+  if (read_light(m, st, ops, cap, n) != 0)
+    return -1;
+  if (*n - before < 2 * width || width > room)
+    return 0;
+  /* Denser than the screen: one seek per column (the first call starting
+   * in it) instead of reading every row of the window. */
+  *n = before;
+  st = vw_sql_prepare(
+      m, "WITH RECURSIVE c(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM c WHERE k + 1 < ?4) "
+         "SELECT " TL_COLS "FROM c JOIN operations ON operations.rowid = (SELECT rowid FROM "
+         "operations WHERE rank = ?1 AND t_enqueued_ns >= ?2 + k * ?5 AND t_enqueued_ns < ?3 "
+         "ORDER BY t_enqueued_ns LIMIT 1) ORDER BY k");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, rank);
+  sqlite3_bind_int64(st, 2, t0);
+  sqlite3_bind_int64(st, 3, t1);
+  sqlite3_bind_int(st, 4, width);
+  sqlite3_bind_int64(st, 5, (t1 - t0) / width > 0 ? (t1 - t0) / width : 1);
+  return read_light(m, st, ops, cap, n);
+}
+
+int vw_model_last_op(vw_model *m, int rank, int group_id, bool completed_only, vw_op *op,
+                     bool *found) {
+  *found = false;
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, completed_only ? "SELECT " OP_COLS OP_FROM "WHERE o.group_id = ? AND o.rank = ? AND "
+                          "o.state = 'completed' ORDER BY o.seq DESC LIMIT 1"
+                        : "SELECT " OP_COLS OP_FROM "WHERE o.group_id = ? AND o.rank = ? "
+                          "ORDER BY o.seq DESC LIMIT 1");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, group_id);
+  sqlite3_bind_int(st, 2, rank);
+  int n = 0;
+  int rc = read_ops(m, st, op, 1, &n);
+  *found = n == 1;
+  return rc;
+}
+
+int vw_model_op(vw_model *m, int rank, int group_id, int64_t seq, vw_op *op, bool *found) {
+  *found = false;
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT " OP_COLS OP_FROM "WHERE o.group_id = ? AND "
+                                       "o.seq = ? AND o.rank = ?");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, group_id);
+  sqlite3_bind_int64(st, 2, seq);
+  sqlite3_bind_int(st, 3, rank);
+  int n = 0;
+  int rc = read_ops(m, st, op, 1, &n);
+  *found = n == 1;
+  return rc;
+}
+
+void vw_op_fingerprint(const vw_op *o, char *buf, size_t len) {
+  snprintf(buf, len, "%s %s %s%s%s", o->op, o->dtype[0] ? o->dtype : "-",
+           o->shape[0] ? o->shape : "[]", o->redop[0] ? " " : "", o->redop);
+}
+
+/* --- events ---------------------------------------------------------------- */
+
+#define EV_FILTER "(?1 < 0 OR rank = ?1) AND (?2 < 0 OR group_id = ?2)"
+
+int vw_model_events(vw_model *m, const vw_filter *f, int64_t first, vw_event *ev, int cap,
+                    int *n, int64_t *total) {
+  *n = 0;
+  int fr = f ? f->rank : -1, fg = f ? f->group : -1;
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT count(*) FROM events WHERE " EV_FILTER);
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, fr);
+  sqlite3_bind_int(st, 2, fg);
+  *total = vw_sql_step(m, st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_finalize(st);
+  st = vw_sql_prepare(m, "SELECT rowid, rank, group_id, seq, kind, t_ns, status, peer, message "
+                         "FROM events WHERE " EV_FILTER " ORDER BY t_ns, rowid LIMIT ?3 OFFSET ?4");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, fr);
+  sqlite3_bind_int(st, 2, fg);
+  sqlite3_bind_int(st, 3, cap);
+  sqlite3_bind_int64(st, 4, first < 0 ? 0 : first);
+  int rc;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW && *n < cap) {
+    vw_event *e = &ev[(*n)++];
+    e->id = vw_sql_i64(st, 0);
+    e->rank = (int)vw_sql_i64(st, 1);
+    e->group_id = (int)vw_sql_i64(st, 2);
+    e->seq = vw_sql_i64(st, 3);
+    vw_sql_text(st, 4, e->kind, sizeof e->kind);
+    e->t_ns = vw_sql_i64(st, 5);
+    e->status = (int)vw_sql_i64(st, 6);
+    e->peer = (int)vw_sql_i64(st, 7);
+    const unsigned char *msg = sqlite3_column_text(st, 8);
+    e->message = msg ? strdup((const char *)msg) : NULL;
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
+void vw_events_free(vw_event *ev, int n) {
+  for (int i = 0; i < n; i++) {
+    free(ev[i].message);
+    ev[i].message = NULL;
+  }
+}
+
+int vw_model_event_of(vw_model *m, const char *kind, bool earliest, vw_event *ev, bool *found) {
+  *found = false;
+  memset(ev, 0, sizeof *ev);
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, earliest ? "SELECT rowid, rank, group_id, seq, kind, t_ns, status, peer, message FROM "
+                    "events WHERE kind = ?1 ORDER BY t_ns LIMIT 1"
+                  : "SELECT rowid, rank, group_id, seq, kind, t_ns, status, peer, message FROM "
+                    "events WHERE kind = ?1 ORDER BY t_ns DESC LIMIT 1");
+  if (!st)
+    return -1;
+  sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+  int rc = vw_sql_step(m, st);
+  if (rc == SQLITE_ROW) {
+    *found = true;
+    ev->id = vw_sql_i64(st, 0);
+    ev->rank = (int)vw_sql_i64(st, 1);
+    ev->group_id = (int)vw_sql_i64(st, 2);
+    ev->seq = vw_sql_i64(st, 3);
+    vw_sql_text(st, 4, ev->kind, sizeof ev->kind);
+    ev->t_ns = vw_sql_i64(st, 5);
+    ev->status = (int)vw_sql_i64(st, 6);
+    ev->peer = (int)vw_sql_i64(st, 7);
+    const unsigned char *msg = sqlite3_column_text(st, 8);
+    ev->message = msg ? strdup((const char *)msg) : NULL;
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
+/* --- search ------------------------------------------------------------------ */
+
+int vw_model_search_op(vw_model *m, int group_id, int64_t seq, int dir, const char *text,
+                       int64_t *found_seq) {
+  *found_seq = -1;
+  if (text[0] == '#') {
+    char *end;
+    long long v = strtoll(text + 1, &end, 10);
+    if (end != text + 1 && !*end) {
+      *found_seq = v;
+      return 0;
+    }
+  }
+  char like[160];
+  snprintf(like, sizeof like, "%%%s%%", text);
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, dir >= 0 ? "SELECT seq FROM operations WHERE group_id = ?1 AND seq > ?2 AND "
+                    "(op LIKE ?3 OR state LIKE ?3 OR dtype LIKE ?3 OR shape LIKE ?3 OR "
+                    "message LIKE ?3) ORDER BY seq LIMIT 1"
+                  : "SELECT seq FROM operations WHERE group_id = ?1 AND seq < ?2 AND "
+                    "(op LIKE ?3 OR state LIKE ?3 OR dtype LIKE ?3 OR shape LIKE ?3 OR "
+                    "message LIKE ?3) ORDER BY seq DESC LIMIT 1");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, group_id);
+  sqlite3_bind_int64(st, 2, seq);
+  sqlite3_bind_text(st, 3, like, -1, SQLITE_TRANSIENT);
+  int rc = vw_sql_step(m, st);
+  if (rc == SQLITE_ROW)
+    *found_seq = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
+int vw_model_search_event(vw_model *m, const vw_filter *f, int64_t from, int dir,
+                          const char *text, int64_t *found) {
+  *found = -1;
+  char like[160];
+  snprintf(like, sizeof like, "%%%s%%", text);
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, dir >= 0
+             ? "SELECT n FROM (SELECT row_number() OVER (ORDER BY t_ns, rowid) - 1 AS n, kind, "
+               "message FROM events WHERE " EV_FILTER ") WHERE n > ?3 AND (kind LIKE ?4 OR "
+               "message LIKE ?4) ORDER BY n LIMIT 1"
+             : "SELECT n FROM (SELECT row_number() OVER (ORDER BY t_ns, rowid) - 1 AS n, kind, "
+               "message FROM events WHERE " EV_FILTER ") WHERE n < ?3 AND (kind LIKE ?4 OR "
+               "message LIKE ?4) ORDER BY n DESC LIMIT 1");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, f ? f->rank : -1);
+  sqlite3_bind_int(st, 2, f ? f->group : -1);
+  sqlite3_bind_int64(st, 3, from);
+  sqlite3_bind_text(st, 4, like, -1, SQLITE_TRANSIENT);
+  int rc = vw_sql_step(m, st);
+  if (rc == SQLITE_ROW)
+    *found = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}

@@ -1,0 +1,149 @@
+/* vw_ui.h - the interactive viewer's state, keys, layout and app loop
+ * pieces (input.c, view.c, view_panes.c, app.c). None of it includes curses:
+ * term.c translates terminal keys into vw_key and copies the canvas out. */
+#ifndef DIST_VW_UI_H
+#define DIST_VW_UI_H
+
+#include "vw.h"
+
+/* Our own keys: printable ASCII is itself; the rest start at 256. */
+enum vw_key {
+  VW_K_NONE = 0,
+  VW_K_UP = 256, VW_K_DOWN, VW_K_LEFT, VW_K_RIGHT,
+  VW_K_PGUP, VW_K_PGDN, VW_K_HOME, VW_K_END,
+  VW_K_TAB, VW_K_BTAB, VW_K_ENTER, VW_K_ESC, VW_K_BKSP,
+  VW_K_RESIZE, VW_K_TICK,
+};
+
+/* What a key asks of the loop (htop's HandlerResult). */
+enum { VW_H_REDRAW = 1, VW_H_RELOAD = 2, VW_H_QUIT = 4 };
+
+enum { VW_P_MATRIX, VW_P_TIMELINE, VW_P_DETAIL, VW_P_EVENTS, VW_P_COUNT };
+enum { VW_M_NORMAL, VW_M_SEARCH, VW_M_FILTER, VW_M_HELP };
+
+/* Work input.c leaves for app.c, which holds the model (input stays pure). */
+enum {
+  VW_REQ_NONE, VW_REQ_SEARCH, VW_REQ_FILTER, VW_REQ_OPEN,
+};
+
+typedef struct vw_state {
+  int rows, cols;
+  int pane, back_pane;     /* focused pane; where Esc returns from detail */
+  int mode;
+  char prompt[128];
+  int search_dir;          /* +1 '/' and n, -1 N */
+  char search[128];
+  vw_filter filter;
+  int req;
+  bool color;
+  char msg[160];           /* status line */
+  /* matrix */
+  int group_idx;           /* index into job.groups */
+  int m_row, m_top;        /* selected and first visible rank row */
+  int64_t m_seq, m_seq0;   /* selected and first visible seq */
+  /* timeline */
+  int t_row, t_top;
+  int64_t t_start, t_span, t_cursor;
+  /* detail: one collective */
+  int d_group;
+  int64_t d_seq;
+  int d_row, d_top;
+  /* events */
+  int64_t e_sel, e_top, e_total;
+  int mx_want;             /* rows the matrix needs (app.c): the rest may show detail */
+} vw_state;
+
+/* Pure key handling: changes st, returns VW_H_* flags. */
+int vw_handle_key(vw_state *st, int key);
+/* The key table's help lines (for the help screen and the README). */
+typedef struct vw_binding {
+  int key;
+  const char *keys;       /* how the help screen names it */
+  const char *help;
+  void (*fn)(vw_state *st, int *flags);
+} vw_binding;
+const vw_binding *vw_bindings(int *n);
+
+/* Parses "group=1 rank=3 op=all state=failed" (g=, r=, o=, s= too; empty
+ * clears) into f; -1 with a message in why. */
+int vw_parse_filter(const char *s, vw_filter *f, char *why, size_t len);
+
+/* --- layout and rendering (view.c, view_panes.c) -------------------------------- */
+
+typedef struct vw_layout {
+  vw_rect header, tabs, status;
+  vw_rect pane[VW_P_COUNT];
+  bool shown[VW_P_COUNT];
+} vw_layout;
+
+void vw_layout_compute(const vw_state *st, vw_layout *l);
+/* Matrix geometry inside its rect: label width, visible seqs and ranks. */
+#define VW_MX_LABEL 12
+#define VW_TL_LABEL 7
+void vw_matrix_geom(vw_rect r, int *nseq, int *nrows);
+void vw_timeline_geom(vw_rect r, int *width, int *nrows);
+void vw_events_geom(vw_rect r, int *nrows);
+void vw_detail_geom(vw_rect r, int *nrows);
+
+#define VW_DETAIL_CAP 256
+#define VW_TL_ROWS 128
+#define VW_TL_CAP 512
+#define VW_EV_CAP 128
+
+/* What app.c fetched for the visible panes. */
+typedef struct vw_pages {
+  vw_matrix_page mx;
+  int nranks;                 /* ranks of the matrix's group (after the filter) */
+  int ranks[VW_MAX_RANKS];
+  vw_op detail[VW_DETAIL_CAP];
+  int ndetail;
+  int tl_nrows;
+  int tl_rank[VW_TL_ROWS];
+  vw_op *tl_ops[VW_TL_ROWS];  /* each VW_TL_CAP (malloc) */
+  int tl_n[VW_TL_ROWS];
+  vw_event ev[VW_EV_CAP];
+  int nev;
+} vw_pages;
+
+void vw_render(const vw_state *st, const vw_model *m, const vw_diag *d, const vw_pages *p,
+               vw_canvas *c);
+void vw_render_matrix(const vw_state *st, const vw_model *m, const vw_diag *d,
+                      const vw_pages *p, vw_canvas *c, vw_rect r, bool focus);
+void vw_render_timeline(const vw_state *st, const vw_model *m, const vw_pages *p, vw_canvas *c,
+                        vw_rect r, bool focus);
+void vw_render_detail(const vw_state *st, const vw_model *m, const vw_pages *p, vw_canvas *c,
+                      vw_rect r, bool focus);
+void vw_render_events(const vw_state *st, const vw_model *m, const vw_pages *p, vw_canvas *c,
+                      vw_rect r, bool focus);
+const char *vw_pane_name(int pane);
+
+/* --- app.c: model + state + pages ----------------------------------------------- */
+
+typedef struct vw_app {
+  vw_model *m;
+  vw_diag diag;
+  vw_state st;
+  vw_pages *pages;
+  vw_canvas canvas;
+  bool dirty;            /* a key changed the state since the last render */
+  bool fetched;          /* the pages match the state (prompt typing keeps them) */
+} vw_app;
+
+/* Opens path and places the cursor on the diagnosis. */
+int vw_app_open(vw_app *a, const char *path, int rows, int cols, char *err, size_t errlen);
+void vw_app_close(vw_app *a);
+/* One key: input, then whatever the key asked of the model. VW_H_* flags. */
+int vw_app_key(vw_app *a, int key);
+/* Applies a sequence of keys given as text: plain characters, and <Up>,
+ * <Down>, <Left>, <Right>, <PgUp>, <PgDn>, <Home>, <End>, <Tab>, <BTab>,
+ * <Enter>, <Esc>, <BS>. Returns the flags of the last key. */
+int vw_app_keys(vw_app *a, const char *keys);
+/* Fetches the visible pages and renders into a->canvas. */
+int vw_app_render(vw_app *a);
+int vw_app_resize(vw_app *a, int rows, int cols);
+/* The canvas row y as text (tests). */
+const char *vw_app_line(vw_app *a, int y, char *buf, size_t len);
+/* Whether any canvas line contains s. */
+bool vw_app_screen_has(vw_app *a, const char *s);
+
+#endif
