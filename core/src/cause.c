@@ -22,6 +22,7 @@
 
 #include "launch_env.h"
 #include "pg_int.h"
+#include "report.h"
 #include "store_int.h"
 
 #define DIST_CAUSE_TIMEOUT_MS 2000
@@ -85,10 +86,15 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
              in->desc[0] ? in->desc : in->name, in->size);
   else
     snprintf(head, sizeof head, "internal group %s (%d ranks)", in->name, in->size);
-  snprintf(rep, DIST_ERRMSG_LEN + sizeof head,
-           "desync in %s at %s #%" PRIu64 ", reported by rank %d (host %s, pid %d):\n  %s",
-           head, c ? dist_op_name(c->kind) : "an operation", c ? c->seq : 0, in->global_rank,
-           dist__hostname(), (int)getpid(), msg && *msg ? msg : dist_strerror(rc));
+  if (msg && dist__report_has_head(msg)) /* status.h's format: name the origin once */
+    snprintf(rep, DIST_ERRMSG_LEN + sizeof head, "%s\n  reported by rank %d (host %s, pid %d)",
+             msg, in->global_rank, dist__hostname(), (int)getpid());
+  else
+    snprintf(rep, DIST_ERRMSG_LEN + sizeof head,
+             "desync in %s at %s #%" PRIu64 ", reported by rank %d (host %s, pid %d):\n  %s",
+             head, c ? dist_op_name(c->kind) : "an operation", c ? c->seq : 0,
+             in->global_rank, dist__hostname(), (int)getpid(),
+             msg && *msg ? msg : dist_strerror(rc));
   dist_post_cause(rc, rep);
   dist__free(rep);
 }

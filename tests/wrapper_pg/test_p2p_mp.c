@@ -32,9 +32,8 @@ static int p2p_rank(const dist_test_ctx *ctx) {
   if (!k->why) {
     CHECK(ctx, rc == DIST_OK, "%s: %s", dist_status_name(rc), msg);
   } else {
-    char want[64];
-    snprintf(want, sizeof want, ": %s mismatch: this %s", k->why,
-             ctx->rank == 0 ? "send" : "receive");
+    char want[64]; /* status.h's format, the same on both sides */
+    snprintf(want, sizeof want, "ranks disagree on the %s\n", k->why);
     CHECK(ctx, rc == DIST_E_DESYNC && strstr(msg, want), "%s: %s (want '%s')",
           dist_status_name(rc), msg, want);
     if (ctx->rank == 1)
