@@ -3,7 +3,7 @@
  *     build/bin/distrun --no-prefix --nproc-per-node 2 build/bin/bench_collectives
  *       [--ops all_reduce,broadcast,...] [--sizes 4,1024,...] [--iters N]
  *       [--target-ms T] [--mode throughput|latency|both]
- *       [--latency-method strict|osu] [--system NAME]
+ *       [--latency-method osu|span] [--system NAME]
  *
  * Rank 0 prints `system,transport,op,bytes,ranks,median_us,algbw_GBps,mode`:
  * bytes is each rank's input (rounded up to a multiple of the world size
@@ -18,19 +18,17 @@
  *               the median over samples reported. A broadcast root that
  *               returns before its readers have the data (small broadcasts
  *               run up to 7 calls ahead) makes this a rate, not a wait.
- *   latency     a barrier before every call, then the stricter of OSU's
- *               measure (each call timed alone on every rank, the maximum
- *               over ranks) and the time from the first rank entering the
- *               call to the last rank leaving it with the data (all ranks
- *               on one host read one clock); the median over calls: what a
- *               user waits for. OSU's measure alone lets a broadcast hide
- *               its transfer in the barrier's exit skew (the root stages
- *               and returns while a reader is still leaving the barrier,
- *               which then finds the data there: 0.1 us for 1 KiB here).
- *               --latency-method osu gives OSU's measure alone (mode
- *               latency_osu), the one shared/peers' Open MPI bench uses.
- *               The root's deferred checks land in the barrier, untimed,
- *               as Open MPI's do.
+ *   latency     OSU's way, as shared/peers' Open MPI bench: a barrier
+ *               before every call, each call timed alone on every rank,
+ *               the maximum over ranks per call (the time until the last
+ *               rank is done: a reader's time runs until it has the data,
+ *               so a root that returns early cannot flatter a broadcast),
+ *               the median over calls. The root's deferred checks land in
+ *               the barrier, untimed, as Open MPI's do.
+ *   latency_span (--latency-method span) the time from the first rank
+ *               entering the call to the last one leaving it (all ranks on
+ *               one host read one clock): stricter still, it also counts
+ *               how unevenly the ranks left the barrier before the call.
  * --iters sets the minimum number of samples; --mode both (the default)
  * prints a throughput row and a latency row for each op and size.
  *
@@ -67,7 +65,7 @@ typedef struct cfg {
   int min_samples;
   double target_ms;
   int modes; /* MODE_* bits */
-  bool osu;  /* latency: OSU's per-rank maximum only */
+  bool span; /* latency: first start to last end (one host) */
   char system[64];
 } cfg;
 
@@ -265,8 +263,8 @@ static double time_throughput(const char *op, bufs *b, const cfg *c) {
   return med;
 }
 
-/* Per call: the later of this rank's own time (OSU) and, when every rank
- * reads the same clock, the span from the first start to the last end. */
+/* Per call: the slowest rank's own time (OSU), or with span (every rank
+ * reading the same clock) the first start to the last end. */
 static void latency_samples(double *start, double *end, int n, bool span, double *t) {
   for (int s = 0; s < n; s++)
     t[s] = end[s] - start[s];
@@ -279,7 +277,7 @@ static void latency_samples(double *start, double *end, int n, bool span, double
   TRY("gather starts", dist_all_reduce(&ts, DIST_MIN, NULL, NULL));
   TRY("gather ends", dist_all_reduce(&te, DIST_MAX, NULL, NULL));
   for (int s = 0; s < n; s++)
-    t[s] = end[s] - start[s] > t[s] ? end[s] - start[s] : t[s];
+    t[s] = end[s] - start[s];
 }
 
 /* Every rank on this host (distrun's LOCAL_WORLD_SIZE): one clock. */
@@ -307,7 +305,7 @@ static double time_latency(const char *op, bufs *b, const cfg *c) {
     end[s] = now_us();
   }
   verify(op, b, "last", "latency");
-  latency_samples(start, end, samples, !c->osu && one_host(b->world), t);
+  latency_samples(start, end, samples, c->span, t);
   qsort(t, (size_t)samples, sizeof *t, cmp_d);
   double med = samples % 2 ? t[samples / 2] : (t[samples / 2 - 1] + t[samples / 2]) / 2;
   free(t);
@@ -339,7 +337,7 @@ static size_t op_bytes(const char *op, size_t nominal, int world) {
 static void usage(void) {
   printf("usage: distrun --no-prefix --nproc-per-node N bench_collectives [--ops a,b]\n"
          "         [--sizes 4,1024] [--iters MIN_SAMPLES] [--target-ms T]\n"
-         "         [--mode throughput|latency|both] [--latency-method strict|osu]\n"
+         "         [--mode throughput|latency|both] [--latency-method osu|span]\n"
          "         [--system NAME]\n"
          "ops: all_reduce, broadcast, all_gather, reduce_scatter, all_to_all, barrier\n"
          "Rank 0 prints CSV: system,transport,op,bytes,ranks,median_us,algbw_GBps,mode\n");
@@ -376,9 +374,9 @@ static void parse(int argc, char **argv, cfg *c) {
         exit(2);
       }
     } else if (!strcmp(a, "--latency-method")) {
-      c->osu = !strcmp(v, "osu");
-      if (!c->osu && strcmp(v, "strict")) {
-        fprintf(stderr, "bench_collectives: --latency-method is strict or osu, not '%s'\n", v);
+      c->span = !strcmp(v, "span");
+      if (!c->span && strcmp(v, "osu")) {
+        fprintf(stderr, "bench_collectives: --latency-method is osu or span, not '%s'\n", v);
         exit(2);
       }
     } else if (!strcmp(a, "--system")) {
@@ -405,6 +403,11 @@ int main(int argc, char **argv) {
   parse(argc, argv, &c);
   TRY("init", dist_init_process_group(NULL));
   int rank = dist_get_rank(NULL), world = dist_get_world_size(NULL);
+  if (c.span && !one_host(world)) {
+    fprintf(stderr, "bench_collectives: --latency-method span needs every rank on one host "
+            "(one clock); LOCAL_WORLD_SIZE is not the world size\n");
+    return 2;
+  }
   dist_pg *def = dist__pg_default();
   const char *transport =
       def->ops == &dist__cpu_backend_ops ? dist__cpu_backend_transport(def->priv) : def->backend;
@@ -435,7 +438,7 @@ int main(int argc, char **argv) {
         if (rank == 0) {
           printf("%s,%s,%s,%zu,%d,%.3f,%.6f,%s\n", c.system, transport, op, b.bytes, world, us,
                  us > 0 ? (double)b.bytes / us / 1e3 : 0.0,
-                 m == MODE_THROUGHPUT ? "throughput" : c.osu ? "latency_osu" : "latency");
+                 m == MODE_THROUGHPUT ? "throughput" : c.span ? "latency_span" : "latency");
           fflush(stdout);
         }
       }

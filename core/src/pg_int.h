@@ -21,13 +21,13 @@ struct dist_pg {
   int *global_ranks;
   int64_t timeout_ms;
   uint64_t seq;                 /* last sequence number used */
-  uint64_t mb_prev_seq;         /* rank 0: the last monitored_barrier passed */
   bool internal;                /* helper group: no id, seq or events */
   bool wrapped;                 /* the inner group of a wrapper */
   bool registered;              /* in the list of live user groups */
   struct dist_pg *outer;        /* the wrapper around a wrapped group */
   struct dist_pg *inner;        /* the group a wrapper wraps */
   dist_store *store;            /* the group's private store (prefix) */
+  uint64_t mb_prev_seq;         /* rank 0: the last monitored_barrier passed */
   dist__errbuf err;
   _Atomic int async_error;      /* sticky: abort, timeout, lost peer */
   struct dist_pg *next;         /* live user groups */

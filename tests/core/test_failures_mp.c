@@ -99,6 +99,20 @@ static int mismatching_call(const dist_test_ctx *ctx, mismatch kind, float *buf)
   return DIST_E_INTERNAL;
 }
 
+/* Whether msg gives a size of n float32 elements: "4N bytes", "N element",
+ * "[N]" or "sends N". */
+static bool has_size(const char *msg, int n) {
+  char f[4][32];
+  snprintf(f[0], sizeof f[0], "%d bytes", 4 * n);
+  snprintf(f[1], sizeof f[1], "%d element", n);
+  snprintf(f[2], sizeof f[2], "[%d]", n);
+  snprintf(f[3], sizeof f[3], "sends %d", n);
+  for (int i = 0; i < 4; i++)
+    if (strstr(msg, f[i]))
+      return true;
+  return false;
+}
+
 static int mismatch_rank(const dist_test_ctx *ctx) {
   const mm_arg *a = ctx->arg;
   setenv("DIST_TRANSPORT", a->transport, 1);
@@ -120,13 +134,13 @@ static int mismatch_rank(const dist_test_ctx *ctx) {
   snprintf(peer, sizeof peer, "rank %d", 1 - ctx->rank);
   CHECK(ctx, strstr(msg, peer), "the message does not name the peer (%s): %s", peer, msg);
   CHECK(ctx, strstr(msg, "#1"), "the message does not give the sequence number: %s", msg);
-  /* The operation, and both sides' sizes. */
+  /* The operation, and both sides' sizes (in bytes or in elements). */
   static const char *const op[] = {"SEND", "SEND", "ALL_TO_ALL_SINGLE", "ALL_REDUCE"};
-  static const char *const big[] = {"32 bytes", "32 bytes", "24 bytes", "32 bytes"};
-  static const char *const small[] = {"16 bytes", "16 bytes", "8 bytes", "16 bytes"};
+  static const int big[] = {8, 8, 6, 8}, small[] = {4, 4, 2, 4}; /* float32 elements */
   CHECK(ctx, strstr(msg, op[a->kind]), "the message does not name %s: %s", op[a->kind], msg);
-  CHECK(ctx, strstr(msg, big[a->kind]) && strstr(msg, small[a->kind]),
-        "the message does not give both sizes (%s, %s): %s", big[a->kind], small[a->kind], msg);
+  CHECK(ctx, has_size(msg, big[a->kind]) && has_size(msg, small[a->kind]),
+        "the message does not give both sizes (%d and %d elements): %s", big[a->kind],
+        small[a->kind], msg);
   /* The receiver must not have been handed truncated or foreign data. */
   if (a->kind == SEND8_RECV4 || a->kind == SEND4_RECV8)
     for (int i = 0; i < 8 && ctx->rank == 1; i++)

@@ -9,6 +9,7 @@
  * different site would wait for its peer until the group's timeout. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dist_int.h"
@@ -218,7 +219,25 @@ static void reset(void) {
   tb = dist_tensor_1d(b, DIST_FLOAT32, 8);
 }
 
-static int c_all_reduce(void *x) { (void)x; reset(); return dist_all_reduce(&ta, DIST_SUM, NULL, NULL); }
+/* Each collective kind once on ta/tb (fresh values every call). */
+#define ONE_CALL(name, call) \
+  static int name(void *x) { \
+    (void)x;                 \
+    reset();                 \
+    return (call);           \
+  }
+ONE_CALL(c_all_reduce, dist_all_reduce(&ta, DIST_SUM, NULL, NULL))
+ONE_CALL(c_broadcast, dist_broadcast(&ta, 0, NULL, NULL))
+ONE_CALL(c_reduce, dist_reduce(&ta, 0, DIST_MAX, NULL, NULL))
+ONE_CALL(c_all_gather, dist_all_gather(&tb, 1, &ta, NULL, NULL))
+ONE_CALL(c_all_gather_t, dist_all_gather_into_tensor(&tb, &ta, NULL, NULL))
+ONE_CALL(c_gather, dist_gather(&ta, &tb, 1, 0, NULL, NULL))
+ONE_CALL(c_scatter, dist_scatter(&tb, &ta, 1, 0, NULL, NULL))
+ONE_CALL(c_reduce_scatter, dist_reduce_scatter(&tb, &ta, 1, DIST_SUM, NULL, NULL))
+ONE_CALL(c_reduce_scatter_t, dist_reduce_scatter_tensor(&tb, &ta, DIST_SUM, NULL, NULL))
+ONE_CALL(c_all_to_all, dist_all_to_all(&tb, 1, &ta, 1, NULL, NULL))
+ONE_CALL(c_all_to_all_single, dist_all_to_all_single(&tb, &ta, NULL, NULL, NULL, NULL))
+
 static int c_all_reduce_async(void *x) {
   (void)x;
   reset();
@@ -230,28 +249,14 @@ static int c_all_reduce_async(void *x) {
   }
   return rc;
 }
-static int c_broadcast(void *x) { (void)x; reset(); return dist_broadcast(&ta, 0, NULL, NULL); }
-static int c_reduce(void *x) { (void)x; reset(); return dist_reduce(&ta, 0, DIST_MAX, NULL, NULL); }
-static int c_all_gather(void *x) { (void)x; reset(); return dist_all_gather(&tb, 1, &ta, NULL, NULL); }
-static int c_all_gather_t(void *x) {
-  (void)x; reset(); return dist_all_gather_into_tensor(&tb, &ta, NULL, NULL);
-}
-static int c_gather(void *x) { (void)x; reset(); return dist_gather(&ta, &tb, 1, 0, NULL, NULL); }
-static int c_scatter(void *x) { (void)x; reset(); return dist_scatter(&tb, &ta, 1, 0, NULL, NULL); }
-static int c_reduce_scatter(void *x) {
-  (void)x; reset(); return dist_reduce_scatter(&tb, &ta, 1, DIST_SUM, NULL, NULL);
-}
-static int c_reduce_scatter_t(void *x) {
-  (void)x; reset(); return dist_reduce_scatter_tensor(&tb, &ta, DIST_SUM, NULL, NULL);
-}
-static int c_all_to_all(void *x) { (void)x; reset(); return dist_all_to_all(&tb, 1, &ta, 1, NULL, NULL); }
-static int c_all_to_all_single(void *x) {
+static int c_barrier(void *x) {
   (void)x;
-  reset();
-  return dist_all_to_all_single(&tb, &ta, NULL, NULL, NULL, NULL);
+  return dist_barrier(NULL, NULL);
 }
-static int c_barrier(void *x) { (void)x; return dist_barrier(NULL, NULL); }
-static int c_monitored_barrier(void *x) { (void)x; return dist_monitored_barrier(NULL, 5000, true); }
+static int c_monitored_barrier(void *x) {
+  (void)x;
+  return dist_monitored_barrier(NULL, 5000, true);
+}
 static int c_broadcast_bytes(void *x) {
   (void)x;
   dist_bytes o = {"hello", 5};
@@ -282,7 +287,8 @@ static float g2[16];
 static int c_all_gather2(void *x) {
   (void)x;
   reset();
-  dist_tensor out[2] = {dist_tensor_1d(g2, DIST_FLOAT32, 8), dist_tensor_1d(g2 + 8, DIST_FLOAT32, 8)};
+  dist_tensor out[2] = {dist_tensor_1d(g2, DIST_FLOAT32, 8),
+                        dist_tensor_1d(g2 + 8, DIST_FLOAT32, 8)};
   return dist_all_gather(out, 2, &ta, NULL, NULL);
 }
 static int c_all_gather_bytes2(void *x) {

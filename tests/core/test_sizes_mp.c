@@ -4,6 +4,8 @@
  * over shared memory; nothing runs on a wrapped-around count. */
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mp.h"

@@ -4,6 +4,7 @@
 /* ctest: labels=multiproc timeout=120 */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>

@@ -94,8 +94,8 @@ static int publish_self(dist__cpu_group *g, dist_store *st, dist__errbuf *err) {
                    me->host);
   int rc = dist_store_set(st, key, val, (size_t)n);
   if (rc != DIST_OK)
-    return dist__err_set(err, dist__store_status(rc), "group %s: cannot publish rank %d: %s", g->name,
-                         g->rank, dist_store_errmsg(st));
+    return dist__err_set(err, dist__store_status(rc), "group %s: cannot publish rank %d: %s",
+                         g->name, g->rank, dist_store_errmsg(st));
   return DIST_OK;
 }
 

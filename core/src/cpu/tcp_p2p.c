@@ -476,7 +476,7 @@ static bool refused(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
   if (t->unexp_n < t->unexp_max_n && t->unexp_bytes + h->len <= t->unexp_max_bytes)
     return false;
   char nb[160];
-  DIST_LOG(WARNING, TCP, "group %s: refusing a %llu-byte message from %s: %zu unexpected "
+  DIST_LOG(INFO, TCP, "group %s: refusing a %llu-byte message from %s: %zu unexpected "
            "messages (%llu bytes) wait for receives already", t->g->name,
            (unsigned long long)h->len, dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb),
            t->unexp_n, (unsigned long long)t->unexp_bytes);
