@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mp.h"
@@ -113,6 +114,21 @@ Test(tracer_merge, bad_files_are_named_and_skipped, .timeout = 50) {
   cr_assert_eq(n, 3);
   cr_assert_eq(ops[0].seq, 3);
   dist_trace_close(t);
+  /* distview merge does the same from the command line, naming what it
+   * skipped; without a directory it is a usage error */
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "%s/distview merge %s -o %s/cli.db >/dev/null 2>%s/cli.err",
+           getenv("DIST_TEST_BIN"), jd, dir, dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  snprintf(p, sizeof p, "%s/cli.db", dir);
+  cr_assert_eq(sqlite3_open_v2(p, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations"), 6);
+  sqlite3_close(db);
+  snprintf(cmd, sizeof cmd, "grep -q 'rank-4.db: not a libdist trace file' %s/cli.err", dir);
+  cr_assert_eq(system(cmd), 0, "distview merge did not name the foreign file");
+  snprintf(cmd, sizeof cmd, "%s/distview merge 2>/dev/null", getenv("DIST_TEST_BIN"));
+  int status = system(cmd);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 2, "usage error status %d", status);
   /* and refuses what is not a trace */
   snprintf(p, sizeof p, "%s/rank-4.db", jd);
   cr_assert_eq(dist_trace_open(p, &t, err, sizeof err), DIST_E_INVAL);
