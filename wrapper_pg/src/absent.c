@@ -162,18 +162,13 @@ static int relay(wpg *w, const dist_coll *c, int rc, const char *gname, const ch
                                 dist_op_name(c->kind), c->seq, why);
 }
 
-int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
-  char whyb[512], gname[160];
-  snprintf(whyb, sizeof whyb, "%s", why ? why : "");
-  wpg_group_name(w->info, gname, sizeof gname);
-  if (rc != DIST_E_TIMEOUT && rc != DIST_E_PEER_LOST)
-    return relay(w, c, rc, gname, whyb);
+static int name_absent(wpg *w, dist_store *st, const dist_coll *c, int rc, const char *gname,
+                       const char *whyb) {
   uint64_t count = w->coll_count + 1;
-  dist_store *st = dist_get_default_store();
   bool *present = calloc((size_t)w->size, sizeof *present);
   char k[128];
   key(k, sizeof k, w, count, w->rank);
-  if (!st || !present || dist_store_set(st, k, "1", 1) != DIST_OK) {
+  if (!present || dist_store_set(st, k, "1", 1) != DIST_OK) {
     free(present);
     return relay(w, c, rc, gname, whyb);
   }
@@ -191,5 +186,21 @@ int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
   }
   rc = report(w, st, c, rc == DIST_E_PEER_LOST ? rc : DIST_E_TIMEOUT, present, lowest);
   free(present);
+  return rc;
+}
+
+int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
+  char whyb[512], gname[160];
+  snprintf(whyb, sizeof whyb, "%s", why ? why : "");
+  wpg_group_name(w->info, gname, sizeof gname);
+  if (rc != DIST_E_TIMEOUT && rc != DIST_E_PEER_LOST)
+    return relay(w, c, rc, gname, whyb);
+  /* A handle of its own: groups may fail on several threads at once, and
+   * a store handle serves one thread. */
+  dist_store *st = NULL;
+  if (!dist_get_default_store() || dist_store_clone(dist_get_default_store(), &st) != DIST_OK)
+    return relay(w, c, rc, gname, whyb);
+  rc = name_absent(w, st, c, rc, gname, whyb);
+  dist_store_destroy(st);
   return rc;
 }
