@@ -55,7 +55,7 @@ static int run_root(dist_pg *g, dist_store *st, uint64_t seq, int64_t timeout, b
              "(#%" PRIu64 ") within %" PRId64 " ms",
              n > 1 ? "Ranks" : "Rank", list, g->name, seq, timeout);
     rc = dist__err_set(&g->err, DIST_E_TIMEOUT, "%s", verdict);
-    DIST_LOG(ERROR, PG, "%s", verdict);
+    DIST_LOG(DEBUG, PG, "%s", verdict); // pg.c logs the report
   }
   char k[96];
   key(k, sizeof k, seq, "verdict", -1);

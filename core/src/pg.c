@@ -10,15 +10,38 @@
 #include <stdio.h>
 
 #include "pg_int.h"
+#include "report.h"
 
 static dist_group_wrapper_fn wrapper_fn;
 static void *wrapper_arg;
+static dist_group_precreate_fn precreate_fn;
+static void *precreate_arg;
 static pthread_mutex_t groups_lock = PTHREAD_MUTEX_INITIALIZER;
 static dist_pg *live_groups; /* user groups, newest first */
 
 void dist_set_group_wrapper(dist_group_wrapper_fn fn, void *arg) {
   wrapper_fn = fn;
   wrapper_arg = arg;
+}
+
+void dist_set_group_precreate_hook(dist_group_precreate_fn fn, void *arg) {
+  precreate_fn = fn;
+  precreate_arg = arg;
+}
+
+/* The hook sees the group its members are about to connect. */
+static int precreate(const dist__pg_spec *s) {
+  dist_pg_info planned = {
+      .group_id = s->group_id, .name = s->name, .desc = s->desc ? s->desc : "",
+      .backend = s->backend, .rank = s->rank, .size = s->size,
+      .global_ranks = s->global_ranks, .global_rank = s->global_ranks[s->rank],
+      .timeout_ms = s->timeout_ms, .internal = false,
+  };
+  dist__clear_last_error();
+  int rc = precreate_fn(precreate_arg, &planned);
+  if (rc != DIST_OK && !dist_last_errmsg()[0])
+    dist__set_last_error(rc, "group %s: refused before connecting", s->name);
+  return rc;
 }
 
 
@@ -124,17 +147,22 @@ static int publish_user_group(dist_pg *inner, int group_id, dist_pg **out) {
   dist_pg *g = inner;
   if (wrapper_fn) {
     dist_pg *outer = NULL;
+    dist__clear_last_error();
     int rc = wrapper_fn(wrapper_arg, inner, &outer);
     if (rc != DIST_OK) {
+      /* The wrapper's message names the group itself when it has one. */
+      if (!dist_last_errmsg()[0])
+        dist__set_last_error(rc, "wrapping group %s failed", inner->name);
       dist__pg_free(inner);
-      return dist__set_last_error(rc, "wrapping group %s failed: %s", inner->name,
-                                  dist_last_errmsg());
+      return rc;
     }
     if (outer && outer != inner) {
       inner->wrapped = true;
       inner->outer = outer;
       outer->inner = inner;
       outer->info.group_id = inner->info.group_id;
+      /* dist_pg_create knows no description: the user's group keeps its own. */
+      snprintf(outer->desc, sizeof outer->desc, "%s", inner->desc);
       g = outer;
     }
   }
@@ -152,6 +180,8 @@ int dist__pg_new(const dist__pg_spec *s, dist_pg **out) {
     return dist__set_last_error(DIST_E_NOTSUP,
                                 "backend '%s' is not available in this build (known: %s)",
                                 s->backend, dist__backend_names());
+  if (precreate_fn && !(s->flags & DIST_GROUP_INTERNAL))
+    DIST_TRY(precreate(s));
   dist_pg *g;
   DIST_TRY(pg_build(ops, s, NULL, &g));
   if (g->internal) {
@@ -237,16 +267,33 @@ static dist_backend_op_fn slot_for(const dist_backend_ops *o, dist_op_kind k) {
   }
 }
 
+void dist__pg_report(dist_pg *g, int rc, const dist_coll *c, char *msg, size_t len) {
+  if (g->internal || dist__report_has_head(msg))
+    return; /* a helper's failure is relayed by its user; a headed one was logged */
+  dist__report_group rg = {g->info.group_id, g->name, g->desc, g->info.size};
+  dist__report_head(msg, len, rc, &rg, c->kind, c->seq, msg[0] ? msg : dist_strerror(rc));
+  /* A failure that only repeats an earlier one was logged then. */
+  if (strstr(msg, "unusable after an earlier failure"))
+    DIST_LOG(DEBUG, PG, "%s", msg);
+  else
+    DIST_LOG(ERROR, PG, "%s", msg);
+}
+
+/* The report on g's message (header, log once), mirrored to the thread. */
+static void report(dist_pg *g, int rc, const dist_coll *c) {
+  dist__pg_report(g, rc, c, g->err.msg, sizeof g->err.msg);
+  dist__set_last_error(rc, "%s", g->err.msg);
+}
+
 /* Records a failed call on g. A desync becomes the job's cause (cause.c)
  * here, at every debug level; a wrapper's own failures are its to post and
  * what it forwarded was posted by the inner group, so once per call. */
-static void note_failure(dist_pg *g, const dist_coll *c, int rc) {
+static void note_failure(dist_pg *g, int rc, const dist_coll *c) {
   if (rc == DIST_E_ABORTED || rc == DIST_E_TIMEOUT || rc == DIST_E_PEER_LOST) {
     int expected = DIST_OK;
     atomic_compare_exchange_strong(&g->async_error, &expected, rc);
   }
-  if (g->err.msg[0] == '\0')
-    dist__err_set(&g->err, rc, "%s failed: %s", g->name, dist_strerror(rc));
+  report(g, rc, c);
   if (rc == DIST_E_DESYNC && !g->inner)
     dist__cause_post_failure(g, c, rc, g->err.msg);
 }
@@ -265,7 +312,7 @@ static int call_sync(dist_pg *g, dist_backend_op_fn fn, dist_coll *c) {
   }
   int rc = fn(g->priv, c, NULL);
   if (__builtin_expect(rc != DIST_OK, 0))
-    note_failure(g, c, rc);
+    note_failure(g, rc, c);
   if (obs)
     dist__obs_emit(g, end_event(rc), c, rc, -1, rc ? g->err.msg : NULL);
   return rc;
@@ -284,7 +331,7 @@ static int call_async(dist_pg *g, dist_backend_op_fn fn, dist_coll *c, dist_work
   }
   rc = fn(g->priv, &w->coll, w);
   if (rc != DIST_OK) {
-    note_failure(g, &w->coll, rc);
+    note_failure(g, rc, &w->coll);
     if (obs)
       dist__obs_emit(g, end_event(rc), &w->coll, rc, -1, g->err.msg);
     dist__work_unref(w); /* the backend's reference: it never took the work */
@@ -298,20 +345,29 @@ static int call_async(dist_pg *g, dist_backend_op_fn fn, dist_coll *c, dist_work
 int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
   dist__err_clear(&g->err);
   int rc = dist__validate(g, c);
-  if (__builtin_expect(rc != DIST_OK, 0))
-    return rc; /* a call that never started takes no sequence number */
+  if (__builtin_expect(rc != DIST_OK, 0)) {
+    c->seq = 0; /* a call that never started takes no sequence number */
+    report(g, rc, c);
+    return rc;
+  }
   if (__builtin_expect(atomic_load_explicit(&dist__nan_check_on, memory_order_relaxed), 0) &&
-      !g->internal && (rc = dist__nan_check_coll(g, c)) != DIST_OK)
-    return rc; /* nor does one whose input holds NaN or Inf */
+      !g->internal && (rc = dist__nan_check_coll(g, c)) != DIST_OK) {
+    c->seq = 0; /* nor does one whose input holds NaN or Inf (logged and posted there) */
+    dist__set_last_error(rc, "%s", g->err.msg);
+    return rc;
+  }
   if (!g->internal)
     c->seq = ++g->seq;
   c->timeout_ms = g->timeout_ms;
   if (__builtin_expect(dist__log_on(DIST_LOG_TRACE, DIST_SUBSYS_COLL), 0) && !g->internal)
     dist__pg_log_op(g, c); /* DETAIL: one line per operation */
   dist_backend_op_fn fn = slot_for(g->ops, c->kind);
-  if (!fn)
-    return dist__err_set(&g->err, DIST_E_NOTSUP, "backend %s does not support %s",
-                         g->backend, dist_op_name(c->kind));
+  if (!fn) {
+    dist__err_set(&g->err, DIST_E_NOTSUP, "backend %s does not support %s", g->backend,
+                  dist_op_name(c->kind));
+    report(g, DIST_E_NOTSUP, c);
+    return DIST_E_NOTSUP;
+  }
   return out ? call_async(g, fn, c, out) : call_sync(g, fn, c);
 }
 
@@ -367,7 +423,7 @@ int dist__pg_sub_recv(dist_pg *g, dist_coll *piece, int *src_group_rank) {
 
 int dist__pg_end(dist_pg *g, const dist_coll *c, int rc) {
   if (rc != DIST_OK)
-    note_failure(g, c, rc);
+    note_failure(g, rc, c);
   if (!g->internal && dist__obs_on())
     dist__obs_emit(g, end_event(rc), c, rc, -1, rc ? g->err.msg : NULL);
   return rc;
@@ -398,7 +454,7 @@ int dist_pg_forward(dist_pg *g, const dist_coll *c, dist_work *w) {
                          g->backend, dist_op_name(c->kind));
   int rc = fn(g->priv, c, w);
   if (rc != DIST_OK)
-    note_failure(g, c, rc);
+    note_failure(g, rc, c);
   return rc;
 }
 

@@ -87,6 +87,10 @@ int dist__pg_sub_recv(dist_pg *g, dist_coll *piece, int *src_group_rank);
 int dist__pg_end(dist_pg *g, const dist_coll *c, int rc);
 /* The store of g (a wrapper uses its inner group's). */
 dist_store *dist__pg_store(dist_pg *g);
+/* Puts the report header of status.h on msg (a failure of c on g) and logs
+ * the report once at ERROR; nothing for internal groups or a message that
+ * already has a header. Any thread (reads only g's immutable identity). */
+void dist__pg_report(dist_pg *g, int rc, const dist_coll *c, char *msg, size_t len);
 /* Whether g is a live user group. */
 bool dist__pg_is_live(const dist_pg *g);
 /* Runs c on g: local checks (validate.c), sequence number, events, sync or

@@ -5,6 +5,7 @@
 #include "dist_int.h"
 
 static _Thread_local char last_errmsg[DIST_ERRMSG_LEN];
+static _Thread_local int last_rc; /* the status last_errmsg was written for */
 
 const char *dist_status_name(int code) {
   switch (code) {
@@ -30,10 +31,29 @@ const char *dist_strerror(int code) {
 
 const char *dist_last_errmsg(void) { return last_errmsg; }
 
-void dist__clear_last_error(void) { last_errmsg[0] = '\0'; }
+const char *dist_errmsg(int rc, dist_pg *group) {
+  if (rc == DIST_OK)
+    return "";
+  if (last_rc == rc && last_errmsg[0])
+    return last_errmsg;
+  const char *m = dist_pg_errmsg(group);
+  if (m && m[0])
+    return m;
+  return dist_strerror(rc);
+}
+
+void dist__clear_last_error(void) {
+  last_errmsg[0] = '\0';
+  last_rc = DIST_OK;
+}
 
 int dist__set_last_errorv(int rc, const char *fmt, va_list ap) {
-  vsnprintf(last_errmsg, sizeof last_errmsg, fmt, ap);
+  char tmp[DIST_ERRMSG_LEN];
+  /* Formatted aside first: an argument may point into last_errmsg itself
+   * ("%s", dist_last_errmsg()). */
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
+  memcpy(last_errmsg, tmp, sizeof tmp);
+  last_rc = rc;
   return rc;
 }
 
@@ -52,7 +72,7 @@ int dist__err_setv(dist__errbuf *e, int rc, const char *fmt, va_list ap) {
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
   /* The thread's message mirrors the object's so callers that only kept a
    * status (or lost the object) can still say why. */
-  vsnprintf(last_errmsg, sizeof last_errmsg, fmt, ap2);
+  dist__set_last_errorv(rc, fmt, ap2);
   va_end(ap2);
   return rc;
 }

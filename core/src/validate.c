@@ -90,15 +90,17 @@ static int same_dtype(dist_pg *g, const dist_coll *c, const dist_tensor *a,
   return DIST_OK;
 }
 
+/* big is the tensor named big_name ("input", "output") that holds group
+ * size times small's elements. */
 static int check_scaled(dist_pg *g, const dist_coll *c, const dist_tensor *big,
-                        const dist_tensor *small) {
+                        const char *big_name, const dist_tensor *small) {
   DIST_TRY(same_dtype(g, c, c->inputs, c->outputs));
   int64_t want = dist_tensor_numel(small) * g->info.size;
   if (dist_tensor_numel(big) != want)
-    return FAIL(g, "%s: the large tensor has %" PRId64 " elements, expected %" PRId64
-                   " (group size %d x %" PRId64 ")",
-                FN(c), dist_tensor_numel(big), want, g->info.size,
-                dist_tensor_numel(small));
+    return FAIL(g, "%s: the %s has %" PRId64 " elements, expected %" PRId64
+                   " (group size %d x the %s's %" PRId64 ")",
+                FN(c), big_name, dist_tensor_numel(big), want, g->info.size,
+                big == c->inputs ? "output" : "input", dist_tensor_numel(small));
   return DIST_OK;
 }
 
@@ -194,7 +196,7 @@ int dist__validate(dist_pg *g, const dist_coll *c) {
   case DIST_OP_ALL_GATHER_INTO_TENSOR:
     DIST_TRY(check_tensor(g, c, c->inputs, "input"));
     DIST_TRY(check_tensor(g, c, c->outputs, "output"));
-    return check_scaled(g, c, c->outputs, c->inputs);
+    return check_scaled(g, c, c->outputs, "output", c->inputs);
   case DIST_OP_GATHER:
   case DIST_OP_SCATTER:
     return check_rooted_list(g, c);
@@ -206,7 +208,7 @@ int dist__validate(dist_pg *g, const dist_coll *c) {
     DIST_TRY(check_tensor(g, c, c->inputs, "input"));
     DIST_TRY(check_tensor(g, c, c->outputs, "output"));
     DIST_TRY(check_redop(g, c, c->outputs[0].dtype));
-    return check_scaled(g, c, c->inputs, c->outputs);
+    return check_scaled(g, c, c->inputs, "input", c->outputs);
   case DIST_OP_ALL_TO_ALL:
     if ((int)c->n_inputs != g->info.size || (int)c->n_outputs != g->info.size)
       return FAIL(g, "all_to_all: expected %d input and output tensors (the group size), "

@@ -115,6 +115,8 @@ void dist__work_complete(dist_work *w, int rc, int src_global, const char *msg) 
   if (rc != DIST_OK) {
     snprintf(w->errmsg, sizeof w->errmsg, "%s",
              msg && *msg ? msg : dist_strerror(rc));
+    if (!w->quiet)
+      dist__pg_report(g, rc, &w->coll, w->errmsg, sizeof w->errmsg);
     if (rc == DIST_E_ABORTED || rc == DIST_E_TIMEOUT || rc == DIST_E_PEER_LOST) {
       int expected = DIST_OK;
       atomic_compare_exchange_strong(&g->async_error, &expected, rc);
@@ -200,8 +202,14 @@ int dist_work_wait(dist_work *w, int64_t timeout_ms) {
     return dist__set_last_error(DIST_E_TIMEOUT, "waiting for %s #%llu timed out after %lld ms",
                                 dist_op_name(w->coll.kind), (unsigned long long)w->coll.seq,
                                 (long long)timeout_ms);
-  if (w->status != DIST_OK)
-    dist__set_last_error(w->status, "%s", w->errmsg);
+  if (w->status != DIST_OK) {
+    /* The group keeps it too (dist_pg_errmsg): the waiter is the group's
+     * caller thread, the one writer of its message. */
+    dist_pg *keep = !w->quiet && w->pg && w->pg != DIST_GROUP_NON_MEMBER ? w->pg : NULL;
+    if (keep)
+      dist__err_clear(&keep->err);
+    dist__err_set(keep ? &keep->err : NULL, w->status, "%s", w->errmsg);
+  }
   return w->status;
 }
 

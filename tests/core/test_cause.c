@@ -5,6 +5,7 @@
  * The end-to-end path (a backend's desync posted, distrun's exit 10) is in
  * tests/monitor/test_distrun_cause.c. */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 
 #include <stdlib.h>
 #include <string.h>

@@ -42,7 +42,12 @@
  *
  * Versioning: slots are appended, never reordered; abi_version grows with
  * each append (SQLite's iVersion). Changes:
- *   1  first version. */
+ *   1  first version.
+ *   2  the interposer gains dist_set_group_precreate_hook: a hook that sees
+ *      each new user group before its members connect (the checking layer
+ *      compares the ranks' views of the group there, so groups created in
+ *      a different order fail at once instead of timing out in the
+ *      connect). The vtable is unchanged; backends built for 1 load. */
 #ifndef DIST_BACKEND_H
 #define DIST_BACKEND_H
 
@@ -57,7 +62,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_BACKEND_ABI_VERSION 1
+#define DIST_BACKEND_ABI_VERSION 2
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_OP_MAP(X)                                      \
@@ -277,6 +282,17 @@ DIST_API const dist_pg_info *dist_pg_get_info(dist_pg *g);
  * creation. Internal groups are never offered. NULL removes the hook. */
 typedef int (*dist_group_wrapper_fn)(void *arg, dist_pg *inner, dist_pg **out);
 DIST_API void dist_set_group_wrapper(dist_group_wrapper_fn fn, void *arg);
+
+/* fn sees each new user group (init's default group, new_group,
+ * split_group, new_subgroups, a mesh) on each member before the members
+ * connect: planned holds the identity the group will have (id, name,
+ * description, members, this rank); its pointers live for the call. A
+ * non-zero return fails the creation with that status (message through
+ * dist_backend_set_error(NULL, ...)). Caller thread; it may use the job's
+ * store (dist_get_default_store) but no group. Internal groups are never
+ * offered. NULL removes the hook. (ABI 2.) */
+typedef int (*dist_group_precreate_fn)(void *arg, const dist_pg_info *planned);
+DIST_API void dist_set_group_precreate_hook(dist_group_precreate_fn fn, void *arg);
 
 DIST_EXTERN_C_END
 

@@ -1,11 +1,77 @@
-/* status.h - status codes and error messages.
+/* status.h - status codes, and the one format every failure report has.
  *
  * Every libdist call returns an int: DIST_OK (0) or one of the codes below.
  * The codes are numbered in this order and never renumbered; new ones are
- * appended (curl's rule). The detailed message lives on the object that
- * failed (dist_store_errmsg, dist_pg_errmsg, dist_work_errmsg); failures that
- * happen before an object exists leave it in a per-thread buffer read with
- * dist_last_errmsg(). */
+ * appended (curl's rule). The detailed message is kept on the object that
+ * failed (dist_store_errmsg, dist_pg_errmsg, dist_work_errmsg) and mirrored
+ * in a per-thread buffer (dist_last_errmsg); dist_errmsg(rc, group) finds it
+ * wherever it was kept.
+ *
+ * FAILURE REPORTS. Every message libdist keeps for a failed operation on a
+ * group, whatever the transport (shared memory, TCP) and whichever rank or
+ * layer found it (a backend's own checks, the checking layer, the monitor,
+ * the tracer's events), reads the same way:
+ *
+ *     <what> in group <id> (<desc>, <n> ranks) at <OP> #<seq>: <summary>
+ *       <one line per rank involved, when ranks disagree>
+ *       [seen by rank <r> (host <h>, pid <p>)]
+ *
+ *   what     the status in words: "desync" (DIST_E_DESYNC), "timeout",
+ *            "peer lost", "aborted", "invalid argument", "not supported",
+ *            "store error", "backend error", "system error", "out of
+ *            memory", "closed", "internal error".
+ *   group    the user-visible id (0 = the default group) and the
+ *            description given at creation (dist_group_opts.desc; the
+ *            default group's is "default", a group without one shows its
+ *            name, e.g. "g1"), with its size.
+ *   OP #seq  the operation's name as dist_op_name gives it and the group's
+ *            sequence number (from 1; point-to-point calls count). An
+ *            operation refused before it started shows "(not started)"
+ *            instead of a number: it takes none.
+ *   summary  one sentence; for a disagreement "ranks disagree on the
+ *            <field>", field one of: operation, dtype, count, reduce op,
+ *            root, split size (all_to_all), size (point-to-point).
+ *   ranks    Global ranks, always. When the group rank differs it follows:
+ *            "rank 5 (group rank 1)". The calling rank is marked
+ *            "(this rank)". A peer's host and pid are given where they
+ *            help find the process (a lost peer, a rank that never came):
+ *            "rank 2 (host n1, pid 4711)".
+ *   values   In the vocabulary of dist_coll_describe (backend.h): the
+ *            operation, dtype[count] of each rank's tensor (count = the
+ *            tensor this rank passes: the input, or the output for
+ *            scatter and reduce_scatter), "op=SUM" (PREMUL_SUM(0.5)),
+ *            "root 1", "to rank 1" / "from rank 0" for point-to-point and
+ *            the pairs of an all_to_all, then the bytes in parentheses.
+ *            The line of the rank that differs ends "<- <field> differs".
+ *   origin   Named once. A failure found on this rank has no "seen by"
+ *            line; one relayed from another rank (its error frame, the
+ *            store) carries a single "seen by" line naming where it was
+ *            born, never a chain of "rank 0 failed: rank 2 failed: ...".
+ *
+ * For example, rank 0 of two calling all_reduce with 4 floats while rank 1
+ * passes 5, over shared memory or TCP alike:
+ *
+ *     desync in group 0 (default, 2 ranks) at ALL_REDUCE #3: ranks disagree on the count
+ *       rank 0 (this rank): ALL_REDUCE float32[4] op=SUM (16 bytes)
+ *       rank 1:             ALL_REDUCE float32[5] op=SUM (20 bytes)  <- count differs
+ *
+ * and a group of global ranks 4 and 5 described "tp" whose two ranks both
+ * believe they are the broadcast's root:
+ *
+ *     desync in group 2 (tp, 2 ranks) at BROADCAST #1: ranks disagree on the root
+ *       rank 4 (group rank 0, this rank): BROADCAST float32[8] root 4 (32 bytes)
+ *       rank 5 (group rank 1):            BROADCAST float32[8] root 5 (32 bytes)  <- root differs
+ *
+ * A desync in the checking layer (wrapper_pg) groups ranks that agree
+ * ("ranks 0,2-3: ALL_REDUCE float32[1024] op=SUM") and adds a "called from"
+ * line; the rest of the format is the same. Failures outside a group
+ * (init, stores, distrun) keep their one-line messages, which name the
+ * variable, key, rank or file at fault.
+ *
+ * Logging. A failure is logged once, at ERROR (DESIGN.md: reports users
+ * must see are WARNING or ERROR), by the rank that meets it, with the same
+ * text it returns; a relayed or repeated failure (an operation on a group
+ * broken by an earlier one) is logged at DEBUG only. */
 #ifndef DIST_STATUS_H
 #define DIST_STATUS_H
 
@@ -40,10 +106,20 @@ typedef enum dist_status {
 DIST_API const char *dist_status_name(int code);
 /* A short human description of a code ("timed out"). Never NULL. */
 DIST_API const char *dist_strerror(int code);
-/* The calling thread's last message for failures that happened before an
- * object existed (init, create functions). Valid until the thread's next
- * libdist call that fails the same way. Never NULL (empty when none). */
+/* The message of the calling thread's latest failure, whatever object
+ * kept it (a group, a store, a work, or none: init and create functions).
+ * Valid until the thread's next failing libdist call. Never NULL (empty
+ * when none). */
 DIST_API const char *dist_last_errmsg(void);
+
+typedef struct dist_pg dist_pg;
+/* The message for status rc, wherever it was kept: the calling thread's
+ * latest failure when it ended with rc (a collective, dist_work_wait, a
+ * store call, init), else the message kept on group (NULL: the default
+ * group), else dist_strerror(rc). "" for DIST_OK. Never NULL; valid until
+ * the thread's next libdist call. The one call a program needs:
+ *     if (rc != DIST_OK) fprintf(stderr, "%s\n", dist_errmsg(rc, NULL)); */
+DIST_API const char *dist_errmsg(int rc, dist_pg *group);
 
 DIST_EXTERN_C_END
 

@@ -232,7 +232,7 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
     size_t off = 0;
     dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
     describe_diff(s, j, g, msg, sizeof msg, &off);
-    DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
+    DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
     return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
   }
   return DIST_OK;
@@ -247,7 +247,7 @@ int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   size_t off = 0;
   dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
   describe_diff(s, j, g, msg, sizeof msg, &off);
-  DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
+  DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
   return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
 }
 
@@ -283,7 +283,7 @@ int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
                  "%s, which expects %" PRId64 " elements (%" PRId64 " bytes); this rank fails "
                  "too so the group stays in step", label, a, sent, sent * es, dt, b, want,
                  want * es);
-      DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
+      DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
       return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
     }
   return DIST_OK;

@@ -308,6 +308,6 @@ int dist__shm_fail(dist__shm *s, dist__cpu_op *op, int rc, const char *fmt, ...)
   dist__err_set(op->err, rc, "%s", msg);
   dist__cpu_mark_broken(s->g, rc, msg);
   publish_failure(s, rc, msg); /* the peers fail with this status instead of waiting */
-  DIST_LOG(ERROR, SHM, "group %s: %s", s->g->name, msg);
+  DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
   return rc;
 }

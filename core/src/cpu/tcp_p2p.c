@@ -177,6 +177,32 @@ static char *fmt_desc(const tcp_desc *d, uint64_t bytes, char *buf, size_t len) 
   return buf;
 }
 
+/* At DIST_DEBUG=DETAIL a point-to-point message also carries its tensor's
+ * shape (a hash, in the peer_count field point-to-point leaves unused), so
+ * a send and a receive of the same size but another dtype or shape fail
+ * both sides too (the checking layer's pairwise check, done where the
+ * messages match: before any data reaches the receive's buffer). */
+static int64_t shape_hash(const dist_tensor *t) {
+  uint64_t h = 1469598103934665603ull;
+  h = (h ^ (uint64_t)t->ndim) * 1099511628211ull;
+  for (int d = 0; d < t->ndim; d++)
+    h = (h ^ (uint64_t)t->shape[d]) * 1099511628211ull;
+  return (int64_t)(h >> 2); /* >= 0: -1 means none */
+}
+
+/* What differs between a point-to-point message and the receive that
+ * matched it ("size", "dtype", "shape"), NULL when they fit. */
+static const char *p2p_diff(const tcp_desc *a, uint64_t a_len, const tcp_desc *b,
+                            uint64_t b_len) {
+  if (a_len != b_len)
+    return "size";
+  if (a->peer_count < 0 || b->peer_count < 0)
+    return NULL; /* below DETAIL the bytes are what must agree */
+  if (a->dtype != TCP_NONE8 && b->dtype != TCP_NONE8 && a->dtype != b->dtype)
+    return "dtype";
+  return a->peer_count != b->peer_count ? "shape" : NULL;
+}
+
 static tcp_desc hdr_desc(const tcp_hdr *h) {
   tcp_desc d = {h->kind, h->dtype, h->redop, h->root, h->op_seq, h->count, h->peer_count,
                 h->total};
@@ -224,13 +250,14 @@ static int check_match(dist__tcp *t, dist__tcp_req *r, int src, const tcp_hdr *h
              fmt_desc(&r->d, r->len, mine, sizeof mine), why, extra);
     return DIST_E_DESYNC;
   }
-  if (h->size == r->len)
+  const char *why = p2p_diff(&r->d, r->len, &hd, h->size);
+  if (!why)
     return DIST_OK;
   char plb[64];
   dist__tcp_req_label(&(dist__tcp_req){.d = hd}, plb, sizeof plb);
   set_fail(r, DIST_E_DESYNC,
-           "%s from %s: size mismatch: this receive expects %s but the peer's %s sent %s",
-           lb, nb, fmt_desc(&r->d, r->len, mine, sizeof mine), plb,
+           "%s from %s: %s mismatch: this receive expects %s but the peer's %s sent %s",
+           lb, nb, why, fmt_desc(&r->d, r->len, mine, sizeof mine), plb,
            fmt_desc(&hd, h->size, theirs, sizeof theirs));
   return DIST_E_DESYNC;
 }
@@ -244,6 +271,8 @@ static void answer(dist__tcp *t, tcp_conn *c, int type, const dist__tcp_req *r,
   h.op_seq = r->d.op_seq;
   h.dtype = r->d.dtype;
   h.count = r->d.count;
+  if (!r->coll)
+    h.peer_count = r->d.peer_count; /* the shape at DETAIL (p2p_diff) */
   h.size = r->len;
   if (type == TCP_F_ACK && (m->flags & TCP_HF_LAZY_ACK))
     dist__tcp_send_lazy_ack(t, c, &h);
@@ -549,10 +578,11 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
   char lb[64], plb[64], nb[160], mine[200], theirs[200];
   tcp_desc hd = hdr_desc(h);
   hd.redop = TCP_NONE8;
+  const char *why = p2p_diff(&r->d, r->len, &hd, h->size);
   set_fail(r, DIST_E_DESYNC,
-           "%s to %s: size mismatch: this send has %s but the peer's %s expects %s",
+           "%s to %s: %s mismatch: this send has %s but the peer's %s expects %s",
            dist__tcp_req_label(r, lb, sizeof lb),
-           dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb),
+           dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb), why ? why : "size",
            fmt_desc(&r->d, r->len, mine, sizeof mine),
            dist__tcp_req_label(&(dist__tcp_req){.d = hd}, plb, sizeof plb),
            fmt_desc(&hd, h->size, theirs, sizeof theirs));
@@ -614,6 +644,8 @@ static tcp_desc p2p_desc(const dist_coll *c, bool is_send, const void *buf, size
   if (tt && dist_tensor_nbytes(tt) == len && dist_dtype_size(tt->dtype) > 0) {
     d.dtype = (uint8_t)tt->dtype;
     d.count = dist_tensor_numel(tt);
+    if (dist_get_debug_level() == DIST_DEBUG_DETAIL)
+      d.peer_count = shape_hash(tt);
   }
   return d;
 }

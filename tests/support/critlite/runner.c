@@ -4,8 +4,9 @@
  * Runs every registered test in its own forked process, one at a time,
  * with the test's timeout (SIGKILL past it), and reports Criterion-style
  * lines. Accepts Criterion's flags that our CTest registration passes
- * (--jobs, --full-stats, --verbose) and --filter 'suite/name' globs. Exits
- * non-zero when any test failed. */
+ * (--jobs, --full-stats, --verbose) and --filter 'suite/name' globs (also
+ * from CRITERION_TEST_PATTERN, with extended globs such as 'suite/!(name)',
+ * as Criterion). Exits non-zero when any test failed. */
 #include <fnmatch.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -143,11 +144,11 @@ static bool selected(const struct critlite_test *t, const char *filter) {
     return true;
   char full[512];
   snprintf(full, sizeof full, "%s/%s", t->suite, t->name);
-  return fnmatch(filter, full, 0) == 0;
+  return fnmatch(filter, full, FNM_EXTMATCH) == 0;
 }
 
 int main(int argc, char **argv) {
-  const char *filter = NULL;
+  const char *filter = getenv("CRITERION_TEST_PATTERN");
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--filter") && i + 1 < argc)
       filter = argv[++i];

@@ -1,0 +1,121 @@
+/* report.c - the one format of failure reports (status.h, FAILURE REPORTS).
+ *
+ * Engines write the body of a report: a summary and, when ranks disagree,
+ * one line per rank in the vocabulary of dist_coll_describe
+ * (dist__report_value, dist__report_disagree). pg.c puts the header in front
+ * ("desync in group 0 (default, 2 ranks) at ALL_REDUCE #3: ") and logs it
+ * once (dist__report_head), so the shared-memory and TCP engines, and a
+ * failure found before any engine ran, read alike. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "report.h"
+
+const char *dist__report_what(int rc) {
+  switch (rc) {
+  case DIST_E_INVAL: return "invalid argument";
+  case DIST_E_NOMEM: return "out of memory";
+  case DIST_E_TIMEOUT: return "timeout";
+  case DIST_E_DESYNC: return "desync";
+  case DIST_E_PEER_LOST: return "peer lost";
+  case DIST_E_CLOSED: return "closed";
+  case DIST_E_ABORTED: return "aborted";
+  case DIST_E_NOTSUP: return "not supported";
+  case DIST_E_STORE: return "store error";
+  case DIST_E_BACKEND: return "backend error";
+  case DIST_E_SYS: return "system error";
+  case DIST_E_INTERNAL: return "internal error";
+  default: return "failure";
+  }
+}
+
+bool dist__report_has_head(const char *msg) {
+  /* "<what> in group " at the very start: written by a layer below or by
+   * the rank the failure was relayed from. */
+  static const int codes[] = {DIST_E_INVAL,   DIST_E_NOMEM,  DIST_E_TIMEOUT,  DIST_E_DESYNC,
+                              DIST_E_PEER_LOST, DIST_E_CLOSED, DIST_E_ABORTED, DIST_E_NOTSUP,
+                              DIST_E_STORE,   DIST_E_BACKEND, DIST_E_SYS,     DIST_E_INTERNAL};
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+    const char *w = dist__report_what(codes[i]);
+    size_t n = strlen(w);
+    if (strncmp(msg, w, n) == 0 && strncmp(msg + n, " in group ", 10) == 0)
+      return true;
+  }
+  return false;
+}
+
+void dist__report_head(char *out, size_t len, int rc, const dist__report_group *g,
+                       dist_op_kind kind, uint64_t seq, const char *body) {
+  char at[64];
+  if (seq)
+    snprintf(at, sizeof at, "%s #%" PRIu64, dist_op_name(kind), seq);
+  else
+    snprintf(at, sizeof at, "%s (not started)", dist_op_name(kind));
+  /* The engines' older prefix "ALL_REDUCE #3: " repeats the header. */
+  size_t n = strlen(at);
+  if (strncmp(body, at, n) == 0 && body[n] == ':' && body[n + 1] == ' ')
+    body += n + 2;
+  char tmp[DIST_ERRMSG_LEN];
+  snprintf(tmp, sizeof tmp, "%s in group %d (%s, %d rank%s) at %s: %s", dist__report_what(rc),
+           g->id, g->desc && g->desc[0] ? g->desc : g->name, g->size, g->size == 1 ? "" : "s",
+           at, body);
+  snprintf(out, len, "%s", tmp);
+}
+
+char *dist__report_value(const dist__rval *v, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  dist__appendf(buf, len, &off, "%s", dist_op_name((dist_op_kind)v->kind));
+  if (v->seq)
+    dist__appendf(buf, len, &off, " #%" PRIu64, v->seq);
+  if (v->dtype >= 0)
+    dist__appendf(buf, len, &off, " %s[%" PRId64 "]", dist_dtype_name((dist_dtype)v->dtype),
+                  v->count);
+  if (v->redop == DIST_REDOP_PREMUL_SUM)
+    dist__appendf(buf, len, &off, " op=PREMUL_SUM(%g)", v->scalar);
+  else if (v->redop >= 0)
+    dist__appendf(buf, len, &off, " op=%s", dist_redop_name((dist_redop_kind)v->redop));
+  if (v->root >= 0)
+    dist__appendf(buf, len, &off, " root %d", v->root);
+  if (v->dir)
+    dist__appendf(buf, len, &off, " %s rank %d", v->dir, v->peer);
+  if (v->dtype >= 0 && v->count >= 0)
+    dist__appendf(buf, len, &off, " (%" PRId64 " bytes)",
+                  v->count * (int64_t)dist_dtype_size((dist_dtype)v->dtype));
+  return buf;
+}
+
+static void label(const dist__rside *s, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  dist__appendf(buf, len, &off, "rank %d", s->global_rank);
+  bool paren = s->group_rank >= 0 && s->group_rank != s->global_rank;
+  if (paren)
+    dist__appendf(buf, len, &off, " (group rank %d%s)", s->group_rank,
+                  s->self ? ", this rank" : "");
+  else if (s->self)
+    dist__appendf(buf, len, &off, " (this rank)");
+  dist__appendf(buf, len, &off, ":");
+}
+
+void dist__report_disagree(char *buf, size_t len, size_t *off, const char *field,
+                           const dist__rside *a, const dist__rside *b) {
+  /* Ascending global rank; the marker goes on a rank other than this one
+   * (on b when neither is: a third rank reporting a pair). */
+  const dist__rside *lo = a->global_rank <= b->global_rank ? a : b;
+  const dist__rside *hi = lo == a ? b : a;
+  const dist__rside *mark = !b->self ? b : a;
+  char la[96], lb[96];
+  label(lo, la, sizeof la);
+  label(hi, lb, sizeof lb);
+  int w = (int)(strlen(la) > strlen(lb) ? strlen(la) : strlen(lb));
+  dist__appendf(buf, len, off, "ranks disagree on the %s", field);
+  dist__appendf(buf, len, off, "\n  %-*s %s%s%s", w, la, lo->value, lo == mark ? "  <- " : "",
+                lo == mark ? field : "");
+  if (lo == mark)
+    dist__appendf(buf, len, off, " differs");
+  dist__appendf(buf, len, off, "\n  %-*s %s%s%s", w, lb, hi->value, hi == mark ? "  <- " : "",
+                hi == mark ? field : "");
+  if (hi == mark)
+    dist__appendf(buf, len, off, " differs");
+}

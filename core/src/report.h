@@ -1,0 +1,54 @@
+/* report.h - building failure reports in the one format of status.h.
+ *
+ * Engines write a body (dist__report_disagree for ranks that disagree);
+ * pg.c adds the header (dist__report_head). */
+#ifndef DIST_REPORT_H
+#define DIST_REPORT_H
+
+#include "dist_int.h"
+
+/* What a header names of the group. */
+typedef struct dist__report_group {
+  int id;               /* user-visible id (-1 internal) */
+  const char *name;     /* shown when desc is empty */
+  const char *desc;
+  int size;
+} dist__report_group;
+
+/* One rank's side of an operation, in dist_coll_describe's vocabulary. */
+typedef struct dist__rval {
+  int kind;             /* dist_op_kind */
+  uint64_t seq;         /* shown when nonzero (point-to-point peers) */
+  int dtype;            /* -1: none */
+  int64_t count;        /* elements; with dtype */
+  int redop;            /* dist_redop_kind, -1: none */
+  double scalar;        /* PREMUL_SUM's */
+  int root;             /* global rank, -1: none */
+  const char *dir;      /* "to" / "from" peer, or NULL */
+  int peer;             /* global rank, with dir */
+} dist__rval;
+
+/* One line of a disagreement. */
+typedef struct dist__rside {
+  int global_rank;
+  int group_rank;       /* shown when it differs from global_rank */
+  bool self;            /* the calling rank */
+  char value[200];      /* dist__report_value */
+} dist__rside;
+
+/* "desync", "timeout", ... for status rc. */
+const char *dist__report_what(int rc);
+/* Whether msg already starts with a report header. */
+bool dist__report_has_head(const char *msg);
+/* out = header + body; body's own leading "<OP> #<seq>: " is dropped.
+ * body may alias out. seq 0: "(not started)". */
+void dist__report_head(char *out, size_t len, int rc, const dist__report_group *g,
+                       dist_op_kind kind, uint64_t seq, const char *body);
+/* "ALL_REDUCE float32[4] op=SUM (16 bytes)". */
+char *dist__report_value(const dist__rval *v, char *buf, size_t len);
+/* Appends "ranks disagree on the <field>" and the two ranks' lines (ascending
+ * global rank, "<- <field> differs" on the rank that is not this one). */
+void dist__report_disagree(char *buf, size_t len, size_t *off, const char *field,
+                           const dist__rside *a, const dist__rside *b);
+
+#endif

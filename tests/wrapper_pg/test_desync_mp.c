@@ -1,0 +1,319 @@
+/* ctest: labels=multiproc timeout=300 */
+/* Collectives that disagree between ranks are caught before they run, on
+ * every rank, with one report: shapes, dtypes of equal size, operations,
+ * reduce ops, roots, all_to_all_single splits, reduce_scatter counts; the
+ * buffers are untouched, the call sites are this file's lines, and the
+ * group keeps working for calls that agree. Real forked ranks at DETAIL. */
+#include <criterion/criterion.h>
+
+#include <dist/observer.h>
+
+#include "wpg_test.h"
+
+#define ME "test_desync_mp.c"
+
+/* The report on every rank: DIST_E_DESYNC, the header, the marked line. */
+static int expect_report(const dist_test_ctx *ctx, int rc, const char *header,
+                         const char *marked_prefix, const char *marked_has, const char *marker) {
+  const char *msg = dist_pg_errmsg(NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC, "rc %s, want DIST_E_DESYNC: %s", dist_status_name(rc), msg);
+  CHECK(ctx, !strncmp(msg, header, strlen(header)), "header: want '%s' in\n%s", header, msg);
+  char line[512];
+  CHECK(ctx, wpg_line(msg, marked_prefix, line, sizeof line), "no line '%s' in\n%s",
+        marked_prefix, msg);
+  CHECK(ctx, strstr(line, marked_has) && strstr(line, marker), "line '%s' lacks '%s' / '%s'",
+        line, marked_has, marker);
+  return wpg_same_everywhere(ctx, msg);
+}
+
+/* --- shape --------------------------------------------------------------- */
+
+static int shape_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float v[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, ctx->rank == 1 ? 8 : 4);
+  int line = __LINE__ + 1;
+  int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  if (expect_report(ctx, rc,
+                    "desync in group 0 (default, 2 ranks) at ALL_REDUCE #1: ranks disagree on "
+                    "the count\n",
+                    "  rank 1: ", "ALL_REDUCE float32[8] op=SUM (32 bytes)", "<- count differs"))
+    return 1;
+  char site[128], buf[512];
+  snprintf(site, sizeof site, "  called from " ME ":%d in shape_rank() (ranks 0-1)", line);
+  CHECK(ctx, wpg_line(dist_pg_errmsg(NULL), "  rank 0: ", buf, sizeof buf) &&
+                 !strcmp(buf, "  rank 0: ALL_REDUCE float32[4] op=SUM (16 bytes)"),
+        "rank 0's line:\n%s", dist_pg_errmsg(NULL));
+  CHECK(ctx, wpg_line(dist_pg_errmsg(NULL), site, buf, sizeof buf), "want '%s' in\n%s", site,
+        dist_pg_errmsg(NULL));
+  for (int i = 0; i < 8; i++)
+    CHECK(ctx, v[i] == 1, "buffer touched: v[%d] = %g", i, v[i]);
+  /* [4] vs [2,2]: same count, different shape. */
+  dist_tensor u = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  if (ctx->rank == 1) {
+    u.ndim = 2;
+    u.shape[0] = u.shape[1] = 2;
+  }
+  rc = dist_all_reduce(&u, DIST_SUM, NULL, NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC && strstr(dist_pg_errmsg(NULL), "float32[2, 2]") &&
+                 strstr(dist_pg_errmsg(NULL), "<- shape differs"),
+        "[4] vs [2,2]: %s", dist_pg_errmsg(NULL));
+  /* Calls that agree still run, and compute the right thing. */
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL) == DIST_E_DESYNC ? DIST_OK : 1);
+  t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  CHECK(ctx, v[0] == 2 && v[3] == 2, "sum after the desync: %g", v[0]);
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, shape_differs_on_both_ranks, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, shape_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- dtypes of equal size, asynchronously: no work handle ---------------- */
+
+/* The report reaches the observers once, as DIST_EV_DESYNC_REPORT. */
+static int n_reports;
+static char last_report[4096];
+
+static int obs_init(void **ctx, const dist_pg_info *i) {
+  (void)i;
+  *ctx = NULL;
+  return DIST_OK;
+}
+
+static void obs_event(void *ctx, const dist_event *ev) {
+  (void)ctx;
+  if (ev->kind != DIST_EV_DESYNC_REPORT || !ev->message)
+    return;
+  n_reports++;
+  snprintf(last_report, sizeof last_report, "%s", ev->message);
+}
+
+static const dist_observer report_observer = {
+    .abi_version = DIST_OBSERVER_ABI_VERSION, .name = "reports",
+    .event_mask = DIST_EV_BIT(DIST_EV_DESYNC_REPORT), .init = obs_init, .on_event = obs_event,
+};
+
+static int dtype_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, dist_observer_register(&report_observer));
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int32_t v[4] = {7, 7, 7, 7};
+  dist_tensor t = dist_tensor_1d(v, ctx->rank == 2 ? DIST_INT32 : DIST_FLOAT32, 4);
+  dist_work *w = (dist_work *)&w; /* must come back NULL */
+  int rc = dist_all_reduce(&t, DIST_SUM, NULL, &w);
+  CHECK(ctx, w == NULL, "a failed check returned a work handle");
+  if (expect_report(ctx, rc,
+                    "desync in group 0 (default, 3 ranks) at ALL_REDUCE #1: ranks disagree on "
+                    "the dtype\n",
+                    "  rank 2: ", "ALL_REDUCE int32[4] op=SUM", "<- dtype differs"))
+    return 1;
+  char buf[512];
+  CHECK(ctx, wpg_line(dist_pg_errmsg(NULL), "  ranks 0-1: ", buf, sizeof buf) &&
+                 strstr(buf, "float32[4]"), "majority line:\n%s", dist_pg_errmsg(NULL));
+  CHECK(ctx, v[0] == 7 && v[3] == 7, "buffer touched");
+  CHECK(ctx, n_reports == 1 && !strcmp(last_report, dist_pg_errmsg(NULL)),
+        "%d DESYNC_REPORT events; last:\n%s", n_reports, last_report);
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, dtype_differs_async_call_gets_no_handle, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, dtype_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- operations ---------------------------------------------------------- */
+
+static int op_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  int rc = ctx->rank == 1 ? dist_broadcast(&t, 0, NULL, NULL)
+                          : dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  if (expect_report(ctx, rc,
+                    "desync in group 0 (default, 3 ranks) at ALL_REDUCE #1: ranks disagree on "
+                    "the operation\n",
+                    "  rank 1: ", "BROADCAST float32[4] root 0 (16 bytes)",
+                    "<- operation differs"))
+    return 1;
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, operation_differs, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, op_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- reduce ops ---------------------------------------------------------- */
+
+static int redop_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL)); /* #1 agrees */
+  int rc = dist_all_reduce(&t, ctx->rank == 3 ? DIST_MAX : DIST_SUM, NULL, NULL);
+  if (expect_report(ctx, rc,
+                    "desync in group 0 (default, 4 ranks) at ALL_REDUCE #2: ranks disagree on "
+                    "the reduce op\n",
+                    "  rank 3: ", "op=MAX", "<- reduce op differs"))
+    return 1;
+  char buf[512];
+  CHECK(ctx, wpg_line(dist_pg_errmsg(NULL), "  ranks 0-2: ", buf, sizeof buf) &&
+                 strstr(buf, "op=SUM") && !strstr(buf, "<-"),
+        "majority line:\n%s", dist_pg_errmsg(NULL));
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, reduce_op_differs_in_the_minority, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(4, redop_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- roots, on a subgroup (global ranks with group ranks beside) --------- */
+
+static int root_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int members[3] = {1, 2, 3};
+  dist_pg *g;
+  CHECK_OK(ctx, dist_new_group(members, 3, NULL, &g));
+  if (ctx->rank == 0) { /* not a member: waits for the others */
+    dist_test_finish();
+    return 0;
+  }
+  {
+    float v[2] = {0};
+    dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 2);
+    int rc = dist_broadcast(&t, ctx->rank == 3 ? 2 : 1, g, NULL);
+    const char *msg = dist_pg_errmsg(g);
+    char buf[512];
+    CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
+    const char *head = "desync in group 1 (g1, 3 ranks) at BROADCAST #1: ranks disagree on the "
+                       "root\n";
+    CHECK(ctx, !strncmp(msg, head, strlen(head)), "header:\n%s", msg);
+    CHECK(ctx, wpg_line(msg, "  ranks 1-2 (group ranks 0-1): ", buf, sizeof buf) &&
+                   strstr(buf, "BROADCAST float32[2] root 1 (8 bytes)") && !strstr(buf, "<-"),
+          "majority line:\n%s", msg);
+    CHECK(ctx, wpg_line(msg, "  rank 3 (group rank 2):       ", buf, sizeof buf) &&
+                   strstr(buf, "root 2") && strstr(buf, "<- root differs"),
+          "minority line:\n%s", msg);
+    CHECK_OK(ctx, dist_barrier(g, NULL)); /* the group still works */
+  }
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, broadcast_root_differs_in_a_subgroup, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(4, root_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- all_to_all_single splits ------------------------------------------- */
+
+static int splits_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int32_t in[3] = {1, 2, 3}, out[3] = {-1, -1, -1};
+  dist_tensor ti = dist_tensor_1d(in, DIST_INT32, 3), to = dist_tensor_1d(out, DIST_INT32, 3);
+  int64_t even[3] = {1, 1, 1}, odd[3] = {2, 0, 1};
+  int rc = dist_all_to_all_single(&to, &ti, even, ctx->rank == 2 ? odd : even, NULL, NULL);
+  const char *msg = dist_pg_errmsg(NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
+  CHECK(ctx, strstr(msg, "at ALL_TO_ALL_SINGLE #1: ranks disagree on the split size\n"),
+        "header:\n%s", msg);
+  CHECK(ctx, strstr(msg, "  rank 2 sends 2 rows to rank 0, which expects 1  <- split size "
+                         "differs\n") &&
+                 strstr(msg, "  rank 2 sends 0 rows to rank 1, which expects 1  <- split "
+                             "size differs"),
+        "split lines:\n%s", msg);
+  CHECK(ctx, out[0] == -1 && out[2] == -1, "output touched");
+  if (wpg_same_everywhere(ctx, msg))
+    return 1;
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, all_to_all_single_splits_differ, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, splits_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- reduce_scatter counts ----------------------------------------------- */
+
+static int rs_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float in[6] = {1, 1, 1, 1, 1, 1}, out[3] = {0};
+  int n = ctx->rank == 1 ? 3 : 2;
+  dist_tensor ti = dist_tensor_1d(in, DIST_FLOAT32, 2 * n), to = dist_tensor_1d(out, DIST_FLOAT32, n);
+  int rc = dist_reduce_scatter_tensor(&to, &ti, DIST_SUM, NULL, NULL);
+  if (expect_report(ctx, rc,
+                    "desync in group 0 (default, 2 ranks) at REDUCE_SCATTER_TENSOR #1: ranks "
+                    "disagree on the count\n",
+                    "  rank 1: ", "float32[6]", "<- count differs"))
+    return 1;
+  CHECK(ctx, out[0] == 0, "output touched");
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, reduce_scatter_counts_differ, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, rs_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- DIST_SHOW_STACKTRACES=1: each rank's stack under its line ----------- */
+
+static int __attribute__((noinline)) stack_inner(const dist_test_ctx *ctx, dist_tensor *t) {
+  volatile int rc = dist_all_reduce(t, ctx->rank == 0 ? DIST_MIN : DIST_SUM, NULL, NULL);
+  return rc; /* not a tail call: this frame stays on the stack */
+}
+
+static int stack_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_SHOW_STACKTRACES", "1", 1);
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  int rc = stack_inner(ctx, &t);
+  const char *msg = dist_pg_errmsg(NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
+  /* Under each rank's line, its stack from the call down: the frame that
+   * made the call, then its caller. */
+  const char *r1 = strstr(msg, "\n  rank 1: ");
+  CHECK(ctx, r1, "no rank 1 line:\n%s", msg);
+  const char *f0 = strstr(r1, "\n      #0 " ME ":"), *f1 = strstr(r1, "\n      #1 " ME ":");
+  CHECK(ctx, f0 && f1 && strstr(f0, "in stack_inner()") && strstr(f1, "in stack_rank()"),
+        "stack frames:\n%s", msg);
+  CHECK(ctx, strstr(msg, "\n  rank 0: ") && strstr(strstr(msg, "\n  rank 0: "), "#0 " ME ":"),
+        "rank 0's stack:\n%s", msg);
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, show_stacktraces_adds_each_ranks_stack, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, stack_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- five ranks over TCP: two in the minority, ranges compressed --------- */
+
+static int five_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRANSPORT", "tcp", 1); /* the helper group runs over TCP too */
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  double v[3] = {1, 2, 3};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT64, 3);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  CHECK(ctx, v[0] == 5 && v[2] == 15, "sum over TCP: %g %g", v[0], v[2]);
+  bool odd = ctx->rank == 1 || ctx->rank == 3;
+  int rc = dist_reduce(&t, odd ? 4 : 2, DIST_SUM, NULL, NULL);
+  if (expect_report(ctx, rc,
+                    "desync in group 0 (default, 5 ranks) at REDUCE #2: ranks disagree on the "
+                    "root\n",
+                    "  ranks 1,3:   ", "REDUCE float64[3] op=SUM root 4 (24 bytes)",
+                    "<- root differs"))
+    return 1;
+  char buf[512];
+  CHECK(ctx, wpg_line(dist_pg_errmsg(NULL), "  ranks 0,2,4: ", buf, sizeof buf) &&
+                 strstr(buf, "root 2") && !strstr(buf, "<-"), "majority:\n%s", dist_pg_errmsg(NULL));
+  CHECK(ctx, v[0] == 5, "buffer touched");
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, five_ranks_over_tcp_two_in_the_minority, .timeout = 90) {
+  cr_assert_eq(dist_test_ranks(5, five_rank, NULL, 80), 0, "%s", dist_test_report());
+}

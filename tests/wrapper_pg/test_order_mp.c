@@ -1,0 +1,80 @@
+/* ctest: labels=multiproc timeout=120 */
+/* Groups created in a different order, or with different members, on
+ * different ranks are caught at the creation (before the members connect),
+ * naming the ranks and both groups, instead of timing out. */
+#include <criterion/criterion.h>
+
+#include "wpg_test.h"
+
+/* Rank 0 hosts the store: everyone says it is done, rank 0 leaves last. */
+static int done(const dist_test_ctx *ctx) {
+  dist_store *st = dist_get_default_store();
+  char k[32];
+  snprintf(k, sizeof k, "test/done/%d", ctx->rank);
+  CHECK_OK(ctx, dist_store_set(st, k, "1", 1));
+  for (int r = 0; ctx->rank == 0 && r < ctx->world; r++) {
+    snprintf(k, sizeof k, "test/done/%d", r);
+    const char *keys[1] = {k};
+    CHECK_OK(ctx, dist_store_wait(st, keys, 1, 30000));
+  }
+  return 0;
+}
+
+/* Rank 0 creates "a" then "b", rank 1 "b" then "a" (same members). */
+static int crossed_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  const char *first = ctx->rank == 0 ? "a" : "b";
+  dist_group_opts o = {.desc = first};
+  dist_pg *g = NULL;
+  int rc = dist_new_group(NULL, 0, &o, &g);
+  const char *msg = dist_last_errmsg();
+  CHECK(ctx, rc == DIST_E_DESYNC, "new_group: %s: %s", dist_status_name(rc), msg);
+  char head[128], buf[256];
+  snprintf(head, sizeof head, "desync in group 1 (%s, 2 ranks) at creation: ranks disagree on "
+           "the description", first);
+  CHECK(ctx, !strncmp(msg, head, strlen(head)), "header: want '%s' in\n%s", head, msg);
+  CHECK(ctx, wpg_line(msg, "  rank 0: group 1 \"a\" of ranks 0,1", buf, sizeof buf) &&
+                 !strstr(buf, "<-"), "rank 0's view:\n%s", msg);
+  CHECK(ctx, wpg_line(msg, "  rank 1: group 1 \"b\" of ranks 0,1  <- description differs", buf,
+                      sizeof buf), "rank 1's view:\n%s", msg);
+  return done(ctx);
+}
+
+Test(wrapper_pg_order, groups_created_in_a_different_order_fail_at_creation, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, crossed_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* Ranks 0 and 2 create {0,1} then {1,2}; rank 1 creates {1,2} first: for
+ * group 1 rank 0 expects ranks 0,1 and rank 1 ranks 1,2. */
+static int members_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int a[2] = {0, 1}, b[2] = {1, 2};
+  dist_pg *g = NULL;
+  if (ctx->rank == 2) { /* not in rank 0's group 1: no creation to check */
+    CHECK_OK(ctx, dist_new_group(a, 2, NULL, &g));
+    CHECK(ctx, g == DIST_GROUP_NON_MEMBER, "rank 2 in {0,1}");
+    /* Its group 2 is {1,2}, which rank 1 (failed at group 1) never makes:
+     * named at the group's timeout, before any connect. */
+    dist_group_opts o = {.timeout_ms = 1500};
+    int rc = dist_new_group(b, 2, &o, &g);
+    CHECK(ctx, rc == DIST_E_TIMEOUT && !strcmp(dist_last_errmsg(), "timeout in group 2 (g2, 2 "
+                                               "ranks) at creation: rank 1 did not create it "
+                                               "within 1500 ms"),
+          "new_group: %s: %s", dist_status_name(rc), dist_last_errmsg());
+    return done(ctx);
+  }
+  int rc = dist_new_group(ctx->rank == 0 ? a : b, 2, NULL, &g);
+  const char *msg = dist_last_errmsg();
+  char buf[256];
+  CHECK(ctx, rc == DIST_E_DESYNC, "new_group: %s: %s", dist_status_name(rc), msg);
+  CHECK(ctx, strstr(msg, "at creation: ranks disagree on the member list"), "header:\n%s", msg);
+  CHECK(ctx, wpg_line(msg, "  rank 0: group 1 \"\" of ranks 0,1", buf, sizeof buf),
+        "rank 0's view:\n%s", msg);
+  CHECK(ctx, wpg_line(msg, "  rank 1: group 1 \"\" of ranks 1,2  <- member list differs", buf,
+                      sizeof buf), "rank 1's view:\n%s", msg);
+  return done(ctx);
+}
+
+Test(wrapper_pg_order, groups_with_different_members_fail_at_creation, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, members_rank, NULL, 50), 0, "%s", dist_test_report());
+}

@@ -1,0 +1,195 @@
+/* absent.c - naming the members that never reached an exchange.
+ *
+ * When the exchange fails (the helper's collective timed out, or a peer was
+ * lost), each rank that did arrive says so in the job's store under a key
+ * for this group and collective count, then waits a bounded moment (a
+ * quarter of the timeout, at most 2 s, which the exchange left over: the
+ * whole check ends within the group's timeout) for the other arrivals:
+ * ranks that arrived together time out together. Members without a key
+ * are named with their host and pid (exchanged when the helper was made)
+ * and their last collective on the group with its call site (from the last
+ * exchange that agreed, resolved here: the record carries module and
+ * offset, not a raw address), and, when their own check failed too, the
+ * operation of another group they are waiting in. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wpg_int.h"
+
+static void key(char *buf, size_t len, const wpg *w, uint64_t count, int grank) {
+  snprintf(buf, len, "wpg/%s/here/%" PRIu64 "/%d", w->info->name, count, grank);
+}
+
+static void seconds(int64_t ms, char *buf, size_t len) {
+  if (ms % 1000 == 0)
+    snprintf(buf, len, "%" PRId64 " s", ms / 1000);
+  else
+    snprintf(buf, len, "%" PRId64 " ms", ms);
+}
+
+/* present[r]: whether member r said it arrived. */
+static void arrivals(wpg *w, dist_store *st, uint64_t count, bool *present) {
+  int n = w->size, k = 0;
+  char (*keys)[128] = calloc((size_t)n, sizeof *keys);
+  const char **kp = calloc((size_t)n, sizeof *kp);
+  for (int r = 0; keys && kp && r < n; r++) {
+    present[r] = r == w->rank;
+    if (r != w->rank) {
+      key(keys[k], sizeof keys[k], w, count, r);
+      kp[k] = keys[k];
+      k++;
+    }
+  }
+  if (!keys || !kp) {
+    free(keys), free(kp);
+    return;
+  }
+  /* A timeout here is the answer. */
+  dist_store_wait(st, kp, (size_t)k, wpg_grace_ms(w->info->timeout_ms));
+  for (int r = 0, i = 0; r < n; r++) {
+    if (r == w->rank)
+      continue;
+    bool here = false;
+    dist_store_check(st, &kp[i++], 1, &here);
+    present[r] = here;
+  }
+  free(keys), free(kp);
+}
+
+/* Job-wide: where each rank stopped when its own check failed, so a rank
+ * absent here can be found waiting in another group's operation. */
+static void where_key(char *buf, size_t len, int global) {
+  snprintf(buf, len, "wpg/at/%d/%d", wpg_generation(), global);
+}
+
+static void say_where(const wpg *w, dist_store *st, const dist_coll *c) {
+  char k[64], v[256], gname[160];
+  where_key(k, sizeof k, w->info->global_rank);
+  wpg_group_name(w->info, gname, sizeof gname);
+  int n = snprintf(v, sizeof v, "%s #%" PRIu64 " of %s", dist_op_name(c->kind), c->seq, gname);
+  dist_store_set(st, k, v, (size_t)n); /* best effort: the report stands without it */
+}
+
+/* "waiting in BARRIER #1 of group 1 (g1, 3 ranks); " or "". */
+static void waiting_in(dist_store *st, int global, char *buf, size_t len) {
+  char k[64];
+  where_key(k, sizeof k, global);
+  const char *keys[1] = {k};
+  bool there = false;
+  void *v = NULL;
+  size_t n = 0;
+  buf[0] = '\0';
+  if (dist_store_check(st, keys, 1, &there) == DIST_OK && there &&
+      dist_store_get(st, k, &v, &n) == DIST_OK)
+    snprintf(buf, len, "waiting in %.*s; ", (int)n, (char *)v);
+  dist_free(v);
+}
+
+static void last_op(const wpg *w, int r, char *buf, size_t len) {
+  if (!w->have_prev) {
+    snprintf(buf, len, "it has run no collective on this group");
+    return;
+  }
+  const wpg_fp *p = &w->prev[r];
+  char site[200];
+  wpg_site_resolve_off(p->module, p->caller_off, site, sizeof site);
+  snprintf(buf, len, "its last operation was %s #%" PRIu64 ", called from %s",
+           dist_op_name((dist_op_kind)p->kind), p->seq, site);
+}
+
+/* The report: status.h's header naming the absent ranks, one line each. */
+static int report(wpg *w, dist_store *st, const dist_coll *c, int rc, const bool *present,
+                  int lowest) {
+  char *msg = malloc(WPG_MSG_LEN);
+  int *absent = calloc((size_t)w->size, sizeof *absent), n = 0;
+  if (!msg || !absent) {
+    free(msg), free(absent);
+    return dist_backend_set_error(w->self, rc, "out of memory naming absent ranks");
+  }
+  for (int r = 0; r < w->size; r++)
+    if (!present[r])
+      absent[n++] = w->info->global_ranks[r];
+  char gname[160], tmo[32], list[256];
+  wpg_group_name(w->info, gname, sizeof gname);
+  seconds(w->info->timeout_ms, tmo, sizeof tmo);
+  size_t lo = 0;
+  for (int i = 0; i < n; i++)
+    wpg_appendf(list, sizeof list, &lo, "%s%d", i ? "," : "", absent[i]);
+  size_t off = 0;
+  wpg_appendf(msg, WPG_MSG_LEN, &off, "%s in %s at %s #%" PRIu64 ": %s %s ",
+              rc == DIST_E_PEER_LOST ? "peer lost" : "timeout", gname, dist_op_name(c->kind),
+              c->seq, n > 1 ? "ranks" : "rank", list);
+  if (rc == DIST_E_PEER_LOST)
+    wpg_appendf(msg, WPG_MSG_LEN, &off, "%s lost before arriving", n > 1 ? "were" : "was");
+  else
+    wpg_appendf(msg, WPG_MSG_LEN, &off, "did not arrive within %s", tmo);
+  for (int r = 0; r < w->size; r++) {
+    if (present[r])
+      continue;
+    char last[320], where[300];
+    last_op(w, r, last, sizeof last);
+    waiting_in(st, w->info->global_ranks[r], where, sizeof where);
+    wpg_appendf(msg, WPG_MSG_LEN, &off, "\n  rank %d (", w->info->global_ranks[r]);
+    if (w->info->global_ranks[r] != r)
+      wpg_appendf(msg, WPG_MSG_LEN, &off, "group rank %d, ", r);
+    if (w->ident[r].pid) /* unknown when the helper was never made */
+      wpg_appendf(msg, WPG_MSG_LEN, &off, "host %s, pid %d): %s%s", w->ident[r].host,
+                  w->ident[r].pid, where, last);
+    else
+      wpg_appendf(msg, WPG_MSG_LEN, &off, "never joined the check): %s%s", where, last);
+  }
+  rc = wpg_fail(w, rc, msg, lowest);
+  free(msg), free(absent);
+  return rc;
+}
+
+static const char *what(int rc) {
+  switch (rc) {
+  case DIST_E_TIMEOUT: return "timeout";
+  case DIST_E_PEER_LOST: return "peer lost";
+  case DIST_E_ABORTED: return "aborted";
+  case DIST_E_NOMEM: return "out of memory";
+  case DIST_E_CLOSED: return "closed";
+  default: return "backend error";
+  }
+}
+
+/* A failure that is not about who arrived (an abort, a broken helper): the
+ * helper's message under this group's header. */
+static int relay(wpg *w, const dist_coll *c, int rc, const char *gname, const char *why) {
+  return dist_backend_set_error(w->self, rc, "%s in %s at %s #%" PRIu64 ": %s", what(rc), gname,
+                                dist_op_name(c->kind), c->seq, why);
+}
+
+int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
+  char whyb[512], gname[160];
+  snprintf(whyb, sizeof whyb, "%s", why ? why : "");
+  wpg_group_name(w->info, gname, sizeof gname);
+  if (rc != DIST_E_TIMEOUT && rc != DIST_E_PEER_LOST)
+    return relay(w, c, rc, gname, whyb);
+  uint64_t count = w->coll_count + 1;
+  dist_store *st = dist_get_default_store();
+  bool *present = calloc((size_t)w->size, sizeof *present);
+  char k[128];
+  key(k, sizeof k, w, count, w->rank);
+  if (!st || !present || dist_store_set(st, k, "1", 1) != DIST_OK) {
+    free(present);
+    return relay(w, c, rc, gname, whyb);
+  }
+  say_where(w, st, c);
+  arrivals(w, st, count, present);
+  int lowest = -1, n_absent = 0;
+  for (int r = 0; r < w->size; r++) {
+    if (present[r] && lowest < 0)
+      lowest = w->info->global_ranks[r];
+    n_absent += !present[r];
+  }
+  if (!n_absent) {
+    free(present);
+    return relay(w, c, rc, gname, whyb);
+  }
+  rc = report(w, st, c, rc == DIST_E_PEER_LOST ? rc : DIST_E_TIMEOUT, present, lowest);
+  free(present);
+  return rc;
+}

@@ -1,0 +1,227 @@
+/* exchange.c - the fingerprint exchange before each collective.
+ *
+ * DESIGN. One all_gather of a fixed-size record (wpg_fp) over the group's
+ * helper: an internal CPU group over the same members, so the check works
+ * whatever the inner backend is and costs one small collective on shared
+ * memory (one round trip over TCP). Every rank then holds every record and
+ * reaches the same verdict. When they agree the operation runs on the inner
+ * group. When they do not, a second all_gather carries each rank's own
+ * description of its call (its call site resolved in its own process,
+ * optionally its stack), every rank writes the same report and fails with
+ * DIST_E_DESYNC; the inner group is never called, so no buffer is touched.
+ * A failed exchange (a member that never arrives, a lost peer) goes to
+ * absent.c, which names who is missing. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wpg_int.h"
+
+#define SPLIT_MAX 32 /* ranks whose split sizes a report shows */
+
+typedef struct detail {
+  char text[320];
+  char site[192];
+  int64_t send[SPLIT_MAX]; /* all_to_all: what this rank sends to each */
+  int64_t recv[SPLIT_MAX]; /* and expects from each */
+  char extra[WPG_DETAIL_LEN - 512 - 2 * 8 * SPLIT_MAX];
+} detail;
+
+_Static_assert(sizeof(detail) == WPG_DETAIL_LEN, "detail record size");
+
+static int gather(wpg *w, const void *in, void *out, size_t bytes) {
+  dist_tensor ti = dist_tensor_1d((void *)in, DIST_UINT8, (int64_t)bytes);
+  dist_tensor to = dist_tensor_1d(out, DIST_UINT8, (int64_t)bytes * w->size);
+  dist_coll c = {
+      .kind = DIST_OP_ALL_GATHER_INTO_TENSOR, .inputs = &ti, .n_inputs = 1,
+      .outputs = &to, .n_outputs = 1, .root = -1,
+      .timeout_ms = w->info->timeout_ms - wpg_grace_ms(w->info->timeout_ms),
+  };
+  return dist_pg_forward(w->helper, &c, NULL);
+}
+
+int wpg_helper_ensure(wpg *w, char *why, size_t len) {
+  if (w->helper)
+    return DIST_OK;
+  int64_t t = w->info->timeout_ms - wpg_grace_ms(w->info->timeout_ms);
+  dist_group_opts o = {.timeout_ms = t, .backend = "cpu",
+                       .desc = "checking layer", .flags = DIST_GROUP_INTERNAL};
+  dist_pg *h = NULL;
+  int rc = dist_new_group(w->info->global_ranks, (size_t)w->size, &o, &h);
+  __atomic_store_n(&w->helper, rc == DIST_OK ? h : NULL, __ATOMIC_RELEASE); /* abort reads it */
+  if (rc != DIST_OK) {
+    snprintf(why, len, "making the checking layer's helper group of group %d: %s",
+             w->info->group_id, dist_last_errmsg());
+    return rc;
+  }
+  wpg_ident me = {.pid = (int32_t)getpid(), .global = w->info->global_rank};
+  gethostname(me.host, sizeof me.host - 1);
+  rc = gather(w, &me, w->ident, sizeof me);
+  if (rc != DIST_OK)
+    snprintf(why, len, "checking layer: group %d: exchanging identities failed: %s",
+             w->info->group_id, dist_pg_errmsg(w->helper));
+  return rc;
+}
+
+/* --- the report of a disagreement ---------------------------------------- */
+
+static int64_t rows_at(const int64_t *splits, const dist_tensor *t, int j, int n) {
+  return splits ? splits[j] : t->ndim ? t->shape[0] / n : 1;
+}
+
+/* This rank's call in the vocabulary of status.h: dist_coll_describe's
+ * words, roots as global ranks ("root 1"), the bytes in parentheses. */
+static void value(const wpg *w, const dist_coll *c, bool seqs, char *out, size_t len) {
+  dist_coll g = *c;
+  if (g.root >= 0 && g.root < w->size)
+    g.root = w->info->global_ranks[g.root];
+  char raw[224];
+  dist_coll_describe(&g, raw, sizeof raw);
+  char *eq = strstr(raw, " root=");
+  if (eq)
+    eq[5] = ' ';
+  const char *sp = strchr(raw, ' ');
+  int head = sp ? (int)(sp - raw) : (int)strlen(raw);
+  size_t off = 0;
+  if (seqs) /* "ALL_REDUCE #42 float32[4]": only when the numbers part */
+    wpg_appendf(out, len, &off, "%.*s #%llu%s", head, raw, (unsigned long long)c->seq,
+                sp ? sp : "");
+  else
+    wpg_appendf(out, len, &off, "%s", raw);
+  int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
+  if (c->kind == DIST_OP_ALL_TO_ALL_SINGLE && c->n_splits) {
+    for (int s = 0; s < 2; s++) {
+      const int64_t *sp2 = s ? c->out_splits : c->in_splits;
+      wpg_appendf(out, len, &off, " %s=[", s ? "out" : "in");
+      for (int j = 0; j < n; j++)
+        wpg_appendf(out, len, &off, "%s%lld", j ? "," : "",
+                    (long long)rows_at(sp2, s ? &c->outputs[0] : &c->inputs[0], j, w->size));
+      wpg_appendf(out, len, &off, "]");
+    }
+  }
+  const dist_tensor *t = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0] : NULL;
+  if (t)
+    wpg_appendf(out, len, &off, " (%zu bytes)", dist_tensor_nbytes(t));
+}
+
+static void describe(const wpg *w, const dist_coll *c, bool seqs, detail *d) {
+  value(w, c, seqs, d->text, sizeof d->text);
+  wpg_site_resolve(c->caller, d->site, sizeof d->site);
+  int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
+  for (int j = 0; j < n; j++) {
+    if (c->kind == DIST_OP_ALL_TO_ALL_SINGLE) {
+      d->send[j] = rows_at(c->in_splits, &c->inputs[0], j, w->size);
+      d->recv[j] = rows_at(c->out_splits, &c->outputs[0], j, w->size);
+    } else if (c->kind == DIST_OP_ALL_TO_ALL && (size_t)j < c->n_inputs) {
+      d->send[j] = dist_tensor_numel(&c->inputs[j]);
+      d->recv[j] = dist_tensor_numel(&c->outputs[j]);
+    }
+  }
+  if (wpg_show_stacks())
+    wpg_site_stack(c->caller, d->extra, sizeof d->extra);
+}
+
+static const char *field_of(void *arg, int cls, int major) {
+  const wpg_fp *all = arg;
+  wpg_field f = wpg_fp_diff(&all[cls], &all[major]);
+  return f == WPG_F_NONE ? NULL : wpg_field_name(f);
+}
+
+/* Pairs whose all_to_all sizes disagree, one line each. */
+static void split_lines(const wpg *w, const detail *d, char *buf, size_t len, size_t *off) {
+  const int *g = w->info->global_ranks;
+  bool rows = w->all[0].kind == DIST_OP_ALL_TO_ALL_SINGLE;
+  int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (d[i].send[j] != d[j].recv[i])
+        wpg_appendf(buf, len, off, "  rank %d sends %lld %s to rank %d, which expects %lld"
+                    "  <- split size differs\n", g[i], (long long)d[i].send[j],
+                    rows ? "rows" : "elements", g[j], (long long)d[j].recv[i]);
+}
+
+static int report_desync(wpg *w, const dist_coll *c) {
+  int n = w->size;
+  bool seqs = false;
+  for (int i = 1; i < n; i++)
+    seqs |= w->all[i].seq != w->all[0].seq;
+  detail *mine = calloc(1, sizeof *mine), *d = calloc((size_t)n, sizeof *d);
+  wpg_row *rows = calloc((size_t)n, sizeof *rows);
+  char *msg = malloc(WPG_MSG_LEN);
+  if (!mine || !d || !rows || !msg) {
+    free(mine), free(d), free(rows), free(msg);
+    return dist_backend_set_error(w->self, DIST_E_DESYNC, "desync in group %d (out of "
+                                  "memory writing the report)", w->info->group_id);
+  }
+  describe(w, c, seqs, mine);
+  int rc = gather(w, mine, d, sizeof *mine);
+  if (rc != DIST_OK) /* a peer left between the two exchanges: our own view */
+    for (int i = 0; i < n; i++)
+      snprintf(d[i].text, sizeof d[i].text, "%s", i == w->rank ? mine->text : "?");
+  for (int i = 0; i < n; i++) {
+    int cls = i;
+    for (int k = 0; k < i && cls == i; k++)
+      if (wpg_fp_diff(&w->all[i], &w->all[k]) == WPG_F_NONE)
+        cls = k;
+    rows[i] = (wpg_row){.global = w->info->global_ranks[i], .grank = i, .cls = cls,
+                        .text = d[i].text, .site = rc == DIST_OK ? d[i].site : NULL,
+                        .extra = d[i].extra};
+  }
+  char gname[160];
+  wpg_group_name(w->info, gname, sizeof gname);
+  /* The header names the lowest rank's view of the call. */
+  const char *field = wpg_report_field(rows, n, field_of, w->all);
+  size_t off = 0;
+  wpg_appendf(msg, WPG_MSG_LEN, &off, "desync in %s at %s #%llu: ranks disagree on the %s\n",
+              gname, dist_op_name((dist_op_kind)w->all[0].kind),
+              (unsigned long long)w->all[0].seq, field ? field : "split size");
+  wpg_report_rows(msg, WPG_MSG_LEN, &off, rows, n, field_of, w->all);
+  if (rc == DIST_OK && (c->kind == DIST_OP_ALL_TO_ALL || c->kind == DIST_OP_ALL_TO_ALL_SINGLE))
+    split_lines(w, d, msg, WPG_MSG_LEN, &off);
+  if (off && msg[off - 1] == '\n')
+    msg[--off] = '\0';
+  rc = wpg_fail(w, DIST_E_DESYNC, msg, w->info->global_ranks[0]);
+  free(mine), free(d), free(rows), free(msg);
+  return rc;
+}
+
+/* --- the check ----------------------------------------------------------- */
+
+static inline uint64_t roll(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h * 0xbf58476d1ce4e5b9ull;
+}
+
+/* DETAIL with DIST_LOG_LEVEL=INFO: one trace line per checked operation. */
+static void trace(const wpg *w, const dist_coll *c) {
+  char v[320];
+  value(w, c, true, v, sizeof v);
+  dist_log(DIST_LOG_TRACE, DIST_SUBSYS_WPG, "group %d: %s: the %d ranks agree", w->info->group_id,
+           v, w->size);
+}
+
+int wpg_check_coll(wpg *w, const dist_coll *c) {
+  if (w->size == 1)
+    return DIST_OK; /* nobody to disagree with */
+  char why[512];
+  int rc = wpg_helper_ensure(w, why, sizeof why);
+  if (__builtin_expect(rc != DIST_OK, 0)) /* a member never came to make it */
+    return wpg_absent(w, c, rc, why);
+  wpg_fp me;
+  wpg_fp_make(w, c, &me);
+  wpg_site_locate(&w->sites, c->caller, &me.caller_off, &me.module);
+  rc = gather(w, &me, w->all, sizeof me);
+  if (__builtin_expect(rc != DIST_OK, 0))
+    return wpg_absent(w, c, rc, dist_pg_errmsg(w->helper));
+  if (__builtin_expect(!wpg_fp_agree(w->all, w->size), 0))
+    return report_desync(w, c);
+  wpg_fp *t = w->prev; /* keep this round: an absent member's last call */
+  w->prev = w->all;
+  w->all = t;
+  w->have_prev = true;
+  w->coll_count++;
+  w->hist = roll(w->hist, wpg_fp_hash(&me));
+  if (__builtin_expect(dist_log_get_level() >= DIST_LOG_TRACE, 0))
+    trace(w, c);
+  return DIST_OK;
+}

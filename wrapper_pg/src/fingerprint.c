@@ -1,0 +1,189 @@
+/* fingerprint.c - what one rank's call looks like to the others.
+ *
+ * A call becomes a fixed-size record of hashes: the fields every member
+ * must agree on (op, collective count, dtypes, element counts, shapes,
+ * devices, reduce op,
+ * root as a global rank, the history of the group's collectives) and, for
+ * all_to_all, a sum that cancels out over the group when every rank sends
+ * what its peer expects (the sizes legitimately differ per rank, so they
+ * cannot be compared equal). Hashing only the tensors that must agree per
+ * kind keeps legitimate differences (a gather's root has outputs, the
+ * others none) out of the comparison. */
+#include <string.h>
+
+#include "wpg_int.h"
+
+static inline uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ (h >> 33);
+}
+
+typedef struct acc {
+  uint64_t dtype, numel, shape, dev;
+} acc;
+
+/* skip_dims: leading dimensions left out (all_to_all_single's rows). */
+static void add_tensor(acc *a, const dist_tensor *t, int skip_dims) {
+  a->dtype = mix(a->dtype, (uint64_t)t->dtype);
+  int64_t n = 1;
+  for (int d = skip_dims; d < t->ndim; d++)
+    n *= t->shape[d];
+  a->numel = mix(a->numel, (uint64_t)n);
+  a->shape = mix(a->shape, (uint64_t)t->ndim);
+  for (int d = skip_dims; d < t->ndim; d++)
+    a->shape = mix(a->shape, (uint64_t)t->shape[d]);
+  a->dev = mix(a->dev, (uint64_t)t->device.type << 16 | (uint64_t)t->device.index);
+}
+
+static void add_all(acc *a, const dist_tensor *t, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    add_tensor(a, &t[i], 0);
+}
+
+static bool has_redop(dist_op_kind k) {
+  return k == DIST_OP_ALL_REDUCE || k == DIST_OP_REDUCE || k == DIST_OP_REDUCE_SCATTER ||
+         k == DIST_OP_REDUCE_SCATTER_TENSOR;
+}
+
+static bool has_root(dist_op_kind k) {
+  return k == DIST_OP_BROADCAST || k == DIST_OP_REDUCE || k == DIST_OP_GATHER ||
+         k == DIST_OP_SCATTER;
+}
+
+/* One directed transfer's share of the all_to_all sum. */
+static uint64_t edge(int src, int dst, int64_t amount) {
+  return mix(mix(mix(0x5bd1e995u, (uint64_t)src), (uint64_t)dst), (uint64_t)amount);
+}
+
+static int64_t rows_of(const int64_t *splits, const dist_tensor *t, int j, int n) {
+  if (splits)
+    return splits[j];
+  return t->ndim ? t->shape[0] / n : 1;
+}
+
+static void all_to_all_pairs(const wpg *w, const dist_coll *c, acc *a, wpg_fp *fp) {
+  const int *g = w->info->global_ranks;
+  int me = g[w->rank], n = w->size;
+  uint64_t sum = 0;
+  if (c->kind == DIST_OP_ALL_TO_ALL_SINGLE) {
+    add_tensor(a, &c->inputs[0], 1);
+    add_tensor(a, &c->outputs[0], 1);
+    for (int j = 0; j < n; j++) {
+      sum += edge(me, g[j], rows_of(c->in_splits, &c->inputs[0], j, n));
+      sum -= edge(g[j], me, rows_of(c->out_splits, &c->outputs[0], j, n));
+    }
+  } else {
+    for (size_t j = 0; j < c->n_inputs && j < (size_t)n; j++) {
+      a->dtype = mix(a->dtype, (uint64_t)c->inputs[j].dtype);
+      a->dtype = mix(a->dtype, (uint64_t)c->outputs[j].dtype);
+      sum += edge(me, g[j], dist_tensor_numel(&c->inputs[j]));
+      sum -= edge(g[j], me, dist_tensor_numel(&c->outputs[j]));
+    }
+  }
+  fp->pair = sum;
+}
+
+static void hash_tensors(const wpg *w, const dist_coll *c, wpg_fp *fp) {
+  acc a = {1, 2, 3, 4};
+  switch (c->kind) {
+  case DIST_OP_GATHER:
+    add_all(&a, c->inputs, c->n_inputs);
+    break;
+  case DIST_OP_SCATTER:
+    add_all(&a, c->outputs, c->n_outputs);
+    break;
+  case DIST_OP_BROADCAST:
+  case DIST_OP_ALL_REDUCE:
+  case DIST_OP_REDUCE:
+    add_all(&a, c->inputs, c->n_inputs ? 1 : 0);
+    break;
+  case DIST_OP_ALL_TO_ALL:
+  case DIST_OP_ALL_TO_ALL_SINGLE:
+    all_to_all_pairs(w, c, &a, fp);
+    break;
+  default:
+    add_all(&a, c->inputs, c->n_inputs);
+    add_all(&a, c->outputs, c->n_outputs);
+    fp->n_tensors = (uint16_t)((c->n_inputs & 0xff) << 8 | (c->n_outputs & 0xff));
+  }
+  fp->dtype_h = a.dtype;
+  fp->numel_h = a.numel;
+  fp->shape_h = a.shape;
+  fp->dev_h = a.dev;
+}
+
+void wpg_fp_make(const wpg *w, const dist_coll *c, wpg_fp *fp) {
+  memset(fp, 0, sizeof *fp);
+  fp->version = WPG_FP_VERSION;
+  fp->kind = (uint16_t)c->kind;
+  if (has_redop(c->kind)) {
+    fp->redop = (uint8_t)c->redop.kind;
+    fp->premul = c->redop.kind == DIST_REDOP_PREMUL_SUM;
+  }
+  fp->root = has_root(c->kind) && c->root >= 0 && c->root < w->size
+                 ? w->info->global_ranks[c->root]
+                 : -1;
+  fp->tag = 0;
+  fp->count = w->coll_count + 1;
+  fp->seq = c->seq;
+  fp->hist = w->hist;
+  hash_tensors(w, c, fp);
+}
+
+wpg_field wpg_fp_diff(const wpg_fp *a, const wpg_fp *b) {
+  if (a->kind != b->kind || a->version != b->version)
+    return WPG_F_OP;
+  if (a->count != b->count)
+    return WPG_F_SEQ;
+  if (a->dtype_h != b->dtype_h)
+    return WPG_F_DTYPE;
+  if (a->numel_h != b->numel_h || a->n_tensors != b->n_tensors)
+    return WPG_F_COUNT;
+  if (a->shape_h != b->shape_h)
+    return WPG_F_SHAPE;
+  if (a->dev_h != b->dev_h)
+    return WPG_F_DEVICE;
+  if (a->redop != b->redop || a->premul != b->premul)
+    return WPG_F_REDOP;
+  if (a->root != b->root)
+    return WPG_F_ROOT;
+  if (a->tag != b->tag)
+    return WPG_F_TAG;
+  if (a->hist != b->hist)
+    return WPG_F_HISTORY;
+  return WPG_F_NONE;
+}
+
+bool wpg_fp_agree(const wpg_fp *all, int n) {
+  uint64_t sum = all[0].pair;
+  for (int i = 1; i < n; i++) {
+    if (wpg_fp_diff(&all[i], &all[0]) != WPG_F_NONE)
+      return false;
+    sum += all[i].pair;
+  }
+  return sum == 0;
+}
+
+uint64_t wpg_fp_hash(const wpg_fp *fp) {
+  uint64_t h = mix(fp->kind, fp->count);
+  h = mix(h, fp->dtype_h);
+  h = mix(h, fp->numel_h);
+  h = mix(h, fp->shape_h);
+  h = mix(h, fp->dev_h);
+  h = mix(h, (uint64_t)fp->redop << 8 | fp->premul);
+  return mix(h, (uint64_t)(uint32_t)fp->root);
+}
+
+const char *wpg_field_name(wpg_field f) {
+  static const char *const names[] = {
+      [WPG_F_NONE] = "nothing",      [WPG_F_OP] = "operation",
+      [WPG_F_SEQ] = "collective count", [WPG_F_DTYPE] = "dtype",
+      [WPG_F_COUNT] = "count",
+      [WPG_F_SHAPE] = "shape",       [WPG_F_DEVICE] = "device",
+      [WPG_F_REDOP] = "reduce op",   [WPG_F_ROOT] = "root",
+      [WPG_F_TAG] = "tag",           [WPG_F_SPLITS] = "split size",
+      [WPG_F_HISTORY] = "history",
+  };
+  return names[f];
+}

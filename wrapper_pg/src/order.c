@@ -1,0 +1,217 @@
+/* order.c - groups created in a different order, or with different
+ * members, on different ranks are caught at the creation.
+ *
+ * Core offers each new user group to this hook before its members connect
+ * (backend.h, ABI 2). At DETAIL every member appends its view of the group
+ * (its rank, the members, the description) to one key of the job's store
+ * named after the group, then reads the key until every member of its own
+ * view has written, or until an entry from a rank that is in its view (or
+ * that names it) describes another group: then every rank that sees the
+ * conflict fails with a report naming the ranks and both groups, instead
+ * of waiting out the timeout in a connect whose members never come. The
+ * creation costs a few store round trips; operations nothing. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wpg_int.h"
+
+#define MAX_VIEWS 64
+
+typedef struct view {
+  int rank;
+  char members[512]; /* "0,1,3" */
+  char desc[128];
+} view;
+
+static void members_of(const dist_pg_info *p, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < p->size; i++)
+    wpg_appendf(buf, len, &off, "%s%d", i ? "," : "", p->global_ranks[i]);
+}
+
+/* Entries are "rank|members|desc\n"; '|' and newlines never occur in the
+ * first two fields and are replaced in the description. */
+static int parse(const char *v, view *out, int max) {
+  int n = 0;
+  for (const char *p = v; p && *p && n < max;) {
+    const char *nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p) : strlen(p);
+    char line[800];
+    snprintf(line, sizeof line, "%.*s", (int)len, p);
+    char *a = strchr(line, '|'), *b = a ? strchr(a + 1, '|') : NULL;
+    if (a && b) {
+      *a = *b = '\0';
+      out[n].rank = atoi(line);
+      snprintf(out[n].members, sizeof out[n].members, "%s", a + 1);
+      snprintf(out[n].desc, sizeof out[n].desc, "%s", b + 1);
+      n++;
+    }
+    p = nl ? nl + 1 : NULL;
+  }
+  return n;
+}
+
+static bool in_list(const char *members, int r) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", members);
+  for (char *s = NULL, *t = strtok_r(buf, ",", &s); t; t = strtok_r(NULL, ",", &s))
+    if (atoi(t) == r)
+      return true;
+  return false;
+}
+
+static const char *diff(const view *a, const view *b) {
+  if (strcmp(a->members, b->members))
+    return "member list";
+  return strcmp(a->desc, b->desc) ? "description" : NULL;
+}
+
+typedef struct ctx {
+  const view *v;
+} ctx;
+
+static const char *field_of(void *arg, int cls, int major) {
+  const ctx *c = arg;
+  return diff(&c->v[cls], &c->v[major]);
+}
+
+static int conflict(const dist_pg_info *p, const view *v, int n, const view *mine) {
+  wpg_row *rows = calloc((size_t)n, sizeof *rows);
+  char (*text)[700] = calloc((size_t)n, sizeof *text);
+  char *msg = malloc(WPG_MSG_LEN);
+  if (!rows || !text || !msg) {
+    free(rows), free(text), free(msg);
+    return dist_backend_set_error(NULL, DIST_E_DESYNC, "group %d: ranks disagree on its "
+                                  "members or description", p->group_id);
+  }
+  /* Ascending rank, this rank's view included. */
+  view *all = calloc((size_t)n, sizeof *all);
+  int k = 0;
+  for (int lo = -1; all && k < n;) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+      if (v[i].rank > lo && (best < 0 || v[i].rank < v[best].rank))
+        best = i;
+    if (best < 0)
+      break;
+    all[k++] = v[best];
+    lo = v[best].rank;
+  }
+  for (int i = 0; i < k; i++) {
+    int cls = i;
+    for (int j = 0; j < i && cls == i; j++)
+      if (!diff(&all[i], &all[j]))
+        cls = j;
+    snprintf(text[i], sizeof text[i], "group %d \"%s\" of ranks %s", p->group_id, all[i].desc,
+             all[i].members);
+    rows[i] = (wpg_row){.global = all[i].rank, .grank = all[i].rank, .cls = cls,
+                        .text = text[i]};
+  }
+  ctx c = {all};
+  const char *field = wpg_report_field(rows, k, field_of, &c);
+  size_t off = 0;
+  wpg_appendf(msg, WPG_MSG_LEN, &off, "desync in group %d (%s, %d ranks) at creation: ranks "
+              "disagree on the %s (groups created in a different order, or with different "
+              "members, on these ranks)\n", p->group_id, mine->desc[0] ? mine->desc : p->name,
+              p->size, field ? field : "member list");
+  wpg_report_rows(msg, WPG_MSG_LEN, &off, rows, k, field_of, &c);
+  if (off && msg[off - 1] == '\n')
+    msg[--off] = '\0';
+  dist_log(DIST_LOG_ERROR, DIST_SUBSYS_WPG, "%s", msg);
+  dist_post_cause(DIST_E_DESYNC, msg); /* the first rank that sees it wins */
+  int rc = dist_backend_set_error(NULL, DIST_E_DESYNC, "%s", msg);
+  free(rows), free(text), free(msg), free(all);
+  return rc;
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The members of mine that never wrote their view, named. */
+static int missing(const dist_pg_info *p, const view *v, int n, const view *mine) {
+  char list[512];
+  size_t off = 0;
+  int k = 0;
+  list[0] = '\0';
+  for (int i = 0; i < p->size; i++) {
+    bool seen = false;
+    for (int j = 0; j < n && !seen; j++)
+      seen = v[j].rank == p->global_ranks[i];
+    if (!seen)
+      wpg_appendf(list, sizeof list, &off, "%s%d", k++ ? "," : "", p->global_ranks[i]);
+  }
+  return dist_backend_set_error(NULL, DIST_E_TIMEOUT, "timeout in group %d (%s, %d ranks) at "
+                                "creation: %s %s did not create it within %" PRId64 " ms",
+                                p->group_id, mine->desc[0] ? mine->desc : p->name, p->size,
+                                k > 1 ? "ranks" : "rank", list, p->timeout_ms);
+}
+
+/* Waits for the views; DIST_OK when every member of mine agrees. */
+static int watch(dist_store *st, const char *key, const dist_pg_info *p, const view *mine) {
+  view *v = calloc(MAX_VIEWS, sizeof *v);
+  if (!v)
+    return dist_backend_set_error(NULL, DIST_E_NOMEM, "out of memory");
+  int64_t deadline = now_ms() + p->timeout_ms;
+  int64_t nap_us = 200;
+  for (;;) {
+    void *val = NULL;
+    size_t len = 0;
+    int rc = dist_store_get(st, key, &val, &len);
+    if (rc != DIST_OK) {
+      free(v);
+      return dist_backend_set_error(NULL, rc, "group %d: reading the members' views: %s",
+                                    p->group_id, dist_store_errmsg(st));
+    }
+    int n = parse(val, v, MAX_VIEWS);
+    dist_free(val);
+    int agreeing = 0;
+    for (int i = 0; i < n; i++) {
+      bool related = in_list(mine->members, v[i].rank) ||
+                     in_list(v[i].members, mine->rank);
+      if (related && diff(&v[i], mine)) {
+        rc = conflict(p, v, n, mine);
+        free(v);
+        return rc;
+      }
+      agreeing += in_list(mine->members, v[i].rank) && !diff(&v[i], mine);
+    }
+    if (agreeing >= p->size) {
+      free(v);
+      return DIST_OK;
+    }
+    if (now_ms() > deadline) {
+      rc = missing(p, v, n, mine);
+      free(v);
+      return rc;
+    }
+    struct timespec ts = {0, (long)nap_us * 1000};
+    nanosleep(&ts, NULL);
+    nap_us = nap_us < 50000 ? nap_us * 2 : nap_us;
+  }
+}
+
+int wpg_order_check(void *arg, const dist_pg_info *p) {
+  (void)arg;
+  dist_store *st = dist_get_default_store();
+  if (dist_get_debug_level() < DIST_DEBUG_DETAIL || p->group_id == 0 || p->size < 2 || !st)
+    return DIST_OK;
+  view mine = {.rank = p->global_rank};
+  members_of(p, mine.members, sizeof mine.members);
+  snprintf(mine.desc, sizeof mine.desc, "%s", p->desc ? p->desc : "");
+  for (char *c = mine.desc; *c; c++)
+    if (*c == '|' || *c == '\n')
+      *c = ' ';
+  char key[192], entry[800];
+  snprintf(key, sizeof key, "wpg/grp/%d/%s", wpg_generation(), p->name);
+  int n = snprintf(entry, sizeof entry, "%d|%s|%s\n", mine.rank, mine.members, mine.desc);
+  if (dist_store_append(st, key, entry, (size_t)n) != DIST_OK)
+    return dist_backend_set_error(NULL, DIST_E_STORE, "group %d: cannot post this rank's view: "
+                                  "%s", p->group_id, dist_store_errmsg(st));
+  return watch(st, key, p, &mine);
+}

@@ -1,0 +1,201 @@
+/* wpg.c - the checking process group: a filter over core's backend vtable
+ * (curl's connection filters, c10d's ProcessGroupWrapper).
+ *
+ * The interposer hook (dist_set_group_wrapper) receives every new user
+ * group; before it connects, the precreate hook (order.c) has compared the
+ * members' views of it. At every level it runs the init-time agreement on the default
+ * group (agree.c); at DIST_DEBUG=DETAIL it returns a checking group whose
+ * slots check each collective (exchange.c) and then forward it to the
+ * inner group unchanged. The
+ * table is copied per inner backend name so dist_get_backend keeps saying
+ * "cpu". The helper group of a user group is made while the group is being
+ * created (a collective among its members, like the group itself); the
+ * default group's is made at its first operation, since the default group
+ * does not exist yet while its hook runs, or earlier when another group of
+ * every rank is created, so that every rank makes its helpers over the same
+ * member list in the same order. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wpg_int.h"
+
+static wpg *default_wpg; /* the wrapped default group, for its helper */
+
+/* --- slots --------------------------------------------------------------- */
+
+static int forward(wpg *w, const dist_coll *c, dist_work *wk) {
+  int rc = dist_pg_forward(w->inner, c, wk);
+  if (__builtin_expect(rc != DIST_OK, 0))
+    dist_backend_set_error(w->self, rc, "%s", dist_pg_errmsg(w->inner));
+  return rc;
+}
+
+static int coll(void *priv, const dist_coll *c, dist_work *wk) {
+  wpg *w = priv;
+  int rc = wpg_check_coll(w, c);
+  return rc != DIST_OK ? rc : forward(w, c, wk);
+}
+
+/* Point-to-point passes through to the inner group, where the messages
+ * match: at DETAIL the CPU backend's matched-send check compares dtype and
+ * shape as well as size and fails both sides before the data reaches the
+ * receive's buffer (a check here would have to block a receive until its
+ * sender's record came, and at this seam a receive cannot be told from an
+ * irecv, so a ring of irecvs would wait for each other). Point-to-point
+ * calls take no collective count and stay out of the history hash. */
+static int p2p(void *priv, const dist_coll *c, dist_work *wk) {
+  return forward(priv, c, wk);
+}
+
+static int async_error(void *priv) {
+  return dist_pg_async_error(((wpg *)priv)->inner);
+}
+
+/* --- lifetime ------------------------------------------------------------ */
+
+static void release(wpg *w) {
+  free(w->all);
+  free(w->prev);
+  free(w->ident);
+  w->all = w->prev = NULL;
+}
+
+static int init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
+  wpg *w = priv;
+  w->self = self;
+  w->inner = a->arg;
+  w->info = dist_pg_get_info(w->inner);
+  w->size = w->info->size;
+  w->rank = w->info->rank;
+  size_t n = (size_t)w->size;
+  w->all = calloc(n, sizeof *w->all);
+  w->prev = calloc(n, sizeof *w->prev);
+  w->ident = calloc(n, sizeof *w->ident);
+  if (!w->all || !w->prev || !w->ident) {
+    release(w);
+    return dist_backend_set_error(self, DIST_E_NOMEM, "out of memory wrapping group %d",
+                                  w->info->group_id);
+  }
+  if (w->info->group_id == 0) {
+    default_wpg = w;
+    return DIST_OK;
+  }
+  int rc = DIST_OK;
+  char why[512] = "";
+  if (w->size == 1)
+    return DIST_OK; /* no helper: a group of one has nothing to compare */
+  if (default_wpg && w->size == default_wpg->size) /* same member list: same order */
+    rc = wpg_helper_ensure(default_wpg, why, sizeof why);
+  if (rc == DIST_OK)
+    rc = wpg_helper_ensure(w, why, sizeof why);
+  if (rc != DIST_OK) {
+    dist_backend_set_error(self, rc, "%s", why);
+    if (w->helper)
+      dist_destroy_process_group(w->helper);
+    w->helper = NULL;
+    release(w);
+  }
+  return rc;
+}
+
+static void fini(void *priv) {
+  wpg *w = priv;
+  if (default_wpg == w)
+    default_wpg = NULL;
+  if (w->helper)
+    dist_destroy_process_group(w->helper);
+  dist_destroy_process_group(w->inner);
+  release(w);
+}
+
+static void abort_(void *priv, const char *why) {
+  wpg *w = priv;
+  dist_pg *h = __atomic_load_n(&w->helper, __ATOMIC_ACQUIRE);
+  if (h)
+    dist_abort_group(h, why);
+  dist_abort_group(w->inner, why);
+}
+
+static const dist_backend_ops wpg_ops = {
+    .abi_version = DIST_BACKEND_ABI_VERSION,
+    .name = "wpg",
+    .caps = DIST_CAP_CPU | DIST_CAP_CUDA,
+    .priv_size = sizeof(wpg),
+    .init = init,
+    .fini = fini,
+    .abort = abort_,
+    .send = p2p,
+    .recv = p2p,
+    .batch_p2p = p2p,
+    .broadcast = coll,
+    .all_reduce = coll,
+    .reduce = coll,
+    .all_gather = coll,
+    .gather = coll,
+    .scatter = coll,
+    .reduce_scatter = coll,
+    .all_to_all = coll,
+    .barrier = coll,
+    .async_error = async_error,
+};
+
+/* One copy of the table per inner backend, named after it. */
+#define MAX_TABLES 8
+static dist_backend_ops tables[MAX_TABLES];
+static char table_names[MAX_TABLES][32];
+static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const dist_backend_ops *table_for(const char *backend) {
+  const dist_backend_ops *t = &wpg_ops;
+  pthread_mutex_lock(&tables_lock);
+  for (int i = 0; i < MAX_TABLES; i++) {
+    if (!table_names[i][0]) {
+      snprintf(table_names[i], sizeof table_names[i], "%s", backend);
+      tables[i] = wpg_ops;
+      tables[i].name = table_names[i];
+    }
+    if (!strcmp(table_names[i], backend)) {
+      t = &tables[i];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&tables_lock);
+  return t;
+}
+
+/* --- the interposer hook -------------------------------------------------- */
+
+static int wrap(dist_pg *inner, dist_pg **out) {
+  const dist_pg_info *i = dist_pg_get_info(inner);
+  dist_backend_init_args a = {
+      .rank = i->rank, .size = i->size, .global_ranks = i->global_ranks,
+      .global_rank = i->global_rank, .timeout_ms = i->timeout_ms, .group_name = i->name,
+      .group_id = i->group_id, .arg = inner,
+  };
+  return dist_pg_create(table_for(i->backend), &a, out);
+}
+
+static int hook(void *arg, dist_pg *inner, dist_pg **out) {
+  (void)arg;
+  const dist_pg_info *i = dist_pg_get_info(inner);
+  *out = inner;
+  if (i->group_id == 0) {
+    int rc = wpg_agree_init(i);
+    if (rc != DIST_OK)
+      return rc;
+  }
+  if (dist_get_debug_level() < DIST_DEBUG_DETAIL)
+    return DIST_OK; /* OFF and INFO: nothing wrapped, nothing paid */
+  return wrap(inner, out);
+}
+
+void dist_wpg_install(void) {
+  dist_set_group_wrapper(hook, NULL);
+  dist_set_group_precreate_hook(wpg_order_check, NULL);
+}
+
+/* The bundled library registers the layer when it loads. */
+__attribute__((constructor)) static void wpg_load(void) {
+  dist_wpg_install();
+}

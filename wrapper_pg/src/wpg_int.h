@@ -1,0 +1,177 @@
+/* wpg_int.h - inside the checking layer.
+ *
+ * wpg.c is the filter (vtable, interposer hook, lifetime); fingerprint.c
+ * turns a dist_coll into the record ranks exchange and compares records;
+ * exchange.c runs the exchange and decides; report.c writes the reports;
+ * callsite.c resolves return addresses; absent.c names the members that did
+ * not arrive; agree.c runs the init-time agreement; order.c compares the
+ * members' views of a group before it connects. */
+#ifndef DIST_WPG_INT_H
+#define DIST_WPG_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <dist/backend.h>
+#include <dist/dist.h>
+#include <dist/log.h>
+#include <dist/observer.h>
+#include <dist/wrapper_pg.h>
+
+#define WPG_FP_VERSION 1u
+#define WPG_MSG_LEN 8192      /* a report; the group keeps what fits */
+#define WPG_DETAIL_LEN 2048   /* one rank's part of a report */
+
+#define WPG_LOG(lvl, ...)                                                \
+  do {                                                                   \
+    if (DIST_LOG_##lvl <= dist_log_get_level())                          \
+      dist_log(DIST_LOG_##lvl, DIST_SUBSYS_WPG, __VA_ARGS__);            \
+  } while (0)
+
+/* The record every member contributes to the exchange (fixed size, so the
+ * exchange is one all_gather). Fields up to `pair` are compared between
+ * ranks; pair is summed (uneven all_to_all sizes must cancel out); the call
+ * site travels for the report and is never compared. */
+typedef struct wpg_fp {
+  uint16_t version;
+  uint16_t kind;
+  uint8_t redop;
+  uint8_t premul;     /* PREMUL_SUM with its scalar */
+  uint16_t n_tensors; /* inputs << 8 | outputs, for the kinds that agree */
+  int32_t root;       /* global rank, -1 none */
+  int32_t tag;        /* 0 (room for point-to-point records) */
+  uint64_t count;     /* the group's collective count (p2p: pair count) */
+  uint64_t hist;      /* rolling hash of the collectives before this one */
+  uint64_t dtype_h;
+  uint64_t numel_h;   /* element counts */
+  uint64_t shape_h;
+  uint64_t dev_h;
+  uint64_t pair;      /* sum over ranks is 0 when all_to_all sizes agree */
+  uint64_t caller_off;/* call site: offset in its module ... */
+  uint32_t module;    /* ... and the module (0: the main program) */
+  uint32_t pad;
+  uint64_t seq;       /* the group's sequence number, for the report */
+} wpg_fp;
+
+/* Fields a report can name, in the order they are checked. */
+typedef enum wpg_field {
+  WPG_F_NONE = 0,
+  WPG_F_OP,
+  WPG_F_SEQ,       /* the collective count */
+  WPG_F_DTYPE,
+  WPG_F_COUNT,     /* element count */
+  WPG_F_SHAPE,
+  WPG_F_DEVICE,
+  WPG_F_REDOP,
+  WPG_F_ROOT,
+  WPG_F_TAG,
+  WPG_F_SPLITS,
+  WPG_F_HISTORY,
+} wpg_field;
+
+/* Who a member is (exchanged once when the helper group is made). */
+typedef struct wpg_ident {
+  char host[56];
+  int32_t pid;
+  int32_t global;
+} wpg_ident;
+
+typedef struct wpg_site_cache {
+  const void *addr[16];
+  uint64_t off[16];
+  uint32_t module[16];
+} wpg_site_cache;
+
+/* The state of one checking group (the vtable's priv). */
+typedef struct wpg {
+  dist_pg *self;          /* the checking group (outer) */
+  dist_pg *inner;
+  dist_pg *helper;        /* internal cpu group; NULL until made */
+  const dist_pg_info *info; /* inner's info: ids, ranks, timeout */
+  int size, rank;
+  uint64_t coll_count;    /* collectives checked and agreed */
+  uint64_t hist;
+  wpg_fp *all;            /* size records of the last exchange */
+  wpg_fp *prev;           /* the round before (for absent members) */
+  bool have_prev;
+  wpg_ident *ident;       /* size entries */
+  wpg_site_cache sites;
+  char last_desc[160];    /* this rank's last collective, described */
+} wpg;
+
+/* --- fingerprint.c --- */
+/* Fills fp from c (group ranks translated to global through w). */
+void wpg_fp_make(const wpg *w, const dist_coll *c, wpg_fp *fp);
+/* The first field in which a differs from b (WPG_F_NONE when they agree). */
+wpg_field wpg_fp_diff(const wpg_fp *a, const wpg_fp *b);
+/* Whether all n records agree (and the all_to_all sums cancel). */
+bool wpg_fp_agree(const wpg_fp *all, int n);
+uint64_t wpg_fp_hash(const wpg_fp *fp);
+const char *wpg_field_name(wpg_field f);
+
+/* --- callsite.c --- */
+/* The offset and module of addr (cached in sc). */
+void wpg_site_locate(wpg_site_cache *sc, const void *addr, uint64_t *off, uint32_t *module);
+/* "file.c:88 in fn()" (or "fn+0x1f in libx.so", or "?") for an address in
+ * this process, or for (module, off) from another process of the job. */
+void wpg_site_resolve(const void *addr, char *buf, size_t len);
+void wpg_site_resolve_off(uint32_t module, uint64_t off, char *buf, size_t len);
+/* This thread's stack from the public call at caller down, one frame a
+ * line, indented. */
+void wpg_site_stack(const void *caller, char *buf, size_t len);
+bool wpg_show_stacks(void);
+
+/* --- report.c --- */
+typedef struct wpg_row {
+  int global, grank;
+  int cls;             /* rows with equal cls compare equal (fingerprint) */
+  const char *text;    /* what the line shows */
+  const char *site;    /* where the rank called from (a "called from" line), or NULL */
+  const char *extra;   /* appended below the line (a stack), or NULL */
+} wpg_row;
+/* Writes the rows grouped by text, ranges compressed, the minority marked
+ * "<- F differs" with the field F that field_of(cls, majority cls) names
+ * (NULL: none), then one "called from" line grouping the ranks by site. */
+void wpg_report_rows(char *buf, size_t len, size_t *off, const wpg_row *rows, int n,
+                     const char *(*field_of)(void *arg, int cls, int major), void *arg);
+/* The field the first row outside the majority differs in (NULL: none). */
+const char *wpg_report_field(const wpg_row *rows, int n,
+                             const char *(*field_of)(void *arg, int cls, int major), void *arg);
+/* "group 0 (default, 4 ranks)" (the name when there is no description). */
+void wpg_group_name(const dist_pg_info *i, char *buf, size_t len);
+void wpg_appendf(char *buf, size_t len, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Fails the call on every entering rank with rc and report: the message on
+ * the group, the event, one log line (full on the lowest rank), the cause
+ * posted to the job's store for distrun. */
+int wpg_fail(wpg *w, int rc, const char *report, int lowest_global);
+
+/* --- exchange.c --- */
+int wpg_check_coll(wpg *w, const dist_coll *c);
+/* Makes w's helper group (a collective among its members) once; on failure
+ * the reason is in why. */
+int wpg_helper_ensure(wpg *w, char *why, size_t len);
+
+/* --- absent.c --- */
+/* How long the arrived ranks wait for each other's word after a failed
+ * exchange; the exchange itself waits the group's timeout minus this, so
+ * the whole check ends within the group's timeout. */
+static inline int64_t wpg_grace_ms(int64_t timeout_ms) {
+  int64_t g = timeout_ms / 4;
+  return g > 2000 ? 2000 : g < 1 ? 1 : g;
+}
+/* After a failed exchange (timeout, lost peer): names who did not arrive. */
+int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why);
+
+/* --- agree.c --- */
+int wpg_agree_init(const dist_pg_info *def);
+/* How many times this process has initialised (store keys carry it). */
+int wpg_generation(void);
+
+/* --- order.c --- */
+/* The precreate hook: the members' views of a new group must agree. */
+int wpg_order_check(void *arg, const dist_pg_info *planned);
+
+#endif
