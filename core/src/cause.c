@@ -78,23 +78,23 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
   if (rc != DIST_E_DESYNC || !dist_get_default_store())
     return;
   const dist_pg_info *in = &g->info;
-  char head[512], *rep = dist__malloc(DIST_ERRMSG_LEN + sizeof head);
+  size_t cap = DIST_ERRMSG_LEN + 512;
+  char *rep = dist__malloc(cap);
   if (!rep)
     return;
-  if (in->group_id >= 0)
-    snprintf(head, sizeof head, "group %d (%s, %d ranks)", in->group_id,
-             in->desc[0] ? in->desc : in->name, in->size);
-  else
-    snprintf(head, sizeof head, "internal group %s (%d ranks)", in->name, in->size);
-  if (msg && dist__report_has_head(msg)) /* status.h's format: name the origin once */
-    snprintf(rep, DIST_ERRMSG_LEN + sizeof head, "%s\n  reported by rank %d (host %s, pid %d)",
-             msg, in->global_rank, dist__hostname(), (int)getpid());
-  else
-    snprintf(rep, DIST_ERRMSG_LEN + sizeof head,
-             "desync in %s at %s #%" PRIu64 ", reported by rank %d (host %s, pid %d):\n  %s",
-             head, c ? dist_op_name(c->kind) : "an operation", c ? c->seq : 0,
-             in->global_rank, dist__hostname(), (int)getpid(),
-             msg && *msg ? msg : dist_strerror(rc));
+  size_t off = 0;
+  if (msg && dist__report_has_head(msg)) {
+    dist__appendf(rep, cap, &off, "%s", msg); /* pg.c headed it: the report as logged */
+  } else {
+    dist__report_group rg = {in->group_id, in->name, in->desc, in->size};
+    dist__report_head(rep, cap, rc, &rg, c ? c->kind : DIST_OP_BARRIER, c ? c->seq : 0,
+                      msg && *msg ? msg : dist_strerror(rc));
+    off = strlen(rep);
+  }
+  /* The report speaks from its rank's side ("this rank has ..."): say who
+   * that is, since distrun prints it away from that rank's output. */
+  dist__appendf(rep, cap, &off, "\n  this rank: rank %d (host %s, pid %d)", in->global_rank,
+                dist__hostname(), (int)getpid());
   dist_post_cause(rc, rep);
   dist__free(rep);
 }

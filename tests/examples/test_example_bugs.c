@@ -72,7 +72,60 @@ Test(examples_bugs, shape_at_OFF_exits_10_with_the_report_last, .timeout = 150) 
   cr_assert(last, "%s", r.out);
   const char *rep = strstr(last, "\ndesync in group 0 (default, 4 ranks) at ALL_REDUCE #4: ");
   cr_assert(rep, "no report after the status line:\n%s", r.out);
-  cr_expect(strstr(rep, "rank 3: ALL_REDUCE float32[2048] op=SUM (8192 bytes)  <- count differs") &&
-            strstr(rep, "float32[1024] op=SUM (4096 bytes)"), "%s", rep);
+  cr_expect(strstr(rep, "2048 elements (8192 bytes)") && strstr(rep, "1024 elements (4096 bytes)"),
+            "%s", rep);
+  cr_expect(strstr(rep, "rank 3 (host "), "%s", rep); /* the culprit, or who 'this rank' is */
+  cr_expect(strstr(rep, "\n  this rank: rank "), "%s", rep);
   cr_expect(!strstr(rep, "\n["), "rank output after the report:\n%s", rep);
+}
+
+/* At DETAIL the checking layer stops each bug before it runs (it is merged
+ * with this suite's branch): distrun's status, and the report last naming
+ * the field that differs, the culprit (rank 3) and the bug's own line. */
+static void detail_case(const char *bug, int want_status, const char *field) {
+  static run r;
+  char args[256];
+  snprintf(args, sizeof args, "@distrun -n 4 @example_bugs --bug %s --timeout 4", bug);
+  run_cmd("DIST_DEBUG=DETAIL", args, &r);
+  cr_assert_eq(r.status, want_status, "%s: distrun exited %d:\n%s", bug, r.status, r.out);
+  const char *last = strstr(r.out, "distrun: exit status ");
+  cr_assert(last, "%s", r.out);
+  const char *rep = strchr(last, '\n');
+  cr_assert(rep, "%s", r.out);
+  cr_expect(strstr(rep, field), "%s: no '%s' in the report:\n%s", bug, field, rep);
+  cr_expect(!strstr(rep, "\n["), "rank output after the report:\n%s", rep);
+}
+
+Test(examples_bugs, detail_names_the_differing_shape, .timeout = 120) {
+  detail_case("shape", 10, "rank 3:    ALL_REDUCE float32[2048] op=SUM (8192 bytes)  <- count differs");
+}
+
+Test(examples_bugs, detail_names_the_differing_root, .timeout = 120) {
+  detail_case("root", 10, "<- root differs");
+}
+
+Test(examples_bugs, detail_names_the_differing_splits, .timeout = 120) {
+  detail_case("split", 10, "rank 3 sends 5 rows to rank 0, which expects 4");
+}
+
+Test(examples_bugs, detail_names_groups_created_in_another_order, .timeout = 120) {
+  detail_case("group-order", 10, "rank 3:    group 1 \"everyone\" of ranks 0,1,2,3");
+}
+
+Test(examples_bugs, detail_names_the_ranks_stuck_in_a_barrier, .timeout = 120) {
+  /* Whichever side posts first: the default group's ranks 1,2 "waiting in
+   * BARRIER #1 of group 1", or group 1's rank 3 absent from BARRIER #1. */
+  detail_case("barrier", 11, "BARRIER #1");
+}
+
+/* DIST_NAN_CHECK (set by the nan bug itself) at OFF: the culprit's call
+ * fails before it runs; its report is the job's cause, printed last. */
+Test(examples_bugs, nan_at_OFF_names_the_rank_and_index_last, .timeout = 120) {
+  static run r;
+  run_cmd("DIST_DEBUG=OFF", "@distrun -n 4 @example_bugs --bug nan", &r);
+  cr_assert_eq(r.status, 12, "distrun exited %d:\n%s", r.status, r.out);
+  const char *rep = strstr(r.out, "; the report follows\nNaN check (DIST_NAN_CHECK=1): rank 3 ");
+  cr_assert(rep, "%s", r.out);
+  cr_expect(strstr(rep, "ALL_REDUCE #4 of group 0 (default): input 0 float32[1024] holds NaN "
+                        "at index 3"), "%s", rep);
 }
