@@ -466,6 +466,25 @@ Test(monitor_mp, a_rank_late_to_every_op_is_the_straggler_a_balanced_run_has_non
   cr_assert(at(e, "straggler in group 0 (default): rank 1 arrived last in") >= 0);
   cr_assert(at(ps[0].buf[0], "EVENT stats rank=0 group=0 status=0 straggler=1") >= 0,
             "the stats event (the trace's stats table) names it:\n%s", ps[0].buf[0]);
+  /* Under distrun, the statistics land in trace.db. */
+  static proc p;
+  char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  const char *denv[] = {"DIST_DEBUG=DETAIL", "DIST_STATS_EVERY=20", trace_env, NULL};
+  const char *argv[] = {bin("distrun"), "-n", "3", "--trace-out", db, bin("monitor_testprog"),
+                        "straggler", "1", "30", NULL};
+  proc_start(&p, argv, denv);
+  finish(&p, 1, 0, 60000);
+  cr_assert_eq(p.status, 0, "%s", ERR(&p));
+  static char rows[1 << 16];
+  cr_assert(trace_events(db, "stats", rows, sizeof rows) >= 3 &&
+            strstr(rows, "[rank 0] stats of group 0 (default), operations #1-#20") &&
+            strstr(rows, "last to arrive most often: rank 1 ("), "stats in %s:\n%s", db, rows);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
   static proc bs[3];
   by_hand(bs, 3, (const char *[]){"balanced", "30", NULL}, env, 0, 60000);
   for (int r = 0; r < 3; r++) {
