@@ -26,6 +26,7 @@
 
 #include "reader_int.h"
 #include "ring.h"
+#include "dist_int.h"
 #include "tracer_int.h"
 
 static double now_s(void) {
@@ -117,6 +118,7 @@ static double write_rank(const char *path, int rank, uint64_t n, double *cpu) {
 }
 
 static void bench_record(uint64_t n, uint64_t slots) {
+  dist__clock_calibrate(); /* as at init: the TSC clock, not clock_gettime */
   tracer t;
   memset(&t, 0, sizeof t);
   tr_ring_init(&t.ring, slots);

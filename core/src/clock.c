@@ -57,13 +57,14 @@ static void reanchor(void) {
   pair_now(&t, &c);
   if (c > base_c && t > base_t) {
     uint64_t mult = (uint64_t)(((unsigned __int128)(uint64_t)(t - base_t) << 32) / (c - base_c));
+    /* release stores, acquire loads: a sequence lock without fences */
     atomic_fetch_add_explicit(&anchor_seq, 1, memory_order_acq_rel);
-    atomic_store_explicit(&anchor_t0, t, memory_order_relaxed);
-    atomic_store_explicit(&anchor_c0, c, memory_order_relaxed);
-    atomic_store_explicit(&anchor_mult, mult, memory_order_relaxed);
+    atomic_store_explicit(&anchor_t0, t, memory_order_release);
+    atomic_store_explicit(&anchor_c0, c, memory_order_release);
+    atomic_store_explicit(&anchor_mult, mult, memory_order_release);
     /* stale after about a second: 2^62 / mult cycles ~ 1.07 s */
     atomic_store_explicit(&anchor_limit, mult ? ((uint64_t)1 << 62) / mult : 0,
-                          memory_order_relaxed);
+                          memory_order_release);
     atomic_fetch_add_explicit(&anchor_seq, 1, memory_order_release);
   }
   atomic_store(&anchor_busy, 0);
@@ -87,13 +88,12 @@ void dist__clock_calibrate(void) {
 int64_t dist_clock_ns(void) {
   for (;;) {
     uint32_t s = atomic_load_explicit(&anchor_seq, memory_order_acquire);
-    uint64_t mult = atomic_load_explicit(&anchor_mult, memory_order_relaxed);
+    uint64_t mult = atomic_load_explicit(&anchor_mult, memory_order_acquire);
     if (!mult)
       return dist__now_ns();
-    int64_t t0 = atomic_load_explicit(&anchor_t0, memory_order_relaxed);
-    uint64_t c0 = atomic_load_explicit(&anchor_c0, memory_order_relaxed);
-    uint64_t limit = atomic_load_explicit(&anchor_limit, memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
+    int64_t t0 = atomic_load_explicit(&anchor_t0, memory_order_acquire);
+    uint64_t c0 = atomic_load_explicit(&anchor_c0, memory_order_acquire);
+    uint64_t limit = atomic_load_explicit(&anchor_limit, memory_order_acquire);
     if ((s & 1u) || s != atomic_load_explicit(&anchor_seq, memory_order_relaxed))
       continue;
     uint64_t d = __rdtsc() - c0;

@@ -2,7 +2,9 @@
  * trace files ($DIST_TRACE/<job id>/rank-R.db, and the ring dumps of ranks
  * that died of a signal) are merged into one indexed trace.db (or
  * --trace-out FILE), through the tracer's reader library. A bad rank file
- * is named and skipped; the merge never changes the job's exit status. */
+ * is named and skipped; the merge never changes the job's exit status, and
+ * says what it did at INFO only, so the job's report stays the last thing
+ * distrun prints. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +33,7 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id) {
     return;
   }
   if (rep.files_skipped)
-    dist__run_say("trace: skipped %d file(s):\n%s", rep.files_skipped, rep.skipped);
-  dist__run_say("trace: %d rank(s), %lld operations merged into %s", rep.ranks_merged,
-                (long long)rep.operations, out);
+    DIST_LOG(WARNING, RUN, "trace: skipped %d file(s):\n%s", rep.files_skipped, rep.skipped);
+  DIST_LOG(INFO, RUN, "trace: %d rank(s), %lld operations merged into %s", rep.ranks_merged,
+           (long long)rep.operations, out);
 }

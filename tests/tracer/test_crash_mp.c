@@ -149,8 +149,8 @@ static void run_fatal(int sig) {
   if (sig == SIGTERM)
     cr_assert_eq(res.exit_code[1], 42, "the program's SIGTERM handler did not run: %s",
                  res.report);
-#if defined(__SANITIZE_ADDRESS__)
-  /* AddressSanitizer's own SIGSEGV handler (ours chains to it) reports and
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  /* the sanitizer's own SIGSEGV handler (ours chains to it) reports and
    * exits instead of dying of the signal */
   else if (sig == SIGSEGV)
     cr_assert(res.signal[1] == sig || res.exit_code[1] > 0, "rank 1 did not fail: %s",

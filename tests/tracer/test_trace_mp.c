@@ -109,6 +109,10 @@ Test(tracer, four_ranks_two_groups_one_row_per_operation_per_rank, .timeout = 10
   cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations o JOIN callsites c ON"
                           " c.rank = o.rank AND c.callsite_id = o.callsite_id"
                           " WHERE c.module LIKE '%%tracer_test_trace_mp'"), 26);
+  /* call sites outlive the process: module, build id (hex), offset */
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM callsites WHERE length(build_id) >= 16 AND"
+                          " build_id NOT GLOB '*[^0-9a-f]*' AND offset > 0"),
+               tq_int(db, "SELECT count(*) FROM callsites"));
   /* groups, ranks, clock offsets */
   cr_assert_str_eq(tq_text(db, "SELECT members FROM groups WHERE group_id=0"), "[0,1,2,3]");
   cr_assert_str_eq(tq_text(db, "SELECT members || ' ' || backend FROM groups WHERE group_id=1"),

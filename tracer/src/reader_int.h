@@ -63,6 +63,9 @@ typedef int (*tr_slot_get_fn)(void *arg, uint64_t idx, void *slot);
 uint64_t tr_decode_range(tr_sink *s, tr_slot_get_fn get, void *arg, uint64_t from,
                          uint64_t to, uint64_t *lost);
 
+/* --- build_id.c: hex GNU build id of the module holding addr ----------- */
+bool tr_build_id(uintptr_t addr, char *out, size_t len);
+
 /* --- merge.c --------------------------------------------------------------- */
 /* Imports a `.ring` side file into db for its rank (offset applied by the
  * caller's SQL). */

@@ -32,9 +32,8 @@ int tr_ring_get(const tr_ring *r, uint64_t idx, void *out) {
   uint64_t s1 = atomic_load_explicit(&w[0], memory_order_acquire);
   if (s1 != idx + 1)
     return s1 > idx + 1 ? -1 : 0;
-  for (int i = 1; i < TR_WORDS; i++)
-    dst[i] = atomic_load_explicit(&w[i], memory_order_relaxed);
-  atomic_thread_fence(memory_order_acquire);
+  for (int i = 1; i < TR_WORDS; i++) /* acquire: each before the stamp re-read */
+    dst[i] = atomic_load_explicit(&w[i], memory_order_acquire);
   uint64_t s2 = atomic_load_explicit(&w[0], memory_order_relaxed);
   if (s2 != s1)
     return s2 > idx + 1 || s2 == 0 ? -1 : 0; /* overwritten while we copied */

@@ -23,7 +23,18 @@
 enum {
   TR_KIND_CLOCK = 100, /* seq = round trip ns, aux = offset ns */
   TR_KIND_CRASH = 101, /* status = signal number */
+  TR_KIND_STATS = 102, /* one row of a DIST_EV_STATS block: op, seq = count,
+                          caller = bytes, aux = p50 ns, root = straggler;
+                          a tr_stats slot follows */
 };
+
+/* The second slot of a TR_KIND_STATS record. */
+typedef struct tr_stats {
+  uint64_t stamp;
+  int64_t p99_ns;
+  int64_t lateness_ns;
+  int64_t pad[5];
+} tr_stats;
 
 #define TR_F_ASYNC 1u
 #define TR_F_SHAPE 2u /* a shape slot follows the head */
@@ -70,6 +81,7 @@ typedef struct tr_text {
 _Static_assert(sizeof(tr_head) == TR_SLOT, "tr_head is one slot");
 _Static_assert(sizeof(tr_shape) == TR_SLOT, "tr_shape is one slot");
 _Static_assert(sizeof(tr_text) == TR_SLOT, "tr_text is one slot");
+_Static_assert(sizeof(tr_stats) == TR_SLOT, "tr_stats is one slot");
 
 /* The header of a `.ring` side file: then `slots` slots of the ring in
  * index order modulo slots (the raw array). */

@@ -37,7 +37,7 @@ struct tr_sink {
   sqlite3 *db;
   tr_sink_opts o;
   sqlite3_stmt *ins_op, *upd_op, *ins_ev, *ins_group, *upd_group, *ins_cs, *ins_drop,
-      *upd_clock, *upd_drops;
+      *upd_clock, *upd_drops, *ins_stats;
   pend *tab;
   size_t cap, used;
   /* call sites: address -> id */
@@ -50,6 +50,9 @@ struct tr_sink {
   int64_t gap_t;
   uint8_t gap_open[MAX_GROUPS_TRACKED];
   uint64_t rows, dropped;
+  /* the last shape formatted: most operations repeat their shape */
+  int64_t shape_key[TR_MAX_DIMS + 1];
+  char shape_text[128];
   char err[256];
 };
 
@@ -94,7 +97,8 @@ int tr_sink_open(sqlite3 *db, const tr_sink_opts *o, tr_sink **out) {
       prep(s, "INSERT INTO drops VALUES (?,?,?,?,?,?)", &s->ins_drop) ||
       prep(s, "UPDATE ranks SET clock_offset_ns = ?2, clock_rtt_ns = ?3 WHERE rank = ?1",
            &s->upd_clock) ||
-      prep(s, "UPDATE ranks SET dropped_records = ?2 WHERE rank = ?1", &s->upd_drops)) {
+      prep(s, "UPDATE ranks SET dropped_records = ?2 WHERE rank = ?1", &s->upd_drops) ||
+      prep(s, "INSERT INTO stats VALUES (?,?,?,?,?,?,?,?,?,?)", &s->ins_stats)) {
     *out = s; /* the caller reads the error, then closes */
     return -1;
   }
@@ -217,8 +221,14 @@ static int write_new(tr_sink *s, pend *p) {
   const char *dt = tr_dtype_name(h->dtype);
   dt ? sqlite3_bind_text(st, 7, dt, -1, SQLITE_STATIC) : sqlite3_bind_null(st, 7);
   if (p->has_shape && dt) {
-    shape_json(p, shape, sizeof shape);
-    sqlite3_bind_text(st, 8, shape, -1, SQLITE_TRANSIENT);
+    int64_t key[TR_MAX_DIMS + 1] = {p->h.ndim};
+    memcpy(key + 1, p->sh.shape, sizeof p->sh.shape);
+    if (memcmp(key, s->shape_key, sizeof key) != 0 || !s->shape_text[0]) {
+      shape_json(p, shape, sizeof shape);
+      memcpy(s->shape_key, key, sizeof key);
+      snprintf(s->shape_text, sizeof s->shape_text, "%s", shape);
+    }
+    sqlite3_bind_text(st, 8, s->shape_text, -1, SQLITE_STATIC);
   } else {
     sqlite3_bind_null(st, 8);
   }
@@ -290,7 +300,11 @@ static int64_t callsite_id(tr_sink *s, uint64_t addr) {
     if (n > 0)
       exe[n] = '\0';
     sqlite3_bind_text(st, 4, n > 0 ? exe : di.dli_fname, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_null(st, 5);
+    char bid[128];
+    if (tr_build_id((uintptr_t)(addr - 1), bid, sizeof bid))
+      sqlite3_bind_text(st, 5, bid, -1, SQLITE_TRANSIENT);
+    else
+      sqlite3_bind_null(st, 5);
     sqlite3_bind_int64(st, 6, (int64_t)(addr - (uintptr_t)di.dli_fbase));
     di.dli_sname ? sqlite3_bind_text(st, 7, di.dli_sname, -1, SQLITE_TRANSIENT)
                  : sqlite3_bind_null(st, 7);
@@ -457,6 +471,24 @@ static int clock_record(tr_sink *s, const tr_head *h) {
   return step(s, s->upd_clock);
 }
 
+/* One row of a statistics block (TR_KIND_STATS, its tr_stats slot is
+ * passed as the shape slot by the decoder). */
+static int stats_record(tr_sink *s, const tr_head *h, const tr_shape *slot) {
+  const tr_stats *x = (const tr_stats *)(const void *)slot;
+  sqlite3_stmt *st = s->ins_stats;
+  sqlite3_bind_int(st, 1, s->o.rank);
+  sqlite3_bind_int(st, 2, h->group_id);
+  sqlite3_bind_int64(st, 3, h->t_ns);
+  sqlite3_bind_text(st, 4, tr_op_name(h->op), -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 5, (int64_t)h->seq);
+  sqlite3_bind_int64(st, 6, (int64_t)h->caller);
+  sqlite3_bind_int64(st, 7, h->aux);
+  bind_opt_int(st, 8, x != NULL, x ? x->p99_ns : 0);
+  bind_opt_int(st, 9, h->root >= 0, h->root);
+  bind_opt_int(st, 10, x && h->root >= 0, x ? x->lateness_ns : 0);
+  return step(s, st);
+}
+
 int tr_sink_record(tr_sink *s, const tr_head *h, const tr_shape *sh, const char *text) {
   switch (h->kind) {
   case DIST_EV_OP_ENQUEUED:
@@ -473,6 +505,8 @@ int tr_sink_record(tr_sink *s, const tr_head *h, const tr_shape *sh, const char 
     return event_record(s, h, NULL);
   case TR_KIND_CLOCK:
     return clock_record(s, h);
+  case TR_KIND_STATS:
+    return stats_record(s, h, sh);
   default:
     return event_record(s, h, text);
   }
@@ -493,7 +527,7 @@ void tr_sink_close(tr_sink *s) {
   if (!s)
     return;
   sqlite3_stmt *sts[] = {s->ins_op, s->upd_op, s->ins_ev, s->ins_group, s->upd_group,
-                         s->ins_cs, s->ins_drop, s->upd_clock, s->upd_drops};
+                         s->ins_cs, s->ins_drop, s->upd_clock, s->upd_drops, s->ins_stats};
   for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++)
     sqlite3_finalize(sts[i]);
   for (size_t i = 0; s->tab && i < s->cap; i++)

@@ -66,8 +66,8 @@ static int tr_init(void **ctx, const dist_pg_info *def) {
   tr_crash_install(t);
   if (tr_writer_start(t) != DIST_OK) {
     tr_crash_remove();
-    tr_clock_stop(t);
     tr_writer_stop(t);
+    tr_clock_stop(t);
     tracer_free(t);
     return DIST_E_SYS;
   }
@@ -90,8 +90,8 @@ static void tr_fini(void *ctx) {
   if (!t)
     return;
   atomic_store(&current, NULL);
+  tr_writer_stop(t); /* first: its thread re-measures the clock offset */
   tr_clock_stop(t);
-  tr_writer_stop(t);
   tr_crash_remove();
   tracer_free(t);
 }

@@ -20,6 +20,7 @@ static const int sigs[] = {SIGTERM, SIGINT, SIGABRT, SIGSEGV, SIGBUS};
 static struct sigaction old_act[N_SIGS];
 static tracer *_Atomic crash_tracer;
 static _Atomic int dumping;
+static pid_t owner; /* a forked child that crashes must not overwrite the rank's dump */
 
 static void write_all(int fd, const void *buf, size_t len) {
   const char *p = buf;
@@ -62,7 +63,7 @@ static int index_of(int sig) {
 static void on_signal(int sig, siginfo_t *info, void *uctx) {
   tracer *t = atomic_load(&crash_tracer);
   int expected = 0;
-  if (t && atomic_compare_exchange_strong(&dumping, &expected, 1)) {
+  if (t && getpid() == owner && atomic_compare_exchange_strong(&dumping, &expected, 1)) {
     dump(t, sig);
     atomic_store(&dumping, 0);
   }
@@ -95,6 +96,7 @@ static void on_signal(int sig, siginfo_t *info, void *uctx) {
 }
 
 void tr_crash_install(tracer *t) {
+  owner = getpid();
   atomic_store(&crash_tracer, t);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);

@@ -121,6 +121,32 @@ static void group_event(tracer *t, const dist_event *ev) {
   with_text(t, ev, &h, text);
 }
 
+#if DIST_OBSERVER_ABI_VERSION >= 3
+/* A statistics block: the event (with its printed message) as any other,
+ * then one record per row for the stats table. */
+static void stats_rows(tracer *t, const dist_event *ev) {
+  for (size_t i = 0; i < ev->n_stats; i++) {
+    const dist_stats_row *r = &ev->stats[i];
+    tr_head h;
+    tr_stats st;
+    fill_head(t, &h, ev, 2);
+    h.kind = TR_KIND_STATS;
+    h.flags = TR_F_SHAPE; /* the second slot is binary, not text */
+    h.op = (uint8_t)r->op;
+    h.seq = r->count;
+    h.caller = r->bytes;
+    h.aux = r->p50_ns;
+    h.root = r->straggler_rank;
+    memset(&st, 0, sizeof st);
+    st.p99_ns = r->p99_ns;
+    st.lateness_ns = r->lateness_ns;
+    uint64_t idx = tr_ring_claim(&t->ring, 2);
+    tr_ring_put(&t->ring, idx, &h);
+    tr_ring_put(&t->ring, idx + 1, &st);
+  }
+}
+#endif
+
 void tr_record_event(tracer *t, const dist_event *ev) {
   switch (ev->kind) {
   case DIST_EV_OP_ISSUED:
@@ -140,11 +166,14 @@ void tr_record_event(tracer *t, const dist_event *ev) {
     h.op = (uint8_t)ev->coll->kind;
   if (ev->kind == DIST_EV_PEER_LOST)
     h.root = ev->peer;
-  if (ev->message && ev->message[0]) {
+  if (ev->message && ev->message[0])
     with_text(t, ev, &h, ev->message);
-    return;
-  }
-  tr_ring_put(&t->ring, tr_ring_claim(&t->ring, 1), &h);
+  else
+    tr_ring_put(&t->ring, tr_ring_claim(&t->ring, 1), &h);
+#if DIST_OBSERVER_ABI_VERSION >= 3
+  if (ev->kind == DIST_EV_STATS && ev->stats)
+    stats_rows(t, ev);
+#endif
 }
 
 void tr_record_clock(tracer *t, int64_t offset_ns, int64_t rtt_ns) {
