@@ -86,6 +86,7 @@ static void start(const char *trace, int cols, int rows) {
   if (sh("command -v tmux >/dev/null", NULL, 0) != 0)
     cr_skip_test("tmux is not installed (Debian package tmux)");
   snprintf(sock, sizeof sock, "distview-test-%d", (int)getpid());
+  atexit(stop_server);   // also when a failed assertion ends the test early
   const char *bin = getenv("DIST_TEST_BIN") ? getenv("DIST_TEST_BIN") : "build/bin";
   /* a shell around distview shows its exit status and keeps the pane */
   tmux("-f /dev/null new-session -d -s vw -x %d -y %d 'env NO_COLOR=1 %s/distview %s; "
@@ -132,6 +133,7 @@ Test(viewer_tmux, a_bad_file_prints_why_and_exits_1, .timeout = 60, .fini = stop
   if (sh("command -v tmux >/dev/null", NULL, 0) != 0)
     cr_skip_test("tmux is not installed (Debian package tmux)");
   snprintf(sock, sizeof sock, "distview-test-%d", (int)getpid());
+  atexit(stop_server);
   const char *bin = getenv("DIST_TEST_BIN") ? getenv("DIST_TEST_BIN") : "build/bin";
   /* a shell keeps the pane (and its output) after distview exits */
   tmux("-f /dev/null new-session -d -s vw -x 100 -y 24 "
