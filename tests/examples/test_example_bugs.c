@@ -72,9 +72,8 @@ Test(examples_bugs, shape_at_OFF_exits_10_with_the_report_last, .timeout = 150) 
   cr_assert(last, "%s", r.out);
   const char *rep = strstr(last, "\ndesync in group 0 (default, 4 ranks) at ALL_REDUCE #4: ");
   cr_assert(rep, "no report after the status line:\n%s", r.out);
-  cr_expect(strstr(rep, "2048 elements (8192 bytes)") && strstr(rep, "1024 elements (4096 bytes)"),
-            "%s", rep);
-  cr_expect(strstr(rep, "rank 3 (host "), "%s", rep); /* the culprit, or who 'this rank' is */
+  cr_expect(strstr(rep, "rank 3: ALL_REDUCE float32[2048] op=SUM (8192 bytes)  <- count differs") &&
+            strstr(rep, " ALL_REDUCE float32[1024] op=SUM (4096 bytes)"), "%s", rep);
   cr_expect(strstr(rep, "\n  this rank: rank "), "%s", rep);
   cr_expect(!strstr(rep, "\n["), "rank output after the report:\n%s", rep);
 }
@@ -109,7 +108,8 @@ Test(examples_bugs, detail_names_the_differing_splits, .timeout = 120) {
 }
 
 Test(examples_bugs, detail_names_groups_created_in_another_order, .timeout = 120) {
-  detail_case("group-order", 10, "rank 3:    group 1 \"everyone\" of ranks 0,1,2,3");
+  /* rank 3's line; its label's padding depends on which others are listed */
+  detail_case("group-order", 10, "group 1 \"everyone\" of ranks 0,1,2,3  <- member list differs");
 }
 
 Test(examples_bugs, detail_names_the_ranks_stuck_in_a_barrier, .timeout = 120) {
