@@ -91,9 +91,9 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
                       msg && *msg ? msg : dist_strerror(rc));
     off = strlen(rep);
   }
-  /* The report speaks from its rank's side ("this rank has ..."): say who
-   * that is, since distrun prints it away from that rank's output. */
-  dist__appendf(rep, cap, &off, "\n  this rank: rank %d (host %s, pid %d)", in->global_rank,
+  /* distrun prints it away from the rank's own output: name the origin
+   * once, as status.h's "seen by" line does for relayed reports. */
+  dist__appendf(rep, cap, &off, "\n  reported by rank %d (host %s, pid %d)", in->global_rank,
                 dist__hostname(), (int)getpid());
   dist_post_cause(rc, rep);
   dist__free(rep);

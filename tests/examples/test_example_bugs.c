@@ -74,7 +74,7 @@ Test(examples_bugs, shape_at_OFF_exits_10_with_the_report_last, .timeout = 150) 
   cr_assert(rep, "no report after the status line:\n%s", r.out);
   cr_expect(strstr(rep, "rank 3: ALL_REDUCE float32[2048] op=SUM (8192 bytes)  <- count differs") &&
             strstr(rep, " ALL_REDUCE float32[1024] op=SUM (4096 bytes)"), "%s", rep);
-  cr_expect(strstr(rep, "\n  this rank: rank "), "%s", rep);
+  cr_expect(strstr(rep, "\n  reported by rank "), "%s", rep);
   cr_expect(!strstr(rep, "\n["), "rank output after the report:\n%s", rep);
 }
 

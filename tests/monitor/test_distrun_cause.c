@@ -124,9 +124,9 @@ static void count_mismatch(const char *transport, const char *nproc) {
    * it and the peer it disagrees with, and both sizes. */
   cr_expect(strncmp(rep, "desync in group 0 (", 19) == 0, "report:\n%s", rep);
   cr_expect(strstr(rep, "at ALL_REDUCE #1: "), "report:\n%s", rep);
-  const char *me = strstr(rep, "\n  this rank: rank ");
+  const char *me = strstr(rep, "\n  reported by rank ");
   cr_assert(me, "the report does not say who 'this rank' is:\n%s", rep);
-  int by = atoi(me + strlen("\n  this rank: rank "));
+  int by = atoi(me + strlen("\n  reported by rank "));
   cr_expect(by >= 0 && by < atoi(nproc), "report:\n%s", rep);
   /* Both sides in status.h's vocabulary: rank 1's 16 against the others' 8. */
   cr_expect(strstr(rep, "\n  rank 1: ALL_REDUCE float32[16] op=SUM (64 bytes)") &&
