@@ -29,7 +29,18 @@ static int enter(dist_pg **g, dist_work **w, bool *done) {
   return DIST_OK;
 }
 
+/* A rank at or below -2 is DIST_GROUP_RANK(r): r is already a group rank
+ * (torch 2.6's group_dst/group_src/group_peer). */
 static int group_rank(dist_pg *g, int global, const char *fn, const char *what, int *out) {
+  if (global <= -2) {
+    int64_t gr = -2 - (int64_t)global;
+    if (gr >= g->info.size)
+      return dist__err_set(&g->err, DIST_E_INVAL,
+                           "%s: %s group rank %lld is not in group %s (size %d)", fn, what,
+                           (long long)gr, g->name, g->info.size);
+    *out = (int)gr;
+    return DIST_OK;
+  }
   int r = dist__pg_group_rank_of(g, global);
   if (r < 0)
     return dist__err_set(&g->err, DIST_E_INVAL, "%s: %s rank %d is not in group %s (size %d)",
@@ -191,7 +202,7 @@ static int general(dist_op_kind k, const io *a, dist_pg *g, dist_work **w,
   c.outputs = a->out;
   c.n_outputs = a->n_out;
   c.redop = a->op;
-  if (a->root_global >= 0 || k == DIST_OP_GATHER || k == DIST_OP_SCATTER)
+  if (a->root_global != -1 || k == DIST_OP_GATHER || k == DIST_OP_SCATTER)
     DIST_TRY(group_rank(g, a->root_global, dist_op_name(k), "root", &c.root));
   if (a->in_splits || a->out_splits) {
     c.in_splits = a->in_splits;

@@ -297,6 +297,18 @@ DIST_API int dist_work_set_callback(dist_work *work, dist_work_callback cb, void
  * Accepts NULL. */
 DIST_API void dist_work_free(dist_work *work);
 
+/* --- group ranks (torch 2.6's group_dst, group_src, group_peer) ---------- */
+
+/* Every rank argument above (dst, src, peer, root, dist_p2p_op.peer, and
+ * the byte-blob calls' ranks) takes a global rank, or DIST_GROUP_RANK(r)
+ * for rank r within the group the call names, as torch's group_dst=r:
+ *   dist_send(&t, DIST_GROUP_RANK(1), g, 0)  sends to group rank 1 of g.
+ * A group rank outside the group fails with DIST_E_INVAL. What comes back
+ * (dist_recv's *src_out, dist_work_source_rank) stays a global rank;
+ * dist_get_group_rank translates it. The encoding (-2 - r) keeps every
+ * global rank and DIST_ANY_SOURCE (-1) meaning what it meant. */
+#define DIST_GROUP_RANK(r) (-2 - (r))
+
 DIST_EXTERN_C_END
 
 #endif
