@@ -113,6 +113,7 @@ const dist_backend_ops *dist__backend_find(const char *name);
 void dist__backend_register_builtin(void);
 int dist__backend_load_plugins(void);
 const char *dist__backend_names(void);
+const char *dist__backend_canonical(const char *name);
 extern const dist_backend_ops dist__cpu_backend_ops;
 /* "shm" or "tcp": how a cpu group runs its collectives (for benchmarks). */
 const char *dist__cpu_backend_transport(const void *priv);

@@ -309,6 +309,28 @@ DIST_API void dist_work_free(dist_work *work);
  * global rank and DIST_ANY_SOURCE (-1) meaning what it meant. */
 #define DIST_GROUP_RANK(r) (-2 - (r))
 
+/* --- backends by name, and torch's environment names --------------------- */
+
+/* Backend names are case-insensitive ("GLOO", "Gloo" and "gloo" are the
+ * cpu backend's alias; dist_get_backend gives the registered, lower-case
+ * spelling). dist_list_backends copies up to cap registered names (borrowed,
+ * valid for the process's life; out may be NULL with cap 0) and returns how
+ * many there are: "cpu", "gloo", then those registered by
+ * dist_register_backend or a DIST_BACKEND_PLUGINS plugin already loaded. */
+DIST_API size_t dist_list_backends(const char **out, size_t cap);
+/* torch's get_default_backend_for_device: "cpu" (or "cpu:N") gives "cpu",
+ * "cuda" (or "cuda:N") gives "nccl", whether or not it is available (see
+ * dist_is_nccl_available); any other device is DIST_E_INVAL. Case-insensitive. */
+DIST_API int dist_get_default_backend_for_device(const char *device, const char **out);
+/* The value of one of libdist's variables as the library reads it: name's
+ * value, or when name is unset (or empty) its torch/Gloo counterpart's:
+ * DIST_DEBUG <- TORCH_DISTRIBUTED_DEBUG, DIST_LOG_LEVEL <- TORCH_CPP_LOG_LEVEL,
+ * DIST_SOCKET_IFNAME <- GLOO_SOCKET_IFNAME, DIST_SHOW_STACKTRACES <-
+ * TORCH_SHOW_CPP_STACKTRACES. NULL when both are unset. *which (may be
+ * NULL) receives the variable read, for messages. Every part reads these
+ * through it. */
+DIST_API const char *dist_getenv(const char *name, const char **which);
+
 DIST_EXTERN_C_END
 
 #endif
