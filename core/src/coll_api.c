@@ -29,11 +29,11 @@ static int enter(dist_pg **g, dist_work **w, bool *done) {
   return DIST_OK;
 }
 
-/* A rank at or below -2 is DIST_GROUP_RANK(r): r is already a group rank
- * (torch 2.6's group_dst/group_src/group_peer). */
+/* A rank at or above DIST_GROUP_RANK_BASE is DIST_GROUP_RANK(r): r is
+ * already a group rank (torch 2.6's group_dst/group_src/group_peer). */
 static int group_rank(dist_pg *g, int global, const char *fn, const char *what, int *out) {
-  if (global <= -2) {
-    int64_t gr = -2 - (int64_t)global;
+  if (global >= DIST_GROUP_RANK_BASE) {
+    int64_t gr = (int64_t)global - DIST_GROUP_RANK_BASE;
     if (gr >= g->info.size)
       return dist__err_set(&g->err, DIST_E_INVAL,
                            "%s: %s group rank %lld is not in group %s (size %d)", fn, what,
@@ -69,7 +69,7 @@ static dist_coll coll_of(dist_op_kind k, const void *caller) {
 /* --- point to point ------------------------------------------------------ */
 
 static int p2p(dist_op_kind k, dist_tensor *t, int peer, dist_pg *g, int tag, dist_work **w,
-               const void *caller) {
+               bool blocking, const void *caller) {
   ENTER(g, w);
   dist_coll c = coll_of(k, caller);
   c.tag = tag;
@@ -82,32 +82,35 @@ static int p2p(dist_op_kind k, dist_tensor *t, int peer, dist_pg *g, int tag, di
   }
   if (peer != DIST_ANY_SOURCE || k == DIST_OP_SEND)
     DIST_TRY(group_rank(g, peer, dist_op_name(k), "peer", &c.root));
+  if (blocking && c.root == g->info.rank) /* it would wait for itself */
+    return dist__err_set(&g->err, DIST_E_INVAL, "%s: the peer is this rank itself (isend and "
+                         "irecv may address it)", dist_op_name(k));
   if (w)
     c.flags |= DIST_COLL_ASYNC;
   return dist__pg_call(g, &c, w);
 }
 
 int dist_send(const dist_tensor *t, int dst, dist_pg *g, int tag) {
-  return p2p(DIST_OP_SEND, (dist_tensor *)t, dst, g, tag, NULL, CALLER());
+  return p2p(DIST_OP_SEND, (dist_tensor *)t, dst, g, tag, NULL, true, CALLER());
 }
 
 int dist_isend(const dist_tensor *t, int dst, dist_pg *g, int tag, dist_work **w) {
   if (!w)
     return dist__set_last_error(DIST_E_INVAL, "isend: work is NULL");
-  return p2p(DIST_OP_SEND, (dist_tensor *)t, dst, g, tag, w, CALLER());
+  return p2p(DIST_OP_SEND, (dist_tensor *)t, dst, g, tag, w, false, CALLER());
 }
 
 int dist_irecv(dist_tensor *t, int src, dist_pg *g, int tag, dist_work **w) {
   if (!w)
     return dist__set_last_error(DIST_E_INVAL, "irecv: work is NULL");
-  return p2p(DIST_OP_RECV, t, src, g, tag, w, CALLER());
+  return p2p(DIST_OP_RECV, t, src, g, tag, w, false, CALLER());
 }
 
 int dist_recv(dist_tensor *t, int src, dist_pg *g, int tag, int *src_out) {
   /* A synchronous recv goes through a work handle so the sender's rank
    * comes back with it. */
   dist_work *w = NULL;
-  int rc = p2p(DIST_OP_RECV, t, src, g, tag, &w, CALLER());
+  int rc = p2p(DIST_OP_RECV, t, src, g, tag, &w, true, CALLER());
   if (rc != DIST_OK)
     return rc;
   rc = dist_work_wait(w, -1);
@@ -202,7 +205,7 @@ static int general(dist_op_kind k, const io *a, dist_pg *g, dist_work **w,
   c.outputs = a->out;
   c.n_outputs = a->n_out;
   c.redop = a->op;
-  if (a->root_global != -1 || k == DIST_OP_GATHER || k == DIST_OP_SCATTER)
+  if (a->root_global >= 0 || k == DIST_OP_GATHER || k == DIST_OP_SCATTER)
     DIST_TRY(group_rank(g, a->root_global, dist_op_name(k), "root", &c.root));
   if (a->in_splits || a->out_splits) {
     c.in_splits = a->in_splits;

@@ -99,6 +99,8 @@ static int group_rank_args(const dist_test_ctx *ctx) {
     CHECK(ctx, strstr(dist_pg_errmsg(g), "group rank 3"), "message: %s", dist_pg_errmsg(g));
     dist_work *w = NULL;
     CHECK(ctx, dist_isend(&t, G(5), g, 0, &w) == DIST_E_INVAL && !w, "group rank 5 accepted");
+    CHECK(ctx, dist_reduce(&t, -3, DIST_SUM, g, NULL) == DIST_E_INVAL, "rank -3 accepted");
+    CHECK(ctx, dist_broadcast(&t, G(-1), g, NULL) == DIST_E_INVAL, "group rank -1 accepted");
   }
   /* On the default group a group rank is the global rank. */
   int32_t v = ctx->rank == 3 ? 9 : 0;

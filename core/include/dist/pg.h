@@ -305,9 +305,21 @@ DIST_API void dist_work_free(dist_work *work);
  *   dist_send(&t, DIST_GROUP_RANK(1), g, 0)  sends to group rank 1 of g.
  * A group rank outside the group fails with DIST_E_INVAL. What comes back
  * (dist_recv's *src_out, dist_work_source_rank) stays a global rank;
- * dist_get_group_rank translates it. The encoding (-2 - r) keeps every
- * global rank and DIST_ANY_SOURCE (-1) meaning what it meant. */
-#define DIST_GROUP_RANK(r) (-2 - (r))
+ * dist_get_group_rank translates it. The encoding (a base of 2^30 above
+ * any global rank) keeps every global rank, DIST_ANY_SOURCE and a wrong
+ * negative rank meaning what they meant. */
+#define DIST_GROUP_RANK_BASE 0x40000000
+#define DIST_GROUP_RANK(r) (DIST_GROUP_RANK_BASE + (r))
+
+/* --- point to point with this rank itself -------------------------------- */
+
+/* dist_isend, dist_irecv and the ops of dist_batch_isend_irecv may name the
+ * calling rank itself, as torch allows: the message is copied in-process
+ * with the usual rules (the send completes when the receive matched it,
+ * sizes must agree or both fail with DIST_E_DESYNC, one tag's messages
+ * arrive in order). A receive from DIST_ANY_SOURCE takes messages from
+ * other ranks only. Blocking dist_send and dist_recv to self fail with
+ * DIST_E_INVAL: they would wait for themselves. */
 
 /* --- backends by name, and torch's environment names --------------------- */
 
