@@ -50,6 +50,7 @@ typedef struct drun_cfg {
   char job_id[DIST_JOB_ID_MAX + 1]; /* "" : made by node 0 */
   char *const *prog_argv;   /* the program and its arguments */
   const char *slurm_note;   /* what came from SLURM, for the INFO line */
+  bool local_rank_arg;      /* --local-rank-arg: argv gains --local-rank=N */
 } drun_cfg;
 
 /* Parses argv (and SLURM_* / MASTER_* / DIST_JOB_ID) into c. Returns -1 to

@@ -51,6 +51,8 @@ static const char usage_text[] =
     "                           ranks (default 5)\n"
     "      --join-timeout S     seconds to reach node 0's store (default: DIST_TIMEOUT\n"
     "                           or 600)\n"
+    "      --local-rank-arg     pass --local-rank=N to the program after its name,\n"
+    "                           as torch.distributed.launch without --use-env\n"
     "  -h, --help               this text\n"
     "  -V, --version            libdist's version\n"
     "\n"
@@ -244,6 +246,8 @@ static const struct option long_opts[] = {
     {"no-prefix", no_argument, NULL, 'P'},
     {"grace-period", required_argument, NULL, 'g'},
     {"join-timeout", required_argument, NULL, 'j'},
+    {"local-rank-arg", no_argument, NULL, 'L'},
+    {"local_rank_arg", no_argument, NULL, 'L'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -282,6 +286,7 @@ static int take_option(int ch, const char *arg, const char *argv0, drun_cfg *c, 
   case 'l': c->log_dir = arg; return -1;
   case 't': c->tee = true; return -1;
   case 'P': c->prefix = false; return -1;
+  case 'L': c->local_rank_arg = true; return -1;
   case 'g': return seconds_option("--grace-period", arg, &c->grace_ms);
   case 'j': return seconds_option("--join-timeout", arg, &c->join_timeout_ms);
   case 'h': fputs(usage_text, stdout); return DRUN_EXIT_OK;
