@@ -55,7 +55,15 @@ struct dist_work {
   _Atomic int refs;             /* the user's handle + the backend's */
   _Atomic bool started;
   bool quiet;                   /* a piece of a larger call: no events */
+  struct dist__work_cb *cbs, **cbs_tail; /* dist_work_add_callback's, in order */
 };
+
+/* One callback added by dist_work_add_callback (future.c). */
+typedef struct dist__work_cb {
+  dist_work_callback fn;
+  void *arg;
+  struct dist__work_cb *next;
+} dist__work_cb;
 
 /* --- groups (pg.c) ------------------------------------------------------ */
 

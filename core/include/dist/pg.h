@@ -343,6 +343,50 @@ DIST_API int dist_get_default_backend_for_device(const char *device, const char 
  * through it. */
 DIST_API const char *dist_getenv(const char *name, const char **which);
 
+/* --- several callbacks per work, and futures (torch's Work.get_future) --- */
+
+/* Adds cb to the work's callbacks: they run in the order added, after the
+ * one dist_work_set_callback set, under its rules (on the completing thread
+ * before waiters are released; at once, on the caller's thread, when the
+ * work has completed; must not block or call into the work's group). */
+DIST_API int dist_work_add_callback(dist_work *work, dist_work_callback cb, void *arg);
+
+/* A future: completes once, with a status (DIST_OK or a DIST_E_* code) and,
+ * on failure, a message. Callbacks run in the order added, on the thread
+ * that completes it, before its waiters are released; at once on the
+ * caller's thread when it has completed. Handles are independent: free
+ * each with dist_future_free, at any time (a future still pending
+ * completes anyway and its callbacks still run). */
+typedef struct dist_future dist_future;
+typedef void (*dist_future_callback)(dist_future *f, void *arg);
+/* then's function: returns the status of the chained future. */
+typedef int (*dist_future_fn)(dist_future *done, void *arg);
+
+/* A future that completes with the work's status and message (torch's
+ * get_future; its status is get_future_result's answer). */
+DIST_API int dist_work_get_future(dist_work *work, dist_future **out);
+/* A future the caller completes with dist_future_set_result. */
+DIST_API int dist_future_new(dist_future **out);
+/* Completes f; DIST_E_INVAL when it has completed already. msg may be NULL. */
+DIST_API int dist_future_set_result(dist_future *f, int status, const char *msg);
+DIST_API int dist_future_add_callback(dist_future *f, dist_future_callback cb, void *arg);
+/* *out completes when fn, run as f's callback once f completes (whatever
+ * its status; fn reads it with dist_future_status), returns: with fn's
+ * return value as its status, and f's message when that status is OK or
+ * f's own, else a message naming the status fn returned. */
+DIST_API int dist_future_then(dist_future *f, dist_future_fn fn, void *arg, dist_future **out);
+/* Waits until f completed and its callbacks ran: timeout_ms < 0 without a
+ * limit, 0 polls. Returns f's status, or DIST_E_TIMEOUT when this wait ran
+ * out first (f goes on; wait again). */
+DIST_API int dist_future_wait(dist_future *f, int64_t timeout_ms);
+DIST_API bool dist_future_is_done(dist_future *f);
+/* Status of a completed future (DIST_OK while pending). */
+DIST_API int dist_future_status(dist_future *f);
+/* Message of a failed future ("" otherwise); valid while f is held. */
+DIST_API const char *dist_future_errmsg(dist_future *f);
+/* Releases the handle. Accepts NULL. */
+DIST_API void dist_future_free(dist_future *f);
+
 DIST_EXTERN_C_END
 
 #endif
