@@ -387,6 +387,46 @@ DIST_API const char *dist_future_errmsg(dist_future *f);
 /* Releases the handle. Accepts NULL. */
 DIST_API void dist_future_free(dist_future *f);
 
+/* --- spawn (torch.multiprocessing.spawn) --------------------------------- */
+
+/* What each spawned rank runs; its return value becomes the rank's exit
+ * code (0 success; values outside 1..255 become 1). */
+typedef int (*dist_spawn_fn)(int rank, int world_size, void *arg);
+typedef struct dist_spawn_ctx dist_spawn_ctx;
+
+/* Forks nprocs ranks of the calling program on this host, hosts their
+ * store as distrun does (127.0.0.1, a fresh DIST_TOKEN, a DIST_JOB_ID, every
+ * rank a client), and runs fn(rank, nprocs, arg) in each with RANK,
+ * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+ * DIST_USE_AGENT_STORE=1 and DIST_LAUNCHER=spawn set, so
+ * dist_init_process_group(NULL) joins them. Call it before starting
+ * threads (it forks). join: waits for every rank (dist_spawn_join(-1)) and
+ * returns the outcome; *ctx (may be NULL) then receives the handle to read
+ * the failure from. !join: returns at once with the handle in *ctx. */
+DIST_API int dist_spawn(dist_spawn_fn fn, void *arg, int nprocs, bool join,
+                        dist_spawn_ctx **ctx);
+/* Waits for the ranks: DIST_OK when every rank exited 0. When one fails
+ * (non-zero exit or a signal), ends the others (SIGTERM, SIGKILL after 3 s)
+ * and returns DIST_E_PEER_LOST, the message naming the first failed rank
+ * and how it ended. DIST_E_TIMEOUT when timeout_ms (< 0: none) runs out
+ * first; the ranks go on (join again or free). */
+DIST_API int dist_spawn_join(dist_spawn_ctx *ctx, int64_t timeout_ms);
+/* The first failed rank, its exit code (-1 when killed) and the signal
+ * that killed it (0 when it exited); DIST_E_INVAL when none failed. */
+DIST_API int dist_spawn_failure(const dist_spawn_ctx *ctx, int *rank, int *exit_code,
+                                int *signal);
+/* A rank's pid while it runs (0 once reaped, -1 for a bad rank). */
+DIST_API int dist_spawn_pid(const dist_spawn_ctx *ctx, int rank);
+DIST_API const char *dist_spawn_job_id(const dist_spawn_ctx *ctx);
+/* Ends ranks still running (SIGTERM, then SIGKILL), stops the store and
+ * releases the handle. Accepts NULL. */
+DIST_API void dist_spawn_free(dist_spawn_ctx *ctx);
+/* torch's is_torchelastic_launched: whether this process was started by
+ * distrun or dist_spawn (DIST_LAUNCHER), and which ("distrun", "spawn",
+ * NULL otherwise). */
+DIST_API bool dist_is_launched(void);
+DIST_API const char *dist_launcher(void);
+
 DIST_EXTERN_C_END
 
 #endif
