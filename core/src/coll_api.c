@@ -219,6 +219,8 @@ static int general(dist_op_kind k, const io *a, dist_pg *g, dist_work **w,
 
 int dist_all_gather(dist_tensor *outputs, size_t n, const dist_tensor *input, dist_pg *g,
                     dist_work **w) {
+  if (dist__all_gather_is_uneven(outputs, n, input)) /* uneven.c */
+    return dist__all_gather_uneven(outputs, n, input, g, w, CALLER());
   io a = {input, 1, outputs, n, -1, DIST_SUM, NULL, NULL};
   return general(DIST_OP_ALL_GATHER, &a, g, w, CALLER());
 }

@@ -122,6 +122,12 @@ void dist__backend_register_builtin(void);
 int dist__backend_load_plugins(void);
 const char *dist__backend_names(void);
 const char *dist__backend_canonical(const char *name);
+
+/* uneven.c: all_gather with outputs of different sizes. */
+bool dist__all_gather_is_uneven(const dist_tensor *outputs, size_t n,
+                                const dist_tensor *input);
+int dist__all_gather_uneven(dist_tensor *outputs, size_t n, const dist_tensor *input,
+                            dist_pg *group, dist_work **w, const void *caller);
 extern const dist_backend_ops dist__cpu_backend_ops;
 /* "shm" or "tcp": how a cpu group runs its collectives (for benchmarks). */
 const char *dist__cpu_backend_transport(const void *priv);

@@ -207,7 +207,11 @@ DIST_API int dist_all_reduce(dist_tensor *t, dist_redop op, dist_pg *group,
                              dist_work **work);
 DIST_API int dist_reduce(dist_tensor *t, int dst, dist_redop op, dist_pg *group,
                          dist_work **work);
-/* outputs: n == group size tensors shaped like input. */
+/* outputs: n == group size tensors shaped like input; or, as torch allows,
+ * of different sizes per rank (outputs[i] sized like rank i's input, this
+ * rank's own like its input): then it runs as one broadcast per rank,
+ * synchronously (a work handle comes back completed), and a rank whose
+ * input is not the size the others expect fails them with DIST_E_DESYNC. */
 DIST_API int dist_all_gather(dist_tensor *outputs, size_t n, const dist_tensor *input,
                              dist_pg *group, dist_work **work);
 /* output holds group size times input's elements, rank order. */
