@@ -14,7 +14,7 @@
 Test(core_api, list_backends_and_default_backend_for_device, .timeout = 30) {
   const char *names[8] = {0};
   size_t n = dist_list_backends(names, 8);
-  cr_assert_geq(n, 2);
+  cr_assert_gt(n, 1);
   cr_assert_str_eq(names[0], "cpu");
   cr_assert_str_eq(names[1], "gloo");
   cr_assert_eq(dist_list_backends(NULL, 0), n, "the count does not depend on cap");
