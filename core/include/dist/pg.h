@@ -3,7 +3,8 @@
  * Conventions, as in torch:
  *  - group NULL means the default group (made by dist_init_process_group).
  *  - root/src/dst/peer arguments are GLOBAL ranks (ranks of the default
- *    group); dist_recv reports the sender as a global rank too.
+ *    group), or DIST_GROUP_RANK(r) for rank r of the call's group (see
+ *    "group ranks" below); dist_recv reports the sender as a global rank.
  *  - the last argument, dist_work **work, chooses the mode: NULL runs the
  *    operation synchronously (it returns when done); non-NULL starts it and
  *    returns a handle to wait on (torch's async_op=True). An operation that
