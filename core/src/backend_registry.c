@@ -4,7 +4,9 @@
  * objects, each exporting `int dist_backend_plugin_init(void)`). */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <ctype.h>
 #include <stdio.h>
+#include <strings.h>
 
 #include "pg_int.h"
 
@@ -20,20 +22,22 @@ static char names[MAX_BACKENDS * 34];
 
 static const dist_backend_ops *find_locked(const char *name) {
   for (int i = 0; i < n_table; i++)
-    if (!strcmp(table[i].name, name))
+    if (!strcasecmp(table[i].name, name)) /* "GLOO" is "gloo", as torch's Backend */
       return table[i].ops;
   return NULL;
 }
 
 static int add_locked(const char *name, const dist_backend_ops *ops) {
   for (int i = 0; i < n_table; i++)
-    if (!strcmp(table[i].name, name)) {
+    if (!strcasecmp(table[i].name, name)) {
       table[i].ops = ops; /* re-registering replaces, as torch does */
       return DIST_OK;
     }
   if (n_table == MAX_BACKENDS)
     return dist__set_last_error(DIST_E_INVAL, "too many backends (%d)", MAX_BACKENDS);
   snprintf(table[n_table].name, sizeof table[n_table].name, "%s", name);
+  for (char *c = table[n_table].name; *c; c++) /* torch registers names lower case */
+    *c = (char)tolower((unsigned char)*c);
   table[n_table++].ops = ops;
   return DIST_OK;
 }
@@ -130,3 +134,41 @@ bool dist_is_nccl_available(void) {
 }
 
 bool dist_is_mpi_available(void) { return dist__backend_find("mpi") != NULL; }
+
+/* The registered spelling of name (lower case), or name itself when no
+ * backend has it. Table entries are never removed, so the pointer lasts. */
+const char *dist__backend_canonical(const char *name) {
+  dist__backend_register_builtin();
+  const char *out = name;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < n_table; i++)
+    if (!strcasecmp(table[i].name, name))
+      out = table[i].name;
+  pthread_mutex_unlock(&lock);
+  return out;
+}
+
+size_t dist_list_backends(const char **out, size_t cap) {
+  dist__backend_register_builtin();
+  pthread_mutex_lock(&lock);
+  size_t n = (size_t)n_table;
+  for (size_t i = 0; out && i < n && i < cap; i++)
+    out[i] = table[i].name;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
+int dist_get_default_backend_for_device(const char *device, const char **out) {
+  if (!device || !out)
+    return dist__set_last_error(DIST_E_INVAL, "get_default_backend_for_device: NULL argument");
+  size_t l = strcspn(device, ":"); /* "cuda:1" is a cuda device */
+  if (l == 3 && !strncasecmp(device, "cpu", 3))
+    *out = "cpu";
+  else if (l == 4 && !strncasecmp(device, "cuda", 4))
+    *out = "nccl";
+  else
+    return dist__set_last_error(DIST_E_INVAL,
+                                "get_default_backend_for_device: unknown device type '%s' "
+                                "(cpu, cuda)", device);
+  return DIST_OK;
+}

@@ -56,7 +56,10 @@ static int begin(blob_call *b, dist_pg *g, dist_op_kind k, int root_global, cons
   b->c.root = -1;
   b->c.caller = caller;
   if (root_global >= 0 || k != DIST_OP_ALL_GATHER_BYTES) {
-    int r = dist__pg_group_rank_of(g, root_global);
+    int r = root_global < DIST_GROUP_RANK_BASE ? dist__pg_group_rank_of(g, root_global)
+            : root_global - DIST_GROUP_RANK_BASE < g->info.size
+                ? root_global - DIST_GROUP_RANK_BASE /* DIST_GROUP_RANK(r) */
+                : -1;
     if (r < 0 && !(k == DIST_OP_RECV_BYTES && root_global == DIST_ANY_SOURCE))
       return dist__err_set(&g->err, DIST_E_INVAL, "%s: rank %d is not in group %s", fn,
                            root_global, g->name);

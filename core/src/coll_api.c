@@ -29,7 +29,18 @@ static int enter(dist_pg **g, dist_work **w, bool *done) {
   return DIST_OK;
 }
 
+/* A rank at or above DIST_GROUP_RANK_BASE is DIST_GROUP_RANK(r): r is
+ * already a group rank (torch 2.6's group_dst/group_src/group_peer). */
 static int group_rank(dist_pg *g, int global, const char *fn, const char *what, int *out) {
+  if (global >= DIST_GROUP_RANK_BASE) {
+    int64_t gr = (int64_t)global - DIST_GROUP_RANK_BASE;
+    if (gr >= g->info.size)
+      return dist__err_set(&g->err, DIST_E_INVAL,
+                           "%s: %s group rank %lld is not in group %s (size %d)", fn, what,
+                           (long long)gr, g->name, g->info.size);
+    *out = (int)gr;
+    return DIST_OK;
+  }
   int r = dist__pg_group_rank_of(g, global);
   if (r < 0)
     return dist__err_set(&g->err, DIST_E_INVAL, "%s: %s rank %d is not in group %s (size %d)",
@@ -58,7 +69,7 @@ static dist_coll coll_of(dist_op_kind k, const void *caller) {
 /* --- point to point ------------------------------------------------------ */
 
 static int p2p(dist_op_kind k, dist_tensor *t, int peer, dist_pg *g, int tag, dist_work **w,
-               const void *caller) {
+               bool blocking, const void *caller) {
   ENTER(g, w);
   dist_coll c = coll_of(k, caller);
   c.tag = tag;
@@ -71,32 +82,35 @@ static int p2p(dist_op_kind k, dist_tensor *t, int peer, dist_pg *g, int tag, di
   }
   if (peer != DIST_ANY_SOURCE || k == DIST_OP_SEND)
     DIST_TRY(group_rank(g, peer, dist_op_name(k), "peer", &c.root));
+  if (blocking && c.root == g->info.rank) /* it would wait for itself */
+    return dist__err_set(&g->err, DIST_E_INVAL, "%s: the peer is this rank itself (isend and "
+                         "irecv may address it)", dist_op_name(k));
   if (w)
     c.flags |= DIST_COLL_ASYNC;
   return dist__pg_call(g, &c, w);
 }
 
 int dist_send(const dist_tensor *t, int dst, dist_pg *g, int tag) {
-  return p2p(DIST_OP_SEND, (dist_tensor *)t, dst, g, tag, NULL, CALLER());
+  return p2p(DIST_OP_SEND, (dist_tensor *)t, dst, g, tag, NULL, true, CALLER());
 }
 
 int dist_isend(const dist_tensor *t, int dst, dist_pg *g, int tag, dist_work **w) {
   if (!w)
     return dist__set_last_error(DIST_E_INVAL, "isend: work is NULL");
-  return p2p(DIST_OP_SEND, (dist_tensor *)t, dst, g, tag, w, CALLER());
+  return p2p(DIST_OP_SEND, (dist_tensor *)t, dst, g, tag, w, false, CALLER());
 }
 
 int dist_irecv(dist_tensor *t, int src, dist_pg *g, int tag, dist_work **w) {
   if (!w)
     return dist__set_last_error(DIST_E_INVAL, "irecv: work is NULL");
-  return p2p(DIST_OP_RECV, t, src, g, tag, w, CALLER());
+  return p2p(DIST_OP_RECV, t, src, g, tag, w, false, CALLER());
 }
 
 int dist_recv(dist_tensor *t, int src, dist_pg *g, int tag, int *src_out) {
   /* A synchronous recv goes through a work handle so the sender's rank
    * comes back with it. */
   dist_work *w = NULL;
-  int rc = p2p(DIST_OP_RECV, t, src, g, tag, &w, CALLER());
+  int rc = p2p(DIST_OP_RECV, t, src, g, tag, &w, true, CALLER());
   if (rc != DIST_OK)
     return rc;
   rc = dist_work_wait(w, -1);
@@ -205,6 +219,8 @@ static int general(dist_op_kind k, const io *a, dist_pg *g, dist_work **w,
 
 int dist_all_gather(dist_tensor *outputs, size_t n, const dist_tensor *input, dist_pg *g,
                     dist_work **w) {
+  if (dist__all_gather_is_uneven(outputs, n, input)) /* uneven.c */
+    return dist__all_gather_uneven(outputs, n, input, g, w, CALLER());
   io a = {input, 1, outputs, n, -1, DIST_SUM, NULL, NULL};
   return general(DIST_OP_ALL_GATHER, &a, g, w, CALLER());
 }

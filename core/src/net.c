@@ -401,7 +401,8 @@ static int addr_text(const struct sockaddr *sa, char *out, size_t len) {
 }
 
 /* First IPv4 (else IPv6) address of one of the comma-listed interfaces. */
-static int ifname_addr(const char *names, char *out, size_t len, dist__errbuf *e) {
+static int ifname_addr(const char *var, const char *names, char *out, size_t len,
+                       dist__errbuf *e) {
   struct ifaddrs *ifs;
   if (getifaddrs(&ifs) != 0)
     return dist__err_sys(e, errno, "getifaddrs");
@@ -424,16 +425,17 @@ static int ifname_addr(const char *names, char *out, size_t len, dist__errbuf *e
   freeifaddrs(ifs);
   if (rc != DIST_OK)
     return dist__err_set(e, DIST_E_INVAL,
-                         "DIST_SOCKET_IFNAME='%s': no interface of that name has an "
-                         "address", names);
+                         "%s='%s': no interface of that name has an address", var,
+                         names);
   return DIST_OK;
 }
 
 int dist__net_local_addr_for(const char *peer_host, char *out, size_t len,
                              dist__errbuf *e) {
-  const char *ifn = dist__getenv("DIST_SOCKET_IFNAME");
+  const char *var;
+  const char *ifn = dist_getenv("DIST_SOCKET_IFNAME", &var); /* or GLOO_SOCKET_IFNAME */
   if (ifn)
-    return ifname_addr(ifn, out, len, e);
+    return ifname_addr(var, ifn, out, len, e);
   char h[DIST_NET_HOSTLEN];
   unbracket(peer_host ? peer_host : dist__hostname(), h, sizeof h);
   struct addrinfo hints = {0}, *res = NULL;

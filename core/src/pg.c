@@ -87,7 +87,7 @@ static int fill_identity(dist_pg *g, const dist__pg_spec *s) {
   memcpy(g->global_ranks, s->global_ranks, sizeof(int) * (size_t)s->size);
   snprintf(g->name, sizeof g->name, "%s", s->name);
   snprintf(g->desc, sizeof g->desc, "%s", s->desc ? s->desc : "");
-  snprintf(g->backend, sizeof g->backend, "%s", s->backend);
+  snprintf(g->backend, sizeof g->backend, "%s", dist__backend_canonical(s->backend));
   g->timeout_ms = s->timeout_ms;
   g->internal = s->flags & DIST_GROUP_INTERNAL;
   g->info = (dist_pg_info){

@@ -59,7 +59,15 @@ struct dist_work {
   _Atomic int refs;             /* the user's handle + the backend's */
   _Atomic bool started;
   bool quiet;                   /* a piece of a larger call: no events */
+  struct dist__work_cb *cbs, **cbs_tail; /* dist_work_add_callback's, in order */
 };
+
+/* One callback added by dist_work_add_callback (future.c). */
+typedef struct dist__work_cb {
+  dist_work_callback fn;
+  void *arg;
+  struct dist__work_cb *next;
+} dist__work_cb;
 
 /* --- groups (pg.c) ------------------------------------------------------ */
 
@@ -136,6 +144,13 @@ const dist_backend_ops *dist__backend_find(const char *name);
 void dist__backend_register_builtin(void);
 int dist__backend_load_plugins(void);
 const char *dist__backend_names(void);
+const char *dist__backend_canonical(const char *name);
+
+/* uneven.c: all_gather with outputs of different sizes. */
+bool dist__all_gather_is_uneven(const dist_tensor *outputs, size_t n,
+                                const dist_tensor *input);
+int dist__all_gather_uneven(dist_tensor *outputs, size_t n, const dist_tensor *input,
+                            dist_pg *group, dist_work **w, const void *caller);
 extern const dist_backend_ops dist__cpu_backend_ops;
 #ifdef DIST_HAVE_MPI
 /* core/src/mpi/: the "mpi" backend and its bootstrap under mpirun. */

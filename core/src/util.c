@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "dist_int.h"
@@ -31,6 +32,33 @@ void dist__env_warn(const char *name, const char *value, const char *accepted,
     dist__log_write(DIST_LOG_WARNING, DIST_SUBSYS_CORE,
                     "%s='%s' is not valid: accepted: %s; using %s", name, value, accepted,
                     used);
+}
+
+/* Ours first; torch's (or Gloo's) name only when ours is unset, the rule
+ * TORCH_DISTRIBUTED_DEBUG has always followed, so a launcher that sets
+ * ours wins over a torch habit left in the environment. */
+static const struct {
+  const char *ours, *theirs;
+} aliases[] = {
+    {"DIST_DEBUG", "TORCH_DISTRIBUTED_DEBUG"},
+    {"DIST_LOG_LEVEL", "TORCH_CPP_LOG_LEVEL"},
+    {"DIST_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"},
+    {"DIST_SHOW_STACKTRACES", "TORCH_SHOW_CPP_STACKTRACES"},
+};
+
+const char *dist_getenv(const char *name, const char **which) {
+  if (which)
+    *which = name;
+  if (!name)
+    return NULL;
+  const char *v = dist__getenv(name);
+  for (size_t i = 0; !v && i < sizeof aliases / sizeof aliases[0]; i++)
+    if (!strcmp(name, aliases[i].ours)) {
+      v = dist__getenv(aliases[i].theirs);
+      if (v && which)
+        *which = aliases[i].theirs;
+    }
+  return v;
 }
 
 int dist__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt,

@@ -74,8 +74,11 @@ static int check_root(dist_pg *g, const dist_coll *c, bool any_ok) {
     return DIST_OK;
   if (c->root < 0 || c->root >= g->info.size)
     return FAIL(g, "%s: rank is not in group %s", FN(c), g->name);
-  if ((c->kind == DIST_OP_SEND || c->kind == DIST_OP_RECV) && c->root == g->info.rank)
-    return FAIL(g, "%s: the peer is this rank itself", FN(c));
+  /* isend/irecv to self are allowed (torch does); a blocking one would
+   * wait for itself forever. */
+  if ((c->kind == DIST_OP_SEND || c->kind == DIST_OP_RECV) && c->root == g->info.rank &&
+      !(c->flags & DIST_COLL_ASYNC))
+    return FAIL(g, "%s: the peer is this rank itself (isend and irecv may address it)", FN(c));
   return DIST_OK;
 }
 
@@ -161,8 +164,6 @@ static int check_batch(dist_pg *g, const dist_coll *c) {
     DIST_TRY(check_tensor(g, c, &p->tensor, p->is_send ? "send tensor" : "recv tensor"));
     if (p->peer < 0 || p->peer >= g->info.size)
       return FAIL(g, "batch_isend_irecv: op %zu names a peer outside group %s", i, g->name);
-    if (p->peer == g->info.rank)
-      return FAIL(g, "batch_isend_irecv: op %zu sends to or receives from this rank", i);
   }
   return DIST_OK;
 }

@@ -92,6 +92,10 @@ void dist__work_unref(dist_work *w) {
     return;
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);
+  for (dist__work_cb *c = w->cbs, *next; c; c = next) {
+    next = c->next;
+    dist__free(c);
+  }
   dist__free(w->arena);
   dist__free(w);
 }
@@ -142,12 +146,23 @@ void dist__work_complete(dist_work *w, int rc, int src_global, const char *msg) 
    * up by the next round; once released, set_callback runs it itself. */
   atomic_store_explicit(&w->state, WORK_DONE, memory_order_release);
   pthread_mutex_lock(&w->mu);
-  while (w->cb) {
+  while (w->cb || w->cbs) {
     dist_work_callback cb = w->cb;
     void *arg = w->cb_arg;
-    w->cb = NULL;
+    dist__work_cb *node = NULL;
+    if (cb) {
+      w->cb = NULL;
+    } else { /* the added ones, oldest first */
+      node = w->cbs;
+      w->cbs = node->next;
+      if (!w->cbs)
+        w->cbs_tail = NULL;
+      cb = node->fn;
+      arg = node->arg;
+    }
     pthread_mutex_unlock(&w->mu);
     cb(w, arg);
+    dist__free(node);
     pthread_mutex_lock(&w->mu);
   }
   atomic_store_explicit(&w->released, true, memory_order_release);

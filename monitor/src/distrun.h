@@ -59,6 +59,7 @@ typedef struct drun_cfg {
   char *const *prog_argv;   /* the program and its arguments */
   const char *slurm_note;   /* what came from SLURM, for the INFO line */
   const char *trace_out;    /* --trace-out; NULL: ./trace.db */
+  bool local_rank_arg;      /* --local-rank-arg: argv gains --local-rank=N */
 } drun_cfg;
 
 /* Parses argv (and SLURM_* / MASTER_* / DIST_JOB_ID) into c. Returns -1 to

@@ -55,6 +55,8 @@ static const char usage_text[] =
     "                           or 600)\n"
     "      --timeout S          the job's group timeout (sets DIST_TIMEOUT for the\n"
     "                           ranks; stall reports come at a quarter of it)\n"
+    "      --local-rank-arg     pass --local-rank=N to the program after its name,\n"
+    "                           as torch.distributed.launch without --use-env\n"
     "  -h, --help               this text\n"
     "  -V, --version            libdist's version\n"
     "\n"
@@ -258,6 +260,8 @@ static const struct option long_opts[] = {
     {"grace-period", required_argument, NULL, 'g'},
     {"join-timeout", required_argument, NULL, 'j'},
     {"timeout", required_argument, NULL, 'o'},
+    {"local-rank-arg", no_argument, NULL, 'L'},
+    {"local_rank_arg", no_argument, NULL, 'L'},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -301,6 +305,7 @@ static int take_option(int ch, const char *arg, const char *argv0, drun_cfg *c, 
       return usage_error("--trace-out needs a file name");
     c->trace_out = arg;
     return -1;
+  case 'L': c->local_rank_arg = true; return -1;
   case 'g': return seconds_option("--grace-period", arg, &c->grace_ms);
   case 'j': return seconds_option("--join-timeout", arg, &c->join_timeout_ms);
   case 'o':

@@ -225,6 +225,27 @@ static void close_fds(int *fds, size_t n) {
       close(fds[i]);
 }
 
+/* The program's argv; with --local-rank-arg a copy with "--local-rank=N"
+ * after the program's name (torch.distributed.launch's place for it), the
+ * string in the same allocation. NULL when out of memory. */
+static char **rank_argv(const drun_cfg *c, const drun_rank *r) {
+  if (!c->local_rank_arg)
+    return (char **)c->prog_argv;
+  size_t n = 0;
+  while (c->prog_argv[n])
+    n++;
+  char **v = malloc((n + 2) * sizeof *v + 32);
+  if (!v)
+    return NULL;
+  char *arg = (char *)(v + n + 2);
+  snprintf(arg, 32, "--local-rank=%d", r->local);
+  v[0] = c->prog_argv[0];
+  v[1] = arg;
+  for (size_t i = 1; i <= n; i++) /* the rest and the NULL */
+    v[i + 1] = c->prog_argv[i];
+  return v;
+}
+
 int dist__run_spawn(const drun_cfg *c, const drun_job *job, const char *path,
                     drun_rank *r, char *why, size_t why_len) {
   int p[6];
@@ -240,11 +261,14 @@ int dist__run_spawn(const drun_cfg *c, const drun_job *job, const char *path,
     return DRUN_EXIT_LAUNCH;
   }
   child_fds f = {p[1], p[3], p[5], devnull};
+  char **argv = rank_argv(c, r); /* before fork: the child may not allocate */
   pid_t parent = getpid();
-  pid_t pid = fork();
+  pid_t pid = argv ? fork() : (errno = ENOMEM, -1);
   if (pid == 0)
-    run_child(path, c->prog_argv, env.envp, &f, parent);
+    run_child(path, argv, env.envp, &f, parent);
   e = errno;
+  if (argv != (char **)c->prog_argv)
+    free(argv);
   free_env(&env);
   close(devnull);
   close_fds((int[]){p[1], p[3], p[5]}, 3);

@@ -96,8 +96,27 @@ Test(examples, sgd_loss_falls_on_every_rank, .timeout = 200) {
   }
 }
 
+/* The same body with the ranks forked by the program itself (dist_spawn),
+ * no distrun: its output has no rank prefixes. */
+Test(examples, all_reduce_on_group_launched_by_dist_spawn, .timeout = 150) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "timeout 120 %s/allreduce_spawn 4 2>&1", getenv("DIST_TEST_BIN"));
+  run r;
+  FILE *p = popen(cmd, "r");
+  cr_assert(p, "cannot run %s", cmd);
+  size_t len = fread(r.out, 1, sizeof r.out - 1, p);
+  r.out[len] = '\0';
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  cr_assert_eq(r.status, 0, "allreduce_spawn exited %d:\n%s", r.status, r.out);
+  expect_line(&r, "Rank 0 has data 2.0\n");
+  expect_line(&r, "Rank 1 has data 2.0\n");
+  expect_line(&r, "Rank 2 has data 1.0\n");
+  expect_line(&r, "Rank 3 has data 1.0\n");
+}
+
 Test(examples, every_example_answers_help, .timeout = 60) {
-  const char *progs[] = {"p2p_blocking", "p2p_nonblocking", "allreduce_group",
+  const char *progs[] = {"p2p_blocking", "p2p_nonblocking", "allreduce_group", "allreduce_spawn",
                          "ring_allreduce", "sgd", "bench_collectives"};
   for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
     char cmd[512];

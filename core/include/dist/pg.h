@@ -3,7 +3,8 @@
  * Conventions, as in torch:
  *  - group NULL means the default group (made by dist_init_process_group).
  *  - root/src/dst/peer arguments are GLOBAL ranks (ranks of the default
- *    group); dist_recv reports the sender as a global rank too.
+ *    group), or DIST_GROUP_RANK(r) for rank r of the call's group (see
+ *    "group ranks" below); dist_recv reports the sender as a global rank.
  *  - the last argument, dist_work **work, chooses the mode: NULL runs the
  *    operation synchronously (it returns when done); non-NULL starts it and
  *    returns a handle to wait on (torch's async_op=True). An operation that
@@ -215,7 +216,11 @@ DIST_API int dist_all_reduce(dist_tensor *t, dist_redop op, dist_pg *group,
                              dist_work **work);
 DIST_API int dist_reduce(dist_tensor *t, int dst, dist_redop op, dist_pg *group,
                          dist_work **work);
-/* outputs: n == group size tensors shaped like input. */
+/* outputs: n == group size tensors shaped like input; or, as torch allows,
+ * of different sizes per rank (outputs[i] sized like rank i's input, this
+ * rank's own like its input): then it runs as one broadcast per rank,
+ * synchronously (a work handle comes back completed), and a rank whose
+ * input is not the size the others expect fails them with DIST_E_DESYNC. */
 DIST_API int dist_all_gather(dist_tensor *outputs, size_t n, const dist_tensor *input,
                              dist_pg *group, dist_work **work);
 /* output holds group size times input's elements, rank order. */
@@ -304,6 +309,136 @@ DIST_API int dist_work_set_callback(dist_work *work, dist_work_callback cb, void
 /* Releases the handle; a pending operation still runs to completion.
  * Accepts NULL. */
 DIST_API void dist_work_free(dist_work *work);
+
+/* --- group ranks (torch 2.6's group_dst, group_src, group_peer) ---------- */
+
+/* Every rank argument above (dst, src, peer, root, dist_p2p_op.peer, and
+ * the byte-blob calls' ranks) takes a global rank, or DIST_GROUP_RANK(r)
+ * for rank r within the group the call names, as torch's group_dst=r:
+ *   dist_send(&t, DIST_GROUP_RANK(1), g, 0)  sends to group rank 1 of g.
+ * A group rank outside the group fails with DIST_E_INVAL. What comes back
+ * (dist_recv's *src_out, dist_work_source_rank) stays a global rank;
+ * dist_get_group_rank translates it. The encoding (a base of 2^30 above
+ * any global rank) keeps every global rank, DIST_ANY_SOURCE and a wrong
+ * negative rank meaning what they meant. */
+#define DIST_GROUP_RANK_BASE 0x40000000
+#define DIST_GROUP_RANK(r) (DIST_GROUP_RANK_BASE + (r))
+
+/* --- point to point with this rank itself -------------------------------- */
+
+/* dist_isend, dist_irecv and the ops of dist_batch_isend_irecv may name the
+ * calling rank itself, as torch allows: the message is copied in-process
+ * with the usual rules (the send completes when the receive matched it,
+ * sizes must agree or both fail with DIST_E_DESYNC, one tag's messages
+ * arrive in order). A receive from DIST_ANY_SOURCE takes messages from
+ * other ranks only. Blocking dist_send and dist_recv to self fail with
+ * DIST_E_INVAL: they would wait for themselves. */
+
+/* --- backends by name, and torch's environment names --------------------- */
+
+/* Backend names are case-insensitive ("GLOO", "Gloo" and "gloo" are the
+ * cpu backend's alias; dist_get_backend gives the registered, lower-case
+ * spelling). dist_list_backends copies up to cap registered names (borrowed,
+ * valid for the process's life; out may be NULL with cap 0) and returns how
+ * many there are: "cpu", "gloo", then those registered by
+ * dist_register_backend or a DIST_BACKEND_PLUGINS plugin already loaded. */
+DIST_API size_t dist_list_backends(const char **out, size_t cap);
+/* torch's get_default_backend_for_device: "cpu" (or "cpu:N") gives "cpu",
+ * "cuda" (or "cuda:N") gives "nccl", whether or not it is available (see
+ * dist_is_nccl_available); any other device is DIST_E_INVAL. Case-insensitive. */
+DIST_API int dist_get_default_backend_for_device(const char *device, const char **out);
+/* The value of one of libdist's variables as the library reads it: name's
+ * value, or when name is unset (or empty) its torch/Gloo counterpart's:
+ * DIST_DEBUG <- TORCH_DISTRIBUTED_DEBUG, DIST_LOG_LEVEL <- TORCH_CPP_LOG_LEVEL,
+ * DIST_SOCKET_IFNAME <- GLOO_SOCKET_IFNAME, DIST_SHOW_STACKTRACES <-
+ * TORCH_SHOW_CPP_STACKTRACES. NULL when both are unset. *which (may be
+ * NULL) receives the variable read, for messages. Every part reads these
+ * through it. */
+DIST_API const char *dist_getenv(const char *name, const char **which);
+
+/* --- several callbacks per work, and futures (torch's Work.get_future) --- */
+
+/* Adds cb to the work's callbacks: they run in the order added, after the
+ * one dist_work_set_callback set, under its rules (on the completing thread
+ * before waiters are released; at once, on the caller's thread, when the
+ * work has completed; must not block or call into the work's group). */
+DIST_API int dist_work_add_callback(dist_work *work, dist_work_callback cb, void *arg);
+
+/* A future: completes once, with a status (DIST_OK or a DIST_E_* code) and,
+ * on failure, a message. Callbacks run in the order added, on the thread
+ * that completes it, before its waiters are released; at once on the
+ * caller's thread when it has completed. Handles are independent: free
+ * each with dist_future_free, at any time (a future still pending
+ * completes anyway and its callbacks still run). */
+typedef struct dist_future dist_future;
+typedef void (*dist_future_callback)(dist_future *f, void *arg);
+/* then's function: returns the status of the chained future. */
+typedef int (*dist_future_fn)(dist_future *done, void *arg);
+
+/* A future that completes with the work's status and message (torch's
+ * get_future; its status is get_future_result's answer). */
+DIST_API int dist_work_get_future(dist_work *work, dist_future **out);
+/* A future the caller completes with dist_future_set_result. */
+DIST_API int dist_future_new(dist_future **out);
+/* Completes f; DIST_E_INVAL when it has completed already. msg may be NULL. */
+DIST_API int dist_future_set_result(dist_future *f, int status, const char *msg);
+DIST_API int dist_future_add_callback(dist_future *f, dist_future_callback cb, void *arg);
+/* *out completes when fn, run as f's callback once f completes (whatever
+ * its status; fn reads it with dist_future_status), returns: with fn's
+ * return value as its status, and f's message when that status is OK or
+ * f's own, else a message naming the status fn returned. */
+DIST_API int dist_future_then(dist_future *f, dist_future_fn fn, void *arg, dist_future **out);
+/* Waits until f completed and its callbacks ran: timeout_ms < 0 without a
+ * limit, 0 polls. Returns f's status, or DIST_E_TIMEOUT when this wait ran
+ * out first (f goes on; wait again). */
+DIST_API int dist_future_wait(dist_future *f, int64_t timeout_ms);
+DIST_API bool dist_future_is_done(dist_future *f);
+/* Status of a completed future (DIST_OK while pending). */
+DIST_API int dist_future_status(dist_future *f);
+/* Message of a failed future ("" otherwise); valid while f is held. */
+DIST_API const char *dist_future_errmsg(dist_future *f);
+/* Releases the handle. Accepts NULL. */
+DIST_API void dist_future_free(dist_future *f);
+
+/* --- spawn (torch.multiprocessing.spawn) --------------------------------- */
+
+/* What each spawned rank runs; its return value becomes the rank's exit
+ * code (0 success; values outside 1..255 become 1). */
+typedef int (*dist_spawn_fn)(int rank, int world_size, void *arg);
+typedef struct dist_spawn_ctx dist_spawn_ctx;
+
+/* Forks nprocs ranks of the calling program on this host, hosts their
+ * store as distrun does (127.0.0.1, a fresh DIST_TOKEN, a DIST_JOB_ID, every
+ * rank a client), and runs fn(rank, nprocs, arg) in each with RANK,
+ * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+ * DIST_USE_AGENT_STORE=1 and DIST_LAUNCHER=spawn set, so
+ * dist_init_process_group(NULL) joins them. Call it before starting
+ * threads (it forks). join: waits for every rank (dist_spawn_join(-1)) and
+ * returns the outcome; *ctx (may be NULL) then receives the handle to read
+ * the failure from. !join: returns at once with the handle in *ctx. */
+DIST_API int dist_spawn(dist_spawn_fn fn, void *arg, int nprocs, bool join,
+                        dist_spawn_ctx **ctx);
+/* Waits for the ranks: DIST_OK when every rank exited 0. When one fails
+ * (non-zero exit or a signal), ends the others (SIGTERM, SIGKILL after 3 s)
+ * and returns DIST_E_PEER_LOST, the message naming the first failed rank
+ * and how it ended. DIST_E_TIMEOUT when timeout_ms (< 0: none) runs out
+ * first; the ranks go on (join again or free). */
+DIST_API int dist_spawn_join(dist_spawn_ctx *ctx, int64_t timeout_ms);
+/* The first failed rank, its exit code (-1 when killed) and the signal
+ * that killed it (0 when it exited); DIST_E_INVAL when none failed. */
+DIST_API int dist_spawn_failure(const dist_spawn_ctx *ctx, int *rank, int *exit_code,
+                                int *signal);
+/* A rank's pid while it runs (0 once reaped, -1 for a bad rank). */
+DIST_API int dist_spawn_pid(const dist_spawn_ctx *ctx, int rank);
+DIST_API const char *dist_spawn_job_id(const dist_spawn_ctx *ctx);
+/* Ends ranks still running (SIGTERM, then SIGKILL), stops the store and
+ * releases the handle. Accepts NULL. */
+DIST_API void dist_spawn_free(dist_spawn_ctx *ctx);
+/* torch's is_torchelastic_launched: whether this process was started by
+ * distrun or dist_spawn (DIST_LAUNCHER), and which ("distrun", "spawn",
+ * NULL otherwise). */
+DIST_API bool dist_is_launched(void);
+DIST_API const char *dist_launcher(void);
 
 DIST_EXTERN_C_END
 

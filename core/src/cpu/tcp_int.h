@@ -114,6 +114,7 @@ enum tcp_rstate {
   RQ_RECV_BODYWAIT, /* matched an RTS, CTS sent; waiting for the body */
   RQ_RECV_READING,  /* the payload streams into buf */
   RQ_DONE,
+  RQ_SEND_SELF,     /* an isend to this rank waiting for its irecv (tcp_self.c) */
 };
 
 typedef struct tcp_item tcp_item;
@@ -137,6 +138,7 @@ struct dist__tcp_req {
   tcp_item *item;               /* a send's frame while it is queued */
   int rc;                       /* set once; final when state == RQ_DONE */
   char *msg;                    /* failure message (heap) */
+  dist__tcp_req *snext;         /* t->self_sends, while state == RQ_SEND_SELF */
 };
 
 /* One outgoing frame. */
@@ -204,6 +206,7 @@ struct dist__tcp {
   tcp_conn *conns;              /* g->size entries; conns[g->rank] unused */
   dist__tcp_req *reqs;          /* live requests */
   dist__tcp_req *posted, *posted_last;
+  dist__tcp_req *self_sends;    /* isends to this rank not yet received (FIFO) */
   tcp_umsg *unexp, *unexp_last;
   size_t unexp_n;               /* messages in the unexpected list ... */
   uint64_t unexp_bytes;         /* ... and their payload bytes */
@@ -273,6 +276,10 @@ void dist__tcp_unhook_reader(dist__tcp *t, dist__tcp_req *req);
 /* Removes a send's frame from its queue if nothing of it was written, or
  * gives the frame its own copy of the unwritten payload; false when the
  * copy failed (the connection is then unusable). */
+/* tcp_self.c: point to point to this rank itself (torch allows isend and
+ * irecv to self). Under t->mu. */
+void dist__tcp_self_post(dist__tcp *t, dist__tcp_req *r);
+void dist__tcp_self_unqueue(dist__tcp *t, dist__tcp_req *r);
 bool dist__tcp_detach_item(dist__tcp *t, dist__tcp_req *req);
 void dist__tcp_free_queue(tcp_conn *c);
 /* The next len bytes of payload on c go to dst (NULL: discarded). */

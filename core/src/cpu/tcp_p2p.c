@@ -90,6 +90,8 @@ static void set_fail(dist__tcp_req *r, int rc, const char *fmt, ...) {
 
 static void finish(dist__tcp *t, dist__tcp_req *r) {
   unpost(t, r);
+  if (r->state == RQ_SEND_SELF)
+    dist__tcp_self_unqueue(t, r);
   r->state = RQ_DONE;
   t->completed = true;
 }
@@ -805,7 +807,8 @@ static int post(dist__tcp *t, bool is_send, int peer, uint32_t ctx, int64_t tag,
   if (!t || !out)
     return dist__err_set(err, DIST_E_INVAL, "tcp %s: NULL engine or result", what);
   *out = NULL;
-  if (peer < (is_send ? 0 : -1) || peer >= t->g->size || peer == t->g->rank)
+  bool self_ok = ctx == DIST_TCP_CTX_P2P; /* collectives never address themselves */
+  if (peer < (is_send ? 0 : -1) || peer >= t->g->size || (peer == t->g->rank && !self_ok))
     return dist__err_set(err, DIST_E_INVAL, "tcp %s: peer %d is not another member of "
                          "group %s (size %d, this rank %d)", what, peer, t->g->name,
                          t->g->size, t->g->rank);
@@ -826,7 +829,9 @@ static int post(dist__tcp *t, bool is_send, int peer, uint32_t ctx, int64_t tag,
   }
   if (r) {
     r->want_ack = true; /* a send completes when the receiver matched it */
-    if (is_send)
+    if (peer == t->g->rank)
+      dist__tcp_self_post(t, r);
+    else if (is_send)
       dist__tcp_start_send(t, r);
     else
       dist__tcp_start_recv(t, r);
