@@ -149,7 +149,9 @@ static bool selected(const struct critlite_test *t, const char *filter) {
   return fnmatch(filter, full, FNM_EXTMATCH) == 0;
 }
 
-int main(int argc, char **argv) {
+/* Weak: a program that links the test support library for its helpers but
+ * has its own main (an MPI rank program) keeps its own. */
+__attribute__((weak)) int main(int argc, char **argv) {
   const char *filter = getenv("CRITERION_TEST_PATTERN");
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--filter") && i + 1 < argc)
