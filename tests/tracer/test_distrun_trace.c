@@ -1,12 +1,18 @@
 /* ctest: labels=multiproc timeout=120 */
 /* distrun merges the job's rank files at the end: an example program
  * linked with the bundled library (the tracer on by default) leaves
- * --trace-out FILE with every rank's operations. */
+ * --trace-out FILE with every rank's operations, however each rank ended:
+ * destroying its group, exit() after a failure (the tracer's atexit
+ * flush), or SIGTERM from distrun (the ring dumped and imported). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 
 #include "trace_util.h"
+
+static void rm_dir(const char *dir);
 
 Test(tracer_distrun, distrun_merges_into_trace_out, .timeout = 100) {
   char dir[] = "/tmp/dist-tracerun-XXXXXX";
@@ -27,4 +33,79 @@ Test(tracer_distrun, distrun_merges_into_trace_out, .timeout = 100) {
   cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE op='ALL_REDUCE' AND"
                           " state='completed'"), 2);
   sqlite3_close(db);
+  rm_dir(dir);
+}
+
+static void rm_dir(const char *dir) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* Runs example_bugs --bug NAME under distrun (3 ranks) with extra
+ * environment; returns distrun's exit status and opens dir/out.db. */
+static int run_bug(char *dir, const char *env, const char *bug, sqlite3 **db) {
+  cr_assert(mkdtemp(dir));
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "cd %s && %s DIST_TRACE=%s/dt %s/distrun -n 3 --grace-period 1 --trace-out %s/out.db"
+           " %s/example_bugs --bug %s --timeout 4 >/dev/null 2>%s/err.txt",
+           dir, env, dir, getenv("DIST_TEST_BIN"), dir, getenv("DIST_TEST_BIN"), bug, dir);
+  int st = system(cmd);
+  char path[256];
+  snprintf(path, sizeof path, "%s/out.db", dir);
+  cr_assert_eq(sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK, "%s", path);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Every rank exits(1) after DIST_E_DESYNC with its group live: each one's
+ * trace still holds its three completed all_reduces, the failed fourth
+ * with the report as its message, and the desync_report event. */
+Test(tracer_distrun, ranks_exiting_after_a_desync_keep_their_last_rows, .timeout = 100) {
+  char dir[] = "/tmp/dist-tracerun-XXXXXX";
+  sqlite3 *db;
+  int st = run_bug(dir, "DIST_DEBUG=DETAIL", "shape", &db);
+  cr_assert_eq(st, 10, "distrun exit %d (10: desync)", st);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM ranks WHERE end_state='exited'"), 3);
+  for (int r = 0; r < 3; r++) {
+    cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE rank=%d AND op='ALL_REDUCE'"
+                            " AND state='completed' AND seq IN (1,2,3)", r), 3, "rank %d", r);
+    cr_assert_str_eq(tq_text(db, "SELECT state FROM operations WHERE rank=%d AND seq=4", r),
+                     "failed", "rank %d's failing ALL_REDUCE #4", r);
+    cr_assert(strstr(tq_text(db, "SELECT message FROM operations WHERE rank=%d AND seq=4", r),
+                     "desync in group 0 (default, 3 ranks) at ALL_REDUCE #4"), "rank %d", r);
+    cr_assert_eq(tq_int(db, "SELECT max(seq) FROM operations WHERE rank=%d", r), 4);
+    cr_assert_eq(tq_int(db, "SELECT count(*) FROM events WHERE rank=%d AND"
+                            " kind='desync_report'", r), 1, "rank %d's desync_report", r);
+  }
+  cr_assert(strstr(tq_text(db, "SELECT message FROM events WHERE kind='desync_report' AND"
+                               " rank=0"), "ranks disagree on the count"));
+  sqlite3_close(db);
+  rm_dir(dir);
+}
+
+/* Rank 2 sleeps instead of entering ALL_REDUCE #4; the others time out and
+ * exit(1); distrun ends rank 2 with SIGTERM. Its trace (the ring its
+ * handler dumped) holds ALL_REDUCE #1-#3; the others hold the diagnosis. */
+Test(tracer_distrun, a_rank_ended_by_distrun_keeps_its_operations, .timeout = 100) {
+  char dir[] = "/tmp/dist-tracerun-XXXXXX";
+  sqlite3 *db;
+  int st = run_bug(dir, "", "hang", &db);
+  cr_assert_eq(st, 11, "distrun exit %d (11: hang)", st);
+  cr_assert_str_eq(tq_text(db, "SELECT end_state FROM ranks WHERE rank=2"), "crashed");
+  cr_assert_eq(tq_int(db, "SELECT status FROM events WHERE rank=2 AND kind='crash'"), 15,
+               "SIGTERM named");
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE rank=2 AND op='ALL_REDUCE' AND"
+                          " state='completed' AND seq IN (1,2,3)"), 3);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE rank=2 AND seq>3"), 0);
+  for (int r = 0; r < 2; r++) {
+    cr_assert_str_eq(tq_text(db, "SELECT end_state FROM ranks WHERE rank=%d", r), "exited");
+    cr_assert_str_eq(tq_text(db, "SELECT state FROM operations WHERE rank=%d AND seq=4", r),
+                     "timed_out");
+    cr_assert(strstr(tq_text(db, "SELECT message FROM events WHERE rank=%d AND"
+                                 " kind='diagnosis'", r),
+                     "rank 2 (host "), "rank %d's diagnosis names rank 2", r);
+  }
+  sqlite3_close(db);
+  rm_dir(dir);
 }

@@ -1,16 +1,30 @@
 /* tracer.c - the tracer as an observer: reads its environment at init,
  * opens the rank file, starts the writer and the clock offsets, installs
- * the crash handlers; on_event appends to the ring (tracer_record.c). */
+ * the crash handlers; on_event appends to the ring (tracer_record.c).
+ *
+ * Ends of a rank and what its trace keeps: fini (the default group
+ * destroyed) drains the ring and marks it 'finished'; exit() with the group
+ * live (a program that exits after a failure, the common case) drains it
+ * from an atexit handler and marks it 'exited'; a fatal signal, distrun's
+ * SIGTERM included, dumps the ring raw (tracer_crash.c). The atexit
+ * handler is registered when the tracer is, before the process group
+ * exists, so it runs after the monitor's (registered at init), whose
+ * watchdog makes its last report (the diagnosis) as it stops. */
 #define _GNU_SOURCE
 #include "tracer_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dist_int.h"
 
 static tracer *_Atomic current; /* the recording tracer, for flush/path */
+/* Serialises the writer's end between fini and the atexit flush (exit()
+ * on one thread while another destroys the group). */
+static pthread_mutex_t end_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* A positive integer from the environment, or def with one warning. */
 static int64_t env_int(const char *name, int64_t def, int64_t min, int64_t max) {
@@ -44,6 +58,7 @@ static int tr_init(void **ctx, const dist_pg_info *def) {
   if (!t)
     return DIST_E_NOMEM;
   t->rank = def->global_rank;
+  t->pid = getpid();
   t->world = def->size;
   t->skew_ns = env_int("DIST_TRACE_TEST_SKEW_NS", 0, -(1ll << 50), 1ll << 50);
   t->commit_ms = env_int("DIST_TRACE_COMMIT_MS", 10, 1, 3600000);
@@ -66,7 +81,7 @@ static int tr_init(void **ctx, const dist_pg_info *def) {
   tr_crash_install(t);
   if (tr_writer_start(t) != DIST_OK) {
     tr_crash_remove();
-    tr_writer_stop(t);
+    tr_writer_stop(t, "finished");
     tr_clock_stop(t);
     tracer_free(t);
     return DIST_E_SYS;
@@ -90,7 +105,9 @@ static void tr_fini(void *ctx) {
   if (!t)
     return;
   atomic_store(&current, NULL);
-  tr_writer_stop(t); /* first: its thread re-measures the clock offset */
+  pthread_mutex_lock(&end_mu);
+  tr_writer_stop(t, "finished"); /* first: its thread re-measures the clock offset */
+  pthread_mutex_unlock(&end_mu);
   tr_clock_stop(t);
   tr_crash_remove();
   tracer_free(t);
@@ -105,7 +122,29 @@ static const dist_observer tracer_observer = {
     .fini = tr_fini,
 };
 
-int dist_tracer_register(void) { return dist_observer_register(&tracer_observer); }
+/* exit() with the default group live: what the ring holds goes to the file
+ * (the last operations and reports of a rank that exits after a failure).
+ * The writer is stopped, not freed: other threads may still record into
+ * the ring until the process ends, and a later fini finds the file closed. */
+static void at_exit_flush(void) {
+  tracer *t = atomic_load(&current);
+  if (!t || t->pid != getpid())
+    return; /* not recording, or a forked child: the rank's file is its parent's */
+  pthread_mutex_lock(&end_mu);
+  tr_writer_stop(t, "exited");
+  pthread_mutex_unlock(&end_mu);
+}
+
+static void register_at_exit(void) {
+  if (atexit(at_exit_flush) != 0)
+    DIST_LOG(WARNING, TRACER, "atexit failed: a rank that calls exit() may lose its last rows");
+}
+
+int dist_tracer_register(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, register_at_exit);
+  return dist_observer_register(&tracer_observer);
+}
 int dist_tracer_unregister(void) { return dist_observer_unregister(&tracer_observer); }
 
 int dist__tracer_flush_wait(tracer *t, int64_t timeout_ms);

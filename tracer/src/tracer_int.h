@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <dist/dist.h>
 #include <dist/observer.h>
@@ -19,6 +20,7 @@ typedef struct tracer {
   tr_ring ring;
   int rank;
   int world;
+  pid_t pid;                /* the process that owns the rank (not a forked child) */
   int64_t skew_ns;          /* test hook: DIST_TRACE_TEST_SKEW_NS */
   char dir[768];            /* $DIST_TRACE/<job id> */
   char path[1024];          /* rank-<R>.db */
@@ -55,8 +57,9 @@ void tr_record_clock(tracer *t, int64_t offset_ns, int64_t rtt_ns);
 /* tracer_write.c: the writer thread and the rank file. */
 int tr_writer_open(tracer *t, const dist_pg_info *def);
 int tr_writer_start(tracer *t);
-/* Drains everything, marks the rank finished, closes the file. */
-void tr_writer_stop(tracer *t);
+/* Drains everything, marks the rank's end_state ('finished' at fini,
+ * 'exited' at exit() with the group live), closes the file. */
+void tr_writer_stop(tracer *t, const char *end_state);
 
 /* tracer_clock.c: offsets against rank 0 through the job's store. */
 int tr_clock_start(tracer *t, dist_store *store);

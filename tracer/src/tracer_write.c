@@ -233,7 +233,7 @@ int tr_writer_start(tracer *t) {
   return DIST_OK;
 }
 
-void tr_writer_stop(tracer *t) {
+void tr_writer_stop(tracer *t, const char *end_state) {
   if (t->writer_started) {
     pthread_mutex_lock(&t->mu);
     t->stop = true;
@@ -256,8 +256,9 @@ void tr_writer_stop(tracer *t) {
     tr_exec(t->db, q, NULL, 0);
     sqlite3_free(q);
   }
-  char sql[128];
-  snprintf(sql, sizeof sql, "UPDATE ranks SET end_state = 'finished' WHERE rank = %d", t->rank);
+  char sql[160];
+  snprintf(sql, sizeof sql, "UPDATE ranks SET end_state = '%s' WHERE rank = %d", end_state,
+           t->rank);
   tr_exec(t->db, sql, NULL, 0);
   tr_sink_close(t->sink);
   t->sink = NULL;
