@@ -287,7 +287,11 @@ Test(monitor_mp, hang_under_distrun_stall_report_then_diagnosis_exit_11, .timeou
 Test(monitor_mp, hang_by_hand_the_others_fail_naming_the_rank, .timeout = 60) {
   clean_env();
   static proc ps[3];
-  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  /* The stall threshold well past the 1 s progress period: "only the lowest
+   * waiting rank reports" needs each rank to have seen the others' records
+   * from after they entered the operation (at a 1 s threshold, rank 2 could
+   * still read rank 0's record from just before it entered, and report). */
+  const char *env[] = {"DIST_TIMEOUT=8", "DIST_STALL_S=3", NULL};
   by_hand(ps, 3, (const char *[]){"hang", "1", NULL}, env, 1u << 1, 40000);
   for (int r = 0; r < 3; r += 2) {
     const char *e = ps[r].buf[1];
