@@ -296,9 +296,12 @@ static int mb_rank(const dist_test_ctx *ctx) {
   bool all = ctx->arg != NULL;
   CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
   CHECK_OK(ctx, dist_monitored_barrier(NULL, 5000, all));
-  int r = ctx->rank;
+  dist_store *store = dist_get_default_store();
+  int r = ctx->rank, absent = all ? 2 : 1;
   if (r == 2 || (all && r == 3)) {
-    usleep(1500 * 1000); /* absent from the next barrier */
+    /* Absent from the next barrier until every present rank has timed out. */
+    const char *k = "mb-timed-out-all";
+    CHECK_OK(ctx, dist_store_wait(store, &k, 1, 30000));
   } else {
     int rc = dist_monitored_barrier(NULL, 500, all);
     const char *msg = dist_pg_errmsg(NULL);
@@ -309,8 +312,11 @@ static int mb_rank(const dist_test_ctx *ctx) {
     else
       CHECK(ctx, strstr(msg, "rank 0 found absent ranks") && strstr(msg, "2"),
             "message: %s", msg);
+    int64_t n = 0;
+    CHECK_OK(ctx, dist_store_add(store, "mb-timed-out", 1, &n));
+    if (n == ctx->world - absent)
+      CHECK_OK(ctx, dist_store_set(store, "mb-timed-out-all", "1", 1));
   }
-  usleep(2000 * 1000);
   dist_test_finish();
   return 0;
 }

@@ -34,7 +34,8 @@ static int tags_rank(const dist_test_ctx *ctx) {
       dist__tcp_req_free(q[i]);
   } else {
     /* Receive tags in reverse order: each tag's two messages in send order. */
-    usleep(100 * 1000); /* let them all arrive unexpected */
+    /* TCP keeps order: whatever the timing, the messages of lower tags
+     * reach this rank before the first receive (tag N-1) can match. */
     for (int tag = N - 1; tag >= 0; tag--)
       for (int k = 0; k < 2; k++) {
         int v = -1;
@@ -131,7 +132,7 @@ static int flood_rank(const dist_test_ctx *ctx) {
     for (int i = 0; i < N; i++)
       dist__tcp_req_free(q[i]);
   } else {
-    usleep(200 * 1000);
+    /* Receiving the last first: the 299 before it arrive unexpected. */
     for (int i = N - 1; i >= 0; i--) {
       TT_OK(ctx, &r, tt_recv(&r, 0, i, bufs[i], sizeof bufs[i], NULL, NULL));
       for (size_t k = 0; k < sizeof bufs[i]; k++)
