@@ -4,8 +4,8 @@
  * completed, the sequence number, and for how long.
  *
  * It reads what the ranks' monitors publish in the job's store (one record
- * per rank, rewritten every second: monitor/src/mon_progress.c describes
- * the format) and what distrun knows of the processes. Only this node's
+ * per rank, rewritten every second, read with the monitor's own parser:
+ * mon_record.h) and what distrun knows of the processes. Only this node's
  * ranks' processes are known here; every rank's record is read. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "distrun.h"
+#include "mon_record.h"
 
 #define STATUS_STORE_MS 1000
 
@@ -25,7 +26,7 @@ typedef struct row {
   int kind;
   unsigned long long seq;
   int64_t since_ms;
-  char site[160];
+  char site[MON_SITE_LEN];
   int last_gid, last_kind;
   unsigned long long last_seq;
   int64_t last_ms;
@@ -37,53 +38,35 @@ static int64_t wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int split(char *line, char **f, int n) {
-  int k = 0;
-  for (char *p = line; k < n;) {
-    f[k++] = p;
-    char *t = strchr(p, '\t');
-    if (!t)
-      break;
-    *t = '\0';
-    p = t + 1;
+/* One group of a record: the oldest in-flight operation across groups
+ * wins; else the most recent completion. */
+static void take_group(row *r, const mon_rec_group *g) {
+  if (g->kind >= 0 && (r->gid < 0 || g->since_ms < r->since_ms)) {
+    r->gid = g->gid;
+    r->kind = g->kind;
+    r->seq = (unsigned long long)g->done + 1;
+    r->since_ms = g->since_ms;
+    snprintf(r->site, sizeof r->site, "%s", g->site);
   }
-  return k;
-}
-
-/* One group line: the oldest in-flight operation across groups wins; else
- * the most recent completion. */
-static void take_group(row *r, char **f) {
-  int gid = atoi(f[1]), kind = atoi(f[6]);
-  unsigned long long done = strtoull(f[5], NULL, 10);
-  int64_t since = strtoll(f[7], NULL, 10), last = strtoll(f[9], NULL, 10);
-  if (kind >= 0 && (r->gid < 0 || since < r->since_ms)) {
-    r->gid = gid;
-    r->kind = kind;
-    r->seq = done + 1;
-    r->since_ms = since;
-    snprintf(r->site, sizeof r->site, "%s", f[10]);
-  }
-  if (done && last >= r->last_ms) {
-    r->last_gid = gid;
-    r->last_kind = atoi(f[8]);
-    r->last_seq = done;
-    r->last_ms = last;
+  if (g->done && g->last_ms >= r->last_ms) {
+    r->last_gid = g->gid;
+    r->last_kind = g->last_kind;
+    r->last_seq = (unsigned long long)g->done;
+    r->last_ms = g->last_ms;
   }
 }
 
 static void parse(char *text, row *r) {
   *r = (row){.gid = -1, .last_gid = -1};
-  char *save = NULL, *f[13];
-  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = split(line, f, 13);
-    if (k == 7 && strcmp(f[0], "v1") == 0) {
-      r->present = true;
-      snprintf(r->state, sizeof r->state, "%s", f[5]);
-      r->hb_ms = strtoll(f[4], NULL, 10);
-    } else if (k == 13 && strcmp(f[0], "g") == 0) {
-      take_group(r, f);
-    }
+  mon_rec rec = {0};
+  if (dist__mon_rec_parse(text, &rec)) {
+    r->present = true;
+    snprintf(r->state, sizeof r->state, "%s", rec.state);
+    r->hb_ms = rec.hb_ms;
+    for (int i = 0; i < rec.n; i++)
+      take_group(r, &rec.g[i]);
   }
+  dist__mon_rec_free(&rec);
 }
 
 static const char *op(int kind) {

@@ -2,7 +2,8 @@
  *   mon_observer.c  registration, the per-group progress table fed by
  *                   observer events (the only code on an operation's path)
  *   mon_watchdog.c  the watchdog thread: publication, stalls, timeouts
- *   mon_progress.c  progress records in the job's store (write, read, parse)
+ *   mon_progress.c  progress records in the job's store (write, read)
+ *   mon_record.c    the records' text format (shared with distrun)
  *   mon_diag.c      the diagnosis: lagging, dead and stopped ranks, cycles
  *   mon_symbol.c    call sites and stacks as "func (file:line)" (libdwfl)
  *   mon_crash.c     backtraces of fatal signals
@@ -26,10 +27,10 @@
 #include <dist/observer.h>
 
 #include "dist_int.h"
+#include "mon_record.h"
 
 #define MON_MAX_GROUPS 256  /* group ids followed; later ones are not */
 #define MON_RING 16         /* in-flight operations remembered per group */
-#define MON_SITE_LEN 160    /* "func (file.c:42)" */
 #define MON_PUBLISH_MS 1000 /* one progress write per rank per second */
 #define MON_HB_STALE_MS 2500 /* no write for this long: not responding */
 
@@ -110,34 +111,6 @@ void dist__mon_watchdog_kick(void);
 
 /* --- progress records (mon_progress.c) --------------------------------- */
 
-typedef struct mon_rec_group {
-  int gid, size;
-  uint64_t enq, started, done;
-  int kind;                  /* in flight (oldest), or -1 */
-  int64_t since_ms;          /* wall ms the in-flight op was enqueued */
-  int last_kind;             /* last completed, or -1 */
-  int64_t last_ms;
-  char site[MON_SITE_LEN];   /* of the in-flight operation */
-  char last_site[MON_SITE_LEN];
-  char desc[96];             /* the group's description (or name) */
-} mon_rec_group;
-
-typedef struct mon_rec {
-  bool present;              /* a record was read */
-  int rank;
-  pid_t pid;
-  char host[64];
-  int64_t hb_ms;             /* wall ms of the write */
-  char state[16];            /* "run", "exit", "done" */
-  char note[160];            /* exit: how (atexit) */
-  int n;
-  mon_rec_group *g;          /* n entries */
-  /* Filled by the reader, not published: */
-  char died[200];            /* distrun's line for it, or "" */
-  char proc_state;           /* same host: /proc state, 0 unknown, 'X' gone */
-  char stack[2048];          /* on request (DIST_SHOW_STACKTRACES) */
-  char crash[2048];          /* distrun's copy of its crash backtrace */
-} mon_rec;
 
 /* Publishes this rank's record (state "run" / "exit" / "done"). */
 int dist__mon_publish(dist_store *s, const char *state, const char *note);

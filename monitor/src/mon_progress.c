@@ -2,14 +2,9 @@
  *
  * One key per rank, dist/mon/<job>/<init>/p/<R>, rewritten by the watchdog
  * at most once a second (and at once when a stall needs fresh figures):
- * the write time is the rank's heartbeat. It is text, one line for the
- * process and one per live group:
- *   v1 <rank> <pid> <host> <wall ms> <state> <note>
- *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
- *     <last ms> <call site> <last call site> <description>
- * fields separated by tabs (call sites contain spaces). kind is the op of
- * the oldest operation in flight (-1: none); call sites are symbolised here,
- * since an address means nothing in another process. */
+ * the write time is the rank's heartbeat. The text format, and its parser,
+ * are in mon_record.h; call sites are symbolised here, since an address
+ * means nothing in another process. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -79,61 +74,6 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
 
 /* --- reading -------------------------------------------------------------- */
 
-/* Splits line at tabs into at most n fields; returns how many. */
-static int fields(char *line, char **f, int n) {
-  int k = 0;
-  for (char *p = line; k < n;) {
-    f[k++] = p;
-    char *t = strchr(p, '\t');
-    if (!t)
-      break;
-    *t = '\0';
-    p = t + 1;
-  }
-  return k;
-}
-
-static void parse_group(mon_rec_group *g, char **f) {
-  g->gid = atoi(f[1]);
-  g->size = atoi(f[2]);
-  g->enq = strtoull(f[3], NULL, 10);
-  g->started = strtoull(f[4], NULL, 10);
-  g->done = strtoull(f[5], NULL, 10);
-  g->kind = atoi(f[6]);
-  g->since_ms = strtoll(f[7], NULL, 10);
-  g->last_kind = atoi(f[8]);
-  g->last_ms = strtoll(f[9], NULL, 10);
-  snprintf(g->site, sizeof g->site, "%s", f[10]);
-  snprintf(g->last_site, sizeof g->last_site, "%s", f[11]);
-  snprintf(g->desc, sizeof g->desc, "%s", f[12]);
-}
-
-/* Parses a record; false when it is not one (left not present). */
-static bool parse(char *text, mon_rec *r) {
-  int lines = 0;
-  for (char *p = text; *p; p++)
-    lines += *p == '\n';
-  r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
-  if (!r->g)
-    return false;
-  char *save = NULL, *f[13];
-  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = fields(line, f, 13);
-    if (k == 7 && strcmp(f[0], "v1") == 0) {
-      r->rank = atoi(f[1]);
-      r->pid = (pid_t)atoi(f[2]);
-      snprintf(r->host, sizeof r->host, "%s", f[3]);
-      r->hb_ms = strtoll(f[4], NULL, 10);
-      snprintf(r->state, sizeof r->state, "%s", f[5]);
-      snprintf(r->note, sizeof r->note, "%s", strcmp(f[6], "-") ? f[6] : "");
-      r->present = true;
-    } else if (k == 13 && strcmp(f[0], "g") == 0 && r->n < lines) {
-      parse_group(&r->g[r->n++], f);
-    }
-  }
-  return r->present;
-}
-
 /* Same host: what /proc says of the process ('X' gone, 'Z' zombie, 'T'
  * stopped, 'R'/'S'/'D' alive); 0 when unknown. */
 static char proc_state(const mon_rec *r) {
@@ -191,7 +131,7 @@ int dist__mon_read_all(dist_store *s, mon_rec *recs) {
     void *v = NULL;
     size_t n = 0;
     if (there && dist_store_get(s, key, &v, &n) == DIST_OK && v)
-      parse((char *)v, rec);
+      dist__mon_rec_parse((char *)v, rec);
     dist_free(v);
     if (dist__mon.stacks) {
       dist__mon_key(key, sizeof key, "s", r);
@@ -210,10 +150,8 @@ int dist__mon_read_all(dist_store *s, mon_rec *recs) {
 }
 
 void dist__mon_recs_free(mon_rec *recs, int n) {
-  for (int i = 0; i < n; i++) {
-    dist__free(recs[i].g);
-    recs[i].g = NULL;
-  }
+  for (int i = 0; i < n; i++)
+    dist__mon_rec_free(&recs[i]);
 }
 
 const mon_rec_group *dist__mon_rec_group(const mon_rec *r, int gid) {

@@ -21,142 +21,21 @@
 #include <time.h>
 #include <unistd.h>
 
-#define OUT_CAP (1 << 17)
+#include "proc.h"
 
-typedef struct proc {
-  pid_t pid;
-  int fd[2];              /* stdout, stderr of distrun; -1 at EOF */
-  char buf[2][OUT_CAP];
-  size_t len[2];
-  int64_t exited_ms;      /* when waitpid saw it */
-} proc;
+#define OUT(p) DIST_PROC_OUT(p)
+#define ERR(p) DIST_PROC_ERR(p)
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static const char *bin(const char *name) {
-  static char paths[4][1024];
-  static int next;
-  const char *dir = getenv("DIST_TEST_BIN");
-  char *p = paths[next++ % 4];
-  snprintf(p, 1024, "%s/%s", dir ? dir : "build/bin", name);
-  return p;
-}
-
-/* Variables a test's own environment must not pass to distrun. */
-static void clean_env(void) {
-  const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                        "MASTER_ADDR", "MASTER_PORT", "DIST_TOKEN", "DIST_JOB_ID",
-                        "DIST_USE_AGENT_STORE", "DIST_ALLOW_NO_TOKEN", "SLURM_JOB_ID",
-                        "SLURM_NNODES", "SLURM_NODEID", "SLURM_NTASKS_PER_NODE",
-                        "SLURM_JOB_NODELIST", "SLURM_STEP_NODELIST", "SLURM_NODELIST",
-                        "SLURM_NTASKS", "SLURM_STEP_ID", "SLURM_JOB_NUM_NODES",
-                        "SLURM_LAUNCH_NODE_IPADDR"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-    unsetenv(vars[i]);
-}
-
-static void proc_start(proc *p, const char *const *argv) {
-  int o[2], e[2];
-  cr_assert(pipe(o) == 0 && pipe(e) == 0);
-  memset(p->len, 0, sizeof p->len);
-  p->exited_ms = -1;
-  fflush(NULL);
-  p->pid = fork();
-  if (p->pid == 0) { /* no cr_* here: --full-stats reports passing asserts */
-    dup2(o[1], 1);
-    dup2(e[1], 2);
-    close(o[0]);
-    close(e[0]);
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  cr_assert(p->pid > 0);
-  close(o[1]);
-  close(e[1]);
-  p->fd[0] = o[0];
-  p->fd[1] = e[0];
-}
-
-/* Reads what is there within timeout_ms; false when both pipes are closed. */
-static bool proc_pump(proc *p, int timeout_ms) {
-  struct pollfd pf[2] = {{p->fd[0], POLLIN, 0}, {p->fd[1], POLLIN, 0}};
-  if (p->fd[0] < 0 && p->fd[1] < 0)
-    return false;
-  if (poll(pf, 2, timeout_ms) <= 0)
-    return true;
-  for (int i = 0; i < 2; i++) {
-    if (!pf[i].revents)
-      continue;
-    ssize_t n = read(p->fd[i], p->buf[i] + p->len[i], OUT_CAP - 1 - p->len[i]);
-    if (n <= 0) {
-      close(p->fd[i]);
-      p->fd[i] = -1;
-    } else {
-      p->len[i] += (size_t)n;
-    }
-    p->buf[i][p->len[i]] = '\0';
-  }
-  return true;
-}
-
-static int count(const char *hay, const char *needle) {
-  int k = 0;
-  for (const char *s = hay; (s = strstr(s, needle)); s += strlen(needle))
-    k++;
-  return k;
-}
-
-/* Pumps until stdout holds n copies of needle. */
-static bool proc_wait_for(proc *p, const char *needle, int n, int timeout_ms) {
-  int64_t deadline = now_ms() + timeout_ms;
-  while (count(p->buf[0], needle) < n) {
-    if (now_ms() >= deadline || !proc_pump(p, 50))
-      return count(p->buf[0], needle) >= n;
-  }
-  return true;
-}
-
-/* Waits for distrun's exit: its status, 128 + signal, or -1 on timeout. */
-static int proc_finish(proc *p, int timeout_ms) {
-  int64_t deadline = now_ms() + timeout_ms;
-  int st = 0;
-  while (now_ms() < deadline) {
-    proc_pump(p, 20);
-    pid_t w = waitpid(p->pid, &st, WNOHANG);
-    if (w == p->pid) {
-      p->exited_ms = now_ms();
-      int64_t drain = now_ms() + 5000; /* distrun's pipes close with it */
-      while (now_ms() < drain && proc_pump(p, 200)) {
-      }
-      return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    }
-  }
-  kill(p->pid, SIGKILL);
-  waitpid(p->pid, &st, 0);
-  cr_log_error("distrun did not exit in %d ms; stdout:\n%s\nstderr:\n%s", timeout_ms,
-               p->buf[0], p->buf[1]);
-  return -1;
-}
-
-static int run(proc *p, const char *const *argv, int timeout_ms) {
-  proc_start(p, argv);
-  return proc_finish(p, timeout_ms);
-}
-
-#define OUT(p) ((p)->buf[0])
-#define ERR(p) ((p)->buf[1])
+static void clean_env(void) { dist_test_clean_launch_env(); }
 
 /* --- the acceptance test -------------------------------------------------- */
 
 Test(monitor_distrun, store_demo_every_rank_reads_all_others, .timeout = 60) {
   clean_env();
-  static proc p;
-  const char *argv[] = {bin("distrun"), "--nproc-per-node", "4", bin("store_demo"), NULL};
-  int st = run(&p, argv, 45000);
+  static dist_proc p;
+  const char *argv[] = {dist_test_bin("distrun"), "--nproc-per-node", "4",
+                        dist_test_bin("store_demo"), NULL};
+  int st = dist_proc_run(&p, argv, NULL, 45000);
   cr_assert_eq(st, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", st, OUT(&p), ERR(&p));
   for (int r = 0; r < 4; r++) {
     char line[128];
@@ -172,21 +51,21 @@ Test(monitor_distrun, store_demo_every_rank_reads_all_others, .timeout = 60) {
 
 Test(monitor_distrun, store_demo_runs_without_distrun_too, .timeout = 60) {
   clean_env();
-  static proc p[3];
+  static dist_proc p[3];
   char port[16];
   snprintf(port, sizeof port, "%d", 20000 + getpid() % 10000);
   setenv("MASTER_ADDR", "127.0.0.1", 1);
   setenv("MASTER_PORT", port, 1);
   setenv("WORLD_SIZE", "3", 1);
-  const char *argv[] = {bin("store_demo"), NULL};
+  const char *argv[] = {dist_test_bin("store_demo"), NULL};
   for (int r = 0; r < 3; r++) {
     char v[8];
     snprintf(v, sizeof v, "%d", r);
     setenv("RANK", v, 1);
-    proc_start(&p[r], argv);
+    dist_proc_start(&p[r], argv, NULL);
   }
   for (int r = 0; r < 3; r++) {
-    int st = proc_finish(&p[r], 40000);
+    int st = dist_proc_finish(&p[r], 40000);
     char want[64];
     snprintf(want, sizeof want, "rank %d of 3 read all 3 keys\n", r);
     cr_expect_eq(st, 0, "rank %d: exit %d\n%s", r, st, ERR(&p[r]));
@@ -198,18 +77,19 @@ Test(monitor_distrun, store_demo_runs_without_distrun_too, .timeout = 60) {
 
 Test(monitor_distrun, a_rank_killed_with_sigkill_exits_12_naming_it, .timeout = 60) {
   clean_env();
-  static proc p;
-  const char *argv[] = {bin("distrun"), "-n", "4", bin("distrun_testprog"), "block", NULL};
-  proc_start(&p, argv);
-  cr_assert(proc_wait_for(&p, "ready pid=", 4, 30000), "ranks not ready:\n%s\n%s", OUT(&p),
+  static dist_proc p;
+  const char *argv[] = {dist_test_bin("distrun"),          "-n",    "4",
+                        dist_test_bin("distrun_testprog"), "block", NULL};
+  dist_proc_start(&p, argv, NULL);
+  cr_assert(dist_proc_wait_for(&p, 0, "ready pid=", 4, 30000), "ranks not ready:\n%s\n%s", OUT(&p),
             ERR(&p));
   const char *at = strstr(OUT(&p), "[2] ready pid=");
   cr_assert(at, "%s", OUT(&p));
   pid_t victim = (pid_t)atoi(at + strlen("[2] ready pid="));
   cr_assert_gt(victim, 1);
-  int64_t t0 = now_ms();
+  int64_t t0 = dist_test_now_ms();
   cr_assert_eq(kill(victim, SIGKILL), 0);
-  int st = proc_finish(&p, 20000);
+  int st = dist_proc_finish(&p, 20000);
   int64_t took = p.exited_ms - t0;
   cr_log_info("distrun exited %lld ms after the SIGKILL", (long long)took);
   cr_expect_eq(st, 12, "exit %d\n%s", st, ERR(&p));
@@ -225,11 +105,11 @@ Test(monitor_distrun, a_rank_killed_with_sigkill_exits_12_naming_it, .timeout = 
 Test(monitor_distrun, a_killed_rank_is_named_before_the_ranks_it_took_down, .timeout = 120) {
   clean_env();
   for (int round = 0; round < 5; round++) {
-    static proc p;
-    const char *argv[] = {bin("distrun"), "-n", "4", bin("distrun_testprog"), "react", "1",
-                          NULL};
-    proc_start(&p, argv);
-    int st = proc_finish(&p, 30000);
+    static dist_proc p;
+    const char *argv[] = {
+        dist_test_bin("distrun"), "-n", "4", dist_test_bin("distrun_testprog"), "react", "1", NULL};
+    dist_proc_start(&p, argv, NULL);
+    int st = dist_proc_finish(&p, 30000);
     cr_expect_eq(st, 12, "round %d: exit %d\n%s", round, st, ERR(&p));
     cr_expect(strstr(ERR(&p), "rank 1 (pid ") &&
                   strstr(ERR(&p), "failed first: killed by signal 9 (SIGKILL)"),
@@ -239,10 +119,10 @@ Test(monitor_distrun, a_killed_rank_is_named_before_the_ranks_it_took_down, .tim
 
 Test(monitor_distrun, a_rank_exit_code_is_reported, .timeout = 60) {
   clean_env();
-  static proc p;
-  const char *argv[] = {bin("distrun"), "-n", "3", "--grace-period", "2",
-                        bin("distrun_testprog"), "exit", "1", "3", NULL};
-  int st = run(&p, argv, 30000);
+  static dist_proc p;
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "3", "--grace-period", "2",
+                        dist_test_bin("distrun_testprog"), "exit", "1", "3", NULL};
+  int st = dist_proc_run(&p, argv, NULL, 30000);
   cr_expect_eq(st, 12, "exit %d\n%s", st, ERR(&p));
   cr_expect(strstr(ERR(&p), "rank 1 (pid ") && strstr(ERR(&p), "exited with code 3"), "%s",
             ERR(&p));
@@ -251,13 +131,13 @@ Test(monitor_distrun, a_rank_exit_code_is_reported, .timeout = 60) {
 
 Test(monitor_distrun, ranks_that_ignore_sigterm_get_sigkill_after_the_grace, .timeout = 60) {
   clean_env();
-  static proc p;
-  const char *argv[] = {bin("distrun"), "-n", "3", "--grace-period", "0.5",
-                        bin("distrun_testprog"), "stubborn", "0", "4", NULL};
-  proc_start(&p, argv);
-  cr_assert(proc_wait_for(&p, "ready pid=", 2, 30000), "%s\n%s", OUT(&p), ERR(&p));
-  int64_t t0 = now_ms();
-  int st = proc_finish(&p, 20000);
+  static dist_proc p;
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "3", "--grace-period", "0.5",
+                        dist_test_bin("distrun_testprog"), "stubborn", "0", "4", NULL};
+  dist_proc_start(&p, argv, NULL);
+  cr_assert(dist_proc_wait_for(&p, 0, "ready pid=", 2, 30000), "%s\n%s", OUT(&p), ERR(&p));
+  int64_t t0 = dist_test_now_ms();
+  int st = dist_proc_finish(&p, 20000);
   int64_t took = p.exited_ms - t0;
   cr_expect_eq(st, 12, "exit %d\n%s", st, ERR(&p));
   cr_expect(took >= 300 && took < 3000, "ended after %lld ms with a grace of 500",
@@ -270,10 +150,10 @@ Test(monitor_distrun, ranks_that_ignore_sigterm_get_sigkill_after_the_grace, .ti
 
 Test(monitor_distrun, the_death_is_posted_in_the_store, .timeout = 60) {
   clean_env();
-  static proc p;
-  const char *argv[] = {bin("distrun"), "-n", "3", bin("distrun_testprog"), "watch", "1",
-                        "7", NULL};
-  int st = run(&p, argv, 40000);
+  static dist_proc p;
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "3", dist_test_bin("distrun_testprog"),
+                        "watch", "1", "7", NULL};
+  int st = dist_proc_run(&p, argv, NULL, 40000);
   cr_expect_eq(st, 12, "exit %d\n%s\n%s", st, OUT(&p), ERR(&p));
   cr_expect(strstr(OUT(&p), "[0] saw: rank 1 died: exited with code 7"), "%s", OUT(&p));
   cr_expect(strstr(OUT(&p), "[2] saw: rank 1 died: exited with code 7"), "%s", OUT(&p));
@@ -281,38 +161,38 @@ Test(monitor_distrun, the_death_is_posted_in_the_store, .timeout = 60) {
 
 Test(monitor_distrun, a_missing_program_is_a_launch_failure, .timeout = 30) {
   clean_env();
-  static proc p;
-  const char *a1[] = {bin("distrun"), "-n", "2", "/nonexistent/prog", NULL};
-  int st = run(&p, a1, 20000);
+  static dist_proc p;
+  const char *a1[] = {dist_test_bin("distrun"), "-n", "2", "/nonexistent/prog", NULL};
+  int st = dist_proc_run(&p, a1, NULL, 20000);
   cr_expect_eq(st, 13, "exit %d\n%s", st, ERR(&p));
   cr_expect(strstr(ERR(&p), "cannot run '/nonexistent/prog': No such file or directory"),
             "%s", ERR(&p));
-  const char *a2[] = {bin("distrun"), "-n", "2", "no-such-program-xyz", NULL};
-  st = run(&p, a2, 20000);
+  const char *a2[] = {dist_test_bin("distrun"), "-n", "2", "no-such-program-xyz", NULL};
+  st = dist_proc_run(&p, a2, NULL, 20000);
   cr_expect_eq(st, 13, "exit %d\n%s", st, ERR(&p));
   cr_expect(strstr(ERR(&p), "(searched PATH)"), "%s", ERR(&p));
-  const char *a3[] = {bin("distrun"), "-n", "1", "/etc/hostname", NULL};
-  st = run(&p, a3, 20000);
+  const char *a3[] = {dist_test_bin("distrun"), "-n", "1", "/etc/hostname", NULL};
+  st = dist_proc_run(&p, a3, NULL, 20000);
   cr_expect_eq(st, 13, "a file that is not executable: exit %d\n%s", st, ERR(&p));
 }
 
 Test(monitor_distrun, usage_errors_exit_2_and_help_exits_0, .timeout = 30) {
   clean_env();
-  static proc p;
-  const char *a1[] = {bin("distrun"), "--bogus", "x", NULL};
-  cr_expect_eq(run(&p, a1, 10000), 2, "%s", ERR(&p));
+  static dist_proc p;
+  const char *a1[] = {dist_test_bin("distrun"), "--bogus", "x", NULL};
+  cr_expect_eq(dist_proc_run(&p, a1, NULL, 10000), 2, "%s", ERR(&p));
   cr_expect(strstr(ERR(&p), "bogus") && strstr(ERR(&p), "--help"), "%s", ERR(&p));
-  const char *a2[] = {bin("distrun"), "-n", "two", "x", NULL};
-  cr_expect_eq(run(&p, a2, 10000), 2, "%s", ERR(&p));
+  const char *a2[] = {dist_test_bin("distrun"), "-n", "two", "x", NULL};
+  cr_expect_eq(dist_proc_run(&p, a2, NULL, 10000), 2, "%s", ERR(&p));
   cr_expect(strstr(ERR(&p), "--nproc-per-node needs an integer"), "%s", ERR(&p));
-  const char *a3[] = {bin("distrun"), "-n", "2", NULL};
-  cr_expect_eq(run(&p, a3, 10000), 2, "%s", ERR(&p));
+  const char *a3[] = {dist_test_bin("distrun"), "-n", "2", NULL};
+  cr_expect_eq(dist_proc_run(&p, a3, NULL, 10000), 2, "%s", ERR(&p));
   cr_expect(strstr(ERR(&p), "no program to run"), "%s", ERR(&p));
-  const char *a4[] = {bin("distrun"), "--nnodes", "2", "x", NULL};
-  cr_expect_eq(run(&p, a4, 10000), 2, "%s", ERR(&p));
+  const char *a4[] = {dist_test_bin("distrun"), "--nnodes", "2", "x", NULL};
+  cr_expect_eq(dist_proc_run(&p, a4, NULL, 10000), 2, "%s", ERR(&p));
   cr_expect(strstr(ERR(&p), "--master-addr"), "%s", ERR(&p));
-  const char *a5[] = {bin("distrun"), "--help", NULL};
-  cr_expect_eq(run(&p, a5, 10000), 0);
+  const char *a5[] = {dist_test_bin("distrun"), "--help", NULL};
+  cr_expect_eq(dist_proc_run(&p, a5, NULL, 10000), 0);
   cr_expect(strstr(OUT(&p), "usage: distrun") && strstr(OUT(&p), "Exit status"), "%s",
             OUT(&p));
 }
@@ -321,9 +201,10 @@ Test(monitor_distrun, usage_errors_exit_2_and_help_exits_0, .timeout = 30) {
 
 Test(monitor_distrun, output_lines_carry_the_rank_prefix, .timeout = 30) {
   clean_env();
-  static proc p;
-  const char *argv[] = {bin("distrun"), "-n", "2", bin("distrun_testprog"), "lines", NULL};
-  cr_assert_eq(run(&p, argv, 20000), 0, "%s", ERR(&p));
+  static dist_proc p;
+  const char *argv[] = {dist_test_bin("distrun"),          "-n",    "2",
+                        dist_test_bin("distrun_testprog"), "lines", NULL};
+  cr_assert_eq(dist_proc_run(&p, argv, NULL, 20000), 0, "%s", ERR(&p));
   for (int r = 0; r < 2; r++) {
     char want[64];
     snprintf(want, sizeof want, "[%d] out line 1\n[%d] out line 2\n", r, r);
@@ -333,10 +214,10 @@ Test(monitor_distrun, output_lines_carry_the_rank_prefix, .timeout = 30) {
     snprintf(want, sizeof want, "[%d] err line 1\n", r);
     cr_expect(strstr(ERR(&p), want), "no '%s' in:\n%s", want, ERR(&p));
   }
-  const char *np[] = {bin("distrun"), "-n", "2", "--no-prefix", bin("distrun_testprog"),
-                      "lines", NULL};
-  cr_assert_eq(run(&p, np, 20000), 0, "%s", ERR(&p));
-  cr_expect_eq(count(OUT(&p), "out line 1\n"), 2, "%s", OUT(&p));
+  const char *np[] = {dist_test_bin("distrun"),          "-n",    "2", "--no-prefix",
+                      dist_test_bin("distrun_testprog"), "lines", NULL};
+  cr_assert_eq(dist_proc_run(&p, np, NULL, 20000), 0, "%s", ERR(&p));
+  cr_expect_eq(dist_test_count(OUT(&p), "out line 1\n"), 2, "%s", OUT(&p));
   cr_expect(!strchr(OUT(&p), '['), "--no-prefix still prefixes:\n%s", OUT(&p));
 }
 
@@ -351,14 +232,14 @@ static void read_file(const char *path, char *out, size_t cap) {
 
 Test(monitor_distrun, log_dir_keeps_per_rank_files, .timeout = 30) {
   clean_env();
-  static proc p;
+  static dist_proc p;
   char dir[] = "/tmp/distrun-logs-XXXXXX";
   cr_assert(mkdtemp(dir));
   char sub[128], path[256], text[1024];
   snprintf(sub, sizeof sub, "%s/logs", dir);
-  const char *argv[] = {bin("distrun"), "-n", "2", "--log-dir", sub, bin("distrun_testprog"),
-                        "lines", NULL};
-  cr_assert_eq(run(&p, argv, 20000), 0, "%s", ERR(&p));
+  const char *argv[] = {dist_test_bin("distrun"),          "-n",    "2", "--log-dir", sub,
+                        dist_test_bin("distrun_testprog"), "lines", NULL};
+  cr_assert_eq(dist_proc_run(&p, argv, NULL, 20000), 0, "%s", ERR(&p));
   cr_expect(!strstr(OUT(&p), "out line"), "without --tee the terminal stays quiet:\n%s",
             OUT(&p));
   for (int r = 0; r < 2; r++) {
@@ -369,9 +250,9 @@ Test(monitor_distrun, log_dir_keeps_per_rank_files, .timeout = 30) {
     read_file(path, text, sizeof text);
     cr_expect_str_eq(text, "err line 1\n");
   }
-  const char *tee[] = {bin("distrun"), "-n", "2", "--log-dir", sub, "--tee",
-                       bin("distrun_testprog"), "lines", NULL};
-  cr_assert_eq(run(&p, tee, 20000), 0, "%s", ERR(&p));
+  const char *tee[] = {dist_test_bin("distrun"), "-n", "2", "--log-dir", sub, "--tee",
+                       dist_test_bin("distrun_testprog"), "lines", NULL};
+  cr_assert_eq(dist_proc_run(&p, tee, NULL, 20000), 0, "%s", ERR(&p));
   cr_expect(strstr(OUT(&p), "[1] out line 2\n"), "--tee shows the output:\n%s", OUT(&p));
   snprintf(path, sizeof path, "%s/rank-1.out", sub);
   read_file(path, text, sizeof text);
@@ -384,12 +265,13 @@ Test(monitor_distrun, log_dir_keeps_per_rank_files, .timeout = 30) {
 
 Test(monitor_distrun, sigterm_to_distrun_is_forwarded, .timeout = 60) {
   clean_env();
-  static proc p;
-  const char *argv[] = {bin("distrun"), "-n", "3", bin("distrun_testprog"), "wait", NULL};
-  proc_start(&p, argv);
-  cr_assert(proc_wait_for(&p, "ready pid=", 3, 30000), "%s\n%s", OUT(&p), ERR(&p));
+  static dist_proc p;
+  const char *argv[] = {dist_test_bin("distrun"),          "-n",   "3",
+                        dist_test_bin("distrun_testprog"), "wait", NULL};
+  dist_proc_start(&p, argv, NULL);
+  cr_assert(dist_proc_wait_for(&p, 0, "ready pid=", 3, 30000), "%s\n%s", OUT(&p), ERR(&p));
   cr_assert_eq(kill(p.pid, SIGTERM), 0);
-  int st = proc_finish(&p, 20000);
+  int st = dist_proc_finish(&p, 20000);
   cr_expect_eq(st, 1, "exit %d\n%s", st, ERR(&p));
   for (int r = 0; r < 3; r++) {
     char want[32];
@@ -445,10 +327,11 @@ static void rank_token(pid_t pid, char *tok) {
 
 Test(monitor_distrun, ranks_get_their_environment_and_the_token_only_there, .timeout = 60) {
   clean_env();
-  static proc p;
-  const char *argv[] = {bin("distrun"), "-n", "2", bin("distrun_testprog"), "wait", NULL};
-  proc_start(&p, argv);
-  cr_assert(proc_wait_for(&p, "ready pid=", 2, 30000), "%s\n%s", OUT(&p), ERR(&p));
+  static dist_proc p;
+  const char *argv[] = {dist_test_bin("distrun"),          "-n",   "2",
+                        dist_test_bin("distrun_testprog"), "wait", NULL};
+  dist_proc_start(&p, argv, NULL);
+  cr_assert(dist_proc_wait_for(&p, 0, "ready pid=", 2, 30000), "%s\n%s", OUT(&p), ERR(&p));
   char tok[2][129];
   for (int r = 0; r < 2; r++) {
     char tag[32];
@@ -469,10 +352,11 @@ Test(monitor_distrun, ranks_get_their_environment_and_the_token_only_there, .tim
   snprintf(path, sizeof path, "/proc/%d/cmdline", (int)p.pid);
   cr_expect(!file_has(path, tok[0], strlen(tok[0])), "the token is on distrun's command line");
   kill(p.pid, SIGTERM);
-  cr_expect_eq(proc_finish(&p, 20000), 1);
+  cr_expect_eq(dist_proc_finish(&p, 20000), 1);
   /* A second job gets a fresh token and job id. */
-  const char *env[] = {bin("distrun"), "-n", "1", bin("distrun_testprog"), "env", NULL};
-  cr_assert_eq(run(&p, env, 20000), 0, "%s", ERR(&p));
+  const char *env[] = {dist_test_bin("distrun"),          "-n",  "1",
+                       dist_test_bin("distrun_testprog"), "env", NULL};
+  cr_assert_eq(dist_proc_run(&p, env, NULL, 20000), 0, "%s", ERR(&p));
   cr_expect(strstr(OUT(&p), "[0] env rank=0 world=1 local=0 lws=1 addr=127.0.0.1 port="),
             "%s", OUT(&p));
   cr_expect(strstr(OUT(&p), "agent=1 node=0 nnodes=1 launcher=distrun token_len=64"), "%s",
@@ -489,16 +373,17 @@ Test(monitor_distrun, slurm_variables_fill_in_the_job, .timeout = 30) {
   setenv("SLURM_NODEID", "0", 1);
   setenv("SLURM_NTASKS_PER_NODE", "3(x1)", 1);
   setenv("SLURM_JOB_NODELIST", "localhost", 1);
-  static proc p;
-  const char *argv[] = {bin("distrun"), bin("distrun_testprog"), "env", NULL};
-  cr_assert_eq(run(&p, argv, 20000), 0, "%s", ERR(&p));
-  cr_expect_eq(count(OUT(&p), "env rank="), 3, "%s", OUT(&p));
+  static dist_proc p;
+  const char *argv[] = {dist_test_bin("distrun"), dist_test_bin("distrun_testprog"), "env", NULL};
+  cr_assert_eq(dist_proc_run(&p, argv, NULL, 20000), 0, "%s", ERR(&p));
+  cr_expect_eq(dist_test_count(OUT(&p), "env rank="), 3, "%s", OUT(&p));
   cr_expect(strstr(OUT(&p), "[2] env rank=2 world=3 local=2 lws=3"), "%s", OUT(&p));
-  cr_expect_eq(count(OUT(&p), "job=slurm-4242.3 "), 3, "%s", OUT(&p));
+  cr_expect_eq(dist_test_count(OUT(&p), "job=slurm-4242.3 "), 3, "%s", OUT(&p));
   /* The command line wins over SLURM. */
-  const char *two[] = {bin("distrun"), "-n", "2", bin("distrun_testprog"), "env", NULL};
-  cr_assert_eq(run(&p, two, 20000), 0, "%s", ERR(&p));
-  cr_expect_eq(count(OUT(&p), "env rank="), 2, "%s", OUT(&p));
+  const char *two[] = {dist_test_bin("distrun"),          "-n",  "2",
+                       dist_test_bin("distrun_testprog"), "env", NULL};
+  cr_assert_eq(dist_proc_run(&p, two, NULL, 20000), 0, "%s", ERR(&p));
+  cr_expect_eq(dist_test_count(OUT(&p), "env rank="), 2, "%s", OUT(&p));
 }
 
 static bool port_free(uint16_t port) {
@@ -511,7 +396,7 @@ static bool port_free(uint16_t port) {
 }
 
 /* Two distruns on this machine, as nodes 0 and 1 of SLURM job `job`. */
-static void start_slurm_nodes(proc *n0, proc *n1, long job, const char *mode,
+static void start_slurm_nodes(dist_proc *n0, dist_proc *n1, long job, const char *mode,
                               const char *a, const char *b) {
   char id[32];
   snprintf(id, sizeof id, "%ld", job);
@@ -521,11 +406,12 @@ static void start_slurm_nodes(proc *n0, proc *n1, long job, const char *mode,
   setenv("SLURM_JOB_NODELIST", "localhost,othernode", 1);
   setenv("DIST_TOKEN", "shared-secret-of-both-nodes", 1);
   setenv("DIST_TIMEOUT", "20", 1);
-  const char *argv[] = {bin("distrun"), bin("distrun_testprog"), mode, a, b, NULL};
+  const char *argv[] = {
+      dist_test_bin("distrun"), dist_test_bin("distrun_testprog"), mode, a, b, NULL};
   setenv("SLURM_NODEID", "0", 1);
-  proc_start(n0, argv);
+  dist_proc_start(n0, argv, NULL);
   setenv("SLURM_NODEID", "1", 1);
-  proc_start(n1, argv);
+  dist_proc_start(n1, argv, NULL);
 }
 
 static long free_slurm_job(void) {
@@ -539,15 +425,15 @@ static long free_slurm_job(void) {
 
 Test(monitor_distrun, two_slurm_nodes_run_one_job, .timeout = 60) {
   clean_env();
-  static proc n0, n1;
+  static dist_proc n0, n1;
   long job = free_slurm_job();
   start_slurm_nodes(&n0, &n1, job, "demo", NULL, NULL);
-  int s1 = proc_finish(&n1, 40000), s0 = proc_finish(&n0, 40000);
+  int s1 = dist_proc_finish(&n1, 40000), s0 = dist_proc_finish(&n0, 40000);
   cr_expect_eq(s0, 0, "node 0: %d\n%s\n%s", s0, OUT(&n0), ERR(&n0));
   cr_expect_eq(s1, 0, "node 1: %d\n%s\n%s", s1, OUT(&n1), ERR(&n1));
   char want[160];
   for (int r = 0; r < 4; r++) {
-    proc *p = r < 2 ? &n0 : &n1;
+    dist_proc *p = r < 2 ? &n0 : &n1;
     for (int k = 0; k < 4; k++) {
       snprintf(want, sizeof want,
                "[%d] rank %d of 4 (local %d of 2, job slurm-%ld) read test/demo/%d = value "
@@ -560,10 +446,10 @@ Test(monitor_distrun, two_slurm_nodes_run_one_job, .timeout = 60) {
 
 Test(monitor_distrun, a_death_on_one_node_ends_the_other, .timeout = 60) {
   clean_env();
-  static proc n0, n1;
+  static dist_proc n0, n1;
   start_slurm_nodes(&n0, &n1, free_slurm_job(), "exit", "3", "5");
-  cr_assert(proc_wait_for(&n0, "ready pid=", 2, 30000), "%s\n%s", OUT(&n0), ERR(&n0));
-  int s1 = proc_finish(&n1, 30000), s0 = proc_finish(&n0, 30000);
+  cr_assert(dist_proc_wait_for(&n0, 0, "ready pid=", 2, 30000), "%s\n%s", OUT(&n0), ERR(&n0));
+  int s1 = dist_proc_finish(&n1, 30000), s0 = dist_proc_finish(&n0, 30000);
   cr_expect_eq(s1, 12, "node 1: %d\n%s", s1, ERR(&n1));
   cr_expect_eq(s0, 12, "node 0: %d\n%s", s0, ERR(&n0));
   cr_expect(strstr(ERR(&n1), "rank 3 (pid ") && strstr(ERR(&n1), "exited with code 5"), "%s",
@@ -576,10 +462,10 @@ Test(monitor_distrun, a_death_on_one_node_ends_the_other, .timeout = 60) {
 
 Test(monitor_distrun, several_nodes_need_a_shared_token, .timeout = 30) {
   clean_env();
-  static proc p;
-  const char *argv[] = {bin("distrun"), "--nnodes", "2", "--node-rank", "0", "--master-addr",
-                        "127.0.0.1", "--master-port", "1", bin("distrun_testprog"), "env",
-                        NULL};
-  cr_expect_eq(run(&p, argv, 10000), 2, "%s", ERR(&p));
+  static dist_proc p;
+  const char *argv[] = {dist_test_bin("distrun"), "--nnodes", "2", "--node-rank", "0",
+                        "--master-addr", "127.0.0.1", "--master-port", "1",
+                        dist_test_bin("distrun_testprog"), "env", NULL};
+  cr_expect_eq(dist_proc_run(&p, argv, NULL, 10000), 2, "%s", ERR(&p));
   cr_expect(strstr(ERR(&p), "DIST_TOKEN"), "%s", ERR(&p));
 }

@@ -19,71 +19,18 @@
 
 #include <dist/status.h>
 
-static const char *bin(const char *name) {
-  static char paths[4][1024];
-  static int next;
-  const char *dir = getenv("DIST_TEST_BIN");
-  char *p = paths[next++ % 4];
-  snprintf(p, 1024, "%s/%s", dir ? dir : "build/bin", name);
-  return p;
-}
+#include "proc.h"
 
-static void clean_env(void) {
-  const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                        "MASTER_PORT", "DIST_TOKEN", "DIST_JOB_ID", "DIST_USE_AGENT_STORE",
-                        "DIST_ALLOW_NO_TOKEN", "SLURM_JOB_ID", "DIST_DEBUG",
-                        "TORCH_DISTRIBUTED_DEBUG", "DIST_TRANSPORT"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-    unsetenv(vars[i]);
-}
+static void clean_env(void) { dist_test_clean_launch_env(); }
 
-static char *slurp(const char *path) {
-  static char buf[2][1 << 16];
-  static int next;
-  char *b = buf[next++ % 2];
-  int fd = open(path, O_RDONLY);
-  ssize_t n = fd >= 0 ? read(fd, b, sizeof buf[0] - 1) : 0;
-  b[n > 0 ? n : 0] = '\0';
-  if (fd >= 0)
-    close(fd);
-  return b;
-}
-
-/* Runs argv with stdout and stderr in files; its exit status, or -1 when
- * it did not end within timeout_s (then it is killed). */
+/* Runs argv; its exit status, or -1 when it did not end within timeout_s
+ * (then it is killed). out and err stay valid until the next run. */
 static int run(const char *const *argv, int timeout_s, char **out, char **err) {
-  char dir[] = "/tmp/dist-cause-XXXXXX", po[64], pe[64];
-  cr_assert(mkdtemp(dir));
-  snprintf(po, sizeof po, "%s/out", dir);
-  snprintf(pe, sizeof pe, "%s/err", dir);
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) { /* no cr_* here: --full-stats reports passing asserts */
-    int o = open(po, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(pe, O_WRONLY | O_CREAT, 0600);
-    dup2(o, 1);
-    dup2(e, 2);
-    setpgid(0, 0);
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  cr_assert_gt(pid, 0);
-  int st = -1;
-  for (int i = 0; i < timeout_s * 100; i++) {
-    if (waitpid(pid, &st, WNOHANG) == pid)
-      break;
-    st = -1;
-    usleep(10 * 1000);
-  }
-  if (st == -1) {
-    kill(-pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-  }
-  *out = slurp(po);
-  *err = slurp(pe);
-  unlink(po);
-  unlink(pe);
-  rmdir(dir);
-  return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  static dist_proc p;
+  int st = dist_proc_run(&p, argv, NULL, timeout_s * 1000);
+  *out = DIST_PROC_OUT(&p);
+  *err = DIST_PROC_ERR(&p);
+  return st;
 }
 
 /* The text after the last line that starts with "distrun: exit status". */
@@ -98,13 +45,6 @@ static const char *after_status_line(const char *err) {
   return nl ? nl + 1 : NULL;
 }
 
-static int count(const char *hay, const char *needle) {
-  int n = 0;
-  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
-    n++;
-  return n;
-}
-
 /* Ranks 0..n-1 all_reduce 8 float32 elements, rank 1 16, at OFF over
  * transport: the backend's own size check fails the call with
  * DIST_E_DESYNC, core posts it, distrun exits 10 and prints it last. */
@@ -112,8 +52,8 @@ static void count_mismatch(const char *transport, const char *nproc) {
   clean_env();
   setenv("DIST_DEBUG", "OFF", 1);
   setenv("DIST_TRANSPORT", transport, 1);
-  const char *argv[] = {bin("distrun"), "-n", nproc, bin("distrun_causeprog"), "desync", "1",
-                        "16", NULL};
+  const char *argv[] = {dist_test_bin("distrun"), "-n", nproc, dist_test_bin("distrun_causeprog"),
+                        "desync", "1", "16", NULL};
   char *out, *err;
   int st = run(argv, 60, &out, &err);
   cr_assert_eq(st, 10, "exit %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
@@ -135,7 +75,8 @@ static void count_mismatch(const char *transport, const char *nproc) {
             "report:\n%s", rep);
   cr_expect(!strstr(rep, "distrun:") && !strstr(rep, "\n["), "not last:\n%s", rep);
   /* Once by distrun (the ranks' own lines carry their "[R] " prefix). */
-  cr_expect_eq(count(err, "\ndesync in group 0 ("), 1, "printed more than once:\n%s", err);
+  cr_expect_eq(dist_test_count(err, "\ndesync in group 0 ("), 1, "printed more than once:\n%s",
+               err);
 }
 
 Test(monitor_distrun_cause, a_count_mismatch_at_OFF_exits_10_with_the_report_last,
@@ -150,8 +91,8 @@ Test(monitor_distrun_cause, a_count_mismatch_over_tcp_exits_10_with_the_report_l
 
 Test(monitor_distrun_cause, a_posted_timeout_exits_11_with_the_report_last, .timeout = 90) {
   clean_env();
-  const char *argv[] = {bin("distrun"), "-n", "3", bin("distrun_causeprog"), "post", "2", "3",
-                        NULL}; /* 3: DIST_E_TIMEOUT */
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "3", dist_test_bin("distrun_causeprog"),
+                        "post", "2", "3", NULL}; /* 3: DIST_E_TIMEOUT */
   cr_assert_eq(DIST_E_TIMEOUT, 3);
   char *out, *err;
   int st = run(argv, 60, &out, &err);
@@ -166,8 +107,8 @@ Test(monitor_distrun_cause, a_posted_timeout_exits_11_with_the_report_last, .tim
 Test(monitor_distrun_cause, another_posted_status_keeps_12_and_prints_the_report,
      .timeout = 90) {
   clean_env();
-  const char *argv[] = {bin("distrun"), "-n", "2", bin("distrun_causeprog"), "post", "0", "5",
-                        NULL}; /* 5: DIST_E_PEER_LOST */
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "2", dist_test_bin("distrun_causeprog"),
+                        "post", "0", "5", NULL}; /* 5: DIST_E_PEER_LOST */
   cr_assert_eq(DIST_E_PEER_LOST, 5);
   char *out, *err;
   int st = run(argv, 60, &out, &err);
@@ -180,7 +121,8 @@ Test(monitor_distrun_cause, another_posted_status_keeps_12_and_prints_the_report
 
 Test(monitor_distrun_cause, a_job_that_succeeds_exits_0_with_no_report, .timeout = 90) {
   clean_env();
-  const char *argv[] = {bin("distrun"), "-n", "2", bin("distrun_causeprog"), "ok", NULL};
+  const char *argv[] = {dist_test_bin("distrun"),           "-n", "2",
+                        dist_test_bin("distrun_causeprog"), "ok", NULL};
   char *out, *err;
   int st = run(argv, 60, &out, &err);
   cr_assert_eq(st, 0, "exit %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
@@ -189,7 +131,7 @@ Test(monitor_distrun_cause, a_job_that_succeeds_exits_0_with_no_report, .timeout
 
 Test(monitor_distrun_cause, help_lists_every_exit_status, .timeout = 30) {
   clean_env();
-  const char *argv[] = {bin("distrun"), "--help", NULL};
+  const char *argv[] = {dist_test_bin("distrun"), "--help", NULL};
   char *out, *err;
   cr_assert_eq(run(argv, 20, &out, &err), 0, "%s", err);
   const char *rows[] = {"   0  every rank", "   1  anything else", "   2  usage error",

@@ -22,128 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define OUT_CAP (1 << 17)
+#include "proc.h"
+
 #define MAXP 4
 
-typedef struct proc {
-  pid_t pid;
-  int fd[2];              /* stdout, stderr; -1 at EOF */
-  char buf[2][OUT_CAP];
-  size_t len[2];
-  int status;             /* exit code, 128 + signal, -1 running */
-} proc;
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static const char *bin(const char *name) {
-  static char paths[4][1024];
-  static int next;
-  const char *dir = getenv("DIST_TEST_BIN");
-  char *p = paths[next++ % 4];
-  snprintf(p, 1024, "%s/%s", dir ? dir : "build/bin", name);
-  return p;
-}
-
 static void clean_env(void) {
-  const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                        "MASTER_PORT", "DIST_TOKEN", "DIST_JOB_ID", "DIST_USE_AGENT_STORE",
-                        "DIST_DEBUG", "DIST_STALL_S", "DIST_SHOW_STACKTRACES",
-                        "DIST_STATS_EVERY", "DIST_TIMEOUT", "DIST_LAUNCHER", "DIST_MONITOR"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-    unsetenv(vars[i]);
+  dist_test_clean_launch_env();
   setenv("DIST_TRACE", "0", 1);
-}
-
-/* env: "NAME=value" strings set in the child only (NULL-terminated). */
-static void proc_start(proc *p, const char *const *argv, const char *const *env) {
-  int o[2], e[2];
-  cr_assert(pipe(o) == 0 && pipe(e) == 0);
-  memset(p->len, 0, sizeof p->len);
-  p->status = -1;
-  fflush(NULL);
-  p->pid = fork();
-  if (p->pid == 0) {
-    dup2(o[1], 1);
-    dup2(e[1], 2);
-    close(o[0]);
-    close(e[0]);
-    for (size_t i = 0; env && env[i]; i++)
-      putenv((char *)env[i]);
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  cr_assert(p->pid > 0);
-  close(o[1]);
-  close(e[1]);
-  p->fd[0] = o[0];
-  p->fd[1] = e[0];
-}
-
-/* Reads what the processes wrote within timeout_ms. */
-static void pump(proc *ps, int n, int timeout_ms) {
-  struct pollfd pf[2 * MAXP];
-  for (int i = 0; i < n; i++)
-    for (int j = 0; j < 2; j++)
-      pf[2 * i + j] = (struct pollfd){ps[i].fd[j], POLLIN, 0};
-  if (poll(pf, (nfds_t)(2 * n), timeout_ms) <= 0)
-    return;
-  for (int k = 0; k < 2 * n; k++) {
-    proc *p = &ps[k / 2];
-    int j = k % 2;
-    if (!pf[k].revents || p->fd[j] < 0)
-      continue;
-    ssize_t r = read(p->fd[j], p->buf[j] + p->len[j], OUT_CAP - 1 - p->len[j]);
-    if (r <= 0) {
-      close(p->fd[j]);
-      p->fd[j] = -1;
-    } else {
-      p->len[j] += (size_t)r;
-    }
-    p->buf[j][p->len[j]] = '\0';
-  }
-}
-
-static bool reap(proc *p) {
-  int st;
-  if (p->status >= 0)
-    return true;
-  if (waitpid(p->pid, &st, WNOHANG) != p->pid)
-    return false;
-  p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return true;
-}
-
-/* Waits until the processes not in `linger` have exited (deadline
- * timeout_ms), then SIGKILLs every one still there and drains the pipes. */
-static void finish(proc *ps, int n, unsigned linger, int timeout_ms) {
-  int64_t deadline = now_ms() + timeout_ms;
-  for (;;) {
-    pump(ps, n, 20);
-    bool all = true;
-    for (int i = 0; i < n; i++)
-      all &= reap(&ps[i]) || ((linger >> i) & 1);
-    if (all || now_ms() >= deadline)
-      break;
-  }
-  for (int i = 0; i < n; i++)
-    if (!reap(&ps[i])) {
-      kill(ps[i].pid, SIGKILL);
-      kill(ps[i].pid, SIGCONT);
-      int st;
-      waitpid(ps[i].pid, &st, 0);
-      ps[i].status = 128 + SIGKILL;
-    }
-  int64_t drain = now_ms() + 3000;
-  for (bool open = true; open && now_ms() < drain;) {
-    pump(ps, n, 50);
-    open = false;
-    for (int i = 0; i < n; i++)
-      open |= ps[i].fd[0] >= 0 || ps[i].fd[1] >= 0;
-  }
 }
 
 static uint16_t free_port(void) {
@@ -157,7 +42,7 @@ static uint16_t free_port(void) {
 }
 
 /* n ranks of monitor_testprog by hand (env://); extra: more "NAME=v". */
-static void by_hand(proc *ps, int n, const char *const *args, const char *const *extra,
+static void by_hand(dist_proc *ps, int n, const char *const *args, const char *const *extra,
                     unsigned linger, int timeout_ms) {
   static char vars[MAXP][4][64];
   uint16_t port = free_port();
@@ -172,31 +57,31 @@ static void by_hand(proc *ps, int n, const char *const *args, const char *const 
       env[k++] = vars[r][i];
     for (int i = 0; extra && extra[i] && k < 15; i++)
       env[k++] = extra[i];
-    const char *argv[8] = {bin("monitor_testprog")};
+    const char *argv[8] = {dist_test_bin("monitor_testprog")};
     for (int i = 0; args[i] && i < 6; i++)
       argv[i + 1] = args[i];
-    proc_start(&ps[r], argv, env);
+    dist_proc_start(&ps[r], argv, env);
   }
-  finish(ps, n, linger, timeout_ms);
+  dist_proc_finish_all(ps, n, linger, timeout_ms);
 }
 
 /* monitor_testprog under distrun -n n; returns distrun's status. */
-static int under_distrun(proc *p, int n, const char *const *args, const char *const *extra,
+static int under_distrun(dist_proc *p, int n, const char *const *args, const char *const *extra,
                          int timeout_ms) {
   char nn[8];
   snprintf(nn, sizeof nn, "%d", n);
-  const char *argv[16] = {bin("distrun"), "-n", nn, "--grace-period", "1",
-                          bin("monitor_testprog")};
+  const char *argv[16] = {dist_test_bin("distrun"), "-n", nn, "--grace-period", "1",
+                          dist_test_bin("monitor_testprog")};
   int k = 6;
   for (int i = 0; args[i] && k < 15; i++)
     argv[k++] = args[i];
-  proc_start(p, argv, extra);
-  finish(p, 1, 0, timeout_ms);
+  dist_proc_start(p, argv, extra);
+  dist_proc_finish_all(p, 1, 0, timeout_ms);
   return p->status;
 }
 
-#define OUT(p) ((p)->buf[0])
-#define ERR(p) ((p)->buf[1])
+#define OUT(p) DIST_PROC_OUT(p)
+#define ERR(p) DIST_PROC_ERR(p)
 
 /* Position of needle in hay, or -1. */
 static long at(const char *hay, const char *needle) {
@@ -204,7 +89,7 @@ static long at(const char *hay, const char *needle) {
   return s ? s - hay : -1;
 }
 
-static void dump(const proc *ps, int n) {
+static void dump(const dist_proc *ps, int n) {
   for (int i = 0; i < n; i++)
     cr_log_info("process %d (status %d) stdout:\n%s\nstderr:\n%s", i, ps[i].status,
                 ps[i].buf[0], ps[i].buf[1]);
@@ -240,16 +125,16 @@ static int trace_events(const char *db, const char *kind, char *out, size_t len)
 
 Test(monitor_mp, hang_under_distrun_stall_report_then_diagnosis_exit_11, .timeout = 120) {
   clean_env();
-  static proc p;
+  static dist_proc p;
   char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
   cr_assert(mkdtemp(dir));
   snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
   const char *env[] = {"DIST_TIMEOUT=8", trace_env, NULL};
-  const char *argv[] = {bin("distrun"), "-n", "3", "--grace-period", "1", "--trace-out", db,
-                        bin("monitor_testprog"), "hang", "1", NULL};
-  proc_start(&p, argv, env);
-  finish(&p, 1, 0, 90000);
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "3", "--grace-period", "1", "--trace-out",
+                        db, dist_test_bin("monitor_testprog"), "hang", "1", NULL};
+  dist_proc_start(&p, argv, env);
+  dist_proc_finish_all(&p, 1, 0, 90000);
   int st = p.status;
   const char *e = ERR(&p);
   long stall = at(e, "MON WARN stall in group 0 (default) at ALL_REDUCE #10");
@@ -286,7 +171,7 @@ Test(monitor_mp, hang_under_distrun_stall_report_then_diagnosis_exit_11, .timeou
 
 Test(monitor_mp, hang_by_hand_the_others_fail_naming_the_rank, .timeout = 60) {
   clean_env();
-  static proc ps[3];
+  static dist_proc ps[3];
   /* The stall threshold well past the 1 s progress period: "only the lowest
    * waiting rank reports" needs each rank to have seen the others' records
    * from after they entered the operation (at a 1 s threshold, rank 2 could
@@ -312,7 +197,7 @@ Test(monitor_mp, hang_by_hand_the_others_fail_naming_the_rank, .timeout = 60) {
 
 Test(monitor_mp, two_groups_crossed_are_a_cycle_before_the_timeout, .timeout = 60) {
   clean_env();
-  static proc ps[2];
+  static dist_proc ps[2];
   const char *env[] = {"DIST_TIMEOUT=4", NULL};
   by_hand(ps, 2, (const char *[]){"cross2", NULL}, env, 0, 40000);
   const char *e = ps[0].buf[1];
@@ -332,7 +217,7 @@ Test(monitor_mp, two_groups_crossed_are_a_cycle_before_the_timeout, .timeout = 6
 
 Test(monitor_mp, three_groups_in_a_ring_are_a_cycle_of_three, .timeout = 60) {
   clean_env();
-  static proc ps[3];
+  static dist_proc ps[3];
   const char *env[] = {"DIST_TIMEOUT=4", NULL};
   by_hand(ps, 3, (const char *[]){"cross3", NULL}, env, 0, 40000);
   const char *e = ps[0].buf[1];
@@ -355,7 +240,7 @@ Test(monitor_mp, three_groups_in_a_ring_are_a_cycle_of_three, .timeout = 60) {
 
 Test(monitor_mp, sigkill_under_distrun_exit_12_survivors_say_died, .timeout = 60) {
   clean_env();
-  static proc p;
+  static dist_proc p;
   const char *env[] = {"DIST_TIMEOUT=8", NULL};
   int st = under_distrun(&p, 3, (const char *[]){"kill", "1", NULL}, env, 40000);
   const char *e = ERR(&p);
@@ -369,7 +254,7 @@ Test(monitor_mp, sigkill_under_distrun_exit_12_survivors_say_died, .timeout = 60
 
 Test(monitor_mp, sigkill_by_hand_survivor_says_dead, .timeout = 60) {
   clean_env();
-  static proc ps[3];
+  static dist_proc ps[3];
   const char *env[] = {"DIST_TIMEOUT=8", NULL};
   by_hand(ps, 3, (const char *[]){"kill", "1", NULL}, env, 0, 40000);
   /* rank 0 hosts the store; its own monitor can always read it. */
@@ -383,14 +268,14 @@ Test(monitor_mp, sigkill_by_hand_survivor_says_dead, .timeout = 60) {
 
 Test(monitor_mp, early_exit_under_distrun_exit_12_and_by_hand, .timeout = 90) {
   clean_env();
-  static proc p;
+  static dist_proc p;
   const char *env[] = {"DIST_TIMEOUT=8", NULL};
   int st = under_distrun(&p, 3, (const char *[]){"exit", "1", NULL}, env, 40000);
   if (st != 12 || at(ERR(&p), "rank 1 (host ") < 0 || at(ERR(&p), "exited with code 0") < 0)
     dump(&p, 1);
   cr_assert_eq(st, 12);
   cr_assert(at(ERR(&p), "lost peer in group 0") >= 0 && at(ERR(&p), "exited with code 0") >= 0);
-  static proc ps[3];
+  static dist_proc ps[3];
   by_hand(ps, 3, (const char *[]){"exit", "1", NULL}, env, 0, 40000);
   const char *e = ps[0].buf[1];
   if (at(e, "exited (called exit() with its process group live)") < 0)
@@ -402,7 +287,7 @@ Test(monitor_mp, early_exit_under_distrun_exit_12_and_by_hand, .timeout = 90) {
 
 Test(monitor_mp, sigstop_is_not_responding_under_distrun_and_by_hand, .timeout = 90) {
   clean_env();
-  static proc p;
+  static dist_proc p;
   const char *env[] = {"DIST_TIMEOUT=4", NULL};
   int st = under_distrun(&p, 3, (const char *[]){"stop", "1", NULL}, env, 40000);
   const char *not_resp = "is not responding: its process is stopped";
@@ -410,7 +295,7 @@ Test(monitor_mp, sigstop_is_not_responding_under_distrun_and_by_hand, .timeout =
     dump(&p, 1);
   cr_assert_eq(st, 11);
   cr_assert(at(ERR(&p), "rank 1 (host ") >= 0 && at(ERR(&p), not_resp) >= 0);
-  static proc ps[3];
+  static dist_proc ps[3];
   by_hand(ps, 3, (const char *[]){"stop", "1", NULL}, env, 1u << 1, 40000);
   if (at(ps[0].buf[1], not_resp) < 0 || at(ps[2].buf[1], not_resp) < 0)
     dump(ps, 3);
@@ -424,16 +309,16 @@ Test(monitor_mp, sigsegv_backtrace_in_distruns_summary_and_the_trace, .timeout =
   cr_skip_test("the sanitizer catches SIGSEGV itself (its report is the backtrace)");
 #endif
   clean_env();
-  static proc p;
+  static dist_proc p;
   char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
   cr_assert(mkdtemp(dir));
   snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
   const char *env[] = {"DIST_TIMEOUT=8", trace_env, NULL};
-  const char *argv[] = {bin("distrun"), "-n", "3", "--grace-period", "1", "--trace-out", db,
-                        bin("monitor_testprog"), "segv", "1", NULL};
-  proc_start(&p, argv, env);
-  finish(&p, 1, 0, 40000);
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "3", "--grace-period", "1", "--trace-out",
+                        db, dist_test_bin("monitor_testprog"), "segv", "1", NULL};
+  dist_proc_start(&p, argv, env);
+  dist_proc_finish_all(&p, 1, 0, 40000);
   const char *e = ERR(&p);
   long summary = at(e, "distrun: backtrace of rank 1:");
   if (p.status != 12 || summary < 0)
@@ -459,7 +344,7 @@ Test(monitor_mp, sigsegv_backtrace_in_distruns_summary_and_the_trace, .timeout =
 Test(monitor_mp, a_rank_late_to_every_op_is_the_straggler_a_balanced_run_has_none,
      .timeout = 90) {
   clean_env();
-  static proc ps[3];
+  static dist_proc ps[3];
   const char *env[] = {"DIST_DEBUG=DETAIL", "DIST_STATS_EVERY=20", "DIST_TIMEOUT=30", NULL};
   by_hand(ps, 3, (const char *[]){"straggler", "1", "30", NULL}, env, 0, 60000);
   const char *e = ps[0].buf[1];
@@ -471,16 +356,16 @@ Test(monitor_mp, a_rank_late_to_every_op_is_the_straggler_a_balanced_run_has_non
   cr_assert(at(ps[0].buf[0], "EVENT stats rank=0 group=0 status=0 straggler=1") >= 0,
             "the stats event (the trace's stats table) names it:\n%s", ps[0].buf[0]);
   /* Under distrun, the statistics land in trace.db. */
-  static proc p;
+  static dist_proc p;
   char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
   cr_assert(mkdtemp(dir));
   snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
   const char *denv[] = {"DIST_DEBUG=DETAIL", "DIST_STATS_EVERY=20", trace_env, NULL};
-  const char *argv[] = {bin("distrun"), "-n", "3", "--trace-out", db, bin("monitor_testprog"),
-                        "straggler", "1", "30", NULL};
-  proc_start(&p, argv, denv);
-  finish(&p, 1, 0, 60000);
+  const char *argv[] = {dist_test_bin("distrun"),          "-n",        "3", "--trace-out", db,
+                        dist_test_bin("monitor_testprog"), "straggler", "1", "30",          NULL};
+  dist_proc_start(&p, argv, denv);
+  dist_proc_finish_all(&p, 1, 0, 60000);
   cr_assert_eq(p.status, 0, "%s", ERR(&p));
   static char rows[1 << 16];
   cr_assert(trace_events(db, "stats", rows, sizeof rows) >= 3 &&
@@ -489,7 +374,7 @@ Test(monitor_mp, a_rank_late_to_every_op_is_the_straggler_a_balanced_run_has_non
   char cmd[160];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   cr_assert_eq(system(cmd), 0);
-  static proc bs[3];
+  static dist_proc bs[3];
   by_hand(bs, 3, (const char *[]){"balanced", "30", NULL}, env, 0, 60000);
   for (int r = 0; r < 3; r++) {
     cr_assert_eq(bs[r].status, 0);
@@ -511,7 +396,7 @@ Test(monitor_mp, stacks_of_a_rank_asleep_and_of_one_in_a_system_call, .timeout =
   const char *modes[2][2] = {{"hang", "sleep_forever (prog_monitor.c:"},
                              {"syscall", "block_in_read (prog_monitor.c:"}};
   for (int m = 0; m < 2; m++) {
-    static proc ps[2];
+    static dist_proc ps[2];
     by_hand(ps, 2, (const char *[]){modes[m][0], "1", NULL}, env, 1u << 1, 40000);
     const char *e = ps[0].buf[1];
     long diag = at(e, "ALL_REDUCE failed: timed out: hang in group 0");
@@ -525,24 +410,25 @@ Test(monitor_mp, stacks_of_a_rank_asleep_and_of_one_in_a_system_call, .timeout =
 
 /* --- distrun's status table --------------------------------------------------- */
 
-static bool wait_for_err(proc *p, const char *needle, int timeout_ms) {
-  int64_t deadline = now_ms() + timeout_ms;
-  while (at(ERR(p), needle) < 0 && now_ms() < deadline)
-    pump(p, 1, 50);
+static bool wait_for_err(dist_proc *p, const char *needle, int timeout_ms) {
+  int64_t deadline = dist_test_now_ms() + timeout_ms;
+  while (at(ERR(p), needle) < 0 && dist_test_now_ms() < deadline)
+    dist_proc_pump(p, 1, 50);
   return at(ERR(p), needle) >= 0;
 }
 
 Test(monitor_mp, sigusr1_to_distrun_prints_every_ranks_state_without_stopping, .timeout = 90) {
   clean_env();
-  static proc p;
-  const char *argv[] = {bin("distrun"), "-n", "3", "--timeout", "6", "--grace-period", "1",
-                        bin("monitor_testprog"), "hang", "1", NULL};
-  proc_start(&p, argv, NULL);
+  static dist_proc p;
+  const char *argv[] = {
+      dist_test_bin("distrun"),          "-n",   "3", "--timeout", "6", "--grace-period", "1",
+      dist_test_bin("monitor_testprog"), "hang", "1", NULL};
+  dist_proc_start(&p, argv, NULL);
   /* The stall report says every rank is where the table should show it. */
   cr_assert(wait_for_err(&p, "MON WARN stall in group 0", 60000), "%s", ERR(&p));
   kill(p.pid, SIGUSR1);
   cr_assert(wait_for_err(&p, "status of job", 20000), "%s", ERR(&p));
-  finish(&p, 1, 0, 60000);
+  dist_proc_finish_all(&p, 1, 0, 60000);
   const char *t = strstr(ERR(&p), "status of job");
   cr_assert(t);
   const char *rows[] = {"\n  0 ", "in op      0     ALL_REDUCE             #10",
@@ -558,7 +444,7 @@ Test(monitor_mp, sigusr1_to_distrun_prints_every_ranks_state_without_stopping, .
 
 Test(monitor_mp, distrun_captures_the_stacks_of_a_stopped_rank_through_ptrace, .timeout = 60) {
   clean_env();
-  static proc p;
+  static dist_proc p;
   const char *env[] = {"DIST_TIMEOUT=4", "DIST_SHOW_STACKTRACES=1", NULL};
   under_distrun(&p, 2, (const char *[]){"stop", "1", NULL}, env, 40000);
   const char *e = ERR(&p);

@@ -11,22 +11,14 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "proc.h"
 #include "vw_test.h"
 
-typedef struct run {
-  int status;          /* exit code, or 128 + signal */
-  char out[1 << 16], err[8192];
-} run;
-
-static run R;
+static dist_proc R; /* the last run: R.status, R.buf[0] (stdout), R.buf[1] (stderr) */
 
 /* Runs distview with args (NULL-terminated), capturing both streams. */
 static void distview(const char *a0, ...) {
-  const char *argv[16];
-  char bin[512];
-  snprintf(bin, sizeof bin, "%s/distview", getenv("DIST_TEST_BIN") ? getenv("DIST_TEST_BIN")
-                                                                   : "build/bin");
-  argv[0] = bin;
+  const char *argv[16] = {dist_test_bin("distview")};
   int n = 1;
   va_list ap;
   va_start(ap, a0);
@@ -34,45 +26,7 @@ static void distview(const char *a0, ...) {
     argv[n++] = a;
   va_end(ap);
   argv[n] = NULL;
-  int po[2], pe[2];
-  cr_assert_eq(pipe(po), 0, "pipe");
-  cr_assert_eq(pipe(pe), 0, "pipe");
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {   // no cr_* in the child: --full-stats reports passing asserts
-    dup2(po[1], 1);
-    dup2(pe[1], 2);
-    close(po[0]);
-    close(pe[0]);
-    execv(bin, (char **)argv);
-    _exit(127);
-  }
-  cr_assert_gt(pid, 0, "fork");
-  close(po[1]);
-  close(pe[1]);
-  size_t lo = 0, le = 0;
-  struct pollfd p[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
-  int open_fds = 2;
-  while (open_fds > 0 && poll(p, 2, 30000) > 0) {
-    for (int i = 0; i < 2; i++) {
-      if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP)))
-        continue;
-      char *buf = i ? R.err : R.out;
-      size_t *len = i ? &le : &lo, cap = i ? sizeof R.err : sizeof R.out;
-      ssize_t k = read(p[i].fd, buf + *len, cap - 1 - *len);
-      if (k <= 0) {
-        close(p[i].fd);
-        p[i].fd = -1;
-        open_fds--;
-      } else {
-        *len += (size_t)k;
-      }
-    }
-  }
-  R.out[lo] = R.err[le] = '\0';
-  int st;
-  cr_assert_eq(waitpid(pid, &st, 0), pid, "wait");
-  R.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  dist_proc_run(&R, argv, NULL, 60000);
 }
 
 static const char *story(const char *which) {
@@ -90,95 +44,99 @@ static const char *story(const char *which) {
 
 Test(viewer_cli, diagnose_json_exit_status_follows_distrun, .timeout = 60) {
   distview("diagnose", "--json", story("desync.db"), NULL);
-  cr_assert_eq(R.status, 10, "desync: exit 10, got %d: %s", R.status, R.err);
-  cr_assert(strstr(R.out, "\"kind\":\"desync\",\"exit_code\":10,\"group\":0,\"seq\":13,"
-                          "\"op\":\"ALL_REDUCE\",\"rank\":2,\"culprits\":[2]"), "%s", R.out);
-  cr_assert(strstr(R.out, "\"fields\":\"shape\""), "%s", R.out);
-  cr_assert(strstr(R.out, "\"report\":{\"kind\":\"desync_report\",\"rank\":0,\"group\":0,"
-                          "\"seq\":13"), "the live report, same op: %s", R.out);
+  cr_assert_eq(R.status, 10, "desync: exit 10, got %d: %s", R.status, R.buf[1]);
+  cr_assert(strstr(R.buf[0], "\"kind\":\"desync\",\"exit_code\":10,\"group\":0,\"seq\":13,"
+                          "\"op\":\"ALL_REDUCE\",\"rank\":2,\"culprits\":[2]"), "%s", R.buf[0]);
+  cr_assert(strstr(R.buf[0], "\"fields\":\"shape\""), "%s", R.buf[0]);
+  cr_assert(strstr(R.buf[0], "\"report\":{\"kind\":\"desync_report\",\"rank\":0,\"group\":0,"
+                          "\"seq\":13"), "the live report, same op: %s", R.buf[0]);
   distview("diagnose", "--json", story("hang.db"), NULL);
-  cr_assert_eq(R.status, 11, "hang: exit 11: %s", R.err);
-  cr_assert(strstr(R.out, "\"kind\":\"hang\",\"exit_code\":11,\"group\":0,\"seq\":21,"
+  cr_assert_eq(R.status, 11, "hang: exit 11: %s", R.buf[1]);
+  cr_assert(strstr(R.buf[0], "\"kind\":\"hang\",\"exit_code\":11,\"group\":0,\"seq\":21,"
                           "\"op\":\"ALL_REDUCE\",\"rank\":1,\"culprits\":[1],"
                           "\"blocked\":[0,2,3],\"last_completed\":{\"seq\":20,"
-                          "\"op\":\"BROADCAST\"}"), "%s", R.out);
+                          "\"op\":\"BROADCAST\"}"), "%s", R.buf[0]);
   distview("diagnose", "--json", story("deadlock.db"), NULL);
   cr_assert_eq(R.status, 11, "deadlock: exit 11");
-  cr_assert(strstr(R.out, "\"cycle\":[{\"rank\":0,\"group\":1,\"seq\":5},{\"rank\":1,"
-                          "\"group\":2,\"seq\":5}]"), "%s", R.out);
+  cr_assert(strstr(R.buf[0], "\"cycle\":[{\"rank\":0,\"group\":1,\"seq\":5},{\"rank\":1,"
+                          "\"group\":2,\"seq\":5}]"), "%s", R.buf[0]);
   distview("diagnose", story("ok.db"), NULL);
   cr_assert_eq(R.status, 0, "healthy: exit 0");
-  cr_assert_str_eq(R.out, "no desync, hang or failure in this trace\n", "text");
+  cr_assert_str_eq(R.buf[0], "no desync, hang or failure in this trace\n", "text");
 }
 
 Test(viewer_cli, diagnose_text_shows_computed_and_stored_reports, .timeout = 30) {
   distview("diagnose", story("desync.db"), NULL);
   cr_assert_eq(R.status, 10, "exit");
-  cr_assert(strstr(R.out, "rank 2: ALL_REDUCE float32 [4,512] SUM  <- differs in shape"),
-            "%s", R.out);
-  cr_assert(strstr(R.out, "the job's own desync_report (rank 0):"), "%s", R.out);
+  cr_assert(strstr(R.buf[0], "rank 2: ALL_REDUCE float32 [4,512] SUM  <- differs in shape"),
+            "%s", R.buf[0]);
+  cr_assert(strstr(R.buf[0], "the job's own desync_report (rank 0):"), "%s", R.buf[0]);
 }
 
 Test(viewer_cli, summary_text_and_json, .timeout = 30) {
   const char *p = story("hang.db");
   distview("summary", p, NULL);
   cr_assert_eq(R.status, 0, "exit 0 whatever the outcome");
-  cr_assert(strstr(R.out, "job job-hang (merged file, fixture)"), "%s", R.out);
-  cr_assert(strstr(R.out, "  rank 1    host node0            pid 4001     lost"), "%s", R.out);
-  cr_assert(strstr(R.out, "  group 1   pairs                cpu      2 ranks [0,1], "
-                          "operations #1..#5"), "%s", R.out);
-  cr_assert(strstr(R.out, "  ALL_REDUCE                       79         76        0         0"
-                          "          3"), "%s", R.out);
-  cr_assert(strstr(R.out, "outcome: hang in group 0 at #21 ALL_REDUCE: rank 1 is behind"),
-            "%s", R.out);
+  cr_assert(strstr(R.buf[0], "job job-hang (merged file, fixture)"), "%s", R.buf[0]);
+  cr_assert(strstr(R.buf[0], "  rank 1    host node0            pid 4001     lost"), "%s",
+            R.buf[0]);
+  cr_assert(strstr(R.buf[0], "  group 1   pairs                cpu      2 ranks [0,1], "
+                          "operations #1..#5"), "%s", R.buf[0]);
+  cr_assert(strstr(R.buf[0], "  ALL_REDUCE                       79         76        0         0"
+                          "          3"), "%s", R.buf[0]);
+  cr_assert(strstr(R.buf[0], "outcome: hang in group 0 at #21 ALL_REDUCE: rank 1 is behind"),
+            "%s", R.buf[0]);
   distview("summary", "--json", p, NULL);
   cr_assert_eq(R.status, 0, "exit");
-  cr_assert(strstr(R.out, "{\"job_id\":\"job-hang\",\"kind\":\"merged\",\"world_size\":4,"),
-            "%s", R.out);
-  cr_assert(strstr(R.out, "{\"op\":\"BROADCAST\",\"count\":4,\"completed\":4,"), "%s", R.out);
-  cr_assert(strstr(R.out, "\"events\":{\"log\":1,\"peer_lost\":1}"), "%s", R.out);
-  cr_assert(strstr(R.out, "\"outcome\":{\"kind\":\"hang\",\"exit_code\":11,"), "%s", R.out);
+  cr_assert(strstr(R.buf[0], "{\"job_id\":\"job-hang\",\"kind\":\"merged\",\"world_size\":4,"),
+            "%s", R.buf[0]);
+  cr_assert(strstr(R.buf[0], "{\"op\":\"BROADCAST\",\"count\":4,\"completed\":4,"), "%s", R.buf[0]);
+  cr_assert(strstr(R.buf[0], "\"events\":{\"log\":1,\"peer_lost\":1}"), "%s", R.buf[0]);
+  cr_assert(strstr(R.buf[0], "\"outcome\":{\"kind\":\"hang\",\"exit_code\":11,"), "%s", R.buf[0]);
 }
 
 Test(viewer_cli, sql_reads_and_refuses_to_write, .timeout = 30) {
   const char *p = story("hang.db");
   distview("sql", p, "SELECT rank, state FROM operations WHERE seq = 21 ORDER BY rank", NULL);
-  cr_assert_eq(R.status, 0, "exit: %s", R.err);
-  cr_assert_str_eq(R.out, "rank\tstate\n0\tstarted\n2\tstarted\n3\tstarted\n", "rows");
+  cr_assert_eq(R.status, 0, "exit: %s", R.buf[1]);
+  cr_assert_str_eq(R.buf[0], "rank\tstate\n0\tstarted\n2\tstarted\n3\tstarted\n", "rows");
   distview("sql", "--json", p, "SELECT rank, t_ended_ns, host FROM ranks JOIN operations "
            "USING (rank) WHERE seq = 21 AND rank = 2", NULL);
-  cr_assert_str_eq(R.out, "[{\"rank\":2,\"t_ended_ns\":null,\"host\":\"node0\"}]\n", "json");
+  cr_assert_str_eq(R.buf[0], "[{\"rank\":2,\"t_ended_ns\":null,\"host\":\"node0\"}]\n", "json");
   distview("sql", p, "DELETE FROM operations", NULL);
   cr_assert_eq(R.status, 2, "a write is a usage error");
-  cr_assert(strstr(R.err, "only read-only statements"), "%s", R.err);
+  cr_assert(strstr(R.buf[1], "only read-only statements"), "%s", R.buf[1]);
   distview("sql", p, "SELECT 1; DROP TABLE job", NULL);
   cr_assert_eq(R.status, 2, "one statement");
   distview("sql", p, "SELEC nonsense", NULL);
   cr_assert_eq(R.status, 2, "syntax error");
-  cr_assert(strstr(R.err, "syntax error"), "%s", R.err);
+  cr_assert(strstr(R.buf[1], "syntax error"), "%s", R.buf[1]);
   distview("sql", p, "SELECT count(*) FROM operations", NULL);
-  cr_assert_str_eq(R.out, "count(*)\n93\n", "the trace was not touched");
+  cr_assert_str_eq(R.buf[0], "count(*)\n93\n", "the trace was not touched");
 }
 
 Test(viewer_cli, stats_percentiles_and_skew, .timeout = 30) {
   distview("stats", "--json", story("ok.db"), NULL);
-  cr_assert_eq(R.status, 0, "exit: %s", R.err);
+  cr_assert_eq(R.status, 0, "exit: %s", R.buf[1]);
   /* every fixture op lasts 499 us; rank r starts r * 10 us after rank 0 */
-  cr_assert(strstr(R.out, "{\"group\":0,\"op\":\"ALL_REDUCE\",\"count\":120,\"p50_ns\":499000,"
-                          "\"p90_ns\":499000,\"p99_ns\":499000,\"max_ns\":499000}"), "%s", R.out);
-  cr_assert(strstr(R.out, "{\"rank\":3,\"collectives\":31,\"mean_ns\":30000,\"p50_ns\":30000,"
-                          "\"p99_ns\":30000,\"max_ns\":30000,\"last_arrivals\":31}"), "%s", R.out);
+  cr_assert(strstr(R.buf[0], "{\"group\":0,\"op\":\"ALL_REDUCE\",\"count\":120,\"p50_ns\":499000,"
+                             "\"p90_ns\":499000,\"p99_ns\":499000,\"max_ns\":499000}"),
+            "%s", R.buf[0]);
+  cr_assert(strstr(R.buf[0], "{\"rank\":3,\"collectives\":31,\"mean_ns\":30000,\"p50_ns\":30000,"
+                             "\"p99_ns\":30000,\"max_ns\":30000,\"last_arrivals\":31}"),
+            "%s", R.buf[0]);
   distview("stats", story("ok.db"), NULL);
-  cr_assert(strstr(R.out, "  0     ALL_REDUCE                    120   499.0 us"), "%s", R.out);
+  cr_assert(strstr(R.buf[0], "  0     ALL_REDUCE                    120   499.0 us"), "%s",
+            R.buf[0]);
 }
 
 Test(viewer_cli, render_prints_the_screen_after_keys, .timeout = 30) {
   distview("render", "--size", "100x30", "--keys", "j<Enter>", story("desync.db"), NULL);
-  cr_assert_eq(R.status, 0, "exit: %s", R.err);
-  cr_assert(strstr(R.out, " distview  DESYNC (exit 10)  job job-desync"), "%s", R.out);
-  cr_assert(strstr(R.out, ">   0 failed"), "detail opened: %s", R.out);
+  cr_assert_eq(R.status, 0, "exit: %s", R.buf[1]);
+  cr_assert(strstr(R.buf[0], " distview  DESYNC (exit 10)  job job-desync"), "%s", R.buf[0]);
+  cr_assert(strstr(R.buf[0], ">   0 failed"), "detail opened: %s", R.buf[0]);
   int lines = 0;
-  for (const char *c = R.out; *c; c++)
+  for (const char *c = R.buf[0]; *c; c++)
     lines += *c == '\n';
   cr_assert_eq(lines, 30, "30 rows");
   distview("render", "--size", "5x5", story("ok.db"), NULL);
@@ -194,7 +152,7 @@ Test(viewer_cli, usage_errors_exit_2_and_help_exits_0, .timeout = 30) {
   for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
     distview(sub[i], "--help", NULL);
     cr_assert_eq(R.status, 0, "%s --help", sub[i]);
-    cr_assert(strstr(R.out, "usage: distview"), "%s --help: %s", sub[i], R.out);
+    cr_assert(strstr(R.buf[0], "usage: distview"), "%s --help: %s", sub[i], R.buf[0]);
     distview(sub[i], NULL);
     cr_assert_eq(R.status, 2, "%s without a trace", sub[i]);
     distview(sub[i], "--nope", "x.db", NULL);
@@ -202,7 +160,7 @@ Test(viewer_cli, usage_errors_exit_2_and_help_exits_0, .timeout = 30) {
   }
   distview("--help", NULL);
   cr_assert_eq(R.status, 0, "--help");
-  cr_assert(strstr(R.out, "diagnose"), "lists subcommands");
+  cr_assert(strstr(R.buf[0], "diagnose"), "lists subcommands");
 }
 
 Test(viewer_cli, bad_files_exit_1_with_a_message_from_every_subcommand, .timeout = 60) {
@@ -232,10 +190,10 @@ Test(viewer_cli, bad_files_exit_1_with_a_message_from_every_subcommand, .timeout
       else
         distview(sub[i], bad[b].path, NULL);
       cr_assert_eq(R.status, 1, "%s %s: exit %d", sub[i], bad[b].path, R.status);
-      cr_assert(strstr(R.err, bad[b].words), "%s %s: '%s'", sub[i], bad[b].path, R.err);
-      cr_assert(strstr(R.err, bad[b].path), "names the file: %s", R.err);
+      cr_assert(strstr(R.buf[1], bad[b].words), "%s %s: '%s'", sub[i], bad[b].path, R.buf[1]);
+      cr_assert(strstr(R.buf[1], bad[b].path), "names the file: %s", R.buf[1]);
     }
   distview(text, NULL);   // the viewer itself, before it needs a terminal
   cr_assert_eq(R.status, 1, "viewer on a bad file");
-  cr_assert(strstr(R.err, "not a SQLite database"), "%s", R.err);
+  cr_assert(strstr(R.buf[1], "not a SQLite database"), "%s", R.buf[1]);
 }

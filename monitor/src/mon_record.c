@@ -1,0 +1,69 @@
+/* mon_record.c - the one parser of progress records (format in
+ * mon_record.h); linked into the monitor and into distrun. */
+#include "mon_record.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist_int.h"
+
+/* Splits line at tabs into at most n fields; returns how many. */
+static int fields(char *line, char **f, int n) {
+  int k = 0;
+  for (char *p = line; k < n;) {
+    f[k++] = p;
+    char *t = strchr(p, '\t');
+    if (!t)
+      break;
+    *t = '\0';
+    p = t + 1;
+  }
+  return k;
+}
+
+static void parse_group(mon_rec_group *g, char **f) {
+  g->gid = atoi(f[1]);
+  g->size = atoi(f[2]);
+  g->enq = strtoull(f[3], NULL, 10);
+  g->started = strtoull(f[4], NULL, 10);
+  g->done = strtoull(f[5], NULL, 10);
+  g->kind = atoi(f[6]);
+  g->since_ms = strtoll(f[7], NULL, 10);
+  g->last_kind = atoi(f[8]);
+  g->last_ms = strtoll(f[9], NULL, 10);
+  snprintf(g->site, sizeof g->site, "%s", f[10]);
+  snprintf(g->last_site, sizeof g->last_site, "%s", f[11]);
+  snprintf(g->desc, sizeof g->desc, "%s", f[12]);
+}
+
+bool dist__mon_rec_parse(char *text, mon_rec *r) {
+  int lines = 0;
+  for (char *p = text; *p; p++)
+    lines += *p == '\n';
+  r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
+  if (!r->g)
+    return false;
+  char *save = NULL, *f[13];
+  for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    int k = fields(line, f, 13);
+    if (k == 7 && strcmp(f[0], "v1") == 0) {
+      r->rank = atoi(f[1]);
+      r->pid = (pid_t)atoi(f[2]);
+      snprintf(r->host, sizeof r->host, "%s", f[3]);
+      r->hb_ms = strtoll(f[4], NULL, 10);
+      snprintf(r->state, sizeof r->state, "%s", f[5]);
+      snprintf(r->note, sizeof r->note, "%s", strcmp(f[6], "-") ? f[6] : "");
+      r->present = true;
+    } else if (k == 13 && strcmp(f[0], "g") == 0 && r->n < lines) {
+      parse_group(&r->g[r->n++], f);
+    }
+  }
+  return r->present;
+}
+
+void dist__mon_rec_free(mon_rec *r) {
+  dist__free(r->g);
+  r->g = NULL;
+  r->n = 0;
+}

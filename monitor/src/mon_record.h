@@ -1,0 +1,60 @@
+/* mon_record.h - a rank's progress record as it travels through the job's
+ * store: the text format (mon_record.c holds the one parser) and its
+ * decoded form. The monitor writes and reads records (mon_progress.c);
+ * distrun's SIGUSR1 status table reads them too, with this same parser, so
+ * the two never disagree about the format.
+ *
+ * One key per rank, dist/mon/<job>/<init>/p/<R>; text, one line for the
+ * process and one per live group, fields separated by tabs (call sites
+ * contain spaces):
+ *   v1 <rank> <pid> <host> <wall ms> <state> <note>
+ *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
+ *     <last ms> <call site> <last call site> <description>
+ * kind is the op of the oldest operation in flight (-1: none); call sites
+ * are symbolised by the writer, since an address means nothing in another
+ * process. */
+#ifndef MON_RECORD_H
+#define MON_RECORD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define MON_SITE_LEN 160    /* "func (file.c:42)" */
+
+typedef struct mon_rec_group {
+  int gid, size;
+  uint64_t enq, started, done;
+  int kind;                  /* in flight (oldest), or -1 */
+  int64_t since_ms;          /* wall ms the in-flight op was enqueued */
+  int last_kind;             /* last completed, or -1 */
+  int64_t last_ms;
+  char site[MON_SITE_LEN];   /* of the in-flight operation */
+  char last_site[MON_SITE_LEN];
+  char desc[96];             /* the group's description (or name) */
+} mon_rec_group;
+
+typedef struct mon_rec {
+  bool present;              /* a record was read */
+  int rank;
+  pid_t pid;
+  char host[64];
+  int64_t hb_ms;             /* wall ms of the write */
+  char state[16];            /* "run", "exit", "done" */
+  char note[160];            /* exit: how (atexit) */
+  int n;
+  mon_rec_group *g;          /* n entries */
+  /* Filled by the monitor's reader, not published: */
+  char died[200];            /* distrun's line for it, or "" */
+  char proc_state;           /* same host: /proc state, 0 unknown, 'X' gone */
+  char stack[2048];          /* on request (DIST_SHOW_STACKTRACES) */
+  char crash[2048];          /* distrun's copy of its crash backtrace */
+} mon_rec;
+
+/* Parses record text (modified in place) into r, which the caller zeroed;
+ * r->g is allocated (free with dist__mon_rec_free). False when the text is
+ * not a record (r->present stays false) or memory ran out. */
+bool dist__mon_rec_parse(char *text, mon_rec *r);
+void dist__mon_rec_free(mon_rec *r);
+
+#endif

@@ -1,0 +1,188 @@
+/* proc.c - see proc.h. No Criterion call runs in a child (with
+ * --full-stats the runner would count a stranger's asserts). */
+#include "proc.h"
+
+#include <criterion/criterion.h>
+
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t dist_test_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *dist_test_bin(const char *name) {
+  static char paths[4][1024];
+  static int next;
+  const char *dir = getenv("DIST_TEST_BIN");
+  char *p = paths[next++ % 4];
+  snprintf(p, sizeof paths[0], "%s/%s", dir ? dir : "build/bin", name);
+  return p;
+}
+
+void dist_test_clean_launch_env(void) {
+  static const char *const vars[] = {
+      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+      "MASTER_PORT", "DIST_TOKEN", "DIST_JOB_ID", "DIST_USE_AGENT_STORE",
+      "DIST_ALLOW_NO_TOKEN", "DIST_LAUNCHER", "DIST_DEBUG", "TORCH_DISTRIBUTED_DEBUG",
+      "DIST_TRANSPORT", "DIST_STALL_S", "DIST_SHOW_STACKTRACES", "DIST_STATS_EVERY",
+      "DIST_TIMEOUT", "DIST_MONITOR", "SLURM_JOB_ID", "SLURM_NNODES", "SLURM_NODEID",
+      "SLURM_NTASKS_PER_NODE", "SLURM_JOB_NODELIST", "SLURM_STEP_NODELIST",
+      "SLURM_NODELIST", "SLURM_NTASKS", "SLURM_STEP_ID", "SLURM_JOB_NUM_NODES",
+      "SLURM_LAUNCH_NODE_IPADDR"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    unsetenv(vars[i]);
+}
+
+int dist_test_count(const char *hay, const char *needle) {
+  int n = 0;
+  size_t step = strlen(needle) ? strlen(needle) : 1;
+  for (const char *s = strstr(hay, needle); s; s = strstr(s + step, needle))
+    n++;
+  return n;
+}
+
+void dist_proc_start(dist_proc *p, const char *const *argv, const char *const *env) {
+  int o[2], e[2];
+  cr_assert(pipe(o) == 0 && pipe(e) == 0, "pipe");
+  memset(p->len, 0, sizeof p->len);
+  p->buf[0][0] = p->buf[1][0] = '\0';
+  p->status = -1;
+  p->killed = false;
+  p->exited_ms = -1;
+  fflush(NULL);
+  p->pid = fork();
+  if (p->pid == 0) {
+    setpgid(0, 0); /* the deadline kills what it started too */
+    dup2(o[1], 1);
+    dup2(e[1], 2);
+    close(o[0]);
+    close(e[0]);
+    for (size_t i = 0; env && env[i]; i++)
+      putenv((char *)env[i]);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  cr_assert(p->pid > 0, "fork");
+  setpgid(p->pid, p->pid); /* no race with a kill of the group */
+  close(o[1]);
+  close(e[1]);
+  p->fd[0] = o[0];
+  p->fd[1] = e[0];
+}
+
+/* Reads one ready stream of p, closing it at EOF. */
+static void read_stream(dist_proc *p, int j) {
+  ssize_t r = read(p->fd[j], p->buf[j] + p->len[j], DIST_PROC_CAP - 1 - p->len[j]);
+  if (r <= 0) {
+    close(p->fd[j]);
+    p->fd[j] = -1;
+  } else {
+    p->len[j] += (size_t)r;
+  }
+  p->buf[j][p->len[j]] = '\0';
+}
+
+void dist_proc_pump(dist_proc *ps, int n, int timeout_ms) {
+  enum { MAXN = 16 };
+  struct pollfd pf[2 * MAXN];
+  n = n < MAXN ? n : MAXN;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < 2; j++)
+      pf[2 * i + j] = (struct pollfd){ps[i].fd[j], POLLIN, 0};
+  if (poll(pf, (nfds_t)(2 * n), timeout_ms) <= 0)
+    return;
+  for (int k = 0; k < 2 * n; k++)
+    if (pf[k].revents && ps[k / 2].fd[k % 2] >= 0)
+      read_stream(&ps[k / 2], k % 2);
+}
+
+bool dist_proc_reap(dist_proc *p) {
+  int st;
+  if (p->status >= 0)
+    return true;
+  if (waitpid(p->pid, &st, WNOHANG) != p->pid)
+    return false;
+  p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  p->exited_ms = dist_test_now_ms();
+  return true;
+}
+
+static bool any_open(const dist_proc *ps, int n) {
+  for (int i = 0; i < n; i++)
+    if (ps[i].fd[0] >= 0 || ps[i].fd[1] >= 0)
+      return true;
+  return false;
+}
+
+void dist_proc_finish_all(dist_proc *ps, int n, unsigned linger, int timeout_ms) {
+  int64_t deadline = dist_test_now_ms() + timeout_ms;
+  for (;;) {
+    dist_proc_pump(ps, n, 20);
+    bool all = true;
+    for (int i = 0; i < n; i++)
+      all &= dist_proc_reap(&ps[i]) || ((linger >> i) & 1);
+    if (all || dist_test_now_ms() >= deadline)
+      break;
+  }
+  for (int i = 0; i < n; i++)
+    if (!dist_proc_reap(&ps[i])) {
+      kill(-ps[i].pid, SIGKILL);
+      kill(ps[i].pid, SIGKILL);
+      kill(ps[i].pid, SIGCONT); /* a stopped one dies only once continued */
+      int st;
+      waitpid(ps[i].pid, &st, 0);
+      ps[i].status = 128 + SIGKILL;
+      ps[i].killed = true;
+    }
+  /* Pipes close when the last holder (a rank the process started) exits. */
+  for (int64_t drain = dist_test_now_ms() + 5000;
+       any_open(ps, n) && dist_test_now_ms() < drain;)
+    dist_proc_pump(ps, n, 50);
+}
+
+int dist_proc_finish(dist_proc *p, int timeout_ms) {
+  dist_proc_finish_all(p, 1, 0, timeout_ms);
+  if (p->killed)
+    cr_log_error("%s did not exit in %d ms; stdout:\n%s\nstderr:\n%s", "the command",
+                 timeout_ms, p->buf[0], p->buf[1]);
+  return p->killed ? -1 : p->status;
+}
+
+int dist_proc_run(dist_proc *p, const char *const *argv, const char *const *env,
+                  int timeout_ms) {
+  dist_proc_start(p, argv, env);
+  return dist_proc_finish(p, timeout_ms);
+}
+
+int dist_proc_runl(dist_proc *p, const char *const *env, int timeout_ms, const char *a0, ...) {
+  const char *argv[16];
+  int n = 0;
+  va_list ap;
+  va_start(ap, a0);
+  for (const char *a = a0; a && n < 15; a = va_arg(ap, const char *))
+    argv[n++] = a;
+  va_end(ap);
+  argv[n] = NULL;
+  return dist_proc_run(p, argv, env, timeout_ms);
+}
+
+bool dist_proc_wait_for(dist_proc *p, int stream, const char *needle, int n,
+                        int timeout_ms) {
+  int64_t deadline = dist_test_now_ms() + timeout_ms;
+  while (dist_test_count(p->buf[stream], needle) < n) {
+    if (dist_test_now_ms() >= deadline || !any_open(p, 1))
+      return dist_test_count(p->buf[stream], needle) >= n;
+    dist_proc_pump(p, 1, 50);
+  }
+  return true;
+}
