@@ -6,8 +6,6 @@
  * non-zero exit, never a crash. */
 #include <criterion/criterion.h>
 
-#include <poll.h>
-#include <stdarg.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -17,17 +15,7 @@
 static dist_proc R; /* the last run: R.status, R.buf[0] (stdout), R.buf[1] (stderr) */
 
 /* Runs distview with args (NULL-terminated), capturing both streams. */
-static void distview(const char *a0, ...) {
-  const char *argv[16] = {dist_test_bin("distview")};
-  int n = 1;
-  va_list ap;
-  va_start(ap, a0);
-  for (const char *a = a0; a && n < 15; a = va_arg(ap, const char *))
-    argv[n++] = a;
-  va_end(ap);
-  argv[n] = NULL;
-  dist_proc_run(&R, argv, NULL, 60000);
-}
+#define distview(...) dist_proc_runl(&R, NULL, 60000, dist_test_bin("distview"), __VA_ARGS__)
 
 static const char *story(const char *which) {
   const char *p = vwt_path(which);

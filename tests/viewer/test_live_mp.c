@@ -7,8 +7,6 @@
  * build has no checking layer or monitor to write one. */
 #include <criterion/criterion.h>
 
-#include <poll.h>
-#include <stdarg.h>
 #include <sys/wait.h>
 
 #include "proc.h"

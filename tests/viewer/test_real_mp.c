@@ -8,8 +8,6 @@
  * the viewer against the writer's rows, not only against SQL fixtures. */
 #include <criterion/criterion.h>
 
-#include <poll.h>
-#include <stdarg.h>
 #include <sys/wait.h>
 
 #include "proc.h"
