@@ -47,6 +47,10 @@ extern void (*_Atomic dist__log_hook)(dist_log_level lvl, const char *line);
 
 /* Reads the environment once (first use); idempotent. */
 void dist__log_init_once(void);
+/* Init reads DIST_DEBUG / TORCH_DISTRIBUTED_DEBUG again, as torch does when
+ * init_process_group runs, so a program that sets it before init (on one
+ * rank, say) gets that level; a level set with dist_set_debug_level wins. */
+void dist__log_reread_debug_level(void);
 
 /* --- errors -------------------------------------------------------------- */
 

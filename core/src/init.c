@@ -94,7 +94,7 @@ static int make_default_group(const dist_init_opts *o, const char *backend) {
 }
 
 int dist_init_process_group(const dist_init_opts *opts) {
-  dist__log_init_once();
+  dist__log_reread_debug_level();
   dist__clear_last_error();
   dist__nan_check_init();
   if (default_pg)

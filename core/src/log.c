@@ -28,6 +28,8 @@ _Atomic int dist__log_level = DIST_LOG_WARNING;
 _Atomic uint32_t dist__log_subsys_mask = UINT32_MAX;
 
 static _Atomic int debug_level = DIST_DEBUG_OFF;
+/* dist_set_debug_level was called: init no longer re-reads the variable. */
+static _Atomic bool debug_level_explicit;
 static _Atomic int base_level = DIST_LOG_WARNING; /* from DIST_LOG_LEVEL */
 static _Atomic int log_rank = -1;
 
@@ -200,7 +202,14 @@ int dist_set_debug_level_from_env(void) {
   return read_env();
 }
 
+void dist__log_reread_debug_level(void) {
+  dist__log_init_once();
+  if (!atomic_load(&debug_level_explicit))
+    (void)parse_debug_level();
+}
+
 void dist_set_debug_level(dist_debug_level level) {
+  atomic_store(&debug_level_explicit, true);
   if (level < DIST_DEBUG_OFF || level > DIST_DEBUG_DETAIL)
     level = DIST_DEBUG_OFF;
   atomic_store(&debug_level, level);

@@ -48,7 +48,7 @@ static int report(const dist_pg_info *def, const cfg *all) {
   char *msg = malloc(WPG_MSG_LEN);
   if (!rows || !text || !msg) {
     free(rows), free(text), free(msg);
-    return dist_backend_set_error(NULL, DIST_E_INVAL, "ranks disagree on their configuration");
+    return dist_backend_set_error(NULL, DIST_E_DESYNC, "ranks disagree on their configuration");
   }
   for (int r = 0; r < n; r++) {
     int cls = r;
@@ -69,8 +69,8 @@ static int report(const dist_pg_info *def, const cfg *all) {
     msg[--off] = '\0';
   dist_log(DIST_LOG_ERROR, DIST_SUBSYS_WPG, "%s", msg);
   if (def->rank == 0) /* distrun prints it last */
-    dist_post_cause(DIST_E_INVAL, msg);
-  int rc = dist_backend_set_error(NULL, DIST_E_INVAL, "%s", msg);
+    dist_post_cause(DIST_E_DESYNC, msg);
+  int rc = dist_backend_set_error(NULL, DIST_E_DESYNC, "%s", msg);
   free(rows), free(text), free(msg);
   return rc;
 }

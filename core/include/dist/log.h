@@ -60,8 +60,11 @@ DIST_API void dist_log(dist_log_level level, dist_subsys subsys,
                        const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Debug levels (torch's TORCH_DISTRIBUTED_DEBUG). Setting the level also
- * recomputes the effective log level from DIST_LOG_LEVEL. */
+/* Debug levels (torch's TORCH_DISTRIBUTED_DEBUG). DIST_DEBUG is read when
+ * the library loads and again by dist_init_process_group (as torch reads it
+ * at init), unless dist_set_debug_level was called: an explicit level wins.
+ * Setting the level also recomputes the effective log level from
+ * DIST_LOG_LEVEL. */
 DIST_API void dist_set_debug_level(dist_debug_level level);
 DIST_API dist_debug_level dist_get_debug_level(void);
 /* Re-reads DIST_DEBUG / TORCH_DISTRIBUTED_DEBUG, DIST_LOG_LEVEL /
