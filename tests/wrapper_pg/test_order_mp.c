@@ -78,3 +78,45 @@ static int members_rank(const dist_test_ctx *ctx) {
 Test(wrapper_pg_order, groups_with_different_members_fail_at_creation, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(3, members_rank, NULL, 50), 0, "%s", dist_test_report());
 }
+
+/* Rank 0 creates {2,3} then {0,1}; ranks 1-3 create {0,1} then {2,3}. Rank
+ * 0 is not in its first group, so the ids cross: its {0,1} is group 2,
+ * where ranks 2 and 3 put {2,3}. Rank 0 sees that at once; rank 1 waits
+ * for rank 0 in group 1 and is named at its timeout; ranks 2 and 3 may
+ * have agreed on group 2 before rank 0 posted (then they go on, and the
+ * job fails on rank 0's report). */
+static int crossed_ids_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int a[2] = {0, 1}, b[2] = {2, 3};
+  dist_pg *g1 = NULL, *g2 = NULL;
+  dist_group_opts o = {.timeout_ms = ctx->rank == 1 ? 1500 : 20000};
+  char buf[256];
+  if (ctx->rank == 0) {
+    CHECK_OK(ctx, dist_new_group(b, 2, &o, &g1));
+    int rc = dist_new_group(a, 2, &o, &g2);
+    const char *msg = dist_last_errmsg();
+    CHECK(ctx, rc == DIST_E_DESYNC, "new_group: %s: %s", dist_status_name(rc), msg);
+    CHECK(ctx, strstr(msg, "desync in group 2 (g2, 2 ranks) at creation: ranks disagree on the "
+                      "member list"), "header:\n%s", msg);
+    CHECK(ctx, wpg_line(msg, "  rank 0:    group 2 \"\" of ranks 0,1  <- member list differs",
+                        buf, sizeof buf), "rank 0's view:\n%s", msg);
+    CHECK(ctx, wpg_line(msg, "  ranks 2-3: group 2 \"\" of ranks 2,3", buf, sizeof buf),
+          "ranks 2-3's view:\n%s", msg);
+  } else if (ctx->rank == 1) {
+    int rc = dist_new_group(a, 2, &o, &g1);
+    CHECK(ctx, rc == DIST_E_TIMEOUT && strstr(dist_last_errmsg(), "rank 0 did not create it"),
+          "new_group: %s: %s", dist_status_name(rc), dist_last_errmsg());
+  } else {
+    CHECK_OK(ctx, dist_new_group(a, 2, &o, &g1));
+    int rc = dist_new_group(b, 2, &o, &g2);
+    CHECK(ctx, rc == DIST_OK || (rc == DIST_E_DESYNC && strstr(dist_last_errmsg(),
+                                                               "at creation")),
+          "new_group: %s: %s", dist_status_name(rc), dist_last_errmsg());
+  }
+  return done(ctx);
+}
+
+Test(wrapper_pg_order, a_rank_outside_its_first_group_that_created_it_out_of_order_is_caught,
+     .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(4, crossed_ids_rank, NULL, 50), 0, "%s", dist_test_report());
+}

@@ -5,11 +5,16 @@
  * (backend.h, ABI 2). At DETAIL every member appends its view of the group
  * (its rank, the members, the description) to one key of the job's store
  * named after the group, then reads the key until every member of its own
- * view has written, or until an entry from a rank that is in its view (or
- * that names it) describes another group: then every rank that sees the
- * conflict fails with a report naming the ranks and both groups, instead
- * of waiting out the timeout in a connect whose members never come. The
- * creation costs a few store round trips; operations nothing. */
+ * view has written, or until an entry describes another group: then every
+ * rank that sees the conflict fails with a report naming the ranks and
+ * both groups, instead of waiting out the timeout in a connect whose
+ * members never come. Which entries conflict: for a group every rank
+ * creates in the same order (named "g<id>", groups.c), any other member
+ * list under its id, even from ranks outside it (a rank that created
+ * {2,3} where the others created {0,1}: their ids crossed); for a group
+ * only its members create (use_local_synchronization), entries of ranks
+ * in its view or that name this rank. The creation costs a few store
+ * round trips; operations nothing. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +157,12 @@ static int missing(const dist_pg_info *p, const view *v, int n, const view *mine
                                 k > 1 ? "ranks" : "rank", list, p->timeout_ms);
 }
 
+/* Every rank numbers globally synchronised groups alike (groups.c names
+ * them "g<id>"): one id, one group, whoever posted it. */
+static bool numbered_by_all(const dist_pg_info *p) {
+  return p->name && p->name[0] == 'g';
+}
+
 /* Waits for the views; DIST_OK when every member of mine agrees. */
 static int watch(dist_store *st, const char *key, const dist_pg_info *p, const view *mine) {
   view *v = calloc(MAX_VIEWS, sizeof *v);
@@ -172,7 +183,7 @@ static int watch(dist_store *st, const char *key, const dist_pg_info *p, const v
     dist_free(val);
     int agreeing = 0;
     for (int i = 0; i < n; i++) {
-      bool related = in_list(mine->members, v[i].rank) ||
+      bool related = numbered_by_all(p) || in_list(mine->members, v[i].rank) ||
                      in_list(v[i].members, mine->rank);
       if (related && diff(&v[i], mine)) {
         rc = conflict(p, v, n, mine);
