@@ -4,7 +4,8 @@
  * A rank that meets a failure it can explain (a desync found by a
  * backend's own size checks or by the checking layer, a hang diagnosis by
  * the monitor) posts a report to the job's store under DIST_KEY_CAUSE
- * (launch_env.h) with compare_set, so the first cause in the job stays.
+ * (launch_env.h) with compare_set, so the first cause in the job stays
+ * (unless a diagnosis supersedes it: launch_env.h).
  * distrun waits a bounded moment for that key when a rank fails, classifies
  * the job's end by the posted status (exit 10 for DIST_E_DESYNC, 11 for
  * DIST_E_TIMEOUT) and prints the report once, last.
@@ -33,7 +34,18 @@ static int own_rank(void) {
   return g && g != DIST_GROUP_NON_MEMBER ? g->info.global_rank : -1;
 }
 
-static int post(dist_store *job, const char *val, size_t len) {
+/* Whether the cause value cur may give way to a diagnosis of status. */
+static bool superseded(const void *cur, size_t cur_len, int status) {
+  char head[64];
+  size_t n = cur_len < sizeof head - 1 ? cur_len : sizeof head - 1;
+  memcpy(head, cur, n);
+  head[n] = '\0';
+  int st, rank, diag = 0;
+  return sscanf(head, "%d %d %d", &st, &rank, &diag) >= 2 && st == status && diag == 0;
+}
+
+/* First cause wins; a diagnosis replaces a plain cause of its status. */
+static int post(dist_store *job, int status, bool diagnosis, const char *val, size_t len) {
   dist_store *h;
   int rc = dist__store_clone_within(job, DIST_CAUSE_TIMEOUT_MS, &h);
   if (rc != DIST_OK)
@@ -41,16 +53,24 @@ static int post(dist_store *job, const char *val, size_t len) {
   void *cur = NULL;
   size_t cur_len = 0;
   rc = dist_store_compare_set(h, DIST_KEY_CAUSE, "", 0, val, len, &cur, &cur_len);
+  bool kept = rc == DIST_OK && cur_len == len && memcmp(cur, val, len) == 0;
+  if (rc == DIST_OK && !kept && diagnosis && superseded(cur, cur_len, status)) {
+    void *now = NULL;
+    size_t now_len = 0;
+    rc = dist_store_compare_set(h, DIST_KEY_CAUSE, cur, cur_len, val, len, &now, &now_len);
+    kept = rc == DIST_OK && now_len == len && memcmp(now, val, len) == 0;
+    dist_free(now);
+  }
   if (rc != DIST_OK)
     DIST_LOG(WARNING, CORE, "cannot post the job's cause: %s", dist_store_errmsg(h));
-  else if (cur_len != len || memcmp(cur, val, len) != 0)
+  else if (!kept)
     DIST_LOG(DEBUG, CORE, "the job's cause was posted already; this one is not kept");
   dist_free(cur);
   dist_store_destroy(h);
   return rc;
 }
 
-int dist_post_cause(int status, const char *report) {
+static int post_cause(int status, bool diagnosis, const char *report) {
   if (status <= DIST_OK || status > DIST_E_INTERNAL || !report)
     return dist__set_last_error(DIST_E_INVAL,
                                 "dist_post_cause: status %d is not a DIST_E_* code%s", status,
@@ -64,14 +84,22 @@ int dist_post_cause(int status, const char *report) {
   char *val = dist__malloc(rlen + 64);
   if (!val)
     return dist__set_last_error(DIST_E_NOMEM, "out of memory posting the job's cause");
-  int n = snprintf(val, 64, "%d %d\n", status, own_rank());
+  int n = snprintf(val, 64, "%d %d %d\n", status, own_rank(), diagnosis ? 1 : 0);
   memcpy(val + n, report, rlen);
-  int rc = post(job, val, (size_t)n + rlen);
+  int rc = post(job, status, diagnosis, val, (size_t)n + rlen);
   dist__free(val);
   if (rc != DIST_OK)
     DIST_LOG(DEBUG, CORE, "-> %s posting the cause (not the caller's error)",
              dist_status_name(rc));
   return DIST_OK;
+}
+
+int dist_post_cause(int status, const char *report) {
+  return post_cause(status, false, report);
+}
+
+int dist__cause_post_diagnosis(int status, const char *report) {
+  return post_cause(status, true, report);
 }
 
 void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg) {

@@ -52,6 +52,11 @@ void dist__log_init_once(void);
  * rank, say) gets that level; a level set with dist_set_debug_level wins. */
 void dist__log_reread_debug_level(void);
 
+/* The monitor's diagnosis of a failure as the job's cause (cause.c): as
+ * dist_post_cause, but it replaces a cause of the same status that was
+ * posted without a diagnosis (launch_env.h, DIST_KEY_CAUSE). */
+int dist__cause_post_diagnosis(int status, const char *report);
+
 /* --- errors -------------------------------------------------------------- */
 
 /* Each hop of a failing call logs "-> rc file:line" at DEBUG (NCCL's

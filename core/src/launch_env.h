@@ -85,10 +85,14 @@
 /* --- keys written by the ranks (any part, through dist_post_cause) ------ */
 
 /* The job's cause: why it failed, as the rank that knows explains it.
- * Written with compare_set, so the first cause in the job stays. Value:
- *     "<status> <global rank>\n<report>"
+ * Written with compare_set, so the first cause in the job stays, with one
+ * exception: a diagnosis (the monitor's, made from every rank's progress)
+ * replaces a cause of the same status posted without one (the checking
+ * layer's "rank 0 did not arrive", which only knows who came). Value:
+ *     "<status> <global rank> <diagnosis>\n<report>"
  * status is the DIST_E_* code as a decimal number (4 DIST_E_DESYNC, 3
- * DIST_E_TIMEOUT, ...), global rank the posting rank (-1 when unknown) and
+ * DIST_E_TIMEOUT, ...), global rank the posting rank (-1 when unknown),
+ * diagnosis 1 or 0 (a value without it reads as 0) and
  * report the multi-line text for the user (at most DIST_CAUSE_REPORT_MAX
  * bytes). Posted by core for DIST_E_DESYNC from the backends' own checks,
  * by the checking layer for its desync reports and by the monitor for its

@@ -201,6 +201,9 @@ typedef struct drun_posted {
 /* Waits up to wait_ms for the job's cause key and reads it into p (once:
  * true at once when p already holds it). False when nothing was posted. */
 bool dist__run_cause_fetch(drun_job *job, int64_t wait_ms, drun_posted *p);
+/* Reads the key again: a diagnosis that replaced the cause p holds (same
+ * status, launch_env.h) takes its place. */
+void dist__run_cause_refresh(drun_job *job, drun_posted *p);
 /* 10 for a posted DIST_E_DESYNC, 11 for DIST_E_TIMEOUT, else fallback. */
 int dist__run_cause_exit(const drun_posted *p, int fallback);
 /* Writes the report to stderr (one write, ending with a newline). */

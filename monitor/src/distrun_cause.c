@@ -2,8 +2,9 @@
  * the job fails.
  *
  * A rank that can explain a failure posts it with dist_post_cause under
- * DIST_KEY_CAUSE (launch_env.h: "<status> <rank>\n<report>", first cause
- * wins). When a rank fails, distrun waits a bounded moment for that key
+ * DIST_KEY_CAUSE (launch_env.h: "<status> <rank> <diagnosis>\n<report>",
+ * first cause wins, but a monitor's diagnosis replaces a plain cause of
+ * the same status: distrun reads the key again before it prints). When a rank fails, distrun waits a bounded moment for that key
  * before it classifies the failure: the rank that meets a desync posts
  * before its call returns, so the key is normally there before its exit
  * is; a peer that stopped at the same moment may still be posting. The
@@ -17,26 +18,50 @@
 #include "distrun.h"
 #include "pg_int.h" /* dist__cause_parse */
 
+/* Reads the key (present) into p; false when it cannot be read. */
+static bool read_cause(drun_job *job, drun_posted *p) {
+  void *val = NULL;
+  size_t len = 0;
+  if (dist_store_get(job->store, DIST_KEY_CAUSE, &val, &len) != DIST_OK)
+    return false;
+  const char *report;
+  drun_posted q = {0};
+  if (dist__cause_parse(val, len, &q.status, &q.rank, &report) != DIST_OK) {
+    dist__run_say("ignoring a malformed cause in the job's store (%zu bytes)", len);
+    dist_free(val);
+    return false;
+  }
+  q.text = dist__strdup(report);
+  dist_free(val);
+  if (!q.text)
+    return false;
+  dist__free(p->text);
+  *p = q;
+  p->have = true;
+  return true;
+}
+
 bool dist__run_cause_fetch(drun_job *job, int64_t wait_ms, drun_posted *p) {
   if (p->have || !job->store)
     return p->have;
   const char *key = DIST_KEY_CAUSE;
   if (dist_store_wait(job->store, &key, 1, wait_ms > 0 ? wait_ms : 1) != DIST_OK)
     return false; /* nothing posted (or the store is gone): distrun's own view stands */
-  void *val = NULL;
-  size_t len = 0;
-  if (dist_store_get(job->store, key, &val, &len) != DIST_OK)
-    return false;
-  const char *report;
-  if (dist__cause_parse(val, len, &p->status, &p->rank, &report) != DIST_OK) {
-    dist__run_say("ignoring a malformed cause in the job's store (%zu bytes)", len);
-    dist_free(val);
-    return false;
+  return read_cause(job, p);
+}
+
+void dist__run_cause_refresh(drun_job *job, drun_posted *p) {
+  if (!p->have || !job->store)
+    return;
+  drun_posted q = {0};
+  if (!read_cause(job, &q))
+    return;
+  if (q.status == p->status && strcmp(q.text, p->text) != 0) { /* a diagnosis came */
+    dist__run_cause_free(p);
+    *p = q;
+  } else {
+    dist__run_cause_free(&q);
   }
-  p->text = dist__strdup(report);
-  dist_free(val);
-  p->have = p->text != NULL;
-  return p->have;
 }
 
 int dist__run_cause_exit(const drun_posted *p, int fallback) {

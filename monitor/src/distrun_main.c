@@ -393,6 +393,7 @@ static int finish_status(sup *sp) {
 say:
   if (status == DRUN_EXIT_OK)
     return status;
+  dist__run_cause_refresh(sp->job, &sp->posted);
   bool print = sp->posted.have && sp->c->node_rank == 0;
   const char *dir = sp->c->log_dir;
   dist__run_say("exit status %d (%s): %s%s%s%s%s", status, status_words(status), sp->cause,

@@ -3,11 +3,15 @@
  * elsewhere, exited, dead, not responding), what each last completed and
  * where, and the wait-for cycles across groups.
  *
- * A rank R waits for rank Q when R's oldest operation in flight is #s of
- * group G and Q is a member of G (its record lists G) that has not entered
- * #s. A cycle in that graph is a deadlock; a rank that is merely idle
- * (sleeping, computing) has no outgoing edge, so an absence is never
- * called a cycle. */
+ * A rank R waits for rank Q when R's oldest operation in flight is
+ * collective #s of group G and Q is a member of G (its record lists G)
+ * that has not entered that collective: it has not reached #s, or its #s
+ * is another operation (point-to-point and collectives share a group's
+ * numbers, so ranks 0-1 in RECV #4 are not in the others' ALL_REDUCE #4);
+ * or when R's oldest operation is a send or receive with Q that Q is not
+ * in the other half of (a receive waits for a send). A cycle in that graph
+ * is a deadlock; a rank that is merely idle (sleeping, computing) has no
+ * outgoing edge, so an absence is never called a cycle. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,6 +23,29 @@ static const char *op_name(int kind) {
 
 static const char *sec_word(int64_t ms, char *buf, size_t len) {
   snprintf(buf, len, "%.1f s", (double)ms / 1000);
+  return buf;
+}
+
+static bool is_p2p(int kind) {
+  return kind == DIST_OP_SEND || kind == DIST_OP_RECV || kind == DIST_OP_BATCH_P2P;
+}
+
+/* Whether a member whose record for the group is rg is in operation seq,
+ * of kind: it has reached #seq, and #seq is not another operation there. */
+static bool is_in(const mon_rec_group *rg, uint64_t seq, int kind) {
+  if (!rg || rg->enq < seq)
+    return false;
+  return !(rg->done + 1 == seq && rg->kind >= 0 && rg->kind != kind);
+}
+
+/* " from rank Q" / " to rank Q" for a point-to-point operation. */
+static const char *peer_words(int kind, int peer, char *buf, size_t len) {
+  if (peer >= 0 && (kind == DIST_OP_SEND || kind == DIST_OP_RECV))
+    snprintf(buf, len, " %s rank %d", kind == DIST_OP_SEND ? "to" : "from", peer);
+  else if (peer >= 0)
+    snprintf(buf, len, " with rank %d", peer);
+  else
+    buf[0] = '\0';
   return buf;
 }
 
@@ -95,9 +122,16 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, int
   if (gone)
     dist__appendf(buf, len, off, " (as of its last heartbeat)");
   const mon_rec_group *b = gone ? NULL : blocked_in(r);
+  char pw[48];
   if (b && b->gid != gid)
-    dist__appendf(buf, len, off, "; it is blocked in group %d (%s) %s #%llu, called from %s, "
-                  "for %s", b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1), b->site,
+    dist__appendf(buf, len, off, "; it is blocked in group %d (%s) %s #%llu%s, called from %s, "
+                  "for %s", b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1),
+                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
+                  sec_word(now_ms - b->since_ms, s, sizeof s));
+  else if (b && b->kind != kind)
+    dist__appendf(buf, len, off, "; it is blocked in %s #%llu%s of this group instead, called "
+                  "from %s, for %s", op_name(b->kind), (unsigned long long)(b->done + 1),
+                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   else if (!gone && rg && rg->done)
     dist__appendf(buf, len, off, "; busy outside the library for %s",
@@ -140,6 +174,162 @@ bool dist__mon_recs_settled(const mon_group *g, const mon_rec *recs) {
   return true;
 }
 
+static bool waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q);
+
+/* When rank r last completed an operation in any group (else its first
+ * heartbeat's time is unknown: its latest). */
+static int64_t last_done_ms(const mon_rec *r) {
+  int64_t t = 0;
+  for (int i = 0; i < r->n; i++)
+    if (r->g[i].done && r->g[i].last_ms > t)
+      t = r->g[i].last_ms;
+  return t ? t : r->hb_ms;
+}
+
+/* ": ranks 0-1 wait for it in group 1 (g1) BARRIER #1; rank 3 in ..."; one
+ * clause per operation the waiters are blocked in. */
+static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_t *off) {
+  int world = dist__mon.world;
+  bool *said = dist__calloc((size_t)world, sizeof *said);
+  int clauses = 0;
+  for (int q = 0; said && q < world; q++) {
+    const mon_rec_group *b = blocked_in(&recs[q]);
+    if (said[q] || q == r || !b || !waits_for(recs, q, b, r))
+      continue;
+    int waiters[64], k = 0;
+    for (int x = q; x < world && k < 64; x++) {
+      const mon_rec_group *bx = blocked_in(&recs[x]);
+      if (!said[x] && x != r && bx && bx->gid == b->gid && bx->done == b->done &&
+          waits_for(recs, x, bx, r)) {
+        said[x] = true;
+        waiters[k++] = x;
+      }
+    }
+    char ranks[256], pw[48];
+    dist__format_ranks(waiters, (size_t)k, ranks, sizeof ranks);
+    dist__appendf(buf, len, off, "%s rank%s %s %s in group %d (%s) %s #%llu%s",
+                  clauses++ ? ";" : ":", k > 1 ? "s" : "", ranks,
+                  k > 1 ? "wait for it" : "waits for it", b->gid, b->desc, op_name(b->kind),
+                  (unsigned long long)(b->done + 1), peer_words(b->kind, b->peer, pw, sizeof pw));
+  }
+  dist__appendf(buf, len, off, "\n");
+  dist__free(said);
+}
+
+/* Where the waits end when the ranks missing from this operation are
+ * themselves blocked elsewhere (a sub-group barrier one member never
+ * enters, say): the ranks reached through wait-for edges that are in no
+ * operation (idle, exited, dead), each with the ranks blocked on it. Not
+ * said when no absent rank is blocked (say_absent said it all) or when the
+ * waits only go round (a cycle, reported below). */
+static void say_chain_end(const mon_group *g, uint64_t seq, int kind, const mon_rec *recs,
+                          char *buf, size_t len, size_t *off) {
+  int world = dist__mon.world, n = 0, *queue = dist__calloc((size_t)world, sizeof(int));
+  int *via = dist__calloc((size_t)world, sizeof(int)); /* 1 + the rank that led here */
+  bool chained = false;
+  for (int i = 0; queue && via && i < g->size; i++) {
+    int r = g->granks[i];
+    if (r >= 0 && r < world && r != dist__mon.rank &&
+        !is_in(dist__mon_rec_group(&recs[r], g->gid), seq, kind)) {
+      queue[n++] = r;
+      via[r] = -1; /* absent from this operation itself */
+    }
+  }
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  for (int h = 0; h < n; h++) {
+    int r = queue[h];
+    char how[320];
+    const mon_rec_group *b = gone_how(&recs[r], now_ms, how, sizeof how) ? NULL
+                                                                      : blocked_in(&recs[r]);
+    chained |= b != NULL;
+    for (int q = 0; b && q < world; q++)
+      if (q != r && !via[q] && waits_for(recs, r, b, q)) {
+        via[q] = 1 + r;
+        queue[n++] = q;
+      }
+  }
+  for (int h = 0; chained && h < n; h++) {
+    int r = queue[h];
+    char how[320], s[32];
+    const char *gone = gone_how(&recs[r], now_ms, how, sizeof how);
+    if (!gone && blocked_in(&recs[r]))
+      continue;
+    dist__appendf(buf, len, off, "  the waits end at rank %d, which ", r);
+    if (gone)
+      dist__appendf(buf, len, off, "%s", gone);
+    else
+      dist__appendf(buf, len, off, "is in no operation (busy outside the library for %s)",
+                    sec_word(now_ms - last_done_ms(&recs[r]), s, sizeof s));
+    say_waiters(recs, r, buf, len, off);
+  }
+  dist__free(queue);
+  dist__free(via);
+}
+
+/* Whether a and b are the two halves of one transfer between ranks ra, rb. */
+static bool halves(const mon_rec_group *a, int ra, const mon_rec_group *b, int rb) {
+  return a && b && a->peer == rb && b->peer == ra &&
+         ((a->kind == DIST_OP_SEND && b->kind == DIST_OP_RECV) ||
+          (a->kind == DIST_OP_RECV && b->kind == DIST_OP_SEND));
+}
+
+/* A send or receive waits on one rank, its peer: what that rank is doing.
+ * *lowest: whether this rank writes the report (of two ranks stuck on each
+ * other, the lower). */
+static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, const char *site,
+                         const mon_rec *recs, char *buf, size_t len, size_t *off,
+                         bool *lowest) {
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  char pw[48], how[320], s[32];
+  int me = dist__mon.rank;
+  dist__appendf(buf, len, off, "  rank %d is blocked in %s #%llu%s, called from %s\n", me,
+                op_name(kind), (unsigned long long)seq, peer_words(kind, peer, pw, sizeof pw),
+                site);
+  *lowest = true;
+  if (peer < 0 || peer >= dist__mon.world)
+    return;
+  const mon_rec *q = &recs[peer];
+  const char *gone = gone_how(q, now_ms, how, sizeof how);
+  const mon_rec_group *b = gone ? NULL : blocked_in(q);
+  const mon_rec_group *mine = dist__mon_rec_group(&recs[me], g->gid);
+  dist__appendf(buf, len, off, "  rank %d (host %s, pid %d) ", peer, q->present ? q->host : "?",
+                q->present ? (int)q->pid : -1);
+  if (gone) {
+    dist__appendf(buf, len, off, "%s; ", gone);
+    say_last(buf, len, off, dist__mon_rec_group(q, g->gid));
+    dist__appendf(buf, len, off, " (as of its last heartbeat)\n");
+  } else if (b && b->peer == me && is_p2p(b->kind) && mine && halves(b, peer, mine, me)) {
+    dist__appendf(buf, len, off, "is in %s #%llu%s, called from %s: the two should match "
+                  "(do their tags differ?)\n", op_name(b->kind), (unsigned long long)(b->done + 1),
+                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site);
+  } else if (b && b->peer == me && b->kind == kind) {
+    dist__appendf(buf, len, off, "is blocked in %s #%llu%s too, called from %s: each %s the "
+                  "other\n", op_name(b->kind), (unsigned long long)(b->done + 1),
+                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
+                  kind == DIST_OP_RECV ? "waits to receive before it sends to"
+                                       : "waits to send before it receives from");
+    *lowest = me < peer;
+  } else if (b) {
+    dist__appendf(buf, len, off, "is blocked in group %d (%s) %s #%llu%s, called from %s, for "
+                  "%s\n", b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1),
+                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
+                  sec_word(now_ms - b->since_ms, s, sizeof s));
+  } else {
+    const mon_rec_group *qg = dist__mon_rec_group(q, g->gid);
+    dist__appendf(buf, len, off, "has not called the matching %s: ",
+                  kind == DIST_OP_RECV ? "send" : kind == DIST_OP_SEND ? "receive" : "operation");
+    say_last(buf, len, off, qg);
+    if (qg && qg->done)
+      dist__appendf(buf, len, off, "; busy outside the library for %s",
+                    sec_word(now_ms - qg->last_ms, s, sizeof s));
+    dist__appendf(buf, len, off, "\n");
+  }
+  if (q->stack[0])
+    dist__appendf(buf, len, off, "    its stack:\n%s", q->stack);
+  if (q->crash[0])
+    dist__appendf(buf, len, off, "    %s", q->crash);
+}
+
 char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const char *what,
                          bool *lowest, int *n_cycles) {
   const size_t len = 16384;
@@ -157,6 +347,13 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
                 what, g->gid, g->desc[0] ? g->desc : g->name,
                 op_name(kind), (unsigned long long)seq, sec_word(waited, s, sizeof s),
                 sec_word(g->timeout_ms, s + 16, 16));
+  if (is_p2p(kind)) {
+    diagnose_p2p(g, seq, kind, atomic_load(&op->peer), site, recs, buf, len, &off, lowest);
+    *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off);
+    if (off && buf[off - 1] == '\n')
+      buf[--off] = '\0';
+    return buf;
+  }
   int *in = dist__malloc(sizeof(int) * (size_t)g->size), n_in = 0;
   int absent = 0;
   for (int i = 0; in && i < g->size; i++) {
@@ -166,11 +363,11 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     const mon_rec_group *rg = dist__mon_rec_group(&recs[r], g->gid);
     char how[320];
     const char *gone = gone_how(&recs[r], now_ms, how, sizeof how);
-    if (r == dist__mon.rank || (rg && rg->enq >= seq && !gone)) {
+    if (r == dist__mon.rank || (is_in(rg, seq, kind) && !gone)) {
       in[n_in++] = r;
       continue;
     }
-    if (rg && rg->enq >= seq) { /* it was in the operation, then ended */
+    if (is_in(rg, seq, kind)) { /* it was in the operation, then ended */
       dist__appendf(buf, len, &off, "  rank %d (host %s, pid %d) entered %s #%llu, then %s\n",
                     r, recs[r].host, (int)recs[r].pid, op_name(kind), (unsigned long long)seq,
                     gone);
@@ -196,6 +393,8 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   if (!absent)
     dist__appendf(buf, len, &off, "  every member has entered it: one of them stopped inside "
                   "the operation, or the transport is stuck\n");
+  else
+    say_chain_end(g, seq, kind, recs, buf, len, &off);
   *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off);
   dist__free(in);
   if (off && buf[off - 1] == '\n')
@@ -205,10 +404,16 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
 
 /* --- the wait-for graph --------------------------------------------------- */
 
-/* Whether rank q is a member of gid (its record lists it) not yet in #seq. */
-static bool waits_for(const mon_rec *recs, int q, int gid, uint64_t seq) {
-  const mon_rec_group *qg = dist__mon_rec_group(&recs[q], gid);
-  return qg && qg->enq < seq;
+/* Whether rank r, blocked in b, waits for rank q: q is a member of b's
+ * group (its record lists it) not in b's collective, or b is a send or
+ * receive with q that q is not in the other half of. */
+static bool waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q) {
+  const mon_rec_group *qg = dist__mon_rec_group(&recs[q], b->gid);
+  if (!qg)
+    return false;
+  if (is_p2p(b->kind))
+    return b->peer == q && !halves(b, r, blocked_in(&recs[q]), q);
+  return !is_in(qg, b->done + 1, b->kind);
 }
 
 typedef struct walk {
@@ -242,14 +447,19 @@ static void report_cycle(walk *w, int from) {
     w->seen_len += sl + 1;
   }
   w->found++;
-  dist__appendf(w->buf, w->len, w->off, "  deadlock: a wait-for cycle of %d ranks across "
-                "groups:\n", k);
+  bool across = false;
+  for (int i = from + 1; i < w->depth; i++)
+    across |= blocked_in(&w->recs[w->stack[i]])->gid != blocked_in(&w->recs[w->stack[from]])->gid;
+  dist__appendf(w->buf, w->len, w->off, "  deadlock: a wait-for cycle of %d ranks%s:\n", k,
+                across ? " across groups" : "");
   for (int i = from; i < w->depth; i++) {
     int r = w->stack[i], q = w->stack[i + 1 < w->depth ? i + 1 : from];
     const mon_rec_group *b = blocked_in(&w->recs[r]);
+    char pw[48];
     dist__appendf(w->buf, w->len, w->off,
-                  "    rank %d waits in group %d (%s) %s #%llu (called from %s) for rank %d\n", r,
-                  b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1), b->site, q);
+                  "    rank %d waits in group %d (%s) %s #%llu%s (called from %s) for rank %d\n",
+                  r, b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1),
+                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site, q);
   }
 }
 
@@ -258,7 +468,7 @@ static void dfs(walk *w, int r) {
   w->stack[w->depth++] = r;
   const mon_rec_group *b = blocked_in(&w->recs[r]);
   for (int q = 0; b && q < w->world; q++) {
-    if (q == r || !waits_for(w->recs, q, b->gid, b->done + 1))
+    if (q == r || !waits_for(w->recs, r, b, q))
       continue;
     if (w->color[q] == 1) {
       for (int i = 0; i < w->depth; i++)

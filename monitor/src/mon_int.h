@@ -42,6 +42,7 @@ typedef struct mon_op {
   _Atomic int64_t t_enq_ns;  /* CLOCK_MONOTONIC */
   _Atomic int64_t t_start_ns;
   _Atomic int64_t bytes;
+  _Atomic int peer;          /* point to point: the peer's global rank (MON_PEER_*) */
 } mon_op;
 
 typedef struct mon_stats mon_stats; /* mon_stats.c */

@@ -94,6 +94,20 @@ static int64_t coll_bytes(const dist_coll *c) {
   return n;
 }
 
+/* The global rank a point-to-point operation waits on (MON_PEER_*). */
+static int p2p_peer(const mon_group *g, const dist_coll *c) {
+  int peer = MON_PEER_NONE;
+  if (c->kind == DIST_OP_SEND || c->kind == DIST_OP_RECV) {
+    peer = c->root;
+  } else if (c->kind == DIST_OP_BATCH_P2P && c->n_p2p) {
+    peer = c->p2p[0].peer;
+    for (size_t i = 1; i < c->n_p2p; i++)
+      if (c->p2p[i].peer != peer)
+        return MON_PEER_MANY;
+  }
+  return peer >= 0 && peer < g->size ? g->granks[peer] : MON_PEER_NONE;
+}
+
 static void on_enqueued(mon_group *g, const dist_event *ev) {
   mon_op *op = &g->ring[ev->seq % MON_RING];
   atomic_store_explicit(&op->seq, 0, memory_order_relaxed);
@@ -101,6 +115,8 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->caller, (uintptr_t)ev->caller, memory_order_relaxed);
   atomic_store_explicit(&op->t_enq_ns, ev->t_ns, memory_order_relaxed);
   atomic_store_explicit(&op->t_start_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&op->peer, ev->coll ? p2p_peer(g, ev->coll) : MON_PEER_NONE,
+                        memory_order_relaxed);
   if (dist__mon.detail && ev->coll)
     atomic_store_explicit(&op->bytes, coll_bytes(ev->coll), memory_order_relaxed);
   atomic_store_explicit(&op->seq, ev->seq, memory_order_release);

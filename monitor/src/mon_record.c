@@ -37,6 +37,11 @@ static void parse_group(mon_rec_group *g, char **f) {
   snprintf(g->desc, sizeof g->desc, "%s", f[12]);
 }
 
+/* The optional fields after the description. */
+static void parse_group_tail(mon_rec_group *g, char **f, int k) {
+  g->peer = k > 13 ? atoi(f[13]) : MON_PEER_NONE;
+}
+
 bool dist__mon_rec_parse(char *text, mon_rec *r) {
   int lines = 0;
   for (char *p = text; *p; p++)
@@ -44,9 +49,9 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
   r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
   if (!r->g)
     return false;
-  char *save = NULL, *f[13];
+  char *save = NULL, *f[14];
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = fields(line, f, 13);
+    int k = fields(line, f, 14);
     if (k == 7 && strcmp(f[0], "v1") == 0) {
       r->rank = atoi(f[1]);
       r->pid = (pid_t)atoi(f[2]);
@@ -55,8 +60,9 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
       snprintf(r->state, sizeof r->state, "%s", f[5]);
       snprintf(r->note, sizeof r->note, "%s", strcmp(f[6], "-") ? f[6] : "");
       r->present = true;
-    } else if (k == 13 && strcmp(f[0], "g") == 0 && r->n < lines) {
-      parse_group(&r->g[r->n++], f);
+    } else if (k >= 13 && strcmp(f[0], "g") == 0 && r->n < lines) {
+      parse_group(&r->g[r->n], f);
+      parse_group_tail(&r->g[r->n++], f, k);
     }
   }
   return r->present;

@@ -9,8 +9,10 @@
  * contain spaces):
  *   v1 <rank> <pid> <host> <wall ms> <state> <note>
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
- *     <last ms> <call site> <last call site> <description>
- * kind is the op of the oldest operation in flight (-1: none); call sites
+ *     <last ms> <call site> <last call site> <description> [<peer>]
+ * kind is the op of the oldest operation in flight (-1: none), peer the
+ * global rank a point-to-point one waits on (MON_PEER_*; a record without
+ * the field reads as MON_PEER_NONE); call sites
  * are symbolised by the writer, since an address means nothing in another
  * process. */
 #ifndef MON_RECORD_H
@@ -21,6 +23,8 @@
 #include <sys/types.h>
 
 #define MON_SITE_LEN 160    /* "func (file.c:42)" */
+#define MON_PEER_NONE (-1)  /* a collective, or a receive from any source */
+#define MON_PEER_MANY (-2)  /* a batch with several peers */
 
 typedef struct mon_rec_group {
   int gid, size;
@@ -32,6 +36,7 @@ typedef struct mon_rec_group {
   char site[MON_SITE_LEN];   /* of the in-flight operation */
   char last_site[MON_SITE_LEN];
   char desc[96];             /* the group's description (or name) */
+  int peer;                  /* of the in-flight operation (MON_PEER_*) */
 } mon_rec_group;
 
 typedef struct mon_rec {

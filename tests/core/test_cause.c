@@ -1,7 +1,9 @@
 /* ctest: labels=unit timeout=30 */
-/* The job's cause key (cause.c): dist_post_cause writes "<status> <rank>\n
- * <report>" under DIST_KEY_CAUSE with compare_set so the first cause stays,
- * refuses what is not a DIST_E_* code, and is a no-op without a job store.
+/* The job's cause key (cause.c): dist_post_cause writes "<status> <rank>
+ * <diagnosis>\n<report>" under DIST_KEY_CAUSE with compare_set so the first
+ * cause stays (a monitor's diagnosis replaces a plain cause of its status,
+ * nothing else), refuses what is not a DIST_E_* code, and is a no-op
+ * without a job store.
  * The end-to-end path (a backend's desync posted, distrun's exit 10) is in
  * tests/monitor/test_distrun_cause.c. */
 #include <criterion/criterion.h>
@@ -12,6 +14,7 @@
 
 #include <dist/backend.h>
 
+#include "dist_int.h"
 #include "launch_env.h"
 #include "pg_int.h"
 
@@ -52,7 +55,7 @@ Test(core_cause, the_first_cause_stays_with_status_and_rank, .timeout = 10) {
   cr_assert_eq(dist_post_cause(DIST_E_DESYNC, "first report\n  line two"), DIST_OK);
   cr_assert_eq(dist_post_cause(DIST_E_TIMEOUT, "second report"), DIST_OK);
   char *v = cause_of(s);
-  cr_expect_str_eq(v, "4 0\nfirst report\n  line two");
+  cr_expect_str_eq(v, "4 0 0\nfirst report\n  line two");
   int st = 0, rank = -2;
   const char *rep = NULL;
   cr_assert_eq(dist__cause_parse(v, strlen(v), &st, &rank, &rep), DIST_OK);
@@ -65,6 +68,33 @@ Test(core_cause, the_first_cause_stays_with_status_and_rank, .timeout = 10) {
   dist_store_destroy(s);
 }
 
+Test(core_cause, a_diagnosis_replaces_a_plain_cause_of_its_status_only, .timeout = 10) {
+  dist_store *s = init_one();
+  /* The checking layer's "did not arrive", then the monitor's diagnosis. */
+  cr_assert_eq(dist_post_cause(DIST_E_TIMEOUT, "timeout: rank 1 did not arrive"), DIST_OK);
+  cr_assert_eq(dist__cause_post_diagnosis(DIST_E_TIMEOUT, "hang: rank 1 waits for 0"), DIST_OK);
+  char *v = cause_of(s);
+  cr_expect_str_eq(v, "3 0 1\nhang: rank 1 waits for 0");
+  dist_free(v);
+  /* A second diagnosis, or a plain cause, does not replace a diagnosis. */
+  cr_assert_eq(dist__cause_post_diagnosis(DIST_E_TIMEOUT, "hang: later"), DIST_OK);
+  cr_assert_eq(dist_post_cause(DIST_E_TIMEOUT, "timeout: later"), DIST_OK);
+  v = cause_of(s);
+  cr_expect_str_eq(v, "3 0 1\nhang: rank 1 waits for 0");
+  dist_free(v);
+  dist_destroy_process_group(NULL);
+  dist_store_destroy(s);
+  /* Nor does a diagnosis replace a cause of another status (a desync). */
+  s = init_one();
+  cr_assert_eq(dist_post_cause(DIST_E_DESYNC, "desync: shapes"), DIST_OK);
+  cr_assert_eq(dist__cause_post_diagnosis(DIST_E_TIMEOUT, "hang: after it"), DIST_OK);
+  v = cause_of(s);
+  cr_expect_str_eq(v, "4 0 0\ndesync: shapes");
+  dist_free(v);
+  dist_destroy_process_group(NULL);
+  dist_store_destroy(s);
+}
+
 Test(core_cause, a_long_report_is_cut_at_the_documented_bound, .timeout = 10) {
   dist_store *s = init_one();
   size_t n = DIST_CAUSE_REPORT_MAX * 2;
@@ -73,7 +103,7 @@ Test(core_cause, a_long_report_is_cut_at_the_documented_bound, .timeout = 10) {
   big[n] = '\0';
   cr_assert_eq(dist_post_cause(DIST_E_TIMEOUT, big), DIST_OK);
   char *v = cause_of(s);
-  cr_expect_eq(strlen(v), strlen("3 0\n") + DIST_CAUSE_REPORT_MAX);
+  cr_expect_eq(strlen(v), strlen("3 0 0\n") + DIST_CAUSE_REPORT_MAX);
   dist_free(v);
   free(big);
   dist_destroy_process_group(NULL);
@@ -90,4 +120,6 @@ Test(core_cause, malformed_values_are_refused_by_the_reader, .timeout = 10) {
   cr_expect_eq(dist__cause_parse("3 -1\n", 5, &st, &rank, &rep), DIST_OK);
   cr_expect_eq(rank, -1);
   cr_expect_str_eq(rep, "");
+  cr_expect_eq(dist__cause_parse("3 2 1\nr", 7, &st, &rank, &rep), DIST_OK);
+  cr_expect(st == DIST_E_TIMEOUT && rank == 2 && !strcmp(rep, "r"), "with the diagnosis flag");
 }

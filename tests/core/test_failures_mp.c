@@ -9,7 +9,8 @@
  *    operation, its sequence number and both sizes; nobody crashes;
  *  - a rank killed with SIGKILL in the middle of an all_reduce loop makes
  *    every other rank fail with DIST_E_PEER_LOST naming it, within the
- *    timeout, over shared memory and over TCP. */
+ *    timeout, over shared memory and over TCP;
+ *  - a receive whose send never comes fails at the group's timeout. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -240,4 +241,44 @@ Test(core_failures, killed_rank_is_named_by_every_survivor_shm, .timeout = 90) {
 }
 Test(core_failures, killed_rank_is_named_by_every_survivor_tcp, .timeout = 90) {
   run_kill("tcp", 3);
+}
+
+/* --- a receive whose send never comes --------------------------------------- */
+
+/* Rank 1 receives from rank 0, which never sends, on a group with a 1.5 s
+ * timeout: dist_recv, and dist_irecv waited on with -1 ("as long as the
+ * operation may take"), both fail with DIST_E_TIMEOUT naming rank 0 well
+ * before the test's own deadline, instead of waiting forever. */
+static int recv_timeout_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  dist_group_opts o = {.timeout_ms = 1500};
+  dist_pg *g;
+  CHECK_OK(ctx, dist_new_group((int[]){0, 1}, 2, &o, &g));
+  dist_store *st = dist_get_default_store();
+  if (ctx->rank == 1) {
+    float v[4];
+    dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+    int64_t t0 = now_ms();
+    int rc = dist_recv(&t, 0, g, 7, NULL);
+    int64_t took = now_ms() - t0;
+    CHECK(ctx, rc == DIST_E_TIMEOUT, "recv: %s: %s", dist_status_name(rc), dist_pg_errmsg(g));
+    CHECK(ctx, took >= 1400 && took < 15000, "recv failed after %lld ms", (long long)took);
+    CHECK(ctx, strstr(dist_pg_errmsg(g), "rank 0"), "names the sender: %s", dist_pg_errmsg(g));
+    dist_work *w = NULL;
+    CHECK_OK(ctx, dist_irecv(&t, 0, g, 8, &w));
+    rc = dist_work_wait(w, -1);
+    CHECK(ctx, rc == DIST_E_TIMEOUT && strstr(dist_work_errmsg(w), "rank 0"), "irecv: %s: %s",
+          dist_status_name(rc), dist_work_errmsg(w));
+    dist_work_free(w);
+    CHECK_OK(ctx, dist_store_set(st, "recv-timed-out", "1", 1));
+  } else {
+    const char *k = "recv-timed-out";
+    CHECK_OK(ctx, dist_store_wait(st, &k, 1, 30000));
+  }
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_failures, a_receive_whose_send_never_comes_times_out, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, recv_timeout_rank, NULL, 50), 0, "%s", dist_test_report());
 }

@@ -90,7 +90,7 @@ static int bad_input_rank(const dist_test_ctx *ctx) {
     void *v = NULL;
     size_t n = 0;
     CHECK_OK(ctx, dist_store_get(dist_get_default_store(), DIST_KEY_CAUSE, &v, &n));
-    CHECK(ctx, strncmp(v, "1 1\nNaN check (DIST_NAN_CHECK=1): rank 1 ", 40) == 0, "cause: %s",
+    CHECK(ctx, strncmp(v, "1 1 0\nNaN check (DIST_NAN_CHECK=1): rank 1 ", 42) == 0, "cause: %s",
           (char *)v);
     dist_free(v);
   }

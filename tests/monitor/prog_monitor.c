@@ -12,6 +12,11 @@
  *               rank 1 on B then A (a deadlock across groups)
  *   cross3      3 ranks, groups {0,1} {1,2} {2,0}; rank r calls its group
  *               with r+1 first (a cycle of three)
+ *   recv2       4 ranks: ranks 0 and 1 each receive from the other before
+ *               sending (a point-to-point deadlock), ranks 2 and 3 go on
+ *               to an all_reduce of the default group
+ *   subabsent   4 ranks: ranks 0-2 make a group, rank 2 never enters its
+ *               barrier (sleeps), rank 3 goes on to an all_reduce
  *   straggler R N   N all_reduces; rank R sleeps 50 ms before each
  *   balanced N      N all_reduces; every rank sleeps 50 ms before each
  * A rank whose collective fails prints "rank R: <OP> failed: <status>:
@@ -145,6 +150,32 @@ static int run_cross3(void) {
   return 0;
 }
 
+/* --- waits that go through other ranks ------------------------------------- */
+
+static int run_recv2(void) {
+  float x[4] = {0};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
+  if (rank < 2) {
+    int rc = dist_recv(&t, 1 - rank, NULL, 0, NULL);
+    if (rc != DIST_OK)
+      failed("RECV", rc, NULL);
+    dist_send(&t, 1 - rank, NULL, 0);
+  }
+  return all_reduce_on(NULL);
+}
+
+static int run_subabsent(void) {
+  dist_pg *g = group_of((int[]){0, 1, 2}, 3, "trio");
+  if (rank == 2)
+    sleep_forever();
+  if (rank < 2) {
+    int rc = dist_barrier(g, NULL);
+    if (rc != DIST_OK)
+      failed("BARRIER", rc, g);
+  }
+  return all_reduce_on(NULL);
+}
+
 /* --- stragglers ------------------------------------------------------------- */
 
 static int run_paced(int late_rank, int n) {
@@ -158,7 +189,7 @@ static int run_paced(int late_rank, int n) {
 
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-    fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | "
+    fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | recv2 | subabsent | "
             "straggler R N | balanced N\n", argv[0]);
     return 2;
   }
@@ -179,6 +210,10 @@ int main(int argc, char **argv) {
     rc = run_cross2();
   else if (strcmp(m, "cross3") == 0)
     rc = run_cross3();
+  else if (strcmp(m, "recv2") == 0)
+    rc = run_recv2();
+  else if (strcmp(m, "subabsent") == 0)
+    rc = run_subabsent();
   else if (strcmp(m, "straggler") == 0)
     rc = run_paced(arg, argc > 3 ? atoi(argv[3]) : 40);
   else if (strcmp(m, "balanced") == 0)

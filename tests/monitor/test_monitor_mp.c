@@ -236,6 +236,49 @@ Test(monitor_mp, three_groups_in_a_ring_are_a_cycle_of_three, .timeout = 60) {
   }
 }
 
+/* Ranks 0 and 1 each receive first: their RECV #1 is a cycle of two; ranks
+ * 2 and 3, in ALL_REDUCE #1, are not "with" ranks whose #1 is a receive. */
+Test(monitor_mp, two_receives_first_are_a_point_to_point_cycle, .timeout = 60) {
+  clean_env();
+  static dist_proc ps[4];
+  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  by_hand(ps, 4, (const char *[]){"recv2", NULL}, env, 0, 40000);
+  const char *e0 = ps[0].buf[1], *e2 = ps[2].buf[1];
+  long p2p = at(e0, "MON WARN stall in group 0 (default) at RECV #1:");
+  long mine = at(e0, "  rank 0 is blocked in RECV #1 from rank 1, called from ");
+  long peer = at(e0, ") is blocked in RECV #1 from rank 0 too, called from ");
+  long cyc = at(e0, "deadlock: a wait-for cycle of 2 ranks:\n"
+                    "    rank 0 waits in group 0 (default) RECV #1 from rank 1 (called from ");
+  if (p2p < 0 || mine < p2p || peer < mine || cyc < peer)
+    dump(ps, 4);
+  cr_assert(p2p >= 0 && mine > p2p && peer > mine && cyc > peer,
+            "rank 0 reports the receive, its peer's and the cycle, in that order");
+  long coll = at(e2, "MON WARN stall in group 0 (default) at ALL_REDUCE #1:");
+  long instead = at(e2, "has not entered ALL_REDUCE #1: it has completed no operation in this "
+                        "group; it is blocked in RECV #1 from rank 1 of this group instead");
+  cr_assert(coll >= 0 && instead > coll, "rank 2 sees rank 0 in a receive, not in its "
+            "all_reduce:\n%s", e2);
+  cr_assert(at(e2, "every member has entered it") < 0, "%s", e2);
+}
+
+/* Rank 2 never enters the barrier of {0,1,2}; rank 3, alone in the default
+ * group's all_reduce, is told where the waits end. */
+Test(monitor_mp, a_wait_through_a_sub_group_names_the_rank_it_ends_at, .timeout = 60) {
+  clean_env();
+  static dist_proc ps[4];
+  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  by_hand(ps, 4, (const char *[]){"subabsent", NULL}, env, 1u << 2, 40000);
+  const char *e3 = ps[3].buf[1];
+  long stall = at(e3, "MON WARN stall in group 0 (default) at ALL_REDUCE #1:");
+  long end = at(e3, "  the waits end at rank 2, which is in no operation (busy outside the "
+                    "library for ");
+  long who = at(e3, "): ranks 0-1 wait for it in group 1 (trio) BARRIER #1; rank 3 waits for "
+                    "it in group 0 (default) ALL_REDUCE #1\n");
+  if (stall < 0 || end < stall || who < end)
+    dump(ps, 4);
+  cr_assert(stall >= 0 && end > stall && who > end, "rank 3's stall report ends at rank 2");
+}
+
 /* --- 3. dead, exited, stopped and crashed ranks ---------------------------- */
 
 Test(monitor_mp, sigkill_under_distrun_exit_12_survivors_say_died, .timeout = 60) {

@@ -30,6 +30,7 @@ typedef struct p2p_work {
   dist__tcp_req **reqs;
   int n;
   struct p2p_work *next;
+  int64_t deadline_ms;      /* the group's timeout from the post */
 } p2p_work;
 
 typedef struct cpu_backend {
@@ -456,7 +457,7 @@ static int cpu_p2p(void *priv, const dist_coll *c, dist_work *w) {
     free_reqs(reqs, n);
     return dist_backend_set_error(b->self, DIST_E_NOMEM, "out of memory");
   }
-  *p = (p2p_work){w, reqs, n, NULL};
+  *p = (p2p_work){w, reqs, n, NULL, dist__now_ms() + c->timeout_ms};
   dist_backend_work_start(w);
   pthread_mutex_lock(&b->mu);
   rc = start_thread(b);
@@ -475,41 +476,57 @@ static int cpu_p2p(void *priv, const dist_coll *c, dist_work *w) {
 
 /* --- the progress thread ------------------------------------------------- */
 
-static void finish_p2p(p2p_work *p) {
-  int src;
-  const char *msg;
-  int rc = reqs_outcome(p->reqs, p->n, &src, &msg);
+static void finish_p2p(p2p_work *p, int rc, const char *msg, int src) {
   dist_work *w = p->w;
   char copy[DIST_ERRMSG_LEN];
   snprintf(copy, sizeof copy, "%s", msg ? msg : "");
-  free_reqs(p->reqs, p->n);
+  free_reqs(p->reqs, p->n); /* a request still pending is cancelled */
   dist__free(p);
   dist_backend_work_done(w, rc, src, copy);
 }
 
-/* Completes every pending point-to-point work whose requests are done.
- * Called without b->mu; takes it to edit the list. */
+/* Completes every pending point-to-point work whose requests are done,
+ * and fails with DIST_E_TIMEOUT (naming the peers still awaited) every one
+ * past the group's timeout, as a synchronous call would: a receive whose
+ * send never comes must not wait forever. Called without b->mu; takes it
+ * to edit the list. */
 static void sweep_p2p(cpu_backend *b) {
   pthread_mutex_lock(&b->mu);
-  p2p_work *done = NULL;
+  p2p_work *done = NULL, *late = NULL;
+  int64_t now = dist__now_ms();
   for (p2p_work **pp = &b->p2p; *pp;) {
     p2p_work *p = *pp;
     bool all = true;
     for (int i = 0; i < p->n && all; i++)
       all = dist__tcp_test(b->tcp, p->reqs[i]);
-    if (all) {
+    if (all || now >= p->deadline_ms) {
       *pp = p->next;
-      p->next = done;
-      done = p;
+      p->next = all ? done : late;
+      *(all ? &done : &late) = p;
     } else {
       pp = &p->next;
     }
   }
   pthread_mutex_unlock(&b->mu);
-  while (done) {
-    p2p_work *next = done->next;
-    finish_p2p(done);
-    done = next;
+  for (p2p_work *next; done; done = next) {
+    next = done->next;
+    int src;
+    const char *msg;
+    int rc = reqs_outcome(done->reqs, done->n, &src, &msg);
+    finish_p2p(done, rc, msg, src);
+  }
+  for (p2p_work *next; late; late = next) {
+    next = late->next;
+    dist__errbuf err;
+    err.msg[0] = '\0';
+    int rc = dist__tcp_wait(b->tcp, late->reqs, late->n, now, &err); /* says who is awaited */
+    int src;
+    const char *msg;
+    if (rc == DIST_OK) /* completed at the last moment */
+      rc = reqs_outcome(late->reqs, late->n, &src, &msg);
+    else
+      src = -1, msg = err.msg;
+    finish_p2p(late, rc, msg, src);
   }
 }
 
