@@ -167,6 +167,9 @@ typedef struct dist__backend_map {
  * message (last error) for unknown devices or backends, a device named
  * twice, or a backend that cannot reach its device. */
 int dist__backend_map_parse(const char *spec, dist__backend_map *out);
+/* The one device type of c's tensors in *dev (-1: no tensors);
+ * DIST_E_INVAL with a message on g when they are on two. */
+int dist__coll_device(dist_pg *g, const dist_coll *c, int *dev);
 /* The dispatching group's table; its init takes the map as args->arg. */
 extern const dist_backend_ops dist__mixed_backend_ops;
 /* The group that runs g's operations on device type t: g itself (through

@@ -204,7 +204,7 @@ static void where(char *buf, size_t len, const char *what, size_t i, const dist_
 }
 
 /* Folds t into s; DIST_E_INVAL with the message when it is on another device. */
-static int fold(mixed *m, const dist_coll *c, seen *s, const char *what, size_t i,
+static int fold(dist_pg *g, const dist_coll *c, seen *s, const char *what, size_t i,
                 const dist_tensor *t) {
   int d = t->device.type == DIST_DEVICE_CUDA;
   if (s->dev < 0) {
@@ -216,32 +216,38 @@ static int fold(mixed *m, const dist_coll *c, seen *s, const char *what, size_t 
     return DIST_OK;
   char here[48];
   where(here, sizeof here, what, i, t);
-  return dist_backend_set_error(m->self, DIST_E_INVAL,
-                                "%s mixes devices (%s, %s): group %s (backend %s) runs each "
-                                "operation on the backend of one device",
-                                dist_op_name(c->kind), s->first, here, m->args.group_name,
-                                m->map.canon);
+  return dist__err_set(&g->err, DIST_E_INVAL,
+                       "%s mixes devices (%s, %s): group %s (backend %s) runs each operation "
+                       "on the backend of one device", dist_op_name(c->kind), s->first, here,
+                       g->name, g->backend);
 }
 
-/* The device of c's tensors (every one on it). */
-static int device_of(mixed *m, const dist_coll *c, int *dev) {
+int dist__coll_device(dist_pg *g, const dist_coll *c, int *dev) {
   seen s = {.dev = -1};
   for (size_t i = 0; i < c->n_inputs; i++)
-    DIST_TRY(fold(m, c, &s, "inputs", i, &c->inputs[i]));
+    DIST_TRY(fold(g, c, &s, "inputs", i, &c->inputs[i]));
   for (size_t i = 0; i < c->n_outputs; i++)
-    DIST_TRY(fold(m, c, &s, "outputs", i, &c->outputs[i]));
+    DIST_TRY(fold(g, c, &s, "outputs", i, &c->outputs[i]));
   for (size_t i = 0; i < c->n_p2p; i++)
-    DIST_TRY(fold(m, c, &s, "ops", i, &c->p2p[i].tensor));
-  if (s.dev < 0) /* a barrier: the bound device, else cpu when mapped */
-    s.dev = m->args.device_id.type == DIST_DEVICE_CUDA && m->map.ops[DIST_DEVICE_CUDA]
-                ? DIST_DEVICE_CUDA
-            : m->map.ops[DIST_DEVICE_CPU] ? DIST_DEVICE_CPU : DIST_DEVICE_CUDA;
-  if (!m->map.ops[s.dev])
+    DIST_TRY(fold(g, c, &s, "ops", i, &c->p2p[i].tensor));
+  *dev = s.dev;
+  return DIST_OK;
+}
+
+/* The device of c's tensors (every one on it, pg.c checked). */
+static int device_of(mixed *m, const dist_coll *c, int *dev) {
+  int d = -1;
+  DIST_TRY(dist__coll_device(m->self, c, &d));
+  if (d < 0) /* a barrier: the bound device, else cpu when mapped */
+    d = m->args.device_id.type == DIST_DEVICE_CUDA && m->map.ops[DIST_DEVICE_CUDA]
+            ? DIST_DEVICE_CUDA
+        : m->map.ops[DIST_DEVICE_CPU] ? DIST_DEVICE_CPU : DIST_DEVICE_CUDA;
+  if (!m->map.ops[d])
     return dist_backend_set_error(m->self, DIST_E_NOTSUP,
                                   "%s on %s tensors: group %s (backend '%s') maps no backend "
-                                  "for %s tensors", dist_op_name(c->kind), dev_name[s.dev],
-                                  m->args.group_name, m->map.canon, dev_name[s.dev]);
-  *dev = s.dev;
+                                  "for %s tensors", dist_op_name(c->kind), dev_name[d],
+                                  m->args.group_name, m->map.canon, dev_name[d]);
+  *dev = d;
   return DIST_OK;
 }
 

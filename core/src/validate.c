@@ -184,7 +184,7 @@ static int check_rooted_list(dist_pg *g, const dist_coll *c) {
   return DIST_OK;
 }
 
-int dist__validate(dist_pg *g, const dist_coll *c) {
+static int validate_kind(dist_pg *g, const dist_coll *c) {
   switch (c->kind) {
   case DIST_OP_SEND:
   case DIST_OP_RECV:
@@ -239,4 +239,14 @@ int dist__validate(dist_pg *g, const dist_coll *c) {
   default:
     return FAIL(g, "unknown operation %d", (int)c->kind);
   }
+}
+
+int dist__validate(dist_pg *g, const dist_coll *c) {
+  DIST_TRY(validate_kind(g, c));
+  /* A group that reaches both devices (a device map, or a wrapper over
+   * one) runs each operation on one device's backend. */
+  int dev;
+  if ((g->ops->caps & (DIST_CAP_CPU | DIST_CAP_CUDA)) == (DIST_CAP_CPU | DIST_CAP_CUDA))
+    return dist__coll_device(g, c, &dev);
+  return DIST_OK;
 }
