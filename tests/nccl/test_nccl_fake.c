@@ -8,6 +8,10 @@
  * PREMUL_SUM creates and destroys its op with the scalar in the dtype, and
  * the failure paths: a timeout aborts the communicator and breaks the
  * group, an asynchronous NCCL error does the same, an abort fails pending
+ * work. Then NCCL's config from dist_nccl_options (and refusals of bad
+ * values), device_id binding, a non-blocking communicator polled until
+ * ready or aborted at the timeout, dist_is_nccl_available and the cuda
+ * default backend with and without a device, and device maps that cannot
  * work. Tensors carry host pointers: the fake never touches them. */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -25,17 +29,28 @@
 static dist_store *store;
 static dist_pg *pg;
 
-static void make_group(int64_t timeout_ms) {
+/* Rank 0 of a 2-rank nccl group with device and options (NULL: none);
+ * returns init's status (pg set on success). */
+static int try_group(int64_t timeout_ms, dist_device dev, const dist_nccl_options *o) {
   event_state = cudaSuccess;
   async_state = ncclSuccess;
+  n_devices = 1;
+  count_error = cudaSuccess;
+  comm_ready_after = 0;
   clear_log();
   dist__nccl_set_api(&fake);
   cr_assert_eq(dist_store_hash_create(&store), DIST_OK);
   static const int ranks[2] = {0, 1};
   dist_backend_init_args a = {.rank = 0, .size = 2, .global_ranks = ranks, .global_rank = 0,
                               .store = store, .timeout_ms = timeout_ms,
-                              .group_name = "fake", .group_id = 7};
-  cr_assert_eq(dist_pg_create(&dist__nccl_backend_ops, &a, &pg), DIST_OK, "%s",
+                              .group_name = "fake", .group_id = 7,
+                              .device_id = dev, .nccl_options = o};
+  pg = NULL;
+  return dist_pg_create(&dist__nccl_backend_ops, &a, &pg);
+}
+
+static void make_group(int64_t timeout_ms) {
+  cr_assert_eq(try_group(timeout_ms, (dist_device){DIST_DEVICE_CPU, 0}, NULL), DIST_OK, "%s",
                dist_last_errmsg());
 }
 
@@ -276,3 +291,159 @@ Test(nccl_fake, host_tensors_are_refused, .timeout = 30) {
   cr_assert_str_eq(log_buf, "");
   destroy_group();
 }
+
+/* --- options, binding, readiness ------------------------------------------ */
+
+static void end_failed_group(void) {
+  cr_assert_null(pg);
+  dist_store_destroy(store);
+  dist__nccl_set_api(NULL);
+}
+
+Test(nccl_fake, nccl_options_reach_the_communicator_config, .timeout = 30) {
+  make_group(5000); /* none: every field NCCL's */
+  cr_assert_eq(last_cfg.blocking, NCCL_CONFIG_UNDEF_INT);
+  cr_assert_eq(last_cfg.cgaClusterSize, NCCL_CONFIG_UNDEF_INT);
+  cr_assert_eq(last_cfg.splitShare, NCCL_CONFIG_UNDEF_INT);
+  cr_assert_eq(last_cfg.minCTAs, NCCL_CONFIG_UNDEF_INT);
+  destroy_group();
+  dist_nccl_options o = {.blocking = DIST_OPT_ON, .cga_cluster_size = 2,
+                         .high_priority_stream = DIST_OPT_ON, .split_share = DIST_OPT_OFF};
+  cr_assert_eq(try_group(5000, (dist_device){DIST_DEVICE_CPU, 0}, &o), DIST_OK, "%s",
+               dist_last_errmsg());
+  cr_assert_eq(last_cfg.blocking, 1);
+  cr_assert_eq(last_cfg.cgaClusterSize, 2);
+  cr_assert_eq(last_cfg.splitShare, 0);
+  /* the stream takes the device's greatest priority (the fake's -5) */
+  cr_assert_str_eq(log_buf, "SetDevice 0\nGetUniqueId\nCommInitRankConfig n=2 rank=0\n"
+                            "StreamCreateWithPriority flags=1 priority=-5\n");
+  destroy_group();
+  o = (dist_nccl_options){.cga_cluster_size = DIST_NCCL_CGA_NONE, .split_share = DIST_OPT_ON};
+  cr_assert_eq(try_group(5000, (dist_device){DIST_DEVICE_CPU, 0}, &o), DIST_OK);
+  cr_assert_eq(last_cfg.cgaClusterSize, 0, "no cluster is NCCL's 0");
+  cr_assert_eq(last_cfg.splitShare, 1);
+  destroy_group();
+}
+
+Test(nccl_fake, bad_nccl_options_fail_before_nccl_is_called, .timeout = 30) {
+  dist_nccl_options bad[3] = {{.cga_cluster_size = 9}, {.blocking = 3}, {.split_share = -1}};
+  const char *says[3] = {"cga_cluster_size = 9", "blocking = 3", "split_share = -1"};
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(try_group(5000, (dist_device){DIST_DEVICE_CPU, 0}, &bad[i]), DIST_E_INVAL);
+    cr_assert(strstr(dist_last_errmsg(), says[i]), "%s", dist_last_errmsg());
+    cr_assert_str_eq(log_buf, "");
+    end_failed_group();
+  }
+}
+
+Test(nccl_fake, device_id_binds_the_rank_to_that_device, .timeout = 30) {
+  n_devices = 4;
+  cr_assert_eq(try_group(5000, (dist_device){DIST_DEVICE_CUDA, 3}, NULL), DIST_E_INVAL);
+  cr_assert(strstr(dist_last_errmsg(), "device_id cuda:3, but 1 CUDA device(s) are visible"),
+            "%s", dist_last_errmsg());
+  end_failed_group();
+  dist__nccl_set_api(&fake);
+  cr_assert_eq(dist_store_hash_create(&store), DIST_OK);
+  static const int ranks[2] = {0, 1};
+  n_devices = 4;
+  clear_log();
+  dist_backend_init_args a = {.rank = 0, .size = 2, .global_ranks = ranks, .store = store,
+                              .timeout_ms = 5000, .group_name = "bound",
+                              .device_id = {DIST_DEVICE_CUDA, 3}};
+  cr_assert_eq(dist_pg_create(&dist__nccl_backend_ops, &a, &pg), DIST_OK, "%s",
+               dist_last_errmsg());
+  cr_assert_str_eq(log_buf, "SetDevice 3\nGetUniqueId\nCommInitRankConfig n=2 rank=0\n");
+  destroy_group();
+}
+
+Test(nccl_fake, a_non_blocking_communicator_is_polled_until_ready_or_the_timeout, .timeout = 30) {
+  dist_nccl_options o = {.blocking = DIST_OPT_OFF};
+  /* init answers ncclInProgress (the fake, for blocking 0), ready at once */
+  cr_assert_eq(try_group(5000, (dist_device){DIST_DEVICE_CPU, 0}, &o), DIST_OK);
+  cr_assert_eq(last_cfg.blocking, 0);
+  destroy_group();
+  /* ready after 5 polls */
+  event_state = cudaSuccess;
+  async_state = ncclSuccess;
+  clear_log();
+  dist__nccl_set_api(&fake);
+  cr_assert_eq(dist_store_hash_create(&store), DIST_OK);
+  static const int ranks[2] = {0, 1};
+  dist_backend_init_args a = {.rank = 0, .size = 2, .global_ranks = ranks, .store = store,
+                              .timeout_ms = 5000, .group_name = "nb", .nccl_options = &o};
+  comm_ready_after = 5;
+  cr_assert_eq(dist_pg_create(&dist__nccl_backend_ops, &a, &pg), DIST_OK, "%s",
+               dist_last_errmsg());
+  cr_assert_eq(comm_ready_after, 0, "init returned before the communicator was ready");
+  destroy_group();
+  /* never ready: the group's timeout, then the communicator is aborted */
+  dist__nccl_set_api(&fake);
+  cr_assert_eq(dist_store_hash_create(&store), DIST_OK);
+  clear_log();
+  a.store = store;
+  a.timeout_ms = 200;
+  comm_ready_after = -1;
+  pg = NULL;
+  cr_assert_eq(dist_pg_create(&dist__nccl_backend_ops, &a, &pg), DIST_E_TIMEOUT);
+  cr_assert(strstr(dist_last_errmsg(), "ncclCommInitRankConfig was not ready within 200 ms"),
+            "%s", dist_last_errmsg());
+  cr_assert_str_eq(log_buf, "SetDevice 0\nGetUniqueId\nCommInitRankConfig n=2 rank=0\nCommAbort\n");
+  comm_ready_after = 0;
+  end_failed_group();
+}
+
+/* --- availability ---------------------------------------------------------- */
+
+Test(nccl_fake, is_nccl_available_and_the_cuda_default_backend_tell_the_truth, .timeout = 30) {
+  dist__nccl_set_api(&fake);
+  const char *b = NULL;
+  n_devices = 2;
+  count_error = cudaSuccess;
+  cr_assert(dist_is_nccl_available());
+  cr_assert_eq(dist_get_default_backend_for_device("cuda:1", &b), DIST_OK);
+  cr_assert_str_eq(b, "nccl");
+  n_devices = 0; /* the libraries load, no device */
+  cr_assert_not(dist_is_nccl_available());
+  cr_assert(strstr(dist_last_errmsg(), "NCCL is not available: no CUDA device is visible "
+                                       "(0 devices)"), "%s", dist_last_errmsg());
+  b = NULL;
+  cr_assert_eq(dist_get_default_backend_for_device("cuda", &b), DIST_E_NOTSUP);
+  cr_assert_null(b);
+  cr_assert(strstr(dist_last_errmsg(), "no backend for cuda here: NCCL is not available: no CUDA "
+                                       "device is visible"), "%s", dist_last_errmsg());
+  count_error = cudaErrorNoDevice; /* what a machine without a driver answers */
+  cr_assert_not(dist_is_nccl_available());
+  cr_assert(strstr(dist_last_errmsg(), "fake: no CUDA-capable device"), "%s", dist_last_errmsg());
+  cr_assert_eq(dist_get_default_backend_for_device("cpu", &b), DIST_OK, "cpu needs no GPU");
+  cr_assert_str_eq(b, "cpu");
+  count_error = cudaSuccess;
+  n_devices = 1;
+  dist__nccl_set_api(NULL);
+  /* The real libraries: this project's machines have no GPU, so false with
+   * a reason (the gpu suite checks agreement with the runtime itself). */
+  if (!dist_is_nccl_available())
+    cr_assert(strstr(dist_last_errmsg(), "NCCL is not available: "), "%s", dist_last_errmsg());
+}
+
+/* --- device maps: malformed specs ----------------------------------------- */
+
+Test(nccl_fake, device_maps_that_cannot_work_fail_init_with_a_message, .timeout = 30) {
+  struct { const char *spec; int rc; const char *says; } cases[] = {
+      {"cuda:gloo", DIST_E_NOTSUP, "gloo cannot reach cuda tensors"},
+      {"cpu:nccl", DIST_E_NOTSUP, "nccl cannot reach cpu tensors"},
+      {"tpu:cpu", DIST_E_INVAL, "unknown device 'tpu'"},
+      {"cpu:cpu,CPU:gloo", DIST_E_INVAL, "device cpu is mapped twice"},
+      {"cpu:cpu,cuda:", DIST_E_INVAL, "'cuda:' is not device:backend"},
+      {"cpu:cpu,cuda:nope", DIST_E_NOTSUP, "'nope' is not available in this build"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    dist_init_opts o = dist_init_opts_default();
+    o.backend = cases[i].spec;
+    o.init_method = "tcp://127.0.0.1:1?rank=0&world_size=1"; /* never reached */
+    cr_assert_eq(dist_init_process_group(&o), cases[i].rc, "%s: %s", cases[i].spec,
+                 dist_last_errmsg());
+    cr_assert(strstr(dist_last_errmsg(), cases[i].says), "%s: %s", cases[i].spec,
+              dist_last_errmsg());
+  }
+}
+
