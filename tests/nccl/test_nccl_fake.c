@@ -447,3 +447,33 @@ Test(nccl_fake, device_maps_that_cannot_work_fail_init_with_a_message, .timeout 
   }
 }
 
+
+/* The real libraries on a machine without a GPU (this project's): a map's
+ * cpu side works, its first cuda operation fails with NCCL's reason. */
+Test(nccl_fake, without_a_gpu_a_map_runs_cpu_and_refuses_cuda_saying_why, .timeout = 30) {
+  dist__nccl_set_api(NULL);
+  if (dist_is_nccl_available())
+    cr_skip_test("a GPU is visible here: this test is about machines without one");
+  char why[512]; /* what is missing: the libraries, or a device */
+  const char *pre = "NCCL is not available: ", *m = strstr(dist_last_errmsg(), pre);
+  cr_assert(m, "%s", dist_last_errmsg());
+  snprintf(why, sizeof why, "%s", m + strlen(pre));
+  dist_store *st;
+  cr_assert_eq(dist_store_hash_create(&st), DIST_OK);
+  dist_init_opts o = dist_init_opts_default();
+  o.backend = "cpu:cpu,cuda:nccl";
+  o.store = st;
+  o.rank = 0;
+  o.world_size = 1;
+  cr_assert_eq(dist_init_process_group(&o), DIST_OK, "%s", dist_last_errmsg());
+  float v[2] = {1, 2};
+  dist_tensor h = dist_tensor_1d(v, DIST_FLOAT32, 2);
+  cr_assert_eq(dist_all_reduce(&h, DIST_SUM, NULL, NULL), DIST_OK, "%s", dist_pg_errmsg(NULL));
+  cr_assert(v[0] == 1 && v[1] == 2);
+  dist_tensor t = cuda(b0, DIST_FLOAT32, 2);
+  cr_assert_eq(dist_all_reduce(&t, DIST_SUM, NULL, NULL), DIST_E_NOTSUP);
+  cr_assert(strstr(dist_pg_errmsg(NULL), why), "%s\nwant: %s", dist_pg_errmsg(NULL), why);
+  cr_assert_eq(dist_all_reduce(&h, DIST_SUM, NULL, NULL), DIST_OK, "still usable on cpu");
+  dist_destroy_process_group(NULL);
+  dist_store_destroy(st);
+}

@@ -47,7 +47,8 @@ typedef struct nccl_backend {
   dist_nccl_options opts;
   bool split; /* the communicator came from ncclCommSplit */
   int64_t timeout_ms;
-  bool have_comm, have_stream, comm_aborted;
+  bool have_comm, have_stream;
+  _Atomic bool comm_aborted; /* set by a waiter (any thread), read by split_parent */
 
   pthread_mutex_t mu;
   pthread_mutex_t wait_mu;   /* one waiter polls the communicator at a time */
@@ -156,7 +157,7 @@ static nccl_backend *split_parent(dist_pg *parent_cuda, const dist_nccl_options 
   if (!parent_cuda || parent_cuda->ops != &dist__nccl_backend_ops)
     return NULL;
   nccl_backend *p = parent_cuda->priv;
-  if (!p->have_comm || p->comm_aborted || atomic_load(&p->aborted) ||
+  if (!p->have_comm || atomic_load(&p->comm_aborted) || atomic_load(&p->aborted) ||
       atomic_load(&p->broken_rc))
     return NULL;
   return nonblocking(&p->opts) == nonblocking(child) ? p : NULL;
@@ -242,7 +243,7 @@ int dist__nccl_nonmember_split(dist_pg *parent_cuda, const dist_nccl_options *ch
                                               "ncclCommSplit (not a member)", p->timeout_ms, &err)
                                  : DIST_OK;
   if (rc != DIST_OK) {
-    p->comm_aborted = true; /* wait_ready aborted it */
+    atomic_store(&p->comm_aborted, true); /* wait_ready aborted it */
     broken(p, rc, err.msg);
     return dist__set_last_error(rc, "%s", err.msg);
   }
@@ -280,7 +281,7 @@ static int open_comm(nccl_backend *b, const dist_backend_init_args *a, dist__err
 static void release(nccl_backend *b) {
   const dist__nccl_api *api = b->x.api;
   if (b->have_comm)
-    b->comm_aborted ? (void)0 : (void)api->CommDestroy(b->x.comm);
+    atomic_load(&b->comm_aborted) ? (void)0 : (void)api->CommDestroy(b->x.comm);
   if (b->x.barrier_buf)
     api->Free(b->x.barrier_buf);
   if (b->have_stream)
@@ -358,9 +359,9 @@ static int broken(nccl_backend *b, int rc, const char *msg) {
 
 /* Aborts the communicator once (waiters hold wait_mu). */
 static void abort_comm(nccl_backend *b) {
-  if (b->have_comm && !b->comm_aborted) {
+  if (b->have_comm && !atomic_load(&b->comm_aborted)) {
     b->x.api->CommAbort(b->x.comm);
-    b->comm_aborted = true;
+    atomic_store(&b->comm_aborted, true);
   }
 }
 
