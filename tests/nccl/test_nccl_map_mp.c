@@ -66,6 +66,16 @@ static int leave(const dist_test_ctx *ctx, dist_store *st) {
   return 0;
 }
 
+/* ncclCommSplit's colour for a member list (README: a hash of it). */
+static int color_of(const int *ranks, int n) {
+  uint32_t h = 2166136261u;
+  for (int i = 0; i < n; i++) {
+    h ^= (uint32_t)ranks[i];
+    h *= 16777619u;
+  }
+  return (int)(h & 0x7fffffffu);
+}
+
 /* --- a map: each operation on its device's backend ----------------------- */
 
 static int map_rank(const dist_test_ctx *ctx) {
@@ -118,6 +128,17 @@ static int map_rank(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, dist_new_group(NULL, 0, &o, &c));
   CHECK(ctx, dist_all_reduce(&t, DIST_SUM, c, NULL) == DIST_E_INVAL, "cuda on gloo");
   EXPECT_NONE(ctx);
+  /* A group given a device_id connects at once; the default group's
+   * communicator exists (made lazily above), so it is split from it. Its
+   * barrier runs on the bound device. */
+  dist_group_opts bo = {.device_id = {DIST_DEVICE_CUDA, 0}};
+  dist_pg *b = NULL;
+  CHECK_OK(ctx, dist_new_group(NULL, 0, &bo, &b));
+  int all[2] = {0, 1};
+  EXPECT_LOG(ctx, "SetDevice 0\nCommSplit parent=0x1234 color=%d key=%d\n", color_of(all, 2),
+             ctx->rank);
+  CHECK_OK(ctx, dist_barrier(b, NULL));
+  EXPECT_LOG(ctx, "AllReduce bar bar n=1 t=7 op=0\n");
   dist_test_finish();
   return 0;
 }
@@ -157,16 +178,6 @@ Test(nccl_map, a_cuda_desync_at_detail_is_reported_before_nccl_runs, .timeout = 
 }
 
 /* --- bound to a device: eager communicators, split ----------------------- */
-
-/* ncclCommSplit's colour for a member list (README: a hash of it). */
-static int color_of(const int *ranks, int n) {
-  uint32_t h = 2166136261u;
-  for (int i = 0; i < n; i++) {
-    h ^= (uint32_t)ranks[i];
-    h *= 16777619u;
-  }
-  return (int)(h & 0x7fffffffu);
-}
 
 static int init_bound(const dist_test_ctx *ctx, dist_store **st) {
   CHECK_OK(ctx, dist_test_tcp_store(ctx, st));
