@@ -139,6 +139,18 @@ static int map_rank(const dist_test_ctx *ctx) {
              ctx->rank);
   CHECK_OK(ctx, dist_barrier(b, NULL));
   EXPECT_LOG(ctx, "AllReduce bar bar n=1 t=7 op=0\n");
+  /* An abort of the map group reaches the inner NCCL group: pending work
+   * fails with the reason and the communicator is aborted. */
+  __atomic_store_n(&event_state, cudaErrorNotReady, __ATOMIC_SEQ_CST); /* the GPU never finishes */
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, b, &w));
+  CHECK_OK(ctx, dist_abort_group(b, "test stops it"));
+  rc = dist_work_wait(w, 10000);
+  CHECK(ctx, rc == DIST_E_ABORTED && strstr(dist_work_errmsg(w), "test stops it"), "%s: %s",
+        dist_status_name(rc), dist_work_errmsg(w));
+  dist_work_free(w);
+  CHECK(ctx, dist_pg_async_error(b) == DIST_E_ABORTED, "async error %d", dist_pg_async_error(b));
+  EXPECT_LOG(ctx, "AllReduce b0 b0 n=4 t=7 op=0\nCommAbort\n");
+  __atomic_store_n(&event_state, cudaSuccess, __ATOMIC_SEQ_CST);
   dist_test_finish();
   return 0;
 }
