@@ -181,6 +181,14 @@ static int detail_rank(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
   EXPECT_LOG(ctx, "SetDevice 0\n%sCommInitRankConfig n=2 rank=%d\nAllReduce b0 b0 n=4 t=7 op=0\n",
              ctx->rank == 0 ? "GetUniqueId\n" : "", ctx->rank);
+  /* A checked cpu group refuses cuda tensors as an unchecked one does
+   * (the wrapper reaches both devices, the group it wraps only cpu). */
+  dist_group_opts o = {.backend = "cpu"};
+  dist_pg *g = NULL;
+  CHECK_OK(ctx, dist_new_group(NULL, 0, &o, &g));
+  rc = dist_all_reduce(&t, DIST_SUM, g, NULL);
+  CHECK(ctx, rc == DIST_E_INVAL && strstr(dist_pg_errmsg(g), "backend cpu cannot reach cuda tensors"),
+        "%s: %s", dist_status_name(rc), dist_pg_errmsg(g));
   dist_test_finish();
   return 0;
 }
