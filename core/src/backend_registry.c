@@ -127,10 +127,14 @@ bool dist_is_cpu_available(void) { return true; }
 bool dist_is_nccl_available(void) {
 #ifdef DIST_HAVE_NCCL
   char why[512];
-  return dist__nccl_usable(why, sizeof why);
+  if (dist__nccl_usable(why, sizeof why))
+    return true;
 #else
-  return false;
+  const char *why = "libdist was built without NCCL (DIST_WITH_NCCL, no CUDA toolkit with NCCL)";
 #endif
+  dist__set_last_error(DIST_E_NOTSUP, "NCCL is not available: %s", why);
+  DIST_LOG(INFO, NCCL, "NCCL is not available: %s", why);
+  return false;
 }
 
 bool dist_is_mpi_available(void) { return dist__backend_find("mpi") != NULL; }
@@ -164,9 +168,15 @@ int dist_get_default_backend_for_device(const char *device, const char **out) {
   size_t l = strcspn(device, ":"); /* "cuda:1" is a cuda device */
   if (l == 3 && !strncasecmp(device, "cpu", 3))
     *out = "cpu";
-  else if (l == 4 && !strncasecmp(device, "cuda", 4))
+  else if (l == 4 && !strncasecmp(device, "cuda", 4)) {
+    if (!dist_is_nccl_available()) { /* the reason is the last error */
+      char why[DIST_ERRMSG_LEN];
+      snprintf(why, sizeof why, "%s", dist_last_errmsg());
+      return dist__set_last_error(DIST_E_NOTSUP, "get_default_backend_for_device('%s'): no "
+                                  "backend for cuda here: %s", device, why);
+    }
     *out = "nccl";
-  else
+  } else
     return dist__set_last_error(DIST_E_INVAL,
                                 "get_default_backend_for_device: unknown device type '%s' "
                                 "(cpu, cuda)", device);

@@ -118,6 +118,7 @@ typedef struct group_req {
   int id;
   const char *name;
   const dist_group_opts *opts;
+  dist_pg *parent;  /* every rank of it takes part (else NULL) */
 } group_req;
 
 static int create(dist_pg *def, const group_req *q, dist_pg **out) {
@@ -125,14 +126,15 @@ static int create(dist_pg *def, const group_req *q, dist_pg **out) {
   for (int i = 0; i < q->size; i++)
     if (q->ranks[i] == def->info.global_rank)
       me = i;
-  if (me < 0) {
-    *out = DIST_GROUP_NON_MEMBER;
-    return DIST_OK;
-  }
   const dist_group_opts *o = q->opts;
   const dist_pg *base = def;
   while (base->inner) /* a wrapper's own name is not a backend to build on */
     base = base->inner;
+  /* torch: a new group inherits the default group's device binding and
+   * backend options unless it names its own. */
+  if (o && o->device_id.type == DIST_DEVICE_CUDA && o->device_id.index < 0)
+    return dist__set_last_error(DIST_E_INVAL, "new_group: device_id cuda:%d is not a device",
+                                o->device_id.index);
   dist__pg_spec s = {
       .backend = o && o->backend ? o->backend : base->backend,
       .global_ranks = q->ranks, .size = q->size, .rank = me, .name = q->name,
@@ -140,7 +142,16 @@ static int create(dist_pg *def, const group_req *q, dist_pg **out) {
       .timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : def->timeout_ms,
       .flags = o ? o->flags : 0, .group_id = q->id,
       .base_store = dist_get_default_store(),
+      .device_id = o && o->device_id.type == DIST_DEVICE_CUDA ? o->device_id : base->device_id,
+      .nccl_options = o && o->nccl_options ? o->nccl_options : &base->nccl_opts,
+      .parent = q->parent,
   };
+  if (me < 0) {
+    *out = DIST_GROUP_NON_MEMBER;
+    return q->parent ? dist__pg_nonmember_joins(q->parent, s.backend, s.device_id,
+                                                s.nccl_options)
+                     : DIST_OK;
+  }
   return dist__pg_new(&s, out);
 }
 
@@ -160,7 +171,7 @@ int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts, dist
   int *r = NULL, size = 0;
   DIST_TRY(member_list(ranks, n, def->info.size, &r, &size));
   char name[96];
-  group_req q = {r, size, -1, name, opts};
+  group_req q = {r, size, -1, name, opts, NULL};
   bool internal = opts && (opts->flags & DIST_GROUP_INTERNAL);
   if (internal || (opts && opts->use_local_synchronization)) {
     /* Only members call: the name comes from the member list, and so does
@@ -178,6 +189,7 @@ int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts, dist
   } else {
     q.id = dist__pg_take_ids(1);
     snprintf(name, sizeof name, "g%d", q.id);
+    q.parent = def; /* every rank calls: the new group may split def's engines */
   }
   int rc = create(def, &q, out);
   dist__free(r);
@@ -223,7 +235,18 @@ int dist_split_group(dist_pg *parent, const int *const *split_ranks, const size_
   int first = dist__pg_take_ids((int)n_splits);
   if (mine < 0) {
     *out = DIST_GROUP_NON_MEMBER;
-    return DIST_OK;
+    const dist_pg *base = parent;
+    while (base->inner)
+      base = base->inner;
+    const dist_pg *def = dist__pg_default();
+    while (def && def->inner)
+      def = def->inner;
+    dist_device dev = opts && opts->device_id.type == DIST_DEVICE_CUDA ? opts->device_id
+                      : def ? def->device_id : (dist_device){DIST_DEVICE_CPU, 0};
+    return dist__pg_nonmember_joins(parent, opts && opts->backend ? opts->backend
+                                    : def ? def->backend : base->backend, dev,
+                                    opts && opts->nccl_options ? opts->nccl_options
+                                    : def ? &def->nccl_opts : NULL);
   }
   size_t k = split_sizes[mine];
   int *g = dist__malloc(sizeof(int) * (k ? k : 1));
@@ -234,7 +257,7 @@ int dist_split_group(dist_pg *parent, const int *const *split_ranks, const size_
   qsort(g, k, sizeof(int), cmp_int);
   char name[96];
   snprintf(name, sizeof name, "g%d", first + mine);
-  group_req q = {g, (int)k, first + mine, name, opts};
+  group_req q = {g, (int)k, first + mine, name, opts, parent};
   group_req *qp = &q;
   dist_group_opts o2;
   if (!opts || !opts->timeout_ms) { /* torch: a split inherits the parent's timeout */

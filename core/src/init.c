@@ -50,29 +50,6 @@ dist_init_opts dist_init_opts_default(void) {
   return o;
 }
 
-/* "cpu", "gloo", or a device map "cpu:cpu,cuda:nccl" (the cpu entry is
- * the default group's backend for host tensors). */
-static int pick_backend(const char *spec, char *out, size_t len) {
-  if (!spec || !*spec)
-    spec = "cpu";
-  if (!strchr(spec, ':')) {
-    snprintf(out, len, "%s", spec);
-    return DIST_OK;
-  }
-  char buf[128];
-  snprintf(buf, sizeof buf, "%s", spec);
-  for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-    char *colon = strchr(p, ':');
-    if (colon && !strncasecmp(p, "cpu", (size_t)(colon - p))) {
-      snprintf(out, len, "%s", colon + 1);
-      return DIST_OK;
-    }
-  }
-  return dist__set_last_error(DIST_E_NOTSUP,
-                              "backend '%s' maps no backend for cpu tensors; this build "
-                              "runs groups on one backend each", spec);
-}
-
 static int make_default_group(const dist_init_opts *o, const char *backend) {
   int n = rdzv.world_size;
   int *ranks = dist__malloc(sizeof(int) * (size_t)n);
@@ -87,6 +64,7 @@ static int make_default_group(const dist_init_opts *o, const char *backend) {
       .name = "0", .desc = o->group_desc ? o->group_desc : "default",
       .timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : dist__default_timeout_ms(),
       .base_store = rdzv.store,
+      .device_id = o->device_id, .nccl_options = o->nccl_options,
   };
   int rc = dist__pg_new(&s, &default_pg);
   dist__free(ranks);
@@ -101,13 +79,16 @@ int dist_init_process_group(const dist_init_opts *opts) {
     return dist__set_last_error(DIST_E_INVAL, "the default process group is already "
                                               "initialised; destroy it first");
   dist_init_opts o = opts ? *opts : dist_init_opts_default();
-  char backend[32];
-  DIST_TRY(pick_backend(o.backend, backend, sizeof backend));
   DIST_TRY(dist__backend_load_plugins());
-  if (!dist__backend_find(backend))
-    return dist__set_last_error(DIST_E_NOTSUP,
-                                "backend '%s' is not available in this build (known: %s)",
-                                backend, dist__backend_names());
+  /* A name, or a device map: each device's backend must exist here. */
+  dist__backend_map map;
+  DIST_TRY(dist__backend_map_parse(o.backend, &map));
+  const char *backend = map.canon;
+  if (o.device_id.type != DIST_DEVICE_CPU &&
+      (o.device_id.type != DIST_DEVICE_CUDA || o.device_id.index < 0))
+    return dist__set_last_error(DIST_E_INVAL, "init: device_id %d:%d is not a device (cuda:N "
+                                "with N >= 0, or cpu for none)", (int)o.device_id.type,
+                                o.device_id.index);
 #ifdef DIST_HAVE_MPI
   /* Under mpirun, with nothing else to rendezvous through, MPI says who is
    * who and rank 0 hosts the store (mpi_boot.c). */

@@ -90,6 +90,9 @@ static int fill_identity(dist_pg *g, const dist__pg_spec *s) {
   snprintf(g->backend, sizeof g->backend, "%s", dist__backend_canonical(s->backend));
   g->timeout_ms = s->timeout_ms;
   g->internal = s->flags & DIST_GROUP_INTERNAL;
+  g->device_id = s->device_id;
+  if (s->nccl_options)
+    g->nccl_opts = *s->nccl_options;
   g->info = (dist_pg_info){
       .group_id = -1,
       .name = g->name,
@@ -139,6 +142,7 @@ static int pg_build(const dist_backend_ops *ops, const dist__pg_spec *s, void *a
       .group_name = g->name, .group_id = g->internal ? -1 : s->group_id,
       .job_token = dist__job_token(),
       .internal = g->internal, .arg = arg,
+      .device_id = g->device_id, .nccl_options = &g->nccl_opts, .parent = s->parent,
   };
   rc = ops->init(g->priv, &a, g);
   if (rc != DIST_OK) {
@@ -209,16 +213,17 @@ static int publish_user_group(dist_pg *inner, int group_id, dist_pg **out) {
   return DIST_OK;
 }
 
-int dist__pg_new(const dist__pg_spec *s, dist_pg **out) {
-  const dist_backend_ops *ops = dist__backend_find(s->backend);
-  if (!ops)
-    return dist__set_last_error(DIST_E_NOTSUP,
-                                "backend '%s' is not available in this build (known: %s)",
-                                s->backend, dist__backend_names());
+int dist__pg_new(const dist__pg_spec *spec, dist_pg **out) {
+  dist__backend_map map;
+  DIST_TRY(dist__backend_map_parse(spec->backend, &map));
+  dist__pg_spec s_ = *spec, *s = &s_;
+  s->backend = map.canon;
+  const dist_backend_ops *ops = map.dispatch ? &dist__mixed_backend_ops
+                                : map.ops[DIST_DEVICE_CPU];
   if (precreate_fn && !(s->flags & DIST_GROUP_INTERNAL))
     DIST_TRY(precreate(s));
   dist_pg *g;
-  DIST_TRY(pg_build(ops, s, NULL, NULL, &g));
+  DIST_TRY(pg_build(ops, s, map.dispatch ? &map : NULL, NULL, &g));
   if (g->internal) {
     *out = g;
     return DIST_OK;
@@ -241,6 +246,7 @@ int dist_pg_create(const dist_backend_ops *ops, const dist_backend_init_args *a,
       .rank = a->rank, .name = a->group_name ? a->group_name : "wrapped",
       .timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : dist__default_timeout_ms(),
       .flags = a->internal ? DIST_GROUP_INTERNAL : 0, .base_store = NULL,
+      .device_id = a->device_id, .nccl_options = a->nccl_options, .parent = a->parent,
   };
   dist_pg *g;
   /* The caller's store (borrowed, as backend.h says) reaches the backend. */

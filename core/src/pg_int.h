@@ -17,8 +17,10 @@ struct dist_pg {
   dist_pg_info info;            /* strings and ranks below */
   char name[128];
   char desc[128];
-  char backend[32];
+  char backend[64];             /* a name, or a device map (pg_mixed.c) */
   int *global_ranks;
+  dist_device device_id;        /* the binding (cuda) or none (cpu) */
+  dist_nccl_options nccl_opts;  /* zero: NCCL's defaults */
   int64_t timeout_ms;
   uint64_t seq;                 /* last sequence number used; written by
                                    the calling thread with dist__pg_next_seq,
@@ -95,6 +97,9 @@ typedef struct dist__pg_spec {
   unsigned flags;               /* DIST_GROUP_INTERNAL */
   int group_id;                 /* user groups: the id (groups.c counts) */
   dist_store *base_store;       /* the job store; the group prefixes it */
+  dist_device device_id;        /* cuda: bound (dist_init_opts.device_id) */
+  const dist_nccl_options *nccl_options;
+  dist_pg *parent;              /* init args' parent (backend.h) */
 } dist__pg_spec;
 
 /* Creates (and for user groups: numbers, offers to the interposer,
@@ -146,6 +151,38 @@ int dist__backend_load_plugins(void);
 const char *dist__backend_names(void);
 const char *dist__backend_canonical(const char *name);
 
+/* --- device maps (pg_mixed.c) ------------------------------------------ */
+
+/* A backend spec read: one backend per device type. A plain name of a
+ * backend that reaches host memory ("cpu", "mpi") runs the group itself;
+ * a map ("cpu:cpu,cuda:nccl") or a name that reaches only CUDA memory
+ * ("nccl", as "cuda:nccl") makes a dispatching group (dispatch true). */
+typedef struct dist__backend_map {
+  const dist_backend_ops *ops[2]; /* by dist_device_type; NULL: none */
+  char name[2][32];               /* their registered names */
+  char canon[64];                 /* the spec as dist_get_backend says it */
+  bool dispatch;
+} dist__backend_map;
+/* Reads spec (NULL or "": "cpu"); DIST_E_INVAL / DIST_E_NOTSUP with a
+ * message (last error) for unknown devices or backends, a device named
+ * twice, or a backend that cannot reach its device. */
+int dist__backend_map_parse(const char *spec, dist__backend_map *out);
+/* The one device type of c's tensors in *dev (-1: no tensors);
+ * DIST_E_INVAL with a message on g when they are on two. */
+int dist__coll_device(dist_pg *g, const dist_coll *c, int *dev);
+/* The dispatching group's table; its init takes the map as args->arg. */
+extern const dist_backend_ops dist__mixed_backend_ops;
+/* The group that runs g's operations on device type t: g itself (through
+ * wrappers) when its backend reaches t, the inner group of a dispatching
+ * group once made, else NULL. */
+dist_pg *dist__pg_device_group(dist_pg *g, dist_device_type t);
+/* A rank outside a group being created from parent (every rank of parent
+ * taking part) joins what the members do collectively on parent's
+ * engines: ncclCommSplit with no colour when they split parent's NCCL
+ * communicator. spec: the group's backend; device: its binding. */
+int dist__pg_nonmember_joins(dist_pg *parent, const char *spec, dist_device device,
+                             const dist_nccl_options *o);
+
 /* uneven.c: all_gather with outputs of different sizes. */
 bool dist__all_gather_is_uneven(const dist_tensor *outputs, size_t n,
                                 const dist_tensor *input);
@@ -163,6 +200,9 @@ void dist__mpi_boot_release(void);
  * (why says what is missing or how many devices). */
 extern const dist_backend_ops dist__nccl_backend_ops;
 bool dist__nccl_usable(char *why, size_t len);
+/* As a member does, but with no colour: when the members of a group being
+ * created will split parent_cuda's communicator (nccl group of parent). */
+int dist__nccl_nonmember_split(dist_pg *parent_cuda, const dist_nccl_options *child);
 #endif
 /* "shm" or "tcp": how a cpu group runs its collectives (for benchmarks). */
 const char *dist__cpu_backend_transport(const void *priv);

@@ -43,9 +43,12 @@ static int check_tensor(dist_pg *g, const dist_coll *c, const dist_tensor *t,
   bool cuda = t->device.type == DIST_DEVICE_CUDA;
   if (t->device.type != DIST_DEVICE_CPU && !cuda)
     return FAIL(g, "%s: %s has an unknown device type %d", FN(c), what, (int)t->device.type);
-  if ((cuda && !(g->ops->caps & DIST_CAP_CUDA)) || (!cuda && !(g->ops->caps & DIST_CAP_CPU)))
+  const dist_pg *real = g; /* a wrapper reaches what the group it wraps reaches */
+  while (real->inner)
+    real = real->inner;
+  if ((cuda && !(real->ops->caps & DIST_CAP_CUDA)) || (!cuda && !(real->ops->caps & DIST_CAP_CPU)))
     return dist__err_set(&g->err, DIST_E_INVAL, "%s: backend %s cannot reach %s tensors", FN(c),
-                         g->backend, cuda ? "cuda" : "cpu");
+                         real->backend, cuda ? "cuda" : "cpu");
   return DIST_OK;
 }
 
@@ -184,7 +187,7 @@ static int check_rooted_list(dist_pg *g, const dist_coll *c) {
   return DIST_OK;
 }
 
-int dist__validate(dist_pg *g, const dist_coll *c) {
+static int validate_kind(dist_pg *g, const dist_coll *c) {
   switch (c->kind) {
   case DIST_OP_SEND:
   case DIST_OP_RECV:
@@ -239,4 +242,17 @@ int dist__validate(dist_pg *g, const dist_coll *c) {
   default:
     return FAIL(g, "unknown operation %d", (int)c->kind);
   }
+}
+
+int dist__validate(dist_pg *g, const dist_coll *c) {
+  DIST_TRY(validate_kind(g, c));
+  /* A group that reaches both devices (a device map, or a wrapper over
+   * one) runs each operation on one device's backend. */
+  int dev;
+  const dist_pg *real = g;
+  while (real->inner)
+    real = real->inner;
+  if ((real->ops->caps & (DIST_CAP_CPU | DIST_CAP_CUDA)) == (DIST_CAP_CPU | DIST_CAP_CUDA))
+    return dist__coll_device(g, c, &dev);
+  return DIST_OK;
 }

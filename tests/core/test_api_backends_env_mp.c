@@ -2,7 +2,8 @@
 /* Backends by name and torch's environment names, through the public
  * header: "GLOO" and "Cpu" pick the cpu backend and read back in the
  * registered spelling; dist_list_backends and
- * dist_get_default_backend_for_device answer as torch's Backend does;
+ * dist_get_default_backend_for_device answer as torch's Backend does
+ * (cuda only where NCCL is available: tests/nccl checks both outcomes);
  * GLOO_SOCKET_IFNAME and TORCH_SHOW_CPP_STACKTRACES count where ours are
  * unset, and lose to ours when both are set. */
 #include <criterion/criterion.h>
@@ -21,8 +22,14 @@ Test(core_api, list_backends_and_default_backend_for_device, .timeout = 30) {
   const char *b = NULL;
   cr_assert_eq(dist_get_default_backend_for_device("cpu", &b), DIST_OK);
   cr_assert_str_eq(b, "cpu");
-  cr_assert_eq(dist_get_default_backend_for_device("CUDA:1", &b), DIST_OK);
-  cr_assert_str_eq(b, "nccl");
+  /* cuda: nccl where it is available, else NOTSUP saying why. */
+  if (dist_is_nccl_available()) {
+    cr_assert_eq(dist_get_default_backend_for_device("CUDA:1", &b), DIST_OK);
+    cr_assert_str_eq(b, "nccl");
+  } else {
+    cr_assert_eq(dist_get_default_backend_for_device("CUDA:1", &b), DIST_E_NOTSUP);
+    cr_assert(strstr(dist_last_errmsg(), "NCCL is not available: "), "%s", dist_last_errmsg());
+  }
   cr_assert_eq(dist_get_default_backend_for_device("tpu", &b), DIST_E_INVAL);
   cr_assert(strstr(dist_last_errmsg(), "'tpu'"), "%s", dist_last_errmsg());
   cr_assert_eq(dist_get_default_backend_for_device("cudax", &b), DIST_E_INVAL);

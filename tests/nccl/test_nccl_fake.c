@@ -8,6 +8,10 @@
  * PREMUL_SUM creates and destroys its op with the scalar in the dtype, and
  * the failure paths: a timeout aborts the communicator and breaks the
  * group, an asynchronous NCCL error does the same, an abort fails pending
+ * work. Then NCCL's config from dist_nccl_options (and refusals of bad
+ * values), device_id binding, a non-blocking communicator polled until
+ * ready or aborted at the timeout, dist_is_nccl_available and the cuda
+ * default backend with and without a device, and device maps that cannot
  * work. Tensors carry host pointers: the fake never touches them. */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -18,165 +22,35 @@
 #include "nccl/nccl_api.h"
 #include "pg_int.h"
 
-/* --- the fake ------------------------------------------------------------ */
-
-static char log_buf[16384];
-static size_t log_len;
-static cudaError_t event_state;      /* what EventQuery answers */
-static ncclResult_t async_state;     /* what CommGetAsyncError answers */
-static int n_event_queries;
-
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER; /* the progress thread logs too */
-static void logf_(const char *fmt, ...) {
-  pthread_mutex_lock(&log_lock);
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(log_buf + log_len, sizeof log_buf - log_len, fmt, ap);
-  va_end(ap);
-  if (n > 0 && log_len + (size_t)n < sizeof log_buf)
-    log_len += (size_t)n;
-  pthread_mutex_unlock(&log_lock);
-}
-
-static void clear_log(void) {
-  pthread_mutex_lock(&log_lock);
-  log_len = 0;
-  log_buf[0] = '\0';
-  pthread_mutex_unlock(&log_lock);
-}
-
-static float b0[64], b1[64], b2[64], b3[64]; /* "device" buffers */
-static float dev_scratch[4];
-
-/* Buffers by name in the log, so expectations read like the calls. */
-static const char *nm(const void *p) {
-  if (p == NULL) return "null";
-  if (p == b0) return "b0";
-  if (p == b1) return "b1";
-  if (p == b2) return "b2";
-  if (p == b3) return "b3";
-  if (p == dev_scratch) return "bar";
-  if ((const char *)p > (const char *)b0 && (const char *)p < (const char *)(b0 + 64)) return "b0+";
-  if ((const char *)p > (const char *)b1 && (const char *)p < (const char *)(b1 + 64)) return "b1+";
-  return "?";
-}
-
-static ncclResult_t f_uid(ncclUniqueId *id) {
-  memset(id, 'u', sizeof *id);
-  logf_("GetUniqueId\n");
-  return ncclSuccess;
-}
-static ncclResult_t f_init(ncclComm_t *c, int n, ncclUniqueId id, int r, ncclConfig_t *cfg) {
-  (void)id;
-  (void)cfg;
-  *c = (ncclComm_t)(uintptr_t)0x1234;
-  logf_("CommInitRankConfig n=%d rank=%d\n", n, r);
-  return ncclSuccess;
-}
-static ncclResult_t f_abort(ncclComm_t c) { (void)c; logf_("CommAbort\n"); return ncclSuccess; }
-static ncclResult_t f_destroy(ncclComm_t c) { (void)c; logf_("CommDestroy\n"); return ncclSuccess; }
-static ncclResult_t f_async(ncclComm_t c, ncclResult_t *e) {
-  (void)c;
-  *e = __atomic_load_n(&async_state, __ATOMIC_SEQ_CST);
-  return ncclSuccess;
-}
-static const char *f_nccl_str(ncclResult_t r) { return r == ncclSystemError ? "fake system error" : "fake"; }
-static ncclResult_t f_allreduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
-                                ncclComm_t c, cudaStream_t st) {
-  (void)c; (void)st;
-  logf_("AllReduce %s %s n=%zu t=%d op=%d\n", nm(s), nm(r), n, (int)t, (int)op);
-  return ncclSuccess;
-}
-static ncclResult_t f_bcast(const void *s, void *r, size_t n, ncclDataType_t t, int root,
-                            ncclComm_t c, cudaStream_t st) {
-  (void)c; (void)st;
-  logf_("Broadcast %s %s n=%zu t=%d root=%d\n", nm(s), nm(r), n, (int)t, root);
-  return ncclSuccess;
-}
-static ncclResult_t f_reduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
-                             int root, ncclComm_t c, cudaStream_t st) {
-  (void)c; (void)st;
-  logf_("Reduce %s %s n=%zu t=%d op=%d root=%d\n", nm(s), nm(r), n, (int)t, (int)op, root);
-  return ncclSuccess;
-}
-static ncclResult_t f_allgather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c,
-                                cudaStream_t st) {
-  (void)c; (void)st;
-  logf_("AllGather %s %s n=%zu t=%d\n", nm(s), nm(r), n, (int)t);
-  return ncclSuccess;
-}
-static ncclResult_t f_rs(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op,
-                         ncclComm_t c, cudaStream_t st) {
-  (void)c; (void)st;
-  logf_("ReduceScatter %s %s n=%zu t=%d op=%d\n", nm(s), nm(r), n, (int)t, (int)op);
-  return ncclSuccess;
-}
-static ncclResult_t f_send(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t c,
-                           cudaStream_t st) {
-  (void)c; (void)st;
-  logf_("Send %s n=%zu t=%d peer=%d\n", nm(s), n, (int)t, peer);
-  return ncclSuccess;
-}
-static ncclResult_t f_recv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t c,
-                           cudaStream_t st) {
-  (void)c; (void)st;
-  logf_("Recv %s n=%zu t=%d peer=%d\n", nm(r), n, (int)t, peer);
-  return ncclSuccess;
-}
-static ncclResult_t f_gstart(void) { logf_("GroupStart\n"); return ncclSuccess; }
-static ncclResult_t f_gend(void) { logf_("GroupEnd\n"); return ncclSuccess; }
-static ncclResult_t f_premul(ncclRedOp_t *op, void *scalar, ncclDataType_t t,
-                             ncclScalarResidence_t res, ncclComm_t c) {
-  (void)c;
-  double v = t == ncclFloat64 ? *(double *)scalar
-             : t == ncclFloat32 ? *(float *)scalar
-                                : (double)(*(uint16_t *)scalar); /* half bits */
-  logf_("RedOpCreatePreMulSum t=%d res=%d scalar=%g\n", (int)t, (int)res, v);
-  *op = (ncclRedOp_t)ncclNumOps; /* the first user op */
-  return ncclSuccess;
-}
-static ncclResult_t f_opdestroy(ncclRedOp_t op, ncclComm_t c) {
-  (void)c;
-  logf_("RedOpDestroy op=%d\n", (int)op);
-  return ncclSuccess;
-}
-static cudaError_t f_count(int *n) { *n = 1; return cudaSuccess; }
-static cudaError_t f_setdev(int d) { logf_("SetDevice %d\n", d); return cudaSuccess; }
-static cudaError_t f_screate(cudaStream_t *s, unsigned f) { (void)f; *s = (cudaStream_t)(uintptr_t)0x5; return cudaSuccess; }
-static cudaError_t f_sdestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
-static int n_events; /* events alive (atomic: the progress thread destroys them) */
-static cudaError_t f_ecreate(cudaEvent_t *e, unsigned f) { (void)f; *e = (cudaEvent_t)(uintptr_t)(0x100 + __atomic_add_fetch(&n_events, 1, __ATOMIC_SEQ_CST)); return cudaSuccess; }
-static cudaError_t f_erecord(cudaEvent_t e, cudaStream_t s) { (void)e; (void)s; return cudaSuccess; }
-static cudaError_t f_equery(cudaEvent_t e) { (void)e; __atomic_add_fetch(&n_event_queries, 1, __ATOMIC_SEQ_CST); return __atomic_load_n(&event_state, __ATOMIC_SEQ_CST); }
-static cudaError_t f_edestroy(cudaEvent_t e) { (void)e; __atomic_sub_fetch(&n_events, 1, __ATOMIC_SEQ_CST); return cudaSuccess; }
-static cudaError_t f_malloc(void **p, size_t n) { (void)n; *p = dev_scratch; return cudaSuccess; }
-static cudaError_t f_free(void *p) { (void)p; return cudaSuccess; }
-static const char *f_cuda_str(cudaError_t e) { (void)e; return "fake cuda error"; }
-
-static const dist__nccl_api fake = {
-    f_uid, f_init, f_abort, f_destroy, f_async, f_nccl_str, f_allreduce, f_bcast, f_reduce,
-    f_allgather, f_rs, f_send, f_recv, f_gstart, f_gend, f_premul, f_opdestroy,
-    f_count, f_setdev, f_screate, f_sdestroy, f_ecreate, f_erecord, f_equery, f_edestroy,
-    f_malloc, f_free, f_cuda_str,
-};
+#include "nccl_fake.h"
 
 /* --- the group ----------------------------------------------------------- */
 
 static dist_store *store;
 static dist_pg *pg;
 
-static void make_group(int64_t timeout_ms) {
+/* Rank 0 of a 2-rank nccl group with device and options (NULL: none);
+ * returns init's status (pg set on success). */
+static int try_group(int64_t timeout_ms, dist_device dev, const dist_nccl_options *o) {
   event_state = cudaSuccess;
   async_state = ncclSuccess;
+  n_devices = 1;
+  count_error = cudaSuccess;
+  comm_ready_after = 0;
   clear_log();
   dist__nccl_set_api(&fake);
   cr_assert_eq(dist_store_hash_create(&store), DIST_OK);
   static const int ranks[2] = {0, 1};
   dist_backend_init_args a = {.rank = 0, .size = 2, .global_ranks = ranks, .global_rank = 0,
                               .store = store, .timeout_ms = timeout_ms,
-                              .group_name = "fake", .group_id = 7};
-  cr_assert_eq(dist_pg_create(&dist__nccl_backend_ops, &a, &pg), DIST_OK, "%s",
+                              .group_name = "fake", .group_id = 7,
+                              .device_id = dev, .nccl_options = o};
+  pg = NULL;
+  return dist_pg_create(&dist__nccl_backend_ops, &a, &pg);
+}
+
+static void make_group(int64_t timeout_ms) {
+  cr_assert_eq(try_group(timeout_ms, (dist_device){DIST_DEVICE_CPU, 0}, NULL), DIST_OK, "%s",
                dist_last_errmsg());
 }
 
@@ -416,4 +290,190 @@ Test(nccl_fake, host_tensors_are_refused, .timeout = 30) {
   cr_assert_eq(dist_all_reduce(&t, DIST_SUM, pg, NULL), DIST_E_INVAL);
   cr_assert_str_eq(log_buf, "");
   destroy_group();
+}
+
+/* --- options, binding, readiness ------------------------------------------ */
+
+static void end_failed_group(void) {
+  cr_assert_null(pg);
+  dist_store_destroy(store);
+  dist__nccl_set_api(NULL);
+}
+
+Test(nccl_fake, nccl_options_reach_the_communicator_config, .timeout = 30) {
+  make_group(5000); /* none: every field NCCL's */
+  cr_assert_eq(last_cfg.blocking, NCCL_CONFIG_UNDEF_INT);
+  cr_assert_eq(last_cfg.cgaClusterSize, NCCL_CONFIG_UNDEF_INT);
+  cr_assert_eq(last_cfg.splitShare, NCCL_CONFIG_UNDEF_INT);
+  cr_assert_eq(last_cfg.minCTAs, NCCL_CONFIG_UNDEF_INT);
+  destroy_group();
+  dist_nccl_options o = {.blocking = DIST_OPT_ON, .cga_cluster_size = 2,
+                         .high_priority_stream = DIST_OPT_ON, .split_share = DIST_OPT_OFF};
+  cr_assert_eq(try_group(5000, (dist_device){DIST_DEVICE_CPU, 0}, &o), DIST_OK, "%s",
+               dist_last_errmsg());
+  cr_assert_eq(last_cfg.blocking, 1);
+  cr_assert_eq(last_cfg.cgaClusterSize, 2);
+  cr_assert_eq(last_cfg.splitShare, 0);
+  /* the stream takes the device's greatest priority (the fake's -5) */
+  cr_assert_str_eq(log_buf, "SetDevice 0\nGetUniqueId\nCommInitRankConfig n=2 rank=0\n"
+                            "StreamCreateWithPriority flags=1 priority=-5\n");
+  destroy_group();
+  o = (dist_nccl_options){.cga_cluster_size = DIST_NCCL_CGA_NONE, .split_share = DIST_OPT_ON};
+  cr_assert_eq(try_group(5000, (dist_device){DIST_DEVICE_CPU, 0}, &o), DIST_OK);
+  cr_assert_eq(last_cfg.cgaClusterSize, 0, "no cluster is NCCL's 0");
+  cr_assert_eq(last_cfg.splitShare, 1);
+  destroy_group();
+}
+
+Test(nccl_fake, bad_nccl_options_fail_before_nccl_is_called, .timeout = 30) {
+  dist_nccl_options bad[3] = {{.cga_cluster_size = 9}, {.blocking = 3}, {.split_share = -1}};
+  const char *says[3] = {"cga_cluster_size = 9", "blocking = 3", "split_share = -1"};
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(try_group(5000, (dist_device){DIST_DEVICE_CPU, 0}, &bad[i]), DIST_E_INVAL);
+    cr_assert(strstr(dist_last_errmsg(), says[i]), "%s", dist_last_errmsg());
+    cr_assert_str_eq(log_buf, "");
+    end_failed_group();
+  }
+}
+
+Test(nccl_fake, device_id_binds_the_rank_to_that_device, .timeout = 30) {
+  n_devices = 4;
+  cr_assert_eq(try_group(5000, (dist_device){DIST_DEVICE_CUDA, 3}, NULL), DIST_E_INVAL);
+  cr_assert(strstr(dist_last_errmsg(), "device_id cuda:3, but 1 CUDA device(s) are visible"),
+            "%s", dist_last_errmsg());
+  end_failed_group();
+  dist__nccl_set_api(&fake);
+  cr_assert_eq(dist_store_hash_create(&store), DIST_OK);
+  static const int ranks[2] = {0, 1};
+  n_devices = 4;
+  clear_log();
+  dist_backend_init_args a = {.rank = 0, .size = 2, .global_ranks = ranks, .store = store,
+                              .timeout_ms = 5000, .group_name = "bound",
+                              .device_id = {DIST_DEVICE_CUDA, 3}};
+  cr_assert_eq(dist_pg_create(&dist__nccl_backend_ops, &a, &pg), DIST_OK, "%s",
+               dist_last_errmsg());
+  cr_assert_str_eq(log_buf, "SetDevice 3\nGetUniqueId\nCommInitRankConfig n=2 rank=0\n");
+  destroy_group();
+}
+
+Test(nccl_fake, a_non_blocking_communicator_is_polled_until_ready_or_the_timeout, .timeout = 30) {
+  dist_nccl_options o = {.blocking = DIST_OPT_OFF};
+  /* init answers ncclInProgress (the fake, for blocking 0), ready at once */
+  cr_assert_eq(try_group(5000, (dist_device){DIST_DEVICE_CPU, 0}, &o), DIST_OK);
+  cr_assert_eq(last_cfg.blocking, 0);
+  destroy_group();
+  /* ready after 5 polls */
+  event_state = cudaSuccess;
+  async_state = ncclSuccess;
+  clear_log();
+  dist__nccl_set_api(&fake);
+  cr_assert_eq(dist_store_hash_create(&store), DIST_OK);
+  static const int ranks[2] = {0, 1};
+  dist_backend_init_args a = {.rank = 0, .size = 2, .global_ranks = ranks, .store = store,
+                              .timeout_ms = 5000, .group_name = "nb", .nccl_options = &o};
+  comm_ready_after = 5;
+  cr_assert_eq(dist_pg_create(&dist__nccl_backend_ops, &a, &pg), DIST_OK, "%s",
+               dist_last_errmsg());
+  cr_assert_eq(comm_ready_after, 0, "init returned before the communicator was ready");
+  destroy_group();
+  /* never ready: the group's timeout, then the communicator is aborted */
+  dist__nccl_set_api(&fake);
+  cr_assert_eq(dist_store_hash_create(&store), DIST_OK);
+  clear_log();
+  a.store = store;
+  a.timeout_ms = 200;
+  comm_ready_after = -1;
+  pg = NULL;
+  cr_assert_eq(dist_pg_create(&dist__nccl_backend_ops, &a, &pg), DIST_E_TIMEOUT);
+  cr_assert(strstr(dist_last_errmsg(), "ncclCommInitRankConfig was not ready within 200 ms"),
+            "%s", dist_last_errmsg());
+  cr_assert_str_eq(log_buf, "SetDevice 0\nGetUniqueId\nCommInitRankConfig n=2 rank=0\nCommAbort\n");
+  comm_ready_after = 0;
+  end_failed_group();
+}
+
+/* --- availability ---------------------------------------------------------- */
+
+Test(nccl_fake, is_nccl_available_and_the_cuda_default_backend_tell_the_truth, .timeout = 30) {
+  dist__nccl_set_api(&fake);
+  const char *b = NULL;
+  n_devices = 2;
+  count_error = cudaSuccess;
+  cr_assert(dist_is_nccl_available());
+  cr_assert_eq(dist_get_default_backend_for_device("cuda:1", &b), DIST_OK);
+  cr_assert_str_eq(b, "nccl");
+  n_devices = 0; /* the libraries load, no device */
+  cr_assert(!dist_is_nccl_available());
+  cr_assert(strstr(dist_last_errmsg(), "NCCL is not available: no CUDA device is visible "
+                                       "(0 devices)"), "%s", dist_last_errmsg());
+  b = NULL;
+  cr_assert_eq(dist_get_default_backend_for_device("cuda", &b), DIST_E_NOTSUP);
+  cr_assert_null(b);
+  cr_assert(strstr(dist_last_errmsg(), "no backend for cuda here: NCCL is not available: no CUDA "
+                                       "device is visible"), "%s", dist_last_errmsg());
+  count_error = cudaErrorNoDevice; /* what a machine without a driver answers */
+  cr_assert(!dist_is_nccl_available());
+  cr_assert(strstr(dist_last_errmsg(), "fake: no CUDA-capable device"), "%s", dist_last_errmsg());
+  cr_assert_eq(dist_get_default_backend_for_device("cpu", &b), DIST_OK, "cpu needs no GPU");
+  cr_assert_str_eq(b, "cpu");
+  count_error = cudaSuccess;
+  n_devices = 1;
+  dist__nccl_set_api(NULL);
+  /* The real libraries: this project's machines have no GPU, so false with
+   * a reason (the gpu suite checks agreement with the runtime itself). */
+  if (!dist_is_nccl_available())
+    cr_assert(strstr(dist_last_errmsg(), "NCCL is not available: "), "%s", dist_last_errmsg());
+}
+
+/* --- device maps: malformed specs ----------------------------------------- */
+
+Test(nccl_fake, device_maps_that_cannot_work_fail_init_with_a_message, .timeout = 30) {
+  struct { const char *spec; int rc; const char *says; } cases[] = {
+      {"cuda:gloo", DIST_E_NOTSUP, "gloo cannot reach cuda tensors"},
+      {"cpu:nccl", DIST_E_NOTSUP, "nccl cannot reach cpu tensors"},
+      {"tpu:cpu", DIST_E_INVAL, "unknown device 'tpu'"},
+      {"cpu:cpu,CPU:gloo", DIST_E_INVAL, "device cpu is mapped twice"},
+      {"cpu:cpu,cuda:", DIST_E_INVAL, "'cuda:' is not device:backend"},
+      {"cpu:cpu,cuda:nope", DIST_E_NOTSUP, "'nope' is not available in this build"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    dist_init_opts o = dist_init_opts_default();
+    o.backend = cases[i].spec;
+    o.init_method = "tcp://127.0.0.1:1?rank=0&world_size=1"; /* never reached */
+    cr_assert_eq(dist_init_process_group(&o), cases[i].rc, "%s: %s", cases[i].spec,
+                 dist_last_errmsg());
+    cr_assert(strstr(dist_last_errmsg(), cases[i].says), "%s: %s", cases[i].spec,
+              dist_last_errmsg());
+  }
+}
+
+
+/* The real libraries on a machine without a GPU (this project's): a map's
+ * cpu side works, its first cuda operation fails with NCCL's reason. */
+Test(nccl_fake, without_a_gpu_a_map_runs_cpu_and_refuses_cuda_saying_why, .timeout = 30) {
+  dist__nccl_set_api(NULL);
+  if (dist_is_nccl_available())
+    cr_skip_test("a GPU is visible here: this test is about machines without one");
+  char why[512]; /* what is missing: the libraries, or a device */
+  const char *pre = "NCCL is not available: ", *m = strstr(dist_last_errmsg(), pre);
+  cr_assert(m, "%s", dist_last_errmsg());
+  snprintf(why, sizeof why, "%s", m + strlen(pre));
+  dist_store *st;
+  cr_assert_eq(dist_store_hash_create(&st), DIST_OK);
+  dist_init_opts o = dist_init_opts_default();
+  o.backend = "cpu:cpu,cuda:nccl";
+  o.store = st;
+  o.rank = 0;
+  o.world_size = 1;
+  cr_assert_eq(dist_init_process_group(&o), DIST_OK, "%s", dist_last_errmsg());
+  float v[2] = {1, 2};
+  dist_tensor h = dist_tensor_1d(v, DIST_FLOAT32, 2);
+  cr_assert_eq(dist_all_reduce(&h, DIST_SUM, NULL, NULL), DIST_OK, "%s", dist_pg_errmsg(NULL));
+  cr_assert(v[0] == 1 && v[1] == 2);
+  dist_tensor t = cuda(b0, DIST_FLOAT32, 2);
+  cr_assert_eq(dist_all_reduce(&t, DIST_SUM, NULL, NULL), DIST_E_NOTSUP);
+  cr_assert(strstr(dist_pg_errmsg(NULL), why), "%s\nwant: %s", dist_pg_errmsg(NULL), why);
+  cr_assert_eq(dist_all_reduce(&h, DIST_SUM, NULL, NULL), DIST_OK, "still usable on cpu");
+  dist_destroy_process_group(NULL);
+  dist_store_destroy(st);
 }

@@ -144,7 +144,7 @@ static const dist_backend_ops wpg_ops = {
 /* One copy of the table per inner backend, named after it. */
 #define MAX_TABLES 8
 static dist_backend_ops tables[MAX_TABLES];
-static char table_names[MAX_TABLES][32];
+static char table_names[MAX_TABLES][64]; /* a name or a device map */
 static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const dist_backend_ops *table_for(const char *backend) {

@@ -47,7 +47,14 @@
  *      each new user group before its members connect (the checking layer
  *      compares the ranks' views of the group there, so groups created in
  *      a different order fail at once instead of timing out in the
- *      connect). The vtable is unchanged; backends built for 1 load. */
+ *      connect). The vtable is unchanged; backends built for 1 load.
+ *   3  dist_backend_init_args gains device_id, nccl_options and parent
+ *      (appended; core fills them, a backend built for 2 never reads them):
+ *      the device the group is bound to (dist_init_opts.device_id), NCCL's
+ *      config, and the group a new one derives from (for ncclCommSplit).
+ *      A device map ("cpu:cpu,cuda:nccl") makes a group whose inner
+ *      groups, one per device type, are built from these same args. The
+ *      vtable is unchanged; backends built for 1 or 2 load. */
 #ifndef DIST_BACKEND_H
 #define DIST_BACKEND_H
 
@@ -62,7 +69,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_BACKEND_ABI_VERSION 2
+#define DIST_BACKEND_ABI_VERSION 3
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_OP_MAP(X)                                      \
@@ -149,6 +156,13 @@ typedef struct dist_backend_init_args {
   const char *job_token;     /* the job's data-plane token ("" = none) */
   bool internal;             /* a helper group (DIST_GROUP_INTERNAL) */
   void *arg;                 /* backend-specific (a wrapper's inner group) */
+  /* ABI 3. */
+  dist_device device_id;     /* DIST_DEVICE_CUDA: bind to it and connect at
+                                once; else unbound (connect lazily) */
+  const dist_nccl_options *nccl_options; /* NULL: NCCL's defaults */
+  dist_pg *parent;           /* the group this one derives from when every
+                                rank of parent takes part in its creation
+                                (new_group, split_group); else NULL */
 } dist_backend_init_args;
 
 /* Capability bits. */

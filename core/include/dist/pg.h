@@ -53,9 +53,33 @@ typedef struct dist_work dist_work;
 
 /* --- init and the default group ----------------------------------------- */
 
+/* NCCL's communicator config (torch's ProcessGroupNCCL.Options), for
+ * dist_init_opts.nccl_options and dist_group_opts.nccl_options. A zeroed
+ * struct is NCCL's defaults: every field's 0 leaves NCCL's own value. The
+ * three-way fields take DIST_OPT_ON or DIST_OPT_OFF. Values out of range
+ * fail the group's creation with DIST_E_INVAL. */
+#define DIST_OPT_DEFAULT 0
+#define DIST_OPT_ON 1
+#define DIST_OPT_OFF 2
+/* cga_cluster_size: no cluster (NCCL's 0). */
+#define DIST_NCCL_CGA_NONE (-1)
+typedef struct dist_nccl_options {
+  int blocking;             /* DIST_OPT_OFF: non-blocking communicator: init
+                               and split return at once and the group polls
+                               them, within its timeout */
+  int cga_cluster_size;     /* 1..8, DIST_NCCL_CGA_NONE, 0 = NCCL's */
+  int high_priority_stream; /* DIST_OPT_ON: the group's stream has the
+                               device's greatest priority */
+  int split_share;          /* DIST_OPT_ON: a group split from this one's
+                               communicator shares its resources */
+} dist_nccl_options;
+
 typedef struct dist_init_opts {
   const char *backend;     /* "cpu" (default; "gloo" is an alias), "nccl",
-                              "mpi", or "cpu:cpu,cuda:nccl" */
+                              "mpi", or a device map such as
+                              "cpu:cpu,cuda:nccl" or "cpu:gloo,cuda:nccl"
+                              (names case-insensitive): each operation runs
+                              on the backend of its tensors' device */
   const char *init_method; /* "env://" (default), "tcp://host:port",
                               "file:///path"; ignored when store is set */
   dist_store *store;       /* explicit store (borrowed; must outlive the
@@ -69,6 +93,15 @@ typedef struct dist_init_opts {
                               "everything from the environment". */
   int64_t timeout_ms;      /* <= 0: DIST_TIMEOUT or DIST_DEFAULT_TIMEOUT_MS */
   const char *group_desc;  /* description of the default group */
+  /* Appended fields (zero = unset). */
+  dist_device device_id;   /* type DIST_DEVICE_CUDA: bind this rank to
+                              cuda:index (cudaSetDevice) and create the
+                              group's NCCL communicator during init rather
+                              than at its first CUDA operation; groups
+                              created later inherit the binding, and are
+                              split from this one's communicator where they
+                              can (README: "NCCL"). cpu: no binding. */
+  const dist_nccl_options *nccl_options; /* NULL: NCCL's defaults; copied */
 } dist_init_opts;
 
 /* dist_init_opts with every field at its default. */
@@ -94,6 +127,9 @@ DIST_API int dist_get_world_size(dist_pg *group);
 /* "cpu", "nccl", ... ; NULL for a non-member or before init. */
 DIST_API const char *dist_get_backend(dist_pg *group);
 DIST_API bool dist_is_cpu_available(void);
+/* True when libdist was built with NCCL, NCCL and the CUDA runtime load,
+ * and the runtime sees a device. When false, dist_last_errmsg() says which
+ * of these is missing (it is also logged at INFO, subsystem NCCL). */
 DIST_API bool dist_is_nccl_available(void);
 DIST_API bool dist_is_mpi_available(void);
 /* The job's id (DIST_JOB_ID, or the one rank 0 made); NULL before init. */
@@ -111,6 +147,10 @@ typedef struct dist_group_opts {
   bool use_local_synchronization; /* only members call new_group */
   const char *desc;               /* description shown in reports */
   unsigned flags;                 /* DIST_GROUP_INTERNAL */
+  /* Appended fields (zero = unset). */
+  dist_device device_id;          /* cuda: bind and create the communicator
+                                     at once; cpu: the default group's binding */
+  const dist_nccl_options *nccl_options; /* NULL: the default group's */
 } dist_group_opts;
 
 /* A group of the given global ranks (NULL/0 = every rank; group ranks
@@ -343,9 +383,10 @@ DIST_API void dist_work_free(dist_work *work);
  * many there are: "cpu", "gloo", then those registered by
  * dist_register_backend or a DIST_BACKEND_PLUGINS plugin already loaded. */
 DIST_API size_t dist_list_backends(const char **out, size_t cap);
-/* torch's get_default_backend_for_device: "cpu" (or "cpu:N") gives "cpu",
- * "cuda" (or "cuda:N") gives "nccl", whether or not it is available (see
- * dist_is_nccl_available); any other device is DIST_E_INVAL. Case-insensitive. */
+/* torch's get_default_backend_for_device: "cpu" (or "cpu:N") gives "cpu";
+ * "cuda" (or "cuda:N") gives "nccl" when dist_is_nccl_available(), else
+ * DIST_E_NOTSUP with the reason in dist_last_errmsg(); any other device is
+ * DIST_E_INVAL. Case-insensitive. */
 DIST_API int dist_get_default_backend_for_device(const char *device, const char **out);
 /* The value of one of libdist's variables as the library reads it: name's
  * value, or when name is unset (or empty) its torch/Gloo counterpart's:

@@ -1,9 +1,17 @@
 /* backend_nccl.c - the "nccl" backend for CUDA tensors: the vtable glue,
  * the group's communicator and stream, and the progress path.
  *
- * DESIGN. One communicator per group, created at init: rank 0 makes the
- * unique id and shares it through the group's store. The device is
- * LOCAL_RANK modulo the visible devices (torch's default). One stream per
+ * DESIGN. One communicator per group, created at init (pg_mixed.c makes
+ * the group at the first CUDA operation, or at once when the group is
+ * bound to a device). It is split from the parent group's communicator
+ * (ncclCommSplit) when the parent's exists and is healthy, every rank of
+ * the parent takes part (the parent's other ranks split with no colour,
+ * groups.c) and both run in the same blocking mode; else rank 0 makes a
+ * unique id and shares it through the group's store. The device is the
+ * bound one (device_id), else LOCAL_RANK modulo the visible devices
+ * (torch's default). NCCL's config (dist_nccl_options) goes into
+ * ncclCommInitRankConfig / ncclCommSplit; a non-blocking communicator is
+ * polled until ready within the group's timeout. One stream per
  * group; every operation is enqueued on it (nccl_ops.c) followed by an event
  * that says when it is done, so operations complete in issue order.
  * A synchronous call waits for its event on the caller's thread; an
@@ -21,6 +29,7 @@
 #include <time.h>
 
 #include "nccl_map.h"
+#include "pg_int.h" /* the parent group's engines, for ncclCommSplit */
 
 typedef struct pending {
   dist_work *w;
@@ -34,8 +43,12 @@ typedef struct nccl_backend {
   char name[128];
   dist_pg *self;
   int device;
+  dist_device bound;
+  dist_nccl_options opts;
+  bool split; /* the communicator came from ncclCommSplit */
   int64_t timeout_ms;
-  bool have_comm, have_stream, comm_aborted;
+  bool have_comm, have_stream;
+  _Atomic bool comm_aborted; /* set by a waiter (any thread), read by split_parent */
 
   pthread_mutex_t mu;
   pthread_mutex_t wait_mu;   /* one waiter polls the communicator at a time */
@@ -58,8 +71,15 @@ static int pick_device(nccl_backend *b, dist__errbuf *err) {
   if (e != cudaSuccess || n < 1)
     return dist__err_set(err, DIST_E_NOTSUP, "group %s: no CUDA device is visible (%s)", b->name,
                          e != cudaSuccess ? b->x.api->CudaErrorString(e) : "0 devices");
-  const char *lr = dist__getenv("LOCAL_RANK");
-  b->device = (lr ? atoi(lr) : b->x.rank) % n;
+  if (b->bound.type == DIST_DEVICE_CUDA) {
+    if (b->bound.index >= n)
+      return dist__err_set(err, DIST_E_INVAL, "group %s: device_id cuda:%d, but %d CUDA "
+                           "device(s) are visible", b->name, b->bound.index, n);
+    b->device = b->bound.index;
+  } else {
+    const char *lr = dist__getenv("LOCAL_RANK");
+    b->device = (lr ? atoi(lr) : b->x.rank) % n;
+  }
   e = b->x.api->SetDevice(b->device);
   if (e != cudaSuccess)
     return dist__err_set(err, DIST_E_BACKEND, "cudaSetDevice(%d): %s", b->device,
@@ -97,18 +117,150 @@ static int share_id(nccl_backend *b, dist_store *st, ncclUniqueId *id, dist__err
   return DIST_OK;
 }
 
-static int open_comm(nccl_backend *b, dist_store *st, dist__errbuf *err) {
-  const dist__nccl_api *api = b->x.api;
-  ncclUniqueId id;
-  DIST_TRY(pick_device(b, err));
-  DIST_TRY(share_id(b, st, &id, err));
+static int broken(nccl_backend *b, int rc, const char *msg);
+
+/* --- config, split, readiness --------------------------------------------- */
+
+static int check_opts(const char *name, const dist_nccl_options *o, dist__errbuf *err) {
+  const int tri[3] = {o->blocking, o->high_priority_stream, o->split_share};
+  for (int i = 0; i < 3; i++)
+    if (tri[i] < DIST_OPT_DEFAULT || tri[i] > DIST_OPT_OFF)
+      return dist__err_set(err, DIST_E_INVAL, "group %s: NCCL option %s = %d (DIST_OPT_DEFAULT, "
+                           "DIST_OPT_ON or DIST_OPT_OFF)", name,
+                           i == 0 ? "blocking" : i == 1 ? "high_priority_stream" : "split_share",
+                           tri[i]);
+  if (o->cga_cluster_size != DIST_NCCL_CGA_NONE &&
+      (o->cga_cluster_size < 0 || o->cga_cluster_size > 8))
+    return dist__err_set(err, DIST_E_INVAL, "group %s: NCCL cga_cluster_size = %d (1..8, "
+                         "DIST_NCCL_CGA_NONE, or 0 for NCCL's)", name, o->cga_cluster_size);
+  return DIST_OK;
+}
+
+/* NCCL's config for o: unset fields stay NCCL_CONFIG_UNDEF_INT. */
+static ncclConfig_t make_config(const dist_nccl_options *o) {
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  ncclResult_t e = api->CommInitRankConfig(&b->x.comm, b->x.size, id, b->x.rank, &cfg);
-  if (e != ncclSuccess)
-    return dist__err_set(err, DIST_E_BACKEND, "group %s: ncclCommInitRankConfig: %s", b->name,
+  if (o->blocking)
+    cfg.blocking = o->blocking == DIST_OPT_ON;
+  if (o->cga_cluster_size)
+    cfg.cgaClusterSize = o->cga_cluster_size == DIST_NCCL_CGA_NONE ? 0 : o->cga_cluster_size;
+  if (o->split_share)
+    cfg.splitShare = o->split_share == DIST_OPT_ON;
+  return cfg;
+}
+
+static bool nonblocking(const dist_nccl_options *o) { return o->blocking == DIST_OPT_OFF; }
+
+/* The parent's backend when a group may split its communicator: it exists,
+ * is healthy, and runs in the child's blocking mode. The members and the
+ * parent's other ranks decide alike (both see the same parent). */
+static nccl_backend *split_parent(dist_pg *parent_cuda, const dist_nccl_options *child) {
+  if (!parent_cuda || parent_cuda->ops != &dist__nccl_backend_ops)
+    return NULL;
+  nccl_backend *p = parent_cuda->priv;
+  if (!p->have_comm || atomic_load(&p->comm_aborted) || atomic_load(&p->aborted) ||
+      atomic_load(&p->broken_rc))
+    return NULL;
+  return nonblocking(&p->opts) == nonblocking(child) ? p : NULL;
+}
+
+/* A non-blocking communicator is ready when its state leaves
+ * ncclInProgress: polled until the timeout, then aborted. */
+static int wait_ready(const dist__nccl_api *api, ncclComm_t comm, const char *name,
+                      const char *what, int64_t timeout_ms, dist__errbuf *err) {
+  int64_t deadline = dist__deadline_ms(timeout_ms);
+  for (unsigned spin = 0;; spin++) {
+    ncclResult_t st = ncclInProgress;
+    ncclResult_t e = api->CommGetAsyncError(comm, &st);
+    if (e == ncclSuccess && st == ncclSuccess)
+      return DIST_OK;
+    if (e != ncclSuccess || st != ncclInProgress) {
+      api->CommAbort(comm);
+      return dist__err_set(err, DIST_E_BACKEND, "group %s: %s failed: %s", name, what,
+                           api->GetErrorString(e != ncclSuccess ? e : st));
+    }
+    if (dist__now_ms() > deadline) {
+      api->CommAbort(comm);
+      return dist__err_set(err, DIST_E_TIMEOUT, "group %s: %s was not ready within %lld ms; "
+                           "the communicator was aborted", name, what, (long long)timeout_ms);
+    }
+    if (spin > 100)
+      nanosleep(&(struct timespec){0, 100000}, NULL);
+  }
+}
+
+/* ncclCommSplit's colour: the same on every member (a hash of the member
+ * list, as torch's), never NCCL_SPLIT_NOCOLOR. */
+static int split_color(const int *global_ranks, int n) {
+  uint32_t h = 2166136261u;
+  for (int i = 0; i < n; i++) {
+    h ^= (uint32_t)global_ranks[i];
+    h *= 16777619u;
+  }
+  return (int)(h & 0x7fffffffu);
+}
+
+static int make_comm(nccl_backend *b, const dist_backend_init_args *a, dist__errbuf *err) {
+  const dist__nccl_api *api = b->x.api;
+  ncclConfig_t cfg = make_config(&b->opts);
+  nccl_backend *p = a->parent ? split_parent(dist__pg_device_group(a->parent, DIST_DEVICE_CUDA),
+                                             &b->opts) : NULL;
+  ncclResult_t e;
+  const char *what;
+  if (p) {
+    what = "ncclCommSplit";
+    e = api->CommSplit(p->x.comm, split_color(a->global_ranks, a->size), b->x.rank, &b->x.comm,
+                       &cfg);
+    b->split = true;
+  } else {
+    ncclUniqueId id;
+    DIST_TRY(share_id(b, a->store, &id, err));
+    what = "ncclCommInitRankConfig";
+    e = api->CommInitRankConfig(&b->x.comm, b->x.size, id, b->x.rank, &cfg);
+  }
+  if (e != ncclSuccess && !(e == ncclInProgress && nonblocking(&b->opts)))
+    return dist__err_set(err, DIST_E_BACKEND, "group %s: %s: %s", b->name, what,
                          api->GetErrorString(e));
+  if (nonblocking(&b->opts))
+    DIST_TRY(wait_ready(api, b->x.comm, b->name, what, b->timeout_ms, err));
   b->have_comm = true;
-  cudaError_t ce = api->StreamCreateWithFlags(&b->x.stream, cudaStreamNonBlocking);
+  return DIST_OK;
+}
+
+int dist__nccl_nonmember_split(dist_pg *parent_cuda, const dist_nccl_options *child) {
+  dist_nccl_options none = {0};
+  nccl_backend *p = split_parent(parent_cuda, child ? child : &none);
+  if (!p)
+    return DIST_OK; /* the members build from a unique id: nothing to join */
+  ncclConfig_t cfg = make_config(child ? child : &none);
+  ncclComm_t nc = NULL;
+  ncclResult_t e = p->x.api->CommSplit(p->x.comm, NCCL_SPLIT_NOCOLOR, p->x.rank, &nc, &cfg);
+  if (e != ncclSuccess && !(e == ncclInProgress && nonblocking(&p->opts)))
+    return dist__set_last_error(DIST_E_BACKEND, "group %s: ncclCommSplit (not a member): %s",
+                                p->name, p->x.api->GetErrorString(e));
+  dist__errbuf err;
+  dist__err_clear(&err);
+  int rc = nonblocking(&p->opts) ? wait_ready(p->x.api, p->x.comm, p->name,
+                                              "ncclCommSplit (not a member)", p->timeout_ms, &err)
+                                 : DIST_OK;
+  if (rc != DIST_OK) {
+    atomic_store(&p->comm_aborted, true); /* wait_ready aborted it */
+    broken(p, rc, err.msg);
+    return dist__set_last_error(rc, "%s", err.msg);
+  }
+  return DIST_OK;
+}
+
+static int make_stream(nccl_backend *b, dist__errbuf *err) {
+  const dist__nccl_api *api = b->x.api;
+  cudaError_t ce;
+  if (b->opts.high_priority_stream == DIST_OPT_ON) {
+    int least = 0, greatest = 0;
+    ce = api->DeviceGetStreamPriorityRange(&least, &greatest);
+    if (ce == cudaSuccess)
+      ce = api->StreamCreateWithPriority(&b->x.stream, cudaStreamNonBlocking, greatest);
+  } else {
+    ce = api->StreamCreateWithFlags(&b->x.stream, cudaStreamNonBlocking);
+  }
   if (ce == cudaSuccess) {
     b->have_stream = true;
     ce = api->Malloc(&b->x.barrier_buf, sizeof(float));
@@ -119,10 +271,17 @@ static int open_comm(nccl_backend *b, dist_store *st, dist__errbuf *err) {
   return DIST_OK;
 }
 
+static int open_comm(nccl_backend *b, const dist_backend_init_args *a, dist__errbuf *err) {
+  DIST_TRY(check_opts(b->name, &b->opts, err));
+  DIST_TRY(pick_device(b, err));
+  DIST_TRY(make_comm(b, a, err));
+  return make_stream(b, err);
+}
+
 static void release(nccl_backend *b) {
   const dist__nccl_api *api = b->x.api;
   if (b->have_comm)
-    b->comm_aborted ? (void)0 : (void)api->CommDestroy(b->x.comm);
+    atomic_load(&b->comm_aborted) ? (void)0 : (void)api->CommDestroy(b->x.comm);
   if (b->x.barrier_buf)
     api->Free(b->x.barrier_buf);
   if (b->have_stream)
@@ -139,6 +298,9 @@ static int nccl_init(void *priv, const dist_backend_init_args *a, dist_pg *self)
   b->x.rank = a->rank;
   b->x.size = a->size;
   b->timeout_ms = a->timeout_ms;
+  b->bound = a->device_id;
+  if (a->nccl_options)
+    b->opts = *a->nccl_options;
   pthread_mutex_init(&b->mu, NULL);
   pthread_mutex_init(&b->wait_mu, NULL);
   pthread_cond_init(&b->cv, NULL);
@@ -149,7 +311,7 @@ static int nccl_init(void *priv, const dist_backend_init_args *a, dist_pg *self)
   if (rc == DIST_OK && !a->store)
     rc = dist__err_set(&err, DIST_E_INVAL, "the nccl backend needs a group store");
   if (rc == DIST_OK)
-    rc = open_comm(b, a->store, &err);
+    rc = open_comm(b, a, &err);
   if (rc != DIST_OK) {
     if (b->x.api)
       release(b);
@@ -158,8 +320,8 @@ static int nccl_init(void *priv, const dist_backend_init_args *a, dist_pg *self)
     pthread_mutex_destroy(&b->mu);
     return dist_backend_set_error(self, rc, "%s", err.msg);
   }
-  DIST_LOG(INFO, NCCL, "group %s: rank %d of %d on cuda:%d", b->name, b->x.rank, b->x.size,
-           b->device);
+  DIST_LOG(INFO, NCCL, "group %s: rank %d of %d on cuda:%d, communicator %s", b->name,
+           b->x.rank, b->x.size, b->device, b->split ? "split from the parent's" : "from a unique id");
   return DIST_OK;
 }
 
@@ -197,9 +359,9 @@ static int broken(nccl_backend *b, int rc, const char *msg) {
 
 /* Aborts the communicator once (waiters hold wait_mu). */
 static void abort_comm(nccl_backend *b) {
-  if (b->have_comm && !b->comm_aborted) {
+  if (b->have_comm && !atomic_load(&b->comm_aborted)) {
     b->x.api->CommAbort(b->x.comm);
-    b->comm_aborted = true;
+    atomic_store(&b->comm_aborted, true);
   }
 }
 

@@ -57,6 +57,7 @@ static bool load_nccl(void *nccl) {
   SYM(nccl, GroupEnd, "ncclGroupEnd");
   SYM(nccl, RedOpCreatePreMulSum, "ncclRedOpCreatePreMulSum");
   SYM(nccl, RedOpDestroy, "ncclRedOpDestroy");
+  SYM(nccl, CommSplit, "ncclCommSplit");
   return true;
 }
 
@@ -72,6 +73,8 @@ static bool load_cudart(void *cudart) {
   SYM(cudart, Malloc, "cudaMalloc");
   SYM(cudart, Free, "cudaFree");
   SYM(cudart, CudaErrorString, "cudaGetErrorString");
+  SYM(cudart, DeviceGetStreamPriorityRange, "cudaDeviceGetStreamPriorityRange");
+  SYM(cudart, StreamCreateWithPriority, "cudaStreamCreateWithPriority");
   return true;
 }
 

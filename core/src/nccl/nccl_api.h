@@ -59,6 +59,11 @@ typedef struct dist__nccl_api {
   cudaError_t (*Malloc)(void **p, size_t n);
   cudaError_t (*Free)(void *p);
   const char *(*CudaErrorString)(cudaError_t e);
+  /* Appended: communicators split from a parent, high-priority streams. */
+  ncclResult_t (*CommSplit)(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                            ncclConfig_t *config);
+  cudaError_t (*DeviceGetStreamPriorityRange)(int *least, int *greatest);
+  cudaError_t (*StreamCreateWithPriority)(cudaStream_t *s, unsigned flags, int priority);
 } dist__nccl_api;
 
 /* The table in use: loads the libraries the first time. NULL with a message
