@@ -104,9 +104,11 @@ static void say_last(char *buf, size_t len, size_t *off, const mon_rec_group *rg
                 (unsigned long long)rg->done, rg->last_site);
 }
 
-/* One line for a member that has not entered #seq. */
-static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, int gid,
+/* One line for a member that has not entered #seq. g: this rank's own view
+ * of the group, fresher than a dead rank's last heartbeat. */
+static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, const mon_group *g,
                        uint64_t seq, int kind, int64_t now_ms) {
+  int gid = g->gid;
   const mon_rec_group *rg = dist__mon_rec_group(r, gid);
   char how[320], s[32];
   const char *gone = gone_how(r, now_ms, how, sizeof how);
@@ -118,9 +120,20 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, int
   else
     dist__appendf(buf, len, off, "has not entered %s #%llu: ", op_name(kind),
                   (unsigned long long)seq);
-  say_last(buf, len, off, rg);
-  if (gone)
-    dist__appendf(buf, len, off, " (as of its last heartbeat)");
+  /* A rank that died within a second of its last publication looks as if
+   * it had done nothing; but every member enters a collective this rank
+   * completed. */
+  uint64_t my_done = seq - 1; /* this rank completed every operation before #seq */
+  const mon_op *prev = &g->ring[my_done % MON_RING];
+  int my_kind = my_done && atomic_load(&prev->seq) == my_done ? atomic_load(&prev->kind) : -1;
+  if (gone && (!rg || rg->done < my_done) && my_kind >= 0 && !is_p2p(my_kind)) {
+    dist__appendf(buf, len, off, "it took part in %s #%llu at least (this rank completed it)",
+                  op_name(my_kind), (unsigned long long)my_done);
+  } else {
+    say_last(buf, len, off, rg);
+    if (gone)
+      dist__appendf(buf, len, off, " (as of its last heartbeat)");
+  }
   const mon_rec_group *b = gone ? NULL : blocked_in(r);
   char pw[48];
   if (b && b->gid != gid)
@@ -374,7 +387,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
       continue;
     }
     absent++;
-    say_absent(buf, len, &off, &recs[r], g->gid, seq, kind, now_ms);
+    say_absent(buf, len, &off, &recs[r], g, seq, kind, now_ms);
   }
   if (in && n_in) {
     qsort(in, (size_t)n_in, sizeof *in, cmp_int);
