@@ -21,7 +21,7 @@ static int get(void *arg, uint64_t idx, void *slot) {
 static sqlite3 *fresh(void) {
   sqlite3 *db;
   cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
-  cr_assert_eq(tr_schema_create(db, false, NULL, 0), 0);
+  cr_assert_eq(tr_schema_create_rank(db, 3, NULL, 0), 0);
   return db;
 }
 

@@ -201,7 +201,8 @@ int tr_writer_open(tracer *t, const dist_pg_info *def) {
   if (sqlite3_open_v2(t->path, &t->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                                            SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
       tr_exec(t->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", err, sizeof err) ||
-      tr_exec(t->db, "BEGIN", err, sizeof err) || tr_schema_create(t->db, false, err, sizeof err) ||
+      tr_exec(t->db, "BEGIN", err, sizeof err) ||
+      tr_schema_create_rank(t->db, t->rank, err, sizeof err) ||
       write_identity(t, def) != 0 || tr_exec(t->db, "COMMIT", err, sizeof err)) {
     DIST_LOG(WARNING, TRACER, "trace file %s: %s; tracing to disk is off", t->path,
              err[0] ? err : sqlite3_errmsg(t->db));
