@@ -45,7 +45,7 @@ struct tr_sink {
   sqlite3 *db;
   tr_sink_opts o;
   sqlite3_stmt *ins_op, *ins_op_full, *ins_shape, *upd_op, *ins_ev, *ins_group, *upd_group, *ins_cs, *ins_drop,
-      *upd_clock, *upd_drops, *ins_stats;
+      *upd_clock, *ins_clock, *upd_drops, *ins_stats;
   pend *tab;
   size_t cap, used;
   /* call sites: address -> id */
@@ -118,6 +118,7 @@ int tr_sink_open(sqlite3 *db, const tr_sink_opts *o, tr_sink **out) {
       prep(s, "INSERT INTO drops VALUES (?,?,?,?,?,?)", &s->ins_drop) ||
       prep(s, "UPDATE ranks SET clock_offset_ns = ?2, clock_rtt_ns = ?3 WHERE rank = ?1",
            &s->upd_clock) ||
+      prep(s, "INSERT INTO clocks VALUES (?,?,?,?)", &s->ins_clock) ||
       prep(s, "UPDATE ranks SET dropped_records = ?2 WHERE rank = ?1", &s->upd_drops) ||
       prep(s, "INSERT INTO stats VALUES (?,?,?,?,?,?,?,?,?,?)", &s->ins_stats)) {
     *out = s; /* the caller reads the error, then closes */
@@ -494,6 +495,12 @@ static int clock_record(tr_sink *s, const tr_head *h) {
   e.group_id = -1;
   if (event_record(s, &e, msg) != 0)
     return -1;
+  sqlite3_bind_int(s->ins_clock, 1, s->o.rank);
+  sqlite3_bind_int64(s->ins_clock, 2, h->t_ns);
+  sqlite3_bind_int64(s->ins_clock, 3, offset);
+  sqlite3_bind_int64(s->ins_clock, 4, rtt);
+  if (step(s, s->ins_clock) != 0)
+    return -1;
   sqlite3_bind_int(s->upd_clock, 1, s->o.rank);
   sqlite3_bind_int64(s->upd_clock, 2, offset);
   sqlite3_bind_int64(s->upd_clock, 3, rtt);
@@ -555,8 +562,10 @@ int tr_sink_flush(tr_sink *s) {
 void tr_sink_close(tr_sink *s) {
   if (!s)
     return;
-  sqlite3_stmt *sts[] = {s->ins_op, s->ins_op_full, s->ins_shape, s->upd_op, s->ins_ev, s->ins_group, s->upd_group,
-                         s->ins_cs, s->ins_drop, s->upd_clock, s->upd_drops, s->ins_stats};
+  sqlite3_stmt *sts[] = {s->ins_op,  s->ins_op_full, s->ins_shape, s->upd_op,
+                         s->ins_ev,  s->ins_group,   s->upd_group, s->ins_cs,
+                         s->ins_drop, s->upd_clock,  s->ins_clock, s->upd_drops,
+                         s->ins_stats};
   for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++)
     sqlite3_finalize(sts[i]);
   for (size_t i = 0; s->tab && i < s->cap; i++)

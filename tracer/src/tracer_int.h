@@ -21,7 +21,8 @@ typedef struct tracer {
   int rank;
   int world;
   pid_t pid;                /* the process that owns the rank (not a forked child) */
-  int64_t skew_ns;          /* test hook: DIST_TRACE_TEST_SKEW_NS */
+  _Atomic int64_t skew_ns;  /* test hook: DIST_TRACE_TEST_SKEW_NS, and
+                               dist__tracer_test_set_skew mid-job */
   char dir[768];            /* $DIST_TRACE/<job id> */
   char path[1024];          /* rank-<R>.db */
   char ring_path[1024];     /* rank-<R>.ring (crash dump) */
@@ -49,6 +50,17 @@ typedef struct tracer {
   uint32_t clock_gen;
   void *live;               /* tracer_live.c, or NULL */
 } tracer;
+
+/* This rank's clock is dist_clock_ns() + tr_skew(t): 0 but in tests. */
+static inline int64_t tr_skew(tracer *t) {
+  return atomic_load_explicit(&t->skew_ns, memory_order_relaxed);
+}
+
+/* Test hook: from now on the recording tracer's clock runs ns ahead of
+ * the host's (a clock that jumps, as if adjusted); the next periodic
+ * re-measurement (DIST_TRACE_CLOCK_S) finds the new offset. DIST_E_INVAL
+ * when the tracer is not recording. */
+int dist__tracer_test_set_skew(int64_t ns);
 
 /* tracer_record.c: events -> ring records (the hot path). */
 void tr_record_event(tracer *t, const dist_event *ev);

@@ -37,7 +37,7 @@ static int ring_get(void *arg, uint64_t idx, void *slot) {
 
 static void note_gap(tracer *t, uint64_t lost) {
   if (lost)
-    tr_sink_gap(t->sink, lost, dist_clock_ns() + t->skew_ns);
+    tr_sink_gap(t->sink, lost, dist_clock_ns() + tr_skew(t));
 }
 
 /* Reads what the ring holds from the tail; returns records read. */
@@ -153,7 +153,7 @@ static int write_identity(tracer *t, const dist_pg_info *def) {
   gethostname(host, sizeof host - 1);
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[n > 0 ? n : 0] = '\0';
-  int64_t umm = unix_minus_mono(), now = dist_clock_ns() + t->skew_ns;
+  int64_t umm = unix_minus_mono(), now = dist_clock_ns() + tr_skew(t);
   const char *lr = getenv("LOCAL_RANK");
   tr_meta_set(t->db, "schema_version", "1");
   tr_meta_set(t->db, "kind", "rank");
@@ -168,7 +168,7 @@ static int write_identity(tracer *t, const dist_pg_info *def) {
     return -1;
   sqlite3_bind_text(st, 1, t->job_id, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 2, def->size);
-  sqlite3_bind_int64(st, 3, umm - t->skew_ns);
+  sqlite3_bind_int64(st, 3, umm - tr_skew(t));
   sqlite3_bind_int64(st, 4, now);
   int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
   sqlite3_finalize(st);
@@ -179,7 +179,7 @@ static int write_identity(tracer *t, const dist_pg_info *def) {
   sqlite3_bind_text(st, 2, host, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 3, (int)getpid());
   lr ? sqlite3_bind_int(st, 4, atoi(lr)) : sqlite3_bind_null(st, 4);
-  sqlite3_bind_int64(st, 5, umm - t->skew_ns);
+  sqlite3_bind_int64(st, 5, umm - tr_skew(t));
   sqlite3_bind_text(st, 6, exe, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 7, now);
   rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
@@ -253,7 +253,7 @@ void tr_writer_stop(tracer *t, const char *end_state) {
     DIST_LOG(INFO, TRACER, "%s", summary);
     char *q = sqlite3_mprintf("INSERT INTO events VALUES (%d, NULL, NULL, 'otlp_export', %lld,"
                               " 0, NULL, %Q)", t->rank,
-                              (long long)(dist_clock_ns() + t->skew_ns), summary);
+                              (long long)(dist_clock_ns() + tr_skew(t)), summary);
     tr_exec(t->db, q, NULL, 0);
     sqlite3_free(q);
   }
