@@ -80,8 +80,9 @@ void tr_clock_stop(tracer *t);
 
 /* tracer_live.c: live OTLP export (DIST_OTLP_ENDPOINT); NULL when off. */
 void *tr_live_start(tracer *t, int64_t interval_ms, int64_t timeout_ms, int64_t queue);
-/* Joins it, exports what is left, says what it sent and dropped. */
-void tr_live_stop(void *live, char *summary, size_t len);
+/* Joins it (cancelling a request in flight), exports what is left, says
+ * what it sent and dropped; returns the operations dropped. */
+uint64_t tr_live_stop(void *live, char *summary, size_t len);
 
 /* tracer_crash.c: raw ring dump at a fatal signal, then the old handler. */
 void tr_crash_install(tracer *t);

@@ -248,12 +248,13 @@ void tr_writer_stop(tracer *t, const char *end_state) {
   commit_cycle(t); /* what came after the thread's last cycle */
   if (t->live) { /* its last spans need that commit; its counts go in the file */
     char summary[1200];
-    tr_live_stop(t->live, summary, sizeof summary);
+    uint64_t dropped = tr_live_stop(t->live, summary, sizeof summary);
     t->live = NULL;
     DIST_LOG(INFO, TRACER, "%s", summary);
     char *q = sqlite3_mprintf("INSERT INTO events VALUES (%d, NULL, NULL, 'otlp_export', %lld,"
-                              " 0, NULL, %Q)", t->rank,
-                              (long long)(dist_clock_ns() + tr_skew(t)), summary);
+                              " %lld, NULL, %Q)", t->rank,
+                              (long long)(dist_clock_ns() + tr_skew(t)), (long long)dropped,
+                              summary);
     tr_exec(t->db, q, NULL, 0);
     sqlite3_free(q);
   }

@@ -16,8 +16,10 @@
  *   DIST_OTLP_ENDPOINT    live span export (OTLP/HTTP JSON), optional:
  *   DIST_OTLP_INTERVAL_MS   how often spans are sent (default 1000)
  *   DIST_OTLP_TIMEOUT_MS    longest wait per request (default 1000)
- *   DIST_OTLP_QUEUE         spans waiting at most; older ones are dropped
- *                           and counted (default 4096)
+ *   DIST_OTLP_QUEUE         operations waiting at most; older ones are
+ *                           dropped and counted (default 4096); after a
+ *                           failed request the exporter backs off (1 s
+ *                           doubling to 30 s), dropping what waits
  *   DIST_OTLP_SERVICE       service.name (default libdist) */
 #ifndef DIST_TRACER_H
 #define DIST_TRACER_H
