@@ -140,7 +140,8 @@ Test(tracer_export, otlp_to_a_dead_collector_fails_with_a_message, .timeout = 60
 }
 
 /* Every rank's otlp_export event: nothing sent, and every one of its
- * operations counted as dropped (events.status and the message). */
+ * operations counted as dropped (events.status and the message); and an
+ * otlp_export_failed event naming the collector. */
 static void check_all_dropped(sqlite3 *db, int ranks) {
   for (int r = 0; r < ranks; r++) {
     int64_t ops = tq_int(db, "SELECT count(*) FROM operations WHERE rank=%d", r);
@@ -152,6 +153,11 @@ static void check_all_dropped(sqlite3 *db, int ranks) {
               r, (long long)ops, m);
     cr_assert_eq(tq_int(db, "SELECT status FROM events WHERE rank=%d AND kind='otlp_export'", r),
                  ops);
+    /* the first failure is in the file when it happens (a killed rank keeps it) */
+    m = tq_text(db, "SELECT message FROM events WHERE rank=%d AND kind='otlp_export_failed'"
+                    " ORDER BY t_ns LIMIT 1", r);
+    cr_assert(strstr(m, "live OTLP export: OTLP collector http://127.0.0.1:") &&
+              strstr(m, "/v1/traces"), "rank %d: '%s'", r, m);
   }
 }
 

@@ -285,7 +285,8 @@ Test(tracer_otlp, live_export_reaches_a_real_collector, .timeout = 290) {
   sqlite3 *db = tq_merge(dir, "otlpjob", NULL);
   cr_assert(db);
   cr_assert_eq(tq_int(db, "SELECT count(*) FROM events WHERE kind='otlp_export' AND"
-                          " message LIKE '%% 0 dropped'"), 3);
+                          " status = 0 AND message LIKE '%% 0 dropped;%%'"), 3);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM events WHERE kind='otlp_export_failed'"), 0);
   check_received(db, out);
   sqlite3_close(db);
 }

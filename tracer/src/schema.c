@@ -158,6 +158,8 @@ const char *tr_event_name(unsigned kind, char *buf, size_t len) {
     return "clock_offset";
   if (kind == TR_KIND_CRASH)
     return "crash";
+  if (kind == TR_KIND_OTLP_FAILED)
+    return "otlp_export_failed";
   snprintf(buf, len, "event_%u", kind); /* a kind newer than this reader */
   return buf;
 }

@@ -65,6 +65,9 @@ int dist__tracer_test_set_skew(int64_t ns);
 /* tracer_record.c: events -> ring records (the hot path). */
 void tr_record_event(tracer *t, const dist_event *ev);
 void tr_record_clock(tracer *t, int64_t offset_ns, int64_t rtt_ns);
+/* An events row of a tracer kind (TR_KIND_*) with a message, through the
+ * ring like any record (any thread). */
+void tr_record_note(tracer *t, unsigned kind, int32_t status, const char *text);
 
 /* tracer_write.c: the writer thread and the rank file. */
 int tr_writer_open(tracer *t, const dist_pg_info *def);

@@ -53,6 +53,7 @@ typedef struct live {
   uint64_t sent, spans, dropped; /* operations (spans: with the parents) */
   int64_t backoff_ms, retry_ns;  /* after a failure: drop until retry_ns */
   int8_t lead[LEAD_CACHE];       /* group id -> 1 leads, 0 not, -1 unknown */
+  int64_t cpu_ns;                /* the thread's CPU time, at its end */
   bool warned;
   char host[256];
 } live;
@@ -111,10 +112,15 @@ static void sent_or_failed(live *l, int rc, const char *err, int n_ops, int n_sp
   l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : BACKOFF_FIRST_MS;
   l->backoff_ms = l->backoff_ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms;
   l->retry_ns = dist_clock_ns() + l->backoff_ms * 1000000;
-  if (!l->warned)
-    DIST_LOG(WARNING, TRACER, "live OTLP export: %s; operations are dropped (counted) while it"
+  if (l->backoff_ms == BACKOFF_FIRST_MS) { /* the first failure in a row: in the file now */
+    char msg[700];
+    snprintf(msg, sizeof msg, "live OTLP export: %s; operations are dropped (counted) while it"
                               " fails", err);
-  l->warned = true;
+    tr_record_note(l->t, TR_KIND_OTLP_FAILED, (int32_t)l->dropped, msg);
+    if (!l->warned)
+      DIST_LOG(WARNING, TRACER, "%s", msg);
+    l->warned = true;
+  }
 }
 
 /* One cycle: what was committed since the last, within the bound; the
@@ -207,6 +213,9 @@ static void *live_main(void *arg) {
     pthread_mutex_lock(&l->mu);
   }
   pthread_mutex_unlock(&l->mu);
+  struct timespec cpu; /* what it took from the job, in the summary */
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+  l->cpu_ns = (int64_t)cpu.tv_sec * 1000000000 + cpu.tv_nsec;
   return NULL;
 }
 
@@ -255,8 +264,9 @@ uint64_t tr_live_stop(void *arg, char *summary, size_t len) {
   atomic_store(&l->cancel_at, 0);
   cycle(l, true); /* the last operations; dropped unread when backing off */
   snprintf(summary, len, "live OTLP export to %s: %llu operations sent (%llu spans), %llu"
-                         " dropped", l->endpoint, (unsigned long long)l->sent,
-           (unsigned long long)l->spans, (unsigned long long)l->dropped);
+                         " dropped; its thread used %.1f ms of CPU", l->endpoint,
+           (unsigned long long)l->sent, (unsigned long long)l->spans,
+           (unsigned long long)l->dropped, (double)l->cpu_ns / 1e6);
   uint64_t dropped = l->dropped;
   sqlite3_close(l->db);
   pthread_mutex_destroy(&l->mu);

@@ -189,3 +189,16 @@ void tr_record_clock(tracer *t, int64_t offset_ns, int64_t rtt_ns) {
   h.aux = offset_ns;
   tr_ring_put(&t->ring, tr_ring_claim(&t->ring, 1), &h);
 }
+
+void tr_record_note(tracer *t, unsigned kind, int32_t status, const char *text) {
+  tr_head h;
+  memset(&h, 0, sizeof h);
+  h.kind = (uint8_t)kind;
+  h.op = h.dtype = h.redop = 0xff;
+  h.nslots = 1;
+  h.group_id = -1;
+  h.status = status;
+  h.t_ns = dist_clock_ns() + tr_skew(t);
+  h.root = -1;
+  with_text(t, NULL, &h, text);
+}

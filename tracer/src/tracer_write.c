@@ -250,6 +250,7 @@ void tr_writer_stop(tracer *t, const char *end_state) {
     char summary[1200];
     uint64_t dropped = tr_live_stop(t->live, summary, sizeof summary);
     t->live = NULL;
+    commit_cycle(t); /* its failure note, if its last request failed */
     DIST_LOG(INFO, TRACER, "%s", summary);
     char *q = sqlite3_mprintf("INSERT INTO events VALUES (%d, NULL, NULL, 'otlp_export', %lld,"
                               " %lld, NULL, %Q)", t->rank,
