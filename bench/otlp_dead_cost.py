@@ -19,13 +19,17 @@ default), so the exporter runs while the job is timed.
 Prints CSV `round,setup,mode,bytes,median_us` for every run, then per setup,
 mode and size the median and the minimum over rounds and the median of the
 per-round differences against `traced` (paired: the machine's load moves
-both), in us and in percent. On a loaded machine single runs spike (a rank
+both), in us and in percent; and the CPU time the exporter threads took, per second of
+job (from each rank's otlp_export event in trace.db: load does not move
+that figure). On a loaded machine single runs spike (a rank
 preempted while it spins); the paired median and the minimum resist that. The speed goal: recording adds at most 0.05 us to a 4 B
 all_reduce and 1% from 64 KiB; a dead collector should add nothing
 measurable on top of recording."""
 import argparse
 import os
+import re
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -54,6 +58,9 @@ def run(args, setup, endpoint, tmp):
            "--sizes", args.sizes, "--target-ms", str(args.target_ms), "--mode", args.mode]
     if setup == "none":
         cmd.append("--no-observer")
+    tdb = os.path.join(tmp, "trace.db")
+    if os.path.exists(tdb):
+        os.unlink(tdb)
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         sys.exit(f"{setup}: exit {out.returncode}\n{out.stderr}")
@@ -62,7 +69,17 @@ def run(args, setup, endpoint, tmp):
         f = line.split(",")
         if len(f) == 8 and f[2] == "all_reduce":
             rows.append((f[7], int(f[3]), float(f[5])))
-    return rows
+    # the exporter threads' CPU time and the job's length, from the trace
+    cpu_ms, job_s = 0.0, 0.0
+    if not os.path.exists(tdb):  # no observer: no trace
+        return rows, cpu_ms, job_s
+    db = sqlite3.connect(tdb)
+    for (m,) in db.execute("SELECT message FROM events WHERE kind = 'otlp_export'"):
+        g = re.search(r"used ([0-9.]+) ms of CPU", m or "")
+        cpu_ms += float(g.group(1)) if g else 0.0
+    (span,) = db.execute("SELECT (ended_ns - started_ns) / 1e9 FROM job").fetchone()
+    db.close()
+    return rows, cpu_ms, span or job_s
 
 
 def main():
@@ -84,15 +101,22 @@ def main():
               "blackhole": f"http://127.0.0.1:{hole.getsockname()[1]}"}
     names = list(setups)
     res = {}  # (setup, mode, bytes) -> [median_us per round]
+    cpu = {}  # setup -> [(exporter CPU ms over both ranks, job seconds)]
     print("round,setup,mode,bytes,median_us", flush=True)
     with tempfile.TemporaryDirectory(prefix="dist-otlp-cost-") as tmp:
         for r in range(args.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             for setup in order:
-                for mode, size, us in run(args, setup, setups[setup], tmp):
+                rows, cpu_ms, job_s = run(args, setup, setups[setup], tmp)
+                cpu.setdefault(setup, []).append((cpu_ms, job_s))
+                for mode, size, us in rows:
                     res.setdefault((setup, mode, size), [None] * args.rounds)[r] = us
                     print(f"{r},{setup},{mode},{size},{us:.3f}", flush=True)
     hole.close()
+    print("\nsetup,exporter_cpu_ms_per_job_s (both ranks' exporter threads, median over rounds)")
+    for setup in ("closed", "blackhole"):
+        v = [c / s for c, s in cpu.get(setup, []) if s > 0]
+        print(f"{setup},{statistics.median(v):.3f}" if v else f"{setup},n/a")
     print("\nsetup,mode,bytes,median_us,min_us,median_delta_vs_traced_us,delta_pct")
     for (setup, mode, size), v in sorted(res.items()):
         base = res.get(("traced", mode, size))

@@ -10,8 +10,10 @@
  * dense, so that is arithmetic, not a scan). Each request waits at most
  * DIST_OTLP_TIMEOUT_MS (1000); a failed one drops its operations (counted,
  * warned once) and is not retried, and the exporter backs off: for 1 s,
- * doubling up to 30 s after each failure in a row, every cycle drops what
- * is waiting without reading or formatting it. So a slow or dead
+ * doubling up to 30 s after each failure in a row, its cycles do nothing;
+ * then the bound drops (counts) what waited beyond the queue, unread, and
+ * it tries again with a small request (PROBE_OPS operations; the others
+ * wait for the next cycle), as its first request is. So a slow or dead
  * collector costs drops and about one failed request per backoff, never a
  * stalled collective nor CPU taken from the ranks. At the end a request
  * in flight gets FINAL_MS more, then is cancelled (the rank never waits
@@ -36,6 +38,7 @@
 #define LEAD_CACHE 1024
 #define BACKOFF_FIRST_MS 1000
 #define BACKOFF_MAX_MS 30000
+#define PROBE_OPS 16 /* after a failure, the next request is this small */
 #define FINAL_MS 1000 /* the end of the job waits at most this for the last spans */
 
 typedef struct live {
@@ -131,10 +134,13 @@ static void cycle(live *l, bool last) {
     l->db = NULL;
     return;
   }
+  bool backing_off = l->retry_ns && dist_clock_ns() < l->retry_ns;
+  if (backing_off && !last)
+    return; /* nothing read: the bound below counts what waits when it ends */
   int64_t top = max_rowid(l);
   if (top <= l->last_rowid)
     return;
-  if (l->retry_ns && dist_clock_ns() < l->retry_ns) { /* backing off: drop, unread */
+  if (backing_off) { /* the end: what waits is dropped, unread */
     l->dropped += (uint64_t)(top - l->last_rowid);
     l->last_rowid = top;
     return;
@@ -151,7 +157,10 @@ static void cycle(live *l, bool last) {
                          NULL) != SQLITE_OK)
     return;
   sqlite3_bind_int64(st, 1, l->last_rowid);
-  sqlite3_bind_int64(st, 2, l->queue);
+  /* the first request, or the last one failed: a small one finds out
+   * whether the collector is there */
+  bool probe = (!l->sent || l->backoff_ms) && l->queue > PROBE_OPS;
+  sqlite3_bind_int64(st, 2, probe ? PROBE_OPS : l->queue);
   int64_t umm = umm_of(l);
   jout j = {0};
   jo_puts(&j, "{\"resourceSpans\":[");
