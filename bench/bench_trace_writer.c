@@ -15,8 +15,9 @@
  * size, one prepared statement, nothing else: plain_wide inserts N rows of
  * the documented 24 columns (the layout the writer used before), and
  * plain_narrow N rows of the rank file's ops table as the writer fills it
- * (10 values) - what the writer is compared with. --only runs one of record, writer, plain, merge (merge
- * reads the rank files a previous writer run left in D).
+ * (10 values) - what the writer is compared with.
+ * --only runs one of record, writer, plain, merge (merge reads the rank
+ * files a previous writer run left in D).
  * Prints CSV `what,ops,ranks,seconds,ops_per_s,cpu_seconds,ops_per_cpu_s`
  * (an operation = one row): wall time, and the process's CPU time, which
  * is what to compare on a loaded machine. */
@@ -169,8 +170,8 @@ static double plain_rank(const char *path, int rank, uint64_t n, bool narrow, do
   const char *sql = narrow ? "INSERT INTO ops (group_id, seq, code, shape_id, numel_in,"
                              " numel_out, t_enq, d_start, d_end, callsite_id) VALUES"
                              " (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
-                           : "INSERT INTO operations VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,"
-                             "?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24)";
+                           : "INSERT INTO operations VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,"
+                             "?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24)";
   if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
     fprintf(stderr, "plain: %s\n", sqlite3_errmsg(db));
     exit(1);

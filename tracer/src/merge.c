@@ -194,7 +194,8 @@ static int copy_rank(sqlite3 *db, int rank, bool first, char *err, size_t errlen
       "   FROM src.groups s WHERE s.group_id = main.groups.group_id),"
       " destroyed_ns = coalesce((SELECT max(coalesce(main.groups.destroyed_ns, 0),"
       "   s.destroyed_ns + %s)"
-      "   FROM src.groups s WHERE s.group_id = main.groups.group_id AND s.destroyed_ns IS NOT NULL),"
+      "   FROM src.groups s WHERE s.group_id = main.groups.group_id"
+      "   AND s.destroyed_ns IS NOT NULL),"
       "   main.groups.destroyed_ns)"
       " WHERE group_id IN (SELECT group_id FROM src.groups);",
       first ? "INSERT INTO main.job SELECT job_id, world_size, unix_minus_mono_ns, NULL, NULL"

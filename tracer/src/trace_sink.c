@@ -44,8 +44,8 @@ typedef struct pend {
 struct tr_sink {
   sqlite3 *db;
   tr_sink_opts o;
-  sqlite3_stmt *ins_op, *ins_op_full, *ins_shape, *upd_op, *ins_ev, *ins_group, *upd_group, *ins_cs, *ins_drop,
-      *upd_clock, *ins_clock, *upd_drops, *ins_stats;
+  sqlite3_stmt *ins_op, *ins_op_full, *ins_shape, *upd_op, *ins_ev, *ins_group, *upd_group,
+      *ins_cs, *ins_drop, *upd_clock, *ins_clock, *upd_drops, *ins_stats;
   pend *tab;
   size_t cap, used;
   /* call sites: address -> id */

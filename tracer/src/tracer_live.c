@@ -127,7 +127,8 @@ static void sent_or_failed(live *l, int rc, const char *err, int n_ops, int n_sp
 }
 
 /* One cycle: what was committed since the last, within the bound; the
- * last one (at the end, on the rank's thread) waits at most FINAL_MS. */
+ * last one (at the end, on the rank's thread) sends a full batch, waits at
+ * most FINAL_MS, and counts what it leaves as dropped. */
 static void cycle(live *l, bool last) {
   if (!l->db && sqlite3_open_v2(l->t->path, &l->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
     sqlite3_close(l->db);
@@ -159,7 +160,7 @@ static void cycle(live *l, bool last) {
   sqlite3_bind_int64(st, 1, l->last_rowid);
   /* the first request, or the last one failed: a small one finds out
    * whether the collector is there */
-  bool probe = (!l->sent || l->backoff_ms) && l->queue > PROBE_OPS;
+  bool probe = !last && (!l->sent || l->backoff_ms) && l->queue > PROBE_OPS;
   sqlite3_bind_int64(st, 2, probe ? PROBE_OPS : l->queue);
   int64_t umm = umm_of(l);
   jout j = {0};
@@ -202,6 +203,10 @@ static void cycle(live *l, bool last) {
     sent_or_failed(l, rc, err, ops, n);
   }
   free(j.buf);
+  if (last && top > l->last_rowid) { /* never to be sent (still running): counted */
+    l->dropped += (uint64_t)(top - l->last_rowid);
+    l->last_rowid = top;
+  }
 }
 
 static void *live_main(void *arg) {
@@ -217,6 +222,8 @@ static void *live_main(void *arg) {
     ts.tv_sec += l->interval_ms / 1000 + ts.tv_nsec / 1000000000;
     ts.tv_nsec %= 1000000000;
     pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+    if (l->stop)
+      break; /* the last cycle is tr_live_stop's */
     pthread_mutex_unlock(&l->mu);
     cycle(l, false);
     pthread_mutex_lock(&l->mu);
