@@ -1,7 +1,7 @@
 /* bench_trace_writer.c - the tracer's writer path without a job: records
  * per second from a ring into a rank file, and the merge of rank files.
  *
- *     build/bin/bench_trace_writer [--ops N] [--ranks R] [--dir D]
+ *     build/bin/bench_trace_writer [--ops N] [--ranks R] [--dir D] [--only WHAT]
  *
  * writer: N operations (an issued record of 2 slots and a completed one, as
  * a synchronous all_reduce leaves them) are put in a ring, then drained by
@@ -11,6 +11,13 @@
  * record: the hot path alone, what a synchronous operation costs its caller
  * with the tracer registered: two dist_clock_ns() reads and the two ring
  * records (issued, completed), one thread, no writer.
+ * plain: the baselines, SQLite alone, the same pragmas and transaction
+ * size, one prepared statement, nothing else: plain_wide inserts N rows of
+ * the documented 24 columns (the layout the writer used before), and
+ * plain_narrow N rows of the rank file's ops table as the writer fills it
+ * (10 values) - what the writer is compared with.
+ * --only runs one of record, writer, plain, merge (merge reads the rank
+ * files a previous writer run left in D).
  * Prints CSV `what,ops,ranks,seconds,ops_per_s,cpu_seconds,ops_per_cpu_s`
  * (an operation = one row): wall time, and the process's CPU time, which
  * is what to compare on a loaded machine. */
@@ -60,15 +67,21 @@ static void put_op(tr_ring *r, uint64_t seq, int64_t t) {
   tr_ring_put(r, tr_ring_claim(r, 1), &e);
 }
 
+/* rank >= 0: a rank file (rank layout); -1: the merged layout, no index. */
 static sqlite3 *open_rank_file(const char *path, int rank) {
   sqlite3 *db;
   unlink(path);
   char wal[600];
   snprintf(wal, sizeof wal, "%s-wal", path);
   unlink(wal);
-  sqlite3_open(path, &db);
+  sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                  NULL); /* as the writer opens it */
   tr_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, 0);
-  tr_schema_create(db, false, NULL, 0);
+  if (rank < 0) {
+    tr_schema_create(db, false, NULL, 0);
+    return db;
+  }
+  tr_schema_create_rank(db, rank, NULL, 0);
   char sql[512];
   snprintf(sql, sizeof sql,
            "INSERT INTO meta VALUES ('schema_version','1'),('kind','rank'),('job_id','bench'),"
@@ -117,6 +130,72 @@ static double write_rank(const char *path, int rank, uint64_t n, double *cpu) {
   return spent;
 }
 
+/* The baselines, SQLite alone: n rows of the documented 24 columns
+ * (wide: the merged file's operations table, what the writer stored before
+ * the rank layout), or of the rank layout's ops table with the values the
+ * writer binds for a synchronous all_reduce (narrow). */
+static void bind_wide(sqlite3_stmt *st, int rank, uint64_t seq, int64_t t) {
+  static const char *const text[25] = {[4] = "ALL_REDUCE", [6] = "completed", [7] = "float32",
+                                       [8] = "[1]", [17] = "SUM"};
+  /* rank, group, seq, -, is_async, -, -, -, n_in, n_out, numel_in, numel_out, bytes_in,
+   * bytes_out, root, tag, -, timeout, t_enq, t_start, t_end, status, message, callsite */
+  int64_t v[25] = {0, rank, 0, (int64_t)seq, 0, 0, 0, 0, 0, 1, 1, 1, 1, 4, 4, -1, -1, 0, -1,
+                   t, t, t + 150, 0, -1, 0};
+  for (int c = 1; c <= 24; c++)
+    if (text[c])
+      sqlite3_bind_text(st, c, text[c], -1, SQLITE_STATIC);
+    else if (v[c] < 0)
+      sqlite3_bind_null(st, c);
+    else
+      sqlite3_bind_int64(st, c, v[c]);
+}
+
+static void bind_narrow(sqlite3_stmt *st, uint64_t seq, int64_t t) {
+  sqlite3_bind_int(st, 1, 0);
+  sqlite3_bind_int64(st, 2, (int64_t)seq);
+  sqlite3_bind_int64(st, 3, 0x0001000100000000ll | DIST_OP_ALL_REDUCE | 2 << 8 |
+                                DIST_FLOAT32 << 16);
+  sqlite3_bind_int(st, 4, 1);
+  sqlite3_bind_int(st, 5, 1);
+  sqlite3_bind_int(st, 6, 1);
+  sqlite3_bind_int64(st, 7, t);
+  sqlite3_bind_int(st, 8, 0);
+  sqlite3_bind_int(st, 9, 150);
+  sqlite3_bind_int(st, 10, 0);
+}
+
+static double plain_rank(const char *path, int rank, uint64_t n, bool narrow, double *cpu) {
+  sqlite3 *db = open_rank_file(path, narrow ? rank : -1);
+  sqlite3_stmt *st;
+  const char *sql = narrow ? "INSERT INTO ops (group_id, seq, code, shape_id, numel_in,"
+                             " numel_out, t_enq, d_start, d_end, callsite_id) VALUES"
+                             " (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
+                           : "INSERT INTO operations VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,"
+                             "?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,?22,?23,?24)";
+  if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) != SQLITE_OK) {
+    fprintf(stderr, "plain: %s\n", sqlite3_errmsg(db));
+    exit(1);
+  }
+  double t0 = now_s(), c0 = cpu_s();
+  int64_t t = 1000000;
+  for (uint64_t done = 0; done < n;) {
+    uint64_t batch = n - done < 21000 ? n - done : 21000;
+    tr_exec(db, "BEGIN", NULL, 0);
+    for (uint64_t k = 0; k < batch; k++) {
+      t += 300;
+      narrow ? bind_narrow(st, ++done, t) : bind_wide(st, rank, ++done, t);
+      sqlite3_step(st);
+      sqlite3_reset(st);
+    }
+    tr_exec(db, "COMMIT", NULL, 0);
+  }
+  double s = now_s() - t0;
+  *cpu = cpu_s() - c0;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return s;
+}
+
 static void bench_record(uint64_t n, uint64_t slots) {
   dist__clock_calibrate(); /* as at init: the TSC clock, not clock_gettime */
   tracer t;
@@ -150,7 +229,7 @@ static void bench_record(uint64_t n, uint64_t slots) {
 int main(int argc, char **argv) {
   uint64_t n = 1000000;
   int ranks = 4;
-  const char *dir = "/tmp/dist-bench-trace";
+  const char *dir = "/tmp/dist-bench-trace", *only = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--ops"))
       n = strtoull(argv[i + 1], NULL, 10);
@@ -158,16 +237,30 @@ int main(int argc, char **argv) {
       ranks = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--dir"))
       dir = argv[i + 1];
+    else if (!strcmp(argv[i], "--only"))
+      only = argv[i + 1];
   }
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-    printf("usage: bench_trace_writer [--ops N] [--ranks R] [--dir D]\n");
+    printf("usage: bench_trace_writer [--ops N] [--ranks R] [--dir D]"
+           " [--only record|writer|plain|merge]\n");
     return 0;
   }
   mkdir(dir, 0700);
   printf("what,ops,ranks,seconds,ops_per_s,cpu_seconds,ops_per_cpu_s\n");
-  bench_record(20000000, 65536);
-  bench_record(20000000, 4096);
-  for (int r = 0; r < ranks; r++) {
+#define RUN(what) (!only || !strcmp(only, what))
+  if (RUN("record")) {
+    bench_record(20000000, 65536);
+    bench_record(20000000, 4096);
+  }
+  for (int r = 0; r < 2 * ranks && RUN("plain"); r++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/plain-%d.db", dir, r);
+    double c, s = plain_rank(path, r / 2, n, r % 2, &c);
+    printf("%s,%llu,1,%.3f,%.0f,%.3f,%.0f\n", r % 2 ? "plain_narrow" : "plain_wide",
+           (unsigned long long)n, s, (double)n / s, c, (double)n / c);
+    fflush(stdout);
+  }
+  for (int r = 0; r < ranks && RUN("writer"); r++) {
     char path[512];
     snprintf(path, sizeof path, "%s/rank-%d.db", dir, r);
     double c, s = write_rank(path, r, n, &c);
@@ -175,6 +268,8 @@ int main(int argc, char **argv) {
            (double)n / c);
     fflush(stdout);
   }
+  if (!RUN("merge"))
+    return 0;
   char out[512], err[256];
   snprintf(out, sizeof out, "%s.trace.db", dir);
   dist_trace_merge_report rep;

@@ -3,13 +3,19 @@
  * parses (jansson) with one complete event per operation per rank and one
  * flow chain per collective across its ranks; `distview export` writes it
  * too, and fails with a message and exit status 1 (never hangs) when the
- * OTLP collector is down. */
+ * OTLP collector is down; live export to a collector that is down or never
+ * answers lets the job end and counts every operation dropped. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "mp.h"
 #include "trace_util.h"
@@ -133,8 +139,30 @@ Test(tracer_export, otlp_to_a_dead_collector_fails_with_a_message, .timeout = 60
   cr_assert(strstr(msg, "127.0.0.1:1/v1/traces") && strstr(msg, "connect"), "%s", msg);
 }
 
-/* Live export to a collector that is down: the job runs to its end and
- * each rank's file says how many spans were dropped. */
+/* Every rank's otlp_export event: nothing sent, and every one of its
+ * operations counted as dropped (events.status and the message); and an
+ * otlp_export_failed event naming the collector. */
+static void check_all_dropped(sqlite3 *db, int ranks) {
+  for (int r = 0; r < ranks; r++) {
+    int64_t ops = tq_int(db, "SELECT count(*) FROM operations WHERE rank=%d", r);
+    const char *m = tq_text(db, "SELECT message FROM events WHERE rank=%d AND"
+                                " kind='otlp_export'", r);
+    char want[64];
+    snprintf(want, sizeof want, ", %lld dropped", (long long)ops);
+    cr_assert(strstr(m, ": 0 operations sent") && strstr(m, want), "rank %d (%lld ops): '%s'",
+              r, (long long)ops, m);
+    cr_assert_eq(tq_int(db, "SELECT status FROM events WHERE rank=%d AND kind='otlp_export'", r),
+                 ops);
+    /* the first failure is in the file when it happens (a killed rank keeps it) */
+    m = tq_text(db, "SELECT message FROM events WHERE rank=%d AND kind='otlp_export_failed'"
+                    " ORDER BY t_ns LIMIT 1", r);
+    cr_assert(strstr(m, "live OTLP export: OTLP collector http://127.0.0.1:") &&
+              strstr(m, "/v1/traces"), "rank %d: '%s'", r, m);
+  }
+}
+
+/* Live export to a collector that is down (connections refused): the job
+ * runs to its end and each rank's file counts every operation dropped. */
 static int dead_live_rank(const dist_test_ctx *ctx) {
   setenv("DIST_OTLP_ENDPOINT", "http://127.0.0.1:1", 1);
   setenv("DIST_OTLP_INTERVAL_MS", "20", 1);
@@ -148,10 +176,62 @@ Test(tracer_export, live_export_to_a_dead_collector_counts_drops, .timeout = 60)
   sqlite3 *db = tq_merge(dir, "exportjob", NULL);
   cr_assert(db);
   cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations"), 14);
-  for (int r = 0; r < 3; r++) {
-    const char *m = tq_text(db, "SELECT message FROM events WHERE rank=%d AND"
-                                " kind='otlp_export'", r);
-    cr_assert(strstr(m, ": 0 spans sent") && !strstr(m, " 0 dropped"), "rank %d: '%s'", r, m);
+  check_all_dropped(db, 3);
+  sqlite3_close(db);
+}
+
+/* A collector that accepts connections and never answers, and a request
+ * timeout of 10 minutes: rank 0 holds the listening socket and accepts
+ * one connection per rank (each rank's exporter then waits for an answer
+ * that never comes) before the job ends; the ranks end anyway (the
+ * request in flight is cancelled, what is left dropped unread), well
+ * within the test's timeout, with every operation counted dropped. */
+static int hole_fd = -1;
+
+static int hole_rank(const dist_test_ctx *ctx) {
+  struct sockaddr_in a;
+  socklen_t al = sizeof a;
+  getsockname(hole_fd, (struct sockaddr *)&a, &al);
+  char ep[64];
+  snprintf(ep, sizeof ep, "http://127.0.0.1:%d", ntohs(a.sin_port));
+  setenv("DIST_OTLP_ENDPOINT", ep, 1);
+  setenv("DIST_OTLP_INTERVAL_MS", "20", 1);
+  setenv("DIST_OTLP_TIMEOUT_MS", "600000", 1);
+  setenv("DIST_TRACE", dir, 1);
+  setenv("DIST_JOB_ID", "holejob", 1);
+  CHECK_OK(ctx, dist_tracer_register());
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[8] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 8);
+  for (int i = 0; i < 3; i++)
+    CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  if (ctx->rank == 0) { /* every rank's exporter has a request in flight */
+    int got = 0;
+    for (int waited = 0; got < ctx->world && waited < 30000; waited += 100) {
+      struct pollfd p = {.fd = hole_fd, .events = POLLIN};
+      if (poll(&p, 1, 100) == 1 && accept(hole_fd, NULL, NULL) >= 0)
+        got++; /* kept open, never read: the request waits for its answer */
+    }
+    CHECK(ctx, got == ctx->world, "%d of %d exporters connected", got, ctx->world);
   }
+  CHECK_OK(ctx, dist_barrier(NULL, NULL));
+  dist_test_finish();
+  return 0;
+}
+
+Test(tracer_export, live_export_to_a_collector_that_never_answers_ends_with_the_job,
+     .timeout = 60) {
+  snprintf(dir, sizeof dir, "/tmp/dist-traceexport-XXXXXX");
+  cr_assert(mkdtemp(dir));
+  hole_fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  cr_assert(hole_fd >= 0 && bind(hole_fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+            listen(hole_fd, 64) == 0);
+  cr_assert_eq(dist_test_ranks(3, hole_rank, NULL, 50), 0, "%s", dist_test_report());
+  close(hole_fd);
+  sqlite3 *db = tq_merge(dir, "holejob", NULL);
+  cr_assert(db);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE op='ALL_REDUCE'"), 9);
+  check_all_dropped(db, 3);
   sqlite3_close(db);
 }

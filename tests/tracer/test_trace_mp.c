@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mp.h"
 #include "trace_util.h"
+#include "tracer_int.h" /* dist__tracer_test_set_skew */
 
 static char dir[256];
 
@@ -199,5 +201,69 @@ Test(tracer, a_skewed_clock_is_measured_and_corrected, .timeout = 60) {
                          " operations b WHERE a.rank=0 AND b.rank=1 AND a.group_id=0 AND"
                          " b.group_id=0 AND a.seq=1 AND b.seq=1");
   cr_assert(d >= 0 && d < 1000000000, "merged starts differ by %lld ns", (long long)d);
+  sqlite3_close(db);
+}
+
+/* Rank 1's clock jumps 5 s ahead mid-job (test hook) with re-measurement
+ * every second: the rank file's clock history (clocks, events) follows
+ * the jump, ranks has the latest offset, and the merge applies each
+ * measurement to the times it covers, so both all_reduces, one before
+ * and one after the jump, line up across ranks (with the latest offset
+ * applied to all, the first would be 5 s off). */
+static int jump_rank(const dist_test_ctx *ctx) {
+  trace_env("jumpjob");
+  setenv("DIST_TRACE_CLOCK_S", "1", 1);
+  CHECK_OK(ctx, dist_tracer_register());
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  if (ctx->rank == 1) {
+    CHECK_OK(ctx, dist__tracer_test_set_skew(5000000000ll));
+    /* wait (file content, generous bound) for a re-measurement that saw it */
+    sqlite3 *db;
+    CHECK(ctx, sqlite3_open_v2(dist_tracer_path(), &db, SQLITE_OPEN_READONLY, NULL) ==
+                   SQLITE_OK, "open %s", dist_tracer_path());
+    int64_t seen = 0;
+    for (int i = 0; i < 3000 && seen < 1; i++) {
+      seen = tq_int(db, "SELECT count(*) FROM clocks WHERE offset_ns < -4000000000");
+      if (seen < 1)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    sqlite3_close(db);
+    CHECK(ctx, seen >= 1, "no re-measurement found the jump within 30 s");
+  }
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  dist_test_finish();
+  return 0;
+}
+
+Test(tracer, a_clock_that_jumps_is_re_measured_and_merged_piecewise, .timeout = 90) {
+  setup_dir();
+  cr_assert_eq(dist_test_ranks(2, jump_rank, NULL, 80), 0, "%s", dist_test_report());
+  sqlite3 *db = tq_merge(dir, "jumpjob", NULL);
+  cr_assert(db);
+  /* the history: ~0 at init, ~-5 s after the jump; ranks has the latest */
+  int64_t first = tq_int(db, "SELECT offset_ns FROM clocks WHERE rank=1 ORDER BY t_ns LIMIT 1");
+  int64_t last = tq_int(db, "SELECT offset_ns FROM clocks WHERE rank=1 ORDER BY t_ns DESC"
+                            " LIMIT 1");
+  int64_t latest = tq_int(db, "SELECT clock_offset_ns FROM ranks WHERE rank=1");
+  cr_assert(first > -1000000000 && first < 1000000000, "first offset %lld", (long long)first);
+  cr_assert(last > -6000000000 && last < -4000000000, "last offset %lld", (long long)last);
+  cr_assert_eq(latest, last);
+  cr_assert(tq_int(db, "SELECT count(*) FROM events WHERE rank=1 AND kind='clock_offset'") >=
+            2);
+  /* clocks.t_ns is on the job clock: each measurement at its rank-0 time */
+  cr_assert(tq_int(db, "SELECT count(*) FROM clocks WHERE rank=1 AND t_ns NOT BETWEEN"
+                       " (SELECT started_ns FROM job) - 1000000000 AND"
+                       " (SELECT ended_ns FROM job) + 1000000000") == 0);
+  for (int seq = 1; seq <= 2; seq++) {
+    /* ends: rank 0 waits in the second one while rank 1 waits for the clock */
+    int64_t d = tq_int(db, "SELECT abs(a.t_ended_ns - b.t_ended_ns) FROM operations a,"
+                           " operations b WHERE a.rank=0 AND b.rank=1 AND a.group_id=0 AND"
+                           " b.group_id=0 AND a.seq=%d AND b.seq=%d", seq, seq);
+    cr_assert(d >= 0 && d < 1000000000, "all_reduce %d: merged ends differ by %lld ns", seq,
+              (long long)d);
+  }
   sqlite3_close(db);
 }

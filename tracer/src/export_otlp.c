@@ -39,7 +39,7 @@ static int request_send(batch *b) {
     snprintf(b->err, b->errlen, "out of memory building an OTLP request");
     return DIST_E_NOMEM;
   }
-  int rc = b->spans ? tr_otlp_post(b->endpoint, b->j.buf, b->j.len, b->timeout_ms, b->err,
+  int rc = b->spans ? tr_otlp_post(b->endpoint, b->j.buf, b->j.len, b->timeout_ms, NULL, b->err,
                                    b->errlen)
                     : DIST_OK;
   request_open(b);

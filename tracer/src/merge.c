@@ -90,39 +90,131 @@ out:
   return rc;
 }
 
-/* Copies one attached rank database `src` into main with its offset. */
+/* The rank's clock offsets as segments of its own time, in temp table
+ * seg(t_from, v): a measurement starts a new segment when its offset
+ * differs from the segment's by more than either round trip (the clock
+ * changed; within that it is noise); a segment takes the offset of its
+ * measurement with the smallest round trip, and times before the first
+ * measurement the first segment's. A file without the clocks table (older
+ * writer) or without a measurement has one segment: ranks.clock_offset_ns.
+ * Returns the number of segments, or -1. */
+static int build_segments(sqlite3 *db, int rank, char *err, size_t errlen) {
+  if (tr_exec(db, "CREATE TEMP TABLE IF NOT EXISTS seg(t_from INTEGER PRIMARY KEY,"
+                  " v INTEGER NOT NULL); DELETE FROM seg;", err, errlen) != 0)
+    return -1;
+  sqlite3_stmt *q, *ins;
+  const char *sql = "SELECT t_ns, offset_ns, rtt_ns FROM src.clocks WHERE rank = ?"
+                    " ORDER BY t_ns";
+  bool have = sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK;
+  if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO seg VALUES (?, ?)", -1, &ins, NULL)) {
+    sqlite3_finalize(q);
+    seterr(err, errlen, "%s", sqlite3_errmsg(db));
+    return -1;
+  }
+  int n = 0;
+  int64_t from = -(1ll << 62), v = 0, rtt = 0;
+  if (have)
+    sqlite3_bind_int(q, 1, rank);
+  while (have && sqlite3_step(q) == SQLITE_ROW) {
+    int64_t t = sqlite3_column_int64(q, 0), o = sqlite3_column_int64(q, 1);
+    int64_t r = sqlite3_column_int64(q, 2), bound = r > rtt ? r : rtt;
+    if (n > 0 && (o - v > bound || v - o > bound)) { /* a new segment from t */
+      sqlite3_bind_int64(ins, 1, from);
+      sqlite3_bind_int64(ins, 2, v);
+      sqlite3_step(ins);
+      sqlite3_reset(ins);
+      from = t;
+      n++;
+      v = o;
+      rtt = r;
+    } else if (n == 0 || r < rtt) {
+      n = n ? n : 1;
+      v = o;
+      rtt = r;
+    }
+  }
+  sqlite3_finalize(q);
+  if (n == 0) { /* no history: the rank's one offset */
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT clock_offset_ns FROM src.ranks WHERE rank = ?", -1, &st,
+                           NULL) == SQLITE_OK) {
+      sqlite3_bind_int(st, 1, rank);
+      v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+      sqlite3_finalize(st);
+    }
+    n = 1;
+  }
+  sqlite3_bind_int64(ins, 1, from);
+  sqlite3_bind_int64(ins, 2, v);
+  int rc = sqlite3_step(ins) == SQLITE_DONE ? n : -1;
+  if (rc < 0)
+    seterr(err, errlen, "%s", sqlite3_errmsg(db));
+  sqlite3_finalize(ins);
+  return rc;
+}
+
+/* The offset to add to rank time x: one segment is a constant (SQLite
+ * evaluates the uncorrelated subquery once); several, a seek by x. */
+static char *off(int segments, const char *x) {
+  if (segments == 1)
+    return sqlite3_mprintf("(SELECT v FROM seg)");
+  return sqlite3_mprintf("(SELECT v FROM seg WHERE t_from <= (%s) ORDER BY t_from DESC"
+                         " LIMIT 1)", x);
+}
+
+/* Copies one attached rank database `src` into main, its times moved onto
+ * the job clock (build_segments). An operation's three times take the
+ * offset at its enqueue, so its durations stay what the rank measured. */
 static int copy_rank(sqlite3 *db, int rank, bool first, char *err, size_t errlen) {
-  char sql[4096];
-  snprintf(sql, sizeof sql,
-           "CREATE TEMP TABLE IF NOT EXISTS off(v INTEGER); DELETE FROM off;"
-           "INSERT INTO off SELECT coalesce((SELECT clock_offset_ns FROM src.ranks WHERE rank=%d),0);"
-           "INSERT OR REPLACE INTO main.ranks SELECT * FROM src.ranks;"
-           "%s"
-           "INSERT INTO main.operations SELECT rank, group_id, seq, op, is_async, state, dtype,"
-           " shape, n_inputs, n_outputs, numel_in, numel_out, bytes_in, bytes_out, root, tag,"
-           " redop, timeout_ms, t_enqueued_ns + (SELECT v FROM off), t_started_ns + (SELECT v FROM off),"
-           " t_ended_ns + (SELECT v FROM off), status, message, callsite_id FROM src.operations;"
-           "INSERT INTO main.events SELECT rank, group_id, seq, kind, t_ns + (SELECT v FROM off),"
-           " status, peer, message FROM src.events;"
-           "INSERT INTO main.stats SELECT rank, group_id, t_ns + (SELECT v FROM off), op, count,"
-           " bytes, p50_ns, p99_ns, straggler_rank, lateness_ns FROM src.stats;"
-           "INSERT INTO main.drops SELECT rank, group_id, seq_first, seq_last, records,"
-           " t_ns + (SELECT v FROM off) FROM src.drops;"
-           "INSERT OR IGNORE INTO main.callsites SELECT * FROM src.callsites;"
-           "INSERT OR IGNORE INTO main.groups SELECT group_id, name, description, backend, size,"
-           " members, timeout_ms, NULL, NULL FROM src.groups;"
-           "UPDATE main.groups SET"
-           " created_ns = (SELECT min(coalesce(main.groups.created_ns, 1<<62), s.created_ns + (SELECT v FROM off))"
-           "   FROM src.groups s WHERE s.group_id = main.groups.group_id),"
-           " destroyed_ns = coalesce((SELECT max(coalesce(main.groups.destroyed_ns, 0), s.destroyed_ns + (SELECT v FROM off))"
-           "   FROM src.groups s WHERE s.group_id = main.groups.group_id AND s.destroyed_ns IS NOT NULL),"
-           "   main.groups.destroyed_ns)"
-           " WHERE group_id IN (SELECT group_id FROM src.groups);",
-           rank,
-           first ? "INSERT INTO main.job SELECT job_id, world_size, unix_minus_mono_ns, NULL, NULL"
-                   " FROM src.job LIMIT 1;"
-                 : "");
-  return tr_exec(db, sql, err, errlen);
+  int segs = build_segments(db, rank, err, errlen);
+  if (segs < 0)
+    return -1;
+  char *o_op = off(segs, "t_enqueued_ns"), *o_ev = off(segs, "t_ns"),
+       *o_cr = off(segs, "s.created_ns"), *o_de = off(segs, "s.destroyed_ns");
+  bool clocks = tr_exec(db, "SELECT 1 FROM src.clocks LIMIT 1", NULL, 0) == 0;
+  char *sql = sqlite3_mprintf(
+      "INSERT OR REPLACE INTO main.ranks SELECT * FROM src.ranks;"
+      "%s"
+      "INSERT INTO main.operations SELECT rank, group_id, seq, op, is_async, state, dtype,"
+      " shape, n_inputs, n_outputs, numel_in, numel_out, bytes_in, bytes_out, root, tag,"
+      " redop, timeout_ms, t_enqueued_ns + %s, t_started_ns + %s, t_ended_ns + %s, status,"
+      " message, callsite_id FROM src.operations;"
+      "INSERT INTO main.events SELECT rank, group_id, seq, kind, t_ns + %s,"
+      " status, peer, message FROM src.events;"
+      "INSERT INTO main.stats SELECT rank, group_id, t_ns + %s, op, count,"
+      " bytes, p50_ns, p99_ns, straggler_rank, lateness_ns FROM src.stats;"
+      "INSERT INTO main.drops SELECT rank, group_id, seq_first, seq_last, records,"
+      " t_ns + %s FROM src.drops;"
+      "%s"
+      "INSERT OR IGNORE INTO main.callsites SELECT * FROM src.callsites;"
+      "INSERT OR IGNORE INTO main.groups SELECT group_id, name, description, backend, size,"
+      " members, timeout_ms, NULL, NULL FROM src.groups;"
+      "UPDATE main.groups SET"
+      " created_ns = (SELECT min(coalesce(main.groups.created_ns, 1<<62), s.created_ns + %s)"
+      "   FROM src.groups s WHERE s.group_id = main.groups.group_id),"
+      " destroyed_ns = coalesce((SELECT max(coalesce(main.groups.destroyed_ns, 0),"
+      "   s.destroyed_ns + %s)"
+      "   FROM src.groups s WHERE s.group_id = main.groups.group_id"
+      "   AND s.destroyed_ns IS NOT NULL),"
+      "   main.groups.destroyed_ns)"
+      " WHERE group_id IN (SELECT group_id FROM src.groups);",
+      first ? "INSERT INTO main.job SELECT job_id, world_size, unix_minus_mono_ns, NULL, NULL"
+              " FROM src.job LIMIT 1;"
+            : "",
+      o_op, o_op, o_op, o_ev, o_ev, o_ev,
+      clocks ? "INSERT INTO main.clocks SELECT rank, t_ns + offset_ns, offset_ns, rtt_ns"
+               " FROM src.clocks;"
+             : "",
+      o_cr, o_de);
+  int rc = sql && o_op && o_ev && o_cr && o_de ? tr_exec(db, sql, err, errlen) : -1;
+  if (!sql)
+    seterr(err, errlen, "out of memory");
+  sqlite3_free(sql);
+  sqlite3_free(o_op);
+  sqlite3_free(o_ev);
+  sqlite3_free(o_cr);
+  sqlite3_free(o_de);
+  return rc;
 }
 
 static int cmp_int(const void *a, const void *b) {

@@ -1,12 +1,14 @@
 /* otlp_http.c - one OTLP/HTTP JSON request through libcurl (otlp_int.h).
  * Every request is bounded by its timeout, so a dead collector is an
- * error after timeout_ms, never a hang. */
+ * error after timeout_ms, never a hang; and a caller that is ending can
+ * cut it shorter (libcurl's progress callback reads the deadline). */
 #include "otlp_int.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_start(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
@@ -15,6 +17,14 @@ typedef struct answer {
   char text[256];
   size_t len;
 } answer;
+
+static int check_cancel(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+  (void)dt, (void)dn, (void)ut, (void)un;
+  int64_t at = atomic_load((_Atomic int64_t *)arg);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return at && (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec >= at; /* non-zero aborts */
+}
 
 static size_t keep_answer(char *p, size_t size, size_t n, void *arg) {
   answer *a = arg;
@@ -27,7 +37,7 @@ static size_t keep_answer(char *p, size_t size, size_t n, void *arg) {
 }
 
 int tr_otlp_post(const char *endpoint, const char *body, size_t len, int64_t timeout_ms,
-                 char *err, size_t errlen) {
+                 _Atomic int64_t *cancel_at, char *err, size_t errlen) {
   pthread_once(&curl_once, curl_start);
   char url[2048];
   size_t el = strlen(endpoint);
@@ -51,13 +61,20 @@ int tr_otlp_post(const char *endpoint, const char *body, size_t len, int64_t tim
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_answer);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
+  if (cancel_at) {
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, check_cancel);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)cancel_at);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  }
   CURLcode cc = curl_easy_perform(c);
   long code = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
   curl_slist_free_all(hdr);
   curl_easy_cleanup(c);
   if (cc != CURLE_OK) {
-    snprintf(err, errlen, "OTLP collector %s: %s", url, curl_easy_strerror(cc));
+    snprintf(err, errlen, "OTLP collector %s: %s", url,
+             cc == CURLE_ABORTED_BY_CALLBACK ? "cancelled at the end of the job"
+                                             : curl_easy_strerror(cc));
     return DIST_E_SYS;
   }
   if (code < 200 || code > 299) {

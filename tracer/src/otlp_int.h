@@ -4,6 +4,7 @@
 #ifndef DIST_TRACE_OTLP_INT_H
 #define DIST_TRACE_OTLP_INT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -32,9 +33,10 @@ void tr_otlp_resource_close(jout *j);
 void tr_otlp_span(jout *j, bool first, const char *job, const tr_otlp_op *o);
 
 /* POSTs body to <endpoint>/v1/traces. DIST_OK on 2xx; DIST_E_BACKEND with
- * the status and the start of the answer; DIST_E_SYS when unreachable or
- * past timeout_ms. */
+ * the status and the start of the answer; DIST_E_SYS when unreachable,
+ * past timeout_ms, or cancelled: *cancel_at (NULL: none), a CLOCK_MONOTONIC
+ * time in ns that another thread may set (0: none), ends it then. */
 int tr_otlp_post(const char *endpoint, const char *body, size_t len, int64_t timeout_ms,
-                 char *err, size_t errlen);
+                 _Atomic int64_t *cancel_at, char *err, size_t errlen);
 
 #endif

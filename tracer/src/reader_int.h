@@ -17,7 +17,12 @@
 
 /* --- schema.c ------------------------------------------------------------ */
 int tr_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
+/* The merged file's tables (indexes: also its indexes). */
 int tr_schema_create(sqlite3 *db, bool indexes, char *err, size_t errlen);
+/* A rank file's tables: operations stored narrow in ops (and shapes),
+ * read through the view operations (SCHEMA.md "Rank files"). The record
+ * sink writes this layout. */
+int tr_schema_create_rank(sqlite3 *db, int rank, char *err, size_t errlen);
 int tr_schema_indexes(sqlite3 *db, char *err, size_t errlen);
 int tr_meta_set(sqlite3 *db, const char *key, const char *value);
 int tr_meta_get(sqlite3 *db, const char *key, char *out, size_t len);

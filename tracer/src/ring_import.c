@@ -73,7 +73,7 @@ static int decode(const ring_img *img, int rank, const char *scratch, char *err,
   tr_sink_opts so = {.rank = rank, .symbolise = false};
   int rc = -1;
   if (tr_exec(db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN", err, len) ||
-      tr_schema_create(db, false, err, len))
+      tr_schema_create_rank(db, rank, err, len))
     goto out;
   if (tr_sink_open(db, &so, &sink) != 0) {
     snprintf(err, len, "%s", tr_sink_error(sink));

@@ -1,10 +1,19 @@
 /* schema.c - the trace store's tables (tracer/SCHEMA.md), created by the
  * writer in each rank file and by the merge in trace.db, and the names the
  * rows use for the runtime's enums (the reader library links nothing of
- * the runtime, so it carries its own copies of the names). */
+ * the runtime, so it carries its own copies of the names).
+ *
+ * A rank file stores its operations narrow (table ops: enums as integer
+ * codes packed into one column, times as deltas, shapes in a side table),
+ * because the writer's speed is SQLite's cost per bound column; a view
+ * named operations gives them back with the documented columns, so every
+ * reader (the merge, the live exporter, sqlite3) reads rank files and
+ * merged files alike. */
 #include "reader_int.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <dist/backend.h>
@@ -22,13 +31,6 @@ static const char tables_sql[] =
     "CREATE TABLE IF NOT EXISTS groups (group_id INTEGER PRIMARY KEY, name TEXT NOT NULL,"
     " description TEXT, backend TEXT NOT NULL, size INTEGER NOT NULL, members TEXT NOT NULL,"
     " timeout_ms INTEGER, created_ns INTEGER, destroyed_ns INTEGER);"
-    "CREATE TABLE IF NOT EXISTS operations (rank INTEGER NOT NULL, group_id INTEGER NOT NULL,"
-    " seq INTEGER NOT NULL, op TEXT NOT NULL, is_async INTEGER NOT NULL, state TEXT NOT NULL,"
-    " dtype TEXT, shape TEXT, n_inputs INTEGER NOT NULL, n_outputs INTEGER NOT NULL,"
-    " numel_in INTEGER NOT NULL, numel_out INTEGER NOT NULL, bytes_in INTEGER NOT NULL,"
-    " bytes_out INTEGER NOT NULL, root INTEGER, tag INTEGER, redop TEXT, timeout_ms INTEGER,"
-    " t_enqueued_ns INTEGER NOT NULL, t_started_ns INTEGER, t_ended_ns INTEGER,"
-    " status INTEGER NOT NULL DEFAULT 0, message TEXT, callsite_id INTEGER);"
     "CREATE TABLE IF NOT EXISTS callsites (rank INTEGER NOT NULL, callsite_id INTEGER NOT NULL,"
     " address INTEGER NOT NULL, module TEXT, build_id TEXT, offset INTEGER, function TEXT,"
     " PRIMARY KEY (rank, callsite_id));"
@@ -40,7 +42,31 @@ static const char tables_sql[] =
     " p50_ns INTEGER, p99_ns INTEGER, straggler_rank INTEGER, lateness_ns INTEGER);"
     "CREATE TABLE IF NOT EXISTS drops (rank INTEGER NOT NULL, group_id INTEGER NOT NULL,"
     " seq_first INTEGER NOT NULL, seq_last INTEGER NOT NULL, records INTEGER NOT NULL,"
-    " t_ns INTEGER NOT NULL);";
+    " t_ns INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS clocks (rank INTEGER NOT NULL, t_ns INTEGER NOT NULL,"
+    " offset_ns INTEGER NOT NULL, rtt_ns INTEGER NOT NULL);";
+
+/* The merged file's operations table (a rank file has the view). */
+static const char ops_sql[] =
+    "CREATE TABLE IF NOT EXISTS operations (rank INTEGER NOT NULL, group_id INTEGER NOT NULL,"
+    " seq INTEGER NOT NULL, op TEXT NOT NULL, is_async INTEGER NOT NULL, state TEXT NOT NULL,"
+    " dtype TEXT, shape TEXT, n_inputs INTEGER NOT NULL, n_outputs INTEGER NOT NULL,"
+    " numel_in INTEGER NOT NULL, numel_out INTEGER NOT NULL, bytes_in INTEGER NOT NULL,"
+    " bytes_out INTEGER NOT NULL, root INTEGER, tag INTEGER, redop TEXT, timeout_ms INTEGER,"
+    " t_enqueued_ns INTEGER NOT NULL, t_started_ns INTEGER, t_ended_ns INTEGER,"
+    " status INTEGER NOT NULL DEFAULT 0, message TEXT, callsite_id INTEGER);";
+
+/* A rank file's narrow table. code packs the enums: bits 0-7 op, 8-11
+ * state (0 enqueued, 1 started, 2 completed, 3 failed, 4 timed_out), 12
+ * async, 16-23 dtype (255 none), 24-31 redop (255 none), 32-47 n_inputs,
+ * 48-63 n_outputs. d_start and d_end are from t_enq. */
+static const char rank_ops_sql[] =
+    "CREATE TABLE IF NOT EXISTS ops (group_id INTEGER NOT NULL, seq INTEGER NOT NULL,"
+    " code INTEGER NOT NULL, shape_id INTEGER, numel_in INTEGER NOT NULL,"
+    " numel_out INTEGER NOT NULL, t_enq INTEGER NOT NULL, d_start INTEGER, d_end INTEGER,"
+    " callsite_id INTEGER, root INTEGER, tag INTEGER, status INTEGER NOT NULL DEFAULT 0,"
+    " message TEXT);"
+    "CREATE TABLE IF NOT EXISTS shapes (shape_id INTEGER PRIMARY KEY, shape TEXT NOT NULL);";
 
 static const char index_sql[] =
     "CREATE UNIQUE INDEX IF NOT EXISTS op_by_coll ON operations(group_id, seq, rank);"
@@ -60,13 +86,9 @@ int tr_exec(sqlite3 *db, const char *sql, char *err, size_t errlen) {
 }
 
 int tr_schema_create(sqlite3 *db, bool indexes, char *err, size_t errlen) {
-  if (tr_exec(db, tables_sql, err, errlen) != 0)
+  if (tr_exec(db, tables_sql, err, errlen) != 0 || tr_exec(db, ops_sql, err, errlen) != 0)
     return -1;
   return indexes ? tr_exec(db, index_sql, err, errlen) : 0;
-}
-
-int tr_schema_indexes(sqlite3 *db, char *err, size_t errlen) {
-  return tr_exec(db, index_sql, err, errlen);
 }
 
 int tr_meta_set(sqlite3 *db, const char *key, const char *value) {
@@ -121,6 +143,8 @@ static const char *const redop_names[] = {"SUM", "PRODUCT", "MIN", "MAX", "BAND"
                                           "BOR", "BXOR", "AVG", "PREMUL_SUM"};
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+static const size_t n_op_names = N_OF(op_names), n_dtype_names = N_OF(dtype_names),
+                    n_redop_names = N_OF(redop_names);
 
 const char *tr_op_name(unsigned op) { return op < N_OF(op_names) ? op_names[op] : "UNKNOWN"; }
 const char *tr_dtype_name(unsigned d) { return d < N_OF(dtype_names) ? dtype_names[d] : NULL; }
@@ -134,6 +158,90 @@ const char *tr_event_name(unsigned kind, char *buf, size_t len) {
     return "clock_offset";
   if (kind == TR_KIND_CRASH)
     return "crash";
+  if (kind == TR_KIND_OTLP_FAILED)
+    return "otlp_export_failed";
   snprintf(buf, len, "event_%u", kind); /* a kind newer than this reader */
   return buf;
+}
+
+/* --- the rank file's view -------------------------------------------------- */
+
+typedef struct sbuf {
+  char *p;
+  size_t len, cap;
+  bool oom;
+} sbuf;
+
+static void put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(sbuf *b, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = b->oom ? 0 : vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (b->oom || b->len + (size_t)n < b->cap) {
+      b->len += (size_t)n;
+      return;
+    }
+    size_t cap = (b->cap + (size_t)n) * 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+      b->oom = true;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+}
+
+/* CASE expr WHEN i THEN 'names[i]' ... ELSE other END */
+static void put_case(sbuf *b, const char *expr, const char *const *names, size_t n,
+                     const char *other) {
+  put(b, "CASE %s", expr);
+  for (size_t i = 0; i < n; i++)
+    put(b, " WHEN %zu THEN '%s'", i, names[i]);
+  put(b, " ELSE %s END", other);
+}
+
+static void put_sizes(sbuf *b, const int *sizes, size_t n) {
+  put(b, "CASE (code >> 16) & 255");
+  for (size_t i = 0; i < n; i++)
+    put(b, " WHEN %zu THEN %d", i, sizes[i]);
+  put(b, " ELSE 0 END");
+}
+
+int tr_schema_create_rank(sqlite3 *db, int rank, char *err, size_t errlen) {
+  static const char *const states[] = {"enqueued", "started", "completed", "failed",
+                                       "timed_out"};
+  sbuf b = {0};
+  put(&b, "CREATE VIEW IF NOT EXISTS operations AS SELECT %d AS rank, group_id, seq, ", rank);
+  put_case(&b, "code & 255", op_names, n_op_names, "'UNKNOWN'");
+  put(&b, " AS op, (code >> 12) & 1 AS is_async, ");
+  put_case(&b, "(code >> 8) & 15", states, 5, "'failed'");
+  put(&b, " AS state, ");
+  put_case(&b, "(code >> 16) & 255", dtype_names, n_dtype_names, "NULL");
+  put(&b, " AS dtype, (SELECT shape FROM shapes s WHERE s.shape_id = o.shape_id) AS shape,"
+          " (code >> 32) & 65535 AS n_inputs, (code >> 48) & 65535 AS n_outputs, numel_in,"
+          " numel_out, numel_in * (");
+  put_sizes(&b, dtype_sizes, n_dtype_names);
+  put(&b, ") AS bytes_in, numel_out * (");
+  put_sizes(&b, dtype_sizes, n_dtype_names);
+  put(&b, ") AS bytes_out, root, tag, ");
+  put_case(&b, "(code >> 24) & 255", redop_names, n_redop_names, "NULL");
+  put(&b, " AS redop, (SELECT timeout_ms FROM groups g WHERE g.group_id = o.group_id) AS"
+          " timeout_ms, t_enq AS t_enqueued_ns, t_enq + d_start AS t_started_ns,"
+          " t_enq + d_end AS t_ended_ns, status, message, callsite_id, o.rowid AS rowid"
+          " FROM ops o;");
+  int rc = -1;
+  if (b.oom)
+    snprintf(err ? err : (char[1]){0}, err ? errlen : 1, "out of memory");
+  else if (tr_exec(db, tables_sql, err, errlen) == 0 &&
+           tr_exec(db, rank_ops_sql, err, errlen) == 0)
+    rc = tr_exec(db, b.p, err, errlen);
+  free(b.p);
+  return rc;
+}
+
+int tr_schema_indexes(sqlite3 *db, char *err, size_t errlen) {
+  return tr_exec(db, index_sql, err, errlen);
 }

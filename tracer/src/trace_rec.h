@@ -26,6 +26,8 @@ enum {
   TR_KIND_STATS = 102, /* one row of a DIST_EV_STATS block: op, seq = count,
                           caller = bytes, aux = p50 ns, root = straggler;
                           a tr_stats slot follows */
+  TR_KIND_OTLP_FAILED = 103, /* live export's first failure in a row:
+                                status = operations dropped so far, text */
 };
 
 /* The second slot of a TR_KIND_STATS record. */

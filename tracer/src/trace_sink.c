@@ -4,7 +4,14 @@
  * ring dumped at a crash. Operations in flight are kept in a small open-
  * addressing table keyed by (group, seq) until they end, so a record that
  * changes state ends as one row; events, groups and clock samples are
- * written as they come. */
+ * written as they come.
+ *
+ * Operations go to the rank layout's narrow table ops (schema.c): the
+ * enums packed into one code, times as deltas, a shape as the id of a
+ * shapes row (formatted once per distinct shape), and root, tag, status
+ * and message bound only when a row has them (a second statement). A
+ * synchronous all_reduce binds 10 values instead of 24: SQLite's cost per
+ * row is mostly per column bound and stored. */
 #define _GNU_SOURCE
 #include "reader_int.h"
 
@@ -32,38 +39,51 @@ typedef struct pend {
 } pend;
 
 #define MAX_GROUPS_TRACKED 4096
+#define SHAPE_CAP 1024 /* a power of two */
 
 struct tr_sink {
   sqlite3 *db;
   tr_sink_opts o;
-  sqlite3_stmt *ins_op, *upd_op, *ins_ev, *ins_group, *upd_group, *ins_cs, *ins_drop,
-      *upd_clock, *upd_drops, *ins_stats;
+  sqlite3_stmt *ins_op, *ins_op_full, *ins_shape, *upd_op, *ins_ev, *ins_group, *upd_group,
+      *ins_cs, *ins_drop, *upd_clock, *ins_clock, *upd_drops, *ins_stats;
   pend *tab;
   size_t cap, used;
   /* call sites: address -> id */
   uint64_t *cs_addr;
   size_t cs_cap, cs_n;
-  /* per group: timeout, last seq seen, a gap to close */
-  int64_t timeout_ms[MAX_GROUPS_TRACKED];
+  /* per group: last seq seen, a gap to close */
   uint64_t last_seq[MAX_GROUPS_TRACKED];
   uint64_t gap_records;
   int64_t gap_t;
   uint8_t gap_open[MAX_GROUPS_TRACKED];
   uint64_t rows, dropped;
-  /* the last shape formatted: most operations repeat their shape */
-  int64_t shape_key[TR_MAX_DIMS + 1];
-  char shape_text[128];
+  /* shapes written: key (ndim, dims) -> shapes.shape_id; cleared when full */
+  struct shape_ent {
+    int64_t key[TR_MAX_DIMS + 1];
+    int64_t id;
+  } shapes[SHAPE_CAP];
+  size_t n_shapes;
+  int64_t next_shape_id;
   char err[256];
 };
 
-static const char *state_name(const pend *p) {
+/* The state's code (schema.c: 0 enqueued .. 4 timed_out). */
+static unsigned state_code(const pend *p) {
   if (p->state == ST_ENQUEUED)
-    return "enqueued";
+    return 0;
   if (p->state == ST_STARTED)
-    return "started";
-  return p->end_kind == DIST_EV_OP_COMPLETED ? "completed"
-         : p->end_kind == DIST_EV_OP_TIMED_OUT ? "timed_out"
-                                               : "failed";
+    return 1;
+  return p->end_kind == DIST_EV_OP_COMPLETED ? 2 : p->end_kind == DIST_EV_OP_TIMED_OUT ? 4 : 3;
+}
+
+/* ops.code: op, state, async, dtype, redop, n_inputs, n_outputs. */
+static int64_t op_code(const pend *p) {
+  const tr_head *h = &p->h;
+  uint64_t dtype = tr_dtype_name(h->dtype) ? h->dtype : 0xff;
+  uint64_t redop = tr_redop_name(h->redop) ? h->redop : 0xff;
+  uint64_t nin = p->has_shape ? p->sh.n_inputs : 0, nout = p->has_shape ? p->sh.n_outputs : 0;
+  return (int64_t)(h->op | state_code(p) << 8 | (uint64_t)((h->flags & TR_F_ASYNC) != 0) << 12 |
+                   dtype << 16 | redop << 24 | nin << 32 | nout << 48);
 }
 
 static int prep(tr_sink *s, const char *sql, sqlite3_stmt **st) {
@@ -81,15 +101,16 @@ int tr_sink_open(sqlite3 *db, const tr_sink_opts *o, tr_sink **out) {
   s->o = *o;
   s->cap = 1024;
   s->tab = calloc(s->cap, sizeof *s->tab);
-  for (int i = 0; i < MAX_GROUPS_TRACKED; i++)
-    s->timeout_ms[i] = -1;
-  const char *ins_op =
-      "INSERT INTO operations VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,"
-      "?16,?17,?18,?19,?20,?21,?22,?23,?24)";
   if (!s->tab ||
-      prep(s, ins_op, &s->ins_op) ||
-      prep(s, "UPDATE operations SET state=?1, t_started_ns=?2, t_ended_ns=?3, status=?4,"
-              " message=?5 WHERE rowid=?6", &s->upd_op) ||
+      prep(s, "INSERT INTO ops (group_id, seq, code, shape_id, numel_in, numel_out, t_enq,"
+              " d_start, d_end, callsite_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
+           &s->ins_op) ||
+      prep(s, "INSERT INTO ops (group_id, seq, code, shape_id, numel_in, numel_out, t_enq,"
+              " d_start, d_end, callsite_id, root, tag, status, message) VALUES"
+              " (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)", &s->ins_op_full) ||
+      prep(s, "INSERT INTO shapes VALUES (?1, ?2)", &s->ins_shape) ||
+      prep(s, "UPDATE ops SET code=?1, d_start=?2, d_end=?3, status=?4, message=?5"
+              " WHERE rowid=?6", &s->upd_op) ||
       prep(s, "INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", &s->ins_ev) ||
       prep(s, "INSERT OR IGNORE INTO groups VALUES (?,?,?,?,?,?,?,?,NULL)", &s->ins_group) ||
       prep(s, "UPDATE groups SET destroyed_ns = ?2 WHERE group_id = ?1", &s->upd_group) ||
@@ -97,6 +118,7 @@ int tr_sink_open(sqlite3 *db, const tr_sink_opts *o, tr_sink **out) {
       prep(s, "INSERT INTO drops VALUES (?,?,?,?,?,?)", &s->ins_drop) ||
       prep(s, "UPDATE ranks SET clock_offset_ns = ?2, clock_rtt_ns = ?3 WHERE rank = ?1",
            &s->upd_clock) ||
+      prep(s, "INSERT INTO clocks VALUES (?,?,?,?)", &s->ins_clock) ||
       prep(s, "UPDATE ranks SET dropped_records = ?2 WHERE rank = ?1", &s->upd_drops) ||
       prep(s, "INSERT INTO stats VALUES (?,?,?,?,?,?,?,?,?,?)", &s->ins_stats)) {
     *out = s; /* the caller reads the error, then closes */
@@ -207,51 +229,61 @@ static void shape_json(const pend *p, char *buf, size_t len) {
     snprintf(buf + n, len - n, "%s]", p->h.ndim > TR_MAX_DIMS ? ",..." : "");
 }
 
-static int write_new(tr_sink *s, pend *p) {
-  sqlite3_stmt *st = s->ins_op;
-  const tr_head *h = &p->h;
-  int esz = tr_dtype_size(h->dtype);
-  char shape[128];
-  sqlite3_bind_int(st, 1, s->o.rank);
-  sqlite3_bind_int(st, 2, h->group_id);
-  sqlite3_bind_int64(st, 3, (int64_t)h->seq);
-  sqlite3_bind_text(st, 4, tr_op_name(h->op), -1, SQLITE_STATIC);
-  sqlite3_bind_int(st, 5, (h->flags & TR_F_ASYNC) != 0);
-  sqlite3_bind_text(st, 6, state_name(p), -1, SQLITE_STATIC);
-  const char *dt = tr_dtype_name(h->dtype);
-  dt ? sqlite3_bind_text(st, 7, dt, -1, SQLITE_STATIC) : sqlite3_bind_null(st, 7);
-  if (p->has_shape && dt) {
-    int64_t key[TR_MAX_DIMS + 1] = {p->h.ndim};
-    memcpy(key + 1, p->sh.shape, sizeof p->sh.shape);
-    if (memcmp(key, s->shape_key, sizeof key) != 0 || !s->shape_text[0]) {
-      shape_json(p, shape, sizeof shape);
-      memcpy(s->shape_key, key, sizeof key);
-      snprintf(s->shape_text, sizeof s->shape_text, "%s", shape);
-    }
-    sqlite3_bind_text(st, 8, s->shape_text, -1, SQLITE_STATIC);
-  } else {
-    sqlite3_bind_null(st, 8);
+/* The shapes row of p's first tensor (written the first time it is seen);
+ * -1 when it has none. */
+static int64_t shape_id(tr_sink *s, const pend *p) {
+  if (!p->has_shape || !tr_dtype_name(p->h.dtype))
+    return -1;
+  int64_t key[TR_MAX_DIMS + 1] = {p->h.ndim};
+  memcpy(key + 1, p->sh.shape, sizeof p->sh.shape);
+  uint64_t hash = 0;
+  for (int i = 0; i <= TR_MAX_DIMS; i++)
+    hash = (hash ^ (uint64_t)key[i]) * 0x100000001B3ull;
+  size_t i = (size_t)(hash >> 20) & (SHAPE_CAP - 1);
+  for (; s->shapes[i].id; i = (i + 1) & (SHAPE_CAP - 1))
+    if (!memcmp(s->shapes[i].key, key, sizeof key))
+      return s->shapes[i].id;
+  if (s->n_shapes * 2 >= SHAPE_CAP) { /* many distinct shapes: start over (rows repeat) */
+    memset(s->shapes, 0, sizeof s->shapes);
+    s->n_shapes = 0;
+    i = (size_t)(hash >> 20) & (SHAPE_CAP - 1);
   }
-  sqlite3_bind_int(st, 9, p->has_shape ? p->sh.n_inputs : 0);
-  sqlite3_bind_int(st, 10, p->has_shape ? p->sh.n_outputs : 0);
-  sqlite3_bind_int64(st, 11, p->has_shape ? p->sh.numel_in : 0);
-  sqlite3_bind_int64(st, 12, p->has_shape ? p->sh.numel_out : 0);
-  sqlite3_bind_int64(st, 13, p->has_shape ? p->sh.numel_in * esz : 0);
-  sqlite3_bind_int64(st, 14, p->has_shape ? p->sh.numel_out * esz : 0);
-  bind_opt_int(st, 15, h->root >= 0, h->root);
-  bind_opt_int(st, 16, h->op <= DIST_OP_RECV || h->op == DIST_OP_BATCH_P2P, h->tag);
-  const char *ro = h->redop != 0xff ? tr_redop_name(h->redop) : NULL;
-  ro ? sqlite3_bind_text(st, 17, ro, -1, SQLITE_STATIC) : sqlite3_bind_null(st, 17);
-  bool g_ok = h->group_id >= 0 && h->group_id < MAX_GROUPS_TRACKED;
-  bind_opt_int(st, 18, g_ok && s->timeout_ms[h->group_id] >= 0,
-               g_ok ? s->timeout_ms[h->group_id] : 0);
-  sqlite3_bind_int64(st, 19, p->t_enq);
-  bind_opt_int(st, 20, p->state >= ST_STARTED && p->t_start, p->t_start);
-  bind_opt_int(st, 21, p->state == ST_ENDED, p->t_end);
-  sqlite3_bind_int(st, 22, p->status);
-  p->msg ? sqlite3_bind_text(st, 23, p->msg, -1, SQLITE_STATIC) : sqlite3_bind_null(st, 23);
+  char text[128];
+  shape_json(p, text, sizeof text);
+  int64_t id = ++s->next_shape_id;
+  sqlite3_bind_int64(s->ins_shape, 1, id);
+  sqlite3_bind_text(s->ins_shape, 2, text, -1, SQLITE_TRANSIENT);
+  if (step(s, s->ins_shape) != 0)
+    return -1;
+  memcpy(s->shapes[i].key, key, sizeof key);
+  s->shapes[i].id = id;
+  s->n_shapes++;
+  return id;
+}
+
+static int write_new(tr_sink *s, pend *p) {
+  const tr_head *h = &p->h;
+  bool p2p = h->op <= DIST_OP_RECV || h->op == DIST_OP_BATCH_P2P;
+  bool full = h->root >= 0 || p2p || p->status != 0 || p->msg;
+  sqlite3_stmt *st = full ? s->ins_op_full : s->ins_op;
+  sqlite3_bind_int(st, 1, h->group_id);
+  sqlite3_bind_int64(st, 2, (int64_t)h->seq);
+  sqlite3_bind_int64(st, 3, op_code(p));
+  int64_t sid = shape_id(s, p);
+  bind_opt_int(st, 4, sid >= 0, sid);
+  sqlite3_bind_int64(st, 5, p->has_shape ? p->sh.numel_in : 0);
+  sqlite3_bind_int64(st, 6, p->has_shape ? p->sh.numel_out : 0);
+  sqlite3_bind_int64(st, 7, p->t_enq);
+  bind_opt_int(st, 8, p->state >= ST_STARTED && p->t_start, p->t_start - p->t_enq);
+  bind_opt_int(st, 9, p->state == ST_ENDED, p->t_end - p->t_enq);
   int64_t cs = h->caller ? callsite_id(s, h->caller) : -1;
-  bind_opt_int(st, 24, cs >= 0, cs);
+  bind_opt_int(st, 10, cs >= 0, cs);
+  if (full) {
+    bind_opt_int(st, 11, h->root >= 0, h->root);
+    bind_opt_int(st, 12, p2p, h->tag);
+    sqlite3_bind_int(st, 13, p->status);
+    p->msg ? sqlite3_bind_text(st, 14, p->msg, -1, SQLITE_STATIC) : sqlite3_bind_null(st, 14);
+  }
   if (step(s, st) != 0)
     return -1;
   p->rowid = sqlite3_last_insert_rowid(s->db);
@@ -263,9 +295,9 @@ static int write_new(tr_sink *s, pend *p) {
 
 static int write_update(tr_sink *s, pend *p) {
   sqlite3_stmt *st = s->upd_op;
-  sqlite3_bind_text(st, 1, state_name(p), -1, SQLITE_STATIC);
-  bind_opt_int(st, 2, p->state >= ST_STARTED && p->t_start, p->t_start);
-  bind_opt_int(st, 3, p->state == ST_ENDED, p->t_end);
+  sqlite3_bind_int64(st, 1, op_code(p));
+  bind_opt_int(st, 2, p->state >= ST_STARTED && p->t_start, p->t_start - p->t_enq);
+  bind_opt_int(st, 3, p->state == ST_ENDED, p->t_end - p->t_enq);
   sqlite3_bind_int(st, 4, p->status);
   p->msg ? sqlite3_bind_text(st, 5, p->msg, -1, SQLITE_STATIC) : sqlite3_bind_null(st, 5);
   sqlite3_bind_int64(st, 6, p->rowid);
@@ -423,9 +455,7 @@ static int group_record(tr_sink *s, const tr_head *h, const char *text) {
     *c++ = '\0';
     f[i] = c;
   }
-  int64_t timeout = strtoll(f[4], NULL, 10);
-  if (h->group_id >= 0 && h->group_id < MAX_GROUPS_TRACKED)
-    s->timeout_ms[h->group_id] = timeout;
+  int64_t timeout = strtoll(f[4], NULL, 10); /* operations.timeout_ms reads it (view) */
   int size = 0;
   for (const char *m = f[3]; *m; m++)
     size += *m == ',';
@@ -464,6 +494,12 @@ static int clock_record(tr_sink *s, const tr_head *h) {
   tr_head e = *h;
   e.group_id = -1;
   if (event_record(s, &e, msg) != 0)
+    return -1;
+  sqlite3_bind_int(s->ins_clock, 1, s->o.rank);
+  sqlite3_bind_int64(s->ins_clock, 2, h->t_ns);
+  sqlite3_bind_int64(s->ins_clock, 3, offset);
+  sqlite3_bind_int64(s->ins_clock, 4, rtt);
+  if (step(s, s->ins_clock) != 0)
     return -1;
   sqlite3_bind_int(s->upd_clock, 1, s->o.rank);
   sqlite3_bind_int64(s->upd_clock, 2, offset);
@@ -526,8 +562,10 @@ int tr_sink_flush(tr_sink *s) {
 void tr_sink_close(tr_sink *s) {
   if (!s)
     return;
-  sqlite3_stmt *sts[] = {s->ins_op, s->upd_op, s->ins_ev, s->ins_group, s->upd_group,
-                         s->ins_cs, s->ins_drop, s->upd_clock, s->upd_drops, s->ins_stats};
+  sqlite3_stmt *sts[] = {s->ins_op,  s->ins_op_full, s->ins_shape, s->upd_op,
+                         s->ins_ev,  s->ins_group,   s->upd_group, s->ins_cs,
+                         s->ins_drop, s->upd_clock,  s->ins_clock, s->upd_drops,
+                         s->ins_stats};
   for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++)
     sqlite3_finalize(sts[i]);
   for (size_t i = 0; s->tab && i < s->cap; i++)

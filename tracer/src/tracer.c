@@ -60,7 +60,7 @@ static int tr_init(void **ctx, const dist_pg_info *def) {
   t->rank = def->global_rank;
   t->pid = getpid();
   t->world = def->size;
-  t->skew_ns = env_int("DIST_TRACE_TEST_SKEW_NS", 0, -(1ll << 50), 1ll << 50);
+  atomic_init(&t->skew_ns, env_int("DIST_TRACE_TEST_SKEW_NS", 0, -(1ll << 50), 1ll << 50));
   t->commit_ms = env_int("DIST_TRACE_COMMIT_MS", 10, 1, 3600000);
   t->clock_period_s = env_int("DIST_TRACE_CLOCK_S", 60, 0, 86400);
   int64_t slots = env_int("DIST_TRACE_BUFFER", 65536, 64, 1ll << 26);
@@ -154,6 +154,14 @@ int dist_tracer_flush(int64_t timeout_ms) {
   if (!t)
     return dist__set_last_error(DIST_E_INVAL, "the tracer is not recording");
   return dist__tracer_flush_wait(t, timeout_ms);
+}
+
+int dist__tracer_test_set_skew(int64_t ns) {
+  tracer *t = atomic_load(&current);
+  if (!t)
+    return DIST_E_INVAL;
+  atomic_store_explicit(&t->skew_ns, ns, memory_order_relaxed);
+  return DIST_OK;
 }
 
 const char *dist_tracer_path(void) {

@@ -30,7 +30,7 @@ static void *responder_main(void *arg) {
     void *val = NULL;
     size_t len = 0;
     int rc = dist_store_queue_pop(t->resp_store, CLK_QUEUE, true, &val, &len);
-    int64_t now = dist_clock_ns() + t->skew_ns;
+    int64_t now = dist_clock_ns() + tr_skew(t);
     if (rc == DIST_E_TIMEOUT)
       continue;
     if (rc != DIST_OK)
@@ -60,14 +60,14 @@ static int measure(tracer *t, dist_store *s, int64_t *offset, int64_t *rtt) {
     char req[48], key[64];
     int n = snprintf(req, sizeof req, "%d %u", t->rank, id);
     snprintf(key, sizeof key, "trace/clk/a/%d/%u", t->rank, id);
-    int64_t t1 = dist_clock_ns() + t->skew_ns;
+    int64_t t1 = dist_clock_ns() + tr_skew(t);
     if (dist_store_queue_push(s, CLK_QUEUE, req, (size_t)n) != DIST_OK)
       return DIST_E_STORE;
     void *val = NULL;
     size_t len = 0;
     if (dist_store_get(s, key, &val, &len) != DIST_OK)
       return DIST_E_STORE;
-    int64_t t3 = dist_clock_ns() + t->skew_ns;
+    int64_t t3 = dist_clock_ns() + tr_skew(t);
     int64_t t2 = strtoll(val, NULL, 10);
     dist_free(val);
     dist_store_delete_key(s, key, NULL);

@@ -46,7 +46,7 @@ static void dump(tracer *t, int sig) {
   hdr.head = atomic_load(&t->ring.head);
   hdr.rank = t->rank;
   hdr.signal = sig;
-  hdr.t_ns = dist_clock_ns() + t->skew_ns;
+  hdr.t_ns = dist_clock_ns() + tr_skew(t);
   memcpy(hdr.job_id, t->job_id, sizeof hdr.job_id - 1);
   write_all(fd, &hdr, sizeof hdr);
   write_all(fd, (const void *)t->ring.words, (size_t)hdr.slots * TR_SLOT);

@@ -21,7 +21,8 @@ typedef struct tracer {
   int rank;
   int world;
   pid_t pid;                /* the process that owns the rank (not a forked child) */
-  int64_t skew_ns;          /* test hook: DIST_TRACE_TEST_SKEW_NS */
+  _Atomic int64_t skew_ns;  /* test hook: DIST_TRACE_TEST_SKEW_NS, and
+                               dist__tracer_test_set_skew mid-job */
   char dir[768];            /* $DIST_TRACE/<job id> */
   char path[1024];          /* rank-<R>.db */
   char ring_path[1024];     /* rank-<R>.ring (crash dump) */
@@ -50,9 +51,23 @@ typedef struct tracer {
   void *live;               /* tracer_live.c, or NULL */
 } tracer;
 
+/* This rank's clock is dist_clock_ns() + tr_skew(t): 0 but in tests. */
+static inline int64_t tr_skew(tracer *t) {
+  return atomic_load_explicit(&t->skew_ns, memory_order_relaxed);
+}
+
+/* Test hook: from now on the recording tracer's clock runs ns ahead of
+ * the host's (a clock that jumps, as if adjusted); the next periodic
+ * re-measurement (DIST_TRACE_CLOCK_S) finds the new offset. DIST_E_INVAL
+ * when the tracer is not recording. */
+int dist__tracer_test_set_skew(int64_t ns);
+
 /* tracer_record.c: events -> ring records (the hot path). */
 void tr_record_event(tracer *t, const dist_event *ev);
 void tr_record_clock(tracer *t, int64_t offset_ns, int64_t rtt_ns);
+/* An events row of a tracer kind (TR_KIND_*) with a message, through the
+ * ring like any record (any thread). */
+void tr_record_note(tracer *t, unsigned kind, int32_t status, const char *text);
 
 /* tracer_write.c: the writer thread and the rank file. */
 int tr_writer_open(tracer *t, const dist_pg_info *def);
@@ -68,8 +83,9 @@ void tr_clock_stop(tracer *t);
 
 /* tracer_live.c: live OTLP export (DIST_OTLP_ENDPOINT); NULL when off. */
 void *tr_live_start(tracer *t, int64_t interval_ms, int64_t timeout_ms, int64_t queue);
-/* Joins it, exports what is left, says what it sent and dropped. */
-void tr_live_stop(void *live, char *summary, size_t len);
+/* Joins it (cancelling a request in flight), exports what is left, says
+ * what it sent and dropped; returns the operations dropped. */
+uint64_t tr_live_stop(void *live, char *summary, size_t len);
 
 /* tracer_crash.c: raw ring dump at a fatal signal, then the old handler. */
 void tr_crash_install(tracer *t);

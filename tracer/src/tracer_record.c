@@ -27,7 +27,7 @@ static void fill_head(tracer *t, tr_head *h, const dist_event *ev, unsigned nslo
   h->group_id = ev->group_id;
   h->status = ev->status;
   h->seq = ev->seq;
-  h->t_ns = ev->t_ns + t->skew_ns;
+  h->t_ns = ev->t_ns + tr_skew(t);
   h->root = -1;
 }
 
@@ -184,8 +184,21 @@ void tr_record_clock(tracer *t, int64_t offset_ns, int64_t rtt_ns) {
   h.nslots = 1;
   h.group_id = -1;
   h.seq = (uint64_t)rtt_ns;
-  h.t_ns = dist_clock_ns() + t->skew_ns;
+  h.t_ns = dist_clock_ns() + tr_skew(t);
   h.root = -1;
   h.aux = offset_ns;
   tr_ring_put(&t->ring, tr_ring_claim(&t->ring, 1), &h);
+}
+
+void tr_record_note(tracer *t, unsigned kind, int32_t status, const char *text) {
+  tr_head h;
+  memset(&h, 0, sizeof h);
+  h.kind = (uint8_t)kind;
+  h.op = h.dtype = h.redop = 0xff;
+  h.nslots = 1;
+  h.group_id = -1;
+  h.status = status;
+  h.t_ns = dist_clock_ns() + tr_skew(t);
+  h.root = -1;
+  with_text(t, NULL, &h, text);
 }

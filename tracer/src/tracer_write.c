@@ -37,7 +37,7 @@ static int ring_get(void *arg, uint64_t idx, void *slot) {
 
 static void note_gap(tracer *t, uint64_t lost) {
   if (lost)
-    tr_sink_gap(t->sink, lost, dist_clock_ns() + t->skew_ns);
+    tr_sink_gap(t->sink, lost, dist_clock_ns() + tr_skew(t));
 }
 
 /* Reads what the ring holds from the tail; returns records read. */
@@ -153,7 +153,7 @@ static int write_identity(tracer *t, const dist_pg_info *def) {
   gethostname(host, sizeof host - 1);
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[n > 0 ? n : 0] = '\0';
-  int64_t umm = unix_minus_mono(), now = dist_clock_ns() + t->skew_ns;
+  int64_t umm = unix_minus_mono(), now = dist_clock_ns() + tr_skew(t);
   const char *lr = getenv("LOCAL_RANK");
   tr_meta_set(t->db, "schema_version", "1");
   tr_meta_set(t->db, "kind", "rank");
@@ -168,7 +168,7 @@ static int write_identity(tracer *t, const dist_pg_info *def) {
     return -1;
   sqlite3_bind_text(st, 1, t->job_id, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 2, def->size);
-  sqlite3_bind_int64(st, 3, umm - t->skew_ns);
+  sqlite3_bind_int64(st, 3, umm - tr_skew(t));
   sqlite3_bind_int64(st, 4, now);
   int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
   sqlite3_finalize(st);
@@ -179,7 +179,7 @@ static int write_identity(tracer *t, const dist_pg_info *def) {
   sqlite3_bind_text(st, 2, host, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 3, (int)getpid());
   lr ? sqlite3_bind_int(st, 4, atoi(lr)) : sqlite3_bind_null(st, 4);
-  sqlite3_bind_int64(st, 5, umm - t->skew_ns);
+  sqlite3_bind_int64(st, 5, umm - tr_skew(t));
   sqlite3_bind_text(st, 6, exe, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 7, now);
   rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
@@ -201,7 +201,8 @@ int tr_writer_open(tracer *t, const dist_pg_info *def) {
   if (sqlite3_open_v2(t->path, &t->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                                            SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK ||
       tr_exec(t->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", err, sizeof err) ||
-      tr_exec(t->db, "BEGIN", err, sizeof err) || tr_schema_create(t->db, false, err, sizeof err) ||
+      tr_exec(t->db, "BEGIN", err, sizeof err) ||
+      tr_schema_create_rank(t->db, t->rank, err, sizeof err) ||
       write_identity(t, def) != 0 || tr_exec(t->db, "COMMIT", err, sizeof err)) {
     DIST_LOG(WARNING, TRACER, "trace file %s: %s; tracing to disk is off", t->path,
              err[0] ? err : sqlite3_errmsg(t->db));
@@ -247,12 +248,14 @@ void tr_writer_stop(tracer *t, const char *end_state) {
   commit_cycle(t); /* what came after the thread's last cycle */
   if (t->live) { /* its last spans need that commit; its counts go in the file */
     char summary[1200];
-    tr_live_stop(t->live, summary, sizeof summary);
+    uint64_t dropped = tr_live_stop(t->live, summary, sizeof summary);
     t->live = NULL;
+    commit_cycle(t); /* its failure note, if its last request failed */
     DIST_LOG(INFO, TRACER, "%s", summary);
     char *q = sqlite3_mprintf("INSERT INTO events VALUES (%d, NULL, NULL, 'otlp_export', %lld,"
-                              " 0, NULL, %Q)", t->rank,
-                              (long long)(dist_clock_ns() + t->skew_ns), summary);
+                              " %lld, NULL, %Q)", t->rank,
+                              (long long)(dist_clock_ns() + tr_skew(t)), (long long)dropped,
+                              summary);
     tr_exec(t->db, q, NULL, 0);
     sqlite3_free(q);
   }

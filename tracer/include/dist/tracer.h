@@ -11,12 +11,15 @@
  *   DIST_TRACE_BUFFER     ring slots (64 bytes each; default 65536)
  *   DIST_TRACE_COMMIT_MS  the writer's cycle: it drains the ring and commits
  *                         this often (default 10 ms)
- *   DIST_TRACE_CLOCK_S    clock offset re-measurement period (default 60)
+ *   DIST_TRACE_CLOCK_S    clock offset re-measurement period, seconds (default
+ *                         60; 0: at init only)
  *   DIST_OTLP_ENDPOINT    live span export (OTLP/HTTP JSON), optional:
  *   DIST_OTLP_INTERVAL_MS   how often spans are sent (default 1000)
  *   DIST_OTLP_TIMEOUT_MS    longest wait per request (default 1000)
- *   DIST_OTLP_QUEUE         spans waiting at most; older ones are dropped
- *                           and counted (default 4096)
+ *   DIST_OTLP_QUEUE         operations waiting at most; older ones are
+ *                           dropped and counted (default 4096); after a
+ *                           failed request the exporter backs off (1 s
+ *                           doubling to 30 s), dropping what waits
  *   DIST_OTLP_SERVICE       service.name (default libdist) */
 #ifndef DIST_TRACER_H
 #define DIST_TRACER_H
