@@ -3,7 +3,8 @@
  *     build/bin/distrun --no-prefix --nproc-per-node 2 build/bin/bench_collectives
  *       [--ops all_reduce,broadcast,...] [--sizes 4,1024,...] [--iters N]
  *       [--target-ms T] [--mode throughput|latency|both]
- *       [--latency-method osu|span] [--system NAME] [--no-observer]
+ *       [--latency-method osu|span] [--system NAME] [--no-observer] [--backend cpu|mpi]
+ *   mpirun -np N bench_collectives --backend mpi [...]   (the mpi backend: libdist-mpi)
  *
  * Rank 0 prints `system,transport,op,bytes,ranks,median_us,algbw_GBps,mode`:
  * bytes is each rank's input (rounded up to a multiple of the world size
@@ -71,6 +72,7 @@ typedef struct cfg {
   bool span; /* latency: first start to last end (one host) */
   char system[64];
   bool no_observer;
+  const char *backend; /* --backend: NULL is the default (cpu) */
 } cfg;
 
 typedef struct bufs {
@@ -342,7 +344,8 @@ static void usage(void) {
   printf("usage: distrun --no-prefix --nproc-per-node N bench_collectives [--ops a,b]\n"
          "         [--sizes 4,1024] [--iters MIN_SAMPLES] [--target-ms T]\n"
          "         [--mode throughput|latency|both] [--latency-method osu|span]\n"
-         "         [--system NAME] [--no-observer]\n"
+         "         [--system NAME] [--no-observer] [--backend cpu|mpi]\n"
+         "   or: mpirun -np N bench_collectives --backend mpi ... (system libdist-mpi)\n"
          "ops: all_reduce, broadcast, all_gather, reduce_scatter, all_to_all, barrier\n"
          "Rank 0 prints CSV: system,transport,op,bytes,ranks,median_us,algbw_GBps,mode\n");
 }
@@ -361,6 +364,7 @@ static void parse(int argc, char **argv, cfg *c) {
       c->no_observer = true, traced = false;
   snprintf(c->system, sizeof c->system, "libdist%s%s", traced ? "-traced" : "",
            dist_get_debug_level() == DIST_DEBUG_DETAIL ? "-detail" : "");
+  bool system_given = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -392,6 +396,9 @@ static void parse(int argc, char **argv, cfg *c) {
       }
     } else if (!strcmp(a, "--system")) {
       snprintf(c->system, sizeof c->system, "%s", v);
+      system_given = true;
+    } else if (!strcmp(a, "--backend")) {
+      c->backend = v;
     } else if (!strcmp(a, "--sizes")) {
       char buf[512];
       snprintf(buf, sizeof buf, "%s", v);
@@ -406,6 +413,8 @@ static void parse(int argc, char **argv, cfg *c) {
     }
     i++;
   }
+  if (c->backend && !system_given) /* "libdist-mpi": the backend's rows, as the peers name theirs */
+    snprintf(c->system, sizeof c->system, "libdist-%s", c->backend);
 }
 
 int main(int argc, char **argv) {
@@ -414,7 +423,9 @@ int main(int argc, char **argv) {
   parse(argc, argv, &c);
   if (!c.no_observer)
     TRY("tracer", dist_tracer_register());
-  TRY("init", dist_init_process_group(NULL));
+  dist_init_opts init = dist_init_opts_default();
+  init.backend = c.backend;
+  TRY("init", dist_init_process_group(&init));
   int rank = dist_get_rank(NULL), world = dist_get_world_size(NULL);
   if (c.span && !one_host(world)) {
     fprintf(stderr, "bench_collectives: --latency-method span needs every rank on one host "
