@@ -2,7 +2,8 @@
  *
  * Four kinds share one interface: hash (in-process, thread-safe), file
  * (fcntl-locked log file, usable between processes), TCP (one server, many
- * clients) and prefix (wraps any store, prepending "prefix/" to keys).
+ * clients) and prefix (wraps any store, prepending "prefix/" to keys); and
+ * stores users write themselves (dist_store_user_create, at the end).
  *
  * Semantics follow torch.distributed:
  *  - get and wait block until the key(s) exist or the store's timeout
