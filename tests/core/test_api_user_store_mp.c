@@ -345,7 +345,7 @@ Test(core_api, user_store_without_extended_slots_says_so, .timeout = 30) {
   cr_assert_eq(dist_store_set_timeout(st, 30), DIST_OK);
   expect(dist_store_get(st, "absent", &val, &n), DIST_E_TIMEOUT, dist_store_errmsg(st),
          "dir store: no key 'absent' after 30 ms");
-  cr_expect_null(val);
+  cr_expect((val) == NULL);
   expect(dist_store_add(st, "p/a", 1, &r), DIST_E_INVAL, dist_store_errmsg(st),
          "not a number");
   const char *pa[1] = {"p/a"};
@@ -484,7 +484,7 @@ Test(core_api, user_store_with_every_slot_has_the_extended_api, .timeout = 30) {
   cr_expect(vl == 1 && !strcmp(val, "m"));
   dist_free(val);
   cr_assert_eq(dist_store_num_keys(st, &n), DIST_OK);
-  cr_expect_geq(n, 2);
+  cr_expect(n >= 2);
   /* The clone slot gives the clone its own user data. */
   cr_assert_eq(dist_store_clone(st, &cl), DIST_OK, "%s", dist_store_errmsg(st));
   cr_expect_neq(dist_store_user_data(cl), dist_store_user_data(st));
@@ -516,12 +516,12 @@ Test(core_api, user_store_missing_a_required_slot_is_refused, .timeout = 30) {
   destroyed = 0;
   expect(dist_store_user_create(&ops, h, &st), DIST_E_INVAL, dist_last_errmsg(),
          "the hashwrap store leaves the required slot compare_set NULL");
-  cr_expect_null(st);
+  cr_expect((st) == NULL);
   cr_expect_eq(destroyed, 1, "the user data is released on failure");
   expect(dist_store_user_create(NULL, NULL, &st), DIST_E_INVAL, dist_last_errmsg(),
          "ops is NULL");
-  cr_expect_null(dist_store_user_data(NULL));
+  cr_expect((dist_store_user_data(NULL)) == NULL);
   cr_expect_eq(dist_store_fail(NULL, DIST_E_STORE, "x"), DIST_E_STORE);
   cr_expect(!dist_store_has_extended_api(NULL));
-  cr_expect_null(dist_store_kind(NULL));
+  cr_expect((dist_store_kind(NULL)) == NULL);
 }
