@@ -332,6 +332,10 @@ int64_t dist_mesh_size(const dist_device_mesh *m, int dim) {
   return m && dim >= 0 && dim < m->ndim ? m->shape[dim] : -1;
 }
 
+const char *dist_mesh_get_dim_name(const dist_device_mesh *m, int dim) {
+  return m && dim >= 0 && dim < m->ndim && m->names[dim][0] ? m->names[dim] : NULL;
+}
+
 static int dim_of(const char *fn, const dist_device_mesh *m, const char *name, int *dim) {
   if (!m || !name)
     return dist__set_last_error(DIST_E_INVAL, "%s: %s is NULL", fn, m ? "name" : "mesh");

@@ -75,6 +75,8 @@ static int layout_rank(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, dist_mesh_get_rank_at(m, c, &who));
   CHECK(ctx, who == 2 && dist_mesh_size(m, 1) == 2 && dist_mesh_ndim(m) == 2, "rank at (1,0) %d",
         who);
+  CHECK(ctx, !strcmp(dist_mesh_get_dim_name(m, 0), "dp") && !strcmp(dist_mesh_get_dim_name(m, 1),
+        "tp") && !dist_mesh_get_dim_name(m, 2) && dist_mesh_size(m, 2) == -1, "dim names");
   if (expect_inval(ctx, dist_mesh_get_local_rank_by_name(m, "pp", &local), "'pp'", "name pp") ||
       expect_inval(ctx, dist_mesh_get_group_by_name(m, "pp", &tp), "'pp'", "group pp") ||
       expect_inval(ctx, dist_mesh_get_local_rank_by_name(m, NULL, &local), "NULL", "NULL name"))
@@ -181,7 +183,8 @@ static int from_group_rank(const dist_test_ctx *ctx) {
     return 1;
   /* 1-D over one group: its ranks in group-rank order; NULL = default. */
   CHECK_OK(ctx, dist_device_mesh_from_group("cpu", &col, 1, NULL, NULL, NULL, &m));
-  CHECK(ctx, dist_mesh_ndim(m) == 1 && dist_mesh_size(m, 0) == 2, "1-D over a column");
+  CHECK(ctx, dist_mesh_ndim(m) == 1 && dist_mesh_size(m, 0) == 2 && !dist_mesh_get_dim_name(m, 0),
+        "1-D over a column, unnamed");
   CHECK_OK(ctx, dist_mesh_get_coordinate(m, coord));
   CHECK(ctx, coord[0] == r / 2, "1-D coordinate %d", coord[0]);
   int c0 = 1, who = -1;

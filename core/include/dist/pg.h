@@ -201,6 +201,9 @@ DIST_API void dist_device_mesh_destroy(dist_device_mesh *mesh);
 DIST_API int dist_mesh_ndim(const dist_device_mesh *mesh);
 /* Size of dimension dim (-1 when out of range). */
 DIST_API int64_t dist_mesh_size(const dist_device_mesh *mesh, int dim);
+/* The name of dimension dim (torch's mesh_dim_names[dim]), borrowed; NULL
+ * when the mesh has no names or dim is out of range. */
+DIST_API const char *dist_mesh_get_dim_name(const dist_device_mesh *mesh, int dim);
 /* The group of ranks that share every coordinate but dim (borrowed; owned
  * by the mesh). By name: DIST_E_INVAL for a name the mesh does not have. */
 DIST_API int dist_mesh_get_group(dist_device_mesh *mesh, int dim, dist_pg **out);
