@@ -78,6 +78,7 @@ static int read_key(dist_store *self, const char *key, void **val, size_t *len) 
     free(b);
     return -1;
   }
+  b[got] = '\0'; /* for add's strtoll */
   *val = b;
   *len = got;
   return 1;
@@ -148,8 +149,6 @@ static int d_add(dist_store *self, const char *key, int64_t delta, int64_t *resu
   int rc = DIST_OK;
   char *end = NULL;
   int64_t cur = r > 0 ? strtoll((char *)v, &end, 10) : 0;
-  if (r > 0)
-    ((char *)v)[n] = '\0';
   if (r < 0)
     rc = fs_error(self, "add", key);
   else if (r > 0 && (n == 0 || *end))
