@@ -148,6 +148,16 @@ uint16_t dist_store_tcp_port(const dist_store *s) {
   return s && s->ops->port ? s->ops->port(s) : 0;
 }
 
+bool dist_store_has_extended_api(const dist_store *s) {
+  return s && (!s->ops->extended || s->ops->extended(s));
+}
+
+const char *dist_store_kind(const dist_store *s) {
+  if (!s)
+    return NULL;
+  return dist__store_is_user(s) ? dist__store_user_kind(s) : s->ops->kind;
+}
+
 int dist_store_set_timeout(dist_store *s, int64_t timeout_ms) {
   CHECK_STORE(s);
   if (timeout_ms == DIST_STORE_DEFAULT_TIMEOUT)

@@ -613,6 +613,10 @@ static const dist__store_ops file_ops = {
     .destroy = f_destroy,
 };
 
+const char *dist_store_file_path(const dist_store *s) {
+  return s && s->ops == &file_ops ? ((const file_store *)s->impl)->path : NULL;
+}
+
 /* Whether the file starts with a store's header (never empty a file that is
  * not a store: opening it fails with DIST_E_STORE instead). */
 static bool is_store_file(int fd) {

@@ -45,6 +45,9 @@ typedef struct dist__store_ops {
   /* Releases impl (the handle itself is freed by store.c). */
   void (*destroy)(dist_store *s);
   uint16_t (*port)(const dist_store *s); /* NULL: 0 */
+  /* Whether the extended ops work (dist_store_has_extended_api); NULL:
+   * true, as for every built-in kind. */
+  bool (*extended)(const dist_store *s);
 } dist__store_ops;
 
 struct dist_store {
@@ -78,5 +81,9 @@ char *dist__store_key_list(char *buf, size_t len, const char *const *keys, size_
 /* dist_store_file_create for a job's rendezvous: a file left by an earlier
  * job whose processes have all exited is emptied first (store_file.c). */
 int dist__store_file_create_job(const char *path, int world_size, dist_store **out);
+
+/* User stores (store_user.c): whether s is one, and its kind's name. */
+bool dist__store_is_user(const dist_store *s);
+const char *dist__store_user_kind(const dist_store *s);
 
 #endif

@@ -221,6 +221,10 @@ static uint16_t x_port(const dist_store *s) {
   return dist_store_tcp_port(((const prefix_store *)s->impl)->inner);
 }
 
+static bool x_extended(const dist_store *s) {
+  return dist_store_has_extended_api(((const prefix_store *)s->impl)->inner);
+}
+
 static const dist__store_ops prefix_ops = {
     .kind = "prefix",
     .set = x_set,
@@ -240,7 +244,16 @@ static const dist__store_ops prefix_ops = {
     .clone = x_clone,
     .destroy = x_destroy,
     .port = x_port,
+    .extended = x_extended,
 };
+
+dist_store *dist_store_prefix_underlying(const dist_store *s) {
+  return s && s->ops == &prefix_ops ? ((const prefix_store *)s->impl)->inner : NULL;
+}
+
+const char *dist_store_prefix_get_prefix(const dist_store *s) {
+  return s && s->ops == &prefix_ops ? ((const prefix_store *)s->impl)->prefix : NULL;
+}
 
 int dist_store_prefix_create(const char *prefix, dist_store *inner, unsigned flags,
                              dist_store **out) {

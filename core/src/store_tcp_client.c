@@ -37,6 +37,7 @@ typedef struct tcp_client {
   uint16_t port;
   char *token;
   stp_server *server; /* owned when this handle hosts the server */
+  bool shared;        /* server is a multi-tenant one (a reference) */
   uint32_t seq;
   stp_buf out;
   uint8_t *in;
@@ -447,7 +448,7 @@ static int t_queue_len(dist_store *s, const char *key, int64_t *len) {
 static void free_client(tcp_client *c) {
   if (c->fd >= 0)
     close(c->fd);
-  dist__stp_server_stop(c->server);
+  dist__stp_release(c->server, c->shared);
   dist__stp_buf_free(&c->out);
   dist__free(c->in);
   dist__free(c->token);
@@ -457,6 +458,10 @@ static void free_client(tcp_client *c) {
 static void t_destroy(dist_store *s) { free_client(T(s)); }
 
 static uint16_t t_port(const dist_store *s) { return ((const tcp_client *)s->impl)->port; }
+
+const char *dist_store_tcp_host(const dist_store *s) {
+  return s && s->ops == &tcp_ops ? ((const tcp_client *)s->impl)->host : NULL;
+}
 
 /* A connected, authenticated handle (no JOIN). */
 static int open_client(const char *host, uint16_t port, const char *token,
@@ -512,27 +517,6 @@ static const dist__store_ops tcp_ops = {
 
 /* --- creation ------------------------------------------------------------------ */
 
-/* Where the server's own client connects: its address, or loopback for a
- * wildcard bind. */
-static const char *own_host(const char *bind_host) {
-  if (!bind_host || !*bind_host || strcmp(bind_host, "0.0.0.0") == 0 ||
-      strcmp(bind_host, "::") == 0 || strcmp(bind_host, "[::]") == 0)
-    return "localhost";
-  return bind_host;
-}
-
-static int start_server(const dist_store_tcp_opts *o, int64_t timeout_ms, stp_server **srv) {
-  bool has_token = o->token && *o->token;
-  if (!has_token && !o->allow_remote && o->host && *o->host && !dist__net_is_loopback(o->host))
-    return dist__set_last_error(DIST_E_INVAL, "refusing to serve the store on %s without a "
-                                "job token: set DIST_TOKEN, or DIST_ALLOW_NO_TOKEN=1 to "
-                                "accept unauthenticated clients from the network", o->host);
-  stp_server_opts so = {o->host, o->port, !has_token && !o->allow_remote, o->token,
-                        timeout_ms < DIST_STORE_AUTH_TIMEOUT_MS ? DIST_STORE_AUTH_TIMEOUT_MS
-                                                            : timeout_ms};
-  return dist__stp_server_start(&so, srv, NULL);
-}
-
 /* Registers this handle as a worker; the server waits for all of them. */
 static int join(dist_store *s, const dist_store_tcp_opts *o) {
   int64_t n;
@@ -556,21 +540,28 @@ int dist_store_tcp_create(const dist_store_tcp_opts *o, dist_store **out) {
                                 "and port (got %s:%u)", o->host ? o->host : "(null)",
                                 o->port);
   int64_t timeout = o->timeout_ms > 0 ? o->timeout_ms : DIST_STORE_DEFAULT_TIMEOUT_MS;
+  if (o->master_listen_fd < 0 || (o->master_listen_fd > 0 && !o->is_server))
+    return dist__set_last_error(DIST_E_INVAL, "master_listen_fd %d: %s", o->master_listen_fd,
+                                o->master_listen_fd < 0 ? "not a descriptor (0 means none)"
+                                                        : "only a server listens");
   stp_server *srv = NULL;
+  bool shared = false;
   uint16_t port = o->port;
+  char host[DIST_NET_HOSTLEN];
+  snprintf(host, sizeof host, "%s", o->host ? o->host : "");
   if (o->is_server) {
-    DIST_TRY(start_server(o, timeout, &srv));
+    DIST_TRY(dist__stp_acquire(o, timeout, &srv, &shared, host, sizeof host));
     port = dist__stp_server_port(srv);
   }
   dist__errbuf e;
   dist__err_clear(&e);
-  int rc = open_client(o->is_server ? own_host(o->host) : o->host, port, o->token, timeout,
-                       out, &e);
+  int rc = open_client(host, port, o->token, timeout, out, &e);
   if (rc != DIST_OK) {
-    dist__stp_server_stop(srv);
+    dist__stp_release(srv, shared);
     return dist__set_last_error(rc, "%s", e.msg);
   }
   T(*out)->server = srv;
+  T(*out)->shared = shared;
   rc = join(*out, o);
   if (rc != DIST_OK) {
     dist__set_last_error(rc, "%s", (*out)->err.msg);

@@ -142,6 +142,9 @@ typedef struct stp_server_opts {
   const char *token;       /* "" or NULL: no authentication */
   int64_t auth_timeout_ms; /* a connection must prove the token by then
                               (<= 0: DIST_STORE_AUTH_TIMEOUT_MS) */
+  int listen_fd;           /* > 0: serve on this listening socket (the
+                              server owns it from then on, on success or
+                              failure); host, port, loopback_only unused */
 } stp_server_opts;
 
 /* Listens and starts the event-loop thread ("dist-store"). */
@@ -149,6 +152,16 @@ int dist__stp_server_start(const stp_server_opts *o, stp_server **out, dist__err
 uint16_t dist__stp_server_port(const stp_server *srv);
 /* Stops the loop, joins its thread, closes every connection. NULL ok. */
 void dist__stp_server_stop(stp_server *srv);
+
+/* The server of a TCP store being created with o (store_tcp_tenant.c):
+ * started on o's host:port or its master_listen_fd, or, for multi_tenant,
+ * the process's server on that port with one more reference. *shared tells
+ * dist__stp_release how to let it go; own_host receives where this
+ * process's own client connects. Errors go to the thread's message. */
+int dist__stp_acquire(const dist_store_tcp_opts *o, int64_t timeout_ms, stp_server **srv,
+                      bool *shared, char *own_host, size_t hostlen);
+/* Stops srv, or drops a reference to a shared one (the last stops it). */
+void dist__stp_release(stp_server *srv, bool shared);
 
 /* Busy-poll budgets in microseconds (DIST_STORE_SPIN_US for the client's
  * wait for a reply, DIST_STORE_SERVER_SPIN_US for the server loop after

@@ -945,19 +945,27 @@ static void *loop(void *arg) {
 
 int dist__stp_server_start(const stp_server_opts *o, stp_server **out, dist__errbuf *e) {
   stp_server *srv = dist__calloc(1, sizeof *srv);
-  if (!srv)
+  if (!srv) {
+    if (o->listen_fd > 0)
+      close(o->listen_fd);
     return dist__err_set(e, DIST_E_NOMEM, "out of memory starting the store server");
+  }
   srv->lfd = srv->ep = srv->wakefd = -1;
   srv->auth_timeout_ms = o->auth_timeout_ms > 0 ? o->auth_timeout_ms : DIST_STORE_AUTH_TIMEOUT_MS;
   srv->spin_ns = dist__stp_server_spin_us() * 1000;
   srv->token = dist__strdup(o->token ? o->token : "");
+  if (o->listen_fd > 0) {
+    srv->lfd = o->listen_fd; /* ours now, closed on failure too */
+    srv->port = o->port;
+  }
   int rc = srv->token ? dist__kv_create(&srv->kv) : DIST_E_NOMEM;
   if (rc != DIST_OK) {
     dist__err_set(e, DIST_E_NOMEM, "out of memory starting the store server");
     goto fail;
   }
-  DIST_TRY_GOTO(dist__net_listen(o->host, o->port, o->loopback_only, 1024, &srv->lfd,
-                                 &srv->port, e), rc, fail);
+  if (o->listen_fd <= 0)
+    DIST_TRY_GOTO(dist__net_listen(o->host, o->port, o->loopback_only, 1024, &srv->lfd,
+                                   &srv->port, e), rc, fail);
   dist__net_set_nonblock(srv->lfd, true);
   srv->ep = epoll_create1(EPOLL_CLOEXEC);
   srv->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -973,7 +981,8 @@ int dist__stp_server_start(const stp_server_opts *o, stp_server **out, dist__err
     rc = dist__err_sys(e, rc, "starting the store server thread");
     goto fail;
   }
-  DIST_LOG(INFO, STORE, "store server listening on %s:%u%s", o->host ? o->host
+  DIST_LOG(INFO, STORE, "store server listening on %s:%u%s", o->listen_fd > 0
+           ? "the caller's socket" : o->host ? o->host
            : o->loopback_only ? "loopback" : "every address", srv->port,
            o->token && *o->token ? " (token required)" : " (no token)");
   *out = srv;

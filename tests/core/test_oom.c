@@ -205,6 +205,104 @@ Test(core_oom, every_allocation_of_group_creation_fails_cleanly, .timeout = 120)
   cr_assert_eq(dist_test_ranks(1, oom_groups, NULL, 100), 0, "%s", dist_test_report());
 }
 
+/* --- device meshes and user stores (issue 15) ---------------------------------- */
+
+static dist_device_mesh *mesh;
+
+static int mesh_create_op(void *arg) {
+  (void)arg;
+  static const int layout[] = {0};
+  static const int64_t shape[] = {1, 1};
+  static const char *const names[] = {"dp", "tp"};
+  return dist_device_mesh_create("cpu", layout, shape, 2, names, &mesh);
+}
+
+static int mesh_from_group_op(void *arg) {
+  (void)arg;
+  dist_pg *def = NULL;
+  return dist_device_mesh_from_group("cpu", &def, 1, NULL, NULL, NULL, &mesh);
+}
+
+static int undo_mesh(void *arg) {
+  (void)arg;
+  dist_device_mesh_destroy(mesh);
+  mesh = NULL;
+  return DIST_OK;
+}
+
+/* A user store whose slots reach a hash store (user data). */
+static dist_store *hash_of(dist_store *s) { return dist_store_user_data(s); }
+static int h_set(dist_store *s, const char *k, const void *v, size_t n) {
+  return dist_store_set(hash_of(s), k, v, n);
+}
+static int h_get(dist_store *s, const char *k, int64_t t, void **v, size_t *n) {
+  (void)t;
+  return dist_store_get(hash_of(s), k, v, n);
+}
+static int h_add(dist_store *s, const char *k, int64_t d, int64_t *r) {
+  return dist_store_add(hash_of(s), k, d, r);
+}
+static int h_cas(dist_store *s, const char *k, const void *e, size_t el, const void *d,
+                 size_t dl, void **r, size_t *rl) {
+  return dist_store_compare_set(hash_of(s), k, e, el, d, dl, r, rl);
+}
+static int h_wait(dist_store *s, const char *const *k, size_t n, int64_t t) {
+  return dist_store_wait(hash_of(s), k, n, t);
+}
+static int h_check(dist_store *s, const char *const *k, size_t n, bool *a) {
+  return dist_store_check(hash_of(s), k, n, a);
+}
+static int h_del(dist_store *s, const char *k, bool *d) {
+  return dist_store_delete_key(hash_of(s), k, d);
+}
+static void h_destroy(void *u) { dist_store_destroy(u); }
+static const dist_store_user_ops hash_user_ops = {
+    .kind = "hashuser", .set = h_set, .get = h_get, .add = h_add, .compare_set = h_cas,
+    .wait = h_wait, .check = h_check, .delete_key = h_del, .destroy = h_destroy};
+
+static int user_store_op(void *arg) {
+  (void)arg;
+  dist_store *h = NULL, *u = NULL, *p = NULL, *c = NULL;
+  void *v = NULL;
+  int rc = dist_store_hash_create(&h);
+  if (rc == DIST_OK)
+    rc = dist_store_user_create(&hash_user_ops, h, &u); /* takes h, even on failure */
+  if (rc == DIST_OK)
+    rc = dist_store_prefix_create("p", u, DIST_STORE_BORROW, &p);
+  if (rc == DIST_OK)
+    rc = dist_store_set(p, "k", "value", 5);
+  if (rc == DIST_OK)
+    rc = dist_store_get(p, "k", &v, NULL);
+  if (rc == DIST_OK)
+    rc = dist_store_clone(u, &c);
+  dist_free(v);
+  dist_store_destroy(c);
+  dist_store_destroy(p);
+  dist_store_destroy(u);
+  return rc;
+}
+
+static int oom_mesh_stores(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, init_local());
+  struct { const char *name; op_fn fn, undo; } ops[] = {
+      {"device_mesh_create", mesh_create_op, undo_mesh},
+      {"device_mesh_from_group", mesh_from_group_op, undo_mesh},
+      {"user store", user_store_op, NULL}};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    int sites = 0;
+    if (sweep(ctx, ops[i].name, ops[i].fn, NULL, ops[i].undo, &sites))
+      return 1;
+    fprintf(stderr, "%s: %d allocations, each failed once\n", ops[i].name, sites);
+    CHECK(ctx, sites > 0, "%s allocated nothing", ops[i].name);
+  }
+  finish_local();
+  return leak_check(ctx);
+}
+
+Test(core_oom, every_allocation_of_meshes_and_user_stores_fails_cleanly, .timeout = 120) {
+  cr_assert_eq(dist_test_ranks(1, oom_mesh_stores, NULL, 100), 0, "%s", dist_test_report());
+}
+
 /* --- collectives ----------------------------------------------------------- */
 
 static float a[8], b[8];

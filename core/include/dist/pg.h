@@ -200,21 +200,70 @@ DIST_API int dist_pg_async_error(dist_pg *group);
 typedef struct dist_device_mesh dist_device_mesh;
 
 /* A mesh over every rank laid out row-major in shape[0..ndim) (their product
- * is the world size); dim_names may be NULL. Every rank calls it. */
+ * is the world size); dim_names may be NULL. Every rank calls it. When no
+ * default group exists it is made first, as torch's init_device_mesh does:
+ * dist_init_process_group from the environment (env://) with the backend
+ * for device_type (dist_get_default_backend_for_device; NULL = "cpu"); it
+ * stays after the mesh is destroyed (dist_destroy_process_group(NULL)).
+ * Every dimension's groups are made with dist_new_group (described by the
+ * dimension's name, or "mesh"), so they are wrapped like any group. */
 DIST_API int dist_init_device_mesh(const char *device_type, const int64_t *shape,
                                    size_t ndim, const char *const *dim_names,
                                    dist_device_mesh **out);
+/* The same with an explicit layout (torch's DeviceMesh(device_type, mesh)):
+ * layout[i] is the global rank at the coordinate whose row-major index is
+ * i, and must be a permutation of the world's ranks. Errors (DIST_E_INVAL,
+ * with a message): a layout with a rank twice or outside the world, or of
+ * another size than the shape's product; a dimension of size <= 0; more
+ * than 8 dimensions; a dim name NULL, empty, 32 characters or longer, or
+ * given twice. */
+DIST_API int dist_device_mesh_create(const char *device_type, const int *layout,
+                                     const int64_t *shape, size_t ndim,
+                                     const char *const *dim_names,
+                                     dist_device_mesh **out);
+/* A mesh over groups that exist (torch's DeviceMesh.from_group), borrowed:
+ * they must outlive the mesh, which does not destroy them. One group (NULL
+ * = the default group) with layout and shape NULL: a 1-D mesh over its
+ * ranks in group-rank order. Otherwise groups[d] is this rank's group along
+ * dimension d, and layout/shape (ngroups dimensions; distinct global ranks,
+ * a subset of the world is allowed, this rank among them) say where each
+ * rank sits: each group must hold exactly the ranks of its line through this
+ * rank, else DIST_E_INVAL. Only this rank's groups are needed, so only the
+ * members of each group take part (no collective call). */
+DIST_API int dist_device_mesh_from_group(const char *device_type, dist_pg *const *groups,
+                                         size_t ngroups, const int *layout,
+                                         const int64_t *shape,
+                                         const char *const *dim_names,
+                                         dist_device_mesh **out);
+/* Destroys the groups the mesh made (not those given to from_group).
+ * Accepts NULL. */
 DIST_API void dist_device_mesh_destroy(dist_device_mesh *mesh);
 DIST_API int dist_mesh_ndim(const dist_device_mesh *mesh);
+/* Size of dimension dim (-1 when out of range). */
+DIST_API int64_t dist_mesh_size(const dist_device_mesh *mesh, int dim);
+/* The name of dimension dim (torch's mesh_dim_names[dim]), borrowed; NULL
+ * when the mesh has no names or dim is out of range. */
+DIST_API const char *dist_mesh_get_dim_name(const dist_device_mesh *mesh, int dim);
 /* The group of ranks that share every coordinate but dim (borrowed; owned
- * by the mesh). */
+ * by the mesh). By name: DIST_E_INVAL for a name the mesh does not have. */
 DIST_API int dist_mesh_get_group(dist_device_mesh *mesh, int dim, dist_pg **out);
 DIST_API int dist_mesh_get_group_by_name(dist_device_mesh *mesh, const char *name,
                                          dist_pg **out);
+/* torch's get_all_groups: this rank's group of every dimension, in
+ * dimension order, up to cap into groups; *n receives ndim. */
+DIST_API int dist_mesh_get_all_groups(dist_device_mesh *mesh, dist_pg **groups, size_t cap,
+                                      size_t *n);
 /* This rank's coordinate (ndim entries). */
 DIST_API int dist_mesh_get_coordinate(const dist_device_mesh *mesh, int *coord);
-/* This rank's index along dim (its rank in get_group(dim)). */
+/* This rank's rank in get_group(dim), as torch's get_local_rank. Groups
+ * number their ranks by ascending global rank, so with a layout that is not
+ * ascending along dim it can differ from the coordinate. */
 DIST_API int dist_mesh_get_local_rank(const dist_device_mesh *mesh, int dim, int *out);
+DIST_API int dist_mesh_get_local_rank_by_name(const dist_device_mesh *mesh,
+                                              const char *name, int *out);
+/* The global rank at coord (ndim entries). */
+DIST_API int dist_mesh_get_rank_at(const dist_device_mesh *mesh, const int *coord,
+                                   int *rank);
 
 /* --- point to point ------------------------------------------------------ */
 

@@ -2,7 +2,8 @@
  *
  * Four kinds share one interface: hash (in-process, thread-safe), file
  * (fcntl-locked log file, usable between processes), TCP (one server, many
- * clients) and prefix (wraps any store, prepending "prefix/" to keys).
+ * clients) and prefix (wraps any store, prepending "prefix/" to keys); and
+ * stores users write themselves (dist_store_user_create, at the end).
  *
  * Semantics follow torch.distributed:
  *  - get and wait block until the key(s) exist or the store's timeout
@@ -77,6 +78,21 @@ typedef struct dist_store_tcp_opts {
                             loopback only unless allow_remote */
   bool allow_remote;     /* DIST_ALLOW_NO_TOKEN=1: listen beyond loopback
                             even without a token */
+  /* Fields appended after the first release (zero keeps the old meaning). */
+  bool multi_tenant;     /* server: TCP stores of this process created with
+                            multi_tenant and the same port share one server
+                            (torch's multi_tenant): the first starts it, the
+                            others connect to it, and it stops when the last
+                            of them is destroyed. Port 0 starts a new server
+                            that later stores can share by its port. A
+                            second store whose token differs is DIST_E_INVAL. */
+  int master_listen_fd;  /* server: > 0 serves on this socket, which the
+                            caller has bound and set listening (torch's
+                            master_listen_fd; fd 0 cannot be given). The
+                            store serves on a duplicate: the caller keeps
+                            fd and closes it when it likes. port must be 0
+                            or the socket's port; a descriptor that is not
+                            a listening TCP socket is DIST_E_INVAL. */
 } dist_store_tcp_opts;
 
 /* A TCP store client, or a server plus its own client when is_server.
@@ -87,11 +103,27 @@ DIST_API int dist_store_tcp_create(const dist_store_tcp_opts *opts,
  * 0 for other kinds. */
 DIST_API uint16_t dist_store_tcp_port(const dist_store *s);
 
+/* The host a TCP store handle connected to (the server's own handle: the
+ * address it serves on, "localhost" for every address); NULL for other
+ * kinds. Borrowed, valid while s lives. */
+DIST_API const char *dist_store_tcp_host(const dist_store *s);
+
 /* Keys of out are "prefix/key" in inner. Takes ownership of inner unless
  * DIST_STORE_BORROW is given in flags. */
 #define DIST_STORE_BORROW 1u
 DIST_API int dist_store_prefix_create(const char *prefix, dist_store *inner,
                                       unsigned flags, dist_store **out);
+
+/* A prefix store's underlying store and its prefix (borrowed, valid while s
+ * lives); NULL for other kinds. */
+DIST_API dist_store *dist_store_prefix_underlying(const dist_store *s);
+DIST_API const char *dist_store_prefix_get_prefix(const dist_store *s);
+
+/* The path a file store was created with; NULL for other kinds. */
+DIST_API const char *dist_store_file_path(const dist_store *s);
+
+/* "hash", "file", "tcp", "prefix", or a user store's kind; NULL for NULL. */
+DIST_API const char *dist_store_kind(const dist_store *s);
 
 /* Closes the handle (a TCP server stops when its owner's handle is
  * destroyed). Accepts NULL. */
@@ -148,6 +180,83 @@ DIST_API const char *dist_store_errmsg(const dist_store *s);
 
 /* Frees memory libdist returned to the caller. Accepts NULL. */
 DIST_API void dist_free(void *p);
+
+/* Whether s supports the extended operations (torch's has_extended_api):
+ * append, multi_get, multi_set, queue_push, queue_pop and queue_len. Every
+ * built-in kind does; a prefix store answers for its underlying store; a
+ * user store does when it fills every one of those slots. On a store that
+ * does not, those calls return DIST_E_NOTSUP with a message. */
+DIST_API bool dist_store_has_extended_api(const dist_store *s);
+
+/* --- user-written stores (torch's Store subclasses) ---------------------- */
+
+/* The slots of a store the caller implements. dist_store_user_create makes
+ * a dist_store of them that the library uses like any built-in kind: the
+ * store of dist_init_process_group (rendezvous), the groups' prefix
+ * stores, dist_store_prefix_create over it.
+ *
+ * Each slot receives `self`, the handle being called (its user data:
+ * dist_store_user_data(self)), with arguments the library has already
+ * checked as for the public call (keys non-NULL and at most
+ * DIST_STORE_MAX_KEY bytes, values at most DIST_STORE_MAX_VALUE, n > 0,
+ * timeouts resolved to milliseconds >= 0). It returns DIST_OK or a DIST_E_*
+ * code, with a message set through dist_store_fail (a code without one
+ * gets a message naming the store kind and the slot). Values it returns
+ * (get, compare_set, multi_get, queue_pop) are malloc'd by the slot and
+ * taken over by the library. A slot must not call dist_store_* on self.
+ * Semantics are those of the public calls above (get and wait block up to
+ * timeout_ms, then DIST_E_TIMEOUT; see compare_set's rule).
+ *
+ * Required: set, get, add, compare_set, wait, check, delete_key (what
+ * rendezvous and the groups use). Optional, NULL answering DIST_E_NOTSUP:
+ * num_keys, and the extended slots (see dist_store_has_extended_api).
+ *
+ * Several processes: a store passed to dist_init_process_group by every
+ * rank must reach the same data from every process (a server, a shared
+ * directory); an in-memory store serves one process only. */
+typedef struct dist_store_user_ops {
+  const char *kind; /* name in messages and dist_store_kind (NULL: "user") */
+  int (*set)(dist_store *self, const char *key, const void *val, size_t len);
+  int (*get)(dist_store *self, const char *key, int64_t timeout_ms, void **val,
+             size_t *len);
+  int (*add)(dist_store *self, const char *key, int64_t delta, int64_t *result);
+  int (*compare_set)(dist_store *self, const char *key, const void *expected,
+                     size_t expected_len, const void *desired, size_t desired_len,
+                     void **result, size_t *result_len);
+  int (*wait)(dist_store *self, const char *const *keys, size_t n, int64_t timeout_ms);
+  int (*check)(dist_store *self, const char *const *keys, size_t n, bool *all_present);
+  int (*delete_key)(dist_store *self, const char *key, bool *deleted);
+  int (*num_keys)(dist_store *self, int64_t *n);
+  /* the extended API */
+  int (*append)(dist_store *self, const char *key, const void *val, size_t len);
+  int (*multi_get)(dist_store *self, const char *const *keys, size_t n,
+                   int64_t timeout_ms, void **vals, size_t *lens);
+  int (*multi_set)(dist_store *self, const char *const *keys, const void *const *vals,
+                   const size_t *lens, size_t n);
+  int (*queue_push)(dist_store *self, const char *key, const void *val, size_t len);
+  int (*queue_pop)(dist_store *self, const char *key, bool block, int64_t timeout_ms,
+                   void **val, size_t *len);
+  int (*queue_len)(dist_store *self, const char *key, int64_t *len);
+  /* lifecycle: clone gives a new handle its own user data (*user_out); when
+   * NULL, clones share self's user data (so the slots must then be safe
+   * from several threads at once). destroy (may be NULL) releases user
+   * data once no handle uses it. */
+  int (*clone)(dist_store *self, void **user_out);
+  void (*destroy)(void *user);
+} dist_store_user_ops;
+
+/* A store over the caller's slots (ops borrowed: it must outlive every
+ * handle, e.g. a static const; user is released by ops->destroy when the
+ * last handle sharing it is destroyed, also when this call fails).
+ * DIST_E_INVAL when a required slot is NULL, naming it. */
+DIST_API int dist_store_user_create(const dist_store_user_ops *ops, void *user,
+                                    dist_store **out);
+/* The user data of a user store's handle (NULL for other kinds). */
+DIST_API void *dist_store_user_data(const dist_store *self);
+/* For a slot: records the message of its failure on self and returns code
+ * (DIST_E_INTERNAL when code is DIST_OK or unknown). */
+DIST_API int dist_store_fail(dist_store *self, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 DIST_EXTERN_C_END
 
