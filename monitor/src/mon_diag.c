@@ -156,6 +156,36 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
     dist__appendf(buf, len, off, "    %s", r->crash);
 }
 
+/* A member that left cleanly before entering #seq (it destroyed its
+ * process group, or distrun saw it exit with code 0) ran out of calls: the
+ * ranks' calls differ in number (a skipped call, or an early exit). */
+static bool ran_out(const mon_rec *r, int gid, uint64_t seq, int kind) {
+  if (!r->present || is_in(dist__mon_rec_group(r, gid), seq, kind))
+    return false;
+  if (r->died[0])
+    return strcmp(r->died, "exited with code 0") == 0;
+  return strcmp(r->state, "done") == 0;
+}
+
+/* Whether every member missing from #seq ran out of calls (named in who). */
+static bool all_ran_out(const mon_group *g, uint64_t seq, int kind, const mon_rec *recs,
+                        char *who, size_t len) {
+  int out[64], n = 0, missing = 0;
+  for (int i = 0; i < g->size; i++) {
+    int r = g->granks[i];
+    if (r < 0 || r >= dist__mon.world || r == dist__mon.rank ||
+        is_in(dist__mon_rec_group(&recs[r], g->gid), seq, kind))
+      continue;
+    missing++;
+    if (ran_out(&recs[r], g->gid, seq, kind) && n < 64)
+      out[n++] = r;
+  }
+  if (!missing || n != missing)
+    return false;
+  dist__format_ranks(out, (size_t)n, who, len);
+  return true;
+}
+
 static int cmp_int(const void *a, const void *b) {
   return *(const int *)a - *(const int *)b;
 }
@@ -356,10 +386,20 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   char site[MON_SITE_LEN], s[32];
   dist__mon_symbolize(atomic_load(&op->caller), site, sizeof site);
   int64_t waited = now_ms - dist__mon_wall_ms(atomic_load(&op->t_enq_ns));
-  dist__appendf(buf, len, &off, "%s in group %d (%s) at %s #%llu: waited %s of its %s timeout\n",
-                what, g->gid, g->desc[0] ? g->desc : g->name,
-                op_name(kind), (unsigned long long)seq, sec_word(waited, s, sizeof s),
-                sec_word(g->timeout_ms, s + 16, 16));
+  /* A member that ran out of calls is named so in the header; the status
+   * stays a lost peer (distrun: 12, "a rank ended while others needed it"). */
+  char who[256];
+  bool out = !is_p2p(kind) && strcmp(what, "stall") &&
+             all_ran_out(g, seq, kind, recs, who, sizeof who);
+  dist__appendf(buf, len, &off, "%s in group %d (%s) at %s #%llu: ", what, g->gid,
+                g->desc[0] ? g->desc : g->name, op_name(kind), (unsigned long long)seq);
+  if (out)
+    dist__appendf(buf, len, &off, "rank%s %s ran out of calls: left the group cleanly before "
+                  "it, while the others called it (the ranks' calls differ in number)\n",
+                  strchr(who, ',') || strchr(who, '-') ? "s" : "", who);
+  else
+    dist__appendf(buf, len, &off, "waited %s of its %s timeout\n", sec_word(waited, s, sizeof s),
+                  sec_word(g->timeout_ms, s + 16, 16));
   if (is_p2p(kind)) {
     diagnose_p2p(g, seq, kind, atomic_load(&op->peer), site, recs, buf, len, &off, lowest);
     *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off);
