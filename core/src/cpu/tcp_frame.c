@@ -52,6 +52,7 @@ void dist__tcp_hdr_init(tcp_hdr *h, int type, uint32_t ctx, int64_t tag) {
 void dist__tcp_enqueue(dist__tcp *t, tcp_conn *c, tcp_item *it) {
   it->next = NULL;
   it->off = 0;
+  it->conn = c;
   if (c->sq_last)
     c->sq_last->next = it;
   else
@@ -105,28 +106,42 @@ static void item_free(tcp_item *it) {
   dist__free(it);
 }
 
+/* Takes it out of its request's chain of queued frames. */
+static void req_drop(tcp_item *it) {
+  dist__tcp_req *r = it->req;
+  if (!r)
+    return;
+  tcp_item **pp = &r->item;
+  while (*pp && *pp != it)
+    pp = &(*pp)->rnext;
+  if (*pp)
+    *pp = it->rnext;
+  it->req = NULL;
+  it->rnext = NULL;
+}
+
 void dist__tcp_free_queue(tcp_conn *c) {
   while (c->sq) {
     tcp_item *it = c->sq;
     c->sq = it->next;
-    if (it->req)
-      it->req->item = NULL;
+    req_drop(it);
     item_free(it);
   }
   c->sq_last = NULL;
 }
 
-/* Pops the head frame, written in full, and tells its request. */
+/* Pops the head frame, written in full, and tells its request once every
+ * frame of it (every stripe of a body) is written. */
 static void head_written(dist__tcp *t, tcp_conn *c) {
   tcp_item *it = c->sq;
   c->sq = it->next;
   if (!c->sq)
     c->sq_last = NULL;
   dist__tcp_req *r = it->req;
-  if (r) {
-    r->item = NULL;
-    dist__tcp_on_sent(t, r, it->h.type);
-  }
+  int type = it->h.type;
+  req_drop(it);
+  if (r && !r->item)
+    dist__tcp_on_sent(t, r, type);
   item_free(it);
 }
 
@@ -210,13 +225,10 @@ static void unlink_item(tcp_conn *c, tcp_item *it) {
     c->sq_last = prev;
 }
 
-bool dist__tcp_detach_item(dist__tcp *t, dist__tcp_req *r) {
-  tcp_item *it = r->item;
-  if (!it)
-    return true;
-  tcp_conn *c = &t->conns[r->peer];
-  r->item = NULL;
-  it->req = NULL;
+/* Detaches one frame of a send being withdrawn (see detach_item). */
+static bool detach_one(dist__tcp *t, tcp_item *it) {
+  tcp_conn *c = it->conn;
+  req_drop(it);
   if (it->off == 0 || c->gone) {
     unlink_item(c, it);
     item_free(it);
@@ -246,13 +258,22 @@ bool dist__tcp_detach_item(dist__tcp *t, dist__tcp_req *r) {
   return true;
 }
 
+bool dist__tcp_detach_item(dist__tcp *t, dist__tcp_req *r) {
+  bool ok = true;
+  while (r->item) /* a body has a frame per stripe, on as many lanes */
+    ok &= detach_one(t, r->item);
+  return ok;
+}
+
 void dist__tcp_unhook_reader(dist__tcp *t, dist__tcp_req *r) {
-  if (r->src < 0 || r->src >= t->g->size)
+  if (r->src < 0 || r->src >= t->g->size || r->src == t->g->rank)
     return;
-  tcp_conn *c = &t->conns[r->src];
-  if (c->rreq == r) {
-    c->rreq = NULL;
-    c->rdst = NULL; /* the rest of the payload is read and dropped */
+  for (int i = 0; i < t->conns[r->src].nlanes; i++) {
+    tcp_conn *c = dist__tcp_lane(t, r->src, i);
+    if (c->rreq == r) {
+      c->rreq = NULL;
+      c->rdst = NULL; /* the rest of the payload is read and dropped */
+    }
   }
 }
 
@@ -335,6 +356,12 @@ static void on_header(dist__tcp *t, tcp_conn *c) {
   }
   c->rreq = NULL;
   c->rumsg = NULL;
+  if (c->lane > 0 && c->rh.type != TCP_F_BODY) {
+    snprintf(why, sizeof why, "frame type %u on socket %d of the peer's, which carries "
+             "only message bodies", c->rh.type, c->lane);
+    malformed(t, c, why);
+    return;
+  }
   switch (c->rh.type) {
   case TCP_F_DATA: dist__tcp_on_data(t, c); break;
   case TCP_F_RTS: dist__tcp_on_rts(t, c); break;
@@ -383,6 +410,15 @@ static void payload_done(dist__tcp *t, tcp_conn *c) {
 /* EOF or a read error on c. */
 static void read_failed(dist__tcp *t, tcp_conn *c, ssize_t k) {
   char nb[160];
+  if (c->lane > 0) {
+    /* A peer that leaves says so on lane 0 before it closes the others:
+     * read that first, so a departure is not taken for a crash. */
+    tcp_conn *m = &t->conns[c->peer];
+    if (!m->gone)
+      dist__tcp_read(t, m);
+    if (m->gone)
+      return;
+  }
   dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb);
   if (k == 0)
     dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST,
