@@ -380,6 +380,21 @@ static void on_header(dist__tcp *t, tcp_conn *c) {
   }
 }
 
+/* A peer that left said BYE on lane 0; what it wrote on its other lanes
+ * before it closed them may still be arriving (TCP orders each socket,
+ * not the lanes between them), so it counts as gone once every other lane
+ * reached its end. */
+static void bye_done(dist__tcp *t, tcp_conn *m) {
+  for (int i = 1; i < m->nlanes; i++)
+    if (!m->lanes[i - 1].eof)
+      return;
+  char nb[160];
+  const char *why = m->bye_text ? m->bye_text : "";
+  dist__tcp_peer_gone(t, m, DIST_E_PEER_LOST, "peer lost: %s left the group (it "
+                      "destroyed it)%s%s", dist__cpu_peer_name(t->g, m->peer, nb, sizeof nb),
+                      *why ? " after a failure: " : "", why);
+}
+
 static void payload_done(dist__tcp *t, tcp_conn *c) {
   c->in_body = false;
   char nb[160];
@@ -396,10 +411,9 @@ static void payload_done(dist__tcp *t, tcp_conn *c) {
     break;
   case TCP_F_BYE: /* the text, if any, is the failure that made it leave */
     c->bye = true;
-    dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST, "peer lost: %s left the group (it "
-                        "destroyed it)%s%s", dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb),
-                        c->rtext && *c->rtext ? " after a failure: " : "",
-                        c->rtext ? c->rtext : "");
+    c->bye_text = c->rtext;
+    c->rtext = NULL;
+    bye_done(t, c);
     break;
   default: break;
   }
@@ -410,14 +424,16 @@ static void payload_done(dist__tcp *t, tcp_conn *c) {
 /* EOF or a read error on c. */
 static void read_failed(dist__tcp *t, tcp_conn *c, ssize_t k) {
   char nb[160];
-  if (c->lane > 0) {
-    /* A peer that leaves says so on lane 0 before it closes the others:
-     * read that first, so a departure is not taken for a crash. */
-    tcp_conn *m = &t->conns[c->peer];
-    if (!m->gone)
-      dist__tcp_read(t, m);
-    if (m->gone)
-      return;
+  tcp_conn *m = &t->conns[c->peer];
+  if (c->lane > 0 && !m->bye && !m->gone)
+    dist__tcp_read(t, m); /* a departure says so on lane 0 first: read it */
+  if (m->gone)
+    return;
+  if (m->bye) { /* the end of a lane of a peer that said BYE */
+    c->eof = true;
+    if (c->lane > 0)
+      bye_done(t, m);
+    return;
   }
   dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb);
   if (k == 0)

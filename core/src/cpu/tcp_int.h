@@ -186,7 +186,9 @@ typedef struct tcp_conn {
   int nlanes;                   /* main connection: connections to the peer */
   struct tcp_conn *lanes;       /* main connection: lanes 1 .. nlanes-1 */
   bool gone;                    /* lost, left or aborted: no more traffic */
-  bool bye;                     /* the peer said it leaves */
+  bool bye;                     /* the peer said it leaves (lane 0) ... */
+  char *bye_text;               /* ... and why (heap, may be NULL) */
+  bool eof;                     /* this socket reached its end after a BYE */
   tcp_item *sq, *sq_last;       /* outgoing frames in order */
   uint64_t next_msg_id;
   /* receive side */

@@ -456,6 +456,7 @@ static void conn_free(tcp_conn *c) {
     dist__free(c->rumsg->data);
   dist__free(c->rumsg);
   dist__free(c->rtext);
+  dist__free(c->bye_text);
   dist__free(c->rbuf);
   for (int i = 1; c->lanes && i < c->nlanes; i++)
     conn_free(&c->lanes[i - 1]);

@@ -220,7 +220,7 @@ bool dist__tcp_sweep(dist__tcp *t) {
   for (int p = 0; p < t->g->size; p++)
     for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++) {
       tcp_conn *c = dist__tcp_lane(t, p, i);
-      if (!c->gone)
+      if (!c->gone && !c->eof)
         moved |= sweep_conn(t, c);
     }
   dist__tcp_handle_abort(t);
@@ -234,7 +234,7 @@ static void block_poll(dist__tcp *t, int64_t deadline_ms) {
   for (int p = 0; p < t->g->size; p++)
     for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++) {
       tcp_conn *c = dist__tcp_lane(t, p, i);
-      if (!c->gone)
+      if (!c->gone && !c->eof)
         t->pfds[n++] = (struct pollfd){c->fd, (short)(POLLIN | (c->sq ? POLLOUT : 0)), 0};
     }
   int64_t left = dist__remaining_ms(deadline_ms);
