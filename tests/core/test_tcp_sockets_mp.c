@@ -149,6 +149,31 @@ Test(core_tcp_sockets, sizes_split_unevenly_across_4_sockets_arrive_intact_on_3_
   cr_assert_eq(dist_test_ranks(3, values_rank, "4", 100), 0, "%s", dist_test_report());
 }
 
+/* Ranks that ask for different numbers use the smaller per pair. */
+static int mixed_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, setup(ctx, ctx->rank == 0 ? "4" : "2"));
+  dist_pg *pg = NULL;
+  int fds[MAXS], nf = 0;
+  if (group_with_sockets(ctx, &pg, fds, &nf))
+    return 1;
+  CHECK(ctx, nf == 2, "%d data sockets, want 2 (rank 0 asks 4, rank 1 asks 2)", nf);
+  uint8_t *b = malloc(ODD_BYTES);
+  for (uint32_t i = 0; i < ODD_BYTES; i++)
+    b[i] = ctx->rank == 0 ? (uint8_t)(i * 3 + 2) : 0;
+  dist_tensor tb = dist_tensor_1d(b, DIST_UINT8, ODD_BYTES);
+  CHECK_OK(ctx, dist_broadcast(&tb, 0, pg, NULL));
+  for (uint32_t i = 0; i < ODD_BYTES; i++)
+    CHECK(ctx, b[i] == (uint8_t)(i * 3 + 2), "broadcast byte %u = %u", i, b[i]);
+  free(b);
+  dist_destroy_process_group(pg);
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_tcp_sockets, ranks_asking_4_and_2_use_2, .timeout = 90) {
+  cr_assert_eq(dist_test_ranks(2, mixed_rank, NULL, 80), 0, "%s", dist_test_report());
+}
+
 /* --- small messages stay on one socket ---------------------------------- */
 
 static int small_rank(const dist_test_ctx *ctx) {

@@ -26,7 +26,17 @@
  * non-blocking socket; whatever the socket does not take stays queued for
  * the next sweep. Receiving: bytes land in a 64 KiB staging buffer from
  * which headers and small payloads are parsed; a large remainder of a
- * payload is read straight into its destination. */
+ * payload is read straight into its destination.
+ *
+ * Several sockets per peer: every frame but BODY travels on socket 0 (the
+ * peer's tcp_conn); a body answering CTS is cut into stripes, stripe i a
+ * BODY frame on socket i saying its first byte (count) and the number of
+ * stripes (total), which the receiver checks against the split it
+ * computes before it reads a byte into the buffer. A request is done when
+ * all its stripes are written (send) or read (receive). Any other frame
+ * on a further socket is malformed. A peer lost on one socket is lost on
+ * all; a BYE on socket 0 counts once the other sockets have reached their
+ * end, since what the peer wrote on them before leaving may still come. */
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/uio.h>

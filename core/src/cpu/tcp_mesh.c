@@ -11,7 +11,15 @@
  * exchange a hello naming the group, its size and their rank; a connection
  * that fails either step is logged and dropped, and the listener keeps
  * waiting for the real members until the deadline. The listener is closed
- * once the mesh is complete, so nothing can connect later. */
+ * once the mesh is complete, so nothing can connect later.
+ *
+ * Several sockets per peer (DIST_SOCKETS_PER_PEER): the first connection's
+ * hello carries the number the connector wants and the acceptor answers
+ * the smaller of both wishes; the connector then opens the others (each
+ * hello naming its socket), so the acceptor knows how many more to wait
+ * for. One listener per address (dist__net_local_addrs: one per interface
+ * DIST_SOCKET_IFNAME lists); socket i connects to listener i mod n, whose
+ * addresses are published as a list under tcp/addrs/<rank>. */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
