@@ -14,7 +14,8 @@
 # counts the rounds in which N was faster. The raw rows go to stderr
 # (round,sockets,<bench_collectives' CSV row>). Throughput mode, traces
 # off (DIST_TRACE=0) and the observer out (--no-observer): the data plane
-# alone.
+# alone. ORDER=rotate starts round r at the r-th count instead (1 2 4,
+# 2 4 1, 4 1 2, ...), so no count always runs first in its round.
 set -eu
 ROUNDS=${1:-9}
 SIZES=${2:-16777216,67108864}
@@ -25,8 +26,21 @@ OP=${OP:-all_reduce}
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 r=1
+k=$(echo $SOCKETS | wc -w)
 while [ "$r" -le "$ROUNDS" ]; do
-  for s in $SOCKETS; do
+  order=$SOCKETS
+  if [ "${ORDER:-}" = rotate ]; then
+    set -- $SOCKETS
+    i=0
+    while [ "$i" -lt $(((r - 1) % k)) ]; do
+      first=$1
+      shift
+      set -- "$@" "$first"
+      i=$((i + 1))
+    done
+    order="$*"
+  fi
+  for s in $order; do
     DIST_TRANSPORT=tcp DIST_SOCKETS_PER_PEER=$s DIST_TRACE=0 \
       "$BUILD/bin/distrun" -n "$RANKS" --no-prefix "$BUILD/bin/bench_collectives" \
       --ops "$OP" --sizes "$SIZES" --mode throughput --no-observer --system "sockets$s" |
