@@ -435,14 +435,15 @@ static void goodbye(dist__tcp *t) {
   int64_t deadline = dist__now_ms() + 200;
   for (;;) {
     int n = 0;
-    for (int p = 0; p < t->g->size; p++) {
-      tcp_conn *c = &t->conns[p];
-      if (p == t->g->rank || c->gone || !c->sq)
-        continue;
-      dist__tcp_flush(t, c);
-      if (c->sq && !c->gone)
-        t->pfds[n++] = (struct pollfd){c->fd, POLLOUT, 0};
-    }
+    for (int p = 0; p < t->g->size; p++)
+      for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++) {
+        tcp_conn *c = dist__tcp_lane(t, p, i); /* a half-written stripe too */
+        if (c->gone || !c->sq)
+          continue;
+        dist__tcp_flush(t, c);
+        if (c->sq && !c->gone)
+          t->pfds[n++] = (struct pollfd){c->fd, POLLOUT, 0};
+      }
     int64_t left = dist__remaining_ms(deadline);
     if (n == 0 || left == 0)
       break;
