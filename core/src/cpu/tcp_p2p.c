@@ -668,7 +668,7 @@ void dist__tcp_on_rts(dist__tcp *t, tcp_conn *c) {
 
 /* The frames of r's body, one stripe per lane (tcp_int.h); NULL when out
  * of memory (nothing allocated then). */
-static tcp_item *body_items(dist__tcp *t, dist__tcp_req *r, int n) {
+static tcp_item *body_items(dist__tcp_req *r, int n) {
   tcp_item *head = NULL;
   for (int i = n - 1; i >= 0; i--) {
     tcp_item *it = dist__calloc(1, sizeof *it);
@@ -694,14 +694,13 @@ static tcp_item *body_items(dist__tcp *t, dist__tcp_req *r, int n) {
     it->rnext = head;
     head = it;
   }
-  (void)t;
   return head;
 }
 
 void dist__tcp_on_cts(dist__tcp *t, tcp_conn *c) {
   dist__tcp_req *r = find_by_id(t, true, c->peer, c->rh.msg_id, RQ_SEND_CTSWAIT);
   int n = r ? dist__tcp_stripes(t, c->peer, r->len) : 0;
-  tcp_item *items = r ? body_items(t, r, n) : NULL;
+  tcp_item *items = r ? body_items(r, n) : NULL;
   if (!items) {
     if (r) {
       char lb[64];
