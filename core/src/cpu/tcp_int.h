@@ -152,6 +152,8 @@ struct dist__tcp_req {
   int parts;                    /* a send: BODY stripes queued in all;
                                    a receive: stripes announced (0: none yet) */
   int parts_left;               /* a receive: stripes not yet in */
+  bool body_due;                /* a receive that sent CTS: counted in its
+                                   peer's conns[src].bodies until done */
   int rc;                       /* set once; final when state == RQ_DONE */
   char *msg;                    /* failure message (heap) */
   dist__tcp_req *snext;         /* t->self_sends, while state == RQ_SEND_SELF */
@@ -185,6 +187,10 @@ typedef struct tcp_conn {
   int lane;                     /* 0: the peer's main connection */
   int nlanes;                   /* main connection: connections to the peer */
   struct tcp_conn *lanes;       /* main connection: lanes 1 .. nlanes-1 */
+  int bodies;                   /* main connection: receives from this peer
+                                   waiting for a body; the further sockets
+                                   are read only while any does (or after a
+                                   BYE), so idle ones cost no syscalls */
   bool gone;                    /* lost, left or aborted: no more traffic */
   bool bye;                     /* the peer said it leaves (lane 0) ... */
   char *bye_text;               /* ... and why (heap, may be NULL) */
@@ -278,6 +284,12 @@ struct dist__tcp {
 /* Lane i of peer p's connections (0: conns[p] itself). */
 static inline tcp_conn *dist__tcp_lane(dist__tcp *t, int p, int i) {
   return i == 0 ? &t->conns[p] : &t->conns[p].lanes[i - 1];
+}
+
+/* Whether lane c is read in a sweep (lane 0 always). */
+static inline bool dist__tcp_lane_live(const dist__tcp *t, const tcp_conn *c) {
+  const tcp_conn *m = &t->conns[c->peer];
+  return c->lane == 0 || m->bodies > 0 || m->bye || c->in_body || c->rend > c->rpos;
 }
 
 /* How many stripes a body of len bytes takes towards peer p. */

@@ -88,7 +88,16 @@ static void set_fail(dist__tcp_req *r, int rc, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* r sent CTS to src (due) or no longer waits for that body (!due). */
+static void body_due(dist__tcp *t, dist__tcp_req *r, bool due) {
+  if (r->body_due == due || r->src < 0 || r->src >= t->g->size)
+    return;
+  r->body_due = due;
+  t->conns[r->src].bodies += due ? 1 : -1;
+}
+
 static void finish(dist__tcp *t, dist__tcp_req *r) {
+  body_due(t, r, false);
   unpost(t, r);
   if (r->state == RQ_SEND_SELF)
     dist__tcp_self_unqueue(t, r);
@@ -400,8 +409,10 @@ static void take_unexpected(dist__tcp *t, tcp_conn *c, dist__tcp_req *r, const t
   bool ok = check_match(t, r, c->peer, m) == DIST_OK;
   if (m->type == TCP_F_RTS) {
     answer(t, c, ok ? TCP_F_CTS : TCP_F_NACK, r, m);
-    if (ok)
+    if (ok) {
       r->state = RQ_RECV_BODYWAIT;
+      body_due(t, r, true);
+    }
     else
       finish(t, r);
     return;
@@ -811,6 +822,7 @@ void dist__tcp_on_cancel(dist__tcp *t, tcp_conn *c) {
   if (r) {
     /* As MPI's cancel: a withdrawn message is never received. The receive
      * goes back first in line (it had matched first) for the next one. */
+    body_due(t, r, false);
     r->msg_id = 0;
     r->src = -1;
     start_recv(t, r, true);

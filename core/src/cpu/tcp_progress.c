@@ -206,7 +206,7 @@ static bool sweep_conn(dist__tcp *t, tcp_conn *c) {
   bool moved = false;
   if (dist__tcp_flush_due(c, false))
     moved |= dist__tcp_flush(t, c);
-  bool got = dist__tcp_read(t, c);
+  bool got = dist__tcp_lane_live(t, c) && dist__tcp_read(t, c);
   moved |= got;
   /* ACK/CTS the reads queued; lazy ACKs once the connection is idle */
   if (!c->gone && dist__tcp_flush_due(c, !got))
@@ -234,8 +234,9 @@ static void block_poll(dist__tcp *t, int64_t deadline_ms) {
   for (int p = 0; p < t->g->size; p++)
     for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++) {
       tcp_conn *c = dist__tcp_lane(t, p, i);
-      if (!c->gone && !c->eof)
-        t->pfds[n++] = (struct pollfd){c->fd, (short)(POLLIN | (c->sq ? POLLOUT : 0)), 0};
+      short ev = (short)((dist__tcp_lane_live(t, c) ? POLLIN : 0) | (c->sq ? POLLOUT : 0));
+      if (!c->gone && !c->eof && ev)
+        t->pfds[n++] = (struct pollfd){c->fd, ev, 0};
     }
   int64_t left = dist__remaining_ms(deadline_ms);
   int ms = left > POLL_SLICE_MS ? POLL_SLICE_MS : (int)left;
