@@ -168,7 +168,8 @@ void dist__sleep_ms(int64_t ms);
 
 /* getenv that treats "" as unset. */
 const char *dist__getenv(const char *name);
-/* Parses an integer environment variable; when it is set but not an
+/* Parses an integer environment variable (or its torch counterpart when
+ * it is unset, as dist_getenv reads it); when it is set but not an
  * integer in [lo, hi]: *out = dflt, one warning per process naming the
  * variable, the value, what is accepted and what is used
  * (dist__env_warn), and DIST_E_INVAL with the message. */

@@ -400,42 +400,47 @@ static int addr_text(const struct sockaddr *sa, char *out, size_t len) {
   return inet_ntop(sa->sa_family, a, out, (socklen_t)len) ? DIST_OK : DIST_E_SYS;
 }
 
-/* First IPv4 (else IPv6) address of one of the comma-listed interfaces. */
-static int ifname_addr(const char *var, const char *names, char *out, size_t len,
-                       dist__errbuf *e) {
+/* The first IPv4 (else IPv6) address of interface name (l bytes). */
+static bool if_addr(const struct ifaddrs *ifs, const char *name, size_t l, char *out,
+                    size_t len) {
+  for (int fam = 0; fam < 2; fam++)
+    for (const struct ifaddrs *i = ifs; i; i = i->ifa_next)
+      if (i->ifa_addr && i->ifa_addr->sa_family == (fam ? AF_INET6 : AF_INET) &&
+          strlen(i->ifa_name) == l && strncmp(name, i->ifa_name, l) == 0 &&
+          addr_text(i->ifa_addr, out, len) == DIST_OK)
+        return true;
+  return false;
+}
+
+/* The addresses of the comma-listed interfaces, in the list's order (a
+ * name listed twice counts twice; names without an address are skipped). */
+static int ifname_addrs(const char *var, const char *names, dist__net_addr *out, int max,
+                        int *n, dist__errbuf *e) {
   struct ifaddrs *ifs;
   if (getifaddrs(&ifs) != 0)
     return dist__err_sys(e, errno, "getifaddrs");
-  int rc = DIST_E_INVAL;
-  for (int fam = 0; fam < 2 && rc != DIST_OK; fam++) {
-    for (struct ifaddrs *i = ifs; i && rc != DIST_OK; i = i->ifa_next) {
-      if (!i->ifa_addr || i->ifa_addr->sa_family != (fam ? AF_INET6 : AF_INET))
-        continue;
-      size_t nl = strlen(i->ifa_name);
-      for (const char *p = names; *p;) {
-        size_t l = strcspn(p, ",");
-        if (l == nl && strncmp(p, i->ifa_name, l) == 0) {
-          rc = addr_text(i->ifa_addr, out, len);
-          break;
-        }
-        p += l + (p[l] == ',');
-      }
+  *n = 0;
+  for (const char *p = names; *p && *n < max;) {
+    size_t l = strcspn(p, ",");
+    if (l > 0 && l < sizeof out[*n].ifname &&
+        if_addr(ifs, p, l, out[*n].addr, sizeof out[*n].addr)) {
+      memcpy(out[*n].ifname, p, l);
+      out[*n].ifname[l] = '\0';
+      (*n)++;
     }
+    p += l + (p[l] == ',');
   }
   freeifaddrs(ifs);
-  if (rc != DIST_OK)
+  if (*n == 0)
     return dist__err_set(e, DIST_E_INVAL,
                          "%s='%s': no interface of that name has an address", var,
                          names);
   return DIST_OK;
 }
 
-int dist__net_local_addr_for(const char *peer_host, char *out, size_t len,
-                             dist__errbuf *e) {
-  const char *var;
-  const char *ifn = dist_getenv("DIST_SOCKET_IFNAME", &var); /* or GLOO_SOCKET_IFNAME */
-  if (ifn)
-    return ifname_addr(var, ifn, out, len, e);
+/* The address of the interface that routes to peer_host (NULL: the
+ * hostname's own address). */
+static int route_addr(const char *peer_host, char *out, size_t len, dist__errbuf *e) {
   char h[DIST_NET_HOSTLEN];
   unbracket(peer_host ? peer_host : dist__hostname(), h, sizeof h);
   struct addrinfo hints = {0}, *res = NULL;
@@ -464,6 +469,28 @@ int dist__net_local_addr_for(const char *peer_host, char *out, size_t len,
   freeaddrinfo(res);
   if (rc != DIST_OK)
     return dist__err_set(e, DIST_E_SYS, "no local address routes to '%s'", h);
+  return DIST_OK;
+}
+
+int dist__net_local_addrs(const char *peer_host, dist__net_addr *out, int max, int *n,
+                          dist__errbuf *e) {
+  const char *var;
+  const char *ifn = dist_getenv("DIST_SOCKET_IFNAME", &var); /* or GLOO_SOCKET_IFNAME */
+  if (ifn)
+    return ifname_addrs(var, ifn, out, max, n, e);
+  *n = 0;
+  out[0].ifname[0] = '\0';
+  DIST_TRY(route_addr(peer_host, out[0].addr, sizeof out[0].addr, e));
+  *n = 1;
+  return DIST_OK;
+}
+
+int dist__net_local_addr_for(const char *peer_host, char *out, size_t len,
+                             dist__errbuf *e) {
+  dist__net_addr a[1];
+  int n = 0;
+  DIST_TRY(dist__net_local_addrs(peer_host, a, 1, &n, e));
+  snprintf(out, len, "%s", a[0].addr);
   return DIST_OK;
 }
 

@@ -39,6 +39,19 @@ int dist__net_writev_all(int fd, struct iovec *iov, int iovcnt, int64_t deadline
                          dist__errbuf *e);
 int dist__net_read_all(int fd, void *buf, size_t len, int64_t deadline_ms,
                        dist__errbuf *e);
+/* One local address to listen on, and the interface it belongs to ("" when
+ * the route chose it). */
+typedef struct dist__net_addr {
+  char addr[DIST_NET_HOSTLEN];
+  char ifname[32];
+} dist__net_addr;
+/* Every address other hosts may use to reach this one: with
+ * DIST_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME), one per listed interface that
+ * has an address, in the list's order (up to max; "lo,lo" gives two: Gloo's
+ * rule, connections use them round-robin); else the one that routes to
+ * peer_host (NULL: the hostname's). *n >= 1 on success. */
+int dist__net_local_addrs(const char *peer_host, dist__net_addr *out, int max, int *n,
+                          dist__errbuf *e);
 /* The address other hosts should use to reach this one: the first address
  * of DIST_SOCKET_IFNAME (comma list of interface names) when set, else the
  * address of the interface that routes to host (NULL: the hostname's). */

@@ -63,7 +63,7 @@ const char *dist_getenv(const char *name, const char **which) {
 
 int dist__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt,
                   int64_t *out) {
-  const char *v = dist__getenv(name);
+  const char *v = dist_getenv(name, &name); /* torch's name when ours is unset */
   *out = dflt;
   if (!v)
     return DIST_OK;

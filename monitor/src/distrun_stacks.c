@@ -81,7 +81,7 @@ static void stacks_of(pid_t pid, walk *w) {
 }
 
 void dist__run_dump_stacks(const drun_rank *ranks, int n) {
-  const char *v = getenv("DIST_SHOW_STACKTRACES");
+  const char *v = dist_getenv("DIST_SHOW_STACKTRACES", NULL); /* or torch's name */
   if (!v || strcmp(v, "1") != 0)
     return;
   walk w = {.len = OUT_CAP};

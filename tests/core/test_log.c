@@ -219,3 +219,27 @@ Test(core_log, a_log_file_that_cannot_be_opened_is_said_and_stderr_used, .timeou
   cr_assert(!strstr(strstr(w, "cannot open") + 1, "cannot open"), "said twice: %s", buf);
   cr_assert(strstr(buf, "first line") && strstr(buf, "second line"), "%s", buf);
 }
+
+/* Integer variables read through dist__env_int (the monitor's
+ * DIST_SHOW_STACKTRACES) take torch's name when ours is unset, and a bad
+ * value is warned about under the name that was read. */
+Test(core_log, integer_variables_take_torchs_name_when_ours_is_unset, .timeout = 10) {
+  int64_t v = -1;
+  unsetenv("DIST_SHOW_STACKTRACES");
+  setenv("TORCH_SHOW_CPP_STACKTRACES", "1", 1);
+  cr_assert_eq(dist__env_int("DIST_SHOW_STACKTRACES", 0, 1, 0, &v), DIST_OK);
+  cr_assert_eq(v, 1);
+  setenv("DIST_SHOW_STACKTRACES", "0", 1); /* ours wins */
+  cr_assert_eq(dist__env_int("DIST_SHOW_STACKTRACES", 0, 1, 0, &v), DIST_OK);
+  cr_assert_eq(v, 0);
+  unsetenv("DIST_SHOW_STACKTRACES");
+  setenv("TORCH_SHOW_CPP_STACKTRACES", "7", 1);
+  dist_log_set_sink(capture, NULL);
+  n_lines = 0;
+  cr_assert_eq(dist__env_int("DIST_SHOW_STACKTRACES", 0, 1, 0, &v), DIST_E_INVAL);
+  dist_log_set_sink(NULL, NULL);
+  unsetenv("TORCH_SHOW_CPP_STACKTRACES");
+  cr_assert_eq(v, 0);
+  cr_assert_eq(n_lines, 1);
+  cr_assert(strstr(lines[0], "TORCH_SHOW_CPP_STACKTRACES='7' is not valid"), "%s", lines[0]);
+}

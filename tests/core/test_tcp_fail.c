@@ -242,7 +242,7 @@ static int stranger_rank(const dist_test_ctx *ctx) {
     TT_OK(ctx, &r, connect_rank0(&r, &fd));
     rc = dist__auth_connect(fd, token, "data", dist__now_ms() + 5000, &r.err);
     CHECK(ctx, rc == DIST_OK, "the right token was refused: %s", r.err.msg);
-    tcp_hello h = {TCP_HELLO_MAGIC, TCP_VERSION, 1, 2, "another-group"};
+    tcp_hello h = {TCP_HELLO_MAGIC, TCP_VERSION, 1, 2, 1, 0, "another-group"};
     dist__net_write_all(fd, &h, sizeof h, dist__now_ms() + 2000, &r.err);
     rc = dist__net_read_all(fd, &h, sizeof h, dist__now_ms() + 5000, &r.err);
     CHECK(ctx, rc != DIST_OK, "a hello from another group was answered");
@@ -303,7 +303,7 @@ static int fake_member(const dist_test_ctx *ctx, const tcp_hdr *frame, const cha
   int fd;
   TT_OK(ctx, &r, connect_rank0(&r, &fd));
   TT_OK(ctx, &r, dist__auth_connect(fd, token, "data", dist__now_ms() + 5000, &r.err));
-  tcp_hello h = {TCP_HELLO_MAGIC, TCP_VERSION, 1, 2, "tcp-test"};
+  tcp_hello h = {TCP_HELLO_MAGIC, TCP_VERSION, 1, 2, 1, 0, "tcp-test"};
   TT_OK(ctx, &r, dist__net_write_all(fd, &h, sizeof h, dist__now_ms() + 2000, &r.err));
   TT_OK(ctx, &r, dist__net_read_all(fd, &h, sizeof h, dist__now_ms() + 5000, &r.err));
   usleep(200 * 1000);

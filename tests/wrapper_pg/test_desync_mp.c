@@ -265,7 +265,11 @@ static int __attribute__((noinline)) stack_inner(const dist_test_ctx *ctx, dist_
 }
 
 static int stack_rank(const dist_test_ctx *ctx) {
-  setenv("DIST_SHOW_STACKTRACES", "1", 1);
+  /* ctx->arg: torch's name, read only while ours is unset */
+  const char *var = ctx->arg ? ctx->arg : "DIST_SHOW_STACKTRACES";
+  if (ctx->arg)
+    unsetenv("DIST_SHOW_STACKTRACES");
+  setenv(var, "1", 1);
   CHECK_OK(ctx, wpg_test_init(ctx));
   float v[4] = {0};
   dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
@@ -287,6 +291,31 @@ static int stack_rank(const dist_test_ctx *ctx) {
 
 Test(wrapper_pg_desync, show_stacktraces_adds_each_ranks_stack, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, stack_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+Test(wrapper_pg_desync, torch_show_cpp_stacktraces_does_the_same_when_ours_is_unset,
+     .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, stack_rank, "TORCH_SHOW_CPP_STACKTRACES", 50), 0, "%s",
+               dist_test_report());
+}
+
+/* DIST_SHOW_STACKTRACES=0 wins over torch's name: no stack. */
+static int stack_off_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_SHOW_STACKTRACES", "0", 1);
+  setenv("TORCH_SHOW_CPP_STACKTRACES", "1", 1);
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  int rc = stack_inner(ctx, &t);
+  const char *msg = dist_pg_errmsg(NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
+  CHECK(ctx, strstr(msg, "\n  rank 1: ") && !strstr(msg, "#0 "), "a stack:\n%s", msg);
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, dist_show_stacktraces_0_wins_over_torchs_name, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, stack_off_rank, NULL, 50), 0, "%s", dist_test_report());
 }
 
 /* --- five ranks over TCP: two in the minority, ranges compressed --------- */

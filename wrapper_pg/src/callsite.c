@@ -163,7 +163,7 @@ void wpg_site_resolve_off(uint32_t module, uint64_t off, char *buf, size_t len) 
 }
 
 bool wpg_show_stacks(void) {
-  const char *s = getenv("DIST_SHOW_STACKTRACES");
+  const char *s = dist_getenv("DIST_SHOW_STACKTRACES", NULL); /* or torch's name */
   return s && (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes"));
 }
 

@@ -6,6 +6,13 @@
  * publishes it in the group store, and connects to the others (the higher
  * rank connects to the lower). Each connection proves the job token
  * (auth.h, role "data") and says which group and rank it is before use.
+ * With DIST_SOCKETS_PER_PEER=N (1..16; default 1, or one per interface
+ * DIST_SOCKET_IFNAME lists) a pair of ranks opens the smaller of their two
+ * N: the first socket carries every frame, the others only stripes of the
+ * bodies of large messages (tcp_int.h), so matching and order stay those
+ * of one stream and small messages never wait behind a stripe on another
+ * socket. With several interfaces listed there is a listener on each, and
+ * socket i to a peer connects to its listener i mod n (Gloo's round-robin).
  *
  * Frames: a fixed header (magic, version, type, context, tag, sequence,
  * op kind, dtype, element count, payload length) checked before any

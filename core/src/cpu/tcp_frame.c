@@ -26,7 +26,17 @@
  * non-blocking socket; whatever the socket does not take stays queued for
  * the next sweep. Receiving: bytes land in a 64 KiB staging buffer from
  * which headers and small payloads are parsed; a large remainder of a
- * payload is read straight into its destination. */
+ * payload is read straight into its destination.
+ *
+ * Several sockets per peer: every frame but BODY travels on socket 0 (the
+ * peer's tcp_conn); a body answering CTS is cut into stripes, stripe i a
+ * BODY frame on socket i saying its first byte (count) and the number of
+ * stripes (total), which the receiver checks against the split it
+ * computes before it reads a byte into the buffer. A request is done when
+ * all its stripes are written (send) or read (receive). Any other frame
+ * on a further socket is malformed. A peer lost on one socket is lost on
+ * all; a BYE on socket 0 counts once the other sockets have reached their
+ * end, since what the peer wrote on them before leaving may still come. */
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -52,6 +62,7 @@ void dist__tcp_hdr_init(tcp_hdr *h, int type, uint32_t ctx, int64_t tag) {
 void dist__tcp_enqueue(dist__tcp *t, tcp_conn *c, tcp_item *it) {
   it->next = NULL;
   it->off = 0;
+  it->conn = c;
   if (c->sq_last)
     c->sq_last->next = it;
   else
@@ -105,28 +116,42 @@ static void item_free(tcp_item *it) {
   dist__free(it);
 }
 
+/* Takes it out of its request's chain of queued frames. */
+static void req_drop(tcp_item *it) {
+  dist__tcp_req *r = it->req;
+  if (!r)
+    return;
+  tcp_item **pp = &r->item;
+  while (*pp && *pp != it)
+    pp = &(*pp)->rnext;
+  if (*pp)
+    *pp = it->rnext;
+  it->req = NULL;
+  it->rnext = NULL;
+}
+
 void dist__tcp_free_queue(tcp_conn *c) {
   while (c->sq) {
     tcp_item *it = c->sq;
     c->sq = it->next;
-    if (it->req)
-      it->req->item = NULL;
+    req_drop(it);
     item_free(it);
   }
   c->sq_last = NULL;
 }
 
-/* Pops the head frame, written in full, and tells its request. */
+/* Pops the head frame, written in full, and tells its request once every
+ * frame of it (every stripe of a body) is written. */
 static void head_written(dist__tcp *t, tcp_conn *c) {
   tcp_item *it = c->sq;
   c->sq = it->next;
   if (!c->sq)
     c->sq_last = NULL;
   dist__tcp_req *r = it->req;
-  if (r) {
-    r->item = NULL;
-    dist__tcp_on_sent(t, r, it->h.type);
-  }
+  int type = it->h.type;
+  req_drop(it);
+  if (r && !r->item)
+    dist__tcp_on_sent(t, r, type);
   item_free(it);
 }
 
@@ -210,13 +235,10 @@ static void unlink_item(tcp_conn *c, tcp_item *it) {
     c->sq_last = prev;
 }
 
-bool dist__tcp_detach_item(dist__tcp *t, dist__tcp_req *r) {
-  tcp_item *it = r->item;
-  if (!it)
-    return true;
-  tcp_conn *c = &t->conns[r->peer];
-  r->item = NULL;
-  it->req = NULL;
+/* Detaches one frame of a send being withdrawn (see detach_item). */
+static bool detach_one(dist__tcp *t, tcp_item *it) {
+  tcp_conn *c = it->conn;
+  req_drop(it);
   if (it->off == 0 || c->gone) {
     unlink_item(c, it);
     item_free(it);
@@ -246,13 +268,22 @@ bool dist__tcp_detach_item(dist__tcp *t, dist__tcp_req *r) {
   return true;
 }
 
+bool dist__tcp_detach_item(dist__tcp *t, dist__tcp_req *r) {
+  bool ok = true;
+  while (r->item) /* a body has a frame per stripe, on as many lanes */
+    ok &= detach_one(t, r->item);
+  return ok;
+}
+
 void dist__tcp_unhook_reader(dist__tcp *t, dist__tcp_req *r) {
-  if (r->src < 0 || r->src >= t->g->size)
+  if (r->src < 0 || r->src >= t->g->size || r->src == t->g->rank)
     return;
-  tcp_conn *c = &t->conns[r->src];
-  if (c->rreq == r) {
-    c->rreq = NULL;
-    c->rdst = NULL; /* the rest of the payload is read and dropped */
+  for (int i = 0; i < t->conns[r->src].nlanes; i++) {
+    tcp_conn *c = dist__tcp_lane(t, r->src, i);
+    if (c->rreq == r) {
+      c->rreq = NULL;
+      c->rdst = NULL; /* the rest of the payload is read and dropped */
+    }
   }
 }
 
@@ -335,6 +366,12 @@ static void on_header(dist__tcp *t, tcp_conn *c) {
   }
   c->rreq = NULL;
   c->rumsg = NULL;
+  if (c->lane > 0 && c->rh.type != TCP_F_BODY) {
+    snprintf(why, sizeof why, "frame type %u on socket %d of the peer's, which carries "
+             "only message bodies", c->rh.type, c->lane);
+    malformed(t, c, why);
+    return;
+  }
   switch (c->rh.type) {
   case TCP_F_DATA: dist__tcp_on_data(t, c); break;
   case TCP_F_RTS: dist__tcp_on_rts(t, c); break;
@@ -353,6 +390,21 @@ static void on_header(dist__tcp *t, tcp_conn *c) {
   }
 }
 
+/* A peer that left said BYE on lane 0; what it wrote on its other lanes
+ * before it closed them may still be arriving (TCP orders each socket,
+ * not the lanes between them), so it counts as gone once every other lane
+ * reached its end. */
+static void bye_done(dist__tcp *t, tcp_conn *m) {
+  for (int i = 1; i < m->nlanes; i++)
+    if (!m->lanes[i - 1].eof)
+      return;
+  char nb[160];
+  const char *why = m->bye_text ? m->bye_text : "";
+  dist__tcp_peer_gone(t, m, DIST_E_PEER_LOST, "peer lost: %s left the group (it "
+                      "destroyed it)%s%s", dist__cpu_peer_name(t->g, m->peer, nb, sizeof nb),
+                      *why ? " after a failure: " : "", why);
+}
+
 static void payload_done(dist__tcp *t, tcp_conn *c) {
   c->in_body = false;
   char nb[160];
@@ -369,10 +421,9 @@ static void payload_done(dist__tcp *t, tcp_conn *c) {
     break;
   case TCP_F_BYE: /* the text, if any, is the failure that made it leave */
     c->bye = true;
-    dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST, "peer lost: %s left the group (it "
-                        "destroyed it)%s%s", dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb),
-                        c->rtext && *c->rtext ? " after a failure: " : "",
-                        c->rtext ? c->rtext : "");
+    c->bye_text = c->rtext;
+    c->rtext = NULL;
+    bye_done(t, c);
     break;
   default: break;
   }
@@ -383,6 +434,17 @@ static void payload_done(dist__tcp *t, tcp_conn *c) {
 /* EOF or a read error on c. */
 static void read_failed(dist__tcp *t, tcp_conn *c, ssize_t k) {
   char nb[160];
+  tcp_conn *m = &t->conns[c->peer];
+  if (c->lane > 0 && !m->bye && !m->gone)
+    dist__tcp_read(t, m); /* a departure says so on lane 0 first: read it */
+  if (m->gone)
+    return;
+  if (m->bye) { /* the end of a lane of a peer that said BYE */
+    c->eof = true;
+    if (c->lane > 0)
+      bye_done(t, m);
+    return;
+  }
   dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb);
   if (k == 0)
     dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST,

@@ -24,7 +24,7 @@
 
 #define TCP_MAGIC 0x31435444u       /* "DTC1" as a little-endian u32 */
 #define TCP_HELLO_MAGIC 0x31484c44u /* "DLH1" */
-#define TCP_VERSION 1u
+#define TCP_VERSION 2u              /* 2: the hello names the sockets per peer */
 #define TCP_NONE8 0xffu             /* dtype / redop not meaningful */
 
 /* Frame types. */
@@ -86,8 +86,21 @@ typedef struct tcp_hello {
   uint32_t version;              /* TCP_VERSION */
   int32_t rank;                  /* in the group */
   int32_t size;
+  int32_t nsocks;                /* connector: the sockets per peer it wants;
+                                    acceptor: the number agreed (the smaller) */
+  int32_t lane;                  /* which of them this connection is (0: the first) */
   char name[128];                /* the group's name, NUL-terminated */
 } tcp_hello;
+
+/* Several sockets per peer (DIST_SOCKETS_PER_PEER, NCCL's NSOCKS_PERTHREAD):
+ * lane 0 is the connection every frame but BODY uses, so matching and
+ * order are those of one stream; the body of a rendezvous message (above
+ * the eager limit) is cut into stripes, stripe i on lane i, each at least
+ * TCP_STRIPE_MIN bytes, so small messages never leave lane 0. A BODY frame
+ * says which part it is: count = its first byte, total = the stripes of the
+ * message (both checked by the receiver against the split it computes). */
+#define TCP_LANES_MAX 16
+#define TCP_STRIPE_MIN (64u << 10)
 
 /* Longest eager payload a peer may send (anything larger is a malformed
  * frame), and the longest ERROR/ABORT text. */
@@ -135,7 +148,12 @@ struct dist__tcp_req {
   size_t len;
   tcp_desc d;
   uint64_t msg_id;
-  tcp_item *item;               /* a send's frame while it is queued */
+  tcp_item *item;               /* a send's frames while queued (chain: rnext) */
+  int parts;                    /* a send: BODY stripes queued in all;
+                                   a receive: stripes announced (0: none yet) */
+  int parts_left;               /* a receive: stripes not yet in */
+  bool body_due;                /* a receive that sent CTS: counted in its
+                                   peer's conns[src].bodies until done */
   int rc;                       /* set once; final when state == RQ_DONE */
   char *msg;                    /* failure message (heap) */
   dist__tcp_req *snext;         /* t->self_sends, while state == RQ_SEND_SELF */
@@ -149,6 +167,8 @@ struct tcp_item {
   size_t plen;
   size_t off;                   /* bytes of h + payload written */
   dist__tcp_req *req;           /* the send it carries (NULL: control) */
+  struct tcp_conn *conn;        /* the connection whose queue holds it */
+  tcp_item *rnext;              /* req's next frame still queued (stripes) */
   void *owned;                  /* payload owned by the item */
   bool lazy;                    /* a lazy ACK: it can wait for an idle sweep */
 };
@@ -164,8 +184,17 @@ struct tcp_umsg {
 typedef struct tcp_conn {
   int fd;                       /* -1 once closed */
   int peer;
+  int lane;                     /* 0: the peer's main connection */
+  int nlanes;                   /* main connection: connections to the peer */
+  struct tcp_conn *lanes;       /* main connection: lanes 1 .. nlanes-1 */
+  int bodies;                   /* main connection: receives from this peer
+                                   waiting for a body; the further sockets
+                                   are read only while any does (or after a
+                                   BYE), so idle ones cost no syscalls */
   bool gone;                    /* lost, left or aborted: no more traffic */
-  bool bye;                     /* the peer said it leaves */
+  bool bye;                     /* the peer said it leaves (lane 0) ... */
+  char *bye_text;               /* ... and why (heap, may be NULL) */
+  bool eof;                     /* this socket reached its end after a BYE */
   tcp_item *sq, *sq_last;       /* outgoing frames in order */
   uint64_t next_msg_id;
   /* receive side */
@@ -246,9 +275,29 @@ struct dist__tcp {
   /* collective scratch, kept between calls (one collective at a time) */
   uint8_t *scratch;
   size_t scratch_len;
-  struct pollfd *pfds;          /* poll scratch, g->size + 1 entries */
+  struct pollfd *pfds;          /* poll scratch, one per connection + 1 */
+  int nsocks;                   /* DIST_SOCKETS_PER_PEER (wanted; per peer:
+                                   conns[p].nlanes, the smaller of both wishes) */
   bool closing;                 /* destroy is running: departures are quiet */
 };
+
+/* Lane i of peer p's connections (0: conns[p] itself). */
+static inline tcp_conn *dist__tcp_lane(dist__tcp *t, int p, int i) {
+  return i == 0 ? &t->conns[p] : &t->conns[p].lanes[i - 1];
+}
+
+/* Whether lane c is read in a sweep (lane 0 always). */
+static inline bool dist__tcp_lane_live(const dist__tcp *t, const tcp_conn *c) {
+  const tcp_conn *m = &t->conns[c->peer];
+  return c->lane == 0 || m->bodies > 0 || m->bye || c->in_body || c->rend > c->rpos;
+}
+
+/* How many stripes a body of len bytes takes towards peer p. */
+static inline int dist__tcp_stripes(const dist__tcp *t, int p, size_t len) {
+  size_t n = len / TCP_STRIPE_MIN;
+  int lanes = t->conns[p].nlanes > 0 ? t->conns[p].nlanes : 1;
+  return n < 1 ? 1 : n > (size_t)lanes ? lanes : (int)n;
+}
 
 /* --- tcp_frame.c --------------------------------------------------------- */
 

@@ -11,7 +11,15 @@
  * exchange a hello naming the group, its size and their rank; a connection
  * that fails either step is logged and dropped, and the listener keeps
  * waiting for the real members until the deadline. The listener is closed
- * once the mesh is complete, so nothing can connect later. */
+ * once the mesh is complete, so nothing can connect later.
+ *
+ * Several sockets per peer (DIST_SOCKETS_PER_PEER): the first connection's
+ * hello carries the number the connector wants and the acceptor answers
+ * the smaller of both wishes; the connector then opens the others (each
+ * hello naming its socket), so the acceptor knows how many more to wait
+ * for. One listener per address (dist__net_local_addrs: one per interface
+ * DIST_SOCKET_IFNAME lists); socket i connects to listener i mod n, whose
+ * addresses are published as a list under tcp/addrs/<rank>. */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -25,16 +33,20 @@
 
 #define HANDSHAKE_MS 10000 /* longest a single incoming handshake may take */
 
-static void hello_fill(const dist__tcp *t, tcp_hello *h) {
+static void hello_fill(const dist__tcp *t, int lane, int nsocks, tcp_hello *h) {
   memset(h, 0, sizeof *h);
   h->magic = TCP_HELLO_MAGIC;
   h->version = TCP_VERSION;
   h->rank = t->g->rank;
   h->size = t->g->size;
+  h->nsocks = nsocks;
+  h->lane = lane;
   snprintf(h->name, sizeof h->name, "%s", t->g->name);
 }
 
-/* DIST_OK when h is a hello of this group from a rank in [lo, hi]. */
+/* DIST_OK when h is a hello of this group from a rank in [lo, hi] for a
+ * connection this rank still expects: the first one to that rank, or a
+ * further socket (lane) of those agreed with it. */
 static int hello_check(const dist__tcp *t, const tcp_hello *h, int lo, int hi,
                        dist__errbuf *e) {
   if (h->magic != TCP_HELLO_MAGIC || h->version != TCP_VERSION)
@@ -45,9 +57,29 @@ static int hello_check(const dist__tcp *t, const tcp_hello *h, int lo, int hi,
     return dist__err_set(e, DIST_E_INVAL, "the peer belongs to another group ('%.*s' of "
                          "size %d, expected '%s' of size %d)", (int)sizeof h->name, h->name,
                          h->size, t->g->name, t->g->size);
-  if (h->rank < lo || h->rank > hi || t->conns[h->rank].fd >= 0)
-    return dist__err_set(e, DIST_E_INVAL, "the peer claims rank %d, which this rank does "
-                         "not expect a connection from", h->rank);
+  const tcp_conn *c = h->rank >= lo && h->rank <= hi ? &t->conns[h->rank] : NULL;
+  bool fresh = c && h->lane == 0 && c->fd < 0 && h->nsocks >= 1 &&
+               h->nsocks <= TCP_LANES_MAX;
+  bool lane = c && h->lane > 0 && c->fd >= 0 && h->lane < c->nlanes &&
+              c->lanes[h->lane - 1].fd < 0;
+  if (!fresh && !lane)
+    return dist__err_set(e, DIST_E_INVAL, "the peer claims rank %d (socket %d of %d), "
+                         "which this rank does not expect a connection from", h->rank,
+                         h->lane, h->nsocks);
+  return DIST_OK;
+}
+
+/* Lanes 1 .. n-1 of peer p (lane 0 is conns[p] itself). */
+static int lanes_alloc(dist__tcp *t, int p, int n, dist__errbuf *err) {
+  tcp_conn *c = &t->conns[p];
+  if (n > 1 && !(c->lanes = dist__calloc((size_t)n - 1, sizeof *c->lanes)))
+    return dist__err_set(err, DIST_E_NOMEM, "group %s: out of memory", t->g->name);
+  for (int i = 1; i < n; i++) {
+    c->lanes[i - 1].fd = -1;
+    c->lanes[i - 1].peer = p;
+    c->lanes[i - 1].lane = i;
+  }
+  c->nlanes = n;
   return DIST_OK;
 }
 
@@ -76,27 +108,68 @@ static int tunables(dist__tcp *t, dist__errbuf *err) {
 
 /* --- address exchange ------------------------------------------------------- */
 
-static int publish(dist__tcp *t, dist_store *store, int *lfd, dist__errbuf *err) {
-  char addr[DIST_NET_HOSTLEN];
-  DIST_TRY(dist__net_local_addr_for(dist__getenv("MASTER_ADDR"), addr, sizeof addr, err));
-  uint16_t port = 0;
-  DIST_TRY(dist__net_listen(addr, 0, false, t->g->size + 16, lfd, &port, err));
-  char key[64], val[DIST_NET_HOSTLEN + 16];
+/* The listeners of this rank: one per address (dist__net_local_addrs: one,
+ * or one per interface DIST_SOCKET_IFNAME lists); lane i of a peer connects
+ * to listener i modulo their number, so connections take the interfaces in
+ * turn (Gloo's rule). */
+typedef struct tcp_listen {
+  int fds[TCP_LANES_MAX];
+  int n;
+} tcp_listen;
+
+/* DIST_SOCKETS_PER_PEER, by default 1 or the number of interfaces listed. */
+static void sockets_per_peer(dist__tcp *t, int naddr) {
+  int64_t n;
+  dist__env_int("DIST_SOCKETS_PER_PEER", 1, TCP_LANES_MAX, naddr, &n);
+  t->nsocks = (int)n;
+}
+
+static int publish(dist__tcp *t, dist_store *store, tcp_listen *L, dist__errbuf *err) {
+  dist__net_addr a[TCP_LANES_MAX];
+  for (int i = 0; i < TCP_LANES_MAX; i++)
+    L->fds[i] = -1;
+  DIST_TRY(dist__net_local_addrs(dist__getenv("MASTER_ADDR"), a, TCP_LANES_MAX, &L->n, err));
+  sockets_per_peer(t, L->n);
+  char key[64], first[DIST_NET_HOSTLEN + 16], list[TCP_LANES_MAX * (DIST_NET_HOSTLEN + 8)],
+      shown[sizeof list + 512];
+  size_t off = 0, soff = 0;
+  list[0] = shown[0] = '\0';
+  for (int i = 0; i < L->n; i++) {
+    uint16_t port = 0;
+    DIST_TRY(dist__net_listen(a[i].addr, 0, false, t->g->size * TCP_LANES_MAX + 16,
+                              &L->fds[i], &port, err));
+    const char *fmt = strchr(a[i].addr, ':') ? "[%s]:%u" : "%s:%u";
+    char one[DIST_NET_HOSTLEN + 16];
+    snprintf(one, sizeof one, fmt, a[i].addr, port);
+    if (i == 0)
+      snprintf(first, sizeof first, "%s", one);
+    dist__appendf(list, sizeof list, &off, "%s%s", i ? "," : "", one);
+    dist__appendf(shown, sizeof shown, &soff, "%s%s%s%s%s", i ? ", " : "", one,
+                  *a[i].ifname ? " (" : "", a[i].ifname, *a[i].ifname ? ")" : "");
+  }
+  /* The list first: a peer that sees tcp/addr/<rank> finds it. */
+  snprintf(key, sizeof key, "tcp/addrs/%d", t->g->rank);
+  int rc = dist_store_set(store, key, list, strlen(list));
   snprintf(key, sizeof key, "tcp/addr/%d", t->g->rank);
-  int n = strchr(addr, ':') ? snprintf(val, sizeof val, "[%s]:%u", addr, port)
-                            : snprintf(val, sizeof val, "%s:%u", addr, port);
-  int rc = dist_store_set(store, key, val, (size_t)n);
+  if (rc == DIST_OK)
+    rc = dist_store_set(store, key, first, strlen(first));
   if (rc != DIST_OK)
     return dist__err_set(err, rc, "group %s: publishing this rank's address: %s",
                          t->g->name, dist_store_errmsg(store));
-  DIST_LOG(DEBUG, TCP, "group %s: rank %d listens on %s", t->g->name, t->g->rank, val);
+  if (t->nsocks > 1 || L->n > 1)
+    DIST_LOG(INFO, TCP, "group %s: rank %d listens on %s; %d socket(s) per peer",
+             t->g->name, t->g->rank, shown, t->nsocks);
+  else
+    DIST_LOG(DEBUG, TCP, "group %s: rank %d listens on %s", t->g->name, t->g->rank, shown);
   return DIST_OK;
 }
 
-static int lookup(dist__tcp *t, dist_store *store, int peer, int64_t deadline_ms,
+/* The address lane `lane` of peer connects to: the first published one for
+ * lane 0, else entry lane modulo their number. */
+static int lookup(dist__tcp *t, dist_store *store, int peer, int lane, int64_t deadline_ms,
                   char *host, size_t hostlen, uint16_t *port, dist__errbuf *err) {
   char key[64];
-  snprintf(key, sizeof key, "tcp/addr/%d", peer);
+  snprintf(key, sizeof key, lane ? "tcp/addrs/%d" : "tcp/addr/%d", peer);
   const char *keys[1] = {key};
   void *val = NULL;
   size_t len = 0;
@@ -106,7 +179,14 @@ static int lookup(dist__tcp *t, dist_store *store, int peer, int64_t deadline_ms
   if (rc != DIST_OK)
     return dist__err_set(err, rc, "group %s: waiting for rank %d's address in the store: %s",
                          t->g->name, t->g->global_ranks[peer], dist_store_errmsg(store));
-  rc = dist__net_split_hostport((const char *)val, host, hostlen, port);
+  char *s = (char *)val, *pick = s;
+  int n = 1;
+  for (char *q = s; (q = strchr(q, ',')); q++)
+    n++;
+  for (int i = 0; i < lane % n; i++)
+    pick = strchr(pick, ',') + 1;
+  pick[strcspn(pick, ",")] = '\0';
+  rc = dist__net_split_hostport(pick, host, hostlen, port);
   dist_free(val);
   if (rc != DIST_OK)
     return dist__err_set(err, rc, "group %s: rank %d published a bad address: %s",
@@ -116,17 +196,19 @@ static int lookup(dist__tcp *t, dist_store *store, int peer, int64_t deadline_ms
 
 /* --- connecting ------------------------------------------------------------------ */
 
-static int connect_to(dist__tcp *t, dist_store *store, int peer, int64_t deadline_ms,
-                      dist__errbuf *err) {
+/* Opens lane `lane` to peer: connect, token, hellos. Lane 0 agrees on the
+ * number of sockets (the peer answers the smaller of both wishes). */
+static int open_lane(dist__tcp *t, dist_store *store, int peer, int lane,
+                     int64_t deadline_ms, dist__errbuf *err) {
   char host[DIST_NET_HOSTLEN], nb[160];
   uint16_t port;
-  DIST_TRY(lookup(t, store, peer, deadline_ms, host, sizeof host, &port, err));
+  DIST_TRY(lookup(t, store, peer, lane, deadline_ms, host, sizeof host, &port, err));
   dist__cpu_peer_name(t->g, peer, nb, sizeof nb);
   int fd = -1;
   dist__errbuf e;
   dist__err_clear(&e);
   tcp_hello mine, theirs;
-  hello_fill(t, &mine);
+  hello_fill(t, lane, t->nsocks, &mine);
   int rc = dist__net_connect(host, port, deadline_ms, &fd, &e);
   if (rc == DIST_OK)
     rc = dist__auth_connect(fd, t->g->token, "data", deadline_ms, &e);
@@ -136,22 +218,57 @@ static int connect_to(dist__tcp *t, dist_store *store, int peer, int64_t deadlin
     rc = dist__net_read_all(fd, &theirs, sizeof theirs, deadline_ms, &e);
   if (rc == DIST_OK)
     rc = hello_check(t, &theirs, peer, peer, &e);
+  if (rc == DIST_OK && (theirs.lane != lane || theirs.nsocks > t->nsocks))
+    rc = dist__err_set(&e, DIST_E_INVAL, "the peer answered for socket %d of %d (asked "
+                       "for socket %d of %d)", theirs.lane, theirs.nsocks, lane, t->nsocks);
+  if (rc == DIST_OK && lane == 0)
+    rc = lanes_alloc(t, peer, theirs.nsocks, &e);
   if (rc != DIST_OK) {
     if (fd >= 0)
       close(fd);
     return dist__err_set(err, rc, "group %s: connecting to %s at %s:%u: %s", t->g->name, nb,
                          host, port, e.msg);
   }
-  t->conns[peer].fd = fd;
+  dist__tcp_lane(t, peer, lane)->fd = fd;
+  DIST_LOG(DEBUG, TCP, "group %s: rank %d: socket %d of %d to rank %d at %s:%u",
+           t->g->name, t->g->rank, lane, t->conns[peer].nlanes, peer, host, port);
   return DIST_OK;
 }
 
-/* Accepts one connection and runs its handshake. DIST_OK when a member
- * joined; DIST_E_AGAIN-like PENDING (1) when a stray connection was
- * dropped; an error when the deadline passed. */
-static int accept_one(dist__tcp *t, int lfd, int64_t deadline_ms, dist__errbuf *err) {
+static int connect_to(dist__tcp *t, dist_store *store, int peer, int64_t deadline_ms,
+                      dist__errbuf *err) {
+  DIST_TRY(open_lane(t, store, peer, 0, deadline_ms, err));
+  for (int i = 1; i < t->conns[peer].nlanes; i++)
+    DIST_TRY(open_lane(t, store, peer, i, deadline_ms, err));
+  return DIST_OK;
+}
+
+/* Waits for a connection on any listener. */
+static int accept_any(const tcp_listen *L, int64_t deadline_ms, int *fd, dist__errbuf *err) {
+  for (;;) {
+    struct pollfd p[TCP_LANES_MAX];
+    for (int i = 0; i < L->n; i++)
+      p[i] = (struct pollfd){L->fds[i], POLLIN, 0};
+    int64_t left = dist__remaining_ms(deadline_ms);
+    int k = poll(p, (nfds_t)L->n, left > 1000 ? 1000 : (int)left);
+    if (k < 0 && errno != EINTR)
+      return dist__err_sys(err, errno, "poll on the data listeners");
+    for (int i = 0; k > 0 && i < L->n; i++)
+      if (p[i].revents)
+        return dist__net_accept(L->fds[i], deadline_ms, fd, err);
+    if (left == 0)
+      return dist__err_set(err, DIST_E_TIMEOUT, "no connection came before the deadline");
+  }
+}
+
+/* Accepts one connection and runs its handshake. DIST_OK when a member's
+ * connection joined (*more: further sockets it will open); 1 when a stray
+ * connection was dropped; an error when the deadline passed. */
+static int accept_one(dist__tcp *t, const tcp_listen *L, int64_t deadline_ms, int *more,
+                      dist__errbuf *err) {
   int fd = -1;
-  int rc = dist__net_accept(lfd, deadline_ms, &fd, err);
+  *more = 0;
+  int rc = accept_any(L, deadline_ms, &fd, err);
   if (rc != DIST_OK)
     return rc;
   int64_t hs = dist__now_ms() + HANDSHAKE_MS;
@@ -160,14 +277,20 @@ static int accept_one(dist__tcp *t, int lfd, int64_t deadline_ms, dist__errbuf *
   dist__errbuf e;
   dist__err_clear(&e);
   tcp_hello theirs, mine;
-  hello_fill(t, &mine);
   rc = dist__auth_accept(fd, t->g->token, "data", hs, &e);
   if (rc == DIST_OK)
     rc = dist__net_read_all(fd, &theirs, sizeof theirs, hs, &e);
   if (rc == DIST_OK)
     rc = hello_check(t, &theirs, t->g->rank + 1, t->g->size - 1, &e);
-  if (rc == DIST_OK)
+  int n = 0;
+  if (rc == DIST_OK) {
+    n = theirs.lane ? t->conns[theirs.rank].nlanes
+                    : theirs.nsocks < t->nsocks ? theirs.nsocks : t->nsocks;
+    hello_fill(t, theirs.lane, n, &mine);
     rc = dist__net_write_all(fd, &mine, sizeof mine, hs, &e);
+  }
+  if (rc == DIST_OK && theirs.lane == 0)
+    rc = lanes_alloc(t, theirs.rank, n, &e);
   if (rc != DIST_OK) {
     char pn[DIST_NET_HOSTLEN];
     dist__net_peer_name(fd, pn, sizeof pn);
@@ -176,27 +299,34 @@ static int accept_one(dist__tcp *t, int lfd, int64_t deadline_ms, dist__errbuf *
     close(fd);
     return 1;
   }
-  t->conns[theirs.rank].fd = fd;
+  dist__tcp_lane(t, theirs.rank, theirs.lane)->fd = fd;
+  *more = theirs.lane == 0 ? n - 1 : 0;
   return DIST_OK;
 }
 
-static int accept_all(dist__tcp *t, int lfd, int64_t deadline_ms, dist__errbuf *err) {
+static int accept_all(dist__tcp *t, const tcp_listen *L, int64_t deadline_ms,
+                      dist__errbuf *err) {
   int want = t->g->size - 1 - t->g->rank;
   while (want > 0) {
     dist__errbuf e;
     dist__err_clear(&e);
-    int rc = accept_one(t, lfd, deadline_ms, &e);
+    int more = 0;
+    int rc = accept_one(t, L, deadline_ms, &more, &e);
     if (rc == DIST_OK) {
-      want--;
+      want += more - 1;
       continue;
     }
     if (rc == 1)
       continue;
     int missing[64];
     int nm = 0;
-    for (int p = t->g->rank + 1; p < t->g->size && nm < 64; p++)
-      if (t->conns[p].fd < 0)
+    for (int p = t->g->rank + 1; p < t->g->size && nm < 64; p++) {
+      bool all = t->conns[p].fd >= 0;
+      for (int i = 1; all && i < t->conns[p].nlanes; i++)
+        all = t->conns[p].lanes[i - 1].fd >= 0;
+      if (!all)
         missing[nm++] = t->g->global_ranks[p];
+    }
     char list[512];
     return dist__err_set(err, rc, "group %s: rank %d waited in vain for connections from "
                          "rank(s) %s: %s", t->g->name, t->g->global_rank,
@@ -209,28 +339,34 @@ static int accept_all(dist__tcp *t, int lfd, int64_t deadline_ms, dist__errbuf *
  * left to the kernel's autotuning: setting SO_SNDBUF would pin it, and a
  * small pinned buffer is Gloo's 40 ms delayed-ACK trap. */
 static int setup_conns(dist__tcp *t, dist__errbuf *err) {
-  for (int p = 0; p < t->g->size; p++) {
-    tcp_conn *c = &t->conns[p];
-    if (p == t->g->rank)
-      continue;
-    if (dist__net_set_nonblock(c->fd, true) != DIST_OK || dist__net_set_nodelay(c->fd) != DIST_OK)
-      return dist__err_sys(err, errno, "group %s: socket options", t->g->name);
-    c->rbuf = dist__malloc(TCP_RBUF);
-    if (!c->rbuf)
-      return dist__err_set(err, DIST_E_NOMEM, "group %s: out of memory", t->g->name);
-  }
+  size_t nfds = 1;
+  for (int p = 0; p < t->g->size; p++)
+    for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++, nfds++) {
+      tcp_conn *c = dist__tcp_lane(t, p, i);
+      if (dist__net_set_nonblock(c->fd, true) != DIST_OK ||
+          dist__net_set_nodelay(c->fd) != DIST_OK)
+        return dist__err_sys(err, errno, "group %s: socket options", t->g->name);
+      c->rbuf = dist__malloc(TCP_RBUF);
+      if (!c->rbuf)
+        return dist__err_set(err, DIST_E_NOMEM, "group %s: out of memory", t->g->name);
+    }
+  dist__free(t->pfds); /* one entry per connection, and the eventfd */
+  t->pfds = dist__calloc(nfds, sizeof *t->pfds);
+  if (!t->pfds)
+    return dist__err_set(err, DIST_E_NOMEM, "group %s: out of memory", t->g->name);
   return DIST_OK;
 }
 
 static int mesh(dist__tcp *t, dist_store *store, int64_t deadline_ms, dist__errbuf *err) {
-  int lfd = -1;
-  int rc = publish(t, store, &lfd, err);
+  tcp_listen L = {.n = 0};
+  int rc = publish(t, store, &L, err);
   for (int p = 0; rc == DIST_OK && p < t->g->rank; p++)
     rc = connect_to(t, store, p, deadline_ms, err);
   if (rc == DIST_OK)
-    rc = accept_all(t, lfd, deadline_ms, err);
-  if (lfd >= 0)
-    close(lfd);
+    rc = accept_all(t, &L, deadline_ms, err);
+  for (int i = 0; i < L.n; i++)
+    if (L.fds[i] >= 0)
+      close(L.fds[i]);
   if (rc == DIST_OK)
     rc = setup_conns(t, err);
   return rc;
@@ -256,6 +392,7 @@ static int engine_new(dist__cpu_group *g, dist__tcp **out, dist__errbuf *err) {
   for (int p = 0; p < g->size; p++) {
     t->conns[p].fd = -1;
     t->conns[p].peer = p;
+    t->conns[p].nlanes = 1; /* until the mesh agrees on more */
   }
   t->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (t->wakefd < 0)
@@ -298,14 +435,15 @@ static void goodbye(dist__tcp *t) {
   int64_t deadline = dist__now_ms() + 200;
   for (;;) {
     int n = 0;
-    for (int p = 0; p < t->g->size; p++) {
-      tcp_conn *c = &t->conns[p];
-      if (p == t->g->rank || c->gone || !c->sq)
-        continue;
-      dist__tcp_flush(t, c);
-      if (c->sq && !c->gone)
-        t->pfds[n++] = (struct pollfd){c->fd, POLLOUT, 0};
-    }
+    for (int p = 0; p < t->g->size; p++)
+      for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++) {
+        tcp_conn *c = dist__tcp_lane(t, p, i); /* a half-written stripe too */
+        if (c->gone || !c->sq)
+          continue;
+        dist__tcp_flush(t, c);
+        if (c->sq && !c->gone)
+          t->pfds[n++] = (struct pollfd){c->fd, POLLOUT, 0};
+      }
     int64_t left = dist__remaining_ms(deadline);
     if (n == 0 || left == 0)
       break;
@@ -313,6 +451,7 @@ static void goodbye(dist__tcp *t) {
   }
 }
 
+/* Lane 0 first, so its FIN follows the BYE before the others close. */
 static void conn_free(tcp_conn *c) {
   dist__tcp_free_queue(c);
   if (c->fd >= 0) {
@@ -326,7 +465,11 @@ static void conn_free(tcp_conn *c) {
     dist__free(c->rumsg->data);
   dist__free(c->rumsg);
   dist__free(c->rtext);
+  dist__free(c->bye_text);
   dist__free(c->rbuf);
+  for (int i = 1; c->lanes && i < c->nlanes; i++)
+    conn_free(&c->lanes[i - 1]);
+  dist__free(c->lanes);
 }
 
 void dist__tcp_destroy(dist__tcp *t) {

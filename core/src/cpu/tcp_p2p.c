@@ -88,7 +88,16 @@ static void set_fail(dist__tcp_req *r, int rc, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* r sent CTS to src (due) or no longer waits for that body (!due). */
+static void body_due(dist__tcp *t, dist__tcp_req *r, bool due) {
+  if (r->body_due == due || r->src < 0 || r->src >= t->g->size)
+    return;
+  r->body_due = due;
+  t->conns[r->src].bodies += due ? 1 : -1;
+}
+
 static void finish(dist__tcp *t, dist__tcp_req *r) {
+  body_due(t, r, false);
   unpost(t, r);
   if (r->state == RQ_SEND_SELF)
     dist__tcp_self_unqueue(t, r);
@@ -130,9 +139,17 @@ void dist__tcp_cancel(dist__tcp *t, dist__tcp_req *r, int rc, const char *msg) {
  * that already left (the peer may still match it), or a receive whose
  * message was being consumed (its sender waits for the acknowledgement). */
 static bool leaves_out_of_step(const dist__tcp_req *r) {
-  if (r->is_send)
-    return r->state == RQ_SEND_ACKWAIT || (r->state == RQ_SEND_QUEUED &&
-                                           (!r->item || r->item->off > 0));
+  if (r->is_send) {
+    if (r->state == RQ_SEND_ACKWAIT)
+      return true;
+    if (r->state != RQ_SEND_QUEUED)
+      return false;
+    int queued = 0; /* a body's stripes: some written, or one begun */
+    for (const tcp_item *it = r->item; it; it = it->rnext, queued++)
+      if (it->off > 0)
+        return true;
+    return !r->item || (r->parts > 0 && queued < r->parts);
+  }
   return r->state == RQ_RECV_READING || r->state == RQ_RECV_BODYWAIT;
 }
 
@@ -392,8 +409,10 @@ static void take_unexpected(dist__tcp *t, tcp_conn *c, dist__tcp_req *r, const t
   bool ok = check_match(t, r, c->peer, m) == DIST_OK;
   if (m->type == TCP_F_RTS) {
     answer(t, c, ok ? TCP_F_CTS : TCP_F_NACK, r, m);
-    if (ok)
+    if (ok) {
       r->state = RQ_RECV_BODYWAIT;
+      body_due(t, r, true);
+    }
     else
       finish(t, r);
     return;
@@ -620,6 +639,8 @@ void dist__tcp_on_payload_done(dist__tcp *t, tcp_conn *c) {
   if (c->rreq) {
     dist__tcp_req *r = c->rreq;
     c->rreq = NULL;
+    if (c->rh.type == TCP_F_BODY && --r->parts_left > 0)
+      return; /* other stripes are still on their way */
     if (c->rh.type == TCP_F_DATA && (c->rh.flags & TCP_HF_WANT_ACK))
       answer(t, c, TCP_F_ACK, r, &c->rh);
     finish(t, r);
@@ -656,10 +677,42 @@ void dist__tcp_on_rts(dist__tcp *t, tcp_conn *c) {
   append_unexpected(t, u);
 }
 
+/* The frames of r's body, one stripe per lane (tcp_int.h); NULL when out
+ * of memory (nothing allocated then). */
+static tcp_item *body_items(dist__tcp_req *r, int n) {
+  tcp_item *head = NULL;
+  for (int i = n - 1; i >= 0; i--) {
+    tcp_item *it = dist__calloc(1, sizeof *it);
+    if (!it) {
+      while (head) {
+        tcp_item *next = head->rnext;
+        dist__free(head);
+        head = next;
+      }
+      return NULL;
+    }
+    int64_t off, len;
+    dist__tcp_block((int64_t)r->len, n, i, &off, &len);
+    dist__tcp_hdr_init(&it->h, TCP_F_BODY, r->ctx, r->tag);
+    it->h.msg_id = r->msg_id;
+    it->h.size = r->len;
+    it->h.len = (uint64_t)len;
+    it->h.count = off;
+    it->h.total = n;
+    it->payload = r->buf + off;
+    it->plen = (size_t)len;
+    it->req = r;
+    it->rnext = head;
+    head = it;
+  }
+  return head;
+}
+
 void dist__tcp_on_cts(dist__tcp *t, tcp_conn *c) {
   dist__tcp_req *r = find_by_id(t, true, c->peer, c->rh.msg_id, RQ_SEND_CTSWAIT);
-  tcp_item *it = r ? dist__calloc(1, sizeof *it) : NULL;
-  if (!it) {
+  int n = r ? dist__tcp_stripes(t, c->peer, r->len) : 0;
+  tcp_item *items = r ? body_items(r, n) : NULL;
+  if (!items) {
     if (r) {
       char lb[64];
       dist__tcp_complete(t, r, DIST_E_NOMEM, "%s: out of memory",
@@ -671,29 +724,45 @@ void dist__tcp_on_cts(dist__tcp *t, tcp_conn *c) {
     dist__tcp_send_ctrl(t, c, &h, NULL);
     return;
   }
-  dist__tcp_hdr_init(&it->h, TCP_F_BODY, r->ctx, r->tag);
-  it->h.msg_id = r->msg_id;
-  it->h.size = r->len;
-  it->h.len = r->len;
-  it->payload = r->buf;
-  it->plen = r->len;
-  it->req = r;
-  r->item = it;
+  r->item = items;
+  r->parts = n;
   r->state = RQ_SEND_QUEUED;
-  dist__tcp_enqueue(t, c, it);
+  int i = 0;
+  for (tcp_item *it = items, *next; it; it = next, i++) {
+    next = it->rnext; /* enqueue may write the frame, and unchain it */
+    dist__tcp_enqueue(t, dist__tcp_lane(t, c->peer, i), it);
+  }
+}
+
+/* The stripe a BODY frame on lane c says it is, checked against the split
+ * of r's body this rank computes; false when it does not fit. */
+static bool stripe_ok(dist__tcp *t, tcp_conn *c, dist__tcp_req *r) {
+  const tcp_hdr *h = &c->rh;
+  if (h->size != r->len || h->total < 1 || h->total > t->conns[c->peer].nlanes ||
+      c->lane >= h->total || (r->parts && h->total != r->parts))
+    return false;
+  int64_t off, len;
+  dist__tcp_block((int64_t)r->len, (int)h->total, c->lane, &off, &len);
+  return h->count == off && h->len == (uint64_t)len;
 }
 
 bool dist__tcp_on_body(dist__tcp *t, tcp_conn *c) {
   dist__tcp_req *r = find_by_id(t, false, c->peer, c->rh.msg_id, RQ_RECV_BODYWAIT);
+  if (!r)
+    r = find_by_id(t, false, c->peer, c->rh.msg_id, RQ_RECV_READING);
   if (!r) {
     dist__tcp_expect_body(c, NULL, c->rh.len); /* its receive was cancelled */
     return true;
   }
-  if (c->rh.len != r->len)
+  if (!stripe_ok(t, c, r))
     return false;
+  if (!r->parts) {
+    r->parts = (int)c->rh.total;
+    r->parts_left = r->parts;
+  }
   r->state = RQ_RECV_READING;
   c->rreq = r;
-  dist__tcp_expect_body(c, r->buf, r->len);
+  dist__tcp_expect_body(c, r->buf + c->rh.count, c->rh.len);
   return true;
 }
 
@@ -753,6 +822,7 @@ void dist__tcp_on_cancel(dist__tcp *t, tcp_conn *c) {
   if (r) {
     /* As MPI's cancel: a withdrawn message is never received. The receive
      * goes back first in line (it had matched first) for the next one. */
+    body_due(t, r, false);
     r->msg_id = 0;
     r->src = -1;
     start_recv(t, r, true);

@@ -61,20 +61,13 @@ static int fail_peer_reqs(dist__tcp *t, int p, int rc, const char *msg) {
   return failed;
 }
 
-void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...) {
-  if (c->gone)
-    return;
-  char msg[DIST_ERRMSG_LEN];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
+/* One connection of a lost peer: no more traffic; the descriptor stays
+ * open until destroy so a poll() in progress elsewhere never sees its
+ * number reused. */
+static void conn_gone(tcp_conn *c) {
   c->gone = true;
-  /* No more traffic; the descriptor stays open until destroy so a poll()
-   * in progress elsewhere never sees its number reused. */
   if (c->fd >= 0)
     shutdown(c->fd, SHUT_RDWR);
-  int failed = fail_peer_reqs(t, c->peer, rc, msg);
   dist__tcp_free_queue(c);
   if (c->rumsg) {
     dist__free(c->rumsg->data);
@@ -83,6 +76,22 @@ void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...
   }
   c->rreq = NULL;
   c->in_body = false;
+}
+
+void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...) {
+  c = &t->conns[c->peer]; /* a peer is lost with all its sockets at once */
+  if (c->gone)
+    return;
+  char msg[DIST_ERRMSG_LEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  for (int i = 0; i < c->nlanes; i++)
+    dist__tcp_lane(t, c->peer, i)->gone = true;
+  int failed = fail_peer_reqs(t, c->peer, rc, msg);
+  for (int i = 0; i < c->nlanes; i++)
+    conn_gone(dist__tcp_lane(t, c->peer, i));
   t->completed = true;
   if (t->closing)
     return;
@@ -156,8 +165,11 @@ void dist__tcp_handle_abort(dist__tcp *t) {
       ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
       (void)w;
     }
-    c->gone = true;
-    shutdown(c->fd, SHUT_WR);
+    for (int i = 0; i < c->nlanes; i++) {
+      tcp_conn *l = dist__tcp_lane(t, p, i);
+      l->gone = true;
+      shutdown(l->fd, SHUT_WR);
+    }
   }
   char m[DIST_ERRMSG_LEN];
   for (dist__tcp_req *r = t->reqs; r; r = r->next) {
@@ -167,8 +179,8 @@ void dist__tcp_handle_abort(dist__tcp *t) {
     dist__tcp_cancel(t, r, DIST_E_ABORTED, m);
   }
   for (int p = 0; p < t->g->size; p++)
-    if (p != t->g->rank)
-      dist__tcp_free_queue(&t->conns[p]);
+    for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++)
+      dist__tcp_free_queue(dist__tcp_lane(t, p, i));
   t->completed = true;
 }
 
@@ -190,20 +202,27 @@ void dist__tcp_abort(dist__tcp *t, const char *reason) {
   }
 }
 
+static bool sweep_conn(dist__tcp *t, tcp_conn *c) {
+  bool moved = false;
+  if (dist__tcp_flush_due(c, false))
+    moved |= dist__tcp_flush(t, c);
+  bool got = dist__tcp_lane_live(t, c) && dist__tcp_read(t, c);
+  moved |= got;
+  /* ACK/CTS the reads queued; lazy ACKs once the connection is idle */
+  if (!c->gone && dist__tcp_flush_due(c, !got))
+    moved |= dist__tcp_flush(t, c);
+  return moved;
+}
+
+/* Lane 0 of a peer first: it says BYE before the peer closes the others. */
 bool dist__tcp_sweep(dist__tcp *t) {
   bool moved = false;
-  for (int p = 0; p < t->g->size; p++) {
-    tcp_conn *c = &t->conns[p];
-    if (p == t->g->rank || c->gone)
-      continue;
-    if (dist__tcp_flush_due(c, false))
-      moved |= dist__tcp_flush(t, c);
-    bool got = dist__tcp_read(t, c);
-    moved |= got;
-    /* ACK/CTS the reads queued; lazy ACKs once the connection is idle */
-    if (!c->gone && dist__tcp_flush_due(c, !got))
-      moved |= dist__tcp_flush(t, c);
-  }
+  for (int p = 0; p < t->g->size; p++)
+    for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++) {
+      tcp_conn *c = dist__tcp_lane(t, p, i);
+      if (!c->gone && !c->eof)
+        moved |= sweep_conn(t, c);
+    }
   dist__tcp_handle_abort(t);
   return moved;
 }
@@ -212,12 +231,13 @@ bool dist__tcp_sweep(dist__tcp *t) {
 static void block_poll(dist__tcp *t, int64_t deadline_ms) {
   int n = 0;
   t->pfds[n++] = (struct pollfd){t->wakefd, POLLIN, 0};
-  for (int p = 0; p < t->g->size; p++) {
-    tcp_conn *c = &t->conns[p];
-    if (p == t->g->rank || c->gone)
-      continue;
-    t->pfds[n++] = (struct pollfd){c->fd, (short)(POLLIN | (c->sq ? POLLOUT : 0)), 0};
-  }
+  for (int p = 0; p < t->g->size; p++)
+    for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++) {
+      tcp_conn *c = dist__tcp_lane(t, p, i);
+      short ev = (short)((dist__tcp_lane_live(t, c) ? POLLIN : 0) | (c->sq ? POLLOUT : 0));
+      if (!c->gone && !c->eof && ev)
+        t->pfds[n++] = (struct pollfd){c->fd, ev, 0};
+    }
   int64_t left = dist__remaining_ms(deadline_ms);
   int ms = left > POLL_SLICE_MS ? POLL_SLICE_MS : (int)left;
   t->in_poll = true;
