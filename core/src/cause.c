@@ -28,10 +28,11 @@
 
 #define DIST_CAUSE_TIMEOUT_MS 2000
 
-/* The default group's global rank, or -1 before init. */
+/* The default group's global rank; while init builds it (a check that
+ * fails there), the rank the rendezvous gave; -1 before. */
 static int own_rank(void) {
   dist_pg *g = dist__pg_default();
-  return g && g != DIST_GROUP_NON_MEMBER ? g->info.global_rank : -1;
+  return g && g != DIST_GROUP_NON_MEMBER ? g->info.global_rank : dist__log_rank();
 }
 
 /* Whether the cause value cur may give way to a diagnosis of status. */

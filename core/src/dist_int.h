@@ -47,6 +47,9 @@ extern void (*_Atomic dist__log_hook)(dist_log_level lvl, const char *line);
 
 /* Reads the environment once (first use); idempotent. */
 void dist__log_init_once(void);
+/* The rank log lines show (set by init once the rendezvous named it; -1
+ * before). */
+int dist__log_rank(void);
 /* Init reads DIST_DEBUG / TORCH_DISTRIBUTED_DEBUG again, as torch does when
  * init_process_group runs, so a program that sets it before init (on one
  * rank, say) gets that level; a level set with dist_set_debug_level wins. */

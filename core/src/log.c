@@ -231,6 +231,8 @@ void dist_log_set_subsys_mask(uint32_t mask) { atomic_store(&dist__log_subsys_ma
 
 void dist_log_set_rank(int rank) { atomic_store(&log_rank, rank); }
 
+int dist__log_rank(void) { return atomic_load(&log_rank); }
+
 void dist_log_set_sink(dist_log_sink_fn fn, void *arg) {
   pthread_mutex_lock(&sink_lock);
   sink_fn = fn;
