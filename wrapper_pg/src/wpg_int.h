@@ -2,9 +2,10 @@
  *
  * wpg.c is the filter (vtable, interposer hook, lifetime); fingerprint.c
  * turns a dist_coll into the record ranks exchange and compares records;
- * exchange.c runs the exchange and decides; report.c writes the reports;
+ * exchange.c runs the exchange and decides; async.c does the same for
+ * async calls on the group's checking thread; report.c writes the reports;
  * callsite.c resolves return addresses; absent.c names the members that did
- * not arrive; agree.c runs the init-time agreement; order.c compares the
+ * not arrive or left; agree.c runs the init-time agreement; order.c compares the
  * members' views of a group before it connects. */
 #ifndef DIST_WPG_INT_H
 #define DIST_WPG_INT_H
