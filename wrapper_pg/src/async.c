@@ -106,8 +106,6 @@ static void finish(wpg *w, wpg_pending *e) {
   if (rc != DIST_OK) {
     dist_backend_work_done(e->wk, rc, -1, msg);
   } else {
-    if (__builtin_expect(dist_log_get_level() >= DIST_LOG_TRACE, 0))
-      wpg_trace(w, c);
     rc = dist_pg_forward(w->inner, c, e->wk);
     if (rc != DIST_OK) /* the inner group did not take it: the work is ours */
       dist_backend_work_done(e->wk, rc, -1, dist_pg_errmsg(w->inner));

@@ -209,14 +209,7 @@ uint64_t wpg_roll(uint64_t h, uint64_t v) {
   return h * 0xbf58476d1ce4e5b9ull;
 }
 
-/* DETAIL with DIST_LOG_LEVEL=INFO: one trace line per checked operation. */
-void wpg_trace(const wpg *w, const dist_coll *c) {
-  char v[320];
-  value(w, c, true, v, sizeof v);
-  dist_log(DIST_LOG_TRACE, DIST_SUBSYS_WPG, "group %d: %s: the %d ranks agree", w->info->group_id,
-           v, w->size);
-}
-
+/* (DETAIL's one trace line per operation is core's, at issue: pg_log.c.) */
 int wpg_check_coll(wpg *w, const dist_coll *c) {
   if (w->size == 1)
     return DIST_OK; /* nobody to disagree with */
@@ -238,7 +231,5 @@ int wpg_check_coll(wpg *w, const dist_coll *c) {
   w->have_prev = true;
   w->coll_count++;
   w->hist = wpg_roll(w->hist, wpg_fp_hash(&me));
-  if (__builtin_expect(dist_log_get_level() >= DIST_LOG_TRACE, 0))
-    wpg_trace(w, c);
   return DIST_OK;
 }

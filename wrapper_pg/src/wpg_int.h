@@ -193,7 +193,6 @@ int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, wpg_detail 
 void wpg_describe(const wpg *w, const dist_coll *c, bool seqs, bool resolve, wpg_detail *d);
 size_t wpg_detail_size(void);
 uint64_t wpg_roll(uint64_t h, uint64_t v);
-void wpg_trace(const wpg *w, const dist_coll *c);
 
 /* --- async.c --- */
 /* Starts the check of an asynchronous operation: posts the record on the
