@@ -76,6 +76,8 @@ Test(wrapper_pg_async, groups_started_in_opposite_orders_complete_in_issue_order
  * take a minute, past the bound the test waits. */
 static int leave_rank(const dist_test_ctx *ctx) {
   setenv("DIST_TEST_TIMEOUT_MS", "60000", 1);
+  if (ctx->arg) /* the transport, else the default (shared memory) */
+    setenv("DIST_TRANSPORT", ctx->arg, 1);
   CHECK_OK(ctx, wpg_test_init(ctx));
   float v[4] = {1, 1, 1, 1};
   dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
@@ -110,4 +112,46 @@ static int leave_rank(const dist_test_ctx *ctx) {
 
 Test(wrapper_pg_async, a_rank_that_leaves_early_is_named_with_its_count, .timeout = 50) {
   cr_assert_eq(dist_test_ranks(3, leave_rank, NULL, 40), 0, "%s", dist_test_report());
+}
+
+Test(wrapper_pg_async, a_rank_that_leaves_early_is_named_over_tcp, .timeout = 50) {
+  cr_assert_eq(dist_test_ranks(3, leave_rank, "tcp", 40), 0, "%s", dist_test_report());
+}
+
+/* Async calls whose check fails: every work fails on wait, and the group
+ * goes on for calls that agree (the counts rewind as after a sync check). */
+static int async_shape_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float v[8] = {5, 5, 5, 5, 5, 5, 5, 5};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4), t2 = t;
+  t2.ndim = 2;
+  t2.shape[0] = t2.shape[1] = 2;
+  dist_work *w = NULL;
+  /* [4] against [2,2] on rank 1: same count, the shape differs */
+  CHECK_OK(ctx, dist_all_reduce(ctx->rank == 1 ? &t2 : &t, DIST_SUM, NULL, &w));
+  int rc = dist_work_wait(w, 30000);
+  const char *msg = dist_work_errmsg(w);
+  char buf[512];
+  CHECK(ctx, rc == DIST_E_DESYNC, "wait %s: %s", dist_status_name(rc), msg);
+  CHECK(ctx, strstr(msg, "ranks disagree on the shape\n") &&
+                 wpg_line(msg, "  rank 1: ", buf, sizeof buf) &&
+                 strstr(buf, "float32[2, 2]") && strstr(buf, "<- shape differs"),
+        "report:\n%s", msg);
+  CHECK(ctx, wpg_line(msg, "  ranks 0,2: ", buf, sizeof buf) && strstr(buf, "float32[4]"),
+        "majority line:\n%s", msg);
+  for (int i = 0; i < 8; i++)
+    CHECK(ctx, v[i] == 5, "buffer touched: v[%d] = %g", i, v[i]);
+  dist_work_free(w);
+  dist_tensor t4 = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_all_reduce(&t4, DIST_SUM, NULL, &w));
+  CHECK_OK(ctx, dist_work_wait(w, 30000));
+  CHECK(ctx, v[0] == 15 && v[3] == 15 && v[4] == 5, "v = %g..%g,%g after the agreed call", v[0],
+        v[3], v[4]);
+  dist_work_free(w);
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_async, a_shape_that_differs_fails_the_work_and_touches_nothing, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, async_shape_rank, NULL, 50), 0, "%s", dist_test_report());
 }
