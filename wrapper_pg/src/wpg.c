@@ -163,6 +163,7 @@ static void fini(void *priv) {
   if (atomic_load(&w->pending) && w->helper) /* checks still waiting end now */
     dist_abort_group(w->helper, "the group was destroyed");
   wpg_async_stop(w);
+  wpg_rewind(w); /* a failed async check did not count */
   wpg_leave(w); /* before the helper goes: a peer still waiting names us */
   if (w->helper)
     dist_destroy_process_group(w->helper);
