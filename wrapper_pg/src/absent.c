@@ -184,9 +184,10 @@ void wpg_leave(wpg *w) {
   dist_store_set(dist_get_default_store(), k, &me, sizeof me);
 }
 
-/* Fills gone[r] and left[r] for the members that left the group; returns
- * how many did. */
-static int read_left(wpg *w, dist_store *st, wpg_left *gone, bool *left) {
+/* Fills gone[r] and left[r] for the members that left the group before
+ * collective count (a member that reached it, said so, or counted it left
+ * later, for its own reason: it is not named); returns how many did. */
+static int read_left(wpg *w, dist_store *st, uint64_t count, wpg_left *gone, bool *left) {
   int n = 0;
   for (int r = 0; r < w->size; r++) {
     char k[128];
@@ -201,8 +202,13 @@ static int read_left(wpg *w, dist_store *st, wpg_left *gone, bool *left) {
     if (dist_store_check(st, kp, 1, &there) == DIST_OK && there &&
         dist_store_get(st, k, &v, &len) == DIST_OK && len == sizeof *gone) {
       memcpy(&gone[r], v, sizeof *gone);
-      left[r] = true;
-      n++;
+      char hk[128];
+      const char *hp[1] = {hk};
+      bool arrived = false;
+      key(hk, sizeof hk, w, count, r);
+      dist_store_check(st, hp, 1, &arrived);
+      left[r] = gone[r].count < count && !arrived;
+      n += left[r];
     }
     dist_free(v);
   }
@@ -271,7 +277,7 @@ static int name_absent(wpg *w, dist_store *st, const dist_coll *c, uint64_t coun
     return relay(w, c, rc, gname, whyb);
   }
   say_where(w, st, c);
-  if (read_left(w, st, gone, left)) {
+  if (read_left(w, st, count, gone, left)) {
     rc = report_left(w, c, count, gone, left);
     free(present), free(left), free(gone);
     return rc;
