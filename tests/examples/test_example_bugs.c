@@ -107,6 +107,14 @@ Test(examples_bugs, detail_names_the_differing_splits, .timeout = 120) {
   detail_case("split", 10, "rank 3 sends 5 rows to rank 0, which expects 4");
 }
 
+/* The culprit runs two all_reduces of three (after the program's three
+ * setup collectives), then destroys its group and exits 0: the others name
+ * it with its count and last call (a desync, not a rank that died). */
+Test(examples_bugs, detail_names_the_rank_that_skipped_and_left, .timeout = 120) {
+  detail_case("skip", 10, "left after 5 collectives; its last operation was ALL_REDUCE #5, "
+                          "called from bugs.c:");
+}
+
 Test(examples_bugs, detail_names_groups_created_in_another_order, .timeout = 120) {
   /* rank 3's line; its label's padding depends on which others are listed */
   detail_case("group-order", 10, "group 1 \"everyone\" of ranks 0,1,2,3  <- member list differs");

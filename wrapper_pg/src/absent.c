@@ -29,13 +29,14 @@ static void seconds(int64_t ms, char *buf, size_t len) {
 }
 
 /* present[r]: whether member r said it arrived. */
-static void arrivals(wpg *w, dist_store *st, uint64_t count, bool *present) {
+static void arrivals(wpg *w, dist_store *st, uint64_t count, const bool *gone, bool *present) {
   int n = w->size, k = 0;
-  char (*keys)[128] = calloc((size_t)n, sizeof *keys);
-  const char **kp = calloc((size_t)n, sizeof *kp);
+  size_t nz = n > 0 ? (size_t)n : 1;
+  char (*keys)[128] = calloc(nz, sizeof *keys);
+  const char **kp = calloc(nz, sizeof *kp);
   for (int r = 0; keys && kp && r < n; r++) {
     present[r] = r == w->rank;
-    if (r != w->rank) {
+    if (r != w->rank && !gone[r]) { /* a rank that left will not come */
       key(keys[k], sizeof keys[k], w, count, r);
       kp[k] = keys[k];
       k++;
@@ -45,10 +46,10 @@ static void arrivals(wpg *w, dist_store *st, uint64_t count, bool *present) {
     free(keys), free(kp);
     return;
   }
-  /* A timeout here is the answer. */
-  dist_store_wait(st, kp, (size_t)k, wpg_grace_ms(w->info->timeout_ms));
+  if (k) /* A timeout here is the answer. */
+    dist_store_wait(st, kp, (size_t)k, wpg_grace_ms(w->info->timeout_ms));
   for (int r = 0, i = 0; r < n; r++) {
-    if (r == w->rank)
+    if (r == w->rank || gone[r])
       continue;
     bool here = false;
     dist_store_check(st, &kp[i++], 1, &here);
@@ -105,7 +106,7 @@ static int report(wpg *w, dist_store *st, const dist_coll *c, int rc, const bool
   int *absent = calloc((size_t)w->size, sizeof *absent), n = 0;
   if (!msg || !absent) {
     free(msg), free(absent);
-    return dist_backend_set_error(w->self, rc, "out of memory naming absent ranks");
+    return wpg_set_error(w, rc, "out of memory naming absent ranks");
   }
   for (int r = 0; r < w->size; r++)
     if (!present[r])
@@ -158,22 +159,131 @@ static const char *what(int rc) {
 /* A failure that is not about who arrived (an abort, a broken helper): the
  * helper's message under this group's header. */
 static int relay(wpg *w, const dist_coll *c, int rc, const char *gname, const char *why) {
-  return dist_backend_set_error(w->self, rc, "%s in %s at %s #%" PRIu64 ": %s", what(rc), gname,
+  return wpg_set_error(w, rc, "%s in %s at %s #%" PRIu64 ": %s", what(rc), gname,
                                 dist_op_name(c->kind), c->seq, why);
 }
 
-static int name_absent(wpg *w, dist_store *st, const dist_coll *c, int rc, const char *gname,
-                       const char *whyb) {
-  uint64_t count = w->coll_count + 1;
-  bool *present = calloc((size_t)w->size, sizeof *present);
+/* --- a member that left -------------------------------------------------- */
+
+static void left_key(char *buf, size_t len, const wpg *w, int grank) {
+  snprintf(buf, len, "wpg/%s/left/%d/%d", w->info->name, wpg_generation(), grank);
+}
+
+void wpg_leave(wpg *w) {
+  if (w->size < 2 || !w->helper || !dist_get_default_store())
+    return;
+  wpg_left me = {.count = w->coll_count, .have_last = w->have_prev};
+  if (w->have_prev)
+    me.last = w->prev[w->rank];
+  /* The job's own handle, on the thread that destroys the group (or
+   * exits): a new connection would wait out the store's timeout when the
+   * rank hosting the store has already gone. Best effort: without the
+   * record the others name this rank as absent. */
+  char k[128];
+  left_key(k, sizeof k, w, w->rank);
+  dist_store_set(dist_get_default_store(), k, &me, sizeof me);
+}
+
+/* Fills gone[r] and left[r] for the members that left the group before
+ * collective count (a member that reached it, said so, or counted it left
+ * later, for its own reason: it is not named); returns how many did. */
+static int read_left(wpg *w, dist_store *st, uint64_t count, wpg_left *gone, bool *left) {
+  int n = 0;
+  for (int r = 0; r < w->size; r++) {
+    char k[128];
+    const char *kp[1] = {k};
+    bool there = false;
+    void *v = NULL;
+    size_t len = 0;
+    left[r] = false;
+    if (r == w->rank)
+      continue;
+    left_key(k, sizeof k, w, r);
+    if (dist_store_check(st, kp, 1, &there) == DIST_OK && there &&
+        dist_store_get(st, k, &v, &len) == DIST_OK && len == sizeof *gone) {
+      memcpy(&gone[r], v, sizeof *gone);
+      char hk[128];
+      const char *hp[1] = {hk};
+      bool arrived = false;
+      key(hk, sizeof hk, w, count, r);
+      dist_store_check(st, hp, 1, &arrived);
+      left[r] = gone[r].count < count && !arrived;
+      n += left[r];
+    }
+    dist_free(v);
+  }
+  return n;
+}
+
+/* A member ran out of calls: it destroyed the group (or exited) after
+ * fewer collectives than this rank issued. A desync, not a timeout: the
+ * counts parted. */
+static int report_left(wpg *w, const dist_coll *c, uint64_t count, const wpg_left *gone,
+                       const bool *left) {
+  char *msg = malloc(WPG_MSG_LEN);
+  if (!msg)
+    return wpg_set_error(w, DIST_E_DESYNC, "desync: a member left the group");
+  char gname[160], site[200], list[256];
+  wpg_group_name(w->info, gname, sizeof gname);
+  size_t lo = 0, off = 0;
+  int n = 0, lowest = w->info->global_rank;
+  for (int r = 0; r < w->size; r++)
+    if (left[r])
+      wpg_appendf(list, sizeof list, &lo, "%s%d", n++ ? "," : "", w->info->global_ranks[r]);
+  wpg_appendf(msg, WPG_MSG_LEN, &off, "desync in %s at %s #%" PRIu64 ": %s %s left the group "
+              "(destroyed it or exited) before this collective; the collective counts differ",
+              gname, dist_op_name(c->kind), c->seq, n > 1 ? "ranks" : "rank", list);
+  wpg_site_resolve(c->caller, site, sizeof site);
+  wpg_appendf(msg, WPG_MSG_LEN, &off, "\n  rank %d: at %s #%" PRIu64 " (collective %" PRIu64
+              " of the group), called from %s", w->info->global_rank, dist_op_name(c->kind),
+              c->seq, count, site);
+  for (int r = 0; r < w->size; r++) {
+    if (!left[r])
+      continue;
+    wpg_appendf(msg, WPG_MSG_LEN, &off, "\n  rank %d (", w->info->global_ranks[r]);
+    if (w->info->global_ranks[r] != r)
+      wpg_appendf(msg, WPG_MSG_LEN, &off, "group rank %d, ", r);
+    wpg_appendf(msg, WPG_MSG_LEN, &off, "host %s, pid %d): left after %" PRIu64 " collective%s",
+                w->ident[r].host, w->ident[r].pid, gone[r].count, gone[r].count == 1 ? "" : "s");
+    if (gone[r].have_last) {
+      wpg_site_resolve_off(gone[r].last.module, gone[r].last.caller_off, site, sizeof site);
+      wpg_appendf(msg, WPG_MSG_LEN, &off, "; its last operation was %s #%" PRIu64
+                  ", called from %s", dist_op_name((dist_op_kind)gone[r].last.kind),
+                  gone[r].last.seq, site);
+    }
+    wpg_appendf(msg, WPG_MSG_LEN, &off, "  <- collective count differs");
+  }
+  /* The lowest rank still here logs and posts: the others that wait see
+   * the same records and name the same ranks. */
+  for (int r = 0; r < w->size; r++)
+    if (!left[r]) {
+      lowest = w->info->global_ranks[r];
+      break;
+    }
+  int rc = wpg_fail(w, DIST_E_DESYNC, msg, lowest);
+  free(msg);
+  return rc;
+}
+
+static int name_absent(wpg *w, dist_store *st, const dist_coll *c, uint64_t count, int rc,
+                       const char *gname, const char *whyb) {
+  size_t n = (size_t)w->size;
+  bool *present = calloc(n, sizeof *present), *left = calloc(n, sizeof *left);
+  wpg_left *gone = calloc(n, sizeof *gone);
   char k[128];
   key(k, sizeof k, w, count, w->rank);
-  if (!present || dist_store_set(st, k, "1", 1) != DIST_OK) {
-    free(present);
+  if (!present || !left || !gone || dist_store_set(st, k, "1", 1) != DIST_OK) {
+    free(present), free(left), free(gone);
     return relay(w, c, rc, gname, whyb);
   }
   say_where(w, st, c);
-  arrivals(w, st, count, present);
+  if (read_left(w, st, count, gone, left)) {
+    rc = report_left(w, c, count, gone, left);
+    free(present), free(left), free(gone);
+    return rc;
+  }
+  arrivals(w, st, count, left, present);
+  free(left), free(gone);
   int lowest = -1, n_absent = 0;
   for (int r = 0; r < w->size; r++) {
     if (present[r] && lowest < 0)
@@ -189,7 +299,7 @@ static int name_absent(wpg *w, dist_store *st, const dist_coll *c, int rc, const
   return rc;
 }
 
-int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
+int wpg_absent(wpg *w, const dist_coll *c, uint64_t count, int rc, const char *why) {
   char whyb[512], gname[160];
   snprintf(whyb, sizeof whyb, "%s", why ? why : "");
   wpg_group_name(w->info, gname, sizeof gname);
@@ -200,7 +310,7 @@ int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why) {
   dist_store *st = NULL;
   if (!dist_get_default_store() || dist_store_clone(dist_get_default_store(), &st) != DIST_OK)
     return relay(w, c, rc, gname, whyb);
-  rc = name_absent(w, st, c, rc, gname, whyb);
+  rc = name_absent(w, st, c, count, rc, gname, whyb);
   dist_store_destroy(st);
   return rc;
 }

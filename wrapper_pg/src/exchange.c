@@ -19,13 +19,17 @@
 
 #define SPLIT_MAX 32 /* ranks whose split sizes a report shows */
 
-typedef struct detail {
+typedef struct wpg_detail {
   char text[320];
   char site[192];
   int64_t send[SPLIT_MAX]; /* all_to_all: what this rank sends to each */
   int64_t recv[SPLIT_MAX]; /* and expects from each */
   char extra[WPG_DETAIL_LEN - 512 - 2 * 8 * SPLIT_MAX];
 } detail;
+
+size_t wpg_detail_size(void) {
+  return sizeof(detail);
+}
 
 _Static_assert(sizeof(detail) == WPG_DETAIL_LEN, "detail record size");
 
@@ -104,9 +108,10 @@ static void value(const wpg *w, const dist_coll *c, bool seqs, char *out, size_t
     wpg_appendf(out, len, &off, " (%zu bytes)", dist_tensor_nbytes(t));
 }
 
-static void describe(const wpg *w, const dist_coll *c, bool seqs, detail *d) {
+void wpg_describe(const wpg *w, const dist_coll *c, bool seqs, bool resolve, detail *d) {
   value(w, c, seqs, d->text, sizeof d->text);
-  wpg_site_resolve(c->caller, d->site, sizeof d->site);
+  if (resolve)
+    wpg_site_resolve(c->caller, d->site, sizeof d->site);
   int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
   for (int j = 0; j < n; j++) {
     if (c->kind == DIST_OP_ALL_TO_ALL_SINGLE) {
@@ -117,7 +122,7 @@ static void describe(const wpg *w, const dist_coll *c, bool seqs, detail *d) {
       d->recv[j] = dist_tensor_numel(&c->outputs[j]);
     }
   }
-  if (wpg_show_stacks())
+  if (resolve && wpg_show_stacks())
     wpg_site_stack(c->caller, d->extra, sizeof d->extra);
 }
 
@@ -128,9 +133,10 @@ static const char *field_of(void *arg, int cls, int major) {
 }
 
 /* Pairs whose all_to_all sizes disagree, one line each. */
-static void split_lines(const wpg *w, const detail *d, char *buf, size_t len, size_t *off) {
+static void split_lines(const wpg *w, const wpg_fp *all, const detail *d, char *buf, size_t len,
+                        size_t *off) {
   const int *g = w->info->global_ranks;
-  bool rows = w->all[0].kind == DIST_OP_ALL_TO_ALL_SINGLE;
+  bool rows = all[0].kind == DIST_OP_ALL_TO_ALL_SINGLE;
   int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++)
@@ -140,28 +146,37 @@ static void split_lines(const wpg *w, const detail *d, char *buf, size_t len, si
                     rows ? "rows" : "elements", g[j], (long long)d[j].recv[i]);
 }
 
-static int report_desync(wpg *w, const dist_coll *c) {
+int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, detail *given) {
   int n = w->size;
   bool seqs = false;
   for (int i = 1; i < n; i++)
-    seqs |= w->all[i].seq != w->all[0].seq;
-  detail *mine = calloc(1, sizeof *mine), *d = calloc((size_t)n, sizeof *d);
+    seqs |= all[i].seq != all[0].seq;
+  detail *mine = calloc(1, sizeof *mine), *d = given ? given : calloc((size_t)n, sizeof *d);
   wpg_row *rows = calloc((size_t)n, sizeof *rows);
   char *msg = malloc(WPG_MSG_LEN);
   if (!mine || !d || !rows || !msg) {
-    free(mine), free(d), free(rows), free(msg);
-    return dist_backend_set_error(w->self, DIST_E_DESYNC, "desync in group %d (out of "
+    free(mine), free(rows), free(msg);
+    if (!given)
+      free(d);
+    return wpg_set_error(w, DIST_E_DESYNC, "desync in group %d (out of "
                                   "memory writing the report)", w->info->group_id);
   }
-  describe(w, c, seqs, mine);
-  int rc = gather(w, mine, d, sizeof *mine);
-  if (rc != DIST_OK) /* a peer left between the two exchanges: our own view */
+  int rc = DIST_OK;
+  if (given) { /* sent with the records: the texts numbered at issue */
     for (int i = 0; i < n; i++)
-      snprintf(d[i].text, sizeof d[i].text, "%s", i == w->rank ? mine->text : "?");
+      if (!d[i].site[0])
+        wpg_site_resolve_off(all[i].module, all[i].caller_off, d[i].site, sizeof d[i].site);
+  } else {
+    wpg_describe(w, c, seqs, true, mine);
+    rc = gather(w, mine, d, sizeof *mine);
+    if (rc != DIST_OK) /* a peer left between the two exchanges: our own view */
+      for (int i = 0; i < n; i++)
+        snprintf(d[i].text, sizeof d[i].text, "%s", i == w->rank ? mine->text : "?");
+  }
   for (int i = 0; i < n; i++) {
     int cls = i;
     for (int k = 0; k < i && cls == i; k++)
-      if (wpg_fp_diff(&w->all[i], &w->all[k]) == WPG_F_NONE)
+      if (wpg_fp_diff(&all[i], &all[k]) == WPG_F_NONE)
         cls = k;
     rows[i] = (wpg_row){.global = w->info->global_ranks[i], .grank = i, .cls = cls,
                         .text = d[i].text, .site = rc == DIST_OK ? d[i].site : NULL,
@@ -170,58 +185,51 @@ static int report_desync(wpg *w, const dist_coll *c) {
   char gname[160];
   wpg_group_name(w->info, gname, sizeof gname);
   /* The header names the lowest rank's view of the call. */
-  const char *field = wpg_report_field(rows, n, field_of, w->all);
+  const char *field = wpg_report_field(rows, n, field_of, (void *)all);
   size_t off = 0;
   wpg_appendf(msg, WPG_MSG_LEN, &off, "desync in %s at %s #%llu: ranks disagree on the %s\n",
-              gname, dist_op_name((dist_op_kind)w->all[0].kind),
-              (unsigned long long)w->all[0].seq, field ? field : "split size");
-  wpg_report_rows(msg, WPG_MSG_LEN, &off, rows, n, field_of, w->all);
+              gname, dist_op_name((dist_op_kind)all[0].kind),
+              (unsigned long long)all[0].seq, field ? field : "split size");
+  wpg_report_rows(msg, WPG_MSG_LEN, &off, rows, n, field_of, (void *)all);
   if (rc == DIST_OK && (c->kind == DIST_OP_ALL_TO_ALL || c->kind == DIST_OP_ALL_TO_ALL_SINGLE))
-    split_lines(w, d, msg, WPG_MSG_LEN, &off);
+    split_lines(w, all, d, msg, WPG_MSG_LEN, &off);
   if (off && msg[off - 1] == '\n')
     msg[--off] = '\0';
   rc = wpg_fail(w, DIST_E_DESYNC, msg, w->info->global_ranks[0]);
-  free(mine), free(d), free(rows), free(msg);
+  free(mine), free(rows), free(msg);
+  if (!given)
+    free(d);
   return rc;
 }
 
 /* --- the check ----------------------------------------------------------- */
 
-static inline uint64_t roll(uint64_t h, uint64_t v) {
+uint64_t wpg_roll(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h * 0xbf58476d1ce4e5b9ull;
 }
 
-/* DETAIL with DIST_LOG_LEVEL=INFO: one trace line per checked operation. */
-static void trace(const wpg *w, const dist_coll *c) {
-  char v[320];
-  value(w, c, true, v, sizeof v);
-  dist_log(DIST_LOG_TRACE, DIST_SUBSYS_WPG, "group %d: %s: the %d ranks agree", w->info->group_id,
-           v, w->size);
-}
-
+/* (DETAIL's one trace line per operation is core's, at issue: pg_log.c.) */
 int wpg_check_coll(wpg *w, const dist_coll *c) {
   if (w->size == 1)
     return DIST_OK; /* nobody to disagree with */
   char why[512];
   int rc = wpg_helper_ensure(w, why, sizeof why);
   if (__builtin_expect(rc != DIST_OK, 0)) /* a member never came to make it */
-    return wpg_absent(w, c, rc, why);
+    return wpg_absent(w, c, w->coll_count + 1, rc, why);
   wpg_fp me;
   wpg_fp_make(w, c, &me);
   wpg_site_locate(&w->sites, c->caller, &me.caller_off, &me.module);
   rc = gather(w, &me, w->all, sizeof me);
   if (__builtin_expect(rc != DIST_OK, 0))
-    return wpg_absent(w, c, rc, dist_pg_errmsg(w->helper));
+    return wpg_absent(w, c, w->coll_count + 1, rc, dist_pg_errmsg(w->helper));
   if (__builtin_expect(!wpg_fp_agree(w->all, w->size), 0))
-    return report_desync(w, c);
+    return wpg_report_desync(w, c, w->all, NULL);
   wpg_fp *t = w->prev; /* keep this round: an absent member's last call */
   w->prev = w->all;
   w->all = t;
   w->have_prev = true;
   w->coll_count++;
-  w->hist = roll(w->hist, wpg_fp_hash(&me));
-  if (__builtin_expect(dist_log_get_level() >= DIST_LOG_TRACE, 0))
-    trace(w, c);
+  w->hist = wpg_roll(w->hist, wpg_fp_hash(&me));
   return DIST_OK;
 }

@@ -177,8 +177,36 @@ static void post_cause(int rc, const char *report) {
     dist_post_cause(rc, report);
 }
 
+/* Where a failure's message goes: the group (a synchronous call, on the
+ * caller thread) or, on the thread that checks asynchronous operations,
+ * the buffer that becomes the work's message (the group's error slot
+ * belongs to the caller thread). */
+static _Thread_local char *capture;
+static _Thread_local size_t capture_len;
+
+void wpg_capture(char *buf, size_t len) {
+  capture = buf;
+  capture_len = len;
+  if (buf && len)
+    buf[0] = '\0';
+}
+
+int wpg_set_error(wpg *w, int rc, const char *fmt, ...) {
+  char msg[WPG_MSG_LEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (capture) {
+    if (!capture[0]) /* the first message of a call wins */
+      snprintf(capture, capture_len, "%s", msg);
+    return rc;
+  }
+  return dist_backend_set_error(w->self, rc, "%s", msg);
+}
+
 int wpg_fail(wpg *w, int rc, const char *report, int lowest_global) {
-  dist_backend_set_error(w->self, rc, "%s", report);
+  wpg_set_error(w, rc, "%s", report);
   if (rc == DIST_E_DESYNC)
     dist_observer_emit_report(w->self, DIST_EV_DESYNC_REPORT, rc, report);
   int me = w->info->global_rank;

@@ -32,8 +32,17 @@ static int forward(wpg *w, const dist_coll *c, dist_work *wk) {
   return rc;
 }
 
+/* An async call's check runs on the group's checking thread (async.c); a
+ * synchronous one on the caller's, once the async ones before it are
+ * handed on (one atomic load when there are none). */
 static int coll(void *priv, const dist_coll *c, dist_work *wk) {
   wpg *w = priv;
+  if (wk && w->size > 1)
+    return wpg_check_async(w, c, wk);
+  if (__builtin_expect(atomic_load_explicit(&w->pending, memory_order_acquire) != 0, 0))
+    wpg_drain(w);
+  if (__builtin_expect(atomic_load_explicit(&w->rewind, memory_order_relaxed), 0))
+    wpg_rewind(w);
   int rc = wpg_check_coll(w, c);
   return rc != DIST_OK ? rc : forward(w, c, wk);
 }
@@ -46,7 +55,10 @@ static int coll(void *priv, const dist_coll *c, dist_work *wk) {
  * irecv, so a ring of irecvs would wait for each other). Point-to-point
  * calls take no collective count and stay out of the history hash. */
 static int p2p(void *priv, const dist_coll *c, dist_work *wk) {
-  return forward(priv, c, wk);
+  wpg *w = priv;
+  if (__builtin_expect(atomic_load_explicit(&w->pending, memory_order_acquire) != 0, 0))
+    wpg_drain(w); /* after the collectives issued before it */
+  return forward(w, c, wk);
 }
 
 static int async_error(void *priv) {
@@ -55,7 +67,42 @@ static int async_error(void *priv) {
 
 /* --- lifetime ------------------------------------------------------------ */
 
+/* Live checking groups, so that a rank that exits without destroying them
+ * still leaves its record for the others (atexit). */
+static wpg *live;
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void link_live(wpg *w) {
+  pthread_mutex_lock(&live_lock);
+  w->next_live = live;
+  live = w;
+  pthread_mutex_unlock(&live_lock);
+}
+
+static void unlink_live(wpg *w) {
+  pthread_mutex_lock(&live_lock);
+  for (wpg **p = &live; *p; p = &(*p)->next_live)
+    if (*p == w) {
+      *p = w->next_live;
+      break;
+    }
+  pthread_mutex_unlock(&live_lock);
+}
+
+static void leave_all(void) {
+  pthread_mutex_lock(&live_lock);
+  for (wpg *w = live; w; w = w->next_live)
+    if (!atomic_load(&w->pending)) /* a check in flight owns the records */
+      wpg_leave(w);
+  pthread_mutex_unlock(&live_lock);
+}
+
 static void release(wpg *w) {
+  if (w->q_init) {
+    pthread_mutex_destroy(&w->qlock);
+    pthread_cond_destroy(&w->qcv);
+    w->q_init = false;
+  }
   free(w->all);
   free(w->prev);
   free(w->ident);
@@ -73,6 +120,11 @@ static int init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
   w->all = calloc(n, sizeof *w->all);
   w->prev = calloc(n, sizeof *w->prev);
   w->ident = calloc(n, sizeof *w->ident);
+  if (w->all && w->prev && w->ident) {
+    pthread_mutex_init(&w->qlock, NULL);
+    pthread_cond_init(&w->qcv, NULL);
+    w->q_init = true;
+  }
   if (!w->all || !w->prev || !w->ident) {
     release(w);
     return dist_backend_set_error(self, DIST_E_NOMEM, "out of memory wrapping group %d",
@@ -80,6 +132,7 @@ static int init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
   }
   if (w->info->group_id == 0) {
     default_wpg = w;
+    link_live(w);
     return DIST_OK;
   }
   int rc = DIST_OK;
@@ -90,6 +143,8 @@ static int init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
     rc = wpg_helper_ensure(default_wpg, why, sizeof why);
   if (rc == DIST_OK)
     rc = wpg_helper_ensure(w, why, sizeof why);
+  if (rc == DIST_OK)
+    link_live(w);
   if (rc != DIST_OK) {
     dist_backend_set_error(self, rc, "%s", why);
     if (w->helper)
@@ -104,6 +159,12 @@ static void fini(void *priv) {
   wpg *w = priv;
   if (default_wpg == w)
     default_wpg = NULL;
+  unlink_live(w);
+  if (atomic_load(&w->pending) && w->helper) /* checks still waiting end now */
+    dist_abort_group(w->helper, "the group was destroyed");
+  wpg_async_stop(w);
+  wpg_rewind(w); /* a failed async check did not count */
+  wpg_leave(w); /* before the helper goes: a peer still waiting names us */
   if (w->helper)
     dist_destroy_process_group(w->helper);
   dist_destroy_process_group(w->inner);
@@ -199,4 +260,5 @@ void dist_wpg_install(void) {
 /* The bundled library registers the layer when it loads. */
 __attribute__((constructor)) static void wpg_load(void) {
   dist_wpg_install();
+  atexit(leave_all);
 }

@@ -2,13 +2,15 @@
  *
  * wpg.c is the filter (vtable, interposer hook, lifetime); fingerprint.c
  * turns a dist_coll into the record ranks exchange and compares records;
- * exchange.c runs the exchange and decides; report.c writes the reports;
+ * exchange.c runs the exchange and decides; async.c does the same for
+ * async calls on the group's checking thread; report.c writes the reports;
  * callsite.c resolves return addresses; absent.c names the members that did
- * not arrive; agree.c runs the init-time agreement; order.c compares the
+ * not arrive or left; agree.c runs the init-time agreement; order.c compares the
  * members' views of a group before it connects. */
 #ifndef DIST_WPG_INT_H
 #define DIST_WPG_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -84,6 +86,17 @@ typedef struct wpg_site_cache {
   uint32_t module[16];
 } wpg_site_cache;
 
+/* What a member leaves in the job's store when it destroys a checking group
+ * (or exits): a rank still waiting in an exchange names it. */
+typedef struct wpg_left {
+  uint64_t count;     /* collectives it issued on the group */
+  wpg_fp last;        /* its last one that agreed */
+  uint32_t have_last;
+  uint32_t pad;
+} wpg_left;
+
+struct wpg_pending;
+
 /* The state of one checking group (the vtable's priv). */
 typedef struct wpg {
   dist_pg *self;          /* the checking group (outer) */
@@ -99,6 +112,22 @@ typedef struct wpg {
   wpg_ident *ident;       /* size entries */
   wpg_site_cache sites;
   char last_desc[160];    /* this rank's last collective, described */
+  /* Asynchronous checks (async.c): works whose exchange is posted, in issue
+   * order, and the thread that finishes them. The issuing side owns
+   * coll_count, hist and sites; the checking side owns all, prev and
+   * have_prev while pending > 0. */
+  pthread_mutex_t qlock;
+  pthread_cond_t qcv;
+  struct wpg_pending *head, *tail;
+  _Atomic int pending;
+  bool stop, have_thread, q_init;
+  pthread_t thread;
+  /* A failed async check rewinds the issuing side's count and history to
+   * before it (as a failed sync check never counts), so that the group
+   * goes on for calls that agree. Set by the checking thread. */
+  _Atomic bool rewind;
+  uint64_t rewind_count, rewind_hist;
+  struct wpg *next_live;  /* wpg.c's list of live checking groups */
 } wpg;
 
 /* --- fingerprint.c --- */
@@ -147,9 +176,37 @@ void wpg_appendf(char *buf, size_t len, size_t *off, const char *fmt, ...)
  * the group, the event, one log line (full on the lowest rank), the cause
  * posted to the job's store for distrun. */
 int wpg_fail(wpg *w, int rc, const char *report, int lowest_global);
+/* Records a failure's message: on the group, or in the buffer wpg_capture
+ * set on this thread (NULL: back to the group). Returns rc. */
+int wpg_set_error(wpg *w, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void wpg_capture(char *buf, size_t len);
 
 /* --- exchange.c --- */
 int wpg_check_coll(wpg *w, const dist_coll *c);
+/* The records of the members (all, n of them) disagree: the report, from
+ * the details every member sent with its record (an asynchronous check;
+ * d == NULL: a second exchange gathers them, on the caller thread). */
+typedef struct wpg_detail wpg_detail;
+int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, wpg_detail *d);
+/* This rank's detail of c (site left empty when resolve is false: the
+ * record then carries the offset and the reporting rank resolves it). */
+void wpg_describe(const wpg *w, const dist_coll *c, bool seqs, bool resolve, wpg_detail *d);
+size_t wpg_detail_size(void);
+uint64_t wpg_roll(uint64_t h, uint64_t v);
+
+/* --- async.c --- */
+/* Starts the check of an asynchronous operation: posts the record on the
+ * helper and returns; the comparison and the inner operation follow on the
+ * group's checking thread, which completes wk. */
+int wpg_check_async(wpg *w, const dist_coll *c, dist_work *wk);
+/* Waits until every asynchronous operation issued on w has been checked
+ * and handed to the inner group (a synchronous call must not overtake). */
+void wpg_drain(wpg *w);
+/* Applies a rewind the checking thread asked for (issuing side). */
+void wpg_rewind(wpg *w);
+/* Stops the checking thread (pending checks end first; abort the helper
+ * before, to end them at once). */
+void wpg_async_stop(wpg *w);
 /* Makes w's helper group (a collective among its members) once; on failure
  * the reason is in why. */
 int wpg_helper_ensure(wpg *w, char *why, size_t len);
@@ -163,7 +220,12 @@ static inline int64_t wpg_grace_ms(int64_t timeout_ms) {
   return g > 2000 ? 2000 : g < 1 ? 1 : g;
 }
 /* After a failed exchange (timeout, lost peer): names who did not arrive. */
-int wpg_absent(wpg *w, const dist_coll *c, int rc, const char *why);
+/* count: the collective count the failed exchange was for. A member that
+ * left the group (wpg_leave) is named as a desync: the counts parted. */
+int wpg_absent(wpg *w, const dist_coll *c, uint64_t count, int rc, const char *why);
+/* Leaves this rank's count and last operation in the job's store (group
+ * destroyed, process exiting). Caller thread; best effort. */
+void wpg_leave(wpg *w);
 
 /* --- agree.c --- */
 int wpg_agree_init(const dist_pg_info *def);

@@ -15,7 +15,25 @@
  * receive's buffer. The
  * exchange is monitored: a member that does not arrive within the group's
  * timeout is named (host, pid, last operation) and the others fail with
- * DIST_E_TIMEOUT. At OFF and INFO nothing is wrapped.
+ * DIST_E_TIMEOUT; a member that destroyed the group or exited after fewer
+ * collectives than the others left its count and last operation in the
+ * job's store and is named as a desync (DIST_E_DESYNC). At OFF and INFO
+ * nothing is wrapped.
+ *
+ * Asynchronous operations (a dist_work ** argument) are checked
+ * asynchronously: the call posts its fingerprint on the helper without
+ * waiting and returns its work at once; the group's checking thread
+ * compares when every member's fingerprint is in and then issues the
+ * operation on the inner group, or completes the work with DIST_E_DESYNC
+ * and the report (dist_work_wait/status/errmsg; the report is also the
+ * DIST_EV_DESYNC_REPORT event and the job's cause), no buffer touched.
+ * This departs from "a failed check returns the error at once, with no
+ * work": a check that waited for the peers inside the call would deadlock
+ * two groups whose async operations the ranks start in opposite orders, a
+ * legal program. Operations on one group still run in issue order: a
+ * synchronous (or point-to-point) call first waits until the async checks
+ * issued before it are done; a synchronous check stays one exchange on the
+ * caller's thread.
  *
  * The bundled libdist registers the layer when it loads; programs linking
  * the static parts call dist_wpg_install() before init. At every level the

@@ -1,0 +1,220 @@
+/* async.c - the check of an asynchronous operation.
+ *
+ * DESIGN. A synchronous exchange inside an async call would make the call
+ * block until every member has issued the same operation: two groups whose
+ * async operations the ranks start in opposite orders (legal: the works
+ * complete independently) would then wait for each other. So the async call
+ * only posts its record (fingerprint plus its own description, numbered at
+ * issue) as an async all_gather on the helper and returns at once; the
+ * group's checking thread, started at the first async call, takes the
+ * posted checks in issue order, waits for each exchange, compares, and
+ * either hands the operation to the inner group (which completes the work)
+ * or completes the work itself with the report (DIST_E_DESYNC, no buffer
+ * touched) or the absent ranks (DIST_E_TIMEOUT / DIST_E_PEER_LOST).
+ *
+ * Ordering: helper operations complete in issue order, and the thread is the
+ * only caller of the inner group while checks are pending; a synchronous
+ * call (or point-to-point) on the group first waits until every pending
+ * check has been handed on (wpg_drain), so it never overtakes them, and the
+ * inner backend runs its own queue in order. The issuing side counts the
+ * operation and rolls the history at issue (the next record needs them);
+ * the report is built from the records alone (no second exchange: the
+ * helper may already carry later records), so DIST_SHOW_STACKTRACES has no
+ * stacks to show for an async call. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "wpg_int.h"
+
+typedef struct wpg_pending {
+  struct wpg_pending *next;
+  dist_work *wk;        /* the outer work: completed by us or the inner group */
+  dist_work *hw;        /* the helper's all_gather */
+  uint64_t count;       /* the collective count the exchange is for */
+  uint64_t hist0;       /* the history before it */
+  unsigned char *in;    /* this rank's record */
+  unsigned char *out;   /* every member's */
+} wpg_pending;
+
+static size_t rec_size(void) {
+  return sizeof(wpg_fp) + wpg_detail_size();
+}
+
+/* " #42" out of "ALL_REDUCE #42 float32[4]" when the numbers agree. */
+static void drop_seq(char *text) {
+  char *h = strstr(text, " #");
+  if (!h)
+    return;
+  char *e = strchr(h + 1, ' ');
+  memmove(h, e ? e : h + strlen(h), strlen(e ? e : h + strlen(h)) + 1);
+}
+
+static int settle(wpg *w, wpg_pending *e, const dist_coll *c, int rc, char *msg) {
+  int n = w->size;
+  size_t r = rec_size();
+  if (rc != DIST_OK)
+    return wpg_absent(w, c, e->count, rc, dist_work_errmsg(e->hw));
+  for (int i = 0; i < n; i++)
+    memcpy(&w->all[i], e->out + r * (size_t)i, sizeof(wpg_fp));
+  if (wpg_fp_agree(w->all, n)) {
+    wpg_fp *t = w->prev;
+    w->prev = w->all;
+    w->all = t;
+    w->have_prev = true;
+    return DIST_OK;
+  }
+  wpg_detail *d = calloc((size_t)n, wpg_detail_size());
+  if (!d)
+    return wpg_set_error(w, DIST_E_DESYNC, "desync in group %d (out of memory writing the "
+                         "report)", w->info->group_id);
+  bool seqs = false;
+  for (int i = 1; i < n; i++)
+    seqs |= w->all[i].seq != w->all[0].seq;
+  for (int i = 0; i < n; i++) {
+    char *dp = (char *)d + wpg_detail_size() * (size_t)i;
+    memcpy(dp, e->out + r * (size_t)i + sizeof(wpg_fp), wpg_detail_size());
+    if (!seqs)
+      drop_seq(dp); /* text is the detail's first field */
+  }
+  rc = wpg_report_desync(w, c, w->all, d);
+  free(d);
+  (void)msg;
+  return rc;
+}
+
+/* One posted check, on the checking thread. */
+static void finish(wpg *w, wpg_pending *e) {
+  const dist_coll *c = dist_work_coll(e->wk);
+  /* The helper's operation ends within its own timeout; this bound only
+   * guards against a backend that never completes it. */
+  int rc = dist_work_wait(e->hw, 2 * w->info->timeout_ms + 10000);
+  if (rc == DIST_OK || dist_work_is_completed(e->hw))
+    rc = dist_work_status(e->hw);
+  char *msg = malloc(WPG_MSG_LEN);
+  if (!msg) {
+    dist_backend_work_done(e->wk, DIST_E_NOMEM, -1, "out of memory checking an async call");
+    return;
+  }
+  wpg_capture(msg, WPG_MSG_LEN);
+  rc = settle(w, e, c, rc, msg);
+  wpg_capture(NULL, 0);
+  if (rc != DIST_OK && !atomic_load(&w->rewind)) { /* the first failure since */
+    w->rewind_count = e->count - 1;
+    w->rewind_hist = e->hist0;
+    atomic_store_explicit(&w->rewind, true, memory_order_release);
+  }
+  if (rc != DIST_OK) {
+    dist_backend_work_done(e->wk, rc, -1, msg);
+  } else {
+    rc = dist_pg_forward(w->inner, c, e->wk);
+    if (rc != DIST_OK) /* the inner group did not take it: the work is ours */
+      dist_backend_work_done(e->wk, rc, -1, dist_pg_errmsg(w->inner));
+  }
+  free(msg);
+}
+
+static void *run(void *arg) {
+  wpg *w = arg;
+  pthread_mutex_lock(&w->qlock);
+  for (;;) {
+    while (!w->head && !w->stop)
+      pthread_cond_wait(&w->qcv, &w->qlock);
+    wpg_pending *e = w->head;
+    if (!e)
+      break; /* stopping, nothing left */
+    pthread_mutex_unlock(&w->qlock);
+    finish(w, e);
+    dist_work_free(e->hw);
+    pthread_mutex_lock(&w->qlock);
+    w->head = e->next;
+    if (!w->head)
+      w->tail = NULL;
+    free(e);
+    atomic_fetch_sub(&w->pending, 1);
+    pthread_cond_broadcast(&w->qcv);
+  }
+  pthread_mutex_unlock(&w->qlock);
+  return NULL;
+}
+
+static int start_thread(wpg *w) {
+  if (w->have_thread)
+    return DIST_OK;
+  int e = pthread_create(&w->thread, NULL, run, w);
+  if (e)
+    return wpg_set_error(w, DIST_E_NOMEM, "group %d: cannot start the checking layer's "
+                         "thread: %s", w->info->group_id, strerror(e));
+  w->have_thread = true;
+  return DIST_OK;
+}
+
+int wpg_check_async(wpg *w, const dist_coll *c, dist_work *wk) {
+  char why[512];
+  int rc = wpg_helper_ensure(w, why, sizeof why);
+  if (rc != DIST_OK) /* a member never came to make it: fails at once */
+    return wpg_absent(w, c, w->coll_count + 1, rc, why);
+  if ((rc = start_thread(w)) != DIST_OK)
+    return rc;
+  size_t r = rec_size(), n = (size_t)w->size;
+  wpg_pending *e = calloc(1, sizeof *e + r * (n + 1));
+  if (!e)
+    return wpg_set_error(w, DIST_E_NOMEM, "out of memory checking an async call");
+  e->wk = wk;
+  e->in = (unsigned char *)(e + 1);
+  e->out = e->in + r;
+  wpg_rewind(w);
+  e->count = w->coll_count + 1;
+  e->hist0 = w->hist;
+  wpg_fp fp;
+  wpg_fp_make(w, c, &fp);
+  wpg_site_locate(&w->sites, c->caller, &fp.caller_off, &fp.module);
+  memcpy(e->in, &fp, sizeof fp);
+  wpg_describe(w, c, true, false, (wpg_detail *)(e->in + sizeof fp));
+  dist_tensor ti = dist_tensor_1d(e->in, DIST_UINT8, (int64_t)r);
+  dist_tensor to = dist_tensor_1d(e->out, DIST_UINT8, (int64_t)(r * n));
+  rc = dist_all_gather_into_tensor(&to, &ti, w->helper, &e->hw);
+  if (rc != DIST_OK) {
+    free(e);
+    return wpg_set_error(w, rc, "group %d: posting the check of %s #%llu: %s",
+                         w->info->group_id, dist_op_name(c->kind),
+                         (unsigned long long)c->seq, dist_pg_errmsg(w->helper));
+  }
+  w->coll_count++; /* counted at issue: the next record follows this one */
+  w->hist = wpg_roll(w->hist, wpg_fp_hash(&fp));
+  pthread_mutex_lock(&w->qlock);
+  if (w->tail)
+    w->tail->next = e;
+  else
+    w->head = e;
+  w->tail = e;
+  atomic_fetch_add(&w->pending, 1);
+  pthread_cond_broadcast(&w->qcv);
+  pthread_mutex_unlock(&w->qlock);
+  return DIST_OK;
+}
+
+void wpg_rewind(wpg *w) {
+  if (!atomic_load_explicit(&w->rewind, memory_order_acquire))
+    return;
+  w->coll_count = w->rewind_count;
+  w->hist = w->rewind_hist;
+  atomic_store_explicit(&w->rewind, false, memory_order_release);
+}
+
+void wpg_drain(wpg *w) {
+  pthread_mutex_lock(&w->qlock);
+  while (atomic_load(&w->pending) > 0)
+    pthread_cond_wait(&w->qcv, &w->qlock);
+  pthread_mutex_unlock(&w->qlock);
+}
+
+void wpg_async_stop(wpg *w) {
+  if (!w->have_thread)
+    return;
+  pthread_mutex_lock(&w->qlock);
+  w->stop = true;
+  pthread_cond_broadcast(&w->qcv);
+  pthread_mutex_unlock(&w->qlock);
+  pthread_join(w->thread, NULL);
+  w->have_thread = false;
+}
