@@ -435,7 +435,11 @@ Test(monitor_mp, stacks_of_a_rank_asleep_and_of_one_in_a_system_call, .timeout =
   cr_skip_test("ThreadSanitizer holds signals to a thread blocked in a system call");
 #endif
   clean_env();
-  const char *env[] = {"DIST_TIMEOUT=4", "DIST_SHOW_STACKTRACES=1", NULL};
+  /* The stack is asked for at the first stall report (a quarter of the
+   * timeout) and must be back before the timeout's diagnosis: 8 s leaves
+   * the lagging rank's watchdog 6 s to answer on a loaded machine (4 s
+   * once missed it under ASan with the suite running two at a time). */
+  const char *env[] = {"DIST_TIMEOUT=8", "DIST_SHOW_STACKTRACES=1", NULL};
   const char *modes[2][2] = {{"hang", "sleep_forever (prog_monitor.c:"},
                              {"syscall", "block_in_read (prog_monitor.c:"}};
   for (int m = 0; m < 2; m++) {
