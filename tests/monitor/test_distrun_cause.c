@@ -133,7 +133,8 @@ Test(monitor_distrun_cause, help_lists_every_exit_status, .timeout = 30) {
   clean_env();
   const char *argv[] = {dist_test_bin("distrun"), "--help", NULL};
   char *out, *err;
-  cr_assert_eq(run(argv, 20, &out, &err), 0, "%s", err);
+  int st = run(argv, 20, &out, &err); /* err is set by the call: read it after */
+  cr_assert_eq(st, 0, "%s", err);
   const char *rows[] = {"   0  every rank", "   1  anything else", "   2  usage error",
                         "  10  desync", "  11  hang or timeout", "  12  a rank died",
                         "  13  launch failure"};
