@@ -8,65 +8,20 @@
  * and pid). */
 #include <criterion/criterion.h>
 
-#include <fcntl.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-static const char *bin(const char *name) {
-  static char paths[4][1024];
-  static int next;
-  const char *dir = getenv("DIST_TEST_BIN");
-  char *p = paths[next++ % 4];
-  snprintf(p, 1024, "%s/%s", dir ? dir : "build/bin", name);
-  return p;
-}
-
-static char *slurp(const char *path) {
-  static char buf[1 << 16];
-  int fd = open(path, O_RDONLY);
-  ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : 0;
-  buf[n > 0 ? n : 0] = '\0';
-  if (fd >= 0)
-    close(fd);
-  return buf;
-}
+#include "proc.h"
 
 /* Runs distrun -n 2 prog mode; its exit status (-1 past the deadline) and
- * stderr. */
+ * stderr (valid until the next run). */
 static int run(const char *mode, char **err) {
-  char dir[] = "/tmp/wpg-distrun-XXXXXX", pe[64];
-  cr_assert(mkdtemp(dir));
-  snprintf(pe, sizeof pe, "%s/err", dir);
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int e = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0600), o = open("/dev/null", O_WRONLY);
-    dup2(o, 1);
-    dup2(e, 2);
-    setpgid(0, 0);
-    const char *d = bin("distrun"), *p = bin("wpg_prog_desync");
-    execl(d, d, "-n", "2", p, mode, (char *)NULL);
-    _exit(127);
-  }
-  int st = -1;
-  for (int i = 0; i < 60 * 100 && st == -1; i++) {
-    if (waitpid(pid, &st, WNOHANG) != pid) {
-      st = -1;
-      usleep(10 * 1000);
-    }
-  }
-  if (st == -1) {
-    kill(-pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-  }
-  *err = slurp(pe);
-  unlink(pe);
-  rmdir(dir);
-  return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  static dist_proc p;
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "2", dist_test_bin("wpg_prog_desync"),
+                        mode, NULL};
+  int st = dist_proc_run(&p, argv, NULL, 60000);
+  *err = DIST_PROC_ERR(&p);
+  return st;
 }
 
 /* What follows distrun's last status line. */
