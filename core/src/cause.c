@@ -128,6 +128,37 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
   dist__free(rep);
 }
 
+/* --- the first rank to leave --------------------------------------------- */
+
+static pid_t exit_watch_pid; /* the process that registered the handler */
+
+/* Runs in exit() (and on return from main) while the default group lives:
+ * before the kernel closes this process's connections, so before any peer
+ * can notice it left, it claims DIST_KEY_FIRST_EXIT (launch_env.h). */
+static void post_first_exit(void) {
+  dist_store *job = dist_get_default_store();
+  dist_pg *g = dist__pg_default();
+  if (getpid() != exit_watch_pid || !job || !g || g == DIST_GROUP_NON_MEMBER)
+    return; /* a forked child, or the group was destroyed: a clean end */
+  dist_store *h;
+  if (dist__store_clone_within(job, DIST_CAUSE_TIMEOUT_MS, &h) != DIST_OK)
+    return;
+  char me[16];
+  int n = snprintf(me, sizeof me, "%d", g->info.global_rank);
+  void *cur = NULL;
+  size_t cur_len = 0;
+  dist_store_compare_set(h, DIST_KEY_FIRST_EXIT, "", 0, me, (size_t)n, &cur, &cur_len);
+  dist_free(cur);
+  dist_store_destroy(h);
+}
+
+void dist__cause_watch_exit(void) {
+  static bool registered;
+  exit_watch_pid = getpid();
+  if (!registered)
+    registered = atexit(post_first_exit) == 0;
+}
+
 int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
                       const char **report) {
   const char *nl = val ? memchr(val, '\n', len) : NULL;

@@ -115,6 +115,7 @@ int dist_init_process_group(const dist_init_opts *opts) {
     return dist__set_last_error(rc, "%s", msg);
   }
   dist__obs_start(default_pg);
+  dist__cause_watch_exit();
   DIST_LOG(INFO, PG, "initialised: rank %d of %d, backend %s, job %s", rdzv.rank,
            rdzv.world_size, backend, rdzv.job_id);
   return DIST_OK;

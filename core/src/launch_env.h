@@ -102,6 +102,14 @@
 #define DIST_KEY_CAUSE "dist/cause"
 #define DIST_CAUSE_REPORT_MAX 16384
 
+/* The first rank of the job that called exit() (or returned from main)
+ * with its default group live: "<global rank>", written by the monitor's
+ * exit handler with compare_set, so the first stays. It is written before
+ * the process closes its connections, so before any peer can notice that
+ * it left: distrun reads it when a rank fails, to tell the rank that left
+ * first from the survivor it took down, whichever exit it reaps first. */
+#define DIST_KEY_FIRST_EXIT "dist/first_exit"
+
 /* --- keys written by the ranks' rendezvous (core/src/rendezvous.c) ------ */
 
 /* Join counter: every rank adds 1, so init number g of the job (a program

@@ -217,6 +217,10 @@ const char *dist__job_token(void);
 void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg);
 /* Reads a DIST_KEY_CAUSE value (NUL-terminated): status, posting rank and
  * the report (pointing into val). DIST_E_INVAL when malformed. */
+/* Registers (once per process) the exit handler that claims
+ * DIST_KEY_FIRST_EXIT when this rank exits with its default group live;
+ * init calls it. */
+void dist__cause_watch_exit(void);
 int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
                       const char **report);
 

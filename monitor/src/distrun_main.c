@@ -36,6 +36,7 @@
 #define NODES_WAIT_MS 10000  /* node 0, after a failure, beyond the grace */
 #define CAUSE_WINDOW_MS 100  /* a rank killed by a signal may exit after those it took down */
 #define POSTED_WAIT_MS 1000  /* a failing rank's posted cause (distrun_cause.c) */
+#define LEAVER_WAIT_MS 5000  /* a rank that called exit() first, to finish exiting */
 
 typedef struct sup {
   const drun_cfg *c;
@@ -55,6 +56,8 @@ typedef struct sup {
   size_t events_len;
   int early_rank;     /* the first rank that exited 0 while others ran, -1 */
   pid_t early_pid;
+  char early_how[64]; /* "with exit code 0" */
+  bool failing;       /* a failing rank's exit is being handled */
   drun_posted posted;  /* the cause a rank posted, once read */
 } sup;
 
@@ -141,6 +144,56 @@ static void prefer_signal_death(sup *sp, const drun_rank *self) {
   } while (dist__now_ms() < until);
 }
 
+/* The local rank the job's first-exit key names (launch_env.h), if it is
+ * another rank still running here; NULL otherwise. */
+static drun_rank *first_leaver(sup *sp, const drun_rank *self) {
+  const char *key = DIST_KEY_FIRST_EXIT;
+  bool there = false;
+  void *v = NULL;
+  size_t n = 0;
+  if (!sp->job->store || dist_store_check(sp->job->store, &key, 1, &there) != DIST_OK ||
+      !there || dist_store_get(sp->job->store, key, &v, &n) != DIST_OK)
+    return NULL;
+  char buf[16] = {0};
+  memcpy(buf, v, n < sizeof buf - 1 ? n : sizeof buf - 1);
+  dist_free(v);
+  int local = atoi(buf) - sp->c->node_rank * sp->c->nproc;
+  if (local < 0 || local >= sp->n)
+    return NULL;
+  drun_rank *o = &sp->ranks[local];
+  return o != self && o->running && !o->signalled_by_us ? o : NULL;
+}
+
+/* A rank that fails may be reacting to one that left (called exit() with
+ * its group live) a moment before: the leaver posted that before its
+ * sockets closed, but its exit (atexit handlers, the trace's last flush, a
+ * large address space to tear down) can be reported long after the
+ * survivor's. So the leaver's exit is waited for (bounded) and reported
+ * first, whatever order the kernel reports them in. */
+static void prefer_first_leaver(sup *sp, const drun_rank *self) {
+  drun_rank *o = first_leaver(sp, self);
+  if (!o)
+    return;
+  int64_t until = dist__now_ms() + LEAVER_WAIT_MS;
+  do {
+    int st;
+    pid_t got = waitpid(o->pid, &st, WNOHANG);
+    if (got == o->pid) {
+      on_rank_exit(sp, o, st);
+      return;
+    }
+    if (got < 0)
+      return;
+    dist__sleep_ms(2);
+  } while (dist__now_ms() < until);
+  /* Still exiting: it left first all the same. */
+  if (sp->early_rank < 0) {
+    sp->early_rank = o->global;
+    sp->early_pid = o->pid;
+    snprintf(sp->early_how, sizeof sp->early_how, "called exit() (still exiting)");
+  }
+}
+
 static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   char how[160];
   r->running = false;
@@ -150,14 +203,23 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   dist__run_crash_collect(sp->job, r, wstatus);
   dist__run_store_post_exit(sp->job, r->global, how);
   bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
-  if (ok && sp->running > 0 && sp->status < 0 && sp->early_rank < 0) {
+  /* Reaped while a failing rank's exit is handled (prefer_*), that rank
+   * still ran when this one left, although its exit was reported first. */
+  bool others_ran = sp->running > 0 || sp->failing;
+  if (ok && others_ran && sp->status < 0 && sp->early_rank < 0) {
     sp->early_rank = r->global; /* named if the others then fail */
     sp->early_pid = r->pid;
+    snprintf(sp->early_how, sizeof sp->early_how, "with exit code 0");
   }
   if (ok || r->failed_to_start || r->signalled_by_us)
     return; /* a launch failure was reported when it happened */
+  bool was_failing = sp->failing;
+  sp->failing = true;
+  if (sp->status < 0 && !WIFSIGNALED(wstatus))
+    prefer_first_leaver(sp, r);
   if (sp->status < 0 && !WIFSIGNALED(wstatus))
     prefer_signal_death(sp, r);
+  sp->failing = was_failing;
   dist__run_store_post_death(sp->c, sp->job, r->global, how);
   int st = DRUN_EXIT_RANK_DIED;
   if (sp->status < 0 && dist__run_cause_fetch(sp->job, POSTED_WAIT_MS, &sp->posted))
@@ -168,9 +230,9 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
                       status_words(st), sp->posted.rank, r->global, (int)r->pid,
                       sp->c->node_rank, how);
   else if (sp->early_rank >= 0) /* it left while others needed it: it went first */
-    first = set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) ended first, with "
-                      "exit code 0, while other ranks still needed it; then rank %d (pid %d) "
-                      "failed: %s", sp->early_rank, (int)sp->early_pid, sp->c->node_rank,
+    first = set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) ended first, %s, "
+                      "while other ranks still needed it; then rank %d (pid %d) failed: %s",
+                      sp->early_rank, (int)sp->early_pid, sp->c->node_rank, sp->early_how,
                       r->global, (int)r->pid, how);
   else
     first = set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) failed first: %s",

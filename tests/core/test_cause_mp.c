@@ -17,6 +17,7 @@
 
 #include "launch_env.h"
 #include "mp.h"
+#include "proc.h"
 
 static int64_t now_ms(void) {
   struct timespec ts;
@@ -41,6 +42,9 @@ static int frozen_store_rank(const dist_test_ctx *ctx) {
     pid_t host = (pid_t)atoi(v);
     dist_free(v);
     CHECK(ctx, kill(host, SIGSTOP) == 0, "SIGSTOP");
+    /* kill() returns before the host has stopped: under load its store
+     * thread could still answer the post below. */
+    CHECK(ctx, dist_test_wait_stopped(host, 20000), "rank 0 (pid %d) did not stop", (int)host);
     int64_t t0 = now_ms();
     int rc = dist_post_cause(DIST_E_TIMEOUT, "posted while the store is frozen");
     int64_t took = now_ms() - t0;

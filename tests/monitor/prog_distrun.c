@@ -20,6 +20,11 @@
  *   leave R          init the default group, barrier; rank R returns 0 at
  *                    once, the others all_reduce with it and exit 2 when
  *                    that fails (a rank that ends while others need it)
+ *   leave-linger R CODE  as leave, but rank R exits with CODE and its last
+ *                    exit handler (registered before init, so it runs after
+ *                    the library's) closes every descriptor, so the others
+ *                    see it gone over TCP at once, then lingers 1.5 s (a
+ *                    slow teardown): its exit is reported long after theirs
  *   react R          rank R touches 512 MiB, then SIGKILLs itself; the others
  *                    hold a connection to it and exit 2 the moment it closes
  *                    (a peer-lost error), which is before its exit is
@@ -210,6 +215,28 @@ static int mode_leave(int who) {
   return rc == DIST_OK ? 0 : 2;
 }
 
+static void close_and_linger(void) {
+  for (int fd = 3; fd < 4096; fd++)
+    close(fd);
+  usleep(1500 * 1000); /* the planted slow teardown */
+}
+
+static int mode_leave_linger(int who, int code) {
+  const char *r = getenv("RANK");
+  if (r && atoi(r) == who)
+    atexit(close_and_linger); /* before init: runs after the library's handlers */
+  if (dist_init_process_group(NULL) != DIST_OK || dist_barrier(NULL, NULL) != DIST_OK)
+    return 1;
+  if (dist_get_rank(NULL) == who)
+    return code; /* ends early, without a word */
+  float v[4] = {1, 2, 3, 4};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  if (rc != DIST_OK)
+    fprintf(stderr, "%s\n", dist_errmsg(rc, NULL));
+  return rc == DIST_OK ? 0 : 2;
+}
+
 static int mode_demo(void) {
   dist__rdzv r;
   if (rendezvous(&r) != DIST_OK)
@@ -267,6 +294,8 @@ int main(int argc, char **argv) {
     return mode_react(a);
   if (!strcmp(m, "leave"))
     return mode_leave(a);
+  if (!strcmp(m, "leave-linger"))
+    return mode_leave_linger(a, b);
   fprintf(stderr, "usage: %s env|wait|block|exit R CODE|stubborn R CODE|watch R CODE|demo|lines\n", argv[0]);
   return !(argc > 1 && !strcmp(m, "--help")) ? 2 : 0;
 }

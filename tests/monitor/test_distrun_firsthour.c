@@ -55,6 +55,38 @@ Test(monitor_distrun_firsthour, a_rank_that_ends_early_is_named_not_the_survivor
   cr_expect(strstr(out, "peer lost in group 0 (default, 2 ranks) at ALL_REDUCE #"), "%s", out);
 }
 
+/* The same, when the leaver's exit is reported long after the survivor's
+ * (its teardown lingers after its connections closed): distrun waits for
+ * the rank that called exit() first, whatever order the exits come in. */
+static void leaver_reported_late(int code, const char *how) {
+  static char out[1 << 16];
+  int st = run(out, sizeof out, "DIST_TRANSPORT=tcp '%s' -n 2 --grace-period 5 '%s' "
+               "leave-linger 1 %d", bin("distrun"), bin("distrun_testprog"), code);
+  cr_expect_eq(st, 12, "exit %d:\n%s", st, out);
+  char want[160];
+  snprintf(want, sizeof want, "ended first, %s, while other ranks still needed it; then rank 0 "
+           "(pid ", how);
+  cr_expect(strstr(out, "rank 1 (pid ") && strstr(out, want), "rank 1 is not named first:\n%s",
+            out);
+  cr_expect(!strstr(out, "rank 0 (pid") || !strstr(out, "failed first"),
+            "the survivor is blamed:\n%s", out);
+}
+
+Test(monitor_distrun_firsthour, a_leaver_whose_exit_is_reported_late_is_still_named_first,
+     .timeout = 90) {
+  leaver_reported_late(0, "with exit code 0");
+}
+
+Test(monitor_distrun_firsthour, a_leaver_with_an_error_reported_late_fails_first, .timeout = 90) {
+  static char out[1 << 16];
+  int st = run(out, sizeof out, "DIST_TRANSPORT=tcp '%s' -n 2 --grace-period 5 '%s' "
+               "leave-linger 1 3", bin("distrun"), bin("distrun_testprog"));
+  cr_expect_eq(st, 12, "exit %d:\n%s", st, out);
+  cr_expect(strstr(out, "exit status 12 (a rank died): rank 1 (pid ") &&
+                strstr(out, "failed first: exited with code 3"),
+            "rank 1 is not named first:\n%s", out);
+}
+
 Test(monitor_distrun_firsthour, tee_without_log_dir_is_a_usage_error, .timeout = 30) {
   char out[4096];
   int st = run(out, sizeof out, "'%s' -n 1 --tee '%s' lines", bin("distrun"),

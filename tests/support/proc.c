@@ -4,6 +4,7 @@
 
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +19,52 @@ int64_t dist_test_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The state letter of /proc/<pid>/task/<tid>/stat ('?' when unreadable):
+ * the field after the command, which is in parentheses and may hold any
+ * byte, so it is found from the last ')'. */
+static char task_state(pid_t pid, const char *tid) {
+  char path[320], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, tid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return '?';
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *rp = strrchr(buf, ')');
+  return rp && rp[1] == ' ' && rp[2] ? rp[2] : '?';
+}
+
+static bool all_tasks_stopped(pid_t pid) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(dir);
+  if (!d)
+    return false;
+  bool stopped = true;
+  int tasks = 0;
+  struct dirent *e;
+  while (stopped && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    tasks++;
+    char st = task_state(pid, e->d_name);
+    stopped = st == 'T' || st == 't';
+  }
+  closedir(d);
+  return stopped && tasks > 0;
+}
+
+bool dist_test_wait_stopped(pid_t pid, int timeout_ms) {
+  int64_t deadline = dist_test_now_ms() + timeout_ms;
+  while (!all_tasks_stopped(pid)) {
+    if (dist_test_now_ms() >= deadline || kill(pid, 0) != 0)
+      return false;
+    poll(NULL, 0, 1); /* the interval of a poll of the kernel's state, not a guess */
+  }
+  return true;
 }
 
 const char *dist_test_bin(const char *name) {

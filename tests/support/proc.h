@@ -57,5 +57,10 @@ void dist_test_clean_launch_env(void);
 /* Occurrences of needle in hay. */
 int dist_test_count(const char *hay, const char *needle);
 int64_t dist_test_now_ms(void);
+/* Waits until every thread of pid is in the stopped state ('T' in
+ * /proc/<pid>/task/<tid>/stat): kill(SIGSTOP) returns before the target
+ * has stopped, so a test that relies on a frozen process waits for this.
+ * False when pid is gone or not stopped within timeout_ms. */
+bool dist_test_wait_stopped(pid_t pid, int timeout_ms);
 
 #endif
