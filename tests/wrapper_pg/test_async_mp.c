@@ -155,3 +155,45 @@ static int async_shape_rank(const dist_test_ctx *ctx) {
 Test(wrapper_pg_async, a_shape_that_differs_fails_the_work_and_touches_nothing, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(3, async_shape_rank, NULL, 50), 0, "%s", dist_test_report());
 }
+
+/* A synchronous call on one rank against an asynchronous one on the other
+ * (rank 0 all_reduces, rank 1 all_gathers with a work it then waits on):
+ * both checks meet in one exchange and the report names the users' two
+ * operations and their lines, never the checking layer's own exchange. */
+static int sync_async_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float v[4] = {1, 2, 3, 4}, out[8] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4), o = dist_tensor_1d(out, DIST_FLOAT32, 8);
+  const char *msg;
+  int rc;
+  dist_work *w = NULL;
+  if (ctx->rank == 0) {
+    rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+    msg = dist_errmsg(rc, NULL);
+  } else {
+    CHECK_OK(ctx, dist_all_gather_into_tensor(&o, &t, NULL, &w));
+    rc = dist_work_wait(w, 30000);
+    msg = dist_work_errmsg(w);
+  }
+  char buf[512];
+  CHECK(ctx, rc == DIST_E_DESYNC, "%s: %s", dist_status_name(rc), msg);
+  CHECK(ctx, strstr(msg, "desync in group 0 (default, 2 ranks) at ALL_REDUCE #1: ranks disagree "
+                         "on the operation\n"), "header:\n%s", msg);
+  CHECK(ctx, wpg_line(msg, "  rank 0: ", buf, sizeof buf) && strstr(buf, "ALL_REDUCE float32[4]"),
+        "rank 0's line:\n%s", msg);
+  CHECK(ctx, wpg_line(msg, "  rank 1: ", buf, sizeof buf) &&
+                 strstr(buf, "ALL_GATHER_INTO_TENSOR float32[4] (async)") &&
+                 strstr(buf, "<- operation differs"),
+        "rank 1's line:\n%s", msg);
+  CHECK(ctx, wpg_line(msg, "  called from ", buf, sizeof buf) && strstr(buf, ME ":"),
+        "no call sites:\n%s", msg);
+  CHECK(ctx, !strstr(msg, "checking layer") && !strstr(msg, "uint8"),
+        "the report names the layer's own exchange:\n%s", msg);
+  dist_work_free(w);
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_async, a_sync_call_against_an_async_one_names_both_operations, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, sync_async_rank, NULL, 50), 0, "%s", dist_test_report());
+}

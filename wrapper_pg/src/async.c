@@ -4,8 +4,8 @@
  * block until every member has issued the same operation: two groups whose
  * async operations the ranks start in opposite orders (legal: the works
  * complete independently) would then wait for each other. So the async call
- * only posts its record (fingerprint plus its own description, numbered at
- * issue) as an async all_gather on the helper and returns at once; the
+ * only posts its record (the same fingerprint a synchronous check sends) as
+ * an async all_gather on the helper and returns at once; the
  * group's checking thread, started at the first async call, takes the
  * posted checks in issue order, waits for each exchange, compares, and
  * either hands the operation to the inner group (which completes the work)
@@ -17,10 +17,10 @@
  * call (or point-to-point) on the group first waits until every pending
  * check has been handed on (wpg_drain), so it never overtakes them, and the
  * inner backend runs its own queue in order. The issuing side counts the
- * operation and rolls the history at issue (the next record needs them);
- * the report is built from the records alone (no second exchange: the
- * helper may already carry later records), so DIST_SHOW_STACKTRACES has no
- * stacks to show for an async call. */
+ * operation and rolls the history at issue (the next record needs them).
+ * A disagreement's details meet in the job's store, not on the helper (it
+ * may already carry later records): exchange.c. DIST_SHOW_STACKTRACES has
+ * no stack to show for an async call (the checking thread's says nothing). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,50 +36,25 @@ typedef struct wpg_pending {
   unsigned char *out;   /* every member's */
 } wpg_pending;
 
+/* The same record as a synchronous check's (wpg_fp), so that a rank in a
+ * synchronous call and one in an asynchronous call meet in one exchange
+ * and the disagreement is theirs, not the helper's sizes. */
 static size_t rec_size(void) {
-  return sizeof(wpg_fp) + wpg_detail_size();
+  return sizeof(wpg_fp);
 }
 
-/* " #42" out of "ALL_REDUCE #42 float32[4]" when the numbers agree. */
-static void drop_seq(char *text) {
-  char *h = strstr(text, " #");
-  if (!h)
-    return;
-  char *e = strchr(h + 1, ' ');
-  memmove(h, e ? e : h + strlen(h), strlen(e ? e : h + strlen(h)) + 1);
-}
-
-static int settle(wpg *w, wpg_pending *e, const dist_coll *c, int rc, char *msg) {
+static int settle(wpg *w, wpg_pending *e, const dist_coll *c, int rc) {
   int n = w->size;
-  size_t r = rec_size();
   if (rc != DIST_OK)
     return wpg_absent(w, c, e->count, rc, dist_work_errmsg(e->hw));
-  for (int i = 0; i < n; i++)
-    memcpy(&w->all[i], e->out + r * (size_t)i, sizeof(wpg_fp));
-  if (wpg_fp_agree(w->all, n)) {
-    wpg_fp *t = w->prev;
-    w->prev = w->all;
-    w->all = t;
-    w->have_prev = true;
-    return DIST_OK;
-  }
-  wpg_detail *d = calloc((size_t)n, wpg_detail_size());
-  if (!d)
-    return wpg_set_error(w, DIST_E_DESYNC, "desync in group %d (out of memory writing the "
-                         "report)", w->info->group_id);
-  bool seqs = false;
-  for (int i = 1; i < n; i++)
-    seqs |= w->all[i].seq != w->all[0].seq;
-  for (int i = 0; i < n; i++) {
-    char *dp = (char *)d + wpg_detail_size() * (size_t)i;
-    memcpy(dp, e->out + r * (size_t)i + sizeof(wpg_fp), wpg_detail_size());
-    if (!seqs)
-      drop_seq(dp); /* text is the detail's first field */
-  }
-  rc = wpg_report_desync(w, c, w->all, d);
-  free(d);
-  (void)msg;
-  return rc;
+  memcpy(w->all, e->out, sizeof(wpg_fp) * (size_t)n);
+  if (!wpg_fp_agree(w->all, n))
+    return wpg_report_desync(w, c, w->all, false);
+  wpg_fp *t = w->prev;
+  w->prev = w->all;
+  w->all = t;
+  w->have_prev = true;
+  return DIST_OK;
 }
 
 /* One posted check, on the checking thread. */
@@ -96,7 +71,7 @@ static void finish(wpg *w, wpg_pending *e) {
     return;
   }
   wpg_capture(msg, WPG_MSG_LEN);
-  rc = settle(w, e, c, rc, msg);
+  rc = settle(w, e, c, rc);
   wpg_capture(NULL, 0);
   if (rc != DIST_OK && !atomic_load(&w->rewind)) { /* the first failure since */
     w->rewind_count = e->count - 1;
@@ -169,7 +144,6 @@ int wpg_check_async(wpg *w, const dist_coll *c, dist_work *wk) {
   wpg_fp_make(w, c, &fp);
   wpg_site_locate(&w->sites, c->caller, &fp.caller_off, &fp.module);
   memcpy(e->in, &fp, sizeof fp);
-  wpg_describe(w, c, true, false, (wpg_detail *)(e->in + sizeof fp));
   dist_tensor ti = dist_tensor_1d(e->in, DIST_UINT8, (int64_t)r);
   dist_tensor to = dist_tensor_1d(e->out, DIST_UINT8, (int64_t)(r * n));
   rc = dist_all_gather_into_tensor(&to, &ti, w->helper, &e->hw);

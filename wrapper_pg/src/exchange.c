@@ -27,10 +27,6 @@ typedef struct wpg_detail {
   char extra[WPG_DETAIL_LEN - 512 - 2 * 8 * SPLIT_MAX];
 } detail;
 
-size_t wpg_detail_size(void) {
-  return sizeof(detail);
-}
-
 _Static_assert(sizeof(detail) == WPG_DETAIL_LEN, "detail record size");
 
 static int gather(wpg *w, const void *in, void *out, size_t bytes) {
@@ -75,7 +71,8 @@ static int64_t rows_at(const int64_t *splits, const dist_tensor *t, int j, int n
 
 /* This rank's call in the vocabulary of status.h: dist_coll_describe's
  * words, roots as global ranks ("root 1"), the bytes in parentheses. */
-static void value(const wpg *w, const dist_coll *c, bool seqs, char *out, size_t len) {
+static void value(const wpg *w, const dist_coll *c, bool seqs, bool async, char *out,
+                  size_t len) {
   dist_coll g = *c;
   if (g.root >= 0 && g.root < w->size)
     g.root = w->info->global_ranks[g.root];
@@ -103,15 +100,19 @@ static void value(const wpg *w, const dist_coll *c, bool seqs, char *out, size_t
       wpg_appendf(out, len, &off, "]");
     }
   }
+  if (async) /* a sync call against an async one: the user sees which is which */
+    wpg_appendf(out, len, &off, " (async)");
   const dist_tensor *t = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0] : NULL;
   if (t)
     wpg_appendf(out, len, &off, " (%zu bytes)", dist_tensor_nbytes(t));
 }
 
-void wpg_describe(const wpg *w, const dist_coll *c, bool seqs, bool resolve, detail *d) {
-  value(w, c, seqs, d->text, sizeof d->text);
-  if (resolve)
-    wpg_site_resolve(c->caller, d->site, sizeof d->site);
+/* This rank's detail of c: its call described and its call site resolved
+ * here; the stack too when on the thread that made the call (a sync call;
+ * an async one is checked on the group's checking thread). */
+static void describe(const wpg *w, const dist_coll *c, bool seqs, bool stack, detail *d) {
+  value(w, c, seqs, !stack, d->text, sizeof d->text);
+  wpg_site_resolve(c->caller, d->site, sizeof d->site);
   int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
   for (int j = 0; j < n; j++) {
     if (c->kind == DIST_OP_ALL_TO_ALL_SINGLE) {
@@ -122,7 +123,7 @@ void wpg_describe(const wpg *w, const dist_coll *c, bool seqs, bool resolve, det
       d->recv[j] = dist_tensor_numel(&c->outputs[j]);
     }
   }
-  if (resolve && wpg_show_stacks())
+  if (stack && wpg_show_stacks())
     wpg_site_stack(c->caller, d->extra, sizeof d->extra);
 }
 
@@ -146,33 +147,82 @@ static void split_lines(const wpg *w, const wpg_fp *all, const detail *d, char *
                     rows ? "rows" : "elements", g[j], (long long)d[j].recv[i]);
 }
 
-int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, detail *given) {
+/* The key of member grank's detail for the exchange whose records are all:
+ * every member computes the same one from the same records (counts may
+ * differ between members, so no member's own count names it). */
+static void detail_key(const wpg *w, const wpg_fp *all, int grank, char *buf, size_t len) {
+  uint64_t h = 0;
+  for (int i = 0; i < w->size; i++)
+    h = wpg_roll(h, wpg_fp_hash(&all[i]));
+  snprintf(buf, len, "wpg/%s/detail/%d/%016llx/%d", w->info->name, wpg_generation(),
+           (unsigned long long)h, grank);
+}
+
+/* Every member's detail of a disagreement, through the job's store: every
+ * member holds the same records and so reaches this point, publishes its
+ * own detail and reads the others' (waiting at most the grace the exchange
+ * left over). Not over the helper: an asynchronous check runs on the
+ * group's checking thread while the issuing side may already have posted
+ * later records there, and a synchronous rank must pair with it. A member
+ * whose detail does not come is shown from its record alone. */
+static int exchange_details(wpg *w, const wpg_fp *all, const detail *mine, detail *d) {
+  int n = w->size;
+  dist_store *st = NULL;
+  char (*keys)[160] = calloc((size_t)n, sizeof *keys);
+  const char **kp = calloc((size_t)n, sizeof *kp);
+  int rc = keys && kp ? DIST_OK : DIST_E_NOMEM;
+  if (rc == DIST_OK && (!dist_get_default_store() ||
+                        dist_store_clone(dist_get_default_store(), &st) != DIST_OK))
+    rc = DIST_E_STORE;
+  for (int r = 0; rc == DIST_OK && r < n; r++) {
+    detail_key(w, all, r, keys[r], sizeof keys[r]);
+    kp[r] = keys[r];
+  }
+  if (rc == DIST_OK)
+    rc = dist_store_set(st, kp[w->rank], mine, sizeof *mine);
+  if (rc == DIST_OK) /* a timeout here is an answer: who did not come */
+    dist_store_wait(st, kp, (size_t)n, wpg_grace_ms(w->info->timeout_ms));
+  for (int r = 0; rc == DIST_OK && r < n; r++) {
+    bool there = false;
+    void *v = NULL;
+    size_t len = 0;
+    if (r == w->rank)
+      d[r] = *mine;
+    else if (dist_store_check(st, &kp[r], 1, &there) == DIST_OK && there &&
+             dist_store_get(st, kp[r], &v, &len) == DIST_OK && len == sizeof *d)
+      memcpy(&d[r], v, sizeof *d);
+    else
+      snprintf(d[r].text, sizeof d[r].text, "%s", dist_op_name((dist_op_kind)all[r].kind));
+    dist_free(v);
+  }
+  dist_store_destroy(st);
+  free(keys), free(kp);
+  return rc;
+}
+
+int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, bool caller_thread) {
   int n = w->size;
   bool seqs = false;
   for (int i = 1; i < n; i++)
     seqs |= all[i].seq != all[0].seq;
-  detail *mine = calloc(1, sizeof *mine), *d = given ? given : calloc((size_t)n, sizeof *d);
+  detail *mine = calloc(1, sizeof *mine), *d = calloc((size_t)n, sizeof *d);
   wpg_row *rows = calloc((size_t)n, sizeof *rows);
   char *msg = malloc(WPG_MSG_LEN);
   if (!mine || !d || !rows || !msg) {
-    free(mine), free(rows), free(msg);
-    if (!given)
-      free(d);
+    free(mine), free(rows), free(msg), free(d);
     return wpg_set_error(w, DIST_E_DESYNC, "desync in group %d (out of "
                                   "memory writing the report)", w->info->group_id);
   }
-  int rc = DIST_OK;
-  if (given) { /* sent with the records: the texts numbered at issue */
+  describe(w, c, seqs, caller_thread, mine);
+  int rc = exchange_details(w, all, mine, d);
+  if (rc != DIST_OK) /* no store to meet in: our own view */
     for (int i = 0; i < n; i++)
-      if (!d[i].site[0])
-        wpg_site_resolve_off(all[i].module, all[i].caller_off, d[i].site, sizeof d[i].site);
-  } else {
-    wpg_describe(w, c, seqs, true, mine);
-    rc = gather(w, mine, d, sizeof *mine);
-    if (rc != DIST_OK) /* a peer left between the two exchanges: our own view */
-      for (int i = 0; i < n; i++)
-        snprintf(d[i].text, sizeof d[i].text, "%s", i == w->rank ? mine->text : "?");
-  }
+      snprintf(d[i].text, sizeof d[i].text, "%s",
+               i == w->rank ? mine->text : dist_op_name((dist_op_kind)all[i].kind));
+  for (int i = 0; i < n; i++)
+    if (!d[i].site[0]) /* resolved here from the record's module and offset */
+      wpg_site_resolve_off(all[i].module, all[i].caller_off, d[i].site, sizeof d[i].site);
+  rc = DIST_OK;
   for (int i = 0; i < n; i++) {
     int cls = i;
     for (int k = 0; k < i && cls == i; k++)
@@ -196,9 +246,7 @@ int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, detail *giv
   if (off && msg[off - 1] == '\n')
     msg[--off] = '\0';
   rc = wpg_fail(w, DIST_E_DESYNC, msg, w->info->global_ranks[0]);
-  free(mine), free(rows), free(msg);
-  if (!given)
-    free(d);
+  free(mine), free(rows), free(msg), free(d);
   return rc;
 }
 
@@ -224,7 +272,7 @@ int wpg_check_coll(wpg *w, const dist_coll *c) {
   if (__builtin_expect(rc != DIST_OK, 0))
     return wpg_absent(w, c, w->coll_count + 1, rc, dist_pg_errmsg(w->helper));
   if (__builtin_expect(!wpg_fp_agree(w->all, w->size), 0))
-    return wpg_report_desync(w, c, w->all, NULL);
+    return wpg_report_desync(w, c, w->all, true);
   wpg_fp *t = w->prev; /* keep this round: an absent member's last call */
   w->prev = w->all;
   w->all = t;

@@ -184,14 +184,11 @@ void wpg_capture(char *buf, size_t len);
 /* --- exchange.c --- */
 int wpg_check_coll(wpg *w, const dist_coll *c);
 /* The records of the members (all, n of them) disagree: the report, from
- * the details every member sent with its record (an asynchronous check;
- * d == NULL: a second exchange gathers them, on the caller thread). */
+ * the details every member then publishes in the job's store (its call
+ * described and its call site resolved in its own process; its stack too
+ * when caller_thread, i.e. not on the checking thread of an async call). */
 typedef struct wpg_detail wpg_detail;
-int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, wpg_detail *d);
-/* This rank's detail of c (site left empty when resolve is false: the
- * record then carries the offset and the reporting rank resolves it). */
-void wpg_describe(const wpg *w, const dist_coll *c, bool seqs, bool resolve, wpg_detail *d);
-size_t wpg_detail_size(void);
+int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, bool caller_thread);
 uint64_t wpg_roll(uint64_t h, uint64_t v);
 
 /* --- async.c --- */
