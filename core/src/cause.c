@@ -71,7 +71,42 @@ static int post(dist_store *job, int status, bool diagnosis, const char *val, si
   return rc;
 }
 
-static int post_cause(int status, bool diagnosis, const char *report) {
+/* Copies src into the fields line, tabs and newlines as spaces. */
+static void put_clean(char *buf, size_t len, size_t *off, const char *name, const char *src) {
+  if (!src || !*src)
+    return;
+  dist__appendf(buf, len, off, "\t%s=", name);
+  for (const char *p = src; *p && *off + 1 < len; p++)
+    buf[(*off)++] = *p == '\t' || *p == '\n' ? ' ' : *p;
+  buf[*off] = '\0';
+}
+
+/* "@\tculprits=...\t...\n" (launch_env.h), or "" without info. */
+static void fields_line(const dist_cause_info *in, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  if (!in)
+    return;
+  dist__appendf(buf, len, &off, "@");
+  if (in->n_culprits && in->culprits) {
+    dist__appendf(buf, len, &off, "\tculprits=");
+    for (size_t i = 0; i < in->n_culprits && i < DIST_CAUSE_CULPRITS_MAX; i++)
+      dist__appendf(buf, len, &off, "%s%d", i ? "," : "", in->culprits[i]);
+  }
+  if (in->group_id >= 0)
+    dist__appendf(buf, len, &off, "\tgroup=%d", in->group_id);
+  put_clean(buf, len, &off, "gname", in->group_name);
+  if (in->op >= 0 && in->op < DIST_OP_COUNT_)
+    dist__appendf(buf, len, &off, "\top=%s", dist_op_name((dist_op_kind)in->op));
+  if (in->seq)
+    dist__appendf(buf, len, &off, "\tseq=%" PRIu64, in->seq);
+  put_clean(buf, len, &off, "field", in->field);
+  put_clean(buf, len, &off, "site", in->site);
+  dist__appendf(buf, len, &off, "\n");
+}
+
+static int post_cause(int status, bool diagnosis, const dist_cause_info *info,
+                      const char *report) {
   if (status <= DIST_OK || status > DIST_E_INTERNAL || !report)
     return dist__set_last_error(DIST_E_INVAL,
                                 "dist_post_cause: status %d is not a DIST_E_* code%s", status,
@@ -82,10 +117,13 @@ static int post_cause(int status, bool diagnosis, const char *report) {
   size_t rlen = strlen(report);
   if (rlen > DIST_CAUSE_REPORT_MAX)
     rlen = DIST_CAUSE_REPORT_MAX; /* the head of a report carries its point */
-  char *val = dist__malloc(rlen + 64);
+  char fields[1024];
+  fields_line(info, fields, sizeof fields);
+  size_t head = 64 + strlen(fields);
+  char *val = dist__malloc(rlen + head);
   if (!val)
     return dist__set_last_error(DIST_E_NOMEM, "out of memory posting the job's cause");
-  int n = snprintf(val, 64, "%d %d %d\n", status, own_rank(), diagnosis ? 1 : 0);
+  int n = snprintf(val, head, "%d %d %d\n%s", status, own_rank(), diagnosis ? 1 : 0, fields);
   memcpy(val + n, report, rlen);
   int rc = post(job, status, diagnosis, val, (size_t)n + rlen);
   dist__free(val);
@@ -96,11 +134,19 @@ static int post_cause(int status, bool diagnosis, const char *report) {
 }
 
 int dist_post_cause(int status, const char *report) {
-  return post_cause(status, false, report);
+  return post_cause(status, false, NULL, report);
 }
 
-int dist__cause_post_diagnosis(int status, const char *report) {
-  return post_cause(status, true, report);
+dist_cause_info dist_cause_info_none(void) {
+  return (dist_cause_info){.group_id = -1, .op = -1};
+}
+
+int dist_post_cause_info(int status, const dist_cause_info *info, const char *report) {
+  return post_cause(status, false, info, report);
+}
+
+int dist__cause_post_diagnosis(int status, const dist_cause_info *info, const char *report) {
+  return post_cause(status, true, info, report);
 }
 
 void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg) {
@@ -166,5 +212,65 @@ int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
       *status > DIST_E_INTERNAL)
     return DIST_E_INVAL;
   *report = nl + 1;
+  size_t rest = len - (size_t)(*report - val);
+  const char *nl2 = rest && **report == '@' ? memchr(*report, '\n', rest) : NULL;
+  if (nl2) /* the fields line */
+    *report = nl2 + 1;
   return DIST_OK;
+}
+
+static void copy_cut(char *dst, size_t cap, const char *src) {
+  size_t n = strlen(src);
+  n = n < cap ? n : cap - 1;
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+/* One "name=value" of the fields line into f. */
+static void take_field(dist__cause_fields *f, const char *name, size_t nlen, const char *v,
+                       size_t vlen) {
+#define IS(s) (nlen == sizeof(s) - 1 && !memcmp(name, s, nlen))
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%.*s", (int)(vlen < sizeof tmp ? vlen : sizeof tmp - 1), v);
+  if (IS("culprits")) {
+    for (char *p = tmp, *e; *p && f->n_culprits < DIST_CAUSE_CULPRITS_MAX; p = *e ? e + 1 : e) {
+      long r = strtol(p, &e, 10);
+      if (e == p)
+        break;
+      f->culprits[f->n_culprits++] = (int)r;
+    }
+  } else if (IS("group")) {
+    f->group_id = atoi(tmp);
+  } else if (IS("gname")) {
+    copy_cut(f->group_name, sizeof f->group_name, tmp);
+  } else if (IS("op")) {
+    copy_cut(f->op, sizeof f->op, tmp);
+  } else if (IS("seq")) {
+    f->seq = strtoull(tmp, NULL, 10);
+  } else if (IS("field")) {
+    copy_cut(f->field, sizeof f->field, tmp);
+  } else if (IS("site")) {
+    copy_cut(f->site, sizeof f->site, tmp);
+  }
+#undef IS
+}
+
+void dist__cause_parse_info(const char *val, size_t len, dist__cause_fields *f) {
+  memset(f, 0, sizeof *f);
+  f->group_id = -1;
+  const char *nl = val ? memchr(val, '\n', len) : NULL;
+  if (!nl || (size_t)(nl + 1 - val) >= len || nl[1] != '@')
+    return;
+  const char *p = nl + 2, *end = memchr(p, '\n', len - (size_t)(p - val));
+  if (!end)
+    return;
+  while (p < end) {
+    if (*p == '\t')
+      p++;
+    const char *tab = memchr(p, '\t', (size_t)(end - p));
+    const char *stop = tab ? tab : end, *eq = memchr(p, '=', (size_t)(stop - p));
+    if (eq)
+      take_field(f, p, (size_t)(eq - p), eq + 1, (size_t)(stop - eq - 1));
+    p = stop;
+  }
 }

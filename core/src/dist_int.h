@@ -58,7 +58,7 @@ void dist__log_reread_debug_level(void);
 /* The monitor's diagnosis of a failure as the job's cause (cause.c): as
  * dist_post_cause, but it replaces a cause of the same status that was
  * posted without a diagnosis (launch_env.h, DIST_KEY_CAUSE). */
-int dist__cause_post_diagnosis(int status, const char *report);
+int dist__cause_post_diagnosis(int status, const dist_cause_info *info, const char *report);
 
 /* --- errors -------------------------------------------------------------- */
 

@@ -98,7 +98,12 @@
  * by the checking layer for its desync reports and by the monitor for its
  * hang diagnoses (DIST_E_TIMEOUT). distrun waits a bounded moment for it
  * when a rank fails, exits 10 for DIST_E_DESYNC and 11 for DIST_E_TIMEOUT,
- * and prints the report last. dist__cause_parse (dist_int.h) reads it. */
+ * and prints the report last. dist__cause_parse (dist_int.h) reads it.
+ * A cause posted with dist_post_cause_info has a second line of fields
+ * between the first and the report:
+ *     "@\tculprits=3,5\tgroup=4\tgname=tp\top=ALL_REDUCE\tseq=5\tfield=dtype\tsite=..."
+ * (tab-separated name=value, any subset, unknown names ignored);
+ * dist__cause_parse skips it, dist__cause_parse_info reads it. */
 #define DIST_KEY_CAUSE "dist/cause"
 #define DIST_CAUSE_REPORT_MAX 16384
 

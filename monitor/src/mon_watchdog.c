@@ -211,7 +211,7 @@ static void on_failure(mon_group *g, bool timeout) {
     dist_observer_emit_report(g->pg, DIST_EV_DIAGNOSIS, rc, diag);
   /* distrun: exit 11 for a hang, the report last; it replaces the checking
    * layer's "did not arrive" for the same timeout, which knows less. */
-  dist__cause_post_diagnosis(rc, diag);
+  dist__cause_post_diagnosis(rc, NULL, diag);
   if (timeout && dist__mon.abort_on_timeout && g->pg)
     dist_abort_group(g->pg, "the group timed out (DIST_ABORT_ON_TIMEOUT=1)");
   replace_diag(g, diag);

@@ -72,12 +72,12 @@ Test(core_cause, a_diagnosis_replaces_a_plain_cause_of_its_status_only, .timeout
   dist_store *s = init_one();
   /* The checking layer's "did not arrive", then the monitor's diagnosis. */
   cr_assert_eq(dist_post_cause(DIST_E_TIMEOUT, "timeout: rank 1 did not arrive"), DIST_OK);
-  cr_assert_eq(dist__cause_post_diagnosis(DIST_E_TIMEOUT, "hang: rank 1 waits for 0"), DIST_OK);
+  cr_assert_eq(dist__cause_post_diagnosis(DIST_E_TIMEOUT, NULL, "hang: rank 1 waits for 0"), DIST_OK);
   char *v = cause_of(s);
   cr_expect_str_eq(v, "3 0 1\nhang: rank 1 waits for 0");
   dist_free(v);
   /* A second diagnosis, or a plain cause, does not replace a diagnosis. */
-  cr_assert_eq(dist__cause_post_diagnosis(DIST_E_TIMEOUT, "hang: later"), DIST_OK);
+  cr_assert_eq(dist__cause_post_diagnosis(DIST_E_TIMEOUT, NULL, "hang: later"), DIST_OK);
   cr_assert_eq(dist_post_cause(DIST_E_TIMEOUT, "timeout: later"), DIST_OK);
   v = cause_of(s);
   cr_expect_str_eq(v, "3 0 1\nhang: rank 1 waits for 0");
@@ -87,7 +87,7 @@ Test(core_cause, a_diagnosis_replaces_a_plain_cause_of_its_status_only, .timeout
   /* Nor does a diagnosis replace a cause of another status (a desync). */
   s = init_one();
   cr_assert_eq(dist_post_cause(DIST_E_DESYNC, "desync: shapes"), DIST_OK);
-  cr_assert_eq(dist__cause_post_diagnosis(DIST_E_TIMEOUT, "hang: after it"), DIST_OK);
+  cr_assert_eq(dist__cause_post_diagnosis(DIST_E_TIMEOUT, NULL, "hang: after it"), DIST_OK);
   v = cause_of(s);
   cr_expect_str_eq(v, "4 0 0\ndesync: shapes");
   dist_free(v);
@@ -122,4 +122,43 @@ Test(core_cause, malformed_values_are_refused_by_the_reader, .timeout = 10) {
   cr_expect_str_eq(rep, "");
   cr_expect_eq(dist__cause_parse("3 2 1\nr", 7, &st, &rank, &rep), DIST_OK);
   cr_expect(st == DIST_E_TIMEOUT && rank == 2 && !strcmp(rep, "r"), "with the diagnosis flag");
+}
+
+Test(core_cause, a_cause_with_fields_carries_them_and_its_report_reads_as_before,
+     .timeout = 10) {
+  dist_store *s = init_one();
+  const int culprits[] = {3, 5};
+  dist_cause_info in = dist_cause_info_none();
+  in.culprits = culprits;
+  in.n_culprits = 2;
+  in.group_id = 4;
+  in.group_name = "tp\tdim"; /* a tab is not a separator of ours */
+  in.op = DIST_OP_ALL_REDUCE;
+  in.seq = 5;
+  in.field = "dtype";
+  in.site = "train.c:88 in step()";
+  cr_assert_eq(dist_post_cause_info(DIST_E_DESYNC, &in, "desync in group 4\n  rank 3"), DIST_OK);
+  char *v = cause_of(s);
+  int st = 0, rank = -2;
+  const char *rep = NULL;
+  cr_assert_eq(dist__cause_parse(v, strlen(v), &st, &rank, &rep), DIST_OK);
+  cr_expect_eq(st, DIST_E_DESYNC);
+  cr_expect_str_eq(rep, "desync in group 4\n  rank 3");
+  dist__cause_fields f;
+  dist__cause_parse_info(v, strlen(v), &f);
+  cr_expect_eq(f.n_culprits, 2);
+  cr_expect(f.culprits[0] == 3 && f.culprits[1] == 5);
+  cr_expect_eq(f.group_id, 4);
+  cr_expect_str_eq(f.group_name, "tp dim");
+  cr_expect_str_eq(f.op, "ALL_REDUCE");
+  cr_expect_eq(f.seq, 5);
+  cr_expect_str_eq(f.field, "dtype");
+  cr_expect_str_eq(f.site, "train.c:88 in step()");
+  dist_free(v);
+  /* A value of the older form has no fields. */
+  const char *old = "3 1 1\nhang: rank 1 waits for 0";
+  dist__cause_parse_info(old, strlen(old), &f);
+  cr_expect(f.n_culprits == 0 && f.group_id == -1 && !f.op[0]);
+  dist_destroy_process_group(NULL);
+  dist_store_destroy(s);
 }

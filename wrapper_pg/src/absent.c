@@ -99,6 +99,20 @@ static void last_op(const wpg *w, int r, char *buf, size_t len) {
            dist_op_name((dist_op_kind)p->kind), p->seq, site);
 }
 
+/* What a report of ranks missing from c names, for the job's verdict. */
+static dist_cause_info named(const wpg *w, const dist_coll *c, const int *ranks, int n,
+                             const char *field) {
+  dist_cause_info in = dist_cause_info_none();
+  in.culprits = ranks;
+  in.n_culprits = (size_t)n;
+  in.group_id = w->info->group_id;
+  in.group_name = w->info->desc && w->info->desc[0] ? w->info->desc : w->info->name;
+  in.op = c->kind;
+  in.seq = c->seq;
+  in.field = field;
+  return in;
+}
+
 /* The report: status.h's header naming the absent ranks, one line each. */
 static int report(wpg *w, dist_store *st, const dist_coll *c, int rc, const bool *present,
                   int lowest) {
@@ -140,7 +154,8 @@ static int report(wpg *w, dist_store *st, const dist_coll *c, int rc, const bool
     else
       wpg_appendf(msg, WPG_MSG_LEN, &off, "never joined the check): %s%s", where, last);
   }
-  rc = wpg_fail(w, rc, msg, lowest);
+  dist_cause_info in = named(w, c, absent, n, NULL);
+  rc = wpg_fail(w, rc, msg, lowest, &in);
   free(msg), free(absent);
   return rc;
 }
@@ -260,7 +275,13 @@ static int report_left(wpg *w, const dist_coll *c, uint64_t count, const wpg_lef
       lowest = w->info->global_ranks[r];
       break;
     }
-  int rc = wpg_fail(w, DIST_E_DESYNC, msg, lowest);
+  int *gone_ranks = calloc(w->size > 0 ? (size_t)w->size : 1, sizeof *gone_ranks), k = 0;
+  for (int r = 0; gone_ranks && r < w->size; r++)
+    if (left[r])
+      gone_ranks[k++] = w->info->global_ranks[r];
+  dist_cause_info in = named(w, c, gone_ranks, k, "collective count");
+  int rc = wpg_fail(w, DIST_E_DESYNC, msg, lowest, &in);
+  free(gone_ranks);
   free(msg);
   return rc;
 }

@@ -54,6 +54,7 @@ static int settle(wpg *w, wpg_pending *e, const dist_coll *c, int rc) {
   w->prev = w->all;
   w->all = t;
   w->have_prev = true;
+  wpg_sites_note(w, w->prev);
   return DIST_OK;
 }
 

@@ -200,6 +200,50 @@ static int exchange_details(wpg *w, const wpg_fp *all, const detail *mine, detai
   return rc;
 }
 
+static uint64_t site_key(const wpg_fp *fp) {
+  return (uint64_t)fp->module << 48 ^ fp->caller_off;
+}
+
+static bool site_seen(const wpg *w, const wpg_fp *fp) {
+  for (int i = 0; i < w->n_sites_seen; i++)
+    if (w->sites_seen[i] == site_key(fp))
+      return true;
+  return false;
+}
+
+void wpg_sites_note(wpg *w, const wpg_fp *all) {
+  for (int i = 0; i < w->size; i++) {
+    int cap = (int)(sizeof w->sites_seen / sizeof w->sites_seen[0]);
+    if (site_seen(w, &all[i]) || !all[i].caller_off)
+      continue;
+    w->sites_seen[w->n_sites_seen % cap] = site_key(&all[i]); /* the oldest gives way */
+    w->n_sites_seen += w->n_sites_seen < cap;
+  }
+}
+
+/* Fails every entering rank with the report, and posts the ranks it marks
+ * (with the operation, group and the first culprit's call site) as what
+ * the job's cause names. */
+static int fail_with_culprits(wpg *w, const char *msg, const wpg_row *rows, const wpg_fp *all,
+                              const char *field) {
+  int *culprits = calloc((size_t)w->size, sizeof *culprits);
+  int k = culprits ? wpg_report_culprits(rows, w->size, culprits) : 0;
+  dist_cause_info in = dist_cause_info_none();
+  in.culprits = culprits;
+  in.n_culprits = (size_t)k;
+  in.group_id = w->info->group_id;
+  in.group_name = w->info->desc && w->info->desc[0] ? w->info->desc : w->info->name;
+  in.op = all[0].kind;
+  in.seq = all[0].seq;
+  in.field = field ? field : "split size";
+  for (int i = 0; k && i < w->size; i++)
+    if (rows[i].global == culprits[0])
+      in.site = rows[i].site;
+  int rc = wpg_fail(w, DIST_E_DESYNC, msg, w->info->global_ranks[0], &in);
+  free(culprits);
+  return rc;
+}
+
 int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, bool caller_thread) {
   int n = w->size;
   bool seqs = false;
@@ -229,8 +273,8 @@ int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, bool caller
       if (wpg_fp_diff(&all[i], &all[k]) == WPG_F_NONE)
         cls = k;
     rows[i] = (wpg_row){.global = w->info->global_ranks[i], .grank = i, .cls = cls,
-                        .text = d[i].text, .site = rc == DIST_OK ? d[i].site : NULL,
-                        .extra = d[i].extra};
+                        .text = d[i].text, .site = d[i].site, .extra = d[i].extra,
+                        .suspect = !site_seen(w, &all[i])};
   }
   char gname[160];
   wpg_group_name(w->info, gname, sizeof gname);
@@ -245,7 +289,7 @@ int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, bool caller
     split_lines(w, all, d, msg, WPG_MSG_LEN, &off);
   if (off && msg[off - 1] == '\n')
     msg[--off] = '\0';
-  rc = wpg_fail(w, DIST_E_DESYNC, msg, w->info->global_ranks[0]);
+  rc = fail_with_culprits(w, msg, rows, all, field);
   free(mine), free(rows), free(msg), free(d);
   return rc;
 }
@@ -279,5 +323,6 @@ int wpg_check_coll(wpg *w, const dist_coll *c) {
   w->have_prev = true;
   w->coll_count++;
   w->hist = wpg_roll(w->hist, wpg_fp_hash(&me));
+  wpg_sites_note(w, w->prev);
   return DIST_OK;
 }

@@ -110,18 +110,34 @@ static void sites(char *buf, size_t len, size_t *off, const wpg_row *rows, int n
   wpg_appendf(buf, len, off, "\n");
 }
 
+/* The class most ranks share. A tie (two ranks of a pair disagreeing, the
+ * common case on a 2-wide tensor-parallel group) goes against the class
+ * with more suspect rows (a call site never seen in this group's agreed
+ * calls: the branch a planted bug took); else the lowest rank's class. */
 static int majority(const wpg_row *rows, int n) {
-  int best = rows[0].cls, best_n = 0;
+  int best = rows[0].cls, best_n = 0, best_sus = 0;
   for (int i = 0; i < n; i++) {
-    int k = 0;
+    int k = 0, sus = 0;
     for (int j = 0; j < n; j++)
-      k += rows[j].cls == rows[i].cls;
-    if (k > best_n) { /* ties keep the class of the lowest rank */
+      if (rows[j].cls == rows[i].cls) {
+        k++;
+        sus += rows[j].suspect;
+      }
+    if (k > best_n || (k == best_n && sus < best_sus)) {
       best_n = k;
+      best_sus = sus;
       best = rows[i].cls;
     }
   }
   return best;
+}
+
+int wpg_report_culprits(const wpg_row *rows, int n, int *out) {
+  int major = majority(rows, n), k = 0;
+  for (int i = 0; i < n; i++)
+    if (rows[i].cls != major)
+      out[k++] = rows[i].global;
+  return k;
 }
 
 void wpg_report_rows(char *buf, size_t len, size_t *off, const wpg_row *rows, int n,
@@ -172,9 +188,9 @@ const char *wpg_report_field(const wpg_row *rows, int n,
  * the job wins), so distrun prints it once, last, and exits 10 for a
  * desync, 11 for a timeout. Only the rank that logs the report posts it:
  * the others would only lose the race. */
-static void post_cause(int rc, const char *report) {
+static void post_cause(int rc, const char *report, const dist_cause_info *info) {
   if (rc == DIST_E_DESYNC || rc == DIST_E_TIMEOUT)
-    dist_post_cause(rc, report);
+    dist_post_cause_info(rc, info, report);
 }
 
 /* Where a failure's message goes: the group (a synchronous call, on the
@@ -205,14 +221,15 @@ int wpg_set_error(wpg *w, int rc, const char *fmt, ...) {
   return dist_backend_set_error(w->self, rc, "%s", msg);
 }
 
-int wpg_fail(wpg *w, int rc, const char *report, int lowest_global) {
+int wpg_fail(wpg *w, int rc, const char *report, int lowest_global,
+             const dist_cause_info *info) {
   wpg_set_error(w, rc, "%s", report);
   if (rc == DIST_E_DESYNC)
     dist_observer_emit_report(w->self, DIST_EV_DESYNC_REPORT, rc, report);
   int me = w->info->global_rank;
   if (me == lowest_global) {
     dist_log(DIST_LOG_ERROR, DIST_SUBSYS_WPG, "%s", report);
-    post_cause(rc, report);
+    post_cause(rc, report, info);
   } else {
     const char *nl = strchr(report, '\n');
     int n = nl ? (int)(nl - report) : (int)strlen(report);

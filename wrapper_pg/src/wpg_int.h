@@ -128,6 +128,11 @@ typedef struct wpg {
   _Atomic bool rewind;
   uint64_t rewind_count, rewind_hist;
   struct wpg *next_live;  /* wpg.c's list of live checking groups */
+  /* Call sites of agreed collectives (module << 48 ^ offset), to tell in a
+   * tied disagreement which side took a branch never seen before. Written
+   * by whichever side holds all/prev (see above). */
+  uint64_t sites_seen[32];
+  int n_sites_seen;
 } wpg;
 
 /* --- fingerprint.c --- */
@@ -159,7 +164,11 @@ typedef struct wpg_row {
   const char *text;    /* what the line shows */
   const char *site;    /* where the rank called from (a "called from" line), or NULL */
   const char *extra;   /* appended below the line (a stack), or NULL */
+  bool suspect;        /* breaks a tie against its class (report.c) */
 } wpg_row;
+/* The global ranks of the rows outside the majority's class (the ranks a
+ * report marks "<- ... differs") into out (n entries); returns how many. */
+int wpg_report_culprits(const wpg_row *rows, int n, int *out);
 /* Writes the rows grouped by text, ranges compressed, the minority marked
  * "<- F differs" with the field F that field_of(cls, majority cls) names
  * (NULL: none), then one "called from" line grouping the ranks by site. */
@@ -175,7 +184,8 @@ void wpg_appendf(char *buf, size_t len, size_t *off, const char *fmt, ...)
 /* Fails the call on every entering rank with rc and report: the message on
  * the group, the event, one log line (full on the lowest rank), the cause
  * posted to the job's store for distrun. */
-int wpg_fail(wpg *w, int rc, const char *report, int lowest_global);
+int wpg_fail(wpg *w, int rc, const char *report, int lowest_global,
+             const dist_cause_info *info);
 /* Records a failure's message: on the group, or in the buffer wpg_capture
  * set on this thread (NULL: back to the group). Returns rc. */
 int wpg_set_error(wpg *w, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -190,6 +200,9 @@ int wpg_check_coll(wpg *w, const dist_coll *c);
 typedef struct wpg_detail wpg_detail;
 int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, bool caller_thread);
 uint64_t wpg_roll(uint64_t h, uint64_t v);
+
+/* After an agreed exchange (records all): remembers their call sites. */
+void wpg_sites_note(wpg *w, const wpg_fp *all);
 
 /* --- async.c --- */
 /* Starts the check of an asynchronous operation: posts the record on the

@@ -259,6 +259,29 @@ DIST_API void dist_backend_work_done(dist_work *w, int rc, int src_group_rank,
  * timeout), typically one round trip. */
 DIST_API int dist_post_cause(int status, const char *report);
 
+/* What a cause names, for the launcher's verdict (distrun stores it in
+ * trace.db's verdict row and distview shows it): every field is optional.
+ * Strings are copied; tabs and newlines in them become spaces. */
+typedef struct dist_cause_info {
+  const int *culprits;    /* global ranks the report blames (not the ranks
+                             merely blocked by them) */
+  size_t n_culprits;
+  int group_id;           /* user-visible group id, -1 none */
+  const char *group_name; /* its description ("tp", "default"), NULL none */
+  int op;                 /* dist_op_kind of the operation, -1 none */
+  uint64_t seq;           /* its sequence number in the group, 0 none */
+  const char *field;      /* what differs ("dtype", "operation"), NULL */
+  const char *site;       /* the culprit's call site, "train.c:88 in step()" */
+} dist_cause_info;
+
+/* An info with nothing set (group_id and op -1). */
+DIST_API dist_cause_info dist_cause_info_none(void);
+/* dist_post_cause with what the report names in a form a program reads;
+ * info may be NULL (then it is dist_post_cause). Added in libdist 0.9:
+ * the cause key's value gains a line of fields (launch_env.h), which
+ * readers of the older form skip. */
+DIST_API int dist_post_cause_info(int status, const dist_cause_info *info, const char *report);
+
 /* --- the group interposer (for wrappers such as the checking layer) ----- */
 
 /* Creates a group from a backend table, for wrappers and tests; args as a
