@@ -259,44 +259,77 @@ static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_
   dist__free(said);
 }
 
-/* Where the waits end when the ranks missing from this operation are
- * themselves blocked elsewhere (a sub-group barrier one member never
- * enters, say): the ranks reached through wait-for edges that are in no
- * operation (idle, exited, dead), each with the ranks blocked on it. Not
- * said when no absent rank is blocked (say_absent said it all) or when the
- * waits only go round (a cycle, reported below). */
-static void say_chain_end(const mon_group *g, uint64_t seq, int kind, const mon_rec *recs,
-                          char *buf, size_t len, size_t *off) {
-  int world = dist__mon.world, n = 0, *queue = dist__calloc((size_t)world, sizeof(int));
-  int *via = dist__calloc((size_t)world, sizeof(int)); /* 1 + the rank that led here */
-  bool chained = false;
-  for (int i = 0; queue && via && i < g->size; i++) {
-    int r = g->granks[i];
-    if (r >= 0 && r < world && r != dist__mon.rank &&
-        !is_in(dist__mon_rec_group(&recs[r], g->gid), seq, kind)) {
-      queue[n++] = r;
-      via[r] = -1; /* absent from this operation itself */
-    }
-  }
+/* The verdict names the operation b (of a waiter, or the culprit's own)
+ * and the culprit's call site. */
+static void verdict_at(mon_verdict *v, const mon_rec_group *b, const char *site) {
+  if (!b)
+    return;
+  v->gid = b->gid;
+  snprintf(v->gname, sizeof v->gname, "%s", b->desc);
+  v->kind = b->kind;
+  v->seq = b->done + 1;
+  snprintf(v->site, sizeof v->site, "%s", site ? site : "");
+}
+
+/* Where the waits that start at rank `from` end: the ranks reached through
+ * wait-for edges that are in no operation (busy outside the library,
+ * exited, dead), ascending, into sinks; returns how many. A rank blocked in
+ * an operation is never one: it waits for somebody. */
+static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
+  int world = dist__mon.world, n = 0, k = 0;
+  int *queue = dist__calloc((size_t)world, sizeof(int));
+  bool *seen = dist__calloc((size_t)world, sizeof(bool));
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  if (queue && seen && from >= 0 && from < world) {
+    queue[n++] = from;
+    seen[from] = true;
+  }
   for (int h = 0; h < n; h++) {
     int r = queue[h];
     char how[320];
     const mon_rec_group *b = gone_how(&recs[r], now_ms, how, sizeof how) ? NULL
                                                                       : blocked_in(&recs[r]);
-    chained |= b != NULL;
-    for (int q = 0; b && q < world; q++)
-      if (q != r && !via[q] && waits_for(recs, r, b, q)) {
-        via[q] = 1 + r;
+    if (!b) {
+      if (r != from && k < cap)
+        sinks[k++] = r;
+      continue;
+    }
+    for (int q = 0; q < world; q++)
+      if (!seen[q] && q != r && waits_for(recs, r, b, q)) {
+        seen[q] = true;
         queue[n++] = q;
       }
   }
-  for (int h = 0; chained && h < n; h++) {
-    int r = queue[h];
+  dist__free(queue);
+  dist__free(seen);
+  qsort(sinks, (size_t)k, sizeof *sinks, cmp_int);
+  return k;
+}
+
+/* The operation that waits longest for rank r (the oldest in flight among
+ * the ranks blocked on it): where r's absence was first felt. */
+static const mon_rec_group *first_wait_for(const mon_rec *recs, int r) {
+  const mon_rec_group *best = NULL;
+  for (int q = 0; q < dist__mon.world; q++) {
+    const mon_rec_group *b = q == r ? NULL : blocked_in(&recs[q]);
+    if (b && waits_for(recs, q, b, r) && (!best || b->since_ms < best->since_ms))
+      best = b;
+  }
+  return best;
+}
+
+/* Where this rank's waits end (the culprits, whatever group or kind of
+ * operation leads there): one line each, with the ranks blocked on it; and
+ * the verdict's culprits. Nothing when the waits only go round (a cycle,
+ * reported below). */
+static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len, size_t *off) {
+  int sinks[MON_CULPRITS_MAX];
+  int k = sinks_from(recs, dist__mon.rank, sinks, MON_CULPRITS_MAX);
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  for (int h = 0; h < k; h++) {
+    int r = sinks[h];
     char how[320], s[32];
     const char *gone = gone_how(&recs[r], now_ms, how, sizeof how);
-    if (!gone && blocked_in(&recs[r]))
-      continue;
     dist__appendf(buf, len, off, "  the waits end at rank %d, which ", r);
     if (gone)
       dist__appendf(buf, len, off, "%s", gone);
@@ -305,8 +338,13 @@ static void say_chain_end(const mon_group *g, uint64_t seq, int kind, const mon_
                     sec_word(now_ms - last_done_ms(&recs[r]), s, sizeof s));
     say_waiters(recs, r, buf, len, off);
   }
-  dist__free(queue);
-  dist__free(via);
+  if (!k || !v)
+    return;
+  v->n = k;
+  memcpy(v->culprits, sinks, sizeof(int) * (size_t)k);
+  const mon_rec_group *b = first_wait_for(recs, sinks[0]);
+  const mon_rec_group *rg = b ? dist__mon_rec_group(&recs[sinks[0]], b->gid) : NULL;
+  verdict_at(v, b, rg && rg->done ? rg->last_site : NULL);
 }
 
 /* Whether a and b are the two halves of one transfer between ranks ra, rb. */
@@ -374,7 +412,8 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
 }
 
 char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const char *what,
-                         bool *lowest, int *n_cycles) {
+                         bool *lowest, int *n_cycles, mon_verdict *v) {
+  *v = (mon_verdict){.gid = -1, .kind = -1};
   const size_t len = 16384;
   char *buf = dist__malloc(len);
   if (!buf)
@@ -402,7 +441,8 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
                   sec_word(g->timeout_ms, s + 16, 16));
   if (is_p2p(kind)) {
     diagnose_p2p(g, seq, kind, atomic_load(&op->peer), site, recs, buf, len, &off, lowest);
-    *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off);
+    say_roots(recs, v, buf, len, &off);
+    *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off, v);
     if (off && buf[off - 1] == '\n')
       buf[--off] = '\0';
     return buf;
@@ -447,8 +487,8 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     dist__appendf(buf, len, &off, "  every member has entered it: one of them stopped inside "
                   "the operation, or the transport is stuck\n");
   else
-    say_chain_end(g, seq, kind, recs, buf, len, &off);
-  *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off);
+    say_roots(recs, v, buf, len, &off);
+  *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off, v);
   dist__free(in);
   if (off && buf[off - 1] == '\n')
     buf[--off] = '\0';
@@ -469,51 +509,44 @@ static bool waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q)
   return !is_in(qg, b->done + 1, b->kind);
 }
 
+typedef struct cycle {
+  int n, ranks[64];    /* in wait order, from the lowest rank */
+} cycle;
+
 typedef struct walk {
   const mon_rec *recs;
   int world;
   int *color, *stack, depth;
-  char *seen;          /* signatures of the cycles reported */
-  size_t seen_len;
-  char *buf;
-  size_t len, *off;
-  int found;
+  cycle *found;        /* distinct cycles (by their sorted ranks) */
+  int n_found, cap;
 } walk;
 
-static void report_cycle(walk *w, int from) {
-  /* The cycle is stack[from..depth); its signature is its sorted ranks. */
+static bool same_ranks(const cycle *a, const int *sorted, int k) {
+  if (a->n != k)
+    return false;
+  int tmp[64];
+  memcpy(tmp, a->ranks, sizeof(int) * (size_t)k);
+  qsort(tmp, (size_t)k, sizeof *tmp, cmp_int);
+  return memcmp(tmp, sorted, sizeof(int) * (size_t)k) == 0;
+}
+
+static void keep_cycle(walk *w, int from) {
   int k = w->depth - from, sorted[64];
-  if (k > 64)
+  if (k > 64 || w->n_found >= w->cap)
     return;
   memcpy(sorted, w->stack + from, sizeof(int) * (size_t)k);
   qsort(sorted, (size_t)k, sizeof *sorted, cmp_int);
-  char sig[512];
-  dist__format_ranks(sorted, (size_t)k, sig, sizeof sig);
-  size_t sl = strlen(sig);
-  for (size_t p = 0; p < w->seen_len;) {
-    if (strcmp(w->seen + p, sig) == 0)
+  for (int i = 0; i < w->n_found; i++)
+    if (same_ranks(&w->found[i], sorted, k))
       return;
-    p += strlen(w->seen + p) + 1;
-  }
-  if (w->seen_len + sl + 1 < 4096) {
-    memcpy(w->seen + w->seen_len, sig, sl + 1);
-    w->seen_len += sl + 1;
-  }
-  w->found++;
-  bool across = false;
-  for (int i = from + 1; i < w->depth; i++)
-    across |= blocked_in(&w->recs[w->stack[i]])->gid != blocked_in(&w->recs[w->stack[from]])->gid;
-  dist__appendf(w->buf, w->len, w->off, "  deadlock: a wait-for cycle of %d ranks%s:\n", k,
-                across ? " across groups" : "");
-  for (int i = from; i < w->depth; i++) {
-    int r = w->stack[i], q = w->stack[i + 1 < w->depth ? i + 1 : from];
-    const mon_rec_group *b = blocked_in(&w->recs[r]);
-    char pw[48];
-    dist__appendf(w->buf, w->len, w->off,
-                  "    rank %d waits in group %d (%s) %s #%llu%s (called from %s) for rank %d\n",
-                  r, b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1),
-                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site, q);
-  }
+  cycle *c = &w->found[w->n_found++];
+  c->n = k;
+  int lo = 0; /* start the cycle at its lowest rank: one text for one cycle */
+  for (int i = 1; i < k; i++)
+    if (w->stack[from + i] < w->stack[from + lo])
+      lo = i;
+  for (int i = 0; i < k; i++)
+    c->ranks[i] = w->stack[from + (lo + i) % k];
 }
 
 static void dfs(walk *w, int r) {
@@ -526,7 +559,7 @@ static void dfs(walk *w, int r) {
     if (w->color[q] == 1) {
       for (int i = 0; i < w->depth; i++)
         if (w->stack[i] == q)
-          report_cycle(w, i);
+          keep_cycle(w, i);
     } else if (w->color[q] == 0) {
       dfs(w, q);
     }
@@ -535,17 +568,84 @@ static void dfs(walk *w, int r) {
   w->color[r] = 2;
 }
 
-int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size_t *off) {
-  walk w = {.recs = recs, .world = world, .buf = buf, .len = len, .off = off};
+static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len, size_t *off) {
+  bool across = false;
+  for (int i = 1; i < c->n; i++)
+    across |= blocked_in(&recs[c->ranks[i]])->gid != blocked_in(&recs[c->ranks[0]])->gid;
+  dist__appendf(buf, len, off, "  deadlock: a wait-for cycle of %d ranks%s:\n", c->n,
+                across ? " across groups" : "");
+  for (int i = 0; i < c->n; i++) {
+    int r = c->ranks[i], q = c->ranks[(i + 1) % c->n];
+    const mon_rec_group *b = blocked_in(&recs[r]);
+    char pw[48];
+    dist__appendf(buf, len, off,
+                  "    rank %d waits in group %d (%s) %s #%llu%s (called from %s) for rank %d\n",
+                  r, b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1),
+                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site, q);
+  }
+}
+
+static int by_length(const void *a, const void *b) {
+  const cycle *x = a, *y = b;
+  if (x->n != y->n)
+    return x->n - y->n;
+  return x->ranks[0] - y->ranks[0];
+}
+
+/* The ranks every cycle passes through, ascending, into out; how many. */
+static int common_ranks(const cycle *cs, int n, int world, int *out) {
+  int k = 0;
+  for (int r = 0; r < world && k < MON_CULPRITS_MAX; r++) {
+    bool all = true;
+    for (int i = 0; all && i < n; i++) {
+      bool in = false;
+      for (int j = 0; j < cs[i].n && !in; j++)
+        in = cs[i].ranks[j] == r;
+      all = in;
+    }
+    if (all)
+      out[k++] = r;
+  }
+  return k;
+}
+
+int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size_t *off,
+                     mon_verdict *v) {
+  walk w = {.recs = recs, .world = world, .cap = 64};
   w.color = dist__calloc((size_t)world, sizeof(int));
   w.stack = dist__calloc((size_t)world + 1, sizeof(int));
-  w.seen = dist__malloc(4096);
-  if (w.color && w.stack && w.seen)
+  w.found = dist__calloc((size_t)w.cap, sizeof *w.found);
+  if (w.color && w.stack && w.found)
     for (int r = 0; r < world; r++)
       if (w.color[r] == 0)
         dfs(&w, r);
+  if (w.n_found) {
+    /* The shortest cycle first, in full; the others mostly follow from it
+     * (ranks that wait on a rank of the cycle, closing longer loops). */
+    qsort(w.found, (size_t)w.n_found, sizeof *w.found, by_length);
+    say_cycle(recs, &w.found[0], buf, len, off);
+    int common[MON_CULPRITS_MAX];
+    int k = common_ranks(w.found, w.n_found, world, common);
+    if (w.n_found > 1) {
+      char who[256];
+      dist__format_ranks(common, (size_t)k, who, sizeof who);
+      dist__appendf(buf, len, off, "  (%d longer wait-for cycle%s%s%s%s)\n", w.n_found - 1,
+                    w.n_found > 2 ? "s" : "", k ? ", every one through rank" : "",
+                    k > 1 ? "s " : k ? " " : "", k ? who : "");
+    }
+    if (v && !v->n) { /* the ranks every cycle goes through, else the first cycle's */
+      const cycle *c = &w.found[0];
+      v->n = k ? k : c->n;
+      for (int i = 0; i < v->n; i++)
+        v->culprits[i] = k ? common[i] : c->ranks[i];
+      qsort(v->culprits, (size_t)v->n, sizeof(int), cmp_int);
+      const mon_rec_group *b = blocked_in(&recs[v->culprits[0]]);
+      verdict_at(v, b, b->site);
+    }
+  }
+  int found = w.n_found;
   dist__free(w.color);
   dist__free(w.stack);
-  dist__free(w.seen);
-  return w.found;
+  dist__free(w.found);
+  return found;
 }

@@ -47,6 +47,19 @@ typedef struct mon_op {
 
 typedef struct mon_stats mon_stats; /* mon_stats.c */
 
+#define MON_CULPRITS_MAX 64
+/* What a diagnosis blames (mon_diag.c), posted with it as the job's cause. */
+typedef struct mon_verdict {
+  int culprits[MON_CULPRITS_MAX]; /* where the waits end, or the
+                                            ranks every cycle goes through */
+  int n;
+  int gid;                  /* the operation waiting for the first culprit */
+  char gname[96];
+  int kind;
+  uint64_t seq;
+  char site[MON_SITE_LEN];  /* the first culprit's (last) call site */
+} mon_verdict;
+
 typedef struct mon_group {
   _Atomic int live;
   int gid;
@@ -70,6 +83,7 @@ typedef struct mon_group {
   int reports;
   bool handled_timeout;
   char *diag;                /* the latest diagnosis of this group's stall */
+  mon_verdict verdict;       /* what it blames (with diag, under diag_mu) */
   mon_stats *stats;          /* DETAIL only */
 } mon_group;
 
@@ -128,15 +142,19 @@ void dist__mon_key(char *buf, size_t len, const char *kind, int rank);
  * "<what> in group ..." ("stall", "hang", "lost peer"). Returns a heap
  * string (dist__free) and sets *lowest when this rank is the
  * lowest-numbered rank blocked in that operation. */
+/* ... and fills *v with what the diagnosis blames (n 0: nobody). */
 char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const char *what,
-                         bool *lowest, int *n_cycles);
+                         bool *lowest, int *n_cycles, mon_verdict *v);
 /* Whether every live member has published since since_ms (wall), so its
  * record says what it did after this rank entered the operation. */
 bool dist__mon_recs_fresh(const mon_group *g, const mon_rec *recs, int64_t since_ms);
 /* Under distrun: whether distrun has said how every gone member ended. */
 bool dist__mon_recs_settled(const mon_group *g, const mon_rec *recs);
-/* The wait-for cycles among recs, appended to buf; returns how many. */
-int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size_t *off);
+/* The wait-for cycles among recs: the shortest appended to buf in full,
+ * the others folded into one line; returns how many. When v (may be NULL)
+ * blames nobody yet, it blames the ranks every cycle goes through. */
+int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size_t *off,
+                     mon_verdict *v);
 
 /* --- call sites (mon_symbol.c) ------------------------------------------ */
 /* "func (file.c:42)" or "func+0x1f (libx.so)" or "0x..." for addr. */

@@ -90,12 +90,26 @@ static void answer_stack_request(void) {
   dist__free(buf);
 }
 
-static void replace_diag(mon_group *g, char *diag) {
+static void replace_diag(mon_group *g, char *diag, const mon_verdict *v) {
   pthread_mutex_lock(&dist__mon_diag_mu);
   char *old = g->diag;
   g->diag = diag;
+  g->verdict = *v;
   pthread_mutex_unlock(&dist__mon_diag_mu);
   dist__free(old);
+}
+
+/* Posts diag as the job's cause with what it blames (distrun's verdict). */
+static void post_diagnosis(int rc, const char *diag, const mon_verdict *v) {
+  dist_cause_info in = dist_cause_info_none();
+  in.culprits = v->culprits;
+  in.n_culprits = (size_t)v->n;
+  in.group_id = v->n ? v->gid : -1;
+  in.group_name = v->n && v->gname[0] ? v->gname : NULL;
+  in.op = v->n ? v->kind : -1;
+  in.seq = v->n ? v->seq : 0;
+  in.site = v->n && v->site[0] ? v->site : NULL;
+  dist__cause_post_diagnosis(rc, &in, diag);
 }
 
 static void stall_report(mon_group *g, const char *diag, int n_cycles, int64_t now) {
@@ -139,20 +153,21 @@ static void check_stall(mon_group *g, int64_t now) {
   }
   bool lowest = false;
   int cycles = 0;
-  char *diag = dist__mon_diagnose(g, done + 1, recs, "stall", &lowest, &cycles);
+  mon_verdict v;
+  char *diag = dist__mon_diagnose(g, done + 1, recs, "stall", &lowest, &cycles, &v);
   if (dist__mon.stacks && g->reports == 0)
     request_stacks(g, done + 1, recs);
   if (diag && lowest && now >= g->next_report_ns)
     stall_report(g, diag, cycles, now);
   if (diag)
-    replace_diag(g, diag);
+    replace_diag(g, diag, &v);
   dist__mon_recs_free(recs, dist__mon.world);
   dist__free(recs);
 }
 
 /* The diagnosis made while the operation stalled, as a hang: the view
  * before the timeout is the telling one (after it, the others tear down). */
-static char *cached_as_hang(mon_group *g, uint64_t seq) {
+static char *cached_as_hang(mon_group *g, uint64_t seq, mon_verdict *v) {
   char *d = NULL;
   pthread_mutex_lock(&dist__mon_diag_mu);
   if (g->diag && g->stall_seq == seq && strncmp(g->diag, "stall ", 6) == 0) {
@@ -160,13 +175,14 @@ static char *cached_as_hang(mon_group *g, uint64_t seq) {
     d = dist__malloc(n);
     if (d)
       snprintf(d, n, "hang %s", g->diag + 6);
+    *v = g->verdict;
   }
   pthread_mutex_unlock(&dist__mon_diag_mu);
   return d;
 }
 
 /* A fresh diagnosis of g's operation seq after it failed. */
-static char *diagnose_now(mon_group *g, uint64_t seq, const char *what) {
+static char *diagnose_now(mon_group *g, uint64_t seq, const char *what, mon_verdict *v) {
   /* The others' records must postdate this operation's start (they
    * publish once a second; a dead one is recognised as such), and distrun
    * posts how a peer ended as it reaps it. */
@@ -188,7 +204,7 @@ static char *diagnose_now(mon_group *g, uint64_t seq, const char *what) {
     return NULL;
   bool lowest;
   int cycles;
-  char *diag = dist__mon_diagnose(g, seq, recs, what, &lowest, &cycles);
+  char *diag = dist__mon_diagnose(g, seq, recs, what, &lowest, &cycles, v);
   dist__mon_recs_free(recs, dist__mon.world);
   dist__free(recs);
   return diag;
@@ -200,9 +216,10 @@ static void on_failure(mon_group *g, bool timeout) {
   mon_op *op = &g->ring[seq % MON_RING];
   if (!seq || atomic_load(&op->seq) != seq)
     return;
-  char *diag = timeout ? cached_as_hang(g, seq) : NULL;
+  mon_verdict v = {.gid = -1, .kind = -1};
+  char *diag = timeout ? cached_as_hang(g, seq, &v) : NULL;
   if (!diag)
-    diag = diagnose_now(g, seq, timeout ? "hang" : "lost peer");
+    diag = diagnose_now(g, seq, timeout ? "hang" : "lost peer", &v);
   if (!diag)
     return;
   int rc = timeout ? DIST_E_TIMEOUT : DIST_E_PEER_LOST;
@@ -211,10 +228,10 @@ static void on_failure(mon_group *g, bool timeout) {
     dist_observer_emit_report(g->pg, DIST_EV_DIAGNOSIS, rc, diag);
   /* distrun: exit 11 for a hang, the report last; it replaces the checking
    * layer's "did not arrive" for the same timeout, which knows less. */
-  dist__cause_post_diagnosis(rc, NULL, diag);
+  post_diagnosis(rc, diag, &v);
   if (timeout && dist__mon.abort_on_timeout && g->pg)
     dist_abort_group(g->pg, "the group timed out (DIST_ABORT_ON_TIMEOUT=1)");
-  replace_diag(g, diag);
+  replace_diag(g, diag, &v);
 }
 
 static void sweep(int64_t now) {
