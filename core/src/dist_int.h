@@ -59,6 +59,17 @@ void dist__log_reread_debug_level(void);
  * dist_post_cause, but it replaces a cause of the same status that was
  * posted without a diagnosis (launch_env.h, DIST_KEY_CAUSE). */
 int dist__cause_post_diagnosis(int status, const dist_cause_info *info, const char *report);
+/* The fields line of a cause value (launch_env.h), or f with nothing set
+ * (group_id -1) when the value has none. */
+#define DIST_CAUSE_CULPRITS_MAX 64
+typedef struct dist__cause_fields {
+  int culprits[DIST_CAUSE_CULPRITS_MAX];
+  int n_culprits;
+  int group_id;
+  uint64_t seq;
+  char group_name[64], op[32], field[32], site[192];
+} dist__cause_fields;
+void dist__cause_parse_info(const char *val, size_t len, dist__cause_fields *f);
 
 /* --- errors -------------------------------------------------------------- */
 

@@ -223,17 +223,6 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
 void dist__cause_watch_exit(void);
 int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
                       const char **report);
-/* The fields line of a cause value (launch_env.h), or f with nothing set
- * (group_id -1) when the value has none. */
-#define DIST_CAUSE_CULPRITS_MAX 64
-typedef struct dist__cause_fields {
-  int culprits[DIST_CAUSE_CULPRITS_MAX];
-  int n_culprits;
-  int group_id;
-  uint64_t seq;
-  char group_name[64], op[32], field[32], site[192];
-} dist__cause_fields;
-void dist__cause_parse_info(const char *val, size_t len, dist__cause_fields *f);
 
 /* --- DIST_NAN_CHECK (nan_check.c) -------------------------------------- */
 

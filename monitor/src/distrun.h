@@ -141,7 +141,8 @@ int dist__run_signalfd(void);
 /* Merges $DIST_TRACE/<job id>/ into c->trace_out (./trace.db), however the
  * job ended; says what it did. Nothing when DIST_TRACE=0 or no rank wrote
  * a trace. */
-void dist__run_trace_merge(const drun_cfg *c, const char *job_id);
+struct drun_verdict;
+void dist__run_trace_merge(const drun_cfg *c, const char *job_id, const struct drun_verdict *v);
 
 /* --- the job's store (distrun_store.c) ----------------------------------- */
 
@@ -196,6 +197,7 @@ typedef struct drun_posted {
   int status;               /* DIST_E_* the rank posted */
   int rank;                 /* global rank that posted it, -1 unknown */
   char *text;               /* the report */
+  dist__cause_fields f;     /* what it names (culprits...), when it says */
 } drun_posted;
 
 /* Waits up to wait_ms for the job's cause key and reads it into p (once:
@@ -206,9 +208,37 @@ bool dist__run_cause_fetch(drun_job *job, int64_t wait_ms, drun_posted *p);
 void dist__run_cause_refresh(drun_job *job, drun_posted *p);
 /* 10 for a posted DIST_E_DESYNC, 11 for DIST_E_TIMEOUT, else fallback. */
 int dist__run_cause_exit(const drun_posted *p, int fallback);
-/* Writes the report to stderr (one write, ending with a newline). */
-void dist__run_cause_print(const drun_posted *p);
 void dist__run_cause_free(drun_posted *p);
+
+/* --- the verdict (distrun_verdict.c) ---------------------------------- */
+
+/* The job's one verdict, decided once when every rank has ended: its kind,
+ * distrun's exit status, the ranks it blames and where. Printed last and
+ * stored in trace.db (tracer/SCHEMA.md, verdict). */
+typedef struct drun_verdict {
+  int status;               /* distrun's exit status */
+  const char *kind;         /* "success", "desync", "hang", "crash", "died",
+                               "early_exit", "interrupted", "launch", "other" */
+  int culprits[DIST_CAUSE_CULPRITS_MAX];
+  int n_culprits;
+  int reported_by;          /* the rank whose report it is; -1 distrun's own */
+  dist__cause_fields f;     /* group, operation, field, site (posted) */
+  char line[1024];          /* distrun's summary line ("exit status 10 ...") */
+  const char *report;       /* the posted report, or NULL (borrowed) */
+} drun_verdict;
+
+/* How the first failing rank ended, as the supervisor saw it. */
+typedef struct drun_first {
+  int rank;                 /* -1: no rank failed (success, an interrupt...) */
+  int wstatus;
+  bool early;               /* it ended (any status) while others needed it */
+} drun_first;
+
+/* Fills v from the exit status, the first failure and the posted cause. */
+void dist__run_verdict_make(int status, const drun_first *first, const drun_posted *posted,
+                            drun_verdict *v);
+/* Prints the summary line and the report, the last thing distrun writes. */
+void dist__run_verdict_print(const drun_verdict *v);
 
 /* Prints "distrun: ..." on stderr (one write). */
 void dist__run_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -13,7 +13,6 @@
  * printed once, as the last thing distrun writes. */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "distrun.h"
 #include "pg_int.h" /* dist__cause_parse */
@@ -31,6 +30,7 @@ static bool read_cause(drun_job *job, drun_posted *p) {
     dist_free(val);
     return false;
   }
+  dist__cause_parse_info(val, len, &q.f);
   q.text = dist__strdup(report);
   dist_free(val);
   if (!q.text)
@@ -72,23 +72,6 @@ int dist__run_cause_exit(const drun_posted *p, int fallback) {
   case DIST_E_TIMEOUT: return DRUN_EXIT_HANG;
   default: return fallback;
   }
-}
-
-void dist__run_cause_print(const drun_posted *p) {
-  if (!p->have)
-    return;
-  size_t n = strlen(p->text);
-  /* One write, so the report is not interleaved with anything. */
-  char *buf = dist__malloc(n + 2);
-  if (!buf)
-    return;
-  memcpy(buf, p->text, n);
-  size_t k = n;
-  if (k == 0 || buf[k - 1] != '\n')
-    buf[k++] = '\n';
-  ssize_t w = write(2, buf, k);
-  (void)w;
-  dist__free(buf);
 }
 
 void dist__run_cause_free(drun_posted *p) {

@@ -54,11 +54,12 @@ typedef struct sup {
   struct pollfd *pfd;
   char events[4096];  /* watcher events read so far: an unfinished line */
   size_t events_len;
+  drun_first first;   /* the rank whose failure decided the status */
   int early_rank;     /* the first rank that exited 0 while others ran, -1 */
   pid_t early_pid;
   char early_how[64]; /* "with exit code 0" */
   bool failing;       /* a failing rank's exit is being handled */
-  drun_posted posted;  /* the cause a rank posted, once read */
+  drun_posted *posted; /* the cause a rank posted, once read (main's) */
 } sup;
 
 static const char *status_words(int st) {
@@ -222,12 +223,12 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   sp->failing = was_failing;
   dist__run_store_post_death(sp->c, sp->job, r->global, how);
   int st = DRUN_EXIT_RANK_DIED;
-  if (sp->status < 0 && dist__run_cause_fetch(sp->job, POSTED_WAIT_MS, &sp->posted))
-    st = dist__run_cause_exit(&sp->posted, st);
+  if (sp->status < 0 && dist__run_cause_fetch(sp->job, POSTED_WAIT_MS, sp->posted))
+    st = dist__run_cause_exit(sp->posted, st);
   bool first;
   if (st != DRUN_EXIT_RANK_DIED)
     first = set_cause(sp, st, "%s reported by rank %d; rank %d (pid %d, node %d) then %s",
-                      status_words(st), sp->posted.rank, r->global, (int)r->pid,
+                      status_words(st), sp->posted->rank, r->global, (int)r->pid,
                       sp->c->node_rank, how);
   else if (sp->early_rank >= 0) /* it left while others needed it: it went first */
     first = set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) ended first, %s, "
@@ -237,10 +238,14 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   else
     first = set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) failed first: %s",
                       r->global, (int)r->pid, sp->c->node_rank, how);
-  if (first)
+  if (first) {
+    bool early = st == DRUN_EXIT_RANK_DIED && sp->early_rank >= 0;
+    sp->first = (drun_first){.rank = early ? sp->early_rank : r->global,
+                             .wstatus = early ? 0 : wstatus, .early = early};
     dist__run_say("%s", sp->cause);
-  else
+  } else {
     dist__run_say("rank %d (pid %d) also failed: %s", r->global, (int)r->pid, how);
+  }
   if (sp->term_at < 0 && !sp->ending)
     sp->term_at = dist__run_report_deadline(sp->job, sp->running, dist__now_ms());
 }
@@ -443,35 +448,40 @@ static void start_ranks(sup *sp, const char *path) {
   }
 }
 
-/* The exit status, said once; a posted cause's report is printed last (on
- * node 0 only, so a job prints it once). A failure first seen elsewhere (a
- * rank on another node, a node's end) may still have a cause posted. */
-static int finish_status(sup *sp) {
+/* The exit status and the verdict (printed by main once the trace holds
+ * it: the last thing distrun writes; the report on node 0 only, so a job
+ * prints it once). A failure first seen elsewhere (a rank on another node,
+ * a node's end) may still have a cause posted. */
+static int finish_status(sup *sp, drun_verdict *v) {
   int status = sp->status < 0 ? DRUN_EXIT_OK : sp->status;
   if (status == DRUN_EXIT_OK || status == DRUN_EXIT_OTHER || status == DRUN_EXIT_LAUNCH)
     goto say; /* success, an interrupt, a launch failure: no rank's cause */
-  if (dist__run_cause_fetch(sp->job, 1, &sp->posted) && status == DRUN_EXIT_RANK_DIED)
-    status = dist__run_cause_exit(&sp->posted, status);
+  if (dist__run_cause_fetch(sp->job, 1, sp->posted) && status == DRUN_EXIT_RANK_DIED)
+    status = dist__run_cause_exit(sp->posted, status);
 say:
+  if (status != DRUN_EXIT_OK)
+    dist__run_cause_refresh(sp->job, sp->posted);
+  dist__run_verdict_make(status, &sp->first, sp->posted, v);
   if (status == DRUN_EXIT_OK)
     return status;
-  dist__run_cause_refresh(sp->job, &sp->posted);
-  bool print = sp->posted.have && sp->c->node_rank == 0;
+  bool print = sp->posted->have && sp->c->node_rank == 0;
+  if (!print)
+    v->report = NULL;
   const char *dir = sp->c->log_dir;
-  dist__run_say("exit status %d (%s): %s%s%s%s%s", status, status_words(status), sp->cause,
-                dir ? " (each rank's output: " : "", dir ? dir : "",
-                dir ? "/rank-<R>.out and .err)" : "",
-                !sp->posted.have ? ""
-                : print          ? "; the report follows"
-                                 : "; node 0 prints the report");
-  if (print)
-    dist__run_cause_print(&sp->posted);
+  snprintf(v->line, sizeof v->line, "exit status %d (%s): %s%s%s%s%s", status,
+           status_words(status), sp->cause, dir ? " (each rank's output: " : "", dir ? dir : "",
+           dir ? "/rank-<R>.out and .err)" : "",
+           !sp->posted->have ? ""
+           : print           ? "; the report follows"
+                             : "; node 0 prints the report");
   return status;
 }
 
-static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sigfd) {
+static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sigfd,
+                     drun_posted *posted, drun_verdict *v) {
   sup sp = {.c = c, .job = job, .n = c->nproc, .kill_at = -1, .drain_until = -1,
-            .nodes_until = -1, .term_at = -1, .status = -1, .sigfd = sigfd, .early_rank = -1};
+            .nodes_until = -1, .term_at = -1, .status = -1, .sigfd = sigfd, .early_rank = -1,
+            .first = {.rank = -1}, .posted = posted};
   sp.ranks = dist__calloc((size_t)c->nproc, sizeof *sp.ranks);
   sp.pfd = dist__calloc((size_t)c->nproc * 2 + 2, sizeof *sp.pfd);
   if (!sp.ranks || !sp.pfd) {
@@ -489,8 +499,7 @@ static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sig
     poll_once(&sp);
   close_streams(&sp);
   dist__run_crash_summary();
-  int status = finish_status(&sp);
-  dist__run_cause_free(&sp.posted);
+  int status = finish_status(&sp, v);
   dist__free(sp.pfd);
   dist__free(sp.ranks);
   return status;
@@ -535,12 +544,18 @@ int main(int argc, char **argv) {
            c.nproc * c.nnodes, c.node_rank, c.nnodes, c.slurm_note ? ", from " : "",
            c.slurm_note ? c.slurm_note : "", job.store_addr, (unsigned)job.store_port);
   char path[4096];
+  drun_posted posted = {0};
+  drun_verdict v;
+  dist__run_verdict_make(DRUN_EXIT_LAUNCH, &(drun_first){.rank = -1}, &posted, &v);
   rc = find_program(&c, &job, path, sizeof path);
   if (rc == 0)
-    rc = supervise(&c, &job, path, sigfd);
+    rc = supervise(&c, &job, path, sigfd, &posted, &v);
   dist__run_store_post_done(&c, &job, rc);
   dist__run_store_close(&c, &job);
-  dist__run_trace_merge(&c, job.job_id);
+  dist__run_trace_merge(&c, job.job_id, &v);
+  if (rc != DRUN_EXIT_OK && v.line[0])
+    dist__run_verdict_print(&v); /* last, after anything the merge says */
+  dist__run_cause_free(&posted);
   close(sigfd);
   return rc;
 }

@@ -585,6 +585,21 @@ static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len
   }
 }
 
+/* A rank every cycle goes through: the one whose calls are out of order
+ * (a call swapped across groups), with the ranks blocked on it. */
+static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t len,
+                    size_t *off) {
+  const mon_rec_group *b = blocked_in(&recs[r]);
+  char pw[48];
+  dist__appendf(buf, len, off, "  %s goes through rank %d, which is blocked in group %d (%s) "
+                "%s #%llu%s, called from %s, while others wait for it elsewhere (its calls "
+                "are in another order than theirs)", n_cycles > 1 ? "every wait-for cycle"
+                : "the wait-for cycle", r, b->gid, b->desc, op_name(b->kind),
+                (unsigned long long)(b->done + 1), peer_words(b->kind, b->peer, pw, sizeof pw),
+                b->site);
+  say_waiters(recs, r, buf, len, off);
+}
+
 static int by_length(const void *a, const void *b) {
   const cycle *x = a, *y = b;
   if (x->n != y->n)
@@ -623,16 +638,14 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
     /* The shortest cycle first, in full; the others mostly follow from it
      * (ranks that wait on a rank of the cycle, closing longer loops). */
     qsort(w.found, (size_t)w.n_found, sizeof *w.found, by_length);
-    say_cycle(recs, &w.found[0], buf, len, off);
     int common[MON_CULPRITS_MAX];
     int k = common_ranks(w.found, w.n_found, world, common);
-    if (w.n_found > 1) {
-      char who[256];
-      dist__format_ranks(common, (size_t)k, who, sizeof who);
-      dist__appendf(buf, len, off, "  (%d longer wait-for cycle%s%s%s%s)\n", w.n_found - 1,
-                    w.n_found > 2 ? "s" : "", k ? ", every one through rank" : "",
-                    k > 1 ? "s " : k ? " " : "", k ? who : "");
-    }
+    for (int i = 0; i < k && i < 4; i++)
+      say_hub(recs, common[i], w.n_found, buf, len, off);
+    say_cycle(recs, &w.found[0], buf, len, off);
+    if (w.n_found > 1)
+      dist__appendf(buf, len, off, "  (and %d longer wait-for cycle%s through the same ranks)\n",
+                    w.n_found - 1, w.n_found > 2 ? "s" : "");
     if (v && !v->n) { /* the ranks every cycle goes through, else the first cycle's */
       const cycle *c = &w.found[0];
       v->n = k ? k : c->n;

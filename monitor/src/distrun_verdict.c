@@ -1,0 +1,80 @@
+/* distrun_verdict.c - the job's one verdict, decided once when every rank
+ * has ended, by rules rather than by which rank spoke first
+ * (ARCHITECTURE.md, "One verdict"):
+ *   - a rank's own death (a fatal signal, an exit code, a kill distrun did
+ *     not send) or early end outranks what it caused: the survivors' lost
+ *     peers, the "left the group" records of ranks distrun then ended;
+ *   - otherwise a posted cause decides (a desync: the first operation
+ *     whose fingerprints differ; a hang: the monitor's diagnosis, which
+ *     names where the waits end, never a rank merely blocked);
+ *   - an interrupt of distrun is "interrupted", not a crash.
+ * The exit status was chosen by the supervisor (distrun_main.c) with the
+ * same rules; this file names the kind and the culprits for it, prints the
+ * verdict last and hands it to the trace (distrun_trace.c). */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "distrun.h"
+
+static bool fatal_signal(int wstatus) {
+  if (!WIFSIGNALED(wstatus))
+    return false;
+  int s = WTERMSIG(wstatus);
+  return s == SIGSEGV || s == SIGBUS || s == SIGFPE || s == SIGILL || s == SIGABRT;
+}
+
+static const char *kind_of(int status, const drun_first *first) {
+  switch (status) {
+  case DRUN_EXIT_OK: return "success";
+  case DRUN_EXIT_DESYNC: return "desync";
+  case DRUN_EXIT_HANG: return "hang";
+  case DRUN_EXIT_LAUNCH: return "launch";
+  case DRUN_EXIT_RANK_DIED:
+    if (first->rank >= 0 && first->early)
+      return "early_exit";
+    return first->rank >= 0 && fatal_signal(first->wstatus) ? "crash" : "died";
+  case DRUN_EXIT_OTHER: return first->rank < 0 ? "interrupted" : "other";
+  default: return "other";
+  }
+}
+
+void dist__run_verdict_make(int status, const drun_first *first, const drun_posted *posted,
+                            drun_verdict *v) {
+  memset(v, 0, sizeof *v);
+  v->status = status;
+  v->kind = kind_of(status, first);
+  v->reported_by = -1;
+  v->f.group_id = -1;
+  bool by_report = posted->have && (status == DRUN_EXIT_DESYNC || status == DRUN_EXIT_HANG);
+  if (by_report) {
+    v->reported_by = posted->rank;
+    v->f = posted->f;
+    v->n_culprits = posted->f.n_culprits;
+    memcpy(v->culprits, posted->f.culprits, sizeof(int) * (size_t)v->n_culprits);
+    v->report = posted->text;
+  } else if (status != DRUN_EXIT_OK && first->rank >= 0) {
+    v->culprits[v->n_culprits++] = first->rank;
+    v->report = posted->have ? posted->text : NULL;
+  }
+}
+
+void dist__run_verdict_print(const drun_verdict *v) {
+  dist__run_say("%s", v->line);
+  if (!v->report)
+    return;
+  size_t n = strlen(v->report);
+  /* One write, so the report is not interleaved with anything. */
+  char *buf = dist__malloc(n + 2);
+  if (!buf)
+    return;
+  memcpy(buf, v->report, n);
+  size_t k = n;
+  if (k == 0 || buf[k - 1] != '\n')
+    buf[k++] = '\n';
+  ssize_t w = write(2, buf, k);
+  (void)w;
+  dist__free(buf);
+}
