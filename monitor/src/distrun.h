@@ -173,8 +173,10 @@ void dist__run_store_close(const drun_cfg *c, drun_job *job);
 /* A rank that died of SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGABRT: shows its
  * backtrace (the monitor's crash file) and posts it (distrun/crash/<R>). */
 void dist__run_crash_collect(drun_job *job, const drun_rank *r, int wstatus);
-/* The first crash's backtrace again, for the summary. */
-void dist__run_crash_summary(void);
+/* The first crash's backtrace when it is rank's (the verdict's report),
+ * else NULL; valid until dist__run_crash_free. */
+const char *dist__run_crash_first(int rank);
+void dist__run_crash_free(void);
 /* When the survivors of a death get SIGTERM: now, or DRUN_REPORT_MS later
  * when they run the monitor (said on stderr). */
 int64_t dist__run_report_deadline(drun_job *job, int running, int64_t now_ms);
@@ -224,7 +226,8 @@ typedef struct drun_verdict {
   int reported_by;          /* the rank whose report it is; -1 distrun's own */
   dist__cause_fields f;     /* group, operation, field, site (posted) */
   char line[1024];          /* distrun's summary line ("exit status 10 ...") */
-  const char *report;       /* the posted report, or NULL (borrowed) */
+  const char *report;       /* printed after it: the posted report, the
+                               crashed rank's backtrace, or NULL (borrowed) */
 } drun_verdict;
 
 /* How the first failing rank ended, as the supervisor saw it. */

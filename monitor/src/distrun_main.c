@@ -464,16 +464,16 @@ say:
   dist__run_verdict_make(status, &sp->first, sp->posted, v);
   if (status == DRUN_EXIT_OK)
     return status;
-  bool print = sp->posted->have && sp->c->node_rank == 0;
+  bool print = v->report && sp->c->node_rank == 0;
   if (!print)
     v->report = NULL;
   const char *dir = sp->c->log_dir;
   snprintf(v->line, sizeof v->line, "exit status %d (%s): %s%s%s%s%s", status,
            status_words(status), sp->cause, dir ? " (each rank's output: " : "", dir ? dir : "",
            dir ? "/rank-<R>.out and .err)" : "",
-           !sp->posted->have ? ""
-           : print           ? "; the report follows"
-                             : "; node 0 prints the report");
+           !sp->posted->have && !print ? ""
+           : print                     ? "; the report follows"
+                                       : "; node 0 prints the report");
   return status;
 }
 
@@ -498,7 +498,6 @@ static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sig
   while (!finished(&sp))
     poll_once(&sp);
   close_streams(&sp);
-  dist__run_crash_summary();
   int status = finish_status(&sp, v);
   dist__free(sp.pfd);
   dist__free(sp.ranks);
@@ -556,6 +555,7 @@ int main(int argc, char **argv) {
   if (rc != DRUN_EXIT_OK && v.line[0])
     dist__run_verdict_print(&v); /* last, after anything the merge says */
   dist__run_cause_free(&posted);
+  dist__run_crash_free();
   close(sigfd);
   return rc;
 }

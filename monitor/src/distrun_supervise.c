@@ -39,11 +39,15 @@ static bool is_crash(int wstatus) {
   return s == SIGSEGV || s == SIGBUS || s == SIGFPE || s == SIGILL || s == SIGABRT;
 }
 
+static void crash_path(pid_t pid, char *path, size_t len) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(path, len, "%s/libdist-crash-%d.txt", tmp && *tmp ? tmp : "/tmp", (int)pid);
+}
+
 /* The crash file of pid, or NULL; removes it. */
 static char *read_crash_file(pid_t pid) {
-  const char *tmp = getenv("TMPDIR");
   char path[512];
-  snprintf(path, sizeof path, "%s/libdist-crash-%d.txt", tmp && *tmp ? tmp : "/tmp", (int)pid);
+  crash_path(pid, path, sizeof path);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return NULL;
@@ -60,8 +64,14 @@ static char *read_crash_file(pid_t pid) {
 }
 
 void dist__run_crash_collect(drun_job *job, const drun_rank *r, int wstatus) {
-  if (!is_crash(wstatus))
+  if (!is_crash(wstatus)) {
+    /* A rank killed while its handler was still writing (distrun's SIGKILL
+     * after the grace period) leaves a partial file nobody will read. */
+    char path[512];
+    crash_path(r->pid, path, sizeof path);
+    unlink(path);
     return;
+  }
   char *text = read_crash_file(r->pid);
   if (!text)
     return;
@@ -78,9 +88,11 @@ void dist__run_crash_collect(drun_job *job, const drun_rank *r, int wstatus) {
   }
 }
 
-void dist__run_crash_summary(void) {
-  if (first_crash)
-    dist__run_say("backtrace of rank %d:\n%s", first_crash_rank, first_crash);
+const char *dist__run_crash_first(int rank) {
+  return first_crash && first_crash_rank == rank ? first_crash : NULL;
+}
+
+void dist__run_crash_free(void) {
   dist__free(first_crash);
   first_crash = NULL;
 }

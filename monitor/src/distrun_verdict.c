@@ -41,6 +41,13 @@ static const char *kind_of(int status, const drun_first *first) {
   }
 }
 
+static bool names(const dist__cause_fields *f, int rank) {
+  for (int i = 0; i < f->n_culprits; i++)
+    if (f->culprits[i] == rank)
+      return true;
+  return false;
+}
+
 void dist__run_verdict_make(int status, const drun_first *first, const drun_posted *posted,
                             drun_verdict *v) {
   memset(v, 0, sizeof *v);
@@ -57,7 +64,9 @@ void dist__run_verdict_make(int status, const drun_first *first, const drun_post
     v->report = posted->text;
   } else if (status != DRUN_EXIT_OK && first->rank >= 0) {
     v->culprits[v->n_culprits++] = first->rank;
-    v->report = posted->have ? posted->text : NULL;
+    v->report = dist__run_crash_first(first->rank);
+    if (!v->report && posted->have && names(&posted->f, first->rank))
+      v->report = posted->text; /* a survivor's view that blames the same rank */
   }
 }
 

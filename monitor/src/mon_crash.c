@@ -65,16 +65,23 @@ static void header(int fd, int sig) {
   put(fd, ": backtrace:\n");
 }
 
-/* fr[0] is the handler, fr[1] libc's signal trampoline. */
+/* fr[0] is the handler, fr[1] libc's signal trampoline, fr[2] the
+ * instruction that faulted; the rest are return addresses. Ends at main:
+ * the frames below it (libc's start, _start) say nothing to the user and
+ * their lines are wrong (a return address past the end of _start). */
 static void symbolised(int fd, void **fr, int n) {
   for (int i = 2; i < n; i++) {
     char site[MON_SITE_LEN], b[24];
-    dist__mon_symbolize((uintptr_t)fr[i], site, sizeof site);
+    /* The symboliser looks up pc - 1, the call before a return address;
+     * the faulting instruction is itself the line. */
+    dist__mon_symbolize((uintptr_t)fr[i] + (i == 2), site, sizeof site);
     put(fd, "  #");
     put(fd, dec(i - 2, b));
     put(fd, " ");
     put(fd, site);
     put(fd, "\n");
+    if (strncmp(site, "main (", 6) == 0)
+      break;
   }
 }
 

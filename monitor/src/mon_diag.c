@@ -97,7 +97,7 @@ static const char *gone_how(const mon_rec *r, int64_t now_ms, char *buf, size_t 
 
 static void say_last(char *buf, size_t len, size_t *off, const mon_rec_group *rg) {
   if (!rg || rg->done == 0) {
-    dist__appendf(buf, len, off, "it has completed no operation in this group");
+    dist__appendf(buf, len, off, "its last record shows no completed operation in this group");
     return;
   }
   dist__appendf(buf, len, off, "last completed %s #%llu, called from %s", op_name(rg->last_kind),
@@ -275,21 +275,31 @@ static void verdict_at(mon_verdict *v, const mon_rec_group *b, const char *site)
  * wait-for edges that are in no operation (busy outside the library,
  * exited, dead), ascending, into sinks; returns how many. A rank blocked in
  * an operation is never one: it waits for somebody. */
+/* A rank that exited (with a code, or through exit()) while blocked in an
+ * operation most likely gave up on that operation: its end is a
+ * consequence of the wait, so the waits go on through it. */
+static bool ended_waiting(const mon_rec *r, const mon_rec_group *b) {
+  return b && (strncmp(r->died, "exited with code", 16) == 0 || strcmp(r->state, "exit") == 0);
+}
+
 static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
-  int world = dist__mon.world, n = 0, k = 0;
+  int world = dist__mon.world, n = 0, k = 0, kf = 0;
   int *queue = dist__calloc((size_t)world, sizeof(int));
+  int *fallback = dist__calloc((size_t)world, sizeof(int));
   bool *seen = dist__calloc((size_t)world, sizeof(bool));
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
-  if (queue && seen && from >= 0 && from < world) {
+  if (queue && fallback && seen && from >= 0 && from < world) {
     queue[n++] = from;
     seen[from] = true;
   }
   for (int h = 0; h < n; h++) {
     int r = queue[h];
     char how[320];
-    const mon_rec_group *b = gone_how(&recs[r], now_ms, how, sizeof how) ? NULL
-                                                                      : blocked_in(&recs[r]);
-    if (!b) {
+    bool gone = gone_how(&recs[r], now_ms, how, sizeof how) != NULL;
+    const mon_rec_group *b = blocked_in(&recs[r]);
+    if (gone && ended_waiting(&recs[r], b) && r != from)
+      fallback[kf++] = r; /* the end of the waits only if nothing lies beyond */
+    else if (gone || !b) {
       if (r != from && k < cap)
         sinks[k++] = r;
       continue;
@@ -300,7 +310,10 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
         queue[n++] = q;
       }
   }
+  for (int i = 0; !k && i < kf && i < cap; i++)
+    sinks[k++] = fallback[i];
   dist__free(queue);
+  dist__free(fallback);
   dist__free(seen);
   qsort(sinks, (size_t)k, sizeof *sinks, cmp_int);
   return k;
@@ -585,19 +598,55 @@ static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len
   }
 }
 
+/* The rank blocked sending to r while r is blocked receiving from a peer
+ * that does not send to it: r most likely names the wrong source. -1 when
+ * r is not in that state. */
+static int wrong_source(const mon_rec *recs, int world, int r) {
+  const mon_rec_group *b = blocked_in(&recs[r]);
+  if (!b || b->kind != DIST_OP_RECV || b->peer < 0 || b->peer >= world)
+    return -1;
+  const mon_rec_group *pb = blocked_in(&recs[b->peer]);
+  if (pb && pb->kind == DIST_OP_SEND && pb->peer == r)
+    return -1;
+  for (int q = 0; q < world; q++) {
+    const mon_rec_group *qb = q == r ? NULL : blocked_in(&recs[q]);
+    if (qb && qb->kind == DIST_OP_SEND && qb->peer == r && qb->gid == b->gid)
+      return q;
+  }
+  return -1;
+}
+
 /* A rank every cycle goes through: the one whose calls are out of order
- * (a call swapped across groups), with the ranks blocked on it. */
+ * (a call swapped across groups, a receive from the wrong peer), with the
+ * ranks blocked on it. */
 static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t len,
                     size_t *off) {
   const mon_rec_group *b = blocked_in(&recs[r]);
   char pw[48];
+  int sender = wrong_source(recs, dist__mon.world, r);
   dist__appendf(buf, len, off, "  %s goes through rank %d, which is blocked in group %d (%s) "
-                "%s #%llu%s, called from %s, while others wait for it elsewhere (its calls "
-                "are in another order than theirs)", n_cycles > 1 ? "every wait-for cycle"
+                "%s #%llu%s, called from %s", n_cycles > 1 ? "every wait-for cycle"
                 : "the wait-for cycle", r, b->gid, b->desc, op_name(b->kind),
                 (unsigned long long)(b->done + 1), peer_words(b->kind, b->peer, pw, sizeof pw),
                 b->site);
+  if (sender >= 0)
+    dist__appendf(buf, len, off, ": rank %d does not send to it while rank %d does (does it "
+                  "receive from the wrong peer?)", b->peer, sender);
+  else
+    dist__appendf(buf, len, off, ", while others wait for it elsewhere (its calls are in "
+                  "another order than theirs)");
   say_waiters(recs, r, buf, len, off);
+}
+
+/* Of the ranks every cycle goes through, those receiving from the wrong
+ * peer when there are any (the other end of a receive-receive cycle only
+ * waits for them): kept in place, returns how many. */
+static int prefer_wrong_source(const mon_rec *recs, int world, int *ranks, int k) {
+  int m = 0;
+  for (int i = 0; i < k; i++)
+    if (wrong_source(recs, world, ranks[i]) >= 0)
+      ranks[m++] = ranks[i];
+  return m ? m : k;
 }
 
 static int by_length(const void *a, const void *b) {
@@ -640,6 +689,7 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
     qsort(w.found, (size_t)w.n_found, sizeof *w.found, by_length);
     int common[MON_CULPRITS_MAX];
     int k = common_ranks(w.found, w.n_found, world, common);
+    k = prefer_wrong_source(recs, world, common, k);
     for (int i = 0; i < k && i < 4; i++)
       say_hub(recs, common[i], w.n_found, buf, len, off);
     say_cycle(recs, &w.found[0], buf, len, off);

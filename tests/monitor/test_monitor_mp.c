@@ -254,8 +254,9 @@ Test(monitor_mp, two_receives_first_are_a_point_to_point_cycle, .timeout = 60) {
   cr_assert(p2p >= 0 && mine > p2p && peer > mine && cyc > peer,
             "rank 0 reports the receive, its peer's and the cycle, in that order");
   long coll = at(e2, "MON WARN stall in group 0 (default) at ALL_REDUCE #1:");
-  long instead = at(e2, "has not entered ALL_REDUCE #1: it has completed no operation in this "
-                        "group; it is blocked in RECV #1 from rank 1 of this group instead");
+  long instead = at(e2, "has not entered ALL_REDUCE #1: its last record shows no completed "
+                        "operation in this group; it is blocked in RECV #1 from rank 1 of this "
+                        "group instead");
   cr_assert(coll >= 0 && instead > coll, "rank 2 sees rank 0 in a receive, not in its "
             "all_reduce:\n%s", e2);
   cr_assert(at(e2, "every member has entered it") < 0, "%s", e2);
