@@ -185,11 +185,11 @@ Test(viewer_verdict, the_tui_headline_names_a_crash_and_its_group_by_name, .time
   vw_app_close(&app);
 }
 
-Test(viewer_verdict, without_a_verdict_a_crash_outranks_the_left_the_group_reports,
-     .timeout = 60) {
-  /* rank 1 crashed at #5; rank 0's checking layer then reported that rank
-   * 1 "left the group": a consequence, not the cause */
-  const char *p = vwt_path("crash-left.db");
+/* 2 ranks: #1..#4 completed; rank 1 died of signal sig at #5 (its ring was
+ * imported: end_state 'crashed'); rank 0's checking layer then reported
+ * that rank 1 "left the group". */
+static const char *crash_left_story(int sig) {
+  const char *p = vwt_path(sig == 11 ? "crash-left.db" : "term-left.db");
   sqlite3 *db = fx_create(p, "job-crash", 2, 1);
   int two[] = {0, 1};
   fx_rank(db, 0, "finished");
@@ -197,7 +197,8 @@ Test(viewer_verdict, without_a_verdict_a_crash_outranks_the_left_the_group_repor
   fx_group(db, 0, "default", two, 2);
   for (int s = 1; s <= 4; s++)
     fx_coll(db, 0, s, "ALL_REDUCE", two, 2);
-  fx_event(db, 1, -1, -1, "crash", fx_t(5, 1), 0, "rank 1: SIGSEGV in step (train.c:61)");
+  fx_event(db, 1, -1, -1, "crash", fx_t(5, 1), sig, sig == 11 ? "rank 1: SIGSEGV in step "
+           "(train.c:61)" : "killed by signal 15 (Terminated)");
   fx_event(db, 0, 0, 5, "desync_report", fx_t(6, 0), 4,
            "desync in group 0 (default, 2 ranks) at ALL_REDUCE #5: rank 1 left the group "
            "(destroyed it or exited) before this collective; the collective counts differ\n"
@@ -205,6 +206,12 @@ Test(viewer_verdict, without_a_verdict_a_crash_outranks_the_left_the_group_repor
            "  rank 1 (host node0, pid 4001): left after 4 collectives  <- collective count "
            "differs");
   fx_finish(db, fx_t(0, 0), fx_t(7, 0));
+  return p;
+}
+
+Test(viewer_verdict, without_a_verdict_a_crash_outranks_the_left_the_group_reports,
+     .timeout = 60) {
+  const char *p = crash_left_story(11);
   distview("diagnose", "--json", p, NULL);
   cr_assert_eq(R.status, 12, "the crash, not a desync: %s", R.buf[0]);
   HAS("{\"kind\":\"died\",\"exit_code\":12,");
@@ -212,6 +219,16 @@ Test(viewer_verdict, without_a_verdict_a_crash_outranks_the_left_the_group_repor
   distview("diagnose", p, NULL);
   HAS("rank 1 crashed (host node0, pid 4001); what the others then reported follows from it\n"
       "rank 1: SIGSEGV in step (train.c:61)\n");
+}
+
+Test(viewer_verdict, a_rank_ended_by_sigterm_is_not_a_crash, .timeout = 60) {
+  /* distrun (or the user) ended rank 1: its ring was dumped, so the trace
+   * marks it 'crashed', but SIGTERM explains nothing; the report stands */
+  const char *p = crash_left_story(15);
+  distview("diagnose", "--json", p, NULL);
+  cr_assert_eq(R.status, 10, "the stored desync report, not a crash: %s", R.buf[0]);
+  HAS("{\"kind\":\"desync\",\"exit_code\":10,");
+  HAS("\"rank\":1,\"culprits\":[1]");
 }
 
 Test(viewer_verdict, an_older_trace_keeps_distviews_own_analysis_and_names_groups,

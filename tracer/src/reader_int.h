@@ -74,6 +74,11 @@ uint64_t tr_decode_range(tr_sink *s, tr_slot_get_fn get, void *arg, uint64_t fro
 /* --- build_id.c: hex GNU build id of the module holding addr ----------- */
 bool tr_build_id(uintptr_t addr, char *out, size_t len);
 
+/* --- callsite_sym.c: callsites' function, file and line from module +
+ * offset (libdwfl), in the merged file; best effort, -1 only when the
+ * table cannot be read. */
+int tr_callsites_symbolise(sqlite3 *db);
+
 /* --- merge.c --------------------------------------------------------------- */
 /* Imports a `.ring` side file into db for its rank (offset applied by the
  * caller's SQL). */

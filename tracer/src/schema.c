@@ -33,7 +33,7 @@ static const char tables_sql[] =
     " timeout_ms INTEGER, created_ns INTEGER, destroyed_ns INTEGER);"
     "CREATE TABLE IF NOT EXISTS callsites (rank INTEGER NOT NULL, callsite_id INTEGER NOT NULL,"
     " address INTEGER NOT NULL, module TEXT, build_id TEXT, offset INTEGER, function TEXT,"
-    " PRIMARY KEY (rank, callsite_id));"
+    " file TEXT, line INTEGER, PRIMARY KEY (rank, callsite_id));"
     "CREATE TABLE IF NOT EXISTS events (rank INTEGER NOT NULL, group_id INTEGER, seq INTEGER,"
     " kind TEXT NOT NULL, t_ns INTEGER NOT NULL, status INTEGER NOT NULL DEFAULT 0,"
     " peer INTEGER, message TEXT);"

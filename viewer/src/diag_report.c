@@ -15,7 +15,12 @@
 #include "diag_int.h"
 #include "vw_sql.h"
 
-enum { ST_TIMEOUT = 3, ST_PEER_LOST = 5 }; /* dist_status numbers (status.h) */
+enum { ST_PEER_LOST = 5 }; /* dist_status number (status.h) */
+
+/* A crash event's status is the signal. Only these are crashes: SIGTERM,
+ * SIGINT or SIGHUP mean the rank was ended (by distrun after another
+ * rank's failure, or by the user), which causes nothing. */
+#define FATAL_SIGNALS "(4, 5, 6, 7, 8, 11, 31)" /* ILL TRAP ABRT BUS FPE SEGV SYS */
 
 int vw_diag_stored_report(vw_model *m, vw_diag *d) {
   /* the first desync (later ones follow from it); the last diagnosis or
@@ -133,7 +138,8 @@ static bool first_death(vw_model *m, bool lost, death *out) {
   memset(out, 0, sizeof *out);
   out->t = INT64_MAX;
   sqlite3_stmt *st = vw_sql_prepare(m, "SELECT rank, t_ns, message FROM events WHERE "
-                                       "kind = 'crash' ORDER BY t_ns LIMIT 1");
+                                       "kind = 'crash' AND status IN " FATAL_SIGNALS
+                                       " ORDER BY t_ns LIMIT 1");
   if (st && vw_sql_step(m, st) == SQLITE_ROW) {
     out->rank = (int)vw_sql_i64(st, 0);
     out->t = vw_sql_i64(st, 1);
@@ -145,14 +151,21 @@ static bool first_death(vw_model *m, bool lost, death *out) {
   }
   sqlite3_finalize(st);
   m->err[0] = '\0';  /* a trace without events is no error here */
-  for (int pass = 0; pass < (lost ? 2 : 1); pass++)
-    for (int i = 0; i < m->job.nranks; i++)
-      if (!strcmp(m->job.ranks[i].end_state, pass ? "lost" : "crashed")) {
-        out->rank = m->job.ranks[i].rank;
-        snprintf(out->how, sizeof out->how, pass ? "was lost" : "crashed");
-        return true;
-      }
-  return false;
+  /* 'crashed' without an event of a fatal signal: a rank ended by SIGTERM
+   * is marked crashed too (its ring was dumped); it is not a crash */
+  int64_t r = vw_sql_scalar(m, "SELECT min(rank) FROM ranks WHERE end_state = 'crashed' AND "
+                               "NOT EXISTS (SELECT 1 FROM events e WHERE e.rank = ranks.rank "
+                               "AND e.kind = 'crash' AND e.status NOT IN " FATAL_SIGNALS ")",
+                            0, NULL);
+  if (r < 0 && lost)
+    r = vw_sql_scalar(m, "SELECT min(rank) FROM ranks WHERE end_state = 'lost'", 0, NULL);
+  m->err[0] = '\0';
+  if (r < 0)
+    return false;
+  out->rank = (int)r;
+  snprintf(out->how, sizeof out->how, "%s", vw_model_rank(m, out->rank) &&
+           !strcmp(vw_model_rank(m, out->rank)->end_state, "lost") ? "was lost" : "crashed");
+  return true;
 }
 
 static const vw_rank_info *rank_info(vw_model *m, int rank) {
@@ -194,7 +207,11 @@ int vw_diag_deaths(vw_model *m, vw_diag *d) {
     say_death(m, &x, d);   // a lost peer's diagnosis: the rank that was lost
   } else if (left && d->rank >= 0) {
     const vw_rank_info *ri = vw_model_rank(m, d->rank);
-    if (ri && (!strcmp(ri->end_state, "crashed") || !strcmp(ri->end_state, "lost"))) {
+    int64_t arg[1] = {d->rank};
+    bool ended = vw_sql_scalar(m, "SELECT 1 FROM events WHERE rank = ? AND kind = 'crash' AND "
+                                  "status NOT IN " FATAL_SIGNALS, 1, arg) == 1;
+    m->err[0] = '\0';
+    if (ri && !ended && (!strcmp(ri->end_state, "crashed") || !strcmp(ri->end_state, "lost"))) {
       death y = {.rank = d->rank, .t = INT64_MAX};
       snprintf(y.how, sizeof y.how, "%s", ri->end_state[0] == 'c' ? "crashed" : "was lost");
       say_death(m, &y, d);
