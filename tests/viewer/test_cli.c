@@ -72,7 +72,7 @@ Test(viewer_cli, summary_text_and_json, .timeout = 30) {
                           "operations #1..#5"), "%s", R.buf[0]);
   cr_assert(strstr(R.buf[0], "  ALL_REDUCE                       79         76        0         0"
                           "          3"), "%s", R.buf[0]);
-  cr_assert(strstr(R.buf[0], "outcome: hang in group 0 at #21 ALL_REDUCE: rank 1 is behind"),
+  cr_assert(strstr(R.buf[0], "outcome: hang in group 0 (default) at #21 ALL_REDUCE: rank 1 is behind"),
             "%s", R.buf[0]);
   distview("summary", "--json", p, NULL);
   cr_assert_eq(R.status, 0, "exit");

@@ -38,7 +38,7 @@ Test(viewer_keys, j_k_move_between_ranks_and_h_l_between_operations, .timeout = 
   vw_app_keys(&app, "h");
   expect_has(" rank 0 #12: completed");
   /* the detail under the matrix follows the cursor */
-  expect_has(" Detail: group 0 #12 ALL_REDUCE across ranks (4 of 4 ranks entered it)");
+  expect_has(" Detail: group 0 (default) #12 ALL_REDUCE across ranks (4 of 4 ranks entered it)");
   expect_has("fingerprint: every rank that entered it agrees");
   vw_app_keys(&app, "g");
   expect_has(" rank 0 #1: completed");
@@ -53,12 +53,12 @@ Test(viewer_keys, enter_opens_the_operation_and_esc_goes_back, .timeout = 20) {
   open_story(desync_story, "desync.db", 24, 80);
   vw_app_keys(&app, "<Enter>");
   cr_assert_eq(app.st.pane, VW_P_DETAIL, "detail focused");
-  expect_has(" Detail: group 0 #13 ALL_REDUCE");
+  expect_has(" Detail: group 0 (default) #13 ALL_REDUCE");
   expect_has("    2 failed     ALL_REDUCE     float32  *[4,512]");
   vw_app_keys(&app, "jj");
   expect_has(">   2 failed");
   vw_app_keys(&app, "h");   // previous operation across ranks
-  expect_has(" Detail: group 0 #12 ALL_REDUCE");
+  expect_has(" Detail: group 0 (default) #12 ALL_REDUCE");
   vw_app_keys(&app, "<Esc>");
   cr_assert_eq(app.st.pane, VW_P_MATRIX, "back to the matrix");
   expect_has(" rank 2 #13: failed");
@@ -70,7 +70,7 @@ Test(viewer_keys, tab_cycles_panes_and_digits_jump, .timeout = 20) {
   vw_app_keys(&app, "<Tab>");
   expect_has(" Timeline: ");
   vw_app_keys(&app, "<Tab>");
-  expect_has(" Detail: group 0 #21");
+  expect_has(" Detail: group 0 (default) #21");
   vw_app_keys(&app, "<Tab>");
   expect_has(" Events: 2 ");
   vw_app_keys(&app, "<Tab>");
@@ -90,7 +90,7 @@ Test(viewer_keys, events_enter_jumps_to_the_operation, .timeout = 20) {
   expect_has("this event names no operation");
   vw_app_keys(&app, "j<Enter>");   // peer_lost names group 0 #21
   cr_assert_eq(app.st.pane, VW_P_DETAIL, "detail");
-  expect_has(" Detail: group 0 #21 ALL_REDUCE across ranks (3 of 4 ranks entered it)");
+  expect_has(" Detail: group 0 (default) #21 ALL_REDUCE across ranks (3 of 4 ranks entered it)");
   expect_has(" never entered by rank 1");
   vw_app_keys(&app, "<Esc>");
   cr_assert_eq(app.st.pane, VW_P_EVENTS, "Esc returns to the events");

@@ -73,7 +73,7 @@ Test(viewer_screens, desync_200x60_shows_all_panes_with_the_report_event, .timeo
 Test(viewer_screens, hang_80x24_marks_the_lagging_rank_and_the_blocked_op, .timeout = 20) {
   open_story(fx_story_hang, "hang.db", 24, 80);
   expect_line(" distview  HANG (exit 11)  job job-hang", NULL);
-  expect_has("hang in group 0 at #21 ALL_REDUCE: rank 1 is behind");
+  expect_has("hang in group 0 (default) at #21 ALL_REDUCE: rank 1 is behind");
   expect_line("1 LAG", ">    1 LAG  ####################?");
   expect_line("     0      ", "     0      ####################>");
   expect_line("     2      ", "     2      ####################>");
@@ -107,7 +107,7 @@ Test(viewer_screens, deadlock_80x24_names_the_cycle, .timeout = 20) {
   open_story(fx_story_deadlock, "deadlock.db", 24, 80);
   expect_has("DEADLOCK (exit 11)");
   expect_line(" deadlock:", " deadlock: ranks 0,1 wait for each other in a cycle across groups");
-  expect_line("rank 0 waits", "   rank 0 waits in group 1 ALL_REDUCE #5 for rank 1");
+  expect_line("rank 0 waits", "   rank 0 waits in group 1 (a) ALL_REDUCE #5 for rank 1");
   expect_line("0 CYC", ">    0 CYC  ####>");
   expect_line("1 CYC", "     1 CYC  ####.");
   vw_app_close(&app);
@@ -115,8 +115,8 @@ Test(viewer_screens, deadlock_80x24_names_the_cycle, .timeout = 20) {
 
 Test(viewer_screens, deadlock_200x60_shows_both_waits, .timeout = 20) {
   open_story(fx_story_deadlock, "deadlock.db", 60, 200);
-  expect_has("rank 0 waits in group 1 ALL_REDUCE #5 for rank 1");
-  expect_has("rank 1 waits in group 2 BROADCAST #5 for rank 0");
+  expect_has("rank 0 waits in group 1 (a) ALL_REDUCE #5 for rank 1");
+  expect_has("rank 1 waits in group 2 (b) BROADCAST #5 for rank 0");
   expect_has(" never entered by rank 1");
   vw_app_close(&app);
 }

@@ -102,9 +102,9 @@ Test(viewer_tmux, keys_move_open_search_resize_and_quit, .timeout = 120, .fini =
   tmux("send-keys -t vw j");
   wait_for(">    2      ####################>", " rank 2 #21: in flight", NULL);
   tmux("send-keys -t vw h");
-  wait_for(" rank 2 #20: completed", " Detail: group 0 #20 BROADCAST", NULL);
+  wait_for(" rank 2 #20: completed", " Detail: group 0 (default) #20 BROADCAST", NULL);
   tmux("send-keys -t vw l Enter");
-  wait_for(" 3 Detail ", " Detail: group 0 #21 ALL_REDUCE across ranks (3 of 4",
+  wait_for(" 3 Detail ", " Detail: group 0 (default) #21 ALL_REDUCE across ranks (3 of 4",
            " never entered by rank 1", NULL);
   tmux("send-keys -t vw Escape");
   wait_for(" rank 2 #21: in flight", NULL);

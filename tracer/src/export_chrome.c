@@ -3,9 +3,16 @@
  *
  * pid = rank, tid = group id; one complete event ("X") per operation per
  * rank, ts/dur in microseconds from the job's first time; name, process
- * and thread metadata; and for each collective seen on two or more ranks a
- * flow chain (s on the lowest rank, t on the middle ones, f on the last,
- * binding to the enclosing slice) so Perfetto draws arrows across ranks. */
+ * and thread metadata; and arrows across ranks (flows, binding to the
+ * slice enclosing their ts, which is the slice's own start):
+ *   - each collective seen on two or more ranks is one flow chain (s on
+ *     the lowest rank, t on the middle ones, f on the last);
+ *   - each send goes to its own receive. A send and a receive are paired
+ *     the way the transport matches them: by group, sender, receiver and
+ *     tag, the n-th send from A to B with the n-th receive at B from A.
+ *     Never by sequence number: ranks number their point-to-point calls
+ *     among their other calls, so one (group, seq) may hold a SEND on one
+ *     rank and an unrelated RECV or collective on another. */
 #include "json_out.h"
 #include "reader_int.h"
 
@@ -36,8 +43,8 @@ static void metadata(sqlite3 *db, jout *j, bool *first) {
     while (sqlite3_step(st) == SQLITE_ROW) {
       const char *desc = (const char *)sqlite3_column_text(st, 2);
       char name[300];
-      snprintf(name, sizeof name, "group %d%s%s", sqlite3_column_int(st, 1),
-               desc && *desc ? " " : "", desc ? desc : "");
+      snprintf(name, sizeof name, "group %d%s%s%s", sqlite3_column_int(st, 1),
+               desc && *desc ? " (" : "", desc ? desc : "", desc && *desc ? ")" : "");
       jo_printf(j, "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
                    "\"args\":{\"name\":", *first ? "" : ",", sqlite3_column_int(st, 0),
                 sqlite3_column_int(st, 1));
@@ -51,15 +58,22 @@ static void metadata(sqlite3 *db, jout *j, bool *first) {
 
 static double us(int64_t t, int64_t t0) { return (double)(t - t0) / 1000.0; }
 
+#define P2P_OPS "('SEND','RECV','SEND_BYTES','RECV_BYTES','BATCH_P2P')"
+#define SEND_OPS "('SEND','SEND_BYTES')"
+/* Point-to-point flow ids: above every collective's group << 40 | seq
+ * (groups below 4096), below 2^53 so JavaScript viewers keep them exact. */
+#define P2P_FLOW_ID0 (1ll << 52)
+
 /* Complete events, then flows, in one pass ordered by collective. */
 static int events(sqlite3 *db, jout *j, bool *first, int64_t t0, int64_t t_end) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db,
                          "SELECT rank, group_id, seq, op, state, bytes_in, dtype, status,"
                          " coalesce(t_started_ns, t_enqueued_ns), t_ended_ns, message,"
-                         " count(*) OVER (PARTITION BY group_id, seq),"
-                         " row_number() OVER (PARTITION BY group_id, seq ORDER BY rank)"
-                         " FROM operations ORDER BY group_id, seq, rank", -1, &st, NULL))
+                         " count(*) OVER w, row_number() OVER (w ORDER BY rank), p2p"
+                         " FROM (SELECT *, op IN " P2P_OPS " AS p2p FROM operations)"
+                         " WINDOW w AS (PARTITION BY group_id, seq, p2p)"
+                         " ORDER BY group_id, seq, rank", -1, &st, NULL))
     return DIST_E_INVAL;
   while (sqlite3_step(st) == SQLITE_ROW) {
     int rank = sqlite3_column_int(st, 0), g = sqlite3_column_int(st, 1);
@@ -84,7 +98,7 @@ static int events(sqlite3 *db, jout *j, bool *first, int64_t t0, int64_t t_end) 
     }
     jo_puts(j, "}}");
     int n = sqlite3_column_int(st, 11), k = sqlite3_column_int(st, 12);
-    if (n < 2)
+    if (n < 2 || sqlite3_column_int(st, 13))  // point-to-point: p2p_flows pairs them
       continue;
     const char *ph = k == 1 ? "s" : k == n ? "f" : "t";
     /* inside the slice: flows bind to the slice enclosing their ts */
@@ -92,6 +106,46 @@ static int events(sqlite3 *db, jout *j, bool *first, int64_t t0, int64_t t_end) 
                  "\"pid\":%d,\"tid\":%d,\"ts\":%.3f%s}",
               op, (long long)seq, ph, (long long)(((int64_t)g << 40) | seq), rank, g,
               us(start, t0), k == n ? ",\"bp\":\"e\"" : "");
+  }
+  sqlite3_finalize(st);
+  return DIST_OK;
+}
+
+static void flow(jout *j, const char *name, const char *ph, int64_t id, int rank, int g,
+                 double ts) {
+  jo_puts(j, ",\n{\"name\":");
+  jo_str(j, name);
+  jo_printf(j, ",\"cat\":\"dist.flow\",\"ph\":\"%s\",\"id\":%lld,\"pid\":%d,\"tid\":%d,"
+               "\"ts\":%.3f%s}", ph, (long long)id, rank, g, ts, ph[0] == 'f' ? ",\"bp\":\"e\"" : "");
+}
+
+/* One flow per send, to the receive the transport matched it with (see
+ * the top of the file); a send or receive without its other half (the
+ * peer's file is missing, the job ended first) has no arrow. */
+static int p2p_flows(sqlite3 *db, jout *j, int64_t t0) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db,
+      "WITH p AS (SELECT rank, group_id, seq, op, coalesce(t_started_ns, t_enqueued_ns) AS ts,"
+      "  t_enqueued_ns, coalesce(tag, 0) AS tag, op IN " SEND_OPS " AS is_send,"
+      "  CASE WHEN op IN " SEND_OPS " THEN rank ELSE root END AS src,"
+      "  CASE WHEN op IN " SEND_OPS " THEN root ELSE rank END AS dst"
+      "  FROM operations WHERE op IN ('SEND','RECV','SEND_BYTES','RECV_BYTES')"
+      "  AND root IS NOT NULL),"
+      " n AS (SELECT *, row_number() OVER (PARTITION BY group_id, src, dst, tag, is_send"
+      "  ORDER BY t_enqueued_ns, seq) AS k FROM p)"
+      " SELECT s.rank, s.group_id, s.seq, s.ts, r.rank, r.seq, r.ts FROM n s JOIN n r"
+      " ON s.is_send AND NOT r.is_send AND r.group_id = s.group_id AND r.src = s.src"
+      " AND r.dst = s.dst AND r.tag = s.tag AND r.k = s.k ORDER BY s.ts, s.rank",
+      -1, &st, NULL))
+    return DIST_E_INVAL;
+  int64_t id = P2P_FLOW_ID0;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int g = sqlite3_column_int(st, 1);
+    char name[96];
+    snprintf(name, sizeof name, "SEND #%lld -> RECV #%lld", (long long)sqlite3_column_int64(st, 2),
+             (long long)sqlite3_column_int64(st, 5));
+    flow(j, name, "s", id, sqlite3_column_int(st, 0), g, us(sqlite3_column_int64(st, 3), t0));
+    flow(j, name, "f", id++, sqlite3_column_int(st, 4), g, us(sqlite3_column_int64(st, 6), t0));
   }
   sqlite3_finalize(st);
   return DIST_OK;
@@ -126,6 +180,8 @@ int dist_trace_export_chrome(dist_trace *t, const char *out_path, char *err, siz
   jo_puts(&j, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
   metadata(db, &j, &first);
   int rc = events(db, &j, &first, t0, t_end);
+  if (rc == DIST_OK)
+    rc = p2p_flows(db, &j, t0);
   jo_puts(&j, "\n]}\n");
   bool bad = ferror(f);
   if (f != stdout)

@@ -9,8 +9,9 @@
  * `.ring` side file (the raw ring a dying rank wrote) is decoded through
  * the record sink into a scratch database and folded in: rows the rank
  * file lacks are added, rows it has are brought to their newest state.
- * The result is written to <out>.tmp and renamed, so a reader never sees
- * half a merge. */
+ * Call sites get their function, file and line (callsite_sym.c). The
+ * result is written to <out>.tmp and renamed, so a reader never sees half
+ * a merge. */
 #define _GNU_SOURCE
 #include "reader_int.h"
 
@@ -186,7 +187,9 @@ static int copy_rank(sqlite3 *db, int rank, bool first, char *err, size_t errlen
       "INSERT INTO main.drops SELECT rank, group_id, seq_first, seq_last, records,"
       " t_ns + %s FROM src.drops;"
       "%s"
-      "INSERT OR IGNORE INTO main.callsites SELECT * FROM src.callsites;"
+      "INSERT OR IGNORE INTO main.callsites (rank, callsite_id, address, module, build_id,"
+      " offset, function) SELECT rank, callsite_id, address, module, build_id, offset,"
+      " function FROM src.callsites;"
       "INSERT OR IGNORE INTO main.groups SELECT group_id, name, description, backend, size,"
       " members, timeout_ms, NULL, NULL FROM src.groups;"
       "UPDATE main.groups SET"
@@ -354,6 +357,7 @@ int dist_trace_merge(const char *job_dir, const char *out_path, dist_trace_merge
   }
   import_rings(db, job_dir, rep);
   tr_exec(db, "BEGIN", NULL, 0);
+  tr_callsites_symbolise(db); /* best effort: unreadable modules stay NULL */
   if (!job[0]) { /* no rank file: the directory names the job */
     const char *slash = strrchr(job_dir, '/');
     snprintf(job, sizeof job, "%s", slash && slash[1] ? slash + 1 : job_dir);

@@ -24,6 +24,9 @@ int tr_schema_create(sqlite3 *db, bool indexes, char *err, size_t errlen);
  * sink writes this layout. */
 int tr_schema_create_rank(sqlite3 *db, int rank, char *err, size_t errlen);
 int tr_schema_indexes(sqlite3 *db, char *err, size_t errlen);
+/* The verdict table (merged files; created by the merge and, for a file
+ * merged before it existed, by dist_trace_set_verdict). */
+int tr_schema_verdict(sqlite3 *db, char *err, size_t errlen);
 int tr_meta_set(sqlite3 *db, const char *key, const char *value);
 int tr_meta_get(sqlite3 *db, const char *key, char *out, size_t len);
 const char *tr_op_name(unsigned op);
@@ -70,6 +73,11 @@ uint64_t tr_decode_range(tr_sink *s, tr_slot_get_fn get, void *arg, uint64_t fro
 
 /* --- build_id.c: hex GNU build id of the module holding addr ----------- */
 bool tr_build_id(uintptr_t addr, char *out, size_t len);
+
+/* --- callsite_sym.c: callsites' function, file and line from module +
+ * offset (libdwfl), in the merged file; best effort, -1 only when the
+ * table cannot be read. */
+int tr_callsites_symbolise(sqlite3 *db);
 
 /* --- merge.c --------------------------------------------------------------- */
 /* Imports a `.ring` side file into db for its rank (offset applied by the

@@ -33,7 +33,7 @@ static const char tables_sql[] =
     " timeout_ms INTEGER, created_ns INTEGER, destroyed_ns INTEGER);"
     "CREATE TABLE IF NOT EXISTS callsites (rank INTEGER NOT NULL, callsite_id INTEGER NOT NULL,"
     " address INTEGER NOT NULL, module TEXT, build_id TEXT, offset INTEGER, function TEXT,"
-    " PRIMARY KEY (rank, callsite_id));"
+    " file TEXT, line INTEGER, PRIMARY KEY (rank, callsite_id));"
     "CREATE TABLE IF NOT EXISTS events (rank INTEGER NOT NULL, group_id INTEGER, seq INTEGER,"
     " kind TEXT NOT NULL, t_ns INTEGER NOT NULL, status INTEGER NOT NULL DEFAULT 0,"
     " peer INTEGER, message TEXT);"
@@ -68,6 +68,15 @@ static const char rank_ops_sql[] =
     " message TEXT);"
     "CREATE TABLE IF NOT EXISTS shapes (shape_id INTEGER PRIMARY KEY, shape TEXT NOT NULL);";
 
+/* The job's one verdict (merged file only; distrun writes it after the
+ * merge through dist_trace_set_verdict, verdict.c). Older trace.db files
+ * lack the table: readers treat that as "no verdict". */
+static const char verdict_sql[] =
+    "CREATE TABLE IF NOT EXISTS verdict (kind TEXT NOT NULL, exit_status INTEGER NOT NULL,"
+    " culprits TEXT NOT NULL DEFAULT '', group_id INTEGER, group_name TEXT, op TEXT,"
+    " seq INTEGER, field TEXT, site TEXT, reported_by INTEGER NOT NULL DEFAULT -1,"
+    " dropped INTEGER NOT NULL DEFAULT 0, text TEXT);";
+
 static const char index_sql[] =
     "CREATE UNIQUE INDEX IF NOT EXISTS op_by_coll ON operations(group_id, seq, rank);"
     "CREATE INDEX IF NOT EXISTS op_by_rank ON operations(rank, t_enqueued_ns);"
@@ -86,9 +95,14 @@ int tr_exec(sqlite3 *db, const char *sql, char *err, size_t errlen) {
 }
 
 int tr_schema_create(sqlite3 *db, bool indexes, char *err, size_t errlen) {
-  if (tr_exec(db, tables_sql, err, errlen) != 0 || tr_exec(db, ops_sql, err, errlen) != 0)
+  if (tr_exec(db, tables_sql, err, errlen) != 0 || tr_exec(db, ops_sql, err, errlen) != 0 ||
+      tr_exec(db, verdict_sql, err, errlen) != 0)
     return -1;
   return indexes ? tr_exec(db, index_sql, err, errlen) : 0;
+}
+
+int tr_schema_verdict(sqlite3 *db, char *err, size_t errlen) {
+  return tr_exec(db, verdict_sql, err, errlen);
 }
 
 int tr_meta_set(sqlite3 *db, const char *key, const char *value) {

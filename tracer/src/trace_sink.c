@@ -114,7 +114,8 @@ int tr_sink_open(sqlite3 *db, const tr_sink_opts *o, tr_sink **out) {
       prep(s, "INSERT INTO events VALUES (?,?,?,?,?,?,?,?)", &s->ins_ev) ||
       prep(s, "INSERT OR IGNORE INTO groups VALUES (?,?,?,?,?,?,?,?,NULL)", &s->ins_group) ||
       prep(s, "UPDATE groups SET destroyed_ns = ?2 WHERE group_id = ?1", &s->upd_group) ||
-      prep(s, "INSERT OR IGNORE INTO callsites VALUES (?,?,?,?,?,?,?)", &s->ins_cs) ||
+      prep(s, "INSERT OR IGNORE INTO callsites (rank, callsite_id, address, module, build_id, offset,"
+                 " function) VALUES (?,?,?,?,?,?,?)", &s->ins_cs) ||
       prep(s, "INSERT INTO drops VALUES (?,?,?,?,?,?)", &s->ins_drop) ||
       prep(s, "UPDATE ranks SET clock_offset_ns = ?2, clock_rtt_ns = ?3 WHERE rank = ?1",
            &s->upd_clock) ||

@@ -1,9 +1,11 @@
-/* cmd_diagnose.c - `distview diagnose [--json] TRACE`: the first divergence
- * or hang across ranks, computed from the trace (every collective is
- * checked for fingerprint differences), with the job's own report if it
- * stored one. Exits as distrun would have: 0 nothing found, 10 desync,
- * 11 hang or deadlock, 12 a rank died or an operation failed; 1 for an
- * unreadable trace, 2 for a usage error. */
+/* cmd_diagnose.c - `distview diagnose [--json] TRACE`: the job's verdict
+ * when distrun stored one (and exits with its status), then distview's own
+ * analysis: the first divergence or hang across ranks, computed from the
+ * trace (every collective is checked for fingerprint differences), with the
+ * job's own report if it stored one. Without a verdict it exits as distrun
+ * would have: 0 nothing found, 10 desync, 11 hang or deadlock, 12 a rank
+ * died or an operation failed; 1 for an unreadable trace, 2 for a usage
+ * error. */
 #include <stdio.h>
 #include <string.h>
 
@@ -11,10 +13,10 @@
 
 static const char usage[] =
     "usage: distview diagnose [--json] TRACE\n"
-    "The first desync, hang or deadlock across ranks, from the operation rows\n"
-    "(and the job's own report when it stored one).\n"
-    "Exit: 0 none found, 10 desync, 11 hang/deadlock, 12 rank died or op failed,\n"
-    "      1 unreadable trace, 2 usage.\n";
+    "The job's verdict when distrun stored one, then the first desync, hang or\n"
+    "deadlock across ranks from the operation rows (and the job's own report).\n"
+    "Exit: the verdict's exit status; without one 0 none found, 10 desync,\n"
+    "      11 hang/deadlock, 12 rank died or op failed; 1 unreadable trace, 2 usage.\n";
 
 static void json_list(FILE *f, const char *name, const int *v, int n) {
   fprintf(f, ",\"%s\":[", name);
@@ -23,11 +25,31 @@ static void json_list(FILE *f, const char *name, const int *v, int n) {
   fputs("]", f);
 }
 
+/* Keys added with the verdict: who decided, the group's name, the call
+ * site, and with a verdict distview's own analysis. */
+static void print_json_more(const vw_diag *d, FILE *f) {
+  fputs(",\"group_name\":", f);
+  vw_json_str(f, d->group_name);
+  fputs(",\"site\":", f);
+  vw_json_str(f, d->site);
+  fprintf(f, ",\"source\":\"%s\"", d->has_verdict ? "distrun" : "distview");
+  if (!d->has_verdict)
+    return;
+  fprintf(f, ",\"reported_by\":%d,\"dropped\":%lld,\"own\":{\"kind\":", d->reported_by,
+          (long long)d->dropped);
+  vw_json_str(f, vw_diag_kind_name(d->own_kind));
+  fprintf(f, ",\"exit_code\":%d", d->own_exit_code);
+  json_list(f, "culprits", d->own_culprits, d->own_n_culprits);
+  fprintf(f, ",\"agrees\":%s,\"summary\":", d->own_agrees ? "true" : "false");
+  vw_json_str(f, d->own_summary);
+  fputs("}", f);
+}
+
 static void print_json(const vw_diag *d, FILE *f) {
   fputs("{\"kind\":", f);
-  vw_json_str(f, vw_diag_kind_name(d->kind));
+  vw_json_str(f, d->kind_name);
   fprintf(f, ",\"exit_code\":%d", d->exit_code);
-  if (d->kind != VW_DIAG_NONE) {
+  if (d->kind != VW_DIAG_NONE || d->has_verdict) {
     fprintf(f, ",\"group\":%d,\"seq\":%lld,\"op\":", d->group_id, (long long)d->seq);
     vw_json_str(f, d->op);
     fprintf(f, ",\"rank\":%d", d->rank);
@@ -50,6 +72,7 @@ static void print_json(const vw_diag *d, FILE *f) {
       fputs("]", f);
     }
   }
+  print_json_more(d, f);
   fputs(",\"summary\":", f);
   vw_json_str(f, d->kind ? d->summary : "no desync, hang or failure in this trace");
   fputs(",\"text\":", f);
@@ -85,6 +108,8 @@ int vw_cmd_diagnose(int argc, char **argv) {
   }
   if (json) {
     print_json(&d, stdout);
+  } else if (d.has_verdict) {
+    printf("%s", d.text);   // the verdict, then distview's own analysis
   } else if (d.kind == VW_DIAG_NONE) {
     printf("no desync, hang or failure in this trace\n");
   } else {

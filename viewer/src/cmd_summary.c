@@ -30,6 +30,8 @@ static void json_job(vw_model *m, FILE *f) {
     const vw_group *g = &j->groups[i];
     fprintf(f, "%s{\"id\":%d,\"name\":", i ? "," : "", g->id);
     vw_json_str(f, g->name);
+    fputs(",\"description\":", f);
+    vw_json_str(f, g->desc);
     fputs(",\"backend\":", f);
     vw_json_str(f, g->backend);
     fprintf(f, ",\"size\":%d,\"max_seq\":%lld,\"members\":[", g->size, (long long)g->max_seq);
@@ -55,7 +57,8 @@ static void text_job(vw_model *m, FILE *f) {
   for (int i = 0; i < j->ngroups; i++) {
     const vw_group *g = &j->groups[i];
     char mem[256];
-    fprintf(f, "  group %-3d %-20s %-6s %3d ranks [%s], operations #1..#%lld\n", g->id, g->name,
+    fprintf(f, "  group %-3d %-20s %-6s %3d ranks [%s], operations #1..#%lld\n", g->id,
+            vw_group_name(m, g->id),
             g->backend, g->size, vw_fmt_ranks(g->members, g->size, mem, sizeof mem),
             (long long)g->max_seq);
   }
@@ -122,6 +125,37 @@ static int event_counts(vw_model *m, FILE *f, bool json) {
   return rc < 0 ? -1 : 0;
 }
 
+/* The outcome: the verdict distrun stored (then distview's own analysis),
+ * or the quick diagnosis of the rows. */
+static const char *outcome_line(const vw_diag *d) {
+  return d->kind || d->has_verdict ? d->summary : "no desync, hang or failure in this trace";
+}
+
+static void text_outcome(const vw_diag *d, FILE *f) {
+  fprintf(f, "\noutcome: %s\n", outcome_line(d));
+  if (d->has_verdict)
+    fprintf(f, "  %s\n", d->own_line);
+}
+
+static void json_outcome(const vw_diag *d, FILE *f) {
+  fputs(",\"outcome\":{\"kind\":", f);
+  vw_json_str(f, d->kind_name);
+  fprintf(f, ",\"exit_code\":%d,\"summary\":", d->exit_code);
+  vw_json_str(f, outcome_line(d));
+  fprintf(f, ",\"source\":\"%s\",\"group\":%d,\"group_name\":",
+          d->has_verdict ? "distrun" : "distview", d->group_id);
+  vw_json_str(f, d->group_name);
+  fputs(",\"culprits\":[", f);
+  for (int i = 0; i < d->n_culprits; i++)
+    fprintf(f, "%s%d", i ? "," : "", d->culprits[i]);
+  fputs("]", f);
+  if (d->has_verdict) {
+    fputs(",\"own\":", f);
+    vw_json_str(f, d->own_line);
+  }
+  fputs("}}\n", f);
+}
+
 int vw_cmd_summary(int argc, char **argv) {
   bool json;
   int rc = 0;
@@ -142,15 +176,10 @@ int vw_cmd_summary(int argc, char **argv) {
     vw_model_close(m);
     return VW_EXIT_UNREADABLE;
   }
-  if (json) {
-    fputs(",\"outcome\":{\"kind\":", f);
-    vw_json_str(f, vw_diag_kind_name(d.kind));
-    fprintf(f, ",\"exit_code\":%d,\"summary\":", d.exit_code);
-    vw_json_str(f, d.kind ? d.summary : "no desync, hang or failure in this trace");
-    fputs("}}\n", f);
-  } else {
-    fprintf(f, "\noutcome: %s\n", d.kind ? d.summary : "no desync, hang or failure in this trace");
-  }
+  if (json)
+    json_outcome(&d, f);
+  else
+    text_outcome(&d, f);
   vw_diag_free(&d);
   vw_model_close(m);
   return 0;

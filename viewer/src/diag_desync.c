@@ -168,13 +168,12 @@ static void explain(vw_model *m, vw_op *ops, int n, vw_diag *d) {
   snprintf(d->field, sizeof d->field, "%s", fields);
   d->rank = d->n_culprits ? d->culprits[0] : -1;
   snprintf(d->op, sizeof d->op, "%s", maj->op);
-  const vw_group *g = vw_model_group(m, d->group_id);
-  char cr[128], mr[128], fp[128];
+  char cr[128], mr[128], fp[128], gl[96];
   vw_fmt_ranks(d->culprits, d->n_culprits, cr, sizeof cr);
   vw_fmt_ranks(majr, nmaj, mr, sizeof mr);
   snprintf(d->summary, sizeof d->summary,
-           "desync in group %d (%s) at #%lld %s: rank%s %s differ%s in %s", d->group_id,
-           g ? g->name : "?", (long long)d->seq, maj->op, d->n_culprits > 1 ? "s" : "", cr,
+           "desync in %s at #%lld %s: rank%s %s differ%s in %s",
+           vw_group_label(m, d->group_id, gl, sizeof gl), (long long)d->seq, maj->op, d->n_culprits > 1 ? "s" : "", cr,
            d->n_culprits > 1 ? "" : "s", fields);
   off = (size_t)snprintf(d->text, sizeof d->text, "%s\n", d->summary);
   /* the culprits first: a short header shows them before the majority */
@@ -209,6 +208,9 @@ int vw_diag_desync(vw_model *m, bool deep, vw_diag *d) {
   d->group_id = g;
   d->seq = s;
   explain(m, ops, n, d);
+  for (int i = 0; i < n; i++)   // when it happened: a crash after it does not explain it
+    if (d->t_ns < 0 || ops[i].t_enq < d->t_ns)
+      d->t_ns = ops[i].t_enq;
   for (int i = 0; i < n && d->n_blocked < VW_DIAG_LIST; i++)
     if (vw_state_code(ops[i].state) == VW_ST_RUN || vw_state_code(ops[i].state) == VW_ST_TIMEOUT)
       d->blocked[d->n_blocked++] = ops[i].rank;

@@ -133,7 +133,8 @@ static int cycle_from(const waits *w, int i, int *color, int *path, int depth, i
   return 0;
 }
 
-static void report_deadlock(const waits *w, const int *path, int start, int len, vw_diag *d) {
+static void report_deadlock(vw_model *m, const waits *w, const int *path, int start, int len,
+                            vw_diag *d) {
   d->kind = VW_DIAG_DEADLOCK;
   size_t off = 0;   // the summary goes first, once the cycle is known
   for (int i = start; i < len && d->n_cycle < VW_DIAG_LIST; i++) {
@@ -142,16 +143,18 @@ static void report_deadlock(const waits *w, const int *path, int start, int len,
     d->cycle[d->n_cycle] = a->rank;
     d->cycle_group[d->n_cycle] = a->op.group_id;
     d->cycle_seq[d->n_cycle++] = a->op.seq;
-    char from[120] = "";
+    char from[120] = "", gl[96];
     if (a->op.callsite[0])
       snprintf(from, sizeof from, " (called from %.100s)", a->op.callsite);
     off += (size_t)snprintf(d->text + off, off < sizeof d->text ? sizeof d->text - off : 0,
-                            "  rank %d waits in group %d %s #%lld%s for rank %d\n", a->rank,
-                            a->op.group_id, a->op.op, (long long)a->op.seq, from, b->rank);
+                            "  rank %d waits in %s %s #%lld%s for rank %d\n", a->rank,
+                            vw_group_label(m, a->op.group_id, gl, sizeof gl), a->op.op,
+                            (long long)a->op.seq, from, b->rank);
     d->blocked[d->n_blocked++] = a->rank;
   }
   const rank_wait *a = &w->r[path[start]];
   d->rank = a->rank;
+  d->t_ns = a->op.t_enq;
   d->group_id = a->op.group_id;
   d->seq = a->op.seq;
   snprintf(d->op, sizeof d->op, "%s", a->op.op);
@@ -183,6 +186,7 @@ static void report_hang(vw_model *m, const waits *w, vw_diag *d) {
   }
   const vw_op *blk = &w->r[prev].op;   // the call the culprit never entered
   d->kind = VW_DIAG_HANG;
+  d->t_ns = blk->t_enq;
   d->group_id = blk->group_id;
   d->seq = blk->seq;
   snprintf(d->op, sizeof d->op, "%s", blk->op);
@@ -198,11 +202,12 @@ static void report_hang(vw_model *m, const waits *w, vw_diag *d) {
   d->last_done_seq = found ? last.seq : 0;
   snprintf(d->last_done_op, sizeof d->last_done_op, "%s", found ? last.op : "");
   const vw_rank_info *ri = vw_model_rank(m, d->rank);
-  char br[128], why[96] = "";
+  char br[128], why[160] = "", gl[96], gl2[96];
   vw_fmt_ranks(d->blocked, d->n_blocked, br, sizeof br);
   if (w->r[cur].blocked)
-    snprintf(why, sizeof why, "; it is blocked in group %d %s #%lld", w->r[cur].op.group_id,
-             w->r[cur].op.op, (long long)w->r[cur].op.seq);
+    snprintf(why, sizeof why, "; it is blocked in %s %s #%lld",
+             vw_group_label(m, w->r[cur].op.group_id, gl2, sizeof gl2), w->r[cur].op.op,
+             (long long)w->r[cur].op.seq);
   else if (ri && strcmp(ri->end_state, "running"))
     snprintf(why, sizeof why, "; its trace ends %s", ri->end_state);
   else if (!ri)
@@ -213,8 +218,8 @@ static void report_hang(vw_model *m, const waits *w, vw_diag *d) {
   else
     snprintf(last_s, sizeof last_s, "it has completed no operation in this group");
   snprintf(d->summary, sizeof d->summary,
-           "hang in group %d at #%lld %s: rank %d is behind (%s); rank%s %s blocked in it",
-           d->group_id, (long long)d->seq, d->op, d->rank, last_s, d->n_blocked > 1 ? "s" : "",
+           "hang in %s at #%lld %s: rank %d is behind (%s); rank%s %s blocked in it",
+           vw_group_label(m, d->group_id, gl, sizeof gl), (long long)d->seq, d->op, d->rank, last_s, d->n_blocked > 1 ? "s" : "",
            br);
   snprintf(d->text, sizeof d->text,
            "%s\n  rank %d (host %s, pid %d) has not entered %s #%lld: %s%s\n"
@@ -226,7 +231,7 @@ static void report_hang(vw_model *m, const waits *w, vw_diag *d) {
 }
 
 /* Blocked ranks whose group entered the call: stuck inside it. */
-static void report_stuck(const waits *w, vw_diag *d) {
+static void report_stuck(vw_model *m, const waits *w, vw_diag *d) {
   for (int i = 0; i < w->n; i++) {
     if (!w->r[i].blocked)
       continue;
@@ -238,11 +243,11 @@ static void report_stuck(const waits *w, vw_diag *d) {
     for (int k = 0; k < w->n && d->n_blocked < VW_DIAG_LIST; k++)
       if (w->r[k].blocked && w->r[k].op.group_id == o->group_id && w->r[k].op.seq == o->seq)
         d->blocked[d->n_blocked++] = w->r[k].rank;
-    char br[128];
+    char br[128], gl[96];
     vw_fmt_ranks(d->blocked, d->n_blocked, br, sizeof br);
     snprintf(d->summary, sizeof d->summary,
-             "stuck in group %d at #%lld %s: rank%s %s never left it, and every member "
-             "entered it", o->group_id, (long long)o->seq, o->op, d->n_blocked > 1 ? "s" : "", br);
+             "stuck in %s at #%lld %s: rank%s %s never left it, and every member "
+             "entered it", vw_group_label(m, o->group_id, gl, sizeof gl), (long long)o->seq, o->op, d->n_blocked > 1 ? "s" : "", br);
     snprintf(d->text, sizeof d->text, "%s\n  one of them stopped inside the operation, or the "
              "transport is stuck\n", d->summary);
     return;
@@ -262,11 +267,11 @@ int vw_diag_hang(vw_model *m, vw_diag *d) {
     if (w.r[i].blocked && !color[i])
       len = cycle_from(&w, i, color, path, 0, &start);
   if (len)
-    report_deadlock(&w, path, start, len, d);
+    report_deadlock(m, &w, path, start, len, d);
   else
     report_hang(m, &w, d);
   if (d->kind == VW_DIAG_NONE)
-    report_stuck(&w, d);
+    report_stuck(m, &w, d);
   free(color);
   free(path);
   free_waits(&w);

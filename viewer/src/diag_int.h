@@ -8,6 +8,13 @@
 
 int vw_diag_desync(vw_model *m, bool deep, vw_diag *d);
 int vw_diag_hang(vw_model *m, vw_diag *d);
+/* diag_report.c: the job's own stored report, and deaths as causes. */
+int vw_diag_stored_report(vw_model *m, vw_diag *d);
+bool vw_diag_report_wins(const vw_diag *d);
+void vw_diag_use_report(vw_model *m, vw_diag *d);
+int vw_diag_deaths(vw_model *m, vw_diag *d);
+/* diag_verdict.c: the verdict row, when distrun wrote one, goes first. */
+int vw_diag_verdict(vw_model *m, vw_diag *d);
 /* Whether op is point-to-point (its rows differ across ranks by design). */
 bool vw_op_is_p2p(const char *op);
 /* Whether ranks must agree on op's input shape and element count. */

@@ -89,7 +89,7 @@ static vw_group *add_group(vw_job *j, int id) {
 
 static int read_groups(vw_model *m) {
   sqlite3_stmt *st = vw_sql_prepare(
-      m, "SELECT group_id, name, backend, size, members FROM groups ORDER BY group_id");
+      m, "SELECT group_id, name, backend, size, members, description FROM groups ORDER BY group_id");
   if (!st)
     return -1;
   int rc;
@@ -99,6 +99,7 @@ static int read_groups(vw_model *m) {
       break;
     vw_sql_text(st, 1, g->name, sizeof g->name);
     vw_sql_text(st, 2, g->backend, sizeof g->backend);
+    vw_sql_text(st, 5, g->desc, sizeof g->desc);
     g->size = (int)vw_sql_i64(st, 3);
     int cap = g->size > 0 && g->size <= VW_MAX_RANKS ? g->size : 0;
     g->members = calloc((size_t)cap + 1, sizeof(int));
@@ -179,6 +180,24 @@ static void span(vw_model *m) {
     j->t0 = vw_sql_scalar(m, "SELECT min(t_ns) FROM events", 0, NULL);
   if (j->t1 < j->t0)
     j->t1 = j->t0;
+}
+
+const char *vw_group_name(const vw_model *m, int group_id) {
+  const vw_group *g = vw_model_group(m, group_id);
+  if (!g)
+    return "";
+  return g->desc[0] ? g->desc : g->name;
+}
+
+const char *vw_group_label(const vw_model *m, int group_id, char *buf, size_t len) {
+  const char *n = vw_group_name(m, group_id);
+  if (!n[0])
+    snprintf(buf, len, "group %d", group_id);
+  else if (!strncmp(n, "group ", 6)) /* the trace lacks it: "group N (no record)" */
+    snprintf(buf, len, "%s", n);
+  else
+    snprintf(buf, len, "group %d (%s)", group_id, n);
+  return buf;
 }
 
 void vw_job_free(vw_job *j) {

@@ -75,18 +75,11 @@ void vw_detail_geom(vw_rect r, int *nrows) {
   *nrows = r.h - 5 > 0 ? r.h - 5 : 0;
 }
 
-static const char *outcome(const vw_diag *d, uint8_t *attr) {
-  *attr = VW_A_BOLD | VW_C_RED;
-  switch (d->kind) {
-  case VW_DIAG_DESYNC: return "DESYNC (exit 10)";
-  case VW_DIAG_HANG: return "HANG (exit 11)";
-  case VW_DIAG_STUCK: return "HANG (exit 11)";
-  case VW_DIAG_DEADLOCK: return "DEADLOCK (exit 11)";
-  case VW_DIAG_DIED: return "RANK DIED (exit 12)";
-  case VW_DIAG_FAILED: return "FAILED (exit 12)";
-  }
-  *attr = VW_A_BOLD | VW_C_GREEN;
-  return "OK";
+/* The verdict word: distrun's when it stored one, else the rows'. */
+static const char *outcome(const vw_diag *d, uint8_t *attr, char *buf, size_t len) {
+  bool ok = d->kind == VW_DIAG_NONE && d->exit_code == 0;
+  *attr = (uint8_t)(VW_A_BOLD | (ok ? VW_C_GREEN : VW_C_RED));
+  return vw_diag_headline(d, buf, len);
 }
 
 /* Writes text over rows of r from row y, wrapping at the width; returns
@@ -119,9 +112,9 @@ static int wrap(vw_canvas *c, vw_rect r, int y, int x, uint8_t attr, const char 
 static void header(const vw_state *st, const vw_model *m, const vw_diag *d, vw_canvas *c,
                    vw_rect r) {
   const vw_job *j = &m->job;
-  char span[32];
+  char span[32], word[48];
   uint8_t oa;
-  const char *out = outcome(d, &oa);
+  const char *out = outcome(d, &oa, word, sizeof word);
   vw_fill(c, r, 0, 0, r.w, ' ', VW_A_REV);
   /* the verdict first: it must survive the narrowest terminal */
   int x = vw_put(c, r, 0, 0, VW_A_REV | VW_A_BOLD, " distview  ");
@@ -129,7 +122,8 @@ static void header(const vw_state *st, const vw_model *m, const vw_diag *d, vw_c
   vw_putf(c, r, 0, x, VW_A_REV, "  job %s | %d ranks | %d group%s | %s",
           j->job_id[0] ? j->job_id : "?", j->world_size, j->ngroups, j->ngroups == 1 ? "" : "s",
           vw_fmt_dur(j->t1 - j->t0, span, sizeof span));
-  const char *text = d->kind != VW_DIAG_NONE ? d->text : "no desync, hang or failure in this trace";
+  bool said = d->kind != VW_DIAG_NONE || d->has_verdict;
+  const char *text = said ? d->text : "no desync, hang or failure in this trace";
   uint8_t ta = d->kind != VW_DIAG_NONE ? (uint8_t)(VW_A_BOLD | VW_C_RED) : VW_C_GREEN;
   int used = wrap(c, r, 1, 1, ta, text, r.h - 1);
   if (d->has_report && used < r.h - 1)
@@ -168,7 +162,7 @@ static void tabs(const vw_state *st, const vw_model *m, vw_canvas *c, vw_rect r)
   const vw_group *g = st->group_idx >= 0 && st->group_idx < m->job.ngroups
                           ? &m->job.groups[st->group_idx] : NULL;
   if (g)
-    vw_putf(c, r, 0, x + 1, VW_A_DIM, "group %d '%s' [ ]", g->id, g->name);
+    vw_putf(c, r, 0, x + 1, VW_A_DIM, "group %d '%s' [ ]", g->id, vw_group_name(m, g->id));
 }
 
 static void status(const vw_state *st, vw_canvas *c, vw_rect r) {

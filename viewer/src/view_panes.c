@@ -68,7 +68,7 @@ void vw_render_matrix(const vw_state *st, const vw_model *m, const vw_diag *d,
   char t[256];
   snprintf(t, sizeof t, " Progress: group %d '%s', %d ranks, #1..#%lld   "
            "# done  > in flight  . never entered  X failed  T timed out",
-           mx->group_id, g ? g->name : "?", p->nranks, (long long)(g ? g->max_seq : 0));
+           mx->group_id, g ? vw_group_name(m, g->id) : "?", p->nranks, (long long)(g ? g->max_seq : 0));
   title(c, r, focus, t);
   int nseq, nrows;
   vw_matrix_geom(r, &nseq, &nrows);
@@ -170,9 +170,10 @@ void vw_render_timeline(const vw_state *st, const vw_model *m, const vw_pages *p
       c->cells[(r.y + 1) * c->cols + r.x + VW_TL_LABEL + cur].ch == ' ')
     vw_fill(c, r, 1, VW_TL_LABEL + cur, 1, 'v', VW_A_BOLD);
   if (at) {
-    char dur[32];
-    vw_putf(c, r, r.h - 1, 0, VW_A_BOLD, " rank %d: %s #%lld in group %d, %s, %s   Enter: "
-            "across ranks", at->rank, at->op, (long long)at->seq, at->group_id, at->state,
+    char dur[32], gl[96];
+    vw_putf(c, r, r.h - 1, 0, VW_A_BOLD, " rank %d: %s #%lld in %s, %s, %s   Enter: "
+            "across ranks", at->rank, at->op, (long long)at->seq,
+            vw_group_label(m, at->group_id, gl, sizeof gl), at->state,
             vw_fmt_dur(at->t_end >= 0 && at->t_start >= 0 ? at->t_end - at->t_start : -1, dur,
                        sizeof dur));
   } else {
@@ -288,9 +289,9 @@ static void detail_row(const vw_op *o, const vw_op *maj, int64_t t_first, bool s
 void vw_render_detail(const vw_state *st, const vw_model *m, const vw_pages *p, vw_canvas *c,
                       vw_rect r, bool focus) {
   const vw_group *g = vw_model_group(m, st->d_group);
-  char t[200];
-  snprintf(t, sizeof t, " Detail: group %d #%lld %s across ranks (%d of %d ranks entered it)   "
-           "h/l: previous/next #", st->d_group, (long long)st->d_seq,
+  char t[300], gl[96];
+  snprintf(t, sizeof t, " Detail: %s #%lld %s across ranks (%d of %d ranks entered it)   "
+           "h/l: previous/next #", vw_group_label(m, st->d_group, gl, sizeof gl), (long long)st->d_seq,
            p->ndetail ? p->detail[0].op : "", p->ndetail, g ? g->size : m->job.world_size);
   title(c, r, focus, t);
   if (!p->ndetail) {
@@ -342,7 +343,10 @@ void vw_render_events(const vw_state *st, const vw_model *m, const vw_pages *p, 
     bool s = st->e_top + i == st->e_sel;
     char when[32], where[32] = "", first[200] = "";
     vw_fmt_dur(e->t_ns - m->job.t0, when, sizeof when);
-    if (e->group_id >= 0)
+    const char *gn = e->group_id >= 0 ? vw_group_name(m, e->group_id) : "";
+    if (e->group_id >= 0 && gn[0] && strncmp(gn, "group ", 6))
+      snprintf(where, sizeof where, "%.20s #%lld", gn, (long long)e->seq);
+    else if (e->group_id >= 0)
       snprintf(where, sizeof where, "g%d #%lld", e->group_id, (long long)e->seq);
     if (e->message)
       snprintf(first, sizeof first, "%.*s", (int)strcspn(e->message, "\n"), e->message);

@@ -84,6 +84,7 @@ typedef struct vw_rank_info {
 typedef struct vw_group {
   int id;
   char name[64];
+  char desc[64];         /* groups.description: a mesh dimension ("dp"), the user's */
   char backend[16];
   int size;
   int *members;          /* global ranks in group-rank order (malloc) */
@@ -129,6 +130,11 @@ void vw_job_free(vw_job *j);
 const vw_group *vw_model_group(const vw_model *m, int group_id);
 int vw_model_group_index(const vw_model *m, int group_id);
 const vw_rank_info *vw_model_rank(const vw_model *m, int rank);
+/* What users call a group: its description (a mesh dimension such as "dp",
+ * the user's own), else its name; "" for a group the trace lacks. */
+const char *vw_group_name(const vw_model *m, int group_id);
+/* "group 2 (dp)" as distrun's reports say it; "group 2" without a name. */
+const char *vw_group_label(const vw_model *m, int group_id, char *buf, size_t len);
 
 /* One operation of one rank (a row of `operations`). -1 for NULL numbers. */
 typedef struct vw_op {
@@ -261,7 +267,26 @@ typedef struct vw_diag {
   char report_kind[24];
   int report_rank, report_group;
   int64_t report_seq;
+  int report_status;          /* the event's status (diagnosis: timeout or peer lost) */
+  int64_t report_t;
   char *report;               /* malloc, verbatim */
+  int64_t t_ns;               /* when the finding happened (job clock), -1 unknown */
+  /* What users call the group (vw_group_name), and the call site when known. */
+  char group_name[128];
+  char site[256];
+  /* The job's verdict (trace.db's verdict row, decided by distrun). When
+   * there is one, every field above is the verdict's, kind_name is its
+   * kind ("crash", "interrupted", ...), and own_* keep distview's own
+   * analysis of the rows, which follows it. */
+  bool has_verdict;
+  char kind_name[24];         /* the verdict's kind, or vw_diag_kind_name(kind) */
+  int reported_by;            /* the verdict's reporting rank, -1 distrun */
+  int64_t dropped;            /* records the ranks could not write */
+  int own_kind, own_exit_code;
+  int own_n_culprits, own_culprits[VW_DIAG_LIST];
+  bool own_agrees;            /* same class of failure and a shared culprit */
+  char own_summary[320];
+  char own_line[400];         /* "distview's own analysis agrees: ..." */
 } vw_diag;
 
 /* Computes the diagnosis: a stored report if any, and the finding from the
@@ -269,6 +294,8 @@ typedef struct vw_diag {
  * (diagnose); otherwise only the ranks' last few sequence numbers (the TUI's
  * first screen must stay fast on 10 M rows). */
 int vw_diagnose(vw_model *m, bool deep, vw_diag *d);
+/* The headline's verdict word: "DESYNC", "HANG", "CRASH", "INTERRUPTED"... */
+const char *vw_diag_headline(const vw_diag *d, char *buf, size_t len);
 void vw_diag_free(vw_diag *d);
 
 /* --- hist.c: percentiles without sorting ------------------------------------ */

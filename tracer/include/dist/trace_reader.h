@@ -44,6 +44,66 @@ typedef struct dist_trace_merge_report {
 DIST_API int dist_trace_merge(const char *job_dir, const char *out_path,
                               dist_trace_merge_report *rep, char *err, size_t errlen);
 
+/* --- the job's verdict (SCHEMA.md "verdict") ---------------------------- */
+
+/* The one verdict distrun decided for the job. kind is one of "success",
+ * "desync", "hang", "crash" (a rank died of a fatal signal), "died" (a rank
+ * exited non-zero or was killed, no cause posted), "early_exit" (a rank
+ * exited while others still needed it), "interrupted" (distrun got SIGINT
+ * or SIGTERM), "launch", "other". Strings may be NULL (stored as NULL;
+ * culprits as ""). Borrowed for the call. */
+typedef struct dist_trace_verdict {
+  const char *kind;
+  int exit_status;          /* distrun's */
+  const int *culprits;      /* global ranks */
+  size_t n_culprits;
+  int group_id;             /* -1 none */
+  const char *group_name;   /* the group's description ("dp", "tp") or name */
+  const char *op;           /* "ALL_REDUCE" */
+  int64_t seq;              /* 0 none */
+  const char *field;        /* the fingerprint field that differs ("dtype") */
+  const char *site;         /* the call site, "train.c:42 in step()" */
+  int reported_by;          /* the rank whose report it is; -1 distrun's own */
+  const char *text;         /* the report distrun printed last */
+} dist_trace_verdict;
+
+/* Writes v as the verdict of the merged trace at db_path, replacing one
+ * written before (a file merged before the table existed gets it). The
+ * dropped column is computed here: the records the ranks could not write,
+ * summed over the ranks table. DIST_E_INVAL: v or its kind is invalid, or
+ * db_path is not a merged trace; DIST_E_SYS: it cannot be written. */
+DIST_API int dist_trace_set_verdict(const char *db_path, const dist_trace_verdict *v, char *err,
+                                    size_t errlen);
+
+#define DIST_TRACE_VERDICT_CULPRITS 256
+
+/* The stored verdict, copied out (the strings are "" where NULL). */
+typedef struct dist_trace_verdict_row {
+  int present;              /* 0: no verdict (a job run without distrun, an older file) */
+  char kind[16];
+  int exit_status;
+  int culprits[DIST_TRACE_VERDICT_CULPRITS];
+  size_t n_culprits;        /* at most DIST_TRACE_VERDICT_CULPRITS kept */
+  int group_id;             /* -1 none */
+  char group_name[128];
+  char op[32];
+  int64_t seq;              /* 0 none */
+  char field[64];
+  char site[256];
+  int reported_by;          /* -1 distrun's own */
+  int64_t dropped;          /* records the ranks could not write */
+  char *text;               /* malloc'd ("" when none); dist_trace_verdict_row_free */
+} dist_trace_verdict_row;
+
+/* Reads the verdict of an open trace store: db is its sqlite3 handle
+ * (dist_trace_sqlite(t), or a read-only handle of the caller's own). A
+ * store without the table or the row gives present = 0 and DIST_OK.
+ * DIST_E_INVAL: the query failed; DIST_E_NOMEM. */
+DIST_API int dist_trace_read_verdict(void *db, dist_trace_verdict_row *out, char *err,
+                                     size_t errlen);
+/* Frees what dist_trace_read_verdict allocated in row (not row itself). */
+DIST_API void dist_trace_verdict_row_free(dist_trace_verdict_row *row);
+
 /* --- queries ----------------------------------------------------------- */
 
 typedef struct dist_trace_op {

@@ -1,0 +1,222 @@
+/* diag_report.c - the reports the job stored itself (events rows), and
+ * which of them is a cause, when the trace has no verdict from distrun.
+ *
+ * A report says what its writer saw, which is not always the cause: a
+ * monitor's diagnosis may be of a lost peer (a rank killed), not of a
+ * hang; the checking layer's "rank 3 left the group before this
+ * collective" follows from rank 3 dying; and a rank that crashed explains
+ * the hangs the others then report. So the report is classified here (a
+ * desync, a hang, or a death: distrun's 10, 11 and 12), and a crash
+ * outranks every finding except a desync that came before it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag_int.h"
+#include "vw_sql.h"
+
+enum { ST_PEER_LOST = 5 }; /* dist_status number (status.h) */
+
+/* A crash event's status is the signal. Only these are crashes: SIGTERM,
+ * SIGINT or SIGHUP mean the rank was ended (by distrun after another
+ * rank's failure, or by the user), which causes nothing. */
+#define FATAL_SIGNALS "(4, 5, 6, 7, 8, 11, 31)" /* ILL TRAP ABRT BUS FPE SEGV SYS */
+
+int vw_diag_stored_report(vw_model *m, vw_diag *d) {
+  /* the first desync (later ones follow from it); the last diagnosis or
+   * stall report (it saw the most) */
+  static const char *kinds[] = {"desync_report", "diagnosis", "stall_report"};
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+    vw_event ev;
+    bool found;
+    if (vw_model_event_of(m, kinds[i], i == 0, &ev, &found) != 0)
+      return -1;
+    if (!found)
+      continue;
+    d->has_report = true;
+    snprintf(d->report_kind, sizeof d->report_kind, "%s", ev.kind);
+    d->report_rank = ev.rank;
+    d->report_group = ev.group_id;
+    d->report_seq = ev.seq;
+    d->report_status = ev.status;
+    d->report_t = ev.t_ns;
+    d->report = ev.message ? ev.message : strdup("");
+    return 0;
+  }
+  return 0;
+}
+
+/* The number after "rank " on a line (from its start), or -1. */
+static int line_rank(const char *line, const char *end) {
+  const char *r = strstr(line, "rank ");
+  int rank = -1;
+  if (!r || r >= end || sscanf(r, "rank %d", &rank) != 1)
+    return -1;
+  return rank;
+}
+
+/* Culprits of a stored report: every rank on a line marked "<- ... differs"
+ * (a desync), or on the "has not entered" line (a hang diagnosis). */
+static void report_culprits(vw_diag *d, bool desync) {
+  d->n_culprits = 0;
+  for (const char *line = d->report; line && *line;) {
+    const char *end = strchr(line, '\n');
+    end = end ? end : line + strlen(line);
+    const char *mark = desync ? strstr(line, "<- ") : strstr(line, "has not entered");
+    bool hit = mark && mark < end && (!desync || strstr(mark, "differs"));
+    int r = hit ? line_rank(line, mark) : -1;
+    if (r >= 0 && d->n_culprits < VW_DIAG_LIST)
+      d->culprits[d->n_culprits++] = r;
+    line = *end ? end + 1 : end;
+  }
+  d->rank = d->n_culprits ? d->culprits[0] : -1;
+}
+
+/* The class of the stored report: a diagnosis of a lost peer is a death
+ * (distrun's 12), not a hang. */
+static int report_class(const vw_diag *d) {
+  if (!strcmp(d->report_kind, "desync_report"))
+    return VW_DIAG_DESYNC;
+  if (!strcmp(d->report_kind, "diagnosis") && d->report_status == ST_PEER_LOST)
+    return VW_DIAG_DIED;
+  return VW_DIAG_HANG;
+}
+
+/* Whether the stored report is about another operation than the rows'
+ * finding (or the rows found nothing): the report wins then, because a
+ * job killed right after reporting leaves rank files whose last rows
+ * never reached the disk, and a finding on such rows is a guess. */
+bool vw_diag_report_wins(const vw_diag *d) {
+  if (!d->has_report)
+    return false;
+  if (d->kind == VW_DIAG_NONE)
+    return true;
+  bool desync = report_class(d) == VW_DIAG_DESYNC;
+  if (desync != (d->kind == VW_DIAG_DESYNC))
+    return desync;   // a desync report beats a hang read from the rows; not the reverse
+  return d->report_seq > 0 && (d->report_group != d->group_id || d->report_seq != d->seq);
+}
+
+void vw_diag_use_report(vw_model *m, vw_diag *d) {
+  int cls = report_class(d);
+  char rows[320] = "";
+  if (d->kind != VW_DIAG_NONE)
+    snprintf(rows, sizeof rows, "%s", d->summary);
+  d->kind = cls;
+  d->group_id = d->report_group;
+  d->seq = d->report_seq;
+  d->t_ns = d->report_t;
+  d->op[0] = '\0';
+  vw_op ops[1];
+  int n = 0;
+  if (d->seq > 0 && vw_model_collective(m, d->group_id, d->seq, ops, 1, &n) == 0 && n)
+    snprintf(d->op, sizeof d->op, "%s", ops[0].op);
+  report_culprits(d, cls == VW_DIAG_DESYNC);
+  d->n_blocked = d->n_cycle = 0;
+  d->field[0] = '\0';
+  const char *nl = d->report ? strchr(d->report, '\n') : NULL;
+  snprintf(d->summary, sizeof d->summary, "%s (reported by rank %d): %.*s",
+           cls == VW_DIAG_DESYNC ? "desync" : cls == VW_DIAG_DIED ? "lost peer" : "hang",
+           d->report_rank, nl ? (int)(nl - d->report) : 200, d->report ? d->report : "");
+  snprintf(d->text, sizeof d->text, "%.3000s%s%.300s%s", d->report ? d->report : "",
+           rows[0] ? "\n(the rows alone, which may have lost their last records, say: " : "",
+           rows, rows[0] ? ")" : "");
+}
+
+/* --- deaths ---------------------------------------------------------------------- */
+
+typedef struct death {
+  int rank;
+  int64_t t;            /* INT64_MAX: unknown (no crash event) */
+  char how[24];         /* "crashed", "was lost" */
+  char *msg;            /* the crash event's message (malloc) */
+} death;
+
+/* The first rank that crashed (a crash event, else end_state 'crashed'),
+ * or with lost = true also a rank that was lost (killed). */
+static bool first_death(vw_model *m, bool lost, death *out) {
+  memset(out, 0, sizeof *out);
+  out->t = INT64_MAX;
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT rank, t_ns, message FROM events WHERE "
+                                       "kind = 'crash' AND status IN " FATAL_SIGNALS
+                                       " ORDER BY t_ns LIMIT 1");
+  if (st && vw_sql_step(m, st) == SQLITE_ROW) {
+    out->rank = (int)vw_sql_i64(st, 0);
+    out->t = vw_sql_i64(st, 1);
+    const char *msg = (const char *)sqlite3_column_text(st, 2);
+    out->msg = msg ? strdup(msg) : NULL;
+    snprintf(out->how, sizeof out->how, "crashed");
+    sqlite3_finalize(st);
+    return true;
+  }
+  sqlite3_finalize(st);
+  m->err[0] = '\0';  /* a trace without events is no error here */
+  /* 'crashed' without an event of a fatal signal: a rank ended by SIGTERM
+   * is marked crashed too (its ring was dumped); it is not a crash */
+  int64_t r = vw_sql_scalar(m, "SELECT min(rank) FROM ranks WHERE end_state = 'crashed' AND "
+                               "NOT EXISTS (SELECT 1 FROM events e WHERE e.rank = ranks.rank "
+                               "AND e.kind = 'crash' AND e.status NOT IN " FATAL_SIGNALS ")",
+                            0, NULL);
+  if (r < 0 && lost)
+    r = vw_sql_scalar(m, "SELECT min(rank) FROM ranks WHERE end_state = 'lost'", 0, NULL);
+  m->err[0] = '\0';
+  if (r < 0)
+    return false;
+  out->rank = (int)r;
+  snprintf(out->how, sizeof out->how, "%s", vw_model_rank(m, out->rank) &&
+           !strcmp(vw_model_rank(m, out->rank)->end_state, "lost") ? "was lost" : "crashed");
+  return true;
+}
+
+static const vw_rank_info *rank_info(vw_model *m, int rank) {
+  const vw_rank_info *r = vw_model_rank(m, rank);
+  static const vw_rank_info none = {.host = "?", .pid = -1, .end_state = "?"};
+  return r ? r : &none;
+}
+
+static void say_death(vw_model *m, const death *x, vw_diag *d) {
+  char before[320] = "";
+  if (d->kind != VW_DIAG_NONE && d->kind != VW_DIAG_DIED)
+    snprintf(before, sizeof before, "%s", d->summary);
+  const vw_rank_info *ri = rank_info(m, x->rank);
+  d->kind = VW_DIAG_DIED;
+  d->rank = x->rank;
+  d->n_culprits = 1;
+  d->culprits[0] = x->rank;
+  d->t_ns = x->t == INT64_MAX ? -1 : x->t;
+  snprintf(d->summary, sizeof d->summary, "rank %d %s (host %s, pid %d)%s", x->rank, x->how,
+           ri->host, ri->pid, before[0] ? "; what the others then reported follows from it" : "");
+  snprintf(d->text, sizeof d->text, "%s\n%s%s%s%.300s%s", d->summary,
+           x->msg ? x->msg : "", x->msg ? "\n" : "",
+           before[0] ? "  (then: " : "", before, before[0] ? ")\n" : "");
+}
+
+/* A death the rows or reports did not name as the cause, but should: a
+ * crash outranks what it caused (hangs, lost peers, "left the group"
+ * desyncs); a desync of fingerprints from before the crash stands. A lost
+ * peer's diagnosis, or a "left the group" report about a rank that
+ * crashed or was lost, names that rank. */
+int vw_diag_deaths(vw_model *m, vw_diag *d) {
+  bool left = d->has_report && d->kind == VW_DIAG_DESYNC && d->report &&
+              strstr(d->report, "left the group");
+  bool fp_desync = d->kind == VW_DIAG_DESYNC && !left;
+  death x;
+  if (first_death(m, false, &x) && !(fp_desync && d->t_ns >= 0 && d->t_ns < x.t)) {
+    say_death(m, &x, d);
+  } else if (d->kind == VW_DIAG_DIED && d->has_report && first_death(m, true, &x)) {
+    say_death(m, &x, d);   // a lost peer's diagnosis: the rank that was lost
+  } else if (left && d->rank >= 0) {
+    const vw_rank_info *ri = vw_model_rank(m, d->rank);
+    int64_t arg[1] = {d->rank};
+    bool ended = vw_sql_scalar(m, "SELECT 1 FROM events WHERE rank = ? AND kind = 'crash' AND "
+                                  "status NOT IN " FATAL_SIGNALS, 1, arg) == 1;
+    m->err[0] = '\0';
+    if (ri && !ended && (!strcmp(ri->end_state, "crashed") || !strcmp(ri->end_state, "lost"))) {
+      death y = {.rank = d->rank, .t = INT64_MAX};
+      snprintf(y.how, sizeof y.how, "%s", ri->end_state[0] == 'c' ? "crashed" : "was lost");
+      say_death(m, &y, d);
+    }
+  }
+  free(x.msg);
+  return 0;
+}
