@@ -35,18 +35,27 @@ static int own_rank(void) {
   return g && g != DIST_GROUP_NON_MEMBER ? g->info.global_rank : dist__log_rank();
 }
 
-/* Whether the cause value cur may give way to a diagnosis of status. */
-static bool superseded(const void *cur, size_t cur_len, int status) {
+/* Whether the cause value cur may give way to a new one of status: a
+ * diagnosis replaces a cause of its status posted without one; a cause
+ * that names its culprits (a fields line) replaces one of its status that
+ * does not (the same report relayed by core from a failed work, say). */
+static bool superseded(const void *cur, size_t cur_len, int status, bool diagnosis,
+                       bool fields) {
   char head[64];
   size_t n = cur_len < sizeof head - 1 ? cur_len : sizeof head - 1;
   memcpy(head, cur, n);
   head[n] = '\0';
   int st, rank, diag = 0;
-  return sscanf(head, "%d %d %d", &st, &rank, &diag) >= 2 && st == status && diag == 0;
+  if (sscanf(head, "%d %d %d", &st, &rank, &diag) < 2 || st != status || diag != 0)
+    return false;
+  const char *nl = memchr(cur, '\n', cur_len);
+  bool cur_fields = nl && (size_t)(nl + 1 - (const char *)cur) < cur_len && nl[1] == '@';
+  return diagnosis || (fields && !cur_fields);
 }
 
 /* First cause wins; a diagnosis replaces a plain cause of its status. */
-static int post(dist_store *job, int status, bool diagnosis, const char *val, size_t len) {
+static int post(dist_store *job, int status, bool diagnosis, bool fields, const char *val,
+                size_t len) {
   dist_store *h;
   int rc = dist__store_clone_within(job, DIST_CAUSE_TIMEOUT_MS, &h);
   if (rc != DIST_OK)
@@ -55,7 +64,7 @@ static int post(dist_store *job, int status, bool diagnosis, const char *val, si
   size_t cur_len = 0;
   rc = dist_store_compare_set(h, DIST_KEY_CAUSE, "", 0, val, len, &cur, &cur_len);
   bool kept = rc == DIST_OK && cur_len == len && memcmp(cur, val, len) == 0;
-  if (rc == DIST_OK && !kept && diagnosis && superseded(cur, cur_len, status)) {
+  if (rc == DIST_OK && !kept && superseded(cur, cur_len, status, diagnosis, fields)) {
     void *now = NULL;
     size_t now_len = 0;
     rc = dist_store_compare_set(h, DIST_KEY_CAUSE, cur, cur_len, val, len, &now, &now_len);
@@ -125,7 +134,7 @@ static int post_cause(int status, bool diagnosis, const dist_cause_info *info,
     return dist__set_last_error(DIST_E_NOMEM, "out of memory posting the job's cause");
   int n = snprintf(val, head, "%d %d %d\n%s", status, own_rank(), diagnosis ? 1 : 0, fields);
   memcpy(val + n, report, rlen);
-  int rc = post(job, status, diagnosis, val, (size_t)n + rlen);
+  int rc = post(job, status, diagnosis, fields[0] != '\0', val, (size_t)n + rlen);
   dist__free(val);
   if (rc != DIST_OK)
     DIST_LOG(DEBUG, CORE, "-> %s posting the cause (not the caller's error)",

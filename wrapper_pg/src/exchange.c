@@ -211,6 +211,18 @@ static bool site_seen(const wpg *w, const wpg_fp *fp) {
   return false;
 }
 
+/* Whether member i's call looks like the side that strayed, to break a
+ * tie (a pair that disagrees): its call site never agreed in this group
+ * before (the branch a planted bug took), or it is the site of the last
+ * agreed collective again (it skipped the call that comes between, in a
+ * loop whose calls alternate). */
+static bool suspect(const wpg *w, const wpg_fp *all, int i) {
+  if (!site_seen(w, &all[i]))
+    return true;
+  return w->have_prev && site_key(&all[i]) == site_key(&w->prev[i]) &&
+         site_key(&all[i]) != site_key(&all[i == 0 ? 1 : 0]);
+}
+
 void wpg_sites_note(wpg *w, const wpg_fp *all) {
   for (int i = 0; i < w->size; i++) {
     int cap = (int)(sizeof w->sites_seen / sizeof w->sites_seen[0]);
@@ -274,7 +286,7 @@ int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, bool caller
         cls = k;
     rows[i] = (wpg_row){.global = w->info->global_ranks[i], .grank = i, .cls = cls,
                         .text = d[i].text, .site = d[i].site, .extra = d[i].extra,
-                        .suspect = !site_seen(w, &all[i])};
+                        .suspect = suspect(w, all, i)};
   }
   char gname[160];
   wpg_group_name(w->info, gname, sizeof gname);
