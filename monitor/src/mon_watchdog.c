@@ -140,6 +140,8 @@ static void check_stall(mon_group *g, int64_t now) {
   bool lowest = false;
   int cycles = 0;
   char *diag = dist__mon_diagnose(g, done + 1, recs, "stall", &lowest, &cycles);
+  if (diag)
+    diag = dist__mon_gpu_note(g, done + 1, diag);
   if (dist__mon.stacks && g->reports == 0)
     request_stacks(g, done + 1, recs);
   if (diag && lowest && now >= g->next_report_ns)

@@ -43,7 +43,7 @@ static void logf_(const char *fmt, ...) {
   pthread_mutex_unlock(&log_lock);
 }
 
-static void clear_log(void) {
+static inline void clear_log(void) {
   pthread_mutex_lock(&log_lock);
   log_len = 0;
   log_buf[0] = '\0';
