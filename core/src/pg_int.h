@@ -65,7 +65,7 @@ struct dist_work {
   bool quiet;                   /* a piece of a larger call: no events */
   struct dist__work_cb *cbs, **cbs_tail; /* dist_work_add_callback's, in order */
   /* ABI 4: a work that completes on a device (dist_backend_work_set_device);
-   * dev_ops is published with a release store under mu, read under mu. */
+   * set and read under mu. */
   const dist_work_device_ops *dev_ops;
   void *dev_ctx;
 };

@@ -94,13 +94,14 @@ typedef struct dist_gpu_progress {
   int64_t gpu_end_ns;    /* GPU end; 0: not yet or unknown */
 } dist_gpu_progress;
 
-/* The GPU progress of group's operation seq (its sequence number, from
- * an observer event) on CUDA tensors. Any thread; never blocks (queries
- * events). DIST_E_NOTSUP when the group runs no CUDA operations (no nccl
- * backend, or its communicator is not made yet: then ENQUEUED is
- * reported for seq > 0 as the operation cannot have launched);
- * DIST_E_INVAL for a bad argument. An operation that completed long ago
- * reads COMPLETED without times. */
+/* The GPU progress of group's operation seq (its sequence number, from an
+ * observer event; NULL group: the default group) on CUDA tensors. Any
+ * thread; never blocks (queries events). A seq the backend has not
+ * launched yet reads ENQUEUED (so ask only about operations on CUDA
+ * tensors: a cpu operation of a device map reads so too); one that
+ * completed long ago reads COMPLETED without times. DIST_E_NOTSUP when the
+ * group has no CUDA backend; DIST_E_INVAL for seq 0, a NULL out or a
+ * group that does not exist. */
 DIST_API int dist_pg_gpu_progress(dist_pg *group, uint64_t seq, dist_gpu_progress *out);
 
 DIST_EXTERN_C_END
