@@ -2,7 +2,7 @@
 # tests/gpu/run.sh - the device check of libdist's CUDA support (issue 27),
 # for a machine with one NVIDIA GPU (H100/H200), CUDA 13, no package
 # registry. From the repository root:
-#     bash tests/gpu/run.sh            # uses build/bin/gpu_check, else builds it
+#     bash tests/gpu/run.sh            # uses build/gpu/gpu_check, else builds it
 # It finds libcudart.so.13 and libnccl.so.2 (the CUDA toolkit's, else a
 # Python environment's nvidia/*/lib, as PyTorch ships them), runs gpu_check
 # (tests/gpu/gpu_check.c: every collective on a one-rank NCCL group, the
@@ -18,8 +18,9 @@ usage() {
   cat <<'USAGE'
 usage: tests/gpu/run.sh [--build-dir DIR] [--rebuild] [--help]
   Runs libdist's device check on the first visible NVIDIA GPU.
-  --build-dir DIR  where gpu_check is, or is built (default: build; a build
-                   made here goes to DIR-gpu when DIR has no gpu_check)
+  --build-dir DIR  where gpu_check is (DIR/gpu, the bundle with its
+                   libraries, else DIR/bin), or is built (default: build;
+                   into DIR-gpu when DIR has a gpu_check that does not load)
   --rebuild        build gpu_check even when DIR has one
   Prints PASS/FAIL per case and a summary; exit 0 all passed (or SKIP: no
   GPU visible), 1 a case failed, 2 usage error. Needs: an NVIDIA driver and
@@ -44,6 +45,7 @@ done
 
 cd "$(dirname "$0")/../.." || exit 2
 root=$(pwd)
+case "$build_dir" in /*) ;; *) build_dir="$root/$build_dir" ;; esac
 
 # --- is there a GPU? ---------------------------------------------------------
 if [ "${CUDA_VISIBLE_DEVICES+set}" = set ] &&
@@ -98,18 +100,24 @@ done
 export LD_LIBRARY_PATH="${libpath#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # --- the binary ---------------------------------------------------------------
-bin="$build_dir/bin/gpu_check"
+# DIR/gpu holds gpu_check with its libraries (carry just that); DIR/bin and
+# DIR/lib are the build tree's.
+bin="$build_dir/gpu/gpu_check"
+[ -x "$bin" ] || bin="$build_dir/bin/gpu_check"
+export LD_LIBRARY_PATH="$build_dir/gpu:$build_dir/lib:$LD_LIBRARY_PATH"
 runs() { [ -x "$1" ] && ! ldd "$1" 2>/dev/null | grep -q 'not found'; }
 if [ $rebuild = 1 ] || ! runs "$bin"; then
   [ -x "$bin" ] && { echo "note: $bin does not load here:"; ldd "$bin" | grep 'not found'; }
   out="$build_dir"
   [ -x "$bin" ] && out="$build_dir-gpu"
   echo "building gpu_check in $out"
-  if ! cmake -S . -B "$out" -DDIST_BUILD_TESTS=OFF -DDIST_BUILD_VIEWER=OFF >"$out.log" 2>&1 ||
+  if ! cmake -S . -B "$out" -DDIST_BUILD_TESTS=OFF -DDIST_BUILD_VIEWER=OFF \
+         -DDIST_WITH_MPI=OFF >"$out.log" 2>&1 ||
      ! cmake --build "$out" --target gpu_check -j"$(nproc)" >>"$out.log" 2>&1; then
     echo "FAIL build: see $out.log"; tail -20 "$out.log"; exit 1
   fi
   bin="$out/bin/gpu_check"
+  export LD_LIBRARY_PATH="$out/lib:$LD_LIBRARY_PATH"
 fi
 
 # --- run ----------------------------------------------------------------------
