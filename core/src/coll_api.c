@@ -113,7 +113,7 @@ int dist_recv(dist_tensor *t, int src, dist_pg *g, int tag, int *src_out) {
   int rc = p2p(DIST_OP_RECV, t, src, g, tag, &w, true, CALLER());
   if (rc != DIST_OK)
     return rc;
-  rc = dist_work_wait(w, -1);
+  rc = dist_work_synchronize(w, -1); /* synchronous: the host waits, on a GPU too */
   if (rc == DIST_OK && src_out)
     rc = dist_work_source_rank(w, src_out);
   if (rc != DIST_OK) {

@@ -150,6 +150,18 @@ void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int st
       deliver(&slots[i], &ev);
 }
 
+void dist__obs_emit_gpu(dist_pg *g, const dist_coll *c, int64_t start_ns, int64_t end_ns) {
+  dist_event ev = {
+      .kind = DIST_EV_OP_GPU, .group_id = g->info.group_id, .rank = g->info.global_rank,
+      .group_rank = g->info.rank, .seq = c->seq, .t_ns = dist_clock_ns(), .coll = c,
+      .group = &g->info, .peer = -1, .caller = c->caller, .pg = g,
+      .gpu_start_ns = start_ns, .gpu_end_ns = end_ns,
+  };
+  for (int i = 0; i < n_slots; i++)
+    if (slots[i].inited)
+      deliver(&slots[i], &ev);
+}
+
 static void deliver(const obs_slot *s, dist_event *ev) {
   uint32_t mask = s->obs->event_mask;
   if (ev->kind == DIST_EV_OP_ISSUED && s->split_issued) {

@@ -453,7 +453,7 @@ int dist__pg_sub_recv(dist_pg *g, dist_coll *piece, int *src_group_rank) {
     dist__work_unref(w);
     return rc;
   }
-  rc = dist_work_wait(w, -1);
+  rc = dist_work_synchronize(w, -1);
   if (rc != DIST_OK)
     dist__err_set(&g->err, rc, "%s", w->errmsg);
   else
@@ -483,6 +483,18 @@ bool dist__pg_is_live(const dist_pg *g) {
     live = p == g;
   pthread_mutex_unlock(&groups_lock);
   return live;
+}
+
+/* A wrapper without the slot passes the question to the group it wraps;
+ * tables older than ABI 4 have no slot at all (reading past them would
+ * read beyond a smaller struct). */
+int dist__pg_gpu_progress(dist_pg *g, uint64_t seq, dist_gpu_progress *out) {
+  for (; g; g = g->inner) {
+    const dist_backend_ops *o = g->ops;
+    if (o->abi_version >= 4 && o->gpu_progress)
+      return o->gpu_progress(g->priv, seq, out);
+  }
+  return DIST_E_NOTSUP;
 }
 
 int dist_pg_forward(dist_pg *g, const dist_coll *c, dist_work *w) {

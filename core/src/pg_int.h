@@ -31,6 +31,8 @@ struct dist_pg {
   bool registered;              /* in the list of live user groups */
   struct dist_pg *outer;        /* the wrapper around a wrapped group */
   struct dist_pg *inner;        /* the group a wrapper wraps */
+  struct dist_pg *served;       /* a device map's inner group: the map
+                                   group it runs operations for (events) */
   dist_store *store;            /* the group's private store (prefix) */
   uint64_t mb_prev_seq;         /* rank 0: the last monitored_barrier passed */
   dist__errbuf err;
@@ -62,6 +64,10 @@ struct dist_work {
   _Atomic bool started;
   bool quiet;                   /* a piece of a larger call: no events */
   struct dist__work_cb *cbs, **cbs_tail; /* dist_work_add_callback's, in order */
+  /* ABI 4: a work that completes on a device (dist_backend_work_set_device);
+   * set and read under mu. */
+  const dist_work_device_ops *dev_ops;
+  void *dev_ctx;
 };
 
 /* One callback added by dist_work_add_callback (future.c). */
@@ -150,6 +156,10 @@ void dist__backend_register_builtin(void);
 int dist__backend_load_plugins(void);
 const char *dist__backend_names(void);
 const char *dist__backend_canonical(const char *name);
+
+/* The GPU progress of g's operation seq (dist_pg_gpu_progress without the
+ * argument checks): through wrappers to the slot that answers. */
+int dist__pg_gpu_progress(dist_pg *g, uint64_t seq, dist_gpu_progress *out);
 
 /* --- device maps (pg_mixed.c) ------------------------------------------ */
 
@@ -259,6 +269,8 @@ int dist__work_new_done(dist_pg *g, int rc, dist_work **out);
 /* --- observers (observer.c) --------------------------------------------- */
 
 extern _Atomic int dist__obs_active;  /* number of live observers */
+/* DIST_EV_OP_GPU for c on user group g (cuda.c's dist_backend_gpu_times). */
+void dist__obs_emit_gpu(dist_pg *g, const dist_coll *c, int64_t start_ns, int64_t end_ns);
 void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int status,
                     int peer, const char *msg);
 static inline bool dist__obs_on(void) {

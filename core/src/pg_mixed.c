@@ -121,6 +121,7 @@ static int make_inner(mixed *m, int d, dist_pg *parent) {
     dist_store_destroy(st);
     return dist_backend_set_error(m->self, rc, "%s", dist_last_errmsg());
   }
+  g->served = m->self; /* its GPU times are the map group's operations */
   pthread_mutex_lock(&m->mu);
   m->inner[d] = g;
   m->store[d] = st;
@@ -156,8 +157,12 @@ static int mixed_init(void *priv, const dist_backend_init_args *a, dist_pg *self
 static void mixed_fini(void *priv) {
   mixed *m = priv;
   for (int d = 0; d < 2; d++) {
-    if (m->inner[d])
-      dist__pg_free(m->inner[d]);
+    pthread_mutex_lock(&m->mu); /* gpu_progress (any thread) reads inner[] */
+    dist_pg *g = m->inner[d];
+    m->inner[d] = NULL;
+    pthread_mutex_unlock(&m->mu);
+    if (g)
+      dist__pg_free(g);
     dist_store_destroy(m->store[d]);
   }
   pthread_mutex_destroy(&m->mu);
@@ -272,6 +277,23 @@ static int mixed_op(void *priv, const dist_coll *c, dist_work *w) {
   return rc;
 }
 
+/* The cuda inner group answers; before it is made (at the first CUDA
+ * operation) nothing can have launched. */
+static int mixed_gpu_progress(void *priv, uint64_t seq, dist_gpu_progress *out) {
+  mixed *m = priv;
+  if (!m->map.ops[DIST_DEVICE_CUDA])
+    return DIST_E_NOTSUP;
+  pthread_mutex_lock(&m->mu);
+  dist_pg *g = m->inner[DIST_DEVICE_CUDA];
+  pthread_mutex_unlock(&m->mu);
+  if (!g) {
+    memset(out, 0, sizeof *out);
+    out->state = DIST_GPU_ENQUEUED;
+    return DIST_OK;
+  }
+  return dist__pg_gpu_progress(g, seq, out);
+}
+
 const dist_backend_ops dist__mixed_backend_ops = {
     .abi_version = DIST_BACKEND_ABI_VERSION,
     .name = "map",
@@ -293,6 +315,7 @@ const dist_backend_ops dist__mixed_backend_ops = {
     .all_to_all = mixed_op,
     .barrier = mixed_op,
     .async_error = mixed_async_error,
+    .gpu_progress = mixed_gpu_progress,
 };
 
 /* --- for groups made from this one -------------------------------------- */

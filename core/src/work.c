@@ -4,7 +4,12 @@
  * sizes, batch entries; the tensor data stays borrowed), so callers may pass
  * arrays on their stack. Two references keep it alive: the caller's handle
  * (dist_work_free) and the backend's (dropped when it completes the work),
- * so freeing a pending handle never pulls memory from under a backend. */
+ * so freeing a pending handle never pulls memory from under a backend.
+ *
+ * A work that completes on a device (dist_backend_work_set_device: a CUDA
+ * operation) is waited for as torch's Work.wait(): once launched, the
+ * waiter's current stream is made to wait for its end on the device and
+ * the host goes on; dist_work_synchronize is the host-blocking form. */
 #include <stdio.h>
 
 #include "pg_int.h"
@@ -96,6 +101,8 @@ void dist__work_unref(dist_work *w) {
     next = c->next;
     dist__free(c);
   }
+  if (w->dev_ops && w->dev_ops->release)
+    w->dev_ops->release(w->dev_ctx);
   dist__free(w->arena);
   dist__free(w);
 }
@@ -105,6 +112,16 @@ void dist__work_unref(dist_work *w) {
 const dist_coll *dist_work_coll(const dist_work *w) { return &w->coll; }
 
 void **dist_work_backend_slot(dist_work *w) { return &w->backend_slot; }
+
+void dist_backend_work_set_device(dist_work *w, const dist_work_device_ops *ops, void *ctx) {
+  if (!w || !ops || !ops->stream_wait)
+    return;
+  pthread_mutex_lock(&w->mu);
+  w->dev_ctx = ctx;
+  w->dev_ops = ops;
+  pthread_cond_broadcast(&w->cv); /* a waiter held until the launch goes on */
+  pthread_mutex_unlock(&w->mu);
+}
 
 void dist_backend_work_start(dist_work *w) {
   bool expected = false;
@@ -191,32 +208,19 @@ static bool is_released(dist_work *w) {
   return atomic_load_explicit(&w->released, memory_order_acquire);
 }
 
-int dist_work_wait(dist_work *w, int64_t timeout_ms) {
-  if (!w)
-    return dist__set_last_error(DIST_E_INVAL, "dist_work_wait: NULL work");
-  if (is_released(w))
-    return w->status;
-  if (timeout_ms == 0)
-    return dist__set_last_error(DIST_E_TIMEOUT, "%s #%llu is still running",
-                                dist_op_name(w->coll.kind), (unsigned long long)w->coll.seq);
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
+static void deadline_of(int64_t timeout_ms, struct timespec *until) {
+  clock_gettime(CLOCK_REALTIME, until);
   int64_t ms = timeout_ms > 0 ? timeout_ms : INT32_MAX;
-  until.tv_sec += ms / 1000;
-  until.tv_nsec += (ms % 1000) * 1000000;
-  if (until.tv_nsec >= 1000000000) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000;
+  until->tv_sec += ms / 1000;
+  until->tv_nsec += (ms % 1000) * 1000000;
+  if (until->tv_nsec >= 1000000000) {
+    until->tv_sec++;
+    until->tv_nsec -= 1000000000;
   }
-  pthread_mutex_lock(&w->mu);
-  int err = 0;
-  while (!is_released(w) && err != ETIMEDOUT)
-    err = pthread_cond_timedwait(&w->cv, &w->mu, &until);
-  pthread_mutex_unlock(&w->mu);
-  if (!is_released(w))
-    return dist__set_last_error(DIST_E_TIMEOUT, "waiting for %s #%llu timed out after %lld ms",
-                                dist_op_name(w->coll.kind), (unsigned long long)w->coll.seq,
-                                (long long)timeout_ms);
+}
+
+/* The outcome of a released work, its failure kept on the group too. */
+static int outcome(dist_work *w) {
   if (w->status != DIST_OK) {
     /* The group keeps it too (dist_pg_errmsg): the waiter is the group's
      * caller thread, the one writer of its message. */
@@ -226,6 +230,45 @@ int dist_work_wait(dist_work *w, int64_t timeout_ms) {
     dist__err_set(keep ? &keep->err : NULL, w->status, "%s", w->errmsg);
   }
   return w->status;
+}
+
+/* Blocks until w is released, or (on_device) until it is launched on a
+ * device, then makes the current stream wait for it there. */
+static int wait_work(dist_work *w, int64_t timeout_ms, bool on_device) {
+  if (!w)
+    return dist__set_last_error(DIST_E_INVAL, "dist_work_wait: NULL work");
+  if (is_released(w))
+    return outcome(w);
+  struct timespec until;
+  deadline_of(timeout_ms, &until);
+  const dist_work_device_ops *dev = NULL;
+  pthread_mutex_lock(&w->mu);
+  int err = 0;
+  while (!is_released(w) && !(on_device && w->dev_ops) && err != ETIMEDOUT && timeout_ms != 0)
+    err = pthread_cond_timedwait(&w->cv, &w->mu, &until);
+  dev = on_device && !is_released(w) ? w->dev_ops : NULL;
+  pthread_mutex_unlock(&w->mu);
+  if (dev) {
+    int rc = dev->stream_wait(w->dev_ctx, dist_cuda_current_stream());
+    return rc == DIST_OK ? DIST_OK : dist__set_last_error(rc, "%s #%llu: %s",
+                                                          dist_op_name(w->coll.kind),
+                                                          (unsigned long long)w->coll.seq,
+                                                          dist_last_errmsg());
+  }
+  if (is_released(w))
+    return outcome(w);
+  if (timeout_ms == 0)
+    return dist__set_last_error(DIST_E_TIMEOUT, "%s #%llu is still running",
+                                dist_op_name(w->coll.kind), (unsigned long long)w->coll.seq);
+  return dist__set_last_error(DIST_E_TIMEOUT, "waiting for %s #%llu timed out after %lld ms",
+                              dist_op_name(w->coll.kind), (unsigned long long)w->coll.seq,
+                              (long long)timeout_ms);
+}
+
+int dist_work_wait(dist_work *w, int64_t timeout_ms) { return wait_work(w, timeout_ms, true); }
+
+int dist_work_synchronize(dist_work *w, int64_t timeout_ms) {
+  return wait_work(w, timeout_ms, false);
 }
 
 bool dist_work_is_completed(dist_work *w) { return w && is_done(w); }

@@ -8,6 +8,7 @@
  *   mon_symbol.c    call sites and stacks as "func (file:line)" (libdwfl)
  *   mon_crash.c     backtraces of fatal signals
  *   mon_stats.c     DETAIL statistics and stragglers
+ *   mon_gpu.c       where a stalled CUDA operation is on the GPU
  *
  * DESIGN. Events only store a few relaxed atomics into a fixed table (no
  * lock, no allocation, no store traffic). Everything else happens on the
@@ -43,6 +44,7 @@ typedef struct mon_op {
   _Atomic int64_t t_start_ns;
   _Atomic int64_t bytes;
   _Atomic int peer;          /* point to point: the peer's global rank (MON_PEER_*) */
+  _Atomic int cuda;          /* on CUDA tensors: the GPU's progress is asked for */
 } mon_op;
 
 typedef struct mon_stats mon_stats; /* mon_stats.c */
@@ -135,6 +137,18 @@ void dist__mon_recs_free(mon_rec *recs, int n);
 const mon_rec_group *dist__mon_rec_group(const mon_rec *r, int gid);
 /* The key of rank r's record (and other per-rank keys: kind "p", "s"...). */
 void dist__mon_key(char *buf, size_t len, const char *kind, int rank);
+
+/* --- the GPU (mon_gpu.c) ------------------------------------------------ */
+
+/* One line saying where rank's operation kind #seq is on the GPU ("rank 2's
+ * ALL_REDUCE #9 was launched 12 s ago and has not started on the GPU: ..."),
+ * from p at now_ns. */
+void dist__mon_gpu_say(char *buf, size_t len, int rank, int kind, uint64_t seq,
+                       const dist_gpu_progress *p, int64_t now_ns);
+/* diag (heap) with that line appended when g's operation seq is on CUDA
+ * tensors and its group answers; returns the string to keep (diag, or a
+ * new one and diag freed). */
+char *dist__mon_gpu_note(const mon_group *g, uint64_t seq, char *diag);
 
 /* --- diagnosis (mon_diag.c) --------------------------------------------- */
 

@@ -108,6 +108,13 @@ static int p2p_peer(const mon_group *g, const dist_coll *c) {
   return peer >= 0 && peer < g->size ? g->granks[peer] : MON_PEER_NONE;
 }
 
+/* Whether c runs on CUDA tensors (a call has tensors on one device). */
+static int on_cuda(const dist_coll *c) {
+  const dist_tensor *t = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0]
+                         : c->n_p2p ? &c->p2p[0].tensor : NULL;
+  return t && t->device.type == DIST_DEVICE_CUDA;
+}
+
 static void on_enqueued(mon_group *g, const dist_event *ev) {
   mon_op *op = &g->ring[ev->seq % MON_RING];
   atomic_store_explicit(&op->seq, 0, memory_order_relaxed);
@@ -117,6 +124,7 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->t_start_ns, 0, memory_order_relaxed);
   atomic_store_explicit(&op->peer, ev->coll ? p2p_peer(g, ev->coll) : MON_PEER_NONE,
                         memory_order_relaxed);
+  atomic_store_explicit(&op->cuda, ev->coll ? on_cuda(ev->coll) : 0, memory_order_relaxed);
   if (dist__mon.detail && ev->coll)
     atomic_store_explicit(&op->bytes, coll_bytes(ev->coll), memory_order_relaxed);
   atomic_store_explicit(&op->seq, ev->seq, memory_order_release);

@@ -155,6 +155,8 @@ static void check_stall(mon_group *g, int64_t now) {
   int cycles = 0;
   mon_verdict v;
   char *diag = dist__mon_diagnose(g, done + 1, recs, "stall", &lowest, &cycles, &v);
+  if (diag)
+    diag = dist__mon_gpu_note(g, done + 1, diag);
   if (dist__mon.stacks && g->reports == 0)
     request_stacks(g, done + 1, recs);
   if (diag && lowest && now >= g->next_report_ns)

@@ -4,7 +4,14 @@
  * have. Knobs: event_state (what EventQuery answers), async_state
  * (CommGetAsyncError), comm_ready_after (polls a non-blocking communicator
  * stays in progress), n_devices / count_error (GetDeviceCount); last_cfg
- * is the config the last init or split received. One copy per process
+ * is the config the last init or split received. Streams and events:
+ * with log_streams set, EventRecord and StreamWaitEvent are logged too
+ * ("EventRecord e2 grp", "StreamWaitEvent grp e1"), events named by
+ * creation order after mark_events() (e1, e2, ...) and streams by name
+ * (legacy = NULL, user = USER_STREAM, grp and anchor = the first and
+ * second stream made after reset_streams()); gpu_done_upto makes events
+ * up to that number complete whatever event_state says (the GPU got that
+ * far), and EventElapsedTime answers 1 ms per event between two. One copy per process
  * (forked ranks each have their own). Tensors carry host pointers: the
  * fake never touches them. */
 #ifndef DIST_TEST_NCCL_FAKE_H
@@ -36,7 +43,7 @@ static void logf_(const char *fmt, ...) {
   pthread_mutex_unlock(&log_lock);
 }
 
-static void clear_log(void) {
+static inline void clear_log(void) {
   pthread_mutex_lock(&log_lock);
   log_len = 0;
   log_buf[0] = '\0';
@@ -159,12 +166,53 @@ static int n_devices = 1;                /* what GetDeviceCount answers */
 static cudaError_t count_error = cudaSuccess;
 static cudaError_t f_count(int *n) { *n = n_devices; return count_error; }
 static cudaError_t f_setdev(int d) { logf_("SetDevice %d\n", d); return cudaSuccess; }
-static cudaError_t f_screate(cudaStream_t *s, unsigned f) { (void)f; *s = (cudaStream_t)(uintptr_t)0x5; return cudaSuccess; }
+static int stream_serial;         /* streams made since reset_streams() */
+static bool log_streams;          /* log EventRecord / StreamWaitEvent */
+#define USER_STREAM ((cudaStream_t)(uintptr_t)0x77)
+static inline void reset_streams(void) { stream_serial = 0; }
+static cudaStream_t new_stream(void) { return (cudaStream_t)(uintptr_t)(0x10 + ++stream_serial); }
+static const char *snm(cudaStream_t s) {
+  if (s == NULL) return "legacy";
+  if (s == USER_STREAM) return "user";
+  if (s == (cudaStream_t)(uintptr_t)0x11) return "grp";
+  if (s == (cudaStream_t)(uintptr_t)0x12) return "anchor";
+  return "s?";
+}
+static cudaError_t f_screate(cudaStream_t *s, unsigned f) { (void)f; *s = new_stream(); return cudaSuccess; }
 static cudaError_t f_sdestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 static int n_events; /* events alive (atomic: the progress thread destroys them) */
-static cudaError_t f_ecreate(cudaEvent_t *e, unsigned f) { (void)f; *e = (cudaEvent_t)(uintptr_t)(0x100 + __atomic_add_fetch(&n_events, 1, __ATOMIC_SEQ_CST)); return cudaSuccess; }
-static cudaError_t f_erecord(cudaEvent_t e, cudaStream_t s) { (void)e; (void)s; return cudaSuccess; }
-static cudaError_t f_equery(cudaEvent_t e) { (void)e; __atomic_add_fetch(&n_event_queries, 1, __ATOMIC_SEQ_CST); return __atomic_load_n(&event_state, __ATOMIC_SEQ_CST); }
+static int ev_serial, ev_base;    /* events made; the number mark_events() saw */
+static int gpu_done_upto = -1000000; /* events numbered up to this are complete */
+static inline void mark_events(void) { ev_base = __atomic_load_n(&ev_serial, __ATOMIC_SEQ_CST); }
+static int ev_no(cudaEvent_t e) { return (int)((uintptr_t)e - 0x1000) - ev_base; }
+static cudaError_t f_ecreate(cudaEvent_t *e, unsigned f) {
+  (void)f;
+  __atomic_add_fetch(&n_events, 1, __ATOMIC_SEQ_CST);
+  *e = (cudaEvent_t)(uintptr_t)(0x1000 + __atomic_add_fetch(&ev_serial, 1, __ATOMIC_SEQ_CST));
+  return cudaSuccess;
+}
+static cudaError_t f_erecord(cudaEvent_t e, cudaStream_t s) {
+  if (log_streams)
+    logf_("EventRecord e%d %s\n", ev_no(e), snm(s));
+  return cudaSuccess;
+}
+static cudaError_t f_swait(cudaStream_t s, cudaEvent_t e, unsigned f) {
+  (void)f;
+  if (log_streams)
+    logf_("StreamWaitEvent %s e%d\n", snm(s), ev_no(e));
+  return cudaSuccess;
+}
+static cudaError_t f_esync(cudaEvent_t e) { (void)e; return cudaSuccess; }
+static cudaError_t f_elapsed(float *ms, cudaEvent_t a, cudaEvent_t b) {
+  *ms = (float)(ev_no(b) - ev_no(a));
+  return cudaSuccess;
+}
+static cudaError_t f_equery(cudaEvent_t e) {
+  __atomic_add_fetch(&n_event_queries, 1, __ATOMIC_SEQ_CST);
+  if (ev_no(e) <= __atomic_load_n(&gpu_done_upto, __ATOMIC_SEQ_CST))
+    return cudaSuccess;
+  return __atomic_load_n(&event_state, __ATOMIC_SEQ_CST);
+}
 static cudaError_t f_edestroy(cudaEvent_t e) { (void)e; __atomic_sub_fetch(&n_events, 1, __ATOMIC_SEQ_CST); return cudaSuccess; }
 static cudaError_t f_malloc(void **p, size_t n) { (void)n; *p = dev_scratch; return cudaSuccess; }
 static cudaError_t f_free(void *p) { (void)p; return cudaSuccess; }
@@ -172,7 +220,7 @@ static const char *f_cuda_str(cudaError_t e) { return e == cudaErrorNoDevice ? "
 static cudaError_t f_prange(int *least, int *greatest) { *least = 0; *greatest = -5; return cudaSuccess; }
 static cudaError_t f_screate_prio(cudaStream_t *s, unsigned f, int prio) {
   logf_("StreamCreateWithPriority flags=%u priority=%d\n", f, prio);
-  *s = (cudaStream_t)(uintptr_t)0x6;
+  *s = new_stream();
   return cudaSuccess;
 }
 
@@ -188,6 +236,7 @@ static const dist__nccl_api fake = {
     .EventDestroy = f_edestroy, .Malloc = f_malloc, .Free = f_free,
     .CudaErrorString = f_cuda_str, .CommSplit = f_split,
     .DeviceGetStreamPriorityRange = f_prange, .StreamCreateWithPriority = f_screate_prio,
+    .StreamWaitEvent = f_swait, .EventSynchronize = f_esync, .EventElapsedTime = f_elapsed,
 };
 
 #endif

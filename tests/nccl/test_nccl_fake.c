@@ -133,7 +133,7 @@ Test(nccl_fake, every_operation_maps_to_its_nccl_calls, .timeout = 30) {
   dist_work *w = NULL;
   EXPECT_CALLS(dist_batch_isend_irecv(ops, 2, &w),
                "GroupStart\nSend b0 n=4 t=7 peer=1\nRecv b1 n=4 t=7 peer=1\nGroupEnd\n");
-  cr_assert_eq(dist_work_wait(w, 5000), DIST_OK, "%s", dist_work_errmsg(w));
+  cr_assert_eq(dist_work_synchronize(w, 5000), DIST_OK, "%s", dist_work_errmsg(w));
   dist_work_free(w);
   cr_assert_eq(dist_recv(&t0, DIST_ANY_SOURCE, pg, 0, NULL), DIST_E_NOTSUP);
   cr_assert(strstr(dist_pg_errmsg(pg), "any source"), "%s", dist_pg_errmsg(pg));
@@ -250,7 +250,7 @@ Test(nccl_fake, an_asynchronous_nccl_error_fails_the_work_and_aborts, .timeout =
   dist_work *w = NULL;
   clear_log();
   cr_assert_eq(dist_all_reduce(&t, DIST_SUM, pg, &w), DIST_OK);
-  cr_assert_eq(dist_work_wait(w, 10000), DIST_E_BACKEND);
+  cr_assert_eq(dist_work_synchronize(w, 10000), DIST_E_BACKEND);
   cr_assert(strstr(dist_work_errmsg(w), "asynchronous error: fake system error"), "%s",
             dist_work_errmsg(w));
   cr_assert_str_eq(log_buf, "AllReduce b0 b0 n=4 t=7 op=0\nCommAbort\n");
@@ -265,7 +265,7 @@ Test(nccl_fake, async_works_complete_in_order_and_abort_fails_pending_ones, .tim
   for (int i = 0; i < 3; i++)
     cr_assert_eq(dist_all_reduce(&t, DIST_SUM, pg, &w[i]), DIST_OK);
   for (int i = 0; i < 3; i++) {
-    cr_assert_eq(dist_work_wait(w[i], 10000), DIST_OK, "%s", dist_work_errmsg(w[i]));
+    cr_assert_eq(dist_work_synchronize(w[i], 10000), DIST_OK, "%s", dist_work_errmsg(w[i]));
     dist_work_free(w[i]);
   }
   __atomic_store_n(&event_state, cudaErrorNotReady, __ATOMIC_SEQ_CST);
@@ -275,7 +275,7 @@ Test(nccl_fake, async_works_complete_in_order_and_abort_fails_pending_ones, .tim
     ; /* the progress thread is polling it */
   clear_log();
   cr_assert_eq(dist_abort_group(pg, "test says stop"), DIST_OK);
-  cr_assert_eq(dist_work_wait(p, 10000), DIST_E_ABORTED);
+  cr_assert_eq(dist_work_synchronize(p, 10000), DIST_E_ABORTED);
   cr_assert(strstr(dist_work_errmsg(p), "test says stop"), "%s", dist_work_errmsg(p));
   cr_assert_str_eq(log_buf, "CommAbort\n");
   dist_work_free(p);

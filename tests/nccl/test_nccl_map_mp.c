@@ -97,7 +97,7 @@ static int map_rank(const dist_test_ctx *ctx) {
              ctx->rank == 0 ? "GetUniqueId\n" : "", ctx->rank);
   dist_work *w = NULL;
   CHECK_OK(ctx, dist_broadcast(&t, 1, NULL, &w));
-  CHECK_OK(ctx, dist_work_wait(w, 10000));
+  CHECK_OK(ctx, dist_work_synchronize(w, 10000));
   dist_work_free(w);
   EXPECT_LOG(ctx, "Broadcast b0 b0 n=4 t=7 root=1\n");
 
@@ -144,7 +144,7 @@ static int map_rank(const dist_test_ctx *ctx) {
   __atomic_store_n(&event_state, cudaErrorNotReady, __ATOMIC_SEQ_CST); /* the GPU never finishes */
   CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, b, &w));
   CHECK_OK(ctx, dist_abort_group(b, "test stops it"));
-  rc = dist_work_wait(w, 10000);
+  rc = dist_work_synchronize(w, 10000);
   CHECK(ctx, rc == DIST_E_ABORTED && strstr(dist_work_errmsg(w), "test stops it"), "%s: %s",
         dist_status_name(rc), dist_work_errmsg(w));
   dist_work_free(w);

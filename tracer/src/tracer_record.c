@@ -147,8 +147,29 @@ static void stats_rows(tracer *t, const dist_event *ev) {
 }
 #endif
 
+#if DIST_OBSERVER_ABI_VERSION >= 4
+/* An operation's GPU times: an events row of kind 'gpu' at the GPU start
+ * (so the merge moves it onto the job clock with the rank's offset, as
+ * every t_ns), its duration in the message (tracer/SCHEMA.md). */
+static void gpu_times(tracer *t, const dist_event *ev) {
+  tr_head h;
+  fill_head(t, &h, ev, 1);
+  if (ev->coll)
+    h.op = (uint8_t)ev->coll->kind;
+  h.t_ns = ev->gpu_start_ns + tr_skew(t);
+  char text[64];
+  snprintf(text, sizeof text, "gpu_ns=%lld", (long long)(ev->gpu_end_ns - ev->gpu_start_ns));
+  with_text(t, ev, &h, text);
+}
+#endif
+
 void tr_record_event(tracer *t, const dist_event *ev) {
   switch (ev->kind) {
+#if DIST_OBSERVER_ABI_VERSION >= 4
+  case DIST_EV_OP_GPU:
+    gpu_times(t, ev);
+    return;
+#endif
   case DIST_EV_OP_ISSUED:
   case DIST_EV_OP_ENQUEUED:
     op_first(t, ev);

@@ -54,7 +54,14 @@
  *      config, and the group a new one derives from (for ncclCommSplit).
  *      A device map ("cpu:cpu,cuda:nccl") makes a group whose inner
  *      groups, one per device type, are built from these same args. The
- *      vtable is unchanged; backends built for 1 or 2 load. */
+ *      vtable is unchanged; backends built for 1 or 2 load.
+ *   4  CUDA streams and GPU progress (dist/cuda.h). The vtable gains the
+ *      gpu_progress slot (appended; core reads it only from tables whose
+ *      abi_version is at least 4, so backends built for 1-3 load and
+ *      answer DIST_E_NOTSUP). Backends gain dist_backend_work_set_device
+ *      (a work that completes on a device: dist_work_wait makes the
+ *      caller's stream wait instead of blocking the host) and
+ *      dist_backend_gpu_times (emits DIST_EV_OP_GPU, observer ABI 4). */
 #ifndef DIST_BACKEND_H
 #define DIST_BACKEND_H
 
@@ -62,6 +69,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <dist/cuda.h>
 #include <dist/export.h>
 #include <dist/pg.h>
 #include <dist/store.h>
@@ -69,7 +77,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_BACKEND_ABI_VERSION 3
+#define DIST_BACKEND_ABI_VERSION 4
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_OP_MAP(X)                                      \
@@ -206,6 +214,13 @@ typedef struct dist_backend_ops {
 
   /* Sticky error of the backend (DIST_OK if none). Any thread. */
   int (*async_error)(void *priv);
+
+  /* ABI 4. Where the group's operation seq (the user group's sequence
+   * number) is on the GPU (dist/cuda.h); DIST_E_NOTSUP when this backend
+   * does not know it. Any thread (the monitor's watchdog), concurrently
+   * with the slots; must not block (event queries only). NULL: DIST_E_NOTSUP
+   * (a wrapper without it is passed through to its inner group). */
+  int (*gpu_progress)(void *priv, uint64_t seq, dist_gpu_progress *out);
 } dist_backend_ops;
 
 /* --- for backend implementations ---------------------------------------- */
@@ -235,6 +250,26 @@ DIST_API void dist_backend_work_start(dist_work *w);
  * thread. */
 DIST_API void dist_backend_work_done(dist_work *w, int rc, int src_group_rank,
                                      const char *msg);
+
+/* ABI 4. A work that completes on a device: ops->stream_wait(ctx, stream)
+ * makes stream (the waiter's current stream, dist/cuda.h) wait for the
+ * work's end on the device, without blocking the host; dist_work_wait calls
+ * it on the waiting thread instead of blocking, from the moment this is
+ * set. ops->release(ctx), when not NULL, runs once when the work is freed
+ * (any thread; the group may be gone by then, so ctx must stand alone).
+ * Call it at most once per work, before dist_backend_work_done. */
+typedef struct dist_work_device_ops {
+  int (*stream_wait)(void *ctx, void *stream);
+  void (*release)(void *ctx);
+} dist_work_device_ops;
+DIST_API void dist_backend_work_set_device(dist_work *w, const dist_work_device_ops *ops,
+                                           void *ctx);
+/* ABI 4. Emits DIST_EV_OP_GPU for c (an operation of self, which may be the
+ * inner group of a device map or a wrapper: the event is on the user group
+ * it serves, once) with its GPU start and end on dist_clock_ns()'s clock.
+ * Any thread (a progress thread); never blocks. */
+DIST_API void dist_backend_gpu_times(dist_pg *self, const dist_coll *c, int64_t start_ns,
+                                     int64_t end_ns);
 
 /* --- for parts (checking layer, monitor, tracer) ------------------------ */
 

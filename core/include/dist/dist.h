@@ -14,6 +14,7 @@
 #include <dist/pg.h>
 #include <dist/backend.h>
 #include <dist/observer.h>
+#include <dist/cuda.h>
 
 DIST_EXTERN_C_BEGIN
 

@@ -48,7 +48,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_OBSERVER_ABI_VERSION 3
+#define DIST_OBSERVER_ABI_VERSION 4
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_EVENT_MAP(X)                 \
@@ -65,7 +65,8 @@ DIST_EXTERN_C_BEGIN
   X(DIAGNOSIS, "diagnosis")               \
   X(LOG, "log")                           \
   X(OP_ISSUED, "issued")  /* ABI 2: enqueued and started at once */ \
-  X(STATS, "stats")       /* ABI 3: statistics of a group */
+  X(STATS, "stats")       /* ABI 3: statistics of a group */ \
+  X(OP_GPU, "gpu")        /* ABI 4: an operation's GPU start and end */
 
 typedef enum dist_event_kind {
 #define DIST_EVENT_ENUM_(e, name) DIST_EV_##e,
@@ -108,6 +109,9 @@ typedef struct dist_event {
   const dist_stats_row *stats; /* STATS: n_stats rows; else NULL */
   size_t n_stats;
   char *op_msg_;               /* private: dist_observer_set_message */
+  /* ABI 4 */
+  int64_t gpu_start_ns;        /* OP_GPU: on dist_clock_ns()'s clock */
+  int64_t gpu_end_ns;
 } dist_event;
 
 typedef struct dist_observer {

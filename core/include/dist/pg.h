@@ -377,7 +377,11 @@ DIST_API int dist_recv_bytes(dist_bytes *out, int src, dist_pg *group, int *src_
 /* Waits for completion: timeout_ms < 0 waits as long as the operation may
  * take (it fails by itself when it passes the group's timeout), 0 polls.
  * Returns the operation's status, or DIST_E_TIMEOUT when this wait ran out
- * first (the operation keeps running; wait again or free the handle). */
+ * first (the operation keeps running; wait again or free the handle).
+ * A work on CUDA tensors is different (torch's Work.wait()): once launched,
+ * the calling thread's current stream is made to wait for it and the call
+ * returns DIST_OK at once; dist_work_synchronize (dist/cuda.h) blocks the
+ * host. */
 DIST_API int dist_work_wait(dist_work *work, int64_t timeout_ms);
 DIST_API bool dist_work_is_completed(dist_work *work);
 /* Completed without error. */

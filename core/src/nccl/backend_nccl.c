@@ -12,11 +12,16 @@
  * (torch's default). NCCL's config (dist_nccl_options) goes into
  * ncclCommInitRankConfig / ncclCommSplit; a non-blocking communicator is
  * polled until ready within the group's timeout. One stream per
- * group; every operation is enqueued on it (nccl_ops.c) followed by an event
- * that says when it is done, so operations complete in issue order.
- * A synchronous call waits for its event on the caller's thread; an
+ * group; every operation is enqueued on it (nccl_ops.c) between events
+ * (nccl_op.c): the group's stream first waits for the caller's current
+ * stream (dist/cuda.h), then start and end events bracket the NCCL calls,
+ * so operations complete in issue order and the watchdog can tell
+ * launched from running from completed (gpu_progress).
+ * A synchronous call waits for its end event on the caller's thread; an
  * asynchronous one is completed by the group's progress thread
- * "dist-nccl-<rank>". Both wait through one function that polls the event,
+ * "dist-nccl-<rank>", and its work carries the end event so that
+ * dist_work_wait makes the waiter's stream wait instead of blocking.
+ * Both wait through one function that polls the event,
  * ncclCommGetAsyncError and the abort flag, and enforces the group timeout:
  * on a timeout or an asynchronous error the communicator is aborted
  * (ncclCommAbort), the operation fails (DIST_E_TIMEOUT / DIST_E_BACKEND)
@@ -28,15 +33,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "nccl_map.h"
+#include "nccl_op.h"
 #include "pg_int.h" /* the parent group's engines, for ncclCommSplit */
-
-typedef struct pending {
-  dist_work *w;
-  cudaEvent_t ev;
-  int64_t deadline_ms;
-  struct pending *next;
-} pending;
 
 typedef struct nccl_backend {
   dist__nccl_ctx x;
@@ -47,13 +45,16 @@ typedef struct nccl_backend {
   dist_nccl_options opts;
   bool split; /* the communicator came from ncclCommSplit */
   int64_t timeout_ms;
-  bool have_comm, have_stream;
+  bool have_comm, have_stream, have_anchor_stream;
+  cudaStream_t anchor_stream;  /* idle: anchors the GPU clock (nccl_op.h) */
+  dist__nccl_anchor *anchor;   /* replaced on the caller thread only */
+  dist__nccl_track track;      /* operations in flight, for gpu_progress */
   _Atomic bool comm_aborted; /* set by a waiter (any thread), read by split_parent */
 
   pthread_mutex_t mu;
   pthread_mutex_t wait_mu;   /* one waiter polls the communicator at a time */
   pthread_cond_t cv;
-  pending *head, *tail;
+  dist__nccl_op *head, *tail;  /* async operations, by next_async */
   bool thread_started, stop;
   pthread_t thread;
 
@@ -265,10 +266,13 @@ static int make_stream(nccl_backend *b, dist__errbuf *err) {
     b->have_stream = true;
     ce = api->Malloc(&b->x.barrier_buf, sizeof(float));
   }
+  if (ce == cudaSuccess && (ce = api->StreamCreateWithFlags(&b->anchor_stream,
+                                                             cudaStreamNonBlocking)) == cudaSuccess)
+    b->have_anchor_stream = true;
   if (ce != cudaSuccess)
     return dist__err_set(err, DIST_E_BACKEND, "group %s: CUDA: %s", b->name,
                          api->CudaErrorString(ce));
-  return DIST_OK;
+  return dist__nccl_anchor_new(api, b->anchor_stream, &b->anchor, err);
 }
 
 static int open_comm(nccl_backend *b, const dist_backend_init_args *a, dist__errbuf *err) {
@@ -286,7 +290,11 @@ static void release(nccl_backend *b) {
     api->Free(b->x.barrier_buf);
   if (b->have_stream)
     api->StreamDestroy(b->x.stream);
-  b->have_comm = b->have_stream = false;
+  if (b->have_anchor_stream)
+    api->StreamDestroy(b->anchor_stream);
+  dist__nccl_anchor_unref(b->anchor);
+  b->anchor = NULL;
+  b->have_comm = b->have_stream = b->have_anchor_stream = false;
   b->x.barrier_buf = NULL;
 }
 
@@ -304,6 +312,7 @@ static int nccl_init(void *priv, const dist_backend_init_args *a, dist_pg *self)
   pthread_mutex_init(&b->mu, NULL);
   pthread_mutex_init(&b->wait_mu, NULL);
   pthread_cond_init(&b->cv, NULL);
+  dist__nccl_track_init(&b->track);
   dist__errbuf err;
   dist__err_clear(&err);
   b->x.api = dist__nccl_api_get(&err);
@@ -315,6 +324,7 @@ static int nccl_init(void *priv, const dist_backend_init_args *a, dist_pg *self)
   if (rc != DIST_OK) {
     if (b->x.api)
       release(b);
+    dist__nccl_track_fini(&b->track);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->wait_mu);
     pthread_mutex_destroy(&b->mu);
@@ -424,23 +434,58 @@ static int wait_event(nccl_backend *b, const dist_coll *c, cudaEvent_t ev, int64
 
 /* --- submission ---------------------------------------------------------- */
 
-/* Enqueues c and records its completion event. */
-static int launch(nccl_backend *b, const dist_coll *c, cudaEvent_t *ev, dist__errbuf *err) {
-  const dist__nccl_api *api = b->x.api;
+/* A fresh anchor every DIST__NCCL_ANCHOR_S, so GPU times read as float
+ * milliseconds since it stay precise; a failure keeps the old one. */
+static void refresh_anchor(nccl_backend *b) {
+  if (dist_clock_ns() - b->anchor->ns < DIST__NCCL_ANCHOR_S * 1000000000LL)
+    return;
+  dist__nccl_anchor *a = NULL;
+  dist__errbuf err;
+  dist__err_clear(&err);
+  if (dist__nccl_anchor_new(b->x.api, b->anchor_stream, &a, &err) != DIST_OK) {
+    DIST_LOG(DEBUG, NCCL, "group %s: %s", b->name, err.msg);
+    return;
+  }
+  dist__nccl_anchor_unref(b->anchor);
+  b->anchor = a;
+}
+
+/* Enqueues c after the caller's current stream, between its start and end
+ * events, and records it as in flight. */
+static int launch(nccl_backend *b, const dist_coll *c, dist__nccl_op **out, dist__errbuf *err) {
   if (atomic_load(&b->aborted))
     return dist__err_set(err, DIST_E_ABORTED, "group %s was aborted: %s", b->name,
                          b->abort_reason);
   if (atomic_load(&b->broken_rc))
     return dist__err_set(err, atomic_load(&b->broken_rc), "%s", b->broken_msg);
-  cudaError_t e = api->EventCreateWithFlags(ev, cudaEventDisableTiming);
-  if (e != cudaSuccess)
-    return dist__err_set(err, DIST_E_BACKEND, "cudaEventCreate: %s", api->CudaErrorString(e));
-  int rc = dist__nccl_enqueue(&b->x, c, err);
-  if (rc == DIST_OK && (e = api->EventRecord(*ev, b->x.stream)) != cudaSuccess)
-    rc = dist__err_set(err, DIST_E_BACKEND, "cudaEventRecord: %s", api->CudaErrorString(e));
-  if (rc != DIST_OK)
-    api->EventDestroy(*ev);
-  return rc;
+  refresh_anchor(b);
+  dist__nccl_op *op;
+  DIST_TRY(dist__nccl_op_new(b->x.api, b->anchor, &op, err));
+  op->seq = c->seq;
+  int rc = dist__nccl_op_begin(op, (cudaStream_t)dist_cuda_current_stream(), b->x.stream, err);
+  if (rc == DIST_OK)
+    rc = dist__nccl_enqueue(&b->x, c, err);
+  if (rc == DIST_OK)
+    rc = dist__nccl_op_end(op, b->x.stream, err);
+  if (rc != DIST_OK) {
+    dist__nccl_op_unref(op);
+    return rc;
+  }
+  op->launched_ns = dist_clock_ns();
+  dist__nccl_track_add(&b->track, op);
+  *out = op;
+  return DIST_OK;
+}
+
+/* op ended (or failed): its GPU times to the observers, then off the
+ * record. c: the operation (the caller's, or the work's copy). */
+static void ended(nccl_backend *b, dist__nccl_op *op, const dist_coll *c, int rc) {
+  int64_t s = 0, e = 0;
+  if (rc == DIST_OK)
+    dist__nccl_op_times(op, &s, &e);
+  if (s && e)
+    dist_backend_gpu_times(b->self, c, s, e);
+  dist__nccl_track_done(&b->track, op, s, e);
 }
 
 static void *progress_main(void *arg);
@@ -463,38 +508,35 @@ static int nccl_op(void *priv, const dist_coll *c, dist_work *w) {
   nccl_backend *b = priv;
   dist__errbuf err;
   dist__err_clear(&err);
-  cudaEvent_t ev;
-  int rc = launch(b, c, &ev, &err);
+  dist__nccl_op *op = NULL;
+  int rc = launch(b, c, &op, &err);
   if (rc != DIST_OK)
     return dist_backend_set_error(b->self, rc, "%s", err.msg);
   int64_t deadline = dist__deadline_ms(c->timeout_ms);
   if (!w) {
     char msg[DIST_ERRMSG_LEN];
-    rc = wait_event(b, c, ev, deadline, msg, sizeof msg);
-    b->x.api->EventDestroy(ev);
+    rc = wait_event(b, c, op->end, deadline, msg, sizeof msg);
+    ended(b, op, c, rc);
     return rc ? dist_backend_set_error(b->self, rc, "%s", msg) : DIST_OK;
   }
-  pending *p = dist__calloc(1, sizeof *p);
-  if (!p) {
-    b->x.api->EventDestroy(ev);
-    return dist_backend_set_error(b->self, DIST_E_NOMEM, "out of memory");
-  }
-  *p = (pending){w, ev, deadline, NULL};
+  op->w = w;
+  op->deadline_ms = deadline;
+  atomic_fetch_add(&op->refs, 1); /* the work's, until the user frees it */
+  dist_backend_work_set_device(w, &dist__nccl_op_device, op);
   pthread_mutex_lock(&b->mu);
   rc = start_thread_locked(b);
   if (rc == DIST_OK) {
+    op->next_async = NULL;
     if (b->tail)
-      b->tail->next = p;
+      b->tail->next_async = op;
     else
-      b->head = p;
-    b->tail = p;
+      b->head = op;
+    b->tail = op;
     pthread_cond_broadcast(&b->cv);
   }
   pthread_mutex_unlock(&b->mu);
-  if (rc != DIST_OK) {
-    b->x.api->EventDestroy(ev);
-    dist__free(p);
-  }
+  if (rc != DIST_OK) /* the work is discarded with its reference */
+    dist__nccl_track_done(&b->track, op, 0, 0);
   return rc;
 }
 
@@ -509,23 +551,28 @@ static void *progress_main(void *arg) {
       pthread_cond_wait(&b->cv, &b->mu);
       continue;
     }
-    pending *p = b->head;
+    dist__nccl_op *op = b->head;
     pthread_mutex_unlock(&b->mu);
     char msg[DIST_ERRMSG_LEN];
     msg[0] = '\0';
-    int rc = wait_event(b, dist_work_coll(p->w), p->ev, p->deadline_ms, msg, sizeof msg);
-    b->x.api->EventDestroy(p->ev);
+    dist_work *w = op->w;
+    int rc = wait_event(b, dist_work_coll(w), op->end, op->deadline_ms, msg, sizeof msg);
     pthread_mutex_lock(&b->mu);
-    b->head = p->next;
+    b->head = op->next_async;
     if (!b->head)
       b->tail = NULL;
     pthread_mutex_unlock(&b->mu);
-    dist_backend_work_done(p->w, rc, -1, msg);
-    dist__free(p);
+    ended(b, op, dist_work_coll(w), rc);
+    dist_backend_work_done(w, rc, -1, msg);
     pthread_mutex_lock(&b->mu);
   }
   pthread_mutex_unlock(&b->mu);
   return NULL;
+}
+
+static int nccl_gpu_progress(void *priv, uint64_t seq, dist_gpu_progress *out) {
+  nccl_backend *b = priv;
+  return dist__nccl_track_query(&b->track, seq, out);
 }
 
 static void nccl_fini(void *priv) {
@@ -542,6 +589,7 @@ static void nccl_fini(void *priv) {
   pthread_mutex_unlock(&b->mu);
   if (join)
     pthread_join(b->thread, NULL);
+  dist__nccl_track_fini(&b->track);
   release(b);
   pthread_cond_destroy(&b->cv);
   pthread_mutex_destroy(&b->wait_mu);
@@ -569,4 +617,5 @@ const dist_backend_ops dist__nccl_backend_ops = {
     .all_to_all = nccl_op,
     .barrier = nccl_op,
     .async_error = nccl_async_error,
+    .gpu_progress = nccl_gpu_progress,
 };

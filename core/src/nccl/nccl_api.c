@@ -75,6 +75,9 @@ static bool load_cudart(void *cudart) {
   SYM(cudart, CudaErrorString, "cudaGetErrorString");
   SYM(cudart, DeviceGetStreamPriorityRange, "cudaDeviceGetStreamPriorityRange");
   SYM(cudart, StreamCreateWithPriority, "cudaStreamCreateWithPriority");
+  SYM(cudart, StreamWaitEvent, "cudaStreamWaitEvent");
+  SYM(cudart, EventSynchronize, "cudaEventSynchronize");
+  SYM(cudart, EventElapsedTime, "cudaEventElapsedTime");
   return true;
 }
 

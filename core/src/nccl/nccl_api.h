@@ -64,6 +64,10 @@ typedef struct dist__nccl_api {
                             ncclConfig_t *config);
   cudaError_t (*DeviceGetStreamPriorityRange)(int *least, int *greatest);
   cudaError_t (*StreamCreateWithPriority)(cudaStream_t *s, unsigned flags, int priority);
+  /* Appended: stream ordering and GPU times (nccl_op.c). */
+  cudaError_t (*StreamWaitEvent)(cudaStream_t s, cudaEvent_t e, unsigned flags);
+  cudaError_t (*EventSynchronize)(cudaEvent_t e);
+  cudaError_t (*EventElapsedTime)(float *ms, cudaEvent_t start, cudaEvent_t end);
 } dist__nccl_api;
 
 /* The table in use: loads the libraries the first time. NULL with a message
