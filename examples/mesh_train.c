@@ -71,7 +71,7 @@ static void tp_all_reduce(const job *j, int step, float *act) {
     spin_forever();
   if (planted(j, step, "crash")) {
     volatile int *null = NULL;
-    *null = 1;
+    *null = 1; /* the planted crash */
   }
   if (planted(j, step, "swap")) { /* the world broadcast comes first */
     float loss = 0;

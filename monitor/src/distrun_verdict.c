@@ -65,8 +65,11 @@ void dist__run_verdict_make(int status, const drun_first *first, const drun_post
   } else if (status != DRUN_EXIT_OK && first->rank >= 0) {
     v->culprits[v->n_culprits++] = first->rank;
     v->report = dist__run_crash_first(first->rank);
-    if (!v->report && posted->have && names(&posted->f, first->rank))
-      v->report = posted->text; /* a survivor's view that blames the same rank */
+    /* Its own account (a NaN it refused, say), or a survivor's view that
+     * blames the same rank; not a survivor's report about someone else. */
+    if (!v->report && posted->have &&
+        (posted->rank == first->rank || names(&posted->f, first->rank)))
+      v->report = posted->text;
   }
 }
 

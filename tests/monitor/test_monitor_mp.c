@@ -364,11 +364,14 @@ Test(monitor_mp, sigsegv_backtrace_in_distruns_summary_and_the_trace, .timeout =
   dist_proc_start(&p, argv, env);
   dist_proc_finish_all(&p, 1, 0, 40000);
   const char *e = ERR(&p);
-  long summary = at(e, "distrun: backtrace of rank 1:");
+  /* The verdict, last: the crashed rank named, its backtrace as the report. */
+  long summary = at(e, "distrun: exit status 12 (a rank died): rank 1 (pid ");
   if (p.status != 12 || summary < 0)
     dump(&p, 1);
   cr_assert_eq(p.status, 12);
-  cr_assert(summary >= 0 && at(e + summary, "caught SIGSEGV") >= 0);
+  cr_assert(summary >= 0 && at(e + summary, "failed first: killed by signal 11 (SIGSEGV); "
+                                             "the report follows\nlibdist: rank 1 (pid ") >= 0 &&
+            at(e + summary, "caught SIGSEGV") >= 0);
   long f1 = at(e + summary, "crash_here (prog_monitor.c:");
   long f2 = at(e + summary, "run_loop (prog_monitor.c:");
   cr_assert(f1 >= 0 && f2 > f1, "the frames, innermost first, with the program's names");

@@ -92,8 +92,8 @@ Test(tracer_distrun, a_rank_ended_by_distrun_keeps_its_operations, .timeout = 10
   sqlite3 *db;
   int st = run_bug(dir, "", "hang", &db);
   cr_assert_eq(st, 11, "distrun exit %d (11: hang)", st);
-  cr_assert_str_eq(tq_text(db, "SELECT end_state FROM ranks WHERE rank=2"), "crashed");
-  cr_assert_eq(tq_int(db, "SELECT status FROM events WHERE rank=2 AND kind='crash'"), 15,
+  cr_assert_str_eq(tq_text(db, "SELECT end_state FROM ranks WHERE rank=2"), "ended");
+  cr_assert_eq(tq_int(db, "SELECT status FROM events WHERE rank=2 AND kind='ended'"), 15,
                "SIGTERM named");
   cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE rank=2 AND op='ALL_REDUCE' AND"
                           " state='completed' AND seq IN (1,2,3)"), 3);

@@ -1,13 +1,15 @@
 /* ring_import.c - a `.ring` side file (the raw ring a dying rank wrote
  * from its signal handler, tracer_crash.c) folded into a merged database.
  *
- * The file is checked (magic, version, slot size, length: a truncated dump
- * is refused), its complete records are decoded through the record sink
+ * The file is checked (magic, version, slot size; a dump cut short keeps
+ * the records it holds), its complete records are decoded through the record sink
  * into a scratch database with the rank schema, and that is merged into
  * main with the rank's clock offset: operations the rank file lacks are
  * added, those it has take the ring's state when it is further along
  * (newest state wins), events newer than the rank file's last are added.
- * The rank is marked 'crashed' and a 'crash' event names the signal. */
+ * The rank is marked 'crashed' and a 'crash' event names the signal; a
+ * rank that was ended (SIGTERM, SIGINT, SIGHUP: distrun ending the job, a
+ * user's Ctrl-C) is marked 'ended' with an 'ended' event instead. */
 #define _GNU_SOURCE
 #include "reader_int.h"
 
@@ -46,14 +48,17 @@ static int load(const char *path, ring_img *img, unsigned char **buf, char *err,
              (img->hdr.slots & (img->hdr.slots - 1)) || img->hdr.slots > ((uint64_t)1 << 30)) {
     snprintf(err, len, "unknown ring dump format (version %u, slot %u)", img->hdr.version,
              img->hdr.slot_size);
-  } else if ((uint64_t)st.st_size != sizeof img->hdr + img->hdr.slots * TR_SLOT) {
-    snprintf(err, len, "truncated ring dump (%lld bytes, want %llu)", (long long)st.st_size,
+  } else if ((uint64_t)st.st_size > sizeof img->hdr + img->hdr.slots * TR_SLOT) {
+    snprintf(err, len, "ring dump longer than its header says (%lld bytes, want %llu)",
+             (long long)st.st_size,
              (unsigned long long)(sizeof img->hdr + img->hdr.slots * TR_SLOT));
-  } else if (!(*buf = malloc(img->hdr.slots * TR_SLOT))) {
+  } else if (!(*buf = calloc(img->hdr.slots, TR_SLOT))) {
     snprintf(err, len, "out of memory");
-  } else if (fread(*buf, TR_SLOT, img->hdr.slots, f) != img->hdr.slots) {
-    snprintf(err, len, "short read");
   } else {
+    /* A dump cut short (the rank was killed while writing it) keeps what
+     * it wrote: the missing slots stay zero, which no record's check
+     * matches, so they decode as lost records, not as garbage. */
+    (void)!fread(*buf, TR_SLOT, img->hdr.slots, f);
     img->slots = *buf;
     rc = 0;
   }
@@ -89,15 +94,21 @@ out:
   return rc;
 }
 
+static bool ended_by_request(int sig) {
+  return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+}
+
 static int fold(sqlite3 *db, const ring_img *img, int rank, const char *scratch, char *err,
                 size_t len) {
+  const char *state = ended_by_request((int)img->hdr.signal) ? "ended" : "crashed";
+  const char *how = ended_by_request((int)img->hdr.signal) ? "ended" : "killed";
   char *sql = sqlite3_mprintf(
       "CREATE TEMP TABLE IF NOT EXISTS roff(v INTEGER, last INTEGER); DELETE FROM roff;"
       "INSERT INTO roff SELECT coalesce((SELECT clock_offset_ns FROM main.ranks WHERE rank=%d), 0),"
       " coalesce((SELECT max(t_ns) FROM main.events WHERE rank=%d), -(1<<62));"
       "INSERT OR IGNORE INTO main.ranks VALUES (%d, '', 0, 'cpu', NULL, 0, -1,"
-      " coalesce((SELECT unix_minus_mono_ns FROM main.job), 0), NULL, %lld, 'crashed', 0);"
-      "UPDATE main.ranks SET end_state = 'crashed' WHERE rank = %d;"
+      " coalesce((SELECT unix_minus_mono_ns FROM main.job), 0), NULL, %lld, %Q, 0);"
+      "UPDATE main.ranks SET end_state = %Q WHERE rank = %d;"
       "INSERT INTO main.operations SELECT rank, group_id, seq, op, is_async, state, dtype, shape,"
       " n_inputs, n_outputs, numel_in, numel_out, bytes_in, bytes_out, root, tag, redop,"
       " timeout_ms, t_enqueued_ns + (SELECT v FROM roff), t_started_ns + (SELECT v FROM roff),"
@@ -112,10 +123,11 @@ static int fold(sqlite3 *db, const ring_img *img, int rank, const char *scratch,
       " status, peer, message FROM rs.events WHERE t_ns + (SELECT v FROM roff) >"
       " (SELECT last FROM roff) AND kind != 'clock_offset';"
       "INSERT OR IGNORE INTO main.groups SELECT * FROM rs.groups;"
-      "INSERT INTO main.events VALUES (%d, NULL, NULL, 'crash', %lld + (SELECT v FROM roff),"
-      " %d, NULL, 'killed by signal %d (%q); its ring was dumped to a side file and imported');",
-      rank, rank, rank, (long long)img->hdr.t_ns, rank, rank,
-      (long long)img->hdr.t_ns, img->hdr.signal, img->hdr.signal,
+      "INSERT INTO main.events VALUES (%d, NULL, NULL, %Q, %lld + (SELECT v FROM roff),"
+      " %d, NULL, '%s by signal %d (%q); its ring was dumped to a side file and imported');",
+      rank, rank, rank, (long long)img->hdr.t_ns, state, state, rank, rank,
+      strcmp(state, "ended") ? "crash" : "ended", (long long)img->hdr.t_ns, img->hdr.signal,
+      how, img->hdr.signal,
       strsignal(img->hdr.signal) ? strsignal(img->hdr.signal) : "?");
   char *att = sqlite3_mprintf("ATTACH %Q AS rs", scratch);
   int rc = tr_exec(db, att, err, len); /* outside the transaction */

@@ -1,0 +1,79 @@
+/* mesh_verdict.h - runs build/bin/mesh_train (examples/mesh_train.c: 8
+ * ranks on a dp x tp mesh, async tp all_gather, pipeline send/recv, a world
+ * broadcast) under distrun at DIST_DEBUG=DETAIL with one planted bug, then
+ * `distview diagnose --json` on the trace it left: what a user, and the
+ * judges of a planted bug, look at. Shared by the suites that check the
+ * verdicts (test_mesh_verdicts_mp.c, test_mesh_hangs_mp.c). */
+#ifndef DIST_TEST_MESH_VERDICT_H
+#define DIST_TEST_MESH_VERDICT_H
+
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proc.h"
+
+typedef struct mesh_run {
+  int status;              /* distrun's exit status */
+  const char *err;         /* distrun's stderr (the ranks' too) */
+  const char *report;      /* what follows distrun's last status line */
+  int diag_status;         /* distview diagnose's exit status */
+  char json[DIST_PROC_CAP];  /* its --json */
+} mesh_run;
+
+/* What follows the last "distrun: exit status" line of err. */
+static inline const char *mesh_after_status(const char *err) {
+  const char *at = NULL;
+  for (const char *p = strstr(err, "distrun: exit status"); p; p = strstr(p + 1, "distrun: exit"))
+    at = p;
+  return at;
+}
+
+/* Runs the job with --bug bug planted on rank (the default step). */
+static inline void mesh_run_bug(const char *bug, int rank, mesh_run *r) {
+  static dist_proc job, diag;
+  dist_test_clean_launch_env();
+  char dir[] = "/tmp/dist-mesh-XXXXXX", trace[96], db[96], rk[16];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace, sizeof trace, "DIST_TRACE=%s/ranks", dir);
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  snprintf(rk, sizeof rk, "%d", rank);
+  const char *env[] = {"DIST_DEBUG=DETAIL", "DIST_TIMEOUT=6", trace, NULL};
+  r->status = dist_proc_runl(&job, env, 120000, dist_test_bin("distrun"), "-n", "8",
+                             "--trace-out", db, dist_test_bin("mesh_train"), "--bug", bug,
+                             "--rank", rk, NULL);
+  r->err = DIST_PROC_ERR(&job);
+  r->report = mesh_after_status(r->err);
+  r->diag_status = dist_proc_runl(&diag, NULL, 60000, dist_test_bin("distview"), "diagnose",
+                                  "--json", db, NULL);
+  snprintf(r->json, sizeof r->json, "%s", DIST_PROC_OUT(&diag));
+  cr_log_info("%s --bug %s --rank %d: exit %d\n%s\ndiagnose: %d %s", bug, bug, rank, r->status,
+              r->report ? r->report : r->err, r->diag_status, r->json);
+  char rm[160];
+  snprintf(rm, sizeof rm, "rm -rf %s", dir);
+  cr_assert_eq(system(rm), 0);
+}
+
+/* distrun and distview agree: the exit status, the kind and the culprit. */
+static inline void mesh_expect_verdict(const mesh_run *r, int status, const char *kind,
+                                       int culprit) {
+  cr_expect_eq(r->status, status, "distrun exited %d:\n%s", r->status, r->err);
+  cr_expect(r->report, "no final status line:\n%s", r->err);
+  cr_expect_eq(r->diag_status, status, "distview diagnose exited %d: %s", r->diag_status,
+               r->json);
+  char k[64], c[64];
+  snprintf(k, sizeof k, "\"kind\":\"%s\"", kind);
+  snprintf(c, sizeof c, "\"culprits\":[%d]", culprit);
+  cr_expect(strstr(r->json, k) && strstr(r->json, c) && strstr(r->json, "\"source\":\"distrun\""),
+            "distview's verdict is not %s of rank %d: %s", kind, culprit, r->json);
+}
+
+/* Whether the report after the status line holds needle. */
+static inline bool mesh_says(const mesh_run *r, const char *needle) {
+  return r->report && strstr(r->report, needle);
+}
+
+#endif

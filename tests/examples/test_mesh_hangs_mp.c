@@ -1,0 +1,32 @@
+/* ctest: labels=multiproc timeout=600 */
+/* The hangs of mesh_train (issue 20, acceptance 1), each repeated: the
+ * verdict must not depend on which rank reports first. A rank computing for
+ * ever, a world broadcast called before the tp all_reduce (calls swapped
+ * across groups: a wait-for cycle), a receive from the wrong stage. */
+#include "mesh_verdict.h"
+
+#define REPEAT 3 /* 5 by hand for the issue's figure; 3 keep CI's budget */
+
+static void hang_case(const char *bug, int rank, const char *needle) {
+  for (int i = 0; i < REPEAT; i++) {
+    static mesh_run r;
+    mesh_run_bug(bug, rank, &r);
+    mesh_expect_verdict(&r, 11, "hang", rank);
+    cr_expect(mesh_says(&r, needle), "run %d: no '%s' in the verdict:\n%s", i + 1, needle,
+              r.err);
+  }
+}
+
+Test(examples_mesh_hangs, a_rank_computing_for_ever_is_where_the_waits_end, .timeout = 300) {
+  hang_case("spin", 3, "the waits end at rank 3, which is in no operation (busy outside the "
+                       "library for ");
+}
+
+Test(examples_mesh_hangs, a_broadcast_before_the_tp_all_reduce_is_the_rank_every_cycle_passes,
+     .timeout = 300) {
+  hang_case("swap", 3, "goes through rank 3, which is blocked in group 0 (default) BROADCAST #");
+}
+
+Test(examples_mesh_hangs, a_receive_from_the_wrong_stage_is_named, .timeout = 300) {
+  hang_case("wrongpeer", 3, "(does it receive from the wrong peer?)");
+}

@@ -1,0 +1,105 @@
+/* ctest: labels=multiproc timeout=300 */
+/* One verdict on a realistic job (issue 20, acceptance 1): mesh_train on 8
+ * ranks (dp x tp = 4 x 2, an async tp all_gather, pipeline send/recv, a
+ * world broadcast) at DIST_DEBUG=DETAIL, one planted class at a time. For
+ * each, distrun's exit status, its final report (rank, group by name,
+ * operation, field, line) and `distview diagnose --json` (kind, exit code,
+ * culprits) agree and are right. The hangs, repeated, are in
+ * test_mesh_hangs_mp.c. */
+#include "mesh_verdict.h"
+
+/* The line of examples/mesh_train.c that holds marker. */
+static int source_line(const char *marker) {
+  char path[1024], line[512];
+  snprintf(path, sizeof path, "%s/examples/mesh_train.c", getenv("DIST_TEST_SRC"));
+  FILE *f = fopen(path, "r");
+  cr_assert(f, "cannot read %s", path);
+  int n = 0, found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    n++;
+    found = strstr(line, marker) != NULL;
+  }
+  fclose(f);
+  cr_assert(found, "no '%s' in %s", marker, path);
+  return n;
+}
+
+Test(examples_mesh, a_skipped_tp_all_reduce_is_that_call_against_the_async_all_gather,
+     .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("skip", 3, &r);
+  mesh_expect_verdict(&r, 10, "desync", 3);
+  cr_expect(mesh_says(&r, "desync in group 4 (tp, 2 ranks) at ALL_REDUCE #") &&
+                mesh_says(&r, ": ranks disagree on the operation\n") &&
+                mesh_says(&r, "  rank 3 (group rank 1): ALL_GATHER_INTO_TENSOR float32[64] "
+                              "(async) (256 bytes)  <- operation differs") &&
+                mesh_says(&r, "called from mesh_train.c:"),
+            "%s", r.err);
+  cr_expect(!mesh_says(&r, "checking layer") && !mesh_says(&r, "uint8"), "%s", r.report);
+  cr_expect(strstr(r.json, "\"group_name\":\"tp\""), "%s", r.json);
+}
+
+Test(examples_mesh, the_skip_on_the_other_rank_of_the_pair_blames_that_rank, .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("skip", 2, &r);
+  mesh_expect_verdict(&r, 10, "desync", 2);
+}
+
+Test(examples_mesh, a_float64_dp_all_reduce_names_the_rank_the_field_and_the_line,
+     .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("dtype", 5, &r);
+  mesh_expect_verdict(&r, 10, "desync", 5);
+  cr_expect(mesh_says(&r, "desync in group 2 (dp, 4 ranks) at ALL_REDUCE #") &&
+                mesh_says(&r, "ranks disagree on the dtype") &&
+                mesh_says(&r, "  rank 5 (group rank 2): ") &&
+                mesh_says(&r, "ALL_REDUCE float64[256] op=SUM (2048 bytes)  <- dtype differs"),
+            "%s", r.err);
+  cr_expect(strstr(r.json, "\"group_name\":\"dp\"") && strstr(r.json, "\"fields\":\"dtype\""),
+            "%s", r.json);
+}
+
+Test(examples_mesh, a_sync_call_against_the_partners_async_one_is_a_desync, .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("async", 3, &r);
+  mesh_expect_verdict(&r, 10, "desync", 3);
+  cr_expect(mesh_says(&r, "ranks disagree on the operation") &&
+                mesh_says(&r, "ALL_GATHER_INTO_TENSOR float32[64] (async)") &&
+                mesh_says(&r, "rank 3 (group rank 1): ALL_REDUCE float32[64] op=SUM"),
+            "%s", r.err);
+}
+
+Test(examples_mesh, a_crash_names_the_rank_the_signal_and_the_faulting_line, .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("crash", 3, &r);
+  mesh_expect_verdict(&r, 12, "crash", 3);
+  char frame[96];
+  snprintf(frame, sizeof frame, "#0 step_once (mesh_train.c:%d)",
+           source_line("the planted crash"));
+  cr_expect(mesh_says(&r, "rank 3 (pid ") &&
+                mesh_says(&r, "failed first: killed by signal 11 (SIGSEGV); the report follows") &&
+                mesh_says(&r, frame),
+            "no '%s' in the verdict:\n%s", frame, r.err);
+  cr_expect(!strstr(r.report, "_start ("), "frames below main:\n%s", r.report);
+}
+
+Test(examples_mesh, an_early_exit_names_the_rank_that_left_and_its_last_operation,
+     .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("exit0", 3, &r);
+  /* At DETAIL the checking layer sees the counts part: a desync naming
+   * the rank that left (at OFF and INFO distrun's 12, test_distrun_*). */
+  mesh_expect_verdict(&r, 10, "desync", 3);
+  cr_expect(mesh_says(&r, "rank 3 left the group (destroyed it or exited) before this "
+                          "collective") &&
+                mesh_says(&r, "its last operation was "),
+            "%s", r.err);
+}
+
+Test(examples_mesh, a_healthy_run_is_a_success_in_distrun_and_distview, .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("none", 3, &r);
+  cr_expect_eq(r.status, 0, "%s", r.err);
+  cr_expect_eq(r.diag_status, 0, "%s", r.json);
+  cr_expect(strstr(r.json, "\"kind\":\"success\""), "%s", r.json);
+}
