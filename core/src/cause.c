@@ -158,6 +158,28 @@ int dist__cause_post_diagnosis(int status, const dist_cause_info *info, const ch
   return post_cause(status, true, info, report);
 }
 
+/* The ranks a report in the house format marks ("  rank 3 (group rank 1):
+ * ...  <- dtype differs", status.h) and the field of its header ("ranks
+ * disagree on the dtype"): what the report blames, for the verdict. */
+static size_t marked_ranks(const char *rep, int *out, size_t cap, char *field, size_t flen) {
+  size_t n = 0;
+  field[0] = '\0';
+  const char *f = strstr(rep, "ranks disagree on the ");
+  if (f) {
+    f += strlen("ranks disagree on the ");
+    size_t k = strcspn(f, "\n");
+    snprintf(field, flen, "%.*s", (int)(k < flen ? k : flen - 1), f);
+  }
+  for (const char *l = rep; l && *l && n < cap; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+    const char *end = strchr(l, '\n');
+    size_t ll = end ? (size_t)(end - l) : strlen(l);
+    int r;
+    if (sscanf(l, "  rank %d", &r) == 1 && memmem(l, ll, "  <- ", 5))
+      out[n++] = r;
+  }
+  return n;
+}
+
 void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg) {
   if (rc != DIST_E_DESYNC || !dist_get_default_store())
     return;
@@ -179,7 +201,17 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
    * once, as status.h's "seen by" line does for relayed reports. */
   dist__appendf(rep, cap, &off, "\n  reported by rank %d (host %s, pid %d)", in->global_rank,
                 dist__hostname(), (int)getpid());
-  dist_post_cause(rc, rep);
+  int culprits[DIST_CAUSE_CULPRITS_MAX];
+  char field[32];
+  dist_cause_info ci = dist_cause_info_none();
+  ci.culprits = culprits;
+  ci.n_culprits = marked_ranks(rep, culprits, DIST_CAUSE_CULPRITS_MAX, field, sizeof field);
+  ci.group_id = in->group_id;
+  ci.group_name = in->desc && in->desc[0] ? in->desc : in->name;
+  ci.op = c ? (int)c->kind : -1;
+  ci.seq = c ? c->seq : 0;
+  ci.field = field[0] ? field : NULL;
+  dist_post_cause_info(rc, &ci, rep);
   dist__free(rep);
 }
 

@@ -107,17 +107,26 @@ static void label(const dist__rside *s, char *buf, size_t len) {
     snprintf(buf, len, "rank %d:", s->global_rank);
 }
 
-void dist__report_disagree(char *buf, size_t len, size_t *off, const char *field,
-                           const dist__rside *a, const dist__rside *b) {
-  /* Ascending global rank, the marker on the later line: every rank, and
-   * a rank relaying another's report, writes the same text. */
-  const dist__rside *lo = a->global_rank <= b->global_rank ? a : b;
-  const dist__rside *hi = lo == a ? b : a;
+void dist__report_disagree_odd(char *buf, size_t len, size_t *off, const char *field,
+                               const dist__rside *usual, const dist__rside *odd) {
+  /* Ascending global rank: every rank, and a rank relaying another's
+   * report, writes the same text. */
+  const dist__rside *lo = usual->global_rank <= odd->global_rank ? usual : odd;
+  const dist__rside *hi = lo == usual ? odd : usual;
   char la[96], lb[96];
   label(lo, la, sizeof la);
   label(hi, lb, sizeof lb);
   int w = (int)(strlen(la) > strlen(lb) ? strlen(la) : strlen(lb));
   dist__appendf(buf, len, off, "ranks disagree on the %s", field);
-  dist__appendf(buf, len, off, "\n  %-*s %s", w, la, lo->value);
-  dist__appendf(buf, len, off, "\n  %-*s %s  <- %s differs", w, lb, hi->value, field);
+  dist__appendf(buf, len, off, "\n  %-*s %s%s%s%s", w, la, lo->value, lo == odd ? "  <- " : "",
+                lo == odd ? field : "", lo == odd ? " differs" : "");
+  dist__appendf(buf, len, off, "\n  %-*s %s%s%s%s", w, lb, hi->value, hi == odd ? "  <- " : "",
+                hi == odd ? field : "", hi == odd ? " differs" : "");
+}
+
+void dist__report_disagree(char *buf, size_t len, size_t *off, const char *field,
+                           const dist__rside *a, const dist__rside *b) {
+  /* Neither side is known to be the odd one: the marker on the later line. */
+  const dist__rside *lo = a->global_rank <= b->global_rank ? a : b;
+  dist__report_disagree_odd(buf, len, off, field, lo, lo == a ? b : a);
 }

@@ -49,6 +49,10 @@ void dist__report_head(char *out, size_t len, int rc, const dist__report_group *
 char *dist__report_value(const dist__rval *v, char *buf, size_t len);
 /* Appends "ranks disagree on the <field>" and the two ranks' lines (ascending
  * global rank, "<- <field> differs" on the later one). */
+/* The same when the odd side is known (the others agree with usual): the
+ * marker goes on odd's line, the lines still in ascending rank order. */
+void dist__report_disagree_odd(char *buf, size_t len, size_t *off, const char *field,
+                               const dist__rside *usual, const dist__rside *odd);
 void dist__report_disagree(char *buf, size_t len, size_t *off, const char *field,
                            const dist__rside *a, const dist__rside *b);
 

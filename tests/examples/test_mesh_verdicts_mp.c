@@ -103,3 +103,35 @@ Test(examples_mesh, a_healthy_run_is_a_success_in_distrun_and_distview, .timeout
   cr_expect_eq(r.diag_status, 0, "%s", r.json);
   cr_expect(strstr(r.json, "\"kind\":\"success\""), "%s", r.json);
 }
+
+/* distrun interrupted (SIGTERM, as a batch system ends a job): the verdict
+ * is "interrupted" in distrun and in distview alike, not a crash. */
+Test(examples_mesh, a_job_ended_by_sigterm_is_interrupted_in_distrun_and_distview,
+     .timeout = 120) {
+  static dist_proc job, diag;
+  dist_test_clean_launch_env();
+  char dir[] = "/tmp/dist-mesh-XXXXXX", trace[96], db[96];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace, sizeof trace, "DIST_TRACE=%s/ranks", dir);
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  /* rank 3 computes for ever; the stall report says the job is under way */
+  const char *env[] = {"DIST_TIMEOUT=60", "DIST_STALL_S=0.5", trace, NULL};
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "8", "--trace-out", db,
+                        dist_test_bin("mesh_train"), "--bug", "spin", NULL};
+  dist_proc_start(&job, argv, env);
+  cr_assert(dist_proc_wait_for(&job, 1, "MON WARN stall in group", 1, 60000), "%s",
+            DIST_PROC_ERR(&job));
+  cr_assert_eq(kill(job.pid, SIGTERM), 0);
+  int st = dist_proc_finish(&job, 60000);
+  cr_expect_eq(st, 1, "distrun exited %d:\n%s", st, DIST_PROC_ERR(&job));
+  cr_expect(strstr(DIST_PROC_ERR(&job), "exit status 1 (other failure): interrupted by SIGTERM"),
+            "%s", DIST_PROC_ERR(&job));
+  int dst = dist_proc_runl(&diag, NULL, 60000, dist_test_bin("distview"), "diagnose", "--json",
+                           db, NULL);
+  cr_expect_eq(dst, st, "distview diagnose exited %d: %s", dst, DIST_PROC_OUT(&diag));
+  cr_expect(strstr(DIST_PROC_OUT(&diag), "\"kind\":\"interrupted\""), "%s",
+            DIST_PROC_OUT(&diag));
+  char rm[160];
+  snprintf(rm, sizeof rm, "rm -rf %s", dir);
+  cr_assert_eq(system(rm), 0);
+}

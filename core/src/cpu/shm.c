@@ -219,29 +219,52 @@ static const shm_key *key_of(const dist__shm *s, int r, uint64_t g) {
 }
 
 /* The report body for the first difference between the keys of ranks i and
- * j, appended at *off. */
-static void describe_diff(const dist__shm *s, int i, int j, uint64_t g, char *buf, size_t len,
-                          size_t *off) {
+ * j, appended at *off; j is the odd one when odd (else neither is known). */
+static void describe_diff(const dist__shm *s, int i, int j, uint64_t g, bool odd, char *buf,
+                          size_t len, size_t *off) {
   const shm_key *x = key_of(s, i, g), *y = key_of(s, j, g);
   uint64_t xseq = s->peer[i].info->seq[SHM_H(g)], yseq = s->peer[j].info->seq[SHM_H(g)];
   uint64_t myseq = s->peer[s->rank].info->seq[SHM_H(g)];
   dist__rside a, b;
   key_side(s, i, x, xseq, myseq, &a);
   key_side(s, j, y, yseq, myseq, &b);
-  dist__report_disagree(buf, len, off, diff_field(x, y), &a, &b);
+  if (odd)
+    dist__report_disagree_odd(buf, len, off, diff_field(x, y), &a, &b);
+  else
+    dist__report_disagree(buf, len, off, diff_field(x, y), &a, &b);
+}
+
+/* The lowest rank whose key most ranks share (a tie keeps the lowest). */
+static int majority_rank(const dist__shm *s, uint64_t g) {
+  int best = 0, best_n = 0;
+  for (int i = 0; i < s->size; i++) {
+    int n = 0;
+    for (int j = 0; j < s->size; j++)
+      n += memcmp(key_of(s, i, g), key_of(s, j, g), sizeof(shm_key)) == 0;
+    if (n > best_n) {
+      best_n = n;
+      best = i;
+    }
+  }
+  return best;
 }
 
 int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
-  /* Every rank names the same pair: rank 0 and the first rank that differs
-   * from it, so the report reads the same on every rank (status.h). */
+  /* Every rank sees every key, so every rank names the same pair: a rank
+   * of the majority and the first rank that differs from it (the odd one,
+   * marked), and the report reads the same on every rank (status.h). */
   const shm_key *k0 = key_of(s, 0, g);
   for (int j = 1; j < s->size; j++) {
     if (memcmp(key_of(s, j, g), k0, sizeof *k0) == 0)
       continue;
+    int m = majority_rank(s, g);
+    int odd = 0;
+    while (memcmp(key_of(s, odd, g), key_of(s, m, g), sizeof *k0) == 0)
+      odd++;
     char msg[1024], label[96];
     size_t off = 0;
     dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
-    describe_diff(s, 0, j, g, msg, sizeof msg, &off);
+    describe_diff(s, m, odd, g, true, msg, sizeof msg, &off);
     DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
     return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
   }
@@ -256,7 +279,7 @@ int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   char msg[1024], label[96];
   size_t off = 0;
   dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
-  describe_diff(s, j, s->rank, g, msg, sizeof msg, &off);
+  describe_diff(s, j, s->rank, g, false, msg, sizeof msg, &off);
   DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
   return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
 }
