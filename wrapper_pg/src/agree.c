@@ -68,8 +68,16 @@ static int report(const dist_pg_info *def, const cfg *all) {
   if (off && msg[off - 1] == '\n')
     msg[--off] = '\0';
   dist_log(DIST_LOG_ERROR, DIST_SUBSYS_WPG, "%s", msg);
-  if (def->rank == 0) /* distrun prints it last */
-    dist_post_cause(DIST_E_DESYNC, msg);
+  if (def->rank == 0) { /* distrun prints it last */
+    int culprits[64];
+    dist_cause_info in = dist_cause_info_none();
+    in.culprits = culprits;
+    in.n_culprits = (size_t)wpg_report_culprits(rows, n < 64 ? n : 64, culprits);
+    in.group_id = 0;
+    in.group_name = "default";
+    in.field = "configuration";
+    dist_post_cause_info(DIST_E_DESYNC, &in, msg);
+  }
   int rc = dist_backend_set_error(NULL, DIST_E_DESYNC, "%s", msg);
   free(rows), free(text), free(msg);
   return rc;

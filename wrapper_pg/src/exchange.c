@@ -133,6 +133,24 @@ static const char *field_of(void *arg, int cls, int major) {
   return f == WPG_F_NONE ? NULL : wpg_field_name(f);
 }
 
+/* The ranks every pair whose all_to_all sizes disagree involves (the rank
+ * that sends or expects the odd sizes), into out; how many. */
+static int split_culprits(const wpg *w, const detail *d, int *out) {
+  int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX, k = 0, pairs = 0;
+  int hits[SPLIT_MAX] = {0};
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (d[i].send[j] != d[j].recv[i]) {
+        pairs++;
+        hits[i]++;
+        hits[j] += j != i;
+      }
+  for (int r = 0; pairs && r < n; r++)
+    if (hits[r] == pairs)
+      out[k++] = w->info->global_ranks[r];
+  return k;
+}
+
 /* Pairs whose all_to_all sizes disagree, one line each. */
 static void split_lines(const wpg *w, const wpg_fp *all, const detail *d, char *buf, size_t len,
                         size_t *off) {
@@ -237,9 +255,11 @@ void wpg_sites_note(wpg *w, const wpg_fp *all) {
  * (with the operation, group and the first culprit's call site) as what
  * the job's cause names. */
 static int fail_with_culprits(wpg *w, const char *msg, const wpg_row *rows, const wpg_fp *all,
-                              const char *field) {
+                              const char *field, const detail *d) {
   int *culprits = calloc((size_t)w->size, sizeof *culprits);
   int k = culprits ? wpg_report_culprits(rows, w->size, culprits) : 0;
+  if (culprits && !k && d) /* every record agrees but the all_to_all sizes */
+    k = split_culprits(w, d, culprits);
   dist_cause_info in = dist_cause_info_none();
   in.culprits = culprits;
   in.n_culprits = (size_t)k;
@@ -301,7 +321,8 @@ int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, bool caller
     split_lines(w, all, d, msg, WPG_MSG_LEN, &off);
   if (off && msg[off - 1] == '\n')
     msg[--off] = '\0';
-  rc = fail_with_culprits(w, msg, rows, all, field);
+  bool a2a = c->kind == DIST_OP_ALL_TO_ALL || c->kind == DIST_OP_ALL_TO_ALL_SINGLE;
+  rc = fail_with_culprits(w, msg, rows, all, field, a2a ? d : NULL);
   free(mine), free(rows), free(msg), free(d);
   return rc;
 }

@@ -126,7 +126,14 @@ static int conflict(const dist_pg_info *p, const view *v, int n, const view *min
   if (off && msg[off - 1] == '\n')
     msg[--off] = '\0';
   dist_log(DIST_LOG_ERROR, DIST_SUBSYS_WPG, "%s", msg);
-  dist_post_cause(DIST_E_DESYNC, msg); /* the first rank that sees it wins */
+  int culprits[64];
+  dist_cause_info in = dist_cause_info_none();
+  in.culprits = culprits;
+  in.n_culprits = (size_t)wpg_report_culprits(rows, k < 64 ? k : 64, culprits);
+  in.group_id = p->group_id;
+  in.group_name = mine->desc[0] ? mine->desc : p->name;
+  in.field = field ? field : "member list";
+  dist_post_cause_info(DIST_E_DESYNC, &in, msg); /* the first rank that sees it wins */
   int rc = dist_backend_set_error(NULL, DIST_E_DESYNC, "%s", msg);
   free(rows), free(text), free(msg), free(all);
   return rc;
