@@ -67,7 +67,7 @@ typedef struct dist__cause_fields {
   int n_culprits;
   int group_id;
   uint64_t seq;
-  char group_name[64], op[32], field[32], site[192];
+  char group_name[96], op[32], field[32], site[192];
 } dist__cause_fields;
 void dist__cause_parse_info(const char *val, size_t len, dist__cause_fields *f);
 

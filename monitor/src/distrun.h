@@ -192,6 +192,17 @@ void dist__run_dump_stacks(const drun_rank *ranks, int n);
 /* SIGUSR1: a table of every rank's state from the monitors' records. */
 void dist__run_status_table(const drun_cfg *c, drun_job *job, const drun_rank *ranks);
 
+/* Where rank was as of its monitor's last record: the operation it was in,
+ * else the last it completed. False when it published none. */
+typedef struct drun_position {
+  bool in_op;
+  int gid, kind;
+  unsigned long long seq;
+  char desc[96];
+  char site[160];
+} drun_position;
+bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_position *out);
+
 /* --- the posted cause (distrun_cause.c) --------------------------------- */
 
 typedef struct drun_posted {
@@ -225,7 +236,7 @@ typedef struct drun_verdict {
   int n_culprits;
   int reported_by;          /* the rank whose report it is; -1 distrun's own */
   dist__cause_fields f;     /* group, operation, field, site (posted) */
-  char line[1024];          /* distrun's summary line ("exit status 10 ...") */
+  char line[2048];          /* distrun's summary line ("exit status 10 ...") */
   const char *report;       /* printed after it: the posted report, the
                                crashed rank's backtrace, or NULL (borrowed) */
 } drun_verdict;
@@ -240,6 +251,11 @@ typedef struct drun_first {
 /* Fills v from the exit status, the first failure and the posted cause. */
 void dist__run_verdict_make(int status, const drun_first *first, const drun_posted *posted,
                             drun_verdict *v);
+/* For a rank's death or early end: where the culprit was (its monitor's
+ * last record) into v's fields, and a clause for the summary line (""
+ * when unknown). */
+void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, char *clause,
+                             size_t len);
 /* Prints the summary line and the report, the last thing distrun writes. */
 void dist__run_verdict_print(const drun_verdict *v);
 

@@ -464,16 +464,19 @@ say:
   dist__run_verdict_make(status, &sp->first, sp->posted, v);
   if (status == DRUN_EXIT_OK)
     return status;
-  bool print = v->report && sp->c->node_rank == 0;
+  bool has_report = v->report != NULL, print = has_report && sp->c->node_rank == 0;
   if (!print)
     v->report = NULL;
   const char *dir = sp->c->log_dir;
-  snprintf(v->line, sizeof v->line, "exit status %d (%s): %s%s%s%s%s", status,
-           status_words(status), sp->cause, dir ? " (each rank's output: " : "", dir ? dir : "",
+  char where[400];
+  dist__run_verdict_place(sp->c, sp->job, v, where, sizeof where);
+  snprintf(v->line, sizeof v->line, "exit status %d (%s): %s%s%s%s%s%s", status,
+           status_words(status), sp->cause, where, dir ? " (each rank's output: " : "",
+           dir ? dir : "",
            dir ? "/rank-<R>.out and .err)" : "",
-           !sp->posted->have && !print ? ""
-           : print                     ? "; the report follows"
-                                       : "; node 0 prints the report");
+           print         ? "; the report follows"
+           : has_report  ? "; node 0 prints the report"
+                         : "");
   return status;
 }
 

@@ -20,13 +20,14 @@
 
 typedef struct row {
   bool present;
+  char desc[96], last_desc[96]; /* the groups' descriptions */
   char state[16];
   int64_t hb_ms;
   int gid;          /* the group of the oldest operation in flight, or -1 */
   int kind;
   unsigned long long seq;
   int64_t since_ms;
-  char site[MON_SITE_LEN];
+  char site[MON_SITE_LEN], last_site[MON_SITE_LEN];
   int last_gid, last_kind;
   unsigned long long last_seq;
   int64_t last_ms;
@@ -47,12 +48,15 @@ static void take_group(row *r, const mon_rec_group *g) {
     r->seq = (unsigned long long)g->done + 1;
     r->since_ms = g->since_ms;
     snprintf(r->site, sizeof r->site, "%s", g->site);
+    snprintf(r->desc, sizeof r->desc, "%s", g->desc);
   }
   if (g->done && g->last_ms >= r->last_ms) {
     r->last_gid = g->gid;
     r->last_kind = g->last_kind;
     r->last_seq = (unsigned long long)g->done;
     r->last_ms = g->last_ms;
+    snprintf(r->last_site, sizeof r->last_site, "%s", g->last_site);
+    snprintf(r->last_desc, sizeof r->last_desc, "%s", g->desc);
   }
 }
 
@@ -147,4 +151,42 @@ void dist__run_status_table(const drun_cfg *c, drun_job *job, const drun_rank *r
   ssize_t w = write(2, buf, off);
   (void)w;
   dist__free(buf);
+}
+
+/* Reads rank's record (the monitor's, as of its last heartbeat). */
+static bool read_row(const drun_cfg *c, drun_job *job, int rank, row *r) {
+  char prefix[200], key[260];
+  int world = c->nproc * c->nnodes;
+  *r = (row){.gid = -1, .last_gid = -1};
+  if (!job->store || !prefix_of(job->store, job->job_id, world, prefix, sizeof prefix))
+    return false;
+  snprintf(key, sizeof key, "%sp/%d", prefix, rank);
+  const char *keys[] = {key};
+  bool there = false;
+  void *v = NULL;
+  size_t n = 0;
+  if (dist_store_check(job->store, keys, 1, &there) == DIST_OK && there &&
+      dist_store_get(job->store, key, &v, &n) == DIST_OK)
+    parse((char *)v, r);
+  dist_free(v);
+  return r->present;
+}
+
+bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_position *out) {
+  int64_t old = job->store ? dist_store_get_timeout(job->store) : 0;
+  if (job->store)
+    dist_store_set_timeout(job->store, STATUS_STORE_MS);
+  row r;
+  bool ok = read_row(c, job, rank, &r);
+  if (job->store)
+    dist_store_set_timeout(job->store, old);
+  if (!ok || (r.gid < 0 && r.last_gid < 0))
+    return false;
+  bool in = r.gid >= 0;
+  *out = (drun_position){.in_op = in, .gid = in ? r.gid : r.last_gid,
+                         .kind = in ? r.kind : r.last_kind,
+                         .seq = in ? r.seq : r.last_seq};
+  snprintf(out->desc, sizeof out->desc, "%s", in ? r.desc : r.last_desc);
+  snprintf(out->site, sizeof out->site, "%s", in ? r.site : r.last_site);
+  return true;
 }

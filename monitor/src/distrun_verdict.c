@@ -90,3 +90,22 @@ void dist__run_verdict_print(const drun_verdict *v) {
   (void)w;
   dist__free(buf);
 }
+
+void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, char *clause,
+                             size_t len) {
+  clause[0] = '\0';
+  drun_position p;
+  bool dead = !strcmp(v->kind, "crash") || !strcmp(v->kind, "died") ||
+              !strcmp(v->kind, "early_exit");
+  if (!dead || v->n_culprits != 1 || !dist__run_rank_position(c, job, v->culprits[0], &p))
+    return;
+  v->f.group_id = p.gid;
+  snprintf(v->f.group_name, sizeof v->f.group_name, "%s", p.desc);
+  snprintf(v->f.op, sizeof v->f.op, "%s",
+           p.kind >= 0 && p.kind < DIST_OP_COUNT_ ? dist_op_name((dist_op_kind)p.kind) : "");
+  v->f.seq = p.seq;
+  snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
+  /* As of its last heartbeat (once a second): it may have gone further. */
+  snprintf(clause, len, "; as of its last record it %s group %d (%s) %s #%llu, called from %s",
+           p.in_op ? "was in" : "had last completed", p.gid, p.desc, v->f.op, p.seq, p.site);
+}
