@@ -49,7 +49,23 @@ static int clean(const dist_test_ctx *ctx, const char *when) {
 
 /* --- one pattern in forked ranks ----------------------------------------- */
 
-static int reinit(void *arg) { return dist_test_init_pg(arg, NULL); }
+/* Init again on the store of the first init, which outlives the groups
+ * (as distrun's does): the second generation must not read the first's
+ * keys. */
+typedef struct again {
+  const dist_test_ctx *ctx;
+  dist_store *store;
+} again;
+
+static int reinit(void *arg) {
+  const again *a = arg;
+  dist_init_opts o = dist_init_opts_default();
+  o.store = a->store;
+  o.rank = a->ctx->rank;
+  o.world_size = a->ctx->world;
+  o.timeout_ms = 20000;
+  return dist_init_process_group(&o);
+}
 
 static int legal_rank(const dist_test_ctx *ctx) {
   const legal_pattern *p = ctx->arg;
@@ -58,7 +74,8 @@ static int legal_rank(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, wpg_test_init(ctx));
   CHECK(ctx, dist_get_debug_level() == DIST_DEBUG_DETAIL, "not at DETAIL");
   CHECK(ctx, dist_log_get_level() >= DIST_LOG_WARNING, "warnings are filtered out");
-  legal_env e = {ctx->rank, ctx->world, dist_test_seed(), reinit, (void *)ctx};
+  again a = {ctx, dist_get_default_store()};
+  legal_env e = {ctx->rank, ctx->world, dist_test_seed(), reinit, &a};
   if (p->fn(&e))
     return FAIL(ctx, "%s failed (DIST_TEST_SEED=%llu)", p->name, (unsigned long long)e.seed);
   int err = dist_pg_async_error(NULL);
