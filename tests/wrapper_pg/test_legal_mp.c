@@ -164,7 +164,7 @@ Test(wrapper_pg_legal, every_pattern_in_one_job_under_distrun_is_a_success, .tim
   const char *out = DIST_PROC_OUT(&P);
   cr_assert_eq(st, 0, "distview diagnose exit %d\n%s%s", st, out, DIST_PROC_ERR(&P));
   cr_assert(strstr(out, "\"kind\":\"success\",\"exit_code\":0"), "diagnosis:\n%s", out);
-  char cmd[128];
+  char cmd[128]; // on a failure the directory stays, with the trace to read
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   cr_assert_eq(system(cmd), 0, "rm %s", dir);
 }
