@@ -245,6 +245,8 @@ int dist_scatter(dist_tensor *output, const dist_tensor *list, size_t n, int src
 
 int dist_reduce_scatter(dist_tensor *output, const dist_tensor *inputs, size_t n, dist_redop op,
                         dist_pg *g, dist_work **w) {
+  if (dist__reduce_scatter_is_uneven(output, inputs, n)) /* uneven.c */
+    return dist__reduce_scatter_uneven(output, inputs, n, op, g, w, CALLER());
   io a = {inputs, n, output, 1, -1, op, NULL, NULL};
   return general(DIST_OP_REDUCE_SCATTER, &a, g, w, CALLER());
 }

@@ -7,7 +7,9 @@
  * globally synchronised groups; with use_local_synchronization only the
  * members call, so the name derives from the member list and a count of
  * such groups with that list ("l<hash>.<n>"), and so does the id (above
- * 2^30, see DIST__LOCAL_GROUP_ID_BASE); internal
+ * 2^30, see DIST__LOCAL_GROUP_ID_BASE); a split of a group that is not
+ * every rank is named and numbered the same way from its parent
+ * ("s<hash>.<n>.<split>"), since only the parent's members call; internal
  * helper groups are named the same way ("i<hash>.<n>") and take no id. */
 #include <pthread.h>
 #include <stdio.h>
@@ -112,6 +114,15 @@ static uint32_t hash_ranks(const int *r, int n) {
   return h;
 }
 
+static uint32_t hash_name(const char *s) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (; s && *s; s++) {
+    h ^= (uint32_t)(unsigned char)*s;
+    h *= 16777619u;
+  }
+  return h;
+}
+
 typedef struct group_req {
   const int *ranks; /* sorted global ranks */
   int size;
@@ -141,7 +152,7 @@ static int create(dist_pg *def, const group_req *q, dist_pg **out) {
       .desc = o && o->desc ? o->desc : "",
       .timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : def->timeout_ms,
       .flags = o ? o->flags : 0, .group_id = q->id,
-      .base_store = dist_get_default_store(),
+      .base_store = dist__pg_base_store(),
       .device_id = o && o->device_id.type == DIST_DEVICE_CUDA ? o->device_id : base->device_id,
       .nccl_options = o && o->nccl_options ? o->nccl_options : &base->nccl_opts,
       .parent = q->parent,
@@ -232,7 +243,24 @@ int dist_split_group(dist_pg *parent, const int *const *split_ranks, const size_
     return dist__set_last_error(DIST_E_INVAL, "split_group: this rank is not in the parent");
   int mine = -1;
   DIST_TRY(check_splits(parent, split_ranks, split_sizes, n_splits, &mine));
-  int first = dist__pg_take_ids((int)n_splits);
+  /* Only the parent's members call. When that is not every rank, the
+   * splits' ids and names derive from the parent and a count of its splits
+   * (as a local group's from its members): taking ids from the counter
+   * would put the members' counters out of step with the other ranks', and
+   * the next group every rank creates would get different ids. */
+  const dist_pg *def0 = dist__pg_default();
+  bool everyone = def0 && parent->info.size == def0->info.size;
+  const dist_pg *pbase = parent;
+  while (pbase->inner)
+    pbase = pbase->inner;
+  uint32_t h = 0;
+  int first = 0, k_split = 0;
+  if (everyone) {
+    first = dist__pg_take_ids((int)n_splits);
+  } else {
+    h = hash_name(pbase->name);
+    DIST_TRY(dist__pg_local_count(h ^ 0x5bd1e995u, &k_split));
+  }
   if (mine < 0) {
     *out = DIST_GROUP_NON_MEMBER;
     const dist_pg *base = parent;
@@ -256,8 +284,15 @@ int dist_split_group(dist_pg *parent, const int *const *split_ranks, const size_
     g[j] = parent->global_ranks[split_ranks[mine][j]];
   qsort(g, k, sizeof(int), cmp_int);
   char name[96];
-  snprintf(name, sizeof name, "g%d", first + mine);
-  group_req q = {g, (int)k, first + mine, name, opts, parent};
+  int id = first + mine;
+  if (everyone) {
+    snprintf(name, sizeof name, "g%d", id);
+  } else {
+    snprintf(name, sizeof name, "s%08x.%d.%d", h, k_split, mine);
+    id = DIST__LOCAL_GROUP_ID_BASE |
+         (int)(((h * 31u + (uint32_t)k_split) * 31u + (uint32_t)mine) & 0x3fffffffu);
+  }
+  group_req q = {g, (int)k, id, name, opts, parent};
   group_req *qp = &q;
   dist_group_opts o2;
   if (!opts || !opts->timeout_ms) { /* torch: a split inherits the parent's timeout */

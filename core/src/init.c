@@ -41,6 +41,37 @@ dist_pg *dist__pg_resolve(dist_pg *g) {
 const char *dist__job_token(void) { return have_rdzv ? rdzv.token : ""; }
 const char *dist_get_job_id(void) { return have_rdzv ? rdzv.job_id : NULL; }
 dist_store *dist_get_default_store(void) { return have_rdzv ? rdzv.store : NULL; }
+
+/* Groups keep their keys under pg/<name> of the job's store. A program
+ * that inits again on one store (distrun's outlives every init) would find
+ * the last incarnation's keys there under the same names, such as the
+ * addresses of listeners closed since, and connect to them until its
+ * timeout: from the second generation on, groups' keys live under
+ * gen<g>/ of it. */
+static dist_store *gen_store;
+
+dist_store *dist__pg_base_store(void) {
+  return !have_rdzv ? NULL : gen_store ? gen_store : rdzv.store;
+}
+
+static int open_gen_store(void) {
+  if (rdzv.generation == 0)
+    return DIST_OK;
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "gen%d", rdzv.generation);
+  int rc = dist_store_prefix_create(prefix, rdzv.store, DIST_STORE_BORROW, &gen_store);
+  if (rc != DIST_OK)
+    return dist__set_last_error(rc, "init: cannot make the store of generation %d: %s",
+                                rdzv.generation, dist_last_errmsg());
+  return DIST_OK;
+}
+
+static void release_rdzv(void) {
+  dist_store_destroy(gen_store);
+  gen_store = NULL;
+  dist__rendezvous_release(&rdzv);
+  have_rdzv = false;
+}
 bool dist_is_initialized(void) { return default_pg != NULL; }
 
 dist_init_opts dist_init_opts_default(void) {
@@ -63,7 +94,7 @@ static int make_default_group(const dist_init_opts *o, const char *backend) {
       .backend = backend, .global_ranks = ranks, .size = n, .rank = rdzv.rank,
       .name = "0", .desc = o->group_desc ? o->group_desc : "default",
       .timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : dist__default_timeout_ms(),
-      .base_store = rdzv.store,
+      .base_store = dist__pg_base_store(),
       .device_id = o->device_id, .nccl_options = o->nccl_options,
   };
   int rc = dist__pg_new(&s, &default_pg);
@@ -101,14 +132,15 @@ int dist_init_process_group(const dist_init_opts *opts) {
   have_rdzv = rc == DIST_OK;
   if (rc == DIST_OK) {
     dist_log_set_rank(rdzv.rank);
-    rc = make_default_group(&o, backend);
+    rc = open_gen_store();
+    if (rc == DIST_OK)
+      rc = make_default_group(&o, backend);
   }
   if (rc != DIST_OK) {
     char msg[DIST_ERRMSG_LEN];
     snprintf(msg, sizeof msg, "%s", dist_last_errmsg());
     if (have_rdzv)
-      dist__rendezvous_release(&rdzv);
-    have_rdzv = false;
+      release_rdzv();
 #ifdef DIST_HAVE_MPI
     dist__mpi_boot_release();
 #endif
@@ -127,10 +159,8 @@ static void destroy_all(void) {
   (void)def;
   default_pg = NULL;
   dist__obs_stop();
-  if (have_rdzv) {
-    dist__rendezvous_release(&rdzv);
-    have_rdzv = false;
-  }
+  if (have_rdzv)
+    release_rdzv();
 #ifdef DIST_HAVE_MPI
   dist__mpi_boot_release();
 #endif

@@ -193,11 +193,22 @@ dist_pg *dist__pg_device_group(dist_pg *g, dist_device_type t);
 int dist__pg_nonmember_joins(dist_pg *parent, const char *spec, dist_device device,
                              const dist_nccl_options *o);
 
+/* init.c: the store groups put their keys under (the job's store, or a
+ * prefix of it per generation of inits); NULL before init. */
+dist_store *dist__pg_base_store(void);
+
 /* uneven.c: all_gather with outputs of different sizes. */
 bool dist__all_gather_is_uneven(const dist_tensor *outputs, size_t n,
                                 const dist_tensor *input);
 int dist__all_gather_uneven(dist_tensor *outputs, size_t n, const dist_tensor *input,
                             dist_pg *group, dist_work **w, const void *caller);
+/* uneven.c: reduce_scatter with inputs of different sizes (inputs[i] sized
+ * like rank i's output). */
+bool dist__reduce_scatter_is_uneven(const dist_tensor *output, const dist_tensor *inputs,
+                                    size_t n);
+int dist__reduce_scatter_uneven(dist_tensor *output, const dist_tensor *inputs, size_t n,
+                                dist_redop op, dist_pg *group, dist_work **w,
+                                const void *caller);
 extern const dist_backend_ops dist__cpu_backend_ops;
 #ifdef DIST_HAVE_MPI
 /* core/src/mpi/: the "mpi" backend and its bootstrap under mpirun. */

@@ -321,7 +321,11 @@ DIST_API int dist_gather(const dist_tensor *input, dist_tensor *gather_list, siz
 /* scatter_list: group size tensors on src (NULL, 0 elsewhere). */
 DIST_API int dist_scatter(dist_tensor *output, const dist_tensor *scatter_list,
                           size_t n, int src, dist_pg *group, dist_work **work);
-/* inputs: group size tensors shaped like output. */
+/* inputs: group size tensors shaped like output; or, as torch allows (its
+ * reduce_scatter_v), of different sizes per rank (inputs[i] sized like
+ * rank i's output, this rank's own like its output): then it runs as one
+ * reduce to each rank, synchronously (a work handle comes back completed),
+ * cpu tensors only. */
 DIST_API int dist_reduce_scatter(dist_tensor *output, const dist_tensor *inputs,
                                  size_t n, dist_redop op, dist_pg *group,
                                  dist_work **work);
