@@ -482,7 +482,8 @@ static int event_record(tr_sink *s, const tr_head *h, const char *text) {
   sqlite3_bind_text(st, 4, tr_event_name(h->kind, kbuf, sizeof kbuf), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st, 5, h->t_ns);
   sqlite3_bind_int(st, 6, h->status);
-  bind_opt_int(st, 7, h->kind == DIST_EV_PEER_LOST && h->root >= 0, h->root);
+  bind_opt_int(st, 7, (h->kind == DIST_EV_PEER_LOST || h->kind == DIST_EV_STRAGGLER) &&
+                         h->root >= 0, h->root);
   text ? sqlite3_bind_text(st, 8, text, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, 8);
   return step(s, st);
 }
