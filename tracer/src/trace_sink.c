@@ -394,19 +394,19 @@ void tr_sink_gap(tr_sink *s, uint64_t records, int64_t t_ns) {
 
 int tr_sink_lost(tr_sink *s, uint64_t records, bool note, int64_t t_ns, const char *why) {
   s->dropped += records;
-  if (note) {
-    sqlite3_stmt *st = s->ins_ev;
-    sqlite3_bind_int(st, 1, s->o.rank);
-    sqlite3_bind_null(st, 2);
-    sqlite3_bind_null(st, 3);
-    sqlite3_bind_text(st, 4, "trace_write_failed", -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 5, t_ns);
-    sqlite3_bind_int64(st, 6, (int64_t)s->dropped);
-    sqlite3_bind_null(st, 7);
-    sqlite3_bind_text(st, 8, why, -1, SQLITE_TRANSIENT);
-    if (step(s, st) != 0)
-      return -1;
-  }
+  if (!note)
+    return 0; /* counted; the file hears of it with the note */
+  sqlite3_stmt *st = s->ins_ev;
+  sqlite3_bind_int(st, 1, s->o.rank);
+  sqlite3_bind_null(st, 2);
+  sqlite3_bind_null(st, 3);
+  sqlite3_bind_text(st, 4, "trace_write_failed", -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 5, t_ns);
+  sqlite3_bind_int64(st, 6, (int64_t)s->dropped);
+  sqlite3_bind_null(st, 7);
+  sqlite3_bind_text(st, 8, why, -1, SQLITE_TRANSIENT);
+  if (step(s, st) != 0)
+    return -1;
   sqlite3_bind_int(s->upd_drops, 1, s->o.rank);
   sqlite3_bind_int64(s->upd_drops, 2, (int64_t)s->dropped);
   return step(s, s->upd_drops);

@@ -42,6 +42,7 @@ typedef struct tracer {
   char reserve_path[1024];  /* rank-<R>.reserve: space kept to record the failure */
   uint64_t write_lost;      /* records drained but not written */
   bool write_failing;       /* the last commit failed */
+  int64_t retry_ns;         /* ... the next is tried then */
   bool lost_unnoted;        /* write_lost is not in the file yet */
   char write_err[256];      /* the first failure */
   _Atomic uint64_t committed; /* ring index committed up to */

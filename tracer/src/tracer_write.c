@@ -73,6 +73,8 @@ static uint64_t drain(tracer *t) {
   return fed;
 }
 
+#define RETRY_MS 2000
+
 /* A cycle whose commit failed (typically a full disk): its records are
  * lost, counted, and said once per rank; the next cycles try again. */
 static void commit_failed(tracer *t, uint64_t lost, const char *err) {
@@ -86,7 +88,7 @@ static void commit_failed(tracer *t, uint64_t lost, const char *err) {
   t->write_failing = true;
 }
 
-static void commit_cycle(tracer *t) {
+static void commit_cycle(tracer *t, bool last) {
   char err[256] = "";
   tr_exec(t->db, "BEGIN", NULL, 0);
   uint64_t lost = t->write_lost;
@@ -100,7 +102,16 @@ static void commit_cycle(tracer *t) {
   drain(t);
   uint64_t upto = t->tail;
   tr_sink_flush(t->sink);
-  if (tr_exec(t->db, "COMMIT", err, sizeof err) != 0) {
+  /* While writes fail, a commit is tried every RETRY_MS only (and at the
+   * end): the cycles between roll back, so no rank takes the space another
+   * rank freed to record its end. */
+  int64_t now = dist_clock_ns();
+  if (t->write_failing && !last && now < t->retry_ns) {
+    tr_exec(t->db, "ROLLBACK", NULL, 0);
+    t->write_lost += upto - from;
+    tr_sink_lost(t->sink, upto - from, false, 0, NULL);
+  } else if (tr_exec(t->db, "COMMIT", err, sizeof err) != 0) {
+    t->retry_ns = now + RETRY_MS * 1000000LL;
     tr_exec(t->db, "ROLLBACK", NULL, 0);
     commit_failed(t, upto - from, err);
     tr_sink_lost(t->sink, upto - from, false, 0, NULL); /* in memory; the file says it later */
@@ -161,7 +172,7 @@ static void *writer_main(void *arg) {
     ts.tv_nsec %= 1000000000;
     pthread_cond_timedwait(&t->cv, &t->mu, &ts);
     pthread_mutex_unlock(&t->mu);
-    commit_cycle(t);
+    commit_cycle(t, false);
     if (t->clk_store && dist_clock_ns() >= t->next_clock_ns)
       tr_clock_remeasure(t);
     pthread_mutex_lock(&t->mu);
@@ -301,16 +312,16 @@ void tr_writer_stop(tracer *t, const char *end_state) {
   }
   if (!t->db)
     return;
-  commit_cycle(t); /* what came after the thread's last cycle */
+  commit_cycle(t, true); /* what came after the thread's last cycle */
   if (t->lost_unnoted) { /* the disk is full: the kept space takes the count and the end */
     release_space(t);
-    commit_cycle(t);
+    commit_cycle(t, true);
   }
   if (t->live) { /* its last spans need that commit; its counts go in the file */
     char summary[1200];
     uint64_t dropped = tr_live_stop(t->live, summary, sizeof summary);
     t->live = NULL;
-    commit_cycle(t); /* its failure note, if its last request failed */
+    commit_cycle(t, true); /* its failure note, if its last request failed */
     DIST_LOG(INFO, TRACER, "%s", summary);
     char *q = sqlite3_mprintf("INSERT INTO events VALUES (%d, NULL, NULL, 'otlp_export', %lld,"
                               " %lld, NULL, %Q)", t->rank,
