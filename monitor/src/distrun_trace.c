@@ -4,11 +4,23 @@
  * --trace-out FILE), through the tracer's reader library. A bad rank file
  * is named and skipped; the merge never changes the job's exit status, and
  * says what it did at INFO only, so the job's report stays the last thing
- * distrun prints. */
+ * distrun prints.
+ *
+ * Retention: after a successful merge the trace directory keeps the
+ * newest DIST_TRACE_KEEP job directories (10; 0 keeps all), the current
+ * job's among them; older ones go, oldest first by the directory's mtime.
+ * Only directories distrun recognises as job directories are touched:
+ * a real directory (not a link) holding nothing but rank files
+ * (rank-<R>.db with its -wal/-shm/-journal, .ring, .reserve), at least one
+ * rank-<R>.db or .ring, none of them written in the last minute (a job
+ * that may still run). */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <dist/trace_reader.h>
 
@@ -40,6 +52,118 @@ static void store_verdict(const char *out, const drun_verdict *v) {
   dist__free(text);
 }
 
+#define PRUNE_MAX 4096 /* job directories looked at */
+#define QUIET_S 60     /* a rank file written this recently: the job may run */
+
+/* Whether name is a rank file: rank-<R>.<ext>; *main: a .db or .ring. */
+static bool rank_file(const char *name, bool *main) {
+  int r, n = 0;
+  char ext[16] = "";
+  if (sscanf(name, "rank-%d.%15s%n", &r, ext, &n) != 2 || r < 0 || name[n])
+    return false;
+  static const char *const mains[] = {"db", "ring"};
+  static const char *const sides[] = {"db-wal", "db-shm", "db-journal", "reserve"};
+  for (size_t i = 0; i < 2; i++)
+    if (!strcmp(ext, mains[i]))
+      return *main = true;
+  for (size_t i = 0; i < 4; i++)
+    if (!strcmp(ext, sides[i]))
+      return true;
+  return false;
+}
+
+/* Whether path is a job directory that may go (see the top of the file). */
+static bool job_dir(const char *path, time_t now) {
+  struct stat st;
+  if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+    return false;
+  DIR *d = opendir(path);
+  if (!d)
+    return false;
+  bool ok = true, any = false;
+  struct dirent *e;
+  while (ok && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    char f[4700];
+    snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+    ok = rank_file(e->d_name, &any) && lstat(f, &st) == 0 && S_ISREG(st.st_mode) &&
+         now - st.st_mtime >= QUIET_S;
+  }
+  closedir(d);
+  return ok && any;
+}
+
+static void remove_job_dir(const char *path) {
+  DIR *d = opendir(path);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    bool main;
+    if (!rank_file(e->d_name, &main))
+      continue;
+    char f[4700];
+    snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+    unlink(f);
+  }
+  if (d)
+    closedir(d);
+  rmdir(path);
+}
+
+typedef struct old_job {
+  char name[256];
+  struct timespec mtime;
+} old_job;
+
+static int by_mtime(const void *a, const void *b) {
+  const struct timespec *x = &((const old_job *)a)->mtime, *y = &((const old_job *)b)->mtime;
+  return x->tv_sec != y->tv_sec ? (x->tv_sec < y->tv_sec ? -1 : 1)
+                                : (x->tv_nsec < y->tv_nsec ? -1 : x->tv_nsec > y->tv_nsec);
+}
+
+/* Keeps the newest DIST_TRACE_KEEP job directories of base (the current
+ * one, job_id, counted and never removed); says at INFO what went. */
+static void prune(const char *base, const char *job_id) {
+  int64_t keep = 10;
+  if (dist__env_int("DIST_TRACE_KEEP", 0, 1 << 20, 10, &keep) != DIST_OK)
+    DIST_LOG(WARNING, RUN, "%s; using 10", dist_last_errmsg());
+  if (keep == 0)
+    return;
+  DIR *d = opendir(base);
+  old_job *jobs = d ? dist__calloc(PRUNE_MAX, sizeof *jobs) : NULL;
+  int n = 0;
+  time_t now = time(NULL);
+  struct dirent *e;
+  while (jobs && n < PRUNE_MAX && (e = readdir(d))) {
+    if (e->d_name[0] == '.' || !strcmp(e->d_name, job_id) || strlen(e->d_name) >= 256)
+      continue;
+    char path[4400];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", base, e->d_name);
+    if (!job_dir(path, now) || lstat(path, &st) != 0)
+      continue;
+    snprintf(jobs[n].name, sizeof jobs[n].name, "%s", e->d_name);
+    jobs[n++].mtime = st.st_mtim;
+  }
+  if (d)
+    closedir(d);
+  int excess = n + 1 - (int)keep; /* + 1: the current job */
+  if (excess > 0) {
+    qsort(jobs, (size_t)n, sizeof *jobs, by_mtime);
+    char said[2048] = "";
+    size_t off = 0;
+    for (int i = 0; i < excess; i++) {
+      char path[4400];
+      snprintf(path, sizeof path, "%s/%s", base, jobs[i].name);
+      remove_job_dir(path);
+      dist__appendf(said, sizeof said, &off, "%s%s", i ? ", " : "", jobs[i].name);
+    }
+    DIST_LOG(INFO, RUN, "trace: removed %d old job director%s from %s (DIST_TRACE_KEEP=%lld): %s",
+             excess, excess == 1 ? "y" : "ies", base, (long long)keep, said);
+  }
+  dist__free(jobs);
+}
+
 void dist__run_trace_merge(const drun_cfg *c, const char *job_id, const drun_verdict *v) {
   const char *base = getenv("DIST_TRACE");
   if (base && !strcmp(base, "0"))
@@ -63,4 +187,5 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, const drun_ver
   DIST_LOG(INFO, RUN, "trace: %d rank(s), %lld operations merged into %s", rep.ranks_merged,
            (long long)rep.operations, out);
   store_verdict(out, v);
+  prune(base && *base ? base : "dist-trace", job_id);
 }

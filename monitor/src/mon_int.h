@@ -101,6 +101,7 @@ typedef struct mon_state {
   int64_t wall_off_ns;       /* realtime - monotonic, at init */
   bool abort_on_timeout, stacks, detail;
   int stats_every;
+  int64_t straggler_s;       /* DIST_STRAGGLER_S: judge long jobs this often (0: at the end) */
   pthread_t thread;
   bool thread_started;
   pthread_mutex_t mu;        /* group slots: creation, destruction, sweeps */
@@ -183,9 +184,21 @@ void dist__mon_crash_install(void);
 
 /* --- statistics (mon_stats.c) ------------------------------------------- */
 int dist__mon_stats_alloc(mon_group *g);
-void dist__mon_stats_op(mon_group *g, int kind, int64_t bytes, int64_t t_start_ns,
+/* The completion path: operation seq of g ended (completed). */
+void dist__mon_stats_op(mon_group *g, uint64_t seq, int kind, int64_t bytes, int64_t t_start_ns,
                         int64_t t_end_ns);
+/* The watchdog, under mon.mu. */
 void dist__mon_stats_tick(mon_group *g);
+/* g ends (under mon.mu, g->pg already NULL): the rest is published and, on
+ * the group's rank 0, the group's life judged (waits for the members' last
+ * chunks, at most a few seconds). info: the group's, for the straggler
+ * event; NULL: none. */
+void dist__mon_stats_end(mon_group *g, const dist_pg_info *info);
+/* The group rank that arrived last clearly more often than chance among
+ * size ranks, or -1: last[j] of n compared collectives, late_ns[j] their
+ * summed lateness behind the first, material[j] how many by >= 1 ms. */
+int dist__mon_stats_judge(const int64_t *last, const int64_t *late_ns, const int64_t *material,
+                          int64_t n, int size);
 void dist__mon_stats_free(mon_group *g);
 
 #endif

@@ -75,6 +75,8 @@ static void on_destroyed(const dist_event *ev) {
   mon_group *g = &dist__mon.groups[ev->group_id];
   atomic_store(&g->live, 0);
   g->pg = NULL;
+  if (g->stats && dist__mon.on)
+    dist__mon_stats_end(g, ev->group);
   dist__free(g->granks);
   g->granks = NULL;
   pthread_mutex_lock(&dist__mon_diag_mu);
@@ -158,7 +160,7 @@ static void on_ended(mon_group *g, const dist_event *ev) {
   if (atomic_load_explicit(&op->seq, memory_order_acquire) == ev->seq && dist__mon.detail &&
       ev->kind == DIST_EV_OP_COMPLETED) {
     int64_t t0 = atomic_load_explicit(&op->t_start_ns, memory_order_relaxed);
-    dist__mon_stats_op(g, ev->coll ? (int)ev->coll->kind : -1,
+    dist__mon_stats_op(g, ev->seq, ev->coll ? (int)ev->coll->kind : -1,
                        atomic_load_explicit(&op->bytes, memory_order_relaxed),
                        t0 ? t0 : atomic_load_explicit(&op->t_enq_ns, memory_order_relaxed),
                        ev->t_ns);
@@ -251,6 +253,10 @@ static void read_config(const dist_pg_info *dg) {
   if (dist__env_int("DIST_STATS_EVERY", 1, 1 << 24, 1000, &v) != DIST_OK)
     DIST_LOG(WARNING, MON, "%s; using 1000", dist_last_errmsg());
   m->stats_every = (int)v;
+  v = 60;
+  if (dist__env_int("DIST_STRAGGLER_S", 0, 1 << 24, 60, &v) != DIST_OK)
+    DIST_LOG(WARNING, MON, "%s; using 60", dist_last_errmsg());
+  m->straggler_s = v;
   m->detail = dist_get_debug_level() >= DIST_DEBUG_DETAIL;
   int64_t stall = m->stall_ms ? m->stall_ms : dg->timeout_ms / 4;
   m->tick_ms = stall / 8 < 20 ? 20 : stall / 8 > 250 ? 250 : stall / 8;

@@ -1,75 +1,193 @@
 /* mon_stats.c - at DIST_DEBUG=DETAIL, a statistics block per group every
- * DIST_STATS_EVERY operations (default 1000), and the straggler.
+ * DIST_STATS_EVERY operations (default 1000), and the straggler: a member
+ * that arrives last at the group's collectives clearly more often than
+ * chance, named with its mean lateness.
  *
- * The completion path writes one entry per operation into the block being
- * filled (kind, bytes, latency, arrival time) and, at the block's end,
- * hands it to the watchdog by flipping to the other block; nothing else
- * happens there. The watchdog computes the rank's own figures (count,
- * bytes, p50/p99 latency per kind) and publishes its arrival times in the
- * job's store (one write per block). Group rank 0 then reads every
- * member's arrivals and computes, per operation, the arrival skew (last
- * entry minus first, on the ranks' realtime clocks) and which rank was
- * last; a rank last in at least 3/4 of the block's operations, at least
- * 1 ms behind on average, is named as a straggler at WARNING. Each rank
- * emits its block as DIST_EV_STATS (rank 0's rows name the straggler), so
- * the trace's stats table holds it.
+ * DESIGN. The completion path (one thread per group at a time: work
+ * completes in issue order) pushes one entry per operation (sequence
+ * number, collective ordinal, kind, bytes, latency, arrival time) into a
+ * single-producer queue and returns (a queue half full wakes the
+ * watchdog); a full queue counts the entry as not seen. Everything else runs on the watchdog thread, under mon.mu.
  *
- * Arrivals are matched by position in the block, which is the same
- * collective on every member as long as the group runs only collectives
- * (a point-to-point call numbers only its two ranks' operations, so the
- * skew of a group that mixes them is approximate). */
+ * The watchdog files each entry by its sequence number into the chunk
+ * that holds it: chunk k is the operations #kN+1..#(k+1)N. When an entry
+ * beyond the chunk comes, the chunk is done: the rank emits its own
+ * figures (count, bytes, p50/p99 per kind) and publishes the chunk's
+ * arrivals in the job's store, one (arrival, ordinal) pair per sequence
+ * number (0: not seen). The group's rank 0 reads chunk k of every member
+ * and compares, per sequence number, only the collectives every member
+ * saw with the same ordinal (a point-to-point call numbers only its two
+ * ranks' operations, so one sequence number may name different calls on
+ * different ranks; then nothing is said about it). For each it notes the
+ * rank that arrived last and by how much. Nothing is ever compared by
+ * position, so a rank that missed entries does not shift the others.
+ *
+ * The verdict: rank j is the straggler when it was last in at least
+ * MIN_LAST of the compared collectives, more often than chance (1/size)
+ * with p < 1e-5 (the Chernoff bound of the binomial tail), on average at
+ * least LATE_NS after the first, and at least LATE_NS late in most of
+ * them (so a rank that is systematically last by microseconds, or a few
+ * scheduling hiccups, name nobody). It is judged per chunk (the stats
+ * rows' straggler_rank, at INFO), every DIST_STRAGGLER_S seconds over the
+ * collectives since the last judgement (a WARNING in long jobs), and over
+ * the group's whole life when it ends (destroyed, or the job's end): then
+ * every member publishes what it has not published, and rank 0 waits a
+ * bounded moment for them. A named straggler is a WARNING and a
+ * DIST_EV_STRAGGLER event (an events row of kind 'straggler'). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "mon_int.h"
 
-#define PENDING_MAX_MS 5000 /* rank 0 waits this long for the others' blocks */
+#define PENDING_MAX_MS 5000 /* rank 0 waits this long for a chunk of the others */
+#define END_WAIT_MS 3000    /* ... and this long for their last chunks at the end */
+#define MAX_HELD 64         /* rank 0's own blocks waiting for the others' */
+#define MIN_LAST 10         /* a straggler was last at least this often */
+#define LOG_ALPHA 11.5129   /* -ln(1e-5): the significance of "more than chance" */
+#define LATE_NS 1000000LL   /* and at least 1 ms late */
 
-typedef struct blk {
-  _Atomic int count;
-  int8_t *kind;
-  int64_t *bytes, *lat, *arrive;
-} blk;
+typedef struct entry {
+  uint64_t seq, ord;         /* ord: collective ordinal (1, 2, ...); 0 point-to-point */
+  int64_t arrive, lat, bytes;
+  int kind;
+} entry;
 
-struct mon_stats {
-  int n;
-  blk b[2];
-  _Atomic int cur;
-  _Atomic int ready;         /* index of a full block, or -1 */
-  uint64_t block_no;
-  uint64_t first_seq;
-  /* group rank 0, waiting for the others' arrivals */
-  bool pending;
-  uint64_t pending_no;
-  int64_t pending_since;
-  int64_t *own;              /* n arrivals of this rank's pending block */
+typedef struct pair {        /* published per sequence number */
+  int64_t arrive;            /* realtime ns; 0: not seen */
+  uint64_t ord;
+} pair;
+
+typedef struct tally {       /* who arrived last, over some collectives */
+  int64_t n;                 /* collectives compared */
+  uint64_t first_seq, last_seq;
+  int64_t *last, *late_ns, *material; /* per group rank */
+  int64_t skew_sum, skew_max;
+} tally;
+
+typedef struct held {        /* rank 0: its own block, until the chunk is reduced */
+  uint64_t chunk;
   dist_stats_row rows[DIST_OP_COUNT_];
   int n_rows;
-  char range[64];
+} held;
+
+struct mon_stats {
+  int n;                     /* DIST_STATS_EVERY: sequence numbers per chunk */
+  int size;
+  /* the queue (producer: the completion path; consumer: the watchdog) */
+  entry *q;
+  uint64_t qmask;
+  _Atomic uint64_t head, tail;
+  _Atomic uint64_t unseen;   /* entries the full queue refused */
+  uint64_t coll_no;          /* producer only */
+  /* the watchdog's chunk */
+  uint64_t chunk;            /* index of the chunk being filled */
+  int filled;
+  pair *pairs;
+  int8_t *kind;
+  int64_t *lat, *bytes;
+  uint64_t published;        /* chunks published so far (0..chunk) */
+  /* group rank 0 */
+  uint64_t reduce_next;
+  int64_t waiting_since;     /* ns; 0: not waiting */
+  held held[MAX_HELD];
+  int n_held;
+  tally chunk_t, window, total;
+  int64_t window_t0;
 };
 
-static bool blk_alloc(blk *b, int n) {
-  b->kind = dist__calloc((size_t)n, 1);
-  b->bytes = dist__calloc((size_t)n, sizeof(int64_t));
-  b->lat = dist__calloc((size_t)n, sizeof(int64_t));
-  b->arrive = dist__calloc((size_t)n, sizeof(int64_t));
-  return b->kind && b->bytes && b->lat && b->arrive;
+/* --- tallies and the verdict --------------------------------------------- */
+
+static bool tally_alloc(tally *t, int size) {
+  t->last = dist__calloc((size_t)size, sizeof(int64_t));
+  t->late_ns = dist__calloc((size_t)size, sizeof(int64_t));
+  t->material = dist__calloc((size_t)size, sizeof(int64_t));
+  return t->last && t->late_ns && t->material;
 }
 
-static void blk_free(blk *b) {
-  dist__free(b->kind);
-  dist__free(b->bytes);
-  dist__free(b->lat);
-  dist__free(b->arrive);
+static void tally_free(tally *t) {
+  dist__free(t->last);
+  dist__free(t->late_ns);
+  dist__free(t->material);
 }
+
+static void tally_reset(tally *t, int size) {
+  t->n = 0;
+  t->first_seq = t->last_seq = 0;
+  t->skew_sum = t->skew_max = 0;
+  memset(t->last, 0, sizeof(int64_t) * (size_t)size);
+  memset(t->late_ns, 0, sizeof(int64_t) * (size_t)size);
+  memset(t->material, 0, sizeof(int64_t) * (size_t)size);
+}
+
+static void tally_add(tally *t, uint64_t seq, int last, int64_t skew) {
+  if (!t->n)
+    t->first_seq = seq;
+  t->last_seq = seq;
+  t->n++;
+  t->last[last]++;
+  t->late_ns[last] += skew;
+  t->material[last] += skew >= LATE_NS;
+  t->skew_sum += skew;
+  t->skew_max = skew > t->skew_max ? skew : t->skew_max;
+}
+
+/* -ln P(X >= k) bounded below by n * KL(k/n || p), X ~ Binomial(n, p). */
+static double surprise(int64_t k, int64_t n, double p) {
+  double q = (double)k / (double)n;
+  if (q <= p)
+    return 0;
+  double a = q * log(q / p);
+  double b = q < 1 ? (1 - q) * log((1 - q) / (1 - p)) : 0;
+  return (double)n * (a + b);
+}
+
+int dist__mon_stats_judge(const int64_t *last, const int64_t *late_ns, const int64_t *material,
+                          int64_t n, int size) {
+  int who = -1;
+  for (int j = 0; size > 1 && j < size; j++) {
+    int64_t k = last[j];
+    if (k < MIN_LAST || late_ns[j] / k < LATE_NS || material[j] * 2 <= k ||
+        surprise(k, n, 1.0 / size) < LOG_ALPHA)
+      continue;
+    if (who < 0 || k > last[who])
+      who = j;
+  }
+  return who;
+}
+
+static int judge(const tally *t, int size) {
+  return dist__mon_stats_judge(t->last, t->late_ns, t->material, t->n, size);
+}
+
+static const char *gname(const mon_group *g) { return g->desc[0] ? g->desc : g->name; }
+
+/* The warning and the event; info NULL: the group is gone, no event. */
+static void name_straggler(const mon_group *g, const tally *t, int j, const char *when,
+                           const dist_pg_info *info) {
+  char msg[512];
+  snprintf(msg, sizeof msg, "straggler in group %d (%s, %d ranks): rank %d arrived last in "
+           "%lld of %lld collectives, on average %.1f ms after the first%s", g->gid, gname(g),
+           g->size, g->granks[j], (long long)t->last[j], (long long)t->n,
+           (double)t->late_ns[j] / (double)t->last[j] / 1e6, when);
+  DIST_LOG(WARNING, MON, "%s", msg);
+  dist_observer_emit_straggler(info, t->last_seq, g->granks[j], msg);
+}
+
+/* --- life ------------------------------------------------------------------ */
 
 void dist__mon_stats_free(mon_group *g) {
   mon_stats *s = g->stats;
   if (!s)
     return;
-  blk_free(&s->b[0]);
-  blk_free(&s->b[1]);
-  dist__free(s->own);
+  dist__free(s->q);
+  dist__free(s->pairs);
+  dist__free(s->kind);
+  dist__free(s->lat);
+  dist__free(s->bytes);
+  tally_free(&s->chunk_t);
+  tally_free(&s->window);
+  tally_free(&s->total);
   dist__free(s);
   g->stats = NULL;
 }
@@ -78,38 +196,53 @@ int dist__mon_stats_alloc(mon_group *g) {
   mon_stats *s = dist__calloc(1, sizeof *s);
   if (!s)
     return DIST_E_NOMEM;
-  s->n = dist__mon.stats_every;
-  atomic_init(&s->ready, -1);
   g->stats = s;
-  s->own = dist__calloc((size_t)s->n, sizeof(int64_t));
-  if (!s->own || !blk_alloc(&s->b[0], s->n) || !blk_alloc(&s->b[1], s->n)) {
+  s->n = dist__mon.stats_every;
+  s->size = g->size;
+  uint64_t cap = 4096;
+  while (cap < 2 * (uint64_t)s->n && cap < 65536)
+    cap *= 2;
+  s->qmask = cap - 1;
+  s->q = dist__calloc(cap, sizeof *s->q);
+  s->pairs = dist__calloc((size_t)s->n, sizeof *s->pairs);
+  s->kind = dist__malloc((size_t)s->n);
+  s->lat = dist__calloc((size_t)s->n, sizeof(int64_t));
+  s->bytes = dist__calloc((size_t)s->n, sizeof(int64_t));
+  bool ok = s->q && s->pairs && s->kind && s->lat && s->bytes;
+  if (ok && g->rank == 0)
+    ok = tally_alloc(&s->chunk_t, g->size) && tally_alloc(&s->window, g->size) &&
+         tally_alloc(&s->total, g->size);
+  if (!ok) {
     dist__mon_stats_free(g);
     return DIST_E_NOMEM;
   }
+  memset(s->kind, -1, (size_t)s->n);
+  s->window_t0 = dist__now_ns();
   return DIST_OK;
 }
 
-/* The completion path (one thread per group at a time: work completes in
- * issue order). */
-void dist__mon_stats_op(mon_group *g, int kind, int64_t bytes, int64_t t_start_ns,
+static bool is_p2p(int kind) {
+  return kind == DIST_OP_SEND || kind == DIST_OP_RECV || kind == DIST_OP_BATCH_P2P;
+}
+
+/* The completion path: one store into the queue. */
+void dist__mon_stats_op(mon_group *g, uint64_t seq, int kind, int64_t bytes, int64_t t_start_ns,
                         int64_t t_end_ns) {
   mon_stats *s = g->stats;
-  if (!s)
+  if (!s || !seq)
     return;
-  int c = atomic_load_explicit(&s->cur, memory_order_relaxed);
-  blk *b = &s->b[c];
-  int i = atomic_load_explicit(&b->count, memory_order_relaxed);
-  if (i >= s->n)
-    return; /* both blocks full: the watchdog is behind, this op is not counted */
-  b->kind[i] = (int8_t)kind;
-  b->bytes[i] = bytes;
-  b->lat[i] = t_end_ns - t_start_ns;
-  b->arrive[i] = t_start_ns + dist__mon.wall_off_ns;
-  atomic_store_explicit(&b->count, i + 1, memory_order_release);
-  if (i + 1 == s->n && atomic_load(&s->b[c ^ 1].count) == 0) {
-    atomic_store(&s->ready, c);
-    atomic_store(&s->cur, c ^ 1);
+  uint64_t ord = is_p2p(kind) ? 0 : ++s->coll_no;
+  uint64_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
+  uint64_t used = h - atomic_load_explicit(&s->tail, memory_order_acquire);
+  if (used > s->qmask) {
+    atomic_fetch_add_explicit(&s->unseen, 1, memory_order_relaxed);
+    return; /* the watchdog is behind: this one is not compared (nothing shifts) */
   }
+  if (used == (s->qmask + 1) / 2)
+    dist__mon_watchdog_kick(); /* half full: once per half queue, not per operation */
+  s->q[h & s->qmask] = (entry){.seq = seq, .ord = ord, .arrive = t_start_ns + dist__mon.wall_off_ns,
+                               .lat = t_end_ns - t_start_ns, .bytes = bytes, .kind = kind};
+  atomic_store_explicit(&s->head, h + 1, memory_order_release);
 }
 
 /* --- the watchdog's side ---------------------------------------------------- */
@@ -119,17 +252,17 @@ static int cmp_i64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Per kind: count, bytes, p50 and p99 of this rank's latencies. */
-static void own_rows(mon_stats *s, const blk *b) {
-  s->n_rows = 0;
+/* Per kind over the chunk: count, bytes, p50 and p99 of this rank's latencies. */
+static int own_rows(const mon_stats *s, dist_stats_row *rows) {
+  int n_rows = 0;
   int64_t *lat = dist__malloc(sizeof(int64_t) * (size_t)s->n);
   for (int k = 0; lat && k < DIST_OP_COUNT_; k++) {
     dist_stats_row r = {.op = k, .straggler_rank = -1};
     int m = 0;
     for (int i = 0; i < s->n; i++)
-      if (b->kind[i] == k) {
-        lat[m++] = b->lat[i];
-        r.bytes += (uint64_t)b->bytes[i];
+      if (s->kind[i] == k) {
+        lat[m++] = s->lat[i];
+        r.bytes += (uint64_t)s->bytes[i];
       }
     if (!m)
       continue;
@@ -137,124 +270,178 @@ static void own_rows(mon_stats *s, const blk *b) {
     r.count = (uint64_t)m;
     r.p50_ns = lat[(m - 1) / 2];
     r.p99_ns = lat[(m * 99 + 99) / 100 - 1];
-    s->rows[s->n_rows++] = r;
+    rows[n_rows++] = r;
   }
   dist__free(lat);
+  return n_rows;
 }
 
-static void print_block(const mon_group *g, const mon_stats *s, char *buf, size_t len,
-                        size_t *off) {
-  dist__appendf(buf, len, off, "stats of group %d (%s), operations %s, rank %d:", g->gid,
-                g->desc[0] ? g->desc : g->name, s->range, dist__mon.rank);
-  for (int i = 0; i < s->n_rows; i++) {
-    const dist_stats_row *r = &s->rows[i];
-    dist__appendf(buf, len, off, "\n  %-16s %6llu ops %12llu B  p50 %.3f ms  p99 %.3f ms",
+static void emit(mon_group *g, uint64_t chunk, const dist_stats_row *rows, int n_rows,
+                 const char *extra) {
+  char buf[4096];
+  size_t off = 0;
+  uint64_t n = (uint64_t)g->stats->n;
+  dist__appendf(buf, sizeof buf, &off, "stats of group %d (%s), operations #%llu-#%llu, rank %d:",
+                g->gid, gname(g), (unsigned long long)(chunk * n + 1),
+                (unsigned long long)(chunk * n + n), dist__mon.rank);
+  for (int i = 0; i < n_rows; i++) {
+    const dist_stats_row *r = &rows[i];
+    dist__appendf(buf, sizeof buf, &off, "\n  %-16s %6llu ops %12llu B  p50 %.3f ms  p99 %.3f ms",
                   dist_op_name((dist_op_kind)r->op), (unsigned long long)r->count,
                   (unsigned long long)r->bytes, (double)r->p50_ns / 1e6, (double)r->p99_ns / 1e6);
   }
-}
-
-static void emit(mon_group *g, mon_stats *s, const char *extra) {
-  char buf[4096];
-  size_t off = 0;
-  print_block(g, s, buf, sizeof buf, &off);
   if (extra)
     dist__appendf(buf, sizeof buf, &off, "\n%s", extra);
   DIST_LOG(INFO, MON, "%s", buf);
   if (g->pg)
-    dist_observer_emit_stats(g->pg, s->rows, (size_t)s->n_rows, buf);
+    dist_observer_emit_stats(g->pg, rows, (size_t)n_rows, buf);
 }
 
-static void arrivals_key(char *key, size_t len, const mon_group *g, uint64_t no, int rank) {
+static void chunk_key(char *key, size_t len, const mon_group *g, uint64_t chunk, int rank) {
   char kind[64];
-  snprintf(kind, sizeof kind, "st/%d/%llu", g->gid, (unsigned long long)no);
+  snprintf(kind, sizeof kind, "st/%d/%llu", g->gid, (unsigned long long)chunk);
   dist__mon_key(key, len, kind, rank);
 }
 
-/* Rank 0: skew and the last rank of each operation, from every member. */
-static void reduce(mon_group *g, mon_stats *s) {
-  int n = s->n, size = g->size;
-  int64_t **arr = dist__calloc((size_t)size, sizeof *arr);
-  int *last = dist__calloc((size_t)size, sizeof(int));
-  int64_t *late = dist__calloc((size_t)size, sizeof(int64_t));
-  for (int j = 0; arr && j < size; j++) {
-    if (j == g->rank) {
-      arr[j] = s->own;
-      continue;
-    }
-    char key[200];
-    arrivals_key(key, sizeof key, g, s->pending_no, g->granks[j]);
-    void *v = NULL;
-    size_t len = 0;
-    const char *keys[] = {key};
-    bool there = false;
-    if (dist_store_check(dist__mon.store, keys, 1, &there) == DIST_OK && there &&
-        dist_store_get(dist__mon.store, key, &v, &len) == DIST_OK && len == sizeof(int64_t) * (size_t)n)
-      arr[j] = v;
-    else
-      dist_free(v);
-    dist_store_delete_key(dist__mon.store, key, NULL);
-  }
-  int64_t skew_sum = 0, skew_max = 0;
-  int counted = 0;
-  for (int i = 0; arr && last && late && i < n; i++) {
-    int lo = -1, hi = -1;
-    for (int j = 0; j < size; j++) {
-      if (!arr[j])
-        continue;
-      if (lo < 0 || arr[j][i] < arr[lo][i])
-        lo = j;
-      if (hi < 0 || arr[j][i] > arr[hi][i])
-        hi = j;
-    }
-    if (lo < 0 || lo == hi)
-      continue;
-    int64_t skew = arr[hi][i] - arr[lo][i];
-    skew_sum += skew;
-    skew_max = skew > skew_max ? skew : skew_max;
-    last[hi]++;
-    late[hi] += skew;
-    counted++;
-  }
-  char extra[512] = "";
-  int strag = -1;
-  for (int j = 0; counted && j < size; j++)
-    if (last[j] * 4 >= counted * 3 && late[j] / last[j] >= 1000000)
-      strag = j;
-  if (counted) {
-    int most = 0;
-    for (int j = 1; j < size; j++)
-      most = last[j] > last[most] ? j : most;
-    snprintf(extra, sizeof extra, "  arrival skew: mean %.3f ms, max %.3f ms; last to arrive "
-             "most often: rank %d (%d of %d)", (double)skew_sum / counted / 1e6,
-             (double)skew_max / 1e6, g->granks[most], last[most], counted);
-  }
-  if (strag >= 0) {
-    int64_t mean = late[strag] / last[strag];
-    DIST_LOG(WARNING, MON, "straggler in group %d (%s): rank %d arrived last in %d of %d "
-             "operations (%s), on average %.3f ms after the first", g->gid,
-             g->desc[0] ? g->desc : g->name, g->granks[strag], last[strag], counted, s->range,
-             (double)mean / 1e6);
-    for (int i = 0; i < s->n_rows; i++) {
-      s->rows[i].straggler_rank = g->granks[strag];
-      s->rows[i].lateness_ns = mean;
-    }
-  }
-  emit(g, s, extra[0] ? extra : NULL);
-  for (int j = 0; arr && j < size; j++)
-    if (arr[j] && arr[j] != s->own)
-      dist_free(arr[j]);
-  dist__free(arr);
-  dist__free(last);
-  dist__free(late);
+static void end_key(char *key, size_t len, const mon_group *g, int rank) {
+  char kind[64];
+  snprintf(kind, sizeof kind, "st/%d/end", g->gid);
+  dist__mon_key(key, len, kind, rank);
 }
 
-static bool all_arrived(const mon_group *g, const mon_stats *s) {
-  for (int j = 0; j < g->size; j++) {
-    if (j == g->rank)
+/* The chunk being filled is done: own figures out (rank 0 holds them for
+ * the reduction), arrivals published, the arrays cleared for the next. */
+static void close_chunk(mon_group *g, mon_stats *s) {
+  if (s->filled) {
+    dist_stats_row rows[DIST_OP_COUNT_];
+    int n_rows = own_rows(s, rows);
+    if (g->rank != 0) {
+      emit(g, s->chunk, rows, n_rows, NULL);
+    } else {
+      if (s->n_held == MAX_HELD) { /* the others are far behind: out without the straggler */
+        emit(g, s->held[0].chunk, s->held[0].rows, s->held[0].n_rows, NULL);
+        memmove(&s->held[0], &s->held[1], sizeof(held) * (size_t)(--s->n_held));
+      }
+      held *h = &s->held[s->n_held++];
+      h->chunk = s->chunk;
+      h->n_rows = n_rows;
+      memcpy(h->rows, rows, sizeof rows);
+    }
+  }
+  char key[200];
+  chunk_key(key, sizeof key, g, s->chunk, dist__mon.rank);
+  /* An empty chunk is an empty value: rank 0 then compares nothing there. */
+  dist_store_set(dist__mon.store, key, s->pairs, s->filled ? sizeof(pair) * (size_t)s->n : 0);
+  memset(s->pairs, 0, sizeof(pair) * (size_t)s->n);
+  memset(s->kind, -1, (size_t)s->n);
+  s->filled = 0;
+  s->chunk++;
+  s->published = s->chunk;
+}
+
+static void drain(mon_group *g, mon_stats *s) {
+  uint64_t t = atomic_load_explicit(&s->tail, memory_order_relaxed);
+  uint64_t h = atomic_load_explicit(&s->head, memory_order_acquire);
+  for (; t < h; t++) {
+    entry e = s->q[t & s->qmask];
+    atomic_store_explicit(&s->tail, t + 1, memory_order_release);
+    uint64_t c = (e.seq - 1) / (uint64_t)s->n;
+    if (c < s->chunk)
+      continue; /* completed after its chunk closed (cannot happen in issue order) */
+    while (s->chunk < c)
+      close_chunk(g, s);
+    int i = (int)((e.seq - 1) % (uint64_t)s->n);
+    s->pairs[i] = (pair){.arrive = e.ord ? e.arrive : 0, .ord = e.ord};
+    s->kind[i] = (int8_t)e.kind;
+    s->lat[i] = e.lat;
+    s->bytes[i] = e.bytes;
+    s->filled++;
+  }
+}
+
+/* Rank 0: compare chunk c across the members (vals[j]: member j's pairs,
+ * NULL when absent or empty) into the tallies. */
+static void compare(mon_group *g, mon_stats *s, uint64_t c, pair **vals) {
+  tally_reset(&s->chunk_t, g->size);
+  for (int i = 0; i < s->n; i++) {
+    int lo = -1, hi = -1;
+    bool all = true;
+    for (int j = 0; j < g->size && all; j++) {
+      const pair *p = vals[j] ? &vals[j][i] : NULL;
+      all = p && p->arrive && p->ord && p->ord == vals[0][i].ord;
+      if (!all)
+        break;
+      if (lo < 0 || p->arrive < vals[lo][i].arrive)
+        lo = j;
+      if (hi < 0 || p->arrive > vals[hi][i].arrive)
+        hi = j;
+    }
+    if (!all || lo == hi)
       continue;
+    uint64_t seq = c * (uint64_t)s->n + (uint64_t)i + 1;
+    int64_t skew = vals[hi][i].arrive - vals[lo][i].arrive;
+    tally_add(&s->chunk_t, seq, hi, skew);
+    tally_add(&s->window, seq, hi, skew);
+    tally_add(&s->total, seq, hi, skew);
+  }
+}
+
+/* Rank 0: chunk c is reduced (every member's part, or what came in time):
+ * its own block goes out with the chunk's straggler. */
+static void reduce(mon_group *g, mon_stats *s, uint64_t c) {
+  pair **vals = dist__calloc((size_t)g->size, sizeof *vals);
+  for (int j = 0; vals && j < g->size; j++) {
     char key[200];
-    arrivals_key(key, sizeof key, g, s->pending_no, g->granks[j]);
+    chunk_key(key, sizeof key, g, c, g->granks[j]);
+    const char *keys[] = {key};
+    bool there = false;
+    void *v = NULL;
+    size_t len = 0;
+    if (dist_store_check(dist__mon.store, keys, 1, &there) == DIST_OK && there &&
+        dist_store_get(dist__mon.store, key, &v, &len) == DIST_OK &&
+        len == sizeof(pair) * (size_t)s->n)
+      vals[j] = v;
+    else
+      dist_free(v);
+    if (there)
+      dist_store_delete_key(dist__mon.store, key, NULL);
+  }
+  if (vals && vals[0])
+    compare(g, s, c, vals);
+  else
+    tally_reset(&s->chunk_t, g->size);
+  for (int j = 0; vals && j < g->size; j++)
+    dist_free(vals[j]);
+  dist__free(vals);
+  while (s->n_held && s->held[0].chunk < c) /* never (chunks are reduced in order) */
+    memmove(&s->held[0], &s->held[1], sizeof(held) * (size_t)(--s->n_held));
+  held *h = s->n_held && s->held[0].chunk == c ? &s->held[0] : NULL;
+  if (!h)
+    return;
+  const tally *t = &s->chunk_t;
+  char extra[256] = "";
+  if (t->n) {
+    int most = 0;
+    for (int j = 1; j < g->size; j++)
+      most = t->last[j] > t->last[most] ? j : most;
+    snprintf(extra, sizeof extra, "  arrival skew: mean %.3f ms, max %.3f ms; last to arrive "
+             "most often: rank %d (%lld of %lld)", (double)t->skew_sum / (double)t->n / 1e6,
+             (double)t->skew_max / 1e6, g->granks[most], (long long)t->last[most],
+             (long long)t->n);
+  }
+  int j = judge(t, g->size);
+  for (int i = 0; j >= 0 && i < h->n_rows; i++) {
+    h->rows[i].straggler_rank = g->granks[j];
+    h->rows[i].lateness_ns = t->late_ns[j] / t->last[j];
+  }
+  emit(g, c, h->rows, h->n_rows, extra[0] ? extra : NULL);
+  memmove(&s->held[0], &s->held[1], sizeof(held) * (size_t)(--s->n_held));
+}
+
+static bool chunk_ready(const mon_group *g, uint64_t c) {
+  for (int j = 0; j < g->size; j++) {
+    char key[200];
+    chunk_key(key, sizeof key, g, c, g->granks[j]);
     const char *keys[] = {key};
     bool there = false;
     if (dist_store_check(dist__mon.store, keys, 1, &there) != DIST_OK || !there)
@@ -263,47 +450,101 @@ static bool all_arrived(const mon_group *g, const mon_stats *s) {
   return true;
 }
 
-/* A full block: own figures, arrivals published; rank 0 waits for the
- * others' (a new block while one is pending replaces it). */
-static void take_block(mon_group *g, mon_stats *s, blk *b) {
-  own_rows(s, b);
-  uint64_t no = s->block_no++;
-  snprintf(s->range, sizeof s->range, "#%llu-#%llu", (unsigned long long)(s->first_seq + 1),
-           (unsigned long long)(s->first_seq + (uint64_t)s->n));
-  s->first_seq += (uint64_t)s->n;
-  if (g->rank == 0) {
-    memcpy(s->own, b->arrive, sizeof(int64_t) * (size_t)s->n);
-    s->pending = true;
-    s->pending_no = no;
-    s->pending_since = dist__now_ns();
-  } else {
-    char key[200];
-    arrivals_key(key, sizeof key, g, no, dist__mon.rank);
-    dist_store_set(dist__mon.store, key, b->arrive, sizeof(int64_t) * (size_t)s->n);
-    emit(g, s, NULL);
+/* Rank 0: reduces the chunks every member has published, in order; one
+ * that waits too long (or too many held blocks) is reduced as it is. */
+static void reduce_ready(mon_group *g, mon_stats *s, bool force) {
+  while (s->reduce_next < s->published) {
+    uint64_t c = s->reduce_next;
+    if (!force && !chunk_ready(g, c)) {
+      int64_t now = dist__now_ns();
+      if (!s->waiting_since)
+        s->waiting_since = now;
+      if (now - s->waiting_since < PENDING_MAX_MS * 1000000LL)
+        return;
+    }
+    s->waiting_since = 0;
+    reduce(g, s, c);
+    s->reduce_next++;
   }
 }
 
 void dist__mon_stats_tick(mon_group *g) {
   mon_stats *s = g->stats;
-  if (!s)
+  if (!s || !dist__mon.store)
     return;
-  int r = atomic_load(&s->ready);
-  if (r >= 0) {
-    blk *b = &s->b[r];
-    take_block(g, s, b);
-    atomic_store(&s->ready, -1);
-    atomic_store_explicit(&b->count, 0, memory_order_release);
-    /* The producer filled the other block meanwhile and could not flip. */
-    int c = atomic_load(&s->cur);
-    if (atomic_load(&s->b[c].count) == s->n) {
-      atomic_store(&s->ready, c);
-      atomic_store(&s->cur, c ^ 1);
+  drain(g, s);
+  if (g->rank != 0)
+    return;
+  reduce_ready(g, s, false);
+  int64_t now = dist__now_ns();
+  if (dist__mon.straggler_s > 0 && now - s->window_t0 >= dist__mon.straggler_s * 1000000000LL) {
+    int j = judge(&s->window, g->size);
+    if (j >= 0) {
+      char when[96];
+      snprintf(when, sizeof when, " (collectives #%llu-#%llu)",
+               (unsigned long long)s->window.first_seq, (unsigned long long)s->window.last_seq);
+      name_straggler(g, &s->window, j, when, g->pg ? dist_pg_get_info(g->pg) : NULL);
     }
+    tally_reset(&s->window, g->size);
+    s->window_t0 = now;
   }
-  if (s->pending && (all_arrived(g, s) ||
-                     dist__now_ns() - s->pending_since > PENDING_MAX_MS * 1000000LL)) {
-    s->pending = false;
-    reduce(g, s);
+}
+
+/* The group ends: every member publishes the rest and says how many chunks
+ * it has; rank 0 waits for them (END_WAIT_MS at most), reduces all and
+ * judges the group's whole life. */
+void dist__mon_stats_end(mon_group *g, const dist_pg_info *info) {
+  mon_stats *s = g->stats;
+  if (!s || !dist__mon.store)
+    return;
+  drain(g, s);
+  if (s->filled)
+    close_chunk(g, s);
+  char key[200];
+  int64_t chunks = (int64_t)s->published;
+  if (atomic_load(&s->unseen))
+    DIST_LOG(INFO, MON, "group %d: %llu operations were not in the statistics (the watchdog "
+             "was behind)", g->gid, (unsigned long long)atomic_load(&s->unseen));
+  if (g->rank != 0) {
+    end_key(key, sizeof key, g, dist__mon.rank);
+    dist_store_set(dist__mon.store, key, &chunks, sizeof chunks);
+    return;
   }
+  char (*keys)[200] = dist__calloc((size_t)g->size, sizeof *keys);
+  const char **kp = dist__calloc((size_t)g->size, sizeof *kp);
+  int nk = 0;
+  for (int j = 1; keys && kp && j < g->size; j++) {
+    end_key(keys[nk], sizeof keys[nk], g, g->granks[j]);
+    kp[nk] = keys[nk];
+    nk++;
+  }
+  if (nk && dist_store_wait(dist__mon.store, kp, (size_t)nk, END_WAIT_MS) != DIST_OK)
+    DIST_LOG(INFO, MON, "group %d: not every member's last statistics came in %d ms; the "
+             "straggler is judged on what did", g->gid, END_WAIT_MS);
+  uint64_t last = s->published;
+  for (int i = 0; i < nk; i++) {
+    void *v = NULL;
+    size_t len = 0;
+    const char *one[] = {kp[i]};
+    bool there = false;
+    if (dist_store_check(dist__mon.store, one, 1, &there) == DIST_OK && there &&
+        dist_store_get(dist__mon.store, kp[i], &v, &len) == DIST_OK && len == sizeof(int64_t)) {
+      int64_t c;
+      memcpy(&c, v, sizeof c);
+      last = (uint64_t)c > last ? (uint64_t)c : last;
+    }
+    dist_free(v);
+    if (there)
+      dist_store_delete_key(dist__mon.store, kp[i], NULL);
+  }
+  dist__free(keys);
+  dist__free(kp);
+  s->published = last;
+  reduce_ready(g, s, true);
+  int j = judge(&s->total, g->size);
+  if (j >= 0)
+    name_straggler(g, &s->total, j, "", info);
+  else if (s->total.n)
+    DIST_LOG(INFO, MON, "group %d (%s): no straggler in %lld collectives compared", g->gid,
+             gname(g), (long long)s->total.n);
 }

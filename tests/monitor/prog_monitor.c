@@ -19,6 +19,10 @@
  *               barrier (sleeps), rank 3 goes on to an all_reduce
  *   straggler R N   N all_reduces; rank R sleeps 50 ms before each
  *   balanced N      N all_reduces; every rank sleeps 50 ms before each
+ *   late R N        N all_reduces on a group "dp" of every rank; rank R
+ *                   sleeps 30-50 ms before each (40 ms on average over
+ *                   each 21); the group is destroyed, then a barrier
+ *   soak N          N all_reduces of 4 floats as fast as they go
  * A rank whose collective fails prints "rank R: <OP> failed: <status>:
  * <message>" on stderr and exits 1. An observer of the program's own prints
  * every report event it receives (what the tracer stores) on stdout as
@@ -39,6 +43,9 @@ static void on_event(void *ctx, const dist_event *ev) {
   char head[160];
   int n = snprintf(head, sizeof head, "EVENT %s rank=%d group=%d status=%d", dist_event_name(ev->kind),
                    ev->rank, ev->group_id, ev->status);
+  if (ev->kind == DIST_EV_STRAGGLER)
+    n += snprintf(head + n, sizeof head - (size_t)n, " peer=%d seq=%llu", ev->peer,
+                  (unsigned long long)ev->seq);
   if (ev->kind == DIST_EV_STATS)
     for (size_t i = 0; i < ev->n_stats && n < (int)sizeof head - 40; i++)
       n += snprintf(head + n, sizeof head - (size_t)n, " straggler=%d",
@@ -51,7 +58,7 @@ static const dist_observer printer = {
     .abi_version = DIST_OBSERVER_ABI_VERSION,
     .name = "test-printer",
     .event_mask = DIST_EV_BIT(DIST_EV_STALL_REPORT) | DIST_EV_BIT(DIST_EV_DIAGNOSIS) |
-                  DIST_EV_BIT(DIST_EV_STATS),
+                  DIST_EV_BIT(DIST_EV_STATS) | DIST_EV_BIT(DIST_EV_STRAGGLER),
     .on_event = on_event,
 };
 
@@ -187,10 +194,33 @@ static int run_paced(int late_rank, int n) {
   return 0;
 }
 
+/* Lateness 30 + (i % 21) ms: 30-50 ms, 40 ms on average over each 21. */
+static int run_late(int late_rank, int n) {
+  dist_group_opts o = {.desc = "dp"};
+  dist_pg *dp = NULL;
+  int rc = dist_new_group(NULL, 0, &o, &dp);
+  if (rc != DIST_OK)
+    return failed("NEW_GROUP", rc, NULL);
+  for (int i = 0; i < n && rc == DIST_OK; i++) {
+    if (rank == late_rank)
+      usleep((useconds_t)(30000 + (i % 21) * 1000));
+    rc = all_reduce_on(dp);
+  }
+  dist_destroy_process_group(dp);
+  return rc;
+}
+
+static int run_soak(int n) {
+  int rc = DIST_OK;
+  for (int i = 0; i < n && rc == DIST_OK; i++)
+    rc = all_reduce_on(NULL);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
     fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | recv2 | subabsent | "
-            "straggler R N | balanced N\n", argv[0]);
+            "straggler R N | balanced N | late R N | soak N\n", argv[0]);
     return 2;
   }
   alarm(120); /* nothing outlives a broken test */
@@ -216,6 +246,10 @@ int main(int argc, char **argv) {
     rc = run_subabsent();
   else if (strcmp(m, "straggler") == 0)
     rc = run_paced(arg, argc > 3 ? atoi(argv[3]) : 40);
+  else if (strcmp(m, "late") == 0)
+    rc = run_late(arg, argc > 3 ? atoi(argv[3]) : 40);
+  else if (strcmp(m, "soak") == 0)
+    rc = run_soak(arg);
   else if (strcmp(m, "balanced") == 0)
     rc = run_paced(-1, arg ? arg : 40);
   else

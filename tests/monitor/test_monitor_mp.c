@@ -395,11 +395,11 @@ Test(monitor_mp, a_rank_late_to_every_op_is_the_straggler_a_balanced_run_has_non
   const char *env[] = {"DIST_DEBUG=DETAIL", "DIST_STATS_EVERY=20", "DIST_TIMEOUT=30", NULL};
   by_hand(ps, 3, (const char *[]){"straggler", "1", "30", NULL}, env, 0, 60000);
   const char *e = ps[0].buf[1];
-  if (at(e, "straggler in group 0 (default): rank 1 arrived last in") < 0)
+  if (at(e, "straggler in group 0 (default, 3 ranks): rank 1 arrived last in") < 0)
     dump(ps, 3);
   for (int r = 0; r < 3; r++)
     cr_assert_eq(ps[r].status, 0);
-  cr_assert(at(e, "straggler in group 0 (default): rank 1 arrived last in") >= 0);
+  cr_assert(at(e, "straggler in group 0 (default, 3 ranks): rank 1 arrived last in") >= 0);
   cr_assert(at(ps[0].buf[0], "EVENT stats rank=0 group=0 status=0 straggler=1") >= 0,
             "the stats event (the trace's stats table) names it:\n%s", ps[0].buf[0]);
   /* Under distrun, the statistics land in trace.db. */
@@ -430,6 +430,97 @@ Test(monitor_mp, a_rank_late_to_every_op_is_the_straggler_a_balanced_run_has_non
   if (at(bs[0].buf[0], "EVENT stats rank=0 group=0 status=0 straggler=-1") < 0)
     dump(bs, 3);
   cr_assert(at(bs[0].buf[0], "EVENT stats rank=0 group=0 status=0 straggler=-1") >= 0);
+}
+
+/* One value of trace.db (an integer; -1 when the query gives no row). */
+static long long trace_int(const char *db, const char *sql) {
+  sqlite3 *h = NULL;
+  sqlite3_stmt *q = NULL;
+  long long v = -1;
+  if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_prepare_v2(h, sql, -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+    v = sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  sqlite3_close(h);
+  return v;
+}
+
+/* Rank 2 is 30-50 ms late (39.5 ms on average over 40) at each of 40
+ * all_reduces on a group "dp" of 3 ranks; the verdict comes when the group
+ * is destroyed, long before DIST_STATS_EVERY (1000) operations. */
+Test(monitor_mp, a_rank_30_to_50_ms_late_is_named_with_its_mean_lateness, .timeout = 90) {
+  clean_env();
+  static dist_proc p;
+  char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  const char *env[] = {"DIST_DEBUG=DETAIL", trace_env, NULL};
+  const char *argv[] = {dist_test_bin("distrun"),          "-n",   "3", "--trace-out", db,
+                        dist_test_bin("monitor_testprog"), "late", "2", "40",          NULL};
+  dist_proc_start(&p, argv, env);
+  dist_proc_finish_all(&p, 1, 0, 60000);
+  cr_assert_eq(p.status, 0, "%s", ERR(&p));
+  const char *w = strstr(ERR(&p), "MON WARN straggler in group 1 (dp, 3 ranks): rank 2 arrived "
+                                  "last in ");
+  cr_assert(w, "%s", ERR(&p));
+  int last = 0, of = 0;
+  double ms = 0;
+  cr_assert_eq(sscanf(strstr(w, "last in ") + 8, "%d of %d collectives, on average %lf ms", &last,
+                      &of, &ms), 3, "%s", w);
+  cr_log_info("named: rank 2 last in %d of %d, %.1f ms (planted: 40 of 40, 39.5 ms)", last, of, ms);
+  cr_assert(of == 40 && last >= 36, "%s", w);
+  cr_assert(ms >= 35.5 && ms <= 45.5, "planted 39.5 ms on average: %s", w);
+  cr_assert_eq(dist_test_count(ERR(&p), "straggler in"), 1, "named once:\n%s", ERR(&p));
+  /* The events row, and distview summary shows it. */
+  cr_assert_eq(trace_int(db, "SELECT count(*) FROM events WHERE kind = 'straggler' AND rank = 0"
+                             " AND group_id = 1 AND peer = 2 AND seq = 40"), 1);
+  cr_assert_eq(trace_int(db, "SELECT count(*) FROM events WHERE kind = 'straggler'"), 1);
+  static dist_proc v;
+  cr_assert_eq(dist_proc_runl(&v, NULL, 30000, dist_test_bin("distview"), "summary", db, NULL), 0,
+               "%s", v.buf[1]);
+  cr_assert(strstr(v.buf[0], "\nstragglers:\n  straggler in group 1 (dp, 3 ranks): rank 2 "
+                             "arrived last in "), "%s", v.buf[0]);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* 200,000 all_reduces of 4 floats at DETAIL on 2 ranks (about 3 s here):
+ * every statistics block compares the ranks by sequence number, and
+ * nobody is named, neither in a block nor at the end. */
+Test(monitor_mp, a_balanced_job_of_200000_all_reduces_names_nobody, .timeout = 180) {
+  clean_env();
+  static dist_proc p;
+  char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
+  cr_assert(mkdtemp(dir));
+  snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  const char *env[] = {"DIST_DEBUG=DETAIL", trace_env, NULL};
+  const char *argv[] = {dist_test_bin("distrun"),          "-n",   "2",      "--trace-out", db,
+                        dist_test_bin("monitor_testprog"), "soak", "200000", NULL};
+  int64_t t0 = dist_test_now_ms();
+  dist_proc_start(&p, argv, env);
+  dist_proc_finish_all(&p, 1, 0, 150000);
+  int64_t took = dist_test_now_ms() - t0;
+  cr_assert_eq(p.status, 0, "%s", ERR(&p));
+  int warnings = dist_test_count(ERR(&p), "straggler");
+  long long blocks = trace_int(db, "SELECT count(*) FROM events WHERE kind = 'stats' AND rank = 0");
+  long long counted = trace_int(db, "SELECT sum(count) FROM stats WHERE rank = 0");
+  cr_log_info("200000 all_reduces at DETAIL on 2 ranks: %lld ms, %d straggler warnings, %lld "
+              "blocks of rank 0 in the trace (%lld operations)", (long long)took, warnings, blocks,
+              counted);
+  cr_assert_eq(warnings, 0, "%s", ERR(&p));
+  cr_assert(!strstr(OUT(&p), "EVENT straggler"), "%s", OUT(&p));
+  cr_assert_eq(trace_int(db, "SELECT count(*) FROM events WHERE kind = 'straggler'"), 0);
+  cr_assert_eq(trace_int(db, "SELECT count(*) FROM stats WHERE straggler_rank >= 0"), 0);
+  /* The blocks were compared (most of them: the watchdog may fall behind). */
+  cr_assert(blocks >= 100 && counted >= 100000, "%lld blocks, %lld operations", blocks, counted);
+  cr_assert(trace_int(db, "SELECT count(*) FROM events WHERE kind = 'stats' AND rank = 0 AND "
+                          "message LIKE '%last to arrive most often: rank%'") >= 100);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert_eq(system(cmd), 0);
 }
 
 /* --- 5. stacks --------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "trace_util.h"
@@ -107,5 +108,59 @@ Test(tracer_distrun, a_rank_ended_by_distrun_keeps_its_operations, .timeout = 10
                      "rank 2 (host "), "rank %d's diagnosis names rank 2", r);
   }
   sqlite3_close(db);
+  rm_dir(dir);
+}
+
+/* DIST_TRACE_KEEP=3: after the merge distrun keeps the current job and the
+ * two newest old job directories (by mtime), removes the two oldest, and
+ * leaves alone what it does not recognise as a finished job directory: a
+ * directory with another file, one whose rank file was written a moment
+ * ago (a job that may still run), and a link. */
+Test(tracer_distrun, old_job_directories_beyond_DIST_TRACE_KEEP_are_removed, .timeout = 100) {
+  char dir[] = "/tmp/dist-tracerun-XXXXXX";
+  cr_assert(mkdtemp(dir));
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd,
+           "set -e; cd %s; mkdir -p dt/old1 dt/old2 dt/old3 dt/old4 dt/notes dt/recent elsewhere;"
+           " for j in old1 old2 old3 old4; do echo x > dt/$j/rank-0.db; done;"
+           " echo x > dt/old2/rank-1.ring; echo x > dt/old3/rank-0.db-wal;"
+           " echo x > dt/notes/rank-0.db; echo x > dt/notes/notes.txt;"
+           " echo x > elsewhere/rank-0.db; ln -s ../elsewhere dt/link;"
+           " touch -d '5 hours ago' dt/old1/* dt/old1 dt/notes/* dt/notes elsewhere/* elsewhere;"
+           " touch -d '4 hours ago' dt/old2/* dt/old2; touch -d '3 hours ago' dt/old3/* dt/old3;"
+           " touch -d '2 hours ago' dt/old4/* dt/old4;"
+           " echo x > dt/recent/rank-0.db; touch -d '6 hours ago' dt/recent",
+           dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  snprintf(cmd, sizeof cmd,
+           "cd %s && DIST_TRACE_KEEP=3 DIST_LOG_LEVEL=INFO DIST_TRACE=%s/dt %s/distrun -n 2"
+           " --trace-out %s/out.db %s/allreduce_group >/dev/null 2>%s/err.txt",
+           dir, dir, getenv("DIST_TEST_BIN"), dir, getenv("DIST_TEST_BIN"), dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  char path[256], err[1 << 15];
+  snprintf(path, sizeof path, "%s/err.txt", dir);
+  FILE *f = fopen(path, "r");
+  cr_assert(f);
+  err[fread(err, 1, sizeof err - 1, f)] = '\0';
+  fclose(f);
+  char said[512];
+  snprintf(said, sizeof said, "trace: removed 2 old job directories from %s/dt "
+           "(DIST_TRACE_KEEP=3): old1, old2", dir);
+  cr_assert(strstr(err, said), "%s", err);
+  const char *gone[] = {"old1", "old2"};
+  const char *kept[] = {"old3", "old4", "notes", "notes/notes.txt", "recent", "link",
+                        "../elsewhere/rank-0.db"};
+  struct stat st;
+  for (size_t i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/dt/%s", dir, gone[i]);
+    cr_assert(lstat(path, &st) != 0, "%s is still there", path);
+  }
+  for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+    snprintf(path, sizeof path, "%s/dt/%s", dir, kept[i]);
+    cr_assert(lstat(path, &st) == 0, "%s was removed", path);
+  }
+  /* The current job's directory stays: 3 job directories and the others. */
+  snprintf(cmd, sizeof cmd, "test $(ls %s/dt | wc -l) -eq 6", dir);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
   rm_dir(dir);
 }

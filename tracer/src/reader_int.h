@@ -56,6 +56,11 @@ int tr_sink_record(tr_sink *s, const tr_head *h, const tr_shape *shape, const ch
 /* The reader lost `records` records before this point (ring overflow):
  * the next record of each group closes a drops range. */
 void tr_sink_gap(tr_sink *s, uint64_t records, int64_t t_ns);
+/* records drained but never written (their transaction failed): counted
+ * in memory; with note, the count goes to ranks.dropped_records and an
+ * events row of kind 'trace_write_failed' (status = records dropped so
+ * far, message why). Returns -1 when the file cannot take it either. */
+int tr_sink_lost(tr_sink *s, uint64_t records, bool note, int64_t t_ns, const char *why);
 /* Writes operations still running (insert, or update a row written before). */
 int tr_sink_flush(tr_sink *s);
 uint64_t tr_sink_rows(const tr_sink *s);     /* operation rows written */

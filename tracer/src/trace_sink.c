@@ -392,6 +392,26 @@ void tr_sink_gap(tr_sink *s, uint64_t records, int64_t t_ns) {
   step(s, s->upd_drops);
 }
 
+int tr_sink_lost(tr_sink *s, uint64_t records, bool note, int64_t t_ns, const char *why) {
+  s->dropped += records;
+  if (!note)
+    return 0; /* counted; the file hears of it with the note */
+  sqlite3_stmt *st = s->ins_ev;
+  sqlite3_bind_int(st, 1, s->o.rank);
+  sqlite3_bind_null(st, 2);
+  sqlite3_bind_null(st, 3);
+  sqlite3_bind_text(st, 4, "trace_write_failed", -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 5, t_ns);
+  sqlite3_bind_int64(st, 6, (int64_t)s->dropped);
+  sqlite3_bind_null(st, 7);
+  sqlite3_bind_text(st, 8, why, -1, SQLITE_TRANSIENT);
+  if (step(s, st) != 0)
+    return -1;
+  sqlite3_bind_int(s->upd_drops, 1, s->o.rank);
+  sqlite3_bind_int64(s->upd_drops, 2, (int64_t)s->dropped);
+  return step(s, s->upd_drops);
+}
+
 static int op_record(tr_sink *s, const tr_head *h, const tr_shape *sh, const char *text) {
   close_gap(s, h);
   if (h->group_id >= 0 && h->group_id < MAX_GROUPS_TRACKED && h->seq > s->last_seq[h->group_id])
@@ -482,7 +502,8 @@ static int event_record(tr_sink *s, const tr_head *h, const char *text) {
   sqlite3_bind_text(st, 4, tr_event_name(h->kind, kbuf, sizeof kbuf), -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st, 5, h->t_ns);
   sqlite3_bind_int(st, 6, h->status);
-  bind_opt_int(st, 7, h->kind == DIST_EV_PEER_LOST && h->root >= 0, h->root);
+  bind_opt_int(st, 7, (h->kind == DIST_EV_PEER_LOST || h->kind == DIST_EV_STRAGGLER) &&
+                         h->root >= 0, h->root);
   text ? sqlite3_bind_text(st, 8, text, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, 8);
   return step(s, st);
 }

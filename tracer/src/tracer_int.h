@@ -38,6 +38,13 @@ typedef struct tracer {
   pthread_cond_t cv;
   bool stop;
   uint64_t tail;            /* writer-only: next ring index to read */
+  /* writes that fail (a full disk): writer-only */
+  char reserve_path[1024];  /* rank-<R>.reserve: space kept to record the failure */
+  uint64_t write_lost;      /* records drained but not written */
+  bool write_failing;       /* the last commit failed */
+  int64_t retry_ns;         /* ... the next is tried then */
+  bool lost_unnoted;        /* write_lost is not in the file yet */
+  char write_err[256];      /* the first failure */
   _Atomic uint64_t committed; /* ring index committed up to */
   /* clock offsets */
   dist_store *clk_store;    /* the writer's clone (re-measurement) */

@@ -187,6 +187,10 @@ void tr_record_event(tracer *t, const dist_event *ev) {
     h.op = (uint8_t)ev->coll->kind;
   if (ev->kind == DIST_EV_PEER_LOST)
     h.root = ev->peer;
+#if DIST_OBSERVER_ABI_VERSION >= 5
+  if (ev->kind == DIST_EV_STRAGGLER)
+    h.root = ev->peer; /* events.peer: the straggler */
+#endif
   if (ev->message && ev->message[0])
     with_text(t, ev, &h, ev->message);
   else

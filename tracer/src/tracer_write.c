@@ -73,18 +73,84 @@ static uint64_t drain(tracer *t) {
   return fed;
 }
 
-static void commit_cycle(tracer *t) {
-  char err[256];
+#define RETRY_MS 2000
+
+/* A cycle whose commit failed (typically a full disk): its records are
+ * lost, counted, and said once per rank; the next cycles try again. */
+static void commit_failed(tracer *t, uint64_t lost, const char *err) {
+  t->write_lost += lost;
+  t->lost_unnoted = true;
+  if (!t->write_err[0]) {
+    snprintf(t->write_err, sizeof t->write_err, "%s", err);
+    DIST_LOG(WARNING, TRACER, "trace %s: cannot write: %s; the records that cannot be written "
+             "are counted as dropped (ranks.dropped_records) and the job goes on", t->path, err);
+  }
+  t->write_failing = true;
+}
+
+static void commit_cycle(tracer *t, bool last) {
+  char err[256] = "";
   tr_exec(t->db, "BEGIN", NULL, 0);
+  uint64_t lost = t->write_lost;
+  if (t->lost_unnoted) { /* the count first: it is what must reach the file */
+    char why[400];
+    snprintf(why, sizeof why, "the trace file could not be written (%s): %llu records lost",
+             t->write_err, (unsigned long long)lost);
+    tr_sink_lost(t->sink, 0, true, dist_clock_ns() + tr_skew(t), why);
+  }
+  uint64_t from = t->tail;
   drain(t);
   uint64_t upto = t->tail;
   tr_sink_flush(t->sink);
-  if (tr_exec(t->db, "COMMIT", err, sizeof err) != 0) {
-    DIST_LOG(WARNING, TRACER, "trace %s: commit failed: %s", t->path, err);
+  /* While writes fail, a commit is tried every RETRY_MS only (and at the
+   * end): the cycles between roll back, so no rank takes the space another
+   * rank freed to record its end. */
+  int64_t now = dist_clock_ns();
+  if (t->write_failing && !last && now < t->retry_ns) {
     tr_exec(t->db, "ROLLBACK", NULL, 0);
+    t->write_lost += upto - from;
+    tr_sink_lost(t->sink, upto - from, false, 0, NULL);
+  } else if (tr_exec(t->db, "COMMIT", err, sizeof err) != 0) {
+    t->retry_ns = now + RETRY_MS * 1000000LL;
+    tr_exec(t->db, "ROLLBACK", NULL, 0);
+    commit_failed(t, upto - from, err);
+    tr_sink_lost(t->sink, upto - from, false, 0, NULL); /* in memory; the file says it later */
+  } else if (t->lost_unnoted) {
+    t->lost_unnoted = false;
+    if (t->write_failing)
+      DIST_LOG(INFO, TRACER, "trace %s: writing again; %llu records were dropped", t->path,
+               (unsigned long long)lost);
+    t->write_failing = false;
+  }
+  /* Lost or written, these records are done with: a flush never waits for
+   * rows a full disk cannot take. */
+  atomic_store_explicit(&t->committed, upto, memory_order_release);
+}
+
+/* Space kept aside at open (RESERVE_BYTES) so that a rank whose disk fills
+ * can still record its end and what it dropped. */
+#define RESERVE_BYTES (64 * 1024)
+
+static void reserve_space(tracer *t) {
+  snprintf(t->reserve_path, sizeof t->reserve_path, "%s/rank-%d.reserve", t->dir, t->rank);
+  int fd = open(t->reserve_path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    t->reserve_path[0] = '\0';
     return;
   }
-  atomic_store_explicit(&t->committed, upto, memory_order_release);
+  if (posix_fallocate(fd, 0, RESERVE_BYTES) != 0) {
+    close(fd);
+    unlink(t->reserve_path);
+    t->reserve_path[0] = '\0';
+    return;
+  }
+  close(fd);
+}
+
+static void release_space(tracer *t) {
+  if (t->reserve_path[0])
+    unlink(t->reserve_path);
+  t->reserve_path[0] = '\0';
 }
 
 static void *writer_main(void *arg) {
@@ -106,7 +172,7 @@ static void *writer_main(void *arg) {
     ts.tv_nsec %= 1000000000;
     pthread_cond_timedwait(&t->cv, &t->mu, &ts);
     pthread_mutex_unlock(&t->mu);
-    commit_cycle(t);
+    commit_cycle(t, false);
     if (t->clk_store && dist_clock_ns() >= t->next_clock_ns)
       tr_clock_remeasure(t);
     pthread_mutex_lock(&t->mu);
@@ -210,6 +276,7 @@ int tr_writer_open(tracer *t, const dist_pg_info *def) {
     t->db = NULL;
     return DIST_E_SYS;
   }
+  reserve_space(t);
   tr_sink_opts so = {.rank = t->rank, .symbolise = true};
   if (tr_sink_open(t->db, &so, &t->sink) != 0) {
     DIST_LOG(WARNING, TRACER, "trace file %s: %s", t->path, tr_sink_error(t->sink));
@@ -245,12 +312,16 @@ void tr_writer_stop(tracer *t, const char *end_state) {
   }
   if (!t->db)
     return;
-  commit_cycle(t); /* what came after the thread's last cycle */
+  commit_cycle(t, true); /* what came after the thread's last cycle */
+  if (t->lost_unnoted) { /* the disk is full: the kept space takes the count and the end */
+    release_space(t);
+    commit_cycle(t, true);
+  }
   if (t->live) { /* its last spans need that commit; its counts go in the file */
     char summary[1200];
     uint64_t dropped = tr_live_stop(t->live, summary, sizeof summary);
     t->live = NULL;
-    commit_cycle(t); /* its failure note, if its last request failed */
+    commit_cycle(t, true); /* its failure note, if its last request failed */
     DIST_LOG(INFO, TRACER, "%s", summary);
     char *q = sqlite3_mprintf("INSERT INTO events VALUES (%d, NULL, NULL, 'otlp_export', %lld,"
                               " %lld, NULL, %Q)", t->rank,
@@ -263,10 +334,15 @@ void tr_writer_stop(tracer *t, const char *end_state) {
   snprintf(sql, sizeof sql, "UPDATE ranks SET end_state = '%s' WHERE rank = %d", end_state,
            t->rank);
   tr_exec(t->db, sql, NULL, 0);
+  if (t->write_lost)
+    DIST_LOG(INFO, TRACER, "trace %s: %llu records could not be written (%s)%s", t->path,
+             (unsigned long long)t->write_lost, t->write_err,
+             t->lost_unnoted ? "; not even their count" : "; counted in the file");
   tr_sink_close(t->sink);
   t->sink = NULL;
   sqlite3_close(t->db);
   t->db = NULL;
+  release_space(t);
 }
 
 int dist__tracer_flush_wait(tracer *t, int64_t timeout_ms);

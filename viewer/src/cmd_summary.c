@@ -1,6 +1,7 @@
 /* cmd_summary.c - `distview summary [--json] TRACE`: the job, its ranks and
- * groups, operation counts per op, event counts per kind, and the outcome
- * (the quick diagnosis). Exit 0 whatever the outcome; 1 unreadable. */
+ * groups, operation counts per op, event counts per kind, the stragglers
+ * the monitor named (events of kind 'straggler'), and the outcome (the
+ * quick diagnosis). Exit 0 whatever the outcome; 1 unreadable. */
 #include <string.h>
 
 #include "vw.h"
@@ -125,6 +126,33 @@ static int event_counts(vw_model *m, FILE *f, bool json) {
   return rc < 0 ? -1 : 0;
 }
 
+/* Every straggler the monitor named: its warning, verbatim. */
+static int stragglers(vw_model *m, FILE *f, bool json) {
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT group_id, peer, seq, message FROM events "
+                                       "WHERE kind = 'straggler' ORDER BY t_ns, rank");
+  if (!st)
+    return -1;
+  int rc, n = 0;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW) {
+    char msg[512];
+    vw_sql_text(st, 3, msg, sizeof msg);
+    if (json) {
+      fprintf(f, "%s{\"group\":%lld,\"rank\":%lld,\"seq\":%lld,\"message\":",
+              n ? "," : ",\"stragglers\":[", (long long)vw_sql_i64(st, 0),
+              (long long)vw_sql_i64(st, 1), (long long)vw_sql_i64(st, 2));
+      vw_json_str(f, msg);
+      fputs("}", f);
+    } else {
+      fprintf(f, "%s  %s\n", n ? "" : "\nstragglers:\n", msg);
+    }
+    n++;
+  }
+  sqlite3_finalize(st);
+  if (json)
+    fputs(n ? "]" : ",\"stragglers\":[]", f);
+  return rc < 0 ? -1 : 0;
+}
+
 /* The outcome: the verdict distrun stored (then distview's own analysis),
  * or the quick diagnosis of the rows. */
 static const char *outcome_line(const vw_diag *d) {
@@ -171,7 +199,8 @@ int vw_cmd_summary(int argc, char **argv) {
     json_job(m, f);
   else
     text_job(m, f);
-  if (counts(m, f, json) != 0 || event_counts(m, f, json) != 0 || vw_diagnose(m, false, &d) != 0) {
+  if (counts(m, f, json) != 0 || event_counts(m, f, json) != 0 || stragglers(m, f, json) != 0 ||
+      vw_diagnose(m, false, &d) != 0) {
     fprintf(stderr, "distview summary: %s\n", m->err);
     vw_model_close(m);
     return VW_EXIT_UNREADABLE;

@@ -37,7 +37,14 @@
  *      operation fails with (the monitor puts its diagnosis there).
  *      DIST_EV_STATS (appended to the map) carries per-group statistics:
  *      dist_event.stats / n_stats rows, message the printed block; parts
- *      emit it with dist_observer_emit_stats. */
+ *      emit it with dist_observer_emit_stats.
+ *   4  DIST_EV_OP_GPU: an operation's GPU start and end.
+ *   5  DIST_EV_STRAGGLER (appended to the map): a member of a group arrived
+ *      last at its collectives clearly more often than chance (the
+ *      monitor's verdict, made by the group's rank 0 at DETAIL). peer is
+ *      the straggler's global rank, seq the last collective compared,
+ *      message the printed warning; parts emit it with
+ *      dist_observer_emit_straggler. */
 #ifndef DIST_OBSERVER_H
 #define DIST_OBSERVER_H
 
@@ -48,7 +55,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_OBSERVER_ABI_VERSION 4
+#define DIST_OBSERVER_ABI_VERSION 5
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_EVENT_MAP(X)                 \
@@ -66,7 +73,8 @@ DIST_EXTERN_C_BEGIN
   X(LOG, "log")                           \
   X(OP_ISSUED, "issued")  /* ABI 2: enqueued and started at once */ \
   X(STATS, "stats")       /* ABI 3: statistics of a group */ \
-  X(OP_GPU, "gpu")        /* ABI 4: an operation's GPU start and end */
+  X(OP_GPU, "gpu")        /* ABI 4: an operation's GPU start and end */ \
+  X(STRAGGLER, "straggler") /* ABI 5: a rank that arrives last */
 
 typedef enum dist_event_kind {
 #define DIST_EVENT_ENUM_(e, name) DIST_EV_##e,
@@ -153,6 +161,14 @@ DIST_API int dist_observer_set_message(const dist_event *ev, const char *message
  * that keep them) and the printed block. */
 DIST_API void dist_observer_emit_stats(dist_pg *group, const dist_stats_row *rows, size_t n,
                                        const char *message);
+
+/* ABI 5. Emits DIST_EV_STRAGGLER for the group that group describes
+ * (dist_pg_get_info of a live group, or the dist_event.group of its
+ * GROUP_DESTROYED event, inside that event's on_event: a group's last
+ * verdict is made as it ends). straggler_rank is a global rank, seq the
+ * last collective compared, message the printed warning. Any thread. */
+DIST_API void dist_observer_emit_straggler(const dist_pg_info *group, uint64_t seq,
+                                           int straggler_rank, const char *message);
 
 DIST_EXTERN_C_END
 
