@@ -28,10 +28,11 @@
  * any number of lines (the parts around it appear in this order). Trailing
  * spaces are ignored. Placeholders stand for what varies between runs:
  *
- *     <pid> <tid> <n>   digits
- *     <host> <job>      a name: letters, digits, '.', '_', '-'
- *     <dur>             a duration: a number and its unit, "3.9 s", "0 ns"
- *     <path>            a path (no spaces)
+ *     <pid> <tid> <n> <port>   digits
+ *     <host> <job>             a name: letters, digits, '.', '_', '-'
+ *     <dur>                    a duration: a number and its unit, "3.9 s"
+ *     <path>                   a path (no spaces)
+ *     <...>                    any text, or none (a list whose order varies)
  *
  * A run of spaces right after a placeholder matches any run of spaces, so
  * a table column stays aligned in the README whatever the value's width. */
@@ -147,7 +148,7 @@ static void read_readme(readme *r) {
     bool indented = !fenced && indent_of(l) >= 4 && !blank(l) && i > 0 && blank(lines[i - 1]);
     if (parse_marker(l, &cur)) {
       if (pending)
-        complain(r, "README.md:%d: marker '%s' has no sample after it\n", pending, "");
+        complain(r, "README.md:%d: marker has no sample after it%s\n", pending, "");
       pending = i + 1;
       continue;
     }
@@ -205,7 +206,8 @@ static bool name_char(char c) {
 /* How many characters of t the placeholder ph takes (0: no match). */
 static size_t take(const char *ph, size_t phlen, const char *t) {
   size_t k = 0;
-  if (!strncmp(ph, "<pid>", phlen) || !strncmp(ph, "<tid>", phlen) || !strncmp(ph, "<n>", phlen)) {
+  if (!strncmp(ph, "<pid>", phlen) || !strncmp(ph, "<tid>", phlen) || !strncmp(ph, "<n>", phlen) ||
+      !strncmp(ph, "<port>", phlen)) {
     while (isdigit((unsigned char)t[k]))
       k++;
   } else if (!strncmp(ph, "<host>", phlen) || !strncmp(ph, "<job>", phlen)) {
@@ -229,7 +231,8 @@ static size_t take(const char *ph, size_t phlen, const char *t) {
   return k;
 }
 
-static const char *const holders[] = {"<pid>", "<tid>", "<n>", "<host>", "<job>", "<path>", "<dur>"};
+static const char *const holders[] = {"<pid>", "<tid>", "<n>",   "<port>", "<host>",
+                                      "<job>", "<path>", "<dur>", "<...>"};
 
 /* The placeholder p starts with, and its length; 0 when none. */
 static size_t holder_at(const char *p) {
@@ -242,6 +245,14 @@ static size_t holder_at(const char *p) {
 static bool line_matches(const char *pat, const char *txt) {
   while (*pat) {
     size_t h = holder_at(pat);
+    if (h && !strncmp(pat, "<...>", h)) { /* any text: try every length */
+      for (const char *t = txt;; t++) {
+        if (line_matches(pat + h, t))
+          return true;
+        if (!*t)
+          return false;
+      }
+    }
     if (h) {
       size_t k = take(pat, h, txt);
       if (!k)
