@@ -7,7 +7,7 @@
  * Samples. In README.md an indented code block, or a fenced one without an
  * info string (a bare ```), is a sample of output; fenced blocks with an
  * info string (```sh, ```c, ```text) are commands, code or prose and are not
- * checked. The last non-blank line before a sample must be its marker:
+ * checked, so a block of something other than output gets one. The last non-blank line before a sample must be its marker:
  *
  *     <!-- sample: COMMAND -->
  *     <!-- sample: COMMAND (after JOB) -->
@@ -18,9 +18,12 @@
  * merged as a terminal shows them. With "(after JOB)", JOB runs first in
  * that directory and COMMAND reads what it left (trace.db). Each distinct
  * command or JOB runs once: a sample of a command that is also another
- * sample's JOB is that same run. Only distrun, distview and build/bin/ programs, after
- * optional VAR=value words, may be run. A marker with no sample after it,
- * or a sample with no marker, fails.
+ * sample's JOB is that same run. Only distrun, distview and build/bin/
+ * programs, after optional VAR=value words, may be run. A marker with no
+ * sample after it, or a sample with no marker, fails; so does a command
+ * whose sample is not what it prints (see Matching). A README whose text
+ * changes when a program's does is fixed by pasting the new output, with
+ * the placeholders put back.
  *
  * Matching. A sample's first line "$ COMMAND  # comment" is the command as
  * typed: it must be the marker's COMMAND and is not matched. The other
@@ -124,6 +127,36 @@ static bool parse_marker(const char *l, sample *s) {
   return true;
 }
 
+/* Cuts text into lines in place; their count. */
+static int split_lines(char *text, char **lines, int max) {
+  int n = 0;
+  for (char *p = text; p && *p && n < max;) {
+    lines[n++] = p;
+    char *e = strchr(p, '\n');
+    if (e)
+      *e++ = '\0';
+    p = e;
+  }
+  return n;
+}
+
+/* The line after the block that starts at start: the closing fence of a
+ * fenced block, the first line indented less than ind (blank lines at the
+ * end left out) of an indented one. */
+static int block_end(char **lines, int nl, int start, bool fenced, int ind) {
+  int end = start;
+  if (fenced) {
+    while (end < nl && strncmp(lines[end], "```", 3))
+      end++;
+    return end;
+  }
+  while (end < nl && (blank(lines[end]) || indent_of(lines[end]) >= ind))
+    end++;
+  while (end > start && blank(lines[end - 1]))
+    end--;
+  return end;
+}
+
 /* Splits README.md into lines and collects the samples and their markers. */
 static void read_readme(readme *r) {
   const char *src = getenv("DIST_TEST_SRC");
@@ -132,14 +165,7 @@ static void read_readme(readme *r) {
   snprintf(path, sizeof path, "%s/README.md", src);
   r->text = slurp(path);
   static char *lines[4096];
-  int nl = 0;
-  for (char *p = r->text; p && *p && nl < 4096;) {
-    lines[nl++] = p;
-    char *e = strchr(p, '\n');
-    if (e)
-      *e++ = '\0';
-    p = e;
-  }
+  int nl = split_lines(r->text, lines, 4096);
   int pending = 0; /* line of a marker not yet followed by its sample */
   sample cur;
   for (int i = 0; i < nl; i++) {
@@ -159,19 +185,15 @@ static void read_readme(readme *r) {
       }
       continue;
     }
-    int start = fenced ? i + 1 : i, end = start, ind = fenced ? 0 : indent_of(l);
-    if (fenced) {
-      while (end < nl && strncmp(lines[end], "```", 3))
-        end++;
-      if (l[3] != '\0') { /* ```sh, ```c, ```text: not a sample */
-        i = end;
-        continue;
-      }
-    } else {
-      while (end < nl && (blank(lines[end]) || indent_of(lines[end]) >= ind))
-        end++;
-      while (end > start && blank(lines[end - 1]))
-        end--;
+    int start = fenced ? i + 1 : i, ind = fenced ? 0 : indent_of(l);
+    int end = block_end(lines, nl, start, fenced, ind);
+    if (fenced && l[3] != '\0') { /* ```sh, ```c, ```text: not a sample */
+      if (pending)
+        complain(r, "README.md:%d: marker before a fenced block with an info string%s\n",
+                 pending, "");
+      pending = 0;
+      i = end;
+      continue;
     }
     if (!pending) {
       complain(r, "README.md:%d: a sample without a marker ('%s')\n", i + 1,
