@@ -201,6 +201,14 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
    * once, as status.h's "seen by" line does for relayed reports. */
   dist__appendf(rep, cap, &off, "\n  reported by rank %d (host %s, pid %d)", in->global_rank,
                 dist__hostname(), (int)getpid());
+  if (g->inner) {
+    /* A wrapper's failure: the checking layer posts its own report with
+     * what it blames, which replaces this plain relay (cause.c's rule), so
+     * the job's cause does not depend on which rank posted first. */
+    dist_post_cause(rc, rep);
+    dist__free(rep);
+    return;
+  }
   int culprits[DIST_CAUSE_CULPRITS_MAX];
   char field[32];
   dist_cause_info ci = dist_cause_info_none();

@@ -48,8 +48,9 @@ static void text_job(vw_model *m, FILE *f) {
   char span[32];
   fprintf(f, "job %s (%s file%s%s)\n", j->job_id, j->kind[0] ? j->kind : "?",
           j->writer[0] ? ", " : "", j->writer);
-  fprintf(f, "world size %d, %d ranks in the trace, %d groups, span %s\n", j->world_size,
-          j->nranks, j->ngroups, vw_fmt_dur(j->t1 - j->t0, span, sizeof span));
+  fprintf(f, "world size %d, %d rank%s in the trace, %d group%s, span %s\n", j->world_size,
+          j->nranks, j->nranks == 1 ? "" : "s", j->ngroups, j->ngroups == 1 ? "" : "s",
+          vw_fmt_dur(j->t1 - j->t0, span, sizeof span));
   fprintf(f, "\nranks:\n");
   for (int i = 0; i < j->nranks; i++)
     fprintf(f, "  rank %-4d host %-16s pid %-8d %s%s\n", j->ranks[i].rank, j->ranks[i].host,
