@@ -22,6 +22,7 @@
  *              mismatch)
  *   exit0      the rank returns from main with status 0 before the step
  *   straggle   the rank arrives 30 ms late at every world broadcast
+ *   late       the rank computes for ever before the world broadcast
  * --steps N runs N steps (default 5). */
 #include <stdint.h>
 #include <stdio.h>
@@ -136,6 +137,8 @@ static void step_once(const job *j, int step) {
     TRY("dp all_reduce", dist_all_reduce(&t, DIST_SUM, j->g_dp, NULL));
     check("dp all_reduce", grad[0], (double)(j->tp * (j->world / 2)));
   }
+  if (planted(j, step, "late"))
+    spin_forever();
   if (!strcmp(j->bug, "straggle") && j->rank == j->culprit)
     nanosleep(&(struct timespec){0, 30 * 1000 * 1000}, NULL); /* planted lateness */
   loss = j->rank == 0 ? (float)step : -1.0f;
@@ -150,7 +153,8 @@ static void step_once(const job *j, int step) {
 
 static void usage(const char *prog) {
   printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
-         "bugs: skip dtype spin swap crash wrongpeer async exit0 straggle (none: healthy)\n",
+         "bugs: skip dtype spin swap crash wrongpeer async exit0 straggle late (none: "
+         "healthy)\n",
          prog);
 }
 

@@ -26,16 +26,42 @@ static const char *sec_word(int64_t ms, char *buf, size_t len) {
   return buf;
 }
 
-static bool is_p2p(int kind) {
-  return kind == DIST_OP_SEND || kind == DIST_OP_RECV || kind == DIST_OP_BATCH_P2P;
+#define is_p2p dist__mon_is_p2p
+
+/* The operation a rank waits in, as members compare it: its sequence
+ * number, and for a collective its ordinal among the group's collectives
+ * (coll, 0 for point to point), which is what members share when their
+ * point-to-point counts differ (pipeline stages send and receive
+ * different numbers of times on one group). */
+typedef struct at_op {
+  uint64_t seq, coll;
+  int kind;
+} at_op;
+
+/* Whether a member whose record for the group is rg is in operation o: it
+ * has reached it, and it is not another operation there. */
+static bool is_in(const mon_rec_group *rg, at_op o) {
+  if (!rg)
+    return false;
+  if (o.coll && rg->has_colls) {
+    if (rg->colls_enq < o.coll)
+      return false;
+    return !(rg->coll == o.coll && rg->kind >= 0 && rg->kind != o.kind);
+  }
+  if (rg->enq < o.seq)
+    return false;
+  return !(rg->done + 1 == o.seq && rg->kind >= 0 && rg->kind != o.kind);
 }
 
-/* Whether a member whose record for the group is rg is in operation seq,
- * of kind: it has reached #seq, and #seq is not another operation there. */
-static bool is_in(const mon_rec_group *rg, uint64_t seq, int kind) {
-  if (!rg || rg->enq < seq)
-    return false;
-  return !(rg->done + 1 == seq && rg->kind >= 0 && rg->kind != kind);
+/* The operation a blocked record b is in. */
+static at_op at_blocked(const mon_rec_group *b) {
+  return (at_op){b->done + 1, is_p2p(b->kind) ? 0 : b->coll, b->kind};
+}
+
+/* Whether blocked records a and b (of one group) are in the same operation. */
+static bool same_op(const mon_rec_group *a, const mon_rec_group *b) {
+  at_op x = at_blocked(a), y = at_blocked(b);
+  return x.kind == y.kind && (x.coll ? x.coll == y.coll : x.seq == y.seq);
 }
 
 /* " from rank Q" / " to rank Q" for a point-to-point operation. */
@@ -159,8 +185,8 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
 /* A member that left cleanly before entering #seq (it destroyed its
  * process group, or distrun saw it exit with code 0) ran out of calls: the
  * ranks' calls differ in number (a skipped call, or an early exit). */
-static bool ran_out(const mon_rec *r, int gid, uint64_t seq, int kind) {
-  if (!r->present || is_in(dist__mon_rec_group(r, gid), seq, kind))
+static bool ran_out(const mon_rec *r, int gid, at_op o) {
+  if (!r->present || is_in(dist__mon_rec_group(r, gid), o))
     return false;
   if (r->died[0])
     return strcmp(r->died, "exited with code 0") == 0;
@@ -168,16 +194,16 @@ static bool ran_out(const mon_rec *r, int gid, uint64_t seq, int kind) {
 }
 
 /* Whether every member missing from #seq ran out of calls (named in who). */
-static bool all_ran_out(const mon_group *g, uint64_t seq, int kind, const mon_rec *recs,
-                        char *who, size_t len) {
+static bool all_ran_out(const mon_group *g, at_op o, const mon_rec *recs, char *who,
+                        size_t len) {
   int out[64], n = 0, missing = 0;
   for (int i = 0; i < g->size; i++) {
     int r = g->granks[i];
     if (r < 0 || r >= dist__mon.world || r == dist__mon.rank ||
-        is_in(dist__mon_rec_group(&recs[r], g->gid), seq, kind))
+        is_in(dist__mon_rec_group(&recs[r], g->gid), o))
       continue;
     missing++;
-    if (ran_out(&recs[r], g->gid, seq, kind) && n < 64)
+    if (ran_out(&recs[r], g->gid, o) && n < 64)
       out[n++] = r;
   }
   if (!missing || n != missing)
@@ -242,7 +268,7 @@ static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_
     int waiters[64], k = 0;
     for (int x = q; x < world && k < 64; x++) {
       const mon_rec_group *bx = blocked_in(&recs[x]);
-      if (!said[x] && x != r && bx && bx->gid == b->gid && bx->done == b->done &&
+      if (!said[x] && x != r && bx && bx->gid == b->gid && same_op(bx, b) &&
           waits_for(recs, x, bx, r)) {
         said[x] = true;
         waiters[k++] = x;
@@ -435,6 +461,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
   const mon_op *op = &g->ring[seq % MON_RING];
   int kind = atomic_load(&op->kind);
+  at_op me = {seq, atomic_load(&op->coll), kind};
   char site[MON_SITE_LEN], s[32];
   dist__mon_symbolize(atomic_load(&op->caller), site, sizeof site);
   int64_t waited = now_ms - dist__mon_wall_ms(atomic_load(&op->t_enq_ns));
@@ -442,7 +469,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
    * stays a lost peer (distrun: 12, "a rank ended while others needed it"). */
   char who[256];
   bool out = !is_p2p(kind) && strcmp(what, "stall") &&
-             all_ran_out(g, seq, kind, recs, who, sizeof who);
+             all_ran_out(g, me, recs, who, sizeof who);
   dist__appendf(buf, len, &off, "%s in group %d (%s) at %s #%llu: ", what, g->gid,
                 g->desc[0] ? g->desc : g->name, op_name(kind), (unsigned long long)seq);
   if (out)
@@ -469,11 +496,11 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     const mon_rec_group *rg = dist__mon_rec_group(&recs[r], g->gid);
     char how[320];
     const char *gone = gone_how(&recs[r], now_ms, how, sizeof how);
-    if (r == dist__mon.rank || (is_in(rg, seq, kind) && !gone)) {
+    if (r == dist__mon.rank || (is_in(rg, me) && !gone)) {
       in[n_in++] = r;
       continue;
     }
-    if (is_in(rg, seq, kind)) { /* it was in the operation, then ended */
+    if (is_in(rg, me)) { /* it was in the operation, then ended */
       dist__appendf(buf, len, &off, "  rank %d (host %s, pid %d) entered %s #%llu, then %s\n",
                     r, recs[r].host, (int)recs[r].pid, op_name(kind), (unsigned long long)seq,
                     gone);
@@ -519,7 +546,7 @@ static bool waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q)
     return false;
   if (is_p2p(b->kind))
     return b->peer == q && !halves(b, r, blocked_in(&recs[q]), q);
-  return !is_in(qg, b->done + 1, b->kind);
+  return !is_in(qg, at_blocked(b));
 }
 
 typedef struct cycle {

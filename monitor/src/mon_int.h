@@ -45,6 +45,7 @@ typedef struct mon_op {
   _Atomic int64_t bytes;
   _Atomic int peer;          /* point to point: the peer's global rank (MON_PEER_*) */
   _Atomic int cuda;          /* on CUDA tensors: the GPU's progress is asked for */
+  _Atomic uint64_t coll;     /* its collective ordinal in the group, 0: point to point */
 } mon_op;
 
 typedef struct mon_stats mon_stats; /* mon_stats.c */
@@ -71,6 +72,9 @@ typedef struct mon_group {
   int *granks;               /* group rank -> global rank */
   int64_t timeout_ms;
   _Atomic uint64_t enq, started, done;
+  /* Collectives alone (record format, mon_record.h): enqueued (the issuing
+   * thread's count) and completed. */
+  _Atomic uint64_t colls_enq, colls_done;
   _Atomic int last_kind;     /* the last completed operation */
   _Atomic uintptr_t last_caller;
   _Atomic int64_t last_done_ns;
@@ -117,6 +121,10 @@ typedef struct mon_state {
 extern mon_state dist__mon;
 /* Guards each group's diag, which a timed-out operation's thread copies. */
 extern pthread_mutex_t dist__mon_diag_mu;
+
+static inline bool dist__mon_is_p2p(int kind) {
+  return kind == DIST_OP_SEND || kind == DIST_OP_RECV || kind == DIST_OP_BATCH_P2P;
+}
 
 static inline int64_t dist__mon_wall_ms(int64_t mono_ns) {
   return (mono_ns + dist__mon.wall_off_ns) / 1000000;

@@ -127,6 +127,12 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->peer, ev->coll ? p2p_peer(g, ev->coll) : MON_PEER_NONE,
                         memory_order_relaxed);
   atomic_store_explicit(&op->cuda, ev->coll ? on_cuda(ev->coll) : 0, memory_order_relaxed);
+  uint64_t ord = 0;
+  if (ev->coll && !dist__mon_is_p2p((int)ev->coll->kind)) {
+    ord = atomic_load_explicit(&g->colls_enq, memory_order_relaxed) + 1;
+    atomic_store_explicit(&g->colls_enq, ord, memory_order_relaxed);
+  }
+  atomic_store_explicit(&op->coll, ord, memory_order_relaxed);
   if (dist__mon.detail && ev->coll)
     atomic_store_explicit(&op->bytes, coll_bytes(ev->coll), memory_order_relaxed);
   atomic_store_explicit(&op->seq, ev->seq, memory_order_release);
@@ -169,6 +175,10 @@ static void on_ended(mon_group *g, const dist_event *ev) {
                         memory_order_relaxed);
   atomic_store_explicit(&g->last_caller, (uintptr_t)ev->caller, memory_order_relaxed);
   atomic_store_explicit(&g->last_done_ns, ev->t_ns, memory_order_relaxed);
+  uint64_t ord = atomic_load_explicit(&op->seq, memory_order_acquire) == ev->seq
+                     ? atomic_load_explicit(&op->coll, memory_order_relaxed) : 0;
+  if (ord > atomic_load_explicit(&g->colls_done, memory_order_relaxed))
+    atomic_store_explicit(&g->colls_done, ord, memory_order_release);
   if (ev->seq > atomic_load_explicit(&g->done, memory_order_relaxed))
     atomic_store_explicit(&g->done, ev->seq, memory_order_release);
   if (__builtin_expect(ev->kind == DIST_EV_OP_COMPLETED, 1))

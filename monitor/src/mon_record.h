@@ -9,10 +9,16 @@
  * contain spaces):
  *   v1 <rank> <pid> <host> <wall ms> <state> <note>
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
- *     <last ms> <call site> <last call site> <description> [<peer>]
+ *     <last ms> <call site> <last call site> <description> [<peer>
+ *     [<colls enq> <colls done> <coll in flight>]]
  * kind is the op of the oldest operation in flight (-1: none), peer the
  * global rank a point-to-point one waits on (MON_PEER_*; a record without
- * the field reads as MON_PEER_NONE); call sites
+ * the field reads as MON_PEER_NONE). enq/started/done count every
+ * operation of the group (its sequence numbers, point-to-point included);
+ * colls enq and done count its collectives alone and coll in flight is the
+ * collective ordinal of the operation in flight (0: none, or point to
+ * point), so ranks whose point-to-point counts differ (pipeline stages)
+ * still compare their collectives; call sites
  * are symbolised by the writer, since an address means nothing in another
  * process. */
 #ifndef MON_RECORD_H
@@ -37,6 +43,9 @@ typedef struct mon_rec_group {
   char last_site[MON_SITE_LEN];
   char desc[96];             /* the group's description (or name) */
   int peer;                  /* of the in-flight operation (MON_PEER_*) */
+  uint64_t colls_enq, colls_done; /* collectives issued, completed (no point to point) */
+  uint64_t coll;             /* the in-flight operation's collective ordinal, 0 none */
+  bool has_colls;            /* the record carried the two above */
 } mon_rec_group;
 
 typedef struct mon_rec {

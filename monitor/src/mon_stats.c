@@ -221,17 +221,13 @@ int dist__mon_stats_alloc(mon_group *g) {
   return DIST_OK;
 }
 
-static bool is_p2p(int kind) {
-  return kind == DIST_OP_SEND || kind == DIST_OP_RECV || kind == DIST_OP_BATCH_P2P;
-}
-
 /* The completion path: one store into the queue. */
 void dist__mon_stats_op(mon_group *g, uint64_t seq, int kind, int64_t bytes, int64_t t_start_ns,
                         int64_t t_end_ns) {
   mon_stats *s = g->stats;
   if (!s || !seq)
     return;
-  uint64_t ord = is_p2p(kind) ? 0 : ++s->coll_no;
+  uint64_t ord = dist__mon_is_p2p(kind) ? 0 : ++s->coll_no;
   uint64_t h = atomic_load_explicit(&s->head, memory_order_relaxed);
   uint64_t used = h - atomic_load_explicit(&s->tail, memory_order_acquire);
   if (used > s->qmask) {
