@@ -70,6 +70,9 @@ Test(examples_mesh, a_sync_call_against_the_partners_async_one_is_a_desync, .tim
 }
 
 Test(examples_mesh, a_crash_names_the_rank_the_signal_and_the_faulting_line, .timeout = 120) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  cr_skip_test("the sanitizer catches the NULL store itself (its report is the backtrace)");
+#endif
   static mesh_run r;
   mesh_run_bug("crash", 3, &r);
   mesh_expect_verdict(&r, 12, "crash", 3);
