@@ -283,3 +283,35 @@ void fx_story_ok(const char *path) {
   fx_coll(db, 0, 31, "BARRIER", four, 4);
   fx_finish(db, fx_t(0, 0), fx_t(32, 0));
 }
+
+/* A 'gpu' event of rank's operation (group, seq) as the tracer writes it. */
+static void gpu_event(sqlite3 *db, int group, int64_t seq, int rank, int64_t after_enq,
+                      int64_t gpu_ns) {
+  char msg[48];
+  snprintf(msg, sizeof msg, "gpu_ns=%lld", (long long)gpu_ns);
+  fx_event(db, rank, group, seq, "gpu", fx_t(seq, rank) + after_enq, 0, msg);
+}
+
+void fx_story_gpu(const char *path) {
+  sqlite3 *db = fx_create(path, "job-gpu", 2, 1);
+  const int two[] = {0, 1};
+  for (int r = 0; r < 2; r++)
+    fx_rank(db, r, "finished");
+  fx_group(db, 0, "default", two, 2);
+  fx_group(db, 1, "tp", two, 2);
+  fx_group(db, 2, "cpu", two, 2);
+  for (int s = 1; s <= 6; s++)
+    fx_coll(db, 0, s, s <= 4 ? "ALL_REDUCE" : s == 5 ? "BROADCAST" : "BARRIER", two, 2);
+  for (int s = 1; s <= 2; s++) {
+    fx_coll(db, 1, s, "ALL_GATHER", two, 2);
+    fx_coll(db, 2, s, "BARRIER", two, 2);
+  }
+  for (int s = 1; s <= 5; s++)
+    for (int r = 0; r < 2; r++)
+      if (!(s == 4 && r == 1))
+        gpu_event(db, 0, s, r, 20000 + r * 5000, 50000 * s + r * 10000);
+  for (int s = 1; s <= 2; s++)
+    for (int r = 0; r < 2; r++)
+      gpu_event(db, 1, s, r, 20000, 30000 + r * 2000);
+  fx_finish(db, fx_t(0, 0), fx_t(7, 0));
+}

@@ -51,5 +51,12 @@ void fx_story_hang(const char *path);
 void fx_story_deadlock(const char *path);
 /* 4 ranks, 30 ALL_REDUCEs and a BARRIER, all completed. */
 void fx_story_ok(const char *path);
+/* 2 ranks on CUDA, all completed, with the nccl backend's 'gpu' events
+ * (SCHEMA.md): group 0 #1..#4 ALL_REDUCE and #5 BROADCAST, rank r's GPU
+ * start 20 us + r * 5 us after its enqueue, running 50 us * seq + r * 10
+ * us, except that rank 1 has none for #4; #6 BARRIER has none. Group 1
+ * 'tp': #1..#2 ALL_GATHER, 30 us + r * 2 us each; group 2 'cpu': #1..#2
+ * BARRIER without GPU rows. */
+void fx_story_gpu(const char *path);
 
 #endif

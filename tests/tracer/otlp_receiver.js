@@ -22,13 +22,19 @@ const Req = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceReques
 const [mode, outdir] = process.argv.slice(2);
 const ID = { traceId: 32, spanId: 16, parentSpanId: 16 };
 
-// Walks every span, mapping its id fields with fn(name, value, digits).
+// Walks every span and span link, mapping its id fields with
+// fn(name, value, digits) (OTLP/JSON has hex ids in links too).
 function mapIds(req, fn) {
+  const map = (o) => {
+    for (const k of Object.keys(ID))
+      if (k in o) o[k] = fn(k, o[k], ID[k]);
+  };
   for (const rs of req.resourceSpans || [])
     for (const ss of rs.scopeSpans || [])
-      for (const sp of ss.spans || [])
-        for (const k of Object.keys(ID))
-          if (k in sp) sp[k] = fn(k, sp[k], ID[k]);
+      for (const sp of ss.spans || []) {
+        map(sp);
+        for (const l of sp.links || []) map(l);
+      }
 }
 
 // JSON with object keys sorted: field order carries no meaning.

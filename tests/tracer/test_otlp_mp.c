@@ -5,7 +5,9 @@
  * back what was sent). The package is installed with npm into the build
  * tree on first use; without npm the tests skip, saying so. Then the test
  * checks ids, unix-nanosecond timestamps, attributes, error status and the
- * parent span that ties one collective across ranks; and a collector that
+ * parent span that ties one collective across ranks; on a point-to-point
+ * ring, that SEND and RECV spans have no parent and each RECV has one span
+ * link, to the SEND of its sender that it took; and a collector that
  * answers 500 makes `distview export` fail with the status. */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -158,7 +160,14 @@ static void check_span(sqlite3 *db, json_t *sp, const char *trace, int64_t now) 
             attr(at, "dist.state", b[5], 128));
   if (!rank)
     return; /* a parent span: checked by the caller */
-  cr_assert(hex(json_string_value(json_object_get(sp, "parentSpanId")), 16));
+  bool p2p = strstr("SEND RECV SEND_BYTES RECV_BYTES BATCH_P2P", op) != NULL;
+  json_t *parent = json_object_get(sp, "parentSpanId");
+  if (p2p) /* point-to-point: no collective's parent */
+    cr_assert_null(parent, "%s #%s of rank %s has a parent", op, seq, rank);
+  else
+    cr_assert(hex(json_string_value(parent), 16));
+  json_t *links = json_object_get(sp, "links");
+  cr_assert(!links || !strcmp(op, "RECV"), "only a RECV has a link (%s #%s)", op, seq);
   cr_assert_str_eq(op, tq_text(db, "SELECT op FROM operations WHERE rank=%s AND group_id=%s"
                                    " AND seq=%s", rank, group, seq));
   cr_assert_str_eq(b[5], tq_text(db, "SELECT state FROM operations WHERE rank=%s AND"
@@ -171,16 +180,19 @@ static void check_span(sqlite3 *db, json_t *sp, const char *trace, int64_t now) 
 }
 
 /* Every span the receiver took (req-*.json in out) against the database:
- * one per operation per rank, each tied to its collective's parent span. */
-static void check_received(sqlite3 *db, const char *out) {
+ * one per operation per rank, each collective's tied to its collective's
+ * parent span, point-to-point ones to none. Returns the spans (a new
+ * array). */
+static json_t *check_received(sqlite3 *db, const char *out) {
   struct timespec now_ts;
   clock_gettime(CLOCK_REALTIME, &now_ts);
   int64_t now = (int64_t)now_ts.tv_sec * 1000000000 + now_ts.tv_nsec;
   char trace[33];
   snprintf(trace, sizeof trace, "%s", "");
-  int n_rank = 0, n_parent = 0, children = 0;
+  int n_rank = 0, n_parent = 0, n_p2p = 0, children = 0;
   json_t *parents = json_object(); /* "group/seq" -> parent spanId */
   json_t *childs = json_array();
+  json_t *all = json_array();
   DIR *d = opendir(out);
   struct dirent *de;
   while ((de = readdir(d))) {
@@ -206,11 +218,15 @@ static void check_received(sqlite3 *db, const char *out) {
         if (!trace[0])
           snprintf(trace, sizeof trace, "%s", json_string_value(json_object_get(sp, "traceId")));
         check_span(db, sp, trace, now);
+        json_array_append(all, sp);
         json_t *at = json_object_get(sp, "attributes");
-        char g[32], s[32], key[80];
+        char g[32], s[32], key[80], rk[32];
         snprintf(key, sizeof key, "%s/%s", attr(at, "dist.group", g, 32),
                  attr(at, "dist.seq", s, 32));
-        if (json_object_get(sp, "parentSpanId")) {
+        if (attr(at, "dist.rank", rk, 32) && !json_object_get(sp, "parentSpanId")) {
+          n_rank++;
+          n_p2p++;
+        } else if (json_object_get(sp, "parentSpanId")) {
           n_rank++;
           json_array_append_new(childs, json_pack("{s:s,s:O}", "key", key, "parent",
                                                   json_object_get(sp, "parentSpanId")));
@@ -228,8 +244,11 @@ static void check_received(sqlite3 *db, const char *out) {
   }
   closedir(d);
   cr_assert_eq(n_rank, tq_int(db, "SELECT count(*) FROM operations"));
+  cr_assert_eq(n_p2p, tq_int(db, "SELECT count(*) FROM operations WHERE op IN"
+                                 " ('SEND','RECV','SEND_BYTES','RECV_BYTES','BATCH_P2P')"));
   cr_assert_eq(n_parent, tq_int(db, "SELECT count(*) FROM (SELECT DISTINCT group_id, seq"
-                                    " FROM operations)"));
+                                    " FROM operations WHERE op NOT IN ('SEND','RECV',"
+                                    "'SEND_BYTES','RECV_BYTES','BATCH_P2P'))"));
   size_t i;
   json_t *c;
   json_array_foreach(childs, i, c) {
@@ -238,9 +257,10 @@ static void check_received(sqlite3 *db, const char *out) {
               json_string_value(json_object_get(c, "key")));
     children++;
   }
-  cr_assert_eq(children, n_rank);
+  cr_assert_eq(children, n_rank - n_p2p);
   json_decref(parents);
   json_decref(childs);
+  return all;
 }
 
 Test(tracer_otlp, a_real_otlp_decoder_accepts_our_spans, .timeout = 290) {
@@ -265,7 +285,7 @@ Test(tracer_otlp, a_real_otlp_decoder_accepts_our_spans, .timeout = 290) {
   int rc = system(cmd);
   receiver_stop(&r);
   cr_assert_eq(rc, 0, "distview export failed (see bad-*.txt in %s)", out);
-  check_received(db, out);
+  json_decref(check_received(db, out));
   sqlite3_close(db);
 }
 
@@ -290,7 +310,7 @@ Test(tracer_otlp, live_export_reaches_a_real_collector, .timeout = 290) {
   cr_assert_eq(tq_int(db, "SELECT count(*) FROM events WHERE kind='otlp_export' AND"
                           " status = 0 AND message LIKE '%% 0 dropped;%%'"), 3);
   cr_assert_eq(tq_int(db, "SELECT count(*) FROM events WHERE kind='otlp_export_failed'"), 0);
-  check_received(db, out);
+  json_decref(check_received(db, out));
   sqlite3_close(db);
 }
 
@@ -320,4 +340,106 @@ Test(tracer_otlp, a_collector_answering_500_fails_the_export, .timeout = 290) {
   msg[n] = '\0';
   fclose(f);
   cr_assert(strstr(msg, "HTTP 500") && strstr(msg, "broken on purpose"), "%s", msg);
+}
+
+/* A point-to-point ring (4 ranks; each round every rank sends to the next
+ * and receives from the previous, even ranks sending first, then an
+ * all_reduce), so that one (group, seq) holds a SEND on some ranks and an
+ * unrelated RECV on others. */
+#define RING 4
+
+static int ring_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRACE", dir, 1);
+  setenv("DIST_JOB_ID", "otlpjob", 1);
+  CHECK_OK(ctx, dist_tracer_register());
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  int next = (ctx->rank + 1) % RING, prev = (ctx->rank + RING - 1) % RING;
+  float out[8] = {0}, in[8];
+  dist_tensor o = dist_tensor_1d(out, DIST_FLOAT32, 8), i = dist_tensor_1d(in, DIST_FLOAT32, 8);
+  for (int r = 0; r < 3; r++) {
+    if (ctx->rank % 2 == 0) {
+      CHECK_OK(ctx, dist_send(&o, next, NULL, 0));
+      CHECK_OK(ctx, dist_recv(&i, prev, NULL, 0, NULL));
+    } else {
+      CHECK_OK(ctx, dist_recv(&i, prev, NULL, 0, NULL));
+      CHECK_OK(ctx, dist_send(&o, next, NULL, 0));
+    }
+    CHECK_OK(ctx, dist_all_reduce(&o, DIST_SUM, NULL, NULL));
+  }
+  dist_test_finish();
+  return 0;
+}
+
+static int attr_int_of(json_t *sp, const char *key) {
+  char b[64];
+  const char *v = attr(json_object_get(sp, "attributes"), key, b, sizeof b);
+  cr_assert_not_null(v, "a span without %s", key);
+  return atoi(v);
+}
+
+Test(tracer_otlp, p2p_spans_have_no_parent_and_each_recv_links_its_send, .timeout = 290) {
+  char why[256];
+  if (!have_otlp_types(why, sizeof why))
+    cr_skip_test("OTLP receiver unavailable: %s", why);
+  snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
+  cr_assert(mkdtemp(dir));
+  cr_assert_eq(dist_test_ranks(RING, ring_rank, NULL, 60), 0, "%s", dist_test_report());
+  sqlite3 *db = tq_merge(dir, "otlpjob", NULL);
+  cr_assert(db);
+  /* the premise: sharing (group, seq) says nothing about who talks to whom */
+  cr_assert(tq_int(db, "SELECT count(*) FROM (SELECT 1 FROM operations WHERE op IN"
+                       " ('SEND','RECV') GROUP BY group_id, seq HAVING count(DISTINCT op) > 1)") > 0);
+  char out[300], cmd[1200];
+  snprintf(out, sizeof out, "%s/received", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", out);
+  cr_assert_eq(system(cmd), 0);
+  receiver r;
+  receiver_start(&r, "ok", out);
+  snprintf(cmd, sizeof cmd, "%s/distview export --otlp http://127.0.0.1:%d %s/trace.db",
+           getenv("DIST_TEST_BIN"), r.port, dir);
+  int rc = system(cmd);
+  receiver_stop(&r);
+  cr_assert_eq(rc, 0, "distview export failed (see bad-*.txt in %s)", out);
+  /* ids, times, parents of the collectives, none for p2p (check_span) */
+  json_t *all = check_received(db, out);
+  json_t *by_id = json_object(), *linked = json_object();
+  size_t i;
+  json_t *sp;
+  json_array_foreach(all, i, sp)
+    json_object_set(by_id, json_string_value(json_object_get(sp, "spanId")), sp);
+  int recvs = 0;
+  json_array_foreach(all, i, sp) {
+    char op[32];
+    if (strcmp(attr(json_object_get(sp, "attributes"), "dist.op", op, sizeof op), "RECV"))
+      continue;
+    int rank = attr_int_of(sp, "dist.rank"), seq = attr_int_of(sp, "dist.seq");
+    int g = attr_int_of(sp, "dist.group");
+    json_t *links = json_object_get(sp, "links");
+    cr_assert_eq(json_array_size(links), 1, "RECV #%d of rank %d: %zu links", seq, rank,
+                 json_array_size(links));
+    json_t *l = json_array_get(links, 0);
+    cr_assert(json_equal(json_object_get(l, "traceId"), json_object_get(sp, "traceId")));
+    const char *to = json_string_value(json_object_get(l, "spanId"));
+    json_t *send = json_object_get(by_id, to);
+    cr_assert_not_null(send, "RECV #%d of rank %d links to no span we sent", seq, rank);
+    char sop[32];
+    cr_assert_str_eq(attr(json_object_get(send, "attributes"), "dist.op", sop, sizeof sop),
+                     "SEND", "RECV #%d of rank %d links to a %s", seq, rank, sop);
+    int src = tq_int(db, "SELECT root FROM operations WHERE rank=%d AND group_id=%d AND seq=%d",
+                     rank, g, seq);
+    int srank = attr_int_of(send, "dist.rank"), sseq = attr_int_of(send, "dist.seq");
+    cr_assert_eq(srank, src, "RECV #%d of rank %d (from %d) links to rank %d's SEND", seq, rank,
+                 src, srank);
+    cr_assert_eq(attr_int_of(send, "dist.group"), g);
+    cr_assert_eq(tq_int(db, "SELECT root FROM operations WHERE rank=%d AND group_id=%d AND"
+                            " seq=%d", srank, g, sseq), rank, "that SEND went to rank %d", rank);
+    cr_assert_null(json_object_get(linked, to), "two RECVs link to one SEND");
+    json_object_set_new(linked, to, json_true());
+    recvs++;
+  }
+  cr_assert_eq(recvs, RING * 3, "every RECV span was checked");
+  json_decref(by_id);
+  json_decref(linked);
+  json_decref(all);
+  sqlite3_close(db);
 }

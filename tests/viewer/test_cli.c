@@ -25,6 +25,8 @@ static const char *story(const char *which) {
     fx_story_hang(p);
   else if (!strcmp(which, "deadlock.db"))
     fx_story_deadlock(p);
+  else if (!strcmp(which, "gpu.db"))
+    fx_story_gpu(p);
   else
     fx_story_ok(p);
   return p;
@@ -81,6 +83,29 @@ Test(viewer_cli, summary_text_and_json, .timeout = 30) {
   cr_assert(strstr(R.buf[0], "{\"op\":\"BROADCAST\",\"count\":4,\"completed\":4,"), "%s", R.buf[0]);
   cr_assert(strstr(R.buf[0], "\"events\":{\"log\":1,\"peer_lost\":1}"), "%s", R.buf[0]);
   cr_assert(strstr(R.buf[0], "\"outcome\":{\"kind\":\"hang\",\"exit_code\":11,"), "%s", R.buf[0]);
+}
+
+/* One line per group with 'gpu' events: count, mean and max GPU time per
+ * op kind (rows over all ranks); a trace without them has no such part. */
+Test(viewer_cli, summary_gives_gpu_time_per_op_for_each_group_with_gpu_rows, .timeout = 30) {
+  distview("summary", story("gpu.db"), NULL);
+  cr_assert_eq(R.status, 0, "exit: %s", R.buf[1]);
+  cr_assert(strstr(R.buf[0], "\nGPU time per op (events of kind 'gpu'):\n"
+                          "  group 0 (default): ALL_REDUCE 7, mean 118.6 us, max 200.0 us;"
+                          " BROADCAST 2, mean 255.0 us, max 260.0 us\n"
+                          "  group 1 (tp): ALL_GATHER 4, mean 31.0 us, max 32.0 us\n\n"
+                          "events: gpu 13\n"), "%s", R.buf[0]);
+  cr_assert(!strstr(R.buf[0], "group 2 (cpu):"), "group 2 ran no GPU work: %s", R.buf[0]);
+  distview("summary", "--json", story("gpu.db"), NULL);
+  cr_assert(strstr(R.buf[0], ",\"gpu\":[{\"group\":0,\"op\":\"ALL_REDUCE\",\"count\":7,"
+                          "\"mean_ns\":118571,\"max_ns\":200000},{\"group\":0,\"op\":"
+                          "\"BROADCAST\",\"count\":2,\"mean_ns\":255000,\"max_ns\":260000},"
+                          "{\"group\":1,\"op\":\"ALL_GATHER\",\"count\":4,\"mean_ns\":31000,"
+                          "\"max_ns\":32000}],\"events\":"), "%s", R.buf[0]);
+  distview("summary", story("ok.db"), NULL);
+  cr_assert(!strstr(R.buf[0], "GPU"), "%s", R.buf[0]);
+  distview("summary", "--json", story("ok.db"), NULL);
+  cr_assert(!strstr(R.buf[0], "\"gpu\""), "%s", R.buf[0]);
 }
 
 Test(viewer_cli, sql_reads_and_refuses_to_write, .timeout = 30) {

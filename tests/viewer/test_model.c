@@ -251,3 +251,34 @@ Test(viewer_model, reads_a_file_the_job_is_still_writing, .timeout = 10) {
   vw_model_close(m);
   sqlite3_close(db);
 }
+
+Test(viewer_model, collective_carries_each_ranks_gpu_event_when_the_trace_has_them, .timeout = 10) {
+  const char *p = vwt_path("gpu.db");
+  fx_story_gpu(p);
+  char err[512];
+  vw_model *m;
+  cr_assert_eq(vw_model_open(p, &m, err, sizeof err), 0, "%s", err);
+  cr_assert(m->has_gpu, "the trace has gpu rows");
+  vw_op ops[4];
+  int n;
+  cr_assert_eq(vw_model_collective(m, 0, 4, ops, 4, &n), 0, "%s", m->err);
+  cr_assert_eq(n, 2);
+  cr_assert_eq(ops[0].gpu_start - ops[0].t_enq, 20000, "GPU start on the job clock");
+  cr_assert_eq(ops[0].gpu_ns, 200000);
+  cr_assert_eq(ops[1].gpu_start, -1, "rank 1 has no gpu event for #4");
+  cr_assert_eq(ops[1].gpu_ns, -1);
+  /* the same seq in another group is another operation */
+  cr_assert_eq(vw_model_collective(m, 1, 2, ops, 4, &n), 0, "%s", m->err);
+  cr_assert_eq(ops[1].gpu_ns, 32000, "group 1 #2 of rank 1");
+  cr_assert_eq(vw_model_collective(m, 2, 1, ops, 4, &n), 0, "%s", m->err);
+  cr_assert_eq(ops[0].gpu_ns, -1, "a CPU barrier");
+  vw_model_close(m);
+  /* a trace without gpu rows: none, and no lookup */
+  p = vwt_path("ok.db");
+  fx_story_ok(p);
+  cr_assert_eq(vw_model_open(p, &m, err, sizeof err), 0, "%s", err);
+  cr_assert(!m->has_gpu);
+  cr_assert_eq(vw_model_collective(m, 0, 1, ops, 4, &n), 0, "%s", m->err);
+  cr_assert(n == 4 && ops[0].gpu_ns == -1 && ops[3].gpu_start == -1);
+  vw_model_close(m);
+}

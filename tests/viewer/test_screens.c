@@ -141,3 +141,48 @@ Test(viewer_screens, resize_switches_between_one_pane_and_all_four, .timeout = 2
   expect_has("HANG");
   vw_app_close(&app);
 }
+
+/* The detail of a CUDA collective: each rank's GPU start after its enqueue
+ * and its time on the GPU, as extra columns, and the selected rank's in
+ * words on the bottom line (which fits 80 columns, where the columns past
+ * the duration are cut like the arrival and call site always were); an
+ * operation without gpu events keeps the columns it always had. */
+#define OLD_HEAD "  rank state      op             dtype    shape        root redop duration   " \
+                 "arrival    st   callsite"
+
+Test(viewer_screens, gpu_detail_shows_each_ranks_gpu_start_and_time, .timeout = 20) {
+  open_story(fx_story_gpu, "gpu.db", 24, 120);
+  /* #6 BARRIER ran on no GPU: the detail is the one every trace had */
+  expect_line(" Detail: ", NULL);
+  expect_line("  rank state", OLD_HEAD);
+  expect_line(">   0 completed  BARRIER", ">   0 completed  BARRIER        -        -            -1"
+              "   -     499.0 us   0 ns       0    -");
+  cr_assert(!vw_app_screen_has(&app, "GPU"), "no GPU words for #6");
+  vw_app_keys(&app, "h");   // #5 BROADCAST
+  expect_line("  rank state", "  rank state      op             dtype    shape        root redop "
+              "duration   gpu start  gpu time   arrival    st   calls");
+  expect_line(">   0 completed  BROADCAST", ">   0 completed  BROADCAST      float32  [4,1024]"
+              "     0    -     499.0 us   20.0 us    250.0 us   0 ns       0    -");
+  expect_line("    1 completed  BROADCAST", "    1 completed  BROADCAST      float32  [4,1024]"
+              "     0    -     499.0 us   25.0 us    260.0 us   10.0 us    0    -");
+  expect_line(" rank 0 GPU:", " rank 0 GPU: started 20.0 us after enqueue, ran 250.0 us (call: "
+              "499.0 us)");
+  vw_app_keys(&app, "h");   // #4: rank 1's gpu event is missing
+  expect_line("    1 completed  ALL_REDUCE", "    1 completed  ALL_REDUCE     float32  [4,1024]"
+              "     -1   SUM   499.0 us   -          -          10.0 us    0    -");
+  vw_app_close(&app);
+}
+
+Test(viewer_screens, gpu_detail_at_80x24_names_the_selected_ranks_gpu_times, .timeout = 20) {
+  open_story(fx_story_gpu, "gpu.db", 24, 80);
+  vw_app_keys(&app, "hh<Enter>j");   // #4 across ranks, rank 1 selected: no GPU event
+  expect_line(" Detail: group 0 (default) #4 ALL_REDUCE", NULL);
+  cr_assert(!vw_app_screen_has(&app, "GPU:"), "rank 1 has no GPU times for #4");
+  vw_app_keys(&app, "lk");           // #5, rank 0
+  expect_line(" rank 0 GPU:", " rank 0 GPU: started 20.0 us after enqueue, ran 250.0 us (call: "
+              "499.0 us)");
+  vw_app_keys(&app, "j");
+  expect_line(" rank 1 GPU:", " rank 1 GPU: started 25.0 us after enqueue, ran 260.0 us (call: "
+              "499.0 us)");
+  vw_app_close(&app);
+}

@@ -8,11 +8,13 @@
  *   - each collective seen on two or more ranks is one flow chain (s on
  *     the lowest rank, t on the middle ones, f on the last);
  *   - each send goes to its own receive. A send and a receive are paired
- *     the way the transport matches them: by group, sender, receiver and
- *     tag, the n-th send from A to B with the n-th receive at B from A.
- *     Never by sequence number: ranks number their point-to-point calls
- *     among their other calls, so one (group, seq) may hold a SEND on one
- *     rank and an unrelated RECV or collective on another. */
+ *     the way the transport matches them (TR_P2P_PAIRS in reader_int.h,
+ *     shared with the OTLP exporter's span links): by group, sender,
+ *     receiver and tag, the n-th send from A to B with the n-th receive at
+ *     B from A. Never by sequence number: ranks number their
+ *     point-to-point calls among their other calls, so one (group, seq)
+ *     may hold a SEND on one rank and an unrelated RECV or collective on
+ *     another. */
 #include "json_out.h"
 #include "reader_int.h"
 
@@ -58,8 +60,6 @@ static void metadata(sqlite3 *db, jout *j, bool *first) {
 
 static double us(int64_t t, int64_t t0) { return (double)(t - t0) / 1000.0; }
 
-#define P2P_OPS "('SEND','RECV','SEND_BYTES','RECV_BYTES','BATCH_P2P')"
-#define SEND_OPS "('SEND','SEND_BYTES')"
 /* Point-to-point flow ids: above every collective's group << 40 | seq
  * (groups below 4096), below 2^53 so JavaScript viewers keep them exact. */
 #define P2P_FLOW_ID0 (1ll << 52)
@@ -71,7 +71,7 @@ static int events(sqlite3 *db, jout *j, bool *first, int64_t t0, int64_t t_end) 
                          "SELECT rank, group_id, seq, op, state, bytes_in, dtype, status,"
                          " coalesce(t_started_ns, t_enqueued_ns), t_ended_ns, message,"
                          " count(*) OVER w, row_number() OVER (w ORDER BY rank), p2p"
-                         " FROM (SELECT *, op IN " P2P_OPS " AS p2p FROM operations)"
+                         " FROM (SELECT *, op IN " TR_P2P_OPS " AS p2p FROM operations)"
                          " WINDOW w AS (PARTITION BY group_id, seq, p2p)"
                          " ORDER BY group_id, seq, rank", -1, &st, NULL))
     return DIST_E_INVAL;
@@ -124,19 +124,9 @@ static void flow(jout *j, const char *name, const char *ph, int64_t id, int rank
  * peer's file is missing, the job ended first) has no arrow. */
 static int p2p_flows(sqlite3 *db, jout *j, int64_t t0) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db,
-      "WITH p AS (SELECT rank, group_id, seq, op, coalesce(t_started_ns, t_enqueued_ns) AS ts,"
-      "  t_enqueued_ns, coalesce(tag, 0) AS tag, op IN " SEND_OPS " AS is_send,"
-      "  CASE WHEN op IN " SEND_OPS " THEN rank ELSE root END AS src,"
-      "  CASE WHEN op IN " SEND_OPS " THEN root ELSE rank END AS dst"
-      "  FROM operations WHERE op IN ('SEND','RECV','SEND_BYTES','RECV_BYTES')"
-      "  AND root IS NOT NULL),"
-      " n AS (SELECT *, row_number() OVER (PARTITION BY group_id, src, dst, tag, is_send"
-      "  ORDER BY t_enqueued_ns, seq) AS k FROM p)"
-      " SELECT s.rank, s.group_id, s.seq, s.ts, r.rank, r.seq, r.ts FROM n s JOIN n r"
-      " ON s.is_send AND NOT r.is_send AND r.group_id = s.group_id AND r.src = s.src"
-      " AND r.dst = s.dst AND r.tag = s.tag AND r.k = s.k ORDER BY s.ts, s.rank",
-      -1, &st, NULL))
+  if (sqlite3_prepare_v2(db, "WITH " TR_P2P_PAIRS " SELECT s_rank, group_id, s_seq, s_ts,"
+                             " r_rank, r_seq, r_ts FROM p2p_pair ORDER BY s_ts, s_rank",
+                         -1, &st, NULL))
     return DIST_E_INVAL;
   int64_t id = P2P_FLOW_ID0;
   while (sqlite3_step(st) == SQLITE_ROW) {

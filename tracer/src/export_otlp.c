@@ -1,8 +1,9 @@
 /* export_otlp.c - a trace store's operations to an OpenTelemetry collector
  * over OTLP/HTTP JSON (SCHEMA.md "Exporters"): one trace per job, one span
- * per operation per rank (a resource per rank: its host and rank), and a
+ * per operation per rank (a resource per rank: its host and rank), a
  * parent span per collective (in a resource of its own) that ties the
- * ranks' spans together. Sent in requests of at most BATCH spans; the
+ * ranks' spans together, and for point-to-point no parent but a span link
+ * from each RECV to the SEND it took. Sent in requests of at most BATCH spans; the
  * first failing request ends the export with its error. */
 #include "otlp_int.h"
 
@@ -68,13 +69,18 @@ static int add(batch *b, const char *job, const char *host, int rank, const tr_o
   return DIST_OK;
 }
 
+/* Every operation of every rank; a RECV carries the SEND it took
+ * (TR_P2P_PAIRS, as the Chrome export's arrows) for its span link. */
 static int rank_spans(sqlite3 *db, batch *b, const char *job, int64_t umm, int64_t t_end) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db,
-                         "SELECT o.rank, group_id, seq, op, dtype, state, bytes_in,"
-                         " coalesce(t_started_ns, t_enqueued_ns), t_ended_ns, status, message,"
-                         " r.host FROM operations o LEFT JOIN ranks r USING (rank)"
-                         " ORDER BY o.rank, group_id, seq", -1, &st, NULL))
+                         "WITH " TR_P2P_PAIRS " SELECT o.rank, o.group_id, o.seq, o.op, o.dtype,"
+                         " o.state, o.bytes_in, coalesce(o.t_started_ns, o.t_enqueued_ns),"
+                         " o.t_ended_ns, o.status, o.message, r.host, pp.s_rank, pp.s_seq"
+                         " FROM operations o LEFT JOIN ranks r USING (rank)"
+                         " LEFT JOIN p2p_pair pp ON pp.r_rank = o.rank"
+                         " AND pp.group_id = o.group_id AND pp.r_seq = o.seq"
+                         " ORDER BY o.rank, o.group_id, o.seq", -1, &st, NULL))
     return DIST_E_INVAL;
   int rc = DIST_OK;
   while (rc == DIST_OK && sqlite3_step(st) == SQLITE_ROW) {
@@ -89,6 +95,8 @@ static int rank_spans(sqlite3 *db, batch *b, const char *job, int64_t umm, int64
         .end_unix_ns = (end > start ? end : start) + umm,
         .failed = sqlite3_column_int(st, 9) != 0,
         .message = (const char *)sqlite3_column_text(st, 10),
+        .has_link = sqlite3_column_type(st, 12) != SQLITE_NULL,
+        .link_rank = sqlite3_column_int(st, 12), .link_seq = sqlite3_column_int64(st, 13),
     };
     rc = add(b, job, (const char *)sqlite3_column_text(st, 11), o.rank, &o);
   }
@@ -96,6 +104,7 @@ static int rank_spans(sqlite3 *db, batch *b, const char *job, int64_t umm, int64
   return rc;
 }
 
+/* One parent per collective; point-to-point operations have none. */
 static int parent_spans(sqlite3 *db, batch *b, const char *job, int64_t umm, int64_t t_end) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db,
@@ -103,7 +112,8 @@ static int parent_spans(sqlite3 *db, batch *b, const char *job, int64_t umm, int
                          " min(coalesce(t_started_ns, t_enqueued_ns)),"
                          " max(coalesce(t_ended_ns, ?1)), count(*), max(status != 0),"
                          " CASE WHEN sum(state = 'completed') = count(*) THEN 'completed'"
-                         " ELSE 'incomplete' END FROM operations GROUP BY group_id, seq"
+                         " ELSE 'incomplete' END FROM operations"
+                         " WHERE op NOT IN " TR_P2P_OPS " GROUP BY group_id, seq"
                          " ORDER BY group_id, seq", -1, &st, NULL))
     return DIST_E_INVAL;
   sqlite3_bind_int64(st, 1, t_end);

@@ -22,7 +22,15 @@ typedef struct tr_otlp_op {
   int64_t start_unix_ns, end_unix_ns;
   bool failed;
   int n_ranks;          /* parent spans */
+  bool has_link;        /* a RECV: a span link to the SEND it took */
+  int link_rank;        /*   that SEND's rank and seq */
+  int64_t link_seq;
 } tr_otlp_op;
+
+/* Point-to-point operations (SEND, RECV, their byte forms, BATCH_P2P) get
+ * no collective parent: their (group, seq) names no collective across
+ * ranks. A RECV is tied to its SEND by a span link instead. */
+bool tr_otlp_is_p2p(const char *op);
 
 void tr_otlp_trace_id(const char *job, char out[33]);
 void tr_otlp_span_id(const char *job, int rank, int group, int64_t seq, char out[17]);

@@ -5,7 +5,9 @@
  * here: trace and span ids are hex (32 and 16 digits), and 64-bit integers
  * (times, intValue) are strings. Ids are pure functions of the job, group,
  * sequence number and rank, so spans sent by different processes (live)
- * tie together without coordination. */
+ * tie together without coordination. Collective spans are children of
+ * their collective's parent; point-to-point spans have no parent, and a
+ * RECV links to its SEND when the caller paired them (a trace store). */
 #include "otlp_int.h"
 
 #include <openssl/evp.h>
@@ -70,6 +72,14 @@ void tr_otlp_resource_open(jout *j, const char *job, const char *host, int rank)
 
 void tr_otlp_resource_close(jout *j) { jo_puts(j, "]}]}"); }
 
+bool tr_otlp_is_p2p(const char *op) {
+  static const char *const p2p[] = {"SEND", "RECV", "SEND_BYTES", "RECV_BYTES", "BATCH_P2P"};
+  for (size_t i = 0; op && i < sizeof p2p / sizeof *p2p; i++)
+    if (!strcmp(op, p2p[i]))
+      return true;
+  return false;
+}
+
 void tr_otlp_span(jout *j, bool first, const char *job, const tr_otlp_op *o) {
   char trace[33], span[17], parent[17];
   tr_otlp_trace_id(job, trace);
@@ -78,7 +88,7 @@ void tr_otlp_span(jout *j, bool first, const char *job, const tr_otlp_op *o) {
     tr_otlp_span_id(job, o->rank, o->group, o->seq, span);
   jo_printf(j, "%s{\"traceId\":\"%s\",\"spanId\":\"%s\",", first ? "" : ",", trace,
             o->rank >= 0 ? span : parent);
-  if (o->rank >= 0)
+  if (o->rank >= 0 && !tr_otlp_is_p2p(o->op))
     jo_printf(j, "\"parentSpanId\":\"%s\",", parent);
   jo_printf(j, "\"name\":\"%s #%lld\",\"kind\":1,\"startTimeUnixNano\":\"%lld\","
                "\"endTimeUnixNano\":\"%lld\",\"attributes\":[",
@@ -95,6 +105,11 @@ void tr_otlp_span(jout *j, bool first, const char *job, const tr_otlp_op *o) {
   if (o->rank < 0 && o->n_ranks > 0) /* unknown in live export */
     attr_int(j, &af, "dist.ranks", o->n_ranks);
   jo_puts(j, "]");
+  if (o->has_link) { /* the proto's field order: attributes, links, status */
+    char send[17];
+    tr_otlp_span_id(job, o->link_rank, o->group, o->link_seq, send);
+    jo_printf(j, ",\"links\":[{\"traceId\":\"%s\",\"spanId\":\"%s\"}]", trace, send);
+  }
   if (o->failed) {
     jo_puts(j, ",\"status\":{\"message\":"); /* the proto's field order */
     jo_str(j, o->message ? o->message : o->state);

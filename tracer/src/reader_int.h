@@ -35,6 +35,34 @@ int tr_dtype_size(unsigned dtype);
 const char *tr_redop_name(unsigned redop);
 const char *tr_event_name(unsigned kind, char *buf, size_t len);
 
+/* --- point-to-point pairs (the exporters) ------------------------------- */
+
+#define TR_P2P_OPS "('SEND','RECV','SEND_BYTES','RECV_BYTES','BATCH_P2P')"
+#define TR_SEND_OPS "('SEND','SEND_BYTES')"
+/* Common table expressions ending in p2p_pair(s_rank, group_id, s_seq,
+ * s_ts, r_rank, r_seq, r_ts): each send with the receive that took it
+ * (ts: start, else enqueue), paired as the transport matches them: by
+ * group, sender, receiver (root: a send's destination, a receive's source)
+ * and tag, the n-th send from A to B (in A's enqueue order) with the n-th
+ * receive at B from A. Never by sequence number: ranks number their
+ * point-to-point calls among their other calls, so one (group, seq) may
+ * hold a SEND on one rank and an unrelated RECV on another. A send or
+ * receive whose other half is not in the trace has no row. Use as
+ * "WITH " TR_P2P_PAIRS " SELECT ... FROM p2p_pair ...". */
+#define TR_P2P_PAIRS                                                                        \
+  "p2p_end AS (SELECT rank, group_id, seq, coalesce(t_started_ns, t_enqueued_ns) AS ts,"    \
+  "  t_enqueued_ns, coalesce(tag, 0) AS tag, op IN " TR_SEND_OPS " AS is_send,"             \
+  "  CASE WHEN op IN " TR_SEND_OPS " THEN rank ELSE root END AS src,"                       \
+  "  CASE WHEN op IN " TR_SEND_OPS " THEN root ELSE rank END AS dst"                        \
+  "  FROM operations WHERE op IN ('SEND','RECV','SEND_BYTES','RECV_BYTES')"                 \
+  "  AND root IS NOT NULL),"                                                                \
+  " p2p_n AS (SELECT *, row_number() OVER (PARTITION BY group_id, src, dst, tag, is_send"   \
+  "  ORDER BY t_enqueued_ns, seq) AS k FROM p2p_end),"                                      \
+  " p2p_pair AS (SELECT s.rank AS s_rank, s.group_id AS group_id, s.seq AS s_seq,"          \
+  "  s.ts AS s_ts, r.rank AS r_rank, r.seq AS r_seq, r.ts AS r_ts FROM p2p_n s JOIN p2p_n r" \
+  "  ON s.is_send AND NOT r.is_send AND r.group_id = s.group_id AND r.src = s.src"          \
+  "  AND r.dst = s.dst AND r.tag = s.tag AND r.k = s.k)"
+
 /* --- trace_sink.c: records -> rows of one rank --------------------------- */
 
 /* Turns ring records into rows of the schema's tables for one rank: an

@@ -21,7 +21,8 @@
  * counts become an `otlp_export` event (status = operations dropped).
  * Every operation is counted once, sent or dropped. Parent spans (one per
  * collective, SCHEMA.md) are sent by the group's rank 0 with its own
- * times. */
+ * times; point-to-point spans have none, and no link either (the SEND a
+ * RECV took is known only once both ranks' files are merged). */
 #define _GNU_SOURCE
 #include "tracer_int.h"
 
@@ -183,7 +184,8 @@ static void cycle(live *l, bool last) {
     tr_otlp_span(&j, n == 0, l->t->job_id, &o);
     n++;
     ops++;
-    if (leads(l, o.group)) { /* the collective's parent, with this rank's times */
+    /* the collective's parent, with this rank's times (p2p: none) */
+    if (!tr_otlp_is_p2p(o.op) && leads(l, o.group)) {
       o.rank = -1;
       o.n_ranks = 0;
       tr_otlp_span(&j, false, l->t->job_id, &o);

@@ -1,14 +1,17 @@
 /* cmd_summary.c - `distview summary [--json] TRACE`: the job, its ranks and
- * groups, operation counts per op, event counts per kind, the stragglers
- * the monitor named (events of kind 'straggler'), and the outcome (the
- * quick diagnosis). Exit 0 whatever the outcome; 1 unreadable. */
+ * groups, operation counts per op, GPU time per op kind for each group
+ * that has 'gpu' events (only when the trace has them), event counts per
+ * kind, the stragglers the monitor named (events of kind 'straggler'), and
+ * the outcome (the quick diagnosis). Exit 0 whatever the outcome; 1
+ * unreadable. */
 #include <string.h>
 
 #include "vw.h"
 #include "vw_sql.h"
 
 static const char usage[] = "usage: distview summary [--json] TRACE\n"
-                            "Job, ranks, groups, counts per operation, outcome.\n";
+                            "Job, ranks, groups, counts per operation, GPU time per op\n"
+                            "(CUDA traces), outcome.\n";
 
 static void json_job(vw_model *m, FILE *f) {
   const vw_job *j = &m->job;
@@ -100,6 +103,47 @@ static int counts(vw_model *m, FILE *f, bool json) {
   sqlite3_finalize(st);
   if (json)
     fputs("]", f);
+  return rc < 0 ? -1 : 0;
+}
+
+/* Per group with 'gpu' events, one line: count, mean and max time on the
+ * GPU per op kind (rows over all ranks). Nothing without them, so the
+ * summary of a CPU trace reads as it always did. */
+static int gpu_times(vw_model *m, FILE *f, bool json) {
+  if (!m->has_gpu)
+    return 0;
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "SELECT e.group_id, coalesce(o.op, '?'), count(*), avg(g), max(g) FROM (SELECT rank, "
+         "group_id, seq, " VW_SQL_GPU_NS " AS g FROM events WHERE kind = 'gpu' AND message "
+         "LIKE 'gpu_ns=%') e LEFT JOIN operations o ON o.group_id = e.group_id AND "
+         "o.seq = e.seq AND o.rank = e.rank GROUP BY e.group_id, 2 "
+         "ORDER BY e.group_id, count(*) DESC, 2");
+  if (!st)
+    return -1;
+  int rc, n = 0, last = -1;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW) {
+    int gid = (int)vw_sql_i64(st, 0);
+    char op[32], gl[96], mean[32], max[32];
+    vw_sql_text(st, 1, op, sizeof op);
+    long long count = (long long)vw_sql_i64(st, 2), mx = (long long)vw_sql_i64(st, 4);
+    double avg = sqlite3_column_double(st, 3);
+    if (json) {
+      fprintf(f, "%s{\"group\":%d,\"op\":", n ? "," : ",\"gpu\":[", gid);
+      vw_json_str(f, op);
+      fprintf(f, ",\"count\":%lld,\"mean_ns\":%.0f,\"max_ns\":%lld}", count, avg, mx);
+    } else {
+      if (gid != last)
+        fprintf(f, "%s  %s:", n ? "\n" : "\nGPU time per op (events of kind 'gpu'):\n",
+                vw_group_label(m, gid, gl, sizeof gl));
+      fprintf(f, "%s %s %lld, mean %s, max %s", gid == last ? ";" : "", op, count,
+              vw_fmt_dur((int64_t)(avg + 0.5), mean, sizeof mean),
+              vw_fmt_dur(mx, max, sizeof max));
+    }
+    last = gid;
+    n++;
+  }
+  sqlite3_finalize(st);
+  fputs(json ? (n ? "]" : "") : (n ? "\n" : ""), f);
   return rc < 0 ? -1 : 0;
 }
 
@@ -200,7 +244,8 @@ int vw_cmd_summary(int argc, char **argv) {
     json_job(m, f);
   else
     text_job(m, f);
-  if (counts(m, f, json) != 0 || event_counts(m, f, json) != 0 || stragglers(m, f, json) != 0 ||
+  if (counts(m, f, json) != 0 || gpu_times(m, f, json) != 0 || event_counts(m, f, json) != 0 ||
+      stragglers(m, f, json) != 0 ||
       vw_diagnose(m, false, &d) != 0) {
     fprintf(stderr, "distview summary: %s\n", m->err);
     vw_model_close(m);

@@ -120,6 +120,7 @@ static void read_op(sqlite3_stmt *st, vw_op *o) {
   o->t_start = vw_sql_i64(st, 18);
   o->t_end = vw_sql_i64(st, 19);
   o->status = (int)vw_sql_i64(st, 20);
+  o->gpu_start = o->gpu_ns = -1;
   vw_sql_text(st, 21, o->message, sizeof o->message);
   char fn[64], mod[128];
   vw_sql_text(st, 22, fn, sizeof fn);
@@ -141,6 +142,41 @@ static int read_ops(vw_model *m, sqlite3_stmt *st, vw_op *ops, int cap, int *n) 
   return rc < 0 ? -1 : 0;
 }
 
+/* Each rank's 'gpu' event of its operation. events has no index by
+ * (group, seq): the search walks ev_by_rank from just before the enqueue
+ * to just after the end (the GPU ran it in between; the slack covers the
+ * two clocks' rounding), so it reads that window of one rank, never the
+ * whole table. A trace without gpu rows skips it (m->has_gpu). */
+#define GPU_SLACK_NS 10000000LL
+
+static int gpu_times(vw_model *m, vw_op *ops, int n) {
+  if (!m->has_gpu || n == 0)
+    return 0;
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "SELECT t_ns, " VW_SQL_GPU_NS " FROM events WHERE rank = ?1 AND t_ns >= ?2 AND "
+         "t_ns <= ?3 AND kind = 'gpu' AND group_id = ?4 AND seq = ?5 AND message LIKE "
+         "'gpu_ns=%' ORDER BY t_ns LIMIT 1");
+  if (!st)
+    return -1;
+  int rc = 0;
+  for (int i = 0; i < n && rc >= 0; i++) {
+    vw_op *o = &ops[i];
+    int64_t end = o->t_end >= 0 ? o->t_end : m->job.t1;
+    sqlite3_reset(st);
+    sqlite3_bind_int(st, 1, o->rank);
+    sqlite3_bind_int64(st, 2, o->t_enq - GPU_SLACK_NS);
+    sqlite3_bind_int64(st, 3, (end > o->t_enq ? end : o->t_enq) + GPU_SLACK_NS);
+    sqlite3_bind_int(st, 4, o->group_id);
+    sqlite3_bind_int64(st, 5, o->seq);
+    if ((rc = vw_sql_step(m, st)) == SQLITE_ROW) {
+      o->gpu_start = vw_sql_i64(st, 0);
+      o->gpu_ns = vw_sql_i64(st, 1);
+    }
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
 int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int cap, int *n) {
   *n = 0;
   sqlite3_stmt *st = vw_sql_prepare(m, "SELECT " OP_COLS OP_FROM
@@ -149,7 +185,9 @@ int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int 
     return -1;
   sqlite3_bind_int(st, 1, group_id);
   sqlite3_bind_int64(st, 2, seq);
-  return read_ops(m, st, ops, cap, n);
+  if (read_ops(m, st, ops, cap, n) != 0)
+    return -1;
+  return gpu_times(m, ops, *n);
 }
 
 #define TL_COLS "rank, group_id, seq, op, state, t_enqueued_ns, t_started_ns, t_ended_ns "

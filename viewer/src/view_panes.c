@@ -1,5 +1,6 @@
 /* view_panes.c - the four panes: progress matrix, timeline, detail of one
- * operation across ranks, events.
+ * operation across ranks (with each rank's GPU times when the trace has
+ * them), events.
  *
  * Pure rendering of what app.c fetched. The matrix marks a rank that is
  * behind or diverged in its label (LAG, DIFF, DEAD) and in its cell at the
@@ -250,9 +251,17 @@ static void detail_summary(const vw_pages *p, int maj, vw_canvas *c, vw_rect r) 
             vw_fmt_dur(hi - lo, sk, sizeof sk), first, lastr);
 }
 
-static void detail_row(const vw_op *o, const vw_op *maj, int64_t t_first, bool sel,
+/* The GPU columns' text: when the GPU started it after its enqueue, and
+ * how long it ran there ("-" without a gpu event). */
+static void gpu_text(const vw_op *o, char *start, char *ran, size_t len) {
+  int64_t after = o->gpu_start - o->t_enq;
+  vw_fmt_dur(o->gpu_ns >= 0 ? (after > 0 ? after : 0) : -1, start, len);
+  vw_fmt_dur(o->gpu_ns, ran, len);
+}
+
+static void detail_row(const vw_op *o, const vw_op *maj, int64_t t_first, bool sel, bool gpu,
                        vw_canvas *c, vw_rect r, int y) {
-  char f[64], dur[32], skew[32];
+  char f[64], dur[32], skew[32], gs[32] = "", gt[32] = "";
   vw_fp_diff(maj, o, f, sizeof f);
   bool p2p = vw_op_is_p2p(o->op);
 #define DIFF(name) (!p2p && strstr(f, name) != NULL)
@@ -279,11 +288,27 @@ static void detail_row(const vw_op *o, const vw_op *maj, int64_t t_first, bool s
     vw_put(c, r, y, col[i].x, (uint8_t)(base | (d ? VW_A_BOLD | VW_C_RED : 0)), cell);
   }
 #undef DIFF
-  vw_putf(c, r, y, 65, base, "%-10s %-10s %-4d %s",
-          vw_fmt_dur(o->t_end >= 0 && o->t_start >= 0 ? o->t_end - o->t_start : -1, dur,
-                     sizeof dur),
-          vw_fmt_dur(s - t_first, skew, sizeof skew), o->status,
-          o->callsite[0] ? o->callsite : "-");
+  vw_fmt_dur(o->t_end >= 0 && o->t_start >= 0 ? o->t_end - o->t_start : -1, dur, sizeof dur);
+  vw_fmt_dur(s - t_first, skew, sizeof skew);
+  const char *site = o->callsite[0] ? o->callsite : "-";
+  if (!gpu) {
+    vw_putf(c, r, y, 65, base, "%-10s %-10s %-4d %s", dur, skew, o->status, site);
+    return;
+  }
+  gpu_text(o, gs, gt, sizeof gs);
+  vw_putf(c, r, y, 65, base, "%-10s %-10s %-10s %-10s %-4d %s", dur, gs, gt, skew, o->status,
+          site);
+}
+
+/* The bottom line for the selected rank's GPU times, in words. */
+static void gpu_words(const vw_op *o, vw_canvas *c, vw_rect r) {
+  char gs[32], gt[32], dur[32];
+  if (o->gpu_ns < 0)
+    return;
+  gpu_text(o, gs, gt, sizeof gs);
+  vw_fmt_dur(o->t_end >= 0 && o->t_start >= 0 ? o->t_end - o->t_start : -1, dur, sizeof dur);
+  vw_putf(c, r, r.h - 1, 0, VW_A_BOLD, " rank %d GPU: started %s after enqueue, ran %s "
+          "(call: %s)", o->rank, gs, gt, dur);
 }
 
 void vw_render_detail(const vw_state *st, const vw_model *m, const vw_pages *p, vw_canvas *c,
@@ -300,18 +325,23 @@ void vw_render_detail(const vw_state *st, const vw_model *m, const vw_pages *p, 
   }
   int maj = majority(p->detail, p->ndetail);
   detail_summary(p, maj, c, r);
-  vw_put(c, r, 3, 0, VW_A_UL, "  rank state      op             dtype    shape        root "
-                              "redop duration   arrival    st   callsite");
+  bool gpu = false;   // GPU columns only when a rank of it has a gpu event
   int64_t t_first = INT64_MAX;
   for (int i = 0; i < p->ndetail; i++) {
     int64_t s = p->detail[i].t_start >= 0 ? p->detail[i].t_start : p->detail[i].t_enq;
     if (s < t_first)
       t_first = s;
+    gpu |= p->detail[i].gpu_ns >= 0;
   }
+  vw_put(c, r, 3, 0, VW_A_UL, gpu ? "  rank state      op             dtype    shape        root "
+                                    "redop duration   gpu start  gpu time   arrival    st   "
+                                    "callsite"
+                                  : "  rank state      op             dtype    shape        root "
+                                    "redop duration   arrival    st   callsite");
   int nrows, y = 4;
   vw_detail_geom(r, &nrows);
   for (int i = st->d_top; i < p->ndetail && y < 4 + nrows; i++, y++)
-    detail_row(&p->detail[i], &p->detail[maj], t_first, i == st->d_row, c, r, y);
+    detail_row(&p->detail[i], &p->detail[maj], t_first, i == st->d_row, gpu, c, r, y);
   /* members that never entered it */
   char miss[256] = "";
   size_t off = 0;
@@ -326,6 +356,8 @@ void vw_render_detail(const vw_state *st, const vw_model *m, const vw_pages *p, 
   if (miss[0])
     vw_putf(c, r, r.h - 1, 0, VW_A_BOLD | VW_C_RED, " never entered by rank%s %s",
             strchr(miss, ',') ? "s" : "", miss);
+  else if (gpu && st->d_row >= 0 && st->d_row < p->ndetail)
+    gpu_words(&p->detail[st->d_row], c, r);
 }
 
 /* --- events ----------------------------------------------------------------------- */

@@ -114,6 +114,7 @@ typedef struct vw_model {
   char path[1024];
   vw_job job;
   bool indexed;          /* op_by_coll exists (merged file) */
+  bool has_gpu;          /* events holds rows of kind 'gpu' (CUDA operations) */
   char err[512];
 } vw_model;
 
@@ -153,6 +154,9 @@ typedef struct vw_op {
   int status;
   char message[160];
   char callsite[96];     /* function+offset or module+offset, "" unknown */
+  /* Its 'gpu' event (SCHEMA.md): when the GPU started it (job clock) and
+   * how long it ran there; -1 none. Filled by vw_model_collective only. */
+  int64_t gpu_start, gpu_ns;
 } vw_op;
 
 /* Cell states of the progress matrix. */
@@ -188,7 +192,8 @@ int vw_model_matrix(vw_model *m, int group_id, const int *ranks, int nrank, int6
                     int nseq, const vw_filter *f, vw_matrix_page *out);
 void vw_matrix_page_free(vw_matrix_page *p);
 
-/* Operation (group, seq) on every rank that ran it, by rank (up to cap). */
+/* Operation (group, seq) on every rank that ran it, by rank (up to cap),
+ * with each rank's GPU times when the trace has them. */
 int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int cap, int *n);
 /* One rank's operations overlapping [t0, t1), by time (up to cap), for a
  * timeline `width` columns wide: when the window holds more calls than

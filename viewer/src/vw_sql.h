@@ -20,4 +20,7 @@ int vw_sql_step(vw_model *m, sqlite3_stmt *st);
 /* A single int64 from a query with one int parameter per '?', -1 if none. */
 int64_t vw_sql_scalar(vw_model *m, const char *sql, int nargs, const int64_t *args);
 
+/* A 'gpu' event's time on the GPU, from its message "gpu_ns=N" (SCHEMA.md). */
+#define VW_SQL_GPU_NS "CAST(substr(message, 8) AS INTEGER)"
+
 #endif
