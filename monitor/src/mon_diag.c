@@ -345,13 +345,27 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   return k;
 }
 
-/* The operation that waits longest for rank r (the oldest in flight among
- * the ranks blocked on it): where r's absence was first felt. */
+/* Whether waiting operation a names r's absence better than b: a
+ * collective before a send or receive (r is missing from a group's call),
+ * then the smaller group (the most specific), then the lower group id, so
+ * every rank's diagnosis picks the same one whatever the timing. */
+static bool better_wait(const mon_rec_group *a, const mon_rec_group *b) {
+  if (!b)
+    return true;
+  if (is_p2p(a->kind) != is_p2p(b->kind))
+    return !is_p2p(a->kind);
+  if (a->size != b->size)
+    return a->size < b->size;
+  return a->gid < b->gid;
+}
+
+/* The operation that names rank r's absence for the verdict (better_wait)
+ * among those of the ranks blocked on it. */
 static const mon_rec_group *first_wait_for(const mon_rec *recs, int r) {
   const mon_rec_group *best = NULL;
   for (int q = 0; q < dist__mon.world; q++) {
     const mon_rec_group *b = q == r ? NULL : blocked_in(&recs[q]);
-    if (b && waits_for(recs, q, b, r) && (!best || b->since_ms < best->since_ms))
+    if (b && waits_for(recs, q, b, r) && better_wait(b, best))
       best = b;
   }
   return best;

@@ -7,26 +7,30 @@
 
 #define REPEAT 3 /* 5 by hand for the issue's figure; 3 keep CI's budget */
 
-static void hang_case(const char *bug, int rank, const char *needle) {
+/* Each run: the same exit status, kind, culprit, and group and operation
+ * named (op_json: the verdict's "group_name" and "op" as distview gives). */
+static void hang_case(const char *bug, int rank, const char *needle, const char *op_json) {
   for (int i = 0; i < REPEAT; i++) {
     static mesh_run r;
     mesh_run_bug(bug, rank, &r);
     mesh_expect_verdict(&r, 11, "hang", rank);
     cr_expect(mesh_says(&r, needle), "run %d: no '%s' in the verdict:\n%s", i + 1, needle,
               r.err);
+    cr_expect(strstr(r.json, op_json), "run %d: not %s: %s", i + 1, op_json, r.json);
   }
 }
 
 Test(examples_mesh_hangs, a_rank_computing_for_ever_is_where_the_waits_end, .timeout = 300) {
   hang_case("spin", 3, "the waits end at rank 3, which is in no operation (busy outside the "
-                       "library for ");
+                       "library for ", "\"op\":\"ALL_REDUCE\"");
 }
 
 Test(examples_mesh_hangs, a_broadcast_before_the_tp_all_reduce_is_the_rank_every_cycle_passes,
      .timeout = 300) {
-  hang_case("swap", 3, "goes through rank 3, which is blocked in group 0 (default) BROADCAST #");
+  hang_case("swap", 3, "goes through rank 3, which is blocked in group 0 (default) BROADCAST #",
+            "\"op\":\"BROADCAST\"");
 }
 
 Test(examples_mesh_hangs, a_receive_from_the_wrong_stage_is_named, .timeout = 300) {
-  hang_case("wrongpeer", 3, "(does it receive from the wrong peer?)");
+  hang_case("wrongpeer", 3, "(does it receive from the wrong peer?)", "\"op\":\"RECV\"");
 }
