@@ -81,6 +81,11 @@ void critlite_log(const char *level, const char *fmt, ...) __attribute__((format
 #define cr_expect_neq(a, b, ...) CRITLITE_CHECK((a) != (b), false, #a " != " #b, __VA_ARGS__)
 #define cr_assert_gt(a, b, ...) CRITLITE_CHECK((a) > (b), true, #a " > " #b, __VA_ARGS__)
 #define cr_assert_lt(a, b, ...) CRITLITE_CHECK((a) < (b), true, #a " < " #b, __VA_ARGS__)
+#define cr_assert_geq(a, b, ...) CRITLITE_CHECK((a) >= (b), true, #a " >= " #b, __VA_ARGS__)
+#define cr_assert_leq(a, b, ...) CRITLITE_CHECK((a) <= (b), true, #a " <= " #b, __VA_ARGS__)
+#define cr_expect_geq(a, b, ...) CRITLITE_CHECK((a) >= (b), false, #a " >= " #b, __VA_ARGS__)
+#define cr_expect_leq(a, b, ...) CRITLITE_CHECK((a) <= (b), false, #a " <= " #b, __VA_ARGS__)
+#define cr_expect_gt(a, b, ...) CRITLITE_CHECK((a) > (b), false, #a " > " #b, __VA_ARGS__)
 #define cr_expect_lt(a, b, ...) CRITLITE_CHECK((a) < (b), false, #a " < " #b, __VA_ARGS__)
 #define cr_assert_null(p, ...) CRITLITE_CHECK((p) == NULL, true, #p " == NULL", __VA_ARGS__)
 #define cr_assert_not_null(p, ...) CRITLITE_CHECK((p) != NULL, true, #p " != NULL", __VA_ARGS__)
@@ -88,6 +93,7 @@ void critlite_log(const char *level, const char *fmt, ...) __attribute__((format
   CRITLITE_CHECK(strcmp((a), (b)) == 0, true, #a " == " #b, __VA_ARGS__)
 #define cr_expect_str_eq(a, b, ...) \
   CRITLITE_CHECK(strcmp((a), (b)) == 0, false, #a " == " #b, __VA_ARGS__)
+#define cr_assert_str_empty(a, ...) CRITLITE_CHECK(!*(a), true, #a " is empty", __VA_ARGS__)
 #define cr_assert_str_neq(a, b, ...) \
   CRITLITE_CHECK(strcmp((a), (b)) != 0, true, #a " != " #b, __VA_ARGS__)
 #define cr_skip_test(...) critlite_skip("" __VA_ARGS__)
