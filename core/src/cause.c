@@ -170,12 +170,13 @@ static size_t marked_ranks(const char *rep, int *out, size_t cap, char *field, s
     size_t k = strcspn(f, "\n");
     snprintf(field, flen, "%.*s", (int)(k < flen ? k : flen - 1), f);
   }
-  for (const char *l = rep; l && *l && n < cap; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+  for (const char *l = rep; *l && n < cap;) {
     const char *end = strchr(l, '\n');
     size_t ll = end ? (size_t)(end - l) : strlen(l);
     int r;
     if (sscanf(l, "  rank %d", &r) == 1 && memmem(l, ll, "  <- ", 5))
       out[n++] = r;
+    l += ll + (end != NULL);
   }
   return n;
 }

@@ -33,8 +33,9 @@ static inline const char *mesh_after_status(const char *err) {
   return at;
 }
 
-/* Runs the job with --bug bug planted on rank (the default step). */
-static inline void mesh_run_bug(const char *bug, int rank, mesh_run *r) {
+/* Runs the job with --bug bug planted on rank (the default step), at
+ * debug level debug ("DIST_DEBUG=DETAIL"). */
+static inline void mesh_run_at(const char *debug, const char *bug, int rank, mesh_run *r) {
   static dist_proc job, diag;
   dist_test_clean_launch_env();
   char dir[] = "/tmp/dist-mesh-XXXXXX", trace[96], db[96], rk[16];
@@ -42,7 +43,7 @@ static inline void mesh_run_bug(const char *bug, int rank, mesh_run *r) {
   snprintf(trace, sizeof trace, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
   snprintf(rk, sizeof rk, "%d", rank);
-  const char *env[] = {"DIST_DEBUG=DETAIL", "DIST_TIMEOUT=6", trace, NULL};
+  const char *env[] = {debug, "DIST_TIMEOUT=6", trace, NULL};
   r->status = dist_proc_runl(&job, env, 120000, dist_test_bin("distrun"), "-n", "8",
                              "--trace-out", db, dist_test_bin("mesh_train"), "--bug", bug,
                              "--rank", rk, NULL);
@@ -56,6 +57,10 @@ static inline void mesh_run_bug(const char *bug, int rank, mesh_run *r) {
   char rm[160];
   snprintf(rm, sizeof rm, "rm -rf %s", dir);
   cr_assert_eq(system(rm), 0);
+}
+
+static inline void mesh_run_bug(const char *bug, int rank, mesh_run *r) {
+  mesh_run_at("DIST_DEBUG=DETAIL", bug, rank, r);
 }
 
 /* distrun and distview agree: the exit status, the kind and the culprit. */

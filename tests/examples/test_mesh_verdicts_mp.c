@@ -59,6 +59,18 @@ Test(examples_mesh, a_float64_dp_all_reduce_names_the_rank_the_field_and_the_lin
             "%s", r.json);
 }
 
+/* At OFF the shared-memory engine's own check: the rank outside the
+ * majority is blamed, also when it is the lowest of its group (the
+ * engine compares every rank with every other, not with group rank 0). */
+Test(examples_mesh, at_OFF_a_float64_on_the_lowest_dp_rank_blames_that_rank, .timeout = 120) {
+  static mesh_run r;
+  mesh_run_at("DIST_DEBUG=OFF", "dtype", 1, &r);
+  mesh_expect_verdict(&r, 10, "desync", 1);
+  cr_expect(mesh_says(&r, "rank 1 (group rank 0): ALL_REDUCE float64[256] op=SUM (2048 bytes)"
+                          "  <- dtype differs"),
+            "%s", r.err);
+}
+
 Test(examples_mesh, a_sync_call_against_the_partners_async_one_is_a_desync, .timeout = 120) {
   static mesh_run r;
   mesh_run_bug("async", 3, &r);
