@@ -216,10 +216,11 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
     return; /* a launch failure was reported when it happened */
   bool was_failing = sp->failing;
   sp->failing = true;
-  if (sp->status < 0 && !WIFSIGNALED(wstatus))
+  if (sp->status < 0 && !WIFSIGNALED(wstatus)) {
     prefer_first_leaver(sp, r);
-  if (sp->status < 0 && !WIFSIGNALED(wstatus))
-    prefer_signal_death(sp, r);
+    if (sp->status < 0) /* the leaver may have been the first failure */
+      prefer_signal_death(sp, r);
+  }
   sp->failing = was_failing;
   dist__run_store_post_death(sp->c, sp->job, r->global, how);
   int st = DRUN_EXIT_RANK_DIED;
