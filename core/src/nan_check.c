@@ -106,7 +106,16 @@ static int report(dist_pg *g, const dist_coll *c, const char *which, size_t k,
                 g->seq + 1, gname, desc, dist_dtype_name(t->dtype), shape,
                 nan ? "NaN" : "Inf", at);
   DIST_LOG(ERROR, PG, "%s", g->err.msg);
-  dist_post_cause(DIST_E_INVAL, g->err.msg);
+  int me = g->info.global_rank;
+  dist_cause_info ci = dist_cause_info_none();
+  ci.culprits = &me;
+  ci.n_culprits = 1;
+  ci.group_id = g->info.group_id;
+  ci.group_name = g->desc[0] ? g->desc : g->name;
+  ci.op = (int)c->kind;
+  ci.seq = g->seq + 1;
+  ci.field = nan ? "NaN" : "Inf";
+  dist_post_cause_info(DIST_E_INVAL, &ci, g->err.msg);
   return DIST_E_INVAL;
 }
 

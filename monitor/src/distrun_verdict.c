@@ -68,8 +68,11 @@ void dist__run_verdict_make(int status, const drun_first *first, const drun_post
     /* Its own account (a NaN it refused, say), or a survivor's view that
      * blames the same rank; not a survivor's report about someone else. */
     if (!v->report && posted->have &&
-        (posted->rank == first->rank || names(&posted->f, first->rank)))
+        (posted->rank == first->rank || names(&posted->f, first->rank))) {
       v->report = posted->text;
+      if (posted->rank == first->rank)
+        v->f = posted->f; /* where it failed, in its own words */
+    }
   }
 }
 
@@ -97,7 +100,11 @@ void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, 
   drun_position p;
   bool dead = !strcmp(v->kind, "crash") || !strcmp(v->kind, "died") ||
               !strcmp(v->kind, "early_exit");
-  if (!dead || v->n_culprits != 1 || !dist__run_rank_position(c, job, v->culprits[0], &p))
+  if (!dead || v->n_culprits != 1)
+    return;
+  if (v->f.group_id >= 0) /* its own account named the operation (a NaN it refused) */
+    return;
+  if (!dist__run_rank_position(c, job, v->culprits[0], &p))
     return;
   v->f.group_id = p.gid;
   snprintf(v->f.group_name, sizeof v->f.group_name, "%s", p.desc);

@@ -170,6 +170,28 @@ static bool numbered_by_all(const dist_pg_info *p) {
   return p->name && p->name[0] == 'g';
 }
 
+/* Every rank posts its view of a group every rank numbers alike: after a
+ * conflict, wait a bounded moment for all of them, so the report (and its
+ * culprit: the ranks outside the majority) rests on every rank's view, not
+ * on the two that happened to arrive first. Returns how many v holds. */
+static int all_views(dist_store *st, const char *key, view *v, int n, int64_t timeout_ms) {
+  int world = dist_get_world_size(NULL);
+  int64_t until = now_ms() + (timeout_ms / 4 < 2000 ? timeout_ms / 4 : 2000);
+  int64_t nap_us = 200;
+  while (n < world && n < MAX_VIEWS && now_ms() < until) {
+    struct timespec ts = {0, (long)nap_us * 1000};
+    nanosleep(&ts, NULL);
+    nap_us = nap_us < 50000 ? nap_us * 2 : nap_us;
+    void *val = NULL;
+    size_t len = 0;
+    if (dist_store_get(st, key, &val, &len) != DIST_OK)
+      break;
+    n = parse(val, v, MAX_VIEWS);
+    dist_free(val);
+  }
+  return n;
+}
+
 /* Waits for the views; DIST_OK when every member of mine agrees. */
 static int watch(dist_store *st, const char *key, const dist_pg_info *p, const view *mine) {
   view *v = calloc(MAX_VIEWS, sizeof *v);
@@ -193,6 +215,8 @@ static int watch(dist_store *st, const char *key, const dist_pg_info *p, const v
       bool related = numbered_by_all(p) || in_list(mine->members, v[i].rank) ||
                      in_list(v[i].members, mine->rank);
       if (related && diff(&v[i], mine)) {
+        if (numbered_by_all(p))
+          n = all_views(st, key, v, n, p->timeout_ms);
         rc = conflict(p, v, n, mine);
         free(v);
         return rc;
