@@ -3,7 +3,8 @@
  * broadcast) under distrun at DIST_DEBUG=DETAIL with one planted bug, then
  * `distview diagnose --json` on the trace it left: what a user, and the
  * judges of a planted bug, look at. Shared by the suites that check the
- * verdicts (test_mesh_verdicts_mp.c, test_mesh_hangs_mp.c). */
+ * verdicts (test_mesh_verdicts_mp.c, test_mesh_hangs_mp.c, test_moe_verdicts_mp.c,
+ * which runs examples/moe_train.c the same way). */
 #ifndef DIST_TEST_MESH_VERDICT_H
 #define DIST_TEST_MESH_VERDICT_H
 
@@ -35,7 +36,8 @@ static inline const char *mesh_after_status(const char *err) {
 
 /* Runs the job with --bug bug planted on rank (the default step), at
  * debug level debug ("DIST_DEBUG=DETAIL"). */
-static inline void mesh_run_at(const char *debug, const char *bug, int rank, mesh_run *r) {
+static inline void job_run(const char *prog, const char *debug, const char *bug, int rank,
+                           mesh_run *r) {
   static dist_proc job, diag;
   dist_test_clean_launch_env();
   char dir[] = "/tmp/dist-mesh-XXXXXX", trace[96], db[96], rk[16];
@@ -45,7 +47,7 @@ static inline void mesh_run_at(const char *debug, const char *bug, int rank, mes
   snprintf(rk, sizeof rk, "%d", rank);
   const char *env[] = {debug, "DIST_TIMEOUT=6", trace, NULL};
   r->status = dist_proc_runl(&job, env, 120000, dist_test_bin("distrun"), "-n", "8",
-                             "--trace-out", db, dist_test_bin("mesh_train"), "--bug", bug,
+                             "--trace-out", db, dist_test_bin(prog), "--bug", bug,
                              "--rank", rk, NULL);
   r->err = DIST_PROC_ERR(&job);
   r->report = mesh_after_status(r->err);
@@ -57,6 +59,10 @@ static inline void mesh_run_at(const char *debug, const char *bug, int rank, mes
   char rm[160];
   snprintf(rm, sizeof rm, "rm -rf %s", dir);
   cr_assert_eq(system(rm), 0);
+}
+
+static inline void mesh_run_at(const char *debug, const char *bug, int rank, mesh_run *r) {
+  job_run("mesh_train", debug, bug, rank, r);
 }
 
 static inline void mesh_run_bug(const char *bug, int rank, mesh_run *r) {

@@ -1,0 +1,56 @@
+/* ctest: labels=multiproc timeout=300 */
+/* One verdict on a second realistic job (issue 20): moe_train on 8 ranks
+ * (expert groups of 4 with an uneven all_to_all, batched pipeline p2p,
+ * async gradient buckets on 2-rank data-parallel groups, a blob broadcast),
+ * the failures a survivor's view used to outrank: a SIGKILL, a NaN the
+ * check refuses, groups created in another order, a receive-receive
+ * deadlock, uneven splits. distrun's status and distview's --json agree,
+ * and blame rank 5 (both ends of the deadlock, which both receive first). */
+#include "mesh_verdict.h"
+
+static void moe(const char *debug, const char *bug, mesh_run *r) {
+  job_run("moe_train", debug, bug, 5, r);
+}
+
+Test(examples_moe, a_killed_rank_is_the_verdict_not_its_survivors_views, .timeout = 120) {
+  static mesh_run r;
+  moe("DIST_DEBUG=DETAIL", "kill", &r);
+  mesh_expect_verdict(&r, 12, "died", 5);
+  cr_expect(mesh_says(&r, "rank 5 (pid ") && mesh_says(&r, "killed by signal 9 (SIGKILL)"), "%s",
+            r.err);
+}
+
+Test(examples_moe, a_nan_refused_names_the_rank_group_and_operation, .timeout = 120) {
+  static mesh_run r;
+  moe("DIST_DEBUG=DETAIL", "nan", &r);
+  mesh_expect_verdict(&r, 12, "died", 5);
+  cr_expect(mesh_says(&r, "NaN check (DIST_NAN_CHECK=1): rank 5 ") &&
+                mesh_says(&r, "of group 4 (dp): input 0 float32[128] holds NaN at index 7"),
+            "%s", r.err);
+  cr_expect(strstr(r.json, "\"group_name\":\"dp\"") && strstr(r.json, "\"op\":\"ALL_REDUCE\""),
+            "%s", r.json);
+}
+
+Test(examples_moe, groups_created_in_another_order_blame_the_rank_that_did, .timeout = 120) {
+  static mesh_run r;
+  moe("DIST_DEBUG=DETAIL", "order", &r);
+  mesh_expect_verdict(&r, 10, "desync", 5);
+  cr_expect(mesh_says(&r, "at creation: ranks disagree on the member list") &&
+                mesh_says(&r, "rank 5:") && mesh_says(&r, "<- member list differs"),
+            "%s", r.err);
+}
+
+Test(examples_moe, uneven_splits_at_OFF_blame_the_sender, .timeout = 120) {
+  static mesh_run r;
+  moe("DIST_DEBUG=OFF", "splits", &r);
+  mesh_expect_verdict(&r, 10, "desync", 5);
+}
+
+Test(examples_moe, a_receive_receive_deadlock_names_both_ends, .timeout = 120) {
+  static mesh_run r;
+  moe("DIST_DEBUG=DETAIL", "recvrecv", &r);
+  cr_expect_eq(r.status, 11, "%s", r.err);
+  cr_expect_eq(r.diag_status, 11, "%s", r.json);
+  cr_expect(strstr(r.json, "\"kind\":\"hang\"") && strstr(r.json, "\"culprits\":[1,5]"), "%s",
+            r.json);
+}
