@@ -183,8 +183,13 @@ static cudaError_t f_sdestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 static int n_events; /* events alive (atomic: the progress thread destroys them) */
 static int ev_serial, ev_base;    /* events made; the number mark_events() saw */
 static int gpu_done_upto = -1000000; /* events numbered up to this are complete */
-static inline void mark_events(void) { ev_base = __atomic_load_n(&ev_serial, __ATOMIC_SEQ_CST); }
-static int ev_no(cudaEvent_t e) { return (int)((uintptr_t)e - 0x1000) - ev_base; }
+/* ev_base is read by the backend's progress thread (event queries): atomic. */
+static inline void mark_events(void) {
+  __atomic_store_n(&ev_base, __atomic_load_n(&ev_serial, __ATOMIC_SEQ_CST), __ATOMIC_SEQ_CST);
+}
+static int ev_no(cudaEvent_t e) {
+  return (int)((uintptr_t)e - 0x1000) - __atomic_load_n(&ev_base, __ATOMIC_SEQ_CST);
+}
 static cudaError_t f_ecreate(cudaEvent_t *e, unsigned f) {
   (void)f;
   __atomic_add_fetch(&n_events, 1, __ATOMIC_SEQ_CST);
