@@ -186,7 +186,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "mesh_train needs a multiple of 4 ranks\n");
     return 2;
   }
-  dist_device_mesh *mesh;
+  /* static: a rank that returns early (--bug exit0) leaves it reachable,
+   * as a training script's module-level mesh would be. */
+  static dist_device_mesh *mesh;
   int64_t dims[2] = {j.world / 2, 2};
   TRY("mesh", dist_init_device_mesh("cpu", dims, 2, names, &mesh));
   TRY("dp group", dist_mesh_get_group_by_name(mesh, "dp", &j.g_dp));
