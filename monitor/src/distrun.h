@@ -142,7 +142,9 @@ int dist__run_signalfd(void);
  * job ended; says what it did. Nothing when DIST_TRACE=0 or no rank wrote
  * a trace. */
 struct drun_verdict;
-void dist__run_trace_merge(const drun_cfg *c, const char *job_id, const struct drun_verdict *v);
+/* ... and stores the verdict in it (completing where a dead rank was from
+ * its last operation in the trace when its monitor had not said). */
+void dist__run_trace_merge(const drun_cfg *c, const char *job_id, struct drun_verdict *v);
 
 /* --- the job's store (distrun_store.c) ----------------------------------- */
 

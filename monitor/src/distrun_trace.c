@@ -164,7 +164,32 @@ static void prune(const char *base, const char *job_id) {
   dist__free(jobs);
 }
 
-void dist__run_trace_merge(const drun_cfg *c, const char *job_id, const drun_verdict *v) {
+/* A rank that died or ended early before its monitor published what it
+ * was doing (records go out once a second): its last operation in the
+ * merged trace (flushed every few milliseconds, or dumped by its signal
+ * handler) names where it was, in the verdict's fields and line. */
+static void place_from_trace(const char *out, drun_verdict *v) {
+  bool dead = !strcmp(v->kind, "crash") || !strcmp(v->kind, "died") ||
+              !strcmp(v->kind, "early_exit");
+  if (!dead || v->n_culprits != 1 || v->f.group_id >= 0)
+    return;
+  dist_trace *t = NULL;
+  dist_trace_op op;
+  size_t n = 0;
+  if (dist_trace_open(out, &t, NULL, 0) != DIST_OK)
+    return;
+  if (dist_trace_last_ops(t, v->culprits[0], &op, 1, &n) == DIST_OK && n == 1) {
+    v->f.group_id = op.group_id;
+    v->f.seq = (uint64_t)op.seq;
+    snprintf(v->f.op, sizeof v->f.op, "%s", op.op);
+    size_t len = strlen(v->line);
+    snprintf(v->line + len, sizeof v->line - len, "; its last operation in the trace: group %d "
+             "%s #%lld (%s)", op.group_id, op.op, (long long)op.seq, op.state);
+  }
+  dist_trace_close(t);
+}
+
+void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *v) {
   const char *base = getenv("DIST_TRACE");
   if (base && !strcmp(base, "0"))
     return;
@@ -186,6 +211,7 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, const drun_ver
     DIST_LOG(WARNING, RUN, "trace: skipped %d file(s):\n%s", rep.files_skipped, rep.skipped);
   DIST_LOG(INFO, RUN, "trace: %d rank(s), %lld operations merged into %s", rep.ranks_merged,
            (long long)rep.operations, out);
+  place_from_trace(out, v);
   store_verdict(out, v);
   prune(base && *base ? base : "dist-trace", job_id);
 }
