@@ -239,6 +239,7 @@ typedef struct drun_verdict {
   int reported_by;          /* the rank whose report it is; -1 distrun's own */
   dist__cause_fields f;     /* group, operation, field, site (posted) */
   char line[2048];          /* distrun's summary line ("exit status 10 ...") */
+  char tail[64];            /* ... and its end ("; the report follows") */
   const char *report;       /* printed after it: the posted report, the
                                crashed rank's backtrace, or NULL (borrowed) */
 } drun_verdict;

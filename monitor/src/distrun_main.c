@@ -486,13 +486,12 @@ say:
   const char *dir = sp->c->log_dir;
   char where[400];
   dist__run_verdict_place(sp->c, sp->job, v, where, sizeof where);
-  snprintf(v->line, sizeof v->line, "exit status %d (%s): %s%s%s%s%s%s", status,
+  snprintf(v->line, sizeof v->line, "exit status %d (%s): %s%s%s%s%s", status,
            status_words(status), sp->cause, where, dir ? " (each rank's output: " : "",
-           dir ? dir : "",
-           dir ? "/rank-<R>.out and .err)" : "",
-           print         ? "; the report follows"
-           : has_report  ? "; node 0 prints the report"
-                         : "");
+           dir ? dir : "", dir ? "/rank-<R>.out and .err)" : "");
+  snprintf(v->tail, sizeof v->tail, "%s", print        ? "; the report follows"
+                                          : has_report ? "; node 0 prints the report"
+                                                       : "");
   return status;
 }
 

@@ -33,11 +33,12 @@ static void store_verdict(const char *out, const drun_verdict *v) {
   if (v->f.op[0])
     snprintf(op, sizeof op, "%s", v->f.op);
   char *text = NULL;
-  size_t n = strlen(v->line) + (v->report ? strlen(v->report) : 0) + 2;
+  size_t n = strlen(v->line) + strlen(v->tail) + (v->report ? strlen(v->report) : 0) + 2;
   text = dist__malloc(n);
   if (!text)
     return;
-  snprintf(text, n, "%s%s%s", v->line, v->report ? "\n" : "", v->report ? v->report : "");
+  snprintf(text, n, "%s%s%s%s", v->line, v->tail, v->report ? "\n" : "",
+           v->report ? v->report : "");
   dist_trace_verdict tv = {
       .kind = v->kind, .exit_status = v->status, .culprits = v->culprits,
       .n_culprits = (size_t)v->n_culprits, .group_id = v->f.group_id,

@@ -77,7 +77,7 @@ void dist__run_verdict_make(int status, const drun_first *first, const drun_post
 }
 
 void dist__run_verdict_print(const drun_verdict *v) {
-  dist__run_say("%s", v->line);
+  dist__run_say("%s%s", v->line, v->tail);
   if (!v->report)
     return;
   size_t n = strlen(v->report);

@@ -92,7 +92,8 @@ Test(examples_mesh, a_crash_names_the_rank_the_signal_and_the_faulting_line, .ti
   snprintf(frame, sizeof frame, "#0 step_once (mesh_train.c:%d)",
            source_line("the planted crash"));
   cr_expect(mesh_says(&r, "rank 3 (pid ") &&
-                mesh_says(&r, "failed first: killed by signal 11 (SIGSEGV); the report follows") &&
+                mesh_says(&r, "failed first: killed by signal 11 (SIGSEGV)") &&
+                mesh_says(&r, "; the report follows\nlibdist: rank 3 (pid ") &&
                 mesh_says(&r, frame),
             "no '%s' in the verdict:\n%s", frame, r.err);
   cr_expect(!strstr(r.report, "_start ("), "frames below main:\n%s", r.report);

@@ -369,8 +369,8 @@ Test(monitor_mp, sigsegv_backtrace_in_distruns_summary_and_the_trace, .timeout =
   if (p.status != 12 || summary < 0)
     dump(&p, 1);
   cr_assert_eq(p.status, 12);
-  cr_assert(summary >= 0 && at(e + summary, "failed first: killed by signal 11 (SIGSEGV); "
-                                             "the report follows\nlibdist: rank 1 (pid ") >= 0 &&
+  cr_assert(summary >= 0 && at(e + summary, "failed first: killed by signal 11 (SIGSEGV)") >= 0 &&
+            at(e + summary, "; the report follows\nlibdist: rank 1 (pid ") >= 0 &&
             at(e + summary, "caught SIGSEGV") >= 0);
   long f1 = at(e + summary, "crash_here (prog_monitor.c:");
   long f2 = at(e + summary, "run_loop (prog_monitor.c:");
