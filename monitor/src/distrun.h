@@ -172,6 +172,9 @@ void dist__run_store_close(const drun_cfg *c, drun_job *job);
 
 #define DRUN_REPORT_MS 2000 /* survivors' moment to report a death */
 
+/* Whether a wait status is a death by a fatal signal (SIGSEGV, SIGBUS,
+ * SIGFPE, SIGILL, SIGABRT): a crash, with a backtrace to read. */
+bool dist__run_is_crash(int wstatus);
 /* A rank that died of SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGABRT: shows its
  * backtrace (the monitor's crash file) and posts it (distrun/crash/<R>). */
 void dist__run_crash_collect(drun_job *job, const drun_rank *r, int wstatus);
@@ -254,6 +257,8 @@ typedef struct drun_first {
 /* Fills v from the exit status, the first failure and the posted cause. */
 void dist__run_verdict_make(int status, const drun_first *first, const drun_posted *posted,
                             drun_verdict *v);
+/* Whether v blames one rank's death or early end (crash, died, early_exit). */
+bool dist__run_verdict_one_death(const drun_verdict *v);
 /* For a rank's death or early end: where the culprit was (its monitor's
  * last record) into v's fields, and a clause for the summary line (""
  * when unknown). */

@@ -32,7 +32,7 @@
 static char *first_crash; /* the first crash's text, for the summary */
 static int first_crash_rank = -1;
 
-static bool is_crash(int wstatus) {
+bool dist__run_is_crash(int wstatus) {
   if (!WIFSIGNALED(wstatus))
     return false;
   int s = WTERMSIG(wstatus);
@@ -64,7 +64,7 @@ static char *read_crash_file(pid_t pid) {
 }
 
 void dist__run_crash_collect(drun_job *job, const drun_rank *r, int wstatus) {
-  if (!is_crash(wstatus)) {
+  if (!dist__run_is_crash(wstatus)) {
     /* A rank killed while its handler was still writing (distrun's SIGKILL
      * after the grace period) leaves a partial file nobody will read. */
     char path[512];

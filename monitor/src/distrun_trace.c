@@ -170,9 +170,7 @@ static void prune(const char *base, const char *job_id) {
  * merged trace (flushed every few milliseconds, or dumped by its signal
  * handler) names where it was, in the verdict's fields and line. */
 static void place_from_trace(const char *out, drun_verdict *v) {
-  bool dead = !strcmp(v->kind, "crash") || !strcmp(v->kind, "died") ||
-              !strcmp(v->kind, "early_exit");
-  if (!dead || v->n_culprits != 1 || v->f.group_id >= 0)
+  if (!dist__run_verdict_one_death(v) || v->f.group_id >= 0)
     return;
   dist_trace *t = NULL;
   dist_trace_op op;

@@ -11,20 +11,11 @@
  * The exit status was chosen by the supervisor (distrun_main.c) with the
  * same rules; this file names the kind and the culprits for it, prints the
  * verdict last and hands it to the trace (distrun_trace.c). */
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "distrun.h"
-
-static bool fatal_signal(int wstatus) {
-  if (!WIFSIGNALED(wstatus))
-    return false;
-  int s = WTERMSIG(wstatus);
-  return s == SIGSEGV || s == SIGBUS || s == SIGFPE || s == SIGILL || s == SIGABRT;
-}
 
 static const char *kind_of(int status, const drun_first *first) {
   switch (status) {
@@ -35,7 +26,7 @@ static const char *kind_of(int status, const drun_first *first) {
   case DRUN_EXIT_RANK_DIED:
     if (first->rank >= 0 && first->early)
       return "early_exit";
-    return first->rank >= 0 && fatal_signal(first->wstatus) ? "crash" : "died";
+    return first->rank >= 0 && dist__run_is_crash(first->wstatus) ? "crash" : "died";
   case DRUN_EXIT_OTHER: return first->rank < 0 ? "interrupted" : "other";
   default: return "other";
   }
@@ -94,13 +85,17 @@ void dist__run_verdict_print(const drun_verdict *v) {
   dist__free(buf);
 }
 
+bool dist__run_verdict_one_death(const drun_verdict *v) {
+  bool dead = !strcmp(v->kind, "crash") || !strcmp(v->kind, "died") ||
+              !strcmp(v->kind, "early_exit");
+  return dead && v->n_culprits == 1;
+}
+
 void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, char *clause,
                              size_t len) {
   clause[0] = '\0';
   drun_position p;
-  bool dead = !strcmp(v->kind, "crash") || !strcmp(v->kind, "died") ||
-              !strcmp(v->kind, "early_exit");
-  if (!dead || v->n_culprits != 1)
+  if (!dist__run_verdict_one_death(v))
     return;
   if (v->f.group_id >= 0) /* its own account named the operation (a NaN it refused) */
     return;

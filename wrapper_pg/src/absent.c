@@ -106,7 +106,7 @@ static dist_cause_info named(const wpg *w, const dist_coll *c, const int *ranks,
   in.culprits = ranks;
   in.n_culprits = (size_t)n;
   in.group_id = w->info->group_id;
-  in.group_name = w->info->desc && w->info->desc[0] ? w->info->desc : w->info->name;
+  in.group_name = wpg_group_label(w->info);
   in.op = c->kind;
   in.seq = c->seq;
   in.field = field;

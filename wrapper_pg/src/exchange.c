@@ -264,7 +264,7 @@ static int fail_with_culprits(wpg *w, const char *msg, const wpg_row *rows, cons
   in.culprits = culprits;
   in.n_culprits = (size_t)k;
   in.group_id = w->info->group_id;
-  in.group_name = w->info->desc && w->info->desc[0] ? w->info->desc : w->info->name;
+  in.group_name = wpg_group_label(w->info);
   in.op = all[0].kind;
   in.seq = all[0].seq;
   in.field = field ? field : "split size";

@@ -30,9 +30,13 @@ void wpg_appendf(char *buf, size_t len, size_t *off, const char *fmt, ...) {
     *off = *off + (size_t)n < len ? *off + (size_t)n : len - 1;
 }
 
+const char *wpg_group_label(const dist_pg_info *i) {
+  return i->desc && i->desc[0] ? i->desc : i->name;
+}
+
 void wpg_group_name(const dist_pg_info *i, char *buf, size_t len) {
-  snprintf(buf, len, "group %d (%s, %d rank%s)", i->group_id,
-           i->desc && i->desc[0] ? i->desc : i->name, i->size, i->size == 1 ? "" : "s");
+  snprintf(buf, len, "group %d (%s, %d rank%s)", i->group_id, wpg_group_label(i), i->size,
+           i->size == 1 ? "" : "s");
 }
 
 /* "0-2,5" from ascending values. */

@@ -177,6 +177,8 @@ void wpg_report_rows(char *buf, size_t len, size_t *off, const wpg_row *rows, in
 /* The field the first row outside the majority differs in (NULL: none). */
 const char *wpg_report_field(const wpg_row *rows, int n,
                              const char *(*field_of)(void *arg, int cls, int major), void *arg);
+/* A group's description, or its name when it has none ("tp", "g2"). */
+const char *wpg_group_label(const dist_pg_info *i);
 /* "group 0 (default, 4 ranks)" (the name when there is no description). */
 void wpg_group_name(const dist_pg_info *i, char *buf, size_t len);
 void wpg_appendf(char *buf, size_t len, size_t *off, const char *fmt, ...)
