@@ -160,6 +160,8 @@ void netbed_job_start(netbed_job *j, netbed *b, int nnodes, int nproc, const cha
   snprintf(port, sizeof port, "%d", NETBED_PORT);
   snprintf(traces, sizeof traces, "%s/traces", b->dir);
   mkdir(traces, 0700);
+  char distrun[512]; /* one call: dist_test_bin keeps four results, prog[0] among them */
+  snprintf(distrun, sizeof distrun, "%s", dist_test_bin("distrun"));
   snprintf(tracevar, sizeof tracevar, "DIST_TRACE=%s", traces);
   const char *e[32];
   int ne = 0;
@@ -173,7 +175,7 @@ void netbed_job_start(netbed_job *j, netbed *b, int nnodes, int nproc, const cha
     snprintf(kk, sizeof kk, "%d", k);
     snprintf(j->trace[k], sizeof j->trace[k], "%s/trace-%d.db", b->dir, k);
     const char *argv[64] = {"/bin/bash", netbed_script(), "exec", b->prefix, kk,
-                            dist_test_bin("distrun"), "--nnodes", nn, "--node-rank", kk,
+                            distrun, "--nnodes", nn, "--node-rank", kk,
                             "--master-addr", netbed_addr(0), "--master-port", port, "-n", np,
                             "--trace-out", j->trace[k]};
     int n = 18;

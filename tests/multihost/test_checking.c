@@ -80,6 +80,7 @@ static void same_verdict_as_one_host(const char *bug, const char *debug, int wan
     cr_expect_eq(job.node[k].status, want_status, "node %d:\n%s", k, netbed_job_output(&job));
   verdict_of(job.trace[0], multi, sizeof multi);
   cr_expect_str_eq(multi, single, "--bug %s across hosts:\n%s", bug, netbed_job_output(&job));
+  printf("--bug %s: one host and 2 x 2 hosts: %s\n", bug, multi);
   /* The report distrun prints last on node 0 names the same culprit. */
   const char *err0 = DIST_PROC_ERR(&job.node[0]);
   cr_expect(strstr(err0, "rank 3"), "node 0's report does not name rank 3:\n%s", err0);

@@ -66,10 +66,19 @@ static void run_layout(int hosts, int per_host) {
     for (int b = a + 1; b < hosts; b++)
       cr_expect(strcmp(host_of[a], host_of[b]), "hosts %d and %d share identity %s", a, b,
                 host_of[a]);
-  /* A host's own group uses shared memory; groups spanning hosts do not. */
-  for (int k = 0; k < hosts; k++) {
-    const char *err = DIST_PROC_ERR(&job.node[k]);
-    cr_expect(strstr(err, "(host, 2 ranks)") || strstr(err, "host"), "%s", err);
+  /* A host's own group (g2 .. g<hosts+1>, made after the suite's g1) runs
+   * over shared memory; the default group spans hosts, so it never does. */
+  for (int r = 0; r < world; r++) {
+    const dist_proc *p = &job.node[r / per_host];
+    char line[160];
+    snprintf(line, sizeof line, "group g%d: rank %d of %d, collectives over shared memory",
+             2 + r / per_host, r % per_host, per_host);
+    cr_expect(strstr(DIST_PROC_OUT(p), line) || strstr(DIST_PROC_ERR(p), line),
+              "rank %d: no '%s'", r, line);
+    snprintf(line, sizeof line, "group 0: rank %d of %d, collectives over shared memory", r,
+             world);
+    cr_expect(!strstr(DIST_PROC_OUT(p), line) && !strstr(DIST_PROC_ERR(p), line),
+              "the default group spans hosts but rank %d says '%s'", r, line);
   }
   printf("multihost suite %dx%d, seed %s: %.1f s\n", hosts, per_host, seed_s,
          (double)(dist_test_now_ms() - t0) / 1000);
