@@ -204,7 +204,9 @@ const char *netbed_job_output(const netbed_job *j) {
 
 /* --- processes in a host ------------------------------------------------- */
 
-static bool cmdline_has(pid_t pid, const char *needle) {
+/* Whether pid's argv[0] ends in /exe (or is exe) and its command line
+ * (argv joined with spaces) holds needle (NULL: anything). */
+static bool is_process(pid_t pid, const char *exe, const char *needle) {
   char path[64], buf[4096];
   snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
   FILE *f = fopen(path, "r");
@@ -212,14 +214,17 @@ static bool cmdline_has(pid_t pid, const char *needle) {
     return false;
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
+  buf[n] = '\0';
+  const char *base = strrchr(buf, '/') ? strrchr(buf, '/') + 1 : buf;
+  if (n == 0 || strcmp(base, exe) != 0)
+    return false;
   for (size_t i = 0; i + 1 < n; i++)
     if (buf[i] == '\0')
       buf[i] = ' ';
-  buf[n] = '\0';
-  return strstr(buf, needle) != NULL;
+  return !needle || strstr(buf, needle) != NULL;
 }
 
-static pid_t find_once(ino_t ns, const char *needle) {
+static pid_t find_once(ino_t ns, const char *exe, const char *needle) {
   DIR *d = opendir("/proc");
   pid_t found = -1;
   for (struct dirent *e; d && found < 0 && (e = readdir(d));) {
@@ -230,7 +235,7 @@ static pid_t find_once(ino_t ns, const char *needle) {
     char path[64];
     struct stat st;
     snprintf(path, sizeof path, "/proc/%ld/ns/net", pid);
-    if (stat(path, &st) == 0 && st.st_ino == ns && cmdline_has((pid_t)pid, needle))
+    if (stat(path, &st) == 0 && st.st_ino == ns && is_process((pid_t)pid, exe, needle))
       found = (pid_t)pid;
   }
   if (d)
@@ -238,7 +243,7 @@ static pid_t find_once(ino_t ns, const char *needle) {
   return found;
 }
 
-pid_t netbed_find(netbed *b, int k, const char *needle, int timeout_ms) {
+pid_t netbed_find(netbed *b, int k, const char *exe, const char *needle, int timeout_ms) {
   char path[64];
   struct stat st;
   snprintf(path, sizeof path, "/run/netns/%s-h%d", b->prefix, k);
@@ -246,7 +251,7 @@ pid_t netbed_find(netbed *b, int k, const char *needle, int timeout_ms) {
     return -1;
   int64_t deadline = dist_test_now_ms() + timeout_ms;
   for (;;) {
-    pid_t pid = find_once(st.st_ino, needle);
+    pid_t pid = find_once(st.st_ino, exe, needle);
     if (pid > 0 || dist_test_now_ms() >= deadline)
       return pid;
     struct timespec ts = {0, 20 * 1000 * 1000}; /* polling /proc against a deadline */

@@ -75,8 +75,9 @@ void netbed_job_finish(netbed_job *j, int timeout_ms);
 /* Every node's stdout and stderr, labelled, for a failure message (static
  * storage, overwritten by the next call). */
 const char *netbed_job_output(const netbed_job *j);
-/* The pid of the first process in host k whose command line holds needle
- * (its argv joined with spaces), or -1 when none within timeout_ms. */
-pid_t netbed_find(netbed *b, int k, const char *needle, int timeout_ms);
+/* The pid of a process in host k whose program is exe (argv[0]'s last
+ * component) and whose command line (argv joined with spaces) holds needle
+ * (NULL: any), or -1 when none appears within timeout_ms. */
+pid_t netbed_find(netbed *b, int k, const char *exe, const char *needle, int timeout_ms);
 
 #endif

@@ -10,8 +10,9 @@
 #                              (sweeps stale beds first; prints the addresses).
 #                              SKEW_S: host k's monotonic clock runs k*SKEW_S
 #                              seconds ahead (a time namespace, applied by exec)
-#   netbed.sh exec P K CMD...  runs CMD inside host K (its network namespace,
-#                              and its time namespace when the bed has a skew)
+#   netbed.sh exec P K CMD...  runs CMD inside host K: its network namespace,
+#                              its host name P-h<K> (a UTS namespace) and, when
+#                              the bed has a skew, its time namespace
 #   netbed.sh addr P K         host K's address
 #   netbed.sh down P           kills every process inside the bed's hosts,
 #                              removes links, bridge, nftables tables and
@@ -120,15 +121,18 @@ up() {
   for ((k = 0; k < n; k++)); do echo "host $k $(ns "$p" $k) $(addr "$p" $k)"; done
 }
 
+# Host K's processes get its network namespace, a UTS namespace whose host
+# name is P-h<K> (real hosts have their own names; the monitor tells hosts
+# apart by name), and with a skew a time namespace.
 run_in() {
-  local p=$1 k=$2 skew=0
+  local p=$1 k=$2 skew=0 time=()
   shift 2
   [ -r "/run/netbed-$p.skew" ] && skew=$(cat "/run/netbed-$p.skew")
   if [ "$skew" != 0 ] && [ "$k" != 0 ]; then
-    exec ip netns exec "$(ns "$p" "$k")" unshare --time --fork --kill-child \
-      --monotonic $((k * skew)) --boottime $((k * skew)) "$@"
+    time=(--time --monotonic $((k * skew)) --boottime $((k * skew)))
   fi
-  exec ip netns exec "$(ns "$p" "$k")" "$@"
+  exec ip netns exec "$(ns "$p" "$k")" unshare --uts "${time[@]}" --fork --kill-child \
+    /bin/sh -c 'echo "$0" >/proc/sys/kernel/hostname && exec "$@"' "$(ns "$p" "$k")" "$@"
 }
 
 nft_table() { # host, input rule, output rule: one table "netbed"

@@ -70,7 +70,7 @@ Test(multihost_bed, planted, .timeout = 120, .fini = fini) {
   const char *prog[] = {dist_test_bin("multihost_rank"), "loop", "0", "1000", NULL};
   const char *env[] = {"DIST_TIMEOUT=60", NULL};
   netbed_job_start(&job, &bed, 2, 1, env, prog);
-  cr_assert(netbed_find(&bed, 1, "multihost_rank", 20000) > 0, "no rank in host 1");
+  cr_assert(netbed_find(&bed, 1, "multihost_rank", NULL, 20000) > 0, "no rank in host 1");
   printf("planted bed %s running\n", bed.prefix);
   fflush(stdout);
   if (!strcmp(plant, "fail"))
