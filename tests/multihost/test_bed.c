@@ -66,11 +66,11 @@ Test(multihost_bed, planted, .timeout = 120, .fini = fini) {
   if (!plant)
     cr_skip_test("run by nothing_is_left_after_*");
   cr_assert_eq(netbed_up(&bed, 2, 0), 0, "%s", bed.err);
-  netbed_sh(&bed, "partition", "1", NULL); /* an nftables table too */
   const char *prog[] = {dist_test_bin("multihost_rank"), "loop", "0", "1000", NULL};
   const char *env[] = {"DIST_TIMEOUT=60", NULL};
   netbed_job_start(&job, &bed, 2, 1, env, prog);
-  cr_assert(netbed_find(&bed, 1, "multihost_rank", NULL, 20000) > 0, "no rank in host 1");
+  cr_assert(netbed_find(&bed, 1, "multihost_rank", NULL, 30000) > 0, "no rank in host 1");
+  netbed_sh(&bed, "partition", "1", NULL); /* an nftables table too */
   printf("planted bed %s running\n", bed.prefix);
   fflush(stdout);
   if (!strcmp(plant, "fail"))
