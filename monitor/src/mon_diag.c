@@ -212,6 +212,24 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
     dist__appendf(buf, len, off, "    %s", r->crash);
 }
 
+/* Whether rank q, whose record lists no group gid, is a member of it that
+ * has left (destroyed its process group, exited or died): known when this
+ * rank is a member of gid too (its table lists the members). */
+static bool left_member(const mon_rec *rq, int q, int gid) {
+  if (!rq->died[0] && strcmp(rq->state, "done") && strcmp(rq->state, "exit"))
+    return false;
+  for (int i = 0; i < MON_MAX_GROUPS; i++) {
+    const mon_group *g = &dist__mon.groups[i];
+    if (!atomic_load_explicit(&g->live, memory_order_acquire) || g->gid != gid)
+      continue;
+    for (int m = 0; m < g->size; m++)
+      if (g->granks[m] == q)
+        return true;
+    return false;
+  }
+  return false;
+}
+
 /* A member that left cleanly before entering #seq (it destroyed its
  * process group, or distrun saw it exit with code 0) ran out of calls: the
  * ranks' calls differ in number (a skipped call, or an early exit). */
@@ -633,8 +651,9 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
  * receive with q that q is not in the other half of. */
 static bool waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q) {
   const mon_rec_group *qg = dist__mon_rec_group(&recs[q], b->gid);
-  if (!qg)
-    return false;
+  if (!qg) /* q lists no such group: a member that left it is still waited for */
+    return left_member(&recs[q], q, b->gid) &&
+           (!is_p2p(b->kind) || b->peer == q);
   if (is_p2p(b->kind))
     return b->peer == q && !halves(b, r, blocked_in(&recs[q]), q);
   return !is_in(qg, at_blocked(b));
