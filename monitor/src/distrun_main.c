@@ -204,11 +204,15 @@ static int posted_exit(const sup *sp, int rank, int wstatus, int fallback) {
   const dist__cause_fields *f = &sp->posted->f;
   /* The rank that ended first: one that left with status 0 while others
    * ran, else the failing rank itself when it exited non-zero. */
-  int leaver = sp->early_rank >= 0 ? sp->early_rank
+  bool early = sp->early_rank >= 0;
+  int leaver = early ? sp->early_rank
                : rank >= 0 && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) ? rank : -1;
+  /* A hang whose waits end at a rank that left with status 0 follows from
+   * its leaving; a rank that exited non-zero may have given up in the hang
+   * (its own timeout), so only the desync its leaving caused yields. */
   bool consequence = sp->posted->have &&
                      ((sp->posted->status == DIST_E_DESYNC && !strcmp(f->field, "collective count")) ||
-                      sp->posted->status == DIST_E_TIMEOUT); /* the waits end at the leaver */
+                      (early && sp->posted->status == DIST_E_TIMEOUT));
   if (leaver >= 0 && consequence)
     for (int i = 0; i < f->n_culprits; i++)
       if (f->culprits[i] == leaver)
