@@ -21,10 +21,13 @@
  *   abort     calls abort() before the reduce_scatter
  *   exit1     exits with status 1 before the reduce_scatter
  *   monbar    skips the final monitored barrier
+ *   size      receives the ring token into a buffer of 2 elements
+ *   sleep     sleeps for a minute before the reduce_scatter
  * --steps N runs N steps (default 4). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <dist/dist.h>
 
@@ -87,6 +90,8 @@ static void reduce_grads(const job *j, int step, float *full, float *grad) {
     abort();
   if (planted(j, step, "exit1"))
     exit(1);
+  if (planted(j, step, "sleep"))
+    sleep(60);
   if (planted(j, step, "extra"))
     TRY("extra barrier", dist_barrier(j->g_shard, NULL));
   for (int i = 0; i < 4 * SHARD; i++)
@@ -109,9 +114,9 @@ static void reduce_grads(const job *j, int step, float *full, float *grad) {
 static void ring_token(const job *j, int step) {
   int me = j->rank % 4, base = j->rank / 4 * 4;
   int next = base + (me + 1) % 4, prev = base + (me + 3) % 4;
-  int token = j->rank, got = -1;
+  int token = j->rank, got[2] = {-1, -1};
   dist_tensor s = dist_tensor_1d(&token, DIST_INT32, 1);
-  dist_tensor r = dist_tensor_1d(&got, DIST_INT32, 1);
+  dist_tensor r = dist_tensor_1d(got, DIST_INT32, planted(j, step, "size") ? 2 : 1);
   dist_work *ws = NULL, *wr = NULL;
   int tag = planted(j, step, "tag") ? 1 : 0;
   TRY("isend token", dist_isend(&s, next, NULL, 0, &ws));
@@ -120,7 +125,7 @@ static void ring_token(const job *j, int step) {
   TRY("wait token send", dist_work_wait(ws, -1));
   dist_work_free(ws);
   dist_work_free(wr);
-  check(j, step, "token", got, prev);
+  check(j, step, "token", got[0], prev);
 }
 
 static void report_loss(const job *j, int step) {
@@ -157,7 +162,7 @@ static int parse(job *j, int argc, char **argv) {
       j->steps = atoi(argv[++i]);
     else {
       printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
-             "bugs: count redop root extra tag abort exit1 monbar (none: healthy)\n",
+             "bugs: count redop root extra tag abort exit1 monbar size sleep (none: healthy)\n",
              argv[0]);
       return strcmp(argv[i], "--help") ? 2 : 0;
     }

@@ -5,8 +5,8 @@
  * token ring of isend/irecv, a gather to rank 0, a blob all_gather, a
  * monitored barrier). The bug classes are the ones a planted job may
  * hold: a field of one call (count, reduce op, root), an extra call, a
- * tag that never matches, an abort, an exit with an error, a rank that
- * leaves before the last barrier. Each blames rank 6 in distrun's status,
+ * tag or a size that never matches, an abort, an exit with an error, a
+ * rank asleep, a rank that leaves before the last barrier. Each blames rank 6 in distrun's status,
  * its report and distview's --json alike. */
 #include "mesh_verdict.h"
 
@@ -97,5 +97,26 @@ Test(examples_zero, a_rank_that_skips_the_monitored_barrier_and_ends, .timeout =
   mesh_expect_verdict(&r, 12, "early_exit", 6);
   cr_expect(mesh_says(&r, "ended first, with exit code 0, while other ranks still needed it") &&
                 mesh_says(&r, "the waits end at rank 6, which exited with code 0"),
+            "%s", r.err);
+}
+
+/* The receive's buffer is larger than the send: the transport finds it
+ * under the checking layer, and its marked report is the cause. */
+Test(examples_zero, a_receive_of_another_size_is_a_desync_of_the_pair, .timeout = 120) {
+  static mesh_run r;
+  zero("size", &r);
+  mesh_expect_verdict(&r, 10, "desync", 6);
+  cr_expect(strstr(r.json, "\"fields\":\"size\""), "%s", r.json);
+  cr_expect(mesh_says(&r, "rank 6: RECV #10 int32[2] from rank 5 (8 bytes)  <- size differs"),
+            "%s", r.err);
+}
+
+/* Asleep outside the library: the hang's waits end at it. */
+Test(examples_zero, a_rank_asleep_outside_the_library_is_the_hang, .timeout = 120) {
+  static mesh_run r;
+  zero("sleep", &r);
+  mesh_expect_verdict(&r, 11, "hang", 6);
+  cr_expect(mesh_says(&r, "the waits end at rank 6, which is in no operation (busy outside "
+                          "the library"),
             "%s", r.err);
 }
