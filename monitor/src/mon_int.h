@@ -27,7 +27,7 @@
 #include <dist/dist.h>
 #include <dist/observer.h>
 
-#include "dist_int.h"
+#include "base/dist_int.h"
 #include "mon_record.h"
 
 #define MON_MAX_GROUPS 256  /* group ids followed; later ones are not */
