@@ -30,6 +30,10 @@
 #   netbed.sh loss P K PCT     nftables drops PCT% of host K's packets both
 #                              ways (numgen random)
 #   netbed.sh partition P K    nftables drops all of host K's packets
+#   netbed.sh reorder P K PCT [SLOW_RATE]
+#                              PCT% of host K's packets go through a slow htb
+#                              class and arrive late: reordering
+#   netbed.sh dup P K PCT      nftables sends PCT% of host K's packets twice
 #   netbed.sh heal P K         removes host K's shaping and nftables rules
 #   netbed.sh stats P K        tc and nftables counters of host K
 #
@@ -175,10 +179,38 @@ case "$cmd" in
   partition)
     [ $# -eq 2 ] || die "partition P K"
     nft_table "$(ns "$1" "$2")" "iifname \"eth0\" counter drop" "oifname \"eth0\" counter drop" ;;
+  reorder)
+    # PCT% of host K's outgoing packets take a slow htb class (SLOW_RATE,
+    # default 100mbit) and arrive after packets sent later: reordering
+    # without netem (nftables picks them: skb priority 1:20 is the class).
+    [ $# -ge 3 ] || die "reorder P K PCT [SLOW_RATE]"
+    h=$(ns "$1" "$2") slow=${4:-100mbit}
+    ip netns exec "$h" tc qdisc replace dev eth0 root handle 1: htb default 10 &&
+      ip netns exec "$h" tc class add dev eth0 parent 1: classid 1:10 htb rate 10gbit \
+        burst 1mb cburst 1mb quantum 60000 &&
+      ip netns exec "$h" tc class add dev eth0 parent 1: classid 1:20 htb rate "$slow" ceil "$slow" \
+        quantum 1514 || die "tc htb refused"
+    ip netns exec "$h" nft -f - <<EOF || die "nft refused the rules"
+table ip netbedr {
+  chain cslow { type filter hook output priority 0; policy accept;
+    oifname "eth0" numgen random mod 100 < $3 counter meta priority set "1:20"; }
+}
+EOF
+    ;;
+  dup)
+    # PCT% of host K's outgoing packets are sent twice (nftables dup).
+    [ $# -eq 3 ] || die "dup P K PCT"
+    ip netns exec "$(ns "$1" "$2")" nft -f - <<EOF || die "nft refused the rules"
+table ip netbedd {
+  chain cdup { type filter hook output priority 10; policy accept;
+    oifname "eth0" numgen random mod 100 < $3 counter dup to ip daddr device "eth0"; }
+}
+EOF
+    ;;
   heal)
     [ $# -eq 2 ] || die "heal P K"
     h=$(ns "$1" "$2")
-    ip netns exec "$h" nft delete table inet netbed 2>/dev/null
+    ip netns exec "$h" nft flush ruleset 2>/dev/null # the namespace's own: only ours
     ip netns exec "$h" tc qdisc del dev eth0 root 2>/dev/null
     tc qdisc del dev "$1-v$2" root 2>/dev/null
     true ;;
@@ -186,7 +218,8 @@ case "$cmd" in
     [ $# -eq 2 ] || die "stats P K"
     h=$(ns "$1" "$2")
     ip netns exec "$h" tc -s qdisc show dev eth0
-    ip netns exec "$h" nft list table inet netbed 2>/dev/null
+    ip netns exec "$h" tc -s class show dev eth0
+    ip netns exec "$h" nft list ruleset 2>/dev/null
     true ;;
   *) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; [ -z "$cmd" ] || exit 2 ;;
 esac

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "netbed.h"
@@ -140,6 +141,37 @@ Test(netfault, small_loss_the_job_completes, .timeout = 150, .fini = fini) {
   cr_expect_gt(dropped, 0, "nftables dropped nothing");
   printf("3%% loss on host 1: 40 all_reduces of 64 KiB in %.1f s, %lld packets dropped\n", s,
          dropped);
+}
+
+Test(netfault, reordering_and_duplication_the_job_completes, .timeout = 150, .fini = fini) {
+  bed_up();
+  /* 20% of host 1's packets wait in a 100 Mbit/s class while the rest
+   * pass them; 5% are sent twice. */
+  cr_assert_eq(netbed_sh(&bed, "reorder", "1", "20", NULL), 0, "%s", bed.err);
+  cr_assert_eq(netbed_sh(&bed, "dup", "1", "5", NULL), 0, "%s", bed.err);
+  start_loop("60", "65536");
+  double s = finish();
+  all_passed();
+  long long marked = stat_of("counter packets ");
+  cr_expect_gt(marked, 0, "nftables neither delayed nor duplicated a packet");
+  printf("reordered 20%% and duplicated 5%% on host 1: 60 all_reduces of 256 KiB in %.1f s\n",
+         s);
+}
+
+Test(netfault, a_stall_shorter_than_the_timeout_the_job_completes, .timeout = 150,
+     .fini = fini) {
+  bed_up();
+  start_loop("3000", "16384");
+  cr_assert_eq(netbed_sh(&bed, "partition", "1", NULL), 0, "%s", bed.err);
+  /* The stall's length is the fault itself (a quarter of the timeout),
+   * not a wait for something to happen. */
+  struct timespec ts = {TIMEOUT_S / 4, 0};
+  nanosleep(&ts, NULL);
+  long long dropped = stat_of("counter packets ");
+  cr_assert_eq(netbed_sh(&bed, "heal", "1", NULL), 0, "%s", bed.err);
+  finish();
+  all_passed();
+  cr_expect_gt(dropped, 0, "the stall dropped nothing: the loop ended before it");
 }
 
 /* --- faults that end the job ----------------------------------------------- */
