@@ -41,15 +41,19 @@ static void bed_up(void) {
 /* Starts `multihost_rank loop iters n` on 2 x 2; iters 0 runs until the
  * job is ended. Returns once every rank has finished its first all_reduce
  * (each prints "ready pid=P"). */
-static void start_loop(const char *iters, const char *n) {
+static void start_loop_timeout(const char *iters, const char *n, int timeout_s) {
   static char timeout[32];
-  snprintf(timeout, sizeof timeout, "DIST_TIMEOUT=%d", TIMEOUT_S);
+  snprintf(timeout, sizeof timeout, "DIST_TIMEOUT=%d", timeout_s);
   const char *prog[] = {dist_test_bin("multihost_rank"), "loop", iters, n, NULL};
   const char *env[] = {timeout, NULL};
   netbed_job_start(&job, &bed, 2, 2, env, prog);
   for (int k = 0; k < 2; k++)
     cr_assert(dist_proc_wait_for(&job.node[k], 0, "ready pid=", 2, 60000),
               "the ranks did not start:\n%s", netbed_job_output(&job));
+}
+
+static void start_loop(const char *iters, const char *n) {
+  start_loop_timeout(iters, n, TIMEOUT_S);
 }
 
 static pid_t rank_pid(int r) {
@@ -161,11 +165,14 @@ Test(netfault, reordering_and_duplication_the_job_completes, .timeout = 150, .fi
 Test(netfault, a_stall_shorter_than_the_timeout_the_job_completes, .timeout = 150,
      .fini = fini) {
   bed_up();
-  start_loop("3000", "16384");
+  /* 2 s of stall against a 20 s timeout: TCP's retransmission backoff
+   * (0.2 s doubling) stretches a stall to the next retransmission, up to
+   * twice its length, so "shorter than the timeout" needs room. */
+  start_loop_timeout("3000", "16384", 20);
   cr_assert_eq(netbed_sh(&bed, "partition", "1", NULL), 0, "%s", bed.err);
-  /* The stall's length is the fault itself (a quarter of the timeout),
-   * not a wait for something to happen. */
-  struct timespec ts = {TIMEOUT_S / 4, 0};
+  /* The stall's length is the fault itself, not a wait for something to
+   * happen. */
+  struct timespec ts = {2, 0};
   nanosleep(&ts, NULL);
   long long dropped = stat_of("counter packets ");
   cr_assert_eq(netbed_sh(&bed, "heal", "1", NULL), 0, "%s", bed.err);
