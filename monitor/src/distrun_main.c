@@ -326,7 +326,8 @@ static void read_signals(sup *sp) {
 
 /* A rank of another node died first ("rank R died: killed by signal S" or
  * "... exited with code C", from dist__run_store_post_death): it is the
- * verdict's culprit here too, a crash when a signal killed it. */
+ * verdict's culprit here too, of the kind its node gives it (crash for a
+ * fatal signal, else died), as on one node. */
 static void remote_first(sup *sp, const char *msg) {
   int rank, code;
   if (sscanf(msg, "rank %d died: killed by signal %d", &rank, &code) == 2)

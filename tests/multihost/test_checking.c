@@ -139,7 +139,8 @@ Test(multihost_checking, trace_merges_with_clock_offsets_measured_across_hosts, 
   }
   /* On the job clock, the same all_reduce starts on every rank within the
    * job's span: no rank 1000 s away. */
-  cr_expect_lt(one_ll(h, "SELECT max(t_started_ns) - min(t_started_ns) FROM operations"), 60000 * ms);
+  cr_expect_lt(one_ll(h, "SELECT max(t_started_ns) - min(t_started_ns) FROM operations"),
+               60000 * ms);
   sqlite3_close(h);
   static dist_proc p;
   cr_expect_eq(dist_proc_runl(&p, NULL, 60000, dist_test_bin("distview"), "summary",
