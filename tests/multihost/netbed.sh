@@ -15,14 +15,15 @@
 #                              the bed has a skew, its time namespace
 #   netbed.sh addr P K         host K's address
 #   netbed.sh down P           kills every process inside the bed's hosts,
-#                              removes links, bridge, nftables tables and
-#                              namespaces; idempotent
+#                              removes links, bridge, nftables tables,
+#                              namespaces and /tmp/netbed-P-*; idempotent
 #   netbed.sh guard P          waits for EOF on stdin, then `down P` (a test
 #                              holds the pipe's other end: when the test ends
 #                              in any way, even SIGKILL, the bed goes)
 #   netbed.sh sweep            `down` for every bed whose owner pid is gone
 #   netbed.sh left P           prints what of bed P still exists (namespaces,
-#                              links, processes); empty output: nothing
+#                              links, processes, scratch directories); empty
+#                              output: nothing
 #   netbed.sh shape P K RATE [BURST] [LIMIT_BYTES]
 #                              tbf on both directions of host K's link
 #                              (RATE like 100mbit; the queue turns rate into
@@ -79,15 +80,25 @@ down() {
   for l in $(links_of "$p"); do ip link del "$l" 2>/dev/null; done
   for n in $(hosts_of "$p"); do ip netns del "$n" 2>/dev/null; done
   rm -f "/run/netbed-$p.skew"
+  rm -rf /tmp/netbed-"$p"-*
   [ -z "$(left "$p")" ] || { left "$p" >&2; return 1; }
 }
 
-left() {
+left_net() {
   local p=$1 n
   for n in $(hosts_of "$p"); do
     echo "namespace $n (processes: $(echo $(ip netns pids "$n" 2>/dev/null)))"
   done
   for n in $(links_of "$p"); do echo "link $n"; done
+}
+
+# What of the bed exists: namespaces, links, and the scratch directories
+# of its tests (/tmp/netbed-P-*, netbed.h).
+left() {
+  local d
+  left_net "$1"
+  for d in /tmp/netbed-"$1"-*; do [ -e "$d" ] && echo "directory $d"; done
+  true
 }
 
 sweep() {
@@ -107,7 +118,7 @@ up() {
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 64 ] || die "hosts: 1 to 64"
   command -v ip >/dev/null || die "needs iproute2 (apt-get install iproute2)"
   sweep
-  [ -z "$(left "$p")" ] || die "bed $p exists"
+  [ -z "$(left_net "$p")" ] || die "bed $p exists"
   ip link add "$p-br" type bridge || die "cannot create a bridge (root? CONFIG_BRIDGE?)"
   ip link set "$p-br" up
   for ((k = 0; k < n; k++)); do
