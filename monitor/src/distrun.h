@@ -164,6 +164,14 @@ struct drun_verdict;
  * its last operation in the trace when its monitor had not said). */
 void dist__run_trace_merge(const drun_cfg *c, const char *job_id, struct drun_verdict *v);
 
+/* --max-restarts (tracer/SCHEMA.md, Attempts): attempt k's merged file,
+ * "<stem>.attempt-<k>.db" beside the trace output. */
+void dist__run_trace_attempt_path(const drun_cfg *c, int k, char *out, size_t len);
+/* Marks c->trace_out (attempt job->attempt's file) with the meta keys. */
+void dist__run_trace_mark_attempt(const drun_cfg *c, const drun_job *job);
+/* The trace output becomes a hard link to attempt last's file. */
+void dist__run_trace_link_last(const drun_cfg *c, int last);
+
 /* --- the job's store (distrun_store.c) ----------------------------------- */
 
 /* Node 0 hosts the store (loopback for one node, every address otherwise);

@@ -659,6 +659,10 @@ static int check_cfg(drun_cfg *c, const given *g) {
   int rc = check_output(c, g);
   if (rc >= 0)
     return rc;
+  if (c->max_restarts > 0 && c->nnodes > 1)
+    return usage_error("--max-restarts %d with --nnodes %d: restarts restart one node's ranks "
+                       "for now; a job of several nodes cannot restart yet (run it with "
+                       "--max-restarts 0, or one node)", c->max_restarts, c->nnodes);
   if (c->standalone && c->nnodes > 1)
     return usage_error("--standalone runs one node, but --nnodes is %d", c->nnodes);
   if (c->node_rank >= c->nnodes)

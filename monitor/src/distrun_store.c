@@ -110,7 +110,9 @@ static int host_store(const drun_cfg *c, drun_job *job) {
     return launch_fail(what, dist_last_errmsg());
   }
   job->store_port = dist_store_tcp_port(job->store);
-  snprintf(job->store_addr, sizeof job->store_addr, "%s", one ? "127.0.0.1" : c->master_addr);
+  /* --local-addr: the address the other nodes' ranks reach this node by */
+  snprintf(job->store_addr, sizeof job->store_addr, "%s",
+           one ? "127.0.0.1" : c->local_addr ? c->local_addr : c->master_addr);
   if (c->job_id[0])
     snprintf(job->job_id, sizeof job->job_id, "%s", c->job_id);
   else if (dist__rendezvous_make_job_id(job->job_id, sizeof job->job_id) != DIST_OK)
@@ -163,7 +165,12 @@ static int join_store(const drun_cfg *c, drun_job *job) {
 }
 
 int dist__run_store_setup(const drun_cfg *c, drun_job *job) {
+  char run[sizeof job->run_id];
+  int attempt = job->attempt; /* the caller's: which attempt of which job */
+  memcpy(run, job->run_id, sizeof run);
   memset(job, 0, sizeof *job);
+  memcpy(job->run_id, run, sizeof run);
+  job->attempt = attempt;
   job->notify_rd = job->notify_wr = -1;
   int rc = choose_token(c, job);
   if (rc)

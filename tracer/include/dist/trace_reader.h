@@ -75,6 +75,14 @@ typedef struct dist_trace_verdict {
 DIST_API int dist_trace_set_verdict(const char *db_path, const dist_trace_verdict *v, char *err,
                                     size_t errlen);
 
+/* Marks the merged trace at db_path as attempt `attempt` (0 the first) of
+ * the job run_id, restarted at most max_restarts times (distrun
+ * --max-restarts; tracer/SCHEMA.md, meta keys run_id, attempt,
+ * max_restarts). DIST_E_INVAL: NULL run_id, attempt < 0 or db_path not a
+ * merged trace; DIST_E_SYS: it cannot be written. */
+DIST_API int dist_trace_set_attempt(const char *db_path, const char *run_id, int attempt,
+                                    int max_restarts, char *err, size_t errlen);
+
 #define DIST_TRACE_VERDICT_CULPRITS 256
 
 /* The stored verdict, copied out (the strings are "" where NULL). */
