@@ -136,9 +136,15 @@ DIST_API int dist_trace_collective(dist_trace *t, int group_id, int64_t seq,
 /* Chrome trace event JSON (Perfetto): complete events + flows (SCHEMA.md). */
 DIST_API int dist_trace_export_chrome(dist_trace *t, const char *out_path, char *err,
                                       size_t errlen);
-/* OTLP/HTTP JSON to <endpoint>/v1/traces (SCHEMA.md), in batches; each
- * request waits at most timeout_ms. DIST_E_BACKEND when the collector
- * answers non-2xx, DIST_E_SYS when it cannot be reached. */
+/* OTLP/HTTP to <endpoint>/v1/traces (SCHEMA.md), in batches. endpoint
+ * NULL: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the whole URL),
+ * OTEL_EXPORTER_OTLP_ENDPOINT or DIST_OTLP_ENDPOINT; timeout_ms <= 0:
+ * OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT, else 10 s per request. The other
+ * OTEL_EXPORTER_OTLP_* variables apply (protocol http/json or
+ * http/protobuf, gzip, headers, certificates; README, "Spans in your
+ * tracing backend"). DIST_E_BACKEND when the collector answers non-2xx,
+ * DIST_E_SYS when it cannot be reached, DIST_E_INVAL for a variable that
+ * cannot be used (named in err), DIST_E_NOTSUP when OTEL_SDK_DISABLED=true. */
 DIST_API int dist_trace_export_otlp(dist_trace *t, const char *endpoint, int64_t timeout_ms,
                                     char *err, size_t errlen);
 
