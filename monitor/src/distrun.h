@@ -70,6 +70,10 @@ typedef struct drun_cfg {
   const char *role;         /* --role: ROLE_NAME (default "default") */
   const char *local_addr;   /* --local-addr: the address node 0 gives its ranks */
   bool c10d;                /* --rdzv-backend c10d (else static) */
+  bool is_host;             /* --rdzv-conf is_host=true: this node hosts (node 0) */
+  bool node_rank_auto;      /* c10d without --node-rank: the endpoint's node
+                               hosts (node 0), the others take ranks in the
+                               order they join (distrun_store.c) */
   char **prog_own;          /* "python3 -u [-m] ..." built here, or NULL */
 } drun_cfg;
 
@@ -175,9 +179,12 @@ void dist__run_trace_link_last(const drun_cfg *c, int last);
 /* --- the job's store (distrun_store.c) ----------------------------------- */
 
 /* Node 0 hosts the store (loopback for one node, every address otherwise);
- * other nodes join it. Fills job. Returns 0, or DRUN_EXIT_LAUNCH /
+ * other nodes join it. With c->node_rank_auto it settles c->node_rank
+ * first: a node whose address the endpoint names and that can bind its
+ * port hosts; the others join and number themselves 1, 2, ... in the
+ * order they arrive. Fills job. Returns 0, or DRUN_EXIT_LAUNCH /
  * DRUN_EXIT_USAGE with the message printed. */
-int dist__run_store_setup(const drun_cfg *c, drun_job *job);
+int dist__run_store_setup(drun_cfg *c, drun_job *job);
 /* "rank R died: cause" for the others (first failure wins) and on every
  * other node's queue. */
 void dist__run_store_post_death(const drun_cfg *c, drun_job *job, int rank,

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "distrun.h"
@@ -489,8 +490,7 @@ static int conf_option(const char *arg, drun_cfg *c) {
     } else if (!strcmp(kv, "is_host")) {
       if (strcmp(v, "0") && strcmp(v, "1") && strcasecmp(v, "true") && strcasecmp(v, "false"))
         return usage_error("--rdzv-conf is_host needs true or false, got '%s'", v);
-      if (strcmp(v, "1") == 0 || !strcasecmp(v, "true"))
-        c->node_rank = 0; /* this node hosts the store: it is node 0 */
+      c->is_host = strcmp(v, "1") == 0 || !strcasecmp(v, "true"); /* node 0 */
     } else {
       return usage_error("--rdzv-conf: unknown key '%s' (join_timeout, timeout, read_timeout, "
                          "last_call_timeout, close_timeout, keep_alive_interval, "
@@ -708,8 +708,12 @@ static int check_cfg(drun_cfg *c, const given *g) {
     return -1;
   }
   if (!g->addr)
-    return usage_error("--nnodes %d needs --master-addr (node 0's host name or address)",
-                       c->nnodes);
+    return usage_error("--nnodes %d needs --master-addr or --rdzv-endpoint (node 0's host name "
+                       "or address)", c->nnodes);
+  if (c->is_host && g->node_rank && c->node_rank != 0)
+    return usage_error("--rdzv-conf is_host=true makes this node 0, but --node-rank is %d",
+                       c->node_rank);
+  c->node_rank_auto = c->c10d && !g->node_rank && !c->is_host;
   if (!g->port)
     c->master_port = 29500;
   return -1;

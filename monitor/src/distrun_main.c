@@ -538,7 +538,7 @@ static int find_program(const drun_cfg *c, drun_job *job, char *path, size_t len
 /* One attempt: the job's store, the ranks, their end, the trace merged
  * with the verdict in it. Returns the attempt's exit status; v holds its
  * verdict (printed by the caller, last). */
-static int run_attempt(const drun_cfg *c, drun_job *job, int sigfd, drun_posted *posted,
+static int run_attempt(drun_cfg *c, drun_job *job, int sigfd, drun_posted *posted,
                        drun_verdict *v) {
   int rc;
   if ((rc = dist__run_store_setup(c, job)) != 0 || (rc = dist__run_watch_start(c, job))) {

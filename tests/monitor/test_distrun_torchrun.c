@@ -342,3 +342,78 @@ Test(monitor_distrun_torchrun, one_restart_ends_with_the_second_failures_status,
   snprintf(file, sizeof file, "%s/trace.attempt-2.db", dir);
   cr_assert_eq(access(file, F_OK), -1, "a third attempt ran");
 }
+
+/* --- c10d rendezvous by endpoint (loopback, distinct node ranks) ------------- */
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* A distrun node of a c10d job at 127.0.0.1:port with no --node-rank. */
+static void start_c10d_node(dist_proc *p, int port, const char *mode) {
+  static char ep[2][32];
+  static int k;
+  char *e = ep[k++ % 2];
+  snprintf(e, sizeof ep[0], "127.0.0.1:%d", port);
+  const char *argv[] = {dist_test_bin("distrun"), "--nnodes", "2:2", "--nproc-per-node", "2",
+                        "--rdzv-backend", "c10d", "--rdzv-endpoint", e, "--rdzv-id", "c10djob",
+                        dist_test_bin("distrun_testprog"), mode, NULL};
+  const char *env[] = {"DIST_TOKEN=c10d-test-token", NULL};
+  dist_proc_start(p, argv, env);
+}
+
+Test(monitor_distrun_torchrun, c10d_nodes_without_node_ranks_number_themselves_by_arrival,
+     .timeout = 90) {
+  dist_test_clean_launch_env();
+  int port = free_port();
+  static dist_proc n[2];
+  start_c10d_node(&n[0], port, "demo");
+  start_c10d_node(&n[1], port, "demo");
+  dist_proc_finish_all(n, 2, 0, 60000);
+  for (int i = 0; i < 2; i++)
+    cr_assert_eq(n[i].status, 0, "node %d: exit %d\n%s\n%s", i, n[i].status, OUT(&n[i]),
+                 ERR(&n[i]));
+  /* every global rank ran once, and read every other's key: one job of 4 */
+  char all[2 * DIST_PROC_CAP + 2];
+  snprintf(all, sizeof all, "%s%s", OUT(&n[0]), OUT(&n[1]));
+  for (int r = 0; r < 4; r++) {
+    char want[128];
+    snprintf(want, sizeof want, "rank %d of 4 (local %d of 2, job c10djob)", r, r % 2);
+    cr_assert_eq(dist_test_count(all, want), 4, "'%s' x4 in:\n%s", want, all);
+  }
+  /* node 0 is whichever hosts the endpoint; the other is node 1 */
+  bool n0_hosts = strstr(OUT(&n[0]), "[0] rank 0 of 4") != NULL;
+  cr_assert(strstr(OUT(&n[n0_hosts ? 1 : 0]), "[2] rank 2 of 4"), "%s", all);
+}
+
+Test(monitor_distrun_torchrun, a_c10d_node_beyond_nnodes_is_told_the_job_is_full,
+     .timeout = 90) {
+  dist_test_clean_launch_env();
+  int port = free_port();
+  static dist_proc n[3];
+  start_c10d_node(&n[0], port, "wait");
+  start_c10d_node(&n[1], port, "wait");
+  cr_assert(dist_proc_wait_for(&n[0], 0, "ready pid=", 2, 30000), "%s", ERR(&n[0]));
+  cr_assert(dist_proc_wait_for(&n[1], 0, "ready pid=", 2, 30000), "%s", ERR(&n[1]));
+  start_c10d_node(&n[2], port, "wait");
+  int st = dist_proc_finish(&n[2], 30000);
+  cr_assert_eq(st, 13, "a third node: exit %d\n%s", st, ERR(&n[2]));
+  cr_assert(strstr(ERR(&n[2]), "has its 2 nodes (--nnodes) already; this node arrived as "
+                               "number 3"), "%s", ERR(&n[2]));
+  cr_assert_eq(dist_test_count(OUT(&n[2]), "ready pid="), 0, "%s", OUT(&n[2]));
+  kill(n[0].pid, SIGTERM); /* ends the job on both nodes */
+  dist_proc_finish_all(n, 2, 0, 30000);
+  cr_assert_eq(n[0].status, 1, "%s", ERR(&n[0]));
+  cr_assert(n[1].status == 1 || n[1].status == 12, "node 1: %d\n%s", n[1].status, ERR(&n[1]));
+}
