@@ -52,7 +52,7 @@ typedef struct drun_cfg {
   uint16_t master_port;     /* 0: a free port (one node only) */
   bool standalone;
   const char *log_dir;
-  bool tee, prefix;
+  bool prefix;
   int64_t grace_ms;         /* SIGTERM -> SIGKILL */
   int64_t join_timeout_ms;  /* reaching node 0's store, agreeing with it */
   char job_id[DIST_JOB_ID_MAX + 1]; /* "" : made by node 0 */
@@ -60,7 +60,27 @@ typedef struct drun_cfg {
   const char *slurm_note;   /* what came from SLURM, for the INFO line */
   const char *trace_out;    /* --trace-out; NULL: ./trace.db */
   bool local_rank_arg;      /* --local-rank-arg: argv gains --local-rank=N */
+  /* torchrun's options (README, "distrun and torchrun") */
+  int redirects;            /* streams to --log-dir files: 1 stdout, 2 stderr */
+  int tee;                  /* streams also shown on the terminal (3: both) */
+  uint64_t ranks_filter;    /* --local-ranks-filter: local ranks shown on the
+                               terminal (bit r), 0: all */
+  int max_restarts;         /* --max-restarts: attempts after the first */
+  int64_t monitor_interval_ms;
+  const char *role;         /* --role: ROLE_NAME (default "default") */
+  const char *local_addr;   /* --local-addr: the address node 0 gives its ranks */
+  bool c10d;                /* --rdzv-backend c10d (else static) */
+  bool is_host;             /* --rdzv-conf is_host=true: this node hosts (node 0) */
+  bool node_rank_auto;      /* c10d without --node-rank: the endpoint's node
+                               hosts (node 0), the others take ranks in the
+                               order they join (distrun_store.c) */
+  char **prog_own;          /* "python3 -u [-m] ..." built here, or NULL */
 } drun_cfg;
+
+/* The torch-style variables each rank gets besides distrun's own (names
+ * and values, distrun_proc.c): GROUP_RANK, ROLE_*, TORCHELASTIC_*,
+ * DIST_RESTART_COUNT. */
+#define DRUN_MAX_LOCAL_FILTER 64
 
 /* Parses argv (and SLURM_* / MASTER_* / DIST_JOB_ID) into c. Returns -1 to
  * go on, or an exit status (0 after --help/--version, 2 on a usage error,
@@ -109,7 +129,9 @@ typedef struct drun_rank {
 
 /* What every rank's environment shares (distrun_store.c fills it). */
 typedef struct drun_job {
-  char job_id[DIST_JOB_ID_MAX + 1];
+  char job_id[DIST_JOB_ID_MAX + 1]; /* this attempt's (the ranks' DIST_JOB_ID) */
+  char run_id[DIST_JOB_ID_MAX + 1]; /* the job's, whatever the attempt */
+  int attempt;                      /* 0, then 1.. after each restart */
   char token[DIST_TOKEN_MAX + 1]; /* "": the ranks run without one */
   char store_addr[DRUN_HOSTLEN];  /* MASTER_ADDR for the ranks */
   uint16_t store_port;
@@ -146,12 +168,23 @@ struct drun_verdict;
  * its last operation in the trace when its monitor had not said). */
 void dist__run_trace_merge(const drun_cfg *c, const char *job_id, struct drun_verdict *v);
 
+/* --max-restarts (tracer/SCHEMA.md, Attempts): attempt k's merged file,
+ * "<stem>.attempt-<k>.db" beside the trace output. */
+void dist__run_trace_attempt_path(const drun_cfg *c, int k, char *out, size_t len);
+/* Marks c->trace_out (attempt job->attempt's file) with the meta keys. */
+void dist__run_trace_mark_attempt(const drun_cfg *c, const drun_job *job);
+/* The trace output becomes a hard link to attempt last's file. */
+void dist__run_trace_link_last(const drun_cfg *c, int last);
+
 /* --- the job's store (distrun_store.c) ----------------------------------- */
 
 /* Node 0 hosts the store (loopback for one node, every address otherwise);
- * other nodes join it. Fills job. Returns 0, or DRUN_EXIT_LAUNCH /
+ * other nodes join it. With c->node_rank_auto it settles c->node_rank
+ * first: a node whose address the endpoint names and that can bind its
+ * port hosts; the others join and number themselves 1, 2, ... in the
+ * order they arrive. Fills job. Returns 0, or DRUN_EXIT_LAUNCH /
  * DRUN_EXIT_USAGE with the message printed. */
-int dist__run_store_setup(const drun_cfg *c, drun_job *job);
+int dist__run_store_setup(drun_cfg *c, drun_job *job);
 /* "rank R died: cause" for the others (first failure wins) and on every
  * other node's queue. Returns DIST_OK, or the store's status when the post
  * failed (a node that cannot reach node 0's store: node 0 or the network

@@ -570,6 +570,100 @@ static int find_program(const drun_cfg *c, drun_job *job, char *path, size_t len
   return DRUN_EXIT_LAUNCH;
 }
 
+/* One attempt: the job's store, the ranks, their end, the trace merged
+ * with the verdict in it. Returns the attempt's exit status; v holds its
+ * verdict (printed by the caller, last). */
+static int run_attempt(drun_cfg *c, drun_job *job, int sigfd, drun_posted *posted,
+                       drun_verdict *v) {
+  int rc;
+  if ((rc = dist__run_store_setup(c, job)) != 0 || (rc = dist__run_watch_start(c, job))) {
+    dist__run_store_close(c, job);
+    dist__run_verdict_make(rc, &(drun_first){.rank = -1}, posted, v);
+    return rc;
+  }
+  DIST_LOG(INFO, RUN, "job %s: ranks %d-%d of %d (node %d of %d%s%s), store %s:%u",
+           job->job_id, c->node_rank * c->nproc, c->node_rank * c->nproc + c->nproc - 1,
+           c->nproc * c->nnodes, c->node_rank, c->nnodes, c->slurm_note ? ", from " : "",
+           c->slurm_note ? c->slurm_note : "", job->store_addr, (unsigned)job->store_port);
+  char path[4096];
+  dist__run_verdict_make(DRUN_EXIT_LAUNCH, &(drun_first){.rank = -1}, posted, v);
+  rc = find_program(c, job, path, sizeof path);
+  if (rc == 0)
+    rc = supervise(c, job, path, sigfd, posted, v);
+  dist__run_store_post_done(c, job, rc);
+  dist__run_store_close(c, job);
+  if (c->max_restarts > 0 && rc != DRUN_EXIT_OK) {
+    /* "attempt K: exit status ..." in the line printed and stored */
+    char head[32];
+    int n = snprintf(head, sizeof head, "attempt %d: ", job->attempt);
+    size_t len = strlen(v->line);
+    if (len + (size_t)n < sizeof v->line) {
+      memmove(v->line + n, v->line, len + 1);
+      memcpy(v->line, head, (size_t)n);
+    }
+  }
+  dist__run_trace_merge(c, job->job_id, v);
+  if (c->max_restarts > 0)
+    dist__run_trace_mark_attempt(c, job);
+  return rc;
+}
+
+/* What each attempt ended with, for the summary (--max-restarts). */
+typedef struct attempt_end {
+  int status;
+  char kind[16];
+  char culprits[64];
+} attempt_end;
+
+static void remember(attempt_end *e, const drun_verdict *v, int status) {
+  e->status = status;
+  snprintf(e->kind, sizeof e->kind, "%s", status == DRUN_EXIT_OK ? "success" : v->kind);
+  size_t off = 0;
+  e->culprits[0] = '\0';
+  for (int i = 0; i < v->n_culprits && i < 8; i++)
+    dist__appendf(e->culprits, sizeof e->culprits, &off, "%s%d", i ? "," : "", v->culprits[i]);
+}
+
+/* The last lines of a job with restarts: every attempt's verdict and trace
+ * file, and whose status the job's is. */
+static void print_attempts(const drun_cfg *c, const attempt_end *e, int n) {
+  char text[8192];
+  size_t off = 0;
+  dist__appendf(text, sizeof text, &off, "distrun: %d attempt%s (--max-restarts %d); the job's "
+                "exit status is the last attempt's, %d:\n", n, n == 1 ? "" : "s",
+                c->max_restarts, e[n - 1].status);
+  for (int k = 0; k < n; k++) {
+    char trace[4200];
+    dist__run_trace_attempt_path(c, k, trace, sizeof trace);
+    dist__appendf(text, sizeof text, &off, "  attempt %d: exit status %d (%s%s%s%s), trace %s\n",
+                  k, e[k].status, e[k].kind, e[k].culprits[0] ? ", rank" : "",
+                  strchr(e[k].culprits, ',') ? "s " : e[k].culprits[0] ? " " : "",
+                  e[k].culprits, trace);
+  }
+  ssize_t w = write(STDERR_FILENO, text, off);
+  (void)w;
+}
+
+/* Whether a failed attempt is followed by another: a rank's failure (a
+ * death, a desync, a hang) is, as torchrun restarts on any worker failure;
+ * an interrupt of distrun, a usage error or a program that cannot start
+ * are not (a new attempt would end the same way). */
+static bool restartable(int rc) {
+  return rc == DRUN_EXIT_RANK_DIED || rc == DRUN_EXIT_DESYNC || rc == DRUN_EXIT_HANG;
+}
+
+/* The job's id for every attempt (the ranks get "<id>.attempt-<K>"). */
+static int run_id(const drun_cfg *c, char *out, size_t len) {
+  if (c->job_id[0]) {
+    snprintf(out, len, "%s", c->job_id);
+    return 0;
+  }
+  if (dist__rendezvous_make_job_id(out, len) == DIST_OK)
+    return 0;
+  dist__run_say("cannot make a job id: %s", dist_last_errmsg());
+  return DRUN_EXIT_LAUNCH;
+}
+
 int main(int argc, char **argv) {
   drun_cfg c;
   int rc = dist__run_parse_args(argc, argv, &c);
@@ -586,29 +680,44 @@ int main(int argc, char **argv) {
     dist__run_say("cannot make a signalfd: %s", strerror(errno));
     return DRUN_EXIT_OTHER;
   }
-  drun_job job;
-  if ((rc = dist__run_store_setup(&c, &job)) != 0 || (rc = dist__run_watch_start(&c, &job))) {
-    dist__run_store_close(&c, &job);
+  char run[DIST_JOB_ID_MAX + 1] = "";
+  if (c.max_restarts > 0 && (rc = run_id(&c, run, sizeof run)) != 0)
     return rc;
+  attempt_end *ends = dist__calloc((size_t)c.max_restarts + 1, sizeof *ends);
+  if (!ends)
+    return DRUN_EXIT_LAUNCH;
+  int k = 0;
+  for (;; k++) {
+    drun_cfg ca = c;
+    drun_job job = {.attempt = k};
+    drun_posted posted = {0};
+    drun_verdict v;
+    char trace[4200];
+    if (c.max_restarts > 0) {
+      snprintf(ca.job_id, sizeof ca.job_id, "%s.attempt-%d", run, k);
+      snprintf(job.run_id, sizeof job.run_id, "%s", run);
+      dist__run_trace_attempt_path(&c, k, trace, sizeof trace);
+      ca.trace_out = trace;
+    }
+    rc = run_attempt(&ca, &job, sigfd, &posted, &v);
+    if (rc != DRUN_EXIT_OK && v.line[0])
+      dist__run_verdict_print(&v); /* last, after anything the merge says */
+    else if (c.max_restarts > 0)
+      dist__run_say("attempt %d: every rank succeeded", k);
+    remember(&ends[k], &v, rc);
+    dist__run_cause_free(&posted);
+    dist__run_crash_free();
+    if (k == c.max_restarts || !restartable(rc))
+      break;
+    dist__run_say("attempt %d failed (exit status %d): restarting every rank, attempt %d "
+                  "(restart %d of at most %d)", k, rc, k + 1, k + 1, c.max_restarts);
   }
-  DIST_LOG(INFO, RUN, "job %s: ranks %d-%d of %d (node %d of %d%s%s), store %s:%u",
-           job.job_id, c.node_rank * c.nproc, c.node_rank * c.nproc + c.nproc - 1,
-           c.nproc * c.nnodes, c.node_rank, c.nnodes, c.slurm_note ? ", from " : "",
-           c.slurm_note ? c.slurm_note : "", job.store_addr, (unsigned)job.store_port);
-  char path[4096];
-  drun_posted posted = {0};
-  drun_verdict v;
-  dist__run_verdict_make(DRUN_EXIT_LAUNCH, &(drun_first){.rank = -1}, &posted, &v);
-  rc = find_program(&c, &job, path, sizeof path);
-  if (rc == 0)
-    rc = supervise(&c, &job, path, sigfd, &posted, &v);
-  dist__run_store_post_done(&c, &job, rc);
-  dist__run_store_close(&c, &job);
-  dist__run_trace_merge(&c, job.job_id, &v);
-  if (rc != DRUN_EXIT_OK && v.line[0])
-    dist__run_verdict_print(&v); /* last, after anything the merge says */
-  dist__run_cause_free(&posted);
-  dist__run_crash_free();
+  if (c.max_restarts > 0) {
+    dist__run_trace_link_last(&c, k);
+    print_attempts(&c, ends, k + 1);
+  }
+  dist__free(ends);
+  dist__free(c.prog_own);
   close(sigfd);
   return rc;
 }

@@ -7,7 +7,9 @@
  * LINE_CAP, each shown as a line; an unfinished last line is shown at EOF
  * with a newline added. Log files (--log-dir DIR: DIR/rank-R.out and
  * DIR/rank-R.err) get the bytes exactly as the rank wrote them, without
- * prefixes; with --log-dir the terminal shows nothing unless --tee. */
+ * prefixes; with --log-dir the terminal shows nothing unless --tee.
+ * torchrun's --redirects and --tee pick the streams (1 stdout, 2 stderr, 3
+ * both), and --local-ranks-filter the local ranks the terminal shows. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -93,22 +95,27 @@ static int open_log(const drun_cfg *c, int rank, const char *ext) {
   return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 }
 
-static int open_one(const drun_cfg *c, int rank, drun_stream *s, int term, const char *ext) {
+/* bit: 1 stdout, 2 stderr (torchrun's --redirects/--tee masks). */
+static int open_one(const drun_cfg *c, int rank, drun_stream *s, int term, const char *ext,
+                    int bit) {
+  bool to_file = c->log_dir && (c->redirects & bit);
+  int local = rank - c->node_rank * c->nproc;
+  bool shown = !c->ranks_filter || (local < 64 && (c->ranks_filter >> local) & 1);
   s->len = 0;
   s->log_fd = -1;
-  s->term_fd = !c->log_dir || c->tee ? term : -1;
+  s->term_fd = shown && (!to_file || (c->tee & bit)) ? term : -1;
   s->buf = NULL;
   if (s->term_fd >= 0 && !(s->buf = dist__malloc(LINE_CAP)))
     return ENOMEM;
-  if (c->log_dir && (s->log_fd = open_log(c, rank, ext)) < 0)
+  if (to_file && (s->log_fd = open_log(c, rank, ext)) < 0)
     return errno;
   return 0;
 }
 
 int dist__run_output_open(const drun_cfg *c, int rank, drun_stream *out,
                           drun_stream *err) {
-  int e = open_one(c, rank, out, STDOUT_FILENO, "out");
-  return e ? e : open_one(c, rank, err, STDERR_FILENO, "err");
+  int e = open_one(c, rank, out, STDOUT_FILENO, "out", 1);
+  return e ? e : open_one(c, rank, err, STDERR_FILENO, "err", 2);
 }
 
 bool dist__run_output_pump(const drun_cfg *c, int rank, drun_stream *s) {

@@ -80,6 +80,10 @@ static const char *const owned_vars[] = {
     DIST_ENV_USE_AGENT_STORE,  DIST_ENV_JOB_ID,      DIST_ENV_TOKEN,
     DIST_ENV_NODE_RANK,   DIST_ENV_NNODES,           DIST_ENV_LAUNCHER,
     DIST_ENV_LAUNCHER_PID,
+    /* torchrun's names for the same things (README, "distrun and torchrun") */
+    "GROUP_RANK", "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
+    "DIST_RESTART_COUNT",
 };
 #define N_OWNED (sizeof owned_vars / sizeof owned_vars[0])
 
@@ -150,6 +154,15 @@ static int build_env(const drun_cfg *c, const drun_job *job, const drun_rank *r,
   bad |= add_var(e, &n, DIST_ENV_NNODES, "%d", c->nnodes);
   bad |= add_var(e, &n, DIST_ENV_LAUNCHER, "distrun");
   bad |= add_var(e, &n, DIST_ENV_LAUNCHER_PID, "%d", (int)getpid());
+  bad |= add_var(e, &n, "GROUP_RANK", "%d", c->node_rank);
+  bad |= add_var(e, &n, "ROLE_NAME", "%s", c->role ? c->role : "default");
+  bad |= add_var(e, &n, "ROLE_RANK", "%d", r->global); /* one role: the job's ranks */
+  bad |= add_var(e, &n, "ROLE_WORLD_SIZE", "%d", world);
+  bad |= add_var(e, &n, "DIST_RESTART_COUNT", "%d", job->attempt);
+  bad |= add_var(e, &n, "TORCHELASTIC_RESTART_COUNT", "%d", job->attempt);
+  bad |= add_var(e, &n, "TORCHELASTIC_MAX_RESTARTS", "%d", c->max_restarts);
+  bad |= add_var(e, &n, "TORCHELASTIC_RUN_ID", "%s", job->run_id[0] ? job->run_id : job->job_id);
+  bad |= add_var(e, &n, "TORCHELASTIC_USE_AGENT_STORE", "True");
   if (job->token[0])
     bad |= add_var(e, &n, DIST_ENV_TOKEN, "%s", job->token);
   e->envp[n] = NULL;

@@ -14,6 +14,9 @@
  * node has said so. "quit" on its own queue stops a watcher. */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,7 +113,9 @@ static int host_store(const drun_cfg *c, drun_job *job) {
     return launch_fail(what, dist_last_errmsg());
   }
   job->store_port = dist_store_tcp_port(job->store);
-  snprintf(job->store_addr, sizeof job->store_addr, "%s", one ? "127.0.0.1" : c->master_addr);
+  /* --local-addr: the address the other nodes' ranks reach this node by */
+  snprintf(job->store_addr, sizeof job->store_addr, "%s",
+           one ? "127.0.0.1" : c->local_addr ? c->local_addr : c->master_addr);
   if (c->job_id[0])
     snprintf(job->job_id, sizeof job->job_id, "%s", c->job_id);
   else if (dist__rendezvous_make_job_id(job->job_id, sizeof job->job_id) != DIST_OK)
@@ -127,8 +132,26 @@ static int host_store(const drun_cfg *c, drun_job *job) {
   return claim_node(c, job);
 }
 
+/* c10d without --node-rank: this node's index in arrival order (the host
+ * is 0, so the first to join is 1). */
+static int arrival_rank(drun_cfg *c, drun_job *job) {
+  int64_t v = 0;
+  if (dist_store_add(job->store, DIST_KEY_NODE_NEXT, 1, &v) != DIST_OK)
+    return launch_fail("cannot take a node rank in the job's store",
+                       dist_store_errmsg(job->store));
+  if (v >= c->nnodes) {
+    dist__run_say("the job at %s:%u has its %d nodes (--nnodes) already; this node arrived "
+                  "as number %lld", c->master_addr, (unsigned)c->master_port, c->nnodes,
+                  (long long)v + 1);
+    return DRUN_EXIT_LAUNCH;
+  }
+  c->node_rank = (int)v;
+  DIST_LOG(INFO, RUN, "c10d rendezvous: node rank %d (in the order nodes joined)", c->node_rank);
+  return 0;
+}
+
 /* Node K > 0: joins node 0's store and takes its job id. */
-static int join_store(const drun_cfg *c, drun_job *job) {
+static int join_store(drun_cfg *c, drun_job *job) {
   dist_store_tcp_opts o = {0};
   o.host = c->master_addr;
   o.port = c->master_port;
@@ -159,16 +182,72 @@ static int join_store(const drun_cfg *c, drun_job *job) {
   dist_free(vals[1]);
   snprintf(job->store_addr, sizeof job->store_addr, "%s", c->master_addr);
   job->store_port = c->master_port;
+  if (rc == 0 && c->node_rank_auto)
+    rc = arrival_rank(c, job);
   return rc ? rc : claim_node(c, job);
 }
 
-int dist__run_store_setup(const drun_cfg *c, drun_job *job) {
+/* Whether host names an address of this machine: a socket binds to it. */
+static bool address_is_local(const char *host) {
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG}, *res = NULL;
+  if (getaddrinfo(host, NULL, &hints, &res) != 0)
+    return false;
+  bool local = false;
+  for (struct addrinfo *a = res; a && !local; a = a->ai_next) {
+    int fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+      continue;
+    local = bind(fd, a->ai_addr, a->ai_addrlen) == 0; /* port 0 in the result */
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return local;
+}
+
+/* Whether something listens on port already (another distrun hosts). */
+static bool port_taken(uint16_t port) {
+  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return false;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons(port),
+                            .sin6_addr = IN6ADDR_ANY_INIT};
+  bool taken = bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno == EADDRINUSE;
+  close(fd);
+  return taken;
+}
+
+/* c10d without --node-rank: host when the endpoint is this machine and its
+ * port is free (as torchrun's c10d backend: the first agent on the
+ * endpoint's machine hosts), else join. */
+static int place_node(drun_cfg *c, drun_job *job) {
+  if (address_is_local(c->master_addr) && !port_taken(c->master_port)) {
+    c->node_rank = 0;
+    int rc = host_store(c, job);
+    if (rc == 0 || !port_taken(c->master_port))
+      return rc;
+    dist_store_destroy(job->store); /* another distrun took the port first */
+    job->store = NULL;
+    DIST_LOG(INFO, RUN, "c10d rendezvous: port %u was taken first; joining it",
+             (unsigned)c->master_port);
+  }
+  return join_store(c, job);
+}
+
+int dist__run_store_setup(drun_cfg *c, drun_job *job) {
+  char run[sizeof job->run_id];
+  int attempt = job->attempt; /* the caller's: which attempt of which job */
+  memcpy(run, job->run_id, sizeof run);
   memset(job, 0, sizeof *job);
+  memcpy(job->run_id, run, sizeof run);
+  job->attempt = attempt;
   job->notify_rd = job->notify_wr = -1;
   int rc = choose_token(c, job);
   if (rc)
     return rc;
-  rc = c->node_rank == 0 ? host_store(c, job) : join_store(c, job);
+  rc = c->node_rank_auto ? place_node(c, job)
+       : c->node_rank == 0 ? host_store(c, job) : join_store(c, job);
   if (rc == 0)
     dist_store_set_timeout(job->store, POST_TIMEOUT_MS);
   return rc;

@@ -15,6 +15,7 @@
  * rank-<R>.db or .ring, none of them written in the last minute (a job
  * that may still run). */
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,4 +214,35 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
   place_from_trace(out, v);
   store_verdict(out, v);
   prune(base && *base ? base : "dist-trace", job_id);
+}
+
+/* --- attempts (--max-restarts) -------------------------------------------- */
+
+void dist__run_trace_attempt_path(const drun_cfg *c, int k, char *out, size_t len) {
+  const char *base = c->trace_out ? c->trace_out : "trace.db";
+  const char *slash = strrchr(base, '/'), *dot = strrchr(base, '.');
+  size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - base) : strlen(base);
+  snprintf(out, len, "%.*s.attempt-%d%s", (int)stem, base, k, base + stem);
+}
+
+void dist__run_trace_mark_attempt(const drun_cfg *c, const drun_job *job) {
+  struct stat st;
+  char err[512];
+  if (!c->trace_out || stat(c->trace_out, &st) != 0)
+    return; /* no trace this attempt (DIST_TRACE=0, a program that records none) */
+  if (dist_trace_set_attempt(c->trace_out, job->run_id, job->attempt, c->max_restarts, err,
+                             sizeof err) != DIST_OK)
+    dist__run_say("could not mark %s as attempt %d: %s", c->trace_out, job->attempt, err);
+}
+
+void dist__run_trace_link_last(const drun_cfg *c, int last) {
+  char from[4200];
+  const char *out = c->trace_out ? c->trace_out : "trace.db";
+  struct stat st;
+  dist__run_trace_attempt_path(c, last, from, sizeof from);
+  if (stat(from, &st) != 0)
+    return;
+  if ((unlink(out) != 0 && errno != ENOENT) || link(from, out) != 0)
+    dist__run_say("could not make %s the last attempt's trace (%s): %s", out, from,
+                  strerror(errno));
 }

@@ -2,6 +2,8 @@
  * (built as build/bin/distrun_testprog). The first argument picks what a
  * rank does:
  *   env              print what distrun told this rank (one line), exit 0
+ *   torchenv         the same in torchrun's names (GROUP_RANK, ROLE_*,
+ *                    TORCHELASTIC_*), one line, exit 0
  *   wait             print "ready pid=P", wait; SIGTERM prints "got SIGTERM"
  *                    and exits 0
  *   block            rendezvous (env://), print "ready pid=P", then block in
@@ -59,6 +61,18 @@ static int mode_env(void) {
          env_or("DIST_JOB_ID"), env_or("DIST_USE_AGENT_STORE"), env_or("DIST_NODE_RANK"),
          env_or("DIST_NNODES"), env_or("DIST_LAUNCHER"), tok ? strlen(tok) : 0,
          (int)getpid());
+  return 0;
+}
+
+/* torchrun's names for the rank's place (test_distrun_torchrun.c). */
+static int mode_torchenv(void) {
+  printf("torchenv rank=%s group_rank=%s role=%s role_rank=%s role_world=%s restart=%s "
+         "dist_restart=%s max_restarts=%s run_id=%s job=%s lws=%s addr=%s port=%s\n",
+         env_or("RANK"), env_or("GROUP_RANK"), env_or("ROLE_NAME"), env_or("ROLE_RANK"),
+         env_or("ROLE_WORLD_SIZE"), env_or("TORCHELASTIC_RESTART_COUNT"),
+         env_or("DIST_RESTART_COUNT"), env_or("TORCHELASTIC_MAX_RESTARTS"),
+         env_or("TORCHELASTIC_RUN_ID"), env_or("DIST_JOB_ID"), env_or("LOCAL_WORLD_SIZE"),
+         env_or("MASTER_ADDR"), env_or("MASTER_PORT"));
   return 0;
 }
 
@@ -276,6 +290,8 @@ int main(int argc, char **argv) {
   int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
   if (!strcmp(m, "env"))
     return mode_env();
+  if (!strcmp(m, "torchenv"))
+    return mode_torchenv();
   if (!strcmp(m, "wait"))
     return mode_wait();
   if (!strcmp(m, "block"))

@@ -184,7 +184,8 @@ Test(monitor_distrun, usage_errors_exit_2_and_help_exits_0, .timeout = 30) {
   cr_expect(strstr(ERR(&p), "bogus") && strstr(ERR(&p), "--help"), "%s", ERR(&p));
   const char *a2[] = {dist_test_bin("distrun"), "-n", "two", "x", NULL};
   cr_expect_eq(dist_proc_run(&p, a2, NULL, 10000), 2, "%s", ERR(&p));
-  cr_expect(strstr(ERR(&p), "--nproc-per-node needs an integer"), "%s", ERR(&p));
+  cr_expect(strstr(ERR(&p), "--nproc-per-node needs a number in [1, 1048576], auto, cpu or gpu, "
+                            "got 'two'"), "%s", ERR(&p));
   const char *a3[] = {dist_test_bin("distrun"), "-n", "2", NULL};
   cr_expect_eq(dist_proc_run(&p, a3, NULL, 10000), 2, "%s", ERR(&p));
   cr_expect(strstr(ERR(&p), "no program to run"), "%s", ERR(&p));

@@ -130,7 +130,7 @@ Test(monitor_distrun_edges, help_states_the_slurm_port, .timeout = 10) {
   snprintf(cmd, sizeof cmd, "%s --help", bin("distrun"));
   FILE *f = popen(cmd, "r");
   cr_assert(f);
-  char text[8192];
+  char text[16384];
   size_t n = fread(text, 1, sizeof text - 1, f);
   text[n] = '\0';
   pclose(f);

@@ -33,7 +33,7 @@ static int run(const char *cmd, char *out, size_t cap) {
 }
 
 Test(monitor_distrun, local_rank_arg_passes_local_rank_after_the_program_name, .timeout = 50) {
-  char cmd[1200], out[4096];
+  char cmd[1200], out[16384]; // --help is over 4 KiB
   snprintf(cmd, sizeof cmd, "%s --local-rank-arg -n 3 /bin/echo first 'sec ond'", distrun());
   int st = run(cmd, out, sizeof out);
   cr_assert_eq(st, 0, "exit %d:\n%s", st, out);

@@ -284,3 +284,76 @@ static int bound_rank(const dist_test_ctx *ctx) {
 Test(nccl_map, a_bound_group_splits_its_communicator_for_new_groups, .timeout = 90) {
   cr_assert_eq(dist_test_ranks(3, bound_rank, NULL, 80), 0, "%s", dist_test_report());
 }
+
+/* --- the default backend follows the tensors (no backend named) ----------- */
+
+/* arg: "visible" (the fake runtime sees one device), "none" (zero),
+ * "bound" (one, and init names cuda:0 as device_id: bound at init), or
+ * "bound-none" (device_id cuda:0 with none visible: the map is chosen, so
+ * init fails naming the device, never a cpu group that refuses later). */
+static int default_rank(const dist_test_ctx *ctx) {
+  const char *how = ctx->arg;
+  dist__nccl_set_api(&fake);
+  n_devices = !strcmp(how, "visible") || !strcmp(how, "bound") ? 1 : 0;
+  dist_store *st = NULL;
+  CHECK_OK(ctx, dist_test_tcp_store(ctx, &st));
+  dist_init_opts o = dist_init_opts_default();
+  o.store = st; /* backend left NULL: the rule of torch's default */
+  o.rank = ctx->rank;
+  o.world_size = ctx->world;
+  o.timeout_ms = 20000;
+  if (!strncmp(how, "bound", 5))
+    o.device_id = (dist_device){DIST_DEVICE_CUDA, 0};
+  clear_log();
+  int rc = dist_init_process_group(&o);
+  if (!strcmp(how, "bound-none")) {
+    CHECK(ctx, rc == DIST_E_NOTSUP && strstr(dist_last_errmsg(), "cuda: no CUDA device is "
+                                             "visible (0 devices)"),
+          "bound-none: %s: %s", dist_status_name(rc), dist_last_errmsg());
+    dist_store_destroy(st);
+    return 0;
+  }
+  CHECK(ctx, rc == DIST_OK, "%s: init: %s: %s", how, dist_status_name(rc), dist_last_errmsg());
+  if (!strcmp(how, "bound")) /* bound at init: the communicator exists already */
+    CHECK(ctx, strstr(log_buf, "SetDevice 0\n") && strstr(log_buf, "CommInitRankConfig n=2"),
+          "bound: NCCL calls at init:\n%s", log_buf);
+  bool map = strcmp(how, "none") != 0;
+  CHECK(ctx, !strcmp(dist_get_backend(NULL), map ? "cpu:cpu,cuda:nccl" : "cpu"),
+        "%s: default backend %s", how, dist_get_backend(NULL));
+  float v[4] = {1, 2, 3, (float)ctx->rank};
+  dist_tensor h = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  CHECK_OK(ctx, dist_all_reduce(&h, DIST_SUM, NULL, NULL)); /* cpu tensors: the cpu backend */
+  CHECK(ctx, v[0] == 2 && v[3] == 1, "cpu sum %g %g", v[0], v[3]);
+  dist_tensor t = cuda(b0, DIST_FLOAT32, 4);
+  clear_log();
+  rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  if (map) {
+    CHECK(ctx, rc == DIST_OK, "%s: cuda all_reduce: %s: %s", how, dist_status_name(rc),
+          dist_pg_errmsg(NULL));
+    CHECK(ctx, strstr(log_buf, "AllReduce b0 b0 n=4 t=7 op=0\n") != NULL,
+          "%s: NCCL calls:\n%s", how, log_buf);
+  } else {
+    CHECK(ctx, rc == DIST_E_INVAL && strstr(dist_pg_errmsg(NULL), "cannot reach cuda tensors"),
+          "none: cuda all_reduce on the cpu default: %s: %s", dist_status_name(rc),
+          dist_pg_errmsg(NULL));
+    CHECK(ctx, !log_buf[0], "NCCL was called:\n%s", log_buf);
+  }
+  return leave(ctx, st);
+}
+
+Test(nccl_map, no_backend_named_with_a_visible_device_is_cpu_and_nccl, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, default_rank, (void *)"visible", 50), 0, "%s", dist_test_report());
+}
+
+Test(nccl_map, no_backend_named_without_a_visible_device_is_cpu, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, default_rank, (void *)"none", 50), 0, "%s", dist_test_report());
+}
+
+Test(nccl_map, no_backend_named_with_a_device_id_is_cpu_and_nccl, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(2, default_rank, (void *)"bound", 50), 0, "%s", dist_test_report());
+}
+
+Test(nccl_map, no_backend_named_with_a_device_id_and_no_device_fails_naming_it, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(1, default_rank, (void *)"bound-none", 50), 0, "%s",
+               dist_test_report());
+}

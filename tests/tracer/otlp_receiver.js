@@ -1,6 +1,6 @@
 // otlp_receiver.js - a test OTLP/HTTP collector for the tracer's exporter.
 //
-//   node otlp_receiver.js MODE OUTDIR      (NODE_PATH names the node_modules)
+//   node otlp_receiver.js MODE OUTDIR [KEY CERT]   (NODE_PATH names the node_modules)
 //
 // Listens on 127.0.0.1 (a free port, printed as the first line of stdout:
 // the test's readiness signal) and takes POST /v1/traces. MODE ok: each
@@ -11,11 +11,23 @@
 // which must equal what was sent (so nothing was silently dropped). A body
 // that passes is written to OUTDIR/req-N.json and answered 200; one that
 // fails is answered 400 with the reason (and written to OUTDIR/bad-N.txt).
-// MODE fail500: every request is answered 500.
+// MODE fail500: every request is answered 500. MODE hang: no request is
+// ever answered (a collector that accepts and stalls). MODE https: as ok,
+// over TLS with the PEM files KEY and CERT.
+//
+// Every request's content type, content encoding and headers go to
+// OUTDIR/meta-N.json. A gzip body (Content-Encoding: gzip) is inflated with
+// node's zlib; an application/x-protobuf body is decoded with the same
+// OTLP types (ExportTraceServiceRequest.decode, strict: trailing garbage or
+// a wrong wire type throws) and turned into OTLP/JSON (hex ids, 64-bit
+// integers as strings, enums as numbers), which is what req-N.json then
+// holds, so a test compares it with the JSON form field by field.
 'use strict';
 const fs = require('fs');
 const http = require('http');
+const https = require('https');
 const path = require('path');
+const zlib = require('zlib');
 const root = require('@opentelemetry/otlp-transformer/build/src/generated/root');
 
 const Req = root.opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
@@ -70,26 +82,43 @@ function strict(body) {
   }
 }
 
+// A protobuf request as OTLP/JSON text.
+function fromProtobuf(wire) {
+  const msg = Req.decode(wire);
+  const obj = Req.toObject(msg, { longs: String, bytes: String, enums: Number });
+  mapIds(obj, (k, v) => Buffer.from(v, 'base64').toString('hex'));
+  return JSON.stringify(obj);
+}
+
 let n = 0;
-const server = http.createServer((rq, rs) => {
+const handler = (rq, rs) => {
   const chunks = [];
   rq.on('data', (c) => chunks.push(c));
   rq.on('end', () => {
-    const body = Buffer.concat(chunks).toString('utf8');
+    let raw = Buffer.concat(chunks);
     const k = n++;
+    const type = rq.headers['content-type'] || '';
+    const enc = rq.headers['content-encoding'] || '';
+    fs.writeFileSync(path.join(outdir, `meta-${k}.json`),
+                     JSON.stringify({ type, encoding: enc, headers: rq.headers }));
+    if (mode === 'hang') return; // never answered
     if (mode === 'fail500') {
       rs.writeHead(500, { 'Content-Type': 'text/plain' });
       return rs.end('collector broken on purpose');
     }
+    const proto = /^application\/x-protobuf/.test(type);
     if (rq.method !== 'POST' || rq.url !== '/v1/traces' ||
-        !/^application\/json/.test(rq.headers['content-type'] || '')) {
+        !(proto || /^application\/json/.test(type)) || (enc && enc !== 'gzip')) {
       rs.writeHead(404);
-      return rs.end(`unexpected ${rq.method} ${rq.url}`);
+      return rs.end(`unexpected ${rq.method} ${rq.url} ${type} ${enc}`);
     }
+    let body;
     try {
+      if (enc === 'gzip') raw = zlib.gunzipSync(raw);
+      body = proto ? fromProtobuf(raw) : raw.toString('utf8');
       strict(body);
     } catch (e) {
-      fs.writeFileSync(path.join(outdir, `bad-${k}.txt`), `${e.message}\n${body}`);
+      fs.writeFileSync(path.join(outdir, `bad-${k}.txt`), `${e.message}\n${body || ''}`);
       rs.writeHead(400, { 'Content-Type': 'text/plain' });
       return rs.end(e.message);
     }
@@ -97,8 +126,12 @@ const server = http.createServer((rq, rs) => {
     rs.writeHead(200, { 'Content-Type': 'application/json' });
     rs.end('{}');
   });
-});
+};
+const server = mode === 'https'
+  ? https.createServer({ key: fs.readFileSync(process.argv[4]),
+                         cert: fs.readFileSync(process.argv[5]) }, handler)
+  : http.createServer(handler);
 server.listen(0, '127.0.0.1', () => {
   process.stdout.write(`${server.address().port}\n`);
 });
-process.on('SIGTERM', () => server.close(() => process.exit(0)));
+process.on('SIGTERM', () => (mode === 'hang' ? process.exit(0) : server.close(() => process.exit(0))));

@@ -56,7 +56,8 @@ typedef struct receiver {
   int port;
 } receiver;
 
-static void receiver_start(receiver *r, const char *mode, const char *outdir) {
+static void receiver_start_tls(receiver *r, const char *mode, const char *outdir,
+                               const char *key, const char *cert) {
   int p[2];
   cr_assert_eq(pipe(p), 0);
   char script[600];
@@ -66,7 +67,7 @@ static void receiver_start(receiver *r, const char *mode, const char *outdir) {
     dup2(p[1], 1);
     close(p[0]);
     setenv("NODE_PATH", node_modules, 1);
-    execlp("node", "node", script, mode, outdir, (char *)NULL);
+    execlp("node", "node", script, mode, outdir, key, cert, (char *)NULL);
     _exit(127);
   }
   close(p[1]);
@@ -78,6 +79,10 @@ static void receiver_start(receiver *r, const char *mode, const char *outdir) {
   close(p[0]);
   r->port = atoi(line);
   cr_assert(r->port > 0, "receiver said '%s'", line);
+}
+
+static void receiver_start(receiver *r, const char *mode, const char *outdir) {
+  receiver_start_tls(r, mode, outdir, NULL, NULL);
 }
 
 static void receiver_stop(receiver *r) {
@@ -92,7 +97,8 @@ static char live_endpoint[128]; /* set: the ranks export live there */
 
 static int job_rank(const dist_test_ctx *ctx) {
   if (live_endpoint[0]) {
-    setenv("DIST_OTLP_ENDPOINT", live_endpoint, 1);
+    if (!getenv("OTLP_TEST_USE_OTEL")) /* else the OTEL_* names the test set */
+      setenv("DIST_OTLP_ENDPOINT", live_endpoint, 1);
     /* rank 2 exports everything in its last cycle, at the end of the job */
     setenv("DIST_OTLP_INTERVAL_MS", ctx->rank == 2 ? "600000" : "50", 1);
   }
@@ -442,4 +448,282 @@ Test(tracer_otlp, p2p_spans_have_no_parent_and_each_recv_links_its_send, .timeou
   json_decref(linked);
   json_decref(all);
   sqlite3_close(db);
+}
+
+/* --- OpenTelemetry's variables (OTEL_EXPORTER_OTLP_*, OTEL_SERVICE_NAME,
+ * OTEL_RESOURCE_ATTRIBUTES, OTEL_SDK_DISABLED) ----------------------------- */
+
+/* The merged trace of job_rank's 3 ranks in a fresh dir. */
+static void make_trace(void) {
+  snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
+  cr_assert(mkdtemp(dir));
+  cr_assert_eq(dist_test_ranks(3, job_rank, NULL, 60), 0, "%s", dist_test_report());
+  sqlite3 *db = tq_merge(dir, "otlpjob", NULL);
+  cr_assert(db);
+  sqlite3_close(db);
+}
+
+static void fresh_dir(char *out, size_t len, const char *name) {
+  snprintf(out, len, "%s/%s", dir, name);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", out, out);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* Runs `distview export ARGS dir/trace.db`, its stderr into *err_out
+ * (static); returns its exit status. */
+static int export_with(const char *args, const char **err_out) {
+  static char msg[2048];
+  char cmd[2048], path[400];
+  snprintf(path, sizeof path, "%s/export-err.txt", dir);
+  snprintf(cmd, sizeof cmd, "%s/distview export %s %s/trace.db 2>%s", getenv("DIST_TEST_BIN"),
+           args, dir, path);
+  int st = system(cmd);
+  msg[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (f) {
+    msg[fread(msg, 1, sizeof msg - 1, f)] = '\0';
+    fclose(f);
+  }
+  *err_out = msg;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static json_t *load_json(const char *dirpath, const char *prefix, int k) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s-%d.json", dirpath, prefix, k);
+  json_error_t je;
+  json_t *j = json_load_file(path, 0, &je);
+  cr_assert(j, "%s: %s", path, je.text);
+  return j;
+}
+
+static int count_prefix(const char *dirpath, const char *prefix) {
+  int n = 0;
+  DIR *d = opendir(dirpath);
+  struct dirent *de;
+  while (d && (de = readdir(d)))
+    n += !strncmp(de->d_name, prefix, strlen(prefix));
+  if (d)
+    closedir(d);
+  return n;
+}
+
+static const char *resource_attr(json_t *req, const char *key, char *buf, size_t len) {
+  json_t *rs = json_array_get(json_object_get(req, "resourceSpans"), 0);
+  return attr(json_object_get(json_object_get(rs, "resource"), "attributes"), key, buf, len);
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void clear_otel_env(void) {
+  const char *vars[] = {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                        "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                        "OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_HEADERS",
+                        "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_TIMEOUT",
+                        "OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_SERVICE_NAME",
+                        "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SDK_DISABLED", "DIST_OTLP_ENDPOINT",
+                        "DIST_OTLP_SERVICE", "DIST_OTLP_TIMEOUT_MS"};
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+    unsetenv(vars[i]);
+}
+
+Test(tracer_otlp, protobuf_gzip_and_headers_carry_what_the_json_form_does, .timeout = 290) {
+  char why[256];
+  if (!have_otlp_types(why, sizeof why))
+    cr_skip_test("OTLP receiver unavailable: %s", why);
+  clear_otel_env();
+  make_trace();
+  /* the same resource for both forms */
+  setenv("OTEL_SERVICE_NAME", "trainer", 1);
+  setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test,team=ml%2Cops,"
+         "service.name=ignored", 1);
+  char json_dir[400], pb_dir[400], url[128];
+  const char *msg;
+  fresh_dir(json_dir, sizeof json_dir, "json");
+  receiver r;
+  receiver_start(&r, "ok", json_dir);
+  snprintf(url, sizeof url, "--otlp http://127.0.0.1:%d", r.port);
+  int st = export_with(url, &msg);
+  receiver_stop(&r);
+  cr_assert_eq(st, 0, "json export: %s", msg);
+  /* protobuf, gzip, headers; the endpoint from the traces variable (a
+   * whole URL), --otlp-env */
+  fresh_dir(pb_dir, sizeof pb_dir, "pb");
+  receiver_start(&r, "ok", pb_dir);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/traces", r.port);
+  setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url, 1);
+  setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1", 1); /* the traces one wins */
+  setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf", 1);
+  setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip", 1);
+  setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20s3cret , x-scope-orgid=tenant-1", 1);
+  st = export_with("--otlp-env", &msg);
+  receiver_stop(&r);
+  cr_assert_eq(st, 0, "protobuf export: %s", msg);
+  int n = count_prefix(json_dir, "req-");
+  cr_assert(n >= 1);
+  cr_assert_eq(count_prefix(pb_dir, "req-"), n, "as many requests in both forms");
+  cr_assert_eq(count_prefix(pb_dir, "bad-"), 0, "the receiver refused a protobuf body");
+  for (int k = 0; k < n; k++) {
+    json_t *mj = load_json(json_dir, "meta", k), *mp = load_json(pb_dir, "meta", k);
+    cr_assert_str_eq(json_string_value(json_object_get(mj, "type")), "application/json");
+    cr_assert_str_eq(json_string_value(json_object_get(mj, "encoding")), "");
+    cr_assert_str_eq(json_string_value(json_object_get(mp, "type")), "application/x-protobuf");
+    cr_assert_str_eq(json_string_value(json_object_get(mp, "encoding")), "gzip");
+    json_t *h = json_object_get(mp, "headers");
+    cr_assert_str_eq(json_string_value(json_object_get(h, "authorization")), "Bearer s3cret");
+    cr_assert_str_eq(json_string_value(json_object_get(h, "x-scope-orgid")), "tenant-1");
+    cr_assert_null(json_object_get(json_object_get(mj, "headers"), "authorization"));
+    /* decoded by protobufjs with the OTLP types: the same request */
+    json_t *a = load_json(json_dir, "req", k), *b = load_json(pb_dir, "req", k);
+    char *ta = json_dumps(a, JSON_SORT_KEYS), *tb = json_dumps(b, JSON_SORT_KEYS);
+    cr_assert(json_equal(a, b), "request %d differs:\njson: %.600s\nprotobuf: %.600s", k, ta, tb);
+    char v[128];
+    cr_assert_str_eq(resource_attr(b, "service.name", v, sizeof v), "trainer");
+    cr_assert_str_eq(resource_attr(b, "team", v, sizeof v), "ml,ops");
+    cr_assert_str_eq(resource_attr(b, "deployment.environment", v, sizeof v), "test");
+    cr_assert_str_eq(resource_attr(b, "dist.job_id", v, sizeof v), "otlpjob");
+    free(ta);
+    free(tb);
+    json_decref(a);
+    json_decref(b);
+    json_decref(mj);
+    json_decref(mp);
+  }
+}
+
+Test(tracer_otlp, https_with_a_test_certificate_and_refused_without_it, .timeout = 290) {
+  char why[256];
+  if (!have_otlp_types(why, sizeof why))
+    cr_skip_test("OTLP receiver unavailable: %s", why);
+  clear_otel_env();
+  make_trace();
+  char key[400], cert[400], cmd[1400], out[400], url[128];
+  snprintf(key, sizeof key, "%s/key.pem", dir);
+  snprintf(cert, sizeof cert, "%s/cert.pem", dir);
+  snprintf(cmd, sizeof cmd, "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s "
+           "-days 1 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null",
+           key, cert);
+  cr_assert_eq(system(cmd), 0, "openssl could not make a test certificate");
+  fresh_dir(out, sizeof out, "tls");
+  receiver r;
+  receiver_start_tls(&r, "https", out, key, cert);
+  snprintf(url, sizeof url, "--otlp https://127.0.0.1:%d", r.port);
+  const char *msg;
+  int st = export_with(url, &msg); /* the system's CAs do not know it */
+  cr_assert_eq(st, 1, "an unknown certificate was accepted: %s", msg);
+  cr_assert(strstr(msg, "SSL") || strstr(msg, "certificate"), "%s", msg);
+  cr_assert_eq(count_prefix(out, "req-"), 0);
+  setenv("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", cert, 1);
+  setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf", 1);
+  st = export_with(url, &msg);
+  receiver_stop(&r);
+  cr_assert_eq(st, 0, "https export: %s", msg);
+  cr_assert(count_prefix(out, "req-") >= 1);
+  cr_assert_eq(count_prefix(out, "bad-"), 0);
+}
+
+Test(tracer_otlp, live_export_follows_the_otel_variables, .timeout = 290) {
+  char why[256];
+  if (!have_otlp_types(why, sizeof why))
+    cr_skip_test("OTLP receiver unavailable: %s", why);
+  clear_otel_env();
+  snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
+  cr_assert(mkdtemp(dir));
+  char out[300];
+  fresh_dir(out, sizeof out, "received");
+  receiver r;
+  receiver_start(&r, "ok", out);
+  char ep[128];
+  snprintf(ep, sizeof ep, "http://127.0.0.1:%d", r.port);
+  /* job_rank exports live when live_endpoint is set: through the OTEL
+   * names here, DIST_OTLP_ENDPOINT left unset */
+  snprintf(live_endpoint, sizeof live_endpoint, "%s", ep);
+  setenv("OTLP_TEST_USE_OTEL", "1", 1);
+  setenv("OTEL_EXPORTER_OTLP_ENDPOINT", ep, 1);
+  setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf", 1);
+  setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip", 1);
+  setenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-api-key=k1", 1);
+  int rc = dist_test_ranks(3, job_rank, NULL, 60);
+  receiver_stop(&r);
+  cr_assert_eq(rc, 0, "%s", dist_test_report());
+  sqlite3 *db = tq_merge(dir, "otlpjob", NULL);
+  cr_assert(db);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM events WHERE kind='otlp_export' AND"
+                          " status = 0 AND message LIKE '%% 0 dropped;%%'"), 3);
+  int n = count_prefix(out, "meta-");
+  cr_assert(n >= 3, "%d requests", n);
+  for (int k = 0; k < n; k++) {
+    json_t *m = load_json(out, "meta", k);
+    cr_assert_str_eq(json_string_value(json_object_get(m, "type")), "application/x-protobuf");
+    cr_assert_str_eq(json_string_value(json_object_get(m, "encoding")), "gzip");
+    cr_assert_str_eq(json_string_value(json_object_get(json_object_get(m, "headers"),
+                                                       "x-api-key")), "k1");
+    json_decref(m);
+  }
+  json_decref(check_received(db, out));
+  sqlite3_close(db);
+}
+
+Test(tracer_otlp, otel_sdk_disabled_timeouts_and_bad_values_are_said, .timeout = 290) {
+  char why[256];
+  if (!have_otlp_types(why, sizeof why))
+    cr_skip_test("OTLP receiver unavailable: %s", why);
+  clear_otel_env();
+  make_trace();
+  char out[400], url[128];
+  fresh_dir(out, sizeof out, "stall");
+  receiver r;
+  receiver_start(&r, "hang", out);
+  snprintf(url, sizeof url, "--otlp http://127.0.0.1:%d", r.port);
+  const char *msg;
+  /* OTEL_SDK_DISABLED: nothing sent, and said */
+  setenv("OTEL_SDK_DISABLED", "TRUE", 1);
+  int st = export_with(url, &msg);
+  cr_assert_eq(st, 1, "%s", msg);
+  cr_assert(strstr(msg, "OTEL_SDK_DISABLED=true: no spans are sent to http://127.0.0.1:"), "%s",
+            msg);
+  cr_assert_eq(count_prefix(out, "meta-"), 0, "a request went out");
+  unsetenv("OTEL_SDK_DISABLED");
+  /* OTEL_EXPORTER_OTLP_TIMEOUT (ms) bounds a collector that never answers */
+  setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "300", 1);
+  int64_t t0 = now_ms();
+  st = export_with(url, &msg);
+  int64_t took = now_ms() - t0;
+  receiver_stop(&r);
+  cr_assert_eq(st, 1, "%s", msg);
+  cr_assert(strstr(msg, "Timeout") || strstr(msg, "timed out"), "%s", msg);
+  cr_assert(took < 5000, "the 300 ms timeout took %lld ms", (long long)took);
+  cr_assert_eq(count_prefix(out, "meta-"), 1, "the request reached the collector");
+  /* values that cannot be used: named, with what is accepted */
+  static const struct {
+    const char *var, *value, *says;
+  } bads[] = {
+      {"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc: libdist sends "
+                                              "OTLP over HTTP only"},
+      {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/xml", "'http/xml': http/protobuf or http/json"},
+      {"OTEL_EXPORTER_OTLP_COMPRESSION", "zstd", "OTEL_EXPORTER_OTLP_COMPRESSION='zstd': gzip or none"},
+      {"OTEL_EXPORTER_OTLP_HEADERS", "novalue", "'novalue' is not key=value"},
+      {"OTEL_EXPORTER_OTLP_HEADERS", "a=%zz", "a broken %XX escape"},
+      {"OTEL_EXPORTER_OTLP_TIMEOUT", "soon", "OTEL_EXPORTER_OTLP_TIMEOUT='soon': a number of "
+                                             "milliseconds"},
+      {"OTEL_RESOURCE_ATTRIBUTES", "k", "OTEL_RESOURCE_ATTRIBUTES='k': 'k' is not key=value"},
+  };
+  for (size_t i = 0; i < sizeof bads / sizeof *bads; i++) {
+    clear_otel_env();
+    setenv(bads[i].var, bads[i].value, 1);
+    st = export_with("--otlp http://127.0.0.1:9", &msg);
+    cr_assert_eq(st, 1, "%s=%s: exit %d %s", bads[i].var, bads[i].value, st, msg);
+    cr_assert(strstr(msg, bads[i].says), "%s=%s: want '%s' in: %s", bads[i].var, bads[i].value,
+              bads[i].says, msg);
+  }
+  clear_otel_env();
+  st = export_with("--otlp-env", &msg);
+  cr_assert_eq(st, 1, "%s", msg);
+  cr_assert(strstr(msg, "no OTLP endpoint: give one, or set OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+            "%s", msg);
 }

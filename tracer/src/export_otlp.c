@@ -18,7 +18,7 @@ typedef struct batch {
   int spans;      /* in the request */
   int rank;       /* resource open for this rank; INT32_MIN none */
   bool span_first;
-  const char *endpoint;
+  const tr_otlp_conf *conf;
   int64_t timeout_ms;
   char *err;
   size_t errlen;
@@ -40,7 +40,7 @@ static int request_send(batch *b) {
     snprintf(b->err, b->errlen, "out of memory building an OTLP request");
     return DIST_E_NOMEM;
   }
-  int rc = b->spans ? tr_otlp_post(b->endpoint, b->j.buf, b->j.len, b->timeout_ms, NULL, b->err,
+  int rc = b->spans ? tr_otlp_post(b->conf, b->j.buf, b->j.len, b->timeout_ms, NULL, b->err,
                                    b->errlen)
                     : DIST_OK;
   request_open(b);
@@ -142,9 +142,22 @@ int dist_trace_export_otlp(dist_trace *t, const char *endpoint, int64_t timeout_
     errlen = sizeof dummy;
   }
   sqlite3 *db = dist_trace_sqlite(t);
-  if (!db || !endpoint || !*endpoint || timeout_ms <= 0) {
-    snprintf(err, errlen, "export_otlp: a trace, an endpoint and a positive timeout are needed");
+  if (!db || (endpoint && !*endpoint)) {
+    snprintf(err, errlen, "export_otlp: a trace is needed, and an endpoint that is not empty");
     return DIST_E_INVAL;
+  }
+  tr_otlp_conf conf;
+  int crc = tr_otlp_conf_env(&conf, endpoint, timeout_ms, 10000, err, errlen);
+  if (crc != DIST_OK)
+    return crc;
+  if (!conf.url[0]) {
+    snprintf(err, errlen, "no OTLP endpoint: give one, or set OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
+             "OTEL_EXPORTER_OTLP_ENDPOINT or DIST_OTLP_ENDPOINT");
+    return DIST_E_INVAL;
+  }
+  if (tr_otlp_sdk_disabled()) {
+    snprintf(err, errlen, "OTEL_SDK_DISABLED=true: no spans are sent to %s", conf.url);
+    return DIST_E_NOTSUP;
   }
   char job[128] = "";
   tr_meta_get(db, "job_id", job, sizeof job);
@@ -158,7 +171,7 @@ int dist_trace_export_otlp(dist_trace *t, const char *endpoint, int64_t timeout_
     }
     sqlite3_finalize(st);
   }
-  batch b = {.endpoint = endpoint, .timeout_ms = timeout_ms, .err = err, .errlen = errlen};
+  batch b = {.conf = &conf, .timeout_ms = conf.timeout_ms, .err = err, .errlen = errlen};
   request_open(&b);
   int rc = rank_spans(db, &b, job, umm, t_end);
   if (rc == DIST_OK)

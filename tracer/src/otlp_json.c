@@ -12,6 +12,7 @@
 
 #include <openssl/evp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -46,6 +47,16 @@ static void attr_str(jout *j, bool *first, const char *key, const char *v) {
   *first = false;
 }
 
+/* A key that is not ours: escaped as any string. */
+static void attr_str_key(jout *j, bool *first, const char *key, const char *v) {
+  jo_puts(j, *first ? "{\"key\":" : ",{\"key\":");
+  jo_str(j, key);
+  jo_puts(j, ",\"value\":{\"stringValue\":");
+  jo_str(j, v);
+  jo_puts(j, "}}");
+  *first = false;
+}
+
 static void attr_int(jout *j, bool *first, const char *key, int64_t v) {
   jo_printf(j, "%s{\"key\":\"%s\",\"value\":{\"intValue\":\"%lld\"}}", *first ? "" : ",", key,
             (long long)v);
@@ -58,7 +69,22 @@ void tr_otlp_resource_open(jout *j, const char *job, const char *host, int rank)
     gethostname(h, sizeof h - 1);
     host = h;
   }
+  /* OTEL_RESOURCE_ATTRIBUTES (checked by tr_otlp_conf_env before any
+   * request is built): its keys join ours; ours win where they meet */
+  static const char *const ours[] = {"service.name", "host.name", "dist.job_id", "dist.rank"};
+  tr_otlp_kv ra[TR_OTLP_MAX_KV];
+  int n_ra = 0;
+  char e[8];
+  const char *ra_text = getenv("OTEL_RESOURCE_ATTRIBUTES");
+  if (!ra_text || tr_otlp_list_parse("", ra_text, ra, TR_OTLP_MAX_KV, &n_ra, e, 0) != DIST_OK)
+    n_ra = 0;
+  /* service.name: DIST_OTLP_SERVICE, OTEL_SERVICE_NAME, the resource's, libdist */
   const char *svc = getenv("DIST_OTLP_SERVICE");
+  if (!svc || !*svc)
+    svc = getenv("OTEL_SERVICE_NAME");
+  for (int i = 0; (!svc || !*svc) && i < n_ra; i++)
+    if (!strcmp(ra[i].key, "service.name"))
+      svc = ra[i].value;
   bool first = true;
   jo_puts(j, "{\"resource\":{\"attributes\":[");
   attr_str(j, &first, "service.name", svc && *svc ? svc : "libdist");
@@ -66,6 +92,13 @@ void tr_otlp_resource_open(jout *j, const char *job, const char *host, int rank)
   attr_str(j, &first, "dist.job_id", job);
   if (rank >= 0)
     attr_int(j, &first, "dist.rank", rank);
+  for (int i = 0; i < n_ra; i++) {
+    bool mine = false;
+    for (size_t k = 0; k < sizeof ours / sizeof *ours; k++)
+      mine |= !strcmp(ra[i].key, ours[k]);
+    if (!mine)
+      attr_str_key(j, &first, ra[i].key, ra[i].value);
+  }
   jo_puts(j, "]},\"scopeSpans\":[{\"scope\":{\"name\":\"libdist.tracer\",\"version\":\""
              DIST_TRACE_VERSION "\"},\"spans\":[");
 }

@@ -44,7 +44,7 @@
 
 typedef struct live {
   tracer *t;
-  char endpoint[1024];
+  tr_otlp_conf conf; /* where and how (otlp_conf.c) */
   int64_t interval_ms, timeout_ms, queue;
   pthread_t thread;
   pthread_mutex_t mu;
@@ -199,7 +199,7 @@ static void cycle(live *l, bool last) {
   if (ops > 0) {
     char err[512] = "out of memory";
     int rc = j.oom ? DIST_E_NOMEM
-                   : tr_otlp_post(l->endpoint, j.buf, j.len,
+                   : tr_otlp_post(&l->conf, j.buf, j.len,
                                   last && l->timeout_ms > FINAL_MS ? FINAL_MS : l->timeout_ms,
                                   &l->cancel_at, err, sizeof err);
     sent_or_failed(l, rc, err, ops, n);
@@ -238,16 +238,28 @@ static void *live_main(void *arg) {
 }
 
 void *tr_live_start(tracer *t, int64_t interval_ms, int64_t timeout_ms, int64_t queue) {
-  const char *ep = getenv("DIST_OTLP_ENDPOINT");
-  if (!ep || !*ep)
+  tr_otlp_conf conf;
+  char err[512];
+  /* DIST_OTLP_TIMEOUT_MS when set, else OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT,
+   * else our 1 s (a live request must not hold the end of the job) */
+  int64_t explicit_ms = getenv("DIST_OTLP_TIMEOUT_MS") ? timeout_ms : 0;
+  if (tr_otlp_conf_env(&conf, NULL, explicit_ms, timeout_ms, err, sizeof err) != DIST_OK) {
+    DIST_LOG(ERROR, TRACER, "live OTLP export is off: %s", err);
     return NULL;
+  }
+  if (!conf.url[0])
+    return NULL;
+  if (tr_otlp_sdk_disabled()) {
+    DIST_LOG(INFO, TRACER, "live OTLP export to %s is off: OTEL_SDK_DISABLED=true", conf.url);
+    return NULL;
+  }
   live *l = calloc(1, sizeof *l);
   if (!l)
     return NULL;
   l->t = t;
-  snprintf(l->endpoint, sizeof l->endpoint, "%s", ep);
+  l->conf = conf;
   l->interval_ms = interval_ms;
-  l->timeout_ms = timeout_ms;
+  l->timeout_ms = conf.timeout_ms;
   l->queue = queue;
   memset(l->lead, -1, sizeof l->lead);
   gethostname(l->host, sizeof l->host - 1);
@@ -282,7 +294,7 @@ uint64_t tr_live_stop(void *arg, char *summary, size_t len) {
   atomic_store(&l->cancel_at, 0);
   cycle(l, true); /* the last operations; dropped unread when backing off */
   snprintf(summary, len, "live OTLP export to %s: %llu operations sent (%llu spans), %llu"
-                         " dropped; its thread used %.1f ms of CPU", l->endpoint,
+                         " dropped; its thread used %.1f ms of CPU", l->conf.url,
            (unsigned long long)l->sent, (unsigned long long)l->spans,
            (unsigned long long)l->dropped, (double)l->cpu_ns / 1e6);
   uint64_t dropped = l->dropped;

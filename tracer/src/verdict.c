@@ -108,6 +108,34 @@ int dist_trace_set_verdict(const char *db_path, const dist_trace_verdict *v, cha
   return rc;
 }
 
+int dist_trace_set_attempt(const char *db_path, const char *run_id, int attempt,
+                           int max_restarts, char *err, size_t errlen) {
+  if (!db_path || !run_id || attempt < 0 || max_restarts < 0)
+    return fail(err, errlen, DIST_E_INVAL, "dist_trace_set_attempt: %s",
+                !db_path || !run_id ? "NULL argument" : "negative attempt or restarts");
+  sqlite3 *db = NULL;
+  if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+    int rc = fail(err, errlen, DIST_E_SYS, "%s: %s", db_path,
+                  db ? sqlite3_errmsg(db) : "out of memory");
+    sqlite3_close(db);
+    return rc;
+  }
+  sqlite3_busy_timeout(db, 5000);
+  char kind[32] = "", a[16], m[16];
+  snprintf(a, sizeof a, "%d", attempt);
+  snprintf(m, sizeof m, "%d", max_restarts);
+  int rc = DIST_OK;
+  if (tr_meta_get(db, "kind", kind, sizeof kind) != 0 || strcmp(kind, "merged") != 0)
+    rc = fail(err, errlen, DIST_E_INVAL, "%s: not a merged trace (meta.kind '%s')", db_path,
+              kind);
+  else if (tr_meta_set(db, "run_id", run_id) != 0 || tr_meta_set(db, "attempt", a) != 0 ||
+           tr_meta_set(db, "max_restarts", m) != 0)
+    rc = fail(err, errlen, DIST_E_SYS, "%s: writing the attempt: %s", db_path,
+              sqlite3_errmsg(db));
+  sqlite3_close(db);
+  return rc;
+}
+
 /* --- reading ---------------------------------------------------------------- */
 
 static void col_text(sqlite3_stmt *st, int i, char *out, size_t len) {

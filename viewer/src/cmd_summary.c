@@ -51,6 +51,11 @@ static void text_job(vw_model *m, FILE *f) {
   char span[32];
   fprintf(f, "job %s (%s file%s%s)\n", j->job_id, j->kind[0] ? j->kind : "?",
           j->writer[0] ? ", " : "", j->writer);
+  int k, mx;
+  char run[128];
+  if (vw_model_attempt(m, &k, &mx, run, sizeof run))
+    fprintf(f, "attempt %d of job %s (restart %d; at most %d restarts; distview --attempt N "
+            "opens another)\n", k, run, k, mx);
   fprintf(f, "world size %d, %d rank%s in the trace, %d group%s, span %s\n", j->world_size,
           j->nranks, j->nranks == 1 ? "" : "s", j->ngroups, j->ngroups == 1 ? "" : "s",
           vw_fmt_dur(j->t1 - j->t0, span, sizeof span));

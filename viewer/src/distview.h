@@ -18,5 +18,7 @@ int vw_cmd_sql(int argc, char **argv);
 int vw_cmd_stats(int argc, char **argv);
 int vw_cmd_render(int argc, char **argv);
 int vw_cmd_tui(int argc, char **argv);
+/* --attempt K (vw.h): the attempt of a restarted job every command opens */
+extern int vw_attempt;
 
 #endif

@@ -1,6 +1,7 @@
 /* distview_cmds.c - `distview merge` and `distview export`, thin shells
  * over the reader library (trace_reader.h). */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,24 +51,35 @@ int vw_cmd_merge(int argc, char **argv) {
 }
 
 static const char export_help[] =
-    "usage: distview export (--chrome FILE | --otlp URL) [--timeout-ms N] TRACE\n\n"
+    "usage: distview export (--chrome FILE | --otlp URL | --otlp-env) [--timeout-ms N] TRACE\n\n"
     "TRACE is a merged trace.db, a rank file or a job directory.\n\n"
     "  --chrome FILE     Chrome trace event JSON (open it in Perfetto or\n"
     "                    chrome://tracing); - writes to stdout\n"
     "  --otlp URL        send spans to an OpenTelemetry collector over OTLP/HTTP\n"
-    "                    JSON (POST URL/v1/traces), e.g. http://collector:4318\n"
-    "  --timeout-ms N    longest wait for the collector per request (10000)\n"
+    "                    (POST URL/v1/traces), e.g. http://collector:4318\n"
+    "  --otlp-env        the same, to the endpoint the environment names:\n"
+    "                    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the whole URL),\n"
+    "                    OTEL_EXPORTER_OTLP_ENDPOINT or DIST_OTLP_ENDPOINT\n"
+    "  --timeout-ms N    longest wait for the collector per request\n"
+    "                    (OTEL_EXPORTER_OTLP_TIMEOUT, else 10000)\n"
     "  -h, --help        this text\n\n"
+    "OpenTelemetry's variables choose how: OTEL_EXPORTER_OTLP_PROTOCOL (http/json,\n"
+    "the default here, or http/protobuf), _COMPRESSION=gzip, _HEADERS (k=v,...),\n"
+    "_CERTIFICATE (a CA file for https), _CLIENT_CERTIFICATE/_CLIENT_KEY, each\n"
+    "also as OTEL_EXPORTER_OTLP_TRACES_*; OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES;\n"
+    "OTEL_SDK_DISABLED=true sends nothing (exit status 1, saying so).\n\n"
     "Exit status 1 when the collector cannot be reached or refuses the spans.\n";
 
 int vw_cmd_export(int argc, char **argv) {
   static const struct option opts[] = {{"chrome", required_argument, NULL, 'c'},
                                        {"otlp", required_argument, NULL, 'o'},
+                                       {"otlp-env", no_argument, NULL, 'e'},
                                        {"timeout-ms", required_argument, NULL, 't'},
                                        {"help", no_argument, NULL, 'h'},
                                        {0, 0, 0, 0}};
   const char *chrome = NULL, *otlp = NULL;
-  long long timeout = 10000;
+  bool otlp_env = false;
+  long long timeout = 0; /* 0: the variables', else 10000 */
   int ch;
   optind = 1;
   while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -75,6 +87,7 @@ int vw_cmd_export(int argc, char **argv) {
     switch (ch) {
     case 'c': chrome = optarg; break;
     case 'o': otlp = optarg; break;
+    case 'e': otlp_env = true; break;
     case 't':
       timeout = strtoll(optarg, &end, 10);
       if (*end || timeout <= 0) {
@@ -87,8 +100,8 @@ int vw_cmd_export(int argc, char **argv) {
     default: return fputs(export_help, stderr), VW_EXIT_USAGE;
     }
   }
-  if ((!chrome) == (!otlp) || optind != argc - 1) {
-    fprintf(stderr, "distview export: one of --chrome or --otlp, and one trace\n%s",
+  if ((chrome != NULL) + (otlp != NULL) + otlp_env != 1 || optind != argc - 1) {
+    fprintf(stderr, "distview export: one of --chrome, --otlp or --otlp-env, and one trace\n%s",
             export_help);
     return VW_EXIT_USAGE;
   }
@@ -99,7 +112,7 @@ int vw_cmd_export(int argc, char **argv) {
     return VW_EXIT_FAIL;
   }
   int rc = chrome ? dist_trace_export_chrome(t, chrome, err, sizeof err)
-                  : dist_trace_export_otlp(t, otlp, timeout, err, sizeof err);
+                  : dist_trace_export_otlp(t, otlp_env ? NULL : otlp, timeout, err, sizeof err);
   dist_trace_close(t);
   if (rc != DIST_OK) {
     fprintf(stderr, "distview export: %s\n", err);

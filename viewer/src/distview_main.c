@@ -1,7 +1,9 @@
 /* distview_main.c - `distview`: post-mortem of a libdist job over its
  * trace store (a merged trace.db, a rank file or a job directory). This
  * file dispatches subcommands from a table; each prints its own --help. */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "distview.h"
@@ -30,10 +32,42 @@ static void usage(FILE *f) {
              "($DIST_TRACE/<job id>/rank-R.db, merged by distrun into ./trace.db).\n\n");
   for (size_t i = 0; i < N_CMDS; i++)
     fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].summary);
+  fprintf(f, "\n  --attempt K    open attempt K of a job distrun restarted (trace.attempt-K.db)\n");
   fprintf(f, "\n  -h, --help     this text\n  -V, --version  libdist's version\n");
 }
 
+/* --attempt K, anywhere before the trace: taken out of argv (every
+ * command then opens attempt K's file, vw_attempt). Returns false on a
+ * bad value. */
+static bool take_attempt(int *argc, char **argv) {
+  for (int i = 1; i < *argc; i++) {
+    const char *v = NULL;
+    int drop = 0;
+    if (!strcmp(argv[i], "--attempt") && i + 1 < *argc)
+      v = argv[i + 1], drop = 2;
+    else if (!strncmp(argv[i], "--attempt=", 10))
+      v = argv[i] + 10, drop = 1;
+    else if (!strcmp(argv[i], "--attempt"))
+      v = "", drop = 1;
+    if (!drop)
+      continue;
+    char *end;
+    long k = strtol(v, &end, 10);
+    if (!*v || *end || k < 0 || k > 1000000) {
+      fprintf(stderr, "distview: --attempt needs an attempt number (0 the first), got '%s'\n", v);
+      return false;
+    }
+    vw_attempt = (int)k;
+    memmove(argv + i, argv + i + drop, sizeof *argv * (size_t)(*argc - i - drop + 1));
+    *argc -= drop;
+    return true;
+  }
+  return true;
+}
+
 int main(int argc, char **argv) {
+  if (!take_attempt(&argc, argv))
+    return VW_EXIT_USAGE;
   if (argc < 2) {
     usage(stderr);
     return VW_EXIT_USAGE;

@@ -156,10 +156,58 @@ static int open_dir(vw_model *m, const char *path, char *err, size_t len) {
 }
 #endif
 
-int vw_model_open(const char *path, vw_model **out, char *err, size_t errlen) {
+int vw_attempt = -1;
+
+/* The file of attempt k beside path (tracer/SCHEMA.md, Attempts):
+ * trace.db -> trace.attempt-<k>.db. */
+static void attempt_path(const char *path, int k, char *out, size_t len) {
+  const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+  size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - path) : strlen(path);
+  snprintf(out, len, "%.*s.attempt-%d%s", (int)stem, path, k, path + stem);
+}
+
+/* --attempt K: the attempt's file, or a message naming those there are. */
+static int resolve_attempt(const char *path, char *out, size_t len, char *err, size_t errlen) {
+  struct stat st;
+  if (vw_attempt < 0 || (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+    snprintf(out, len, "%s", path);
+    return 0;
+  }
+  attempt_path(path, vw_attempt, out, len);
+  if (stat(out, &st) == 0)
+    return 0;
+  int n = 0;
+  char probe[1100];
+  for (; n < 10000; n++) {
+    attempt_path(path, n, probe, sizeof probe);
+    if (stat(probe, &st) != 0)
+      break;
+  }
+  if (n)
+    return fail(err, errlen, "--attempt %d: %s does not exist (the job kept attempts 0 to %d)",
+                vw_attempt, out, n - 1);
+  return fail(err, errlen, "--attempt %d: %s does not exist (no attempt files beside %s: a job "
+              "run without distrun --max-restarts keeps one trace)", vw_attempt, out, path);
+}
+
+int vw_model_attempt(vw_model *m, int *attempt, int *max_restarts, char *run, size_t len) {
+  char a[16] = "", mx[16] = "";
+  int rc;
+  if (!m->db || meta(m, "attempt", a, sizeof a, &rc) != 1 || meta(m, "run_id", run, len, &rc) != 1)
+    return 0;
+  meta(m, "max_restarts", mx, sizeof mx, &rc);
+  *attempt = atoi(a);
+  *max_restarts = atoi(mx);
+  return 1;
+}
+
+int vw_model_open(const char *path_in, vw_model **out, char *err, size_t errlen) {
   *out = NULL;
-  if (!path || !*path)
+  if (!path_in || !*path_in)
     return fail(err, errlen, "no trace store named");
+  char path[1024];
+  if (resolve_attempt(path_in, path, sizeof path, err, errlen) != 0)
+    return -1;
   vw_model *m = calloc(1, sizeof *m);
   if (!m)
     return fail(err, errlen, "out of memory");

@@ -79,6 +79,11 @@ int vw_open_or_report(const char *prog, const char *path, vw_model **m) {
     fprintf(stderr, "%s: %s\n", prog, err);
     return VW_EXIT_UNREADABLE;
   }
+  int k, mx;
+  char run[128];
+  if (vw_model_attempt(*m, &k, &mx, run, sizeof run))
+    fprintf(stderr, "%s: showing attempt %d of job %s (%s; distrun --max-restarts %d)\n", prog, k,
+            run, (*m)->path, mx);
   return 0;
 }
 

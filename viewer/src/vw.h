@@ -122,6 +122,12 @@ typedef struct vw_model {
  * returns nonzero with a message for the user in err (missing, empty, not
  * SQLite, not a trace, newer schema, truncated or corrupt). */
 int vw_model_open(const char *path, vw_model **out, char *err, size_t errlen);
+/* distview --attempt K: vw_model_open opens attempt K's file beside the
+ * path it is given (tracer/SCHEMA.md, Attempts); -1: the path itself. */
+extern int vw_attempt;
+/* 1 with the attempt, its job's run id and --max-restarts when the trace
+ * is one attempt of a restarted job; 0 otherwise. */
+int vw_model_attempt(vw_model *m, int *attempt, int *max_restarts, char *run, size_t len);
 void vw_model_close(vw_model *m);
 /* Re-reads the job header (after the file grew: --follow). */
 int vw_model_reload(vw_model *m);

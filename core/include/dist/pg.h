@@ -75,11 +75,15 @@ typedef struct dist_nccl_options {
 } dist_nccl_options;
 
 typedef struct dist_init_opts {
-  const char *backend;     /* "cpu" (default; "gloo" is an alias), "nccl",
+  const char *backend;     /* "cpu" ("gloo" is an alias), "nccl",
                               "mpi", or a device map such as
                               "cpu:cpu,cuda:nccl" or "cpu:gloo,cuda:nccl"
                               (names case-insensitive): each operation runs
-                              on the backend of its tensors' device */
+                              on the backend of its tensors' device. NULL
+                              follows the tensors as torch's default:
+                              "cpu:cpu,cuda:nccl" where NCCL loads and a
+                              CUDA device is visible (or device_id names
+                              one), "cpu" otherwise */
   const char *init_method; /* "env://" (default), "tcp://host:port",
                               "file:///path"; ignored when store is set */
   dist_store *store;       /* explicit store (borrowed; must outlive the

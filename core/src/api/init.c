@@ -111,6 +111,9 @@ int dist_init_process_group(const dist_init_opts *opts) {
                                               "initialised; destroy it first");
   dist_init_opts o = opts ? *opts : dist_init_opts_default();
   DIST_TRY(dist__backend_load_plugins());
+  /* No backend named: the tensors' devices decide, as torch's default. */
+  if (!o.backend || !*o.backend)
+    o.backend = dist__default_backend(o.device_id.type == DIST_DEVICE_CUDA);
   /* A name, or a device map: each device's backend must exist here. */
   dist__backend_map map;
   DIST_TRY(dist__backend_map_parse(o.backend, &map));

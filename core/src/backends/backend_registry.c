@@ -137,6 +137,26 @@ bool dist_is_nccl_available(void) {
   return false;
 }
 
+#ifndef DIST_HAVE_NCCL /* with NCCL: nccl/nccl_api.c */
+int dist__cuda_device_count(int *n) {
+  *n = 0;
+  return dist__set_last_error(DIST_E_NOTSUP, "libdist was built without CUDA and NCCL");
+}
+#endif
+
+const char *dist__default_backend(bool device_is_cuda) {
+  int n = 0;
+  if (!dist__backend_find("nccl"))
+    return "cpu";
+  if (device_is_cuda)
+    return "cpu:cpu,cuda:nccl";
+  if (dist__cuda_device_count(&n) != DIST_OK || n < 1) {
+    dist__clear_last_error();
+    return "cpu";
+  }
+  return "cpu:cpu,cuda:nccl";
+}
+
 bool dist_is_mpi_available(void) { return dist__backend_find("mpi") != NULL; }
 
 /* The registered spelling of name (lower case), or name itself when no

@@ -192,6 +192,14 @@ int dist__env_int(const char *name, int64_t lo, int64_t hi, int64_t dflt,
 /* The default group timeout: DIST_TIMEOUT (seconds: "600", "1.5", "30s",
  * "2m", "500ms", "1h") or DIST_DEFAULT_TIMEOUT_MS. */
 int64_t dist__default_timeout_ms(void);
+/* CUDA devices this process sees, through the NCCL backend's CUDA runtime
+ * (backend_registry.c): DIST_E_NOTSUP with the reason when libdist was
+ * built without NCCL or the runtime does not load. */
+int dist__cuda_device_count(int *n);
+/* The backend a program that names none gets (backend_registry.c), as
+ * torch's: "cpu:cpu,cuda:nccl" when NCCL is usable and a CUDA device is
+ * visible or device_is_cuda (init named one), else "cpu". */
+const char *dist__default_backend(bool device_is_cuda);
 /* "NAME='value' is not valid: accepted: <accepted>; using <used>" at
  * WARNING, once per variable per process (whatever the log filters: a
  * bad setting must be seen). Any thread. */

@@ -77,6 +77,7 @@
 #define DIST_KEY_JOB_ID "distrun/job_id"          /* node 0's job id */
 #define DIST_KEY_NPROC "distrun/nproc_per_node"   /* node 0's -n, checked */
 #define DIST_KEY_NODE_CLAIM_FMT "distrun/node/%d/host" /* one distrun per node */
+#define DIST_KEY_NODE_NEXT "distrun/node/next"    /* c10d: node ranks by arrival */
 /* Each node's event queue: "died <rank> <cause>" (a rank failed elsewhere),
  * "done <node> <status>" (to node 0: that node's ranks have all ended) and
  * "quit" (a node stops its own watcher). */

@@ -75,6 +75,14 @@ typedef struct dist_trace_verdict {
 DIST_API int dist_trace_set_verdict(const char *db_path, const dist_trace_verdict *v, char *err,
                                     size_t errlen);
 
+/* Marks the merged trace at db_path as attempt `attempt` (0 the first) of
+ * the job run_id, restarted at most max_restarts times (distrun
+ * --max-restarts; tracer/SCHEMA.md, meta keys run_id, attempt,
+ * max_restarts). DIST_E_INVAL: NULL run_id, attempt < 0 or db_path not a
+ * merged trace; DIST_E_SYS: it cannot be written. */
+DIST_API int dist_trace_set_attempt(const char *db_path, const char *run_id, int attempt,
+                                    int max_restarts, char *err, size_t errlen);
+
 #define DIST_TRACE_VERDICT_CULPRITS 256
 
 /* The stored verdict, copied out (the strings are "" where NULL). */
@@ -128,9 +136,15 @@ DIST_API int dist_trace_collective(dist_trace *t, int group_id, int64_t seq,
 /* Chrome trace event JSON (Perfetto): complete events + flows (SCHEMA.md). */
 DIST_API int dist_trace_export_chrome(dist_trace *t, const char *out_path, char *err,
                                       size_t errlen);
-/* OTLP/HTTP JSON to <endpoint>/v1/traces (SCHEMA.md), in batches; each
- * request waits at most timeout_ms. DIST_E_BACKEND when the collector
- * answers non-2xx, DIST_E_SYS when it cannot be reached. */
+/* OTLP/HTTP to <endpoint>/v1/traces (SCHEMA.md), in batches. endpoint
+ * NULL: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the whole URL),
+ * OTEL_EXPORTER_OTLP_ENDPOINT or DIST_OTLP_ENDPOINT; timeout_ms <= 0:
+ * OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT, else 10 s per request. The other
+ * OTEL_EXPORTER_OTLP_* variables apply (protocol http/json or
+ * http/protobuf, gzip, headers, certificates; README, "Spans in your
+ * tracing backend"). DIST_E_BACKEND when the collector answers non-2xx,
+ * DIST_E_SYS when it cannot be reached, DIST_E_INVAL for a variable that
+ * cannot be used (named in err), DIST_E_NOTSUP when OTEL_SDK_DISABLED=true. */
 DIST_API int dist_trace_export_otlp(dist_trace *t, const char *endpoint, int64_t timeout_ms,
                                     char *err, size_t errlen);
 

@@ -128,3 +128,18 @@ bool dist__nccl_usable(char *why, size_t len) {
   snprintf(why, len, "%d CUDA device(s)", n);
   return true;
 }
+
+int dist__cuda_device_count(int *n) {
+  *n = 0;
+  dist__errbuf err;
+  dist__err_clear(&err);
+  const dist__nccl_api *api = dist__nccl_api_get(&err);
+  if (!api)
+    return dist__set_last_error(DIST_E_NOTSUP, "%s", err.msg);
+  cudaError_t e = api->GetDeviceCount(n);
+  if (e != cudaSuccess) { /* cudaErrorNoDevice and the like: none visible */
+    DIST_LOG(INFO, NCCL, "cudaGetDeviceCount: %s", api->CudaErrorString(e));
+    *n = 0;
+  }
+  return DIST_OK;
+}
