@@ -4,7 +4,7 @@
  * synchronous path. */
 #include <stdio.h>
 
-#include "pg/pg_int.h"
+#include "api.h"
 
 #define CALLER() __builtin_return_address(0)
 
