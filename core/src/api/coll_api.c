@@ -2,6 +2,7 @@
  * caller's return address, one instruction), translates global ranks to
  * group ranks, and hands it to dist__pg_call. Nothing here allocates on the
  * synchronous path. */
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "api.h"
@@ -17,7 +18,15 @@ static int enter(dist_pg **g, dist_work **w, bool *done) {
     return DIST_E_INVAL;
   if (r == DIST_GROUP_NON_MEMBER) {
     *done = true;
-    DIST_LOG(DEBUG, PG, "operation on a group this rank is not a member of: nothing to do");
+    /* Legal, and a no-op as in torch, but most often a rank that picked
+     * the wrong group: said once (as torch's warning is), then at DEBUG. */
+    static atomic_bool said;
+    if (!atomic_exchange(&said, true))
+      DIST_LOG(WARNING, PG, "an operation on a group this rank is not a member of did nothing "
+               "(as in torch); if this rank should take part, it passed the wrong group "
+               "(further such calls are logged at DEBUG)");
+    else
+      DIST_LOG(DEBUG, PG, "operation on a group this rank is not a member of: nothing to do");
     if (w)
       return dist__work_new_done(r, DIST_OK, w);
     return DIST_OK;

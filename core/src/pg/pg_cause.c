@@ -58,19 +58,22 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
    * once, as status.h's "seen by" line does for relayed reports. */
   dist__appendf(rep, cap, &off, "\n  reported by rank %d (host %s, pid %d)", in->global_rank,
                 dist__hostname(), (int)getpid());
-  if (g->inner) {
+  int culprits[DIST_CAUSE_CULPRITS_MAX];
+  char field[32];
+  int n = marked_ranks(rep, culprits, DIST_CAUSE_CULPRITS_MAX, field, sizeof field);
+  if (g->inner && n == 0) {
     /* A wrapper's failure: the checking layer posts its own report with
      * what it blames, which replaces this plain relay (cause.c's rule), so
-     * the job's cause does not depend on which rank posted first. */
+     * the job's cause does not depend on which rank posted first. What its
+     * inner group found and marked (a send and receive whose sizes differ,
+     * which the layer forwards unchecked) is posted with its culprits. */
     dist_post_cause(rc, rep);
     dist__free(rep);
     return;
   }
-  int culprits[DIST_CAUSE_CULPRITS_MAX];
-  char field[32];
   dist_cause_info ci = dist_cause_info_none();
   ci.culprits = culprits;
-  ci.n_culprits = marked_ranks(rep, culprits, DIST_CAUSE_CULPRITS_MAX, field, sizeof field);
+  ci.n_culprits = n;
   ci.group_id = in->group_id;
   ci.group_name = in->desc && in->desc[0] ? in->desc : in->name;
   ci.op = c ? (int)c->kind : -1;
