@@ -54,7 +54,7 @@
 #include <dist/dist.h>
 #include <dist/tracer.h>
 
-#include "pg/pg_int.h"
+#include <dist/internal/pg.h>
 
 static const char *const all_ops[] = {"all_reduce", "broadcast", "all_gather",
                                       "reduce_scatter", "all_to_all", "barrier"};
@@ -432,11 +432,11 @@ int main(int argc, char **argv) {
             "(one clock); LOCAL_WORLD_SIZE is not the world size\n");
     return 2;
   }
-  dist_pg *def = dist__pg_default();
-  while (def->inner) /* a checking group: the transport is its inner group's */
-    def = def->inner;
-  const char *transport =
-      def->ops == &dist__cpu_backend_ops ? dist__cpu_backend_transport(def->priv) : def->backend;
+  /* cpu: "shm" or "tcp" (of the inner group of a checking group); other
+   * backends say their name. */
+  const char *transport = dist__pg_transport(NULL);
+  if (!transport)
+    transport = dist_get_backend(NULL);
   size_t max = 4;
   for (int i = 0; i < c.n_sizes; i++)
     max = c.sizes[i] > max ? c.sizes[i] : max;

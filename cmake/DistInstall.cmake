@@ -6,9 +6,11 @@ install(TARGETS libdist EXPORT libdistTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# dist/internal/: core's interface to the bundled parts, never installed.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/dist
   ${PROJECT_SOURCE_DIR}/wrapper_pg/include/dist
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  PATTERN internal EXCLUDE)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/tracer/include/dist
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET distrun)

@@ -13,7 +13,7 @@
  *                     status 10/11 and the report printed last
  *   distrun_trace.c   merging the ranks' trace files at the end
  * The contract with the ranks (variables, store keys) is core's
- * launch_env.h. */
+ * dist/internal/launch.h. */
 #ifndef DISTRUN_H
 #define DISTRUN_H
 
@@ -25,7 +25,8 @@
 
 #include <dist/dist.h>
 
-#include "job/rendezvous.h" /* launch_env.h, job ids, dist_int.h */
+#include <dist/internal/base.h>
+#include <dist/internal/launch.h> /* the keys and variables, job ids, tokens */
 
 /* Exit statuses (DESIGN.md, Monitor): 10 and 11 come from the cause a rank
  * posted (distrun_cause.c); a usage error is 2, as for most Unix tools
@@ -256,7 +257,7 @@ typedef struct drun_posted {
  * true at once when p already holds it). False when nothing was posted. */
 bool dist__run_cause_fetch(drun_job *job, int64_t wait_ms, drun_posted *p);
 /* Reads the key again: a diagnosis that replaced the cause p holds (same
- * status, launch_env.h) takes its place. */
+ * status, dist/internal/launch.h) takes its place. */
 void dist__run_cause_refresh(drun_job *job, drun_posted *p);
 /* 10 for a posted DIST_E_DESYNC, 11 for DIST_E_TIMEOUT, else fallback. */
 int dist__run_cause_exit(const drun_posted *p, int fallback);

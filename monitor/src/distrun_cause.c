@@ -2,7 +2,7 @@
  * the job fails.
  *
  * A rank that can explain a failure posts it with dist_post_cause under
- * DIST_KEY_CAUSE (launch_env.h: "<status> <rank> <diagnosis>\n<report>",
+ * DIST_KEY_CAUSE (dist/internal/launch.h: "<status> <rank> <diagnosis>\n<report>",
  * first cause wins, but a monitor's diagnosis replaces a plain cause of
  * the same status: distrun reads the key again before it prints). When a rank fails, distrun waits a bounded moment for that key
  * before it classifies the failure: the rank that meets a desync posts
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "distrun.h"
-#include "pg/pg_int.h" /* dist__cause_parse */
+#include <dist/internal/launch.h> /* dist__cause_parse */
 
 /* Reads the key (present) into p; false when it cannot be read. */
 static bool read_cause(drun_job *job, drun_posted *p) {

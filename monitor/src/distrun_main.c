@@ -12,7 +12,7 @@
  * a rank that exits non-zero or dies of a signal distrun did not send
  * (12), a rank that cannot start (13), an event from another node, or a
  * signal to distrun itself (forwarded to the ranks; 1). The failure is
- * posted in the store ("rank R died: cause", launch_env.h) before the other
+ * posted in the store ("rank R died: cause", dist/internal/launch.h) before the other
  * ranks get SIGTERM, and SIGKILL a grace period later. A failing rank's
  * exit is classified only after a bounded wait for the cause a rank may
  * have posted (distrun_cause.c): a desync makes it 10, a hang or timeout
@@ -145,7 +145,7 @@ static void prefer_signal_death(sup *sp, const drun_rank *self) {
   } while (dist__now_ms() < until);
 }
 
-/* The local rank the job's first-exit key names (launch_env.h), if it is
+/* The local rank the job's first-exit key names (dist/internal/launch.h), if it is
  * another rank still running here; NULL otherwise. */
 static drun_rank *first_leaver(sup *sp, const drun_rank *self) {
   const char *key = DIST_KEY_FIRST_EXIT;

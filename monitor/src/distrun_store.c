@@ -4,7 +4,7 @@
  * ranks and for the other nodes.
  *
  * DESIGN (several nodes). Each node has an event queue in the store,
- * distrun/node/<K>/events (launch_env.h). A watcher thread per distrun pops
+ * distrun/node/<K>/events (dist/internal/launch.h). A watcher thread per distrun pops
  * its own queue (blocking, with a bounded timeout, in a loop) and hands each
  * event to the event loop as a line on a pipe, so the loop keeps one poll()
  * and never waits on the network itself. A node whose rank dies pushes
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "net/auth.h"
+#include <dist/internal/launch.h> /* dist__auth_make_token */
 #include "distrun.h"
 
 #define POST_TIMEOUT_MS 10000  /* distrun's own store calls after setup */
@@ -51,7 +51,7 @@ static int launch_fail(const char *what, const char *why) {
   return DRUN_EXIT_LAUNCH;
 }
 
-/* The token the store and the ranks use (see launch_env.h). */
+/* The token the store and the ranks use (see dist/internal/launch.h). */
 static int choose_token(const drun_cfg *c, drun_job *job) {
   const char *env = dist__getenv(DIST_ENV_TOKEN);
   const char *allow = dist__getenv(DIST_ENV_ALLOW_NO_TOKEN);

@@ -27,7 +27,8 @@
 #include <dist/dist.h>
 #include <dist/observer.h>
 
-#include "base/dist_int.h"
+#include <dist/internal/base.h>
+#include <dist/internal/launch.h>
 #include "mon_record.h"
 
 #define MON_MAX_GROUPS 256  /* group ids followed; later ones are not */

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "job/launch_env.h"
+#include <dist/internal/launch.h>
 #include "mon_int.h"
 
 #define REC_MAX (1 << 16)

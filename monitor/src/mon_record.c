@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/dist_int.h"
+#include <dist/internal/base.h>
 
 /* Splits line at tabs into at most n fields; returns how many. */
 static int fields(char *line, char **f, int n) {

@@ -15,8 +15,8 @@
 #include <dist/backend.h>
 
 #include "base/dist_int.h"
-#include "job/launch_env.h"
-#include "pg/pg_int.h"
+#include <dist/internal/launch.h>
+#include "api/api.h"
 
 static dist_store *init_one(void) {
   dist_store *s;

@@ -15,7 +15,7 @@
 
 #include <dist/backend.h>
 
-#include "job/launch_env.h"
+#include <dist/internal/launch.h>
 #include "mp.h"
 #include "proc.h"
 

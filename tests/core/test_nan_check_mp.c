@@ -14,9 +14,9 @@
 
 #include <dist/backend.h>
 
-#include "job/launch_env.h"
+#include <dist/internal/launch.h>
 #include "mp.h"
-#include "pg/pg_int.h" /* dist__cause_parse */
+#include "api/api.h" /* dist__cause_parse */
 
 #define N 600 /* more than one scan block */
 
@@ -92,7 +92,7 @@ static int bad_input_rank(const dist_test_ctx *ctx) {
     size_t n = 0;
     CHECK_OK(ctx, dist_store_get(dist_get_default_store(), DIST_KEY_CAUSE, &v, &n));
     /* The first refusal is the job's cause, naming the rank, its group and
-     * operation for the verdict (launch_env.h: status, rank, fields). */
+     * operation for the verdict (dist/internal/launch.h: status, rank, fields). */
     int st = 0, by = -1;
     const char *rep = NULL;
     dist__cause_fields f;

@@ -20,7 +20,8 @@
 #include <string.h>
 
 #include "backends/nccl/nccl_api.h"
-#include "pg/pg_int.h"
+#include "api/api.h"
+#include "backends/nccl/backend_nccl.h"
 
 #include "nccl_fake.h"
 

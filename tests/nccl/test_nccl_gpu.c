@@ -8,7 +8,8 @@
 #include <stdio.h>
 
 #include <dist/dist.h>
-#include "pg/pg_int.h"
+#include "api/api.h"
+#include "backends/nccl/backend_nccl.h"
 
 static void need_gpu(void) {
   char why[512];

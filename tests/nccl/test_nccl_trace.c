@@ -12,7 +12,8 @@
 #include <dist/tracer.h>
 
 #include "backends/nccl/nccl_api.h"
-#include "pg/pg_int.h"
+#include "api/api.h"
+#include "backends/nccl/backend_nccl.h"
 #include "trace_util.h"
 
 #include "nccl_fake.h"

@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/dist_int.h"
+#include <dist/internal/base.h>
 #include "otlp_int.h"
 
 #define LEAD_CACHE 1024

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/dist_int.h"
+#include <dist/internal/base.h>
 
 typedef union slot_buf {
   tr_head h;

@@ -61,7 +61,13 @@
  *      answer DIST_E_NOTSUP). Backends gain dist_backend_work_set_device
  *      (a work that completes on a device: dist_work_wait makes the
  *      caller's stream wait instead of blocking the host) and
- *      dist_backend_gpu_times (emits DIST_EV_OP_GPU, observer ABI 4). */
+ *      dist_backend_gpu_times (emits DIST_EV_OP_GPU, observer ABI 4).
+ *   5  Questions core used to answer by comparing a table with one of its
+ *      own are slots now (appended; read only from tables whose
+ *      abi_version is at least 5, so backends built for 1-4 load):
+ *      transport (how the group moves data, for the INFO block of a new
+ *      group) and device_group (the inner group a dispatching group runs
+ *      a device's operations on, for groups split from it). */
 #ifndef DIST_BACKEND_H
 #define DIST_BACKEND_H
 
@@ -77,7 +83,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_BACKEND_ABI_VERSION 4
+#define DIST_BACKEND_ABI_VERSION 5
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_OP_MAP(X)                                      \
@@ -221,6 +227,16 @@ typedef struct dist_backend_ops {
    * with the slots; must not block (event queries only). NULL: DIST_E_NOTSUP
    * (a wrapper without it is passed through to its inner group). */
   int (*gpu_progress)(void *priv, uint64_t seq, dist_gpu_progress *out);
+
+  /* ABI 5. How the group moves data ("shm", "tcp"), shown in the INFO
+   * block of a new group; NULL (or a NULL answer): "n/a". Any thread;
+   * must not block. */
+  const char *(*transport)(void *priv);
+  /* ABI 5. A group that runs each device's operations on an inner group
+   * (a device map): that group for device type t, or NULL while it is not
+   * made. NULL slot: the group runs its operations itself, and is its own
+   * group for each device its caps name. Any thread; must not block. */
+  dist_pg *(*device_group)(void *priv, dist_device_type t);
 } dist_backend_ops;
 
 /* --- for backend implementations ---------------------------------------- */
@@ -278,7 +294,7 @@ DIST_API void dist_backend_gpu_times(dist_pg *self, const dist_coll *c, int64_t 
  * fails, exits 10 for DIST_E_DESYNC and 11 for DIST_E_TIMEOUT (other codes
  * keep its usual classification) and prints report once, last. The first
  * cause posted in the job wins (compare_set under the key "dist/cause";
- * core/src/job/launch_env.h documents the value: status, the posting global
+ * core/include/dist/internal/launch.h documents the value: status, the posting global
  * rank, the report). Core posts DIST_E_DESYNC from the backends' own size
  * checks itself, once per failing call and at every debug level, and
  * DIST_E_INVAL for an input DIST_NAN_CHECK=1 refuses; the
@@ -313,7 +329,7 @@ typedef struct dist_cause_info {
 DIST_API dist_cause_info dist_cause_info_none(void);
 /* dist_post_cause with what the report names in a form a program reads;
  * info may be NULL (then it is dist_post_cause). Added in libdist 0.9:
- * the cause key's value gains a line of fields (launch_env.h), which
+ * the cause key's value gains a line of fields (dist/internal/launch.h), which
  * readers of the older form skip. */
 DIST_API int dist_post_cause_info(int status, const dist_cause_info *info, const char *report);
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "pg/pg_int.h"
+#include "api.h"
 
 static dist_tensor bytes_tensor(void *p, size_t n) {
   return dist_tensor_1d(p, DIST_UINT8, (int64_t)n);

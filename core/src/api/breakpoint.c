@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "pg/pg_int.h"
+#include "api.h"
 
 /* Cleared from the debugger: (gdb) set var dist_breakpoint_wait = 0 */
 _Atomic int dist_breakpoint_wait;

@@ -5,7 +5,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "pg/pg_int.h"
+#include "api.h"
 
 #define CALLER() __builtin_return_address(0)
 

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "pg/pg_int.h"
+#include "api.h"
 
 /* Ids of use_local_synchronization groups: this bit plus a hash of the
  * member list and the count of such groups with that list, so every member
@@ -152,7 +152,7 @@ static int create(dist_pg *def, const group_req *q, dist_pg **out) {
       .desc = o && o->desc ? o->desc : "",
       .timeout_ms = o && o->timeout_ms > 0 ? o->timeout_ms : def->timeout_ms,
       .flags = o ? o->flags : 0, .group_id = q->id,
-      .base_store = dist__pg_base_store(),
+      .base_store = dist__job_base_store(),
       .device_id = o && o->device_id.type == DIST_DEVICE_CUDA ? o->device_id : base->device_id,
       .nccl_options = o && o->nccl_options ? o->nccl_options : &base->nccl_opts,
       .parent = q->parent,
@@ -163,7 +163,7 @@ static int create(dist_pg *def, const group_req *q, dist_pg **out) {
                                                 s.nccl_options)
                      : DIST_OK;
   }
-  return dist__pg_new(&s, out);
+  return dist__backend_pg_new(&s, out);
 }
 
 static dist_pg *need_default(const char *fn) {

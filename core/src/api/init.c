@@ -3,76 +3,15 @@
  * Init reads the debug level, rendezvouses (rendezvous.c: env://, tcp://,
  * file:// or an explicit store), loads backend plugins, creates the default
  * group (group id 0, every rank) and starts the observers with its info.
- * Destroying the default group ends everything, so init may run again. */
+ * Destroying the default group ends everything, so init may run again.
+ * The default group itself is pg.c's (dist__pg_default), the job's
+ * identity job.c's (dist__job_join). */
 #include <stdio.h>
 #include <strings.h>
 
-#include "pg/pg_int.h"
-#include "job/rendezvous.h"
+#include "api.h"
 
-static dist_pg *default_pg;
-static dist__rdzv rdzv;
-static bool have_rdzv;
-
-dist_pg *dist__pg_default(void) { return default_pg; }
-
-/* The message for a handle that is not a live group. */
-static int stale(const char *fn, const dist_pg *g) {
-  return dist__set_last_error(DIST_E_INVAL,
-                              "%s: %p is not a live process group: it was destroyed already "
-                              "(a handle dies with dist_destroy_process_group) or never created",
-                              fn, (const void *)g);
-}
-
-dist_pg *dist__pg_resolve(dist_pg *g) {
-  if (g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g)) {
-    stale("libdist", g);
-    return NULL;
-  }
-  if (g)
-    return g;
-  if (!default_pg)
-    dist__set_last_error(DIST_E_INVAL,
-                         "the default process group is not initialised "
-                         "(call dist_init_process_group first)");
-  return default_pg;
-}
-
-const char *dist__job_token(void) { return have_rdzv ? rdzv.token : ""; }
-const char *dist_get_job_id(void) { return have_rdzv ? rdzv.job_id : NULL; }
-dist_store *dist_get_default_store(void) { return have_rdzv ? rdzv.store : NULL; }
-
-/* Groups keep their keys under pg/<name> of the job's store. A program
- * that inits again on one store (distrun's outlives every init) would find
- * the last incarnation's keys there under the same names, such as the
- * addresses of listeners closed since, and connect to them until its
- * timeout: from the second generation on, groups' keys live under
- * gen<g>/ of it. */
-static dist_store *gen_store;
-
-dist_store *dist__pg_base_store(void) {
-  return !have_rdzv ? NULL : gen_store ? gen_store : rdzv.store;
-}
-
-static int open_gen_store(void) {
-  if (rdzv.generation == 0)
-    return DIST_OK;
-  char prefix[32];
-  snprintf(prefix, sizeof prefix, "gen%d", rdzv.generation);
-  int rc = dist_store_prefix_create(prefix, rdzv.store, DIST_STORE_BORROW, &gen_store);
-  if (rc != DIST_OK)
-    return dist__set_last_error(rc, "init: cannot make the store of generation %d: %s",
-                                rdzv.generation, dist_last_errmsg());
-  return DIST_OK;
-}
-
-static void release_rdzv(void) {
-  dist_store_destroy(gen_store);
-  gen_store = NULL;
-  dist__rendezvous_release(&rdzv);
-  have_rdzv = false;
-}
-bool dist_is_initialized(void) { return default_pg != NULL; }
+bool dist_is_initialized(void) { return dist__pg_default() != NULL; }
 
 dist_init_opts dist_init_opts_default(void) {
   dist_init_opts o = {0};
@@ -82,7 +21,7 @@ dist_init_opts dist_init_opts_default(void) {
 }
 
 static int make_default_group(const dist_init_opts *o, const char *backend) {
-  int n = rdzv.world_size;
+  int n = dist__job_world_size();
   int *ranks = dist__malloc(sizeof(int) * (size_t)n);
   if (!ranks)
     return dist__set_last_error(DIST_E_NOMEM, "out of memory");
@@ -91,14 +30,17 @@ static int make_default_group(const dist_init_opts *o, const char *backend) {
   dist__pg_reset_ids();
   dist__pg_spec s = {
       .group_id = dist__pg_take_ids(1),
-      .backend = backend, .global_ranks = ranks, .size = n, .rank = rdzv.rank,
+      .backend = backend, .global_ranks = ranks, .size = n, .rank = dist__job_rank(),
       .name = "0", .desc = o->group_desc ? o->group_desc : "default",
       .timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : dist__default_timeout_ms(),
-      .base_store = dist__pg_base_store(),
+      .base_store = dist__job_base_store(),
       .device_id = o->device_id, .nccl_options = o->nccl_options,
   };
-  int rc = dist__pg_new(&s, &default_pg);
+  dist_pg *g = NULL;
+  int rc = dist__backend_pg_new(&s, &g);
   dist__free(ranks);
+  if (rc == DIST_OK)
+    dist__pg_set_default(g);
   return rc;
 }
 
@@ -106,7 +48,7 @@ int dist_init_process_group(const dist_init_opts *opts) {
   dist__log_reread_debug_level();
   dist__clear_last_error();
   dist__nan_check_init();
-  if (default_pg)
+  if (dist__pg_default())
     return dist__set_last_error(DIST_E_INVAL, "the default process group is already "
                                               "initialised; destroy it first");
   dist_init_opts o = opts ? *opts : dist_init_opts_default();
@@ -131,39 +73,30 @@ int dist_init_process_group(const dist_init_opts *opts) {
   if (mpi_boot)
     DIST_TRY(dist__mpi_bootstrap(&o));
 #endif
-  int rc = dist__rendezvous(&o, &rdzv);
-  have_rdzv = rc == DIST_OK;
-  if (rc == DIST_OK) {
-    dist_log_set_rank(rdzv.rank);
-    rc = open_gen_store();
-    if (rc == DIST_OK)
-      rc = make_default_group(&o, backend);
-  }
+  int rc = dist__job_join(&o);
+  if (rc == DIST_OK)
+    rc = make_default_group(&o, backend);
   if (rc != DIST_OK) {
     char msg[DIST_ERRMSG_LEN];
     snprintf(msg, sizeof msg, "%s", dist_last_errmsg());
-    if (have_rdzv)
-      release_rdzv();
+    dist__job_leave();
 #ifdef DIST_HAVE_MPI
     dist__mpi_boot_release();
 #endif
     return dist__set_last_error(rc, "%s", msg);
   }
-  dist__obs_start(default_pg);
+  dist__obs_start(dist__pg_default());
   dist__cause_watch_exit();
-  DIST_LOG(INFO, PG, "initialised: rank %d of %d, backend %s, job %s", rdzv.rank,
-           rdzv.world_size, backend, rdzv.job_id);
+  DIST_LOG(INFO, PG, "initialised: rank %d of %d, backend %s, job %s", dist__job_rank(),
+           dist__job_world_size(), backend, dist_get_job_id());
   return DIST_OK;
 }
 
 static void destroy_all(void) {
-  dist_pg *def = default_pg;
   dist__pg_destroy_all(); /* user groups, the default one included */
-  (void)def;
-  default_pg = NULL;
+  dist__pg_set_default(NULL);
   dist__obs_stop();
-  if (have_rdzv)
-    release_rdzv();
+  dist__job_leave();
 #ifdef DIST_HAVE_MPI
   dist__mpi_boot_release();
 #endif
@@ -171,7 +104,7 @@ static void destroy_all(void) {
 
 int dist_destroy_process_group(dist_pg *g) {
   if (!g) {
-    if (!default_pg)
+    if (!dist__pg_default())
       return dist__set_last_error(DIST_E_INVAL, "no process group is initialised");
     destroy_all();
     return DIST_OK;
@@ -179,8 +112,8 @@ int dist_destroy_process_group(dist_pg *g) {
   if (g == DIST_GROUP_NON_MEMBER)
     return DIST_OK;
   if (!dist__pg_handle_live(g))
-    return stale("dist_destroy_process_group", g);
-  if (g == default_pg) {
+    return dist__pg_stale("dist_destroy_process_group", g);
+  if (g == dist__pg_default()) {
     destroy_all();
     return DIST_OK;
   }
@@ -189,16 +122,16 @@ int dist_destroy_process_group(dist_pg *g) {
 }
 
 int dist_get_rank(dist_pg *g) {
-  g = g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g) ? NULL : g ? g : default_pg;
+  g = g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g) ? NULL : g ? g : dist__pg_default();
   return g && g != DIST_GROUP_NON_MEMBER ? g->info.rank : -1;
 }
 
 int dist_get_world_size(dist_pg *g) {
-  g = g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g) ? NULL : g ? g : default_pg;
+  g = g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g) ? NULL : g ? g : dist__pg_default();
   return g && g != DIST_GROUP_NON_MEMBER ? g->info.size : -1;
 }
 
 const char *dist_get_backend(dist_pg *g) {
-  g = g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g) ? NULL : g ? g : default_pg;
+  g = g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g) ? NULL : g ? g : dist__pg_default();
   return g && g != DIST_GROUP_NON_MEMBER ? g->backend : NULL;
 }

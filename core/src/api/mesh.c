@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <strings.h>
 
-#include "pg/pg_int.h"
+#include "api.h"
 
 #define MESH_MAX_DIMS 8
 #define NAME_LEN 32

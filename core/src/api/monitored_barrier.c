@@ -13,7 +13,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "pg/pg_int.h"
+#include "api.h"
 
 /* How long a member waits past the barrier's timeout for rank 0's verdict:
  * rank 0 answers at the timeout, plus its own trip to the store. */

@@ -21,8 +21,7 @@
 
 #include "net/auth.h"
 #include "base/dist_int.h"
-#include "job/launch_env.h"
-#include "job/rendezvous.h"
+#include "api.h"
 #include <dist/dist.h>
 
 #define POLL_MS 5

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pg/pg_int.h"
+#include "api.h"
 
 bool dist__all_gather_is_uneven(const dist_tensor *outputs, size_t n,
                                 const dist_tensor *input) {

@@ -8,7 +8,14 @@
 #include <stdio.h>
 #include <strings.h>
 
-#include "pg/pg_int.h"
+#include "backends.h"
+#include "cpu/backend_cpu.h"
+#ifdef DIST_HAVE_MPI
+#include "mpi/backend_mpi.h"
+#endif
+#ifdef DIST_HAVE_NCCL
+#include "nccl/backend_nccl.h"
+#endif
 
 #define MAX_BACKENDS 16
 
@@ -200,5 +207,35 @@ int dist_get_default_backend_for_device(const char *device, const char **out) {
     return dist__set_last_error(DIST_E_INVAL,
                                 "get_default_backend_for_device: unknown device type '%s' "
                                 "(cpu, cuda)", device);
+  return DIST_OK;
+}
+
+/* --- groups of a table ---------------------------------------------------- */
+
+/* A group of a table (backend.h): wrappers' inner and outer groups, a
+ * device map's inner groups. It shows the table's name as registered. */
+int dist_pg_create(const dist_backend_ops *ops, const dist_backend_init_args *a,
+                   dist_pg **out) {
+  if (!ops || !a || !out || !a->global_ranks || a->size <= 0 || a->rank < 0 ||
+      a->rank >= a->size)
+    return dist__set_last_error(DIST_E_INVAL, "dist_pg_create: invalid arguments");
+  if (ops->abi_version == 0 || ops->abi_version > DIST_BACKEND_ABI_VERSION || !ops->init)
+    return dist__set_last_error(DIST_E_INVAL,
+                                "backend '%s' was built for vtable ABI %u; this is %u",
+                                ops->name ? ops->name : "?", ops->abi_version,
+                                DIST_BACKEND_ABI_VERSION);
+  dist__pg_spec s = {
+      .backend = dist__backend_canonical(ops->name), .global_ranks = a->global_ranks,
+      .size = a->size, .rank = a->rank, .name = a->group_name ? a->group_name : "wrapped",
+      .timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : dist__default_timeout_ms(),
+      .flags = a->internal ? DIST_GROUP_INTERNAL : 0, .base_store = NULL,
+      .device_id = a->device_id, .nccl_options = a->nccl_options, .parent = a->parent,
+  };
+  dist_pg *g;
+  /* The caller's store (borrowed, as backend.h says) reaches the backend. */
+  DIST_TRY(dist__pg_build(ops, &s, a->arg, a->store, &g));
+  g->store = NULL;
+  g->info.group_id = a->group_id;
+  *out = g;
   return DIST_OK;
 }

@@ -22,7 +22,10 @@
 #include <stdio.h>
 #include <strings.h>
 
-#include "pg/pg_int.h"
+#include "backends.h"
+#ifdef DIST_HAVE_NCCL
+#include "nccl/backend_nccl.h"
+#endif
 
 static const char *const dev_name[2] = {"cpu", "cuda"};
 
@@ -85,6 +88,18 @@ int dist__backend_map_parse(const char *spec, dist__backend_map *m) {
                     m->name[d]);
   m->dispatch = true;
   return DIST_OK;
+}
+
+/* A group of a backend's name or a device map: the table that runs it
+ * (this file's for a map) with the map as its init arg. */
+int dist__backend_pg_new(const dist__pg_spec *spec, dist_pg **out) {
+  dist__backend_map map;
+  DIST_TRY(dist__backend_map_parse(spec->backend, &map));
+  dist__pg_spec s = *spec;
+  s.backend = map.canon;
+  s.ops = map.dispatch ? &dist__mixed_backend_ops : map.ops[DIST_DEVICE_CPU];
+  s.arg = map.dispatch ? &map : NULL;
+  return dist__pg_new(&s, out);
 }
 
 /* --- the group ----------------------------------------------------------- */
@@ -198,47 +213,6 @@ static int mixed_async_error(void *priv) {
 
 /* --- dispatch ------------------------------------------------------------ */
 
-typedef struct seen {
-  int dev;           /* -1: no tensor yet */
-  char first[48];    /* where the first tensor is */
-} seen;
-
-static void where(char *buf, size_t len, const char *what, size_t i, const dist_tensor *t) {
-  snprintf(buf, len, "%s[%zu] on %s:%d", what, i, dev_name[t->device.type == DIST_DEVICE_CUDA],
-           t->device.index);
-}
-
-/* Folds t into s; DIST_E_INVAL with the message when it is on another device. */
-static int fold(dist_pg *g, const dist_coll *c, seen *s, const char *what, size_t i,
-                const dist_tensor *t) {
-  int d = t->device.type == DIST_DEVICE_CUDA;
-  if (s->dev < 0) {
-    s->dev = d;
-    where(s->first, sizeof s->first, what, i, t);
-    return DIST_OK;
-  }
-  if (d == s->dev)
-    return DIST_OK;
-  char here[48];
-  where(here, sizeof here, what, i, t);
-  return dist__err_set(&g->err, DIST_E_INVAL,
-                       "%s mixes devices (%s, %s): group %s (backend %s) runs each operation "
-                       "on the backend of one device", dist_op_name(c->kind), s->first, here,
-                       g->name, g->backend);
-}
-
-int dist__coll_device(dist_pg *g, const dist_coll *c, int *dev) {
-  seen s = {.dev = -1};
-  for (size_t i = 0; i < c->n_inputs; i++)
-    DIST_TRY(fold(g, c, &s, "inputs", i, &c->inputs[i]));
-  for (size_t i = 0; i < c->n_outputs; i++)
-    DIST_TRY(fold(g, c, &s, "outputs", i, &c->outputs[i]));
-  for (size_t i = 0; i < c->n_p2p; i++)
-    DIST_TRY(fold(g, c, &s, "ops", i, &c->p2p[i].tensor));
-  *dev = s.dev;
-  return DIST_OK;
-}
-
 /* The device of c's tensors (every one on it, pg.c checked). */
 static int device_of(mixed *m, const dist_coll *c, int *dev) {
   int d = -1;
@@ -275,6 +249,16 @@ static int mixed_op(void *priv, const dist_coll *c, dist_work *w) {
   if (rc != DIST_OK)
     dist_backend_set_error(m->self, rc, "%s", dist_pg_errmsg(g));
   return rc;
+}
+
+/* The inner group of device t (pg.c's dist__pg_device_group asks, for a
+ * group split from this one). */
+static dist_pg *mixed_device_group(void *priv, dist_device_type t) {
+  mixed *m = priv;
+  pthread_mutex_lock(&m->mu);
+  dist_pg *in = m->inner[t];
+  pthread_mutex_unlock(&m->mu);
+  return in;
 }
 
 /* The cuda inner group answers; before it is made (at the first CUDA
@@ -316,24 +300,10 @@ const dist_backend_ops dist__mixed_backend_ops = {
     .barrier = mixed_op,
     .async_error = mixed_async_error,
     .gpu_progress = mixed_gpu_progress,
+    .device_group = mixed_device_group,
 };
 
 /* --- for groups made from this one -------------------------------------- */
-
-dist_pg *dist__pg_device_group(dist_pg *g, dist_device_type t) {
-  while (g && g != DIST_GROUP_NON_MEMBER && g->inner)
-    g = g->inner;
-  if (!g || g == DIST_GROUP_NON_MEMBER || (unsigned)t > DIST_DEVICE_CUDA)
-    return NULL;
-  if (g->ops == &dist__mixed_backend_ops) {
-    mixed *m = g->priv;
-    pthread_mutex_lock(&m->mu);
-    dist_pg *in = m->inner[t];
-    pthread_mutex_unlock(&m->mu);
-    return in;
-  }
-  return g->ops->caps & (t == DIST_DEVICE_CUDA ? DIST_CAP_CUDA : DIST_CAP_CPU) ? g : NULL;
-}
 
 int dist__pg_nonmember_joins(dist_pg *parent, const char *spec, dist_device device,
                              const dist_nccl_options *o) {

@@ -31,16 +31,10 @@ const char *dist_strerror(int code) {
 
 const char *dist_last_errmsg(void) { return last_errmsg; }
 
-const char *dist_errmsg(int rc, dist_pg *group) {
-  if (rc == DIST_OK)
-    return "";
-  if (last_rc == rc && last_errmsg[0])
-    return last_errmsg;
-  const char *m = dist_pg_errmsg(group);
-  if (m && m[0])
-    return m;
-  return dist_strerror(rc);
-}
+int dist__last_error_status(void) { return last_rc; }
+
+/* dist_errmsg(rc, group) is pg.c's: it asks the group when the thread's
+ * message is not rc's. */
 
 void dist__clear_last_error(void) {
   last_errmsg[0] = '\0';

@@ -4,8 +4,8 @@
  * A rank that meets a failure it can explain (a desync found by a
  * backend's own size checks or by the checking layer, a hang diagnosis by
  * the monitor) posts a report to the job's store under DIST_KEY_CAUSE
- * (launch_env.h) with compare_set, so the first cause in the job stays
- * (unless a diagnosis supersedes it: launch_env.h).
+ * (dist/internal/launch.h) with compare_set, so the first cause in the job stays
+ * (unless a diagnosis supersedes it: dist/internal/launch.h).
  * distrun waits a bounded moment for that key when a rank fails, classifies
  * the job's end by the posted status (exit 10 for DIST_E_DESYNC, 11 for
  * DIST_E_TIMEOUT) and prints the report once, last.
@@ -15,24 +15,24 @@
  * may be a backend's progress thread or the monitor's watchdog) whose
  * connection and I/O are bounded by DIST_CAUSE_TIMEOUT_MS, whatever the
  * store's own timeout. A failure to post is logged at WARNING and is never
- * the caller's error: the report is still in the failing call's message. */
+ * the caller's error: the report is still in the failing call's message.
+ * A group's failure becomes a cause in pg/pg_cause.c, which knows groups;
+ * this file knows only the job. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "launch_env.h"
-#include "pg/pg_int.h"
 #include "base/report.h"
+#include "job.h"
 #include "store/store_int.h"
 
-#define DIST_CAUSE_TIMEOUT_MS 2000
-
-/* The default group's global rank; while init builds it (a check that
- * fails there), the rank the rendezvous gave; -1 before. */
+/* This process's rank in the job (the default group's global rank; while
+ * init builds that group, the rank the rendezvous gave); the log's rank
+ * (-1) when not joined, though then no store takes a cause. */
 static int own_rank(void) {
-  dist_pg *g = dist__pg_default();
-  return g && g != DIST_GROUP_NON_MEMBER ? g->info.global_rank : dist__log_rank();
+  int r = dist__job_rank();
+  return r >= 0 ? r : dist__log_rank();
 }
 
 /* Whether the cause value cur may give way to a new one of status: a
@@ -90,7 +90,7 @@ static void put_clean(char *buf, size_t len, size_t *off, const char *name, cons
   buf[*off] = '\0';
 }
 
-/* "@\tculprits=...\t...\n" (launch_env.h), or "" without info. */
+/* "@\tculprits=...\t...\n" (dist/internal/launch.h), or "" without info. */
 static void fields_line(const dist_cause_info *in, char *buf, size_t len) {
   size_t off = 0;
   buf[0] = '\0';
@@ -156,106 +156,6 @@ int dist_post_cause_info(int status, const dist_cause_info *info, const char *re
 
 int dist__cause_post_diagnosis(int status, const dist_cause_info *info, const char *report) {
   return post_cause(status, true, info, report);
-}
-
-/* The ranks a report in the house format marks ("  rank 3 (group rank 1):
- * ...  <- dtype differs", status.h) and the field of its header ("ranks
- * disagree on the dtype"): what the report blames, for the verdict. */
-static size_t marked_ranks(const char *rep, int *out, size_t cap, char *field, size_t flen) {
-  size_t n = 0;
-  field[0] = '\0';
-  const char *f = strstr(rep, "ranks disagree on the ");
-  if (f) {
-    f += strlen("ranks disagree on the ");
-    size_t k = strcspn(f, "\n");
-    snprintf(field, flen, "%.*s", (int)(k < flen ? k : flen - 1), f);
-  }
-  for (const char *l = rep; *l && n < cap;) {
-    const char *end = strchr(l, '\n');
-    size_t ll = end ? (size_t)(end - l) : strlen(l);
-    int r;
-    if (sscanf(l, "  rank %d", &r) == 1 && memmem(l, ll, "  <- ", 5))
-      out[n++] = r;
-    l += ll + (end != NULL);
-  }
-  return n;
-}
-
-void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg) {
-  if (rc != DIST_E_DESYNC || !dist_get_default_store())
-    return;
-  const dist_pg_info *in = &g->info;
-  size_t cap = DIST_ERRMSG_LEN + 512;
-  char *rep = dist__malloc(cap);
-  if (!rep)
-    return;
-  size_t off = 0;
-  if (msg && dist__report_has_head(msg)) {
-    dist__appendf(rep, cap, &off, "%s", msg); /* pg.c headed it: the report as logged */
-  } else {
-    dist__report_group rg = {in->group_id, in->name, in->desc, in->size};
-    dist__report_head(rep, cap, rc, &rg, c ? c->kind : DIST_OP_BARRIER, c ? c->seq : 0,
-                      msg && *msg ? msg : dist_strerror(rc));
-    off = strlen(rep);
-  }
-  /* distrun prints it away from the rank's own output: name the origin
-   * once, as status.h's "seen by" line does for relayed reports. */
-  dist__appendf(rep, cap, &off, "\n  reported by rank %d (host %s, pid %d)", in->global_rank,
-                dist__hostname(), (int)getpid());
-  int culprits[DIST_CAUSE_CULPRITS_MAX];
-  char field[32];
-  int n = marked_ranks(rep, culprits, DIST_CAUSE_CULPRITS_MAX, field, sizeof field);
-  if (g->inner && n == 0) {
-    /* A wrapper's failure: the checking layer posts its own report with
-     * what it blames, which replaces this plain relay (cause.c's rule), so
-     * the job's cause does not depend on which rank posted first. What its
-     * inner group found and marked (a send and receive whose sizes differ,
-     * which the layer forwards unchecked) is posted with its culprits. */
-    dist_post_cause(rc, rep);
-    dist__free(rep);
-    return;
-  }
-  dist_cause_info ci = dist_cause_info_none();
-  ci.culprits = culprits;
-  ci.n_culprits = n;
-  ci.group_id = in->group_id;
-  ci.group_name = in->desc && in->desc[0] ? in->desc : in->name;
-  ci.op = c ? (int)c->kind : -1;
-  ci.seq = c ? c->seq : 0;
-  ci.field = field[0] ? field : NULL;
-  dist_post_cause_info(rc, &ci, rep);
-  dist__free(rep);
-}
-
-/* --- the first rank to leave --------------------------------------------- */
-
-static pid_t exit_watch_pid; /* the process that registered the handler */
-
-/* Runs in exit() (and on return from main) while the default group lives:
- * before the kernel closes this process's connections, so before any peer
- * can notice it left, it claims DIST_KEY_FIRST_EXIT (launch_env.h). */
-static void post_first_exit(void) {
-  dist_store *job = dist_get_default_store();
-  dist_pg *g = dist__pg_default();
-  if (getpid() != exit_watch_pid || !job || !g || g == DIST_GROUP_NON_MEMBER)
-    return; /* a forked child, or the group was destroyed: a clean end */
-  dist_store *h;
-  if (dist__store_clone_within(job, DIST_CAUSE_TIMEOUT_MS, &h) != DIST_OK)
-    return;
-  char me[16];
-  int n = snprintf(me, sizeof me, "%d", g->info.global_rank);
-  void *cur = NULL;
-  size_t cur_len = 0;
-  dist_store_compare_set(h, DIST_KEY_FIRST_EXIT, "", 0, me, (size_t)n, &cur, &cur_len);
-  dist_free(cur);
-  dist_store_destroy(h);
-}
-
-void dist__cause_watch_exit(void) {
-  static bool registered;
-  exit_watch_pid = getpid();
-  if (!registered)
-    registered = atexit(post_first_exit) == 0;
 }
 
 int dist__cause_parse(const char *val, size_t len, int *status, int *rank,

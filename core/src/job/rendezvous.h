@@ -1,5 +1,6 @@
-/* rendezvous.h - how the ranks of a job find each other (internal; pg.c's
- * dist_init_process_group calls it, distrun shares its helpers).
+/* rendezvous.h - how the ranks of a job find each other (internal to the
+ * job level: job.c's dist__job_join calls it; distrun shares its helpers
+ * through dist/internal/launch.h).
  *
  * Init methods, as torch.distributed:
  *   env:// (default)  MASTER_ADDR (host name, IPv4 or IPv6 address),
@@ -29,8 +30,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <dist/internal/launch.h>
+
 #include "base/dist_int.h"
-#include "launch_env.h"
 
 typedef struct dist__rdzv {
   dist_store *store;      /* the job's store handle for this process */
@@ -52,10 +54,7 @@ int dist__rendezvous(const dist_init_opts *opts, dist__rdzv *out);
 /* Destroys the store if owned. Accepts NULL and a zeroed struct. */
 void dist__rendezvous_release(dist__rdzv *r);
 
-/* A fresh job id: the UTC time, then 8 random hex digits, such as
- * "20261123-154102-9f3a0c7e". */
-int dist__rendezvous_make_job_id(char *out, size_t len);
-/* Whether s is usable as a job id (1..DIST_JOB_ID_MAX of [A-Za-z0-9._-]). */
-bool dist__rendezvous_job_id_ok(const char *s);
+/* Job ids (dist__rendezvous_make_job_id, dist__rendezvous_job_id_ok):
+ * dist/internal/launch.h, distrun makes them too. */
 
 #endif

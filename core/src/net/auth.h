@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <dist/internal/launch.h>
+
 #include "base/dist_int.h"
 
 #define DIST_AUTH_NONCE_LEN 32
@@ -21,8 +23,8 @@
 
 /* Fills buf with cryptographically random bytes (getrandom). */
 int dist__auth_random(void *buf, size_t len);
-/* A fresh token: 64 hex characters plus NUL into out (len >= 65). */
-int dist__auth_make_token(char *out, size_t len);
+/* A fresh token (dist__auth_make_token): dist/internal/launch.h, distrun
+ * makes them too. */
 /* mac = HMAC-SHA256(token, nonce || role). */
 void dist__auth_mac(const char *token, const uint8_t nonce[DIST_AUTH_NONCE_LEN],
                     const char *role, uint8_t mac[DIST_AUTH_MAC_LEN]);

@@ -6,12 +6,15 @@
  * synchronously (no allocation on that path) or through a work handle, and
  * records the outcome. dist_pg_forward is the same minus numbering and
  * events, for wrappers calling the group they wrap; the interposer hook
- * lets such a wrapper replace each new user group. */
+ * lets such a wrapper replace each new user group. The default group (the
+ * one a NULL group argument means) is kept here; init sets it. */
 #include <stdio.h>
 
-#include "pg_int.h"
 #include "base/report.h"
+#include "job/job.h"
+#include "pg_int.h"
 
+static dist_pg *default_pg;
 static dist_group_wrapper_fn wrapper_fn;
 static void *wrapper_arg;
 static dist_group_precreate_fn precreate_fn;
@@ -52,6 +55,34 @@ bool dist__pg_handle_live(const dist_pg *g) {
   return found;
 }
 
+/* --- the default group ---------------------------------------------------- */
+
+dist_pg *dist__pg_default(void) { return default_pg; }
+void dist__pg_set_default(dist_pg *g) { default_pg = g; }
+
+int dist__pg_stale(const char *fn, const dist_pg *g) {
+  return dist__set_last_error(DIST_E_INVAL,
+                              "%s: %p is not a live process group: it was destroyed already "
+                              "(a handle dies with dist_destroy_process_group) or never created",
+                              fn, (const void *)g);
+}
+
+dist_pg *dist__pg_resolve(dist_pg *g) {
+  if (g && g != DIST_GROUP_NON_MEMBER && !dist__pg_handle_live(g)) {
+    dist__pg_stale("libdist", g);
+    return NULL;
+  }
+  if (g)
+    return g;
+  if (!default_pg)
+    dist__set_last_error(DIST_E_INVAL,
+                         "the default process group is not initialised "
+                         "(call dist_init_process_group first)");
+  return default_pg;
+}
+
+/* --- the interposer ------------------------------------------------------- */
+
 void dist_set_group_wrapper(dist_group_wrapper_fn fn, void *arg) {
   wrapper_fn = fn;
   wrapper_arg = arg;
@@ -87,7 +118,7 @@ static int fill_identity(dist_pg *g, const dist__pg_spec *s) {
   memcpy(g->global_ranks, s->global_ranks, sizeof(int) * (size_t)s->size);
   snprintf(g->name, sizeof g->name, "%s", s->name);
   snprintf(g->desc, sizeof g->desc, "%s", s->desc ? s->desc : "");
-  snprintf(g->backend, sizeof g->backend, "%s", dist__backend_canonical(s->backend));
+  snprintf(g->backend, sizeof g->backend, "%s", s->backend);
   g->timeout_ms = s->timeout_ms;
   g->internal = s->flags & DIST_GROUP_INTERNAL;
   g->device_id = s->device_id;
@@ -118,10 +149,8 @@ static int make_store(dist_pg *g, dist_store *base) {
   return DIST_OK;
 }
 
-/* Builds the group object and runs the backend's init (a collective among
- * the members). */
-static int pg_build(const dist_backend_ops *ops, const dist__pg_spec *s, void *arg,
-                    dist_store *borrowed, dist_pg **out) {
+int dist__pg_build(const dist_backend_ops *ops, const dist__pg_spec *s, void *arg,
+                   dist_store *borrowed, dist_pg **out) {
   dist_pg *g = dist__calloc(1, sizeof *g);
   if (!g)
     return dist__set_last_error(DIST_E_NOMEM, "out of memory creating group %s", s->name);
@@ -213,48 +242,16 @@ static int publish_user_group(dist_pg *inner, int group_id, dist_pg **out) {
   return DIST_OK;
 }
 
-int dist__pg_new(const dist__pg_spec *spec, dist_pg **out) {
-  dist__backend_map map;
-  DIST_TRY(dist__backend_map_parse(spec->backend, &map));
-  dist__pg_spec s_ = *spec, *s = &s_;
-  s->backend = map.canon;
-  const dist_backend_ops *ops = map.dispatch ? &dist__mixed_backend_ops
-                                : map.ops[DIST_DEVICE_CPU];
+int dist__pg_new(const dist__pg_spec *s, dist_pg **out) {
   if (precreate_fn && !(s->flags & DIST_GROUP_INTERNAL))
     DIST_TRY(precreate(s));
   dist_pg *g;
-  DIST_TRY(pg_build(ops, s, map.dispatch ? &map : NULL, NULL, &g));
+  DIST_TRY(dist__pg_build(s->ops, s, s->arg, NULL, &g));
   if (g->internal) {
     *out = g;
     return DIST_OK;
   }
   return publish_user_group(g, s->group_id, out);
-}
-
-int dist_pg_create(const dist_backend_ops *ops, const dist_backend_init_args *a,
-                   dist_pg **out) {
-  if (!ops || !a || !out || !a->global_ranks || a->size <= 0 || a->rank < 0 ||
-      a->rank >= a->size)
-    return dist__set_last_error(DIST_E_INVAL, "dist_pg_create: invalid arguments");
-  if (ops->abi_version == 0 || ops->abi_version > DIST_BACKEND_ABI_VERSION || !ops->init)
-    return dist__set_last_error(DIST_E_INVAL,
-                                "backend '%s' was built for vtable ABI %u; this is %u",
-                                ops->name ? ops->name : "?", ops->abi_version,
-                                DIST_BACKEND_ABI_VERSION);
-  dist__pg_spec s = {
-      .backend = ops->name, .global_ranks = a->global_ranks, .size = a->size,
-      .rank = a->rank, .name = a->group_name ? a->group_name : "wrapped",
-      .timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : dist__default_timeout_ms(),
-      .flags = a->internal ? DIST_GROUP_INTERNAL : 0, .base_store = NULL,
-      .device_id = a->device_id, .nccl_options = a->nccl_options, .parent = a->parent,
-  };
-  dist_pg *g;
-  /* The caller's store (borrowed, as backend.h says) reaches the backend. */
-  DIST_TRY(pg_build(ops, &s, a->arg, a->store, &g));
-  g->store = NULL;
-  g->info.group_id = a->group_id;
-  *out = g;
-  return DIST_OK;
 }
 
 /* --- destruction --------------------------------------------------------- */
@@ -497,6 +494,27 @@ int dist__pg_gpu_progress(dist_pg *g, uint64_t seq, dist_gpu_progress *out) {
   return DIST_E_NOTSUP;
 }
 
+dist_pg *dist__pg_device_group(dist_pg *g, dist_device_type t) {
+  while (g && g != DIST_GROUP_NON_MEMBER && g->inner)
+    g = g->inner;
+  if (!g || g == DIST_GROUP_NON_MEMBER || (unsigned)t > DIST_DEVICE_CUDA)
+    return NULL;
+  const dist_backend_ops *o = g->ops;
+  if (o->abi_version >= 5 && o->device_group)
+    return o->device_group(g->priv, t);
+  return o->caps & (t == DIST_DEVICE_CUDA ? DIST_CAP_CUDA : DIST_CAP_CPU) ? g : NULL;
+}
+
+const char *dist__pg_transport(const dist_pg *g) {
+  g = g ? g : default_pg;
+  if (!g || g == DIST_GROUP_NON_MEMBER)
+    return NULL;
+  while (g->inner)
+    g = g->inner;
+  const dist_backend_ops *o = g->ops;
+  return o->abi_version >= 5 && o->transport ? o->transport(g->priv) : NULL;
+}
+
 int dist_pg_forward(dist_pg *g, const dist_coll *c, dist_work *w) {
   if (!g || g == DIST_GROUP_NON_MEMBER || !c)
     return dist__set_last_error(DIST_E_INVAL, "dist_pg_forward: invalid arguments");
@@ -535,6 +553,17 @@ void dist_backend_peer_lost(dist_pg *self, int peer, const char *why) {
   dist_pg *user = self->wrapped ? self->outer : self;
   if (user && !user->internal && dist__obs_on())
     dist__obs_emit(user, DIST_EV_PEER_LOST, NULL, DIST_E_PEER_LOST, global, why);
+}
+
+const char *dist_errmsg(int rc, dist_pg *group) {
+  if (rc == DIST_OK)
+    return "";
+  if (dist__last_error_status() == rc && dist_last_errmsg()[0])
+    return dist_last_errmsg();
+  const char *m = dist_pg_errmsg(group);
+  if (m && m[0])
+    return m;
+  return dist_strerror(rc);
 }
 
 const char *dist_pg_errmsg(dist_pg *g) {

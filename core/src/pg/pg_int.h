@@ -1,15 +1,20 @@
-/* pg_int.h - process groups and work handles inside core.
+/* pg_int.h - the pg level: process groups and work handles inside core.
  *
  * pg.c is the only file that calls through a dist_backend_ops table; the
- * public collective functions (coll_api.c) build a dist_coll, validate it
- * (validate.c) and hand it to dist__pg_call. Observers hear of each call
- * once, for the outermost group (observer.c). */
+ * public collective functions (api/coll_api.c) build a dist_coll and hand
+ * it to dist__pg_call, which validates it (validate.c). Observers hear of
+ * each call once, for the outermost group (observer.c). The level knows
+ * backends only through their tables (dist/backend.h): which backend a
+ * name means is the backends level's (backends/backends.h). */
 #ifndef DIST_PG_INT_H
 #define DIST_PG_INT_H
 
 #include <pthread.h>
 
+#include <dist/internal/pg.h>
+
 #include "base/dist_int.h"
+#include "job/job.h"
 
 struct dist_pg {
   const dist_backend_ops *ops;
@@ -93,7 +98,10 @@ static inline uint64_t dist__pg_seq(const dist_pg *g) {
 }
 
 typedef struct dist__pg_spec {
-  const char *backend;          /* registered name */
+  const char *backend;          /* the name the group shows (canonical:
+                                   dist__backend_pg_new resolves it) */
+  const dist_backend_ops *ops;  /* dist__pg_new: the table that runs it */
+  void *arg;                    /* dist__pg_new: its init args' arg */
   const int *global_ranks;
   int size;
   int rank;                     /* this process's rank in the group */
@@ -109,8 +117,13 @@ typedef struct dist__pg_spec {
 } dist__pg_spec;
 
 /* Creates (and for user groups: numbers, offers to the interposer,
- * announces) a group. Every member calls it. */
+ * announces) a group of spec->ops. Every member calls it. A name is
+ * resolved into a table by backends/backends.h's dist__backend_pg_new. */
 int dist__pg_new(const dist__pg_spec *spec, dist_pg **out);
+/* Builds the group object and runs ops->init (a collective among the
+ * members): no id, interposer or events (dist__pg_new, dist_pg_create). */
+int dist__pg_build(const dist_backend_ops *ops, const dist__pg_spec *s, void *arg,
+                   dist_store *borrowed, dist_pg **out);
 /* Destroys one group (the wrapper chain included). */
 void dist__pg_free(dist_pg *g);
 /* A user call built from other operations (byte blobs, monitored
@@ -135,9 +148,11 @@ bool dist__pg_is_live(const dist_pg *g);
 /* Runs c on g: local checks (validate.c), sequence number, events, sync or
  * async. */
 int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out);
-/* The default group (NULL before init) and the group a NULL argument
- * means. */
-dist_pg *dist__pg_default(void);
+/* The default group is dist__pg_default (dist/internal/pg.h); init sets
+ * it. dist__pg_resolve: the group a NULL argument means. */
+void dist__pg_set_default(dist_pg *g);
+/* DIST_E_INVAL with "fn: <g> is not a live process group ..." */
+int dist__pg_stale(const char *fn, const dist_pg *g);
 /* g itself, or the default group for NULL; NULL with a message when not
  * initialised. Non-members pass through unchanged. */
 dist_pg *dist__pg_resolve(dist_pg *g);
@@ -150,100 +165,28 @@ void dist__pg_destroy_all(void);
 int dist__pg_take_ids(int n);
 void dist__pg_reset_ids(void);
 int dist__pg_local_count(uint32_t h, int *k);
-/* Backend registry. */
-const dist_backend_ops *dist__backend_find(const char *name);
-void dist__backend_register_builtin(void);
-int dist__backend_load_plugins(void);
-const char *dist__backend_names(void);
-const char *dist__backend_canonical(const char *name);
-
 /* The GPU progress of g's operation seq (dist_pg_gpu_progress without the
  * argument checks): through wrappers to the slot that answers. */
 int dist__pg_gpu_progress(dist_pg *g, uint64_t seq, dist_gpu_progress *out);
 
-/* --- device maps (pg_mixed.c) ------------------------------------------ */
-
-/* A backend spec read: one backend per device type. A plain name of a
- * backend that reaches host memory ("cpu", "mpi") runs the group itself;
- * a map ("cpu:cpu,cuda:nccl") or a name that reaches only CUDA memory
- * ("nccl", as "cuda:nccl") makes a dispatching group (dispatch true). */
-typedef struct dist__backend_map {
-  const dist_backend_ops *ops[2]; /* by dist_device_type; NULL: none */
-  char name[2][32];               /* their registered names */
-  char canon[64];                 /* the spec as dist_get_backend says it */
-  bool dispatch;
-} dist__backend_map;
-/* Reads spec (NULL or "": "cpu"); DIST_E_INVAL / DIST_E_NOTSUP with a
- * message (last error) for unknown devices or backends, a device named
- * twice, or a backend that cannot reach its device. */
-int dist__backend_map_parse(const char *spec, dist__backend_map *out);
-/* The one device type of c's tensors in *dev (-1: no tensors);
- * DIST_E_INVAL with a message on g when they are on two. */
-int dist__coll_device(dist_pg *g, const dist_coll *c, int *dev);
-/* The dispatching group's table; its init takes the map as args->arg. */
-extern const dist_backend_ops dist__mixed_backend_ops;
 /* The group that runs g's operations on device type t: g itself (through
- * wrappers) when its backend reaches t, the inner group of a dispatching
- * group once made, else NULL. */
+ * wrappers) when its backend reaches t, the inner group a dispatching
+ * group's device_group slot names (once made), else NULL. */
 dist_pg *dist__pg_device_group(dist_pg *g, dist_device_type t);
-/* A rank outside a group being created from parent (every rank of parent
- * taking part) joins what the members do collectively on parent's
- * engines: ncclCommSplit with no colour when they split parent's NCCL
- * communicator. spec: the group's backend; device: its binding. */
-int dist__pg_nonmember_joins(dist_pg *parent, const char *spec, dist_device device,
-                             const dist_nccl_options *o);
+/* The one device type of c's tensors in *dev (-1: no tensors);
+ * DIST_E_INVAL with a message on g when they are on two (validate.c). */
+int dist__coll_device(dist_pg *g, const dist_coll *c, int *dev);
 
-/* init.c: the store groups put their keys under (the job's store, or a
- * prefix of it per generation of inits); NULL before init. */
-dist_store *dist__pg_base_store(void);
-
-/* uneven.c: all_gather with outputs of different sizes. */
-bool dist__all_gather_is_uneven(const dist_tensor *outputs, size_t n,
-                                const dist_tensor *input);
-int dist__all_gather_uneven(dist_tensor *outputs, size_t n, const dist_tensor *input,
-                            dist_pg *group, dist_work **w, const void *caller);
-/* uneven.c: reduce_scatter with inputs of different sizes (inputs[i] sized
- * like rank i's output). */
-bool dist__reduce_scatter_is_uneven(const dist_tensor *output, const dist_tensor *inputs,
-                                    size_t n);
-int dist__reduce_scatter_uneven(dist_tensor *output, const dist_tensor *inputs, size_t n,
-                                dist_redop op, dist_pg *group, dist_work **w,
-                                const void *caller);
-extern const dist_backend_ops dist__cpu_backend_ops;
-#ifdef DIST_HAVE_MPI
-/* core/src/backends/mpi/: the "mpi" backend and its bootstrap under mpirun. */
-extern const dist_backend_ops dist__mpi_backend_ops;
-int dist__mpi_bootstrap(dist_init_opts *o);
-void dist__mpi_boot_release(void);
-#endif
-#ifdef DIST_HAVE_NCCL
-/* core/src/backends/nccl/: the "nccl" backend; whether NCCL and a device are usable
- * (why says what is missing or how many devices). */
-extern const dist_backend_ops dist__nccl_backend_ops;
-bool dist__nccl_usable(char *why, size_t len);
-/* As a member does, but with no colour: when the members of a group being
- * created will split parent_cuda's communicator (nccl group of parent). */
-int dist__nccl_nonmember_split(dist_pg *parent_cuda, const dist_nccl_options *child);
-#endif
-/* "shm" or "tcp": how a cpu group runs its collectives (for benchmarks). */
-const char *dist__cpu_backend_transport(const void *priv);
-/* The job's data-plane token (init.c; "" before init). */
-const char *dist__job_token(void);
-
-/* --- the job's cause (cause.c) ----------------------------------------- */
+/* --- a group's failures as the job's cause (pg_cause.c) ---------------- */
 
 /* Posts a failure of a call on g (c may be NULL) as the job's cause when
  * it is one (DIST_E_DESYNC); msg is the call's message. Once per failing
  * call: pg.c and work.c call it where a failure is recorded. */
 void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg);
-/* Reads a DIST_KEY_CAUSE value (NUL-terminated): status, posting rank and
- * the report (pointing into val). DIST_E_INVAL when malformed. */
 /* Registers (once per process) the exit handler that claims
  * DIST_KEY_FIRST_EXIT when this rank exits with its default group live;
  * init calls it. */
 void dist__cause_watch_exit(void);
-int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
-                      const char **report);
 
 /* --- DIST_NAN_CHECK (nan_check.c) -------------------------------------- */
 

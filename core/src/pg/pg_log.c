@@ -24,13 +24,6 @@ static const char *debug_name(dist_debug_level d) {
   return d == DIST_DEBUG_DETAIL ? "DETAIL" : d == DIST_DEBUG_INFO ? "INFO" : "OFF";
 }
 
-/* "shm" / "tcp" for the cpu backend (of the wrapped group when wrapped). */
-static const char *transport_of(const dist_pg *g) {
-  while (g->inner)
-    g = g->inner;
-  return g->ops == &dist__cpu_backend_ops ? dist__cpu_backend_transport(g->priv) : "n/a";
-}
-
 static void append_env(char *buf, size_t len, size_t *off) {
   size_t start = *off;
   for (char **e = environ; e && *e; e++) {
@@ -61,7 +54,7 @@ void dist__pg_log_created(const dist_pg *g) {
                 "  timeout: %.3f s, debug level: %s, NaN check: %s\n"
                 "  environment: ",
                 in->group_id, in->desc && in->desc[0] ? in->desc : in->name, in->backend,
-                transport_of(g), g->inner ? "on" : "off", in->size, ranks, in->rank,
+                dist__pg_transport(g) ? dist__pg_transport(g) : "n/a", g->inner ? "on" : "off", in->size, ranks, in->rank,
                 in->global_rank, (double)in->timeout_ms / 1000,
                 debug_name(dist_get_debug_level()),
                 atomic_load_explicit(&dist__nan_check_on, memory_order_relaxed) ? "on" : "off");

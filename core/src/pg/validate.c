@@ -244,6 +244,50 @@ static int validate_kind(dist_pg *g, const dist_coll *c) {
   }
 }
 
+/* --- the device of a call (device maps run each call on one device) ----- */
+
+typedef struct seen {
+  int dev;           /* -1: no tensor yet */
+  char first[48];    /* where the first tensor is */
+} seen;
+
+static void where(char *buf, size_t len, const char *what, size_t i, const dist_tensor *t) {
+  static const char *const dev_name[2] = {"cpu", "cuda"};
+  snprintf(buf, len, "%s[%zu] on %s:%d", what, i, dev_name[t->device.type == DIST_DEVICE_CUDA],
+           t->device.index);
+}
+
+/* Folds t into s; DIST_E_INVAL with the message when it is on another device. */
+static int fold(dist_pg *g, const dist_coll *c, seen *s, const char *what, size_t i,
+                const dist_tensor *t) {
+  int d = t->device.type == DIST_DEVICE_CUDA;
+  if (s->dev < 0) {
+    s->dev = d;
+    where(s->first, sizeof s->first, what, i, t);
+    return DIST_OK;
+  }
+  if (d == s->dev)
+    return DIST_OK;
+  char here[48];
+  where(here, sizeof here, what, i, t);
+  return dist__err_set(&g->err, DIST_E_INVAL,
+                       "%s mixes devices (%s, %s): group %s (backend %s) runs each operation "
+                       "on the backend of one device", dist_op_name(c->kind), s->first, here,
+                       g->name, g->backend);
+}
+
+int dist__coll_device(dist_pg *g, const dist_coll *c, int *dev) {
+  seen s = {.dev = -1};
+  for (size_t i = 0; i < c->n_inputs; i++)
+    DIST_TRY(fold(g, c, &s, "inputs", i, &c->inputs[i]));
+  for (size_t i = 0; i < c->n_outputs; i++)
+    DIST_TRY(fold(g, c, &s, "outputs", i, &c->outputs[i]));
+  for (size_t i = 0; i < c->n_p2p; i++)
+    DIST_TRY(fold(g, c, &s, "ops", i, &c->p2p[i].tensor));
+  *dev = s.dev;
+  return DIST_OK;
+}
+
 int dist__validate(dist_pg *g, const dist_coll *c) {
   DIST_TRY(validate_kind(g, c));
   /* A group that reaches both devices (a device map, or a wrapper over

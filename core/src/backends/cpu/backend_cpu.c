@@ -19,11 +19,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend_cpu.h"
 #include "cpu.h"
 #include "shm.h"
 #include "tcp.h"
-
-const char *dist__cpu_backend_transport(const void *priv);
 
 typedef struct p2p_work {
   dist_work *w;
@@ -568,7 +567,8 @@ static void *progress_main(void *arg) {
   return NULL;
 }
 
-const char *dist__cpu_backend_transport(const void *priv) {
+/* "shm" / "tcp": the engine that runs the group's collectives. */
+static const char *cpu_transport(void *priv) {
   return ((const cpu_backend *)priv)->shm ? "shm" : "tcp";
 }
 
@@ -593,4 +593,5 @@ const dist_backend_ops dist__cpu_backend_ops = {
     .all_to_all = cpu_coll,
     .barrier = cpu_coll,
     .async_error = cpu_async_error,
+    .transport = cpu_transport,
 };

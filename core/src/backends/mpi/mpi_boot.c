@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "net/auth.h"
-#include "job/launch_env.h"
+#include <dist/internal/launch.h>
 #include "mpi_int.h"
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;

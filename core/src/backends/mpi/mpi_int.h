@@ -43,6 +43,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "backend_mpi.h"
 #include "base/dist_int.h"
 
 /* --- the process's MPI (mpi_boot.c) -------------------------------------- */
@@ -58,11 +59,8 @@ const char *dist__mpi_errstr(int code, char *buf, size_t len);
 /* Whether this process was started by mpirun (Open MPI, MPICH or PMI
  * variables present). */
 bool dist__mpi_launched(void);
-/* Fills rank, world_size and store of o from MPI (rank 0 hosts a TCP store
- * and broadcasts its address and a fresh token). The store stays owned by
- * mpi_boot.c until dist__mpi_boot_release. */
-int dist__mpi_bootstrap(dist_init_opts *o);
-void dist__mpi_boot_release(void);
+/* dist__mpi_bootstrap (rank 0 hosts a TCP store and broadcasts its
+ * address and a fresh token) and dist__mpi_boot_release: backend_mpi.h. */
 /* Records that a group was left with requests MPI still holds: at exit the
  * process calls MPI_Abort instead of MPI_Finalize (which would wait for
  * them forever). */

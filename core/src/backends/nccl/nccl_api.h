@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "backend_nccl.h"
 #include "base/dist_int.h"
 
 typedef struct dist__nccl_api {
@@ -76,8 +77,6 @@ const dist__nccl_api *dist__nccl_api_get(dist__errbuf *err);
 /* Replaces the table (tests; NULL returns to the real libraries). */
 void dist__nccl_set_api(const dist__nccl_api *api);
 
-/* The nccl backend's vtable (backend_nccl.c). */
-extern const dist_backend_ops dist__nccl_backend_ops;
-bool dist__nccl_usable(char *why, size_t len);
+/* The nccl backend's vtable and dist__nccl_usable: backend_nccl.h. */
 
 #endif

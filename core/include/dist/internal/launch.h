@@ -1,8 +1,11 @@
-/* launch_env.h - the contract between distrun and the ranks it starts:
- * the environment variables distrun sets and the store keys it uses.
+/* dist/internal/launch.h - the contract between distrun and the ranks it
+ * starts (not installed): the environment variables distrun sets, the
+ * store keys both sides use, and the few functions of core that distrun
+ * and the monitor share with the ranks (job ids, tokens, causes).
  *
  * Both sides include this file (core's rendezvous reads the variables,
  * monitor's distrun writes them), so a name changes in one place only.
+ * Part of core's part interface (dist/internal/: base.h, launch.h, pg.h).
  *
  * Environment of every rank started by distrun (torchrun's names where
  * torch has one):
@@ -33,8 +36,8 @@
  * Store keys (in the job's store, which outlives every rank). The "dist/"
  * namespace belongs to the library, "distrun/" to the launcher; user keys
  * never start with either. */
-#ifndef DIST_LAUNCH_ENV_H
-#define DIST_LAUNCH_ENV_H
+#ifndef DIST_INTERNAL_LAUNCH_H
+#define DIST_INTERNAL_LAUNCH_H
 
 #define DIST_ENV_RANK "RANK"
 #define DIST_ENV_WORLD_SIZE "WORLD_SIZE"
@@ -99,7 +102,7 @@
  * by the checking layer for its desync reports and by the monitor for its
  * hang diagnoses (DIST_E_TIMEOUT). distrun waits a bounded moment for it
  * when a rank fails, exits 10 for DIST_E_DESYNC and 11 for DIST_E_TIMEOUT,
- * and prints the report last. dist__cause_parse (dist_int.h) reads it.
+ * and prints the report last. dist__cause_parse (below) reads it.
  * A cause posted with dist_post_cause_info has a second line of fields
  * between the first and the report:
  *     "@\tculprits=3,5\tgroup=4\tgname=tp\top=ALL_REDUCE\tseq=5\tfield=dtype\tsite=..."
@@ -130,5 +133,48 @@
  * one world size. */
 #define DIST_KEY_RDZV_WORLD "dist/rdzv/world"
 #define DIST_KEY_RDZV_WORLD_ERROR "dist/rdzv/world_error"
+
+/* --- what distrun and the monitor share with the ranks ------------------ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dist/dist.h>
+
+/* A fresh job id: the UTC time, then 8 random hex digits, such as
+ * "20261123-154102-9f3a0c7e" (job/rendezvous.c). */
+int dist__rendezvous_make_job_id(char *out, size_t len);
+/* Whether s is usable as a job id (1..DIST_JOB_ID_MAX of [A-Za-z0-9._-]). */
+bool dist__rendezvous_job_id_ok(const char *s);
+/* A fresh token: 64 hex characters plus NUL into out (len >= 65)
+ * (net/auth.c). */
+int dist__auth_make_token(char *out, size_t len);
+
+/* Reads a DIST_KEY_CAUSE value: status, posting rank and the report
+ * (pointing into val). DIST_E_INVAL when malformed (job/cause.c). */
+int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
+                      const char **report);
+/* The monitor's diagnosis of a failure as the job's cause (cause.c): as
+ * dist_post_cause, but it replaces a cause of the same status that was
+ * posted without a diagnosis (DIST_KEY_CAUSE above). */
+int dist__cause_post_diagnosis(int status, const dist_cause_info *info, const char *report);
+/* The fields line of a cause value (above), or f with nothing set
+ * (group_id -1) when the value has none. */
+#define DIST_CAUSE_CULPRITS_MAX 64
+typedef struct dist__cause_fields {
+  int culprits[DIST_CAUSE_CULPRITS_MAX];
+  int n_culprits;
+  int group_id;
+  uint64_t seq;
+  char group_name[96], op[32], field[32], site[192];
+} dist__cause_fields;
+void dist__cause_parse_info(const char *val, size_t len, dist__cause_fields *f);
+
+/* CUDA devices this process sees, through the NCCL backend's CUDA runtime
+ * (backends/backend_registry.c; distrun's `-n gpu`): DIST_E_NOTSUP with the
+ * reason when libdist was built without NCCL or the runtime does not load. */
+int dist__cuda_device_count(int *n);
+
 
 #endif

@@ -1,0 +1,19 @@
+/* dist/internal/pg.h - what the bundled parts and bench/ may ask of core's
+ * groups beyond the public headers and the seams (not installed).
+ *
+ * Part of core's part interface (dist/internal/: base.h, launch.h, pg.h):
+ * the parts above core (wrapper_pg, tracer, monitor) and bench/ include
+ * these, never a header of core/src (tools/check_layers.sh checks). */
+#ifndef DIST_INTERNAL_PG_H
+#define DIST_INTERNAL_PG_H
+
+#include <dist/pg.h>
+
+/* The default group (NULL before init, or after its destruction). */
+dist_pg *dist__pg_default(void);
+/* How group (NULL: the default group) moves data, from the transport slot
+ * (dist/backend.h, ABI 5) of the group it runs on, through wrappers: "shm"
+ * or "tcp" for the cpu backend; NULL when its backend does not say. */
+const char *dist__pg_transport(const dist_pg *group);
+
+#endif
