@@ -9,6 +9,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include <dist/internal/launch.h>
+
 #include "nccl_api.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
