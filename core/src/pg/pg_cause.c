@@ -61,12 +61,17 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
   int culprits[DIST_CAUSE_CULPRITS_MAX];
   char field[32];
   int n = marked_ranks(rep, culprits, DIST_CAUSE_CULPRITS_MAX, field, sizeof field);
-  if (g->inner && n == 0) {
+  bool p2p = c && (c->kind == DIST_OP_SEND || c->kind == DIST_OP_RECV ||
+                   c->kind == DIST_OP_SEND_BYTES || c->kind == DIST_OP_RECV_BYTES ||
+                   c->kind == DIST_OP_BATCH_P2P);
+  if (g->inner && (n == 0 || !p2p)) {
     /* A wrapper's failure: the checking layer posts its own report with
      * what it blames, which replaces this plain relay (cause.c's rule), so
-     * the job's cause does not depend on which rank posted first. What its
-     * inner group found and marked (a send and receive whose sizes differ,
-     * which the layer forwards unchecked) is posted with its culprits. */
+     * the job's cause does not depend on which rank posted first. A send
+     * and receive, which the layer forwards unchecked, are the exception:
+     * what the inner group found and marked (sizes that differ) is posted
+     * with its culprits. A collective's marked relay would race the
+     * layer's own report, so it stays plain. */
     dist_post_cause(rc, rep);
     dist__free(rep);
     return;
