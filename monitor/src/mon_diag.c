@@ -64,6 +64,16 @@ static bool same_op(const mon_rec_group *a, const mon_rec_group *b) {
   return x.kind == y.kind && (x.coll ? x.coll == y.coll : x.seq == y.seq);
 }
 
+/* The number (per kind) reports print for the operation a blocked record
+ * is in, and for its last completed one (mon_record.h; an older record:
+ * the ordinal). */
+static unsigned long long rec_num(const mon_rec_group *b) {
+  return (unsigned long long)(b->has_num ? b->num : b->done + 1);
+}
+static unsigned long long rec_last(const mon_rec_group *b) {
+  return (unsigned long long)(b->has_num ? b->last_num : b->done);
+}
+
 /* " from rank Q" / " to rank Q" for a point-to-point operation. */
 static const char *peer_words(int kind, int peer, char *buf, size_t len) {
   if (peer >= 0 && (kind == DIST_OP_SEND || kind == DIST_OP_RECV))
@@ -127,7 +137,7 @@ static void say_last(char *buf, size_t len, size_t *off, const mon_rec_group *rg
     return;
   }
   dist__appendf(buf, len, off, "last completed %s #%llu, called from %s", op_name(rg->last_kind),
-                (unsigned long long)rg->done, rg->last_site);
+                rec_last(rg), rg->last_site);
 }
 
 /* One line for a member that has not entered #seq. g: this rank's own view
@@ -140,12 +150,11 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
   const char *gone = gone_how(r, now_ms, how, sizeof how);
   dist__appendf(buf, len, off, "  rank %d (host %s, pid %d) ", r->rank,
                 r->present ? r->host : "?", r->present ? (int)r->pid : -1);
+  unsigned long long num = (unsigned long long)dist__mon_num(g, seq);
   if (gone)
-    dist__appendf(buf, len, off, "%s; it has not entered %s #%llu; ", gone, op_name(kind),
-                  (unsigned long long)seq);
+    dist__appendf(buf, len, off, "%s; it has not entered %s #%llu; ", gone, op_name(kind), num);
   else
-    dist__appendf(buf, len, off, "has not entered %s #%llu: ", op_name(kind),
-                  (unsigned long long)seq);
+    dist__appendf(buf, len, off, "has not entered %s #%llu: ", op_name(kind), num);
   /* A rank that died within a second of its last publication looks as if
    * it had done nothing; but every member enters a collective this rank
    * completed. */
@@ -154,7 +163,7 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
   int my_kind = my_done && atomic_load(&prev->seq) == my_done ? atomic_load(&prev->kind) : -1;
   if (gone && (!rg || rg->done < my_done) && my_kind >= 0 && !is_p2p(my_kind)) {
     dist__appendf(buf, len, off, "it took part in %s #%llu at least (this rank completed it)",
-                  op_name(my_kind), (unsigned long long)my_done);
+                  op_name(my_kind), (unsigned long long)dist__mon_num(g, my_done));
   } else {
     say_last(buf, len, off, rg);
     if (gone)
@@ -164,12 +173,12 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
   char pw[48];
   if (b && b->gid != gid)
     dist__appendf(buf, len, off, "; it is blocked in group %d (%s) %s #%llu%s, called from %s, "
-                  "for %s", b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1),
+                  "for %s", b->gid, b->desc, op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   else if (b && b->kind != kind)
     dist__appendf(buf, len, off, "; it is blocked in %s #%llu%s of this group instead, called "
-                  "from %s, for %s", op_name(b->kind), (unsigned long long)(b->done + 1),
+                  "from %s, for %s", op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   else if (!gone && rg && rg->done)
@@ -279,7 +288,7 @@ static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_
     dist__appendf(buf, len, off, "%s rank%s %s %s in group %d (%s) %s #%llu%s",
                   clauses++ ? ";" : ":", k > 1 ? "s" : "", ranks,
                   k > 1 ? "wait for it" : "waits for it", b->gid, b->desc, op_name(b->kind),
-                  (unsigned long long)(b->done + 1), peer_words(b->kind, b->peer, pw, sizeof pw));
+                  rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw));
   }
   dist__appendf(buf, len, off, "\n");
   dist__free(said);
@@ -293,7 +302,7 @@ static void verdict_at(mon_verdict *v, const mon_rec_group *b, const char *site)
   v->gid = b->gid;
   snprintf(v->gname, sizeof v->gname, "%s", b->desc);
   v->kind = b->kind;
-  v->seq = b->done + 1;
+  v->seq = rec_num(b);
   snprintf(v->site, sizeof v->site, "%s", site ? site : "");
 }
 
@@ -410,14 +419,14 @@ static bool halves(const mon_rec_group *a, int ra, const mon_rec_group *b, int r
 /* A send or receive waits on one rank, its peer: what that rank is doing.
  * *lowest: whether this rank writes the report (of two ranks stuck on each
  * other, the lower). */
-static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, const char *site,
+static void diagnose_p2p(const mon_group *g, uint64_t num, int kind, int peer, const char *site,
                          const mon_rec *recs, char *buf, size_t len, size_t *off,
                          bool *lowest) {
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
   char pw[48], how[320], s[32];
   int me = dist__mon.rank;
   dist__appendf(buf, len, off, "  rank %d is blocked in %s #%llu%s, called from %s\n", me,
-                op_name(kind), (unsigned long long)seq, peer_words(kind, peer, pw, sizeof pw),
+                op_name(kind), (unsigned long long)num, peer_words(kind, peer, pw, sizeof pw),
                 site);
   *lowest = true;
   if (peer < 0 || peer >= dist__mon.world)
@@ -434,18 +443,18 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
     dist__appendf(buf, len, off, " (as of its last heartbeat)\n");
   } else if (b && b->peer == me && is_p2p(b->kind) && mine && halves(b, peer, mine, me)) {
     dist__appendf(buf, len, off, "is in %s #%llu%s, called from %s: the two should match "
-                  "(do their tags differ?)\n", op_name(b->kind), (unsigned long long)(b->done + 1),
+                  "(do their tags differ?)\n", op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site);
   } else if (b && b->peer == me && b->kind == kind) {
     dist__appendf(buf, len, off, "is blocked in %s #%llu%s too, called from %s: each %s the "
-                  "other\n", op_name(b->kind), (unsigned long long)(b->done + 1),
+                  "other\n", op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   kind == DIST_OP_RECV ? "waits to receive before it sends to"
                                        : "waits to send before it receives from");
     *lowest = me < peer;
   } else if (b) {
     dist__appendf(buf, len, off, "is blocked in group %d (%s) %s #%llu%s, called from %s, for "
-                  "%s\n", b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1),
+                  "%s\n", b->gid, b->desc, op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   } else {
@@ -476,6 +485,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   const mon_op *op = &g->ring[seq % MON_RING];
   int kind = atomic_load(&op->kind);
   at_op me = {seq, atomic_load(&op->coll), kind};
+  unsigned long long num = (unsigned long long)dist__mon_num(g, seq); /* what it prints */
   char site[MON_SITE_LEN], s[32];
   dist__mon_symbolize(atomic_load(&op->caller), site, sizeof site);
   int64_t waited = now_ms - dist__mon_wall_ms(atomic_load(&op->t_enq_ns));
@@ -485,7 +495,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   bool out = !is_p2p(kind) && strcmp(what, "stall") &&
              all_ran_out(g, me, recs, who, sizeof who);
   dist__appendf(buf, len, &off, "%s in group %d (%s) at %s #%llu: ", what, g->gid,
-                g->desc[0] ? g->desc : g->name, op_name(kind), (unsigned long long)seq);
+                g->desc[0] ? g->desc : g->name, op_name(kind), num);
   if (out)
     dist__appendf(buf, len, &off, "rank%s %s ran out of calls: left the group cleanly before "
                   "it, while the others called it (the ranks' calls differ in number)\n",
@@ -494,7 +504,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     dist__appendf(buf, len, &off, "waited %s of its %s timeout\n", sec_word(waited, s, sizeof s),
                   sec_word(g->timeout_ms, s + 16, 16));
   if (is_p2p(kind)) {
-    diagnose_p2p(g, seq, kind, atomic_load(&op->peer), site, recs, buf, len, &off, lowest);
+    diagnose_p2p(g, num, kind, atomic_load(&op->peer), site, recs, buf, len, &off, lowest);
     say_roots(recs, v, buf, len, &off);
     *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off, v);
     if (off && buf[off - 1] == '\n')
@@ -516,8 +526,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     }
     if (is_in(rg, me)) { /* it was in the operation, then ended */
       dist__appendf(buf, len, &off, "  rank %d (host %s, pid %d) entered %s #%llu, then %s\n",
-                    r, recs[r].host, (int)recs[r].pid, op_name(kind), (unsigned long long)seq,
-                    gone);
+                    r, recs[r].host, (int)recs[r].pid, op_name(kind), num, gone);
       continue;
     }
     absent++;
@@ -532,7 +541,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     dist__appendf(buf, len, &off, "  rank%s %s %s %s %s #%llu, called from %s (rank %d)\n",
                   n_in > 1 ? "s" : "", ranks, lost ? (n_in > 1 ? "had" : "has") : n_in > 1 ? "are" : "is",
                   lost ? "entered" : "blocked in", op_name(kind),
-                  (unsigned long long)seq, site, dist__mon.rank);
+                  num, site, dist__mon.rank);
     *lowest = in[0] == dist__mon.rank;
   } else {
     *lowest = true;
@@ -634,7 +643,7 @@ static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len
     char pw[48];
     dist__appendf(buf, len, off,
                   "    rank %d waits in group %d (%s) %s #%llu%s (called from %s) for rank %d\n",
-                  r, b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1),
+                  r, b->gid, b->desc, op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site, q);
   }
 }
@@ -668,7 +677,7 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
   dist__appendf(buf, len, off, "  %s goes through rank %d, which is blocked in group %d (%s) "
                 "%s #%llu%s, called from %s", n_cycles > 1 ? "every wait-for cycle"
                 : "the wait-for cycle", r, b->gid, b->desc, op_name(b->kind),
-                (unsigned long long)(b->done + 1), peer_words(b->kind, b->peer, pw, sizeof pw),
+                rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw),
                 b->site);
   if (sender >= 0)
     dist__appendf(buf, len, off, ": rank %d does not send to it while rank %d does (does it "

@@ -374,7 +374,7 @@ static void compare(mon_group *g, mon_stats *s, uint64_t c, pair **vals) {
     }
     if (!all || lo == hi)
       continue;
-    uint64_t seq = c * (uint64_t)s->n + (uint64_t)i + 1;
+    uint64_t seq = vals[0][i].ord; /* the collective's number (its seq) */
     int64_t skew = vals[hi][i].arrive - vals[lo][i].arrive;
     tally_add(&s->chunk_t, seq, hi, skew);
     tally_add(&s->window, seq, hi, skew);
