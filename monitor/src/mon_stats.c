@@ -355,9 +355,9 @@ static void drain(mon_group *g, mon_stats *s) {
   }
 }
 
-/* Rank 0: compare chunk c across the members (vals[j]: member j's pairs,
+/* Rank 0: compare a chunk across the members (vals[j]: member j's pairs,
  * NULL when absent or empty) into the tallies. */
-static void compare(mon_group *g, mon_stats *s, uint64_t c, pair **vals) {
+static void compare(mon_group *g, mon_stats *s, pair **vals) {
   tally_reset(&s->chunk_t, g->size);
   for (int i = 0; i < s->n; i++) {
     int lo = -1, hi = -1;
@@ -403,7 +403,7 @@ static void reduce(mon_group *g, mon_stats *s, uint64_t c) {
       dist_store_delete_key(dist__mon.store, key, NULL);
   }
   if (vals && vals[0])
-    compare(g, s, c, vals);
+    compare(g, s, vals);
   else
     tally_reset(&s->chunk_t, g->size);
   for (int j = 0; vals && j < g->size; j++)

@@ -71,7 +71,7 @@ static int events(sqlite3 *db, jout *j, bool *first, int64_t t0, int64_t t_end) 
                          "SELECT rank, group_id, seq, op, state, bytes_in, dtype, status,"
                          " coalesce(t_started_ns, t_enqueued_ns), t_ended_ns, message,"
                          " count(*) OVER w, row_number() OVER (w ORDER BY rank), p2p"
-                         " FROM (SELECT *, op IN " TR_P2P_OPS " AS p2p FROM operations)"
+                         " FROM operations"
                          " WINDOW w AS (PARTITION BY group_id, seq, p2p)"
                          " ORDER BY group_id, seq, rank", -1, &st, NULL))
     return DIST_E_INVAL;

@@ -32,6 +32,10 @@ static int open_db(const char *path, sqlite3 **db, char *err, size_t len) {
     sqlite3_close(*db);
     return fail(err, len, DIST_E_INVAL, "not a libdist trace (no meta.schema_version)", path);
   }
+  if (atoi(v) < 2 && tr_exec(*db, TR_COMPAT_V1, NULL, 0) != 0) {
+    sqlite3_close(*db);
+    return fail(err, len, DIST_E_INVAL, "cannot read schema version 1", path);
+  }
   if (atoi(v) > TR_SCHEMA_VERSION) {
     sqlite3_close(*db);
     char m[96];

@@ -36,6 +36,7 @@ typedef struct pend {
   uint8_t end_kind;
   char *msg;
   int64_t rowid;
+  uint64_t key;       /* seq, bit 63 set for point-to-point (key_of) */
 } pend;
 
 #define MAX_GROUPS_TRACKED 4096
@@ -106,8 +107,8 @@ int tr_sink_open(sqlite3 *db, const tr_sink_opts *o, tr_sink **out) {
               " d_start, d_end, callsite_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
            &s->ins_op) ||
       prep(s, "INSERT INTO ops (group_id, seq, code, shape_id, numel_in, numel_out, t_enq,"
-              " d_start, d_end, callsite_id, root, tag, status, message) VALUES"
-              " (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)", &s->ins_op_full) ||
+              " d_start, d_end, callsite_id, root, tag, status, message, pair) VALUES"
+              " (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)", &s->ins_op_full) ||
       prep(s, "INSERT INTO shapes VALUES (?1, ?2)", &s->ins_shape) ||
       prep(s, "UPDATE ops SET code=?1, d_start=?2, d_end=?3, status=?4, message=?5"
               " WHERE rowid=?6", &s->upd_op) ||
@@ -151,6 +152,17 @@ static void bind_opt_int(sqlite3_stmt *st, int i, bool have, int64_t v) {
 
 /* --- the in-flight table ------------------------------------------------- */
 
+/* An operation's key within its group: collectives and point-to-point
+ * operations are numbered apart (SCHEMA.md), so one seq may name one of
+ * each. */
+static bool op_is_p2p(unsigned op) {
+  return op == DIST_OP_SEND || op == DIST_OP_RECV || op == DIST_OP_SEND_BYTES ||
+         op == DIST_OP_RECV_BYTES || op == DIST_OP_BATCH_P2P;
+}
+static uint64_t key_of(const tr_head *h) {
+  return h->seq | (op_is_p2p(h->op) ? 1ull << 63 : 0);
+}
+
 static size_t slot_of(const tr_sink *s, int32_t g, uint64_t seq) {
   uint64_t h = (seq * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uint32_t)g * 0xC2B2AE3D27D4EB4Full);
   return (size_t)(h >> 17) & (s->cap - 1);
@@ -161,7 +173,7 @@ static pend *find(tr_sink *s, int32_t g, uint64_t seq) {
     pend *p = &s->tab[i];
     if (!p->used)
       return NULL;
-    if (p->h.group_id == g && p->h.seq == seq)
+    if (p->h.group_id == g && p->key == seq)
       return p;
   }
 }
@@ -179,7 +191,8 @@ static pend *insert(tr_sink *s, int32_t g, uint64_t seq) {
   memset(p, 0, sizeof *p);
   p->used = true;
   p->h.group_id = g;
-  p->h.seq = seq;
+  p->h.seq = seq & ~(1ull << 63);
+  p->key = seq;
   return p;
 }
 
@@ -194,7 +207,7 @@ static int grow(tr_sink *s) {
   s->used = 0;
   for (size_t i = 0; i < n; i++)
     if (old[i].used)
-      *insert(s, old[i].h.group_id, old[i].h.seq) = old[i];
+      *insert(s, old[i].h.group_id, old[i].key) = old[i];
   free(old);
   return 0;
 }
@@ -206,7 +219,7 @@ static void erase(tr_sink *s, pend *p) {
   s->tab[i].used = false;
   s->used--;
   for (size_t j = (i + 1) & mask; s->tab[j].used; j = (j + 1) & mask) {
-    size_t home = slot_of(s, s->tab[j].h.group_id, s->tab[j].h.seq);
+    size_t home = slot_of(s, s->tab[j].h.group_id, s->tab[j].key);
     bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
     if (between)
       continue;
@@ -264,7 +277,7 @@ static int64_t shape_id(tr_sink *s, const pend *p) {
 
 static int write_new(tr_sink *s, pend *p) {
   const tr_head *h = &p->h;
-  bool p2p = h->op <= DIST_OP_RECV || h->op == DIST_OP_BATCH_P2P;
+  bool p2p = op_is_p2p(h->op);
   bool full = h->root >= 0 || p2p || p->status != 0 || p->msg;
   sqlite3_stmt *st = full ? s->ins_op_full : s->ins_op;
   sqlite3_bind_int(st, 1, h->group_id);
@@ -284,6 +297,7 @@ static int write_new(tr_sink *s, pend *p) {
     bind_opt_int(st, 12, p2p, h->tag);
     sqlite3_bind_int(st, 13, p->status);
     p->msg ? sqlite3_bind_text(st, 14, p->msg, -1, SQLITE_STATIC) : sqlite3_bind_null(st, 14);
+    bind_opt_int(st, 15, p2p && h->aux > 0, h->aux);
   }
   if (step(s, st) != 0)
     return -1;
@@ -416,12 +430,14 @@ static int op_record(tr_sink *s, const tr_head *h, const tr_shape *sh, const cha
   close_gap(s, h);
   if (h->group_id >= 0 && h->group_id < MAX_GROUPS_TRACKED && h->seq > s->last_seq[h->group_id])
     s->last_seq[h->group_id] = h->seq;
-  pend *p = find(s, h->group_id, h->seq);
+  uint64_t key = key_of(h);
+  pend *p = find(s, h->group_id, key);
   bool first = !p;
-  if (!p && !(p = insert(s, h->group_id, h->seq)))
+  if (!p && !(p = insert(s, h->group_id, key)))
     return -1;
   if (first) {
     p->h = *h;
+    p->key = key;
     p->t_enq = h->t_ns; /* a lost first record: the earliest state seen */
   }
   if (sh && !p->has_shape) {

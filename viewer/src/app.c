@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diag_int.h"
 #include "vw_ui.h"
 
 static int rank_rows(vw_app *a, int *out, int cap) {
@@ -274,10 +275,11 @@ static void start_on_diagnosis(vw_app *a) {
   st->t_cursor = j->t0;
   vw_op o;
   bool found = false;
+  bool p2p = vw_op_is_p2p(d->op); /* numbered apart from the collectives */
   if (d->rank >= 0 && d->group_id >= 0 && d->seq > 0)
-    vw_model_op(a->m, d->rank, d->group_id, d->seq, &o, &found);
+    vw_model_op(a->m, d->rank, d->group_id, p2p, d->seq, &o, &found);
   if (!found && d->n_blocked)
-    vw_model_op(a->m, d->blocked[0], d->group_id, d->seq, &o, &found);
+    vw_model_op(a->m, d->blocked[0], d->group_id, p2p, d->seq, &o, &found);
   if (found)
     st->t_cursor = o.t_start >= 0 ? o.t_start : o.t_enq;
   st->e_sel = 0;
