@@ -45,11 +45,11 @@ static sqlite3 *rank_file(int rank, bool narrow, int64_t offset) {
     exec(db, "DROP TABLE clocks");
   }
   snprintf(sql, sizeof sql,
-           "INSERT INTO meta VALUES ('schema_version','1'),('kind','rank'),"
+           "INSERT INTO meta VALUES ('schema_version','%d'),('kind','rank'),"
            "('job_id','layoutjob'),('rank','%d');"
            "INSERT OR IGNORE INTO job VALUES ('layoutjob', 2, 0, 0, NULL);"
            "INSERT INTO ranks VALUES (%d,'h',1,'cpu',NULL,%lld,100,0,NULL,0,'finished',0);",
-           rank, rank, (long long)offset);
+           TR_SCHEMA_VERSION, rank, rank, (long long)offset);
   exec(db, sql);
   return db;
 }
@@ -68,7 +68,7 @@ static void put_op(sqlite3 *db, bool narrow, int rank, int seq, int64_t t) {
     snprintf(sql, sizeof sql,
              "INSERT INTO operations VALUES (%d, 0, %d, 'ALL_REDUCE', 0, 'completed',"
              " 'float32', '[4]', 1, 1, 4, 4, 16, 16, NULL, NULL, 'SUM', NULL, %lld, %lld,"
-             " %lld, 0, NULL, NULL)", rank, seq, (long long)t, (long long)t,
+             " %lld, 0, NULL, NULL, NULL)", rank, seq, (long long)t, (long long)t,
              (long long)t + 50);
   exec(db, sql);
 }
