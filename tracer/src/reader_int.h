@@ -22,7 +22,8 @@
  * (searched before main) adds p2p and pair_seq (NULL) to operations, so
  * the queries of version 2 run on it; its seqs stay what they were. */
 #define TR_COMPAT_V1                                                                        \
-  "CREATE TEMP VIEW IF NOT EXISTS operations AS SELECT *, op IN " TR_P2P_OPS " AS p2p,"     \
+  "CREATE TEMP VIEW IF NOT EXISTS operations AS SELECT rowid AS rowid, *, op IN " TR_P2P_OPS \
+  " AS p2p,"                                                                                  \
   " NULL AS pair_seq FROM main.operations"
 #define TR_P2P_OPS "('SEND','RECV','SEND_BYTES','RECV_BYTES','BATCH_P2P')"
 

@@ -123,7 +123,7 @@ static int check_schema(vw_model *m, char *err, size_t len) {
    * temp schema (searched before main) adds them, so every query reads
    * either version; its seqs stay what they were. */
   if (ver < 2 && sqlite3_exec(m->db, "PRAGMA query_only = 0; CREATE TEMP VIEW IF NOT EXISTS"
-                              " operations AS SELECT *, op IN ('SEND','RECV','SEND_BYTES',"
+                              " operations AS SELECT rowid AS rowid, *, op IN ('SEND','RECV','SEND_BYTES',"
                               "'RECV_BYTES','BATCH_P2P') AS p2p, NULL AS pair_seq FROM"
                               " main.operations; PRAGMA query_only = 1", NULL, NULL, NULL) !=
                      SQLITE_OK)
