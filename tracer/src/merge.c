@@ -185,7 +185,7 @@ static int copy_rank(sqlite3 *db, int rank, bool first, char *err, size_t errlen
       "INSERT INTO main.stats SELECT rank, group_id, t_ns + %s, op, count,"
       " bytes, p50_ns, p99_ns, straggler_rank, lateness_ns FROM src.stats;"
       "INSERT INTO main.drops SELECT rank, group_id, seq_first, seq_last, records,"
-      " t_ns + %s FROM src.drops;"
+      " t_ns + %s, p2p FROM src.drops;"
       "%s"
       "INSERT OR IGNORE INTO main.callsites (rank, callsite_id, address, module, build_id,"
       " offset, function) SELECT rank, callsite_id, address, module, build_id, offset,"

@@ -42,7 +42,7 @@ static const char tables_sql[] =
     " p50_ns INTEGER, p99_ns INTEGER, straggler_rank INTEGER, lateness_ns INTEGER);"
     "CREATE TABLE IF NOT EXISTS drops (rank INTEGER NOT NULL, group_id INTEGER NOT NULL,"
     " seq_first INTEGER NOT NULL, seq_last INTEGER NOT NULL, records INTEGER NOT NULL,"
-    " t_ns INTEGER NOT NULL);"
+    " t_ns INTEGER NOT NULL, p2p INTEGER NOT NULL DEFAULT 0);"
     "CREATE TABLE IF NOT EXISTS clocks (rank INTEGER NOT NULL, t_ns INTEGER NOT NULL,"
     " offset_ns INTEGER NOT NULL, rtt_ns INTEGER NOT NULL);";
 

@@ -52,11 +52,12 @@ struct tr_sink {
   /* call sites: address -> id */
   uint64_t *cs_addr;
   size_t cs_cap, cs_n;
-  /* per group: last seq seen, a gap to close */
-  uint64_t last_seq[MAX_GROUPS_TRACKED];
+  /* per kind (0 collectives, 1 point to point) and group: last seq seen,
+   * a gap to close (the two kinds are numbered apart) */
+  uint64_t last_seq[2][MAX_GROUPS_TRACKED];
   uint64_t gap_records;
   int64_t gap_t;
-  uint8_t gap_open[MAX_GROUPS_TRACKED];
+  uint8_t gap_open[2][MAX_GROUPS_TRACKED];
   uint64_t rows, dropped;
   /* shapes written: key (ndim, dims) -> shapes.shape_id; cleared when full */
   struct shape_ent {
@@ -117,7 +118,7 @@ int tr_sink_open(sqlite3 *db, const tr_sink_opts *o, tr_sink **out) {
       prep(s, "UPDATE groups SET destroyed_ns = ?2 WHERE group_id = ?1", &s->upd_group) ||
       prep(s, "INSERT OR IGNORE INTO callsites (rank, callsite_id, address, module, build_id, offset,"
                  " function) VALUES (?,?,?,?,?,?,?)", &s->ins_cs) ||
-      prep(s, "INSERT INTO drops VALUES (?,?,?,?,?,?)", &s->ins_drop) ||
+      prep(s, "INSERT INTO drops VALUES (?,?,?,?,?,?,?)", &s->ins_drop) ||
       prep(s, "UPDATE ranks SET clock_offset_ns = ?2, clock_rtt_ns = ?3 WHERE rank = ?1",
            &s->upd_clock) ||
       prep(s, "INSERT INTO clocks VALUES (?,?,?,?)", &s->ins_clock) ||
@@ -366,18 +367,19 @@ static int64_t callsite_id(tr_sink *s, uint64_t addr) {
 /* --- records ----------------------------------------------------------------- */
 
 static void close_gap(tr_sink *s, const tr_head *h) {
-  int g = h->group_id;
-  if (g < 0 || g >= MAX_GROUPS_TRACKED || !s->gap_open[g])
+  int g = h->group_id, k = op_is_p2p(h->op);
+  if (g < 0 || g >= MAX_GROUPS_TRACKED || !s->gap_open[k][g])
     return;
-  s->gap_open[g] = 0;
+  s->gap_open[k][g] = 0;
   sqlite3_stmt *st = s->ins_drop;
   sqlite3_bind_int(st, 1, s->o.rank);
   sqlite3_bind_int(st, 2, g);
-  uint64_t first = s->last_seq[g] + 1 <= h->seq ? s->last_seq[g] + 1 : h->seq;
+  uint64_t first = s->last_seq[k][g] + 1 <= h->seq ? s->last_seq[k][g] + 1 : h->seq;
   sqlite3_bind_int64(st, 3, (int64_t)first);
   sqlite3_bind_int64(st, 4, (int64_t)h->seq);
   sqlite3_bind_int64(st, 5, (int64_t)s->gap_records);
   sqlite3_bind_int64(st, 6, s->gap_t);
+  sqlite3_bind_int(st, 7, k);
   step(s, st);
 }
 
@@ -428,8 +430,9 @@ int tr_sink_lost(tr_sink *s, uint64_t records, bool note, int64_t t_ns, const ch
 
 static int op_record(tr_sink *s, const tr_head *h, const tr_shape *sh, const char *text) {
   close_gap(s, h);
-  if (h->group_id >= 0 && h->group_id < MAX_GROUPS_TRACKED && h->seq > s->last_seq[h->group_id])
-    s->last_seq[h->group_id] = h->seq;
+  int k = op_is_p2p(h->op);
+  if (h->group_id >= 0 && h->group_id < MAX_GROUPS_TRACKED && h->seq > s->last_seq[k][h->group_id])
+    s->last_seq[k][h->group_id] = h->seq;
   uint64_t key = key_of(h);
   pend *p = find(s, h->group_id, key);
   bool first = !p;
