@@ -275,7 +275,9 @@ typedef struct vw_diag {
   bool has_report;
   char report_kind[24];
   int report_rank, report_group;
-  int64_t report_seq;
+  int64_t report_seq;         /* the operation its header names ("at OP #N"),
+                                 else the event's seq */
+  char report_op[28];         /* that OP, "" when the header names none */
   int report_status;          /* the event's status (diagnosis: timeout or peer lost) */
   int64_t report_t;
   char *report;               /* malloc, verbatim */
