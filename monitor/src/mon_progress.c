@@ -40,7 +40,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
     }
   }
   int last_kind = done ? atomic_load_explicit(&g->last_kind, memory_order_relaxed) : -1;
-  uint64_t last_num = done ? atomic_load_explicit(&g->last_num, memory_order_relaxed) : 0;
+  uint64_t last_num = atomic_load_explicit(&g->last_num, memory_order_relaxed);
   int64_t last_ms = 0;
   if (done) {
     last_ms = dist__mon_wall_ms(atomic_load_explicit(&g->last_done_ns, memory_order_relaxed));
