@@ -147,5 +147,16 @@ Test(viewer_real, a_collective_has_one_seq_on_every_rank_of_a_pipeline, .timeout
       cr_assert_str_eq(ops[i].op, ops[0].op, "column #%lld: rank %d", (long long)s, ops[i].rank);
     cr_assert_str_eq(ops[0].op, s % 2 ? "BROADCAST" : "ALL_REDUCE", "#%lld", (long long)s);
   }
+  /* a point-to-point operation opens with the other half of its pair:
+   * rank 2's #3 is the RECV of step 2 (its p2p are RECV, SEND, RECV, ...),
+   * which took rank 1's second SEND, its #4 */
+  vw_op ops[4];
+  int n = 0;
+  cr_assert_eq(vw_model_p2p_pair(m, 2, 0, 3, ops, 4, &n), 0);
+  cr_assert_eq(n, 2, "the receive and its send: %d", n);
+  cr_assert(ops[0].rank == 1 && !strcmp(ops[0].op, "SEND") && ops[0].seq == 4,
+            "rank %d %s #%lld", ops[0].rank, ops[0].op, (long long)ops[0].seq);
+  cr_assert(ops[1].rank == 2 && !strcmp(ops[1].op, "RECV") && ops[1].seq == 3,
+            "rank %d %s #%lld", ops[1].rank, ops[1].op, (long long)ops[1].seq);
   vw_model_close(m);
 }

@@ -193,6 +193,23 @@ int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int 
   return gpu_times(m, ops, *n);
 }
 
+int vw_model_p2p_pair(vw_model *m, int rank, int group_id, int64_t seq, vw_op *ops, int cap,
+                      int *n) {
+  *n = 0;
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "WITH me AS (SELECT * FROM operations WHERE rank = ?1 AND group_id = ?2 AND p2p AND"
+         " seq = ?3) SELECT " OP_COLS OP_FROM "WHERE o.group_id = ?2 AND o.p2p AND"
+         " ((o.rank = ?1 AND o.seq = ?3) OR EXISTS (SELECT 1 FROM me WHERE me.pair_seq ="
+         " o.pair_seq AND me.root = o.rank AND o.root = me.rank AND me.tag = o.tag AND"
+         " (me.op IN ('SEND','SEND_BYTES')) != (o.op IN ('SEND','SEND_BYTES')))) ORDER BY o.rank");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, rank);
+  sqlite3_bind_int(st, 2, group_id);
+  sqlite3_bind_int64(st, 3, seq);
+  return read_ops(m, st, ops, cap, n);
+}
+
 #define TL_COLS "rank, group_id, seq, op, state, t_enqueued_ns, t_started_ns, t_ended_ns "
 
 /* The timeline needs only these: no call-site join, no text fields. */

@@ -197,6 +197,11 @@ void vw_matrix_page_free(vw_matrix_page *p);
 /* Collective (group, seq) on every rank that ran it, by rank (up to cap),
  * with each rank's GPU times when the trace has them. */
 int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int cap, int *n);
+/* Point-to-point operation #seq of rank in group and, when the trace has
+ * it, the other half of its pair (the receive that took a send, the send
+ * a receive took: same pair_seq, tag and peers), by rank. */
+int vw_model_p2p_pair(vw_model *m, int rank, int group_id, int64_t seq, vw_op *ops, int cap,
+                      int *n);
 /* One rank's operations overlapping [t0, t1), by time (up to cap), for a
  * timeline `width` columns wide: when the window holds more calls than
  * twice the columns, one per column (the first starting in it). Only the
