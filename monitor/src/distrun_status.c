@@ -45,7 +45,7 @@ static void take_group(row *r, const mon_rec_group *g) {
   if (g->kind >= 0 && (r->gid < 0 || g->since_ms < r->since_ms)) {
     r->gid = g->gid;
     r->kind = g->kind;
-    r->seq = (unsigned long long)g->done + 1;
+    r->seq = (unsigned long long)(g->has_num ? g->num : g->done + 1);
     r->since_ms = g->since_ms;
     snprintf(r->site, sizeof r->site, "%s", g->site);
     snprintf(r->desc, sizeof r->desc, "%s", g->desc);
@@ -53,7 +53,7 @@ static void take_group(row *r, const mon_rec_group *g) {
   if (g->last_seq && g->last_ms >= r->last_ms) {
     r->last_gid = g->gid;
     r->last_kind = g->last_kind;
-    r->last_seq = (unsigned long long)g->last_seq;
+    r->last_seq = (unsigned long long)(g->has_num ? g->last_num : g->last_seq);
     r->last_ms = g->last_ms;
     snprintf(r->last_site, sizeof r->last_site, "%s", g->last_site);
     snprintf(r->last_desc, sizeof r->last_desc, "%s", g->desc);

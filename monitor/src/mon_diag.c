@@ -64,6 +64,16 @@ static bool same_op(const mon_rec_group *a, const mon_rec_group *b) {
   return x.kind == y.kind && (x.coll ? x.coll == y.coll : x.seq == y.seq);
 }
 
+/* The number (per kind) reports print for the operation a blocked record
+ * is in, and for its last completed one (mon_record.h; an older record:
+ * the ordinal). */
+static unsigned long long rec_num(const mon_rec_group *b) {
+  return (unsigned long long)(b->has_num ? b->num : b->done + 1);
+}
+static unsigned long long rec_last(const mon_rec_group *b) {
+  return (unsigned long long)(b->has_num ? b->last_num : b->last_seq);
+}
+
 /* " from rank Q" / " to rank Q" for a point-to-point operation. */
 static const char *peer_words(int kind, int peer, char *buf, size_t len) {
   if (peer >= 0 && (kind == DIST_OP_SEND || kind == DIST_OP_RECV))
@@ -157,7 +167,7 @@ static void say_last(char *buf, size_t len, size_t *off, const mon_rec_group *rg
     return;
   }
   dist__appendf(buf, len, off, "last completed %s #%llu, called from %s", op_name(rg->last_kind),
-                (unsigned long long)rg->last_seq, rg->last_site);
+                rec_last(rg), rg->last_site);
 }
 
 /* One line for a member that has not entered #seq. g: this rank's own view
@@ -170,12 +180,11 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
   const char *gone = gone_how(r, now_ms, how, sizeof how);
   dist__appendf(buf, len, off, "  rank %d (host %s, pid %d) ", r->rank,
                 r->present ? r->host : "?", r->present ? (int)r->pid : -1);
+  unsigned long long num = (unsigned long long)dist__mon_num(g, seq);
   if (gone)
-    dist__appendf(buf, len, off, "%s; it has not entered %s #%llu; ", gone, op_name(kind),
-                  (unsigned long long)seq);
+    dist__appendf(buf, len, off, "%s; it has not entered %s #%llu; ", gone, op_name(kind), num);
   else
-    dist__appendf(buf, len, off, "has not entered %s #%llu: ", op_name(kind),
-                  (unsigned long long)seq);
+    dist__appendf(buf, len, off, "has not entered %s #%llu: ", op_name(kind), num);
   /* A rank that died within a second of its last publication looks as if
    * it had done nothing; but every member enters a collective this rank
    * completed. */
@@ -184,7 +193,7 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
   int my_kind = my_done && atomic_load(&prev->seq) == my_done ? atomic_load(&prev->kind) : -1;
   if (gone && (!rg || rg->done < my_done) && my_kind >= 0 && !is_p2p(my_kind)) {
     dist__appendf(buf, len, off, "it took part in %s #%llu at least (this rank completed it)",
-                  op_name(my_kind), (unsigned long long)my_done);
+                  op_name(my_kind), (unsigned long long)dist__mon_num(g, my_done));
   } else {
     say_last(buf, len, off, rg);
     if (gone)
@@ -194,12 +203,12 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
   char pw[48];
   if (b && b->gid != gid)
     dist__appendf(buf, len, off, "; it is blocked in group %d (%s) %s #%llu%s, called from %s, "
-                  "for %s", b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1),
+                  "for %s", b->gid, b->desc, op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   else if (b && b->kind != kind)
     dist__appendf(buf, len, off, "; it is blocked in %s #%llu%s of this group instead, called "
-                  "from %s, for %s", op_name(b->kind), (unsigned long long)(b->done + 1),
+                  "from %s, for %s", op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   else if (!gone && rg && rg->last_seq)
@@ -327,7 +336,7 @@ static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_
     dist__appendf(buf, len, off, "%s rank%s %s %s in group %d (%s) %s #%llu%s",
                   clauses++ ? ";" : ":", k > 1 ? "s" : "", ranks,
                   k > 1 ? "wait for it" : "waits for it", b->gid, b->desc, op_name(b->kind),
-                  (unsigned long long)(b->done + 1), peer_words(b->kind, b->peer, pw, sizeof pw));
+                  rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw));
   }
   dist__appendf(buf, len, off, "\n");
   dist__free(said);
@@ -341,7 +350,7 @@ static void verdict_at(mon_verdict *v, const mon_rec_group *b, const char *site)
   v->gid = b->gid;
   snprintf(v->gname, sizeof v->gname, "%s", b->desc);
   v->kind = b->kind;
-  v->seq = b->done + 1;
+  v->seq = rec_num(b);
   snprintf(v->site, sizeof v->site, "%s", site ? site : "");
 }
 
@@ -439,8 +448,8 @@ static void say_unmatched(const mon_rec *recs, int r, int q, char *buf, size_t l
   dist__appendf(buf, len, off, "  the waits end at ranks %d and %d: rank %d is blocked in %s "
                 "#%llu%s with tag %d, called from %s, and rank %d in %s #%llu%s with tag %d, "
                 "called from %s; the two never matched (%s)", r, q, r, op_name(a->kind),
-                (unsigned long long)(a->done + 1), peer_words(a->kind, a->peer, pa, sizeof pa),
-                a->tag, a->site, q, op_name(b->kind), (unsigned long long)(b->done + 1),
+                rec_num(a), peer_words(a->kind, a->peer, pa, sizeof pa),
+                a->tag, a->site, q, op_name(b->kind), rec_num(b),
                 peer_words(b->kind, b->peer, pb, sizeof pb), b->tag, b->site,
                 a->tag != b->tag ? "their tags differ" : "the receive does not take the send");
 }
@@ -507,8 +516,8 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
   char pw[48], how[320], s[32];
   int me = dist__mon.rank;
   dist__appendf(buf, len, off, "  rank %d is blocked in %s #%llu%s, called from %s\n", me,
-                op_name(kind), (unsigned long long)seq, peer_words(kind, peer, pw, sizeof pw),
-                site);
+                op_name(kind), (unsigned long long)dist__mon_num(g, seq),
+                peer_words(kind, peer, pw, sizeof pw), site);
   *lowest = true;
   if (peer < 0 || peer >= dist__mon.world)
     return;
@@ -524,7 +533,7 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
     dist__appendf(buf, len, off, " (as of its last heartbeat)\n");
   } else if (b && b->peer == me && is_p2p(b->kind) && mine && halves(b, peer, mine, me)) {
     dist__appendf(buf, len, off, "is in %s #%llu%s with tag %d, called from %s: the two "
-                  "should match, ", op_name(b->kind), (unsigned long long)(b->done + 1),
+                  "should match, ", op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->tag, b->site);
     int my_tag = atomic_load(&g->ring[seq % MON_RING].tag);
     if (my_tag != b->tag)
@@ -533,14 +542,14 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
       dist__appendf(buf, len, off, "and their tags agree (%d)\n", my_tag);
   } else if (b && b->peer == me && b->kind == kind) {
     dist__appendf(buf, len, off, "is blocked in %s #%llu%s too, called from %s: each %s the "
-                  "other\n", op_name(b->kind), (unsigned long long)(b->done + 1),
+                  "other\n", op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   kind == DIST_OP_RECV ? "waits to receive before it sends to"
                                        : "waits to send before it receives from");
     *lowest = me < peer;
   } else if (b) {
     dist__appendf(buf, len, off, "is blocked in group %d (%s) %s #%llu%s, called from %s, for "
-                  "%s\n", b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1),
+                  "%s\n", b->gid, b->desc, op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   } else {
@@ -571,6 +580,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   const mon_op *op = &g->ring[seq % MON_RING];
   int kind = atomic_load(&op->kind);
   at_op me = {seq, atomic_load(&op->coll), kind};
+  unsigned long long num = (unsigned long long)dist__mon_num(g, seq); /* what it prints */
   char site[MON_SITE_LEN], s[32];
   dist__mon_symbolize(atomic_load(&op->caller), site, sizeof site);
   int64_t waited = now_ms - dist__mon_wall_ms(atomic_load(&op->t_enq_ns));
@@ -580,7 +590,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   bool out = !is_p2p(kind) && strcmp(what, "stall") &&
              all_ran_out(g, me, recs, who, sizeof who);
   dist__appendf(buf, len, &off, "%s in group %d (%s) at %s #%llu: ", what, g->gid,
-                g->desc[0] ? g->desc : g->name, op_name(kind), (unsigned long long)seq);
+                g->desc[0] ? g->desc : g->name, op_name(kind), num);
   if (out)
     dist__appendf(buf, len, &off, "rank%s %s ran out of calls: left the group cleanly before "
                   "it, while the others called it (the ranks' calls differ in number)\n",
@@ -611,8 +621,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     }
     if (is_in(rg, me)) { /* it was in the operation, then ended */
       dist__appendf(buf, len, &off, "  rank %d (host %s, pid %d) entered %s #%llu, then %s\n",
-                    r, recs[r].host, (int)recs[r].pid, op_name(kind), (unsigned long long)seq,
-                    gone);
+                    r, recs[r].host, (int)recs[r].pid, op_name(kind), num, gone);
       continue;
     }
     absent++;
@@ -627,7 +636,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     dist__appendf(buf, len, &off, "  rank%s %s %s %s %s #%llu, called from %s (rank %d)\n",
                   n_in > 1 ? "s" : "", ranks, lost ? (n_in > 1 ? "had" : "has") : n_in > 1 ? "are" : "is",
                   lost ? "entered" : "blocked in", op_name(kind),
-                  (unsigned long long)seq, site, dist__mon.rank);
+                  num, site, dist__mon.rank);
     *lowest = in[0] == dist__mon.rank;
   } else {
     *lowest = true;
@@ -730,7 +739,7 @@ static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len
     char pw[48];
     dist__appendf(buf, len, off,
                   "    rank %d waits in group %d (%s) %s #%llu%s (called from %s) for rank %d\n",
-                  r, b->gid, b->desc, op_name(b->kind), (unsigned long long)(b->done + 1),
+                  r, b->gid, b->desc, op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site, q);
   }
 }
@@ -764,7 +773,7 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
   dist__appendf(buf, len, off, "  %s goes through rank %d, which is blocked in group %d (%s) "
                 "%s #%llu%s, called from %s", n_cycles > 1 ? "every wait-for cycle"
                 : "the wait-for cycle", r, b->gid, b->desc, op_name(b->kind),
-                (unsigned long long)(b->done + 1), peer_words(b->kind, b->peer, pw, sizeof pw),
+                rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw),
                 b->site);
   if (sender >= 0)
     dist__appendf(buf, len, off, ": rank %d does not send to it while rank %d does (does it "

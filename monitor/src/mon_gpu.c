@@ -54,7 +54,8 @@ char *dist__mon_gpu_note(const mon_group *g, uint64_t seq, char *diag) {
   if (dist_pg_gpu_progress(g->pg, seq, &p) != DIST_OK)
     return diag;
   char line[512];
-  dist__mon_gpu_say(line, sizeof line, dist__mon.rank, atomic_load(&op->kind), seq, &p,
+  dist__mon_gpu_say(line, sizeof line, dist__mon.rank, atomic_load(&op->kind),
+                    atomic_load(&op->num), &p,
                     dist_clock_ns());
   size_t n = strlen(diag) + strlen(line) + 2;
   char *out = dist__malloc(n);

@@ -36,9 +36,15 @@
 #define MON_PUBLISH_MS 1000 /* one progress write per rank per second */
 #define MON_HB_STALE_MS 2500 /* no write for this long: not responding */
 
-/* One operation of a group, by sequence number (ring[seq % MON_RING]). */
+/* One operation of a group, by its issue ordinal (dist_coll.ord: both
+ * kinds, dense per group; ring[ord % MON_RING]). Every sequence number the
+ * monitor keeps (enq, started, done, failed_seq, stall_seq) is that
+ * ordinal; every text it prints says the operation's own number (num:
+ * dist_coll.seq, collectives and point-to-point counted apart), as the
+ * trace and every other report do. */
 typedef struct mon_op {
-  _Atomic uint64_t seq;
+  _Atomic uint64_t seq;      /* the ordinal */
+  _Atomic uint64_t num;      /* its number (per kind) */
   _Atomic int kind;
   _Atomic uintptr_t caller;
   _Atomic int64_t t_enq_ns;  /* CLOCK_MONOTONIC */
@@ -83,6 +89,7 @@ typedef struct mon_group {
    * thread's count) and completed. */
   _Atomic uint64_t colls_enq, colls_done;
   _Atomic int last_kind;     /* the last completed operation */
+  _Atomic uint64_t last_num; /* its number (per kind) */
   _Atomic uintptr_t last_caller;
   _Atomic int64_t last_done_ns;
   _Atomic int tid;           /* the thread that enqueued last */
@@ -130,7 +137,15 @@ extern mon_state dist__mon;
 extern pthread_mutex_t dist__mon_diag_mu;
 
 static inline bool dist__mon_is_p2p(int kind) {
-  return kind == DIST_OP_SEND || kind == DIST_OP_RECV || kind == DIST_OP_BATCH_P2P;
+  return kind >= 0 && dist_op_is_p2p((dist_op_kind)kind);
+}
+
+/* The number (per kind) of g's operation with ordinal ord, when the ring
+ * still holds it; else ord. */
+static inline uint64_t dist__mon_num(const mon_group *g, uint64_t ord) {
+  const mon_op *op = &g->ring[ord % MON_RING];
+  return ord && atomic_load_explicit(&op->seq, memory_order_acquire) == ord
+             ? atomic_load_explicit(&op->num, memory_order_relaxed) : ord;
 }
 
 static inline int64_t dist__mon_wall_ms(int64_t mono_ns) {

@@ -117,6 +117,11 @@ static int on_cuda(const dist_coll *c) {
   return t && t->device.type == DIST_DEVICE_CUDA;
 }
 
+/* The ring's key of ev's operation: its issue ordinal (mon_int.h). */
+static uint64_t ev_ord(const dist_event *ev) {
+  return ev->coll && ev->coll->ord ? ev->coll->ord : ev->seq;
+}
+
 /* g->done = max(g->done, to); ends run on several threads (a backend's
  * progress thread, the caller's), hence the loop. */
 static void raise_done(mon_group *g, uint64_t to) {
@@ -150,7 +155,8 @@ static void end_op(mon_group *g, mon_op *op, uint64_t seq) {
 }
 
 static void on_enqueued(mon_group *g, const dist_event *ev) {
-  mon_op *op = &g->ring[ev->seq % MON_RING];
+  uint64_t seq = ev_ord(ev);
+  mon_op *op = &g->ring[seq % MON_RING];
   atomic_store_explicit(&op->seq, 0, memory_order_relaxed);
   atomic_store_explicit(&op->kind, ev->coll ? (int)ev->coll->kind : -1, memory_order_relaxed);
   atomic_store_explicit(&op->caller, (uintptr_t)ev->caller, memory_order_relaxed);
@@ -167,21 +173,23 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
     atomic_store_explicit(&g->colls_enq, ord, memory_order_relaxed);
   }
   atomic_store_explicit(&op->coll, ord, memory_order_relaxed);
+  atomic_store_explicit(&op->num, ev->seq, memory_order_relaxed);
   if (dist__mon.detail && ev->coll)
     atomic_store_explicit(&op->bytes, coll_bytes(ev->coll), memory_order_relaxed);
-  atomic_store_explicit(&op->seq, ev->seq, memory_order_release);
+  atomic_store_explicit(&op->seq, seq, memory_order_release);
   atomic_store_explicit(&g->tid, my_tid(), memory_order_relaxed);
-  atomic_store_explicit(&g->enq, ev->seq, memory_order_release);
+  atomic_store_explicit(&g->enq, seq, memory_order_release);
   /* More operations in flight than the ring holds: the oldest is no
    * longer followed, so the watermark moves past it (its end goes unseen). */
-  if (ev->seq > MON_RING)
-    raise_done(g, ev->seq - MON_RING);
+  if (seq > MON_RING)
+    raise_done(g, seq - MON_RING);
 }
 
 static void on_started(mon_group *g, const dist_event *ev) {
-  mon_op *op = &g->ring[ev->seq % MON_RING];
+  uint64_t seq = ev_ord(ev);
+  mon_op *op = &g->ring[seq % MON_RING];
   atomic_store_explicit(&op->t_start_ns, ev->t_ns, memory_order_relaxed);
-  atomic_store_explicit(&g->started, ev->seq, memory_order_relaxed);
+  atomic_store_explicit(&g->started, seq, memory_order_relaxed);
 }
 
 /* A timed-out operation fails with the diagnosis the watchdog has made of
@@ -200,11 +208,12 @@ static void set_timeout_message(mon_group *g, const dist_event *ev) {
 }
 
 static void on_ended(mon_group *g, const dist_event *ev) {
-  mon_op *op = &g->ring[ev->seq % MON_RING];
-  if (atomic_load_explicit(&op->seq, memory_order_acquire) == ev->seq && dist__mon.detail &&
+  uint64_t seq = ev_ord(ev);
+  mon_op *op = &g->ring[seq % MON_RING];
+  if (atomic_load_explicit(&op->seq, memory_order_acquire) == seq && dist__mon.detail &&
       ev->kind == DIST_EV_OP_COMPLETED) {
     int64_t t0 = atomic_load_explicit(&op->t_start_ns, memory_order_relaxed);
-    dist__mon_stats_op(g, ev->seq, ev->coll ? (int)ev->coll->kind : -1,
+    dist__mon_stats_op(g, seq, ev->coll ? (int)ev->coll->kind : -1,
                        atomic_load_explicit(&op->bytes, memory_order_relaxed),
                        t0 ? t0 : atomic_load_explicit(&op->t_enq_ns, memory_order_relaxed),
                        ev->t_ns);
@@ -212,22 +221,23 @@ static void on_ended(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&g->last_kind, ev->coll ? (int)ev->coll->kind : -1,
                         memory_order_relaxed);
   atomic_store_explicit(&g->last_caller, (uintptr_t)ev->caller, memory_order_relaxed);
+  atomic_store_explicit(&g->last_num, ev->seq, memory_order_relaxed);
   atomic_store_explicit(&g->last_done_ns, ev->t_ns, memory_order_relaxed);
-  uint64_t ord = atomic_load_explicit(&op->seq, memory_order_acquire) == ev->seq
+  uint64_t ord = atomic_load_explicit(&op->seq, memory_order_acquire) == seq
                      ? atomic_load_explicit(&op->coll, memory_order_relaxed) : 0;
   if (ord > atomic_load_explicit(&g->colls_done, memory_order_relaxed))
     atomic_store_explicit(&g->colls_done, ord, memory_order_release);
-  atomic_store_explicit(&g->last_seq, ev->seq, memory_order_relaxed);
-  end_op(g, op, ev->seq);
+  atomic_store_explicit(&g->last_seq, seq, memory_order_relaxed);
+  end_op(g, op, seq);
   if (__builtin_expect(ev->kind == DIST_EV_OP_COMPLETED, 1))
     return;
   if (ev->kind == DIST_EV_OP_TIMED_OUT) {
     set_timeout_message(g, ev);
-    atomic_store(&g->failed_seq, ev->seq);
+    atomic_store(&g->failed_seq, seq);
     atomic_store(&g->timed_out, 1);
     dist__mon_watchdog_kick();
   } else if (ev->status == DIST_E_PEER_LOST) {
-    atomic_store(&g->failed_seq, ev->seq);
+    atomic_store(&g->failed_seq, seq);
     atomic_store(&g->failed_rc, ev->status);
     dist__mon_watchdog_kick();
   }

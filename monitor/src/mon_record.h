@@ -10,7 +10,8 @@
  *   v1 <rank> <pid> <host> <wall ms> <state> <note>
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
  *     <last ms> <call site> <last call site> <description> [<peer>
- *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag>]]]
+ *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
+ *     <last num>]]]]
  * kind is the op of the oldest operation in flight (-1: none), peer the
  * global rank a point-to-point one waits on (MON_PEER_*; a record without
  * the field reads as MON_PEER_NONE). enq/started count every
@@ -22,7 +23,11 @@
  * colls enq and done count its collectives alone and coll in flight is the
  * collective ordinal of the operation in flight (0: none, or point to
  * point), so ranks whose point-to-point counts differ (pipeline stages)
- * still compare their collectives; call sites
+ * still compare their collectives. enq/started/done are the group's issue
+ * ordinals (dist_coll.ord); num and last num are the numbers of the
+ * operation in flight and of the last completed (dist_coll.seq:
+ * collectives and point-to-point counted apart), which reports print
+ * (0: none; a record without them prints ordinals); call sites
  * are symbolised by the writer, since an address means nothing in another
  * process. */
 #ifndef MON_RECORD_H
@@ -52,6 +57,9 @@ typedef struct mon_rec_group {
   bool has_colls;            /* the record carried the two above */
   uint64_t last_seq;         /* the last to end (a record without it: done) */
   int tag;                   /* of the in-flight point-to-point operation */
+  uint64_t num, last_num;    /* numbers (per kind) of the in-flight and of
+                                the last ended operation, 0 none */
+  bool has_num;              /* the record carried the two above */
 } mon_rec_group;
 
 typedef struct mon_rec {

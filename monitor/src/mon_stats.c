@@ -355,9 +355,9 @@ static void drain(mon_group *g, mon_stats *s) {
   }
 }
 
-/* Rank 0: compare chunk c across the members (vals[j]: member j's pairs,
+/* Rank 0: compare a chunk across the members (vals[j]: member j's pairs,
  * NULL when absent or empty) into the tallies. */
-static void compare(mon_group *g, mon_stats *s, uint64_t c, pair **vals) {
+static void compare(mon_group *g, mon_stats *s, pair **vals) {
   tally_reset(&s->chunk_t, g->size);
   for (int i = 0; i < s->n; i++) {
     int lo = -1, hi = -1;
@@ -374,7 +374,7 @@ static void compare(mon_group *g, mon_stats *s, uint64_t c, pair **vals) {
     }
     if (!all || lo == hi)
       continue;
-    uint64_t seq = c * (uint64_t)s->n + (uint64_t)i + 1;
+    uint64_t seq = vals[0][i].ord; /* the collective's number (its seq) */
     int64_t skew = vals[hi][i].arrive - vals[lo][i].arrive;
     tally_add(&s->chunk_t, seq, hi, skew);
     tally_add(&s->window, seq, hi, skew);
@@ -403,7 +403,7 @@ static void reduce(mon_group *g, mon_stats *s, uint64_t c) {
       dist_store_delete_key(dist__mon.store, key, NULL);
   }
   if (vals && vals[0])
-    compare(g, s, c, vals);
+    compare(g, s, vals);
   else
     tally_reset(&s->chunk_t, g->size);
   for (int j = 0; vals && j < g->size; j++)

@@ -129,7 +129,7 @@ static void check_stall(mon_group *g, int64_t now) {
   if (enq <= done || atomic_load_explicit(&op->seq, memory_order_acquire) != done + 1) {
     if (g->stall_seq && g->reports && atomic_load(&g->failed_seq) != g->stall_seq)
       DIST_LOG(WARNING, MON, "group %d: the stall at #%llu is over", g->gid,
-               (unsigned long long)g->stall_seq);
+               (unsigned long long)dist__mon_num(g, g->stall_seq));
     g->stall_seq = 0;
     return;
   }

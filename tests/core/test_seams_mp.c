@@ -30,6 +30,7 @@ typedef struct seen {
   int64_t t_ns;
   int peer;
   int status;
+  uint64_t ord, pair_seq;  /* ABI 5 fields of the descriptor */
 } seen;
 
 static seen events[MAX_EV];
@@ -57,6 +58,8 @@ static void obs_event(void *ctx, const dist_event *ev) {
   s->t_ns = ev->t_ns;
   s->peer = ev->peer;
   s->status = ev->status;
+  s->ord = ev->coll ? ev->coll->ord : 0;
+  s->pair_seq = ev->coll ? ev->coll->pair_seq : 0;
 }
 
 static void obs_fini(void *ctx) {
@@ -100,16 +103,25 @@ static int count(dist_event_kind k, int gid) {
   return n;
 }
 
-/* Each op event triple: enqueued, started, completed with the same seq. */
+/* Each op event triple: enqueued, started, completed with the same seq.
+ * Collectives and point-to-point calls are numbered apart (seq, from 1
+ * each); ord counts both; a send or receive has its pair number. */
 static int check_triples(const dist_test_ctx *ctx, int gid, int calls) {
-  uint64_t expect = 1;
+  uint64_t expect[2] = {1, 1}, ord = 1;
   for (int i = 0; i < n_events; i++) {
     if (events[i].group_id != gid || events[i].kind != DIST_EV_OP_ENQUEUED)
       continue;
-    CHECK(ctx, events[i].seq == expect, "group %d: call %llu has seq %llu", gid,
-          (unsigned long long)expect, (unsigned long long)events[i].seq);
+    bool p2p = dist_op_is_p2p(events[i].op);
+    CHECK(ctx, events[i].seq == expect[p2p], "group %d: %s call %llu has seq %llu", gid,
+          p2p ? "p2p" : "collective", (unsigned long long)expect[p2p],
+          (unsigned long long)events[i].seq);
+    CHECK(ctx, events[i].ord == ord, "group %d: call %llu has ord %llu", gid,
+          (unsigned long long)ord, (unsigned long long)events[i].ord);
+    CHECK(ctx, events[i].pair_seq == (p2p ? expect[1] : 0), "group %d: pair_seq %llu", gid,
+          (unsigned long long)events[i].pair_seq);
     CHECK(ctx, events[i].caller != NULL, "no caller address");
-    expect++;
+    expect[p2p]++;
+    ord++;
   }
   CHECK(ctx, count(DIST_EV_OP_ENQUEUED, gid) == calls, "group %d: %d enqueued, want %d", gid,
         count(DIST_EV_OP_ENQUEUED, gid), calls);
@@ -137,11 +149,11 @@ static int observer_rank(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, dist_broadcast(&t, 1, NULL, &w));                    /* seq 2 */
   CHECK_OK(ctx, dist_work_wait(w, -1));
   dist_work_free(w);
-  if (ctx->rank == 0)                                                /* seq 3 */
+  if (ctx->rank == 0)                                                /* p2p seq 1 */
     CHECK_OK(ctx, dist_send(&t, 1, NULL, 7));
   else
     CHECK_OK(ctx, dist_recv(&t, 0, NULL, 7, NULL));
-  CHECK_OK(ctx, dist_barrier(NULL, NULL));                           /* seq 4 */
+  CHECK_OK(ctx, dist_barrier(NULL, NULL));                           /* seq 3 */
   /* A call that fails its local checks never starts: no event, no seq. */
   CHECK(ctx, dist_reduce(&t, 99, DIST_SUM, NULL, NULL) == DIST_E_INVAL, "bad root accepted");
   CHECK_OK(ctx, check_triples(ctx, 0, 4));

@@ -60,6 +60,7 @@ static json_t *slice_at(json_t *evs, int pid, int tid, double ts) {
 typedef struct end {
   int pid, seq;
   const char *op;
+  int pair_seq, peer;  /* point to point; 0 and -1 otherwise */
 } end;
 
 /* A flow event's slice: its rank, seq and op. */
@@ -70,8 +71,11 @@ static end bound(json_t *evs, json_t *fl) {
   cr_assert_not_null(x, "a flow on rank %d at %.3f binds to no slice", pid,
                      json_number_value(json_object_get(fl, "ts")));
   json_t *args = json_object_get(x, "args");
+  json_t *peer = json_object_get(args, "peer");
   return (end){pid, (int)json_integer_value(json_object_get(args, "seq")),
-               json_string_value(json_object_get(args, "op"))};
+               json_string_value(json_object_get(args, "op")),
+               (int)json_integer_value(json_object_get(args, "pair_seq")),
+               peer ? (int)json_integer_value(peer) : -1};
 }
 
 Test(tracer_chrome_p2p, every_flow_goes_from_a_send_to_its_receive, .timeout = 100) {
@@ -130,18 +134,26 @@ Test(tracer_chrome_p2p, every_flow_goes_from_a_send_to_its_receive, .timeout = 1
     }
     cr_assert_str_eq(a.op, "SEND", "flow %s starts on rank %d's %s #%d", id, a.pid, a.op, a.seq);
     cr_assert_str_eq(b.op, "RECV", "flow %s ends on rank %d's %s #%d", id, b.pid, b.op, b.seq);
+    /* collectives and point-to-point operations are numbered apart */
     cr_assert_eq(tq_int(db, "SELECT root FROM operations WHERE rank = %d AND group_id = 0 AND"
-                            " seq = %d", a.pid, a.seq), b.pid, "the send went to rank %d", b.pid);
+                            " p2p AND seq = %d", a.pid, a.seq), b.pid, "the send went to rank %d",
+                 b.pid);
     cr_assert_eq(tq_int(db, "SELECT root FROM operations WHERE rank = %d AND group_id = 0 AND"
-                            " seq = %d", b.pid, b.seq), a.pid, "the receive was from rank %d",
+                            " p2p AND seq = %d", b.pid, b.seq), a.pid, "the receive was from rank %d",
                  a.pid);
     cr_assert_eq(b.pid, (a.pid + 1) % RANKS, "the ring's next rank");
+    /* the n-th send from A to B is the n-th receive at B from A */
+    cr_assert(a.pair_seq >= 1 && a.pair_seq <= ROUNDS, "pair #%d", a.pair_seq);
+    cr_assert_eq(a.pair_seq, b.pair_seq, "SEND #%d to rank %d ends on RECV #%d from rank %d",
+                 a.pair_seq, b.pid, b.pair_seq, a.pid);
+    cr_assert_eq(a.peer, b.pid);
+    cr_assert_eq(b.peer, a.pid);
+    cr_assert_eq(a.seq, 2 * a.pair_seq - (a.pid % 2 == 0), "rank %d's SEND #%d", a.pid, a.seq);
     sends++;
   }
   cr_assert_eq(json_object_size(finishes), json_object_size(starts), "every end has a start");
   cr_assert_eq(sends, RANKS * ROUNDS, "one flow per send");
-  cr_assert_eq(colls, tq_int(db, "SELECT count(DISTINCT seq) FROM operations WHERE op NOT IN"
-                                 " ('SEND','RECV')"), "one flow per collective (the all_reduces"
+  cr_assert_eq(colls, tq_int(db, "SELECT count(DISTINCT seq) FROM operations WHERE NOT p2p"), "one flow per collective (the all_reduces"
                " and dist_test_finish's barrier)");
   json_decref(starts);
   json_decref(finishes);

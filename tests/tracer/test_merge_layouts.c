@@ -45,11 +45,11 @@ static sqlite3 *rank_file(int rank, bool narrow, int64_t offset) {
     exec(db, "DROP TABLE clocks");
   }
   snprintf(sql, sizeof sql,
-           "INSERT INTO meta VALUES ('schema_version','1'),('kind','rank'),"
+           "INSERT INTO meta VALUES ('schema_version','%d'),('kind','rank'),"
            "('job_id','layoutjob'),('rank','%d');"
            "INSERT OR IGNORE INTO job VALUES ('layoutjob', 2, 0, 0, NULL);"
            "INSERT INTO ranks VALUES (%d,'h',1,'cpu',NULL,%lld,100,0,NULL,0,'finished',0);",
-           rank, rank, (long long)offset);
+           TR_SCHEMA_VERSION, rank, rank, (long long)offset);
   exec(db, sql);
   return db;
 }
@@ -68,7 +68,7 @@ static void put_op(sqlite3 *db, bool narrow, int rank, int seq, int64_t t) {
     snprintf(sql, sizeof sql,
              "INSERT INTO operations VALUES (%d, 0, %d, 'ALL_REDUCE', 0, 'completed',"
              " 'float32', '[4]', 1, 1, 4, 4, 16, 16, NULL, NULL, 'SUM', NULL, %lld, %lld,"
-             " %lld, 0, NULL, NULL)", rank, seq, (long long)t, (long long)t,
+             " %lld, 0, NULL, NULL, NULL)", rank, seq, (long long)t, (long long)t,
              (long long)t + 50);
   exec(db, sql);
 }
@@ -130,4 +130,59 @@ Test(tracer_layouts, clock_noise_is_one_segment_and_a_jump_two, .timeout = 20) {
                                " (SELECT * FROM clocks WHERE rank=1 ORDER BY t_ns)"),
                    "-995000@-1000000 1000@0");
   sqlite3_close(db);
+}
+
+/* A trace.db of schema version 1 (seqs counted both kinds together, no p2p
+ * or pair_seq column) still reads: the reader adds the columns through a
+ * temp view, so the Chrome export pairs its send and receive (by order)
+ * and a collective is found by its seq. */
+Test(tracer_layouts, a_version_1_trace_still_reads, .timeout = 20) {
+  setup();
+  char path[400], out[400], err[256] = "";
+  snprintf(path, sizeof path, "%s/v1.db", dir);
+  snprintf(out, sizeof out, "%s/v1.json", dir);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+  cr_assert_eq(tr_schema_create(db, false, NULL, 0), 0);
+  exec(db, "DROP TABLE operations;"
+           "CREATE TABLE operations (rank INTEGER NOT NULL, group_id INTEGER NOT NULL,"
+           " seq INTEGER NOT NULL, op TEXT NOT NULL, is_async INTEGER NOT NULL,"
+           " state TEXT NOT NULL, dtype TEXT, shape TEXT, n_inputs INTEGER NOT NULL,"
+           " n_outputs INTEGER NOT NULL, numel_in INTEGER NOT NULL, numel_out INTEGER NOT NULL,"
+           " bytes_in INTEGER NOT NULL, bytes_out INTEGER NOT NULL, root INTEGER, tag INTEGER,"
+           " redop TEXT, timeout_ms INTEGER, t_enqueued_ns INTEGER NOT NULL,"
+           " t_started_ns INTEGER, t_ended_ns INTEGER, status INTEGER NOT NULL DEFAULT 0,"
+           " message TEXT, callsite_id INTEGER);"
+           "INSERT INTO meta VALUES ('schema_version','1'),('kind','merged'),"
+           "('job_id','v1job');"
+           "INSERT INTO job VALUES ('v1job', 2, 0, 0, 2000);"
+           "INSERT INTO ranks VALUES (0,'h',1,'cpu',NULL,0,0,0,NULL,0,'finished',0),"
+           " (1,'h',2,'cpu',NULL,0,0,0,NULL,0,'finished',0);"
+           "INSERT INTO operations VALUES"
+           " (0, 0, 1, 'SEND', 0, 'completed', 'float32', '[4]', 1, 0, 4, 0, 16, 0, 1, 0,"
+           "  NULL, NULL, 100, 100, 200, 0, NULL, NULL),"
+           " (1, 0, 1, 'RECV', 0, 'completed', 'float32', '[4]', 0, 1, 0, 4, 0, 16, 0, 0,"
+           "  NULL, NULL, 110, 110, 210, 0, NULL, NULL),"
+           " (0, 0, 2, 'ALL_REDUCE', 0, 'completed', 'float32', '[4]', 1, 1, 4, 4, 16, 16,"
+           "  NULL, NULL, 'SUM', NULL, 300, 300, 400, 0, NULL, NULL),"
+           " (1, 0, 2, 'ALL_REDUCE', 0, 'completed', 'float32', '[4]', 1, 1, 4, 4, 16, 16,"
+           "  NULL, NULL, 'SUM', NULL, 310, 310, 400, 0, NULL, NULL);");
+  sqlite3_close(db);
+  dist_trace *t;
+  cr_assert_eq(dist_trace_open(path, &t, err, sizeof err), DIST_OK, "%s", err);
+  dist_trace_op ops[4];
+  size_t n = 0;
+  cr_assert_eq(dist_trace_collective(t, 0, 2, ops, 4, &n), DIST_OK);
+  cr_assert_eq(n, 2, "the all_reduce on both ranks");
+  cr_assert_eq(dist_trace_collective(t, 0, 1, ops, 4, &n), DIST_OK);
+  cr_assert_eq(n, 0, "#1 is point to point, no collective");
+  cr_assert_eq(dist_trace_export_chrome(t, out, err, sizeof err), DIST_OK, "%s", err);
+  dist_trace_close(t);
+  FILE *f = fopen(out, "r");
+  cr_assert_not_null(f);
+  char buf[8192];
+  size_t len = fread(buf, 1, sizeof buf - 1, f);
+  buf[len] = '\0';
+  fclose(f);
+  cr_assert(strstr(buf, "\"name\":\"SEND #1 -> RECV #1\""), "the send's flow: %s", buf);
 }

@@ -174,10 +174,12 @@ static void check_span(sqlite3 *db, json_t *sp, const char *trace, int64_t now) 
     cr_assert(hex(json_string_value(parent), 16));
   json_t *links = json_object_get(sp, "links");
   cr_assert(!links || !strcmp(op, "RECV"), "only a RECV has a link (%s #%s)", op, seq);
+  /* collectives and point-to-point operations are numbered apart */
   cr_assert_str_eq(op, tq_text(db, "SELECT op FROM operations WHERE rank=%s AND group_id=%s"
-                                   " AND seq=%s", rank, group, seq));
+                                   " AND seq=%s AND p2p=%d", rank, group, seq, p2p));
   cr_assert_str_eq(b[5], tq_text(db, "SELECT state FROM operations WHERE rank=%s AND"
-                                     " group_id=%s AND seq=%s", rank, group, seq));
+                                     " group_id=%s AND seq=%s AND p2p=%d", rank, group, seq,
+                                 p2p));
   json_t *status = json_object_get(sp, "status");
   bool failed = !strcmp(b[5], "timed_out") || !strcmp(b[5], "failed");
   cr_assert_eq(status != NULL, failed, "status on %s %s #%s", b[5], op, seq);
@@ -242,7 +244,7 @@ static json_t *check_received(sqlite3 *db, const char *out) {
           json_object_set(parents, key, json_object_get(sp, "spanId"));
           if (attr(at, "dist.ranks", nr, 32)) /* not in live export */
             cr_assert_eq(atoi(nr), tq_int(db, "SELECT count(*) FROM operations WHERE"
-                                              " group_id=%s AND seq=%s", g, s));
+                                              " group_id=%s AND seq=%s AND NOT p2p", g, s));
         }
       }
     }
@@ -355,6 +357,10 @@ Test(tracer_otlp, a_collector_answering_500_fails_the_export, .timeout = 290) {
 #define RING 4
 
 static int ring_rank(const dist_test_ctx *ctx) {
+  if (live_endpoint[0]) {
+    setenv("DIST_OTLP_ENDPOINT", live_endpoint, 1);
+    setenv("DIST_OTLP_INTERVAL_MS", "50", 1);
+  }
   setenv("DIST_TRACE", dir, 1);
   setenv("DIST_JOB_ID", "otlpjob", 1);
   CHECK_OK(ctx, dist_tracer_register());
@@ -383,6 +389,60 @@ static int attr_int_of(json_t *sp, const char *key) {
   return atoi(v);
 }
 
+/* Every RECV span of all links to exactly one SEND span of all (one
+ * each), the SEND its pair names: from the RECV's source, to its rank,
+ * with the same pair number. Returns how many RECVs were checked. */
+static int check_links(sqlite3 *db, json_t *all) {
+  json_t *by_id = json_object(), *linked = json_object();
+  size_t i;
+  json_t *sp;
+  json_array_foreach(all, i, sp) { /* one id per span: p2p and collectives number apart */
+    const char *id = json_string_value(json_object_get(sp, "spanId"));
+    cr_assert_null(json_object_get(by_id, id), "two spans have id %s", id);
+    json_object_set(by_id, id, sp);
+  }
+  int recvs = 0;
+  json_array_foreach(all, i, sp) {
+    char op[32];
+    if (strcmp(attr(json_object_get(sp, "attributes"), "dist.op", op, sizeof op), "RECV"))
+      continue;
+    int rank = attr_int_of(sp, "dist.rank"), seq = attr_int_of(sp, "dist.seq");
+    int g = attr_int_of(sp, "dist.group");
+    json_t *links = json_object_get(sp, "links");
+    cr_assert_eq(json_array_size(links), 1, "RECV #%d of rank %d: %zu links", seq, rank,
+                 json_array_size(links));
+    json_t *l = json_array_get(links, 0);
+    cr_assert(json_equal(json_object_get(l, "traceId"), json_object_get(sp, "traceId")));
+    const char *to = json_string_value(json_object_get(l, "spanId"));
+    json_t *send = json_object_get(by_id, to);
+    cr_assert_not_null(send, "RECV #%d of rank %d links to no span we sent", seq, rank);
+    char sop[32];
+    cr_assert_str_eq(attr(json_object_get(send, "attributes"), "dist.op", sop, sizeof sop),
+                     "SEND", "RECV #%d of rank %d links to a %s", seq, rank, sop);
+    int src = tq_int(db, "SELECT root FROM operations WHERE rank=%d AND group_id=%d AND seq=%d"
+                         " AND p2p", rank, g, seq);
+    int srank = attr_int_of(send, "dist.rank"), sseq = attr_int_of(send, "dist.seq");
+    cr_assert_eq(srank, src, "RECV #%d of rank %d (from %d) links to rank %d's SEND", seq, rank,
+                 src, srank);
+    cr_assert_eq(attr_int_of(send, "dist.group"), g);
+    cr_assert_eq(tq_int(db, "SELECT root FROM operations WHERE rank=%d AND group_id=%d AND"
+                            " seq=%d AND p2p", srank, g, sseq), rank, "that SEND went to rank %d",
+                 rank);
+    /* the n-th send from A to B is the n-th receive at B from A */
+    int k = attr_int_of(sp, "dist.pair_seq");
+    cr_assert_eq(attr_int_of(send, "dist.pair_seq"), k, "RECV #%d of rank %d (pair #%d)", seq,
+                 rank, k);
+    cr_assert_eq(attr_int_of(sp, "dist.peer"), srank);
+    cr_assert_eq(attr_int_of(send, "dist.peer"), rank);
+    cr_assert_null(json_object_get(linked, to), "two RECVs link to one SEND");
+    json_object_set_new(linked, to, json_true());
+    recvs++;
+  }
+  json_decref(by_id);
+  json_decref(linked);
+  return recvs;
+}
+
 Test(tracer_otlp, p2p_spans_have_no_parent_and_each_recv_links_its_send, .timeout = 290) {
   char why[256];
   if (!have_otlp_types(why, sizeof why))
@@ -408,44 +468,35 @@ Test(tracer_otlp, p2p_spans_have_no_parent_and_each_recv_links_its_send, .timeou
   cr_assert_eq(rc, 0, "distview export failed (see bad-*.txt in %s)", out);
   /* ids, times, parents of the collectives, none for p2p (check_span) */
   json_t *all = check_received(db, out);
-  json_t *by_id = json_object(), *linked = json_object();
-  size_t i;
-  json_t *sp;
-  json_array_foreach(all, i, sp)
-    json_object_set(by_id, json_string_value(json_object_get(sp, "spanId")), sp);
-  int recvs = 0;
-  json_array_foreach(all, i, sp) {
-    char op[32];
-    if (strcmp(attr(json_object_get(sp, "attributes"), "dist.op", op, sizeof op), "RECV"))
-      continue;
-    int rank = attr_int_of(sp, "dist.rank"), seq = attr_int_of(sp, "dist.seq");
-    int g = attr_int_of(sp, "dist.group");
-    json_t *links = json_object_get(sp, "links");
-    cr_assert_eq(json_array_size(links), 1, "RECV #%d of rank %d: %zu links", seq, rank,
-                 json_array_size(links));
-    json_t *l = json_array_get(links, 0);
-    cr_assert(json_equal(json_object_get(l, "traceId"), json_object_get(sp, "traceId")));
-    const char *to = json_string_value(json_object_get(l, "spanId"));
-    json_t *send = json_object_get(by_id, to);
-    cr_assert_not_null(send, "RECV #%d of rank %d links to no span we sent", seq, rank);
-    char sop[32];
-    cr_assert_str_eq(attr(json_object_get(send, "attributes"), "dist.op", sop, sizeof sop),
-                     "SEND", "RECV #%d of rank %d links to a %s", seq, rank, sop);
-    int src = tq_int(db, "SELECT root FROM operations WHERE rank=%d AND group_id=%d AND seq=%d",
-                     rank, g, seq);
-    int srank = attr_int_of(send, "dist.rank"), sseq = attr_int_of(send, "dist.seq");
-    cr_assert_eq(srank, src, "RECV #%d of rank %d (from %d) links to rank %d's SEND", seq, rank,
-                 src, srank);
-    cr_assert_eq(attr_int_of(send, "dist.group"), g);
-    cr_assert_eq(tq_int(db, "SELECT root FROM operations WHERE rank=%d AND group_id=%d AND"
-                            " seq=%d", srank, g, sseq), rank, "that SEND went to rank %d", rank);
-    cr_assert_null(json_object_get(linked, to), "two RECVs link to one SEND");
-    json_object_set_new(linked, to, json_true());
-    recvs++;
-  }
-  cr_assert_eq(recvs, RING * 3, "every RECV span was checked");
-  json_decref(by_id);
-  json_decref(linked);
+  cr_assert_eq(check_links(db, all), RING * 3, "every RECV span was checked");
+  json_decref(all);
+  sqlite3_close(db);
+}
+
+/* Live export: each rank sends its own spans as it runs, and a RECV links
+ * to its SEND without reading the sender's file (span ids by pair). */
+Test(tracer_otlp, live_recv_spans_link_their_send, .timeout = 290) {
+  char why[256];
+  if (!have_otlp_types(why, sizeof why))
+    cr_skip_test("OTLP receiver unavailable: %s", why);
+  snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
+  cr_assert(mkdtemp(dir));
+  char out[300], cmd[600];
+  snprintf(out, sizeof out, "%s/received", dir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s", out);
+  cr_assert_eq(system(cmd), 0);
+  receiver r;
+  receiver_start(&r, "ok", out);
+  snprintf(live_endpoint, sizeof live_endpoint, "http://127.0.0.1:%d", r.port);
+  int rc = dist_test_ranks(RING, ring_rank, NULL, 60);
+  receiver_stop(&r);
+  cr_assert_eq(rc, 0, "%s", dist_test_report());
+  sqlite3 *db = tq_merge(dir, "otlpjob", NULL);
+  cr_assert(db);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM events WHERE kind='otlp_export' AND"
+                          " status = 0 AND message LIKE '%% 0 dropped;%%'"), RING);
+  json_t *all = check_received(db, out);
+  cr_assert_eq(check_links(db, all), RING * 3, "every live RECV span was checked");
   json_decref(all);
   sqlite3_close(db);
 }

@@ -104,10 +104,17 @@ Test(tracer, four_ranks_two_groups_one_row_per_operation_per_rank, .timeout = 10
   cr_assert_str_eq(tq_text(db, "SELECT op || ' ' || is_async || ' ' || redop || ' ' || dtype"
                                " FROM operations WHERE group_id=1 AND seq=1 AND rank=3"),
                    "ALL_REDUCE 1 MAX int32");
-  cr_assert_str_eq(tq_text(db, "SELECT op || ' ' || root || ' ' || tag FROM operations"
-                               " WHERE group_id=1 AND seq=3 AND rank=1"), "SEND 3 5");
-  cr_assert_str_eq(tq_text(db, "SELECT op || ' ' || root || ' ' || tag FROM operations"
-                               " WHERE group_id=1 AND seq=3 AND rank=3"), "RECV 1 5");
+  /* point to point is numbered apart from the collectives (p2p #1 after
+   * collectives #1-#2), and within its pair (pair_seq) */
+  cr_assert_str_eq(tq_text(db, "SELECT op || ' ' || root || ' ' || tag || ' ' || pair_seq"
+                               " FROM operations WHERE group_id=1 AND p2p AND seq=1 AND rank=1"),
+                   "SEND 3 5 1");
+  cr_assert_str_eq(tq_text(db, "SELECT op || ' ' || root || ' ' || tag || ' ' || pair_seq"
+                               " FROM operations WHERE group_id=1 AND p2p AND seq=1 AND rank=3"),
+                   "RECV 1 5 1");
+  cr_assert_eq(tq_int(db, "SELECT max(seq) FROM operations WHERE group_id=1 AND NOT p2p"), 2);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE NOT p2p AND pair_seq IS NOT"
+                          " NULL"), 0);
   cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations o JOIN callsites c ON"
                           " c.rank = o.rank AND c.callsite_id = o.callsite_id"
                           " WHERE c.module LIKE '%%tracer_test_trace_mp'"), 26);

@@ -3,15 +3,48 @@
  * the default group, except that in mode "hang" rank 1 stops before the
  * sixth (it waits for a signal, as a rank stuck outside the library would),
  * so the others time out in ALL_REDUCE #6, and in mode "shape" rank 3
- * passes 2 elements instead of 4 to the sixth (a desync).
+ * passes 2 elements instead of 4 to the sixth (a desync). Mode
+ * "pipeline" is a healthy job mixing point-to-point and collectives: each
+ * of 5 steps passes a tensor down the ranks (rank r receives from r-1 and
+ * sends to r+1, so ranks make 1 or 2 point-to-point calls a step), then a
+ * world BROADCAST and ALL_REDUCE; ranks 1 and 2 also all_reduce on their
+ * own group. The same collective must have one number on every rank.
  *
- *     distrun -n 4 prog_viewer hang|shape */
+ *     distrun -n 4 prog_viewer hang|shape|pipeline */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <dist/dist.h>
 #include <dist/tracer.h>
+
+#define TRY(call)                                                                  \
+  do {                                                                             \
+    if ((call) != DIST_OK) {                                                       \
+      fprintf(stderr, "rank %d: %s: %s\n", rank, #call, dist_last_errmsg());        \
+      return 1;                                                                    \
+    }                                                                              \
+  } while (0)
+
+static int pipeline(int rank, int world) {
+  float data[4] = {1, 1, 1, 1};
+  dist_tensor t = dist_tensor_1d(data, DIST_FLOAT32, 4);
+  int mid[2] = {1, 2};
+  dist_pg *g = NULL;
+  TRY(dist_new_group(mid, 2, NULL, &g));
+  for (int step = 0; step < 5; step++) {
+    if (rank > 0)
+      TRY(dist_recv(&t, rank - 1, NULL, 7, NULL));
+    if (rank < world - 1)
+      TRY(dist_send(&t, rank + 1, NULL, 7));
+    TRY(dist_broadcast(&t, 0, NULL, NULL));
+    if (g != DIST_GROUP_NON_MEMBER)
+      TRY(dist_all_reduce(&t, DIST_SUM, g, NULL));
+    TRY(dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  }
+  dist_destroy_process_group(NULL);
+  return 0;
+}
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "ok";
@@ -20,6 +53,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   int rank = dist_get_rank(NULL);
+  if (!strcmp(mode, "pipeline"))
+    return pipeline(rank, dist_get_world_size(NULL));
   float data[4] = {1, 1, 1, 1};
   for (int i = 0; i < 8; i++) {
     if (!strcmp(mode, "hang") && i == 5 && rank == 1)

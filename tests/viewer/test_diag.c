@@ -145,6 +145,32 @@ Test(viewer_diag, a_stored_diagnosis_alone_is_used, .timeout = 10) {
   vw_diag_free(&d);
 }
 
+Test(viewer_diag, a_stored_diagnosis_names_its_operation_by_its_own_number, .timeout = 10) {
+  /* the monitor's report carries no operation, so its event's seq is the
+   * group's issue ordinal (5: three barriers and two receives); the
+   * header names RECV #2 (point-to-point calls are numbered apart) */
+  const char *p = vwt_path("reported-p2p.db");
+  sqlite3 *db = fx_create(p, "job-rep-p2p", 2, 1);
+  fx_rank(db, 0, "finished");
+  fx_rank(db, 1, "finished");
+  int two[] = {0, 1};
+  fx_group(db, 0, "default", two, 2);
+  for (int s = 1; s <= 3; s++)
+    fx_coll(db, 0, s, "BARRIER", two, 2);
+  fx_event(db, 1, 0, 5, "diagnosis", fx_t(4, 0), 3,
+           "hang in group 0 (default) at RECV #2: waited 30.0 s of its 30.0 s timeout\n"
+           "  rank 1 is blocked in RECV #2 from rank 0, called from main\n"
+           "  rank 0 (host h, pid 1) has not called the matching send");
+  fx_finish(db, fx_t(0, 0), fx_t(5, 0));
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_HANG, "from the report: %s", d.summary);
+  cr_assert_eq(d.seq, 2, "the header's number, not the event's ordinal: %lld",
+               (long long)d.seq);
+  cr_assert_str_eq(d.op, "RECV", "the header's operation (BARRIER #2 is another)");
+  vw_diag_free(&d);
+}
+
 Test(viewer_diag, point_to_point_rows_differ_without_a_desync, .timeout = 10) {
   const char *p = vwt_path("p2p.db");
   sqlite3 *db = fx_create(p, "job-p2p", 2, 1);

@@ -56,10 +56,10 @@ Test(viewer_model, sqlite_without_trace_tables_is_refused, .timeout = 10) {
 }
 
 Test(viewer_model, newer_schema_version_is_refused_naming_both, .timeout = 10) {
-  const char *p = vwt_path("v2.db");
-  sqlite3 *db = fx_create(p, "job-v2", 2, 2);
+  const char *p = vwt_path("v3.db");
+  sqlite3 *db = fx_create(p, "job-v3", 2, 3);
   fx_finish(db, 0, 1);
-  expect_refused(p, "written with trace schema version 2; this distview reads version 1");
+  expect_refused(p, "written with trace schema version 3; this distview reads version 2");
 }
 
 Test(viewer_model, truncated_trace_is_refused, .timeout = 10) {

@@ -70,8 +70,9 @@ static int events(sqlite3 *db, jout *j, bool *first, int64_t t0, int64_t t_end) 
   if (sqlite3_prepare_v2(db,
                          "SELECT rank, group_id, seq, op, state, bytes_in, dtype, status,"
                          " coalesce(t_started_ns, t_enqueued_ns), t_ended_ns, message,"
-                         " count(*) OVER w, row_number() OVER (w ORDER BY rank), p2p"
-                         " FROM (SELECT *, op IN " TR_P2P_OPS " AS p2p FROM operations)"
+                         " count(*) OVER w, row_number() OVER (w ORDER BY rank), p2p, pair_seq,"
+                         " root"
+                         " FROM operations"
                          " WINDOW w AS (PARTITION BY group_id, seq, p2p)"
                          " ORDER BY group_id, seq, rank", -1, &st, NULL))
     return DIST_E_INVAL;
@@ -92,6 +93,9 @@ static int events(sqlite3 *db, jout *j, bool *first, int64_t t0, int64_t t_end) 
     jo_puts(j, ",\"state\":");
     jo_str(j, (const char *)sqlite3_column_text(st, 4));
     jo_printf(j, ",\"status\":%d", sqlite3_column_int(st, 7));
+    if (sqlite3_column_type(st, 14) != SQLITE_NULL) /* "SEND #k to rank B" */
+      jo_printf(j, ",\"pair_seq\":%lld,\"peer\":%d", (long long)sqlite3_column_int64(st, 14),
+                sqlite3_column_int(st, 15));
     if (sqlite3_column_type(st, 10) != SQLITE_NULL) {
       jo_puts(j, ",\"message\":");
       jo_str(j, (const char *)sqlite3_column_text(st, 10));

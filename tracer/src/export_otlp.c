@@ -76,10 +76,11 @@ static int rank_spans(sqlite3 *db, batch *b, const char *job, int64_t umm, int64
   if (sqlite3_prepare_v2(db,
                          "WITH " TR_P2P_PAIRS " SELECT o.rank, o.group_id, o.seq, o.op, o.dtype,"
                          " o.state, o.bytes_in, coalesce(o.t_started_ns, o.t_enqueued_ns),"
-                         " o.t_ended_ns, o.status, o.message, r.host, pp.s_rank, pp.s_seq"
+                         " o.t_ended_ns, o.status, o.message, r.host, pp.s_rank, pp.s_seq,"
+                         " o.root, coalesce(o.tag, 0), o.pair_seq"
                          " FROM operations o LEFT JOIN ranks r USING (rank)"
                          " LEFT JOIN p2p_pair pp ON pp.r_rank = o.rank"
-                         " AND pp.group_id = o.group_id AND pp.r_seq = o.seq"
+                         " AND pp.group_id = o.group_id AND pp.r_seq = o.seq AND o.p2p"
                          " ORDER BY o.rank, o.group_id, o.seq", -1, &st, NULL))
     return DIST_E_INVAL;
   int rc = DIST_OK;
@@ -97,6 +98,8 @@ static int rank_spans(sqlite3 *db, batch *b, const char *job, int64_t umm, int64
         .message = (const char *)sqlite3_column_text(st, 10),
         .has_link = sqlite3_column_type(st, 12) != SQLITE_NULL,
         .link_rank = sqlite3_column_int(st, 12), .link_seq = sqlite3_column_int64(st, 13),
+        .peer = sqlite3_column_type(st, 14) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 14),
+        .tag = sqlite3_column_int(st, 15), .pair_seq = sqlite3_column_int64(st, 16),
     };
     rc = add(b, job, (const char *)sqlite3_column_text(st, 11), o.rank, &o);
   }

@@ -185,13 +185,13 @@ static int copy_rank(sqlite3 *db, int rank, bool first, char *err, size_t errlen
       "INSERT INTO main.operations SELECT rank, group_id, seq, op, is_async, state, dtype,"
       " shape, n_inputs, n_outputs, numel_in, numel_out, bytes_in, bytes_out, root, tag,"
       " redop, timeout_ms, t_enqueued_ns + %s, t_started_ns + %s, t_ended_ns + %s, status,"
-      " message, callsite_id FROM src.operations;"
+      " message, callsite_id, pair_seq FROM src.operations;"
       "INSERT INTO main.events SELECT rank, group_id, seq, kind, t_ns + %s,"
       " status, peer, message FROM src.events;"
       "INSERT INTO main.stats SELECT rank, group_id, t_ns + %s, op, count,"
       " bytes, p50_ns, p99_ns, straggler_rank, lateness_ns FROM src.stats;"
       "INSERT INTO main.drops SELECT rank, group_id, seq_first, seq_last, records,"
-      " t_ns + %s FROM src.drops;"
+      " t_ns + %s, p2p FROM src.drops;"
       "%s"
       "INSERT OR IGNORE INTO main.callsites (rank, callsite_id, address, module, build_id,"
       " offset, function) SELECT rank, callsite_id, address, module, build_id, offset,"
@@ -270,7 +270,7 @@ static void finish_meta(sqlite3 *db, const char *job, const dist_trace_merge_rep
                             sqlite3_column_int(st, 0));
     sqlite3_finalize(st);
   }
-  tr_meta_set(db, "schema_version", "1");
+  tr_meta_set(db, "schema_version", TR_SCHEMA_VERSION_STR);
   tr_meta_set(db, "kind", "merged");
   tr_meta_set(db, "job_id", job);
   tr_meta_set(db, "merged_ranks", merged);

@@ -4,10 +4,11 @@
  * OTLP/JSON differs from protobuf's JSON mapping in two ways that matter
  * here: trace and span ids are hex (32 and 16 digits), and 64-bit integers
  * (times, intValue) are strings. Ids are pure functions of the job, group,
- * sequence number and rank, so spans sent by different processes (live)
- * tie together without coordination. Collective spans are children of
- * their collective's parent; point-to-point spans have no parent, and a
- * RECV links to its SEND when the caller paired them (a trace store). */
+ * sequence number and rank (a send or receive: of its pair, otlp_int.h),
+ * so spans sent by different processes (live) tie together without
+ * coordination. Collective spans are children of their collective's
+ * parent; point-to-point spans have no parent, and a RECV links to its
+ * SEND (its pair's send side: live too). */
 #include "otlp_int.h"
 
 #include <openssl/evp.h>
@@ -36,6 +37,49 @@ void tr_otlp_parent_id(const char *job, int group, int64_t seq, char out[17]) {
   char key[256];
   snprintf(key, sizeof key, "%s/%d/%lld/coll", job, group, (long long)seq);
   hex_id(key, 8, out);
+}
+
+static bool paired_kind(const char *op) {
+  return op && (!strcmp(op, "SEND") || !strcmp(op, "RECV") || !strcmp(op, "SEND_BYTES") ||
+                !strcmp(op, "RECV_BYTES"));
+}
+static bool is_send(const char *op) {
+  return !strcmp(op, "SEND") || !strcmp(op, "SEND_BYTES");
+}
+
+/* A send's or receive's id by its pair: both ranks compute it alike. */
+static void pair_id(const char *job, int group, int src, int dst, int tag, int64_t k, bool send,
+                    char out[17]) {
+  char key[256];
+  snprintf(key, sizeof key, "%s/p2p/%d/%d>%d/%d/%lld/%s", job, group, src, dst, tag,
+           (long long)k, send ? "send" : "recv");
+  hex_id(key, 8, out);
+}
+
+/* A point-to-point operation without a pair number. */
+static void p2p_seq_id(const char *job, int rank, int group, int64_t seq, char out[17]) {
+  char key[256];
+  snprintf(key, sizeof key, "%s/%d/%d/%lld/p2p", job, rank, group, (long long)seq);
+  hex_id(key, 8, out);
+}
+
+void tr_otlp_op_span_id(const char *job, const tr_otlp_op *o, char out[17]) {
+  if (o->rank < 0)
+    tr_otlp_parent_id(job, o->group, o->seq, out);
+  else if (!tr_otlp_is_p2p(o->op)) /* collectives and p2p are numbered apart */
+    tr_otlp_span_id(job, o->rank, o->group, o->seq, out);
+  else if (paired_kind(o->op) && o->pair_seq > 0 && o->peer >= 0)
+    pair_id(job, o->group, is_send(o->op) ? o->rank : o->peer,
+            is_send(o->op) ? o->peer : o->rank, o->tag, o->pair_seq, is_send(o->op), out);
+  else
+    p2p_seq_id(job, o->rank, o->group, o->seq, out);
+}
+
+void tr_otlp_link_id(const char *job, const tr_otlp_op *o, char out[17]) {
+  if (o->pair_seq > 0 && o->peer >= 0)
+    pair_id(job, o->group, o->peer, o->rank, o->tag, o->pair_seq, true, out);
+  else
+    p2p_seq_id(job, o->link_rank, o->group, o->link_seq, out);
 }
 
 static void attr_str(jout *j, bool *first, const char *key, const char *v) {
@@ -117,10 +161,8 @@ void tr_otlp_span(jout *j, bool first, const char *job, const tr_otlp_op *o) {
   char trace[33], span[17], parent[17];
   tr_otlp_trace_id(job, trace);
   tr_otlp_parent_id(job, o->group, o->seq, parent);
-  if (o->rank >= 0)
-    tr_otlp_span_id(job, o->rank, o->group, o->seq, span);
-  jo_printf(j, "%s{\"traceId\":\"%s\",\"spanId\":\"%s\",", first ? "" : ",", trace,
-            o->rank >= 0 ? span : parent);
+  tr_otlp_op_span_id(job, o, span);
+  jo_printf(j, "%s{\"traceId\":\"%s\",\"spanId\":\"%s\",", first ? "" : ",", trace, span);
   if (o->rank >= 0 && !tr_otlp_is_p2p(o->op))
     jo_printf(j, "\"parentSpanId\":\"%s\",", parent);
   jo_printf(j, "\"name\":\"%s #%lld\",\"kind\":1,\"startTimeUnixNano\":\"%lld\","
@@ -131,6 +173,10 @@ void tr_otlp_span(jout *j, bool first, const char *job, const tr_otlp_op *o) {
     attr_int(j, &af, "dist.rank", o->rank);
   attr_int(j, &af, "dist.group", o->group);
   attr_int(j, &af, "dist.seq", o->seq);
+  if (o->pair_seq > 0) /* "SEND #k to rank B" */
+    attr_int(j, &af, "dist.pair_seq", o->pair_seq);
+  if (o->rank >= 0 && o->peer >= 0 && tr_otlp_is_p2p(o->op))
+    attr_int(j, &af, "dist.peer", o->peer);
   attr_str(j, &af, "dist.op", o->op);
   attr_int(j, &af, "dist.bytes", o->bytes);
   attr_str(j, &af, "dist.dtype", o->dtype);
@@ -140,7 +186,7 @@ void tr_otlp_span(jout *j, bool first, const char *job, const tr_otlp_op *o) {
   jo_puts(j, "]");
   if (o->has_link) { /* the proto's field order: attributes, links, status */
     char send[17];
-    tr_otlp_span_id(job, o->link_rank, o->group, o->link_seq, send);
+    tr_otlp_link_id(job, o, send);
     jo_printf(j, ",\"links\":[{\"traceId\":\"%s\",\"spanId\":\"%s\"}]", trace, send);
   }
   if (o->failed) {

@@ -32,6 +32,10 @@ static int open_db(const char *path, sqlite3 **db, char *err, size_t len) {
     sqlite3_close(*db);
     return fail(err, len, DIST_E_INVAL, "not a libdist trace (no meta.schema_version)", path);
   }
+  if (atoi(v) < 2 && tr_exec(*db, TR_COMPAT_V1, NULL, 0) != 0) {
+    sqlite3_close(*db);
+    return fail(err, len, DIST_E_INVAL, "cannot read schema version 1", path);
+  }
   if (atoi(v) > TR_SCHEMA_VERSION) {
     sqlite3_close(*db);
     char m[96];
@@ -138,7 +142,7 @@ int dist_trace_collective(dist_trace *t, int group_id, int64_t seq, dist_trace_o
   if (!t || !ops || !count)
     return DIST_E_INVAL;
   if (sqlite3_prepare_v2(t->db, "SELECT " OP_COLS " FROM operations WHERE group_id = ?"
-                                " AND seq = ? ORDER BY rank", -1, &st, NULL))
+                                " AND NOT p2p AND seq = ? ORDER BY rank", -1, &st, NULL))
     return DIST_E_INVAL;
   sqlite3_bind_int(st, 1, group_id);
   sqlite3_bind_int64(st, 2, seq);

@@ -13,7 +13,19 @@
 
 #include "trace_rec.h"
 
-#define TR_SCHEMA_VERSION 1
+/* 2: operations.seq counts collectives and point-to-point operations
+ * apart (p2p says which; pair_seq numbers a send or receive in its pair).
+ * Version 1 files are still read (tr_compat_v1, SCHEMA.md Versioning). */
+#define TR_SCHEMA_VERSION 2
+#define TR_SCHEMA_VERSION_STR "2"
+/* Reading a version 1 file: a view in the connection's temp schema
+ * (searched before main) adds p2p and pair_seq (NULL) to operations, so
+ * the queries of version 2 run on it; its seqs stay what they were. */
+#define TR_COMPAT_V1                                                                        \
+  "CREATE TEMP VIEW IF NOT EXISTS operations AS SELECT rowid AS rowid, *, op IN " TR_P2P_OPS \
+  " AS p2p,"                                                                                  \
+  " NULL AS pair_seq FROM main.operations"
+#define TR_P2P_OPS "('SEND','RECV','SEND_BYTES','RECV_BYTES','BATCH_P2P')"
 
 /* --- schema.c ------------------------------------------------------------ */
 int tr_exec(sqlite3 *db, const char *sql, char *err, size_t errlen);
@@ -37,27 +49,28 @@ const char *tr_event_name(unsigned kind, char *buf, size_t len);
 
 /* --- point-to-point pairs (the exporters) ------------------------------- */
 
-#define TR_P2P_OPS "('SEND','RECV','SEND_BYTES','RECV_BYTES','BATCH_P2P')"
 #define TR_SEND_OPS "('SEND','SEND_BYTES')"
 /* Common table expressions ending in p2p_pair(s_rank, group_id, s_seq,
  * s_ts, r_rank, r_seq, r_ts): each send with the receive that took it
  * (ts: start, else enqueue), paired as the transport matches them: by
  * group, sender, receiver (root: a send's destination, a receive's source)
- * and tag, the n-th send from A to B (in A's enqueue order) with the n-th
- * receive at B from A. Never by sequence number: ranks number their
- * point-to-point calls among their other calls, so one (group, seq) may
- * hold a SEND on one rank and an unrelated RECV on another. A send or
+ * and tag, the n-th send from A to B with the n-th receive at B from A
+ * (n: the pair number the rank gave it, operations.pair_seq, so a row
+ * lost to a ring overflow shifts nothing; a version 1 file: the order of
+ * enqueue). Never by sequence number: one (group, seq) may hold a SEND on
+ * one rank and an unrelated RECV on another. A send or
  * receive whose other half is not in the trace has no row. Use as
  * "WITH " TR_P2P_PAIRS " SELECT ... FROM p2p_pair ...". */
 #define TR_P2P_PAIRS                                                                        \
-  "p2p_end AS (SELECT rank, group_id, seq, coalesce(t_started_ns, t_enqueued_ns) AS ts,"    \
+  "p2p_end AS (SELECT rank, group_id, seq, pair_seq,"                                        \
+  "  coalesce(t_started_ns, t_enqueued_ns) AS ts,"                                          \
   "  t_enqueued_ns, coalesce(tag, 0) AS tag, op IN " TR_SEND_OPS " AS is_send,"             \
   "  CASE WHEN op IN " TR_SEND_OPS " THEN rank ELSE root END AS src,"                       \
   "  CASE WHEN op IN " TR_SEND_OPS " THEN root ELSE rank END AS dst"                        \
   "  FROM operations WHERE op IN ('SEND','RECV','SEND_BYTES','RECV_BYTES')"                 \
   "  AND root IS NOT NULL),"                                                                \
-  " p2p_n AS (SELECT *, row_number() OVER (PARTITION BY group_id, src, dst, tag, is_send"   \
-  "  ORDER BY t_enqueued_ns, seq) AS k FROM p2p_end),"                                      \
+  " p2p_n AS (SELECT *, coalesce(pair_seq, row_number() OVER (PARTITION BY group_id, src,"  \
+  "  dst, tag, is_send ORDER BY t_enqueued_ns, seq)) AS k FROM p2p_end),"                     \
   " p2p_pair AS (SELECT s.rank AS s_rank, s.group_id AS group_id, s.seq AS s_seq,"          \
   "  s.ts AS s_ts, r.rank AS r_rank, r.seq AS r_seq, r.ts AS r_ts FROM p2p_n s JOIN p2p_n r" \
   "  ON s.is_send AND NOT r.is_send AND r.group_id = s.group_id AND r.src = s.src"          \

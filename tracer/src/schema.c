@@ -42,7 +42,7 @@ static const char tables_sql[] =
     " p50_ns INTEGER, p99_ns INTEGER, straggler_rank INTEGER, lateness_ns INTEGER);"
     "CREATE TABLE IF NOT EXISTS drops (rank INTEGER NOT NULL, group_id INTEGER NOT NULL,"
     " seq_first INTEGER NOT NULL, seq_last INTEGER NOT NULL, records INTEGER NOT NULL,"
-    " t_ns INTEGER NOT NULL);"
+    " t_ns INTEGER NOT NULL, p2p INTEGER NOT NULL DEFAULT 0);"
     "CREATE TABLE IF NOT EXISTS clocks (rank INTEGER NOT NULL, t_ns INTEGER NOT NULL,"
     " offset_ns INTEGER NOT NULL, rtt_ns INTEGER NOT NULL);";
 
@@ -54,7 +54,8 @@ static const char ops_sql[] =
     " numel_in INTEGER NOT NULL, numel_out INTEGER NOT NULL, bytes_in INTEGER NOT NULL,"
     " bytes_out INTEGER NOT NULL, root INTEGER, tag INTEGER, redop TEXT, timeout_ms INTEGER,"
     " t_enqueued_ns INTEGER NOT NULL, t_started_ns INTEGER, t_ended_ns INTEGER,"
-    " status INTEGER NOT NULL DEFAULT 0, message TEXT, callsite_id INTEGER);";
+    " status INTEGER NOT NULL DEFAULT 0, message TEXT, callsite_id INTEGER,"
+    " pair_seq INTEGER, p2p INTEGER GENERATED ALWAYS AS (op IN " TR_P2P_OPS ") VIRTUAL);";
 
 /* A rank file's narrow table. code packs the enums: bits 0-7 op, 8-11
  * state (0 enqueued, 1 started, 2 completed, 3 failed, 4 timed_out), 12
@@ -65,7 +66,7 @@ static const char rank_ops_sql[] =
     " code INTEGER NOT NULL, shape_id INTEGER, numel_in INTEGER NOT NULL,"
     " numel_out INTEGER NOT NULL, t_enq INTEGER NOT NULL, d_start INTEGER, d_end INTEGER,"
     " callsite_id INTEGER, root INTEGER, tag INTEGER, status INTEGER NOT NULL DEFAULT 0,"
-    " message TEXT);"
+    " message TEXT, pair INTEGER);"
     "CREATE TABLE IF NOT EXISTS shapes (shape_id INTEGER PRIMARY KEY, shape TEXT NOT NULL);";
 
 /* The job's one verdict (merged file only; distrun writes it after the
@@ -78,7 +79,7 @@ static const char verdict_sql[] =
     " dropped INTEGER NOT NULL DEFAULT 0, text TEXT);";
 
 static const char index_sql[] =
-    "CREATE UNIQUE INDEX IF NOT EXISTS op_by_coll ON operations(group_id, seq, rank);"
+    "CREATE UNIQUE INDEX IF NOT EXISTS op_by_coll ON operations(group_id, p2p, seq, rank);"
     "CREATE INDEX IF NOT EXISTS op_by_rank ON operations(rank, t_enqueued_ns);"
     "CREATE INDEX IF NOT EXISTS ev_by_rank ON events(rank, t_ns);"
     "CREATE INDEX IF NOT EXISTS ev_by_kind ON events(kind, t_ns);"
@@ -244,8 +245,9 @@ int tr_schema_create_rank(sqlite3 *db, int rank, char *err, size_t errlen) {
   put_case(&b, "(code >> 24) & 255", redop_names, n_redop_names, "NULL");
   put(&b, " AS redop, (SELECT timeout_ms FROM groups g WHERE g.group_id = o.group_id) AS"
           " timeout_ms, t_enq AS t_enqueued_ns, t_enq + d_start AS t_started_ns,"
-          " t_enq + d_end AS t_ended_ns, status, message, callsite_id, o.rowid AS rowid"
-          " FROM ops o;");
+          " t_enq + d_end AS t_ended_ns, status, message, callsite_id, pair AS pair_seq,"
+          " (code & 255) IN (%d, %d, %d, %d, %d) AS p2p, o.rowid AS rowid FROM ops o;",
+      DIST_OP_SEND, DIST_OP_RECV, DIST_OP_SEND_BYTES, DIST_OP_RECV_BYTES, DIST_OP_BATCH_P2P);
   int rc = -1;
   if (b.oom)
     snprintf(err ? err : (char[1]){0}, err ? errlen : 1, "out of memory");

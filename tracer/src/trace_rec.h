@@ -54,12 +54,14 @@ typedef struct tr_head {
   uint8_t pad;
   int32_t group_id;
   int32_t status;
-  uint64_t seq;
+  uint64_t seq;    /* operations: per group and kind (collectives and
+                      point-to-point number apart; the op tells which) */
   int64_t t_ns;
   int32_t root;   /* global rank (root/src/dst/peer, lost peer); -1 none */
   int32_t tag;
   uint64_t caller; /* return address of the public call */
-  int64_t aux;     /* TR_KIND_CLOCK: the offset ns */
+  int64_t aux;     /* TR_KIND_CLOCK: the offset ns; an operation's records:
+                      its pair number (dist_coll.pair_seq), 0 none */
 } tr_head;
 
 /* The second slot of an operation's first record (TR_F_SHAPE). */

@@ -36,6 +36,7 @@ typedef struct pend {
   uint8_t end_kind;
   char *msg;
   int64_t rowid;
+  uint64_t key;       /* seq, bit 63 set for point-to-point (key_of) */
 } pend;
 
 #define MAX_GROUPS_TRACKED 4096
@@ -51,11 +52,12 @@ struct tr_sink {
   /* call sites: address -> id */
   uint64_t *cs_addr;
   size_t cs_cap, cs_n;
-  /* per group: last seq seen, a gap to close */
-  uint64_t last_seq[MAX_GROUPS_TRACKED];
+  /* per kind (0 collectives, 1 point to point) and group: last seq seen,
+   * a gap to close (the two kinds are numbered apart) */
+  uint64_t last_seq[2][MAX_GROUPS_TRACKED];
   uint64_t gap_records;
   int64_t gap_t;
-  uint8_t gap_open[MAX_GROUPS_TRACKED];
+  uint8_t gap_open[2][MAX_GROUPS_TRACKED];
   uint64_t rows, dropped;
   /* shapes written: key (ndim, dims) -> shapes.shape_id; cleared when full */
   struct shape_ent {
@@ -106,8 +108,8 @@ int tr_sink_open(sqlite3 *db, const tr_sink_opts *o, tr_sink **out) {
               " d_start, d_end, callsite_id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)",
            &s->ins_op) ||
       prep(s, "INSERT INTO ops (group_id, seq, code, shape_id, numel_in, numel_out, t_enq,"
-              " d_start, d_end, callsite_id, root, tag, status, message) VALUES"
-              " (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)", &s->ins_op_full) ||
+              " d_start, d_end, callsite_id, root, tag, status, message, pair) VALUES"
+              " (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)", &s->ins_op_full) ||
       prep(s, "INSERT INTO shapes VALUES (?1, ?2)", &s->ins_shape) ||
       prep(s, "UPDATE ops SET code=?1, d_start=?2, d_end=?3, status=?4, message=?5"
               " WHERE rowid=?6", &s->upd_op) ||
@@ -116,7 +118,7 @@ int tr_sink_open(sqlite3 *db, const tr_sink_opts *o, tr_sink **out) {
       prep(s, "UPDATE groups SET destroyed_ns = ?2 WHERE group_id = ?1", &s->upd_group) ||
       prep(s, "INSERT OR IGNORE INTO callsites (rank, callsite_id, address, module, build_id, offset,"
                  " function) VALUES (?,?,?,?,?,?,?)", &s->ins_cs) ||
-      prep(s, "INSERT INTO drops VALUES (?,?,?,?,?,?)", &s->ins_drop) ||
+      prep(s, "INSERT INTO drops VALUES (?,?,?,?,?,?,?)", &s->ins_drop) ||
       prep(s, "UPDATE ranks SET clock_offset_ns = ?2, clock_rtt_ns = ?3 WHERE rank = ?1",
            &s->upd_clock) ||
       prep(s, "INSERT INTO clocks VALUES (?,?,?,?)", &s->ins_clock) ||
@@ -151,6 +153,17 @@ static void bind_opt_int(sqlite3_stmt *st, int i, bool have, int64_t v) {
 
 /* --- the in-flight table ------------------------------------------------- */
 
+/* An operation's key within its group: collectives and point-to-point
+ * operations are numbered apart (SCHEMA.md), so one seq may name one of
+ * each. */
+static bool op_is_p2p(unsigned op) {
+  return op == DIST_OP_SEND || op == DIST_OP_RECV || op == DIST_OP_SEND_BYTES ||
+         op == DIST_OP_RECV_BYTES || op == DIST_OP_BATCH_P2P;
+}
+static uint64_t key_of(const tr_head *h) {
+  return h->seq | (op_is_p2p(h->op) ? 1ull << 63 : 0);
+}
+
 static size_t slot_of(const tr_sink *s, int32_t g, uint64_t seq) {
   uint64_t h = (seq * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uint32_t)g * 0xC2B2AE3D27D4EB4Full);
   return (size_t)(h >> 17) & (s->cap - 1);
@@ -161,7 +174,7 @@ static pend *find(tr_sink *s, int32_t g, uint64_t seq) {
     pend *p = &s->tab[i];
     if (!p->used)
       return NULL;
-    if (p->h.group_id == g && p->h.seq == seq)
+    if (p->h.group_id == g && p->key == seq)
       return p;
   }
 }
@@ -179,7 +192,8 @@ static pend *insert(tr_sink *s, int32_t g, uint64_t seq) {
   memset(p, 0, sizeof *p);
   p->used = true;
   p->h.group_id = g;
-  p->h.seq = seq;
+  p->h.seq = seq & ~(1ull << 63);
+  p->key = seq;
   return p;
 }
 
@@ -194,7 +208,7 @@ static int grow(tr_sink *s) {
   s->used = 0;
   for (size_t i = 0; i < n; i++)
     if (old[i].used)
-      *insert(s, old[i].h.group_id, old[i].h.seq) = old[i];
+      *insert(s, old[i].h.group_id, old[i].key) = old[i];
   free(old);
   return 0;
 }
@@ -206,7 +220,7 @@ static void erase(tr_sink *s, pend *p) {
   s->tab[i].used = false;
   s->used--;
   for (size_t j = (i + 1) & mask; s->tab[j].used; j = (j + 1) & mask) {
-    size_t home = slot_of(s, s->tab[j].h.group_id, s->tab[j].h.seq);
+    size_t home = slot_of(s, s->tab[j].h.group_id, s->tab[j].key);
     bool between = i <= j ? (home > i && home <= j) : (home > i || home <= j);
     if (between)
       continue;
@@ -264,7 +278,7 @@ static int64_t shape_id(tr_sink *s, const pend *p) {
 
 static int write_new(tr_sink *s, pend *p) {
   const tr_head *h = &p->h;
-  bool p2p = h->op <= DIST_OP_RECV || h->op == DIST_OP_BATCH_P2P;
+  bool p2p = op_is_p2p(h->op);
   bool full = h->root >= 0 || p2p || p->status != 0 || p->msg;
   sqlite3_stmt *st = full ? s->ins_op_full : s->ins_op;
   sqlite3_bind_int(st, 1, h->group_id);
@@ -284,6 +298,7 @@ static int write_new(tr_sink *s, pend *p) {
     bind_opt_int(st, 12, p2p, h->tag);
     sqlite3_bind_int(st, 13, p->status);
     p->msg ? sqlite3_bind_text(st, 14, p->msg, -1, SQLITE_STATIC) : sqlite3_bind_null(st, 14);
+    bind_opt_int(st, 15, p2p && h->aux > 0, h->aux);
   }
   if (step(s, st) != 0)
     return -1;
@@ -352,18 +367,19 @@ static int64_t callsite_id(tr_sink *s, uint64_t addr) {
 /* --- records ----------------------------------------------------------------- */
 
 static void close_gap(tr_sink *s, const tr_head *h) {
-  int g = h->group_id;
-  if (g < 0 || g >= MAX_GROUPS_TRACKED || !s->gap_open[g])
+  int g = h->group_id, k = op_is_p2p(h->op);
+  if (g < 0 || g >= MAX_GROUPS_TRACKED || !s->gap_open[k][g])
     return;
-  s->gap_open[g] = 0;
+  s->gap_open[k][g] = 0;
   sqlite3_stmt *st = s->ins_drop;
   sqlite3_bind_int(st, 1, s->o.rank);
   sqlite3_bind_int(st, 2, g);
-  uint64_t first = s->last_seq[g] + 1 <= h->seq ? s->last_seq[g] + 1 : h->seq;
+  uint64_t first = s->last_seq[k][g] + 1 <= h->seq ? s->last_seq[k][g] + 1 : h->seq;
   sqlite3_bind_int64(st, 3, (int64_t)first);
   sqlite3_bind_int64(st, 4, (int64_t)h->seq);
   sqlite3_bind_int64(st, 5, (int64_t)s->gap_records);
   sqlite3_bind_int64(st, 6, s->gap_t);
+  sqlite3_bind_int(st, 7, k);
   step(s, st);
 }
 
@@ -414,14 +430,17 @@ int tr_sink_lost(tr_sink *s, uint64_t records, bool note, int64_t t_ns, const ch
 
 static int op_record(tr_sink *s, const tr_head *h, const tr_shape *sh, const char *text) {
   close_gap(s, h);
-  if (h->group_id >= 0 && h->group_id < MAX_GROUPS_TRACKED && h->seq > s->last_seq[h->group_id])
-    s->last_seq[h->group_id] = h->seq;
-  pend *p = find(s, h->group_id, h->seq);
+  int k = op_is_p2p(h->op);
+  if (h->group_id >= 0 && h->group_id < MAX_GROUPS_TRACKED && h->seq > s->last_seq[k][h->group_id])
+    s->last_seq[k][h->group_id] = h->seq;
+  uint64_t key = key_of(h);
+  pend *p = find(s, h->group_id, key);
   bool first = !p;
-  if (!p && !(p = insert(s, h->group_id, h->seq)))
+  if (!p && !(p = insert(s, h->group_id, key)))
     return -1;
   if (first) {
     p->h = *h;
+    p->key = key;
     p->t_enq = h->t_ns; /* a lost first record: the earliest state seen */
   }
   if (sh && !p->has_shape) {

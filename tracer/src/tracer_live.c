@@ -21,8 +21,9 @@
  * counts become an `otlp_export` event (status = operations dropped).
  * Every operation is counted once, sent or dropped. Parent spans (one per
  * collective, SCHEMA.md) are sent by the group's rank 0 with its own
- * times; point-to-point spans have none, and no link either (the SEND a
- * RECV took is known only once both ranks' files are merged). */
+ * times; point-to-point spans have none. A receive with a pair number
+ * links to its SEND, whose span id is a function of the pair (otlp_int.h),
+ * so no rank needs another's file. */
 #define _GNU_SOURCE
 #include "tracer_int.h"
 
@@ -154,7 +155,8 @@ static void cycle(live *l, bool last) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(l->db,
                          "SELECT rowid, group_id, seq, op, dtype, state, bytes_in,"
-                         " coalesce(t_started_ns, t_enqueued_ns), t_ended_ns, status, message"
+                         " coalesce(t_started_ns, t_enqueued_ns), t_ended_ns, status, message,"
+                         " root, coalesce(tag, 0), pair_seq"
                          " FROM operations WHERE rowid > ? ORDER BY rowid LIMIT ?", -1, &st,
                          NULL) != SQLITE_OK)
     return;
@@ -180,7 +182,12 @@ static void cycle(live *l, bool last) {
         .start_unix_ns = start + umm, .end_unix_ns = (end > start ? end : start) + umm,
         .failed = sqlite3_column_int(st, 9) != 0,
         .message = (const char *)sqlite3_column_text(st, 10),
+        .peer = sqlite3_column_type(st, 11) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 11),
+        .tag = sqlite3_column_int(st, 12), .pair_seq = sqlite3_column_int64(st, 13),
     };
+    /* a receive names the SEND it took by their pair (otlp_int.h) */
+    o.has_link = o.pair_seq > 0 && o.peer >= 0 && o.op &&
+                 (!strcmp(o.op, "RECV") || !strcmp(o.op, "RECV_BYTES"));
     tr_otlp_span(&j, n == 0, l->t->job_id, &o);
     n++;
     ops++;

@@ -62,6 +62,7 @@ static void op_first(tracer *t, const dist_event *ev) {
   tr_shape sh;
   fill_head(t, &h, ev, 2);
   h.op = (uint8_t)c->kind;
+  h.aux = (int64_t)c->pair_seq; /* ops.pair: a send's or receive's number in its pair */
   h.flags = TR_F_SHAPE | ((c->flags & DIST_COLL_ASYNC) ? TR_F_ASYNC : 0);
   h.root = global_of(ev, c->root);
   h.tag = c->tag;
@@ -183,8 +184,10 @@ void tr_record_event(tracer *t, const dist_event *ev) {
   }
   tr_head h;
   fill_head(t, &h, ev, 1);
-  if (ev->coll)
+  if (ev->coll) {
     h.op = (uint8_t)ev->coll->kind;
+    h.aux = (int64_t)ev->coll->pair_seq;
+  }
   if (ev->kind == DIST_EV_PEER_LOST)
     h.root = ev->peer;
 #if DIST_OBSERVER_ABI_VERSION >= 5

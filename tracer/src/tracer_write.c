@@ -221,7 +221,7 @@ static int write_identity(tracer *t, const dist_pg_info *def) {
   exe[n > 0 ? n : 0] = '\0';
   int64_t umm = unix_minus_mono(), now = dist_clock_ns() + tr_skew(t);
   const char *lr = getenv("LOCAL_RANK");
-  tr_meta_set(t->db, "schema_version", "1");
+  tr_meta_set(t->db, "schema_version", TR_SCHEMA_VERSION_STR);
   tr_meta_set(t->db, "kind", "rank");
   tr_meta_set(t->db, "job_id", t->job_id);
   snprintf(num, sizeof num, "%d", t->rank);

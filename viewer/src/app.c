@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diag_int.h"
 #include "vw_ui.h"
 
 static int rank_rows(vw_app *a, int *out, int cap) {
@@ -96,6 +97,7 @@ static int fetch(vw_app *a, const vw_layout *l) {
   if (a->st.pane == VW_P_MATRIX) {   // the detail follows the matrix cursor
     a->st.d_group = group_id(a);
     a->st.d_seq = a->st.m_seq;
+    a->st.d_p2p = false;
   }
   vw_pages *p = a->pages;
   vw_state *st = &a->st;
@@ -111,7 +113,10 @@ static int fetch(vw_app *a, const vw_layout *l) {
                       l->shown[VW_P_MATRIX] ? nseq : 0, &st->filter, &p->mx) != 0)
     return -1;
   if (l->shown[VW_P_DETAIL] &&
-      vw_model_collective(m, st->d_group, st->d_seq, p->detail, VW_DETAIL_CAP, &p->ndetail) != 0)
+      (st->d_p2p ? vw_model_p2p_pair(m, st->d_rank, st->d_group, st->d_seq, p->detail,
+                                           VW_DETAIL_CAP, &p->ndetail)
+                       : vw_model_collective(m, st->d_group, st->d_seq, p->detail,
+                                             VW_DETAIL_CAP, &p->ndetail)) != 0)
     return -1;
   int drows;
   vw_detail_geom(l->pane[VW_P_DETAIL], &drows);
@@ -135,9 +140,12 @@ static int fetch(vw_app *a, const vw_layout *l) {
 
 /* --- requests left by input.c -------------------------------------------------------- */
 
-static void open_detail(vw_app *a, int group, int64_t seq) {
+/* rank >= 0: that rank's point-to-point operation #seq (and its pair) */
+static void open_detail(vw_app *a, int group, int64_t seq, int rank) {
   a->st.d_group = group;
   a->st.d_seq = seq;
+  a->st.d_p2p = rank >= 0;
+  a->st.d_rank = rank;
   a->st.d_row = a->st.d_top = 0;
   if (a->st.pane != VW_P_DETAIL)
     a->st.back_pane = a->st.pane;
@@ -148,14 +156,14 @@ static void req_open(vw_app *a) {
   vw_state *st = &a->st;
   vw_pages *p = a->pages;
   if (st->pane == VW_P_MATRIX) {
-    open_detail(a, group_id(a), st->m_seq);
+    open_detail(a, group_id(a), st->m_seq, -1);
   } else if (st->pane == VW_P_TIMELINE) {
     int row = st->t_row - st->t_top;
     for (int i = 0; row >= 0 && row < p->tl_nrows && i < p->tl_n[row]; i++) {
       const vw_op *o = &p->tl_ops[row][i];
       int64_t s = o->t_start >= 0 ? o->t_start : o->t_enq, e = o->t_end >= 0 ? o->t_end : a->m->job.t1;
       if (st->t_cursor >= s && st->t_cursor <= e) {
-        open_detail(a, o->group_id, o->seq);
+        open_detail(a, o->group_id, o->seq, vw_op_is_p2p(o->op) ? o->rank : -1);
         return;
       }
     }
@@ -163,7 +171,7 @@ static void req_open(vw_app *a) {
   } else if (st->pane == VW_P_EVENTS) {
     int i = (int)(st->e_sel - st->e_top);
     if (i >= 0 && i < p->nev && p->ev[i].group_id >= 0 && p->ev[i].seq > 0)
-      open_detail(a, p->ev[i].group_id, p->ev[i].seq);
+      open_detail(a, p->ev[i].group_id, p->ev[i].seq, -1);
     else
       snprintf(st->msg, sizeof st->msg, "this event names no operation");
   }
@@ -184,9 +192,10 @@ static void req_search(vw_app *a) {
     rc = vw_model_search_op(a->m, g, det ? st->d_seq : st->m_seq, st->search_dir, st->search,
                             &found);
     if (rc == 0 && found >= 0) {
-      if (det)
+      if (det) {
         st->d_seq = found;
-      else
+        st->d_p2p = false; /* the search walks collectives */
+      } else
         st->m_seq = found;
       if (st->pane == VW_P_TIMELINE)
         st->pane = VW_P_MATRIX;
@@ -265,6 +274,7 @@ static void start_on_diagnosis(vw_app *a) {
   st->m_seq0 = 1;
   st->d_group = gi >= 0 ? d->group_id : group_id(a);
   st->d_seq = st->m_seq;
+  st->d_p2p = false;
   a->pages->nranks = rank_rows(a, a->pages->ranks, VW_MAX_RANKS);
   for (int i = 0; i < a->pages->nranks; i++)
     if (a->pages->ranks[i] == d->rank)
@@ -274,10 +284,11 @@ static void start_on_diagnosis(vw_app *a) {
   st->t_cursor = j->t0;
   vw_op o;
   bool found = false;
+  bool p2p = vw_op_is_p2p(d->op); /* numbered apart from the collectives */
   if (d->rank >= 0 && d->group_id >= 0 && d->seq > 0)
-    vw_model_op(a->m, d->rank, d->group_id, d->seq, &o, &found);
+    vw_model_op(a->m, d->rank, d->group_id, p2p, d->seq, &o, &found);
   if (!found && d->n_blocked)
-    vw_model_op(a->m, d->blocked[0], d->group_id, d->seq, &o, &found);
+    vw_model_op(a->m, d->blocked[0], d->group_id, p2p, d->seq, &o, &found);
   if (found)
     st->t_cursor = o.t_start >= 0 ? o.t_start : o.t_enq;
   st->e_sel = 0;

@@ -98,7 +98,7 @@ static void skew(stats *s, const arrival *a, int n) {
 static int scan(vw_model *m, stats *s) {
   sqlite3_stmt *st = vw_sql_prepare(
       m, "SELECT group_id, seq, rank, op, state, t_started_ns, t_ended_ns FROM operations "
-         "ORDER BY group_id, seq");
+         "ORDER BY group_id, p2p, seq");
   if (!st)
     return -1;
   arrival *a = malloc(VW_MAX_RANKS * sizeof *a);

@@ -38,7 +38,7 @@ static int index_of(const waits *w, int rank) {
 static int blocked_op(vw_model *m, int rank, vw_op *op, bool *found) {
   *found = false;
   sqlite3_stmt *st = vw_sql_prepare(
-      m, "SELECT group_id, seq FROM (SELECT * FROM operations WHERE rank = ? "
+      m, "SELECT group_id, seq, p2p FROM (SELECT * FROM operations WHERE rank = ? "
          "ORDER BY t_enqueued_ns DESC LIMIT 64) WHERE state IN ('enqueued', 'started', "
          "'timed_out') ORDER BY t_enqueued_ns DESC LIMIT 1");
   if (!st)
@@ -47,14 +47,16 @@ static int blocked_op(vw_model *m, int rank, vw_op *op, bool *found) {
   int rc = vw_sql_step(m, st);
   int g = 0;
   int64_t s = 0;
+  bool p2p = false;
   if (rc == SQLITE_ROW) {
     g = sqlite3_column_int(st, 0);
     s = sqlite3_column_int64(st, 1);
+    p2p = sqlite3_column_int(st, 2) != 0;
   }
   sqlite3_finalize(st);
   if (rc != SQLITE_ROW)
     return rc < 0 ? -1 : 0;
-  return vw_model_op(m, rank, g, s, op, found);
+  return vw_model_op(m, rank, g, p2p, s, op, found);
 }
 
 static void add_edge(rank_wait *a, int to) {

@@ -22,6 +22,20 @@ enum { ST_PEER_LOST = 5 }; /* dist_status number (status.h) */
  * rank's failure, or by the user), which causes nothing. */
 #define FATAL_SIGNALS "(4, 5, 6, 7, 8, 11, 31)" /* ILL TRAP ABRT BUS FPE SEGV SYS */
 
+/* The operation a report's header names (status.h: "<what> in group <id>
+ * (...) at <OP> #<seq>: ..."): its number is per kind (collectives and
+ * point-to-point count apart), which the event's seq is not when the
+ * event carries no operation (the monitor's reports). */
+static void header_op(const char *msg, vw_diag *d) {
+  const char *nl = msg ? strchr(msg, '\n') : NULL, *at = msg ? strstr(msg, ") at ") : NULL;
+  char op[28];
+  long long n;
+  if (at && (!nl || at < nl) && sscanf(at, ") at %27[A-Z_] #%lld", op, &n) == 2 && n > 0) {
+    snprintf(d->report_op, sizeof d->report_op, "%s", op);
+    d->report_seq = n;
+  }
+}
+
 int vw_diag_stored_report(vw_model *m, vw_diag *d) {
   /* the first desync (later ones follow from it); the last diagnosis or
    * stall report (it saw the most) */
@@ -38,6 +52,8 @@ int vw_diag_stored_report(vw_model *m, vw_diag *d) {
     d->report_rank = ev.rank;
     d->report_group = ev.group_id;
     d->report_seq = ev.seq;
+    d->report_op[0] = '\0';
+    header_op(ev.message, d);
     d->report_status = ev.status;
     d->report_t = ev.t_ns;
     d->report = ev.message ? ev.message : strdup("");
@@ -94,7 +110,10 @@ bool vw_diag_report_wins(const vw_diag *d) {
   bool desync = report_class(d) == VW_DIAG_DESYNC;
   if (desync != (d->kind == VW_DIAG_DESYNC))
     return desync;   // a desync report beats a hang read from the rows; not the reverse
-  return d->report_seq > 0 && (d->report_group != d->group_id || d->report_seq != d->seq);
+  bool other_kind = d->report_op[0] && d->op[0] &&
+                    vw_op_is_p2p(d->report_op) != vw_op_is_p2p(d->op);
+  return d->report_seq > 0 &&
+         (d->report_group != d->group_id || d->report_seq != d->seq || other_kind);
 }
 
 void vw_diag_use_report(vw_model *m, vw_diag *d) {
@@ -106,10 +125,11 @@ void vw_diag_use_report(vw_model *m, vw_diag *d) {
   d->group_id = d->report_group;
   d->seq = d->report_seq;
   d->t_ns = d->report_t;
-  d->op[0] = '\0';
+  snprintf(d->op, sizeof d->op, "%s", d->report_op);
   vw_op ops[1];
   int n = 0;
-  if (d->seq > 0 && vw_model_collective(m, d->group_id, d->seq, ops, 1, &n) == 0 && n)
+  if (!d->op[0] && d->seq > 0 && vw_model_collective(m, d->group_id, d->seq, ops, 1, &n) == 0 &&
+      n)
     snprintf(d->op, sizeof d->op, "%s", ops[0].op);
   report_culprits(d, cls == VW_DIAG_DESYNC);
   d->n_blocked = d->n_cycle = 0;

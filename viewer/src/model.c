@@ -118,6 +118,17 @@ static int check_schema(vw_model *m, char *err, size_t len) {
     return fail(err, len,
                 "%s: written with trace schema version %ld; this distview reads version %d "
                 "(use a newer distview)", m->path, ver, VW_SCHEMA_VERSION);
+  /* Version 1 numbered a group's collectives and point-to-point calls
+   * together and has no p2p or pair_seq column: a view in the connection's
+   * temp schema (searched before main) adds them, so every query reads
+   * either version; its seqs stay what they were. */
+  if (ver < 2 && sqlite3_exec(m->db, "PRAGMA query_only = 0; CREATE TEMP VIEW IF NOT EXISTS"
+                              " operations AS SELECT rowid AS rowid, *, op IN ('SEND','RECV','SEND_BYTES',"
+                              "'RECV_BYTES','BATCH_P2P') AS p2p, NULL AS pair_seq FROM"
+                              " main.operations; PRAGMA query_only = 1", NULL, NULL, NULL) !=
+                     SQLITE_OK)
+    return fail(err, len, "%s: cannot read schema version 1: %s", m->path,
+                sqlite3_errmsg(m->db));
   meta(m, "kind", m->job.kind, sizeof m->job.kind, &rc);
   meta(m, "writer", m->job.writer, sizeof m->job.writer, &rc);
   meta(m, "skipped_files", m->job.skipped, sizeof m->job.skipped, &rc);

@@ -136,23 +136,26 @@ static int find_more_groups(vw_model *m) {
   return 0;
 }
 
-/* Each group's highest seq, and each member's last and last completed seq
- * (op_by_coll read backwards from the top: a lagging rank is near it). */
+/* Each group's highest collective seq, and each member's last and last
+ * completed one (op_by_coll read backwards from the top: a lagging rank is
+ * near it). Point-to-point operations are numbered apart and left out: the
+ * matrix's columns are collectives. */
 static void group_seqs(vw_model *m) {
   for (int i = 0; i < m->job.ngroups; i++) {
     vw_group *g = &m->job.groups[i];
     int64_t a[1] = {g->id};
-    int64_t v = vw_sql_scalar(m, "SELECT max(seq) FROM operations WHERE group_id = ?", 1, a);
+    int64_t v = vw_sql_scalar(m, "SELECT max(seq) FROM operations WHERE group_id = ? AND NOT p2p",
+                             1, a);
     g->max_seq = v < 0 ? 0 : v;
     g->last_seq = calloc((size_t)g->size + 1, sizeof *g->last_seq);
     g->last_done = calloc((size_t)g->size + 1, sizeof *g->last_done);
     for (int k = 0; g->last_seq && g->last_done && k < g->size; k++) {
       int64_t b[2] = {g->id, g->members[k]};
-      v = vw_sql_scalar(m, "SELECT seq FROM operations WHERE group_id = ? AND rank = ? "
-                           "ORDER BY seq DESC LIMIT 1", 2, b);
+      v = vw_sql_scalar(m, "SELECT seq FROM operations WHERE group_id = ? AND NOT p2p AND "
+                           "rank = ? ORDER BY seq DESC LIMIT 1", 2, b);
       g->last_seq[k] = v < 0 ? 0 : v;
-      v = vw_sql_scalar(m, "SELECT seq FROM operations WHERE group_id = ? AND rank = ? AND "
-                           "state = 'completed' ORDER BY seq DESC LIMIT 1", 2, b);
+      v = vw_sql_scalar(m, "SELECT seq FROM operations WHERE group_id = ? AND NOT p2p AND "
+                           "rank = ? AND state = 'completed' ORDER BY seq DESC LIMIT 1", 2, b);
       g->last_done[k] = v < 0 ? 0 : v;
     }
   }

@@ -59,8 +59,10 @@ int vw_model_matrix(vw_model *m, int group_id, const int *ranks, int nrank, int6
       }
   if (nseq == 0 || nrank == 0)
     return 0;
+  /* Collectives only: point-to-point operations are numbered apart (a
+   * column is one collective on every rank; they are in the timeline). */
   sqlite3_stmt *st = vw_sql_prepare(m, "SELECT rank, seq, state, op FROM operations "
-                                       "WHERE group_id = ? AND seq >= ? AND seq < ?");
+                                       "WHERE group_id = ? AND NOT p2p AND seq >= ? AND seq < ?");
   if (!st)
     return -1;
   sqlite3_bind_int(st, 1, group_id);
@@ -180,7 +182,8 @@ static int gpu_times(vw_model *m, vw_op *ops, int n) {
 int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int cap, int *n) {
   *n = 0;
   sqlite3_stmt *st = vw_sql_prepare(m, "SELECT " OP_COLS OP_FROM
-                                       "WHERE o.group_id = ? AND o.seq = ? ORDER BY o.rank");
+                                       "WHERE o.group_id = ? AND NOT o.p2p AND o.seq = ? "
+                                       "ORDER BY o.rank");
   if (!st)
     return -1;
   sqlite3_bind_int(st, 1, group_id);
@@ -188,6 +191,23 @@ int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int 
   if (read_ops(m, st, ops, cap, n) != 0)
     return -1;
   return gpu_times(m, ops, *n);
+}
+
+int vw_model_p2p_pair(vw_model *m, int rank, int group_id, int64_t seq, vw_op *ops, int cap,
+                      int *n) {
+  *n = 0;
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "WITH me AS (SELECT * FROM operations WHERE rank = ?1 AND group_id = ?2 AND p2p AND"
+         " seq = ?3) SELECT " OP_COLS OP_FROM "WHERE o.group_id = ?2 AND o.p2p AND"
+         " ((o.rank = ?1 AND o.seq = ?3) OR EXISTS (SELECT 1 FROM me WHERE me.pair_seq ="
+         " o.pair_seq AND me.root = o.rank AND o.root = me.rank AND me.tag = o.tag AND"
+         " (me.op IN ('SEND','SEND_BYTES')) != (o.op IN ('SEND','SEND_BYTES')))) ORDER BY o.rank");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, rank);
+  sqlite3_bind_int(st, 2, group_id);
+  sqlite3_bind_int64(st, 3, seq);
+  return read_ops(m, st, ops, cap, n);
 }
 
 #define TL_COLS "rank, group_id, seq, op, state, t_enqueued_ns, t_started_ns, t_ended_ns "
@@ -270,10 +290,11 @@ int vw_model_last_op(vw_model *m, int rank, int group_id, bool completed_only, v
                      bool *found) {
   *found = false;
   sqlite3_stmt *st = vw_sql_prepare(
+      /* by time: collectives and point-to-point operations number apart */
       m, completed_only ? "SELECT " OP_COLS OP_FROM "WHERE o.group_id = ? AND o.rank = ? AND "
-                          "o.state = 'completed' ORDER BY o.seq DESC LIMIT 1"
+                          "o.state = 'completed' ORDER BY o.t_enqueued_ns DESC LIMIT 1"
                         : "SELECT " OP_COLS OP_FROM "WHERE o.group_id = ? AND o.rank = ? "
-                          "ORDER BY o.seq DESC LIMIT 1");
+                          "ORDER BY o.t_enqueued_ns DESC LIMIT 1");
   if (!st)
     return -1;
   sqlite3_bind_int(st, 1, group_id);
@@ -284,15 +305,17 @@ int vw_model_last_op(vw_model *m, int rank, int group_id, bool completed_only, v
   return rc;
 }
 
-int vw_model_op(vw_model *m, int rank, int group_id, int64_t seq, vw_op *op, bool *found) {
+int vw_model_op(vw_model *m, int rank, int group_id, bool p2p, int64_t seq, vw_op *op,
+                bool *found) {
   *found = false;
   sqlite3_stmt *st = vw_sql_prepare(m, "SELECT " OP_COLS OP_FROM "WHERE o.group_id = ? AND "
-                                       "o.seq = ? AND o.rank = ?");
+                                       "o.seq = ? AND o.rank = ? AND o.p2p = ?");
   if (!st)
     return -1;
   sqlite3_bind_int(st, 1, group_id);
   sqlite3_bind_int64(st, 2, seq);
   sqlite3_bind_int(st, 3, rank);
+  sqlite3_bind_int(st, 4, p2p);
   int n = 0;
   int rc = read_ops(m, st, op, 1, &n);
   *found = n == 1;
@@ -397,10 +420,10 @@ int vw_model_search_op(vw_model *m, int group_id, int64_t seq, int dir, const ch
   char like[160];
   snprintf(like, sizeof like, "%%%s%%", text);
   sqlite3_stmt *st = vw_sql_prepare(
-      m, dir >= 0 ? "SELECT seq FROM operations WHERE group_id = ?1 AND seq > ?2 AND "
+      m, dir >= 0 ? "SELECT seq FROM operations WHERE group_id = ?1 AND NOT p2p AND seq > ?2 AND "
                     "(op LIKE ?3 OR state LIKE ?3 OR dtype LIKE ?3 OR shape LIKE ?3 OR "
                     "message LIKE ?3) ORDER BY seq LIMIT 1"
-                  : "SELECT seq FROM operations WHERE group_id = ?1 AND seq < ?2 AND "
+                  : "SELECT seq FROM operations WHERE group_id = ?1 AND NOT p2p AND seq < ?2 AND "
                     "(op LIKE ?3 OR state LIKE ?3 OR dtype LIKE ?3 OR shape LIKE ?3 OR "
                     "message LIKE ?3) ORDER BY seq DESC LIMIT 1");
   if (!st)

@@ -315,9 +315,15 @@ void vw_render_detail(const vw_state *st, const vw_model *m, const vw_pages *p, 
                       vw_rect r, bool focus) {
   const vw_group *g = vw_model_group(m, st->d_group);
   char t[300], gl[96];
-  snprintf(t, sizeof t, " Detail: %s #%lld %s across ranks (%d of %d ranks entered it)   "
-           "h/l: previous/next #", vw_group_label(m, st->d_group, gl, sizeof gl), (long long)st->d_seq,
-           p->ndetail ? p->detail[0].op : "", p->ndetail, g ? g->size : m->job.world_size);
+  if (st->d_p2p) /* a send or receive and the other half of its pair */
+    snprintf(t, sizeof t, " Detail: %s rank %d's point-to-point #%lld and its pair (%d of 2 "
+             "found)   h/l: previous/next #", vw_group_label(m, st->d_group, gl, sizeof gl),
+             st->d_rank, (long long)st->d_seq, p->ndetail);
+  else
+    snprintf(t, sizeof t, " Detail: %s #%lld %s across ranks (%d of %d ranks entered it)   "
+             "h/l: previous/next #", vw_group_label(m, st->d_group, gl, sizeof gl),
+             (long long)st->d_seq, p->ndetail ? p->detail[0].op : "", p->ndetail,
+             g ? g->size : m->job.world_size);
   title(c, r, focus, t);
   if (!p->ndetail) {
     vw_put(c, r, 1, 0, 0, " no rank entered this operation");

@@ -20,7 +20,7 @@
 
 typedef struct sqlite3 sqlite3;
 
-#define VW_SCHEMA_VERSION 1
+#define VW_SCHEMA_VERSION 2
 #define VW_MAX_RANKS 4096
 
 /* Exit statuses shared by every subcommand (distrun's for diagnose). */
@@ -88,7 +88,7 @@ typedef struct vw_group {
   char backend[16];
   int size;
   int *members;          /* global ranks in group-rank order (malloc) */
-  int64_t max_seq;       /* highest seq of any rank */
+  int64_t max_seq;       /* highest collective seq of any rank */
   int64_t *last_seq;     /* per member: its highest seq here, 0 none (malloc) */
   int64_t *last_done;    /* per member: its highest completed seq, 0 none */
 } vw_group;
@@ -176,7 +176,9 @@ enum {
 };
 int vw_state_code(const char *state);
 
-/* A window of the progress matrix: nrank ranks x nseq sequence numbers. */
+/* A window of the progress matrix: nrank ranks x nseq collective sequence
+ * numbers (a column is one collective on every rank; point-to-point
+ * operations, numbered apart, are in the timeline). */
 typedef struct vw_matrix_page {
   int group_id;
   int64_t seq0;
@@ -198,18 +200,25 @@ int vw_model_matrix(vw_model *m, int group_id, const int *ranks, int nrank, int6
                     int nseq, const vw_filter *f, vw_matrix_page *out);
 void vw_matrix_page_free(vw_matrix_page *p);
 
-/* Operation (group, seq) on every rank that ran it, by rank (up to cap),
+/* Collective (group, seq) on every rank that ran it, by rank (up to cap),
  * with each rank's GPU times when the trace has them. */
 int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int cap, int *n);
+/* Point-to-point operation #seq of rank in group and, when the trace has
+ * it, the other half of its pair (the receive that took a send, the send
+ * a receive took: same pair_seq, tag and peers), by rank. */
+int vw_model_p2p_pair(vw_model *m, int rank, int group_id, int64_t seq, vw_op *ops, int cap,
+                      int *n);
 /* One rank's operations overlapping [t0, t1), by time (up to cap), for a
  * timeline `width` columns wide: when the window holds more calls than
  * twice the columns, one per column (the first starting in it). Only the
  * rank, group, seq, op, state and times are filled. */
 int vw_model_rank_ops(vw_model *m, int rank, int64_t t0, int64_t t1, int width, vw_op *ops,
                       int cap, int *n);
-/* Operation (group, seq) of one rank, or found = false. */
-int vw_model_op(vw_model *m, int rank, int group_id, int64_t seq, vw_op *op, bool *found);
-/* The last operation of rank in group (highest seq), or found = false. */
+/* Operation (group, seq) of one rank, or found = false; p2p says which
+ * numbering seq is in (collectives and point-to-point count apart). */
+int vw_model_op(vw_model *m, int rank, int group_id, bool p2p, int64_t seq, vw_op *op,
+                bool *found);
+/* The last operation of rank in group (latest enqueued), or found = false. */
 int vw_model_last_op(vw_model *m, int rank, int group_id, bool completed_only, vw_op *op,
                      bool *found);
 
@@ -277,7 +286,9 @@ typedef struct vw_diag {
   bool has_report;
   char report_kind[24];
   int report_rank, report_group;
-  int64_t report_seq;
+  int64_t report_seq;         /* the operation its header names ("at OP #N"),
+                                 else the event's seq */
+  char report_op[28];         /* that OP, "" when the header names none */
   int report_status;          /* the event's status (diagnosis: timeout or peer lost) */
   int64_t report_t;
   char *report;               /* malloc, verbatim */

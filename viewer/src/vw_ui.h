@@ -44,9 +44,12 @@ typedef struct vw_state {
   /* timeline */
   int t_row, t_top;
   int64_t t_start, t_span, t_cursor;
-  /* detail: one collective */
+  /* detail: one collective, or (d_p2p) rank d_rank's point-to-point
+   * operation #d_seq and the one its pair matched it with */
   int d_group;
   int64_t d_seq;
+  bool d_p2p;
+  int d_rank;
   int d_row, d_top;
   /* events */
   int64_t e_sel, e_top, e_total;

@@ -67,7 +67,17 @@
  *      abi_version is at least 5, so backends built for 1-4 load):
  *      transport (how the group moves data, for the INFO block of a new
  *      group) and device_group (the inner group a dispatching group runs
- *      a device's operations on, for groups split from it). */
+ *      a device's operations on, for groups split from it).
+ *   6  two numbers per group (torch's Flight Recorder keeps collective_seq_id
+ *      and p2p_seq_id apart): dist_coll.seq counts a group's collectives
+ *      from 1 and, separately, its point-to-point operations
+ *      (dist_op_is_p2p) from 1, so one collective has one number on every
+ *      member whatever point-to-point calls ranks made between. dist_coll
+ *      gains (appended; core fills them) ord, the group's issue ordinal
+ *      over both kinds (what seq was before: unique per group, for a
+ *      backend's or an observer's own bookkeeping; gpu_progress takes it),
+ *      and pair_seq, the per-pair number of a send or receive. The vtable
+ *      is unchanged; backends built for 1-5 load. */
 #ifndef DIST_BACKEND_H
 #define DIST_BACKEND_H
 
@@ -83,7 +93,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_BACKEND_ABI_VERSION 5
+#define DIST_BACKEND_ABI_VERSION 6
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_OP_MAP(X)                                      \
@@ -146,10 +156,30 @@ typedef struct dist_coll {
   size_t n_splits;
   const dist_coll_p2p *p2p;  /* BATCH_P2P */
   size_t n_p2p;
-  uint64_t seq;              /* per group from 1; 0 on internal groups */
+  uint64_t seq;              /* per group and kind from 1: collectives and
+                                point-to-point operations (dist_op_is_p2p)
+                                count apart (ABI 5); 0 on internal groups */
   int64_t timeout_ms;        /* the group's timeout */
   const void *caller;        /* return address of the public call */
+  /* ABI 5. */
+  uint64_t ord;              /* the group's issue ordinal over both kinds
+                                from 1 (unique per group); 0 internal */
+  uint64_t pair_seq;         /* SEND, RECV, SEND_BYTES, RECV_BYTES with a
+                                known peer: from 1, the n-th from this rank
+                                to the peer (a send) or at this rank from
+                                it (a receive) in the group, tags apart, so
+                                the n-th send from A to B with tag T is the
+                                n-th receive at B from A with tag T (the
+                                transport matches them so); 0 otherwise
+                                (a batch, a receive from any source) */
 } dist_coll;
+
+/* Whether kind is point-to-point (SEND, RECV, SEND_BYTES, RECV_BYTES,
+ * BATCH_P2P): numbered apart from the collectives (dist_coll.seq). */
+static inline bool dist_op_is_p2p(dist_op_kind kind) {
+  return kind == DIST_OP_SEND || kind == DIST_OP_RECV || kind == DIST_OP_SEND_BYTES ||
+         kind == DIST_OP_RECV_BYTES || kind == DIST_OP_BATCH_P2P;
+}
 
 /* Formats a one-line description ("ALL_REDUCE float32[1024] op=SUM") into
  * buf; returns buf. */
@@ -221,8 +251,8 @@ typedef struct dist_backend_ops {
   /* Sticky error of the backend (DIST_OK if none). Any thread. */
   int (*async_error)(void *priv);
 
-  /* ABI 4. Where the group's operation seq (the user group's sequence
-   * number) is on the GPU (dist/cuda.h); DIST_E_NOTSUP when this backend
+  /* ABI 4. Where the group's operation seq (the user group's issue
+   * ordinal, dist_coll.ord since ABI 5) is on the GPU (dist/cuda.h); DIST_E_NOTSUP when this backend
    * does not know it. Any thread (the monitor's watchdog), concurrently
    * with the slots; must not block (event queries only). NULL: DIST_E_NOTSUP
    * (a wrapper without it is passed through to its inner group). */

@@ -94,8 +94,8 @@ typedef struct dist_gpu_progress {
   int64_t gpu_end_ns;    /* GPU end; 0: not yet or unknown */
 } dist_gpu_progress;
 
-/* The GPU progress of group's operation seq (its sequence number, from an
- * observer event; NULL group: the default group) on CUDA tensors. Any
+/* The GPU progress of group's operation seq (its issue ordinal,
+ * dist_coll.ord of an observer event's coll; NULL group: the default group) on CUDA tensors. Any
  * thread; never blocks (queries events). A seq the backend has not
  * launched yet reads ENQUEUED (so ask only about operations on CUDA
  * tensors: a cpu operation of a device map reads so too); one that

@@ -44,7 +44,14 @@
  *      monitor's verdict, made by the group's rank 0 at DETAIL). peer is
  *      the straggler's global rank, seq the last collective compared,
  *      message the printed warning; parts emit it with
- *      dist_observer_emit_straggler. */
+ *      dist_observer_emit_straggler.
+ *   6  seq counts a group's collectives and, apart, its point-to-point
+ *      operations (dist_op_is_p2p; backend ABI 5), so one collective has
+ *      one seq on every member. An operation's event carries coll->ord,
+ *      the group's issue ordinal over both kinds (unique per group), for
+ *      observers that key operations by one number, and coll->pair_seq,
+ *      a send's or receive's number within its pair. No field of
+ *      dist_event changed. */
 #ifndef DIST_OBSERVER_H
 #define DIST_OBSERVER_H
 
@@ -55,7 +62,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_OBSERVER_ABI_VERSION 5
+#define DIST_OBSERVER_ABI_VERSION 6
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_EVENT_MAP(X)                 \
@@ -104,7 +111,8 @@ typedef struct dist_event {
   int group_id;                /* user group id (0 = default) */
   int rank;                    /* global rank of this process */
   int group_rank;
-  uint64_t seq;                /* the group's sequence number (ops) */
+  uint64_t seq;                /* the group's sequence number (ops): per
+                                  kind since ABI 6 (coll->ord: both) */
   int64_t t_ns;                /* dist_clock_ns() (CLOCK_MONOTONIC epoch) */
   const dist_coll *coll;       /* ops: the whole descriptor; else NULL */
   const dist_pg_info *group;   /* the group (always set) */

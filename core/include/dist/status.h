@@ -25,7 +25,10 @@
  *            default group's is "default", a group without one shows its
  *            name, e.g. "g1"), with its size.
  *   OP #seq  the operation's name as dist_op_name gives it and the group's
- *            sequence number (from 1; point-to-point calls count). An
+ *            sequence number: collectives count from 1, and point-to-point
+ *            calls (dist_op_is_p2p) from 1 apart, so a collective has one
+ *            number on every member (torch's Flight Recorder keeps
+ *            collective and p2p sequence ids apart). An
  *            operation refused before it started shows "(not started)"
  *            instead of a number: it takes none.
  *   summary  one sentence; for a disagreement "ranks disagree on the

@@ -23,6 +23,7 @@ static dist_coll piece(dist_op_kind k, const dist_coll *parent) {
   c.kind = k;
   c.root = parent->root;
   c.seq = parent->seq;
+  c.ord = parent->ord; // a backend tracks the call by it (nccl)
   c.caller = parent->caller;
   return c;
 }

@@ -58,6 +58,7 @@ static int run(dist_pg *g, const dist_coll *parent, const dist_tensor *outputs,
     c.kind = DIST_OP_BROADCAST;
     c.root = i;
     c.seq = parent->seq;
+    c.ord = parent->ord; // a backend tracks the call by it (nccl)
     c.caller = parent->caller;
     c.inputs = c.outputs = &t;
     c.n_inputs = c.n_outputs = 1;
@@ -169,6 +170,7 @@ static int rs_run(dist_pg *g, const dist_coll *parent, dist_tensor *output,
     c.root = i;
     c.redop = parent->redop;
     c.seq = parent->seq;
+    c.ord = parent->ord; // a backend tracks the call by it (nccl)
     c.caller = parent->caller;
     c.inputs = c.outputs = &t;
     c.n_inputs = c.n_outputs = 1;

@@ -99,11 +99,13 @@ static int report(dist_pg *g, const dist_coll *c, const char *which, size_t k,
     snprintf(gname, sizeof gname, "group %d (%s)", g->info.group_id, g->desc[0] ? g->desc : g->name);
   else
     snprintf(gname, sizeof gname, "group %s", g->name);
+  /* the number it would have taken (pg_seq.c: per kind) */
+  uint64_t next_seq = (dist_op_is_p2p(c->kind) ? g->p2p_seq : g->coll_seq) + 1;
   dist__err_set(&g->err, DIST_E_INVAL,
                 "NaN check (DIST_NAN_CHECK=1): rank %d (host %s, pid %d): %s #%" PRIu64
                 " of %s: %s %s[%s] holds %s at index %" PRId64 "; the operation did not run",
                 g->info.global_rank, dist__hostname(), (int)getpid(), dist_op_name(c->kind),
-                g->seq + 1, gname, desc, dist_dtype_name(t->dtype), shape,
+                next_seq, gname, desc, dist_dtype_name(t->dtype), shape,
                 nan ? "NaN" : "Inf", at);
   DIST_LOG(ERROR, PG, "%s", g->err.msg);
   int me = g->info.global_rank;
@@ -113,7 +115,7 @@ static int report(dist_pg *g, const dist_coll *c, const char *which, size_t k,
   ci.group_id = g->info.group_id;
   ci.group_name = g->desc[0] ? g->desc : g->name;
   ci.op = (int)c->kind;
-  ci.seq = g->seq + 1;
+  ci.seq = next_seq;
   ci.field = nan ? "NaN" : "Inf";
   dist_post_cause_info(DIST_E_INVAL, &ci, g->err.msg);
   return DIST_E_INVAL;

@@ -269,6 +269,7 @@ void dist__pg_free(dist_pg *g) {
   dist_store_destroy(g->store);
   dist__free(g->priv);
   dist__free(g->global_ranks);
+  dist__pg_pairs_free(g);
   dist__free(g);
 }
 
@@ -397,7 +398,7 @@ int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
     return rc;
   }
   if (!g->internal)
-    c->seq = dist__pg_next_seq(g);
+    dist__pg_number(g, c);
   c->timeout_ms = g->timeout_ms;
   if (__builtin_expect(dist__log_on(DIST_LOG_TRACE, DIST_SUBSYS_COLL), 0) && !g->internal)
     dist__pg_log_op(g, c); /* DETAIL: one line per operation */
@@ -413,7 +414,10 @@ int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
 
 void dist__pg_begin(dist_pg *g, dist_coll *c) {
   dist__err_clear(&g->err);
-  c->seq = g->internal ? 0 : dist__pg_next_seq(g);
+  if (!g->internal)
+    dist__pg_number(g, c);
+  else
+    c->seq = c->ord = c->pair_seq = 0;
   c->timeout_ms = g->timeout_ms;
   if (__builtin_expect(dist__log_on(DIST_LOG_TRACE, DIST_SUBSYS_COLL), 0) && !g->internal)
     dist__pg_log_op(g, c);

@@ -27,10 +27,17 @@ struct dist_pg {
   dist_device device_id;        /* the binding (cuda) or none (cpu) */
   dist_nccl_options nccl_opts;  /* zero: NCCL's defaults */
   int64_t timeout_ms;
-  uint64_t seq;                 /* last sequence number used; written by
-                                   the calling thread with dist__pg_next_seq,
-                                   read by others (events on other threads)
-                                   with dist__pg_seq */
+  uint64_t seq;                 /* last issue ordinal used (dist_coll.ord,
+                                   both kinds); written by the calling thread
+                                   with dist__pg_next_seq, read by others
+                                   (events on other threads) with
+                                   dist__pg_seq */
+  uint64_t coll_seq, p2p_seq;   /* last collective / point-to-point number
+                                   (dist_coll.seq); the calling thread */
+  struct dist__pair *pairs;     /* per (peer, tag, direction): last pair
+                                   number (dist_coll.pair_seq); open
+                                   addressing, n_pairs of cap_pairs used */
+  size_t n_pairs, cap_pairs;
   bool internal;                /* helper group: no id, seq or events */
   bool wrapped;                 /* the inner group of a wrapper */
   bool registered;              /* in the list of live user groups */
@@ -96,6 +103,11 @@ static inline uint64_t dist__pg_next_seq(dist_pg *g) {
 static inline uint64_t dist__pg_seq(const dist_pg *g) {
   return __atomic_load_n(&g->seq, __ATOMIC_RELAXED);
 }
+/* Numbers a user call c on g (user groups; the calling thread): ord, its
+ * per-kind seq and, for a send or receive with a known peer, pair_seq
+ * (backend.h, ABI 5). */
+void dist__pg_number(dist_pg *g, dist_coll *c);
+void dist__pg_pairs_free(dist_pg *g);
 
 typedef struct dist__pg_spec {
   const char *backend;          /* the name the group shows (canonical:

@@ -127,7 +127,8 @@ typedef struct dist_trace_op {
  * many. */
 DIST_API int dist_trace_last_ops(dist_trace *t, int rank, dist_trace_op *ops, size_t n,
                                  size_t *count);
-/* Operation seq of group across ranks (by rank) into ops. */
+/* Collective seq of group across ranks (by rank) into ops (point-to-point
+ * operations are numbered apart: not these). */
 DIST_API int dist_trace_collective(dist_trace *t, int group_id, int64_t seq,
                                    dist_trace_op *ops, size_t n, size_t *count);
 

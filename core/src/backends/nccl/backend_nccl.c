@@ -461,7 +461,7 @@ static int launch(nccl_backend *b, const dist_coll *c, dist__nccl_op **out, dist
   refresh_anchor(b);
   dist__nccl_op *op;
   DIST_TRY(dist__nccl_op_new(b->x.api, b->anchor, &op, err));
-  op->seq = c->seq;
+  op->seq = c->ord; /* unique per group: collectives and p2p number apart */
   int rc = dist__nccl_op_begin(op, (cudaStream_t)dist_cuda_current_stream(), b->x.stream, err);
   if (rc == DIST_OK)
     rc = dist__nccl_enqueue(&b->x, c, err);
