@@ -76,10 +76,13 @@ static int check_rank_file(const char *path, int rank, char *job, size_t joblen,
   sqlite3 *db = NULL;
   int rc = -1;
   char e[1024];
-  if (tr_open_ro(path, &db, immutable, e, sizeof e) != DIST_OK) {
+  int orc = tr_open_ro(path, &db, immutable, e, sizeof e);
+  if (orc != DIST_OK) {
     /* e says "path: why"; the report names the path already */
     size_t pl = strlen(path);
-    snprintf(why, whylen, "cannot open: %s", strncmp(e, path, pl) ? e : e + pl + 2);
+    const char *w = strncmp(e, path, pl) ? e : e + pl + 2;
+    snprintf(why, whylen, orc == DIST_E_INVAL ? "not a trace database (%s)" : "cannot open: %s",
+             w);
     goto out;
   }
   sqlite3_stmt *st;
@@ -122,6 +125,13 @@ out:
   return rc;
 }
 
+/* |a - b| > bound, for any values (a rank file's are not to be trusted:
+ * a damaged one holds anything, and a - b may not fit in 64 bits). */
+static bool differ(int64_t a, int64_t b, int64_t bound) {
+  uint64_t d = a > b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a;
+  return bound < 0 || d > (uint64_t)bound;
+}
+
 /* The rank's clock offsets as segments of its own time, in temp table
  * seg(t_from, v): a measurement starts a new segment when its offset
  * differs from the segment's by more than either round trip (the clock
@@ -150,7 +160,7 @@ static int build_segments(sqlite3 *db, int rank, char *err, size_t errlen) {
   while (have && sqlite3_step(q) == SQLITE_ROW) {
     int64_t t = sqlite3_column_int64(q, 0), o = sqlite3_column_int64(q, 1);
     int64_t r = sqlite3_column_int64(q, 2), bound = r > rtt ? r : rtt;
-    if (n > 0 && (o - v > bound || v - o > bound)) { /* a new segment from t */
+    if (n > 0 && differ(o, v, bound)) { /* a new segment from t */
       sqlite3_bind_int64(ins, 1, from);
       sqlite3_bind_int64(ins, 2, v);
       sqlite3_step(ins);
@@ -361,8 +371,11 @@ static int copy_ranks(sqlite3 *db, const char *job_dir, const int *ranks, int n,
     }
     tr_exec(db, "BEGIN", NULL, 0);
     rc = copy_rank(db, ranks[i], rep->ranks_merged == 0, why, sizeof why);
+    if (rc == 0)
+      rc = tr_exec(db, "COMMIT", why, sizeof why); // the pages reach the disk here
     bool full = rc != 0 && disk_full(db);
-    tr_exec(db, rc == 0 ? "COMMIT" : "ROLLBACK", NULL, 0);
+    if (rc != 0)
+      tr_exec(db, "ROLLBACK", NULL, 0);
     tr_exec(db, "DETACH src", NULL, 0);
     if (full)
       return -1;

@@ -43,15 +43,14 @@ static int open_db(const char *path, sqlite3 **db, char *err, size_t len) {
 /* A job directory's merge into a fresh file of $TMPDIR, armed for
  * dist_trace_remove_temps until the handle closes. */
 static int merge_dir(dist_trace *t, const char *path, char *err, size_t len) {
-  snprintf(t->tmp, sizeof t->tmp, "%s/dist-trace-XXXXXX", tr_tmpdir());
-  int fd = mkstemp(t->tmp);
-  if (fd < 0) {
+  if (tr_temp_create("dist-trace", t->tmp, sizeof t->tmp, &t->tmp_slot) != 0) {
     int e = errno;
     t->tmp[0] = '\0';
+    if (e == ENOSPC || e == EDQUOT)
+      return fail(err, len, DIST_E_SYS, "no space left for a merged copy of a job directory; "
+                  "free some or point TMPDIR elsewhere", tr_tmpdir());
     return fail(err, len, DIST_E_SYS, strerror(e), tr_tmpdir());
   }
-  close(fd);
-  t->tmp_slot = tr_temp_hold(t->tmp);
   dist_trace_merge_report rep;
   return dist_trace_merge(path, t->tmp, &rep, err, len);
 }

@@ -21,10 +21,12 @@
 #include "reader_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -178,6 +180,10 @@ int tr_check_store(sqlite3 *db, const char *path, char *err, size_t errlen) {
 
 /* --- temporary files ----------------------------------------------------------- */
 
+static int random_bytes(unsigned char *buf, size_t n) {
+  return getrandom(buf, n, GRND_NONBLOCK) == (ssize_t)n ? 0 : -1;
+}
+
 const char *tr_tmpdir(void) {
   const char *d = getenv("TMPDIR");
   return d && *d ? d : "/tmp";
@@ -200,6 +206,36 @@ int tr_temp_hold(const char *path) {
       return i;
     }
   }
+  return -1;
+}
+
+int tr_temp_create(const char *prefix, char *path, size_t len, int *slot) {
+  *slot = -1;
+  for (int tries = 0; tries < 100; tries++) {
+    unsigned char r[6];
+    if (random_bytes(r, sizeof r) != 0)
+      return -1;
+    if ((size_t)snprintf(path, len, "%s/%s-%02x%02x%02x%02x%02x%02x", tr_tmpdir(), prefix, r[0],
+                         r[1], r[2], r[3], r[4], r[5]) >= len) {
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    /* armed before it exists: a signal between the two leaves nothing */
+    *slot = tr_temp_hold(path);
+    int fd = open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      close(fd);
+      return 0;
+    }
+    int e = errno;
+    tr_temp_release(*slot);
+    *slot = -1;
+    if (e != EEXIST) {
+      errno = e;
+      return -1;
+    }
+  }
+  errno = EEXIST;
   return -1;
 }
 

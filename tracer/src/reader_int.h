@@ -132,6 +132,10 @@ const char *tr_tmpdir(void);
  * tr_temp_release, or -1 when the table is full (then it is not armed). */
 int tr_temp_hold(const char *path);
 void tr_temp_release(int slot);
+/* Creates an empty file $TMPDIR/<prefix>-<random> (0600) into path, armed
+ * (*slot) before it exists, so no signal leaves it behind. 0, or -1 with
+ * errno. */
+int tr_temp_create(const char *prefix, char *path, size_t len, int *slot);
 
 /* --- merge.c --------------------------------------------------------------- */
 /* Imports a `.ring` side file into db for its rank (offset applied by the

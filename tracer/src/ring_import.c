@@ -154,14 +154,11 @@ int tr_ring_import(sqlite3 *db, const char *path, int rank, char *err, size_t le
     goto out;
   }
   char scratch[4200];
-  snprintf(scratch, sizeof scratch, "%s/dist-ring-XXXXXX", tr_tmpdir());
-  int fd = mkstemp(scratch);
-  if (fd < 0) {
+  int slot; /* a signal during the import removes it */
+  if (tr_temp_create("dist-ring", scratch, sizeof scratch, &slot) != 0) {
     snprintf(err, len, "cannot create a scratch file in %s: %s", tr_tmpdir(), strerror(errno));
     goto out;
   }
-  close(fd);
-  int slot = tr_temp_hold(scratch); /* a signal during the import removes it */
   rc = decode(&img, rank, scratch, err, len);
   if (rc == 0)
     rc = fold(db, &img, rank, scratch, err, len);
