@@ -100,6 +100,15 @@ static void make_rank_file(const char *path, int rank) {
   sqlite3_close(db);
 }
 
+/* The scratch directory goes when libFuzzer ends (-max_total_time, -runs);
+ * a crash leaves it for the post-mortem. */
+static void remove_dir(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0)
+    fprintf(stderr, "fuzz_trace: could not remove %s\n", dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
@@ -114,6 +123,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   snprintf(rank1, sizeof rank1, "%s/rank-1.db", job);
   snprintf(out, sizeof out, "%s/merged.db", dir);
   mkdir(job, 0700);
+  atexit(remove_dir);
   fx_story_desync(merged, true);
   base_merged = slurp(merged, &base_merged_len);
   make_rank_file(rank0, 0);
