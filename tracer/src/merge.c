@@ -11,7 +11,11 @@
  * file lacks are added, rows it has are brought to their newest state.
  * Call sites get their function, file and line (callsite_sym.c). The
  * result is written to <out>.tmp and renamed, so a reader never sees half
- * a merge. */
+ * a merge; a signal that ends the program meanwhile removes <out>.tmp
+ * (dist_trace_remove_temps), and a full disk ends the merge with "no space
+ * left" (journal_mode=OFF: nothing written after that can be trusted).
+ * Rank files are read wherever they lie, read-only places included
+ * (reader_files.c). */
 #define _GNU_SOURCE
 #include "reader_int.h"
 
