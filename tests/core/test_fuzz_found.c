@@ -16,8 +16,8 @@
 
 #include <dist/dist.h>
 
-#include "rendezvous.h"
-#include "report.h"
+#include "job/rendezvous.h"
+#include "base/report.h"
 
 Test(core_fuzz_found, a_peers_count_too_large_for_bytes_is_reported_without_overflow,
      .timeout = 10) {

@@ -28,10 +28,10 @@
 
 #include <dist/dist.h>
 
-#include "auth.h"
-#include "cpu/tcp.h"
-#include "cpu/tcp_int.h"
-#include "net.h"
+#include "net/auth.h"
+#include "backends/cpu/tcp.h"
+#include "backends/cpu/tcp_int.h"
+#include "net/net.h"
 
 #define GROUP "fuzz-group"
 #define DEADLINE_MS 6000 /* the engine must notice the end well before */

@@ -17,10 +17,10 @@
 
 #include <dist/dist.h>
 
-#include "dist_int.h"
-#include "net.h"
-#include "pg_int.h"
-#include "rendezvous.h"
+#include "base/dist_int.h"
+#include "net/net.h"
+#include "pg/pg_int.h"
+#include "job/rendezvous.h"
 
 static const char *const env_names[] = {
     "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",

@@ -25,9 +25,9 @@
 
 #include <dist/dist.h>
 
-#include "auth.h"
-#include "net.h"
-#include "store_tcp_proto.h"
+#include "net/auth.h"
+#include "net/net.h"
+#include "store/store_tcp_proto.h"
 
 #define TOKEN "fuzz-token"
 

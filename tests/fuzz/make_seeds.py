@@ -5,9 +5,9 @@ Run from anywhere: python3 tests/fuzz/make_seeds.py. The seeds are in the
 repository; this script says how they were made and remakes them after a
 protocol change. Formats (see each fuzz_*.c):
   store/     byte 0 mode, byte 1 split between two connections, then
-             frames of core/src/store_tcp_proto.h (little-endian)
+             frames of core/src/store/store_tcp_proto.h (little-endian)
   frame/     byte 0 what rank 0 does, byte 1 size, byte 2 tag, then
-             tcp_hdr frames of core/src/cpu/tcp_int.h (88 bytes, host order)
+             tcp_hdr frames of core/src/backends/cpu/tcp_int.h (88 bytes, host order)
   init_env/  NAME=VALUE lines
   trace/     byte 0 mode (0 merged file, 1 rank file, 2 SQL on a merged
              file, 3 SQL on a rank file; +4 screens, +8 subcommands), then
