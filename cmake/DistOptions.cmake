@@ -27,6 +27,27 @@ elseif(DIST_SANITIZER STREQUAL "thread")
 elseif(NOT DIST_SANITIZER STREQUAL "none")
   message(FATAL_ERROR "DIST_SANITIZER must be none, address or thread (got '${DIST_SANITIZER}')")
 endif()
+# DIST_FUZZ: the libFuzzer targets of tests/fuzz (ctest label fuzz), in a
+# build of their own (build-fuzz, CC=clang): every target is instrumented
+# for coverage and built with AddressSanitizer and UBSan; the targets link
+# libFuzzer. The README's gcc build never sets it.
+option(DIST_FUZZ "Build the libFuzzer targets (tests/fuzz; needs clang and libclang-rt-dev)" OFF)
+if(DIST_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "DIST_FUZZ=ON needs clang (libFuzzer), not ${CMAKE_C_COMPILER_ID}: "
+            "configure a separate build with CC=clang, e.g.\n"
+            "  CC=clang cmake -S . -B build-fuzz -DDIST_FUZZ=ON\n"
+            "On Debian: apt-get install clang libclang-rt-dev")
+  endif()
+  if(NOT DIST_SANITIZER STREQUAL "none")
+    message(FATAL_ERROR "DIST_FUZZ=ON brings its own sanitizers (address, undefined): "
+            "leave DIST_SANITIZER at none")
+  endif()
+  target_compile_options(dist_sanitize INTERFACE
+    -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+    -fno-sanitize-recover=undefined)
+  target_link_options(dist_sanitize INTERFACE -fsanitize=address,undefined)
+endif()
 target_link_libraries(dist_warnings INTERFACE dist_sanitize)
 
 # Optional backends: AUTO builds them when their dependency is found, ON

@@ -7,7 +7,10 @@
 #include <criterion/criterion.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+
+#include <dist/trace_reader.h>
 
 #include "proc.h"
 #include "vw_test.h"
@@ -209,4 +212,50 @@ Test(viewer_cli, bad_files_exit_1_with_a_message_from_every_subcommand, .timeout
   distview(text, NULL);   // the viewer itself, before it needs a terminal
   cr_assert_eq(R.status, 1, "viewer on a bad file");
   cr_assert(strstr(R.buf[1], "not a SQLite database"), "%s", R.buf[1]);
+}
+
+/* issue 26, defect 7: export went through the reader library, which took
+ * schema_version 'abc', a file without its job or ranks table, and an
+ * empty directory (an empty JSON, exit 0). Every subcommand refuses them
+ * now, export included, and writes nothing. */
+Test(viewer_cli, export_refuses_what_every_other_subcommand_refuses, .timeout = 60) {
+  char abc[256], nojob[256], noranks[256], empty[256], json[256]; // vwt_path keeps four
+  snprintf(abc, sizeof abc, "%s", vwt_path("abc.db"));
+  snprintf(nojob, sizeof nojob, "%s", vwt_path("nojob.db"));
+  snprintf(noranks, sizeof noranks, "%s", vwt_path("noranks.db"));
+  snprintf(empty, sizeof empty, "%s", vwt_path("emptydir"));
+  snprintf(json, sizeof json, "%s", vwt_path("out.json"));
+  struct { const char *path, *sql, *words; } bad[] = {
+      {abc, "UPDATE meta SET value = 'abc' WHERE key = 'schema_version'",
+       "unreadable schema_version 'abc'"},
+      {nojob, "DROP TABLE job", "job"},
+      {noranks, "DROP TABLE ranks", "ranks"},
+  };
+  for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+    fx_story_ok(bad[b].path);
+    sqlite3 *db;
+    cr_assert_eq(sqlite3_open(bad[b].path, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, bad[b].sql, NULL, NULL, NULL), SQLITE_OK, "%s", bad[b].sql);
+    sqlite3_close(db);
+  }
+  cr_assert_eq(mkdir(empty, 0700), 0);
+  const char *paths[] = {abc, nojob, noranks, empty};
+  const char *words[] = {bad[0].words, bad[1].words, bad[2].words,
+                         "no rank file could be read (no rank-*.db in it)"};
+  for (size_t b = 0; b < 4; b++) {
+    distview("summary", paths[b], NULL);
+    cr_assert_eq(R.status, 1, "summary %s: exit %d", paths[b], R.status);
+    cr_assert(strstr(R.buf[1], words[b]), "summary %s: %s", paths[b], R.buf[1]);
+    unlink(json);
+    distview("export", "--chrome", json, paths[b], NULL);
+    cr_assert_eq(R.status, 1, "export %s: exit %d: %s", paths[b], R.status, R.buf[1]);
+    cr_assert(strstr(R.buf[1], words[b]) && strstr(R.buf[1], paths[b]), "export %s: %s",
+              paths[b], R.buf[1]);
+    cr_assert_eq(access(json, F_OK), -1, "export %s wrote %s", paths[b], json);
+    dist_trace *t = NULL;
+    char err[1024];
+    cr_assert_eq(dist_trace_open(paths[b], &t, err, sizeof err), DIST_E_INVAL, "%s", err);
+    cr_assert_null(t);
+    cr_assert(strstr(err, words[b]), "the library says it too: %s", err);
+  }
 }

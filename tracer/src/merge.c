@@ -11,7 +11,11 @@
  * file lacks are added, rows it has are brought to their newest state.
  * Call sites get their function, file and line (callsite_sym.c). The
  * result is written to <out>.tmp and renamed, so a reader never sees half
- * a merge. */
+ * a merge; a signal that ends the program meanwhile removes <out>.tmp
+ * (dist_trace_remove_temps), and a full disk ends the merge with "no space
+ * left" (journal_mode=OFF: nothing written after that can be trusted).
+ * Rank files are read wherever they lie, read-only places included
+ * (reader_files.c). */
 #define _GNU_SOURCE
 #include "reader_int.h"
 
@@ -23,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define MAX_RANK_FILES 4096
@@ -44,13 +49,46 @@ static void skip(dist_trace_merge_report *rep, const char *path, const char *why
   snprintf(rep->skipped + n, sizeof rep->skipped - n, "%s: %s\n", path, why);
 }
 
-/* Checks a rank file; returns 0 or -1 with why filled. */
-static int check_rank_file(const char *path, int rank, char *job, size_t joblen, char *why,
-                           size_t whylen) {
+/* Whether db's last failure was the disk (or the quota) running out. */
+static bool disk_full(sqlite3 *db) {
+  int se = sqlite3_system_errno(db);
+  return (sqlite3_extended_errcode(db) & 0xff) == SQLITE_FULL || se == ENOSPC || se == EDQUOT;
+}
+
+/* The merge cannot go on: the disk of tmp is full. */
+static int no_space(const char *tmp, char *err, size_t errlen) {
+  char dir[1200];
+  snprintf(dir, sizeof dir, "%s", tmp);
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *(slash == dir ? slash + 1 : slash) = '\0';
+  else
+    snprintf(dir, sizeof dir, ".");
+  struct statvfs vfs;
+  char left[64] = "";
+  if (statvfs(dir, &vfs) == 0)
+    snprintf(left, sizeof left, " (%.1f MB left there)",
+             (double)vfs.f_bavail * (double)vfs.f_frsize / 1e6);
+  seterr(err, errlen, "no space left on the device of %s%s: the merged trace needs room for "
+         "every rank file's rows; free some space or write it elsewhere (-o FILE, or TMPDIR "
+         "for a job directory)", tmp, left);
+  return DIST_E_SYS;
+}
+
+/* Checks a rank file; returns 0 or -1 with why filled. *immutable: it
+ * lies in a read-only place and must be attached with immutable=1. */
+static int check_rank_file(const char *path, int rank, char *job, size_t joblen, bool *immutable,
+                           char *why, size_t whylen) {
   sqlite3 *db = NULL;
   int rc = -1;
-  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-    snprintf(why, whylen, "cannot open: %s", db ? sqlite3_errmsg(db) : "out of memory");
+  char e[1024];
+  int orc = tr_open_ro(path, &db, immutable, e, sizeof e);
+  if (orc != DIST_OK) {
+    /* e says "path: why"; the report names the path already */
+    size_t pl = strlen(path);
+    const char *w = strncmp(e, path, pl) ? e : e + pl + 2;
+    snprintf(why, whylen, orc == DIST_E_INVAL ? "not a trace database (%s)" : "cannot open: %s",
+             w);
     goto out;
   }
   /* Another merge of the same directory (each node of a job merges a
@@ -97,6 +135,13 @@ out:
   return rc;
 }
 
+/* |a - b| > bound, for any values (a rank file's are not to be trusted:
+ * a damaged one holds anything, and a - b may not fit in 64 bits). */
+static bool differ(int64_t a, int64_t b, int64_t bound) {
+  uint64_t d = a > b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a;
+  return bound < 0 || d > (uint64_t)bound;
+}
+
 /* The rank's clock offsets as segments of its own time, in temp table
  * seg(t_from, v): a measurement starts a new segment when its offset
  * differs from the segment's by more than either round trip (the clock
@@ -125,7 +170,7 @@ static int build_segments(sqlite3 *db, int rank, char *err, size_t errlen) {
   while (have && sqlite3_step(q) == SQLITE_ROW) {
     int64_t t = sqlite3_column_int64(q, 0), o = sqlite3_column_int64(q, 1);
     int64_t r = sqlite3_column_int64(q, 2), bound = r > rtt ? r : rtt;
-    if (n > 0 && (o - v > bound || v - o > bound)) { /* a new segment from t */
+    if (n > 0 && differ(o, v, bound)) { /* a new segment from t */
       sqlite3_bind_int64(ins, 1, from);
       sqlite3_bind_int64(ins, 2, v);
       sqlite3_step(ins);
@@ -286,21 +331,105 @@ static void finish_meta(sqlite3 *db, const char *job, const dist_trace_merge_rep
 static int open_out(const char *tmp, sqlite3 **db, char *err, size_t errlen) {
   unlink(tmp);
   int fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 && (errno == ENOSPC || errno == EDQUOT))
+    return no_space(tmp, err, errlen);
   if (fd < 0) {
     seterr(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
     return DIST_E_SYS;
   }
   close(fd);
   char e[256] = "";
-  if (sqlite3_open_v2(tmp, db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+  /* URIs: a rank file in a read-only place is attached with immutable=1 */
+  if (sqlite3_open_v2(tmp, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, NULL) != SQLITE_OK ||
       sqlite3_busy_timeout(*db, MERGE_BUSY_MS) != SQLITE_OK || /* the ATTACHed rank files */
       tr_exec(*db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;",
               e, sizeof e) ||
       tr_schema_create(*db, false, e, sizeof e)) {
-    seterr(err, errlen, "%s: %s", tmp, e[0] ? e : sqlite3_errmsg(*db));
+    if (*db && disk_full(*db))
+      no_space(tmp, err, errlen);
+    else
+      seterr(err, errlen, "%s: %s", tmp, e[0] ? e : sqlite3_errmsg(*db));
     sqlite3_close(*db);
     *db = NULL;
     unlink(tmp);
+    return DIST_E_SYS;
+  }
+  return DIST_OK;
+}
+
+/* Copies every rank file into db; -1 when the disk filled up (the merge
+ * cannot go on), 0 otherwise (bad files are skipped and reported). */
+static int copy_ranks(sqlite3 *db, const char *job_dir, const int *ranks, int n, char *job,
+                      size_t joblen, dist_trace_merge_report *rep) {
+  for (int i = 0; i < n; i++) {
+    char path[1200], why[1200];
+    bool immutable = false;
+    snprintf(path, sizeof path, "%s/rank-%d.db", job_dir, ranks[i]);
+    if (check_rank_file(path, ranks[i], job, joblen, &immutable, why, sizeof why) != 0) {
+      skip(rep, path, why);
+      continue;
+    }
+    char *uri = tr_uri(path, immutable);
+    char *att = uri ? sqlite3_mprintf("ATTACH %Q AS src", uri) : NULL;
+    snprintf(why, sizeof why, "out of memory");
+    /* ATTACH and DETACH only outside a transaction */
+    int rc = att ? tr_exec(db, att, why, sizeof why) : -1;
+    sqlite3_free(att);
+    sqlite3_free(uri);
+    if (rc != 0) {
+      skip(rep, path, why);
+      continue;
+    }
+    tr_exec(db, "BEGIN", NULL, 0);
+    rc = copy_rank(db, ranks[i], rep->ranks_merged == 0, why, sizeof why);
+    if (rc == 0)
+      rc = tr_exec(db, "COMMIT", why, sizeof why); // the pages reach the disk here
+    bool full = rc != 0 && disk_full(db);
+    if (rc != 0)
+      tr_exec(db, "ROLLBACK", NULL, 0);
+    tr_exec(db, "DETACH src", NULL, 0);
+    if (full)
+      return -1;
+    if (rc != 0) {
+      skip(rep, path, why);
+      continue;
+    }
+    rep->ranks_merged++;
+  }
+  return 0;
+}
+
+/* Indexes, ring dumps, call sites and meta; DIST_OK or an error in err. */
+static int finish(sqlite3 *db, const char *job_dir, const char *tmp, char *job, size_t joblen,
+                  dist_trace_merge_report *rep, char *err, size_t errlen) {
+  char e[256] = "";
+  if (tr_schema_indexes(db, e, sizeof e) != 0) {
+    if (disk_full(db))
+      return no_space(tmp, err, errlen);
+    /* two files with the same operation: a copied or foreign rank file */
+    seterr(err, errlen, "building indexes: %s", e);
+    return DIST_E_INVAL;
+  }
+  import_rings(db, job_dir, rep);
+  if (disk_full(db))
+    return no_space(tmp, err, errlen);
+  tr_exec(db, "BEGIN", NULL, 0);
+  tr_callsites_symbolise(db); /* best effort: unreadable modules stay NULL */
+  if (!job[0]) { /* no rank file: the directory names the job */
+    const char *slash = strrchr(job_dir, '/');
+    snprintf(job, joblen, "%s", slash && slash[1] ? slash + 1 : job_dir);
+  }
+  finish_meta(db, job, rep);
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "SELECT count(*) FROM operations", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW)
+      rep->operations = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  if (tr_exec(db, "COMMIT", e, sizeof e) != 0) {
+    if (disk_full(db))
+      return no_space(tmp, err, errlen);
+    seterr(err, errlen, "%s: %s", tmp, e);
     return DIST_E_SYS;
   }
   return DIST_OK;
@@ -323,70 +452,25 @@ int dist_trace_merge(const char *job_dir, const char *out_path, dist_trace_merge
   }
   char tmp[1200];
   snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
+  int slot = tr_temp_hold(tmp); /* a signal during the merge removes it */
   sqlite3 *db;
   int rc = open_out(tmp, &db, err, errlen);
-  if (rc != DIST_OK)
+  if (rc != DIST_OK) {
+    tr_temp_release(slot);
     return rc;
+  }
   char job[128] = "";
-  for (int i = 0; i < n; i++) {
-    char path[1200], why[512], uri[1300];
-    snprintf(path, sizeof path, "%s/rank-%d.db", job_dir, ranks[i]);
-    if (check_rank_file(path, ranks[i], job, sizeof job, why, sizeof why) != 0) {
-      skip(rep, path, why);
-      continue;
-    }
-    char *q = sqlite3_mprintf("ATTACH %Q AS src", path);
-    snprintf(uri, sizeof uri, "%s", q);
-    sqlite3_free(q);
-    /* ATTACH and DETACH only outside a transaction */
-    if (tr_exec(db, uri, why, sizeof why) != 0) {
-      skip(rep, path, why);
-      continue;
-    }
-    tr_exec(db, "BEGIN", NULL, 0);
-    if (copy_rank(db, ranks[i], rep->ranks_merged == 0, why, sizeof why) != 0) {
-      tr_exec(db, "ROLLBACK", NULL, 0);
-      tr_exec(db, "DETACH src", NULL, 0);
-      skip(rep, path, why);
-      continue;
-    }
-    tr_exec(db, "COMMIT", NULL, 0);
-    tr_exec(db, "DETACH src", NULL, 0);
-    rep->ranks_merged++;
-  }
-  char e[256] = "";
-  if (tr_schema_indexes(db, e, sizeof e) != 0) {
-    /* two files with the same operation: a copied or foreign rank file */
-    seterr(err, errlen, "building indexes: %s", e);
-    sqlite3_close(db);
-    unlink(tmp);
-    return DIST_E_INVAL;
-  }
-  import_rings(db, job_dir, rep);
-  tr_exec(db, "BEGIN", NULL, 0);
-  tr_callsites_symbolise(db); /* best effort: unreadable modules stay NULL */
-  if (!job[0]) { /* no rank file: the directory names the job */
-    const char *slash = strrchr(job_dir, '/');
-    snprintf(job, sizeof job, "%s", slash && slash[1] ? slash + 1 : job_dir);
-  }
-  finish_meta(db, job, rep);
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, "SELECT count(*) FROM operations", -1, &st, NULL) == SQLITE_OK) {
-    if (sqlite3_step(st) == SQLITE_ROW)
-      rep->operations = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-  }
-  if (tr_exec(db, "COMMIT", e, sizeof e) != 0) {
-    seterr(err, errlen, "%s: %s", tmp, e);
-    sqlite3_close(db);
-    unlink(tmp);
-    return DIST_E_SYS;
-  }
+  if (copy_ranks(db, job_dir, ranks, n, job, sizeof job, rep) != 0)
+    rc = no_space(tmp, err, errlen);
+  if (rc == DIST_OK)
+    rc = finish(db, job_dir, tmp, job, sizeof job, rep, err, errlen);
   sqlite3_close(db);
-  if (rename(tmp, out_path) != 0) {
+  if (rc == DIST_OK && rename(tmp, out_path) != 0) {
     seterr(err, errlen, "cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
-    unlink(tmp);
-    return DIST_E_SYS;
+    rc = DIST_E_SYS;
   }
-  return DIST_OK;
+  if (rc != DIST_OK)
+    unlink(tmp);
+  tr_temp_release(slot);
+  return rc;
 }

@@ -1,9 +1,13 @@
 /* reader.c - opening a trace store and the query helpers
- * (trace_reader.h). A job directory is merged into a temporary file first,
- * deleted when the handle closes. */
+ * (trace_reader.h). A job directory is merged into a temporary file first
+ * ($TMPDIR, else /tmp), deleted when the handle closes or, through
+ * dist_trace_remove_temps, when a signal ends the program. Whatever is
+ * opened must be a trace store this reader reads (tr_check_store), so
+ * every user of the library refuses what the viewer refuses. */
 #define _GNU_SOURCE
 #include "reader_int.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +16,8 @@
 
 struct dist_trace {
   sqlite3 *db;
-  char tmp[64]; /* a merged temporary file to delete, or "" */
+  char tmp[4200]; /* a merged temporary file to delete, or "" */
+  int tmp_slot;   /* its slot for dist_trace_remove_temps, or -1 */
 };
 
 static int fail(char *err, size_t len, int rc, const char *what, const char *path) {
@@ -22,28 +27,71 @@ static int fail(char *err, size_t len, int rc, const char *what, const char *pat
 }
 
 static int open_db(const char *path, sqlite3 **db, char *err, size_t len) {
-  if (sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-    int rc = fail(err, len, DIST_E_INVAL, sqlite3_errmsg(*db), path);
+  char local[8];
+  if (!err || !len) {
+    err = local;
+    len = sizeof local;
+  }
+  int rc = tr_open_ro(path, db, NULL, err, len);
+  if (rc == DIST_OK && (rc = tr_check_store(*db, path, err, len)) != DIST_OK) {
     sqlite3_close(*db);
+    *db = NULL;
     return rc;
   }
   char v[32];
-  if (tr_meta_get(*db, "schema_version", v, sizeof v) != 0) {
+  /* A version 1 store: a temporary view gives it version 2's columns. */
+  if (rc == DIST_OK && tr_meta_get(*db, "schema_version", v, sizeof v) == 0 && atoi(v) < 2 &&
+      tr_exec(*db, TR_COMPAT_V1, NULL, 0) != 0) {
     sqlite3_close(*db);
-    return fail(err, len, DIST_E_INVAL, "not a libdist trace (no meta.schema_version)", path);
-  }
-  if (atoi(v) < 2 && tr_exec(*db, TR_COMPAT_V1, NULL, 0) != 0) {
-    sqlite3_close(*db);
+    *db = NULL;
     return fail(err, len, DIST_E_INVAL, "cannot read schema version 1", path);
   }
-  if (atoi(v) > TR_SCHEMA_VERSION) {
-    sqlite3_close(*db);
-    char m[96];
-    snprintf(m, sizeof m, "schema version %s is newer than this reader's %d", v,
-             TR_SCHEMA_VERSION);
-    return fail(err, len, DIST_E_INVAL, m, path);
+  return rc;
+}
+
+/* A job directory's merge into a fresh file of $TMPDIR, armed for
+ * dist_trace_remove_temps until the handle closes. */
+static int merge_dir(dist_trace *t, const char *path, char *err, size_t len) {
+  if (tr_temp_create("dist-trace", t->tmp, sizeof t->tmp, &t->tmp_slot) != 0) {
+    int e = errno;
+    t->tmp[0] = '\0';
+    if (e == ENOSPC || e == EDQUOT)
+      return fail(err, len, DIST_E_SYS, "no space left for a merged copy of a job directory; "
+                  "free some or point TMPDIR elsewhere", tr_tmpdir());
+    return fail(err, len, DIST_E_SYS, strerror(e), tr_tmpdir());
   }
-  return DIST_OK;
+  dist_trace_merge_report rep;
+  return dist_trace_merge(path, t->tmp, &rep, err, len);
+}
+
+/* A job directory none of whose files gave a rank. */
+static int no_ranks(sqlite3 *db, const char *path, char *err, size_t len) {
+  sqlite3_stmt *st;
+  int64_t n = 0;
+  if (sqlite3_prepare_v2(db, "SELECT count(*) FROM ranks", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_step(st) == SQLITE_ROW)
+      n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  if (n > 0)
+    return DIST_OK;
+  char skipped[1024];
+  if (tr_meta_get(db, "skipped_files", skipped, sizeof skipped) != 0)
+    skipped[0] = '\0';
+  for (char *nl; (nl = strchr(skipped, '\n'));)
+    *nl = nl[1] ? ';' : '\0'; // one line
+  char m[1200];
+  snprintf(m, sizeof m, "no rank file could be read%s%s", skipped[0] ? ": " : " (no rank-*.db in it)",
+           skipped);
+  return fail(err, len, DIST_E_INVAL, m, path);
+}
+
+static void release(dist_trace *t) {
+  sqlite3_close(t->db);
+  if (t->tmp[0])
+    unlink(t->tmp);
+  tr_temp_release(t->tmp_slot);
+  free(t);
 }
 
 int dist_trace_open(const char *path, dist_trace **out, char *err, size_t len) {
@@ -51,33 +99,19 @@ int dist_trace_open(const char *path, dist_trace **out, char *err, size_t len) {
     return fail(err, len, DIST_E_INVAL, "dist_trace_open: NULL argument", "?");
   struct stat st;
   if (stat(path, &st) != 0)
-    return fail(err, len, DIST_E_SYS, "no such file or directory", path);
+    return fail(err, len, DIST_E_SYS, strerror(errno), path);
   dist_trace *t = calloc(1, sizeof *t);
   if (!t)
     return fail(err, len, DIST_E_NOMEM, "out of memory", path);
-  const char *db_path = path;
-  if (S_ISDIR(st.st_mode)) {
-    snprintf(t->tmp, sizeof t->tmp, "/tmp/dist-trace-XXXXXX");
-    int fd = mkstemp(t->tmp);
-    if (fd < 0) {
-      free(t);
-      return fail(err, len, DIST_E_SYS, "cannot create a temporary file", "/tmp");
-    }
-    close(fd);
-    dist_trace_merge_report rep;
-    int rc = dist_trace_merge(path, t->tmp, &rep, err, len);
-    if (rc != DIST_OK) {
-      unlink(t->tmp);
-      free(t);
-      return rc;
-    }
-    db_path = t->tmp;
-  }
-  int rc = open_db(db_path, &t->db, err, len);
+  t->tmp_slot = -1;
+  bool dir = S_ISDIR(st.st_mode);
+  int rc = dir ? merge_dir(t, path, err, len) : DIST_OK;
+  if (rc == DIST_OK)
+    rc = open_db(dir ? t->tmp : path, &t->db, err, len);
+  if (rc == DIST_OK && dir)
+    rc = no_ranks(t->db, path, err, len);
   if (rc != DIST_OK) {
-    if (t->tmp[0])
-      unlink(t->tmp);
-    free(t);
+    release(t);
     return rc;
   }
   *out = t;
@@ -85,12 +119,8 @@ int dist_trace_open(const char *path, dist_trace **out, char *err, size_t len) {
 }
 
 void dist_trace_close(dist_trace *t) {
-  if (!t)
-    return;
-  sqlite3_close(t->db);
-  if (t->tmp[0])
-    unlink(t->tmp);
-  free(t);
+  if (t)
+    release(t);
 }
 
 void *dist_trace_sqlite(dist_trace *t) { return t ? t->db : NULL; }

@@ -125,6 +125,31 @@ bool tr_build_id(uintptr_t addr, char *out, size_t len);
  * table cannot be read. */
 int tr_callsites_symbolise(sqlite3 *db);
 
+/* --- reader_files.c: stores read-only wherever they lie, temporary files --- */
+
+/* Opens path read-only; in a read-only place (no -shm can be made) a file
+ * whose rows are all in the main file is opened with immutable=1
+ * (*immutable, may be NULL, says so: ATTACH it as tr_uri(path, true)).
+ * DIST_E_SYS / DIST_E_INVAL with "path: why" in err. */
+int tr_open_ro(const char *path, sqlite3 **db, bool *immutable, char *err, size_t errlen);
+/* "file:<path escaped>?mode=ro" or "...?immutable=1" (sqlite3_free); the
+ * connection that ATTACHes it must have been opened with SQLITE_OPEN_URI. */
+char *tr_uri(const char *path, bool immutable);
+/* DIST_E_INVAL with "path: why" unless db is a trace store this reader
+ * reads: meta.schema_version an integer in [1, TR_SCHEMA_VERSION], and the
+ * job, ranks, groups, operations and events tables (or views). */
+int tr_check_store(sqlite3 *db, const char *path, char *err, size_t errlen);
+/* $TMPDIR, or /tmp. */
+const char *tr_tmpdir(void);
+/* Arms path for dist_trace_remove_temps (a signal); returns its slot for
+ * tr_temp_release, or -1 when the table is full (then it is not armed). */
+int tr_temp_hold(const char *path);
+void tr_temp_release(int slot);
+/* Creates an empty file $TMPDIR/<prefix>-<random> (0600) into path, armed
+ * (*slot) before it exists, so no signal leaves it behind. 0, or -1 with
+ * errno. */
+int tr_temp_create(const char *prefix, char *path, size_t len, int *slot);
+
 /* --- merge.c --------------------------------------------------------------- */
 /* Imports a `.ring` side file into db for its rank (offset applied by the
  * caller's SQL). */

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include "reader_int.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,17 +153,17 @@ int tr_ring_import(sqlite3 *db, const char *path, int rank, char *err, size_t le
     snprintf(err, len, "ring dump of rank %d in rank %d's file name", img.hdr.rank, rank);
     goto out;
   }
-  char scratch[] = "/tmp/dist-ring-XXXXXX";
-  int fd = mkstemp(scratch);
-  if (fd < 0) {
-    snprintf(err, len, "cannot create a scratch file in /tmp");
+  char scratch[4200];
+  int slot; /* a signal during the import removes it */
+  if (tr_temp_create("dist-ring", scratch, sizeof scratch, &slot) != 0) {
+    snprintf(err, len, "cannot create a scratch file in %s: %s", tr_tmpdir(), strerror(errno));
     goto out;
   }
-  close(fd);
   rc = decode(&img, rank, scratch, err, len);
   if (rc == 0)
     rc = fold(db, &img, rank, scratch, err, len);
   unlink(scratch);
+  tr_temp_release(slot);
 out:
   free(buf);
   return rc;

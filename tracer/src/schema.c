@@ -192,7 +192,8 @@ static void put(sbuf *b, const char *fmt, ...) {
   for (;;) {
     va_list ap;
     va_start(ap, fmt);
-    int n = b->oom ? 0 : vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    /* the first call measures (no buffer yet: NULL + 0 is undefined) */
+    int n = b->oom ? 0 : vsnprintf(b->p ? b->p + b->len : NULL, b->cap - b->len, fmt, ap);
     va_end(ap);
     if (b->oom || b->len + (size_t)n < b->cap) {
       b->len += (size_t)n;

@@ -191,7 +191,8 @@ int vw_cmd_stats(int argc, char **argv) {
     fprintf(stderr, "distview stats: %s\n", m->err[0] ? m->err : "out of memory");
     rc = VW_EXIT_UNREADABLE;
   } else {
-    qsort(s.ranks, (size_t)s.nranks, sizeof *s.ranks, cmp_rank);
+    if (s.nranks) // a trace without collectives has none (and qsort no NULL)
+      qsort(s.ranks, (size_t)s.nranks, sizeof *s.ranks, cmp_rank);
     print(&s, json, stdout);
   }
   for (int k = 0; k < s.nops; k++)

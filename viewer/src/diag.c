@@ -102,8 +102,7 @@ static int died_or_failed(vw_model *m, bool deep, vw_diag *d) {
   return rc < 0 ? -1 : 0;
 }
 
-int vw_diagnose(vw_model *m, bool deep, vw_diag *d) {
-  memset(d, 0, sizeof *d);
+static int diagnose(vw_model *m, bool deep, vw_diag *d) {
   d->rank = d->report_rank = -1;
   d->group_id = d->report_group = -1;
   m->err[0] = '\0';
@@ -122,4 +121,12 @@ int vw_diagnose(vw_model *m, bool deep, vw_diag *d) {
     return -1;
   finish(m, d);
   return vw_diag_verdict(m, d);
+}
+
+int vw_diagnose(vw_model *m, bool deep, vw_diag *d) {
+  memset(d, 0, sizeof *d);
+  int rc = diagnose(m, deep, d);
+  if (rc != 0)
+    vw_diag_free(d); // a query failed (a damaged file) after the stored report was read
+  return rc;
 }

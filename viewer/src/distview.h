@@ -1,5 +1,6 @@
 /* distview.h - internals of the distview command, shared by its files:
- *   distview_main.c   main: the subcommand table, --help, exit statuses
+ *   distview_main.c   main: the subcommand table, --help, exit statuses,
+ *                     and the signals that end it (temporary files removed)
  *   distview_cmds.c   merge and export
  * The viewer's own subcommands and the terminal UI live in dist_viewer
  * (vw.h); main reaches them through the declarations below. */
@@ -20,5 +21,8 @@ int vw_cmd_render(int argc, char **argv);
 int vw_cmd_tui(int argc, char **argv);
 /* --attempt K (vw.h): the attempt of a restarted job every command opens */
 extern int vw_attempt;
+/* term.c: gives the terminal back (async-signal-safe; nothing when the
+ * viewer's screen is not up), for a signal that ends distview. */
+void vw_term_signal_restore(void);
 
 #endif

@@ -1,10 +1,13 @@
 /* distview_main.c - `distview`: post-mortem of a libdist job over its
  * trace store (a merged trace.db, a rank file or a job directory). This
  * file dispatches subcommands from a table; each prints its own --help. */
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <dist/trace_reader.h>
 
 #include "distview.h"
 
@@ -65,7 +68,35 @@ static bool take_attempt(int *argc, char **argv) {
   return true;
 }
 
+/* A signal that ends distview while a job directory is merged (Ctrl-C,
+ * kill, the terminal of --follow closing, a reader of its output going
+ * away) must not leave the merge's temporary files behind: they are
+ * removed, the terminal is given back, and the signal then ends the
+ * process as it would have (the shell sees the signal). */
+static void on_ending_signal(int sig) {
+  dist_trace_remove_temps();
+  vw_term_signal_restore();
+  signal(sig, SIG_DFL);
+  raise(sig); // delivered when the handler returns (sig is blocked in it)
+}
+
+static void catch_ending_signals(void) {
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_ending_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t k = 0; k < sizeof sigs / sizeof *sigs; k++)
+      sigaddset(&sa.sa_mask, sigs[k]); // one cleanup at a time
+    /* a signal the parent ignores (nohup, SIGPIPE in some shells) stays ignored */
+    if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+      sigaction(sigs[i], &sa, NULL);
+  }
+}
+
 int main(int argc, char **argv) {
+  catch_ending_signals();
   if (!take_attempt(&argc, argv))
     return VW_EXIT_USAGE;
   if (argc < 2) {

@@ -138,9 +138,18 @@ static int check_schema(vw_model *m, char *err, size_t len) {
 static int open_db(vw_model *m, const char *path, char *err, size_t len) {
   if (precheck(path, err, len) != 0)
     return -1;
+#ifdef VW_HAVE_READER
+  /* a rank file in a read-only place opens too (immutable=1 when safe) */
+  void *db = NULL;
+  char why[1024];
+  if (dist_trace_open_sqlite(path, &db, why, sizeof why) != 0)
+    return fail(err, len, "%s", why);
+  m->db = db;
+#else
   int rc = sqlite3_open_v2(path, &m->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
   if (rc != SQLITE_OK)
     return sql_fail(m, err, len, rc);
+#endif
   sqlite3_busy_timeout(m->db, 2000);
   /* The viewer must never write, even through a pragma. A 16 MiB page
    * cache keeps the pages of the screen being moved around in memory (the
@@ -153,8 +162,12 @@ static int open_db(vw_model *m, const char *path, char *err, size_t len) {
 static int open_dir(vw_model *m, const char *path, char *err, size_t len) {
   dist_trace *t = NULL;
   char why[512] = "";
-  if (dist_trace_open(path, &t, why, sizeof why) != 0)
+  if (dist_trace_open(path, &t, why, sizeof why) != 0) {
+    size_t pl = strlen(path);
+    if (!strncmp(why, path, pl) && why[pl] == ':')
+      return fail(err, len, "%s", why);   // the reader named the file already
     return fail(err, len, "%s: %s", path, why[0] ? why : "not a job directory");
+  }
   m->trace = t;
   m->db = dist_trace_sqlite(t);
   return 0;

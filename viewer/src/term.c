@@ -8,11 +8,45 @@
  * --follow the loop wakes every second and re-reads the trace, so a
  * running job's rank file can be watched. */
 #include <curses.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <term.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "vw_ui.h"
+
+/* What a signal handler needs to give the terminal back without curses
+ * (whose calls are not async-signal-safe): the modes before the screen
+ * started, and the terminal's own strings that leave it. */
+static struct termios saved_modes;
+static bool have_modes;
+static char leave_seq[256];
+static size_t leave_len;
+static volatile sig_atomic_t screen_up;
+
+static void add_cap(const char *name) {
+  char *s = tigetstr(name);
+  if (!s || s == (char *)-1)
+    return;
+  size_t n = strlen(s);
+  if (leave_len + n < sizeof leave_seq) {
+    memcpy(leave_seq + leave_len, s, n);
+    leave_len += n;
+  }
+}
+
+void vw_term_signal_restore(void); // distview.h (whose exit codes clash with vw.h's)
+void vw_term_signal_restore(void) {
+  if (!screen_up)
+    return;
+  screen_up = 0;
+  if (leave_len && write(STDOUT_FILENO, leave_seq, leave_len) < 0) {
+  }
+  if (have_modes)
+    tcsetattr(STDIN_FILENO, TCSANOW, &saved_modes);
+}
 
 static int map_key(int ch) {
   switch (ch) {
@@ -76,6 +110,7 @@ static void blit(const vw_canvas *c, bool color) {
 
 int vw_term_run(vw_app *a, bool follow);
 int vw_term_run(vw_app *a, bool follow) {
+  have_modes = tcgetattr(STDIN_FILENO, &saved_modes) == 0;
   SCREEN *scr = newterm(NULL, stdout, stdin);
   if (!scr) {
     fprintf(stderr, "distview: cannot use this terminal (TERM=%s); try distview summary\n",
@@ -92,6 +127,11 @@ int vw_term_run(vw_app *a, bool follow) {
     init_colors();
   a->st.color = color;
   timeout(follow ? 1000 : -1);
+  leave_len = 0;
+  add_cap("sgr0");
+  add_cap("cnorm");
+  add_cap("rmcup");
+  screen_up = 1;
   int rc = 0;
   if (vw_app_resize(a, LINES, COLS) != 0)
     rc = 1;
@@ -107,6 +147,7 @@ int vw_term_run(vw_app *a, bool follow) {
     if (vw_app_key(a, key) & VW_H_QUIT)
       break;
   }
+  screen_up = 0;
   endwin();
   delscreen(scr);
   return rc;

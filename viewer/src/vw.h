@@ -314,7 +314,8 @@ typedef struct vw_diag {
 /* Computes the diagnosis: a stored report if any, and the finding from the
  * operation rows. deep = scan every collective for fingerprint differences
  * (diagnose); otherwise only the ranks' last few sequence numbers (the TUI's
- * first screen must stay fast on 10 M rows). */
+ * first screen must stay fast on 10 M rows). Returns 0, or -1 with the
+ * reason in m->err and nothing in d to free. */
 int vw_diagnose(vw_model *m, bool deep, vw_diag *d);
 /* The headline's verdict word: "DESYNC", "HANG", "CRASH", "INTERRUPTED"... */
 const char *vw_diag_headline(const vw_diag *d, char *buf, size_t len);

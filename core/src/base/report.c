@@ -94,9 +94,12 @@ char *dist__report_value(const dist__rval *v, char *buf, size_t len) {
     dist__appendf(buf, len, &off, " root %d", v->root);
   if (v->dir)
     dist__appendf(buf, len, &off, " %s rank %d", v->dir, v->peer);
-  if (v->dtype >= 0 && v->count >= 0)
-    dist__appendf(buf, len, &off, " (%" PRId64 " bytes)",
-                  v->count * (int64_t)dist_dtype_size((dist_dtype)v->dtype));
+  int64_t bytes; /* a peer's count may be anything: it comes off the wire */
+  if (v->dtype >= 0 && v->count >= 0 &&
+      !__builtin_mul_overflow(v->count, (int64_t)dist_dtype_size((dist_dtype)v->dtype), &bytes))
+    dist__appendf(buf, len, &off, " (%" PRId64 " bytes)", bytes);
+  else if (v->dtype >= 0 && v->count >= 0)
+    dist__appendf(buf, len, &off, " (more bytes than 64 bits count)");
   return buf;
 }
 

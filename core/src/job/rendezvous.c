@@ -190,6 +190,9 @@ static int parse_tcp_method(settings *s, const char *rest) {
  * are refused so a typo is not silently ignored. */
 static int parse_query(settings *s, const char *method, const char *q) {
   char buf[512];
+  if (strlen(q) >= sizeof buf) /* cut short, rank=123 could read as rank=12 */
+    return dist__set_last_error(DIST_E_INVAL, "init_method's query is too long (%zu "
+                                "characters; at most %zu)", strlen(q), sizeof buf - 1);
   snprintf(buf, sizeof buf, "%s", q);
   for (char *save = NULL, *kv = strtok_r(buf, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
     char *eq = strchr(kv, '=');
@@ -729,6 +732,15 @@ static int run_protocol(const settings *s, dist__rdzv *r) {
 }
 
 /* --- public (internal) API ------------------------------------------------ */
+
+int dist__rendezvous_check(const dist_init_opts *opts, dist__rdzv *out) {
+  if (!out)
+    return dist__set_last_error(DIST_E_INVAL, "dist__rendezvous_check: out is NULL");
+  memset(out, 0, sizeof *out);
+  const dist_init_opts dflt = {.rank = -1, .world_size = -1};
+  settings s = {0};
+  return parse_settings(opts ? opts : &dflt, &s, out);
+}
 
 int dist__rendezvous(const dist_init_opts *opts, dist__rdzv *out) {
   if (!out)

@@ -51,6 +51,11 @@ typedef struct dist__rdzv {
  * opts->timeout_ms (<= 0: dist__default_timeout_ms()), which bounds the
  * whole rendezvous. On success the store's timeout is the group timeout. */
 int dist__rendezvous(const dist_init_opts *opts, dist__rdzv *out);
+/* Reads the init method and the environment as dist__rendezvous does
+ * (rank, world size and local ranks into out; no store is opened, nobody
+ * is waited for): DIST_OK, or the same DIST_E_INVAL and message. For the
+ * fuzz target of the parsers (tests/fuzz) and callers that fail fast. */
+int dist__rendezvous_check(const dist_init_opts *opts, dist__rdzv *out);
 /* Destroys the store if owned. Accepts NULL and a zeroed struct. */
 void dist__rendezvous_release(dist__rdzv *r);
 

@@ -61,10 +61,7 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
   int culprits[DIST_CAUSE_CULPRITS_MAX];
   char field[32];
   int n = marked_ranks(rep, culprits, DIST_CAUSE_CULPRITS_MAX, field, sizeof field);
-  bool p2p = c && (c->kind == DIST_OP_SEND || c->kind == DIST_OP_RECV ||
-                   c->kind == DIST_OP_SEND_BYTES || c->kind == DIST_OP_RECV_BYTES ||
-                   c->kind == DIST_OP_BATCH_P2P);
-  if (g->inner && (n == 0 || !p2p)) {
+  if (g->inner && (n == 0 || !c || !dist_op_is_p2p(c->kind))) {
     /* A wrapper's failure: the checking layer posts its own report with
      * what it blames, which replaces this plain relay (cause.c's rule), so
      * the job's cause does not depend on which rank posted first. A send

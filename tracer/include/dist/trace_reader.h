@@ -30,6 +30,19 @@ DIST_API void dist_trace_close(dist_trace *t);
 /* The SQLite handle (sqlite3 *), for the viewer's own queries. Borrowed. */
 DIST_API void *dist_trace_sqlite(dist_trace *t);
 
+/* Opens a trace file (a rank file or a merged trace.db) as a read-only
+ * SQLite handle (sqlite3 *; close it with sqlite3_close), wherever it
+ * lies: in a read-only mount or another user's directory a rank file whose
+ * rows are all in the main file is opened with SQLite's immutable=1. Does
+ * not check that it is a trace store. DIST_E_SYS / DIST_E_INVAL. */
+DIST_API int dist_trace_open_sqlite(const char *path, void **db, char *err, size_t errlen);
+
+/* Deletes the temporary files of merges under way in this process (the
+ * `<out>.tmp` of dist_trace_merge) and those of open job directories
+ * (their merged copy in $TMPDIR). Async-signal-safe: a program that may
+ * end on a signal while merging calls it from its handler. */
+DIST_API void dist_trace_remove_temps(void);
+
 typedef struct dist_trace_merge_report {
   int ranks_merged;
   int files_skipped;
