@@ -35,7 +35,8 @@ Test(tracer_fuzz_found, clock_offsets_at_the_ends_of_64_bits_merge, .timeout = 2
   sqlite3 *db;
   cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
   cr_assert_eq(tr_schema_create_rank(db, 0, NULL, 0), 0);
-  exec(db, "INSERT INTO meta VALUES ('schema_version','1'),('kind','rank'),('job_id','fz'),"
+  exec(db, "INSERT INTO meta VALUES ('schema_version','" TR_SCHEMA_VERSION_STR "'),"
+           "('kind','rank'),('job_id','fz'),"
            "('rank','0');"
            "INSERT INTO job VALUES ('fz', 1, 0, 0, NULL);"
            "INSERT INTO ranks VALUES (0,'h',1,'cpu',NULL,0,100,0,NULL,0,'finished',0);"

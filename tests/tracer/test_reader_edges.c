@@ -60,7 +60,7 @@ static sqlite3 *rank_file(const char *path, int rank, int n) {
   cr_assert_eq(tr_schema_create_rank(db, rank, NULL, 0), 0);
   char sql[1024];
   snprintf(sql, sizeof sql,
-           "INSERT INTO meta VALUES ('schema_version','1'),('kind','rank'),"
+           "INSERT INTO meta VALUES ('schema_version','" TR_SCHEMA_VERSION_STR "'),('kind','rank'),"
            "('job_id','edgejob'),('rank','%d');"
            "INSERT INTO job VALUES ('edgejob', 2, 0, 0, NULL);"
            "INSERT INTO ranks VALUES (%d,'h',1,'cpu',NULL,0,100,0,NULL,0,'finished',0);"
