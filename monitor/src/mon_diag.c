@@ -753,3 +753,76 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
   dist__free(w.found);
   return found;
 }
+
+/* --- a proven deadlock ----------------------------------------------------- */
+
+/* Whether rank r's record shows it alive and stopped for good inside the
+ * library: heard from lately, blocked in a synchronous call (its thread
+ * cannot call anything else), and no other operation in flight in any
+ * group (no pending send or receive that could still meet a peer). */
+static bool stuck_inside(const mon_rec *r, int64_t now_ms) {
+  char how[320];
+  if (!r->present || strcmp(r->state, "run") != 0 || gone_how(r, now_ms, how, sizeof how) ||
+      r->proc_state == 'T' || r->proc_state == 't')
+    return false;
+  const mon_rec_group *b = blocked_in(r);
+  if (!b || !b->sync)
+    return false;
+  uint64_t in_flight = 0;
+  for (int i = 0; i < r->n; i++)
+    in_flight += r->g[i].enq > r->g[i].done ? r->g[i].enq - r->g[i].done : 0;
+  return in_flight == 1;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_seen *seen) {
+  seen->n = 0;
+  if (me < 0 || me >= world)
+    return false;
+  walk w = {.recs = recs, .world = world, .cap = 64};
+  w.color = dist__calloc((size_t)world, sizeof(int));
+  w.stack = dist__calloc((size_t)world + 1, sizeof(int));
+  w.found = dist__calloc((size_t)w.cap, sizeof *w.found);
+  if (w.color && w.stack && w.found)
+    for (int r = 0; r < world; r++)
+      if (w.color[r] == 0)
+        dfs(&w, r);
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  const cycle *best = NULL;
+  for (int i = 0; i < w.n_found; i++) {
+    const cycle *c = &w.found[i];
+    bool mine = false, stuck = c->n <= MON_CYCLE_MAX;
+    for (int j = 0; j < c->n && stuck; j++) {
+      mine |= c->ranks[j] == me;
+      stuck = stuck_inside(&recs[c->ranks[j]], now_ms);
+    }
+    if (mine && stuck && (!best || c->n < best->n))
+      best = c;
+  }
+  if (best) {
+    seen->n = best->n;
+    memcpy(seen->ranks, best->ranks, sizeof(int) * (size_t)best->n);
+    qsort(seen->ranks, (size_t)seen->n, sizeof(int), cmp_int);
+    uint64_t h = 1469598103934665603ULL;
+    for (int j = 0; j < seen->n; j++) {
+      const mon_rec *r = &recs[seen->ranks[j]];
+      const mon_rec_group *b = blocked_in(r);
+      seen->hb_ms[j] = r->hb_ms;
+      h = mix(h, (uint64_t)seen->ranks[j]);
+      h = mix(h, (uint64_t)b->gid);
+      h = mix(h, b->done + 1);
+      h = mix(h, (uint64_t)b->kind);
+      h = mix(h, (uint64_t)b->since_ms);
+      h = mix(h, (uint64_t)(int64_t)r->pid);
+    }
+    seen->ops = h;
+  }
+  dist__free(w.color);
+  dist__free(w.stack);
+  dist__free(w.found);
+  return best != NULL;
+}

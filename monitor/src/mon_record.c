@@ -44,6 +44,7 @@ static void parse_group_tail(mon_rec_group *g, char **f, int k) {
   g->colls_enq = g->has_colls ? strtoull(f[14], NULL, 10) : 0;
   g->colls_done = g->has_colls ? strtoull(f[15], NULL, 10) : 0;
   g->coll = g->has_colls ? strtoull(f[16], NULL, 10) : 0;
+  g->sync = k > 17 && atoi(f[17]) == 1;
 }
 
 bool dist__mon_rec_parse(char *text, mon_rec *r) {
@@ -53,9 +54,9 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
   r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
   if (!r->g)
     return false;
-  char *save = NULL, *f[17];
+  char *save = NULL, *f[18];
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = fields(line, f, 17);
+    int k = fields(line, f, 18);
     if (k == 7 && strcmp(f[0], "v1") == 0) {
       r->rank = atoi(f[1]);
       r->pid = (pid_t)atoi(f[2]);

@@ -10,7 +10,7 @@
  *   v1 <rank> <pid> <host> <wall ms> <state> <note>
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
  *     <last ms> <call site> <last call site> <description> [<peer>
- *     [<colls enq> <colls done> <coll in flight>]]
+ *     [<colls enq> <colls done> <coll in flight> [<sync>]]]
  * kind is the op of the oldest operation in flight (-1: none), peer the
  * global rank a point-to-point one waits on (MON_PEER_*; a record without
  * the field reads as MON_PEER_NONE). enq/started/done count every
@@ -18,7 +18,9 @@
  * colls enq and done count its collectives alone and coll in flight is the
  * collective ordinal of the operation in flight (0: none, or point to
  * point), so ranks whose point-to-point counts differ (pipeline stages)
- * still compare their collectives; call sites
+ * still compare their collectives; sync is 1 when the operation in flight
+ * is a synchronous call (its thread waits inside the library: what the
+ * deadlock probe needs to call a cycle proven); call sites
  * are symbolised by the writer, since an address means nothing in another
  * process. */
 #ifndef MON_RECORD_H
@@ -46,6 +48,7 @@ typedef struct mon_rec_group {
   uint64_t colls_enq, colls_done; /* collectives issued, completed (no point to point) */
   uint64_t coll;             /* the in-flight operation's collective ordinal, 0 none */
   bool has_colls;            /* the record carried the two above */
+  bool sync;                 /* the in-flight operation is a synchronous call */
 } mon_rec_group;
 
 typedef struct mon_rec {
