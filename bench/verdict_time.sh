@@ -22,7 +22,7 @@ echo "ranks,fault,exit,fault_to_exit_s,cycle_named"
 for n in $RANKS; do
   for fault in recvrecv cross exit kill; do
     (cd "$T" && DIST_TIMEOUT=600 DIST_TRACE=0 timeout 120 "$OLDPWD/$BIN/distrun" -n "$n" \
-       "$OLDPWD/$BIN/bench_scale_job" --colls 200 --fault "$fault" >out 2>err)
+       "$OLDPWD/$BIN/scale_job" --colls 200 --fault "$fault" >out 2>err)
     rc=$?
     end=$(date +%s%3N)
     at=$(awk '/FAULT_AT_MS/ {for (i = 1; i < NF; i++) if ($i == "FAULT_AT_MS") {print $(i + 1); exit}}' "$T/out")

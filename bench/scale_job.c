@@ -1,25 +1,27 @@
-/* bench_scale_job.c - the rank program of bench/scale.sh and
+/* scale_job.c - the rank program of bench/scale.sh and
  * bench/verdict_time.sh: one job as people run it at scale, with at most
  * one planted fault, timed from inside.
  *
- *     distrun -n 64 build/bin/bench_scale_job --colls 300 --fault desync
+ *     distrun -n 64 build/bin/scale_job --colls 300 --fault desync
  *
- * Init (env://), a 2-D mesh "row" x "col" (world = rows x cols, cols the
- * largest divisor <= sqrt(world)), then --colls collectives cycling over
- * row all_reduce, col all_reduce, world all_reduce and world broadcast.
+ * Linked with the bundled libdist, as a user's program (traces, monitor,
+ * checking layer at DIST_DEBUG=DETAIL). Init (env://), a 2-D mesh "dp" x
+ * "tp" (world = dp x tp, tp the largest divisor <= sqrt(world)), then
+ * --colls collectives cycling over the tp all_reduce, the dp all_reduce,
+ * a world all_reduce and a world broadcast.
  * Rank 0 prints one CSV line on stdout:
  *     world,init_ms,first_ms,colls,per_coll_us
  * (init: from start to a ready default group and mesh; first: the first
  * world all_reduce; per_coll_us: the mean of the rest).
  *
  * Faults, planted on --rank R (default world - 1) at collective --at K
- * (default colls / 2, rounded down to a row all_reduce); the planting rank prints "FAULT_AT_MS <epoch ms>"
+ * (default colls / 2, rounded down to a tp all_reduce); the planting rank prints "FAULT_AT_MS <epoch ms>"
  * on stdout first, so a script can time the fault to distrun's verdict:
- *   desync     R passes float64 instead of float32 to its row all_reduce
+ *   desync     R passes float64 instead of float32 to its tp all_reduce
  *   hang       R computes for ever (a busy rank: the others get the timeout)
  *   recvrecv   ranks 0 and 1 each receive from the other first (a
  *              point-to-point deadlock); the others wait in a world all_reduce
- *   cross      R calls the world all_reduce before its row all_reduce (a
+ *   cross      R calls the world all_reduce before its tp all_reduce (a
  *              wait-for cycle across groups)
  *   exit       R returns 0 from main (an early exit others wait for)
  *   kill       R SIGKILLs itself */
@@ -90,19 +92,18 @@ int main(int argc, char **argv) {
     if (world % c == 0)
       cols = c;
   int64_t dims[2] = {world / cols, cols};
-  const char *names[2] = {"row", "col"};
+  const char *names[2] = {"dp", "tp"};
   dist_device_mesh *mesh = NULL;
-  dist_pg *g_row = NULL, *g_col = NULL;
+  dist_pg *g_tp = NULL, *g_dp = NULL;
   TRY("mesh", dist_init_device_mesh("cpu", dims, 2, names, &mesh));
-  /* "row": ranks sharing a row coordinate... dim 1 varies along a row. */
-  TRY("row group", dist_mesh_get_group(mesh, 1, &g_row));
-  TRY("col group", dist_mesh_get_group(mesh, 0, &g_col));
+  TRY("tp group", dist_mesh_get_group_by_name(mesh, "tp", &g_tp));
+  TRY("dp group", dist_mesh_get_group_by_name(mesh, "dp", &g_dp));
   double t_init = now_ms() - t0;
   if (culprit < 0)
     culprit = world - 1;
   if (at < 0)
     at = colls / 2;
-  at -= at % 4; /* a row all_reduce: desync and cross plant there */
+  at -= at % 4; /* a tp all_reduce: desync and cross plant there */
   if (at < 4)
     at = 4;
   float v[16];
@@ -139,17 +140,17 @@ int main(int argc, char **argv) {
       if (mine && !strcmp(fault, "desync")) {
         planted(fault);
         dist_tensor d = dist_tensor_1d(f64, DIST_FLOAT64, 16);
-        TRY("row all_reduce", dist_all_reduce(&d, DIST_SUM, g_row, NULL));
+        TRY("tp all_reduce", dist_all_reduce(&d, DIST_SUM, g_tp, NULL));
       } else if (mine && !strcmp(fault, "cross")) {
         planted(fault);
         TRY("world all_reduce", dist_all_reduce(&t, DIST_SUM, NULL, NULL));
-        TRY("row all_reduce", dist_all_reduce(&t, DIST_SUM, g_row, NULL));
+        TRY("tp all_reduce", dist_all_reduce(&t, DIST_SUM, g_tp, NULL));
         k++;
       } else {
-        TRY("row all_reduce", dist_all_reduce(&t, DIST_SUM, g_row, NULL));
+        TRY("tp all_reduce", dist_all_reduce(&t, DIST_SUM, g_tp, NULL));
       }
       break;
-    case 1: TRY("col all_reduce", dist_all_reduce(&t, DIST_SUM, g_col, NULL)); break;
+    case 1: TRY("dp all_reduce", dist_all_reduce(&t, DIST_SUM, g_dp, NULL)); break;
     case 2: TRY("world all_reduce", dist_all_reduce(&t, DIST_SUM, NULL, NULL)); break;
     default: TRY("world broadcast", dist_broadcast(&t, 0, NULL, NULL)); break;
     }
