@@ -260,13 +260,17 @@ static int64_t last_done_ms(const mon_rec *r) {
 static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_t *off) {
   int world = dist__mon.world;
   bool *said = dist__calloc((size_t)world, sizeof *said);
+  /* One clause per operation, however many wait in it (at scale, ranks
+   * 2-1022, not sixteen clauses of 64 that push the cycle out of the
+   * report). */
+  int *waiters = dist__malloc(sizeof(int) * (size_t)world);
   int clauses = 0;
-  for (int q = 0; said && q < world; q++) {
+  for (int q = 0; said && waiters && q < world; q++) {
     const mon_rec_group *b = blocked_in(&recs[q]);
     if (said[q] || q == r || !b || !waits_for(recs, q, b, r))
       continue;
-    int waiters[64], k = 0;
-    for (int x = q; x < world && k < 64; x++) {
+    int k = 0;
+    for (int x = q; x < world; x++) {
       const mon_rec_group *bx = blocked_in(&recs[x]);
       if (!said[x] && x != r && bx && bx->gid == b->gid && same_op(bx, b) &&
           waits_for(recs, x, bx, r)) {
@@ -274,7 +278,7 @@ static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_
         waiters[k++] = x;
       }
     }
-    char ranks[256], pw[48];
+    char ranks[512], pw[48];
     dist__format_ranks(waiters, (size_t)k, ranks, sizeof ranks);
     dist__appendf(buf, len, off, "%s rank%s %s %s in group %d (%s) %s #%llu%s",
                   clauses++ ? ";" : ":", k > 1 ? "s" : "", ranks,
@@ -282,6 +286,7 @@ static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_
                   (unsigned long long)(b->done + 1), peer_words(b->kind, b->peer, pw, sizeof pw));
   }
   dist__appendf(buf, len, off, "\n");
+  dist__free(waiters);
   dist__free(said);
 }
 
@@ -783,6 +788,8 @@ bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_s
   seen->n = 0;
   if (me < 0 || me >= world)
     return false;
+  /* Liveness as of the snapshot, not of the end of a long search. */
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
   walk w = {.recs = recs, .world = world, .cap = 64};
   w.color = dist__calloc((size_t)world, sizeof(int));
   w.stack = dist__calloc((size_t)world + 1, sizeof(int));
@@ -791,7 +798,6 @@ bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_s
     for (int r = 0; r < world; r++)
       if (w.color[r] == 0)
         dfs(&w, r);
-  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
   const cycle *best = NULL;
   for (int i = 0; i < w.n_found; i++) {
     const cycle *c = &w.found[i];
