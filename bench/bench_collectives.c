@@ -54,7 +54,7 @@
 #include <dist/dist.h>
 #include <dist/tracer.h>
 
-#include "pg_int.h"
+#include "pg/pg_int.h"
 
 static const char *const all_ops[] = {"all_reduce", "broadcast", "all_gather",
                                       "reduce_scatter", "all_to_all", "barrier"};

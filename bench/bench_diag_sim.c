@@ -35,20 +35,20 @@ static int record(char *buf, size_t len, int r, int n, bool cycle, int64_t hb, i
     return snprintf(buf, len,
                     "v1\t%d\t%d\tnode%d\t%lld\trun\t-\n"
                     "g\t0\t%d\t99\t99\t99\t-1\t0\t%d\t%lld\tmain (train.c:40)\tmain (train.c:40)\t"
-                    "default\t-1\t99\t99\t0\t0\n",
+                    "default\t-1\t99\t99\t0\t99\t0\t0\n",
                     r, 1000 + r, r / 8, (long long)hb, n, DIST_OP_ALL_REDUCE,
                     (long long)since);
   if (cycle && r <= 1)
     return snprintf(buf, len,
                     "v1\t%d\t%d\tnode%d\t%lld\trun\t-\n"
                     "g\t0\t%d\t100\t100\t99\t%d\t%lld\t%d\t%lld\tmain (train.c:52)\t"
-                    "main (train.c:40)\tdefault\t%d\t99\t99\t0\t1\n",
+                    "main (train.c:40)\tdefault\t%d\t99\t99\t0\t99\t0\t1\n",
                     r, 1000 + r, r / 8, (long long)hb, n, DIST_OP_RECV, (long long)since,
                     DIST_OP_ALL_REDUCE, (long long)since, 1 - r);
   return snprintf(buf, len,
                   "v1\t%d\t%d\tnode%d\t%lld\trun\t-\n"
                   "g\t0\t%d\t100\t100\t99\t%d\t%lld\t%d\t%lld\tmain (train.c:40)\t"
-                  "main (train.c:40)\tdefault\t-1\t100\t99\t100\t1\n",
+                  "main (train.c:40)\tdefault\t-1\t100\t99\t100\t99\t0\t1\n",
                   r, 1000 + r, r / 8, (long long)hb, n, DIST_OP_ALL_REDUCE, (long long)since,
                   DIST_OP_ALL_REDUCE, (long long)since);
 }

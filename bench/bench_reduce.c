@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/reduce.h"
-#include "dist_int.h"
+#include "reduce/reduce.h"
+#include "base/dist_int.h"
 
 #define MAX_SRC 4
 

@@ -1,5 +1,5 @@
 /* bench_shm.c - micro benchmark of the shared-memory collective engine
- * alone (core/src/cpu/shm.h): forks N ranks on this host, builds the
+ * alone (core/src/backends/cpu/shm.h): forks N ranks on this host, builds the
  * engine over a file store and calls dist__shm_run directly, so the
  * figures show the engine without the process-group layer above it.
  *
@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cpu/shm.h"
+#include "backends/cpu/shm.h"
 
 typedef struct bench {
   int rank, n;

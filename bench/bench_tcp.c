@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cpu/tcp.h"
+#include "backends/cpu/tcp.h"
 
 #define MAX_RANKS 16
 #define MAX_SAMPLES 4000

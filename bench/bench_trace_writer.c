@@ -33,7 +33,7 @@
 
 #include "reader_int.h"
 #include "ring.h"
-#include "dist_int.h"
+#include "base/dist_int.h"
 #include "tracer_int.h"
 
 static double now_s(void) {

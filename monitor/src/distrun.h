@@ -25,7 +25,7 @@
 
 #include <dist/dist.h>
 
-#include "rendezvous.h" /* launch_env.h, job ids, dist_int.h */
+#include "job/rendezvous.h" /* launch_env.h, job ids, dist_int.h */
 
 /* Exit statuses (DESIGN.md, Monitor): 10 and 11 come from the cause a rank
  * posted (distrun_cause.c); a usage error is 2, as for most Unix tools

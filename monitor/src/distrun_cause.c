@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "distrun.h"
-#include "pg_int.h" /* dist__cause_parse */
+#include "pg/pg_int.h" /* dist__cause_parse */
 
 /* Reads the key (present) into p; false when it cannot be read. */
 static bool read_cause(drun_job *job, drun_posted *p) {

@@ -197,15 +197,25 @@ static void prefer_first_leaver(sup *sp, const drun_rank *self) {
 
 /* The status a posted cause gives, unless it is only the consequence of a
  * rank that ended first: the checking layer's "rank R left the group"
- * (the collective counts parted because R exited) names the same rank the
- * supervisor saw leave, which outranks it (ARCHITECTURE.md, One verdict),
- * whichever of the two was heard first. */
-static int posted_exit(const sup *sp, int fallback) {
+ * (the collective counts parted because R exited), or a hang whose waits
+ * end at R, names the same rank the supervisor saw leave, which outranks
+ * it (ARCHITECTURE.md, One verdict), whichever of the two was heard first. */
+static int posted_exit(const sup *sp, int rank, int wstatus, int fallback) {
   const dist__cause_fields *f = &sp->posted->f;
-  if (sp->early_rank >= 0 && sp->posted->have && sp->posted->status == DIST_E_DESYNC &&
-      !strcmp(f->field, "collective count"))
+  /* The rank that ended first: one that left with status 0 while others
+   * ran, else the failing rank itself when it exited non-zero. */
+  bool early = sp->early_rank >= 0;
+  int leaver = early ? sp->early_rank
+               : rank >= 0 && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) ? rank : -1;
+  /* A hang whose waits end at a rank that left with status 0 follows from
+   * its leaving; a rank that exited non-zero may have given up in the hang
+   * (its own timeout), so only the desync its leaving caused yields. */
+  bool consequence = sp->posted->have &&
+                     ((sp->posted->status == DIST_E_DESYNC && !strcmp(f->field, "collective count")) ||
+                      (early && sp->posted->status == DIST_E_TIMEOUT));
+  if (leaver >= 0 && consequence)
     for (int i = 0; i < f->n_culprits; i++)
-      if (f->culprits[i] == sp->early_rank)
+      if (f->culprits[i] == leaver)
         return fallback;
   return dist__run_cause_exit(sp->posted, fallback);
 }
@@ -240,7 +250,7 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   dist__run_store_post_death(sp->c, sp->job, r->global, how);
   int st = DRUN_EXIT_RANK_DIED;
   if (sp->status < 0 && dist__run_cause_fetch(sp->job, POSTED_WAIT_MS, sp->posted))
-    st = posted_exit(sp, st);
+    st = posted_exit(sp, r->global, wstatus, st);
   bool first;
   if (st != DRUN_EXIT_RANK_DIED)
     first = set_cause(sp, st, "%s reported by rank %d; rank %d (pid %d, node %d) then %s",
@@ -473,7 +483,7 @@ static int finish_status(sup *sp, drun_verdict *v) {
   if (status == DRUN_EXIT_OK || status == DRUN_EXIT_OTHER || status == DRUN_EXIT_LAUNCH)
     goto say; /* success, an interrupt, a launch failure: no rank's cause */
   if (dist__run_cause_fetch(sp->job, 1, sp->posted) && status == DRUN_EXIT_RANK_DIED)
-    status = posted_exit(sp, status);
+    status = posted_exit(sp, sp->first.rank, sp->first.wstatus, status);
 say:
   if (status != DRUN_EXIT_OK)
     dist__run_cause_refresh(sp->job, sp->posted);

@@ -50,10 +50,10 @@ static void take_group(row *r, const mon_rec_group *g) {
     snprintf(r->site, sizeof r->site, "%s", g->site);
     snprintf(r->desc, sizeof r->desc, "%s", g->desc);
   }
-  if (g->done && g->last_ms >= r->last_ms) {
+  if (g->last_seq && g->last_ms >= r->last_ms) {
     r->last_gid = g->gid;
     r->last_kind = g->last_kind;
-    r->last_seq = (unsigned long long)g->done;
+    r->last_seq = (unsigned long long)g->last_seq;
     r->last_ms = g->last_ms;
     snprintf(r->last_site, sizeof r->last_site, "%s", g->last_site);
     snprintf(r->last_desc, sizeof r->last_desc, "%s", g->desc);

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "auth.h"
+#include "net/auth.h"
 #include "distrun.h"
 
 #define POST_TIMEOUT_MS 10000  /* distrun's own store calls after setup */

@@ -85,6 +85,36 @@ static const mon_rec_group *blocked_in(const mon_rec *r) {
   return best;
 }
 
+/* Whether a and b are the two halves of one transfer between ranks ra, rb. */
+static bool halves(const mon_rec_group *a, int ra, const mon_rec_group *b, int rb) {
+  return a && b && a->peer == rb && b->peer == ra &&
+         ((a->kind == DIST_OP_SEND && b->kind == DIST_OP_RECV) ||
+          (a->kind == DIST_OP_RECV && b->kind == DIST_OP_SEND));
+}
+
+/* The peer of a rank blocked in a send or receive whose peer is blocked in
+ * the other half (a send to it, a receive from it): a transfer that should
+ * have matched and did not (their tags differ, or one side's receive never
+ * sees the other's message), so neither waits for anything that could
+ * still come; -1 otherwise. */
+static int unmatched_peer(const mon_rec *recs, int r) {
+  const mon_rec_group *b = blocked_in(&recs[r]);
+  if (!b || !is_p2p(b->kind) || b->peer < 0 || b->peer >= dist__mon.world || b->peer == r)
+    return -1;
+  const mon_rec_group *qb = blocked_in(&recs[b->peer]);
+  return qb && qb->gid == b->gid && halves(b, r, qb, b->peer) ? b->peer : -1;
+}
+
+/* Of an unmatched pair, the rank to name first: the one whose tag is not
+ * the default 0 while the other's is (a tag the program changed), else
+ * the receiver (a receive says what it expects). */
+static bool blame_first(const mon_rec *recs, int r, int q) {
+  const mon_rec_group *a = blocked_in(&recs[r]), *b = blocked_in(&recs[q]);
+  if ((a->tag != 0) != (b->tag != 0))
+    return a->tag != 0;
+  return a->kind == DIST_OP_RECV;
+}
+
 /* Why rank r cannot be heard from, or NULL when it is alive and
  * publishing. */
 static const char *gone_how(const mon_rec *r, int64_t now_ms, char *buf, size_t len) {
@@ -122,12 +152,12 @@ static const char *gone_how(const mon_rec *r, int64_t now_ms, char *buf, size_t 
 }
 
 static void say_last(char *buf, size_t len, size_t *off, const mon_rec_group *rg) {
-  if (!rg || rg->done == 0) {
+  if (!rg || rg->last_seq == 0) {
     dist__appendf(buf, len, off, "its last record shows no completed operation in this group");
     return;
   }
   dist__appendf(buf, len, off, "last completed %s #%llu, called from %s", op_name(rg->last_kind),
-                (unsigned long long)rg->done, rg->last_site);
+                (unsigned long long)rg->last_seq, rg->last_site);
 }
 
 /* One line for a member that has not entered #seq. g: this rank's own view
@@ -172,7 +202,7 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
                   "from %s, for %s", op_name(b->kind), (unsigned long long)(b->done + 1),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
-  else if (!gone && rg && rg->done)
+  else if (!gone && rg && rg->last_seq)
     dist__appendf(buf, len, off, "; busy outside the library for %s",
                   sec_word(now_ms - rg->last_ms, s, sizeof s));
   dist__appendf(buf, len, off, "\n");
@@ -180,6 +210,24 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
     dist__appendf(buf, len, off, "    its stack:\n%s", r->stack);
   if (r->crash[0])
     dist__appendf(buf, len, off, "    %s", r->crash);
+}
+
+/* Whether rank q, whose record lists no group gid, is a member of it that
+ * has left (destroyed its process group, exited or died): known when this
+ * rank is a member of gid too (its table lists the members). */
+static bool left_member(const mon_rec *rq, int q, int gid) {
+  if (!rq->died[0] && strcmp(rq->state, "done") && strcmp(rq->state, "exit"))
+    return false;
+  for (int i = 0; i < MON_MAX_GROUPS; i++) {
+    const mon_group *g = &dist__mon.groups[i];
+    if (!atomic_load_explicit(&g->live, memory_order_acquire) || g->gid != gid)
+      continue;
+    for (int m = 0; m < g->size; m++)
+      if (g->granks[m] == q)
+        return true;
+    return false;
+  }
+  return false;
 }
 
 /* A member that left cleanly before entering #seq (it destroyed its
@@ -250,7 +298,7 @@ static bool waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q)
 static int64_t last_done_ms(const mon_rec *r) {
   int64_t t = 0;
   for (int i = 0; i < r->n; i++)
-    if (r->g[i].done && r->g[i].last_ms > t)
+    if (r->g[i].last_seq && r->g[i].last_ms > t)
       t = r->g[i].last_ms;
   return t ? t : r->hb_ms;
 }
@@ -328,6 +376,18 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
     char how[320];
     bool gone = gone_how(&recs[r], now_ms, how, sizeof how) != NULL;
     const mon_rec_group *b = blocked_in(&recs[r]);
+    int pair = gone ? -1 : unmatched_peer(recs, r);
+    if (pair >= 0) { /* both halves are where the waits end */
+      for (int x = 0; x < 2; x++) {
+        int y = x ? pair : r;
+        bool have = false;
+        for (int i = 0; i < k; i++)
+          have |= sinks[i] == y;
+        if (!have && k < cap)
+          sinks[k++] = y;
+      }
+      continue;
+    }
     if (gone && ended_waiting(&recs[r], b) && r != from)
       fallback[kf++] = r; /* the end of the waits only if nothing lies beyond */
     else if (gone || !b) {
@@ -376,6 +436,20 @@ static const mon_rec_group *first_wait_for(const mon_rec *recs, int r) {
   return best;
 }
 
+/* "the waits end at rank 6, which is blocked in RECV #10 from rank 5 with
+ * tag 1, while rank 5 is blocked in SEND #9 to rank 6 with tag 0: ...". */
+static void say_unmatched(const mon_rec *recs, int r, int q, char *buf, size_t len, size_t *off) {
+  const mon_rec_group *a = blocked_in(&recs[r]), *b = blocked_in(&recs[q]);
+  char pa[48], pb[48];
+  dist__appendf(buf, len, off, "  the waits end at ranks %d and %d: rank %d is blocked in %s "
+                "#%llu%s with tag %d, called from %s, and rank %d in %s #%llu%s with tag %d, "
+                "called from %s; the two never matched (%s)", r, q, r, op_name(a->kind),
+                (unsigned long long)(a->done + 1), peer_words(a->kind, a->peer, pa, sizeof pa),
+                a->tag, a->site, q, op_name(b->kind), (unsigned long long)(b->done + 1),
+                peer_words(b->kind, b->peer, pb, sizeof pb), b->tag, b->site,
+                a->tag != b->tag ? "their tags differ" : "the receive does not take the send");
+}
+
 /* Where this rank's waits end (the culprits, whatever group or kind of
  * operation leads there): one line each, with the ranks blocked on it; and
  * the verdict's culprits. Nothing when the waits only go round (a cycle,
@@ -388,6 +462,17 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
     int r = sinks[h];
     char how[320], s[32];
     const char *gone = gone_how(&recs[r], now_ms, how, sizeof how);
+    int q = gone ? -1 : unmatched_peer(recs, r);
+    if (q >= 0) { /* one line for the pair, at its first rank */
+      bool said = false;
+      for (int i = 0; i < h; i++)
+        said |= sinks[i] == q;
+      if (!said) {
+        say_unmatched(recs, r, q, buf, len, off);
+        say_waiters(recs, r, buf, len, off);
+      }
+      continue;
+    }
     dist__appendf(buf, len, off, "  the waits end at rank %d, which ", r);
     if (gone)
       dist__appendf(buf, len, off, "%s", gone);
@@ -400,17 +485,22 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
     return;
   v->n = k;
   memcpy(v->culprits, sinks, sizeof(int) * (size_t)k);
+  int q = unmatched_peer(recs, sinks[0]);
+  if (q >= 0) { /* an unmatched pair: its first rank, at its own operation */
+    for (int i = 0; i < k; i++)
+      if (v->culprits[i] == q && blame_first(recs, q, sinks[0])) {
+        v->culprits[i] = sinks[0];
+        v->culprits[0] = q;
+      }
+    const mon_rec_group *own = blocked_in(&recs[v->culprits[0]]);
+    verdict_at(v, own, own->site);
+    return;
+  }
   const mon_rec_group *b = first_wait_for(recs, sinks[0]);
   const mon_rec_group *rg = b ? dist__mon_rec_group(&recs[sinks[0]], b->gid) : NULL;
-  verdict_at(v, b, rg && rg->done ? rg->last_site : NULL);
+  verdict_at(v, b, rg && rg->last_seq ? rg->last_site : NULL);
 }
 
-/* Whether a and b are the two halves of one transfer between ranks ra, rb. */
-static bool halves(const mon_rec_group *a, int ra, const mon_rec_group *b, int rb) {
-  return a && b && a->peer == rb && b->peer == ra &&
-         ((a->kind == DIST_OP_SEND && b->kind == DIST_OP_RECV) ||
-          (a->kind == DIST_OP_RECV && b->kind == DIST_OP_SEND));
-}
 
 /* A send or receive waits on one rank, its peer: what that rank is doing.
  * *lowest: whether this rank writes the report (of two ranks stuck on each
@@ -438,9 +528,14 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
     say_last(buf, len, off, dist__mon_rec_group(q, g->gid));
     dist__appendf(buf, len, off, " (as of its last heartbeat)\n");
   } else if (b && b->peer == me && is_p2p(b->kind) && mine && halves(b, peer, mine, me)) {
-    dist__appendf(buf, len, off, "is in %s #%llu%s, called from %s: the two should match "
-                  "(do their tags differ?)\n", op_name(b->kind), (unsigned long long)(b->done + 1),
-                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site);
+    dist__appendf(buf, len, off, "is in %s #%llu%s with tag %d, called from %s: the two "
+                  "should match, ", op_name(b->kind), (unsigned long long)(b->done + 1),
+                  peer_words(b->kind, b->peer, pw, sizeof pw), b->tag, b->site);
+    int my_tag = atomic_load(&g->ring[seq % MON_RING].tag);
+    if (my_tag != b->tag)
+      dist__appendf(buf, len, off, "but this one has tag %d: their tags differ\n", my_tag);
+    else
+      dist__appendf(buf, len, off, "and their tags agree (%d)\n", my_tag);
   } else if (b && b->peer == me && b->kind == kind) {
     dist__appendf(buf, len, off, "is blocked in %s #%llu%s too, called from %s: each %s the "
                   "other\n", op_name(b->kind), (unsigned long long)(b->done + 1),
@@ -458,7 +553,7 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
     dist__appendf(buf, len, off, "has not called the matching %s: ",
                   kind == DIST_OP_RECV ? "send" : kind == DIST_OP_SEND ? "receive" : "operation");
     say_last(buf, len, off, qg);
-    if (qg && qg->done)
+    if (qg && qg->last_seq)
       dist__appendf(buf, len, off, "; busy outside the library for %s",
                     sec_word(now_ms - qg->last_ms, s, sizeof s));
     dist__appendf(buf, len, off, "\n");
@@ -561,8 +656,9 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
  * receive with q that q is not in the other half of. */
 static bool waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q) {
   const mon_rec_group *qg = dist__mon_rec_group(&recs[q], b->gid);
-  if (!qg)
-    return false;
+  if (!qg) /* q lists no such group: a member that left it is still waited for */
+    return left_member(&recs[q], q, b->gid) &&
+           (!is_p2p(b->kind) || b->peer == q);
   if (is_p2p(b->kind))
     return b->peer == q && !halves(b, r, blocked_in(&recs[q]), q);
   return !is_in(qg, at_blocked(b));

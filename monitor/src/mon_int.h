@@ -27,7 +27,7 @@
 #include <dist/dist.h>
 #include <dist/observer.h>
 
-#include "dist_int.h"
+#include "base/dist_int.h"
 #include "mon_record.h"
 
 #define MON_MAX_GROUPS 256  /* group ids followed; later ones are not */
@@ -48,6 +48,8 @@ typedef struct mon_op {
   _Atomic int peer;          /* point to point: the peer's global rank (MON_PEER_*) */
   _Atomic int cuda;          /* on CUDA tensors: the GPU's progress is asked for */
   _Atomic uint64_t coll;     /* its collective ordinal in the group, 0: point to point */
+  _Atomic int ended;        /* completed, failed or timed out (the watermark, mon_observer.c) */
+  _Atomic int tag;          /* point to point: the tag asked for */
   _Atomic int sync;          /* a synchronous call: its thread waits inside the library */
 } mon_op;
 
@@ -86,7 +88,11 @@ typedef struct mon_group {
   int size, rank;            /* group size, this rank in it */
   int *granks;               /* group rank -> global rank */
   int64_t timeout_ms;
+  /* enq: the last operation enqueued; done: the watermark below which every
+   * operation has ended (they end out of order: an isend pending while a
+   * later irecv completed is still in flight); last_seq: the last to end. */
   _Atomic uint64_t enq, started, done;
+  _Atomic uint64_t last_seq;
   /* Collectives alone (record format, mon_record.h): enqueued (the issuing
    * thread's count) and completed. */
   _Atomic uint64_t colls_enq, colls_done;

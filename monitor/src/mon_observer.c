@@ -117,6 +117,38 @@ static int on_cuda(const dist_coll *c) {
   return t && t->device.type == DIST_DEVICE_CUDA;
 }
 
+/* g->done = max(g->done, to); ends run on several threads (a backend's
+ * progress thread, the caller's), hence the loop. */
+static void raise_done(mon_group *g, uint64_t to) {
+  uint64_t d = atomic_load_explicit(&g->done, memory_order_relaxed);
+  while (d < to && !atomic_compare_exchange_weak_explicit(&g->done, &d, to,
+                                                          memory_order_release,
+                                                          memory_order_relaxed))
+    ;
+}
+
+/* Operation seq ended: the watermark moves over every ended operation
+ * that follows it without a gap, so an operation still in flight (an isend
+ * whose later irecv completed first) stays the one the group waits in. */
+static void end_op(mon_group *g, mon_op *op, uint64_t seq) {
+  if (!seq)
+    return; /* a call that never started has no number */
+  if (atomic_load_explicit(&op->seq, memory_order_acquire) == seq)
+    atomic_store_explicit(&op->ended, 1, memory_order_release);
+  else if (seq > atomic_load_explicit(&g->done, memory_order_relaxed) + MON_RING)
+    raise_done(g, seq); /* no longer in the ring: it cannot be followed */
+  uint64_t d = atomic_load_explicit(&g->done, memory_order_acquire);
+  for (;;) {
+    mon_op *next = &g->ring[(d + 1) % MON_RING];
+    if (atomic_load_explicit(&next->seq, memory_order_acquire) != d + 1 ||
+        !atomic_load_explicit(&next->ended, memory_order_acquire))
+      return;
+    if (atomic_compare_exchange_weak_explicit(&g->done, &d, d + 1, memory_order_release,
+                                              memory_order_acquire))
+      d++;
+  }
+}
+
 static void on_enqueued(mon_group *g, const dist_event *ev) {
   mon_op *op = &g->ring[ev->seq % MON_RING];
   atomic_store_explicit(&op->seq, 0, memory_order_relaxed);
@@ -127,6 +159,8 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->peer, ev->coll ? p2p_peer(g, ev->coll) : MON_PEER_NONE,
                         memory_order_relaxed);
   atomic_store_explicit(&op->cuda, ev->coll ? on_cuda(ev->coll) : 0, memory_order_relaxed);
+  atomic_store_explicit(&op->tag, ev->coll ? ev->coll->tag : 0, memory_order_relaxed);
+  atomic_store_explicit(&op->ended, 0, memory_order_relaxed);
   atomic_store_explicit(&op->sync,
                         ev->coll && (!(ev->coll->flags & DIST_COLL_ASYNC) ||
                                      (ev->coll->flags & DIST_COLL_WAITED)),
@@ -142,6 +176,10 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->seq, ev->seq, memory_order_release);
   atomic_store_explicit(&g->tid, my_tid(), memory_order_relaxed);
   atomic_store_explicit(&g->enq, ev->seq, memory_order_release);
+  /* More operations in flight than the ring holds: the oldest is no
+   * longer followed, so the watermark moves past it (its end goes unseen). */
+  if (ev->seq > MON_RING)
+    raise_done(g, ev->seq - MON_RING);
 }
 
 static void on_started(mon_group *g, const dist_event *ev) {
@@ -183,8 +221,8 @@ static void on_ended(mon_group *g, const dist_event *ev) {
                      ? atomic_load_explicit(&op->coll, memory_order_relaxed) : 0;
   if (ord > atomic_load_explicit(&g->colls_done, memory_order_relaxed))
     atomic_store_explicit(&g->colls_done, ord, memory_order_release);
-  if (ev->seq > atomic_load_explicit(&g->done, memory_order_relaxed))
-    atomic_store_explicit(&g->done, ev->seq, memory_order_release);
+  atomic_store_explicit(&g->last_seq, ev->seq, memory_order_relaxed);
+  end_op(g, op, ev->seq);
   if (__builtin_expect(ev->kind == DIST_EV_OP_COMPLETED, 1))
     return;
   if (ev->kind == DIST_EV_OP_TIMED_OUT) {

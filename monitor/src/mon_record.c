@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist_int.h"
+#include "base/dist_int.h"
 
 /* Splits line at tabs into at most n fields; returns how many. */
 static int fields(char *line, char **f, int n) {
@@ -44,7 +44,9 @@ static void parse_group_tail(mon_rec_group *g, char **f, int k) {
   g->colls_enq = g->has_colls ? strtoull(f[14], NULL, 10) : 0;
   g->colls_done = g->has_colls ? strtoull(f[15], NULL, 10) : 0;
   g->coll = g->has_colls ? strtoull(f[16], NULL, 10) : 0;
-  g->sync = k > 17 && atoi(f[17]) == 1;
+  g->last_seq = k > 18 ? strtoull(f[17], NULL, 10) : g->done;
+  g->tag = k > 18 ? atoi(f[18]) : 0;
+  g->sync = k > 19 && atoi(f[19]) == 1;
 }
 
 bool dist__mon_rec_parse(char *text, mon_rec *r) {
@@ -54,9 +56,9 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
   r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
   if (!r->g)
     return false;
-  char *save = NULL, *f[18];
+  char *save = NULL, *f[20];
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = fields(line, f, 18);
+    int k = fields(line, f, 20);
     if (k == 7 && strcmp(f[0], "v1") == 0) {
       r->rank = atoi(f[1]);
       r->pid = (pid_t)atoi(f[2]);

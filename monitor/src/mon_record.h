@@ -10,11 +10,15 @@
  *   v1 <rank> <pid> <host> <wall ms> <state> <note>
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
  *     <last ms> <call site> <last call site> <description> [<peer>
- *     [<colls enq> <colls done> <coll in flight> [<sync>]]]
+ *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<sync>]]]]
  * kind is the op of the oldest operation in flight (-1: none), peer the
  * global rank a point-to-point one waits on (MON_PEER_*; a record without
- * the field reads as MON_PEER_NONE). enq/started/done count every
- * operation of the group (its sequence numbers, point-to-point included);
+ * the field reads as MON_PEER_NONE). enq/started count every
+ * operation of the group (its sequence numbers, point-to-point included),
+ * done is the watermark below which every operation has ended (the one in
+ * flight is done + 1, even when later ones ended first), last seq the
+ * operation that ended last (the one "last completed" names) and tag the
+ * in-flight point-to-point operation's tag;
  * colls enq and done count its collectives alone and coll in flight is the
  * collective ordinal of the operation in flight (0: none, or point to
  * point), so ranks whose point-to-point counts differ (pipeline stages)
@@ -48,6 +52,8 @@ typedef struct mon_rec_group {
   uint64_t colls_enq, colls_done; /* collectives issued, completed (no point to point) */
   uint64_t coll;             /* the in-flight operation's collective ordinal, 0 none */
   bool has_colls;            /* the record carried the two above */
+  uint64_t last_seq;         /* the last to end (a record without it: done) */
+  int tag;                   /* of the in-flight point-to-point operation */
   bool sync;                 /* the in-flight operation is a synchronous call */
 } mon_rec_group;
 

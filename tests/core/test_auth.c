@@ -6,8 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "net.h"
+#include "net/auth.h"
+#include "net/net.h"
 
 Test(auth, tokens_are_64_hex_characters_and_differ, .timeout = 5) {
   char a[65], b[65], small[10];

@@ -14,9 +14,9 @@
 
 #include <dist/backend.h>
 
-#include "dist_int.h"
-#include "launch_env.h"
-#include "pg_int.h"
+#include "base/dist_int.h"
+#include "job/launch_env.h"
+#include "pg/pg_int.h"
 
 static dist_store *init_one(void) {
   dist_store *s;

@@ -15,7 +15,7 @@
 
 #include <dist/backend.h>
 
-#include "launch_env.h"
+#include "job/launch_env.h"
 #include "mp.h"
 #include "proc.h"
 

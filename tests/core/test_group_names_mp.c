@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "mp.h"
-#include "pg_int.h"
+#include "pg/pg_int.h"
 
 
 static int cmp_str(const void *a, const void *b) {

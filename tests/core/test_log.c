@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "dist_int.h"
+#include "base/dist_int.h"
 
 #define MAX_LINES 32
 static char lines[MAX_LINES][512];

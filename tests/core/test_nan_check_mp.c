@@ -14,9 +14,9 @@
 
 #include <dist/backend.h>
 
-#include "launch_env.h"
+#include "job/launch_env.h"
 #include "mp.h"
-#include "pg_int.h" /* dist__cause_parse */
+#include "pg/pg_int.h" /* dist__cause_parse */
 
 #define N 600 /* more than one scan block */
 

@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "net.h"
+#include "net/net.h"
 
 static dist__errbuf e;
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist_int.h"
+#include "base/dist_int.h"
 #include "mp.h"
 
 int __lsan_do_recoverable_leak_check(void) __attribute__((weak));

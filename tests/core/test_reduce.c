@@ -1,5 +1,5 @@
 /* ctest: labels=unit timeout=300 */
-/* The reduction kernels (core/src/cpu/reduce*.c) against the independent
+/* The reduction kernels (core/src/reduce/reduce*.c) against the independent
  * scalar reference of tests/support/ref.c: every dtype with every op that
  * makes sense, 1 to 5 sources, odd lengths, in place, the step form bit for
  * bit against the one-call form, half-precision rounding, NaN in MIN/MAX,
@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cpu/reduce.h"
-#include "dist_int.h"
+#include "reduce/reduce.h"
+#include "base/dist_int.h"
 #include "mp.h"
 #include "ref.h"
 

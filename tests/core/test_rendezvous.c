@@ -1,5 +1,5 @@
 /* ctest: labels=unit,multiproc timeout=180 */
-/* test_rendezvous.c - core/src/rendezvous.c: env://, tcp://, file:// and
+/* test_rendezvous.c - core/src/job/rendezvous.c: env://, tcp://, file:// and
  * explicit stores with real forked ranks; messages that name the variable
  * at fault; the token and job id made by rank 0 and shared. */
 #include <criterion/criterion.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "mp.h"
-#include "rendezvous.h"
+#include "job/rendezvous.h"
 
 static const char *const rdzv_vars[] = {
     "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",

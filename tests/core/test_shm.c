@@ -1,5 +1,5 @@
 /* ctest: labels=multiproc timeout=600 */
-/* The shared-memory collective engine (core/src/cpu/shm*.c): every kind,
+/* The shared-memory collective engine (core/src/backends/cpu/shm*.c): every kind,
  * every dtype, 1 to 5 ranks (and a large group), sizes from 0 elements to
  * many pipelined chunks, checked against values computed on one rank in
  * ascending rank order (tests/support/ref.h), bit for bit. Real forked

@@ -13,7 +13,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "cpu/shm_int.h" /* SHM_DEPTH */
+#include "backends/cpu/shm_int.h" /* SHM_DEPTH */
 #include "test_shm_util.h"
 
 static void quiet_waits(void) {

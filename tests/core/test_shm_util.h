@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cpu/shm.h"
+#include "backends/cpu/shm.h"
 #include "mp.h"
 
 typedef struct shm_t {

@@ -4,7 +4,7 @@
 
 #include <pthread.h>
 
-#include "dist_int.h"
+#include "base/dist_int.h"
 
 Test(core_status, codes_keep_their_documented_numbers, .timeout = 5) {
   cr_assert_eq(DIST_OK, 0);

@@ -7,11 +7,11 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "auth.h"
+#include "net/auth.h"
 #include "mp.h"
-#include "net.h"
+#include "net/net.h"
 #include "store_cases.h"
-#include "store_tcp_proto.h"
+#include "store/store_tcp_proto.h"
 
 #define TOKEN "0123456789abcdef-test-token"
 

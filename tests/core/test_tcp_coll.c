@@ -10,7 +10,7 @@
 
 #include <stdlib.h>
 
-#include "cpu/shm.h"
+#include "backends/cpu/shm.h"
 #include "ref.h"
 #include "test_tcp_util.h"
 

@@ -11,8 +11,8 @@
 #include <signal.h>
 #include <stdlib.h>
 
-#include "auth.h"
-#include "net.h"
+#include "net/auth.h"
+#include "net/net.h"
 #include "test_tcp_util.h"
 
 static bool has(const char *msg, const char *what) { return strstr(msg, what) != NULL; }

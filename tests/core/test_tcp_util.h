@@ -15,8 +15,8 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
-#include "cpu/tcp.h"
-#include "cpu/tcp_int.h"
+#include "backends/cpu/tcp.h"
+#include "backends/cpu/tcp_int.h"
 #include "mp.h"
 
 #define TT_MAX 24

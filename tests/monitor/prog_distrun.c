@@ -38,7 +38,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "rendezvous.h"
+#include "job/rendezvous.h"
 
 static int rank_env(void) {
   const char *r = getenv("RANK");

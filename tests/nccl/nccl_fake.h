@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nccl/nccl_api.h"
+#include "backends/nccl/nccl_api.h"
 
 static char log_buf[16384];
 static size_t log_len;

@@ -19,8 +19,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nccl/nccl_api.h"
-#include "pg_int.h"
+#include "backends/nccl/nccl_api.h"
+#include "pg/pg_int.h"
 
 #include "nccl_fake.h"
 

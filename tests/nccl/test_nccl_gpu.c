@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include <dist/dist.h>
-#include "pg_int.h"
+#include "pg/pg_int.h"
 
 static void need_gpu(void) {
   char why[512];

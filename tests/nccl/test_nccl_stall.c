@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "mon_int.h"
-#include "nccl/nccl_api.h"
-#include "pg_int.h"
+#include "backends/nccl/nccl_api.h"
+#include "pg/pg_int.h"
 
 #include "nccl_fake.h"
 

@@ -15,8 +15,8 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "nccl/nccl_api.h"
-#include "pg_int.h"
+#include "backends/nccl/nccl_api.h"
+#include "pg/pg_int.h"
 
 #include "nccl_fake.h"
 

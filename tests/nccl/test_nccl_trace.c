@@ -11,8 +11,8 @@
 
 #include <dist/tracer.h>
 
-#include "nccl/nccl_api.h"
-#include "pg_int.h"
+#include "backends/nccl/nccl_api.h"
+#include "pg/pg_int.h"
 #include "trace_util.h"
 
 #include "nccl_fake.h"

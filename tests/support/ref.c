@@ -1,7 +1,7 @@
 /* ref.c - deterministic inputs, a scalar reference reduction and bitwise
  * comparison for tests (ref.h).
  *
- * The reference shares no code with the kernels (core/src/cpu/reduce*.c):
+ * The reference shares no code with the kernels (core/src/reduce/reduce*.c):
  * it walks one element at a time, keeps integers in 64-bit two's
  * complement and truncates at the end, rounds to the half types through
  * frexp/nearbyint in double, and forces every product into memory before

@@ -48,7 +48,7 @@ void dist_test_fill(void *buf, dist_dtype dt, size_t n, uint64_t seed, int rank,
                     unsigned flags);
 
 /* out[i] = bufs[0][i] op ... op bufs[nranks-1][i] by the scalar reference,
- * with core/src/cpu/reduce.h's rules (float32 accumulation for the half
+ * with core/src/reduce/reduce.h's rules (float32 accumulation for the half
  * types, AVG divides by avg_divisor, PREMUL_SUM scales each input, NaN
  * from arithmetic is canonical), so results compare bit for bit, NaN
  * included. out may be bufs[0]. Returns 0, or -1 for an op the dtype does

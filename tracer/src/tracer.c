@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist_int.h"
+#include "base/dist_int.h"
 
 static tracer *_Atomic current; /* the recording tracer, for flush/path */
 /* Serialises the writer's end between fini and the atexit flush (exit()

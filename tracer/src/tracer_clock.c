@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist_int.h"
+#include "base/dist_int.h"
 
 #define CLK_QUEUE "trace/clk/q"
 #define CLK_SAMPLES 5

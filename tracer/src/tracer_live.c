@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist_int.h"
+#include "base/dist_int.h"
 #include "otlp_int.h"
 
 #define LEAD_CACHE 1024

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist_int.h"
+#include "base/dist_int.h"
 
 typedef union slot_buf {
   tr_head h;

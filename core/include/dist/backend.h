@@ -7,7 +7,7 @@
  *     int op(void *priv, const dist_coll *c, dist_work *w);
  *
  * Core allocates priv (ops->priv_size bytes, zeroed) and hands it to every
- * slot. Only core/src/pg.c calls through the table.
+ * slot. Only core/src/pg/pg.c calls through the table.
  *
  * Sync and async. w == NULL: the slot runs the operation to completion and
  * returns its status (message through dist_backend_set_error). w != NULL:
@@ -281,7 +281,7 @@ DIST_API void dist_backend_gpu_times(dist_pg *self, const dist_coll *c, int64_t 
  * fails, exits 10 for DIST_E_DESYNC and 11 for DIST_E_TIMEOUT (other codes
  * keep its usual classification) and prints report once, last. The first
  * cause posted in the job wins (compare_set under the key "dist/cause";
- * core/src/launch_env.h documents the value: status, the posting global
+ * core/src/job/launch_env.h documents the value: status, the posting global
  * rank, the report). Core posts DIST_E_DESYNC from the backends' own size
  * checks itself, once per failing call and at every debug level, and
  * DIST_E_INVAL for an input DIST_NAN_CHECK=1 refuses; the

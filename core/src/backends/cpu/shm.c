@@ -1,0 +1,314 @@
+/* shm.c - the shared-memory collective engine: lifetime, dispatch, and
+ * the descriptor check every collective starts with (shm.h, shm_int.h);
+ * the checks deferred by small broadcasts and scatters are shm_settle.c's.
+ *
+ * Mismatches. The first step of every collective carries each rank's
+ * descriptor. Every rank compares every other rank's descriptor with its
+ * own (and, for all_to_all, the whole count matrix), so all ranks reach
+ * the same verdict at the same step: when they disagree, every rank fails
+ * the operation with DIST_E_DESYNC (ranks are out of sync; local argument
+ * errors are DIST_E_INVAL) and a message naming a rank that differs and both
+ * sizes, nothing has been copied into user buffers, and the step
+ * counters are still in step. The group therefore stays usable: the next
+ * collective on which the ranks agree runs normally. Only failures after
+ * the first step (timeout, lost peer, abort, a kernel error) break the
+ * group (dist__cpu_mark_broken), because ranks may then be at different
+ * steps.
+ *
+ * The user's sequence number travels in the descriptor for messages only:
+ * point-to-point calls count in it, so ranks that took no part in a send
+ * legitimately disagree on it. */
+#include <inttypes.h>
+#include <stdio.h>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "shm_int.h"
+#include "base/report.h"
+
+static int64_t tunable(const char *name, int64_t dflt) {
+  int64_t v;
+  if (dist__env_int(name, 0, 10000000, dflt, &v) != DIST_OK)
+    return dflt; /* warned once (dist__env_warn) */
+  return v;
+}
+
+int dist__shm_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
+                     dist__shm **out, dist__errbuf *err) {
+  *out = NULL;
+  if (!g || !store || g->size < 1 || g->rank < 0 || g->rank >= g->size || !g->peers)
+    return dist__err_set(err, DIST_E_INVAL, "shared memory: bad group description");
+  if (!g->same_host)
+    return dist__err_set(err, DIST_E_NOTSUP,
+                         "shared memory: the members of group %s are not all on this host",
+                         g->name);
+  dist__shm *s = dist__calloc(1, sizeof *s);
+  if (!s)
+    return dist__err_set(err, DIST_E_NOMEM, "shared memory: out of memory");
+  s->g = g;
+  s->rank = g->rank;
+  s->size = g->size;
+  s->peer = dist__calloc((size_t)g->size, sizeof *s->peer);
+  s->pidfd = dist__calloc((size_t)g->size, sizeof *s->pidfd);
+  s->srcs = dist__calloc((size_t)g->size, sizeof *s->srcs);
+  s->scratch = dist__calloc(5 * (size_t)g->size, sizeof *s->scratch);
+  s->cnt_mirror = dist__calloc(6 * (size_t)g->size, sizeof *s->cnt_mirror);
+  if (!s->peer || !s->pidfd || !s->srcs || !s->scratch || !s->cnt_mirror) {
+    dist__shm_destroy(s);
+    return dist__err_set(err, DIST_E_NOMEM, "shared memory: out of memory");
+  }
+  for (int r = 0; r < g->size; r++)
+    s->pidfd[r] = -1;
+  s->spin_ns = tunable("DIST_SHM_SPIN_US", 50) * 1000;
+  s->yield_ns = tunable("DIST_SHM_YIELD_US", 200) * 1000;
+  s->stream_min = (size_t)tunable("DIST_SHM_STREAM_KB", 32768) * 1024; /* beyond L3 */
+  dist__shm_fence_init(s);
+  int rc = dist__shm_seg_create(s, store, deadline_ms, err);
+  if (rc != DIST_OK) {
+    dist__shm_destroy(s);
+    return rc;
+  }
+  *out = s;
+  return DIST_OK;
+}
+
+void dist__shm_destroy(dist__shm *s) {
+  if (!s)
+    return;
+  dist__shm_seg_destroy(s);
+  dist__free(s->peer);
+  dist__free(s->pidfd);
+  dist__free(s->srcs);
+  dist__free(s->scratch);
+  dist__free(s->cnt_mirror);
+  dist__free(s);
+}
+
+static int run_kind(dist__shm *s, dist__cpu_op *op);
+
+/* A broadcast that travels in the root's polled line alone (shm_copy.c):
+ * it settles only what it must (shm_settle_deep). */
+static bool shallow_broadcast(const dist__shm *s, const dist__cpu_op *op) {
+  return op->c->kind == DIST_OP_BROADCAST && s->size > 1 &&
+         dist_tensor_nbytes(&op->c->inputs[0]) <= SHM_INLINE;
+}
+
+int dist__shm_run(dist__shm *s, dist__cpu_op *op) {
+  dist__cpu_group *g = s->g;
+  if (__builtin_expect(atomic_load_explicit(&g->aborted, memory_order_acquire) ||
+                           atomic_load_explicit(&g->broken_rc, memory_order_acquire),
+                       0))
+    return dist__cpu_check_state(g, op->err);
+  if (shallow_broadcast(s, op))
+    DIST_TRY(shm_settle_deep(s, op, s->step));
+  else if (__builtin_expect(s->lazy_g != 0, 0))
+    DIST_TRY(shm_settle(s, op));
+  int rc = run_kind(s, op);
+  if (__builtin_expect(s->stream, 0))
+    shm_stream_end(s);
+  /* Its last step waited for every rank: all have posted every step. */
+  if (__builtin_expect(rc == DIST_OK, 1) && s->lazy_g == 0)
+    s->known = s->step;
+  return rc;
+}
+
+static int run_kind(dist__shm *s, dist__cpu_op *op) {
+  switch (op->c->kind) {
+  case DIST_OP_ALL_REDUCE:
+    return dist__shm_all_reduce(s, op);
+  case DIST_OP_BROADCAST:
+    return dist__shm_broadcast(s, op);
+  case DIST_OP_REDUCE:
+    return dist__shm_reduce(s, op);
+  case DIST_OP_ALL_GATHER:
+  case DIST_OP_ALL_GATHER_INTO_TENSOR:
+    return dist__shm_all_gather(s, op);
+  case DIST_OP_GATHER:
+    return dist__shm_gather(s, op);
+  case DIST_OP_SCATTER:
+    return dist__shm_scatter(s, op);
+  case DIST_OP_REDUCE_SCATTER:
+  case DIST_OP_REDUCE_SCATTER_TENSOR:
+    return dist__shm_reduce_scatter(s, op);
+  case DIST_OP_ALL_TO_ALL:
+  case DIST_OP_ALL_TO_ALL_SINGLE:
+    return dist__shm_all_to_all(s, op);
+  case DIST_OP_BARRIER:
+    return dist__shm_barrier(s, op);
+  default:
+    return dist__err_set(op->err, DIST_E_NOTSUP, "shared memory engine: %s is not a collective",
+                         dist_op_name(op->c->kind));
+  }
+}
+
+/* --- copies out to user memory ----------------------------------------- */
+
+void dist__shm_copy_stream(void *dst, const void *src, size_t len) {
+#if defined(__x86_64__) && defined(__SSE2__)
+  uint8_t *d = dst;
+  const uint8_t *p = src;
+  size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+  if (len < 256 || head > len) {
+    memcpy(d, p, len);
+    return;
+  }
+  memcpy(d, p, head);
+  d += head, p += head, len -= head;
+  for (; len >= 64; len -= 64, d += 64, p += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)p), b = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32)), e = _mm_loadu_si128((const __m128i *)(p + 48));
+    _mm_stream_si128((__m128i *)d, a);
+    _mm_stream_si128((__m128i *)(d + 16), b);
+    _mm_stream_si128((__m128i *)(d + 32), c);
+    _mm_stream_si128((__m128i *)(d + 48), e);
+  }
+  memcpy(d, p, len);
+#else
+  memcpy(dst, src, len);
+#endif
+}
+
+void dist__shm_stream_done(void) {
+#if defined(__x86_64__) && defined(__SSE2__)
+  _mm_sfence(); /* streaming stores are weakly ordered: settle them before returning */
+#endif
+}
+
+/* --- the descriptor check ------------------------------------------------ */
+
+/* One rank's key as a report line (report.h); seq shown when it is not
+ * this rank's. */
+static void key_side(const dist__shm *s, int r, const shm_key *k, uint64_t seq, uint64_t my_seq,
+                     dist__rside *out) {
+  bool a2a = k->kind == DIST_OP_ALL_TO_ALL || k->kind == DIST_OP_ALL_TO_ALL_SINGLE;
+  dist__rval v = {.kind = k->kind, .seq = seq != my_seq ? seq : 0, .dtype = k->dtype,
+                  .count = a2a && k->count == 0 ? -1 : k->count, .redop = k->redop,
+                  .root = (int)shm_global_rank(s, k->root), .peer = -1};
+  if (k->kind == DIST_OP_BARRIER)
+    v.dtype = -1;
+  if (k->redop == DIST_REDOP_PREMUL_SUM)
+    memcpy(&v.scalar, &k->scalar_bits, sizeof v.scalar);
+  out->global_rank = (int)shm_global_rank(s, r);
+  out->group_rank = r;
+  out->self = r == s->rank;
+  dist__report_value(&v, out->value, sizeof out->value);
+}
+
+/* The field in which key x (rank j) first differs from y (this rank), in
+ * the order every engine names them (report.h). */
+static const char *diff_field(const shm_key *x, const shm_key *y) {
+  if (x->kind != y->kind)
+    return "operation";
+  if (x->dtype != y->dtype)
+    return "dtype";
+  if (x->redop != y->redop || (x->scalar_bits != y->scalar_bits &&
+                               x->kind != DIST_OP_ALL_TO_ALL_SINGLE))
+    return "reduce op";
+  if (x->root != y->root)
+    return "root";
+  if (x->kind == DIST_OP_ALL_TO_ALL_SINGLE)
+    return "split size"; /* the even form's input or output count */
+  return "count";
+}
+
+/* Rank r's key for step g: this rank's private copy (its line may be
+ * polled, shm_publish), a peer's polled line. */
+static const shm_key *key_of(const dist__shm *s, int r, uint64_t g) {
+  return r == s->rank ? &s->key[SHM_H(g)] : &s->peer[r].hdr[SHM_L(g)]->key;
+}
+
+/* The report body for the first difference between the keys of ranks i and
+ * j, appended at *off; j is the odd one when odd (else neither is known). */
+static void describe_diff(const dist__shm *s, int i, int j, uint64_t g, bool odd, char *buf,
+                          size_t len, size_t *off) {
+  const shm_key *x = key_of(s, i, g), *y = key_of(s, j, g);
+  uint64_t xseq = s->peer[i].info->seq[SHM_H(g)], yseq = s->peer[j].info->seq[SHM_H(g)];
+  uint64_t myseq = s->peer[s->rank].info->seq[SHM_H(g)];
+  dist__rside a, b;
+  key_side(s, i, x, xseq, myseq, &a);
+  key_side(s, j, y, yseq, myseq, &b);
+  if (odd)
+    dist__report_disagree_odd(buf, len, off, diff_field(x, y), &a, &b);
+  else
+    dist__report_disagree(buf, len, off, diff_field(x, y), &a, &b);
+}
+
+/* The lowest rank whose key most ranks share (a tie keeps the lowest). */
+static int majority_rank(const dist__shm *s, uint64_t g) {
+  int best = 0, best_n = 0;
+  for (int i = 0; i < s->size; i++) {
+    int n = 0;
+    for (int j = 0; j < s->size; j++)
+      n += memcmp(key_of(s, i, g), key_of(s, j, g), sizeof(shm_key)) == 0;
+    if (n > best_n) {
+      best_n = n;
+      best = i;
+    }
+  }
+  return best;
+}
+
+int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
+  /* Every rank sees every key, so every rank names the same pair: a rank
+   * of the majority and the first rank that differs from it (the odd one,
+   * marked), and the report reads the same on every rank (status.h). */
+  const shm_key *k0 = key_of(s, 0, g);
+  for (int j = 1; j < s->size; j++) {
+    if (memcmp(key_of(s, j, g), k0, sizeof *k0) == 0)
+      continue;
+    int m = majority_rank(s, g);
+    int odd = 0;
+    while (memcmp(key_of(s, odd, g), key_of(s, m, g), sizeof *k0) == 0)
+      odd++;
+    char msg[1024], label[96];
+    size_t off = 0;
+    dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
+    describe_diff(s, m, odd, g, true, msg, sizeof msg, &off);
+    DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
+    return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
+  }
+  return DIST_OK;
+}
+
+int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
+  /* Against the private copy: this rank's line may be polled (shm_publish). */
+  const shm_key *x = &s->peer[j].hdr[SHM_L(g)]->key;
+  if (__builtin_expect(memcmp(x, &s->key[SHM_H(g)], sizeof *x) == 0, 1))
+    return DIST_OK;
+  char msg[1024], label[96];
+  size_t off = 0;
+  dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
+  describe_diff(s, j, s->rank, g, false, msg, sizeof msg, &off);
+  DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
+  return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
+}
+
+/* cnt[p] of rank k: [0, n) elements k sends to each rank, [n, 2n) elements
+ * k expects from each rank. Every rank checks the whole matrix so all fail
+ * together; a rank not involved names the pair that disagrees. */
+int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
+  int n = s->size, p = (int)(g & 1);
+  int dt = s->key[SHM_H(g)].dtype;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      int64_t sent = s->peer[i].cnt[p][j], want = s->peer[j].cnt[p][n + i];
+      if (sent == want)
+        continue;
+      char msg[1024], label[96];
+      size_t off = 0;
+      dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
+      dist__rside a = {(int)shm_global_rank(s, i), i, i == s->rank, ""};
+      dist__rside b = {(int)shm_global_rank(s, j), j, j == s->rank, ""};
+      dist__rval va = {.kind = op->c->kind, .dtype = dt, .count = sent, .redop = -1,
+                       .root = -1, .dir = "to", .peer = b.global_rank};
+      dist__rval vb = va;
+      vb.count = want, vb.dir = "from", vb.peer = a.global_rank;
+      dist__report_value(&va, a.value, sizeof a.value);
+      dist__report_value(&vb, b.value, sizeof b.value);
+      dist__report_disagree(msg, sizeof msg, &off, "split size", &a, &b);
+      DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
+      return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
+    }
+  return DIST_OK;
+}

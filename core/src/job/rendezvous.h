@@ -1,0 +1,61 @@
+/* rendezvous.h - how the ranks of a job find each other (internal; pg.c's
+ * dist_init_process_group calls it, distrun shares its helpers).
+ *
+ * Init methods, as torch.distributed:
+ *   env:// (default)  MASTER_ADDR (host name, IPv4 or IPv6 address),
+ *                     MASTER_PORT, RANK, WORLD_SIZE
+ *   tcp://host:port   rank and world size from opts, else RANK/WORLD_SIZE
+ *   file:///path      a file store at path; rank/world size likewise
+ *   opts->store       an explicit store (borrowed); rank and world_size
+ *                     required in opts
+ * With env:// and tcp://, rank 0 hosts the TCP store and the others connect,
+ * unless DIST_USE_AGENT_STORE=1 (distrun hosts it; every rank connects).
+ *
+ * Token: DIST_TOKEN when set (the store and the data plane use it). Without
+ * it the store runs unauthenticated and rank 0's server listens on loopback
+ * only unless DIST_ALLOW_NO_TOKEN=1; rank 0 then makes a data-plane token
+ * and shares it through the store. Job id: DIST_JOB_ID, else rank 0 makes
+ * one and shares it.
+ *
+ * Local ranks: LOCAL_RANK / LOCAL_WORLD_SIZE when set; otherwise the job is
+ * taken to run on one host: local_rank = rank, local_world_size =
+ * world_size.
+ *
+ * The rendezvous ends with every rank having joined (a store-side barrier),
+ * so a missing rank is named on the others when the timeout passes. */
+#ifndef DIST_RENDEZVOUS_H
+#define DIST_RENDEZVOUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/dist_int.h"
+#include "launch_env.h"
+
+typedef struct dist__rdzv {
+  dist_store *store;      /* the job's store handle for this process */
+  bool store_owned;       /* false when opts->store was given */
+  int rank, world_size;
+  int local_rank, local_world_size;
+  char job_id[DIST_JOB_ID_MAX + 1];
+  char token[DIST_TOKEN_MAX + 1]; /* data-plane token ("" never: one is
+                                     made when DIST_TOKEN is unset) */
+  int generation;         /* how many inits on this store came before */
+} dist__rdzv;
+
+/* Fills out, or fails with a message (dist_last_errmsg) naming the variable
+ * or the rank at fault: DIST_E_INVAL for missing or malformed settings,
+ * DIST_E_TIMEOUT when the other ranks or the store did not show up within
+ * opts->timeout_ms (<= 0: dist__default_timeout_ms()), which bounds the
+ * whole rendezvous. On success the store's timeout is the group timeout. */
+int dist__rendezvous(const dist_init_opts *opts, dist__rdzv *out);
+/* Destroys the store if owned. Accepts NULL and a zeroed struct. */
+void dist__rendezvous_release(dist__rdzv *r);
+
+/* A fresh job id: the UTC time, then 8 random hex digits, such as
+ * "20261123-154102-9f3a0c7e". */
+int dist__rendezvous_make_job_id(char *out, size_t len);
+/* Whether s is usable as a job id (1..DIST_JOB_ID_MAX of [A-Za-z0-9._-]). */
+bool dist__rendezvous_job_id_ok(const char *s);
+
+#endif

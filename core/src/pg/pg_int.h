@@ -1,0 +1,300 @@
+/* pg_int.h - process groups and work handles inside core.
+ *
+ * pg.c is the only file that calls through a dist_backend_ops table; the
+ * public collective functions (coll_api.c) build a dist_coll, validate it
+ * (validate.c) and hand it to dist__pg_call. Observers hear of each call
+ * once, for the outermost group (observer.c). */
+#ifndef DIST_PG_INT_H
+#define DIST_PG_INT_H
+
+#include <pthread.h>
+
+#include "base/dist_int.h"
+
+struct dist_pg {
+  const dist_backend_ops *ops;
+  void *priv;                   /* ops->priv_size bytes */
+  dist_pg_info info;            /* strings and ranks below */
+  char name[128];
+  char desc[128];
+  char backend[64];             /* a name, or a device map (pg_mixed.c) */
+  int *global_ranks;
+  dist_device device_id;        /* the binding (cuda) or none (cpu) */
+  dist_nccl_options nccl_opts;  /* zero: NCCL's defaults */
+  int64_t timeout_ms;
+  uint64_t seq;                 /* last sequence number used; written by
+                                   the calling thread with dist__pg_next_seq,
+                                   read by others (events on other threads)
+                                   with dist__pg_seq */
+  bool internal;                /* helper group: no id, seq or events */
+  bool wrapped;                 /* the inner group of a wrapper */
+  bool registered;              /* in the list of live user groups */
+  struct dist_pg *outer;        /* the wrapper around a wrapped group */
+  struct dist_pg *inner;        /* the group a wrapper wraps */
+  struct dist_pg *served;       /* a device map's inner group: the map
+                                   group it runs operations for (events) */
+  dist_store *store;            /* the group's private store (prefix) */
+  uint64_t mb_prev_seq;         /* rank 0: the last monitored_barrier passed */
+  dist__errbuf err;
+  _Atomic int async_error;      /* sticky: abort, timeout, lost peer */
+  struct dist_pg *next;         /* live user groups */
+  struct dist_pg *next_handle;  /* every live group object (handle checks) */
+};
+
+typedef enum work_state {
+  WORK_PENDING = 0,
+  WORK_DONE = 1,
+} work_state;
+
+struct dist_work {
+  dist_pg *pg;                  /* the group the user called (events) */
+  dist_coll coll;               /* own copy; arrays live in arena */
+  void *arena;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  _Atomic int state;            /* DONE: status and message readable */
+  _Atomic bool released;        /* callbacks ran: waiters may return */
+  int status;
+  int src_rank;                 /* global rank of a recv's sender */
+  char errmsg[DIST_ERRMSG_LEN];
+  dist_work_callback cb;
+  void *cb_arg;
+  void *backend_slot;
+  _Atomic int refs;             /* the user's handle + the backend's */
+  _Atomic bool started;
+  bool quiet;                   /* a piece of a larger call: no events */
+  struct dist__work_cb *cbs, **cbs_tail; /* dist_work_add_callback's, in order */
+  /* ABI 4: a work that completes on a device (dist_backend_work_set_device);
+   * set and read under mu. */
+  const dist_work_device_ops *dev_ops;
+  void *dev_ctx;
+};
+
+/* One callback added by dist_work_add_callback (future.c). */
+typedef struct dist__work_cb {
+  dist_work_callback fn;
+  void *arg;
+  struct dist__work_cb *next;
+} dist__work_cb;
+
+/* --- groups (pg.c) ------------------------------------------------------ */
+
+/* The next sequence number of g: a plain load and an atomic store (no
+ * locked instruction on the operation's path), so an event emitted on
+ * another thread (a log line, a report) may read g->seq with dist__pg_seq
+ * without a data race. */
+static inline uint64_t dist__pg_next_seq(dist_pg *g) {
+  uint64_t s = __atomic_load_n(&g->seq, __ATOMIC_RELAXED) + 1;
+  __atomic_store_n(&g->seq, s, __ATOMIC_RELAXED);
+  return s;
+}
+static inline uint64_t dist__pg_seq(const dist_pg *g) {
+  return __atomic_load_n(&g->seq, __ATOMIC_RELAXED);
+}
+
+typedef struct dist__pg_spec {
+  const char *backend;          /* registered name */
+  const int *global_ranks;
+  int size;
+  int rank;                     /* this process's rank in the group */
+  const char *name;             /* unique in the job */
+  const char *desc;
+  int64_t timeout_ms;
+  unsigned flags;               /* DIST_GROUP_INTERNAL */
+  int group_id;                 /* user groups: the id (groups.c counts) */
+  dist_store *base_store;       /* the job store; the group prefixes it */
+  dist_device device_id;        /* cuda: bound (dist_init_opts.device_id) */
+  const dist_nccl_options *nccl_options;
+  dist_pg *parent;              /* init args' parent (backend.h) */
+} dist__pg_spec;
+
+/* Creates (and for user groups: numbers, offers to the interposer,
+ * announces) a group. Every member calls it. */
+int dist__pg_new(const dist__pg_spec *spec, dist_pg **out);
+/* Destroys one group (the wrapper chain included). */
+void dist__pg_free(dist_pg *g);
+/* A user call built from other operations (byte blobs, monitored
+ * barrier): begin numbers it and announces it, sub runs one piece on g's
+ * slots (checked, but with the caller's sequence number and no events),
+ * end records the outcome. */
+void dist__pg_begin(dist_pg *g, dist_coll *c);
+int dist__pg_sub(dist_pg *g, dist_coll *piece);
+/* As dist__pg_sub for a RECV, reporting the sender's group rank. */
+int dist__pg_sub_recv(dist_pg *g, dist_coll *piece, int *src_group_rank);
+int dist__pg_end(dist_pg *g, const dist_coll *c, int rc);
+/* The store of g (a wrapper uses its inner group's). */
+dist_store *dist__pg_store(dist_pg *g);
+/* Puts the report header of status.h on msg (a failure of c on g) and logs
+ * the report once at ERROR; nothing for internal groups or a message that
+ * already has a header. Any thread (reads only g's immutable identity). */
+void dist__pg_report(dist_pg *g, int rc, const dist_coll *c, char *msg, size_t len);
+/* Whether g is a group object that exists (any kind); never dereferences g. */
+bool dist__pg_handle_live(const dist_pg *g);
+/* Whether g is a live user group. */
+bool dist__pg_is_live(const dist_pg *g);
+/* Runs c on g: local checks (validate.c), sequence number, events, sync or
+ * async. */
+int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out);
+/* The default group (NULL before init) and the group a NULL argument
+ * means. */
+dist_pg *dist__pg_default(void);
+/* g itself, or the default group for NULL; NULL with a message when not
+ * initialised. Non-members pass through unchanged. */
+dist_pg *dist__pg_resolve(dist_pg *g);
+/* Translations; -1 when not a member. */
+int dist__pg_group_rank_of(const dist_pg *g, int global_rank);
+/* Every live user group, for destroy-all (pg.c keeps the list). */
+void dist__pg_destroy_all(void);
+/* User group ids: every rank takes one per group created in the job, in
+ * the same order, members or not (groups.c; init resets the count). */
+int dist__pg_take_ids(int n);
+void dist__pg_reset_ids(void);
+int dist__pg_local_count(uint32_t h, int *k);
+/* Backend registry. */
+const dist_backend_ops *dist__backend_find(const char *name);
+void dist__backend_register_builtin(void);
+int dist__backend_load_plugins(void);
+const char *dist__backend_names(void);
+const char *dist__backend_canonical(const char *name);
+
+/* The GPU progress of g's operation seq (dist_pg_gpu_progress without the
+ * argument checks): through wrappers to the slot that answers. */
+int dist__pg_gpu_progress(dist_pg *g, uint64_t seq, dist_gpu_progress *out);
+
+/* --- device maps (pg_mixed.c) ------------------------------------------ */
+
+/* A backend spec read: one backend per device type. A plain name of a
+ * backend that reaches host memory ("cpu", "mpi") runs the group itself;
+ * a map ("cpu:cpu,cuda:nccl") or a name that reaches only CUDA memory
+ * ("nccl", as "cuda:nccl") makes a dispatching group (dispatch true). */
+typedef struct dist__backend_map {
+  const dist_backend_ops *ops[2]; /* by dist_device_type; NULL: none */
+  char name[2][32];               /* their registered names */
+  char canon[64];                 /* the spec as dist_get_backend says it */
+  bool dispatch;
+} dist__backend_map;
+/* Reads spec (NULL or "": "cpu"); DIST_E_INVAL / DIST_E_NOTSUP with a
+ * message (last error) for unknown devices or backends, a device named
+ * twice, or a backend that cannot reach its device. */
+int dist__backend_map_parse(const char *spec, dist__backend_map *out);
+/* The one device type of c's tensors in *dev (-1: no tensors);
+ * DIST_E_INVAL with a message on g when they are on two. */
+int dist__coll_device(dist_pg *g, const dist_coll *c, int *dev);
+/* The dispatching group's table; its init takes the map as args->arg. */
+extern const dist_backend_ops dist__mixed_backend_ops;
+/* The group that runs g's operations on device type t: g itself (through
+ * wrappers) when its backend reaches t, the inner group of a dispatching
+ * group once made, else NULL. */
+dist_pg *dist__pg_device_group(dist_pg *g, dist_device_type t);
+/* A rank outside a group being created from parent (every rank of parent
+ * taking part) joins what the members do collectively on parent's
+ * engines: ncclCommSplit with no colour when they split parent's NCCL
+ * communicator. spec: the group's backend; device: its binding. */
+int dist__pg_nonmember_joins(dist_pg *parent, const char *spec, dist_device device,
+                             const dist_nccl_options *o);
+
+/* init.c: the store groups put their keys under (the job's store, or a
+ * prefix of it per generation of inits); NULL before init. */
+dist_store *dist__pg_base_store(void);
+
+/* uneven.c: all_gather with outputs of different sizes. */
+bool dist__all_gather_is_uneven(const dist_tensor *outputs, size_t n,
+                                const dist_tensor *input);
+int dist__all_gather_uneven(dist_tensor *outputs, size_t n, const dist_tensor *input,
+                            dist_pg *group, dist_work **w, const void *caller);
+/* uneven.c: reduce_scatter with inputs of different sizes (inputs[i] sized
+ * like rank i's output). */
+bool dist__reduce_scatter_is_uneven(const dist_tensor *output, const dist_tensor *inputs,
+                                    size_t n);
+int dist__reduce_scatter_uneven(dist_tensor *output, const dist_tensor *inputs, size_t n,
+                                dist_redop op, dist_pg *group, dist_work **w,
+                                const void *caller);
+extern const dist_backend_ops dist__cpu_backend_ops;
+#ifdef DIST_HAVE_MPI
+/* core/src/backends/mpi/: the "mpi" backend and its bootstrap under mpirun. */
+extern const dist_backend_ops dist__mpi_backend_ops;
+int dist__mpi_bootstrap(dist_init_opts *o);
+void dist__mpi_boot_release(void);
+#endif
+#ifdef DIST_HAVE_NCCL
+/* core/src/backends/nccl/: the "nccl" backend; whether NCCL and a device are usable
+ * (why says what is missing or how many devices). */
+extern const dist_backend_ops dist__nccl_backend_ops;
+bool dist__nccl_usable(char *why, size_t len);
+/* As a member does, but with no colour: when the members of a group being
+ * created will split parent_cuda's communicator (nccl group of parent). */
+int dist__nccl_nonmember_split(dist_pg *parent_cuda, const dist_nccl_options *child);
+#endif
+/* "shm" or "tcp": how a cpu group runs its collectives (for benchmarks). */
+const char *dist__cpu_backend_transport(const void *priv);
+/* The job's data-plane token (init.c; "" before init). */
+const char *dist__job_token(void);
+
+/* --- the job's cause (cause.c) ----------------------------------------- */
+
+/* Posts a failure of a call on g (c may be NULL) as the job's cause when
+ * it is one (DIST_E_DESYNC); msg is the call's message. Once per failing
+ * call: pg.c and work.c call it where a failure is recorded. */
+void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg);
+/* Reads a DIST_KEY_CAUSE value (NUL-terminated): status, posting rank and
+ * the report (pointing into val). DIST_E_INVAL when malformed. */
+/* Registers (once per process) the exit handler that claims
+ * DIST_KEY_FIRST_EXIT when this rank exits with its default group live;
+ * init calls it. */
+void dist__cause_watch_exit(void);
+int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
+                      const char **report);
+
+/* --- DIST_NAN_CHECK (nan_check.c) -------------------------------------- */
+
+/* Whether DIST_NAN_CHECK=1 was set at init (read by dist__pg_call: one
+ * relaxed load and one branch when off). */
+extern _Atomic bool dist__nan_check_on;
+/* Reads DIST_NAN_CHECK (0 or 1; anything else warns and means 0). */
+void dist__nan_check_init(void);
+/* DIST_E_INVAL with a message on g (rank, operation and the sequence
+ * number it would take, tensor, first bad index) when a floating-point
+ * input of c holds NaN or Inf; the message is logged and posted as the
+ * job's cause. */
+int dist__nan_check_coll(dist_pg *g, const dist_coll *c);
+
+/* --- logs by debug level (pg_log.c) ------------------------------------ */
+
+/* At DIST_DEBUG=INFO and above: the INFO block with g's configuration. */
+void dist__pg_log_created(const dist_pg *g);
+/* The TRACE line of one operation; call only when TRACE is on for COLL. */
+void dist__pg_log_op(const dist_pg *g, const dist_coll *c);
+
+/* --- work (work.c) ------------------------------------------------------ */
+
+/* A work holding a deep copy of c (tensor and split arrays; data is
+ * borrowed). refs = 2: the caller's handle and the backend's. */
+int dist__work_new(dist_pg *g, const dist_coll *c, dist_work **out);
+/* Drops one reference; the last frees. */
+void dist__work_unref(dist_work *w);
+/* Completes w (state, message, events, callback, condvar). */
+void dist__work_complete(dist_work *w, int rc, int src_global, const char *msg);
+/* A work that is already complete with rc (non-member groups). */
+int dist__work_new_done(dist_pg *g, int rc, dist_work **out);
+
+/* --- observers (observer.c) --------------------------------------------- */
+
+extern _Atomic int dist__obs_active;  /* number of live observers */
+/* DIST_EV_OP_GPU for c on user group g (cuda.c's dist_backend_gpu_times). */
+void dist__obs_emit_gpu(dist_pg *g, const dist_coll *c, int64_t start_ns, int64_t end_ns);
+void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int status,
+                    int peer, const char *msg);
+static inline bool dist__obs_on(void) {
+  return atomic_load_explicit(&dist__obs_active, memory_order_relaxed) != 0;
+}
+/* init / fini of every observer around the default group's life. */
+void dist__obs_start(dist_pg *default_group);
+void dist__obs_stop(void);
+
+/* --- validation (validate.c) -------------------------------------------- */
+
+/* Local checks of c against g (counts, shapes, dtypes, roots, reduce op,
+ * device); DIST_E_INVAL with a message on g. */
+int dist__validate(dist_pg *g, const dist_coll *c);
+
+#endif

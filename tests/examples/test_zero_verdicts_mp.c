@@ -1,0 +1,122 @@
+/* ctest: labels=multiproc timeout=300 */
+/* One verdict on a third realistic job: zero_train on 8 ranks (sharded
+ * data parallel: async parameter all_gather and gradient reduce_scatter on
+ * groups made by new_subgroups, async all_reduce on replicate groups, a
+ * token ring of isend/irecv, a gather to rank 0, a blob all_gather, a
+ * monitored barrier). The bug classes are the ones a planted job may
+ * hold: a field of one call (count, reduce op, root), an extra call, a
+ * tag or a size that never matches, an abort, an exit with an error, a
+ * rank asleep, a rank that leaves before the last barrier. Each blames rank 6 in distrun's status,
+ * its report and distview's --json alike. */
+#include "mesh_verdict.h"
+
+static void zero(const char *bug, mesh_run *r) {
+  job_run("zero_train", "DIST_DEBUG=DETAIL", bug, 6, r);
+}
+
+/* The desync names the group by its description, the field and the line. */
+static void expect_field(const mesh_run *r, const char *group, const char *op,
+                         const char *field, const char *line) {
+  char g[64], o[64], f[64];
+  snprintf(g, sizeof g, "\"group_name\":\"%s\"", group);
+  snprintf(o, sizeof o, "\"op\":\"%s\"", op);
+  snprintf(f, sizeof f, "\"fields\":\"%s\"", field);
+  cr_expect(strstr(r->json, g) && strstr(r->json, o) && strstr(r->json, f) &&
+                strstr(r->json, line),
+            "want %s %s %s %s: %s", group, op, field, line, r->json);
+}
+
+Test(examples_zero, a_count_changed_in_the_shard_reduce_scatter, .timeout = 120) {
+  static mesh_run r;
+  zero("count", &r);
+  mesh_expect_verdict(&r, 10, "desync", 6);
+  expect_field(&r, "shard", "REDUCE_SCATTER_TENSOR", "count", "zero_train.c:");
+}
+
+Test(examples_zero, max_instead_of_sum_in_an_async_all_reduce, .timeout = 120) {
+  static mesh_run r;
+  zero("redop", &r);
+  mesh_expect_verdict(&r, 10, "desync", 6);
+  expect_field(&r, "replicate", "ALL_REDUCE", "reduce op", "zero_train.c:");
+}
+
+Test(examples_zero, a_gather_to_another_root, .timeout = 120) {
+  static mesh_run r;
+  zero("root", &r);
+  mesh_expect_verdict(&r, 10, "desync", 6);
+  expect_field(&r, "default", "GATHER", "root", "zero_train.c:");
+}
+
+Test(examples_zero, an_extra_barrier_is_the_operation_that_differs, .timeout = 120) {
+  static mesh_run r;
+  zero("extra", &r);
+  mesh_expect_verdict(&r, 10, "desync", 6);
+  cr_expect(strstr(r.json, "\"fields\":\"operation\"") && strstr(r.json, "\"group_name\":\"shard\""),
+            "%s", r.json);
+  cr_expect(mesh_says(&r, "BARRIER"), "%s", r.err);
+}
+
+/* Rank 5's isend stays pending while its later irecv completes: it is in
+ * that send (not "busy outside the library"), and the pair is named with
+ * both tags, the one that changed first. */
+Test(examples_zero, a_receive_with_another_tag_names_both_halves, .timeout = 120) {
+  static mesh_run r;
+  zero("tag", &r);
+  cr_expect_eq(r.status, 11, "%s", r.err);
+  cr_expect_eq(r.diag_status, 11, "%s", r.json);
+  cr_expect(strstr(r.json, "\"kind\":\"hang\"") && strstr(r.json, "\"culprits\":[6,5]") &&
+                strstr(r.json, "\"op\":\"RECV\""),
+            "%s", r.json);
+  cr_expect(mesh_says(&r, "RECV #10 from rank 5 with tag 1") &&
+                mesh_says(&r, "SEND #9 to rank 6 with tag 0") &&
+                mesh_says(&r, "their tags differ"),
+            "%s", r.report ? r.report : r.err);
+  cr_expect(!mesh_says(&r, "busy outside the library"), "%s", r.report ? r.report : r.err);
+}
+
+Test(examples_zero, an_abort_is_a_crash, .timeout = 120) {
+  static mesh_run r;
+  zero("abort", &r);
+  mesh_expect_verdict(&r, 12, "crash", 6);
+  cr_expect(mesh_says(&r, "killed by signal 6 (SIGABRT)"), "%s", r.err);
+}
+
+/* Its exit outranks the "left the group" desyncs the others then report. */
+Test(examples_zero, an_exit_with_an_error_outranks_the_desync_it_caused, .timeout = 120) {
+  static mesh_run r;
+  zero("exit1", &r);
+  mesh_expect_verdict(&r, 12, "died", 6);
+  cr_expect(mesh_says(&r, "rank 6 (pid ") && mesh_says(&r, "exited with code 1"), "%s", r.err);
+}
+
+/* It destroyed its group and returned 0; the others wait in the barrier
+ * for it: the hang's waits end at it, and its early end is the verdict. */
+Test(examples_zero, a_rank_that_skips_the_monitored_barrier_and_ends, .timeout = 120) {
+  static mesh_run r;
+  zero("monbar", &r);
+  mesh_expect_verdict(&r, 12, "early_exit", 6);
+  cr_expect(mesh_says(&r, "ended first, with exit code 0, while other ranks still needed it") &&
+                mesh_says(&r, "the waits end at rank 6, which exited with code 0"),
+            "%s", r.err);
+}
+
+/* The receive's buffer is larger than the send: the transport finds it
+ * under the checking layer, and its marked report is the cause. */
+Test(examples_zero, a_receive_of_another_size_is_a_desync_of_the_pair, .timeout = 120) {
+  static mesh_run r;
+  zero("size", &r);
+  mesh_expect_verdict(&r, 10, "desync", 6);
+  cr_expect(strstr(r.json, "\"fields\":\"size\""), "%s", r.json);
+  cr_expect(mesh_says(&r, "rank 6: RECV #10 int32[2] from rank 5 (8 bytes)  <- size differs"),
+            "%s", r.err);
+}
+
+/* Asleep outside the library: the hang's waits end at it. */
+Test(examples_zero, a_rank_asleep_outside_the_library_is_the_hang, .timeout = 120) {
+  static mesh_run r;
+  zero("sleep", &r);
+  mesh_expect_verdict(&r, 11, "hang", 6);
+  cr_expect(mesh_says(&r, "the waits end at rank 6, which is in no operation (busy outside "
+                          "the library"),
+            "%s", r.err);
+}
