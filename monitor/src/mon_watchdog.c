@@ -308,8 +308,12 @@ static void probe(mon_group *g, int64_t now) {
       atomic_load_explicit(&op->seq, memory_order_acquire) != done + 1 ||
       !atomic_load(&op->sync) || atomic_load(&g->failed_seq) == done + 1)
     return;
+  /* Not before the stall threshold when that is short (a 4 s timeout
+   * reports its stall at 1 s, before the end), nor later than 1 s. */
+  int64_t after = stall_ms_of(g) < 1000 ? stall_ms_of(g) : 1000;
+  after = after > MON_PROBE_MS ? after : MON_PROBE_MS;
   int64_t t_enq = atomic_load(&op->t_enq_ns);
-  if (now - t_enq < MON_PROBE_MS * 1000000LL)
+  if (now - t_enq < after * 1000000LL)
     return;
   if (g->probe_seq != done + 1) { /* a new operation: probe it now */
     g->probe_seq = done + 1;
@@ -329,7 +333,9 @@ static void probe(mon_group *g, int64_t now) {
     int64_t wait = (int64_t)MON_PROBE_MS << (g->probe_misses < 5 ? g->probe_misses : 5);
     g->probe_misses++;
     g->probe_next_ns = now + (wait < MON_PROBE_MAX_MS ? wait : MON_PROBE_MAX_MS) * 1000000LL;
-  } else if (same_cycle_later(&g->probe_seen, &seen)) {
+  } else if (same_cycle_later(&g->probe_seen, &seen) && seen.ranks[0] == m->rank) {
+    /* The cycle's lowest rank ends it (the others' calls fail through the
+     * abort), so its report is the one the job reads, as at a timeout. */
     end_deadlock(g, done + 1, recs, now);
   } else {
     /* The first sight of it: the second snapshot needs every member's

@@ -198,7 +198,8 @@ Test(monitor_mp, hang_by_hand_the_others_fail_naming_the_rank, .timeout = 60) {
 Test(monitor_mp, two_groups_crossed_are_a_cycle_before_the_timeout, .timeout = 60) {
   clean_env();
   static dist_proc ps[2];
-  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  /* the stall reports before the timeout: the early end would cut them */
+  const char *env[] = {"DIST_TIMEOUT=4", "DIST_EARLY_VERDICT=0", NULL};
   by_hand(ps, 2, (const char *[]){"cross2", NULL}, env, 0, 40000);
   const char *e = ps[0].buf[1];
   long stall = at(e, "MON WARN stall in group 1 (A) at ALL_REDUCE #1");
@@ -218,7 +219,8 @@ Test(monitor_mp, two_groups_crossed_are_a_cycle_before_the_timeout, .timeout = 6
 Test(monitor_mp, three_groups_in_a_ring_are_a_cycle_of_three, .timeout = 60) {
   clean_env();
   static dist_proc ps[3];
-  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  /* the stall reports before the timeout: the early end would cut them */
+  const char *env[] = {"DIST_TIMEOUT=4", "DIST_EARLY_VERDICT=0", NULL};
   by_hand(ps, 3, (const char *[]){"cross3", NULL}, env, 0, 40000);
   const char *e = ps[0].buf[1];
   long cyc = at(e, "deadlock: a wait-for cycle of 3 ranks across groups:");
@@ -241,7 +243,8 @@ Test(monitor_mp, three_groups_in_a_ring_are_a_cycle_of_three, .timeout = 60) {
 Test(monitor_mp, two_receives_first_are_a_point_to_point_cycle, .timeout = 60) {
   clean_env();
   static dist_proc ps[4];
-  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  /* the stall reports before the timeout: the early end would cut them */
+  const char *env[] = {"DIST_TIMEOUT=4", "DIST_EARLY_VERDICT=0", NULL};
   by_hand(ps, 4, (const char *[]){"recv2", NULL}, env, 0, 40000);
   const char *e0 = ps[0].buf[1], *e2 = ps[2].buf[1];
   long p2p = at(e0, "MON WARN stall in group 0 (default) at RECV #1:");
