@@ -18,7 +18,8 @@
  * stall is being diagnosed or a deadlock proved.
  *
  * Deadlocks end before the timeout (DIST_EARLY_VERDICT=1, the default). A
- * synchronous call blocked for MON_PROBE_MS is probed: the records are
+ * synchronous call blocked for a second (MON_PROBE_MS at least, the stall
+ * threshold when that is shorter) is probed: the records are
  * read and the wait-for graph searched for a cycle through this rank whose
  * members are all alive, blocked in a synchronous call and have nothing
  * else in flight (dist__mon_deadlock_seen). Seen the same (ranks, and the
