@@ -317,13 +317,17 @@ static int64_t last_done_ms(const mon_rec *r) {
 static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_t *off) {
   int world = dist__mon.world;
   bool *said = dist__calloc((size_t)world, sizeof *said);
+  /* One clause per operation, however many wait in it (at scale, ranks
+   * 2-1022, not sixteen clauses of 64 that push the cycle out of the
+   * report). */
+  int *waiters = dist__malloc(sizeof(int) * (size_t)world);
   int clauses = 0;
-  for (int q = 0; said && q < world; q++) {
+  for (int q = 0; said && waiters && q < world; q++) {
     const mon_rec_group *b = blocked_in(&recs[q]);
     if (said[q] || q == r || !b || !waits_for(recs, q, b, r))
       continue;
-    int waiters[64], k = 0;
-    for (int x = q; x < world && k < 64; x++) {
+    int k = 0;
+    for (int x = q; x < world; x++) {
       const mon_rec_group *bx = blocked_in(&recs[x]);
       if (!said[x] && x != r && bx && bx->gid == b->gid && same_op(bx, b) &&
           waits_for(recs, x, bx, r)) {
@@ -331,7 +335,7 @@ static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_
         waiters[k++] = x;
       }
     }
-    char ranks[256], pw[48];
+    char ranks[512], pw[48];
     dist__format_ranks(waiters, (size_t)k, ranks, sizeof ranks);
     dist__appendf(buf, len, off, "%s rank%s %s %s in group %d (%s) %s #%llu%s",
                   clauses++ ? ";" : ":", k > 1 ? "s" : "", ranks,
@@ -339,6 +343,7 @@ static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_
                   rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw));
   }
   dist__appendf(buf, len, off, "\n");
+  dist__free(waiters);
   dist__free(said);
 }
 
@@ -857,4 +862,78 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
   dist__free(w.stack);
   dist__free(w.found);
   return found;
+}
+
+/* --- a proven deadlock ----------------------------------------------------- */
+
+/* Whether rank r's record shows it alive and stopped for good inside the
+ * library: heard from lately, blocked in a synchronous call (its thread
+ * cannot call anything else), and no other operation in flight in any
+ * group (no pending send or receive that could still meet a peer). */
+static bool stuck_inside(const mon_rec *r, int64_t now_ms) {
+  char how[320];
+  if (!r->present || strcmp(r->state, "run") != 0 || gone_how(r, now_ms, how, sizeof how) ||
+      r->proc_state == 'T' || r->proc_state == 't')
+    return false;
+  const mon_rec_group *b = blocked_in(r);
+  if (!b || !b->sync)
+    return false;
+  uint64_t in_flight = 0;
+  for (int i = 0; i < r->n; i++)
+    in_flight += r->g[i].enq > r->g[i].done ? r->g[i].enq - r->g[i].done : 0;
+  return in_flight == 1;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_seen *seen) {
+  seen->n = 0;
+  if (me < 0 || me >= world)
+    return false;
+  /* Liveness as of the snapshot, not of the end of a long search. */
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  walk w = {.recs = recs, .world = world, .cap = 64};
+  w.color = dist__calloc((size_t)world, sizeof(int));
+  w.stack = dist__calloc((size_t)world + 1, sizeof(int));
+  w.found = dist__calloc((size_t)w.cap, sizeof *w.found);
+  if (w.color && w.stack && w.found)
+    for (int r = 0; r < world; r++)
+      if (w.color[r] == 0)
+        dfs(&w, r);
+  const cycle *best = NULL;
+  for (int i = 0; i < w.n_found; i++) {
+    const cycle *c = &w.found[i];
+    bool mine = false, stuck = c->n <= MON_CYCLE_MAX;
+    for (int j = 0; j < c->n && stuck; j++) {
+      mine |= c->ranks[j] == me;
+      stuck = stuck_inside(&recs[c->ranks[j]], now_ms);
+    }
+    if (mine && stuck && (!best || c->n < best->n))
+      best = c;
+  }
+  if (best) {
+    seen->n = best->n;
+    memcpy(seen->ranks, best->ranks, sizeof(int) * (size_t)best->n);
+    qsort(seen->ranks, (size_t)seen->n, sizeof(int), cmp_int);
+    uint64_t h = 1469598103934665603ULL;
+    for (int j = 0; j < seen->n; j++) {
+      const mon_rec *r = &recs[seen->ranks[j]];
+      const mon_rec_group *b = blocked_in(r);
+      seen->hb_ms[j] = r->hb_ms;
+      h = mix(h, (uint64_t)seen->ranks[j]);
+      h = mix(h, (uint64_t)b->gid);
+      h = mix(h, b->done + 1);
+      h = mix(h, (uint64_t)b->kind);
+      h = mix(h, (uint64_t)b->since_ms);
+      h = mix(h, (uint64_t)(int64_t)r->pid);
+    }
+    seen->ops = h;
+  }
+  dist__free(w.color);
+  dist__free(w.stack);
+  dist__free(w.found);
+  return best != NULL;
 }

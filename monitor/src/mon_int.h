@@ -35,6 +35,8 @@
 #define MON_RING 16         /* in-flight operations remembered per group */
 #define MON_PUBLISH_MS 1000 /* one progress write per rank per second */
 #define MON_HB_STALE_MS 2500 /* no write for this long: not responding */
+#define MON_PROBE_MS 500    /* a synchronous call blocked this long is probed for a deadlock */
+#define MON_PROBE_MAX_MS 8000 /* probes that find no cycle back off up to this */
 
 /* One operation of a group, by its issue ordinal (dist_coll.ord: both
  * kinds, dense per group; ring[ord % MON_RING]). Every sequence number the
@@ -55,6 +57,7 @@ typedef struct mon_op {
   _Atomic uint64_t coll;     /* its collective ordinal in the group, 0: point to point */
   _Atomic int ended;        /* completed, failed or timed out (the watermark, mon_observer.c) */
   _Atomic int tag;          /* point to point: the tag asked for */
+  _Atomic int sync;          /* a synchronous call: its thread waits inside the library */
 } mon_op;
 
 typedef struct mon_stats mon_stats; /* mon_stats.c */
@@ -71,6 +74,18 @@ typedef struct mon_verdict {
   uint64_t seq;
   char site[MON_SITE_LEN];  /* the first culprit's (last) call site */
 } mon_verdict;
+
+/* A wait-for cycle as one snapshot of the records shows it (mon_diag.c):
+ * its ranks, each one's heartbeat, and a hash of the operations they are
+ * blocked in; two snapshots prove a deadlock when ranks and hash agree and
+ * every heartbeat moved on. */
+#define MON_CYCLE_MAX 64
+typedef struct mon_cycle_seen {
+  int n;
+  int ranks[MON_CYCLE_MAX];  /* ascending */
+  int64_t hb_ms[MON_CYCLE_MAX];
+  uint64_t ops;              /* hash of (gid, seq, kind, since) per rank */
+} mon_cycle_seen;
 
 typedef struct mon_group {
   _Atomic int live;
@@ -104,6 +119,11 @@ typedef struct mon_group {
   bool handled_timeout;
   char *diag;                /* the latest diagnosis of this group's stall */
   mon_verdict verdict;       /* what it blames (with diag, under diag_mu) */
+  /* The deadlock probe (mon_watchdog.c), the watchdog's own. */
+  uint64_t probe_seq;        /* the operation probed */
+  int64_t probe_next_ns;
+  int probe_misses;          /* probes without a cycle: the next waits longer */
+  mon_cycle_seen probe_seen; /* the cycle the last probe saw (n 0: none) */
   mon_stats *stats;          /* DETAIL only */
 } mon_group;
 
@@ -118,6 +138,7 @@ typedef struct mon_state {
   int64_t tick_ms;
   int64_t wall_off_ns;       /* realtime - monotonic, at init */
   bool abort_on_timeout, stacks, detail;
+  bool early;                /* DIST_EARLY_VERDICT: a proven deadlock ends the job at once */
   int stats_every;
   int64_t straggler_s;       /* DIST_STRAGGLER_S: judge long jobs this often (0: at the end) */
   pthread_t thread;
@@ -200,6 +221,11 @@ bool dist__mon_recs_settled(const mon_group *g, const mon_rec *recs);
  * blames nobody yet, it blames the ranks every cycle goes through. */
 int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size_t *off,
                      mon_verdict *v);
+
+/* Whether recs show a wait-for cycle through rank me whose every member is
+ * alive, blocked in a synchronous call and has no other operation in
+ * flight (nothing pending could break it); fills *seen with the shortest. */
+bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_seen *seen);
 
 /* --- call sites (mon_symbol.c) ------------------------------------------ */
 /* "func (file.c:42)" or "func+0x1f (libx.so)" or "0x..." for addr. */

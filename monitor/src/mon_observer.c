@@ -167,6 +167,10 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->cuda, ev->coll ? on_cuda(ev->coll) : 0, memory_order_relaxed);
   atomic_store_explicit(&op->tag, ev->coll ? ev->coll->tag : 0, memory_order_relaxed);
   atomic_store_explicit(&op->ended, 0, memory_order_relaxed);
+  atomic_store_explicit(&op->sync,
+                        ev->coll && (!(ev->coll->flags & DIST_COLL_ASYNC) ||
+                                     (ev->coll->flags & DIST_COLL_WAITED)),
+                        memory_order_relaxed);
   uint64_t ord = 0;
   if (ev->coll && !dist__mon_is_p2p((int)ev->coll->kind)) {
     ord = atomic_load_explicit(&g->colls_enq, memory_order_relaxed) + 1;
@@ -315,6 +319,10 @@ static void read_config(const dist_pg_info *dg) {
   if (dist__env_int("DIST_STRAGGLER_S", 0, 1 << 24, 60, &v) != DIST_OK)
     DIST_LOG(WARNING, MON, "%s; using 60", dist_last_errmsg());
   m->straggler_s = v;
+  v = 1;
+  if (dist__env_int("DIST_EARLY_VERDICT", 0, 1, 1, &v) != DIST_OK)
+    DIST_LOG(WARNING, MON, "%s; using 1", dist_last_errmsg());
+  m->early = v != 0;
   m->detail = dist_get_debug_level() >= DIST_DEBUG_DETAIL;
   int64_t stall = m->stall_ms ? m->stall_ms : dg->timeout_ms / 4;
   m->tick_ms = stall / 8 < 20 ? 20 : stall / 8 > 250 ? 250 : stall / 8;

@@ -49,6 +49,7 @@ static void parse_group_tail(mon_rec_group *g, char **f, int k) {
   g->has_num = k > 20;
   g->num = g->has_num ? strtoull(f[19], NULL, 10) : 0;
   g->last_num = g->has_num ? strtoull(f[20], NULL, 10) : 0;
+  g->sync = k > 21 && atoi(f[21]) == 1;
 }
 
 bool dist__mon_rec_parse(char *text, mon_rec *r) {
@@ -58,9 +59,9 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
   r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
   if (!r->g)
     return false;
-  char *save = NULL, *f[21];
+  char *save = NULL, *f[22];
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = fields(line, f, 21);
+    int k = fields(line, f, 22);
     if (k == 7 && strcmp(f[0], "v1") == 0) {
       r->rank = atoi(f[1]);
       r->pid = (pid_t)atoi(f[2]);

@@ -11,7 +11,7 @@
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
  *     <last ms> <call site> <last call site> <description> [<peer>
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
- *     <last num>]]]]
+ *     <last num> [<sync>]]]]]
  * kind is the op of the oldest operation in flight (-1: none), peer the
  * global rank a point-to-point one waits on (MON_PEER_*; a record without
  * the field reads as MON_PEER_NONE). enq/started count every
@@ -27,7 +27,9 @@
  * ordinals (dist_coll.ord); num and last num are the numbers of the
  * operation in flight and of the last completed (dist_coll.seq:
  * collectives and point-to-point counted apart), which reports print
- * (0: none; a record without them prints ordinals); call sites
+ * (0: none; a record without them prints ordinals); sync is 1 when the
+ * operation in flight is a synchronous call (its thread waits inside the
+ * library: what the deadlock probe needs to call a cycle proven); call sites
  * are symbolised by the writer, since an address means nothing in another
  * process. */
 #ifndef MON_RECORD_H
@@ -60,6 +62,7 @@ typedef struct mon_rec_group {
   uint64_t num, last_num;    /* numbers (per kind) of the in-flight and of
                                 the last ended operation, 0 none */
   bool has_num;              /* the record carried the two above */
+  bool sync;                 /* the in-flight operation is a synchronous call */
 } mon_rec_group;
 
 typedef struct mon_rec {

@@ -15,7 +15,25 @@
  * gets the same treatment with what is known of its end.
  *
  * Publication: one store write a second (the heartbeat), more only while a
- * stall is being diagnosed. */
+ * stall is being diagnosed or a deadlock proved.
+ *
+ * Deadlocks end before the timeout (DIST_EARLY_VERDICT=1, the default). A
+ * synchronous call blocked for a second (MON_PROBE_MS at least, the stall
+ * threshold when that is shorter) is probed: the records are
+ * read and the wait-for graph searched for a cycle through this rank whose
+ * members are all alive, blocked in a synchronous call and have nothing
+ * else in flight (dist__mon_deadlock_seen). Seen the same (ranks, and the
+ * operation each is blocked in) in two snapshots between which every
+ * member published again, the cycle cannot break: nothing a member has
+ * pending can complete, and no member's thread can call anything else. The
+ * operation then fails at once as its timeout would make it fail: the
+ * hang diagnosis is logged, emitted, posted as the job's cause (distrun:
+ * exit 11) and the group aborted with it. A rank computing outside the
+ * library, stopped, or with an asynchronous operation pending, is never
+ * part of a proof: its waiters get the whole timeout. Probes that find no
+ * cycle back off (MON_PROBE_MS doubling to MON_PROBE_MAX_MS), so a long
+ * wait for a slow rank costs one read of the records every few seconds;
+ * a cycle is closed by the last rank to block, whose own probe is fresh. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -236,6 +254,101 @@ static void on_failure(mon_group *g, bool timeout) {
   replace_diag(g, diag, &v);
 }
 
+/* --- the deadlock probe -------------------------------------------------- */
+
+/* Whether b (a later snapshot) shows the cycle a showed, every member
+ * having published since. */
+static bool same_cycle_later(const mon_cycle_seen *a, const mon_cycle_seen *b) {
+  if (!a->n || a->n != b->n || a->ops != b->ops)
+    return false;
+  for (int i = 0; i < a->n; i++)
+    if (a->ranks[i] != b->ranks[i] || b->hb_ms[i] <= a->hb_ms[i])
+      return false;
+  return true;
+}
+
+/* A proven deadlock: operation seq of g fails now, as at its timeout. */
+static void end_deadlock(mon_group *g, uint64_t seq, mon_rec *recs, int64_t now) {
+  bool lowest = false;
+  int cycles = 0;
+  mon_verdict v;
+  char *stall = dist__mon_diagnose(g, seq, recs, "stall", &lowest, &cycles, &v);
+  if (!stall)
+    return;
+  /* The stall report comes first, as when the stall threshold passes
+   * before the timeout: the same text, then the hang. */
+  if (lowest && !(g->stall_seq == seq && g->reports))
+    stall_report(g, stall, cycles, now);
+  g->stall_seq = seq;
+  replace_diag(g, stall, &v);
+  mon_verdict hv = {.gid = -1, .kind = -1};
+  char *diag = cached_as_hang(g, seq, &hv);
+  if (!diag)
+    return;
+  DIST_LOG(ERROR, MON, "%s", diag);
+  if (g->pg)
+    dist_observer_emit_report(g->pg, DIST_EV_DIAGNOSIS, DIST_E_TIMEOUT, diag);
+  post_diagnosis(DIST_E_TIMEOUT, diag, &hv);
+  atomic_store(&g->failed_seq, seq);
+  replace_diag(g, diag, &hv);
+  if (g->pg) {
+    char why[DIST_ERRMSG_LEN];
+    snprintf(why, sizeof why, "a proven deadlock (DIST_EARLY_VERDICT=0 waits for the timeout "
+             "instead): %s", diag);
+    dist_abort_group(g->pg, why);
+  }
+  g->probe_seen.n = 0;
+}
+
+static void probe(mon_group *g, int64_t now) {
+  mon_state *m = &dist__mon;
+  uint64_t done = atomic_load_explicit(&g->done, memory_order_acquire);
+  uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
+  mon_op *op = &g->ring[(done + 1) % MON_RING];
+  if (!m->early || !g->pg || enq <= done ||
+      atomic_load_explicit(&op->seq, memory_order_acquire) != done + 1 ||
+      !atomic_load(&op->sync) || atomic_load(&g->failed_seq) == done + 1)
+    return;
+  /* Not before the stall threshold when that is short (a 4 s timeout
+   * reports its stall at 1 s, before the end), nor later than 1 s. */
+  int64_t after = stall_ms_of(g) < 1000 ? stall_ms_of(g) : 1000;
+  after = after > MON_PROBE_MS ? after : MON_PROBE_MS;
+  int64_t t_enq = atomic_load(&op->t_enq_ns);
+  if (now - t_enq < after * 1000000LL)
+    return;
+  if (g->probe_seq != done + 1) { /* a new operation: probe it now */
+    g->probe_seq = done + 1;
+    g->probe_misses = 0;
+    g->probe_seen.n = 0;
+    g->probe_next_ns = now;
+    publish(now); /* the others must see this rank blocked */
+  }
+  if (now < g->probe_next_ns)
+    return;
+  mon_rec *recs = read_recs();
+  if (!recs)
+    return;
+  mon_cycle_seen seen;
+  if (!dist__mon_deadlock_seen(recs, m->world, m->rank, &seen)) {
+    g->probe_seen.n = 0;
+    int64_t wait = (int64_t)MON_PROBE_MS << (g->probe_misses < 5 ? g->probe_misses : 5);
+    g->probe_misses++;
+    g->probe_next_ns = now + (wait < MON_PROBE_MAX_MS ? wait : MON_PROBE_MAX_MS) * 1000000LL;
+  } else if (same_cycle_later(&g->probe_seen, &seen) && seen.ranks[0] == m->rank) {
+    /* The cycle's lowest rank ends it (the others' calls fail through the
+     * abort), so its report is the one the job reads, as at a timeout. */
+    end_deadlock(g, done + 1, recs, now);
+  } else {
+    /* The first sight of it: the second snapshot needs every member's
+     * next record, which they publish sooner while they see it too. */
+    g->probe_seen = seen;
+    publish(now);
+    g->probe_next_ns = now + (int64_t)m->tick_ms * 1000000LL;
+  }
+  dist__mon_recs_free(recs, m->world);
+  dist__free(recs);
+}
+
 static void sweep(int64_t now) {
   mon_state *m = &dist__mon;
   for (int i = 0; i < MON_MAX_GROUPS; i++) {
@@ -249,6 +362,7 @@ static void sweep(int64_t now) {
       on_failure(g, false);
     }
     check_stall(g, now);
+    probe(g, now);
     if (m->detail)
       dist__mon_stats_tick(g);
   }

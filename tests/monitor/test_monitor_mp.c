@@ -198,7 +198,8 @@ Test(monitor_mp, hang_by_hand_the_others_fail_naming_the_rank, .timeout = 60) {
 Test(monitor_mp, two_groups_crossed_are_a_cycle_before_the_timeout, .timeout = 60) {
   clean_env();
   static dist_proc ps[2];
-  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  /* the stall reports before the timeout: the early end would cut them */
+  const char *env[] = {"DIST_TIMEOUT=4", "DIST_EARLY_VERDICT=0", NULL};
   by_hand(ps, 2, (const char *[]){"cross2", NULL}, env, 0, 40000);
   const char *e = ps[0].buf[1];
   long stall = at(e, "MON WARN stall in group 1 (A) at ALL_REDUCE #1");
@@ -218,7 +219,8 @@ Test(monitor_mp, two_groups_crossed_are_a_cycle_before_the_timeout, .timeout = 6
 Test(monitor_mp, three_groups_in_a_ring_are_a_cycle_of_three, .timeout = 60) {
   clean_env();
   static dist_proc ps[3];
-  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  /* the stall reports before the timeout: the early end would cut them */
+  const char *env[] = {"DIST_TIMEOUT=4", "DIST_EARLY_VERDICT=0", NULL};
   by_hand(ps, 3, (const char *[]){"cross3", NULL}, env, 0, 40000);
   const char *e = ps[0].buf[1];
   long cyc = at(e, "deadlock: a wait-for cycle of 3 ranks across groups:");
@@ -241,7 +243,8 @@ Test(monitor_mp, three_groups_in_a_ring_are_a_cycle_of_three, .timeout = 60) {
 Test(monitor_mp, two_receives_first_are_a_point_to_point_cycle, .timeout = 60) {
   clean_env();
   static dist_proc ps[4];
-  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  /* the stall reports before the timeout: the early end would cut them */
+  const char *env[] = {"DIST_TIMEOUT=4", "DIST_EARLY_VERDICT=0", NULL};
   by_hand(ps, 4, (const char *[]){"recv2", NULL}, env, 0, 40000);
   const char *e0 = ps[0].buf[1], *e2 = ps[2].buf[1];
   long p2p = at(e0, "MON WARN stall in group 0 (default) at RECV #1:");
@@ -260,6 +263,60 @@ Test(monitor_mp, two_receives_first_are_a_point_to_point_cycle, .timeout = 60) {
   cr_assert(coll >= 0 && instead > coll, "rank 2 sees rank 0 in a receive, not in its "
             "all_reduce:\n%s", e2);
   cr_assert(at(e2, "every member has entered it") < 0, "%s", e2);
+}
+
+/* A proven deadlock does not wait for the timeout (DIST_EARLY_VERDICT, on
+ * by default): with a 600 s timeout the job still ends with the hang's
+ * verdict, the cycle named edge by edge, long before it (the test's own
+ * bound is the only clock). */
+Test(monitor_mp, a_receive_cycle_ends_the_job_with_its_verdict_long_before_the_timeout,
+     .timeout = 120) {
+  clean_env();
+  static dist_proc p;
+  const char *env[] = {"DIST_TIMEOUT=600", NULL};
+  int st = under_distrun(&p, 4, (const char *[]){"recv2", NULL}, env, 100000);
+  const char *e = ERR(&p);
+  long verdict = at(e, "distrun: exit status 11 (hang)");
+  if (st != 11 || verdict < 0)
+    dump(&p, 1);
+  cr_assert_eq(st, 11);
+  cr_assert(at(e + verdict, "hang in group 0 (default) at RECV #1: waited ") >= 0, "%s", e);
+  cr_assert(at(e + verdict, "deadlock: a wait-for cycle of 2 ranks:\n"
+                            "    rank 0 waits in group 0 (default) RECV #1 from rank 1") >= 0,
+            "%s", e + verdict);
+  cr_assert(at(e + verdict, "of its 600.0 s timeout") >= 0);
+}
+
+Test(monitor_mp, groups_crossed_end_the_job_with_their_cycle_long_before_the_timeout,
+     .timeout = 120) {
+  clean_env();
+  static dist_proc p;
+  const char *env[] = {"DIST_TIMEOUT=600", NULL};
+  int st = under_distrun(&p, 2, (const char *[]){"cross2", NULL}, env, 100000);
+  const char *e = ERR(&p);
+  long verdict = at(e, "distrun: exit status 11 (hang)");
+  if (st != 11 || verdict < 0)
+    dump(&p, 1);
+  cr_assert_eq(st, 11);
+  cr_assert(at(e + verdict, "deadlock: a wait-for cycle of 2 ranks across groups:") >= 0,
+            "%s", e + verdict);
+}
+
+/* A rank computing outside the library is never part of a proof: with
+ * the early end on, its waiters still get the whole (short) timeout and
+ * the verdict names it as busy, not a cycle. */
+Test(monitor_mp, a_busy_rank_still_gets_the_whole_timeout, .timeout = 60) {
+  clean_env();
+  static dist_proc p;
+  const char *env[] = {"DIST_TIMEOUT=4", NULL};
+  int st = under_distrun(&p, 3, (const char *[]){"hang", "1", NULL}, env, 40000);
+  const char *e = ERR(&p);
+  if (st != 11)
+    dump(&p, 1);
+  cr_assert_eq(st, 11);
+  cr_assert(at(e, "waited 3.") >= 0 || at(e, "waited 4.") >= 0,
+            "the hang is reported at the timeout:\n%s", e);
+  cr_assert(at(e, "deadlock") < 0, "a sleeping rank is not a cycle");
 }
 
 /* Rank 2 never enters the barrier of {0,1,2}; rank 3, alone in the default

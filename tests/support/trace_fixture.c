@@ -45,7 +45,12 @@ static const char indexes[] =
     "CREATE INDEX op_by_rank ON operations(rank, t_enqueued_ns);"
     "CREATE INDEX ev_by_rank ON events(rank, t_ns);"
     "CREATE INDEX ev_by_kind ON events(kind, t_ns);"
-    "CREATE INDEX stats_by_group ON stats(group_id, t_ns);";
+    "CREATE INDEX stats_by_group ON stats(group_id, t_ns);"
+    /* as the merge writes it (tracer/src/schema.c) */
+    "CREATE TABLE op_totals AS SELECT op, count(*) AS n, "
+    "sum(state = 'completed') AS completed, sum(state = 'failed') AS failed, "
+    "sum(state = 'timed_out') AS timed_out, sum(state IN ('enqueued', 'started')) AS in_flight, "
+    "sum(bytes_in) AS bytes_in FROM operations GROUP BY op;";
 
 static void exec(sqlite3 *db, const char *sql) {
   char *err = NULL;

@@ -172,7 +172,7 @@ int dist_trace_collective(dist_trace *t, int group_id, int64_t seq, dist_trace_o
   if (!t || !ops || !count)
     return DIST_E_INVAL;
   if (sqlite3_prepare_v2(t->db, "SELECT " OP_COLS " FROM operations WHERE group_id = ?"
-                                " AND NOT p2p AND seq = ? ORDER BY rank", -1, &st, NULL))
+                                " AND p2p = 0 AND seq = ? ORDER BY rank", -1, &st, NULL))
     return DIST_E_INVAL;
   sqlite3_bind_int(st, 1, group_id);
   sqlite3_bind_int64(st, 2, seq);

@@ -83,7 +83,13 @@ static const char index_sql[] =
     "CREATE INDEX IF NOT EXISTS op_by_rank ON operations(rank, t_enqueued_ns);"
     "CREATE INDEX IF NOT EXISTS ev_by_rank ON events(rank, t_ns);"
     "CREATE INDEX IF NOT EXISTS ev_by_kind ON events(kind, t_ns);"
-    "CREATE INDEX IF NOT EXISTS stats_by_group ON stats(group_id, t_ns);";
+    "CREATE INDEX IF NOT EXISTS stats_by_group ON stats(group_id, t_ns);"
+    /* Written once at the merge, so `distview summary` reads a few rows
+     * instead of every operation (SCHEMA.md, op_totals). */
+    "CREATE TABLE IF NOT EXISTS op_totals AS SELECT op, count(*) AS n, "
+    "sum(state = 'completed') AS completed, sum(state = 'failed') AS failed, "
+    "sum(state = 'timed_out') AS timed_out, sum(state IN ('enqueued', 'started')) AS in_flight, "
+    "sum(bytes_in) AS bytes_in FROM operations GROUP BY op;";
 
 int tr_exec(sqlite3 *db, const char *sql, char *err, size_t errlen) {
   char *msg = NULL;

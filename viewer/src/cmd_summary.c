@@ -77,10 +77,16 @@ static void text_job(vw_model *m, FILE *f) {
 }
 
 static int counts(vw_model *m, FILE *f, bool json) {
+  /* A merged file carries the totals (op_totals, written by the merge):
+   * a few rows, where the query below reads every operation. */
+  bool totals = vw_sql_scalar(m, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                 "name = 'op_totals'", 0, NULL) > 0;
   sqlite3_stmt *st = vw_sql_prepare(
-      m, "SELECT op, count(*), sum(state = 'completed'), sum(state = 'failed'), "
-         "sum(state = 'timed_out'), sum(state IN ('enqueued', 'started')), sum(bytes_in) "
-         "FROM operations GROUP BY op ORDER BY count(*) DESC, op");
+      m, totals ? "SELECT op, n, completed, failed, timed_out, in_flight, bytes_in FROM "
+                  "op_totals ORDER BY n DESC, op"
+                : "SELECT op, count(*), sum(state = 'completed'), sum(state = 'failed'), "
+                  "sum(state = 'timed_out'), sum(state IN ('enqueued', 'started')), "
+                  "sum(bytes_in) FROM operations GROUP BY op ORDER BY count(*) DESC, op");
   if (!st)
     return -1;
   fputs(json ? ",\"ops\":[" : "\noperations per op (rows over all ranks):\n", f);

@@ -26,13 +26,25 @@ typedef struct rank_wait {
 typedef struct waits {
   int n;
   rank_wait *r;
+  int *idx;          /* rank -> index in r, -1: none (ranks 0..nidx-1) */
+  int nidx;
 } waits;
 
+/* A table, not a search: the graph of a 1,024-rank group asks a million
+ * times. */
 static int index_of(const waits *w, int rank) {
+  if (w->idx && rank >= 0 && rank < w->nidx)
+    return w->idx[rank];
   for (int i = 0; i < w->n; i++)
     if (w->r[i].rank == rank)
       return i;
   return -1;
+}
+
+static void add_rank(waits *w, int rank) {
+  if (w->idx && rank >= 0 && rank < w->nidx)
+    w->idx[rank] = w->n;
+  w->r[w->n++].rank = rank;
 }
 
 static int blocked_op(vw_model *m, int rank, vw_op *op, bool *found) {
@@ -90,13 +102,25 @@ static int build(vw_model *m, waits *w) {
   w->r = calloc((size_t)cap + 1, sizeof *w->r);
   if (!w->r)
     return -1;
+  int top = -1;
+  for (int i = 0; i < m->job.nranks; i++)
+    top = m->job.ranks[i].rank > top ? m->job.ranks[i].rank : top;
+  for (int g = 0; g < m->job.ngroups; g++)
+    for (int k = 0; k < m->job.groups[g].size; k++)
+      top = m->job.groups[g].members[k] > top ? m->job.groups[g].members[k] : top;
+  if (top >= 0 && top < (1 << 24) && (w->idx = malloc(sizeof(int) * (size_t)(top + 1)))) {
+    w->nidx = top + 1;
+    for (int i = 0; i < w->nidx; i++)
+      w->idx[i] = -1;
+  }
   w->n = 0;
   for (int i = 0; i < m->job.nranks; i++)
-    w->r[w->n++].rank = m->job.ranks[i].rank;
+    if (index_of(w, m->job.ranks[i].rank) < 0)
+      add_rank(w, m->job.ranks[i].rank);
   for (int g = 0; g < m->job.ngroups; g++)
     for (int k = 0; k < m->job.groups[g].size; k++)
       if (index_of(w, m->job.groups[g].members[k]) < 0)
-        w->r[w->n++].rank = m->job.groups[g].members[k];
+        add_rank(w, m->job.groups[g].members[k]);
   for (int i = 0; i < w->n; i++) {
     w->r[i].wait = calloc((size_t)w->n + 1, sizeof(int));
     if (!w->r[i].wait || blocked_op(m, w->r[i].rank, &w->r[i].op, &w->r[i].blocked) != 0)
@@ -112,6 +136,7 @@ static void free_waits(waits *w) {
   for (int i = 0; w->r && i < w->n; i++)
     free(w->r[i].wait);
   free(w->r);
+  free(w->idx);
 }
 
 /* Depth-first search for a cycle from i; path holds the ranks on the way. */

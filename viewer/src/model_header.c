@@ -139,25 +139,64 @@ static int find_more_groups(vw_model *m) {
 /* Each group's highest collective seq, and each member's last and last
  * completed one (op_by_coll read backwards from the top: a lagging rank is
  * near it). Point-to-point operations are numbered apart and left out: the
- * matrix's columns are collectives. */
+ * matrix's columns are collectives.
+ * One range scan over the group's last SEQ_WINDOW operations answers for
+ * every member found there; only the others (lagging further) get their
+ * own seek, so a 1,024-rank group costs one scan, not 2,048 seeks that
+ * each walk down through the other ranks' rows. */
+#define SEQ_WINDOW 64
+static int member_index(const vw_group *g, int rank) {
+  for (int k = 0; k < g->size; k++)
+    if (g->members[k] == rank)
+      return k;
+  return -1;
+}
+
 static void group_seqs(vw_model *m) {
   for (int i = 0; i < m->job.ngroups; i++) {
     vw_group *g = &m->job.groups[i];
     int64_t a[1] = {g->id};
-    int64_t v = vw_sql_scalar(m, "SELECT max(seq) FROM operations WHERE group_id = ? AND NOT p2p",
+    int64_t v = vw_sql_scalar(m, "SELECT max(seq) FROM operations WHERE group_id = ? AND p2p = 0",
                              1, a);
     g->max_seq = v < 0 ? 0 : v;
     g->last_seq = calloc((size_t)g->size + 1, sizeof *g->last_seq);
     g->last_done = calloc((size_t)g->size + 1, sizeof *g->last_done);
+    bool *seen = calloc((size_t)g->size + 1, sizeof *seen);
+    bool *seen_done = calloc((size_t)g->size + 1, sizeof *seen_done);
+    sqlite3_stmt *st = seen && seen_done && g->last_seq && g->last_done ? vw_sql_prepare(
+        m, "SELECT rank, max(seq), max(CASE WHEN state = 'completed' THEN seq END) FROM "
+           "operations WHERE group_id = ?1 AND p2p = 0 AND seq > ?2 GROUP BY rank") : NULL;
+    if (st) {
+      sqlite3_bind_int(st, 1, g->id);
+      sqlite3_bind_int64(st, 2, g->max_seq - SEQ_WINDOW);
+      while (vw_sql_step(m, st) == SQLITE_ROW) {
+        int k = member_index(g, sqlite3_column_int(st, 0));
+        if (k < 0)
+          continue;
+        g->last_seq[k] = sqlite3_column_int64(st, 1);
+        seen[k] = true;
+        if (sqlite3_column_type(st, 2) != SQLITE_NULL) {
+          g->last_done[k] = sqlite3_column_int64(st, 2);
+          seen_done[k] = true;
+        }
+      }
+      sqlite3_finalize(st);
+    }
     for (int k = 0; g->last_seq && g->last_done && k < g->size; k++) {
       int64_t b[2] = {g->id, g->members[k]};
-      v = vw_sql_scalar(m, "SELECT seq FROM operations WHERE group_id = ? AND NOT p2p AND "
-                           "rank = ? ORDER BY seq DESC LIMIT 1", 2, b);
-      g->last_seq[k] = v < 0 ? 0 : v;
-      v = vw_sql_scalar(m, "SELECT seq FROM operations WHERE group_id = ? AND NOT p2p AND "
-                           "rank = ? AND state = 'completed' ORDER BY seq DESC LIMIT 1", 2, b);
-      g->last_done[k] = v < 0 ? 0 : v;
+      if (!seen || !seen[k]) {
+        v = vw_sql_scalar(m, "SELECT seq FROM operations WHERE group_id = ? AND p2p = 0 AND "
+                             "rank = ? ORDER BY seq DESC LIMIT 1", 2, b);
+        g->last_seq[k] = v < 0 ? 0 : v;
+      }
+      if (!seen_done || !seen_done[k]) {
+        v = vw_sql_scalar(m, "SELECT seq FROM operations WHERE group_id = ? AND p2p = 0 AND "
+                             "rank = ? AND state = 'completed' ORDER BY seq DESC LIMIT 1", 2, b);
+        g->last_done[k] = v < 0 ? 0 : v;
+      }
     }
+    free(seen);
+    free(seen_done);
   }
 }
 

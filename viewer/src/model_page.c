@@ -62,7 +62,7 @@ int vw_model_matrix(vw_model *m, int group_id, const int *ranks, int nrank, int6
   /* Collectives only: point-to-point operations are numbered apart (a
    * column is one collective on every rank; they are in the timeline). */
   sqlite3_stmt *st = vw_sql_prepare(m, "SELECT rank, seq, state, op FROM operations "
-                                       "WHERE group_id = ? AND NOT p2p AND seq >= ? AND seq < ?");
+                                       "WHERE group_id = ? AND p2p = 0 AND seq >= ? AND seq < ?");
   if (!st)
     return -1;
   sqlite3_bind_int(st, 1, group_id);
@@ -420,10 +420,10 @@ int vw_model_search_op(vw_model *m, int group_id, int64_t seq, int dir, const ch
   char like[160];
   snprintf(like, sizeof like, "%%%s%%", text);
   sqlite3_stmt *st = vw_sql_prepare(
-      m, dir >= 0 ? "SELECT seq FROM operations WHERE group_id = ?1 AND NOT p2p AND seq > ?2 AND "
+      m, dir >= 0 ? "SELECT seq FROM operations WHERE group_id = ?1 AND p2p = 0 AND seq > ?2 AND "
                     "(op LIKE ?3 OR state LIKE ?3 OR dtype LIKE ?3 OR shape LIKE ?3 OR "
                     "message LIKE ?3) ORDER BY seq LIMIT 1"
-                  : "SELECT seq FROM operations WHERE group_id = ?1 AND NOT p2p AND seq < ?2 AND "
+                  : "SELECT seq FROM operations WHERE group_id = ?1 AND p2p = 0 AND seq < ?2 AND "
                     "(op LIKE ?3 OR state LIKE ?3 OR dtype LIKE ?3 OR shape LIKE ?3 OR "
                     "message LIKE ?3) ORDER BY seq DESC LIMIT 1");
   if (!st)

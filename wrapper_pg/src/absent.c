@@ -88,11 +88,12 @@ static void waiting_in(dist_store *st, int global, char *buf, size_t len) {
 }
 
 static void last_op(const wpg *w, int r, char *buf, size_t len) {
-  if (!w->have_prev) {
+  wpg_fp last;
+  if (!wpg_last_of(w, r, &last)) {
     snprintf(buf, len, "it has run no collective on this group");
     return;
   }
-  const wpg_fp *p = &w->prev[r];
+  const wpg_fp *p = &last;
   char site[200];
   wpg_site_resolve_off(p->module, p->caller_off, site, sizeof site);
   snprintf(buf, len, "its last operation was %s #%" PRIu64 ", called from %s",
@@ -189,7 +190,7 @@ void wpg_leave(wpg *w) {
     return;
   wpg_left me = {.count = w->coll_count, .have_last = w->have_prev};
   if (w->have_prev)
-    me.last = w->prev[w->rank];
+    me.last = w->last_mine;
   /* The job's own handle, on the thread that destroys the group (or
    * exits): a new connection would wait out the store's timeout when the
    * rank hosting the store has already gone. Best effort: without the

@@ -32,30 +32,18 @@ typedef struct wpg_pending {
   dist_work *hw;        /* the helper's all_gather */
   uint64_t count;       /* the collective count the exchange is for */
   uint64_t hist0;       /* the history before it */
-  unsigned char *in;    /* this rank's record */
-  unsigned char *out;   /* every member's */
+  wpg_fp me;            /* this rank's record */
+  int64_t digest[WPG_DIGEST_N]; /* reduced in place by the helper */
 } wpg_pending;
 
-/* The same record as a synchronous check's (wpg_fp), so that a rank in a
+/* The same digest as a synchronous check's (digest.c), so that a rank in a
  * synchronous call and one in an asynchronous call meet in one exchange
  * and the disagreement is theirs, not the helper's sizes. */
-static size_t rec_size(void) {
-  return sizeof(wpg_fp);
-}
-
 static int settle(wpg *w, wpg_pending *e, const dist_coll *c, int rc) {
-  int n = w->size;
   if (rc != DIST_OK)
     return wpg_absent(w, c, e->count, rc, dist_work_errmsg(e->hw));
-  memcpy(w->all, e->out, sizeof(wpg_fp) * (size_t)n);
-  if (!wpg_fp_agree(w->all, n))
-    return wpg_report_desync(w, c, w->all, false);
-  wpg_fp *t = w->prev;
-  w->prev = w->all;
-  w->all = t;
-  w->have_prev = true;
-  wpg_sites_note(w, w->prev);
-  return DIST_OK;
+  wpg_rx_add(sizeof e->digest);
+  return wpg_decide(w, c, &e->me, e->digest, false);
 }
 
 /* One posted check, on the checking thread. */
@@ -131,23 +119,18 @@ int wpg_check_async(wpg *w, const dist_coll *c, dist_work *wk) {
     return wpg_absent(w, c, w->coll_count + 1, rc, why);
   if ((rc = start_thread(w)) != DIST_OK)
     return rc;
-  size_t r = rec_size(), n = (size_t)w->size;
-  wpg_pending *e = calloc(1, sizeof *e + r * (n + 1));
+  wpg_pending *e = calloc(1, sizeof *e);
   if (!e)
     return wpg_set_error(w, DIST_E_NOMEM, "out of memory checking an async call");
   e->wk = wk;
-  e->in = (unsigned char *)(e + 1);
-  e->out = e->in + r;
   wpg_rewind(w);
   e->count = w->coll_count + 1;
   e->hist0 = w->hist;
-  wpg_fp fp;
-  wpg_fp_make(w, c, &fp);
-  wpg_site_locate(&w->sites, c->caller, &fp.caller_off, &fp.module);
-  memcpy(e->in, &fp, sizeof fp);
-  dist_tensor ti = dist_tensor_1d(e->in, DIST_UINT8, (int64_t)r);
-  dist_tensor to = dist_tensor_1d(e->out, DIST_UINT8, (int64_t)(r * n));
-  rc = dist_all_gather_into_tensor(&to, &ti, w->helper, &e->hw);
+  wpg_fp_make(w, c, &e->me);
+  wpg_site_locate(&w->sites, c->caller, &e->me.caller_off, &e->me.module);
+  wpg_digest_make(&e->me, e->digest);
+  dist_tensor t = dist_tensor_1d(e->digest, DIST_INT64, WPG_DIGEST_N);
+  rc = dist_all_reduce(&t, DIST_MIN, w->helper, &e->hw);
   if (rc != DIST_OK) {
     free(e);
     return wpg_set_error(w, rc, "group %d: posting the check of %s #%llu: %s",
@@ -155,7 +138,7 @@ int wpg_check_async(wpg *w, const dist_coll *c, dist_work *wk) {
                          (unsigned long long)c->seq, dist_pg_errmsg(w->helper));
   }
   w->coll_count++; /* counted at issue: the next record follows this one */
-  w->hist = wpg_roll(w->hist, wpg_fp_hash(&fp));
+  w->hist = wpg_roll(w->hist, wpg_fp_hash(&e->me));
   pthread_mutex_lock(&w->qlock);
   if (w->tail)
     w->tail->next = e;

@@ -1,11 +1,13 @@
 /* exchange.c - the fingerprint exchange before each collective.
  *
- * DESIGN. One all_gather of a fixed-size record (wpg_fp) over the group's
- * helper: an internal CPU group over the same members, so the check works
- * whatever the inner backend is and costs one small collective on shared
- * memory (one round trip over TCP). Every rank then holds every record and
- * reaches the same verdict. When they agree the operation runs on the inner
- * group. When they do not, a second all_gather carries each rank's own
+ * DESIGN. One all_reduce of a fixed-size digest of the record (wpg_fp;
+ * digest.c) over the group's helper: an internal CPU group over the same
+ * members, so the check works whatever the inner backend is and costs one
+ * small collective on shared memory (one round trip over TCP), the same
+ * bytes whatever the group's size. Every rank then holds the same
+ * reduction and reaches the same verdict; on a disagreement the members'
+ * whole records meet in the job's store. When they agree the operation
+ * runs on the inner group. When they do not, a second all_gather carries each rank's own
  * description of its call (its call site resolved in its own process,
  * optionally its stack), every rank writes the same report and fails with
  * DIST_E_DESYNC; the inner group is never called, so no buffer is touched.
@@ -38,6 +40,20 @@ static int gather(wpg *w, const void *in, void *out, size_t bytes) {
       .timeout_ms = w->info->timeout_ms - wpg_grace_ms(w->info->timeout_ms),
   };
   return dist_pg_forward(w->helper, &c, NULL);
+}
+
+/* The digest's all_reduce (MIN) on the helper, in place. */
+static int reduce_digest(wpg *w, int64_t *d) {
+  dist_tensor t = dist_tensor_1d(d, DIST_INT64, WPG_DIGEST_N);
+  dist_coll c = {
+      .kind = DIST_OP_ALL_REDUCE, .inputs = &t, .n_inputs = 1, .outputs = &t, .n_outputs = 1,
+      .root = -1, .redop = {.kind = DIST_REDOP_MIN},
+      .timeout_ms = w->info->timeout_ms - wpg_grace_ms(w->info->timeout_ms),
+  };
+  int rc = dist_pg_forward(w->helper, &c, NULL);
+  if (rc == DIST_OK)
+    wpg_rx_add(sizeof(int64_t) * WPG_DIGEST_N);
+  return rc;
 }
 
 int wpg_helper_ensure(wpg *w, char *why, size_t len) {
@@ -223,6 +239,9 @@ static uint64_t site_key(const wpg_fp *fp) {
 }
 
 static bool site_seen(const wpg *w, const wpg_fp *fp) {
+  for (int i = 0; i < w->n_seen_all; i++) /* every member's, while reporting */
+    if (w->seen_all[i] == site_key(fp))
+      return true;
   for (int i = 0; i < w->n_sites_seen; i++)
     if (w->sites_seen[i] == site_key(fp))
       return true;
@@ -345,17 +364,15 @@ int wpg_check_coll(wpg *w, const dist_coll *c) {
   wpg_fp me;
   wpg_fp_make(w, c, &me);
   wpg_site_locate(&w->sites, c->caller, &me.caller_off, &me.module);
-  rc = gather(w, &me, w->all, sizeof me);
+  int64_t d[WPG_DIGEST_N];
+  wpg_digest_make(&me, d);
+  rc = reduce_digest(w, d);
   if (__builtin_expect(rc != DIST_OK, 0))
     return wpg_absent(w, c, w->coll_count + 1, rc, dist_pg_errmsg(w->helper));
-  if (__builtin_expect(!wpg_fp_agree(w->all, w->size), 0))
-    return wpg_report_desync(w, c, w->all, true);
-  wpg_fp *t = w->prev; /* keep this round: an absent member's last call */
-  w->prev = w->all;
-  w->all = t;
-  w->have_prev = true;
+  rc = wpg_decide(w, c, &me, d, true);
+  if (__builtin_expect(rc != DIST_OK, 0))
+    return rc;
   w->coll_count++;
   w->hist = wpg_roll(w->hist, wpg_fp_hash(&me));
-  wpg_sites_note(w, w->prev);
   return DIST_OK;
 }

@@ -133,6 +133,15 @@ typedef struct wpg {
    * by whichever side holds all/prev (see above). */
   uint64_t sites_seen[32];
   int n_sites_seen;
+  /* The check compares a digest (digest.c): after an agreed round only this
+   * rank's record is known, with whether every member's call site and
+   * sequence number were the same as its own (then theirs are known too). */
+  wpg_fp last_mine;
+  bool last_site_same, last_seq_same;
+  /* While a disagreement is reported: every member's agreed call sites
+   * (the union of their own lists), which suspect() consults. */
+  const uint64_t *seen_all;
+  int n_seen_all;
 } wpg;
 
 /* --- fingerprint.c --- */
@@ -192,6 +201,30 @@ int wpg_fail(wpg *w, int rc, const char *report, int lowest_global,
  * set on this thread (NULL: back to the group). Returns rc. */
 int wpg_set_error(wpg *w, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void wpg_capture(char *buf, size_t len);
+
+/* --- digest.c --- */
+/* The check's exchange is one all_reduce (MIN, int64) of a fixed-size
+ * digest of the record: a hash of the compared fields, the call site and
+ * the sequence number, each with its complement, so that the minimum of
+ * both says whether every member had the same (min == ~min(~v)). Only when
+ * the hashes differ (or for all_to_all, whose sizes must cancel out) do the
+ * members exchange their whole records, through the job's store; so a
+ * rank receives the same number of bytes per check whatever the group's
+ * size, and a report is as precise as with every record gathered. */
+#define WPG_DIGEST_N 6
+void wpg_digest_make(const wpg_fp *fp, int64_t d[WPG_DIGEST_N]);
+/* After the digest's all_reduce (red): agreed (DIST_OK, the round noted),
+ * or the members' records exchanged and the disagreement reported. */
+int wpg_decide(wpg *w, const dist_coll *c, const wpg_fp *me, const int64_t *red,
+               bool caller_thread);
+/* The record of member r in the last agreed round, as far as it is known
+ * (its call site and number when every member's were the same); false
+ * when there was none. */
+bool wpg_last_of(const wpg *w, int r, wpg_fp *out);
+/* Bytes the checks of this process received (digests, and records on a
+ * disagreement): what the test of a check's cost counts. */
+uint64_t dist__wpg_rx_bytes(void);
+void wpg_rx_add(uint64_t n);
 
 /* --- exchange.c --- */
 int wpg_check_coll(wpg *w, const dist_coll *c);

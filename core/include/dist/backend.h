@@ -138,6 +138,9 @@ typedef struct dist_coll_p2p {
 } dist_coll_p2p;
 
 #define DIST_COLL_ASYNC 1u    /* the caller asked for a work handle */
+#define DIST_COLL_WAITED 2u   /* with ASYNC: the public call waits for that work itself
+                                 (dist_recv), so its thread is inside the library until
+                                 the operation ends, as in a synchronous call */
 
 /* The operation descriptor (Gloo's options struct): everything a backend, a
  * wrapper or a tracer needs to know about one call. */

@@ -95,7 +95,7 @@ static int p2p(dist_op_kind k, dist_tensor *t, int peer, dist_pg *g, int tag, di
     return dist__err_set(&g->err, DIST_E_INVAL, "%s: the peer is this rank itself (isend and "
                          "irecv may address it)", dist_op_name(k));
   if (w)
-    c.flags |= DIST_COLL_ASYNC;
+    c.flags |= DIST_COLL_ASYNC | (blocking ? DIST_COLL_WAITED : 0);
   return dist__pg_call(g, &c, w);
 }
 
