@@ -227,6 +227,9 @@ int dist__nccl_nonmember_split(dist_pg *parent_cuda, const dist_nccl_options *ch
 #endif
 /* "shm" or "tcp": how a cpu group runs its collectives (for benchmarks). */
 const char *dist__cpu_backend_transport(const void *priv);
+/* TCP sockets the cpu backend group holds: its point-to-point mesh, and
+ * between host leaders (hierarchical groups); the number of hosts. */
+void dist__cpu_backend_conns(const void *priv, int *p2p, int *leaders, int *hosts);
 /* The job's data-plane token (init.c; "" before init). */
 const char *dist__job_token(void);
 
