@@ -47,6 +47,19 @@ static void append_env(char *buf, size_t len, size_t *off) {
     dist__appendf(buf, len, off, "(none)");
 }
 
+bool dist__pg_conn_summary(const dist_pg *g, char *buf, size_t len) {
+  while (g->inner)
+    g = g->inner;
+  if (g->ops != &dist__cpu_backend_ops || !g->priv)
+    return false;
+  int p2p, leaders, hosts;
+  dist__cpu_backend_conns(g->priv, &p2p, &leaders, &hosts);
+  snprintf(buf, len, "connections: %d tcp (point-to-point %d, between host leaders %d); "
+           "hosts %d; transport %s", p2p + leaders, p2p, leaders, hosts,
+           dist__cpu_backend_transport(g->priv));
+  return true;
+}
+
 void dist__pg_log_created(const dist_pg *g) {
   if (dist_get_debug_level() < DIST_DEBUG_INFO || !dist__log_on(DIST_LOG_INFO, DIST_SUBSYS_PG))
     return;
