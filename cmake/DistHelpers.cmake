@@ -20,11 +20,14 @@ function(dist_add_program name)
   target_link_libraries(${name} PRIVATE dist_warnings ${P_LIBS})
 endfunction()
 
-# dist_add_test(NAME SOURCES ... LABELS ... TIMEOUT s [LIBS ...])
+# dist_add_test(NAME SOURCES ... LABELS ... TIMEOUT s [LIBS ...]
+#               [CONFIGURATIONS c ...])
 # A Criterion test executable registered with CTest (STYLE.md section 10).
-# Tests link the static core so dist__ internals are reachable.
+# Tests link the static core so dist__ internals are reachable. With
+# CONFIGURATIONS the test runs only under `ctest -C <c>` (a stage of its own
+# in .ci/run, never in the README's plain ctest).
 function(dist_add_test name)
-  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LABELS;LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LABELS;LIBS;CONFIGURATIONS" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 60)
   endif()
@@ -33,20 +36,25 @@ function(dist_add_test name)
                         dist_warnings ${T_LIBS})
   # -j1: multi-process tests fork their own ranks; Criterion's own workers
   # would multiply processes on a 2-core machine.
-  add_test(NAME ${name} COMMAND ${name} --jobs 1 --full-stats)
+  if(T_CONFIGURATIONS)
+    add_test(NAME ${name} COMMAND ${name} --jobs 1 --full-stats
+             CONFIGURATIONS ${T_CONFIGURATIONS})
+  else()
+    add_test(NAME ${name} COMMAND ${name} --jobs 1 --full-stats)
+  endif()
   set_tests_properties(${name} PROPERTIES
     LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
     ENVIRONMENT "DIST_TEST_BIN=${CMAKE_BINARY_DIR}/bin;DIST_TEST_BUILD=${CMAKE_BINARY_DIR};DIST_TEST_SRC=${PROJECT_SOURCE_DIR};ASAN_OPTIONS=detect_leaks=1:abort_on_error=0;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1;TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1")
 endfunction()
 
-# dist_add_test_dir(DIR [LIBS ...])
+# dist_add_test_dir(DIR [LIBS ...] [CONFIGURATIONS c ...])
 # Registers every tests/<part>/test_*.c as its own test executable, so
 # parallel work never edits a shared list. A file states its labels and
 # timeout in a comment among its first lines:
 #     /* ctest: labels=multiproc timeout=300 */
 # (defaults: labels=unit timeout=120).
 function(dist_add_test_dir dir)
-  cmake_parse_arguments(D "" "" "LIBS" ${ARGN})
+  cmake_parse_arguments(D "" "" "LIBS;CONFIGURATIONS" ${ARGN})
   file(GLOB tests CONFIGURE_DEPENDS ${dir}/test_*.c)
   foreach(src ${tests})
     get_filename_component(stem ${src} NAME_WE)
@@ -61,7 +69,7 @@ function(dist_add_test_dir dir)
       set(timeout ${CMAKE_MATCH_1})
     endif()
     dist_add_test(${part}_${stem} SOURCES ${src} LABELS ${labels}
-                  TIMEOUT ${timeout} LIBS ${D_LIBS})
+                  TIMEOUT ${timeout} LIBS ${D_LIBS} CONFIGURATIONS ${D_CONFIGURATIONS})
     target_compile_definitions(${part}_${stem} PRIVATE _GNU_SOURCE)
   endforeach()
 endfunction()

@@ -153,9 +153,10 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, struct drun_ve
  * DRUN_EXIT_USAGE with the message printed. */
 int dist__run_store_setup(const drun_cfg *c, drun_job *job);
 /* "rank R died: cause" for the others (first failure wins) and on every
- * other node's queue. */
-void dist__run_store_post_death(const drun_cfg *c, drun_job *job, int rank,
-                                const char *cause);
+ * other node's queue. Returns DIST_OK, or the store's status when the post
+ * failed (a node that cannot reach node 0's store: node 0 or the network
+ * between them is gone, which explains its ranks' failures). */
+int dist__run_store_post_death(const drun_cfg *c, drun_job *job, int rank, const char *cause);
 /* Tells the other nodes to end their ranks (this node was interrupted). */
 void dist__run_store_post_stop(const drun_cfg *c, drun_job *job, const char *reason);
 /* distrun/exit/<R>: how rank R ended. */
@@ -252,6 +253,7 @@ typedef struct drun_first {
   int rank;                 /* -1: no rank failed (success, an interrupt...) */
   int wstatus;
   bool early;               /* it ended (any status) while others needed it */
+  bool lost_store;          /* rank -1: this node lost node 0's store */
 } drun_first;
 
 /* Fills v from the exit status, the first failure and the posted cause. */

@@ -247,7 +247,16 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
       prefer_signal_death(sp, r);
   }
   sp->failing = was_failing;
-  dist__run_store_post_death(sp->c, sp->job, r->global, how);
+  int post_rc = dist__run_store_post_death(sp->c, sp->job, r->global, how);
+  /* A node cut off from node 0's store (node 0 dead, or a partition): its
+   * ranks' failures are consequences; the lost store is the cause. */
+  if (post_rc != DIST_OK && sp->c->node_rank != 0 &&
+      set_cause(sp, DRUN_EXIT_OTHER, "lost node 0's store (%s:%u): %s; rank %d (pid %d, node %d) "
+                "then %s", sp->job->store_addr, (unsigned)sp->job->store_port,
+                dist_store_errmsg(sp->job->store), r->global, (int)r->pid, sp->c->node_rank, how)) {
+    sp->first = (drun_first){.rank = -1, .lost_store = true};
+    dist__run_say("%s", sp->cause);
+  }
   int st = DRUN_EXIT_RANK_DIED;
   if (sp->status < 0 && dist__run_cause_fetch(sp->job, POSTED_WAIT_MS, sp->posted))
     st = posted_exit(sp, r->global, wstatus, st);
@@ -315,12 +324,26 @@ static void read_signals(sup *sp) {
   reap(sp); /* SIGCHLDs coalesce; reaping again costs one syscall */
 }
 
+/* A rank of another node died first ("rank R died: killed by signal S" or
+ * "... exited with code C", from dist__run_store_post_death): it is the
+ * verdict's culprit here too, of the kind its node gives it (crash for a
+ * fatal signal, else died), as on one node. */
+static void remote_first(sup *sp, const char *msg) {
+  int rank, code;
+  if (sscanf(msg, "rank %d died: killed by signal %d", &rank, &code) == 2)
+    sp->first = (drun_first){.rank = rank, .wstatus = code & 0x7f};
+  else if (sscanf(msg, "rank %d died: exited with code %d", &rank, &code) == 2)
+    sp->first = (drun_first){.rank = rank, .wstatus = (code & 0xff) << 8};
+}
+
 /* One event from another node (distrun_store.c, DESIGN). */
 static void on_event(sup *sp, const char *ev) {
   int node, st;
   if (strncmp(ev, "died ", 5) == 0) {
-    if (set_cause(sp, DRUN_EXIT_RANK_DIED, "%s (on another node)", ev + 5))
+    if (set_cause(sp, DRUN_EXIT_RANK_DIED, "%s (on another node)", ev + 5)) {
+      remote_first(sp, ev + 5);
       dist__run_say("%s", sp->cause);
+    }
     end_ranks(sp, SIGTERM);
   } else if (strncmp(ev, "stop ", 5) == 0) {
     if (set_cause(sp, DRUN_EXIT_OTHER, "%s", ev + 5))
@@ -332,8 +355,10 @@ static void on_event(sup *sp, const char *ev) {
       end_ranks(sp, SIGTERM);
   } else if (strncmp(ev, "lost ", 5) == 0) {
     if (sp->c->node_rank != 0 &&
-        set_cause(sp, DRUN_EXIT_OTHER, "lost node 0's store: %s", ev + 5))
+        set_cause(sp, DRUN_EXIT_OTHER, "lost node 0's store: %s", ev + 5)) {
+      sp->first = (drun_first){.rank = -1, .lost_store = true};
       dist__run_say("%s", sp->cause);
+    }
     if (sp->c->node_rank != 0)
       end_ranks(sp, SIGTERM);
   }

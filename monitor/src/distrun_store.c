@@ -188,16 +188,16 @@ static void push_event(drun_job *job, int node, const char *ev) {
     post_failed(job, "an event for another node");
 }
 
-void dist__run_store_post_death(const drun_cfg *c, drun_job *job, int rank,
-                                const char *cause) {
+int dist__run_store_post_death(const drun_cfg *c, drun_job *job, int rank, const char *cause) {
   if (!job->store)
-    return;
+    return DIST_OK;
   char msg[600], ev[640];
   snprintf(msg, sizeof msg, "rank %d died: %s", rank, cause);
   void *got = NULL;
   size_t n = 0;
-  if (dist_store_compare_set(job->store, DIST_KEY_RANK_DIED, "", 0, msg, strlen(msg), &got,
-                             &n) != DIST_OK)
+  int rc = dist_store_compare_set(job->store, DIST_KEY_RANK_DIED, "", 0, msg, strlen(msg), &got,
+                                  &n);
+  if (rc != DIST_OK)
     post_failed(job, "the death of a rank");
   dist_free(got);
   snprintf(ev, sizeof ev, "%s\n", msg);
@@ -207,6 +207,7 @@ void dist__run_store_post_death(const drun_cfg *c, drun_job *job, int rank,
   for (int k = 0; k < c->nnodes; k++)
     if (k != c->node_rank)
       push_event(job, k, ev);
+  return rc;
 }
 
 void dist__run_store_post_stop(const drun_cfg *c, drun_job *job, const char *reason) {

@@ -27,7 +27,7 @@ static const char *kind_of(int status, const drun_first *first) {
     if (first->rank >= 0 && first->early)
       return "early_exit";
     return first->rank >= 0 && dist__run_is_crash(first->wstatus) ? "crash" : "died";
-  case DRUN_EXIT_OTHER: return first->rank < 0 ? "interrupted" : "other";
+  case DRUN_EXIT_OTHER: return first->rank < 0 && !first->lost_store ? "interrupted" : "other";
   default: return "other";
   }
 }

@@ -351,6 +351,19 @@ static int start(prep *p, dist_pg *g, dist_work **w) {
   }
 }
 
+static coll_check_result_fn result_hook;
+static void *result_arg;
+
+void coll_check_set_result_hook(coll_check_result_fn fn, void *arg) {
+  result_hook = fn;
+  result_arg = arg;
+}
+
+static bool replicated(dist_op_kind k) {
+  return k == DIST_OP_ALL_REDUCE || k == DIST_OP_BROADCAST || k == DIST_OP_ALL_GATHER ||
+         k == DIST_OP_ALL_GATHER_INTO_TENSOR;
+}
+
 static int verify(prep *p, dist_pg *g, char *msg, size_t len) {
   char name[160], why[512];
   coll_case_name(p->c, name, sizeof name);
@@ -367,6 +380,8 @@ static int verify(prep *p, dist_pg *g, char *msg, size_t len) {
     snprintf(msg, len, "%s: recv reported source %d, expected %d", name, p->src_seen, from);
     return 1;
   }
+  for (int i = 0; result_hook && replicated(p->c->op) && i < p->n_cmp; i++)
+    result_hook(result_arg, g, p->c, p->got[i], p->cmp_n[i] * p->esz);
   return 0;
 }
 

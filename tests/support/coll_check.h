@@ -44,4 +44,14 @@ void coll_check_set_hosts(const int *host_of_global, int n);
  * in order and checks each (completion in issue order). */
 int coll_check_many_async(dist_pg *g, const coll_case *cases, int k, char *msg, size_t len);
 
+/* Called after each case's outputs passed the check (NULL: nothing is
+ * called): one output buffer a rank holds. Only operations whose outputs
+ * every member must hold byte for byte (all_reduce, broadcast, all_gather,
+ * all_gather_into_tensor) are passed, so a caller can assert bitwise
+ * identity across ranks on its own, whatever order the reference reduces
+ * in (tests/multihost exchanges digests of them). */
+typedef void (*coll_check_result_fn)(void *arg, dist_pg *g, const coll_case *c,
+                                     const void *bytes, size_t len);
+void coll_check_set_result_hook(coll_check_result_fn fn, void *arg);
+
 #endif

@@ -27,6 +27,8 @@
 
 #define MAX_RANK_FILES 4096
 
+#define MERGE_BUSY_MS 5000 /* waiting for another reader of a rank file */
+
 static void seterr(char *err, size_t len, const char *fmt, ...) {
   if (!err || !len)
     return;
@@ -51,6 +53,10 @@ static int check_rank_file(const char *path, int rank, char *job, size_t joblen,
     snprintf(why, whylen, "cannot open: %s", db ? sqlite3_errmsg(db) : "out of memory");
     goto out;
   }
+  /* Another merge of the same directory (each node of a job merges a
+   * shared trace directory at its end) may hold the file for a moment
+   * while it opens a WAL file: wait for it rather than skip the rank. */
+  sqlite3_busy_timeout(db, MERGE_BUSY_MS);
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK) {
     snprintf(why, whylen, "not a trace database (%s)", sqlite3_errmsg(db));
@@ -287,6 +293,7 @@ static int open_out(const char *tmp, sqlite3 **db, char *err, size_t errlen) {
   close(fd);
   char e[256] = "";
   if (sqlite3_open_v2(tmp, db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+      sqlite3_busy_timeout(*db, MERGE_BUSY_MS) != SQLITE_OK || /* the ATTACHed rank files */
       tr_exec(*db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;",
               e, sizeof e) ||
       tr_schema_create(*db, false, e, sizeof e)) {
