@@ -200,6 +200,8 @@ bool dist__hier_handles(dist_op_kind kind) {
   case DIST_OP_BROADCAST:
   case DIST_OP_ALL_GATHER:
   case DIST_OP_ALL_GATHER_INTO_TENSOR:
+  case DIST_OP_GATHER:
+  case DIST_OP_SCATTER:
   case DIST_OP_BARRIER: return true;
   default: return false;
   }
@@ -406,6 +408,106 @@ static int all_gather(dist__hier *h, dist__cpu_op *op) {
   return DIST_OK;
 }
 
+/* n uint8 tensors of b bytes at base, base + stride, ... (heap; NULL on
+ * failure, with the message in err). */
+static dist_tensor *views(uint8_t *base, int n, size_t b, size_t stride, dist__errbuf *err) {
+  dist_tensor *v = dist__calloc((size_t)(n > 0 ? n : 1), sizeof *v);
+  if (!v) {
+    dist__err_set(err, DIST_E_NOMEM, "out of memory");
+    return NULL;
+  }
+  for (int i = 0; i < n; i++)
+    v[i] = dist_tensor_1d(base + (size_t)i * stride, DIST_UINT8, (int64_t)b);
+  return v;
+}
+
+/* Where group rank r's piece lies in the packed layout (hosts' blocks of
+ * maxl pieces, in host order). */
+static size_t packed_at(const dist__hier *h, int r, size_t b) {
+  return ((size_t)h->host_of[r] * (size_t)h->maxl + (size_t)h->lrank_of[r]) * b;
+}
+
+/* gather: local gathers to the leaders, leaders' gather to the root's host,
+ * whose leader hands the packed result to the root (a local broadcast
+ * when the root is not the leader). */
+static int gather(dist__hier *h, dist__cpu_op *op) {
+  const dist_coll *c = op->c;
+  size_t b = dist_tensor_nbytes(&c->inputs[0]), blk_len = (size_t)h->maxl * b;
+  int rh = h->host_of[c->root];
+  uint8_t *blk = scratch(h, 0, blk_len, op->err);
+  uint8_t *all = blk ? scratch(h, 1, blk_len * (size_t)h->nhosts, op->err) : NULL;
+  if (!all)
+    return DIST_E_NOMEM;
+  DIST_TRY(gather_host(h, op, &c->inputs[0], blk, b));
+  dist_tensor tb = dist_tensor_1d(blk, DIST_UINT8, (int64_t)blk_len);
+  if (h->lrank == 0) {
+    dist_tensor *outs = h->host == rh ? views(all, h->nhosts, blk_len, blk_len, op->err) : NULL;
+    if (h->host == rh && !outs)
+      return DIST_E_NOMEM;
+    stage s = {DIST_OP_GATHER, DIST_SUM, rh, &tb, 1, outs, outs ? (size_t)h->nhosts : 0};
+    int rc = leaders_stage(h, op, &s);
+    dist__free(outs);
+    DIST_TRY(rc);
+  }
+  if (h->host == rh && h->lrank_of[c->root] != 0) {
+    dist_tensor ta = dist_tensor_1d(all, DIST_UINT8, (int64_t)(blk_len * (size_t)h->nhosts));
+    stage s = one(DIST_OP_BROADCAST, DIST_SUM, 0, &ta);
+    DIST_TRY(local_stage(h, op, &s));
+  }
+  for (int r = 0; h->g->rank == c->root && r < h->g->size; r++)
+    memcpy(c->outputs[r].data, all + packed_at(h, r, b), b);
+  return DIST_OK;
+}
+
+/* scatter: the root's pieces reach its host's leader (packed by the root
+ * when it leads, else broadcast from the root over its host), the leaders'
+ * scatter gives each leader its host's block, and a local scatter each
+ * rank its piece (ranks of the root's host read theirs from the packed
+ * copy they already hold). */
+static int scatter(dist__hier *h, dist__cpu_op *op) {
+  const dist_coll *c = op->c;
+  size_t b = dist_tensor_nbytes(&c->outputs[0]), blk_len = (size_t)h->maxl * b;
+  int rh = h->host_of[c->root];
+  bool root_leads = h->lrank_of[c->root] == 0, bcast = h->host == rh && !root_leads;
+  uint8_t *blk = scratch(h, 0, blk_len, op->err);
+  uint8_t *all = blk ? scratch(h, 1, blk_len * (size_t)h->nhosts, op->err) : NULL;
+  if (!all)
+    return DIST_E_NOMEM;
+  for (int r = 0; h->g->rank == c->root && r < h->g->size; r++)
+    memcpy(all + packed_at(h, r, b), c->inputs[r].data, b);
+  if (bcast) {
+    dist_tensor ta = dist_tensor_1d(all, DIST_UINT8, (int64_t)(blk_len * (size_t)h->nhosts));
+    stage s = one(DIST_OP_BROADCAST, DIST_SUM, h->lrank_of[c->root], &ta);
+    DIST_TRY(local_stage(h, op, &s));
+  }
+  dist_tensor tb = dist_tensor_1d(blk, DIST_UINT8, (int64_t)blk_len);
+  if (h->lrank == 0) {
+    dist_tensor *ins = h->host == rh ? views(all, h->nhosts, blk_len, blk_len, op->err) : NULL;
+    if (h->host == rh && !ins)
+      return DIST_E_NOMEM;
+    stage s = {DIST_OP_SCATTER, DIST_SUM, rh, ins, ins ? (size_t)h->nhosts : 0, &tb, 1};
+    int rc = leaders_stage(h, op, &s);
+    dist__free(ins);
+    DIST_TRY(rc);
+  }
+  if (bcast) {
+    memcpy(c->outputs[0].data, all + packed_at(h, h->g->rank, b), b);
+    return DIST_OK;
+  }
+  if (!h->shm) {
+    memcpy(c->outputs[0].data, blk, b);
+    return DIST_OK;
+  }
+  dist_tensor *ins = h->lrank == 0 ? views(blk, h->lsize, b, b, op->err) : NULL;
+  if (h->lrank == 0 && !ins)
+    return DIST_E_NOMEM;
+  dist_tensor mine = dist_tensor_1d(c->outputs[0].data, DIST_UINT8, (int64_t)b);
+  stage s = {DIST_OP_SCATTER, DIST_SUM, 0, ins, ins ? (size_t)h->lsize : 0, &mine, 1};
+  int rc = local_stage(h, op, &s);
+  dist__free(ins);
+  return rc;
+}
+
 static int barrier(dist__hier *h, dist__cpu_op *op) {
   stage s = {DIST_OP_BARRIER, DIST_SUM, -1, NULL, 0, NULL, 0};
   DIST_TRY(local_stage(h, op, &s));
@@ -423,6 +525,8 @@ static int dispatch(dist__hier *h, dist__cpu_op *op) {
   case DIST_OP_BROADCAST: return broadcast(h, op);
   case DIST_OP_ALL_GATHER:
   case DIST_OP_ALL_GATHER_INTO_TENSOR: return all_gather(h, op);
+  case DIST_OP_GATHER: return gather(h, op);
+  case DIST_OP_SCATTER: return scatter(h, op);
   case DIST_OP_BARRIER: return barrier(h, op);
   default:
     return dist__err_set(op->err, DIST_E_INTERNAL, "%s is not hierarchical",

@@ -9,8 +9,9 @@
  * its leader is local rank 0 (its lowest group rank). Every member builds:
  *   - a local group of its host's members (shared memory; none when alone),
  *   - the leaders' group, of the h leaders, in host order (TCP; leaders only).
- * The group's own full TCP engine stays for point-to-point and for the
- * collectives still run flat (gather, scatter, all_to_all).
+ * The group's own full TCP engine stays for point-to-point and for
+ * all_to_all, which runs flat (hierarchy saves no bytes on a host's link
+ * there).
  *
  * Schedules (every rank takes the same path, chosen by kind alone):
  *   all_reduce      local reduce to the leader, leaders' all_reduce, local
@@ -27,6 +28,12 @@
  *   all_gather      local gather to the leader, leaders' all_gather of
  *                   host blocks padded to the largest host, local broadcast
  *                   of the packed result, unpacked by every rank
+ *   gather          local gathers to the leaders, leaders' gather of padded
+ *                   host blocks to the root's host, a local broadcast of
+ *                   the packed result there when the root does not lead
+ *   scatter         the reverse: the root's pieces reach its leader (a
+ *                   local broadcast when the root does not lead), leaders'
+ *                   scatter of host blocks, local scatter
  *   barrier         local, leaders, local
  * Reduction order: within a host ascending local rank (the shm engine),
  * then the host partial results in ascending host order (the TCP engine's
