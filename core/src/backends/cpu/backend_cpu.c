@@ -208,7 +208,7 @@ static void log_connections(const cpu_backend *b) {
   int mesh = dist__tcp_conns(b->tcp), leaders = b->hier ? dist__hier_tcp_conns(b->hier) : 0;
   DIST_LOG(INFO, PG, "group %s: rank %d of %d, collectives over %s; %d tcp connections "
            "(%d point-to-point, %d between host leaders)", g->name, g->rank, g->size,
-           b->shm ? "shared memory" : b->hier ? "shared memory and tcp (hierarchical)" : "tcp",
+           b->shm ? "shared memory" : b->hier ? "both engines, hierarchically" : "tcp",
            mesh + leaders, mesh, leaders);
 }
 
