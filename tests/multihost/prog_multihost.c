@@ -187,11 +187,25 @@ static int init(dist_test_ctx *ctx) {
   return 0;
 }
 
+/* Ranks of node k are k * LOCAL_WORLD_SIZE onwards (distrun's multi-node
+ * numbering), and a node is a host of the bed: the reference reduces in
+ * the hierarchical order of groups that span hosts (coll_check.h). */
+static int host_of[64];
+
+static void place_hosts(int world) {
+  const char *lws = getenv("LOCAL_WORLD_SIZE");
+  int per = lws ? atoi(lws) : 0;
+  for (int r = 0; r < world && r < 64; r++)
+    host_of[r] = per > 0 ? r / per : 0;
+  coll_check_set_hosts(host_of, world < 64 ? world : 64);
+}
+
 static int suite(dist_test_ctx *ctx, uint64_t seed) {
   if (init(ctx))
     return 1;
   print_host(ctx);
   int world = ctx->world;
+  place_hosts(world);
   coll_check_set_result_hook(on_result, &world);
   if (coll_suite_run(ctx, seed) || host_groups(ctx, seed) || compare_digests(ctx))
     return 1;

@@ -26,7 +26,18 @@ typedef struct prep {
   int n_cmp;
   int64_t in_splits[MAX_BUFS], out_splits[MAX_BUFS];
   int src_seen; /* RECV: the source a recv reported */
+  int host[MAX_BUFS]; /* group rank -> host index (coll_check_set_hosts) */
+  int nhosts;
 } prep;
+
+/* Global rank -> fake host (coll_check_set_hosts); NULL: one host. */
+static const int *g_host_of;
+static int g_host_n;
+
+void coll_check_set_hosts(const int *host_of_global, int n) {
+  g_host_of = host_of_global;
+  g_host_n = n;
+}
 
 static void *zalloc(prep *p, size_t bytes) {
   void *b = calloc(1, bytes ? bytes : 1);
@@ -51,6 +62,39 @@ static void expect(prep *p, void *got, void *want, size_t n) {
   p->cmp_n[p->n_cmp++] = n;
 }
 
+/* want = the reduction of every group rank's input (elements first ..
+ * first+n) in the order the backend uses: ascending group rank on one
+ * host; over several hosts, each host's ranks in ascending order, then the
+ * host partials in ascending host order (AVG: SUMs, one division at the
+ * end; PREMUL_SUM: scaled in the hosts, summed between them), hier.h. */
+static void expected(prep *p, void *want, size_t first, size_t n) {
+  const coll_case *c = p->c;
+  if (p->nhosts <= 1) {
+    dist_test_expected(c->dtype, c->redop, want, n, c->seed, p->size, first, 0, p->size);
+    return;
+  }
+  dist_redop local = c->redop, between = c->redop;
+  if (c->redop.kind == DIST_REDOP_AVG)
+    local = DIST_SUM;
+  if (c->redop.kind == DIST_REDOP_AVG || c->redop.kind == DIST_REDOP_PREMUL_SUM)
+    between = DIST_SUM;
+  const void *srcs[MAX_BUFS], *parts[MAX_BUFS];
+  for (int k = 0; k < p->nhosts; k++) {
+    int m = 0;
+    for (int r = 0; r < p->size; r++)
+      if (p->host[r] == k)
+        srcs[m++] = input_of(p, r, first, n, c->seed);
+    void *part = zalloc(p, n * p->esz);
+    dist_test_ref_reduce(c->dtype, local, part, srcs, m, n, 1);
+    parts[k] = part;
+  }
+  dist_test_ref_reduce(c->dtype, between, want, parts, p->nhosts, n, 1);
+  if (c->redop.kind == DIST_REDOP_AVG) {
+    const void *one = want;
+    dist_test_ref_reduce(c->dtype, c->redop, want, &one, 1, n, p->size);
+  }
+}
+
 static void prep_reduce(prep *p, bool all) {
   const coll_case *c = p->c;
   size_t n = (size_t)c->n;
@@ -59,7 +103,7 @@ static void prep_reduce(prep *p, bool all) {
   p->n_in = 1;
   if (all || p->rank == c->root) {
     void *want = zalloc(p, n * p->esz);
-    dist_test_expected(c->dtype, c->redop, want, n, c->seed, p->size, 0, 0, p->size);
+    expected(p, want, 0, n);
     expect(p, buf, want, n);
   }
 }
@@ -129,8 +173,7 @@ static void prep_reduce_scatter(prep *p) {
   p->out[0] = tensor(o, c->dtype, c->n);
   p->n_out = 1;
   void *want = zalloc(p, n * p->esz);
-  dist_test_expected(c->dtype, c->redop, want, n, c->seed, p->size, (size_t)p->rank * n, 0,
-                     p->size);
+  expected(p, want, (size_t)p->rank * n, n);
   expect(p, o, want, n);
 }
 
@@ -195,11 +238,30 @@ static void prep_ring(prep *p) {
   expect(p, o, input_of(p, from, 0, n, c->seed), n);
 }
 
+static int global_of(dist_pg *g, int group_rank);
+
+/* Hosts numbered by their lowest group rank, as the backend does. */
+static void place(prep *p, dist_pg *g) {
+  int ids[MAX_BUFS];
+  p->nhosts = 0;
+  for (int r = 0; g_host_of && r < p->size && r < MAX_BUFS; r++) {
+    int gr = global_of(g, r);
+    int id = gr >= 0 && gr < g_host_n ? g_host_of[gr] : -1;
+    int k = 0;
+    while (k < p->nhosts && ids[k] != id)
+      k++;
+    if (k == p->nhosts)
+      ids[p->nhosts++] = id;
+    p->host[r] = k;
+  }
+}
+
 static void prepare(prep *p, dist_pg *g, const coll_case *c) {
   memset(p, 0, sizeof *p);
   p->c = c;
   p->rank = dist_get_rank(g);
   p->size = dist_get_world_size(g);
+  place(p, g);
   p->esz = dist_dtype_size(c->dtype);
   p->src_seen = -2;
   switch (c->op) {

@@ -32,6 +32,14 @@ int coll_check(dist_pg *g, const coll_case *c, char *msg, size_t len);
 /* "ALL_REDUCE float32 SUM n=7 root=0 async" */
 char *coll_case_name(const coll_case *c, char *buf, size_t len);
 
+/* Ranks placed on several hosts (DIST_HOST_ID): host_of_global[r] names
+ * global rank r's host (n entries, borrowed for the process's life). The
+ * expected value of a reduction over a group that spans hosts then follows
+ * the hierarchical order (hier.h): each host's ranks in ascending group
+ * rank, then the hosts in ascending order of their lowest group rank.
+ * NULL: every rank on one host. */
+void coll_check_set_hosts(const int *host_of_global, int n);
+
 /* Async variant: starts k cases back to back, then waits for all of them
  * in order and checks each (completion in issue order). */
 int coll_check_many_async(dist_pg *g, const coll_case *cases, int k, char *msg, size_t len);

@@ -77,7 +77,10 @@
  *      over both kinds (what seq was before: unique per group, for a
  *      backend's or an observer's own bookkeeping; gpu_progress takes it),
  *      and pair_seq, the per-pair number of a send or receive. The vtable
- *      is unchanged; backends built for 1-5 load. */
+ *      is unchanged; backends built for 1-5 load.
+ *   7  connections (appended; read only from tables whose abi_version is
+ *      at least 7): the connections a group holds, for the INFO log and the
+ *      trace, instead of core recognising the cpu backend's table. */
 #ifndef DIST_BACKEND_H
 #define DIST_BACKEND_H
 
@@ -93,7 +96,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_BACKEND_ABI_VERSION 6
+#define DIST_BACKEND_ABI_VERSION 7
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_OP_MAP(X)                                      \
@@ -270,6 +273,12 @@ typedef struct dist_backend_ops {
    * made. NULL slot: the group runs its operations itself, and is its own
    * group for each device its caps name. Any thread; must not block. */
   dist_pg *(*device_group)(void *priv, dist_device_type t);
+
+  /* ABI 7. The connections the group holds, as one line for the INFO log
+   * and the trace ("connections: 4 tcp (point-to-point 3, between host
+   * leaders 1); hosts 2; transport hier"); false (or a NULL slot): none to
+   * tell. Any thread; must not block. */
+  bool (*connections)(void *priv, char *buf, size_t len);
 } dist_backend_ops;
 
 /* --- for backend implementations ---------------------------------------- */

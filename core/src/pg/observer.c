@@ -34,6 +34,12 @@ static void announce_default(obs_slot *s) {
       .t_ns = dist_clock_ns(), .group = &g->info, .peer = -1, .pg = g,
   };
   deliver(s, &ev);
+  char conn[192];
+  if (dist__pg_conn_summary(g, conn, sizeof conn)) { /* the trace records it */
+    ev.kind = DIST_EV_LOG;
+    ev.message = conn;
+    deliver(s, &ev);
+  }
 }
 
 static void obs_init_one(obs_slot *s) {

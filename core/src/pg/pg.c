@@ -236,8 +236,12 @@ static int publish_user_group(dist_pg *inner, int group_id, dist_pg **out) {
   }
   link_group(g);
   dist__pg_log_created(g);
-  if (dist__obs_on())
+  if (dist__obs_on()) {
     dist__obs_emit(g, DIST_EV_GROUP_CREATED, NULL, DIST_OK, -1, NULL);
+    char conn[192];
+    if (g->info.group_id >= 0 && dist__pg_conn_summary(g, conn, sizeof conn))
+      dist__obs_emit(g, DIST_EV_LOG, NULL, DIST_OK, -1, conn);
+  }
   *out = g;
   return DIST_OK;
 }

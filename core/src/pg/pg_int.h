@@ -217,6 +217,11 @@ int dist__nan_check_coll(dist_pg *g, const dist_coll *c);
 
 /* At DIST_DEBUG=INFO and above: the INFO block with g's configuration. */
 void dist__pg_log_created(const dist_pg *g);
+/* "connections: 22 tcp (point-to-point 15, between host leaders 7); hosts
+ * 8; transport hier" for a cpu group (or a group wrapped around one);
+ * false for other backends. Recorded in the trace as a 'log' event at the
+ * group's creation (pg.c, observer.c). */
+bool dist__pg_conn_summary(const dist_pg *g, char *buf, size_t len);
 /* The TRACE line of one operation; call only when TRACE is on for COLL. */
 void dist__pg_log_op(const dist_pg *g, const dist_coll *c);
 

@@ -40,6 +40,13 @@ static void append_env(char *buf, size_t len, size_t *off) {
     dist__appendf(buf, len, off, "(none)");
 }
 
+bool dist__pg_conn_summary(const dist_pg *g, char *buf, size_t len) {
+  while (g->inner)
+    g = g->inner;
+  const dist_backend_ops *o = g->ops;
+  return g->priv && o->abi_version >= 7 && o->connections && o->connections(g->priv, buf, len);
+}
+
 void dist__pg_log_created(const dist_pg *g) {
   if (dist_get_debug_level() < DIST_DEBUG_INFO || !dist__log_on(DIST_LOG_INFO, DIST_SUBSYS_PG))
     return;

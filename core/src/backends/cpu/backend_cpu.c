@@ -21,6 +21,7 @@
 
 #include "backend_cpu.h"
 #include "cpu.h"
+#include "hier.h"
 #include "shm.h"
 #include "tcp.h"
 
@@ -37,6 +38,7 @@ typedef struct cpu_backend {
   dist_pg *self;
   dist__tcp *tcp;
   dist__shm *shm; /* NULL: collectives over TCP */
+  dist__hier *hier; /* a group over several hosts: shm inside, TCP between */
 
   pthread_mutex_t mu;
   pthread_cond_t cv;       /* queue changes, abort, stop */
@@ -52,8 +54,17 @@ typedef struct cpu_backend {
 /* --- identity ------------------------------------------------------------ */
 
 /* Same host = same boot id and same network namespace (DESIGN.md), so ranks
- * in different namespaces talk over the network even on one machine. */
+ * in different namespaces talk over the network even on one machine.
+ * DIST_HOST_ID (a testing aid) replaces both: ranks that name different
+ * ids are on different hosts, so one machine can exercise the paths of
+ * groups that span hosts (shared memory still works between ranks that
+ * name the same id, as they really share the machine). */
 static void host_id(char *out, size_t len) {
+  const char *fake = dist__getenv("DIST_HOST_ID");
+  if (fake && *fake) {
+    snprintf(out, len, "test:%.80s", fake);
+    return;
+  }
   char boot[64] = "unknown";
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
   if (f) {
@@ -182,6 +193,23 @@ static int init_barrier(dist__cpu_group *g, dist_store *st, int64_t deadline,
   return DIST_OK;
 }
 
+/* DIST_HIER=0 keeps groups that span hosts flat over TCP (the way before
+ * hierarchical collectives; for comparisons). */
+static bool hier_wanted(void) {
+  int64_t v;
+  dist__env_int("DIST_HIER", 0, 1, 1, &v);
+  return v != 0;
+}
+
+static void log_connections(const cpu_backend *b) {
+  const dist__cpu_group *g = &b->g;
+  int mesh = dist__tcp_conns(b->tcp), leaders = b->hier ? dist__hier_tcp_conns(b->hier) : 0;
+  DIST_LOG(INFO, PG, "group %s: rank %d of %d, collectives over %s; %d tcp connections "
+           "(%d point-to-point, %d between host leaders)", g->name, g->rank, g->size,
+           b->shm ? "shared memory" : b->hier ? "both engines, hierarchically" : "tcp",
+           mesh + leaders, mesh, leaders);
+}
+
 static int start_engines(cpu_backend *b, dist_store *st, dist__errbuf *err) {
   dist__cpu_group *g = &b->g;
   int64_t deadline = dist__deadline_ms(g->timeout_ms);
@@ -206,13 +234,16 @@ static int start_engines(cpu_backend *b, dist_store *st, dist__errbuf *err) {
     dist__err_clear(err);
     b->shm = NULL;
   }
+  if (!g->same_host && g->transport == DIST_CPU_TRANSPORT_AUTO && hier_wanted())
+    DIST_TRY(dist__hier_create(g, st, deadline, &b->hier, err));
   DIST_TRY(init_barrier(g, st, deadline, err));
-  DIST_LOG(INFO, PG, "group %s: rank %d of %d, collectives over %s", g->name, g->rank, g->size,
-           b->shm ? "shared memory" : "tcp");
+  log_connections(b);
   return DIST_OK;
 }
 
 static void release(cpu_backend *b) {
+  dist__hier_destroy(b->hier);
+  b->hier = NULL;
   dist__shm_destroy(b->shm);
   dist__tcp_destroy(b->tcp);
   b->shm = NULL;
@@ -265,6 +296,8 @@ static void cpu_abort(void *priv, const char *reason) {
     dist__tcp_abort(b->tcp, b->g.abort_reason);
   if (b->shm)
     dist__shm_wake_all(b->shm);
+  if (b->hier)
+    dist__hier_abort(b->hier, b->g.abort_reason);
   pthread_mutex_lock(&b->mu);
   pthread_cond_broadcast(&b->cv);
   pthread_mutex_unlock(&b->mu);
@@ -309,6 +342,8 @@ static int run_coll(cpu_backend *b, const dist_coll *c, dist__errbuf *err) {
     return dist__shm_run(b->shm, &op);
   }
   dist__cpu_op op = {c, dist__now_ms() + c->timeout_ms, err, -1};
+  if (b->hier && dist__hier_handles(c->kind))
+    return dist__hier_run(b->hier, &op);
   return dist__tcp_run(b->tcp, &op);
 }
 
@@ -567,9 +602,26 @@ static void *progress_main(void *arg) {
   return NULL;
 }
 
-/* "shm" / "tcp": the engine that runs the group's collectives. */
+/* "shm", "hier" or "tcp": the engine that runs the group's collectives. */
 static const char *cpu_transport(void *priv) {
-  return ((const cpu_backend *)priv)->shm ? "shm" : "tcp";
+  const cpu_backend *b = priv;
+  return b->shm ? "shm" : b->hier ? "hier" : "tcp";
+}
+
+void dist__cpu_backend_conns(const void *priv, int *p2p, int *leaders, int *hosts) {
+  const cpu_backend *b = priv;
+  *p2p = dist__tcp_conns(b->tcp);
+  *leaders = b->hier ? dist__hier_tcp_conns(b->hier) : 0;
+  *hosts = b->hier ? dist__hier_nhosts(b->hier) : 1;
+}
+
+/* The connections slot (ABI 7): what dist__cpu_backend_conns counts. */
+static bool cpu_connections(void *priv, char *buf, size_t len) {
+  int p2p, leaders, hosts;
+  dist__cpu_backend_conns(priv, &p2p, &leaders, &hosts);
+  snprintf(buf, len, "connections: %d tcp (point-to-point %d, between host leaders %d); "
+           "hosts %d; transport %s", p2p + leaders, p2p, leaders, hosts, cpu_transport(priv));
+  return true;
 }
 
 const dist_backend_ops dist__cpu_backend_ops = {
@@ -594,4 +646,5 @@ const dist_backend_ops dist__cpu_backend_ops = {
     .barrier = cpu_coll,
     .async_error = cpu_async_error,
     .transport = cpu_transport,
+    .connections = cpu_connections,
 };

@@ -7,5 +7,9 @@
 #include "base/dist_int.h"
 
 extern const dist_backend_ops dist__cpu_backend_ops;
+/* TCP sockets a cpu group holds (priv: its backend state): its
+ * point-to-point mesh, and between host leaders (a group that spans
+ * hosts); the number of hosts. The connections slot says the same. */
+void dist__cpu_backend_conns(const void *priv, int *p2p, int *leaders, int *hosts);
 
 #endif

@@ -101,5 +101,8 @@ int dist__tcp_progress(dist__tcp *t, int64_t wait_ms);
  * marks the group broken; every failure is reported to the other members
  * (ERROR frames) so none of them waits for its own timeout. */
 int dist__tcp_run(dist__tcp *t, dist__cpu_op *op);
+/* Sockets this rank holds open to its peers (every lane counted). Caller
+ * thread; for logs and tests. */
+int dist__tcp_conns(const dist__tcp *t);
 
 #endif

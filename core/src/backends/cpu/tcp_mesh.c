@@ -419,6 +419,17 @@ int dist__tcp_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
   return DIST_OK;
 }
 
+int dist__tcp_conns(const dist__tcp *t) {
+  int n = 0;
+  for (int p = 0; t && p < t->g->size; p++) {
+    const tcp_conn *c = &t->conns[p];
+    n += p != t->g->rank && c->fd >= 0;
+    for (int i = 1; p != t->g->rank && i < c->nlanes; i++)
+      n += c->lanes[i - 1].fd >= 0;
+  }
+  return n;
+}
+
 /* --- destroy ------------------------------------------------------------------- */
 
 /* Says goodbye to every peer and lets the queues drain for a moment, so a
