@@ -315,7 +315,7 @@ Test(store_tcp, without_a_token_the_server_refuses_a_non_loopback_address,
 Test(store_tcp, a_silent_connection_is_dropped_after_the_auth_timeout, .timeout = 20) {
   capture_logs();
   stp_server *srv;
-  stp_server_opts so = {"127.0.0.1", 0, true, TOKEN, 200, 0};
+  stp_server_opts so = {"127.0.0.1", 0, true, TOKEN, 200, 0, 0, false};
   cr_assert_eq(dist__stp_server_start(&so, &srv, NULL), DIST_OK);
   int fd = raw_connect(dist__stp_server_port(srv), NULL);
   cr_assert(closed_by_server(fd));
