@@ -24,6 +24,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -270,10 +271,7 @@ static int parse_settings(const dist_init_opts *o, settings *s, dist__rdzv *r) {
     DIST_TRY(rank_and_world(s, o, r));
   }
   DIST_TRY(local_ranks(s, r));
-  s->token = dist__getenv(DIST_ENV_TOKEN);
-  if (s->token && strlen(s->token) > DIST_TOKEN_MAX)
-    return dist__set_last_error(DIST_E_INVAL, "DIST_TOKEN is longer than %d characters",
-                                DIST_TOKEN_MAX);
+  DIST_TRY(dist__env_token(&s->token));
   const char *j = dist__getenv(DIST_ENV_JOB_ID);
   if (j && !dist__rendezvous_job_id_ok(j))
     return dist__set_last_error(DIST_E_INVAL,
@@ -528,6 +526,43 @@ static int read_shared(joiner *j, const char *name, char *out, size_t len) {
     memcpy(out, v, n + 1); /* get NUL-terminates */
   dist_free(v);
   return rc;
+}
+
+/* --- the job token --------------------------------------------------------------- */
+
+static pthread_mutex_t token_mu = PTHREAD_MUTEX_INITIALIZER;
+static char token_copy[DIST_TOKEN_MAX + 1];
+static bool token_known;
+
+int dist__env_token(const char **out) {
+  *out = NULL;
+  pthread_mutex_lock(&token_mu);
+  const char *v = getenv(DIST_ENV_TOKEN);
+  int rc = DIST_OK;
+  if (v && strlen(v) > DIST_TOKEN_MAX) {
+    rc = dist__set_last_error(DIST_E_INVAL, "DIST_TOKEN is longer than %d characters",
+                              DIST_TOKEN_MAX);
+  } else if (v && *v) {
+    snprintf(token_copy, sizeof token_copy, "%s", v);
+    token_known = true;
+    /* Programs this process starts later (system(), workers) need no
+     * token: take it out of the environment they would inherit. */
+    explicit_bzero((char *)v, strlen(v));
+    unsetenv(DIST_ENV_TOKEN);
+  } else if (v) {
+    unsetenv(DIST_ENV_TOKEN);
+  }
+  if (rc == DIST_OK && token_known)
+    *out = token_copy;
+  pthread_mutex_unlock(&token_mu);
+  return rc;
+}
+
+bool dist__env_token_known(void) {
+  pthread_mutex_lock(&token_mu);
+  bool k = token_known;
+  pthread_mutex_unlock(&token_mu);
+  return k;
 }
 
 static int publish(joiner *j, const char *name, const char *val) {

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "net/auth.h"
-#include "job/launch_env.h"
+#include "job/rendezvous.h"
 #include "mpi_int.h"
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -116,7 +116,9 @@ typedef struct boot_msg {
 } boot_msg;
 
 static void host_store(boot_msg *m, int64_t timeout_ms) {
-  const char *tok = dist__getenv("DIST_TOKEN");
+  const char *tok = NULL;
+  if (dist__env_token(&tok) != DIST_OK)
+    tok = NULL;
   if (tok)
     snprintf(m->token, sizeof m->token, "%s", tok);
   else if (dist__auth_make_token(m->token, sizeof m->token) != DIST_OK)
