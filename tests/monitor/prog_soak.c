@@ -102,7 +102,8 @@ static void step_once(long step, uint64_t seed) {
     n = 1 + (size_t)((r >> 32) % MAX_N);
   dist_pg *g = groups[gk];
   int gs = dist_get_world_size(g), gr = dist_get_rank(g);
-  int root = (int)((r >> 48) % (uint64_t)gs);
+  int root = (int)((r >> 48) % (uint64_t)gs); /* a group rank; the API takes global ones */
+  int groot = global_of(gk, root);
   size_t es = dist_dtype_size(dt);
   uint64_t s = seed + (uint64_t)step;
   if (kind == 5 || kind == 4 || kind == 6 || kind == 7)
@@ -118,14 +119,14 @@ static void step_once(long step, uint64_t seed) {
     check("all_reduce", dt, in, want, n, step);
     break;
   case 1: /* reduce */
-    TRY("reduce", dist_reduce(&ti, root, op, g, NULL));
+    TRY("reduce", dist_reduce(&ti, groot, op, g, NULL));
     if (gr == root) {
       dist_test_expected(dt, op, want, n, s, gs, 0, 0, gs);
       check("reduce", dt, in, want, n, step);
     }
     break;
   case 2: /* broadcast */
-    TRY("broadcast", dist_broadcast(&ti, root, g, NULL));
+    TRY("broadcast", dist_broadcast(&ti, groot, g, NULL));
     dist_test_fill(want, dt, n, s, root, 0, 0);
     check("broadcast", dt, in, want, n, step);
     break;
@@ -157,7 +158,7 @@ static void step_once(long step, uint64_t seed) {
     dist_tensor list[4];
     for (int i = 0; i < gs; i++)
       list[i] = dist_tensor_1d(out + (size_t)i * n * es, dt, (int64_t)n);
-    TRY("gather", dist_gather(&ti, gr == root ? list : NULL, gr == root ? (size_t)gs : 0, root,
+    TRY("gather", dist_gather(&ti, gr == root ? list : NULL, gr == root ? (size_t)gs : 0, groot,
                               g, NULL));
     if (gr == root) {
       for (int i = 0; i < gs; i++)
@@ -173,7 +174,7 @@ static void step_once(long step, uint64_t seed) {
       list[i] = dist_tensor_1d(in + (size_t)i * c * es, dt, (int64_t)c);
     to = dist_tensor_1d(out, dt, (int64_t)c);
     TRY("scatter", dist_scatter(&to, gr == root ? list : NULL, gr == root ? (size_t)gs : 0,
-                                root, g, NULL));
+                                groot, g, NULL));
     dist_test_fill(want, dt, c, s, root, (size_t)gr * c, 0);
     check("scatter", dt, out, want, c, step);
     break;
