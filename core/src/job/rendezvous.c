@@ -9,7 +9,8 @@
  *      generation g = (v - 1) / world_size, so a program that inits,
  *      destroys and inits again on one store never reads stale keys;
  *   2. every rank claims dist/rdzv/<g>/rank/<r> with compare_set, so two
- *      processes with the same RANK are told so instead of hanging;
+ *      processes with the same RANK are told so instead of hanging, and
+ *      counts itself in dist/rdzv/<g>/claimed (a timeout report's count);
  *   3. rank 0 publishes the job id (and the token it made when DIST_TOKEN
  *      is unset) under dist/rdzv/<g>/; the others read what they lack;
  *   4. every rank adds 1 to dist/rdzv/<g>/arrived; the one that makes it
