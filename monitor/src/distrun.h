@@ -87,6 +87,11 @@ typedef struct drun_cfg {
  * go on, or an exit status (0 after --help/--version, 2 on a usage error,
  * with the message printed). */
 int dist__run_parse_args(int argc, char **argv, drun_cfg *c);
+/* Whether this node can hold c->nproc ranks (processes, memory,
+ * descriptors; distrun_limits.c): 0, or DRUN_EXIT_LAUNCH with a sentence
+ * naming the limit in why. May raise distrun's soft RLIMIT_NOFILE to its
+ * hard limit when that is what the ranks need. */
+int dist__run_check_capacity(const drun_cfg *c, char *why, size_t len);
 /* The first host of a SLURM node list ("node[01-04,07],gpu" -> "node01"). */
 int dist__run_slurm_first_host(const char *list, char *out, size_t len);
 /* Node 0's store port for a SLURM job's step (distrun_args.c). */

@@ -570,6 +570,18 @@ static int find_program(const drun_cfg *c, drun_job *job, char *path, size_t len
   return DRUN_EXIT_LAUNCH;
 }
 
+/* Refuses more ranks than this node can hold, before any is started
+ * (the other nodes hear about it as about a program that cannot run). */
+static int check_capacity(const drun_cfg *c, drun_job *job) {
+  char why[700], msg[800];
+  if (dist__run_check_capacity(c, why, sizeof why) == 0)
+    return 0;
+  snprintf(msg, sizeof msg, "cannot start %d ranks: %s", c->nproc, why);
+  dist__run_say("%s", msg);
+  dist__run_store_post_death(c, job, c->node_rank * c->nproc, msg);
+  return DRUN_EXIT_LAUNCH;
+}
+
 /* One attempt: the job's store, the ranks, their end, the trace merged
  * with the verdict in it. Returns the attempt's exit status; v holds its
  * verdict (printed by the caller, last). */
@@ -588,6 +600,8 @@ static int run_attempt(drun_cfg *c, drun_job *job, int sigfd, drun_posted *poste
   char path[4096];
   dist__run_verdict_make(DRUN_EXIT_LAUNCH, &(drun_first){.rank = -1}, posted, v);
   rc = find_program(c, job, path, sizeof path);
+  if (rc == 0)
+    rc = check_capacity(c, job);
   if (rc == 0)
     rc = supervise(c, job, path, sigfd, posted, v);
   dist__run_store_post_done(c, job, rc);

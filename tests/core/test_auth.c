@@ -19,16 +19,22 @@ Test(auth, tokens_are_64_hex_characters_and_differ, .timeout = 5) {
   cr_assert_eq(dist__auth_make_token(small, sizeof small), DIST_E_INVAL);
 }
 
-Test(auth, a_mac_verifies_only_with_the_same_token_nonce_and_role, .timeout = 5) {
-  uint8_t nonce[DIST_AUTH_NONCE_LEN], other[DIST_AUTH_NONCE_LEN], mac[DIST_AUTH_MAC_LEN];
-  dist__auth_random(nonce, sizeof nonce);
-  memcpy(other, nonce, sizeof other);
+Test(auth, a_mac_verifies_only_with_the_same_token_nonces_side_and_role, .timeout = 5) {
+  uint8_t na[DIST_AUTH_NONCE_LEN], nc[DIST_AUTH_NONCE_LEN], other[DIST_AUTH_NONCE_LEN];
+  uint8_t mac[DIST_AUTH_MAC_LEN];
+  dist__auth_random(na, sizeof na);
+  dist__auth_random(nc, sizeof nc);
+  memcpy(other, na, sizeof other);
   other[0] ^= 1;
-  dist__auth_mac("secret", nonce, "store", mac);
-  cr_assert(dist__auth_verify("secret", nonce, "store", mac));
-  cr_assert(!dist__auth_verify("Secret", nonce, "store", mac));
-  cr_assert(!dist__auth_verify("secret", other, "store", mac));
-  cr_assert(!dist__auth_verify("secret", nonce, "data", mac));
+  dist__auth_mac("secret", DIST_AUTH_CONNECTOR, "store", na, nc, mac);
+  cr_assert(dist__auth_verify("secret", DIST_AUTH_CONNECTOR, "store", na, nc, mac));
+  cr_assert(!dist__auth_verify("Secret", DIST_AUTH_CONNECTOR, "store", na, nc, mac));
+  cr_assert(!dist__auth_verify("secret", DIST_AUTH_CONNECTOR, "store", other, nc, mac));
+  cr_assert(!dist__auth_verify("secret", DIST_AUTH_CONNECTOR, "store", na, other, mac));
+  cr_assert(!dist__auth_verify("secret", DIST_AUTH_CONNECTOR, "store", nc, na, mac));
+  cr_assert(!dist__auth_verify("secret", DIST_AUTH_ACCEPTOR, "store", na, nc, mac),
+            "one side's proof is not the other's (no reflection)");
+  cr_assert(!dist__auth_verify("secret", DIST_AUTH_CONNECTOR, "data", na, nc, mac));
 }
 
 typedef struct side {
@@ -99,13 +105,86 @@ Test(auth, token_and_no_token_never_talk, .timeout = 10) {
 }
 
 Test(auth, garbage_instead_of_an_answer_is_refused, .timeout = 10) {
-  uint8_t nonce[DIST_AUTH_NONCE_LEN], msg[DIST_AUTH_MSG_LEN];
-  cr_assert_eq(dist__auth_challenge("tok", nonce, msg), DIST_OK);
-  memset(msg, 0x5a, sizeof msg);
+  uint8_t nonce[DIST_AUTH_NONCE_LEN], ch[DIST_AUTH_CHALLENGE_LEN];
+  uint8_t ans[DIST_AUTH_ANSWER_LEN], res[DIST_AUTH_RESULT_LEN];
+  cr_assert_eq(dist__auth_challenge("tok", nonce, ch), DIST_OK);
+  memset(ans, 0x5a, sizeof ans);
   dist__errbuf e;
   dist__err_clear(&e);
-  cr_assert_eq(dist__auth_check_answer("tok", nonce, "store", msg, &e), DIST_E_INVAL);
+  cr_assert_eq(dist__auth_check_answer("tok", nonce, "store", ans, res, &e), DIST_E_INVAL);
   cr_assert(strstr(e.msg, "bad magic"), "%s", e.msg);
+  cr_assert_eq(res[6], 0, "the result refuses");
+}
+
+/* An acceptor that does not hold the token (an impostor listening where
+ * the job expects its store or a peer) cannot prove it: it says "token
+ * required", takes the answer and claims success, and the connector
+ * refuses it. */
+static void *impostor(void *arg) {
+  int fd = *(int *)arg;
+  uint8_t nonce[DIST_AUTH_NONCE_LEN], ch[DIST_AUTH_CHALLENGE_LEN];
+  uint8_t ans[DIST_AUTH_ANSWER_LEN], res[DIST_AUTH_RESULT_LEN];
+  dist__auth_challenge("not-the-token", nonce, ch);
+  dist__net_write_all(fd, ch, sizeof ch, dist__deadline_ms(3000), NULL);
+  dist__net_read_all(fd, ans, sizeof ans, dist__deadline_ms(3000), NULL);
+  memset(res, 0, sizeof res);
+  memcpy(res, "DAUT", 4);
+  res[4] = 2, res[5] = 3, res[6] = 1; /* "ok", with a proof it cannot make */
+  dist__auth_mac("not-the-token", DIST_AUTH_ACCEPTOR, "store", nonce, ans + 8, res + 8);
+  dist__net_write_all(fd, res, sizeof res, dist__deadline_ms(3000), NULL);
+  return NULL;
+}
+
+Test(auth, an_acceptor_without_the_token_is_refused_by_the_connector, .timeout = 10) {
+  int sv[2];
+  cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  pthread_t t;
+  pthread_create(&t, NULL, impostor, &sv[0]);
+  dist__errbuf e;
+  dist__err_clear(&e);
+  cr_assert_eq(dist__auth_connect(sv[1], "tok", "store", dist__deadline_ms(3000), &e),
+               DIST_E_INVAL);
+  cr_assert(strstr(e.msg, "did not prove it holds the job token"), "%s", e.msg);
+  pthread_join(t, NULL);
+  close(sv[0]);
+  close(sv[1]);
+}
+
+/* A recorded handshake is worth nothing on another connection, to either
+ * side: the connector's answer covers the acceptor's nonce, the acceptor's
+ * result covers the connector's. */
+Test(auth, a_recorded_handshake_replayed_on_another_connection_fails_both_ways,
+     .timeout = 10) {
+  /* Connection 1, honest: record its three messages. */
+  uint8_t na[DIST_AUTH_NONCE_LEN], ch[DIST_AUTH_CHALLENGE_LEN];
+  uint8_t ans[DIST_AUTH_ANSWER_LEN], res[DIST_AUTH_RESULT_LEN];
+  cr_assert_eq(dist__auth_challenge("tok", na, ch), DIST_OK);
+  memset(ans, 0, sizeof ans);
+  memcpy(ans, "DAUT", 4);
+  ans[4] = 2, ans[5] = 2, ans[6] = 1;
+  dist__auth_random(ans + 8, DIST_AUTH_NONCE_LEN);
+  dist__auth_mac("tok", DIST_AUTH_CONNECTOR, "store", na, ans + 8, ans + 40);
+  dist__errbuf e;
+  dist__err_clear(&e);
+  cr_assert_eq(dist__auth_check_answer("tok", na, "store", ans, res, &e), DIST_OK, "%s", e.msg);
+  /* Connection 2 to an acceptor: its fresh nonce refuses the old answer. */
+  uint8_t na2[DIST_AUTH_NONCE_LEN], ch2[DIST_AUTH_CHALLENGE_LEN], res2[DIST_AUTH_RESULT_LEN];
+  cr_assert_eq(dist__auth_challenge("tok", na2, ch2), DIST_OK);
+  cr_assert_eq(dist__auth_check_answer("tok", na2, "store", ans, res2, &e), DIST_E_INVAL);
+  cr_assert(strstr(e.msg, "another connection"), "%s", e.msg);
+  /* Connection 2 to a connector: the old challenge and result are played
+   * back; its fresh nonce refuses the old result. */
+  int sv[2];
+  cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  cr_assert_eq(dist__net_write_all(sv[0], ch, sizeof ch, dist__deadline_ms(1000), NULL), DIST_OK);
+  cr_assert_eq(dist__net_write_all(sv[0], res, sizeof res, dist__deadline_ms(1000), NULL),
+               DIST_OK);
+  dist__err_clear(&e);
+  cr_assert_eq(dist__auth_connect(sv[1], "tok", "store", dist__deadline_ms(3000), &e),
+               DIST_E_INVAL);
+  cr_assert(strstr(e.msg, "replayed handshake"), "%s", e.msg);
+  close(sv[0]);
+  close(sv[1]);
 }
 
 Test(auth, a_silent_peer_times_out, .timeout = 10) {

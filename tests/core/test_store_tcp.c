@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "net/auth.h"
@@ -290,12 +291,48 @@ Test(store_tcp, clients_without_the_token_are_refused_logged_and_the_rest_served
 }
 
 Test(store_tcp, a_client_with_a_token_refuses_a_server_without_one, .timeout = 20) {
-  dist_store *s = make_server(NULL, 1, false);
+  /* Without a token a loopback server requires its local secret; only
+   * DIST_ALLOW_NO_TOKEN=1 makes one that requires nothing. */
+  dist_store_tcp_opts o = {0};
+  o.host = "127.0.0.1";
+  o.is_server = true;
+  o.world_size = 1;
+  o.timeout_ms = 10000;
+  o.allow_remote = true;
+  dist_store *s;
+  OK(dist_store_tcp_create(&o, &s));
   dist_store *c = NULL;
   int rc = make_client(dist_store_tcp_port(s), TOKEN, 3000, &c);
   cr_assert_eq(rc, DIST_E_INVAL);
   cr_assert(strstr(dist_last_errmsg(), "without a job token"), "%s", dist_last_errmsg());
   dist_store_destroy(s);
+}
+
+/* A loopback server started without a token keeps a local secret that this
+ * user's clients find by themselves (auth.h); it goes with the server. */
+Test(store_tcp, a_loopback_server_without_a_token_requires_its_local_secret, .timeout = 20) {
+  dist_store *s = make_server(NULL, 1, false);
+  uint16_t port = dist_store_tcp_port(s);
+  char path[600], tok[300];
+  OK(dist__auth_local_secret_path(port, false, path, sizeof path, NULL));
+  struct stat st;
+  cr_assert_eq(stat(path, &st), 0, "%s", path);
+  cr_assert_eq(st.st_mode & 0777, 0600);
+  OK(dist__auth_local_secret_read(port, tok, sizeof tok, NULL));
+  cr_assert_eq(strlen(tok), 64);
+  dist_store *c = NULL;
+  OK(make_client(port, NULL, 3000, &c)); /* finds the secret */
+  OK(dist_store_set(c, "k", "v", 1));
+  dist_store_destroy(c);
+  int fd = raw_connect(port, NULL); /* the raw exchange without it is refused */
+  uint8_t ch[DIST_AUTH_CHALLENGE_LEN], ans[DIST_AUTH_ANSWER_LEN] = {'D', 'A', 'U', 'T', 2, 2};
+  cr_assert_eq(dist__net_read_all(fd, ch, sizeof ch, dist__deadline_ms(5000), NULL), DIST_OK);
+  cr_assert_eq(ch[6] & 1, 1, "a token is required");
+  raw_send(fd, ans, sizeof ans);
+  cr_assert(closed_by_server(fd));
+  close(fd);
+  dist_store_destroy(s);
+  cr_assert_neq(access(path, F_OK), 0, "the secret went with the server");
 }
 
 Test(store_tcp, without_a_token_the_server_refuses_a_non_loopback_address,
@@ -315,7 +352,7 @@ Test(store_tcp, without_a_token_the_server_refuses_a_non_loopback_address,
 Test(store_tcp, a_silent_connection_is_dropped_after_the_auth_timeout, .timeout = 20) {
   capture_logs();
   stp_server *srv;
-  stp_server_opts so = {"127.0.0.1", 0, true, TOKEN, 200, 0};
+  stp_server_opts so = {"127.0.0.1", 0, true, TOKEN, 200, 0, 0, false};
   cr_assert_eq(dist__stp_server_start(&so, &srv, NULL), DIST_OK);
   int fd = raw_connect(dist__stp_server_port(srv), NULL);
   cr_assert(closed_by_server(fd));

@@ -9,7 +9,8 @@
  *      generation g = (v - 1) / world_size, so a program that inits,
  *      destroys and inits again on one store never reads stale keys;
  *   2. every rank claims dist/rdzv/<g>/rank/<r> with compare_set, so two
- *      processes with the same RANK are told so instead of hanging;
+ *      processes with the same RANK are told so instead of hanging, and
+ *      counts itself in dist/rdzv/<g>/claimed (a timeout report's count);
  *   3. rank 0 publishes the job id (and the token it made when DIST_TOKEN
  *      is unset) under dist/rdzv/<g>/; the others read what they lack;
  *   4. every rank adds 1 to dist/rdzv/<g>/arrived; the one that makes it
@@ -24,6 +25,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -41,6 +43,8 @@ enum method { M_ENV, M_TCP, M_FILE, M_STORE };
  * world-size error, and how often it says at WARNING who is missing. */
 #define WAIT_SLICE_MS 500
 #define PROGRESS_MS 30000
+/* How long naming the missing ranks may take (a store round trip per rank). */
+#define SCAN_MS 5000
 
 /* What the init method and the environment say, before any store exists. */
 typedef struct settings {
@@ -271,10 +275,7 @@ static int parse_settings(const dist_init_opts *o, settings *s, dist__rdzv *r) {
     DIST_TRY(rank_and_world(s, o, r));
   }
   DIST_TRY(local_ranks(s, r));
-  s->token = dist__getenv(DIST_ENV_TOKEN);
-  if (s->token && strlen(s->token) > DIST_TOKEN_MAX)
-    return dist__set_last_error(DIST_E_INVAL, "DIST_TOKEN is longer than %d characters",
-                                DIST_TOKEN_MAX);
+  DIST_TRY(dist__env_token(&s->token));
   const char *j = dist__getenv(DIST_ENV_JOB_ID);
   if (j && !dist__rendezvous_job_id_ok(j))
     return dist__set_last_error(DIST_E_INVAL,
@@ -479,11 +480,22 @@ static int claim_rank(joiner *j) {
   if (rc != DIST_OK)
     return op_failed(j, rc, "claiming the rank");
   bool mine = got_len == strlen(me) && memcmp(got, me, got_len) == 0;
+  int64_t claimed;
+  if (mine) { /* counted, so a timeout report knows how many joined (who_joined) */
+    char ckey[96];
+    key_of(j, "claimed", ckey, sizeof ckey);
+    DIST_TRY_GOTO(arm(j), rc, out);
+    if ((rc = dist_store_add(j->r->store, ckey, 1, &claimed)) != DIST_OK) {
+      rc = op_failed(j, rc, "claiming the rank");
+      goto out;
+    }
+  }
   if (!mine)
     rc = dist__set_last_error(DIST_E_INVAL,
                               "rank %d is taken twice: by %.*s and by this process (%s); "
                               "check RANK on every process",
                               j->r->rank, (int)got_len, (const char *)got, me);
+out:
   dist_free(got);
   return rc;
 }
@@ -518,6 +530,43 @@ static int read_shared(joiner *j, const char *name, char *out, size_t len) {
     memcpy(out, v, n + 1); /* get NUL-terminates */
   dist_free(v);
   return rc;
+}
+
+/* --- the job token --------------------------------------------------------------- */
+
+static pthread_mutex_t token_mu = PTHREAD_MUTEX_INITIALIZER;
+static char token_copy[DIST_TOKEN_MAX + 1];
+static bool token_known;
+
+int dist__env_token(const char **out) {
+  *out = NULL;
+  pthread_mutex_lock(&token_mu);
+  const char *v = getenv(DIST_ENV_TOKEN);
+  int rc = DIST_OK;
+  if (v && strlen(v) > DIST_TOKEN_MAX) {
+    rc = dist__set_last_error(DIST_E_INVAL, "DIST_TOKEN is longer than %d characters",
+                              DIST_TOKEN_MAX);
+  } else if (v && *v) {
+    snprintf(token_copy, sizeof token_copy, "%s", v);
+    token_known = true;
+    /* Programs this process starts later (system(), workers) need no
+     * token: take it out of the environment they would inherit. */
+    explicit_bzero((char *)v, strlen(v));
+    unsetenv(DIST_ENV_TOKEN);
+  } else if (v) {
+    unsetenv(DIST_ENV_TOKEN);
+  }
+  if (rc == DIST_OK && token_known)
+    *out = token_copy;
+  pthread_mutex_unlock(&token_mu);
+  return rc;
+}
+
+bool dist__env_token_known(void) {
+  pthread_mutex_lock(&token_mu);
+  bool k = token_known;
+  pthread_mutex_unlock(&token_mu);
+  return k;
 }
 
 static int publish(joiner *j, const char *name, const char *val) {
@@ -558,31 +607,61 @@ static int share_identity(joiner *j) {
 }
 
 /* Which ranks never claimed their slot: "1 of 3 ranks joined; missing:
- * 1-2" in out; *joined: how many did (-1: unknown). */
+ * 1-2" in out; *joined: how many did (-1: unknown). The count is the
+ * claims counter (exact, one round trip); the names come from a scan of
+ * the claims bounded to SCAN_MS, which stops early once the count says the
+ * rest are all missing (or all present). A scan cut short says so and
+ * never counts what it did not see (2,000,000 ranks over a network). */
 static void who_joined(joiner *j, char *out, size_t len, int *joined) {
   int w = j->r->world_size;
   int *missing = dist__calloc((size_t)w, sizeof *missing);
   size_t n = 0;
-  int64_t deadline = dist__now_ms() + 5000; /* the check itself is bounded */
-  dist_store_set_timeout(j->r->store, 5000);
-  int rc = DIST_OK;
-  for (int i = 0; missing && rc == DIST_OK && i < w && dist__now_ms() < deadline; i++) {
+  int64_t deadline = dist__now_ms() + SCAN_MS; /* the check itself is bounded */
+  dist_store_set_timeout(j->r->store, SCAN_MS);
+  char ckey[96];
+  key_of(j, "claimed", ckey, sizeof ckey);
+  int64_t k = -1;
+  if (dist_store_add(j->r->store, ckey, 0, &k) != DIST_OK || k < 0 || k > w)
+    k = -1;
+  int rc = DIST_OK, i = 0, present = 0;
+  for (; missing && rc == DIST_OK && i < w && dist__now_ms() < deadline; i++) {
+    if (k >= 0 && (present >= k || (int64_t)n >= w - k))
+      break; /* the count settles the rest */
     char key[96];
     snprintf(key, sizeof key, "%s/rank/%d", j->prefix, i);
     const char *keys[1] = {key};
-    bool present = true;
-    rc = dist_store_check(j->r->store, keys, 1, &present);
-    if (rc == DIST_OK && !present)
+    bool there = true;
+    rc = dist_store_check(j->r->store, keys, 1, &there);
+    if (rc == DIST_OK && !there)
       missing[n++] = i;
+    present += rc == DIST_OK && there;
   }
+  if (missing && rc == DIST_OK && k >= 0 && i < w && present >= k)
+    for (; i < w; i++)
+      missing[n++] = i; /* every claim is accounted for: the rest never came */
+  else if (missing && rc == DIST_OK && k >= 0 && i < w && (int64_t)n >= w - k)
+    i = w; /* every absence is accounted for: the rest came */
   char list[512] = "none found";
-  *joined = rc == DIST_OK && missing ? w - (int)n : -1;
-  if (rc != DIST_OK)
-    snprintf(list, sizeof list, "unknown (%s)", dist_store_errmsg(j->r->store));
+  if (rc != DIST_OK || !missing)
+    snprintf(list, sizeof list, "unknown (%s)",
+             missing ? dist_store_errmsg(j->r->store) : "out of memory");
   else if (n)
     dist__format_ranks(missing, n, list, sizeof list);
   dist__free(missing);
-  snprintf(out, len, "%d of %d ranks joined; missing: %s", w - (int)n, w, list);
+  *joined = rc == DIST_OK && missing && (k >= 0 || i == w) ? (k >= 0 ? (int)k : w - (int)n)
+                                                           : -1;
+  size_t off = 0;
+  out[0] = '\0';
+  if (k >= 0 || (rc == DIST_OK && i == w))
+    dist__appendf(out, len, &off, "%d of %d ranks joined; missing: %s",
+                  k >= 0 ? (int)k : w - (int)n, w, list);
+  else
+    dist__appendf(out, len, &off, "%d of the %d ranks checked of %d joined; missing: %s",
+                  present, i, w, list);
+  if (rc == DIST_OK && missing && i < w)
+    dist__appendf(out, len, &off, "%s%" PRId64 " more among ranks %d-%d (not checked "
+                  "within %d s)", n ? " and " : "; ", k >= 0 ? (w - k) - (int64_t)n : w - i,
+                  i, w - 1, SCAN_MS / 1000);
 }
 
 /* After a timeout in the barrier: the message in out (who_joined). */

@@ -12,10 +12,12 @@
  * With env:// and tcp://, rank 0 hosts the TCP store and the others connect,
  * unless DIST_USE_AGENT_STORE=1 (distrun hosts it; every rank connects).
  *
- * Token: DIST_TOKEN when set (the store and the data plane use it). Without
- * it the store runs unauthenticated and rank 0's server listens on loopback
- * only unless DIST_ALLOW_NO_TOKEN=1; rank 0 then makes a data-plane token
- * and shares it through the store. Job id: DIST_JOB_ID, else rank 0 makes
+ * Token: DIST_TOKEN when set (the store and the data plane use it; it is
+ * taken out of the environment once read, dist__env_token). Without it
+ * rank 0's store listens on loopback only and requires a local secret that
+ * only this user's processes on this host can read (auth.h), unless
+ * DIST_ALLOW_NO_TOKEN=1 opens it unauthenticated to the network; rank 0
+ * then makes a data-plane token and shares it through the store. Job id: DIST_JOB_ID, else rank 0 makes
  * one and shares it.
  *
  * Local ranks: LOCAL_RANK / LOCAL_WORLD_SIZE when set; otherwise the job is
@@ -61,5 +63,14 @@ void dist__rendezvous_release(dist__rdzv *r);
 
 /* Job ids (dist__rendezvous_make_job_id, dist__rendezvous_job_id_ok):
  * dist/internal/launch.h, distrun makes them too. */
+
+/* The job token: DIST_TOKEN, taken out of the environment the first time
+ * it is seen (wiped in place and unset, so neither programs this process
+ * starts nor its /proc/<pid>/environ show it) and remembered for later
+ * inits; *out is NULL when there is none. DIST_E_INVAL when it is longer
+ * than DIST_TOKEN_MAX. Any thread. */
+int dist__env_token(const char **out);
+/* Whether a job token was seen (for "DIST_TOKEN=(set, not shown)"). */
+bool dist__env_token_known(void);
 
 #endif

@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
+#include "job/rendezvous.h"
 #include "pg_int.h"
 
 extern char **environ;
@@ -32,10 +33,13 @@ static void append_env(char *buf, size_t len, size_t *off) {
     const char *eq = strchr(*e, '=');
     if (!eq)
       continue;
-    bool secret = !strncmp(*e, "DIST_TOKEN=", 11);
+    if (!strncmp(*e, "DIST_TOKEN=", 11))
+      continue; /* said below, never shown */
     dist__appendf(buf, len, off, "%s%.*s=%s", *off == start ? "" : " ", (int)(eq - *e), *e,
-                  secret ? "(set, not shown)" : eq + 1);
+                  eq + 1);
   }
+  if (dist__env_token_known()) /* read and taken out of the environment at init */
+    dist__appendf(buf, len, off, "%sDIST_TOKEN=(set, not shown)", *off == start ? "" : " ");
   if (*off == start)
     dist__appendf(buf, len, off, "(none)");
 }

@@ -5,6 +5,7 @@
 #include "store_tcp_proto.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -202,9 +203,12 @@ bool dist__stp_done(stp_rd *r) {
   return r->off == r->len ? true : fail(r, "trailing bytes after the last field");
 }
 
+#define AUTH_CAP_MIN 8
+#define AUTH_CAP_MAX 256
+
 /* --- tunables ---------------------------------------------------------------- */
 
-static int64_t client_spin = -1, server_spin = -1;
+static int64_t client_spin = -1, server_spin = -1, handshake_ms = -1;
 static pthread_once_t spin_once = PTHREAD_ONCE_INIT;
 
 static void read_spin(void) {
@@ -212,6 +216,22 @@ static void read_spin(void) {
     client_spin = 50;
   if (dist__env_int("DIST_STORE_SERVER_SPIN_US", 0, 1000000, 50, &server_spin) != DIST_OK)
     server_spin = 50;
+  if (dist__env_int("DIST_STORE_HANDSHAKE_MS", 100, 3600000, DIST_STORE_AUTH_TIMEOUT_MS,
+                    &handshake_ms) != DIST_OK)
+    handshake_ms = DIST_STORE_AUTH_TIMEOUT_MS;
+}
+
+int64_t dist__stp_handshake_ms(void) {
+  pthread_once(&spin_once, read_spin);
+  return handshake_ms;
+}
+
+size_t dist__stp_default_max_auth(void) {
+  struct rlimit rl;
+  rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+  if (n == RLIM_INFINITY || n / 8 > AUTH_CAP_MAX)
+    return AUTH_CAP_MAX;
+  return n / 8 < AUTH_CAP_MIN ? AUTH_CAP_MIN : (size_t)(n / 8);
 }
 
 int64_t dist__stp_client_spin_us(void) {

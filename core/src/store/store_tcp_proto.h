@@ -130,10 +130,16 @@ bool dist__stp_done(stp_rd *r);
 
 typedef struct stp_server stp_server;
 
-/* The least time a new connection gets to prove the job's token: a store
- * created with a shorter timeout still allows this much, so a loaded
- * machine does not turn slow starts into authentication failures. */
-#define DIST_STORE_AUTH_TIMEOUT_MS 30000
+/* The time a new connection gets to prove the job's token, whatever the
+ * store's own timeout (DIST_STORE_HANDSHAKE_MS, default
+ * DIST_STORE_AUTH_TIMEOUT_MS): the exchange is two short messages, so
+ * this only bounds how long a connection that never answers holds a
+ * descriptor. */
+#define DIST_STORE_AUTH_TIMEOUT_MS 10000
+int64_t dist__stp_handshake_ms(void);
+/* How many connections may wait in the token exchange at once by default:
+ * an eighth of the descriptor limit (RLIMIT_NOFILE), between 8 and 256. */
+size_t dist__stp_default_max_auth(void);
 
 typedef struct stp_server_opts {
   const char *host;        /* NULL: loopback, or every address when !loopback_only */
@@ -141,10 +147,16 @@ typedef struct stp_server_opts {
   bool loopback_only;
   const char *token;       /* "" or NULL: no authentication */
   int64_t auth_timeout_ms; /* a connection must prove the token by then
-                              (<= 0: DIST_STORE_AUTH_TIMEOUT_MS) */
+                              (<= 0: dist__stp_handshake_ms()) */
   int listen_fd;           /* > 0: serve on this listening socket (the
                               server owns it from then on, on success or
                               failure); host, port, loopback_only unused */
+  size_t max_auth;         /* connections waiting in the token exchange at
+                              once (0: dist__stp_default_max_auth()) */
+  bool local_secret;       /* no token given: make one and keep it in the
+                              local secret file for this port (auth.h), so
+                              only this user's processes on this host get
+                              in */
 } stp_server_opts;
 
 /* Listens and starts the event-loop thread ("dist-store"). */

@@ -4,7 +4,11 @@
  * an eventfd (stop) and every connection; sockets are non-blocking and each
  * connection is a small state machine: AUTH (the challenge of auth.h is
  * sent, the answer awaited until auth_timeout) then READY (frames of
- * store_tcp_proto.h). A connection that fails the token exchange, sends a
+ * store_tcp_proto.h). The handshake has its own deadline (a few seconds,
+ * whatever the job's timeout) and at most max_auth connections wait in it
+ * at once: past that, the oldest is dropped, so connections that never
+ * answer cannot pile up until the process runs out of descriptors. Drops
+ * of silent handshakes are logged a few at a time and then counted. A connection that fails the token exchange, sends a
  * malformed, unknown or oversized frame, or dies mid-frame is logged at
  * WARNING with its address and the reason, and closed; the others never
  * notice. Frame headers are checked before the body is buffered, and the
@@ -26,6 +30,7 @@
  * memory. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <openssl/crypto.h>
 #include <sched.h>
 #include <stdio.h>
 #include <sys/epoll.h>
@@ -44,6 +49,8 @@
 #define OUT_HIGH (8u << 20) /* stop reading from a peer that does not read */
 #define MAX_EVENTS 64
 #define ACCEPT_PAUSE_MS 100
+#define DROP_WARN_WINDOW_MS 10000 /* at most DROP_WARN_MAX warnings per window */
+#define DROP_WARN_MAX 3
 
 enum { C_AUTH, C_READY };
 
@@ -83,12 +90,16 @@ struct stp_server {
   int lfd, ep, wakefd;
   uint16_t port;
   char *token;
+  char secret_path[600]; /* the local secret's file, "" when none */
   int64_t auth_timeout_ms, spin_ns;
   pthread_t thr;
   _Atomic bool stop;
   dist__kv *kv;
   conn *conns, *dead;
   size_t nauth; /* connections still in C_AUTH */
+  size_t max_auth; /* at most this many in C_AUTH (the oldest is dropped) */
+  int64_t drop_window_ms; /* rate limit of handshake-drop warnings */
+  unsigned drop_warned, drop_quiet;
   parked *parked, *ready, *ready_tail;
   int64_t joins;
   int64_t accept_paused_until;
@@ -219,9 +230,47 @@ static void flush(stp_server *srv, conn *c) {
     process_input(srv, c);
 }
 
+/* Drops a connection that did not finish the handshake: a warning for the
+ * first few in a window of DROP_WARN_WINDOW_MS, then a count, so a flood of
+ * idle connections cannot flood the log too. */
+static void drop_handshake(stp_server *srv, conn *c, const char *why) {
+  int64_t now = dist__now_ms();
+  if (now >= srv->drop_window_ms) {
+    if (srv->drop_quiet)
+      DIST_LOG(WARNING, STORE, "store server: dropped %u more connections that did not "
+               "complete the token exchange", srv->drop_quiet);
+    srv->drop_window_ms = now + DROP_WARN_WINDOW_MS;
+    srv->drop_warned = srv->drop_quiet = 0;
+  }
+  bool warn = srv->drop_warned < DROP_WARN_MAX;
+  if (warn)
+    srv->drop_warned++;
+  else
+    srv->drop_quiet++;
+  drop(srv, c, warn, "%s%s", why, warn && srv->drop_warned == DROP_WARN_MAX
+                                      ? " (further drops in the next 10 s are counted)" : "");
+}
+
+/* At the cap of pending handshakes: the oldest one makes room. */
+static void make_auth_room(stp_server *srv) {
+  if (srv->nauth < srv->max_auth)
+    return;
+  conn *oldest = NULL;
+  for (conn *c = srv->conns; c; c = c->next)
+    if (c->state == C_AUTH && (!oldest || c->auth_deadline_ms <= oldest->auth_deadline_ms))
+      oldest = c;
+  if (oldest) {
+    char why[160];
+    snprintf(why, sizeof why, "%zu connections were waiting in the token exchange, the "
+             "most allowed; dropping the oldest", srv->nauth);
+    drop_handshake(srv, oldest, why);
+  }
+}
+
 static void new_conn(stp_server *srv, int fd) {
+  make_auth_room(srv);
   conn *c = dist__calloc(1, sizeof *c);
-  uint8_t msg[DIST_AUTH_MSG_LEN];
+  uint8_t msg[DIST_AUTH_CHALLENGE_LEN];
   if (!c || dist__auth_challenge(srv->token, c->nonce, msg) != DIST_OK) {
     DIST_LOG(WARNING, STORE, "store server: refusing a connection: out of memory or "
              "no randomness");
@@ -537,10 +586,12 @@ static void expire(stp_server *srv) {
       now = dist__now_ms();
     }
   }
+  char why[96];
+  snprintf(why, sizeof why, "did not complete the token exchange within %" PRId64 " ms",
+           srv->auth_timeout_ms);
   for (conn *c = srv->conns; c && srv->nauth; c = c->next)
     if (c->state == C_AUTH && c->auth_deadline_ms <= now)
-      drop(srv, c, true, "did not complete the token exchange within %" PRId64 " ms",
-           srv->auth_timeout_ms);
+      drop_handshake(srv, c, why);
   if (srv->accept_paused_until && now >= srv->accept_paused_until) {
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &srv->lfd};
     epoll_ctl(srv->ep, EPOLL_CTL_ADD, srv->lfd, &ev);
@@ -778,9 +829,8 @@ static void handle_frame(stp_server *srv, conn *c, const stp_hdr *h, const uint8
 static void auth_step(stp_server *srv, conn *c, const uint8_t *msg) {
   dist__errbuf e;
   dist__err_clear(&e);
-  int rc = dist__auth_check_answer(srv->token, c->nonce, "store", msg, &e);
-  uint8_t res[DIST_AUTH_MSG_LEN];
-  dist__auth_result(rc == DIST_OK, res);
+  uint8_t res[DIST_AUTH_RESULT_LEN];
+  int rc = dist__auth_check_answer(srv->token, c->nonce, "store", msg, res, &e);
   size_t off = c->out.len;
   if (dist__stp_reserve(&c->out, sizeof res)) {
     memcpy(c->out.p + off, res, sizeof res);
@@ -788,7 +838,7 @@ static void auth_step(stp_server *srv, conn *c, const uint8_t *msg) {
   }
   flush(srv, c); /* the verdict goes out before a refused peer is closed */
   if (rc != DIST_OK) {
-    drop(srv, c, true, "%s", e.msg);
+    drop_handshake(srv, c, e.msg);
     return;
   }
   c->state = C_READY;
@@ -801,10 +851,10 @@ static void process_input(stp_server *srv, conn *c) {
   while (!c->dead && !c->park) {
     size_t avail = c->inlen - off;
     if (c->state == C_AUTH) {
-      if (avail < DIST_AUTH_MSG_LEN)
+      if (avail < DIST_AUTH_ANSWER_LEN)
         break;
       auth_step(srv, c, c->in + off);
-      off += DIST_AUTH_MSG_LEN;
+      off += DIST_AUTH_ANSWER_LEN;
       continue;
     }
     if (avail < STP_HDR)
@@ -842,7 +892,7 @@ static void process_input(stp_server *srv, conn *c) {
 /* Bytes the frame at the head of the buffer needs in all. */
 static size_t frame_need(const conn *c) {
   if (c->state == C_AUTH)
-    return DIST_AUTH_MSG_LEN;
+    return DIST_AUTH_ANSWER_LEN;
   if (c->inlen < STP_HDR)
     return STP_HDR;
   stp_hdr h;
@@ -868,6 +918,10 @@ static void on_readable(stp_server *srv, conn *c) {
     c->incap = cap;
   }
   ssize_t n = recv(c->fd, c->in + c->inlen, c->incap - c->inlen, 0);
+  if (n == 0 && c->state == C_AUTH) {
+    drop_handshake(srv, c, "peer closed the connection during the token exchange");
+    return;
+  }
   if (n == 0) {
     bool mid = c->inlen > 0 || c->state == C_AUTH;
     drop(srv, c, mid, mid ? "peer closed the connection %s" : "peer disconnected%s",
@@ -951,7 +1005,9 @@ int dist__stp_server_start(const stp_server_opts *o, stp_server **out, dist__err
     return dist__err_set(e, DIST_E_NOMEM, "out of memory starting the store server");
   }
   srv->lfd = srv->ep = srv->wakefd = -1;
-  srv->auth_timeout_ms = o->auth_timeout_ms > 0 ? o->auth_timeout_ms : DIST_STORE_AUTH_TIMEOUT_MS;
+  srv->auth_timeout_ms = o->auth_timeout_ms > 0 ? o->auth_timeout_ms
+                                               : dist__stp_handshake_ms();
+  srv->max_auth = o->max_auth > 0 ? o->max_auth : dist__stp_default_max_auth();
   srv->spin_ns = dist__stp_server_spin_us() * 1000;
   srv->token = dist__strdup(o->token ? o->token : "");
   if (o->listen_fd > 0) {
@@ -966,6 +1022,19 @@ int dist__stp_server_start(const stp_server_opts *o, stp_server **out, dist__err
   if (o->listen_fd <= 0)
     DIST_TRY_GOTO(dist__net_listen(o->host, o->port, o->loopback_only, 1024, &srv->lfd,
                                    &srv->port, e), rc, fail);
+  if (o->local_secret && !*srv->token) {
+    /* Before the loop answers anybody: a challenge implies the file is there. */
+    char tok[DIST_AUTH_TOKEN_MAX + 1];
+    DIST_TRY_GOTO(dist__auth_local_secret_make(srv->port, tok, sizeof tok, srv->secret_path,
+                                               sizeof srv->secret_path, e), rc, fail);
+    dist__free(srv->token);
+    srv->token = dist__strdup(tok);
+    OPENSSL_cleanse(tok, sizeof tok);
+    if (!srv->token) {
+      rc = dist__err_set(e, DIST_E_NOMEM, "out of memory starting the store server");
+      goto fail;
+    }
+  }
   dist__net_set_nonblock(srv->lfd, true);
   srv->ep = epoll_create1(EPOLL_CLOEXEC);
   srv->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -984,10 +1053,13 @@ int dist__stp_server_start(const stp_server_opts *o, stp_server **out, dist__err
   DIST_LOG(INFO, STORE, "store server listening on %s:%u%s", o->listen_fd > 0
            ? "the caller's socket" : o->host ? o->host
            : o->loopback_only ? "loopback" : "every address", srv->port,
-           o->token && *o->token ? " (token required)" : " (no token)");
+           o->token && *o->token ? " (token required)"
+           : srv->secret_path[0] ? " (local secret required)" : " (no token)");
   *out = srv;
   return DIST_OK;
 fail:
+  if (srv->secret_path[0])
+    unlink(srv->secret_path);
   if (srv->lfd >= 0)
     close(srv->lfd);
   if (srv->ep >= 0)
@@ -1010,6 +1082,8 @@ void dist__stp_server_stop(stp_server *srv) {
   if (write(srv->wakefd, &one, sizeof one) < 0)
     DIST_LOG(ERROR, STORE, "store server: cannot wake the loop: %s", strerror(errno));
   pthread_join(srv->thr, NULL);
+  if (srv->secret_path[0]) /* while the port is still ours: no successor's file */
+    unlink(srv->secret_path);
   close(srv->lfd);
   close(srv->ep);
   close(srv->wakefd);

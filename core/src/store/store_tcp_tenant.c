@@ -104,9 +104,9 @@ static int start(const dist_store_tcp_opts *o, int64_t timeout_ms, stp_server **
     return dist__set_last_error(DIST_E_INVAL, "refusing to serve the store on %s without a "
                                 "job token: set DIST_TOKEN, or DIST_ALLOW_NO_TOKEN=1 to "
                                 "accept unauthenticated clients from the network", o->host);
-  stp_server_opts so = {o->host, o->port, !has_token && !o->allow_remote, o->token,
-                        timeout_ms < DIST_STORE_AUTH_TIMEOUT_MS ? DIST_STORE_AUTH_TIMEOUT_MS
-                                                               : timeout_ms, 0};
+  (void)timeout_ms; /* the handshake's deadline is its own (dist__stp_handshake_ms) */
+  bool local = !has_token && !o->allow_remote;
+  stp_server_opts so = {o->host, o->port, local, o->token, 0, 0, 0, local};
   own_host(o->host, own, len);
   if (o->master_listen_fd > 0)
     DIST_TRY(take_fd(o, &so, own, len));

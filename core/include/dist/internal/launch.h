@@ -22,7 +22,9 @@
  *   DIST_TOKEN                 the job's secret, for the store and the data
  *                              plane; in the environment only, never on a
  *                              command line (unset when the job runs with
- *                              DIST_ALLOW_NO_TOKEN=1 and no token, see below)
+ *                              DIST_ALLOW_NO_TOKEN=1 and no token, see below);
+ *                              the library takes it out of the rank's
+ *                              environment when it reads it at init
  *   DIST_NODE_RANK, DIST_NNODES  this node's index and the number of nodes
  *                              (torchrun's GROUP_RANK / GROUP_WORLD_SIZE)
  *   DIST_LAUNCHER=distrun, DIST_LAUNCHER_PID  who started the rank

@@ -14,6 +14,7 @@
 
 #include "net/auth.h"
 #include <dist/internal/launch.h>
+#include "job/rendezvous.h"
 #include "mpi_int.h"
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -116,7 +117,9 @@ typedef struct boot_msg {
 } boot_msg;
 
 static void host_store(boot_msg *m, int64_t timeout_ms) {
-  const char *tok = dist__getenv("DIST_TOKEN");
+  const char *tok = NULL;
+  if (dist__env_token(&tok) != DIST_OK)
+    tok = NULL;
   if (tok)
     snprintf(m->token, sizeof m->token, "%s", tok);
   else if (dist__auth_make_token(m->token, sizeof m->token) != DIST_OK)
