@@ -136,7 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                {.fd = connect_to(port, token, exchange), .p = data + 2 + split,
                 .len = rest - split}};
   if (mode == 2) { // a stranger reads the challenge and answers with the bytes
-    uint8_t ch[DIST_AUTH_MSG_LEN];
+    uint8_t ch[DIST_AUTH_CHALLENGE_LEN];
     for (int i = 0; i < 2; i++) {
       dist__net_set_nonblock(s[i].fd, false);
       if (dist__net_read_all(s[i].fd, ch, sizeof ch, dist__now_ms() + 5000, &e) != DIST_OK)
