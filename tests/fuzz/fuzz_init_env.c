@@ -18,6 +18,7 @@
 #include <dist/dist.h>
 
 #include "base/dist_int.h"
+#include "backends/backends.h"
 #include "net/net.h"
 #include "pg/pg_int.h"
 #include "job/rendezvous.h"

@@ -80,7 +80,8 @@ static void make_rank_file(const char *path, int rank) {
     die(path, "rank schema");
   char sql[2048];
   snprintf(sql, sizeof sql,
-           "INSERT INTO meta VALUES ('schema_version','1'),('kind','rank'),('job_id','fz'),"
+           "INSERT INTO meta VALUES ('schema_version','" TR_SCHEMA_VERSION_STR "'),('kind','rank'),"
+           "('job_id','fz'),"
            "('rank','%d');"
            "INSERT INTO job VALUES ('fz', 2, 0, 0, NULL);"
            "INSERT INTO ranks VALUES (%d,'h',%d,'cpu',%d,5,100,0,'/bin/x',0,'crashed',0);"
@@ -93,7 +94,7 @@ static void make_rank_file(const char *path, int rank) {
            " 'desync in group 0 at #3\nrank 1 differs in shape <- shape differs');"
            "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 3)"
            " INSERT INTO ops SELECT 0, i, %lld, 1, 16, 16, 100 * i, 10, CASE WHEN i < 3"
-           " THEN 50 END, 1, NULL, NULL, CASE WHEN i = 3 THEN 4 ELSE 0 END, NULL FROM c;",
+           " THEN 50 END, 1, NULL, NULL, CASE WHEN i = 3 THEN 4 ELSE 0 END, NULL, NULL FROM c;",
            rank, rank, 1000 + rank, rank, 512 * (rank + 1), rank, rank, rank, rank,
            (long long)(3 | 2 << 8 | 2 << 16 | 1ll << 32 | 1ll << 48));
   exec_or_die(db, sql);
