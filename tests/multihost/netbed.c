@@ -137,11 +137,7 @@ int netbed_down(netbed *b) {
   close(b->guard_fd); /* the guardian takes the bed down ... */
   b->guard_fd = -1;
   int st = 0;
-  int64_t deadline = dist_test_now_ms() + 30000;
-  while (waitpid(b->guard_pid, &st, WNOHANG) == 0 && dist_test_now_ms() < deadline) {
-    struct timespec ts = {0, 20 * 1000 * 1000}; /* polling the guardian's exit */
-    nanosleep(&ts, NULL);
-  }
+  dist_test_wait_exit(b->guard_pid, &st, 30000); /* its exit: the bed is gone */
   remove_tree(b->dir);
   netbed_left(b->prefix, b->err, sizeof b->err); /* ... and we check it did */
   return b->err[0] ? -1 : 0;

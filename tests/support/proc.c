@@ -5,12 +5,14 @@
 #include <criterion/criterion.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -232,4 +234,20 @@ bool dist_proc_wait_for(dist_proc *p, int stream, const char *needle, int n,
     dist_proc_pump(p, 1, 50);
   }
   return true;
+}
+
+bool dist_test_wait_exit(pid_t pid, int *status, int timeout_ms) {
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) { /* readable once the process has exited */
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    int64_t deadline = dist_test_now_ms() + timeout_ms;
+    int r;
+    do
+      r = poll(&pf, 1, (int)(deadline > dist_test_now_ms() ? deadline - dist_test_now_ms() : 0));
+    while (r < 0 && errno == EINTR);
+    close(fd);
+    if (r == 0)
+      return false;
+  }
+  return waitpid(pid, status, fd >= 0 ? 0 : WNOHANG) == pid;
 }

@@ -62,5 +62,9 @@ int64_t dist_test_now_ms(void);
  * has stopped, so a test that relies on a frozen process waits for this.
  * False when pid is gone or not stopped within timeout_ms. */
 bool dist_test_wait_stopped(pid_t pid, int timeout_ms);
+/* Reaps child pid, waiting for its exit event (a pidfd polled, no
+ * polling loop) up to timeout_ms; *status gets waitpid's status. False
+ * when it has not exited by then (it is left running). */
+bool dist_test_wait_exit(pid_t pid, int *status, int timeout_ms);
 
 #endif
