@@ -114,4 +114,12 @@ int dist__cpu_check_state(dist__cpu_group *g, dist__errbuf *err);
 /* "ALL_REDUCE #7" (the user-visible sequence number) for messages. */
 const char *dist__cpu_op_label(const dist_coll *c, char *buf, size_t len);
 
+/* The CPUs this process may run on: the affinity mask, lowered to a
+ * cgroup v2 quota (cpu_fit.c). */
+int dist__cpu_allowed(void);
+/* True when every rank on this host (LOCAL_WORLD_SIZE, or group_size) has
+ * an allowed CPU: the engines then spin before sleeping; otherwise they
+ * yield and sleep at once. Logged once per process at INFO. */
+bool dist__cpu_fits(int group_size);
+
 #endif

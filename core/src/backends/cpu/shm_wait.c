@@ -282,8 +282,9 @@ static int wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end, 
 /* Waits for every rank in [j, end) but this one. */
 static int wait_range(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end) {
   /* A peer in step with us posts within a few hundred ns: spin that long
-   * before even reading the clock (35 ns a read here). */
-  for (int i = 0; i < 256 && !shm_reached(s, j, g); i++)
+   * before even reading the clock (35 ns a read here), unless the ranks
+   * outnumber the CPUs (spin_ns 0: the peer needs our CPU to post). */
+  for (int i = 0; s->spin_ns && i < 256 && !shm_reached(s, j, g); i++)
     cpu_relax();
   int64_t t0 = dist__now_ns();
   if (op->deadline_ms == DIST_CPU_DEADLINE_LAZY) /* the op's first real wait */

@@ -23,6 +23,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -88,7 +89,11 @@ static int lanes_alloc(dist__tcp *t, int p, int n, dist__errbuf *err) {
 static int tunables(dist__tcp *t, dist__errbuf *err) {
   (void)err;
   int64_t spin_us, eager, direct, segment, chunk, unexp_n, unexp_mb;
-  dist__env_int("DIST_TCP_SPIN_US", 0, 10000000, 50, &spin_us);
+  /* spin only when each rank on this host has a CPU (cpu_fit.c) */
+  int local = 0;
+  for (int p = 0; p < t->g->size; p++)
+    local += !strcmp(t->g->peers[p].host_id, t->g->peers[t->g->rank].host_id);
+  dist__env_int("DIST_TCP_SPIN_US", 0, 10000000, dist__cpu_fits(local) ? 50 : 0, &spin_us);
   dist__env_int("DIST_TCP_EAGER_BYTES", 0, TCP_EAGER_HARD_MAX, 65536, &eager);
   dist__env_int("DIST_TCP_DIRECT_BYTES", 0, INT64_MAX / 2, 256 << 10, &direct);
   dist__env_int("DIST_TCP_SEGMENT_BYTES", 1024, 1 << 30, 512 << 10, &segment);
