@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mp.h"
+#include "tmpdir.h"
 
 static dist_store_tcp_opts server_opts(uint16_t port, bool multi_tenant) {
   dist_store_tcp_opts o = {0};
@@ -222,7 +223,7 @@ Test(core_api, store_getters_name_host_port_path_and_prefix, .timeout = 30) {
   dist_store_destroy(any);
 
   char tmpl[] = "/tmp/dist_getters_XXXXXX";
-  cr_assert_not_null(mkdtemp(tmpl));
+  cr_assert_not_null(dist_test_mkdtemp(tmpl));
   char path[128];
   snprintf(path, sizeof path, "%s/store", tmpl);
   cr_assert_eq(dist_store_file_create(path, 1, &f), DIST_OK, "%s", dist_last_errmsg());

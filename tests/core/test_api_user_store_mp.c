@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "mp.h"
+#include "tmpdir.h"
 
 /* --- the dir store ------------------------------------------------------------- */
 
@@ -306,7 +307,7 @@ static int expect(int rc, int want, const char *msg, const char *has) {
 
 Test(core_api, user_store_without_extended_slots_says_so, .timeout = 30) {
   char tmpl[] = "/tmp/dist_userstore_XXXXXX";
-  cr_assert_not_null(mkdtemp(tmpl));
+  cr_assert_not_null(dist_test_mkdtemp(tmpl));
   dist_store *st, *pre;
   cr_assert_eq(dir_store_create(tmpl, &st), DIST_OK, "%s", dist_last_errmsg());
   cr_assert_eq(dist_store_prefix_create("p", st, DIST_STORE_BORROW, &pre), DIST_OK);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/dist_int.h"
+#include "tmpdir.h"
 
 #define MAX_LINES 32
 static char lines[MAX_LINES][512];
@@ -131,7 +132,7 @@ Test(core_log, subsystem_mask_shows_only_what_is_asked, .timeout = 10) {
 
 Test(core_log, log_file_pattern_expands_host_pid_and_rank, .timeout = 10) {
   char dir[] = "/tmp/dist-log-XXXXXX";
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   char pat[128];
   snprintf(pat, sizeof pat, "%s/%%h-%%p-%%r.log", dir);
   clear_env();

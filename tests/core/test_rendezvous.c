@@ -15,6 +15,7 @@
 
 #include "mp.h"
 #include "job/rendezvous.h"
+#include "tmpdir.h"
 
 static const char *const rdzv_vars[] = {
     "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
@@ -415,7 +416,7 @@ Test(core_rendezvous, a_waiting_rank_says_who_is_missing, .timeout = 40) {
  * same path (defect 6: "rank 0 is taken twice" by the dead process). */
 Test(core_rendezvous, a_stale_file_store_from_a_dead_job_is_started_afresh, .timeout = 60) {
   char d[] = "/tmp/dist-stale-XXXXXX", m[128];
-  cr_assert(mkdtemp(d));
+  cr_assert(dist_test_mkdtemp(d));
   snprintf(m, sizeof m, "file://%s/store", d);
   rdzv_arg dead = {.method = m, .world_override = 2, .dup_rank = -1, .timeout_ms = 20000};
   dist_test_opts o = {.n = 1, .fn = rdzv_rank, .arg = &dead, .timeout_s = 20, .kill_rank = 0,

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "mp.h"
+#include "tmpdir.h"
 
 /* The root case is a broadcast of 256 KiB: two ranks that both believe
  * they are the root of a small one (one that fits a shared-memory line or
@@ -167,7 +168,7 @@ static const char *const must[N_CASES][3] = {
 Test(core_report, same_disagreement_reads_the_same_over_shm_and_tcp, .timeout = 200) {
   run_arg shm = {.transport = "shm"}, tcp = {.transport = "tcp"};
   char tmpl[] = "/tmp/dist_report_XXXXXX";
-  cr_assert(mkdtemp(tmpl));
+  cr_assert(dist_test_mkdtemp(tmpl));
   snprintf(shm.dir, sizeof shm.dir, "%s", tmpl);
   snprintf(tcp.dir, sizeof tcp.dir, "%s", tmpl);
   cr_assert_eq(dist_test_ranks(3, report_rank, &shm, 90), 0, "shm: %s", dist_test_report());

@@ -9,12 +9,13 @@
 
 #include "mp.h"
 #include "store_cases.h"
+#include "tmpdir.h"
 
 static char dir[64], path[128];
 
 static dist_store *make(void) {
   snprintf(dir, sizeof dir, "/tmp/dist-fs-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
+  cr_assert_not_null(dist_test_mkdtemp(dir));
   snprintf(path, sizeof path, "%s/store", dir);
   dist_store *s;
   OK(dist_store_file_create(path, 1, &s));
@@ -176,7 +177,7 @@ static int writer_killed(const dist_test_ctx *ctx) {
 
 Test(store_file, a_writer_killed_mid_write_leaves_a_usable_store, .timeout = 60) {
   char d[] = "/tmp/dist-fs-XXXXXX", p[128];
-  cr_assert_not_null(mkdtemp(d));
+  cr_assert_not_null(dist_test_mkdtemp(d));
   snprintf(p, sizeof p, "%s/store", d);
   dist_test_opts o = {2, writer_killed, p, 40, 1, 1000};
   dist_test_result r;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "store_cases.h"
+#include "tmpdir.h"
 
 static char dir[64], path[128];
 
@@ -19,7 +20,7 @@ static dist_store *make_tcp_inner(void) {
 
 static dist_store *make_file_inner(void) {
   snprintf(dir, sizeof dir, "/tmp/dist-px-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
+  cr_assert_not_null(dist_test_mkdtemp(dir));
   snprintf(path, sizeof path, "%s/store", dir);
   dist_store *s;
   OK(dist_store_file_create(path, 1, &s));

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "tmpdir.h"
 
 typedef struct mesh_run {
   int status;              /* distrun's exit status */
@@ -42,7 +43,7 @@ static inline void job_run(const char *prog, const char *debug, const char *bug,
   static dist_proc job, diag;
   dist_test_clean_launch_env();
   char dir[] = "/tmp/dist-mesh-XXXXXX", trace[96], db[96], rk[16];
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(trace, sizeof trace, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
   snprintf(rk, sizeof rk, "%d", rank);

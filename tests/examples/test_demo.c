@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tmpdir.h"
+
 typedef struct run {
   int status;
   char out[1 << 17]; /* stdout and stderr */
@@ -32,7 +34,7 @@ Test(examples_demo, the_readme_story_finds_the_planted_bug_and_leaves_a_trace, .
   const char *bin = getenv("DIST_TEST_BIN"), *src = getenv("DIST_TEST_SRC");
   cr_assert(bin && src, "DIST_TEST_BIN / DIST_TEST_SRC are not set (run through ctest)");
   char dir[] = "/tmp/dist-demo-XXXXXX";
-  cr_assert(mkdtemp(dir), "mkdtemp");
+  cr_assert(dist_test_mkdtemp(dir), "mkdtemp");
   char cmd[4096];
   snprintf(cmd, sizeof cmd,
            "cd %s && env -u DIST_DEBUG -u TORCH_DISTRIBUTED_DEBUG -u DIST_TRACE "

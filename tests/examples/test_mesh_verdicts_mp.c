@@ -7,6 +7,7 @@
  * culprits) agree and are right. The hangs, repeated, are in
  * test_mesh_hangs_mp.c. */
 #include "mesh_verdict.h"
+#include "tmpdir.h"
 
 /* The line of examples/mesh_train.c that holds marker. */
 static int source_line(const char *marker) {
@@ -132,7 +133,7 @@ Test(examples_mesh, a_job_ended_by_sigterm_is_interrupted_in_distrun_and_distvie
   static dist_proc job, diag;
   dist_test_clean_launch_env();
   char dir[] = "/tmp/dist-mesh-XXXXXX", trace[96], db[96];
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(trace, sizeof trace, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
   /* rank 3 computes for ever; the stall report says the job is under way */

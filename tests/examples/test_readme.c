@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "tmpdir.h"
 
 #define MAX_SAMPLES 32
 #define MAX_LINES 64
@@ -410,7 +411,7 @@ static void run_in(const char *dir, const char *cmd, dist_proc *p) {
 static const char *fresh_dir(void) {
   static char dir[64];
   snprintf(dir, sizeof dir, "/tmp/dist-readme-XXXXXX");
-  cr_assert(mkdtemp(dir), "mkdtemp");
+  cr_assert(dist_test_mkdtemp(dir), "mkdtemp");
   char link[128];
   snprintf(link, sizeof link, "%s/build", dir);
   cr_assert(mkdir(link, 0700) == 0, "mkdir %s", link);

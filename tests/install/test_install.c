@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tmpdir.h"
+
 static char prefix[512], work[256];
 
 /* Runs a shell command; returns its output (static) and asserts success. */
@@ -48,7 +50,7 @@ static const char *program =
 
 static void setup(void) {
   snprintf(work, sizeof work, "/tmp/dist-install-XXXXXX");
-  cr_assert(mkdtemp(work));
+  cr_assert(dist_test_mkdtemp(work));
   snprintf(prefix, sizeof prefix, "%s/prefix", work);
   sh("cmake --install '%s' --prefix '%s'", getenv("DIST_TEST_BUILD"), prefix);
   char path[512];

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tmpdir.h"
+
 static char *read_all(const char *path) {
   FILE *f = fopen(path, "r");
   cr_assert(f, "cannot open %s", path);
@@ -53,7 +55,7 @@ Test(install, the_readme_program_builds_and_runs_as_the_readme_says, .timeout = 
   char *commands = block(next, "```sh", &next);
 
   char work[] = "/tmp/dist-readme-XXXXXX";
-  cr_assert(mkdtemp(work));
+  cr_assert(dist_test_mkdtemp(work));
   char link[600];
   snprintf(link, sizeof link, "%s/build", work);
   cr_assert_eq(symlink(getenv("DIST_TEST_BUILD"), link), 0);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "tmpdir.h"
 
 #define OUT(p) DIST_PROC_OUT(p)
 #define ERR(p) DIST_PROC_ERR(p)
@@ -235,7 +236,7 @@ Test(monitor_distrun, log_dir_keeps_per_rank_files, .timeout = 30) {
   clean_env();
   static dist_proc p;
   char dir[] = "/tmp/distrun-logs-XXXXXX";
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   char sub[128], path[256], text[1024];
   snprintf(sub, sizeof sub, "%s/logs", dir);
   const char *argv[] = {dist_test_bin("distrun"),          "-n",    "2", "--log-dir", sub,

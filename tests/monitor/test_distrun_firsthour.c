@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tmpdir.h"
+
 static const char *bin(const char *name) {
   static char paths[4][1024];
   static int next;
@@ -98,7 +100,7 @@ Test(monitor_distrun_firsthour, tee_without_log_dir_is_a_usage_error, .timeout =
 
 Test(monitor_distrun_firsthour, a_failed_jobs_summary_points_at_the_log_files, .timeout = 60) {
   char dir[] = "/tmp/distrun-fh-XXXXXX";
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   static char out[1 << 16];
   int st = run(out, sizeof out, "'%s' -n 2 --grace-period 2 --log-dir '%s/logs' '%s' exit 1 3",
                bin("distrun"), dir, bin("distrun_testprog"));

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "tmpdir.h"
 
 static char dir[64];
 static char marker[128];
@@ -20,7 +21,7 @@ static char marker[128];
 static void setup(void) {
   dist_test_clean_launch_env();
   snprintf(dir, sizeof dir, "/tmp/dist-limits-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
+  cr_assert_not_null(dist_test_mkdtemp(dir));
   chmod(dir, 0777); /* the unprivileged case writes its marker here too */
   snprintf(marker, sizeof marker, "%s/started", dir);
 }

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "tmpdir.h"
 
 #define MAXP 4
 
@@ -127,7 +128,7 @@ Test(monitor_mp, hang_under_distrun_stall_report_then_diagnosis_exit_11, .timeou
   clean_env();
   static dist_proc p;
   char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
   const char *env[] = {"DIST_TIMEOUT=8", trace_env, NULL};
@@ -412,7 +413,7 @@ Test(monitor_mp, sigsegv_backtrace_in_distruns_summary_and_the_trace, .timeout =
   clean_env();
   static dist_proc p;
   char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
   const char *env[] = {"DIST_TIMEOUT=8", trace_env, NULL};
@@ -462,7 +463,7 @@ Test(monitor_mp, a_rank_late_to_every_op_is_the_straggler_a_balanced_run_has_non
   /* Under distrun, the statistics land in trace.db. */
   static dist_proc p;
   char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
   const char *denv[] = {"DIST_DEBUG=DETAIL", "DIST_STATS_EVERY=20", trace_env, NULL};
@@ -509,7 +510,7 @@ Test(monitor_mp, a_rank_30_to_50_ms_late_is_named_with_its_mean_lateness, .timeo
   clean_env();
   static dist_proc p;
   char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
   const char *env[] = {"DIST_DEBUG=DETAIL", trace_env, NULL};
@@ -556,7 +557,7 @@ Test(monitor_mp, a_balanced_job_of_200000_all_reduces_names_nobody, .timeout = 1
   clean_env();
   static dist_proc p;
   char dir[] = "/tmp/dist-mon-test-XXXXXX", trace_env[96], db[96];
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(trace_env, sizeof trace_env, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
   const char *env[] = {"DIST_DEBUG=DETAIL", trace_env, NULL};

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "tmpdir.h"
 
 #define NPROC 5 /* distrun and its 4 ranks */
 
@@ -118,7 +119,7 @@ Test(soak, mixed_operations_stay_flat_and_every_one_is_traced, .timeout = 590) {
   dist_test_clean_launch_env();
   const char *secs = getenv("DIST_SOAK_S") ? getenv("DIST_SOAK_S") : "20";
   char dir[] = "/tmp/dist-soak-XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
+  cr_assert_not_null(dist_test_mkdtemp(dir));
   char fifo[128], trace[128], db[128], seed[32], e_trace[160];
   snprintf(fifo, sizeof fifo, "%s/fifo", dir);
   snprintf(trace, sizeof trace, "%s/trace", dir);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "netbed.h"
+#include "tmpdir.h"
 
 static netbed bed;
 static netbed_job job;
@@ -51,7 +52,7 @@ static void verdict_of(const char *db, char *out, size_t len) {
 /* The bug on one host: distrun -n 4; its status, its verdict row. */
 static int one_host(const char *bug, const char *debug, char *verdict, size_t len) {
   char dir[] = "/tmp/netbed-onehost-XXXXXX", trace[64], out[96];
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(trace, sizeof trace, "DIST_TRACE=%s/t", dir);
   snprintf(out, sizeof out, "%s/trace.db", dir);
   const char *env[] = {trace, debug, NULL};

@@ -17,10 +17,11 @@
 #include "trace_util.h"
 
 #include "nccl_fake.h"
+#include "tmpdir.h"
 
 Test(nccl_trace, gpu_times_land_in_the_trace, .timeout = 60) {
   char dir[] = "/tmp/dist-gpu-trace-XXXXXX";
-  cr_assert_not_null(mkdtemp(dir));
+  cr_assert_not_null(dist_test_mkdtemp(dir));
   setenv("DIST_TRACE", dir, 1);
   setenv("DIST_JOB_ID", "gpujob", 1);
   event_state = cudaSuccess;

@@ -7,6 +7,7 @@
  * before ending the ranks still running it prints where each one is
  * (eu-stack from elfutils) and puts the main thread's frames in the report. */
 #include "mp.h"
+#include "tmpdir.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -220,7 +221,7 @@ int dist_test_run(const dist_test_opts *o, dist_test_result *res) {
   if (o->n <= 0 || o->n > DIST_TEST_MAX_RANKS)
     return -1;
   char tmpl[] = "/tmp/dist-test-XXXXXX";
-  char *dir = mkdtemp(tmpl);
+  char *dir = dist_test_mkdtemp(tmpl);
   if (!dir)
     return -1;
   int pp[2];

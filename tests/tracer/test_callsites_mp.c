@@ -13,6 +13,7 @@
 
 #include "mp.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 
 static char dir[256];
 
@@ -31,7 +32,7 @@ static int job_rank(const dist_test_ctx *ctx) {
 
 static sqlite3 *run_job(void) {
   snprintf(dir, sizeof dir, "/tmp/dist-tracesite-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   cr_assert_eq(dist_test_ranks(2, job_rank, NULL, 60), 0, "%s", dist_test_report());
   sqlite3 *db = tq_merge(dir, "sitejob", NULL);
   cr_assert(db);

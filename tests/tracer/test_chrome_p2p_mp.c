@@ -15,6 +15,7 @@
 
 #include "mp.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 
 #define RANKS 4
 #define ROUNDS 3
@@ -80,7 +81,7 @@ static end bound(json_t *evs, json_t *fl) {
 
 Test(tracer_chrome_p2p, every_flow_goes_from_a_send_to_its_receive, .timeout = 100) {
   snprintf(dir, sizeof dir, "/tmp/dist-tracering-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   cr_assert_eq(dist_test_ranks(RANKS, ring_rank, NULL, 60), 0, "%s", dist_test_report());
   sqlite3 *db = tq_merge(dir, "ringjob", NULL);
   cr_assert(db);

@@ -16,6 +16,7 @@
 
 #include "mp.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 
 #define N_OPS 20
 
@@ -23,7 +24,7 @@ static char dir[256];
 
 static void setup_dir(void) {
   snprintf(dir, sizeof dir, "/tmp/dist-tracecrash-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
 }
 
 static void trace_env(const char *job) {

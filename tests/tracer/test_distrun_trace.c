@@ -12,12 +12,13 @@
 #include <sys/wait.h>
 
 #include "trace_util.h"
+#include "tmpdir.h"
 
 static void rm_dir(const char *dir);
 
 Test(tracer_distrun, distrun_merges_into_trace_out, .timeout = 100) {
   char dir[] = "/tmp/dist-tracerun-XXXXXX";
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   char cmd[2048];
   snprintf(cmd, sizeof cmd,
            "cd %s && DIST_TRACE=%s/dt %s/distrun -n 2 --trace-out %s/out.db %s/allreduce_group"
@@ -46,7 +47,7 @@ static void rm_dir(const char *dir) {
 /* Runs example_bugs --bug NAME under distrun (3 ranks) with extra
  * environment; returns distrun's exit status and opens dir/out.db. */
 static int run_bug(char *dir, const char *env, const char *bug, sqlite3 **db) {
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   char cmd[2048];
   snprintf(cmd, sizeof cmd,
            "cd %s && %s DIST_TRACE=%s/dt %s/distrun -n 3 --grace-period 1 --trace-out %s/out.db"
@@ -118,7 +119,7 @@ Test(tracer_distrun, a_rank_ended_by_distrun_keeps_its_operations, .timeout = 10
  * ago (a job that may still run), and a link. */
 Test(tracer_distrun, old_job_directories_beyond_DIST_TRACE_KEEP_are_removed, .timeout = 100) {
   char dir[] = "/tmp/dist-tracerun-XXXXXX";
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   char cmd[4096];
   snprintf(cmd, sizeof cmd,
            "set -e; cd %s; mkdir -p dt/old1 dt/old2 dt/old3 dt/old4 dt/notes dt/recent elsewhere;"

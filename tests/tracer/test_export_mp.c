@@ -19,6 +19,7 @@
 
 #include "mp.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 
 static char dir[256];
 
@@ -46,7 +47,7 @@ static int job_rank(const dist_test_ctx *ctx) {
 
 static void run_job(void) {
   snprintf(dir, sizeof dir, "/tmp/dist-traceexport-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   cr_assert_eq(dist_test_ranks(3, job_rank, NULL, 60), 0, "%s", dist_test_report());
   sqlite3 *db = tq_merge(dir, "exportjob", NULL);
   cr_assert(db);
@@ -171,7 +172,7 @@ static int dead_live_rank(const dist_test_ctx *ctx) {
 
 Test(tracer_export, live_export_to_a_dead_collector_counts_drops, .timeout = 60) {
   snprintf(dir, sizeof dir, "/tmp/dist-traceexport-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   cr_assert_eq(dist_test_ranks(3, dead_live_rank, NULL, 50), 0, "%s", dist_test_report());
   sqlite3 *db = tq_merge(dir, "exportjob", NULL);
   cr_assert(db);
@@ -222,7 +223,7 @@ static int hole_rank(const dist_test_ctx *ctx) {
 Test(tracer_export, live_export_to_a_collector_that_never_answers_ends_with_the_job,
      .timeout = 60) {
   snprintf(dir, sizeof dir, "/tmp/dist-traceexport-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   hole_fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   cr_assert(hole_fd >= 0 && bind(hole_fd, (struct sockaddr *)&a, sizeof a) == 0 &&

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "trace_util.h"
+#include "tmpdir.h"
 
 static char full[128];
 
@@ -44,7 +45,7 @@ static char *slurp(const char *path) {
 Test(tracer_full_disk, a_full_trace_disk_is_counted_said_once_and_the_job_succeeds,
      .timeout = 110, .fini = unmount_full) {
   char dir[] = "/tmp/dist-tracefull-XXXXXX";
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(full, sizeof full, "%s/full", dir);
   cr_assert_eq(mkdir(full, 0700), 0);
   if (mount("tmpfs", full, "tmpfs", 0, "size=1m") != 0) {

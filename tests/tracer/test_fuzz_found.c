@@ -20,6 +20,7 @@
 
 #include "reader_int.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 
 static void exec(sqlite3 *db, const char *sql) {
   char err[256] = "";
@@ -28,7 +29,7 @@ static void exec(sqlite3 *db, const char *sql) {
 
 Test(tracer_fuzz_found, clock_offsets_at_the_ends_of_64_bits_merge, .timeout = 20) {
   char dir[] = "/tmp/dist-fuzzfound-XXXXXX", job[300], path[400];
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(job, sizeof job, "%s/fz", dir);
   cr_assert_eq(mkdir(job, 0700), 0);
   snprintf(path, sizeof path, "%s/rank-0.db", job);

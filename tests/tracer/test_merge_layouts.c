@@ -16,12 +16,13 @@
 
 #include "reader_int.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 
 static char dir[256], job[300];
 
 static void setup(void) {
   snprintf(dir, sizeof dir, "/tmp/dist-tracelayout-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(job, sizeof job, "%s/layoutjob", dir);
   cr_assert_eq(mkdir(job, 0700), 0);
 }

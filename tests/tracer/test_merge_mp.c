@@ -13,6 +13,7 @@
 
 #include "mp.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 
 static char dir[256];
 
@@ -52,7 +53,7 @@ static void copy_prefix(const char *from, const char *to, long bytes) {
 
 Test(tracer_merge, bad_files_are_named_and_skipped, .timeout = 50) {
   snprintf(dir, sizeof dir, "/tmp/dist-tracemerge-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   cr_assert_eq(dist_test_ranks(2, two_ops, NULL, 40), 0, "%s", dist_test_report());
   char jd[300], p[400], q[400];
   snprintf(jd, sizeof jd, "%s/goodjob", dir);

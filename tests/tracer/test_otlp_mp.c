@@ -23,6 +23,7 @@
 
 #include "mp.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 
 static char dir[256];
 static char node_modules[512];
@@ -276,7 +277,7 @@ Test(tracer_otlp, a_real_otlp_decoder_accepts_our_spans, .timeout = 290) {
   if (!have_otlp_types(why, sizeof why))
     cr_skip_test("OTLP receiver unavailable: %s", why);
   snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   cr_assert_eq(dist_test_ranks(3, job_rank, NULL, 60), 0, "%s", dist_test_report());
   sqlite3 *db = tq_merge(dir, "otlpjob", NULL);
   cr_assert(db);
@@ -302,7 +303,7 @@ Test(tracer_otlp, live_export_reaches_a_real_collector, .timeout = 290) {
   if (!have_otlp_types(why, sizeof why))
     cr_skip_test("OTLP receiver unavailable: %s", why);
   snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   char out[300], cmd[600];
   snprintf(out, sizeof out, "%s/received", dir);
   snprintf(cmd, sizeof cmd, "mkdir -p %s", out);
@@ -327,7 +328,7 @@ Test(tracer_otlp, a_collector_answering_500_fails_the_export, .timeout = 290) {
   if (!have_otlp_types(why, sizeof why))
     cr_skip_test("OTLP receiver unavailable: %s", why);
   snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   cr_assert_eq(dist_test_ranks(3, job_rank, NULL, 60), 0, "%s", dist_test_report());
   sqlite3 *db = tq_merge(dir, "otlpjob", NULL);
   cr_assert(db);
@@ -448,7 +449,7 @@ Test(tracer_otlp, p2p_spans_have_no_parent_and_each_recv_links_its_send, .timeou
   if (!have_otlp_types(why, sizeof why))
     cr_skip_test("OTLP receiver unavailable: %s", why);
   snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   cr_assert_eq(dist_test_ranks(RING, ring_rank, NULL, 60), 0, "%s", dist_test_report());
   sqlite3 *db = tq_merge(dir, "otlpjob", NULL);
   cr_assert(db);
@@ -480,7 +481,7 @@ Test(tracer_otlp, live_recv_spans_link_their_send, .timeout = 290) {
   if (!have_otlp_types(why, sizeof why))
     cr_skip_test("OTLP receiver unavailable: %s", why);
   snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   char out[300], cmd[600];
   snprintf(out, sizeof out, "%s/received", dir);
   snprintf(cmd, sizeof cmd, "mkdir -p %s", out);
@@ -507,7 +508,7 @@ Test(tracer_otlp, live_recv_spans_link_their_send, .timeout = 290) {
 /* The merged trace of job_rank's 3 ranks in a fresh dir. */
 static void make_trace(void) {
   snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   cr_assert_eq(dist_test_ranks(3, job_rank, NULL, 60), 0, "%s", dist_test_report());
   sqlite3 *db = tq_merge(dir, "otlpjob", NULL);
   cr_assert(db);
@@ -684,7 +685,7 @@ Test(tracer_otlp, live_export_follows_the_otel_variables, .timeout = 290) {
     cr_skip_test("OTLP receiver unavailable: %s", why);
   clear_otel_env();
   snprintf(dir, sizeof dir, "/tmp/dist-traceotlp-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   char out[300];
   fresh_dir(out, sizeof out, "received");
   receiver r;

@@ -11,6 +11,7 @@
 
 #include "mp.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 
 #define N_OPS 200
 
@@ -33,7 +34,7 @@ static int busy_rank(const dist_test_ctx *ctx) {
 
 Test(tracer_overflow, newest_records_win_and_the_loss_is_recorded, .timeout = 50) {
   snprintf(dir, sizeof dir, "/tmp/dist-traceovf-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   cr_assert_eq(dist_test_ranks(2, busy_rank, NULL, 40), 0, "%s", dist_test_report());
   sqlite3 *db = tq_merge(dir, "overflowjob", NULL);
   cr_assert(db);

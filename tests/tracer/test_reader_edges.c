@@ -27,13 +27,14 @@
 #include "proc.h"
 #include "reader_int.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 
 static char dir[128];
 static char mounted[2][256];
 
 static void setup(void) {
   snprintf(dir, sizeof dir, "/tmp/dist-readeredge-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
 }
 
 static void teardown(void) {

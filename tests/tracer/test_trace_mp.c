@@ -14,13 +14,14 @@
 
 #include "mp.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 #include "tracer_int.h" /* dist__tracer_test_set_skew */
 
 static char dir[256];
 
 static void setup_dir(void) {
   snprintf(dir, sizeof dir, "/tmp/dist-tracetest-XXXXXX");
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
 }
 
 static void trace_env(const char *job) {

@@ -13,6 +13,7 @@
 
 #include "reader_int.h"
 #include "trace_util.h"
+#include "tmpdir.h"
 
 static char path[256];
 
@@ -20,7 +21,7 @@ static char path[256];
  * without_table: as written before the verdict table existed. */
 static void merged_file(bool without_table) {
   char dir[] = "/tmp/dist-verdict-XXXXXX";
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(path, sizeof path, "%s/trace.db", dir);
   sqlite3 *db;
   cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
@@ -125,7 +126,7 @@ Test(tracer_verdict, an_older_trace_without_the_table_reads_no_verdict_and_takes
 
 Test(tracer_verdict, a_merge_without_distrun_has_the_table_and_no_row, .timeout = 10) {
   char dir[] = "/tmp/dist-verdict-XXXXXX";
-  cr_assert(mkdtemp(dir));
+  cr_assert(dist_test_mkdtemp(dir));
   snprintf(path, sizeof path, "%s/trace.db", dir);
   char err[256] = "";
   cr_assert_eq(dist_trace_merge(dir, path, NULL, err, sizeof err), DIST_OK, "%s", err);

@@ -10,6 +10,7 @@
 
 #include "trace_fixture.h"
 #include "vw_ui.h"
+#include "tmpdir.h"
 
 /* A path "<fresh temp dir>/name" (the directory lives until the process ends). */
 static inline const char *vwt_path(const char *name) {
@@ -18,7 +19,7 @@ static inline const char *vwt_path(const char *name) {
   static int next;
   if (!dir[0]) {
     snprintf(dir, sizeof dir, "/tmp/vwtest-XXXXXX");
-    if (!mkdtemp(dir))
+    if (!dist_test_mkdtemp(dir))
       abort();
   }
   char *p = path[next++ % 4];

@@ -20,6 +20,7 @@
 #include "legal.h"
 #include "proc.h"
 #include "wpg_test.h"
+#include "tmpdir.h"
 
 /* --- the log sink: every line at WARNING or ERROR is a report ------------ */
 
@@ -147,7 +148,7 @@ Test(wrapper_pg_legal, every_pattern_in_one_job_under_distrun_is_a_success, .tim
   unsetenv("DIST_TRACE"); // the job's trace lands in dir, where trace.db is merged
   unsetenv("DIST_LOG_FILE");
   char tmpl[] = "/tmp/dist-legal-XXXXXX";
-  const char *dir = mkdtemp(tmpl);
+  const char *dir = dist_test_mkdtemp(tmpl);
   cr_assert(dir, "mkdtemp");
   const char *env[] = {"DIST_DEBUG=DETAIL", "DIST_LOG_LEVEL=WARNING", NULL};
   int st = in_dir(env, dir, dist_test_bin("distrun"), "-n", "4",
