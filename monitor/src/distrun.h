@@ -48,7 +48,12 @@ enum {
 
 typedef struct drun_cfg {
   int nproc;                /* ranks on this node */
-  int nnodes, node_rank;
+  int nnodes, node_rank;    /* nnodes: MAX of --nnodes MIN:MAX until a round
+                               settles the attempt's count (distrun_round.c) */
+  int nnodes_min;           /* MIN (= nnodes_max: not elastic) */
+  int nnodes_max;           /* MAX, as given */
+  int64_t last_call_ms;     /* --rdzv-conf last_call_timeout: the join window
+                               once MIN nodes are there */
   char master_addr[DRUN_HOSTLEN];
   uint16_t master_port;     /* 0: a free port (one node only) */
   bool standalone;
@@ -72,10 +77,12 @@ typedef struct drun_cfg {
   const char *local_addr;   /* --local-addr: the address node 0 gives its ranks */
   bool c10d;                /* --rdzv-backend c10d (else static) */
   bool is_host;             /* --rdzv-conf is_host=true: this node hosts (node 0) */
+  bool never_host;          /* node_rank_auto after a round it joined: joins */
   bool node_rank_auto;      /* c10d without --node-rank: the endpoint's node
                                hosts (node 0), the others take ranks in the
                                order they join (distrun_store.c) */
   char **prog_own;          /* "python3 -u [-m] ..." built here, or NULL */
+  const char *trace_base;   /* --trace-out as given (attempts: beside it) */
 } drun_cfg;
 
 /* The torch-style variables each rank gets besides distrun's own (names
@@ -138,6 +145,7 @@ typedef struct drun_job {
   char job_id[DIST_JOB_ID_MAX + 1]; /* this attempt's (the ranks' DIST_JOB_ID) */
   char run_id[DIST_JOB_ID_MAX + 1]; /* the job's, whatever the attempt */
   int attempt;                      /* 0, then 1.. after each restart */
+  bool hosted;                      /* this node hosted the store */
   char token[DIST_TOKEN_MAX + 1]; /* "": the ranks run without one */
   char store_addr[DRUN_HOSTLEN];  /* MASTER_ADDR for the ranks */
   uint16_t store_port;
@@ -181,6 +189,28 @@ void dist__run_trace_attempt_path(const drun_cfg *c, int k, char *out, size_t le
 void dist__run_trace_mark_attempt(const drun_cfg *c, const drun_job *job);
 /* The trace output becomes a hard link to attempt last's file. */
 void dist__run_trace_link_last(const drun_cfg *c, int last);
+
+/* --- rounds: restarts and elastic jobs of several nodes (distrun_round.c) */
+
+#define DRUN_WAIT_ROUND 100 /* not admitted; node 0 restarts: join its next round */
+
+/* Whether the job's attempts are rounds node 0 coordinates (several nodes
+ * with --max-restarts or an elastic --nnodes MIN:MAX). */
+bool dist__run_rounds(const drun_cfg *c);
+/* Node 0: publishes the run id and attempt for the other nodes. */
+int dist__run_round_publish(const drun_cfg *c, drun_job *job);
+/* Another node: takes them into job. */
+int dist__run_round_learn(const drun_cfg *c, drun_job *job);
+/* Node 0 of an elastic job: the round's node count into c->nnodes. */
+int dist__run_round_host(drun_cfg *c, drun_job *job);
+/* Another node of an elastic job: its node rank and the count, or
+ * DRUN_WAIT_ROUND / an exit status when the round had no room for it. */
+int dist__run_round_join(drun_cfg *c, drun_job *job);
+/* After an attempt (before the store closes): node 0 posts its decision
+ * (restart, as its caller decided, or end with status) and waits, bounded,
+ * for every node to read it; the others read and return it. Without
+ * rounds: restart as given. */
+bool dist__run_round_decide(const drun_cfg *c, drun_job *job, int status, bool restart);
 
 /* --- the job's store (distrun_store.c) ----------------------------------- */
 

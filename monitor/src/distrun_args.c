@@ -191,7 +191,7 @@ static void read_slurm_shape(drun_cfg *c, given *g) {
   int64_t x;
   if (!g->nnodes && (((v = getenv("SLURM_NNODES")) && leading_int(v, &x)) ||
                      ((v = getenv("SLURM_JOB_NUM_NODES")) && leading_int(v, &x)))) {
-    c->nnodes = (int)x;
+    c->nnodes = c->nnodes_min = (int)x;
     g->nnodes = true;
   }
   if (!g->node_rank && (v = getenv("SLURM_NODEID")) && parse_int(v, 0, INT32_MAX, &x)) {
@@ -421,19 +421,15 @@ static int nnodes_option(const char *arg, drun_cfg *c) {
   const char *colon = strchr(arg, ':');
   if (!colon)
     return int_option("--nnodes", arg, 1, DRUN_MAX_WORLD, &lo) < 0
-               ? (c->nnodes = (int)lo, -1)
+               ? (c->nnodes = c->nnodes_min = (int)lo, -1)
                : DRUN_EXIT_USAGE;
   char a[32];
   snprintf(a, sizeof a, "%.*s", (int)(colon - arg), arg);
   if (!parse_int(a, 1, DRUN_MAX_WORLD, &lo) || !parse_int(colon + 1, 1, DRUN_MAX_WORLD, &hi) ||
       lo > hi)
     return usage_error("--nnodes %s needs N or MIN:MAX with 1 <= MIN <= MAX", arg);
-  if (lo != hi)
-    return usage_error("--nnodes %s: an elastic range (MIN < MAX, a job whose node count "
-                       "changes between rounds) is not supported yet; give a fixed count "
-                       "(--nnodes %" PRId64 ", or %" PRId64 ":%" PRId64 ")",
-                       arg, hi, hi, hi);
-  c->nnodes = (int)lo;
+  c->nnodes_min = (int)lo; /* MIN < MAX: elastic (checked with the backend) */
+  c->nnodes = (int)hi;
   return -1;
 }
 
@@ -481,10 +477,13 @@ static int conf_option(const char *arg, drun_cfg *c) {
       if (rc >= 0)
         return rc;
     } else if (!strcmp(kv, "read_timeout") || !strcmp(kv, "close_timeout") ||
-               !strcmp(kv, "keep_alive_interval") || !strcmp(kv, "keep_alive_max_attempt") ||
-               !strcmp(kv, "last_call_timeout") || !strcmp(kv, "last_call")) {
+               !strcmp(kv, "keep_alive_interval") || !strcmp(kv, "keep_alive_max_attempt")) {
       int64_t ms;
       int rc = seconds_option(kv, v, &ms); /* checked; distrun's store needs no tuning */
+      if (rc >= 0)
+        return rc;
+    } else if (!strcmp(kv, "last_call_timeout") || !strcmp(kv, "last_call")) {
+      int rc = seconds_option("--rdzv-conf last_call_timeout", v, &c->last_call_ms);
       if (rc >= 0)
         return rc;
     } else if (!strcmp(kv, "is_host")) {
@@ -689,10 +688,15 @@ static int check_cfg(drun_cfg *c, const given *g) {
   int rc = check_output(c, g);
   if (rc >= 0)
     return rc;
-  if (c->max_restarts > 0 && c->nnodes > 1)
-    return usage_error("--max-restarts %d with --nnodes %d: restarts restart one node's ranks "
-                       "for now; a job of several nodes cannot restart yet (run it with "
-                       "--max-restarts 0, or one node)", c->max_restarts, c->nnodes);
+  c->nnodes_max = c->nnodes;
+  if (c->nnodes_min < c->nnodes && !c->c10d)
+    return usage_error("--nnodes %d:%d is elastic, and an elastic job needs --rdzv-backend c10d "
+                       "(the static backend gives every node a fixed --node-rank)",
+                       c->nnodes_min, c->nnodes);
+  if (c->nnodes_min < c->nnodes && g->node_rank && c->node_rank != 0)
+    return usage_error("--nnodes %d:%d is elastic: nodes take their ranks in each round in the "
+                       "order they join, so --node-rank %d cannot be kept", c->nnodes_min,
+                       c->nnodes, c->node_rank);
   if (c->standalone && c->nnodes > 1)
     return usage_error("--standalone runs one node, but --nnodes is %d", c->nnodes);
   if (c->node_rank >= c->nnodes)
@@ -722,7 +726,8 @@ static int check_cfg(drun_cfg *c, const given *g) {
 int dist__run_parse_args(int argc, char **argv, drun_cfg *c) {
   memset(c, 0, sizeof *c);
   c->nproc = 1;
-  c->nnodes = 1;
+  c->nnodes = c->nnodes_min = 1;
+  c->last_call_ms = 30000; /* torchrun's last_call_timeout */
   c->prefix = true;
   c->grace_ms = 5000;
   c->join_timeout_ms = -1;
@@ -739,6 +744,7 @@ int dist__run_parse_args(int argc, char **argv, drun_cfg *c) {
   }
   if (optind >= argc)
     return usage_error("no program to run");
+  c->trace_base = c->trace_out;
   if ((rc = program_line(argc - optind, argv + optind, &pm, c)) >= 0)
     return rc;
   if ((rc = read_env(c, &g)) >= 0)

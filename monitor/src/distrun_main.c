@@ -585,12 +585,45 @@ static int check_capacity(const drun_cfg *c, drun_job *job) {
 /* One attempt: the job's store, the ranks, their end, the trace merged
  * with the verdict in it. Returns the attempt's exit status; v holds its
  * verdict (printed by the caller, last). */
+/* Whether a failed attempt is followed by another: a rank's failure (a
+ * death, a desync, a hang) is, as torchrun restarts on any worker failure;
+ * an interrupt of distrun, a usage error or a program that cannot start
+ * are not (a new attempt would end the same way). */
+static bool restartable(int rc) {
+  return rc == DRUN_EXIT_RANK_DIED || rc == DRUN_EXIT_DESYNC || rc == DRUN_EXIT_HANG;
+}
+
+/* With --max-restarts: "attempt K: exit status ..." in the line printed and
+ * stored, and the attempt's own trace file beside the trace output. */
+static void name_attempt(drun_cfg *c, const drun_job *job, drun_verdict *v, int rc,
+                         char *trace, size_t len) {
+  if (c->max_restarts == 0)
+    return;
+  dist__run_trace_attempt_path(c, job->attempt, trace, len);
+  c->trace_out = trace;
+  if (rc == DRUN_EXIT_OK)
+    return;
+  char head[32];
+  int n = snprintf(head, sizeof head, "attempt %d: ", job->attempt);
+  size_t l = strlen(v->line);
+  if (l + (size_t)n < sizeof v->line) {
+    memmove(v->line + n, v->line, l + 1);
+    memcpy(v->line, head, (size_t)n);
+  }
+}
+
+/* One attempt: the job's store (a round of node 0's, with several nodes),
+ * the ranks, their end, whether the job restarts (*restart; node 0 decides
+ * for every node), the trace merged with the verdict in it. Returns the
+ * attempt's exit status, or DRUN_WAIT_ROUND when this node was not
+ * admitted to the round; v holds its verdict (printed by the caller). */
 static int run_attempt(drun_cfg *c, drun_job *job, int sigfd, drun_posted *posted,
-                       drun_verdict *v) {
+                       drun_verdict *v, bool *restart) {
   int rc;
+  *restart = false;
+  dist__run_verdict_make(DRUN_EXIT_LAUNCH, &(drun_first){.rank = -1}, posted, v);
   if ((rc = dist__run_store_setup(c, job)) != 0 || (rc = dist__run_watch_start(c, job))) {
     dist__run_store_close(c, job);
-    dist__run_verdict_make(rc, &(drun_first){.rank = -1}, posted, v);
     return rc;
   }
   DIST_LOG(INFO, RUN, "job %s: ranks %d-%d of %d (node %d of %d%s%s), store %s:%u",
@@ -598,24 +631,17 @@ static int run_attempt(drun_cfg *c, drun_job *job, int sigfd, drun_posted *poste
            c->nproc * c->nnodes, c->node_rank, c->nnodes, c->slurm_note ? ", from " : "",
            c->slurm_note ? c->slurm_note : "", job->store_addr, (unsigned)job->store_port);
   char path[4096];
-  dist__run_verdict_make(DRUN_EXIT_LAUNCH, &(drun_first){.rank = -1}, posted, v);
   rc = find_program(c, job, path, sizeof path);
   if (rc == 0)
     rc = check_capacity(c, job);
   if (rc == 0)
     rc = supervise(c, job, path, sigfd, posted, v);
   dist__run_store_post_done(c, job, rc);
+  *restart = dist__run_round_decide(c, job, rc,
+                                    restartable(rc) && job->attempt < c->max_restarts);
   dist__run_store_close(c, job);
-  if (c->max_restarts > 0 && rc != DRUN_EXIT_OK) {
-    /* "attempt K: exit status ..." in the line printed and stored */
-    char head[32];
-    int n = snprintf(head, sizeof head, "attempt %d: ", job->attempt);
-    size_t len = strlen(v->line);
-    if (len + (size_t)n < sizeof v->line) {
-      memmove(v->line + n, v->line, len + 1);
-      memcpy(v->line, head, (size_t)n);
-    }
-  }
+  char trace[4200];
+  name_attempt(c, job, v, rc, trace, sizeof trace);
   dist__run_trace_merge(c, job->job_id, v);
   if (c->max_restarts > 0)
     dist__run_trace_mark_attempt(c, job);
@@ -624,12 +650,14 @@ static int run_attempt(drun_cfg *c, drun_job *job, int sigfd, drun_posted *poste
 
 /* What each attempt ended with, for the summary (--max-restarts). */
 typedef struct attempt_end {
+  int attempt;
   int status;
   char kind[16];
   char culprits[64];
 } attempt_end;
 
-static void remember(attempt_end *e, const drun_verdict *v, int status) {
+static void remember(attempt_end *e, const drun_verdict *v, int status, int attempt) {
+  e->attempt = attempt;
   e->status = status;
   snprintf(e->kind, sizeof e->kind, "%s", status == DRUN_EXIT_OK ? "success" : v->kind);
   size_t off = 0;
@@ -648,9 +676,9 @@ static void print_attempts(const drun_cfg *c, const attempt_end *e, int n) {
                 c->max_restarts, e[n - 1].status);
   for (int k = 0; k < n; k++) {
     char trace[4200];
-    dist__run_trace_attempt_path(c, k, trace, sizeof trace);
+    dist__run_trace_attempt_path(c, e[k].attempt, trace, sizeof trace);
     dist__appendf(text, sizeof text, &off, "  attempt %d: exit status %d (%s%s%s%s), trace %s\n",
-                  k, e[k].status, e[k].kind, e[k].culprits[0] ? ", rank" : "",
+                  e[k].attempt, e[k].status, e[k].kind, e[k].culprits[0] ? ", rank" : "",
                   strchr(e[k].culprits, ',') ? "s " : e[k].culprits[0] ? " " : "",
                   e[k].culprits, trace);
   }
@@ -658,13 +686,6 @@ static void print_attempts(const drun_cfg *c, const attempt_end *e, int n) {
   (void)w;
 }
 
-/* Whether a failed attempt is followed by another: a rank's failure (a
- * death, a desync, a hang) is, as torchrun restarts on any worker failure;
- * an interrupt of distrun, a usage error or a program that cannot start
- * are not (a new attempt would end the same way). */
-static bool restartable(int rc) {
-  return rc == DRUN_EXIT_RANK_DIED || rc == DRUN_EXIT_DESYNC || rc == DRUN_EXIT_HANG;
-}
 
 /* The job's id for every attempt (the ranks get "<id>.attempt-<K>"). */
 static int run_id(const drun_cfg *c, char *out, size_t len) {
@@ -695,40 +716,54 @@ int main(int argc, char **argv) {
     return DRUN_EXIT_OTHER;
   }
   char run[DIST_JOB_ID_MAX + 1] = "";
-  if (c.max_restarts > 0 && (rc = run_id(&c, run, sizeof run)) != 0)
+  if ((c.max_restarts > 0 || dist__run_rounds(&c)) && (rc = run_id(&c, run, sizeof run)) != 0)
     return rc;
   attempt_end *ends = dist__calloc((size_t)c.max_restarts + 1, sizeof *ends);
   if (!ends)
     return DRUN_EXIT_LAUNCH;
-  int k = 0;
-  for (;; k++) {
+  int n_ends = 0, attempt = 0, waits = 0;
+  for (;;) {
     drun_cfg ca = c;
-    drun_job job = {.attempt = k};
+    drun_job job = {.attempt = attempt};
     drun_posted posted = {0};
     drun_verdict v;
-    char trace[4200];
-    if (c.max_restarts > 0) {
-      snprintf(ca.job_id, sizeof ca.job_id, "%s.attempt-%d", run, k);
+    bool restart;
+    if (c.max_restarts > 0) { /* node 0's names; the other nodes take node 0's */
+      snprintf(ca.job_id, sizeof ca.job_id, "%s.attempt-%d", run, attempt);
       snprintf(job.run_id, sizeof job.run_id, "%s", run);
-      dist__run_trace_attempt_path(&c, k, trace, sizeof trace);
-      ca.trace_out = trace;
     }
-    rc = run_attempt(&ca, &job, sigfd, &posted, &v);
+    rc = run_attempt(&ca, &job, sigfd, &posted, &v, &restart);
+    if (c.node_rank_auto && job.hosted) { /* the host of the first round hosts them all */
+      c.node_rank_auto = false;
+      c.node_rank = 0;
+    } else if (c.node_rank_auto) {
+      c.never_host = true;
+    }
+    if (rc == DRUN_WAIT_ROUND) { /* no room in that round: the next one */
+      dist__run_cause_free(&posted);
+      attempt = job.attempt + 1;
+      if (++waits <= c.max_restarts + 1)
+        continue;
+      rc = DRUN_EXIT_LAUNCH;
+      break;
+    }
     if (rc != DRUN_EXIT_OK && v.line[0])
       dist__run_verdict_print(&v); /* last, after anything the merge says */
     else if (c.max_restarts > 0)
-      dist__run_say("attempt %d: every rank succeeded", k);
-    remember(&ends[k], &v, rc);
-    dist__run_cause_free(&posted);
+      dist__run_say("attempt %d: every rank succeeded", job.attempt);
+    remember(&ends[n_ends++], &v, rc, job.attempt);
+    dist__run_cause_free(&posted); /* after the print: v's report borrows it */
     dist__run_crash_free();
-    if (k == c.max_restarts || !restartable(rc))
+    if (!restart || n_ends == c.max_restarts + 1)
       break;
     dist__run_say("attempt %d failed (exit status %d): restarting every rank, attempt %d "
-                  "(restart %d of at most %d)", k, rc, k + 1, k + 1, c.max_restarts);
+                  "(restart %d of at most %d)", job.attempt, rc, job.attempt + 1,
+                  job.attempt + 1, c.max_restarts);
+    attempt = job.attempt + 1;
   }
-  if (c.max_restarts > 0) {
-    dist__run_trace_link_last(&c, k);
-    print_attempts(&c, ends, k + 1);
+  if (c.max_restarts > 0 && n_ends > 0) {
+    dist__run_trace_link_last(&c, ends[n_ends - 1].attempt);
+    print_attempts(&c, ends, n_ends);
   }
   dist__free(ends);
   dist__free(c.prog_own);

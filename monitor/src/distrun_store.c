@@ -97,7 +97,7 @@ static int claim_node(const drun_cfg *c, drun_job *job) {
   return rc;
 }
 
-static int host_store(const drun_cfg *c, drun_job *job) {
+static int host_store(drun_cfg *c, drun_job *job) {
   dist_store_tcp_opts o = {0};
   bool one = c->nnodes == 1;
   o.is_server = true;
@@ -113,6 +113,7 @@ static int host_store(const drun_cfg *c, drun_job *job) {
     return launch_fail(what, dist_last_errmsg());
   }
   job->store_port = dist_store_tcp_port(job->store);
+  job->hosted = true;
   /* --local-addr: the address the other nodes' ranks reach this node by */
   snprintf(job->store_addr, sizeof job->store_addr, "%s",
            one ? "127.0.0.1" : c->local_addr ? c->local_addr : c->master_addr);
@@ -129,7 +130,10 @@ static int host_store(const drun_cfg *c, drun_job *job) {
   size_t lens[] = {strlen(job->job_id), strlen(nproc)};
   if (dist_store_multi_set(job->store, keys, vals, lens, 2) != DIST_OK)
     return launch_fail("cannot publish the job id", dist_store_errmsg(job->store));
-  return claim_node(c, job);
+  int rc = dist__run_round_publish(c, job);
+  if (rc == 0)
+    rc = claim_node(c, job);
+  return rc ? rc : dist__run_round_host(c, job);
 }
 
 /* c10d without --node-rank: this node's index in arrival order (the host
@@ -182,7 +186,11 @@ static int join_store(drun_cfg *c, drun_job *job) {
   dist_free(vals[1]);
   snprintf(job->store_addr, sizeof job->store_addr, "%s", c->master_addr);
   job->store_port = c->master_port;
-  if (rc == 0 && c->node_rank_auto)
+  if (rc == 0)
+    rc = dist__run_round_learn(c, job);
+  if (rc == 0 && c->nnodes_min < c->nnodes_max)
+    rc = dist__run_round_join(c, job); /* elastic: a ticket, admitted or not */
+  else if (rc == 0 && c->node_rank_auto)
     rc = arrival_rank(c, job);
   return rc ? rc : claim_node(c, job);
 }
@@ -222,13 +230,11 @@ static bool port_taken(uint16_t port) {
  * port is free (as torchrun's c10d backend: the first agent on the
  * endpoint's machine hosts), else join. */
 static int place_node(drun_cfg *c, drun_job *job) {
-  if (address_is_local(c->master_addr) && !port_taken(c->master_port)) {
+  if (!c->never_host && address_is_local(c->master_addr) && !port_taken(c->master_port)) {
     c->node_rank = 0;
     int rc = host_store(c, job);
-    if (rc == 0 || !port_taken(c->master_port))
-      return rc;
-    dist_store_destroy(job->store); /* another distrun took the port first */
-    job->store = NULL;
+    if (rc == 0 || job->store || !port_taken(c->master_port))
+      return rc; /* hosting, or a failure after the store started */
     DIST_LOG(INFO, RUN, "c10d rendezvous: port %u was taken first; joining it",
              (unsigned)c->master_port);
   }
@@ -240,9 +246,9 @@ int dist__run_store_setup(drun_cfg *c, drun_job *job) {
   int attempt = job->attempt; /* the caller's: which attempt of which job */
   memcpy(run, job->run_id, sizeof run);
   memset(job, 0, sizeof *job);
+  job->notify_rd = job->notify_wr = -1;
   memcpy(job->run_id, run, sizeof run);
   job->attempt = attempt;
-  job->notify_rd = job->notify_wr = -1;
   int rc = choose_token(c, job);
   if (rc)
     return rc;
@@ -363,6 +369,7 @@ int dist__run_watch_start(const drun_cfg *c, drun_job *job) {
   fcntl(p[0], F_SETFL, O_NONBLOCK);
   job->notify_rd = p[0];
   job->notify_wr = p[1];
+  atomic_store(&watch_stop, false); /* a later attempt's watcher (--max-restarts) */
   if (dist_store_clone(job->store, &job->watch_store) != DIST_OK)
     return launch_fail("cannot open a second store connection", dist_store_errmsg(job->store));
   dist_store_set_timeout(job->watch_store, WATCH_POP_MS);

@@ -219,7 +219,7 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
 /* --- attempts (--max-restarts) -------------------------------------------- */
 
 void dist__run_trace_attempt_path(const drun_cfg *c, int k, char *out, size_t len) {
-  const char *base = c->trace_out ? c->trace_out : "trace.db";
+  const char *base = c->trace_base ? c->trace_base : "trace.db";
   const char *slash = strrchr(base, '/'), *dot = strrchr(base, '.');
   size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - base) : strlen(base);
   snprintf(out, len, "%.*s.attempt-%d%s", (int)stem, base, k, base + stem);
@@ -237,7 +237,7 @@ void dist__run_trace_mark_attempt(const drun_cfg *c, const drun_job *job) {
 
 void dist__run_trace_link_last(const drun_cfg *c, int last) {
   char from[4200];
-  const char *out = c->trace_out ? c->trace_out : "trace.db";
+  const char *out = c->trace_base ? c->trace_base : "trace.db";
   struct stat st;
   dist__run_trace_attempt_path(c, last, from, sizeof from);
   if (stat(from, &st) != 0)

@@ -35,7 +35,7 @@ typedef struct refusal {
 } refusal;
 
 static const refusal refusals[] = {
-    {{"--nnodes", "1:2"}, "an elastic range (MIN < MAX"},
+    {{"--nnodes", "1:2", "--master-addr", "127.0.0.1"}, "an elastic job needs --rdzv-backend c10d"},
     {{"--nnodes", "3:1"}, "needs N or MIN:MAX with 1 <= MIN <= MAX"},
     {{"--nproc-per-node", "xpu"}, "libdist has no XPU backend"},
     {{"--nproc_per_node", "many"}, "needs a number in [1, "},
@@ -48,8 +48,8 @@ static const refusal refusals[] = {
     {{"--rdzv-conf", "bogus=1"}, "unknown key 'bogus'"},
     {{"--rdzv_conf", "join_timeout"}, "is not key=value"},
     {{"--max-restarts", "-1"}, "--max-restarts needs an integer in [0, 1000]"},
-    {{"--max-restarts", "1", "--nnodes", "2", "--master-addr", "127.0.0.1"},
-     "a job of several nodes cannot restart yet"},
+    {{"--nnodes", "1:3", "--rdzv-backend", "c10d", "--node-rank", "1"},
+     "nodes take their ranks in each round in the order they join"},
     {{"--monitor-interval", "soon"}, "--monitor-interval needs a number of seconds"},
     {{"--start-method", "thread"}, "needs spawn, fork or forkserver"},
     {{"--redirects", "4", "--log-dir", "/tmp"}, "needs 0 (none), 1 (stdout)"},
