@@ -54,6 +54,9 @@ typedef struct drun_cfg {
   int nnodes_max;           /* MAX, as given */
   int64_t last_call_ms;     /* --rdzv-conf last_call_timeout: the join window
                                once MIN nodes are there */
+  int64_t keep_alive_ms;    /* --rdzv-conf keep_alive_interval: a node's beat */
+  int keep_alive_max;       /* ... keep_alive_max_attempt: beats missed before
+                               node 0 declares the node gone */
   char master_addr[DRUN_HOSTLEN];
   uint16_t master_port;     /* 0: a free port (one node only) */
   bool standalone;
@@ -77,7 +80,8 @@ typedef struct drun_cfg {
   const char *local_addr;   /* --local-addr: the address node 0 gives its ranks */
   bool c10d;                /* --rdzv-backend c10d (else static) */
   bool is_host;             /* --rdzv-conf is_host=true: this node hosts (node 0) */
-  bool never_host;          /* node_rank_auto after a round it joined: joins */
+  bool never_host;          /* node_rank_auto after a round it joined, or
+                               --rdzv-conf is_host=false: never hosts */
   bool node_rank_auto;      /* c10d without --node-rank: the endpoint's node
                                hosts (node 0), the others take ranks in the
                                order they join (distrun_store.c) */
@@ -146,6 +150,8 @@ typedef struct drun_job {
   char run_id[DIST_JOB_ID_MAX + 1]; /* the job's, whatever the attempt */
   int attempt;                      /* 0, then 1.. after each restart */
   bool hosted;                      /* this node hosted the store */
+  uint64_t lost_nodes;              /* node 0: nodes (bit K) that left this
+                                       attempt (no keep-alive); not waited for */
   char token[DIST_TOKEN_MAX + 1]; /* "": the ranks run without one */
   char store_addr[DRUN_HOSTLEN];  /* MASTER_ADDR for the ranks */
   uint16_t store_port;
@@ -197,10 +203,9 @@ void dist__run_trace_link_last(const drun_cfg *c, int last);
 /* Whether the job's attempts are rounds node 0 coordinates (several nodes
  * with --max-restarts or an elastic --nnodes MIN:MAX). */
 bool dist__run_rounds(const drun_cfg *c);
-/* Node 0: publishes the run id and attempt for the other nodes. */
-int dist__run_round_publish(const drun_cfg *c, drun_job *job);
-/* Another node: takes them into job. */
-int dist__run_round_learn(const drun_cfg *c, drun_job *job);
+/* The run id and attempt node 0 publishes with the job id (rounds only). */
+#define DRUN_KEY_RUN "distrun/run_id"
+#define DRUN_KEY_ATTEMPT "distrun/attempt"
 /* Node 0 of an elastic job: the round's node count into c->nnodes. */
 int dist__run_round_host(drun_cfg *c, drun_job *job);
 /* Another node of an elastic job: its node rank and the count, or
@@ -211,6 +216,35 @@ int dist__run_round_join(drun_cfg *c, drun_job *job);
  * for every node to read it; the others read and return it. Without
  * rounds: restart as given. */
 bool dist__run_round_decide(const drun_cfg *c, drun_job *job, int status, bool restart);
+
+/* --- keep-alive: nodes that leave (distrun_alive.c) ----------------------- */
+
+/* Every node but 0 beats ("beat K" on node 0's queue) each keep_alive_ms
+ * while its ranks run; node 0 declares a node gone when it has heard
+ * nothing from it for keep_alive_ms * keep_alive_max (torchrun's
+ * keep_alive_interval and keep_alive_max_attempt). A node's distrun killed
+ * by SIGKILL says nothing: its silence is the only sign. */
+typedef struct drun_alive {
+  int nnodes;
+  int64_t limit_ms;         /* silence after which a node is gone */
+  int64_t next_beat;        /* node K > 0: its next beat */
+  int64_t *heard;           /* node 0: when each node was last heard from */
+  bool *ended;              /* node 0: done, or declared gone */
+} drun_alive;
+
+/* Returns 0, or DRUN_EXIT_LAUNCH when out of memory. */
+int dist__run_alive_init(drun_alive *a, const drun_cfg *c);
+void dist__run_alive_free(drun_alive *a);
+/* Node 0: an event from node (ended: its "done"). True when this call
+ * ended it (a "done" counted once, never after the node was declared
+ * gone). */
+bool dist__run_alive_heard(drun_alive *a, int node, bool ended);
+/* The event loop's keep-alive timer. Node K > 0 beats when due; node 0
+ * sets *gone to a node silent past the limit (and marks it ended), else
+ * -1. Returns the next deadline (ms, dist__now_ms's clock), -1 for none.
+ * May block on the store for POST_TIMEOUT_MS (a beat). */
+int64_t dist__run_alive_tick(drun_alive *a, const drun_cfg *c, drun_job *job, int64_t now,
+                             int *gone);
 
 /* --- the job's store (distrun_store.c) ----------------------------------- */
 
@@ -230,6 +264,10 @@ int dist__run_store_post_death(const drun_cfg *c, drun_job *job, int rank, const
 void dist__run_store_post_stop(const drun_cfg *c, drun_job *job, const char *reason);
 /* distrun/exit/<R>: how rank R ended. */
 void dist__run_store_post_exit(drun_job *job, int rank, const char *how);
+/* Node K > 0: "beat K" on node 0's queue (distrun_alive.c). */
+void dist__run_store_post_beat(const drun_cfg *c, drun_job *job);
+/* Node 0: "left <node> <why>" to every other node still there. */
+void dist__run_store_post_left(const drun_cfg *c, drun_job *job, int node, const char *why);
 /* Multi-node: tells node 0 that this node's ranks have ended. */
 void dist__run_store_post_done(const drun_cfg *c, drun_job *job, int status);
 /* Starts the watcher thread (multi-node only): it pops this node's event

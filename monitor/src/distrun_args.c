@@ -40,7 +40,8 @@ static const char usage_text[] =
     "  -n, --nproc-per-node N|auto|cpu|gpu\n"
     "                           ranks on this node (default 1, or SLURM's); gpu: the\n"
     "                           visible CUDA devices; cpu: the CPUs; auto: gpu, else cpu\n"
-    "      --nnodes M           nodes in the job (default 1; MIN:MAX only with MIN = MAX)\n"
+    "      --nnodes M|MIN:MAX   nodes in the job (default 1); MIN:MAX (c10d): each round\n"
+    "                           waits for MIN nodes, admits up to MAX (last_call_timeout)\n"
     "      --node-rank K        this node's index, 0..M-1 (node 0 hosts the store)\n"
     "      --master-addr A      host name or IPv4/IPv6 address of node 0\n"
     "      --master-port P      port of the job's store on node 0 (default 29500\n"
@@ -50,11 +51,14 @@ static const char usage_text[] =
     "      --rdzv-backend c10d|static  both: node 0 hosts the job's store on the\n"
     "                           endpoint, with the job's token (never open)\n"
     "      --rdzv-id ID         the job's id (DIST_JOB_ID, TORCHELASTIC_RUN_ID)\n"
-    "      --rdzv-conf K=V,...  join_timeout (= --join-timeout), is_host; read_timeout,\n"
-    "                           last_call_timeout, close_timeout, keep_alive_* checked\n"
+    "      --rdzv-conf K=V,...  join_timeout (= --join-timeout: MIN nodes within it),\n"
+    "                           last_call_timeout (30 s: more nodes, up to MAX),\n"
+    "                           keep_alive_interval (5 s), keep_alive_max_attempt (3:\n"
+    "                           a node silent that long has left), is_host=true|false;\n"
+    "                           read_timeout, close_timeout checked\n"
     "      --local-addr A       the address of this node that its ranks give the others\n"
     "      --standalone         one node: store on 127.0.0.1, a free port\n"
-    "      --max-restarts N     restart every rank of the node up to N times when one\n"
+    "      --max-restarts N     restart every rank (every node's) up to N times when one\n"
     "                           fails; each attempt's verdict is printed and its trace\n"
     "                           kept (trace.attempt-K.db); the status is the last's\n"
     "      --monitor-interval S accepted (torchrun's polling period); distrun hears a\n"
@@ -476,8 +480,19 @@ static int conf_option(const char *arg, drun_cfg *c) {
       int rc = seconds_option("--rdzv-conf join_timeout", v, &c->join_timeout_ms);
       if (rc >= 0)
         return rc;
-    } else if (!strcmp(kv, "read_timeout") || !strcmp(kv, "close_timeout") ||
-               !strcmp(kv, "keep_alive_interval") || !strcmp(kv, "keep_alive_max_attempt")) {
+    } else if (!strcmp(kv, "keep_alive_interval")) {
+      int rc = seconds_option("--rdzv-conf keep_alive_interval", v, &c->keep_alive_ms);
+      if (rc >= 0)
+        return rc;
+      if (c->keep_alive_ms < 10)
+        return usage_error("--rdzv-conf keep_alive_interval needs at least 0.01 s, got '%s'", v);
+    } else if (!strcmp(kv, "keep_alive_max_attempt")) {
+      int64_t n;
+      int rc = int_option("--rdzv-conf keep_alive_max_attempt", v, 1, 1000, &n);
+      if (rc >= 0)
+        return rc;
+      c->keep_alive_max = (int)n;
+    } else if (!strcmp(kv, "read_timeout") || !strcmp(kv, "close_timeout")) {
       int64_t ms;
       int rc = seconds_option(kv, v, &ms); /* checked; distrun's store needs no tuning */
       if (rc >= 0)
@@ -490,6 +505,7 @@ static int conf_option(const char *arg, drun_cfg *c) {
       if (strcmp(v, "0") && strcmp(v, "1") && strcasecmp(v, "true") && strcasecmp(v, "false"))
         return usage_error("--rdzv-conf is_host needs true or false, got '%s'", v);
       c->is_host = strcmp(v, "1") == 0 || !strcasecmp(v, "true"); /* node 0 */
+      c->never_host = !c->is_host; /* joins, even when it could bind the endpoint */
     } else {
       return usage_error("--rdzv-conf: unknown key '%s' (join_timeout, timeout, read_timeout, "
                          "last_call_timeout, close_timeout, keep_alive_interval, "
@@ -728,6 +744,8 @@ int dist__run_parse_args(int argc, char **argv, drun_cfg *c) {
   c->nproc = 1;
   c->nnodes = c->nnodes_min = 1;
   c->last_call_ms = 30000; /* torchrun's last_call_timeout */
+  c->keep_alive_ms = 5000;  /* torchrun's keep_alive_interval */
+  c->keep_alive_max = 3;    /* and keep_alive_max_attempt */
   c->prefix = true;
   c->grace_ms = 5000;
   c->join_timeout_ms = -1;

@@ -60,6 +60,7 @@ typedef struct sup {
   char early_how[64]; /* "with exit code 0" */
   bool failing;       /* a failing rank's exit is being handled */
   drun_posted *posted; /* the cause a rank posted, once read (main's) */
+  drun_alive alive;   /* the nodes' keep-alive (distrun_alive.c) */
 } sup;
 
 static const char *status_words(int st) {
@@ -145,24 +146,57 @@ static void prefer_signal_death(sup *sp, const drun_rank *self) {
   } while (dist__now_ms() < until);
 }
 
-/* The local rank the job's first-exit key names (dist/internal/launch.h), if it is
- * another rank still running here; NULL otherwise. */
-static drun_rank *first_leaver(sup *sp, const drun_rank *self) {
+/* The rank the job's first-exit key names (dist/internal/launch.h), or -1. */
+static int first_exit_rank(sup *sp) {
   const char *key = DIST_KEY_FIRST_EXIT;
   bool there = false;
   void *v = NULL;
   size_t n = 0;
   if (!sp->job->store || dist_store_check(sp->job->store, &key, 1, &there) != DIST_OK ||
       !there || dist_store_get(sp->job->store, key, &v, &n) != DIST_OK)
-    return NULL;
+    return -1;
   char buf[16] = {0};
   memcpy(buf, v, n < sizeof buf - 1 ? n : sizeof buf - 1);
   dist_free(v);
-  int local = atoi(buf) - sp->c->node_rank * sp->c->nproc;
-  if (local < 0 || local >= sp->n)
+  return atoi(buf);
+}
+
+/* The local rank the first-exit key names, if it is another rank still
+ * running here; NULL otherwise. */
+static drun_rank *first_leaver(sup *sp, const drun_rank *self, int leaver) {
+  int local = leaver - sp->c->node_rank * sp->c->nproc;
+  if (leaver < 0 || local < 0 || local >= sp->n)
     return NULL;
   drun_rank *o = &sp->ranks[local];
   return o != self && o->running && !o->signalled_by_us ? o : NULL;
+}
+
+static void remote_first(sup *sp, const char *msg);
+
+/* The rank that left first is another node's: that node posts its end
+ * (distrun/died) once it has reaped it, usually after this node's rank
+ * has already reacted. Wait for it (bounded), so that end is the first
+ * failure here too, as on one node. */
+static void prefer_remote_leaver(sup *sp, int leaver) {
+  int local = leaver - sp->c->node_rank * sp->c->nproc;
+  if (leaver < 0 || (local >= 0 && local < sp->n))
+    return;
+  const char *key = DIST_KEY_RANK_DIED;
+  void *v = NULL;
+  size_t n = 0;
+  if (dist_store_wait(sp->job->store, &key, 1, LEAVER_WAIT_MS) != DIST_OK ||
+      dist_store_get(sp->job->store, key, &v, &n) != DIST_OK)
+    return;
+  char msg[600];
+  snprintf(msg, sizeof msg, "%.*s", (int)(n < sizeof msg - 1 ? n : sizeof msg - 1),
+           (const char *)v);
+  dist_free(v);
+  int rank;
+  if (sscanf(msg, "rank %d died", &rank) == 1 && rank == leaver &&
+      set_cause(sp, DRUN_EXIT_RANK_DIED, "%s (on another node)", msg)) {
+    remote_first(sp, msg);
+    dist__run_say("%s", sp->cause);
+  }
 }
 
 /* A rank that fails may be reacting to one that left (called exit() with
@@ -172,9 +206,12 @@ static drun_rank *first_leaver(sup *sp, const drun_rank *self) {
  * survivor's. So the leaver's exit is waited for (bounded) and reported
  * first, whatever order the kernel reports them in. */
 static void prefer_first_leaver(sup *sp, const drun_rank *self) {
-  drun_rank *o = first_leaver(sp, self);
-  if (!o)
+  int leaver = first_exit_rank(sp);
+  drun_rank *o = first_leaver(sp, self, leaver);
+  if (!o) {
+    prefer_remote_leaver(sp, leaver);
     return;
+  }
   int64_t until = dist__now_ms() + LEAVER_WAIT_MS;
   do {
     int st;
@@ -336,9 +373,34 @@ static void remote_first(sup *sp, const char *msg) {
     sp->first = (drun_first){.rank = rank, .wstatus = (code & 0xff) << 8};
 }
 
+/* A node left (node 0 declared it gone, or heard so from node 0): its
+ * ranks are the culprits, as ranks that died, since they are gone without
+ * a word; the first of them stands for the node. */
+static void node_lost(sup *sp, int node, const char *why) {
+  if (set_cause(sp, DRUN_EXIT_RANK_DIED, "%s", why)) {
+    sp->first = (drun_first){.rank = node * sp->c->nproc, .wstatus = SIGKILL};
+    dist__run_say("%s", sp->cause);
+  }
+  end_ranks(sp, SIGTERM);
+}
+
+/* Node 0: node has been silent past the keep-alive's limit. */
+static void node_silent(sup *sp, int node) {
+  const drun_cfg *c = sp->c;
+  char why[512];
+  snprintf(why, sizeof why, "node %d left the job: nothing heard from its distrun for %.1f s "
+           "(--rdzv-conf keep_alive_interval=%g,keep_alive_max_attempt=%d); its ranks %d-%d "
+           "are gone", node, (double)sp->alive.limit_ms / 1000,
+           (double)c->keep_alive_ms / 1000, c->keep_alive_max, node * c->nproc,
+           (node + 1) * c->nproc - 1);
+  sp->nodes_done++; /* not waited for any more */
+  dist__run_store_post_left(c, sp->job, node, why);
+  node_lost(sp, node, why);
+}
+
 /* One event from another node (distrun_store.c, DESIGN). */
 static void on_event(sup *sp, const char *ev) {
-  int node, st;
+  int node, st, off = 0;
   if (strncmp(ev, "died ", 5) == 0) {
     if (set_cause(sp, DRUN_EXIT_RANK_DIED, "%s (on another node)", ev + 5)) {
       remote_first(sp, ev + 5);
@@ -349,7 +411,13 @@ static void on_event(sup *sp, const char *ev) {
     if (set_cause(sp, DRUN_EXIT_OTHER, "%s", ev + 5))
       dist__run_say("%s", sp->cause);
     end_ranks(sp, SIGTERM);
+  } else if (sscanf(ev, "beat %d", &node) == 1) {
+    dist__run_alive_heard(&sp->alive, node, false);
+  } else if (sscanf(ev, "left %d %n", &node, &off) == 1 && off > 0) {
+    node_lost(sp, node, ev + off);
   } else if (sscanf(ev, "done %d %d", &node, &st) == 2) {
+    if (!dist__run_alive_heard(&sp->alive, node, true))
+      return; /* declared gone already, and counted then */
     sp->nodes_done++;
     if (st != 0 && set_cause(sp, st, "node %d ended with status %d", node, st))
       end_ranks(sp, SIGTERM);
@@ -423,8 +491,12 @@ static int timers(sup *sp) {
                   sp->c->nnodes - 1 - sp->nodes_done);
     sp->nodes_done = sp->c->nnodes - 1;
   }
-  const int64_t ds[] = {sp->kill_at, sp->drain_until, sp->nodes_until, sp->term_at};
-  for (size_t i = 0; i < 4; i++)
+  int gone;
+  int64_t beat = dist__run_alive_tick(&sp->alive, sp->c, sp->job, now, &gone);
+  if (gone > 0)
+    node_silent(sp, gone);
+  const int64_t ds[] = {sp->kill_at, sp->drain_until, sp->nodes_until, sp->term_at, beat};
+  for (size_t i = 0; i < 5; i++)
     if (ds[i] >= 0 && (next < 0 || ds[i] < next))
       next = ds[i];
   return next < 0 ? -1 : (int)(next > now ? next - now : 0);
@@ -537,9 +609,10 @@ static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sig
             .first = {.rank = -1}, .posted = posted};
   sp.ranks = dist__calloc((size_t)c->nproc, sizeof *sp.ranks);
   sp.pfd = dist__calloc((size_t)c->nproc * 2 + 2, sizeof *sp.pfd);
-  if (!sp.ranks || !sp.pfd) {
+  if (!sp.ranks || !sp.pfd || dist__run_alive_init(&sp.alive, c) != 0) {
     dist__run_say("out of memory for %d ranks", c->nproc);
     dist__free(sp.ranks);
+    dist__free(sp.pfd);
     return DRUN_EXIT_LAUNCH;
   }
   for (int i = 0; i < c->nproc; i++) {
@@ -552,6 +625,7 @@ static int supervise(const drun_cfg *c, drun_job *job, const char *path, int sig
     poll_once(&sp);
   close_streams(&sp);
   int status = finish_status(&sp, v);
+  dist__run_alive_free(&sp.alive);
   dist__free(sp.pfd);
   dist__free(sp.ranks);
   return status;

@@ -3,33 +3,37 @@
  * a round on node 0's store, which node 0 hosts anew on the same port for
  * every attempt, so every key of a round is fresh.
  *
- * DESIGN. Node 0 publishes the job's run id and the attempt number; the
- * other nodes take them from the store (a node that arrives late joins
- * whatever attempt is next). In an elastic job each joining node takes a
- * ticket (distrun/node/next: 1, 2, ... in arrival order) and sets
+ * DESIGN. Node 0 publishes the job's run id and the attempt number with
+ * the job id (distrun_store.c); a joining node takes them, and a node that
+ * finds an older attempt than the one it wants (node 0 still closing the
+ * last round) or whose connection is cut tries again until the join
+ * timeout. In an elastic job each joining node takes a ticket
+ * (distrun/node/next: 1, 2, ... in arrival order) and sets
  * distrun/round/joined/<ticket>; node 0 waits up to the join timeout for
  * MIN - 1 of them, then up to --rdzv-conf last_call_timeout more for
  * others, up to MAX - 1, and closes the round with distrun/round/nnodes =
- * N. Tickets below N are the admitted nodes' node ranks; a node with a
- * later ticket waits for the next round. When an attempt ends, node 0 (who
- * heard every node's end) decides for everyone, "restart" or "end <status>"
- * (distrun/decision), as torchrun's agents follow their rendezvous: a
- * restart when a rank failed (a death, a desync, a hang) and restarts are
- * left. Every other node, admitted or waiting, reads the decision and
- * acknowledges it before node 0 closes the store. */
+ * N. Tickets below N are the admitted nodes' node ranks, so ranks follow
+ * arrival order and nothing else; a node with a later ticket waits for the
+ * next round. When an attempt ends, node 0 (who has heard every node's end,
+ * or declared it gone: distrun_alive.c) decides for everyone, "restart" or
+ * "end <status>" (distrun/decision), as torchrun's agents follow their
+ * rendezvous: a restart when a rank failed (a death, a desync, a hang, a
+ * node that left) and restarts are left. Every other node, admitted or
+ * waiting, reads the decision and acknowledges it; node 0 closes the store
+ * only after every acknowledgement (bounded), so no node is cut off in the
+ * middle of its attempt. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "distrun.h"
 
-#define KEY_RUN "distrun/run_id"
-#define KEY_ATTEMPT "distrun/attempt"
 #define KEY_NNODES "distrun/round/nnodes"
 #define KEY_JOINED_FMT "distrun/round/joined/%d"
 #define KEY_DECISION "distrun/decision"
 #define KEY_ACK_FMT "distrun/decision/ack/%d"
-#define ACK_WAIT_MS 10000
+#define ACK_WAIT_MS 10000       /* node 0: every node's acknowledgement */
+#define DECISION_POLL_MS 10000  /* one wait for the decision */
 
 bool dist__run_rounds(const drun_cfg *c) {
   return c->nnodes_max > 1 && (c->max_restarts > 0 || c->nnodes_min < c->nnodes_max);
@@ -40,38 +44,6 @@ static bool elastic(const drun_cfg *c) { return c->nnodes_min < c->nnodes_max; }
 static int fail_store(drun_job *job, const char *what) {
   dist__run_say("%s: %s", what, dist_store_errmsg(job->store));
   return DRUN_EXIT_LAUNCH;
-}
-
-/* Node 0, before any other node reads them: the run id and attempt. */
-int dist__run_round_publish(const drun_cfg *c, drun_job *job) {
-  if (!dist__run_rounds(c))
-    return 0;
-  char attempt[16];
-  snprintf(attempt, sizeof attempt, "%d", job->attempt);
-  const char *keys[] = {KEY_RUN, KEY_ATTEMPT};
-  const void *vals[] = {job->run_id, attempt};
-  size_t lens[] = {strlen(job->run_id), strlen(attempt)};
-  if (dist_store_multi_set(job->store, keys, vals, lens, 2) != DIST_OK)
-    return fail_store(job, "cannot publish the attempt");
-  return 0;
-}
-
-/* Another node: the run id and attempt node 0 published. */
-int dist__run_round_learn(const drun_cfg *c, drun_job *job) {
-  if (!dist__run_rounds(c))
-    return 0;
-  const char *keys[] = {KEY_RUN, KEY_ATTEMPT};
-  void *vals[2] = {NULL, NULL};
-  size_t lens[2];
-  if (dist_store_multi_get(job->store, keys, 2, vals, lens) != DIST_OK)
-    return fail_store(job, "cannot read the attempt from node 0's store");
-  snprintf(job->run_id, sizeof job->run_id, "%.*s", (int)lens[0], (const char *)vals[0]);
-  char a[16];
-  snprintf(a, sizeof a, "%.*s", (int)(lens[1] < 15 ? lens[1] : 15), (const char *)vals[1]);
-  job->attempt = atoi(a);
-  dist_free(vals[0]);
-  dist_free(vals[1]);
-  return 0;
 }
 
 static bool joined(drun_job *job, int ticket, int64_t wait_ms) {
@@ -87,6 +59,9 @@ int dist__run_round_host(drun_cfg *c, drun_job *job) {
   if (!elastic(c))
     return 0;
   int64_t start = dist__now_ms();
+  dist__run_say("attempt %d: waiting for at least %d nodes (--nnodes %d:%d), then up to %.1f s "
+                "(last_call_timeout) for more", job->attempt, c->nnodes_min, c->nnodes_min,
+                c->nnodes_max, (double)c->last_call_ms / 1000);
   for (int t = 1; t < c->nnodes_min; t++)
     if (!joined(job, t, c->join_timeout_ms - (dist__now_ms() - start))) {
       dist__run_say("only %d of at least %d nodes joined within %.1f s (--join-timeout)", t,
@@ -113,8 +88,10 @@ int dist__run_round_host(drun_cfg *c, drun_job *job) {
 static bool read_decision(drun_job *job, int ticket, int *status) {
   const char *k = KEY_DECISION;
   *status = -1;
-  for (;;) { /* a waiting node may wait a whole attempt: in bounded waits */
-    int rc = dist_store_wait(job->store, &k, 1, 10000);
+  /* A waiting node may wait a whole attempt: bounded waits, for as long
+   * as node 0's store is there (its end is the end of the job). */
+  for (;;) {
+    int rc = dist_store_wait(job->store, &k, 1, DECISION_POLL_MS);
     if (rc == DIST_OK)
       break;
     if (rc != DIST_E_TIMEOUT)
@@ -130,17 +107,8 @@ static bool read_decision(drun_job *job, int ticket, int *status) {
   char ack[64];
   snprintf(ack, sizeof ack, KEY_ACK_FMT, ticket);
   dist_store_set(job->store, ack, "1", 1);
-  if (!strcmp(d, "restart")) {
-    /* The next round is on node 0's next store, on the same port: wait
-     * until this one closes (node 0 closes it once every node has read
-     * the decision), so a reconnection cannot find the old one. */
-    const char *never = "distrun/round/never";
-    int64_t until = dist__now_ms() + 2 * ACK_WAIT_MS;
-    while (dist_store_wait(job->store, &never, 1, 1000) == DIST_E_TIMEOUT &&
-           dist__now_ms() < until)
-      ;
-    return true;
-  }
+  if (!strcmp(d, "restart"))
+    return true; /* the next round's store is found by the attempt number */
   sscanf(d, "end %d", status);
   return false;
 }
@@ -184,6 +152,36 @@ int dist__run_round_join(drun_cfg *c, drun_job *job) {
   return DRUN_EXIT_LAUNCH;
 }
 
+/* Node 0: how many other nodes must read the decision: tickets 1..N of an
+ * elastic job (every node that joined, admitted or waiting; the counter
+ * holds the last ticket taken), else node ranks 1..nnodes-1. */
+static int readers(const drun_cfg *c, drun_job *job) {
+  int64_t last = c->nnodes - 1;
+  if (elastic(c) && dist_store_add(job->store, DIST_KEY_NODE_NEXT, 0, &last) != DIST_OK)
+    last = c->nnodes - 1;
+  return (int)last;
+}
+
+/* Node 0: waits, bounded, until every reader but the nodes that left has
+ * acknowledged the decision; only then may the store close. */
+static void wait_acks(const drun_cfg *c, drun_job *job) {
+  int n = readers(c, job), k = 0;
+  char(*keys)[48] = n > 0 ? dist__calloc((size_t)n, sizeof *keys) : NULL;
+  const char **kp = n > 0 ? dist__calloc((size_t)n, sizeof *kp) : NULL;
+  for (int t = 1; keys && kp && t <= n; t++) {
+    if (t < 64 && (job->lost_nodes >> t & 1))
+      continue; /* gone: it will never read it */
+    snprintf(keys[k], sizeof keys[k], KEY_ACK_FMT, t);
+    kp[k] = keys[k];
+    k++;
+  }
+  if (k > 0 && dist_store_wait(job->store, kp, (size_t)k, ACK_WAIT_MS) != DIST_OK)
+    dist__run_say("not every node read how attempt %d ended within %d s; closing its store",
+                  job->attempt, ACK_WAIT_MS / 1000);
+  dist__free(keys);
+  dist__free(kp);
+}
+
 bool dist__run_round_decide(const drun_cfg *c, drun_job *job, int status, bool restart) {
   if (!dist__run_rounds(c) || !job->store)
     return restart;
@@ -197,22 +195,6 @@ bool dist__run_round_decide(const drun_cfg *c, drun_job *job, int status, bool r
     fail_store(job, "cannot post the decision");
     return restart;
   }
-  /* every node that took part or waited reads it before the store goes:
-   * tickets 1.. (elastic: every node that joined; else the node ranks) */
-  int64_t next = c->nnodes;
-  if (elastic(c))
-    dist_store_add(job->store, DIST_KEY_NODE_NEXT, 0, &next);
-  int n = (int)next - 1;
-  char(*keys)[48] = n > 0 ? dist__calloc((size_t)n, sizeof *keys) : NULL;
-  const char **kp = n > 0 ? dist__calloc((size_t)n, sizeof *kp) : NULL;
-  for (int i = 0; keys && kp && i < n; i++) {
-    snprintf(keys[i], sizeof keys[i], KEY_ACK_FMT, i + 1);
-    kp[i] = keys[i];
-  }
-  if (keys && kp && dist_store_wait(job->store, kp, (size_t)n, ACK_WAIT_MS) != DIST_OK)
-    DIST_LOG(INFO, RUN, "not every node acknowledged the decision within %d s (a node that "
-             "died does not)", ACK_WAIT_MS / 1000);
-  dist__free(keys);
-  dist__free(kp);
+  wait_acks(c, job);
   return restart;
 }

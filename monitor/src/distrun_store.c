@@ -123,16 +123,16 @@ static int host_store(drun_cfg *c, drun_job *job) {
     return launch_fail("cannot make a job id", dist_last_errmsg());
   if (one)
     return 0;
-  char nproc[16];
+  char nproc[16], attempt[16];
   snprintf(nproc, sizeof nproc, "%d", c->nproc);
-  const char *keys[] = {DIST_KEY_JOB_ID, DIST_KEY_NPROC};
-  const void *vals[] = {job->job_id, nproc};
-  size_t lens[] = {strlen(job->job_id), strlen(nproc)};
-  if (dist_store_multi_set(job->store, keys, vals, lens, 2) != DIST_OK)
+  snprintf(attempt, sizeof attempt, "%d", job->attempt);
+  /* One write: a joiner that reads the job id reads the round with it. */
+  const char *keys[] = {DIST_KEY_JOB_ID, DIST_KEY_NPROC, DRUN_KEY_RUN, DRUN_KEY_ATTEMPT};
+  const void *vals[] = {job->job_id, nproc, job->run_id, attempt};
+  size_t lens[] = {strlen(job->job_id), strlen(nproc), strlen(job->run_id), strlen(attempt)};
+  if (dist_store_multi_set(job->store, keys, vals, lens, dist__run_rounds(c) ? 4 : 2) != DIST_OK)
     return launch_fail("cannot publish the job id", dist_store_errmsg(job->store));
-  int rc = dist__run_round_publish(c, job);
-  if (rc == 0)
-    rc = claim_node(c, job);
+  int rc = claim_node(c, job);
   return rc ? rc : dist__run_round_host(c, job);
 }
 
@@ -154,24 +154,20 @@ static int arrival_rank(drun_cfg *c, drun_job *job) {
   return 0;
 }
 
-/* Node K > 0: joins node 0's store and takes its job id. */
-static int join_store(drun_cfg *c, drun_job *job) {
-  dist_store_tcp_opts o = {0};
-  o.host = c->master_addr;
-  o.port = c->master_port;
-  o.timeout_ms = c->join_timeout_ms;
-  o.token = job->token[0] ? job->token : NULL;
-  char what[DRUN_HOSTLEN + 64];
-  snprintf(what, sizeof what, "cannot reach node 0's store at %s:%u", c->master_addr,
-           (unsigned)c->master_port);
-  if (dist_store_tcp_create(&o, &job->store) != DIST_OK)
-    return launch_fail(what, dist_last_errmsg());
-  const char *keys[] = {DIST_KEY_JOB_ID, DIST_KEY_NPROC};
-  void *vals[2] = {NULL, NULL};
-  size_t lens[2];
-  if (dist_store_multi_get(job->store, keys, 2, vals, lens) != DIST_OK)
-    return launch_fail(what, dist_store_errmsg(job->store));
+#define JOIN_RETRY_MS 50    /* between tries while node 0 changes rounds */
+#define JOIN_REFUSALS 5     /* handshakes cut in a row before a refusal is believed */
+#define JOIN_AGAIN (-2)     /* join_once: try again (a round change under way) */
+
+/* The job's keys node 0 published (with rounds, its run id and attempt):
+ * the job id into job, the attempt into *attempt. */
+static int read_job_keys(const drun_cfg *c, drun_job *job, const char *what, int *attempt) {
+  const char *keys[] = {DIST_KEY_JOB_ID, DIST_KEY_NPROC, DRUN_KEY_RUN, DRUN_KEY_ATTEMPT};
+  void *vals[4] = {NULL, NULL, NULL, NULL};
+  size_t lens[4] = {0, 0, 0, 0}, n = dist__run_rounds(c) ? 4 : 2;
+  if (dist_store_multi_get(job->store, keys, n, vals, lens) != DIST_OK)
+    return JOIN_AGAIN; /* the store closed under us: a round's end */
   int rc = 0;
+  *attempt = n == 4 ? atoi(vals[3]) : job->attempt;
   if (lens[0] == 0 || lens[0] > DIST_JOB_ID_MAX) {
     rc = launch_fail(what, "node 0 published no usable job id");
   } else if (atoi(vals[1]) != c->nproc) {
@@ -181,13 +177,65 @@ static int join_store(drun_cfg *c, drun_job *job) {
     rc = DRUN_EXIT_LAUNCH;
   } else {
     snprintf(job->job_id, sizeof job->job_id, "%s", (const char *)vals[0]);
+    if (n == 4)
+      snprintf(job->run_id, sizeof job->run_id, "%.*s", (int)lens[2], (const char *)vals[2]);
   }
-  dist_free(vals[0]);
-  dist_free(vals[1]);
+  for (size_t i = 0; i < n; i++)
+    dist_free(vals[i]);
+  return rc;
+}
+
+/* One try at joining node 0's store: 0, an exit status, or JOIN_AGAIN when
+ * the connection was cut or the store is a round older than job->attempt
+ * (node 0 keeps a round's store until every node has read how it ended, so
+ * a node fast to come back may find it still there). */
+static int join_once(drun_cfg *c, drun_job *job, int64_t deadline, int *cut) {
+  dist_store_tcp_opts o = {0};
+  o.host = c->master_addr;
+  o.port = c->master_port;
+  o.timeout_ms = deadline - dist__now_ms() > 1 ? deadline - dist__now_ms() : 1;
+  o.token = job->token[0] ? job->token : NULL;
+  char what[DRUN_HOSTLEN + 64];
+  snprintf(what, sizeof what, "cannot reach node 0's store at %s:%u", c->master_addr,
+           (unsigned)c->master_port);
+  if (dist_store_tcp_create(&o, &job->store) != DIST_OK) {
+    /* A store that closes mid-handshake reads as a refusal: believed
+     * only when it repeats (or without rounds, where no store closes). */
+    if (dist__run_rounds(c) && ++*cut < JOIN_REFUSALS && dist__now_ms() < deadline)
+      return JOIN_AGAIN;
+    return launch_fail(what, dist_last_errmsg());
+  }
+  *cut = 0;
+  int attempt;
+  int rc = read_job_keys(c, job, what, &attempt);
+  if (rc == 0 && attempt < job->attempt) {
+    DIST_LOG(INFO, RUN, "node 0's store still holds attempt %d; waiting for attempt %d",
+             attempt, job->attempt);
+    rc = JOIN_AGAIN;
+  } else if (rc == 0) {
+    job->attempt = attempt; /* a later one when this node arrives late */
+  }
+  return rc;
+}
+
+/* Node K > 0: joins node 0's store (the round of job->attempt or a later
+ * one) and takes its job id, then its place in the round. */
+static int join_store(drun_cfg *c, drun_job *job) {
+  int64_t deadline = dist__now_ms() + c->join_timeout_ms;
+  int cut = 0, rc;
+  while ((rc = join_once(c, job, deadline, &cut)) == JOIN_AGAIN) {
+    dist_store_destroy(job->store);
+    job->store = NULL;
+    if (dist__now_ms() >= deadline) {
+      dist__run_say("node 0's store at %s:%u did not open attempt %d within %.1f s "
+                    "(--join-timeout)", c->master_addr, (unsigned)c->master_port,
+                    job->attempt, (double)c->join_timeout_ms / 1000);
+      return DRUN_EXIT_LAUNCH;
+    }
+    dist__sleep_ms(JOIN_RETRY_MS);
+  }
   snprintf(job->store_addr, sizeof job->store_addr, "%s", c->master_addr);
   job->store_port = c->master_port;
-  if (rc == 0)
-    rc = dist__run_round_learn(c, job);
   if (rc == 0 && c->nnodes_min < c->nnodes_max)
     rc = dist__run_round_join(c, job); /* elastic: a ticket, admitted or not */
   else if (rc == 0 && c->node_rank_auto)
@@ -308,6 +356,21 @@ void dist__run_store_post_exit(drun_job *job, int rank, const char *how) {
   snprintf(key, sizeof key, DIST_KEY_EXIT_FMT, rank);
   if (job->store && dist_store_set(job->store, key, how, strlen(how)) != DIST_OK)
     post_failed(job, "how a rank ended");
+}
+
+void dist__run_store_post_beat(const drun_cfg *c, drun_job *job) {
+  char ev[32];
+  snprintf(ev, sizeof ev, "beat %d", c->node_rank);
+  if (job->store && c->node_rank != 0)
+    push_event(job, 0, ev);
+}
+
+void dist__run_store_post_left(const drun_cfg *c, drun_job *job, int node, const char *why) {
+  char ev[640];
+  snprintf(ev, sizeof ev, "left %d %s", node, why);
+  for (int k = 1; job->store && k < c->nnodes; k++)
+    if (k != node && !(k < 64 && (job->lost_nodes >> k & 1)))
+      push_event(job, k, ev);
 }
 
 void dist__run_store_post_done(const drun_cfg *c, drun_job *job, int status) {
