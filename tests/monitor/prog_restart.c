@@ -4,7 +4,9 @@
  * backend named), one all_reduce; then rank 1 exits with CODE while
  * DIST_RESTART_COUNT < N (a rank that ends while the others need it), and
  * otherwise every rank all_reduces again, prints "attempt K done" and
- * exits 0. Ends by itself within 60 s (alarm). */
+ * exits 0. With DIST_TEST_GATE=PATH rank 1 fails only once PATH exists (a
+ * test holds the attempt open until a late node waits for the next round).
+ * Ends by itself within 60 s (alarm). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,9 @@ int main(int argc, char **argv) {
   if ((rc = all_reduce()) != DIST_OK)
     return 1;
   if (dist_get_rank(NULL) == 1 && attempt < until) {
+    const char *gate = getenv("DIST_TEST_GATE");
+    while (gate && access(gate, F_OK) != 0)
+      usleep(10000); /* the test's signal; alarm() bounds it */
     fprintf(stderr, "rank 1: failing attempt %d with exit code %d\n", attempt, code);
     exit(code);
   }
