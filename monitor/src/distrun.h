@@ -12,6 +12,8 @@
  *   distrun_cause.c   the cause a rank posted (dist_post_cause): exit
  *                     status 10/11 and the report printed last
  *   distrun_trace.c   merging the ranks' trace files at the end
+ *   distrun_round.c   rounds of several nodes: restarts, elastic MIN:MAX
+ *   distrun_alive.c   the keep-alive: node 0 names a node that left
  * The contract with the ranks (variables, store keys) is core's
  * dist/internal/launch.h. */
 #ifndef DISTRUN_H

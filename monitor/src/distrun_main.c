@@ -468,6 +468,10 @@ static void close_streams(sup *sp) {
 
 /* Deadlines that states ask for; returns the poll timeout. */
 static int timers(sup *sp) {
+  /* Events first: after a long blocking moment (a leaver's bounded wait)
+   * the beats that came meanwhile are in the pipe, not yet heard. */
+  if (sp->job->notify_rd >= 0)
+    read_events(sp);
   int64_t now = dist__now_ms(), next = -1;
   if (sp->term_at >= 0 && now >= sp->term_at) {
     sp->term_at = -1;

@@ -37,6 +37,9 @@ typedef struct refusal {
 static const refusal refusals[] = {
     {{"--nnodes", "1:2", "--master-addr", "127.0.0.1"}, "an elastic job needs --rdzv-backend c10d"},
     {{"--nnodes", "3:1"}, "needs N or MIN:MAX with 1 <= MIN <= MAX"},
+    {{"--rdzv-conf", "keep_alive_max_attempt=0"},
+     "--rdzv-conf keep_alive_max_attempt needs an integer in [1, 1000]"},
+    {{"--rdzv-conf", "keep_alive_interval=0"}, "keep_alive_interval needs at least 0.01 s"},
     {{"--nproc-per-node", "xpu"}, "libdist has no XPU backend"},
     {{"--nproc_per_node", "many"}, "needs a number in [1, "},
     {{"--rdzv-backend", "etcd"}, "it does not use etcd"},
