@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "tmpdir.h"
 
 #define OUT(p) DIST_PROC_OUT(p)
 #define ERR(p) DIST_PROC_ERR(p)
@@ -28,7 +29,7 @@
 static char *tmpdir(void) {
   static char dir[64];
   snprintf(dir, sizeof dir, "/tmp/dist-elastic-XXXXXX");
-  cr_assert_not_null(mkdtemp(dir));
+  cr_assert_not_null(dist_test_mkdtemp(dir)); /* removed at exit */
   return dir;
 }
 
