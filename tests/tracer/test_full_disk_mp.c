@@ -85,7 +85,9 @@ Test(tracer_full_disk, a_full_trace_disk_is_counted_said_once_and_the_job_succee
   snprintf(path, sizeof path, "%s/trace.db", dir);
   sqlite3 *db;
   cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-  cr_assert_eq(tq_int(db, "SELECT count(*) FROM ranks WHERE end_state = 'finished'"), 2);
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM ranks WHERE end_state = 'finished'"), 2,
+               "end states: %s", tq_text(db, "SELECT group_concat(rank || ':' || end_state, ' ') "
+                                             "FROM ranks"));
   cr_assert_eq(tq_int(db, "SELECT count(*) FROM ranks WHERE dropped_records > 0"), 2);
   cr_assert_eq(tq_int(db, "SELECT count(*) FROM events WHERE kind = 'trace_write_failed' AND "
                           "status > 0"), 2);

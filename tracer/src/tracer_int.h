@@ -44,6 +44,7 @@ typedef struct tracer {
   bool write_failing;       /* the last commit failed */
   int64_t retry_ns;         /* ... the next is tried then */
   bool lost_unnoted;        /* write_lost is not in the file yet */
+  char end_state[16];       /* set at stop: the last cycles commit it with their rows */
   char write_err[256];      /* the first failure */
   _Atomic uint64_t committed; /* ring index committed up to */
   /* clock offsets */

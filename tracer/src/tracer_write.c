@@ -102,6 +102,12 @@ static void commit_cycle(tracer *t, bool last) {
   drain(t);
   uint64_t upto = t->tail;
   tr_sink_flush(t->sink);
+  if (last && t->end_state[0]) { /* in the same commit: a full disk cannot split them */
+    char sql[160];
+    snprintf(sql, sizeof sql, "UPDATE ranks SET end_state = '%s' WHERE rank = %d", t->end_state,
+             t->rank);
+    tr_exec(t->db, sql, NULL, 0);
+  }
   /* While writes fail, a commit is tried every RETRY_MS only (and at the
    * end): the cycles between roll back, so no rank takes the space another
    * rank freed to record its end. */
@@ -312,8 +318,14 @@ void tr_writer_stop(tracer *t, const char *end_state) {
   }
   if (!t->db)
     return;
-  commit_cycle(t, true); /* what came after the thread's last cycle */
-  if (t->lost_unnoted) { /* the disk is full: the kept space takes the count and the end */
+  snprintf(t->end_state, sizeof t->end_state, "%s", end_state);
+  /* A disk that filled during the run may still be full (or another
+   * rank's writer may have taken what it freed): the kept space takes the
+   * count and the end, committed with the last rows. */
+  if (t->write_lost)
+    release_space(t);
+  commit_cycle(t, true); /* what came after the thread's last cycle, and the end */
+  if (t->lost_unnoted) { /* the disk filled just now */
     release_space(t);
     commit_cycle(t, true);
   }
@@ -330,10 +342,6 @@ void tr_writer_stop(tracer *t, const char *end_state) {
     tr_exec(t->db, q, NULL, 0);
     sqlite3_free(q);
   }
-  char sql[160];
-  snprintf(sql, sizeof sql, "UPDATE ranks SET end_state = '%s' WHERE rank = %d", end_state,
-           t->rank);
-  tr_exec(t->db, sql, NULL, 0);
   if (t->write_lost)
     DIST_LOG(INFO, TRACER, "trace %s: %llu records could not be written (%s)%s", t->path,
              (unsigned long long)t->write_lost, t->write_err,
