@@ -11,7 +11,8 @@
  * or when R's oldest operation is a send or receive with Q that Q is not
  * in the other half of (a receive waits for a send). A cycle in that graph
  * is a deadlock; a rank that is merely idle (sleeping, computing) has no
- * outgoing edge, so an absence is never called a cycle. */
+ * outgoing edge, so an absence is never called a cycle. mon_waits.c finds
+ * the edges, once per operation, so the walks stay linear in the ranks. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,36 +28,12 @@ static const char *sec_word(int64_t ms, char *buf, size_t len) {
 }
 
 #define is_p2p dist__mon_is_p2p
-
-/* The operation a rank waits in, as members compare it: its sequence
- * number, and for a collective its ordinal among the group's collectives
- * (coll, 0 for point to point), which is what members share when their
- * point-to-point counts differ (pipeline stages send and receive
- * different numbers of times on one group). */
-typedef struct at_op {
-  uint64_t seq, coll;
-  int kind;
-} at_op;
-
-/* Whether a member whose record for the group is rg is in operation o: it
- * has reached it, and it is not another operation there. */
-static bool is_in(const mon_rec_group *rg, at_op o) {
-  if (!rg)
-    return false;
-  if (o.coll && rg->has_colls) {
-    if (rg->colls_enq < o.coll)
-      return false;
-    return !(rg->coll == o.coll && rg->kind >= 0 && rg->kind != o.kind);
-  }
-  if (rg->enq < o.seq)
-    return false;
-  return !(rg->done + 1 == o.seq && rg->kind >= 0 && rg->kind != o.kind);
-}
-
-/* The operation a blocked record b is in. */
-static at_op at_blocked(const mon_rec_group *b) {
-  return (at_op){b->done + 1, is_p2p(b->kind) ? 0 : b->coll, b->kind};
-}
+#define is_in dist__mon_is_in
+#define at_blocked dist__mon_at_blocked
+#define blocked_in dist__mon_blocked_in
+#define halves dist__mon_halves
+#define waits_for dist__mon_waits_for
+typedef mon_at_op at_op;
 
 /* Whether blocked records a and b (of one group) are in the same operation. */
 static bool same_op(const mon_rec_group *a, const mon_rec_group *b) {
@@ -83,23 +60,6 @@ static const char *peer_words(int kind, int peer, char *buf, size_t len) {
   else
     buf[0] = '\0';
   return buf;
-}
-
-/* The oldest operation rank r is blocked in, across its groups. */
-static const mon_rec_group *blocked_in(const mon_rec *r) {
-  const mon_rec_group *best = NULL;
-  for (int i = 0; r->present && i < r->n; i++)
-    if (r->g[i].enq > r->g[i].done && r->g[i].kind >= 0 &&
-        (!best || r->g[i].since_ms < best->since_ms))
-      best = &r->g[i];
-  return best;
-}
-
-/* Whether a and b are the two halves of one transfer between ranks ra, rb. */
-static bool halves(const mon_rec_group *a, int ra, const mon_rec_group *b, int rb) {
-  return a && b && a->peer == rb && b->peer == ra &&
-         ((a->kind == DIST_OP_SEND && b->kind == DIST_OP_RECV) ||
-          (a->kind == DIST_OP_RECV && b->kind == DIST_OP_SEND));
 }
 
 /* The peer of a rank blocked in a send or receive whose peer is blocked in
@@ -221,24 +181,6 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
     dist__appendf(buf, len, off, "    %s", r->crash);
 }
 
-/* Whether rank q, whose record lists no group gid, is a member of it that
- * has left (destroyed its process group, exited or died): known when this
- * rank is a member of gid too (its table lists the members). */
-static bool left_member(const mon_rec *rq, int q, int gid) {
-  if (!rq->died[0] && strcmp(rq->state, "done") && strcmp(rq->state, "exit"))
-    return false;
-  for (int i = 0; i < MON_MAX_GROUPS; i++) {
-    const mon_group *g = &dist__mon.groups[i];
-    if (!atomic_load_explicit(&g->live, memory_order_acquire) || g->gid != gid)
-      continue;
-    for (int m = 0; m < g->size; m++)
-      if (g->granks[m] == q)
-        return true;
-    return false;
-  }
-  return false;
-}
-
 /* A member that left cleanly before entering #seq (it destroyed its
  * process group, or distrun saw it exit with code 0) ran out of calls: the
  * ranks' calls differ in number (a skipped call, or an early exit). */
@@ -299,8 +241,6 @@ bool dist__mon_recs_settled(const mon_group *g, const mon_rec *recs) {
   }
   return true;
 }
-
-static bool waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q);
 
 /* When rank r last completed an operation in any group (else its first
  * heartbeat's time is unknown: its latest). */
@@ -375,8 +315,9 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   int *queue = dist__calloc((size_t)world, sizeof(int));
   int *fallback = dist__calloc((size_t)world, sizeof(int));
   bool *seen = dist__calloc((size_t)world, sizeof(bool));
+  mon_waits *wi = dist__mon_waits_new(recs, world);
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
-  if (queue && fallback && seen && from >= 0 && from < world) {
+  if (queue && fallback && seen && wi && from >= 0 && from < world) {
     queue[n++] = from;
     seen[from] = true;
   }
@@ -404,10 +345,11 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
         sinks[k++] = r;
       continue;
     }
-    for (int q = 0; q < world; q++)
-      if (!seen[q] && q != r && waits_for(recs, r, b, q)) {
-        seen[q] = true;
-        queue[n++] = q;
+    const int *to;
+    for (int i = 0, m = dist__mon_waits_out(wi, r, &to); i < m; i++)
+      if (!seen[to[i]] && to[i] != r) {
+        seen[to[i]] = true;
+        queue[n++] = to[i];
       }
   }
   for (int i = 0; !k && i < kf && i < cap; i++)
@@ -415,6 +357,7 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   dist__free(queue);
   dist__free(fallback);
   dist__free(seen);
+  dist__mon_waits_free(wi);
   qsort(sinks, (size_t)k, sizeof *sinks, cmp_int);
   return k;
 }
@@ -660,19 +603,6 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
 
 /* --- the wait-for graph --------------------------------------------------- */
 
-/* Whether rank r, blocked in b, waits for rank q: q is a member of b's
- * group (its record lists it) not in b's collective, or b is a send or
- * receive with q that q is not in the other half of. */
-static bool waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q) {
-  const mon_rec_group *qg = dist__mon_rec_group(&recs[q], b->gid);
-  if (!qg) /* q lists no such group: a member that left it is still waited for */
-    return left_member(&recs[q], q, b->gid) &&
-           (!is_p2p(b->kind) || b->peer == q);
-  if (is_p2p(b->kind))
-    return b->peer == q && !halves(b, r, blocked_in(&recs[q]), q);
-  return !is_in(qg, at_blocked(b));
-}
-
 typedef struct cycle {
   int n, ranks[64];    /* in wait order, from the lowest rank */
 } cycle;
@@ -680,7 +610,9 @@ typedef struct cycle {
 typedef struct walk {
   const mon_rec *recs;
   int world;
+  mon_waits *edges;
   int *color, *stack, depth;
+  int *pos;            /* where a rank on the stack (color 1) sits in it */
   cycle *found;        /* distinct cycles (by their sorted ranks) */
   int n_found, cap;
 } walk;
@@ -715,21 +647,45 @@ static void keep_cycle(walk *w, int from) {
 
 static void dfs(walk *w, int r) {
   w->color[r] = 1;
+  w->pos[r] = w->depth;
   w->stack[w->depth++] = r;
-  const mon_rec_group *b = blocked_in(&w->recs[r]);
-  for (int q = 0; b && q < w->world; q++) {
-    if (q == r || !waits_for(w->recs, r, b, q))
+  const int *to;
+  for (int i = 0, m = dist__mon_waits_out(w->edges, r, &to); i < m; i++) {
+    int q = to[i];
+    if (q == r)
       continue;
-    if (w->color[q] == 1) {
-      for (int i = 0; i < w->depth; i++)
-        if (w->stack[i] == q)
-          keep_cycle(w, i);
-    } else if (w->color[q] == 0) {
+    if (w->color[q] == 1)
+      keep_cycle(w, w->pos[q]);
+    else if (w->color[q] == 0)
       dfs(w, q);
-    }
   }
   w->depth--;
   w->color[r] = 2;
+}
+
+/* Every cycle of the wait-for graph (up to w->cap), from a walk started
+ * at each rank in turn; false when memory ran out (nothing found). */
+static bool walk_all(walk *w, const mon_rec *recs, int world) {
+  *w = (walk){.recs = recs, .world = world, .cap = 64};
+  w->edges = dist__mon_waits_new(recs, world);
+  w->color = dist__calloc((size_t)world + 1, sizeof(int));
+  w->pos = dist__calloc((size_t)world + 1, sizeof(int));
+  w->stack = dist__calloc((size_t)world + 1, sizeof(int));
+  w->found = dist__calloc((size_t)w->cap, sizeof *w->found);
+  if (!w->edges || !w->color || !w->pos || !w->stack || !w->found)
+    return false;
+  for (int r = 0; r < world; r++)
+    if (w->color[r] == 0)
+      dfs(w, r);
+  return true;
+}
+
+static void walk_free(walk *w) {
+  dist__mon_waits_free(w->edges);
+  dist__free(w->color);
+  dist__free(w->pos);
+  dist__free(w->stack);
+  dist__free(w->found);
 }
 
 static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len, size_t *off) {
@@ -826,14 +782,8 @@ static int common_ranks(const cycle *cs, int n, int world, int *out) {
 
 int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size_t *off,
                      mon_verdict *v) {
-  walk w = {.recs = recs, .world = world, .cap = 64};
-  w.color = dist__calloc((size_t)world, sizeof(int));
-  w.stack = dist__calloc((size_t)world + 1, sizeof(int));
-  w.found = dist__calloc((size_t)w.cap, sizeof *w.found);
-  if (w.color && w.stack && w.found)
-    for (int r = 0; r < world; r++)
-      if (w.color[r] == 0)
-        dfs(&w, r);
+  walk w;
+  walk_all(&w, recs, world);
   if (w.n_found) {
     /* The shortest cycle first, in full; the others mostly follow from it
      * (ranks that wait on a rank of the cycle, closing longer loops). */
@@ -858,9 +808,7 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
     }
   }
   int found = w.n_found;
-  dist__free(w.color);
-  dist__free(w.stack);
-  dist__free(w.found);
+  walk_free(&w);
   return found;
 }
 
@@ -895,14 +843,8 @@ bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_s
     return false;
   /* Liveness as of the snapshot, not of the end of a long search. */
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
-  walk w = {.recs = recs, .world = world, .cap = 64};
-  w.color = dist__calloc((size_t)world, sizeof(int));
-  w.stack = dist__calloc((size_t)world + 1, sizeof(int));
-  w.found = dist__calloc((size_t)w.cap, sizeof *w.found);
-  if (w.color && w.stack && w.found)
-    for (int r = 0; r < world; r++)
-      if (w.color[r] == 0)
-        dfs(&w, r);
+  walk w;
+  walk_all(&w, recs, world);
   const cycle *best = NULL;
   for (int i = 0; i < w.n_found; i++) {
     const cycle *c = &w.found[i];
@@ -932,8 +874,6 @@ bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_s
     }
     seen->ops = h;
   }
-  dist__free(w.color);
-  dist__free(w.stack);
-  dist__free(w.found);
+  walk_free(&w);
   return best != NULL;
 }

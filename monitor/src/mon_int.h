@@ -5,6 +5,7 @@
  *   mon_progress.c  progress records in the job's store (write, read)
  *   mon_record.c    the records' text format (shared with distrun)
  *   mon_diag.c      the diagnosis: lagging, dead and stopped ranks, cycles
+ *   mon_waits.c     who waits for whom: the wait-for graph's edges, indexed
  *   mon_symbol.c    call sites and stacks as "func (file:line)" (libdwfl)
  *   mon_crash.c     backtraces of fatal signals
  *   mon_stats.c     DETAIL statistics and stragglers
@@ -226,6 +227,42 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
  * alive, blocked in a synchronous call and has no other operation in
  * flight (nothing pending could break it); fills *seen with the shortest. */
 bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_seen *seen);
+
+/* --- who waits for whom (mon_waits.c) ---------------------------------- */
+
+/* The operation a rank waits in, as members compare it: its sequence
+ * number, and for a collective its ordinal among the group's collectives
+ * (coll, 0 for point to point), which is what members share when their
+ * point-to-point counts differ (pipeline stages send and receive
+ * different numbers of times on one group). */
+typedef struct mon_at_op {
+  uint64_t seq, coll;
+  int kind;
+} mon_at_op;
+
+/* Whether a member whose record for the group is rg (NULL: none) is in
+ * operation o: it has reached it, and it is not another operation there. */
+bool dist__mon_is_in(const mon_rec_group *rg, mon_at_op o);
+/* The operation a blocked record b is in. */
+mon_at_op dist__mon_at_blocked(const mon_rec_group *b);
+/* The oldest operation rank r is blocked in, across its groups, or NULL. */
+const mon_rec_group *dist__mon_blocked_in(const mon_rec *r);
+/* Whether a and b are the two halves of one transfer between ranks ra, rb. */
+bool dist__mon_halves(const mon_rec_group *a, int ra, const mon_rec_group *b, int rb);
+/* Whether rank r, blocked in b, waits for rank q (mon_waits.c's header). */
+bool dist__mon_waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q);
+
+/* Every rank's out-edges in recs[world], found once per operation. recs
+ * and this rank's group table must not change while it lives. NULL when
+ * memory ran out. Free with dist__mon_waits_free (accepts NULL). */
+typedef struct mon_waits mon_waits;
+mon_waits *dist__mon_waits_new(const mon_rec *recs, int world);
+/* The ranks r waits for, ascending, into *to (valid while w lives); how
+ * many. For a collective the list may hold r itself: skip it. */
+int dist__mon_waits_out(mon_waits *w, int r, const int **to);
+/* dist__mon_blocked_in(&recs[r]), remembered. */
+const mon_rec_group *dist__mon_waits_blocked(const mon_waits *w, int r);
+void dist__mon_waits_free(mon_waits *w);
 
 /* --- call sites (mon_symbol.c) ------------------------------------------ */
 /* "func (file.c:42)" or "func+0x1f (libx.so)" or "0x..." for addr. */

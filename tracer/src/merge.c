@@ -30,8 +30,6 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#define MAX_RANK_FILES 4096
-
 #define MERGE_BUSY_MS 5000 /* waiting for another reader of a rank file */
 
 static void seterr(char *err, size_t len, const char *fmt, ...) {
@@ -275,33 +273,50 @@ static int cmp_int(const void *a, const void *b) {
   return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
 }
 
-/* Ranks with a rank-R.<ext> file in dir, sorted. */
-static int list_ranks(const char *dir, const char *ext, int *ranks, int max) {
+/* Ranks with a rank-R.<ext> file in dir, sorted, into *ranks (free it);
+ * how many, or -1 with errno set. As many as there are: a job of 10,000
+ * ranks merges whole. */
+static int list_ranks(const char *dir, const char *ext, int **ranks) {
+  *ranks = NULL;
   DIR *d = opendir(dir);
   if (!d)
     return -1;
-  int n = 0;
+  int n = 0, cap = 0, *r = NULL;
   struct dirent *e;
-  while ((e = readdir(d)) && n < max) {
-    int r;
+  while ((e = readdir(d))) {
+    int x;
     char tail[16];
-    if (sscanf(e->d_name, "rank-%d.%15s", &r, tail) == 2 && r >= 0 && !strcmp(tail, ext))
-      ranks[n++] = r;
+    if (sscanf(e->d_name, "rank-%d.%15s", &x, tail) != 2 || x < 0 || strcmp(tail, ext))
+      continue;
+    if (n == cap) {
+      int *m = realloc(r, sizeof *r * (size_t)(cap = cap ? cap * 2 : 256));
+      if (!m) {
+        free(r);
+        closedir(d);
+        errno = ENOMEM;
+        return -1;
+      }
+      r = m;
+    }
+    r[n++] = x;
   }
   closedir(d);
-  qsort(ranks, (size_t)n, sizeof *ranks, cmp_int);
+  if (n)
+    qsort(r, (size_t)n, sizeof *r, cmp_int);
+  *ranks = r;
   return n;
 }
 
 static int import_rings(sqlite3 *db, const char *dir, dist_trace_merge_report *rep) {
-  int ranks[256];
-  int n = list_ranks(dir, "ring", ranks, 256);
+  int *ranks;
+  int n = list_ranks(dir, "ring", &ranks);
   for (int i = 0; i < n; i++) {
     char path[1200], err[256];
     snprintf(path, sizeof path, "%s/rank-%d.ring", dir, ranks[i]);
     if (tr_ring_import(db, path, ranks[i], err, sizeof err) != 0)
       skip(rep, path, err);
   }
+  free(ranks);
   return 0;
 }
 
@@ -444,8 +459,8 @@ int dist_trace_merge(const char *job_dir, const char *out_path, dist_trace_merge
     seterr(err, errlen, "dist_trace_merge: a job directory and an output path are needed");
     return DIST_E_INVAL;
   }
-  static int ranks[MAX_RANK_FILES];
-  int n = list_ranks(job_dir, "db", ranks, MAX_RANK_FILES);
+  int *ranks;
+  int n = list_ranks(job_dir, "db", &ranks);
   if (n < 0) {
     seterr(err, errlen, "cannot read %s: %s", job_dir, strerror(errno));
     return DIST_E_SYS;
@@ -457,11 +472,13 @@ int dist_trace_merge(const char *job_dir, const char *out_path, dist_trace_merge
   int rc = open_out(tmp, &db, err, errlen);
   if (rc != DIST_OK) {
     tr_temp_release(slot);
+    free(ranks);
     return rc;
   }
   char job[128] = "";
   if (copy_ranks(db, job_dir, ranks, n, job, sizeof job, rep) != 0)
     rc = no_space(tmp, err, errlen);
+  free(ranks);
   if (rc == DIST_OK)
     rc = finish(db, job_dir, tmp, job, sizeof job, rep, err, errlen);
   sqlite3_close(db);
