@@ -450,7 +450,8 @@ static int run_kind(tcp_cc *cc) {
 }
 
 /* After a failure (t->mu held): cancel what is in flight and tell the other
- * members, unless they told us or cannot hear it. */
+ * members, unless they told us or cannot hear it (a lost member was told
+ * of when it was found gone: dist__tcp_peer_gone). */
 static void fail_coll(tcp_cc *cc, int rc) {
   dist__tcp *t = cc->t;
   release_locked(cc, &cc->main);

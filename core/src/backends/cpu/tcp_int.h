@@ -36,7 +36,10 @@ enum {
   TCP_F_ACK,      /* the receiver matched msg_id and the sizes agree */
   TCP_F_NACK,     /* the receiver matched msg_id but expects size bytes */
   TCP_F_CANCEL,   /* the sender withdrew msg_id: no body will come */
-  TCP_F_ERROR,    /* the sender failed collective #tag: payload = message */
+  TCP_F_ERROR,    /* the sender failed collective #tag: payload = message,
+                     count = its status; for DIST_E_PEER_LOST, root = the
+                     group rank it found gone, so the others name that rank
+                     and not the sender, which exits next (-1: none) */
   TCP_F_ABORT,    /* the sender aborted the group: payload = reason */
   TCP_F_BYE,      /* the sender is destroying the group */
   TCP_F_END_
@@ -261,6 +264,7 @@ struct dist__tcp {
   int err_rc;                   /* ... its status (DIST_OK: none) ... */
   char err_msg[DIST_ERRMSG_LEN];/* ... and message */
   /* the first lost peer */
+  int lost_peer;                /* its group rank, -1 none */
   int lost_rc;
   char lost_msg[DIST_ERRMSG_LEN];
   /* tunables */

@@ -383,6 +383,7 @@ static int engine_new(dist__cpu_group *g, dist__tcp **out, dist__errbuf *err) {
     return dist__err_set(err, DIST_E_NOMEM, "group %s: out of memory", g->name);
   t->g = g;
   t->wakefd = -1;
+  t->lost_peer = -1;
   *out = t;
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);

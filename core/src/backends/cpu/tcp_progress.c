@@ -78,6 +78,22 @@ static void conn_gone(tcp_conn *c) {
   c->in_body = false;
 }
 
+/* This rank found member `gone` lost (t->mu held): the other members hear
+ * it first from here (TCP_F_ERROR, root = gone), before this rank fails
+ * and exits, so none of them takes this rank's end, which it may see
+ * before gone's, for the cause (relayed_loss). */
+static void tell_lost(dist__tcp *t, int gone, const char *msg) {
+  tcp_hdr h;
+  dist__tcp_hdr_init(&h, TCP_F_ERROR, DIST_TCP_CTX_COLL, 0);
+  h.count = DIST_E_PEER_LOST;
+  h.root = gone;
+  for (int p = 0; p < t->g->size; p++)
+    if (p != t->g->rank && p != gone && !t->conns[p].gone) {
+      dist__tcp_send_ctrl(t, &t->conns[p], &h, msg);
+      dist__tcp_flush(t, &t->conns[p]);
+    }
+}
+
 void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...) {
   c = &t->conns[c->peer]; /* a peer is lost with all its sockets at once */
   if (c->gone)
@@ -89,7 +105,10 @@ void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...
   va_end(ap);
   for (int i = 0; i < c->nlanes; i++)
     dist__tcp_lane(t, c->peer, i)->gone = true;
-  int failed = fail_peer_reqs(t, c->peer, rc, msg);
+  /* After a first loss, a member that ends next most likely failed of it:
+   * what waited for it fails naming that first cause. */
+  bool after = t->lost_rc != DIST_OK && t->lost_peer != c->peer;
+  int failed = fail_peer_reqs(t, c->peer, after ? t->lost_rc : rc, after ? t->lost_msg : msg);
   for (int i = 0; i < c->nlanes; i++)
     conn_gone(dist__tcp_lane(t, c->peer, i));
   t->completed = true;
@@ -105,10 +124,29 @@ void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...
   DIST_LOG(WARNING, TCP, "group %s: %s", t->g->name, msg);
   dist__cpu_peer_lost(t->g, c->peer, msg);
   if (t->lost_rc == DIST_OK) {
+    t->lost_peer = c->peer;
     t->lost_rc = rc;
     snprintf(t->lost_msg, sizeof t->lost_msg, "%s", msg);
+    tell_lost(t, c->peer, msg);
   }
   dist__cpu_mark_broken(t->g, rc, msg);
+}
+
+/* A member that lost rank `gone` says so (tell_lost) before it fails and
+ * exits, text being what it saw: gone is
+ * this rank's first lost peer too (unless it already had one), so what
+ * fails here names it, whichever connection this rank sees end first;
+ * the sender's own end, next, is a consequence. */
+static void relayed_loss(dist__tcp *t, int gone, const char *text, const char *sender) {
+  char msg[DIST_ERRMSG_LEN];
+  snprintf(msg, sizeof msg, "%s\n  seen by %s", text, sender);
+  dist__cpu_peer_lost(t->g, gone, msg);
+  if (t->lost_rc == DIST_OK) {
+    t->lost_peer = gone;
+    t->lost_rc = DIST_E_PEER_LOST;
+    snprintf(t->lost_msg, sizeof t->lost_msg, "%s", msg);
+  }
+  dist__cpu_mark_broken(t->g, DIST_E_PEER_LOST, msg);
 }
 
 void dist__tcp_on_error(dist__tcp *t, tcp_conn *c, const char *text) {
@@ -119,6 +157,12 @@ void dist__tcp_on_error(dist__tcp *t, tcp_conn *c, const char *text) {
   char nb[160];
   dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb);
   t->completed = true;
+  int gone = (int)c->rh.root;
+  if (rc == DIST_E_PEER_LOST && gone >= 0 && gone < t->g->size && gone != t->g->rank &&
+      gone != c->peer) {
+    relayed_loss(t, gone, text, nb);
+    return;
+  }
   if (seq == t->failed_seq && seq != 0)
     return; /* it failed here too: the ranks agree */
   if (seq < t->coll_seq || (seq == t->coll_seq && !t->coll_active)) {
