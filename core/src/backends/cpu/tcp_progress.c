@@ -127,7 +127,8 @@ void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...
     t->lost_peer = c->peer;
     t->lost_rc = rc;
     snprintf(t->lost_msg, sizeof t->lost_msg, "%s", msg);
-    tell_lost(t, c->peer, msg);
+    if (rc == DIST_E_PEER_LOST) /* not "no memory for its message": it lives */
+      tell_lost(t, c->peer, msg);
   }
   dist__cpu_mark_broken(t->g, rc, msg);
 }
