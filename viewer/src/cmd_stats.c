@@ -2,9 +2,11 @@
  * group and op (completed operations, start to end), and per-rank arrival
  * skew: for every collective seen on two or more ranks, how long after the
  * earliest rank each rank started, and how often it was the last to arrive
- * (the straggler). One pass over the operations in (group, seq) order
+ * (the straggler). A merged file carries these histograms (the merge's
+ * summaries, SCHEMA.md "Summaries"): a few rows per group, op and rank.
+ * Without them, one pass over the operations in (group, seq, rank) order
  * (op_by_coll), with histograms instead of sorted arrays, so memory does
- * not grow with the trace. */
+ * not grow with the trace; both give the same figures. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,7 +100,7 @@ static void skew(stats *s, const arrival *a, int n) {
 static int scan(vw_model *m, stats *s) {
   sqlite3_stmt *st = vw_sql_prepare(
       m, "SELECT group_id, seq, rank, op, state, t_started_ns, t_ended_ns FROM operations "
-         "ORDER BY group_id, p2p, seq");
+         "ORDER BY group_id, p2p, seq, rank");   // rank: a tie's last arrival is the lowest
   if (!st)
     return -1;
   arrival *a = malloc(VW_MAX_RANKS * sizeof *a);
@@ -130,6 +132,55 @@ static int scan(vw_model *m, stats *s) {
   free(a);
   sqlite3_finalize(st);
   return !a || rc < 0 ? -1 : 0;
+}
+
+/* Per group and op, in the order the scan meets them, each bucket of
+ * completed operations' durations. */
+static int load_latency(vw_model *m, stats *s) {
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT group_id, op, min_ns, max_ns, n, sum_ns FROM "
+                                       "stat_latency ORDER BY ord, min_ns");
+  if (!st)
+    return -1;
+  int rc;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW) {
+    char op[28];
+    vw_sql_text(st, 1, op, sizeof op);
+    op_stat *o = op_slot(s, sqlite3_column_int(st, 0), op);
+    if (!o)
+      break;
+    vw_hist_add_bucket(&o->h, vw_sql_i64(st, 2), vw_sql_i64(st, 3), vw_sql_i64(st, 4),
+                       sqlite3_column_double(st, 5));
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Per rank its totals and each bucket of its lateness. */
+static int load_skew(vw_model *m, stats *s) {
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "SELECT r.rank, r.sum_ns, r.last_arrivals, k.min_ns, k.max_ns, k.n, k.sum_ns FROM "
+         "stat_ranks r JOIN stat_skew k ON k.rank = r.rank ORDER BY r.rank, k.min_ns");
+  if (!st)
+    return -1;
+  int rc;
+  rank_stat *r = NULL;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW) {
+    int rank = sqlite3_column_int(st, 0);
+    if (!r || r->rank != rank) {
+      if (!(r = rank_slot(s, rank)))
+        break;
+      r->sum = vw_sql_i64(st, 1);
+      r->last = vw_sql_i64(st, 2);
+    }
+    vw_hist_add_bucket(&r->h, vw_sql_i64(st, 3), vw_sql_i64(st, 4), vw_sql_i64(st, 5),
+                       sqlite3_column_double(st, 6));
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int load(vw_model *m, stats *s) {
+  return m->summarised ? (load_latency(m, s) == 0 && load_skew(m, s) == 0 ? 0 : -1) : scan(m, s);
 }
 
 static void print(const stats *s, bool json, FILE *f) {
@@ -187,7 +238,7 @@ int vw_cmd_stats(int argc, char **argv) {
   if ((rc = vw_open_or_report("distview stats", argv[i], &m)) != 0)
     return rc;
   stats s = {0};
-  if (scan(m, &s) != 0) {
+  if (load(m, &s) != 0) {
     fprintf(stderr, "distview stats: %s\n", m->err[0] ? m->err : "out of memory");
     rc = VW_EXIT_UNREADABLE;
   } else {

@@ -68,7 +68,7 @@ int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len) {
   "count(DISTINCT op) > 1 OR count(DISTINCT coalesce(dtype, '')) > 1 OR "               \
   "count(DISTINCT coalesce(root, -1)) > 1 OR count(DISTINCT coalesce(redop, '')) > 1 OR " \
   "count(DISTINCT CASE WHEN op IN " SHAPED_OPS " THEN coalesce(shape, '') || '/' || "   \
-  "numel_in END) > 1 ORDER BY min(t_enqueued_ns) LIMIT 1"
+  "numel_in END) > 1 ORDER BY min(t_enqueued_ns), group_id, seq LIMIT 1"
 #define WITH_TIME(Q)                                                                    \
   "SELECT group_id, seq, (SELECT min(t_enqueued_ns) FROM operations o WHERE "           \
   "o.group_id = c.group_id AND o.seq = c.seq) FROM (" Q ") c"
@@ -97,8 +97,26 @@ static int candidate(vw_model *m, int group, int64_t lo, int64_t hi, int *g, int
   return rc < 0 ? -1 : rc == SQLITE_ROW;
 }
 
+/* The deep scan's answer from the merge's summary (coll_mismatch holds
+ * every candidate with its earliest enqueue): a few rows, not every one. */
+static int summarised(vw_model *m, int *g, int64_t *s) {
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT group_id, seq FROM coll_mismatch ORDER BY "
+                                       "t_first_ns, group_id, seq LIMIT 1");
+  if (!st)
+    return -1;
+  int rc = vw_sql_step(m, st);
+  if (rc == SQLITE_ROW) {
+    *g = sqlite3_column_int(st, 0);
+    *s = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : rc == SQLITE_ROW;
+}
+
 /* The earliest candidate: over everything (deep) or each group's tail. */
 static int find(vw_model *m, bool deep, int *g, int64_t *s) {
+  if (deep && m->summarised)
+    return summarised(m, g, s);
   if (deep)
     return candidate(m, -1, 0, 0, g, s, &(int64_t){0});
   int found = 0;

@@ -276,6 +276,10 @@ int vw_model_reload(vw_model *m) {
   if (m->job.world_size <= 0)
     m->job.world_size = m->job.nranks;
   m->job.n_events = vw_sql_scalar(m, "SELECT count(*) FROM events", 0, NULL);
+  /* all four or none: the merge writes them in one transaction */
+  m->summarised = vw_sql_scalar(m, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                   "name IN ('coll_mismatch', 'stat_latency', 'stat_skew', "
+                                   "'stat_ranks')", 0, NULL) == 4;
   m->has_gpu =
       vw_sql_scalar(m, "SELECT 1 FROM events WHERE kind = 'gpu' LIMIT 1", 0, NULL) == 1;
   return m->err[0] ? -1 : 0;

@@ -115,6 +115,8 @@ typedef struct vw_model {
   vw_job job;
   bool indexed;          /* op_by_coll exists (merged file) */
   bool has_gpu;          /* events holds rows of kind 'gpu' (CUDA operations) */
+  bool summarised;       /* the merge's summaries exist (SCHEMA.md "Summaries"): diagnose
+                          * and stats read them instead of every operation */
   char err[512];
 } vw_model;
 
@@ -330,6 +332,10 @@ typedef struct vw_hist {
 int vw_hist_init(vw_hist *h);
 void vw_hist_free(vw_hist *h);
 void vw_hist_add(vw_hist *h, int64_t v);
+/* n values lo..hi adding up to sum, already bucketed by the merge in this
+ * histogram's buckets (the summaries' rows): the same histogram as adding
+ * them one by one. */
+void vw_hist_add_bucket(vw_hist *h, int64_t lo, int64_t hi, int64_t n, double sum);
 /* The q-quantile (0..1), within 1/64 of the true value; -1 when empty. */
 int64_t vw_hist_quantile(const vw_hist *h, double q);
 

@@ -1,0 +1,70 @@
+/* summary_map.h - the hash tables of the merge's summaries (summary.c):
+ * open addressing over integer keys, and a string interner. Each table
+ * grows by doubling; a failed allocation leaves it as it was and returns
+ * NULL (or -1), so the caller can give up on the summaries and the merge
+ * still succeeds. */
+#ifndef DIST_TRACE_SUMMARY_MAP_H
+#define DIST_TRACE_SUMMARY_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A collective (group, seq) of the non-point-to-point rows: its first
+ * row's fingerprint and whether another row's differs, its earliest
+ * enqueue, and its starts (earliest, latest and the lowest rank at the
+ * latest, how many). */
+typedef struct sm_coll {
+  int64_t seq;
+  int32_t group;
+  int32_t used;
+  int32_t op, dtype, redop, shape; /* interned; shape -1: not a shaped op */
+  int32_t root;                    /* -1: NULL */
+  int32_t differs;
+  int32_t n;                       /* rows with a start */
+  int32_t hi_rank;
+  int64_t t_first, lo, hi;
+} sm_coll;
+
+typedef struct sm_colls {
+  sm_coll *slot;
+  size_t cap, n;
+} sm_colls;
+
+/* The collective's slot, made (zeroed, used = 1, new = 1) when absent. */
+sm_coll *sm_coll_get(sm_colls *t, int32_t group, int64_t seq, int *is_new);
+/* The slot, or NULL when absent. */
+const sm_coll *sm_coll_find(const sm_colls *t, int32_t group, int64_t seq);
+void sm_colls_free(sm_colls *t);
+
+/* Bucket totals keyed by three integers: (group, op, bucket) for latency,
+ * (rank, bucket, 0) for arrival lateness. */
+typedef struct sm_bucket {
+  int64_t k[3];
+  int64_t n, min, max;
+  int64_t total;  /* the exact sum */
+  int64_t aux;    /* the caller's */
+  double sum;     /* as the viewer's histogram adds them: exact below 2^53 */
+} sm_bucket;
+
+typedef struct sm_buckets {
+  int32_t *slot;   /* index into b + 1; 0 empty */
+  size_t cap;
+  sm_bucket *b;
+  size_t n, bcap;
+} sm_buckets;
+
+/* The entry of key (a, b, c), made (zeroed, min INT64_MAX) when absent. */
+sm_bucket *sm_bucket_get(sm_buckets *t, int64_t a, int64_t b, int64_t c);
+void sm_buckets_free(sm_buckets *t);
+
+/* Strings to small ids, in order of first sight from 0. */
+typedef struct sm_strings {
+  char **s;
+  int32_t *slot;   /* id + 1; 0 empty */
+  size_t cap, n, scap;
+} sm_strings;
+
+int32_t sm_intern(sm_strings *t, const char *s);
+void sm_strings_free(sm_strings *t);
+
+#endif
