@@ -2,7 +2,7 @@
  * `distview stats` read a few rows instead of every operation (SCHEMA.md,
  * "Summaries"): the collectives whose fingerprints differ (coll_mismatch),
  * latency histograms per group and op (stat_latency), arrival lateness per
- * rank (stat_skew, stat_ranks), and an index of the failed operations.
+ * rank (stat_ranks), and an index of the failed operations.
  *
  * DESIGN. Both passes read operations in storage order. Reading it in
  * collective order (op_by_coll, what the viewer's scans do) costs a b-tree
@@ -19,8 +19,8 @@
  *   pass 2: per rank, how long after its collective's earliest start each
  *     row started (collectives with two or more starts), bucketed.
  * The buckets are the viewer's histogram's (hist.c): values under 128 ns
- * alone, then 64 per power of two; each row keeps its bucket's count, sum,
- * least and greatest value, so the viewer rebuilds the same histogram. */
+ * alone, then 64 per power of two; summary_write.c turns them into the
+ * figures `distview stats` prints, as the viewer would. */
 #include "reader_int.h"
 
 #include <stdio.h>
@@ -29,14 +29,6 @@
 
 #include "summary_map.h"
 
-typedef struct summary {
-  sm_colls colls;
-  sm_buckets lat;     /* (group, op id, bucket) */
-  sm_buckets first;   /* (group, op id, 0): aux = p2p, min = seq, max = rank of the first row */
-  sm_buckets skew;    /* (rank, bucket, 0) */
-  sm_buckets ranks;   /* (rank, 0, 0): every lateness; aux = times it arrived last */
-  sm_strings str;
-} summary;
 
 static int bucket(int64_t v) {
   if (v < 128)
@@ -188,119 +180,6 @@ static int pass2(sqlite3 *db, summary *s) {
   return bad || rc != SQLITE_DONE ? -1 : 0;
 }
 
-static const char tables_sql[] =
-    "DROP TABLE IF EXISTS coll_mismatch; DROP TABLE IF EXISTS stat_latency;"
-    "DROP TABLE IF EXISTS stat_skew; DROP TABLE IF EXISTS stat_ranks;"
-    "DROP INDEX IF EXISTS op_failed;"
-    "CREATE INDEX op_failed ON operations(t_enqueued_ns, rank, group_id, seq)"
-    " WHERE state = 'failed';"
-    "CREATE TABLE coll_mismatch (group_id INTEGER NOT NULL, seq INTEGER NOT NULL,"
-    " t_first_ns INTEGER NOT NULL);"
-    "CREATE TABLE stat_latency (ord INTEGER NOT NULL, group_id INTEGER NOT NULL,"
-    " op TEXT NOT NULL, min_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL, n INTEGER NOT NULL,"
-    " sum_ns REAL NOT NULL);"
-    "CREATE TABLE stat_skew (rank INTEGER NOT NULL, min_ns INTEGER NOT NULL,"
-    " max_ns INTEGER NOT NULL, n INTEGER NOT NULL, sum_ns REAL NOT NULL);"
-    "CREATE TABLE stat_ranks (rank INTEGER PRIMARY KEY, collectives INTEGER NOT NULL,"
-    " sum_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL, last_arrivals INTEGER NOT NULL);";
-
-static int exec_row(sqlite3_stmt *st) {
-  int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
-  sqlite3_reset(st);
-  return rc;
-}
-
-static int write_mismatch(sqlite3 *db, const summary *s) {
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, "INSERT INTO coll_mismatch VALUES (?, ?, ?)", -1, &st, NULL))
-    return -1;
-  int rc = 0;
-  for (size_t i = 0; i < s->colls.cap && rc == 0; i++) {
-    const sm_coll *c = &s->colls.slot[i];
-    if (!c->used || !c->differs)
-      continue;
-    sqlite3_bind_int(st, 1, c->group);
-    sqlite3_bind_int64(st, 2, c->seq);
-    sqlite3_bind_int64(st, 3, c->t_first);
-    rc = exec_row(st);
-  }
-  sqlite3_finalize(st);
-  return rc;
-}
-
-static const sm_bucket *first_of;   /* qsort's context: s->first's entries */
-
-/* (group, op) in the viewer's order: by group, then the first row's
- * (p2p, seq, rank). */
-static int cmp_first(const void *a, const void *b) {
-  const sm_bucket *x = &first_of[*(const int *)a], *y = &first_of[*(const int *)b];
-  int64_t kx[4] = {x->k[0], x->aux, x->min, x->max}, ky[4] = {y->k[0], y->aux, y->min, y->max};
-  for (int i = 0; i < 4; i++)
-    if (kx[i] != ky[i])
-      return kx[i] < ky[i] ? -1 : 1;
-  return 0;
-}
-
-static int write_latency(sqlite3 *db, summary *s) {
-  int *ord = malloc((s->first.n + 1) * sizeof *ord);
-  int *rank_of = malloc((s->first.n + 1) * sizeof *rank_of);
-  sqlite3_stmt *st = NULL;
-  int rc = !ord || !rank_of || sqlite3_prepare_v2(db, "INSERT INTO stat_latency VALUES (?, ?, ?, "
-                                                      "?, ?, ?, ?)", -1, &st, NULL) ? -1 : 0;
-  for (size_t i = 0; rc == 0 && i < s->first.n; i++)
-    ord[i] = (int)i;
-  if (rc == 0) {
-    first_of = s->first.b;
-    qsort(ord, s->first.n, sizeof *ord, cmp_first);
-    for (size_t i = 0; i < s->first.n; i++)
-      rank_of[ord[i]] = (int)i;
-  }
-  for (size_t i = 0; rc == 0 && i < s->lat.n; i++) {
-    const sm_bucket *b = &s->lat.b[i];
-    const sm_bucket *f = sm_bucket_get(&s->first, b->k[0], b->k[1], 0);   // present
-    sqlite3_bind_int(st, 1, rank_of[f - s->first.b]);
-    sqlite3_bind_int64(st, 2, b->k[0]);
-    sqlite3_bind_text(st, 3, s->str.s[b->k[1]], -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, b->min);
-    sqlite3_bind_int64(st, 5, b->max);
-    sqlite3_bind_int64(st, 6, b->n);
-    sqlite3_bind_double(st, 7, b->sum);
-    rc = exec_row(st);
-  }
-  sqlite3_finalize(st);
-  free(ord);
-  free(rank_of);
-  return rc;
-}
-
-static int write_skew(sqlite3 *db, const summary *s) {
-  sqlite3_stmt *a = NULL, *b = NULL;
-  int rc = sqlite3_prepare_v2(db, "INSERT INTO stat_skew VALUES (?, ?, ?, ?, ?)", -1, &a, NULL) ||
-                   sqlite3_prepare_v2(db, "INSERT INTO stat_ranks VALUES (?, ?, ?, ?, ?)", -1,
-                                      &b, NULL) ? -1 : 0;
-  for (size_t i = 0; rc == 0 && i < s->skew.n; i++) {
-    const sm_bucket *e = &s->skew.b[i];
-    sqlite3_bind_int64(a, 1, e->k[0]);
-    sqlite3_bind_int64(a, 2, e->min);
-    sqlite3_bind_int64(a, 3, e->max);
-    sqlite3_bind_int64(a, 4, e->n);
-    sqlite3_bind_double(a, 5, e->sum);
-    rc = exec_row(a);
-  }
-  for (size_t i = 0; rc == 0 && i < s->ranks.n; i++) {
-    const sm_bucket *e = &s->ranks.b[i];
-    sqlite3_bind_int64(b, 1, e->k[0]);
-    sqlite3_bind_int64(b, 2, e->n);
-    sqlite3_bind_int64(b, 3, e->total);
-    sqlite3_bind_int64(b, 4, e->max);
-    sqlite3_bind_int64(b, 5, e->aux);
-    rc = exec_row(b);
-  }
-  sqlite3_finalize(a);
-  sqlite3_finalize(b);
-  return rc;
-}
-
 static void free_summary(summary *s) {
   sm_colls_free(&s->colls);
   sm_buckets_free(&s->lat);
@@ -313,10 +192,7 @@ static void free_summary(summary *s) {
 int tr_summary_build(sqlite3 *db, char *err, size_t errlen) {
   summary s = {0};
   int rc = tr_exec(db, "SAVEPOINT summary", err, errlen);
-  if (rc == 0)
-    rc = tr_exec(db, tables_sql, err, errlen);
-  if (rc == 0 && (pass1(db, &s) != 0 || pass2(db, &s) != 0 || write_mismatch(db, &s) != 0 ||
-                  write_latency(db, &s) != 0 || write_skew(db, &s) != 0)) {
+  if (rc == 0 && (pass1(db, &s) != 0 || pass2(db, &s) != 0 || tr_summary_write(db, &s) != 0)) {
     snprintf(err ? err : (char[1]){0}, err ? errlen : 1, "summaries: %s",
              sqlite3_errcode(db) ? sqlite3_errmsg(db) : "out of memory");
     rc = -1;

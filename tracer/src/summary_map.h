@@ -1,5 +1,6 @@
-/* summary_map.h - the hash tables of the merge's summaries (summary.c):
- * open addressing over integer keys, and a string interner. Each table
+/* summary_map.h - the insides of the merge's summaries (summary.c,
+ * summary_write.c): hash tables with open addressing over integer keys,
+ * a string interner, and what the passes gather. Each table
  * grows by doubling; a failed allocation leaves it as it was and returns
  * NULL (or -1), so the caller can give up on the summaries and the merge
  * still succeeds. */
@@ -8,6 +9,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <sqlite3.h>
 
 /* A collective (group, seq) of the non-point-to-point rows: its first
  * row's fingerprint and whether another row's differs, its earliest
@@ -66,5 +69,19 @@ typedef struct sm_strings {
 
 int32_t sm_intern(sm_strings *t, const char *s);
 void sm_strings_free(sm_strings *t);
+
+/* What the passes over operations gathered (summary.c). */
+typedef struct summary {
+  sm_colls colls;
+  sm_buckets lat;     /* (group, op id, bucket) */
+  sm_buckets first;   /* (group, op id, 0): aux = p2p, min = seq, max = rank of the first row */
+  sm_buckets skew;    /* (rank, bucket, 0) */
+  sm_buckets ranks;   /* (rank, 0, 0): every lateness; aux = times it arrived last */
+  sm_strings str;
+} summary;
+
+/* summary_write.c: the tables (dropped first when there), from s; its
+ * bucket arrays are sorted in place (their hash slots are stale after). */
+int tr_summary_write(sqlite3 *db, summary *s);
 
 #endif

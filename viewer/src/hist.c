@@ -48,15 +48,6 @@ void vw_hist_add(vw_hist *h, int64_t v) {
     h->max = v;
 }
 
-void vw_hist_add_bucket(vw_hist *h, int64_t lo, int64_t hi, int64_t n, double sum) {
-  int i = bucket(lo < 0 ? 0 : lo);
-  h->b[i] += n;
-  h->sum[i] += sum;
-  h->n += n;
-  if (hi > h->max)
-    h->max = hi;
-}
-
 int64_t vw_hist_quantile(const vw_hist *h, double q) {
   if (h->n == 0)
     return -1;
