@@ -78,35 +78,36 @@ static int64_t i64(sqlite3_stmt *st, int i) {
   "SELECT rank, group_id, seq, op, state, dtype, shape, numel_in, root, redop,"           \
   " t_enqueued_ns, t_started_ns, t_ended_ns FROM main.operations"
 
-/* The row's fingerprint, interned; -1 out of memory. */
-static int fingerprint(summary *s, sqlite3_stmt *st, const char *op, int32_t fp[5]) {
-  char key[512];
+/* The row's fingerprint: op, dtype, redop and (shaped ops) shape
+ * interned, root, element count; -1 out of memory. */
+static int fingerprint(summary *s, sqlite3_stmt *st, const char *op, int32_t fp[5],
+                       int64_t *numel) {
+  bool shaped = same_shape(op);
   fp[0] = sm_intern(&s->str, op);
   fp[1] = sm_intern(&s->str, text(st, 5));
   fp[2] = sm_intern(&s->str, text(st, 9));
-  fp[3] = -1;
-  if (same_shape(op)) {
-    snprintf(key, sizeof key, "%s/%lld", text(st, 6), (long long)sqlite3_column_int64(st, 7));
-    fp[3] = sm_intern(&s->str, key);
-  }
+  fp[3] = shaped ? sm_intern(&s->str, text(st, 6)) : -1;
   fp[4] = (int32_t)i64(st, 8);
-  return fp[0] < 0 || fp[1] < 0 || fp[2] < 0 || (fp[3] < 0 && same_shape(op)) ? -1 : 0;
+  *numel = shaped ? sqlite3_column_int64(st, 7) : 0;
+  return fp[0] < 0 || fp[1] < 0 || fp[2] < 0 || (shaped && fp[3] < 0) ? -1 : 0;
 }
 
 static int add_coll(summary *s, sqlite3_stmt *st, int rank, int group, int64_t seq,
                     const char *op) {
   int32_t fp[5];
+  int64_t numel;
   int fresh;
   sm_coll *c = sm_coll_get(&s->colls, group, seq, &fresh);
-  if (!c || fingerprint(s, st, op, fp) != 0)
+  if (!c || fingerprint(s, st, op, fp, &numel) != 0)
     return -1;
   int64_t t_enq = sqlite3_column_int64(st, 10), t0 = i64(st, 11);
   if (fresh) {
     c->op = fp[0], c->dtype = fp[1], c->redop = fp[2], c->shape = fp[3], c->root = fp[4];
+    c->numel = numel;
     c->t_first = t_enq;
   } else {
     c->differs |= c->op != fp[0] || c->dtype != fp[1] || c->redop != fp[2] ||
-                  c->shape != fp[3] || c->root != fp[4];
+                  c->shape != fp[3] || c->root != fp[4] || c->numel != numel;
     c->t_first = t_enq < c->t_first ? t_enq : c->t_first;
   }
   if (t0 < 0)
@@ -144,8 +145,7 @@ static int pass1(sqlite3 *db, summary *s) {
   while (!bad && (rc = sqlite3_step(st)) == SQLITE_ROW) {
     int rank = sqlite3_column_int(st, 0), group = sqlite3_column_int(st, 1);
     int64_t seq = sqlite3_column_int64(st, 2);
-    char op[64];
-    snprintf(op, sizeof op, "%s", text(st, 3));
+    const char *op = text(st, 3);   // valid until the next step
     bool p2p = is_p2p(op);
     bad = add_latency(s, st, rank, group, seq, op, p2p) != 0 ||
           (!p2p && add_coll(s, st, rank, group, seq, op) != 0);

@@ -2,6 +2,7 @@
  * Linear probing with power-of-two capacities, at most half full. */
 #include "summary_map.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,7 +73,8 @@ void sm_colls_free(sm_colls *t) {
 }
 
 static uint64_t key_hash(int64_t a, int64_t b, int64_t c) {
-  return mix(mix((uint64_t)a) ^ (uint64_t)b * 0x9e3779b97f4a7c15ULL ^ (uint64_t)c);
+  return mix((uint64_t)a * 0x9e3779b97f4a7c15ULL ^ (uint64_t)b * 0xc2b2ae3d27d4eb4fULL ^
+             (uint64_t)c);
 }
 
 static int bucket_grow(sm_buckets *t) {
@@ -93,13 +95,18 @@ static int bucket_grow(sm_buckets *t) {
   return 0;
 }
 
+static bool same(const sm_bucket *e, int64_t a, int64_t b, int64_t c) {
+  return e->k[0] == a && e->k[1] == b && e->k[2] == c;
+}
+
 sm_bucket *sm_bucket_get(sm_buckets *t, int64_t a, int64_t b, int64_t c) {
   size_t j = 0;
+  if (t->last < t->n && same(&t->b[t->last], a, b, c))
+    return &t->b[t->last];
   if (t->cap) {
     for (j = key_hash(a, b, c) & (t->cap - 1); t->slot[j]; j = (j + 1) & (t->cap - 1)) {
-      sm_bucket *e = &t->b[t->slot[j] - 1];
-      if (e->k[0] == a && e->k[1] == b && e->k[2] == c)
-        return e;
+      if (same(&t->b[t->slot[j] - 1], a, b, c))
+        return &t->b[t->last = (size_t)t->slot[j] - 1];
     }
   }
   if (t->n + 1 >= t->bcap) {
@@ -121,6 +128,7 @@ sm_bucket *sm_bucket_get(sm_buckets *t, int64_t a, int64_t b, int64_t c) {
   e->k[2] = c;
   e->min = INT64_MAX;
   t->slot[j] = (int32_t)++t->n;
+  t->last = t->n - 1;
   return e;
 }
 

@@ -22,6 +22,7 @@ typedef struct sm_coll {
   int32_t used;
   int32_t op, dtype, redop, shape; /* interned; shape -1: not a shaped op */
   int32_t root;                    /* -1: NULL */
+  int64_t numel;                   /* with shape: the element count */
   int32_t differs;
   int32_t n;                       /* rows with a start */
   int32_t hi_rank;
@@ -54,6 +55,7 @@ typedef struct sm_buckets {
   size_t cap;
   sm_bucket *b;
   size_t n, bcap;
+  size_t last;     /* the entry found last: rows of one rank come together */
 } sm_buckets;
 
 /* The entry of key (a, b, c), made (zeroed, min INT64_MAX) when absent. */
