@@ -73,15 +73,15 @@ int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len) {
   "SELECT group_id, seq, (SELECT min(t_enqueued_ns) FROM operations o WHERE "           \
   "o.group_id = c.group_id AND o.seq = c.seq) FROM (" Q ") c"
 
-/* group < 0: every collective (the deep scan); else group's seqs lo..hi,
- * an equality on group_id so that op_by_coll bounds the seq range too. */
-static int candidate(vw_model *m, int group, int64_t lo, int64_t hi, int *g, int64_t *s,
-                     int64_t *t) {
-  sqlite3_stmt *st = vw_sql_prepare(
-      m, group < 0 ? WITH_TIME(CANDIDATES(""))
-                   : WITH_TIME(CANDIDATES("AND group_id = ?1 AND seq BETWEEN ?2 AND ?3")));
-  if (!st)
-    return -1;
+#define EVERY WITH_TIME(CANDIDATES(""))
+/* An equality on group_id, so that op_by_coll bounds the seq range too. */
+#define TAIL WITH_TIME(CANDIDATES("AND group_id = ?1 AND seq BETWEEN ?2 AND ?3"))
+
+/* st: EVERY (the deep scan), or TAIL over group's seqs lo..hi (one
+ * statement for every group: a 1,024-rank job has hundreds). */
+static int candidate(vw_model *m, sqlite3_stmt *st, int group, int64_t lo, int64_t hi, int *g,
+                     int64_t *s, int64_t *t) {
+  sqlite3_reset(st);
   if (group >= 0) {
     sqlite3_bind_int(st, 1, group);
     sqlite3_bind_int64(st, 2, lo);
@@ -93,7 +93,6 @@ static int candidate(vw_model *m, int group, int64_t lo, int64_t hi, int *g, int
     *s = sqlite3_column_int64(st, 1);
     *t = sqlite3_column_int64(st, 2);
   }
-  sqlite3_finalize(st);
   return rc < 0 ? -1 : rc == SQLITE_ROW;
 }
 
@@ -117,11 +116,12 @@ static int summarised(vw_model *m, int *g, int64_t *s) {
 static int find(vw_model *m, bool deep, int *g, int64_t *s) {
   if (deep && m->summarised)
     return summarised(m, g, s);
-  if (deep)
-    return candidate(m, -1, 0, 0, g, s, &(int64_t){0});
-  int found = 0;
+  sqlite3_stmt *st = vw_sql_prepare(m, deep ? EVERY : TAIL);
+  if (!st)
+    return -1;
+  int found = deep ? candidate(m, st, -1, 0, 0, g, s, &(int64_t){0}) : 0;
   int64_t best_t = INT64_MAX;
-  for (int i = 0; i < m->job.ngroups; i++) {
+  for (int i = 0; !deep && found >= 0 && i < m->job.ngroups; i++) {
     const vw_group *gr = &m->job.groups[i];
     int64_t lo = gr->max_seq;
     for (int k = 0; k < gr->size; k++)
@@ -132,16 +132,17 @@ static int find(vw_model *m, bool deep, int *g, int64_t *s) {
       lo = gr->max_seq - 64;
     int cg;
     int64_t cs, ct;
-    int rc = candidate(m, gr->id, lo, gr->max_seq, &cg, &cs, &ct);
+    int rc = candidate(m, st, gr->id, lo, gr->max_seq, &cg, &cs, &ct);
     if (rc < 0)
-      return -1;
-    if (rc && ct < best_t) {
+      found = -1;
+    else if (rc && ct < best_t) {
       best_t = ct;
       *g = cg;
       *s = cs;
       found = 1;
     }
   }
+  sqlite3_finalize(st);
   return found;
 }
 
