@@ -9,7 +9,7 @@
  * descent per row: about 13 s of CPU for 10 M rows here, against about
  * 2 s for a pass in storage order. So the per-collective state lives in a
  * hash table (summary_map.c; memory grows with the collectives, not the
- * rows: up to 180 bytes each, 276 MB peak for gen_trace's 10 M rows of
+ * rows: up to 180 bytes each, about 270 MiB peak for gen_trace's 10 M rows of
  * 764,000 collectives):
  *   pass 1: per collective (group, seq) of the rows that are not
  *     point-to-point: whether the fingerprint (op, dtype, root, redop, and
