@@ -1,17 +1,21 @@
 /* bench_viewer.c - how fast the viewer is on a big trace (gen_trace's):
  * the first screen (open, header, quick diagnosis, fetch, render) at
  * 200x60 and 80x24, then each navigation key (fetch and render of the
- * next screen), repeated, as median and max; the whole-trace scans of the
- * subcommands (deep diagnosis, counts per op); and the process's peak RSS,
- * which must stay flat in the trace's size because the panes fetch page by
- * page. CSV on stdout: what,value,unit.
+ * next screen), repeated, as median and max; the subcommands that read
+ * the whole trace unless the merge's summaries are there (distview
+ * diagnose, diagnose --json, stats, stats --json, run in this process with
+ * their output thrown away: wall and CPU time each); and the process's
+ * peak RSS, which must stay flat in the trace's size because the panes
+ * fetch page by page. CSV on stdout: what,value,unit.
  *
  *   bench_viewer trace.db [repeats] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "vw_ui.h"
 
@@ -90,15 +94,49 @@ static void keys(const char *path, int repeats) {
   vw_app_close(&a);
 }
 
+static double cpu_ms(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+/* One subcommand as distview runs it, stdout to /dev/null. */
+static void command(const char *name, int (*fn)(int, char **), const char *json, const char *path) {
+  char *argv[] = {(char *)name, (char *)(json ? json : path), (char *)path, NULL};
+  int argc = json ? 3 : 2;
+  fflush(stdout);
+  int saved = dup(1), null = open("/dev/null", O_WRONLY);
+  dup2(null, 1);
+  close(null);
+  double t = now_ms(), c = cpu_ms();
+  fn(argc, argv);
+  fflush(stdout);
+  t = now_ms() - t;
+  c = cpu_ms() - c;
+  dup2(saved, 1);
+  close(saved);
+  printf("cmd_%s%s,%.0f,ms\ncmd_%s%s_cpu,%.0f,ms\n", name, json ? "_json" : "", t, name,
+         json ? "_json" : "", c);
+}
+
+static void commands(const char *path) {
+  command("diagnose", vw_cmd_diagnose, NULL, path);
+  command("diagnose", vw_cmd_diagnose, "--json", path);
+  command("stats", vw_cmd_stats, NULL, path);
+  command("stats", vw_cmd_stats, "--json", path);
+}
+
 static void scans(const char *path) {
   vw_model *m;
   char err[512];
   if (vw_model_open(path, &m, err, sizeof err) != 0)
     exit(1);
+  printf("summarised,%d,bool\n", m->summarised);
   vw_diag d;
   double t = now_ms();
   vw_diagnose(m, true, &d);
-  printf("diagnose_deep_full_scan,%.0f,ms\n", now_ms() - t);
+  printf("diagnose_deep,%.0f,ms\n", now_ms() - t);
   printf("diagnosis,\"%s\",text\n", d.summary);
   vw_diag_free(&d);
   vw_model_close(m);
@@ -125,6 +163,7 @@ int main(int argc, char **argv) {
   printf("peak_rss_tui,%ld,KiB\n", rss_kb());
   fflush(stdout);
   scans(argv[1]);
+  commands(argv[1]);
   printf("peak_rss_after_deep_scan,%ld,KiB\n", rss_kb());
   return 0;
 }

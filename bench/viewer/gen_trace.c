@@ -7,9 +7,11 @@
  * times advance ~1 ms a step with per-rank jitter. The last step plants a
  * hang: rank 17 never enters the default group's last ALL_REDUCE, which
  * every other rank is blocked in. Rows go in (group, seq) order as a merge
- * writes them, then the merged file's indexes are built.
+ * writes them, then the merged file's indexes and summaries are built
+ * (the summaries by the merge's own code, dist_trace_summarise; --no-summaries
+ * leaves them out, as in a file merged by an older libdist).
  *
- *   gen_trace -o trace.db [--rows N] [--ranks R]
+ *   gen_trace -o trace.db [--rows N] [--ranks R] [--no-summaries]
  * Prints one CSV line: rows, ranks, groups, seconds to write, bytes. */
 #include <getopt.h>
 #include <stdio.h>
@@ -17,6 +19,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+#include <dist/trace_reader.h>
 
 #include "trace_fixture.h"
 
@@ -111,8 +115,10 @@ static void steps(gen *g) {
 int main(int argc, char **argv) {
   gen g = {.ranks = 64, .want = 10000000, .lag_rank = 17};
   const char *out = NULL;
+  bool summaries = true;
   static const struct option opts[] = {{"rows", required_argument, NULL, 'n'},
                                         {"ranks", required_argument, NULL, 'r'},
+                                        {"no-summaries", no_argument, NULL, 's'},
                                         {"help", no_argument, NULL, 'h'}, {0}};
   int c;
   while ((c = getopt_long(argc, argv, "o:n:r:h", opts, NULL)) != -1) {
@@ -122,9 +128,12 @@ int main(int argc, char **argv) {
       g.want = atoll(optarg);
     else if (c == 'r')
       g.ranks = atoi(optarg);
+    else if (c == 's')
+      summaries = false;
     else
       return fprintf(c == 'h' ? stdout : stderr,
-                     "usage: gen_trace -o trace.db [--rows N] [--ranks R (multiple of 8)]\n"),
+                     "usage: gen_trace -o trace.db [--rows N] [--ranks R (multiple of 8)] "
+                     "[--no-summaries]\n"),
              c == 'h' ? 0 : 2;
   }
   if (!out || g.ranks < 24 || g.ranks % 8 || g.want < 1) {
@@ -143,6 +152,11 @@ int main(int argc, char **argv) {
            "stall in group 0 (default): rank 17 has not entered ALL_REDUCE");
   fx_finish(g.db, 1000000000LL - 2000, 1000000000LL + (g.want / (g.ranks * 2 + g.ranks / 4) + 5) *
                                                           1000000LL);
+  char err[512];
+  if (summaries && dist_trace_summarise(out, err, sizeof err) != DIST_OK) {
+    fprintf(stderr, "gen_trace: %s\n", err);
+    return 1;
+  }
   clock_gettime(CLOCK_MONOTONIC, &b);
   struct stat st;
   stat(out, &st);

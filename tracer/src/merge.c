@@ -414,7 +414,7 @@ static int copy_ranks(sqlite3 *db, const char *job_dir, const int *ranks, int n,
   return 0;
 }
 
-/* Indexes, ring dumps, call sites and meta; DIST_OK or an error in err. */
+/* Indexes, ring dumps, summaries, call sites and meta; DIST_OK or an error in err. */
 static int finish(sqlite3 *db, const char *job_dir, const char *tmp, char *job, size_t joblen,
                   dist_trace_merge_report *rep, char *err, size_t errlen) {
   char e[256] = "";
@@ -429,6 +429,9 @@ static int finish(sqlite3 *db, const char *job_dir, const char *tmp, char *job, 
   if (disk_full(db))
     return no_space(tmp, err, errlen);
   tr_exec(db, "BEGIN", NULL, 0);
+  /* after the rings: their rows count. Best effort: without the summaries
+   * distview reads every operation, with the same answers. */
+  tr_summary_build(db, NULL, 0);
   tr_callsites_symbolise(db); /* best effort: unreadable modules stay NULL */
   if (!job[0]) { /* no rank file: the directory names the job */
     const char *slash = strrchr(job_dir, '/');

@@ -36,6 +36,9 @@ int tr_schema_create(sqlite3 *db, bool indexes, char *err, size_t errlen);
  * sink writes this layout. */
 int tr_schema_create_rank(sqlite3 *db, int rank, char *err, size_t errlen);
 int tr_schema_indexes(sqlite3 *db, char *err, size_t errlen);
+/* summary.c: the merged file's summaries (SCHEMA.md "Summaries"), written
+ * inside the caller's transaction; -1 (nothing written) on failure. */
+int tr_summary_build(sqlite3 *db, char *err, size_t errlen);
 /* The verdict table (merged files; created by the merge and, for a file
  * merged before it existed, by dist_trace_set_verdict). */
 int tr_schema_verdict(sqlite3 *db, char *err, size_t errlen);

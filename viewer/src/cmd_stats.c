@@ -2,9 +2,11 @@
  * group and op (completed operations, start to end), and per-rank arrival
  * skew: for every collective seen on two or more ranks, how long after the
  * earliest rank each rank started, and how often it was the last to arrive
- * (the straggler). One pass over the operations in (group, seq) order
+ * (the straggler). A merged file carries these histograms (the merge's
+ * summaries, SCHEMA.md "Summaries"): a few rows per group, op and rank.
+ * Without them, one pass over the operations in (group, seq, rank) order
  * (op_by_coll), with histograms instead of sorted arrays, so memory does
- * not grow with the trace. */
+ * not grow with the trace; both give the same figures. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,16 +17,23 @@ static const char usage[] =
     "usage: distview stats [--json] TRACE\n"
     "Latency percentiles per group and op, and per-rank arrival skew.\n";
 
+/* What is printed of a histogram: count, p50, p90, p99, max. */
+typedef struct figs {
+  int64_t n, q[3], max;
+} figs;
+
 typedef struct op_stat {
   int group;
   char op[28];
-  vw_hist h;
+  vw_hist h;     /* the scan's; empty when read from the summaries */
+  figs f;
 } op_stat;
 
 typedef struct rank_stat {
   int rank;
   int64_t last, sum;
   vw_hist h;
+  figs f;
 } rank_stat;
 
 typedef struct stats {
@@ -34,27 +43,30 @@ typedef struct stats {
   int nranks;
 } stats;
 
-static op_stat *op_slot(stats *s, int group, const char *op) {
-  for (int i = 0; i < s->nops; i++)
-    if (s->ops[i].group == group && !strcmp(s->ops[i].op, op))
-      return &s->ops[i];
+/* A new entry at the end, with a histogram when hist. */
+static op_stat *op_add(stats *s, int group, const char *op, bool hist) {
   op_stat *n = realloc(s->ops, (size_t)(s->nops + 1) * sizeof *n);
   if (!n)
     return NULL;
   s->ops = n;
   op_stat *o = &s->ops[s->nops];
+  memset(o, 0, sizeof *o);
   o->group = group;
   snprintf(o->op, sizeof o->op, "%s", op);
-  if (vw_hist_init(&o->h) != 0)
+  if (hist && vw_hist_init(&o->h) != 0)
     return NULL;
   s->nops++;
   return o;
 }
 
-static rank_stat *rank_slot(stats *s, int rank) {
-  for (int i = 0; i < s->nranks; i++)
-    if (s->ranks[i].rank == rank)
-      return &s->ranks[i];
+static op_stat *op_slot(stats *s, int group, const char *op) {
+  for (int i = 0; i < s->nops; i++)
+    if (s->ops[i].group == group && !strcmp(s->ops[i].op, op))
+      return &s->ops[i];
+  return op_add(s, group, op, true);
+}
+
+static rank_stat *rank_add(stats *s, int rank, bool hist) {
   rank_stat *n = realloc(s->ranks, (size_t)(s->nranks + 1) * sizeof *n);
   if (!n)
     return NULL;
@@ -62,10 +74,17 @@ static rank_stat *rank_slot(stats *s, int rank) {
   rank_stat *r = &s->ranks[s->nranks];
   memset(r, 0, sizeof *r);
   r->rank = rank;
-  if (vw_hist_init(&r->h) != 0)
+  if (hist && vw_hist_init(&r->h) != 0)
     return NULL;
   s->nranks++;
   return r;
+}
+
+static rank_stat *rank_slot(stats *s, int rank) {
+  for (int i = 0; i < s->nranks; i++)
+    if (s->ranks[i].rank == rank)
+      return &s->ranks[i];
+  return rank_add(s, rank, true);
 }
 
 typedef struct arrival {
@@ -98,7 +117,7 @@ static void skew(stats *s, const arrival *a, int n) {
 static int scan(vw_model *m, stats *s) {
   sqlite3_stmt *st = vw_sql_prepare(
       m, "SELECT group_id, seq, rank, op, state, t_started_ns, t_ended_ns FROM operations "
-         "ORDER BY group_id, p2p, seq");
+         "ORDER BY group_id, p2p, seq, rank");   // rank: a tie's last arrival is the lowest
   if (!st)
     return -1;
   arrival *a = malloc(VW_MAX_RANKS * sizeof *a);
@@ -132,6 +151,68 @@ static int scan(vw_model *m, stats *s) {
   return !a || rc < 0 ? -1 : 0;
 }
 
+static void figs_of(const vw_hist *h, figs *f) {
+  f->n = h->n;
+  f->q[0] = vw_hist_quantile(h, .5);
+  f->q[1] = vw_hist_quantile(h, .9);
+  f->q[2] = vw_hist_quantile(h, .99);
+  f->max = h->max;
+}
+
+static void figs_read(sqlite3_stmt *st, int col, figs *f) {
+  f->n = vw_sql_i64(st, col);
+  for (int i = 0; i < 3; i++)
+    f->q[i] = vw_sql_i64(st, col + 1 + i);
+  f->max = vw_sql_i64(st, col + 4);
+}
+
+/* The merge's figures (SCHEMA.md "Summaries"), computed as figs_of
+ * computes them from the scan's histograms: one row per group and op, in
+ * the order the scan meets them, and one per rank. */
+static int read_ops(vw_model *m, stats *s) {
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT group_id, op, n, p50_ns, p90_ns, p99_ns, max_ns "
+                                       "FROM stat_latency ORDER BY ord");
+  int rc = st ? SQLITE_DONE : -1;
+  while (st && (rc = vw_sql_step(m, st)) == SQLITE_ROW) {
+    char op[28];
+    vw_sql_text(st, 1, op, sizeof op);
+    op_stat *o = op_add(s, sqlite3_column_int(st, 0), op, false);
+    if (!o)
+      break;
+    figs_read(st, 2, &o->f);
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int read_ranks(vw_model *m, stats *s) {
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT rank, sum_ns, last_arrivals, collectives, p50_ns, "
+                                       "p90_ns, p99_ns, max_ns FROM stat_ranks ORDER BY rank");
+  int rc = st ? SQLITE_DONE : -1;
+  while (st && (rc = vw_sql_step(m, st)) == SQLITE_ROW) {
+    rank_stat *r = rank_add(s, sqlite3_column_int(st, 0), false);
+    if (!r)
+      break;
+    r->sum = vw_sql_i64(st, 1);
+    r->last = vw_sql_i64(st, 2);
+    figs_read(st, 3, &r->f);
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int load(vw_model *m, stats *s) {
+  if (m->summarised)
+    return read_ops(m, s) == 0 && read_ranks(m, s) == 0 ? 0 : -1;
+  if (scan(m, s) != 0)
+    return -1;
+  for (int i = 0; i < s->nops; i++)
+    figs_of(&s->ops[i].h, &s->ops[i].f);
+  for (int i = 0; i < s->nranks; i++)
+    figs_of(&s->ranks[i].h, &s->ranks[i].f);
+  return 0;
+}
+
 static void print(const stats *s, bool json, FILE *f) {
   char b[5][32];
   fputs(json ? "{\"ops\":[" : "latency per operation (completed, start to end):\n"
@@ -139,18 +220,17 @@ static void print(const stats *s, bool json, FILE *f) {
                               "        p99        max\n", f);
   for (int i = 0; i < s->nops; i++) {
     const op_stat *o = &s->ops[i];
-    int64_t q[4] = {vw_hist_quantile(&o->h, .5), vw_hist_quantile(&o->h, .9),
-                    vw_hist_quantile(&o->h, .99), o->h.max};
+    const int64_t *q = o->f.q;
     if (json) {
       fprintf(f, "%s{\"group\":%d,\"op\":", i ? "," : "", o->group);
       vw_json_str(f, o->op);
       fprintf(f, ",\"count\":%lld,\"p50_ns\":%lld,\"p90_ns\":%lld,\"p99_ns\":%lld,\"max_ns\":%lld}",
-              (long long)o->h.n, (long long)q[0], (long long)q[1], (long long)q[2],
-              (long long)q[3]);
+              (long long)o->f.n, (long long)q[0], (long long)q[1], (long long)q[2],
+              (long long)o->f.max);
     } else {
-      fprintf(f, "  %-5d %-24s %8lld %10s %10s %10s %10s\n", o->group, o->op, (long long)o->h.n,
+      fprintf(f, "  %-5d %-24s %8lld %10s %10s %10s %10s\n", o->group, o->op, (long long)o->f.n,
               vw_fmt_dur(q[0], b[0], 32), vw_fmt_dur(q[1], b[1], 32), vw_fmt_dur(q[2], b[2], 32),
-              vw_fmt_dur(q[3], b[3], 32));
+              vw_fmt_dur(o->f.max, b[3], 32));
     }
   }
   fputs(json ? "],\"ranks\":[" : "\narrival skew per rank (start after the earliest rank, per "
@@ -158,17 +238,17 @@ static void print(const stats *s, bool json, FILE *f) {
                                  "p99        max  last to arrive\n", f);
   for (int i = 0; i < s->nranks; i++) {
     const rank_stat *r = &s->ranks[i];
-    int64_t mean = r->h.n ? r->sum / r->h.n : 0;
-    int64_t p50 = vw_hist_quantile(&r->h, .5), p99 = vw_hist_quantile(&r->h, .99);
+    int64_t mean = r->f.n ? r->sum / r->f.n : 0;
+    int64_t p50 = r->f.q[0], p99 = r->f.q[2];
     if (json)
       fprintf(f, "%s{\"rank\":%d,\"collectives\":%lld,\"mean_ns\":%lld,\"p50_ns\":%lld,"
               "\"p99_ns\":%lld,\"max_ns\":%lld,\"last_arrivals\":%lld}", i ? "," : "", r->rank,
-              (long long)r->h.n, (long long)mean, (long long)p50, (long long)p99,
-              (long long)r->h.max, (long long)r->last);
+              (long long)r->f.n, (long long)mean, (long long)p50, (long long)p99,
+              (long long)r->f.max, (long long)r->last);
     else
-      fprintf(f, "  %-5d %11lld %10s %10s %10s %10s  %lld\n", r->rank, (long long)r->h.n,
+      fprintf(f, "  %-5d %11lld %10s %10s %10s %10s  %lld\n", r->rank, (long long)r->f.n,
               vw_fmt_dur(mean, b[0], 32), vw_fmt_dur(p50, b[1], 32), vw_fmt_dur(p99, b[2], 32),
-              vw_fmt_dur(r->h.max, b[3], 32), (long long)r->last);
+              vw_fmt_dur(r->f.max, b[3], 32), (long long)r->last);
   }
   fputs(json ? "]}\n" : "", f);
 }
@@ -187,7 +267,7 @@ int vw_cmd_stats(int argc, char **argv) {
   if ((rc = vw_open_or_report("distview stats", argv[i], &m)) != 0)
     return rc;
   stats s = {0};
-  if (scan(m, &s) != 0) {
+  if (load(m, &s) != 0) {
     fprintf(stderr, "distview stats: %s\n", m->err[0] ? m->err : "out of memory");
     rc = VW_EXIT_UNREADABLE;
   } else {

@@ -66,10 +66,11 @@ static int died_or_failed(vw_model *m, bool deep, vw_diag *d) {
     return 0;
   }
   /* The quick look reads each rank's last 64 rows (op_by_rank); the deep
-   * one every row. */
+   * one the failed rows, through the merge's partial index op_failed when
+   * the file has it (else every row). */
   sqlite3_stmt *st = vw_sql_prepare(
       m, deep ? "SELECT rank, group_id, seq, op, status, message FROM operations WHERE "
-                "state = 'failed' ORDER BY t_enqueued_ns LIMIT 1"
+                "state = 'failed' ORDER BY t_enqueued_ns, rank, group_id, seq LIMIT 1"
               : "SELECT rank, group_id, seq, op, status, message FROM (SELECT * FROM "
                 "operations WHERE rank = ?1 ORDER BY t_enqueued_ns DESC LIMIT 64) WHERE "
                 "state = 'failed' ORDER BY t_enqueued_ns LIMIT 1");

@@ -68,20 +68,20 @@ int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len) {
   "count(DISTINCT op) > 1 OR count(DISTINCT coalesce(dtype, '')) > 1 OR "               \
   "count(DISTINCT coalesce(root, -1)) > 1 OR count(DISTINCT coalesce(redop, '')) > 1 OR " \
   "count(DISTINCT CASE WHEN op IN " SHAPED_OPS " THEN coalesce(shape, '') || '/' || "   \
-  "numel_in END) > 1 ORDER BY min(t_enqueued_ns) LIMIT 1"
+  "numel_in END) > 1 ORDER BY min(t_enqueued_ns), group_id, seq LIMIT 1"
 #define WITH_TIME(Q)                                                                    \
   "SELECT group_id, seq, (SELECT min(t_enqueued_ns) FROM operations o WHERE "           \
   "o.group_id = c.group_id AND o.seq = c.seq) FROM (" Q ") c"
 
-/* group < 0: every collective (the deep scan); else group's seqs lo..hi,
- * an equality on group_id so that op_by_coll bounds the seq range too. */
-static int candidate(vw_model *m, int group, int64_t lo, int64_t hi, int *g, int64_t *s,
-                     int64_t *t) {
-  sqlite3_stmt *st = vw_sql_prepare(
-      m, group < 0 ? WITH_TIME(CANDIDATES(""))
-                   : WITH_TIME(CANDIDATES("AND group_id = ?1 AND seq BETWEEN ?2 AND ?3")));
-  if (!st)
-    return -1;
+#define EVERY WITH_TIME(CANDIDATES(""))
+/* An equality on group_id, so that op_by_coll bounds the seq range too. */
+#define TAIL WITH_TIME(CANDIDATES("AND group_id = ?1 AND seq BETWEEN ?2 AND ?3"))
+
+/* st: EVERY (the deep scan), or TAIL over group's seqs lo..hi (one
+ * statement for every group: a 1,024-rank job has hundreds). */
+static int candidate(vw_model *m, sqlite3_stmt *st, int group, int64_t lo, int64_t hi, int *g,
+                     int64_t *s, int64_t *t) {
+  sqlite3_reset(st);
   if (group >= 0) {
     sqlite3_bind_int(st, 1, group);
     sqlite3_bind_int64(st, 2, lo);
@@ -93,17 +93,35 @@ static int candidate(vw_model *m, int group, int64_t lo, int64_t hi, int *g, int
     *s = sqlite3_column_int64(st, 1);
     *t = sqlite3_column_int64(st, 2);
   }
+  return rc < 0 ? -1 : rc == SQLITE_ROW;
+}
+
+/* The deep scan's answer from the merge's summary (coll_mismatch holds
+ * every candidate with its earliest enqueue): a few rows, not every one. */
+static int summarised(vw_model *m, int *g, int64_t *s) {
+  sqlite3_stmt *st = vw_sql_prepare(m, "SELECT group_id, seq FROM coll_mismatch ORDER BY "
+                                       "t_first_ns, group_id, seq LIMIT 1");
+  if (!st)
+    return -1;
+  int rc = vw_sql_step(m, st);
+  if (rc == SQLITE_ROW) {
+    *g = sqlite3_column_int(st, 0);
+    *s = sqlite3_column_int64(st, 1);
+  }
   sqlite3_finalize(st);
   return rc < 0 ? -1 : rc == SQLITE_ROW;
 }
 
 /* The earliest candidate: over everything (deep) or each group's tail. */
 static int find(vw_model *m, bool deep, int *g, int64_t *s) {
-  if (deep)
-    return candidate(m, -1, 0, 0, g, s, &(int64_t){0});
-  int found = 0;
+  if (deep && m->summarised)
+    return summarised(m, g, s);
+  sqlite3_stmt *st = vw_sql_prepare(m, deep ? EVERY : TAIL);
+  if (!st)
+    return -1;
+  int found = deep ? candidate(m, st, -1, 0, 0, g, s, &(int64_t){0}) : 0;
   int64_t best_t = INT64_MAX;
-  for (int i = 0; i < m->job.ngroups; i++) {
+  for (int i = 0; !deep && found >= 0 && i < m->job.ngroups; i++) {
     const vw_group *gr = &m->job.groups[i];
     int64_t lo = gr->max_seq;
     for (int k = 0; k < gr->size; k++)
@@ -114,16 +132,17 @@ static int find(vw_model *m, bool deep, int *g, int64_t *s) {
       lo = gr->max_seq - 64;
     int cg;
     int64_t cs, ct;
-    int rc = candidate(m, gr->id, lo, gr->max_seq, &cg, &cs, &ct);
+    int rc = candidate(m, st, gr->id, lo, gr->max_seq, &cg, &cs, &ct);
     if (rc < 0)
-      return -1;
-    if (rc && ct < best_t) {
+      found = -1;
+    else if (rc && ct < best_t) {
       best_t = ct;
       *g = cg;
       *s = cs;
       found = 1;
     }
   }
+  sqlite3_finalize(st);
   return found;
 }
 

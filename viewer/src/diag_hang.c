@@ -47,28 +47,25 @@ static void add_rank(waits *w, int rank) {
   w->r[w->n++].rank = rank;
 }
 
-static int blocked_op(vw_model *m, int rank, vw_op *op, bool *found) {
-  *found = false;
-  sqlite3_stmt *st = vw_sql_prepare(
-      m, "SELECT group_id, seq, p2p FROM (SELECT * FROM operations WHERE rank = ? "
-         "ORDER BY t_enqueued_ns DESC LIMIT 64) WHERE state IN ('enqueued', 'started', "
-         "'timed_out') ORDER BY t_enqueued_ns DESC LIMIT 1");
-  if (!st)
-    return -1;
-  sqlite3_bind_int(st, 1, rank);
-  int rc = vw_sql_step(m, st);
-  int g = 0;
-  int64_t s = 0;
-  bool p2p = false;
-  if (rc == SQLITE_ROW) {
-    g = sqlite3_column_int(st, 0);
-    s = sqlite3_column_int64(st, 1);
-    p2p = sqlite3_column_int(st, 2) != 0;
+/* Each rank's blocked call (vw_model_blocked_ops), into its entry. */
+static int blocked_ops(vw_model *m, waits *w) {
+  int *ranks = malloc(((size_t)w->n + 1) * sizeof *ranks);
+  vw_op *ops = calloc((size_t)w->n + 1, sizeof *ops);
+  bool *found = calloc((size_t)w->n + 1, sizeof *found);
+  int rc = ranks && ops && found ? 0 : -1;
+  for (int i = 0; rc == 0 && i < w->n; i++)
+    ranks[i] = w->r[i].rank;
+  if (rc == 0)
+    rc = vw_model_blocked_ops(m, ranks, w->n, ops, found);
+  for (int i = 0; rc == 0 && i < w->n; i++) {
+    w->r[i].blocked = found[i];
+    if (found[i])
+      w->r[i].op = ops[i];
   }
-  sqlite3_finalize(st);
-  if (rc != SQLITE_ROW)
-    return rc < 0 ? -1 : 0;
-  return vw_model_op(m, rank, g, p2p, s, op, found);
+  free(ranks);
+  free(ops);
+  free(found);
+  return rc;
 }
 
 static void add_edge(rank_wait *a, int to) {
@@ -121,11 +118,11 @@ static int build(vw_model *m, waits *w) {
     for (int k = 0; k < m->job.groups[g].size; k++)
       if (index_of(w, m->job.groups[g].members[k]) < 0)
         add_rank(w, m->job.groups[g].members[k]);
-  for (int i = 0; i < w->n; i++) {
-    w->r[i].wait = calloc((size_t)w->n + 1, sizeof(int));
-    if (!w->r[i].wait || blocked_op(m, w->r[i].rank, &w->r[i].op, &w->r[i].blocked) != 0)
+  for (int i = 0; i < w->n; i++)
+    if (!(w->r[i].wait = calloc((size_t)w->n + 1, sizeof(int))))
       return -1;
-  }
+  if (blocked_ops(m, w) != 0)
+    return -1;
   for (int i = 0; i < w->n; i++)
     if (w->r[i].blocked)
       edges(m, w, &w->r[i]);

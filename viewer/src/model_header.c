@@ -152,52 +152,78 @@ static int member_index(const vw_group *g, int rank) {
   return -1;
 }
 
-static void group_seqs(vw_model *m) {
-  for (int i = 0; i < m->job.ngroups; i++) {
-    vw_group *g = &m->job.groups[i];
-    int64_t a[1] = {g->id};
-    int64_t v = vw_sql_scalar(m, "SELECT max(seq) FROM operations WHERE group_id = ? AND p2p = 0",
-                             1, a);
-    g->max_seq = v < 0 ? 0 : v;
-    g->last_seq = calloc((size_t)g->size + 1, sizeof *g->last_seq);
-    g->last_done = calloc((size_t)g->size + 1, sizeof *g->last_done);
-    bool *seen = calloc((size_t)g->size + 1, sizeof *seen);
-    bool *seen_done = calloc((size_t)g->size + 1, sizeof *seen_done);
-    sqlite3_stmt *st = seen && seen_done && g->last_seq && g->last_done ? vw_sql_prepare(
-        m, "SELECT rank, max(seq), max(CASE WHEN state = 'completed' THEN seq END) FROM "
-           "operations WHERE group_id = ?1 AND p2p = 0 AND seq > ?2 GROUP BY rank") : NULL;
-    if (st) {
-      sqlite3_bind_int(st, 1, g->id);
-      sqlite3_bind_int64(st, 2, g->max_seq - SEQ_WINDOW);
-      while (vw_sql_step(m, st) == SQLITE_ROW) {
-        int k = member_index(g, sqlite3_column_int(st, 0));
-        if (k < 0)
-          continue;
-        g->last_seq[k] = sqlite3_column_int64(st, 1);
-        seen[k] = true;
-        if (sqlite3_column_type(st, 2) != SQLITE_NULL) {
-          g->last_done[k] = sqlite3_column_int64(st, 2);
-          seen_done[k] = true;
-        }
-      }
-      sqlite3_finalize(st);
+/* The statements of group_seqs, prepared once for every group (a
+ * 1,024-rank job has hundreds of groups; preparing costs more than the
+ * reads through op_by_coll). */
+typedef struct seq_sql {
+  sqlite3_stmt *max, *window, *last, *done;
+} seq_sql;
+
+static int64_t scalar(vw_model *m, sqlite3_stmt *st, int64_t a, int64_t b) {
+  sqlite3_reset(st);
+  sqlite3_bind_int64(st, 1, a);
+  sqlite3_bind_int64(st, 2, b);
+  return vw_sql_step(m, st) == SQLITE_ROW ? vw_sql_i64(st, 0) : -1;
+}
+
+/* Every member found in the group's last SEQ_WINDOW collectives. */
+static void seq_window(vw_model *m, const seq_sql *q, vw_group *g, bool *seen, bool *seen_done) {
+  sqlite3_stmt *st = q->window;
+  sqlite3_reset(st);
+  sqlite3_bind_int(st, 1, g->id);
+  sqlite3_bind_int64(st, 2, g->max_seq - SEQ_WINDOW);
+  while (vw_sql_step(m, st) == SQLITE_ROW) {
+    int k = member_index(g, sqlite3_column_int(st, 0));
+    if (k < 0)
+      continue;
+    g->last_seq[k] = sqlite3_column_int64(st, 1);
+    seen[k] = true;
+    if (sqlite3_column_type(st, 2) != SQLITE_NULL) {
+      g->last_done[k] = sqlite3_column_int64(st, 2);
+      seen_done[k] = true;
     }
-    for (int k = 0; g->last_seq && g->last_done && k < g->size; k++) {
-      int64_t b[2] = {g->id, g->members[k]};
-      if (!seen || !seen[k]) {
-        v = vw_sql_scalar(m, "SELECT seq FROM operations WHERE group_id = ? AND p2p = 0 AND "
-                             "rank = ? ORDER BY seq DESC LIMIT 1", 2, b);
-        g->last_seq[k] = v < 0 ? 0 : v;
-      }
-      if (!seen_done || !seen_done[k]) {
-        v = vw_sql_scalar(m, "SELECT seq FROM operations WHERE group_id = ? AND p2p = 0 AND "
-                             "rank = ? AND state = 'completed' ORDER BY seq DESC LIMIT 1", 2, b);
-        g->last_done[k] = v < 0 ? 0 : v;
-      }
-    }
-    free(seen);
-    free(seen_done);
   }
+}
+
+static void group_seq(vw_model *m, const seq_sql *q, vw_group *g) {
+  int64_t v = scalar(m, q->max, g->id, 0);
+  g->max_seq = v < 0 ? 0 : v;
+  g->last_seq = calloc((size_t)g->size + 1, sizeof *g->last_seq);
+  g->last_done = calloc((size_t)g->size + 1, sizeof *g->last_done);
+  bool *seen = calloc((size_t)g->size + 1, sizeof *seen);
+  bool *seen_done = calloc((size_t)g->size + 1, sizeof *seen_done);
+  if (seen && seen_done && g->last_seq && g->last_done)
+    seq_window(m, q, g, seen, seen_done);
+  for (int k = 0; g->last_seq && g->last_done && k < g->size; k++) {
+    if (!seen || !seen[k]) {
+      v = scalar(m, q->last, g->id, g->members[k]);
+      g->last_seq[k] = v < 0 ? 0 : v;
+    }
+    if (!seen_done || !seen_done[k]) {
+      v = scalar(m, q->done, g->id, g->members[k]);
+      g->last_done[k] = v < 0 ? 0 : v;
+    }
+  }
+  free(seen);
+  free(seen_done);
+}
+
+static void group_seqs(vw_model *m) {
+  seq_sql q = {
+      vw_sql_prepare(m, "SELECT max(seq) FROM operations WHERE group_id = ?1 AND p2p = 0"),
+      vw_sql_prepare(m, "SELECT rank, max(seq), max(CASE WHEN state = 'completed' THEN seq END) "
+                        "FROM operations WHERE group_id = ?1 AND p2p = 0 AND seq > ?2 GROUP BY "
+                        "rank"),
+      vw_sql_prepare(m, "SELECT seq FROM operations WHERE group_id = ?1 AND p2p = 0 AND "
+                        "rank = ?2 ORDER BY seq DESC LIMIT 1"),
+      vw_sql_prepare(m, "SELECT seq FROM operations WHERE group_id = ?1 AND p2p = 0 AND "
+                        "rank = ?2 AND state = 'completed' ORDER BY seq DESC LIMIT 1")};
+  for (int i = 0; q.max && q.window && q.last && q.done && i < m->job.ngroups; i++)
+    group_seq(m, &q, &m->job.groups[i]);
+  sqlite3_finalize(q.max);
+  sqlite3_finalize(q.window);
+  sqlite3_finalize(q.last);
+  sqlite3_finalize(q.done);
 }
 
 /* The span when the job row does not have it: each rank's first and last
@@ -276,6 +302,10 @@ int vw_model_reload(vw_model *m) {
   if (m->job.world_size <= 0)
     m->job.world_size = m->job.nranks;
   m->job.n_events = vw_sql_scalar(m, "SELECT count(*) FROM events", 0, NULL);
+  /* all or none: the merge writes them in one transaction */
+  m->summarised = vw_sql_scalar(m, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                   "name IN ('coll_mismatch', 'stat_latency', 'stat_ranks')", 0,
+                                NULL) == 3;
   m->has_gpu =
       vw_sql_scalar(m, "SELECT 1 FROM events WHERE kind = 'gpu' LIMIT 1", 0, NULL) == 1;
   return m->err[0] ? -1 : 0;

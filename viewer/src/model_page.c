@@ -322,6 +322,27 @@ int vw_model_op(vw_model *m, int rank, int group_id, bool p2p, int64_t seq, vw_o
   return rc;
 }
 
+int vw_model_blocked_ops(vw_model *m, const int *ranks, int n, vw_op *ops, bool *found) {
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "SELECT " OP_COLS "FROM (SELECT * FROM operations WHERE rank = ?1 ORDER BY "
+         "t_enqueued_ns DESC LIMIT 64) o LEFT JOIN callsites c ON c.rank = o.rank AND "
+         "c.callsite_id = o.callsite_id WHERE o.state IN ('enqueued', 'started', 'timed_out') "
+         "ORDER BY o.t_enqueued_ns DESC LIMIT 1");
+  if (!st)
+    return -1;
+  int rc = SQLITE_DONE;
+  for (int i = 0; i < n && rc >= 0; i++) {
+    sqlite3_reset(st);
+    sqlite3_bind_int(st, 1, ranks[i]);
+    rc = vw_sql_step(m, st);
+    found[i] = rc == SQLITE_ROW;
+    if (found[i])
+      read_op(st, &ops[i]);
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
 void vw_op_fingerprint(const vw_op *o, char *buf, size_t len) {
   snprintf(buf, len, "%s %s %s%s%s", o->op, o->dtype[0] ? o->dtype : "-",
            o->shape[0] ? o->shape : "[]", o->redop[0] ? " " : "", o->redop);

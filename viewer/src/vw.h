@@ -115,6 +115,8 @@ typedef struct vw_model {
   vw_job job;
   bool indexed;          /* op_by_coll exists (merged file) */
   bool has_gpu;          /* events holds rows of kind 'gpu' (CUDA operations) */
+  bool summarised;       /* the merge's summaries exist (SCHEMA.md "Summaries"): diagnose
+                          * and stats read them instead of every operation */
   char err[512];
 } vw_model;
 
@@ -218,6 +220,10 @@ int vw_model_rank_ops(vw_model *m, int rank, int64_t t0, int64_t t1, int width, 
  * numbering seq is in (collectives and point-to-point count apart). */
 int vw_model_op(vw_model *m, int rank, int group_id, bool p2p, int64_t seq, vw_op *op,
                 bool *found);
+/* What each of ranks[0..n) is blocked in: its newest operation among its
+ * last 64 (op_by_rank) that never ended or timed out, or found[i] false.
+ * One statement for all (a 1,024-rank job asks 1,024 times). */
+int vw_model_blocked_ops(vw_model *m, const int *ranks, int n, vw_op *ops, bool *found);
 /* The last operation of rank in group (latest enqueued), or found = false. */
 int vw_model_last_op(vw_model *m, int rank, int group_id, bool completed_only, vw_op *op,
                      bool *found);
@@ -330,7 +336,9 @@ typedef struct vw_hist {
 int vw_hist_init(vw_hist *h);
 void vw_hist_free(vw_hist *h);
 void vw_hist_add(vw_hist *h, int64_t v);
-/* The q-quantile (0..1), within 1/64 of the true value; -1 when empty. */
+/* The q-quantile (0..1), within 1/64 of the true value; -1 when empty.
+ * The merge computes the same for `distview stats` (tracer/src/summary_write.c):
+ * change both together. */
 int64_t vw_hist_quantile(const vw_hist *h, double q);
 
 /* --- json.c ------------------------------------------------------------------ */

@@ -57,6 +57,13 @@ typedef struct dist_trace_merge_report {
 DIST_API int dist_trace_merge(const char *job_dir, const char *out_path,
                               dist_trace_merge_report *rep, char *err, size_t errlen);
 
+/* Writes (or writes again) the summaries the merge adds to a merged trace
+ * file (SCHEMA.md "Summaries": coll_mismatch, stat_latency, stat_skew,
+ * stat_ranks, op_failed), for a file merged by an older libdist or written
+ * by another tool; `distview diagnose` and `stats` then read them instead
+ * of every operation. DIST_E_INVAL: not a merged file; DIST_E_SYS. */
+DIST_API int dist_trace_summarise(const char *path, char *err, size_t errlen);
+
 /* --- the job's verdict (SCHEMA.md "verdict") ---------------------------- */
 
 /* The one verdict distrun decided for the job. kind is one of "success",
