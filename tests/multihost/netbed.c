@@ -151,8 +151,11 @@ void netbed_node_start(netbed *b, dist_proc *p, const netbed_node *n) {
   snprintf(traces, sizeof traces, "%s/traces", b->dir);
   mkdir(traces, 0700);
   snprintf(tracevar, sizeof tracevar, "DIST_TRACE=%s", traces);
-  char distrun[512]; /* one call: dist_test_bin keeps four results, prog[0] among them */
-  snprintf(distrun, sizeof distrun, "%s", dist_test_bin("distrun"));
+  /* Not dist_test_bin: it keeps four results, the caller's prog[0] among
+   * them, and a job starts a node per host. */
+  char distrun[1024];
+  const char *bin = getenv("DIST_TEST_BIN");
+  snprintf(distrun, sizeof distrun, "%s/distrun", bin ? bin : "build/bin");
   const char *e[32] = {"DIST_TOKEN=netbed-shared-job-token", tracevar};
   int ne = 2;
   for (int i = 0; n->env && n->env[i] && ne < 31; i++)
