@@ -1,6 +1,6 @@
 /* ctest: labels=multihost timeout=400 */
 /* test_elastic.c - the elastic rendezvous across hosts (issue 25,
- * acceptance 2, on the bed of issue 20): each node is a distrun in its own
+ * acceptance 2, on the test bed of netbed.h): each node is a distrun in its own
  * namespace-host, the c10d rendezvous on host 0's store (10.213.0.1:29500).
  * The scenarios of tests/monitor/test_distrun_elastic.c, over the bridge:
  * --nnodes MIN:MAX waits for MIN nodes and numbers them by arrival; a node
