@@ -145,40 +145,48 @@ int netbed_down(netbed *b) {
 
 /* --- jobs ---------------------------------------------------------------- */
 
+void netbed_node_start(netbed *b, dist_proc *p, const netbed_node *n) {
+  char kk[16], traces[320], tracevar[340];
+  snprintf(kk, sizeof kk, "%d", n->host);
+  snprintf(traces, sizeof traces, "%s/traces", b->dir);
+  mkdir(traces, 0700);
+  snprintf(tracevar, sizeof tracevar, "DIST_TRACE=%s", traces);
+  /* Not dist_test_bin: it keeps four results, the caller's prog[0] among
+   * them, and a job starts a node per host. */
+  char distrun[1024];
+  const char *bin = getenv("DIST_TEST_BIN");
+  snprintf(distrun, sizeof distrun, "%s/distrun", bin ? bin : "build/bin");
+  const char *e[32] = {"DIST_TOKEN=netbed-shared-job-token", tracevar};
+  int ne = 2;
+  for (int i = 0; n->env && n->env[i] && ne < 31; i++)
+    e[ne++] = n->env[i];
+  e[ne] = NULL;
+  const char *argv[64] = {"/bin/bash", netbed_script(), "exec", b->prefix, kk, distrun};
+  int na = 6;
+  for (int i = 0; n->opts[i] && na < 63; i++)
+    argv[na++] = n->opts[i];
+  for (int i = 0; n->prog[i] && na < 63; i++)
+    argv[na++] = n->prog[i];
+  argv[na] = NULL;
+  dist_proc_start(p, argv, e);
+}
+
 void netbed_job_start(netbed_job *j, netbed *b, int nnodes, int nproc, const char *const *env,
                       const char *const *prog) {
   j->bed = b;
   j->nnodes = nnodes;
   j->nproc = nproc;
-  char nn[16], np[16], port[16], traces[320], tracevar[340];
+  char nn[16], np[16], port[16];
   snprintf(nn, sizeof nn, "%d", nnodes);
   snprintf(np, sizeof np, "%d", nproc);
   snprintf(port, sizeof port, "%d", NETBED_PORT);
-  snprintf(traces, sizeof traces, "%s/traces", b->dir);
-  mkdir(traces, 0700);
-  char distrun[512]; /* one call: dist_test_bin keeps four results, prog[0] among them */
-  snprintf(distrun, sizeof distrun, "%s", dist_test_bin("distrun"));
-  snprintf(tracevar, sizeof tracevar, "DIST_TRACE=%s", traces);
-  const char *e[32];
-  int ne = 0;
-  e[ne++] = "DIST_TOKEN=netbed-shared-job-token";
-  e[ne++] = tracevar;
-  for (int i = 0; env && env[i] && ne < 31; i++)
-    e[ne++] = env[i];
-  e[ne] = NULL;
   for (int k = 0; k < nnodes; k++) {
     char kk[16];
     snprintf(kk, sizeof kk, "%d", k);
     snprintf(j->trace[k], sizeof j->trace[k], "%s/trace-%d.db", b->dir, k);
-    const char *argv[64] = {"/bin/bash", netbed_script(), "exec", b->prefix, kk,
-                            distrun, "--nnodes", nn, "--node-rank", kk,
-                            "--master-addr", netbed_addr(0), "--master-port", port, "-n", np,
-                            "--trace-out", j->trace[k]};
-    int n = 18;
-    for (int i = 0; prog[i] && n < 63; i++)
-      argv[n++] = prog[i];
-    argv[n] = NULL;
-    dist_proc_start(&j->node[k], argv, e);
+    const char *opts[] = {"--nnodes", nn, "--node-rank", kk, "--master-addr", netbed_addr(0),
+                          "--master-port", port, "-n", np, "--trace-out", j->trace[k], NULL};
+    netbed_node_start(b, &j->node[k], &(netbed_node){k, opts, prog, env});
   }
 }
 

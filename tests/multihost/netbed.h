@@ -55,6 +55,21 @@ const char *netbed_addr(int k);
 /* $DIST_TEST_SRC/tests/multihost/netbed.sh */
 const char *netbed_script(void);
 
+/* One node: a distrun in host `host`, with its own options (the
+ * rendezvous, --nnodes, --trace-out, ...: everything before the program). */
+typedef struct netbed_node {
+  int host;
+  const char *const *opts; /* distrun's options, NULL-terminated */
+  const char *const *prog; /* the rank program and its arguments, NULL-terminated */
+  const char *const *env;  /* "NAME=value", NULL-terminated, may be NULL */
+} netbed_node;
+
+/* Starts `netbed.sh exec P host distrun opts... prog...` into p, with the
+ * bed's shared DIST_TOKEN and DIST_TRACE=DIR/traces (as every node of a
+ * job has them), then n->env. Tests whose nodes differ (elastic
+ * rendezvous, late nodes) start each node with it. */
+void netbed_node_start(netbed *b, dist_proc *p, const netbed_node *n);
+
 /* A job: one distrun per host, nproc ranks each. */
 typedef struct netbed_job {
   netbed *bed;
