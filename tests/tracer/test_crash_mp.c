@@ -182,6 +182,9 @@ static void run_fatal(int sig) {
   /* A fatal signal is a crash; SIGTERM ended the rank on request. */
   const char *kind = sig == SIGTERM ? "ended" : "crash";
   cr_assert_eq(tq_int(db, "SELECT status FROM events WHERE kind='%s' AND rank=1", kind), sig);
+  /* distview summary's totals count the ring's rows */
+  cr_assert_eq(tq_int(db, "SELECT sum(n) FROM op_totals"),
+               tq_int(db, "SELECT count(*) FROM operations"));
   sqlite3_close(db);
   /* And the job's merge has the last operation, once, and the crash. */
   db = tq_merge(dir, job, &rep);

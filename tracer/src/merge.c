@@ -307,17 +307,20 @@ static int list_ranks(const char *dir, const char *ext, int **ranks) {
   return n;
 }
 
+/* Returns how many crash-dump rings were imported. */
 static int import_rings(sqlite3 *db, const char *dir, dist_trace_merge_report *rep) {
   int *ranks;
-  int n = list_ranks(dir, "ring", &ranks);
+  int n = list_ranks(dir, "ring", &ranks), imported = 0;
   for (int i = 0; i < n; i++) {
     char path[1200], err[256];
     snprintf(path, sizeof path, "%s/rank-%d.ring", dir, ranks[i]);
     if (tr_ring_import(db, path, ranks[i], err, sizeof err) != 0)
       skip(rep, path, err);
+    else
+      imported++;
   }
   free(ranks);
-  return 0;
+  return imported;
 }
 
 static void finish_meta(sqlite3 *db, const char *job, const dist_trace_merge_report *rep) {
@@ -425,10 +428,12 @@ static int finish(sqlite3 *db, const char *job_dir, const char *tmp, char *job, 
     seterr(err, errlen, "building indexes: %s", e);
     return DIST_E_INVAL;
   }
-  import_rings(db, job_dir, rep);
+  int rings = import_rings(db, job_dir, rep);
   if (disk_full(db))
     return no_space(tmp, err, errlen);
   tr_exec(db, "BEGIN", NULL, 0);
+  if (rings > 0) /* the indexes' op_totals did not count the rings' rows */
+    tr_op_totals_refresh(db);
   /* after the rings: their rows count. Best effort: without the summaries
    * distview reads every operation, with the same answers. */
   tr_summary_build(db, NULL, 0);

@@ -36,6 +36,8 @@ int tr_schema_create(sqlite3 *db, bool indexes, char *err, size_t errlen);
  * sink writes this layout. */
 int tr_schema_create_rank(sqlite3 *db, int rank, char *err, size_t errlen);
 int tr_schema_indexes(sqlite3 *db, char *err, size_t errlen);
+/* Counts op_totals again (after rows came in later: crash-dump rings). */
+int tr_op_totals_refresh(sqlite3 *db);
 /* summary.c: the merged file's summaries (SCHEMA.md "Summaries"), written
  * inside the caller's transaction; -1 (nothing written) on failure. */
 int tr_summary_build(sqlite3 *db, char *err, size_t errlen);

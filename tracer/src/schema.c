@@ -78,6 +78,17 @@ static const char verdict_sql[] =
     " seq INTEGER, field TEXT, site TEXT, reported_by INTEGER NOT NULL DEFAULT -1,"
     " dropped INTEGER NOT NULL DEFAULT 0, text TEXT);";
 
+#define OP_TOTALS_SELECT                                                                  \
+  "SELECT op, count(*) AS n, sum(state = 'completed') AS completed, "                       \
+  "sum(state = 'failed') AS failed, sum(state = 'timed_out') AS timed_out, "                \
+  "sum(state IN ('enqueued', 'started')) AS in_flight, sum(bytes_in) AS bytes_in "          \
+  "FROM operations GROUP BY op"
+
+int tr_op_totals_refresh(sqlite3 *db) {
+  return tr_exec(db, "DELETE FROM op_totals; INSERT INTO op_totals " OP_TOTALS_SELECT ";", NULL,
+                 0);
+}
+
 static const char index_sql[] =
     "CREATE UNIQUE INDEX IF NOT EXISTS op_by_coll ON operations(group_id, p2p, seq, rank);"
     "CREATE INDEX IF NOT EXISTS op_by_rank ON operations(rank, t_enqueued_ns);"
@@ -86,10 +97,7 @@ static const char index_sql[] =
     "CREATE INDEX IF NOT EXISTS stats_by_group ON stats(group_id, t_ns);"
     /* Written once at the merge, so `distview summary` reads a few rows
      * instead of every operation (SCHEMA.md, op_totals). */
-    "CREATE TABLE IF NOT EXISTS op_totals AS SELECT op, count(*) AS n, "
-    "sum(state = 'completed') AS completed, sum(state = 'failed') AS failed, "
-    "sum(state = 'timed_out') AS timed_out, sum(state IN ('enqueued', 'started')) AS in_flight, "
-    "sum(bytes_in) AS bytes_in FROM operations GROUP BY op;";
+    "CREATE TABLE IF NOT EXISTS op_totals AS " OP_TOTALS_SELECT ";";
 
 int tr_exec(sqlite3 *db, const char *sql, char *err, size_t errlen) {
   char *msg = NULL;
