@@ -117,16 +117,22 @@ static int cmp_first(const void *a, const void *b) {
 /* One row per (group, op), numbered in the viewer's order. The k-th run
  * of latency buckets in (group, op) order is first's k-th entry in that
  * order: each (group, op) has both or neither. */
+/* qsort, which must not be handed the NULL array of an empty vector. */
+static void sort(void *b, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+  if (n > 1)
+    qsort(b, n, size, cmp);
+}
+
 static int write_latency(sqlite3 *db, summary *s) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db, "INSERT INTO stat_latency VALUES (?, ?, ?, ?, ?, ?, ?, ?)", -1,
                          &st, NULL))
     return -1;
-  qsort(s->first.b, s->first.n, sizeof *s->first.b, cmp_first);
+  sort(s->first.b, s->first.n, sizeof *s->first.b, cmp_first);
   for (size_t o = 0; o < s->first.n; o++)
     s->first.b[o].total = (int64_t)o;   // its place in the list
-  qsort(s->first.b, s->first.n, sizeof *s->first.b, cmp_key);
-  qsort(s->lat.b, s->lat.n, sizeof *s->lat.b, cmp_key);     // by (group, op, bucket)
+  sort(s->first.b, s->first.n, sizeof *s->first.b, cmp_key);
+  sort(s->lat.b, s->lat.n, sizeof *s->lat.b, cmp_key);     // by (group, op, bucket)
   int rc = 0;
   for (size_t i = 0, o = 0; i < s->lat.n && o < s->first.n && rc == 0; o++) {
     const sm_bucket *f = &s->first.b[o];
@@ -150,7 +156,7 @@ static int write_ranks(sqlite3 *db, summary *s) {
   if (sqlite3_prepare_v2(db, "INSERT INTO stat_ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?)", -1, &st,
                          NULL))
     return -1;
-  qsort(s->skew.b, s->skew.n, sizeof *s->skew.b, cmp_key);   // by (rank, bucket)
+  sort(s->skew.b, s->skew.n, sizeof *s->skew.b, cmp_key);   // by (rank, bucket)
   int rc = 0;
   for (size_t i = 0; i < s->skew.n && rc == 0;) {
     size_t n = run(&s->skew, i, 1);
