@@ -101,6 +101,22 @@ bool wpg_last_of(const wpg *w, int r, wpg_fp *out) {
   return true;
 }
 
+/* The last member to have read the round's records deletes them: each
+ * all_to_all exchanges them (its digest cannot compare uneven splits), and
+ * they used to stay in distrun's store for the job's life. A member that
+ * never reads (gone, or timed out) leaves the round's keys, as before. */
+static void forget_records(wpg *w, dist_store *st, const char *const *kp, uint64_t h) {
+  char done[200];
+  snprintf(done, sizeof done, "wpg/%s/rec/%d/%016llx/read", w->info->name, wpg_generation(),
+           (unsigned long long)h);
+  int64_t readers = 0;
+  if (dist_store_add(st, done, 1, &readers) != DIST_OK || readers != w->size)
+    return;
+  for (int r = 0; r < w->size; r++)
+    dist_store_delete_key(st, kp[r], NULL);
+  dist_store_delete_key(st, done, NULL);
+}
+
 /* Every member's whole record into w->all (and their records of the round
  * before into w->prev), through the job's store. */
 static int exchange_records(wpg *w, const wpg_fp *me, const int64_t *red, full_rec *got) {
@@ -145,6 +161,8 @@ static int exchange_records(wpg *w, const wpg_fp *me, const int64_t *red, full_r
     }
     dist_free(v);
   }
+  if (rc == DIST_OK)
+    forget_records(w, st, kp, h);
   dist_store_destroy(st);
   free(keys), free(kp);
   return rc;
