@@ -59,9 +59,10 @@ int dist__run_round_host(drun_cfg *c, drun_job *job) {
   if (!elastic(c))
     return 0;
   int64_t start = dist__now_ms();
-  dist__run_say("attempt %d: waiting for at least %d nodes (--nnodes %d:%d), then up to %.1f s "
-                "(last_call_timeout) for more", job->attempt, c->nnodes_min, c->nnodes_min,
-                c->nnodes_max, (double)c->last_call_ms / 1000);
+  dist__run_say("attempt %d: waiting for at least %d node%s (--nnodes %d:%d), then up to %.1f s "
+                "(last_call_timeout) for more", job->attempt, c->nnodes_min,
+                c->nnodes_min == 1 ? "" : "s", c->nnodes_min, c->nnodes_max,
+                (double)c->last_call_ms / 1000);
   for (int t = 1; t < c->nnodes_min; t++)
     if (!joined(job, t, c->join_timeout_ms - (dist__now_ms() - start))) {
       dist__run_say("only %d of at least %d nodes joined within %.1f s (--join-timeout)", t,
@@ -139,8 +140,9 @@ int dist__run_round_join(drun_cfg *c, drun_job *job) {
     c->nnodes = count;
     return 0;
   }
-  dist__run_say("attempt %d started with %d nodes before this one arrived (number %lld): "
-                "waiting for the next round", job->attempt, count, (long long)t + 1);
+  dist__run_say("attempt %d started with %d node%s before this one arrived (number %lld): "
+                "waiting for the next round", job->attempt, count, count == 1 ? "" : "s",
+                (long long)t + 1);
   int status;
   if (read_decision(job, (int)t, &status))
     return DRUN_WAIT_ROUND;

@@ -143,7 +143,7 @@ Test(multihost_elastic, a_late_node_on_another_host_is_admitted_at_the_next_roun
   cr_assert(dist_proc_wait_for(&node[0], 1, "distrun: attempt 0: a round of 1 node (--nnodes "
                                "1:2)\n", 1, 30000), "%s", output(1));
   start(1, o1, prog, env);
-  cr_assert(dist_proc_wait_for(&node[1], 1, "distrun: attempt 0 started with 1 nodes before this "
+  cr_assert(dist_proc_wait_for(&node[1], 1, "distrun: attempt 0 started with 1 node before this "
                                "one arrived (number 2): waiting for the next round\n", 1, 30000),
             "%s", output(2));
   int fd = open(gate, O_CREAT | O_WRONLY, 0600); /* rank 1 fails attempt 0 now */
