@@ -7,6 +7,7 @@
  * exits 0. With DIST_TEST_GATE=PATH rank 1 fails only once PATH exists (a
  * test holds the attempt open until a late node waits for the next round).
  * Ends by itself within 60 s (alarm). */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,9 +39,15 @@ int main(int argc, char **argv) {
   if ((rc = all_reduce()) != DIST_OK)
     return 1;
   if (dist_get_rank(NULL) == 1 && attempt < until) {
+    /* The test's signal: a byte on the FIFO DIST_TEST_GATE (its writer
+     * holds it open; alarm() bounds the wait). */
     const char *gate = getenv("DIST_TEST_GATE");
-    while (gate && access(gate, F_OK) != 0)
-      usleep(10000); /* the test's signal; alarm() bounds it */
+    int fd = gate && *gate ? open(gate, O_RDONLY | O_CLOEXEC) : -1;
+    char byte;
+    if (fd >= 0 && read(fd, &byte, 1) < 0)
+      perror("gate");
+    if (fd >= 0)
+      close(fd);
     fprintf(stderr, "rank 1: failing attempt %d with exit code %d\n", attempt, code);
     exit(code);
   }

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -211,6 +212,7 @@ Test(monitor_distrun_elastic, a_late_node_is_admitted_at_the_next_round_after_a_
   int port = free_port();
   char gate[128];
   snprintf(gate, sizeof gate, "%s/gate", dir);
+  cr_assert_eq(mkfifo(gate, 0600), 0, "%s: %s", gate, strerror(errno));
   static dist_proc n[2];
   const char *prog[] = {dist_test_bin("distrun_restartprog"), "fail-until", "1", "3", NULL};
   const char *o0[] = {"--nnodes", "1:2", "-n", "2", "--max-restarts", "1", "--rdzv-backend",
@@ -223,10 +225,12 @@ Test(monitor_distrun_elastic, a_late_node_is_admitted_at_the_next_round_after_a_
   start_node(&n[1], &(node_spec){dir, port, 1, o1, prog, gate});
   cr_assert(dist_proc_wait_for(&n[1], 1, "waiting for the next round", 1, 30000), "%s",
             ERR(&n[1]));
-  int fd = open(gate, O_CREAT | O_WRONLY, 0600); /* rank 1 fails attempt 0 now */
-  cr_assert_geq(fd, 0);
-  close(fd);
+  /* rank 1 fails attempt 0 now: one byte, the FIFO held open until the end */
+  int fd = open(gate, O_RDWR | O_CLOEXEC);
+  cr_assert_geq(fd, 0, "%s: %s", gate, strerror(errno));
+  cr_assert_eq(write(fd, "x", 1), 1);
   dist_proc_finish_all(n, 2, 0, 120000);
+  close(fd);
   for (int i = 0; i < 2; i++)
     cr_assert_eq(n[i].status, 0, "node %d: exit %d\n%s\n%s", i, n[i].status, OUT(&n[i]),
                  ERR(&n[i]));

@@ -9,11 +9,13 @@
  * Every wait is on an output line or an exit, with a deadline; the bed
  * goes in .fini whatever failed. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "netbed.h"
@@ -132,6 +134,7 @@ Test(multihost_elastic, a_late_node_on_another_host_is_admitted_at_the_next_roun
   bed_up(2);
   char gate[320], gatevar[340];
   snprintf(gate, sizeof gate, "%s/gate", bed.dir); /* the hosts share the file system */
+  cr_assert_eq(mkfifo(gate, 0600), 0, "%s: %s", gate, strerror(errno));
   snprintf(gatevar, sizeof gatevar, "DIST_TEST_GATE=%s", gate);
   const char *prog[] = {dist_test_bin("distrun_restartprog"), "fail-until", "1", "3", NULL};
   const char *env[] = {gatevar, "DIST_TIMEOUT=30", NULL};
@@ -146,10 +149,12 @@ Test(multihost_elastic, a_late_node_on_another_host_is_admitted_at_the_next_roun
   cr_assert(dist_proc_wait_for(&node[1], 1, "distrun: attempt 0 started with 1 node before this "
                                "one arrived (number 2): waiting for the next round\n", 1, 30000),
             "%s", output(2));
-  int fd = open(gate, O_CREAT | O_WRONLY, 0600); /* rank 1 fails attempt 0 now */
-  cr_assert_geq(fd, 0);
-  close(fd);
+  /* rank 1 fails attempt 0 now: one byte, the FIFO held open until the end */
+  int fd = open(gate, O_RDWR | O_CLOEXEC);
+  cr_assert_geq(fd, 0, "%s: %s", gate, strerror(errno));
+  cr_assert_eq(write(fd, "x", 1), 1);
   dist_proc_finish_all(node, 2, 0, 150000);
+  close(fd);
   for (int k = 0; k < 2; k++)
     cr_assert_eq(node[k].status, 0, "node %d:\n%s", k, output(2));
   cr_assert(has_around_pid(ERR(0), "distrun: attempt 0: exit status 12 (a rank died): rank 1 "
