@@ -133,11 +133,11 @@ void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...
   dist__cpu_mark_broken(t->g, rc, msg);
 }
 
-/* A member that lost rank `gone` says so (tell_lost) before it fails and
- * exits, text being what it saw: gone is
- * this rank's first lost peer too (unless it already had one), so what
- * fails here names it, whichever connection this rank sees end first;
- * the sender's own end, next, is a consequence. */
+/* A member that lost rank `gone` says so (tell_lost; text is what it saw)
+ * before it fails and exits: gone becomes this rank's first lost peer too
+ * (unless it already had one), so what fails here names it, whichever
+ * connection this rank sees end first; the sender's own end, next, is a
+ * consequence. */
 static void relayed_loss(dist__tcp *t, int gone, const char *text, const char *sender) {
   char msg[DIST_ERRMSG_LEN];
   snprintf(msg, sizeof msg, "%s\n  seen by %s", text, sender);
