@@ -290,6 +290,27 @@ Test(store_tcp, clients_without_the_token_are_refused_logged_and_the_rest_served
   dist_store_destroy(s);
 }
 
+/* A store killed without its cleanup leaves its local secret behind; a later
+ * store with a token on the same port does not use that file, and a client
+ * without a token that answers with it is told what happened. */
+Test(store_tcp, a_stale_local_secret_of_the_port_is_named_when_refused, .timeout = 30) {
+  dist_store *s = make();
+  uint16_t port = dist_store_tcp_port(s);
+  char tok[DIST_AUTH_TOKEN_MAX + 1], path[600];
+  dist__errbuf e;
+  dist__err_clear(&e);
+  cr_assert_eq(dist__auth_local_secret_make(port, tok, sizeof tok, path, sizeof path, &e),
+               DIST_OK, "%s", e.msg);
+  dist_store *c = NULL;
+  int rc = make_client(port, NULL, 3000, &c);
+  unlink(path);
+  cr_assert_eq(rc, DIST_E_INVAL, "%s", dist_status_name(rc));
+  cr_assert(strstr(dist_last_errmsg(), "requires a job token") &&
+            strstr(dist_last_errmsg(), "left by an earlier store"), "%s", dist_last_errmsg());
+  still_serves(port);
+  dist_store_destroy(s);
+}
+
 Test(store_tcp, a_client_with_a_token_refuses_a_server_without_one, .timeout = 20) {
   /* Without a token a loopback server requires its local secret; only
    * DIST_ALLOW_NO_TOKEN=1 makes one that requires nothing. */

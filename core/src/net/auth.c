@@ -207,7 +207,9 @@ int dist__auth_connect(int fd, const char *token, const char *role, int64_t dead
   DIST_TRY(dist__net_read_all(fd, ch, sizeof ch, deadline_ms, e));
   DIST_TRY(check_head(ch, KIND_CHALLENGE, e));
   bool required = ch[6] & 1;
+  const char *own = token;
   token = answer_token(fd, token, role, required, local, sizeof local);
+  bool stale = token == local && !has_token(own); /* answered with the port's local secret */
   if (has_token(token) && !required)
     return dist__err_set(e, DIST_E_INVAL, "peer runs without a job token while this "
                          "process has one (DIST_TOKEN); refusing to talk to it");
@@ -226,7 +228,11 @@ int dist__auth_connect(int fd, const char *token, const char *role, int64_t dead
   bool refused = rc == DIST_E_CLOSED ||
                  (rc == DIST_OK && memcmp(res, "DAUT", 4) == 0 && res[5] == KIND_RESULT &&
                   !(res[6] & 1));
-  if (refused)
+  if (refused && stale) /* that store's port was another's, whose file stayed behind */
+    rc = dist__err_set(e, DIST_E_INVAL, "peer rejected this process: it requires a job token "
+                       "(DIST_TOKEN unset here; the local secret found for its port, left by "
+                       "an earlier store, is not its token)");
+  else if (refused)
     rc = dist__err_set(e, DIST_E_INVAL, "peer rejected this process: %s",
                        has_token(token) ? "wrong job token (DIST_TOKEN)"
                                         : "it requires a job token (DIST_TOKEN unset here)");
