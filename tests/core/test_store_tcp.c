@@ -311,6 +311,39 @@ Test(store_tcp, a_stale_local_secret_of_the_port_is_named_when_refused, .timeout
   dist_store_destroy(s);
 }
 
+/* A store that binds a port with a token removes a dead store's secret for
+ * that port: a client without a token then answers with none and is told the
+ * store requires one (the file made it answer with a wrong one, and CI runs
+ * reuse ports among hundreds of SIGKILLed stores). */
+Test(store_tcp, a_dead_stores_secret_is_removed_by_the_next_store_on_its_port, .timeout = 30) {
+  capture_logs();
+  dist_store *first = make();
+  uint16_t port = dist_store_tcp_port(first);
+  dist_store_destroy(first); /* the port is free again; its secret is made as a dead one's */
+  char tok[DIST_AUTH_TOKEN_MAX + 1], path[600];
+  dist__errbuf e;
+  dist__err_clear(&e);
+  cr_assert_eq(dist__auth_local_secret_make(port, tok, sizeof tok, path, sizeof path, &e),
+               DIST_OK, "%s", e.msg);
+  dist_store_tcp_opts o = {0};
+  o.host = "127.0.0.1";
+  o.port = port;
+  o.is_server = true;
+  o.world_size = 1;
+  o.timeout_ms = 10000;
+  o.token = TOKEN;
+  dist_store *s;
+  OK(dist_store_tcp_create(&o, &s));
+  struct stat st;
+  cr_assert_neq(stat(path, &st), 0, "%s is still there", path);
+  dist_store *c = NULL;
+  cr_assert_eq(make_client(port, NULL, 3000, &c), DIST_E_INVAL);
+  cr_assert(strstr(dist_last_errmsg(), "requires a job token (DIST_TOKEN unset here)"), "%s",
+            dist_last_errmsg());
+  cr_assert(log_has("peer has no job token"), "%s", log_buf);
+  dist_store_destroy(s);
+}
+
 Test(store_tcp, a_client_with_a_token_refuses_a_server_without_one, .timeout = 20) {
   /* Without a token a loopback server requires its local secret; only
    * DIST_ALLOW_NO_TOKEN=1 makes one that requires nothing. */

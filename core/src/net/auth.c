@@ -300,6 +300,14 @@ int dist__auth_local_secret_make(uint16_t port, char *token, size_t token_len, c
   return DIST_OK;
 }
 
+void dist__auth_local_secret_forget(uint16_t port) {
+  char path[600];
+  dist__errbuf ignore;
+  dist__err_clear(&ignore);
+  if (dist__auth_local_secret_path(port, false, path, sizeof path, &ignore) == DIST_OK)
+    unlink(path);
+}
+
 int dist__auth_local_secret_read(uint16_t port, char *token, size_t len, dist__errbuf *e) {
   char path[600];
   DIST_TRY(dist__auth_local_secret_path(port, false, path, sizeof path, e));

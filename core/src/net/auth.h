@@ -81,6 +81,10 @@ int dist__auth_check_answer(const char *token, const uint8_t nonce[DIST_AUTH_NON
  * the path into path. */
 int dist__auth_local_secret_make(uint16_t port, char *token, size_t token_len, char *path,
                                  size_t path_len, dist__errbuf *e);
+/* Removes port's secret, if any: a store that binds port with a job token
+ * owns the port, so a file there was left by a store that died without its
+ * cleanup (SIGKILL), and a client without a token must not answer with it. */
+void dist__auth_local_secret_forget(uint16_t port);
 /* Reads the secret of the loopback store at port into token; DIST_E_INVAL
  * when there is none or it is not private (the reason in e). */
 int dist__auth_local_secret_read(uint16_t port, char *token, size_t len, dist__errbuf *e);

@@ -1022,6 +1022,8 @@ int dist__stp_server_start(const stp_server_opts *o, stp_server **out, dist__err
   if (o->listen_fd <= 0)
     DIST_TRY_GOTO(dist__net_listen(o->host, o->port, o->loopback_only, 1024, &srv->lfd,
                                    &srv->port, e), rc, fail);
+  if (*srv->token) /* the port is ours: a secret file for it is a dead store's */
+    dist__auth_local_secret_forget(srv->port);
   if (o->local_secret && !*srv->token) {
     /* Before the loop answers anybody: a challenge implies the file is there. */
     char tok[DIST_AUTH_TOKEN_MAX + 1];
