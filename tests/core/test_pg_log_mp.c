@@ -7,25 +7,12 @@
  * OFF neither, even with DIST_LOG_LEVEL=INFO. */
 #include <criterion/criterion.h>
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "logcap.h"
 #include "mp.h"
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static char logbuf[1 << 16];
-static size_t loglen;
-
-static void sink(void *arg, dist_log_level lvl, dist_subsys sub, const char *line) {
-  (void)arg, (void)lvl, (void)sub;
-  pthread_mutex_lock(&mu);
-  loglen += (size_t)snprintf(logbuf + loglen, sizeof logbuf - loglen, "%s\n", line);
-  if (loglen >= sizeof logbuf)
-    loglen = sizeof logbuf - 1;
-  pthread_mutex_unlock(&mu);
-}
 
 static int count(const char *hay, const char *needle) {
   int n = 0;
@@ -43,8 +30,7 @@ typedef struct log_arg {
  * returns the captured log (before teardown). */
 static int run_ops(const dist_test_ctx *ctx) {
   const log_arg *a = ctx->arg;
-  dist_log_set_sink(sink, NULL);
-  dist_log_set_level(DIST_LOG_INFO);
+  dist_test_log_capture(DIST_LOG_INFO);
   dist_set_debug_level(a->level);
   CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
   int both[2] = {0, 1};
@@ -104,17 +90,14 @@ static int log_rank(const dist_test_ctx *ctx) {
   int rc = run_ops(ctx);
   if (rc)
     return rc;
-  pthread_mutex_lock(&mu);
-  static char log[sizeof logbuf];
-  memcpy(log, logbuf, sizeof log);
-  pthread_mutex_unlock(&mu);
+  const char *log = dist_test_log_text();
   if (a->level == DIST_DEBUG_OFF) {
     CHECK(ctx, !strstr(log, "initialized with:") && !strstr(log, " COLL TRACE "), "%s", log);
   } else {
     CHECK(ctx, check_block(ctx, log) == 0, "block");
     CHECK(ctx, check_ops(ctx, log) == 0, "operations");
   }
-  dist_log_set_sink(NULL, NULL);
+  dist_test_log_release();
   dist_test_finish();
   return 0;
 }

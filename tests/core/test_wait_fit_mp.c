@@ -8,26 +8,13 @@
  * memory and over TCP. */
 #include <criterion/criterion.h>
 
-#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "logcap.h"
 #include "mp.h"
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static char logbuf[1 << 14];
-static size_t loglen;
-
-static void sink(void *arg, dist_log_level lvl, dist_subsys sub, const char *line) {
-  (void)arg, (void)lvl, (void)sub;
-  pthread_mutex_lock(&mu);
-  loglen += (size_t)snprintf(logbuf + loglen, sizeof logbuf - loglen, "%s\n", line);
-  if (loglen >= sizeof logbuf)
-    loglen = sizeof logbuf - 1;
-  pthread_mutex_unlock(&mu);
-}
 
 typedef struct fit_arg {
   int cpus;         /* CPUs the ranks are pinned to */
@@ -38,8 +25,7 @@ typedef struct fit_arg {
  * (rank + 1) * (i + 1) is (i + 1) * n (n + 1) / 2, exact in float32. */
 static int run(const dist_test_ctx *ctx) {
   const fit_arg *a = ctx->arg;
-  dist_log_set_sink(sink, NULL);
-  dist_log_set_level(DIST_LOG_INFO);
+  dist_test_log_capture(DIST_LOG_INFO);
   CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
   for (int i = 0; i < 300; i++) {
     float x[4];
@@ -52,18 +38,16 @@ static int run(const dist_test_ctx *ctx) {
       CHECK(ctx, x[k] == want, "step %d: %g, want %g", i, x[k], want);
     CHECK_OK(ctx, dist_barrier(NULL, NULL));
   }
-  pthread_mutex_lock(&mu);
   char line[1024] = "";
-  const char *l = strstr(logbuf, "waiting: ");
+  const char *l = strstr(dist_test_log_text(), "waiting: ");
   if (l)
     snprintf(line, sizeof line, "%.*s", (int)strcspn(l, "\n"), l);
-  pthread_mutex_unlock(&mu);
   char head[128];
   snprintf(head, sizeof head, "waiting: %d ranks on this host, %d CPU%s allowed", ctx->world,
            a->cpus, a->cpus == 1 ? "" : "s");
   CHECK(ctx, strstr(line, head) && strstr(line, a->want), "want '%s' ... '%s', got '%s'", head,
         a->want, line);
-  dist_log_set_sink(NULL, NULL);
+  dist_test_log_release();
   dist_test_finish();
   return 0;
 }
