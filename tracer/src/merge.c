@@ -15,7 +15,9 @@
  * (dist_trace_remove_temps), and a full disk ends the merge with "no space
  * left" (journal_mode=OFF: nothing written after that can be trusted).
  * Rank files are read wherever they lie, read-only places included
- * (reader_files.c). */
+ * (reader_files.c); one that cannot be read in place (rows in its -wal on
+ * a full disk or in a read-only place) is read from a copy beside the
+ * output (rank_aside.c). */
 #define _GNU_SOURCE
 #include "reader_int.h"
 
@@ -375,39 +377,69 @@ static int open_out(const char *tmp, sqlite3 **db, char *err, size_t errlen) {
   return DIST_OK;
 }
 
-/* Copies every rank file into db; -1 when the disk filled up (the merge
- * cannot go on), 0 otherwise (bad files are skipped and reported). */
-static int copy_ranks(sqlite3 *db, const char *job_dir, const int *ranks, int n, char *job,
-                      size_t joblen, dist_trace_merge_report *rep) {
-  for (int i = 0; i < n; i++) {
-    char path[1200], why[1200];
-    bool immutable = false;
-    snprintf(path, sizeof path, "%s/rank-%d.db", job_dir, ranks[i]);
-    if (check_rank_file(path, ranks[i], job, joblen, &immutable, why, sizeof why) != 0) {
-      skip(rep, path, why);
-      continue;
-    }
-    char *uri = tr_uri(path, immutable);
-    char *att = uri ? sqlite3_mprintf("ATTACH %Q AS src", uri) : NULL;
-    snprintf(why, sizeof why, "out of memory");
-    /* ATTACH and DETACH only outside a transaction */
-    int rc = att ? tr_exec(db, att, why, sizeof why) : -1;
-    sqlite3_free(att);
-    sqlite3_free(uri);
-    if (rc != 0) {
-      skip(rep, path, why);
-      continue;
-    }
-    tr_exec(db, "BEGIN", NULL, 0);
-    rc = copy_rank(db, ranks[i], rep->ranks_merged == 0, why, sizeof why);
-    if (rc == 0)
-      rc = tr_exec(db, "COMMIT", why, sizeof why); // the pages reach the disk here
-    bool full = rc != 0 && disk_full(db);
-    if (rc != 0)
-      tr_exec(db, "ROLLBACK", NULL, 0);
-    tr_exec(db, "DETACH src", NULL, 0);
-    if (full)
+/* Checks the rank file at path and attaches it as src: where it lies, or
+ * from a copy beside out (*aside) when it cannot be read in place
+ * (rank_aside.c). 0, or -1 with why filled. */
+static int attach_rank(sqlite3 *db, const char *path, int rank, const char *out, char *job,
+                       size_t joblen, tr_aside *aside, char *why, size_t whylen) {
+  bool immutable = false;
+  const char *from = path;
+  aside->path[0] = '\0';
+  if (check_rank_file(path, rank, job, joblen, &immutable, why, whylen) != 0) {
+    char e[600];
+    if (strncmp(why, "cannot open:", 12) != 0 || access(path, R_OK) != 0)
       return -1;
+    if (tr_aside_copy(path, out, aside, e, sizeof e) != DIST_OK) {
+      size_t n = strlen(why);
+      snprintf(why + n, whylen - n, "; reading a copy failed too: %s", e);
+      return -1;
+    }
+    from = aside->path;
+    if (check_rank_file(from, rank, job, joblen, &immutable, e, sizeof e) != 0) {
+      snprintf(why, whylen, "%s (read from a copy, as it cannot be read in place)", e);
+      return -1;
+    }
+  }
+  char *uri = tr_uri(from, immutable);
+  char *att = uri ? sqlite3_mprintf("ATTACH %Q AS src", uri) : NULL;
+  snprintf(why, whylen, "out of memory");
+  /* ATTACH and DETACH only outside a transaction */
+  int rc = att ? tr_exec(db, att, why, whylen) : -1;
+  sqlite3_free(att);
+  sqlite3_free(uri);
+  return rc;
+}
+
+/* Copies every rank file into db (out: its path, beside which a rank
+ * file that cannot be read in place is copied); -1 when the disk filled
+ * up (the merge cannot go on), 0 otherwise (bad files are skipped and
+ * reported). */
+static int copy_ranks(sqlite3 *db, const char *out, const char *job_dir, const int *ranks, int n,
+                      char *job, size_t joblen, dist_trace_merge_report *rep) {
+  for (int i = 0; i < n; i++) {
+    char path[1200], why[1800];
+    tr_aside aside;
+    snprintf(path, sizeof path, "%s/rank-%d.db", job_dir, ranks[i]);
+    int rc = attach_rank(db, path, ranks[i], out, job, joblen, &aside, why, sizeof why);
+    if (rc == 0) {
+      tr_exec(db, "BEGIN", NULL, 0);
+      rc = copy_rank(db, ranks[i], rep->ranks_merged == 0, why, sizeof why);
+      if (rc == 0) /* the end its file could not take (end_note.c) */
+        rc = tr_end_note_apply(db, job_dir, ranks[i], why, sizeof why);
+      if (rc == 0)
+        rc = tr_exec(db, "COMMIT", why, sizeof why); // the pages reach the disk here
+      bool full = rc != 0 && disk_full(db);
+      if (rc != 0)
+        tr_exec(db, "ROLLBACK", NULL, 0);
+      tr_exec(db, "DETACH src", NULL, 0);
+      if (full) {
+        if (aside.path[0])
+          tr_aside_remove(&aside);
+        return -1;
+      }
+    }
+    if (aside.path[0])
+      tr_aside_remove(&aside);
     if (rc != 0) {
       skip(rep, path, why);
       continue;
@@ -484,7 +516,7 @@ int dist_trace_merge(const char *job_dir, const char *out_path, dist_trace_merge
     return rc;
   }
   char job[128] = "";
-  if (copy_ranks(db, job_dir, ranks, n, job, sizeof job, rep) != 0)
+  if (copy_ranks(db, tmp, job_dir, ranks, n, job, sizeof job, rep) != 0)
     rc = no_space(tmp, err, errlen);
   free(ranks);
   if (rc == DIST_OK)

@@ -10,7 +10,8 @@
  * with no `-wal` file (or an empty one) holds every row in the main file,
  * so it is then opened with `immutable=1`, which needs no `-shm`. One with
  * rows still in its `-wal` cannot be read that way without losing them:
- * that case is refused with a sentence saying what to do.
+ * that case is refused here with a sentence saying what to do (a merge
+ * then reads a copy, rank_aside.c).
  *
  * Temporary files. A merge writes `<out>.tmp` and renames it; opening a
  * job directory merges into a file in $TMPDIR (or /tmp). Both are held in

@@ -155,6 +155,37 @@ void tr_temp_release(int slot);
  * errno. */
 int tr_temp_create(const char *prefix, char *path, size_t len, int *slot);
 
+/* --- rank_aside.c: a rank file read from a copy beside the merge's output,
+ * when it cannot be read where it lies (rows in its -wal, and no -shm can
+ * be made there: a full disk, a read-only place) ------------------------- */
+#define TR_ASIDE_FILES 3 /* the copy, its -wal, its -shm */
+typedef struct tr_aside {
+  char path[1400]; /* the copy: "<near>.rank-copy-<pid>" */
+  int slot[TR_ASIDE_FILES]; /* tr_temp_hold's, so a signal leaves no copy */
+} tr_aside;
+/* Copies path and its -wal to a->path; DIST_OK, or DIST_E_* with why in
+ * err (the copies made so far removed). */
+int tr_aside_copy(const char *path, const char *near, tr_aside *a, char *err, size_t errlen);
+/* Removes the copy, its -wal and -shm, and disarms them. */
+void tr_aside_remove(tr_aside *a);
+
+/* --- end_note.c: the end of a rank whose trace file could not take it,
+ * written over the first bytes of its rank-<R>.reserve ------------------- */
+typedef struct tr_end_note {
+  char end_state[16]; /* 'finished', 'exited' or 'crashed' */
+  uint64_t dropped;   /* records the rank could not write, all told */
+  int64_t t_ns;       /* when, on the rank's clock */
+  char why[256];      /* the write's failure */
+} tr_end_note;
+/* 0, or -1 (the reserve cannot be opened or written). */
+int tr_end_note_write(const char *reserve, const tr_end_note *n);
+/* 0, or -1 when reserve holds no note. */
+int tr_end_note_read(const char *reserve, tr_end_note *n);
+/* The note of rank's reserve in job_dir, if any, applied to db's main
+ * ranks row (end_state where it says 'running', dropped_records) with a
+ * 'trace_write_failed' events row; 0, or -1 with why in err. */
+int tr_end_note_apply(sqlite3 *db, const char *job_dir, int rank, char *err, size_t errlen);
+
 /* --- merge.c --------------------------------------------------------------- */
 /* Imports a `.ring` side file into db for its rank (offset applied by the
  * caller's SQL). */

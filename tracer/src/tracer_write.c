@@ -109,8 +109,8 @@ static void commit_cycle(tracer *t, bool last) {
     tr_exec(t->db, sql, NULL, 0);
   }
   /* While writes fail, a commit is tried every RETRY_MS only (and at the
-   * end): the cycles between roll back, so no rank takes the space another
-   * rank freed to record its end. */
+   * end): the cycles between roll back, so a full disk is not written
+   * (and its -wal grown by failed transactions) every cycle. */
   int64_t now = dist_clock_ns();
   if (t->write_failing && !last && now < t->retry_ns) {
     tr_exec(t->db, "ROLLBACK", NULL, 0);
@@ -134,7 +134,7 @@ static void commit_cycle(tracer *t, bool last) {
 }
 
 /* Space kept aside at open (RESERVE_BYTES) so that a rank whose disk fills
- * can still record its end and what it dropped. */
+ * can still record its end and what it dropped: over it (end_note.c). */
 #define RESERVE_BYTES (64 * 1024)
 
 static void reserve_space(tracer *t) {
@@ -157,6 +157,18 @@ static void release_space(tracer *t) {
   if (t->reserve_path[0])
     unlink(t->reserve_path);
   t->reserve_path[0] = '\0';
+}
+
+/* The end state and the count of dropped records, over the first bytes
+ * of the kept space; false when there is none or it cannot be written. */
+static bool note_end_aside(tracer *t) {
+  if (!t->reserve_path[0])
+    return false;
+  tr_end_note n = {.dropped = tr_sink_dropped(t->sink), .t_ns = dist_clock_ns() + tr_skew(t)};
+  snprintf(n.end_state, sizeof n.end_state, "%s", t->end_state);
+  snprintf(n.why, sizeof n.why, "the trace file could not be written (%.180s): %llu records lost",
+           t->write_err, (unsigned long long)n.dropped);
+  return tr_end_note_write(t->reserve_path, &n) == 0;
 }
 
 static void *writer_main(void *arg) {
@@ -319,16 +331,7 @@ void tr_writer_stop(tracer *t, const char *end_state) {
   if (!t->db)
     return;
   snprintf(t->end_state, sizeof t->end_state, "%s", end_state);
-  /* A disk that filled during the run may still be full (or another
-   * rank's writer may have taken what it freed): the kept space takes the
-   * count and the end, committed with the last rows. */
-  if (t->write_lost)
-    release_space(t);
   commit_cycle(t, true); /* what came after the thread's last cycle, and the end */
-  if (t->lost_unnoted) { /* the disk filled just now */
-    release_space(t);
-    commit_cycle(t, true);
-  }
   if (t->live) { /* its last spans need that commit; its counts go in the file */
     char summary[1200];
     uint64_t dropped = tr_live_stop(t->live, summary, sizeof summary);
@@ -342,15 +345,21 @@ void tr_writer_stop(tracer *t, const char *end_state) {
     tr_exec(t->db, q, NULL, 0);
     sqlite3_free(q);
   }
+  /* The disk still full: the end and the count go over the kept space
+   * (end_note.c), which no other rank's writer can take first. */
+  bool noted = t->lost_unnoted && note_end_aside(t);
   if (t->write_lost)
     DIST_LOG(INFO, TRACER, "trace %s: %llu records could not be written (%s)%s", t->path,
              (unsigned long long)t->write_lost, t->write_err,
-             t->lost_unnoted ? "; not even their count" : "; counted in the file");
+             !t->lost_unnoted ? "; counted in the file"
+             : noted          ? "; their count and the rank's end are in its .reserve file"
+                              : "; not even their count");
   tr_sink_close(t->sink);
   t->sink = NULL;
   sqlite3_close(t->db);
   t->db = NULL;
-  release_space(t);
+  if (!noted)
+    release_space(t);
 }
 
 int dist__tracer_flush_wait(tracer *t, int64_t timeout_ms);
