@@ -24,24 +24,28 @@ static void exec(sqlite3 *db, const char *sql) {
   cr_assert_eq(tr_exec(db, sql, err, sizeof err), 0, "%s: %s", sql, err);
 }
 
-/* One operation row of rank. start/end < 0: NULL. */
+/* One operation row of rank. start/end < 0: NULL. dtype NULL: a row whose
+ * first record was lost (no dtype, shape, reduce op or element count). */
 static void op(sqlite3 *db, int rank, int seq, const char *name, const char *state,
                const char *dtype, int64_t enq, int64_t start, int64_t end, int root) {
-  char sql[700], r[16] = "NULL", s[24], e[24];
+  char sql[700], r[16] = "NULL", s[24], e[24], fp[64];
   if (root >= 0)
     snprintf(r, sizeof r, "%d", root);
   snprintf(s, sizeof s, "%lld", (long long)start);
   snprintf(e, sizeof e, "%lld", (long long)end);
+  snprintf(fp, sizeof fp, dtype ? "'%s', '[4]', 1, 1, 4, 4" : "NULL, NULL, 1, 1, 0, 0",
+           dtype);
   snprintf(sql, sizeof sql,
-           "INSERT INTO operations VALUES (%d, 0, %d, '%s', 0, '%s', '%s', '[4]', 1, 1, 4, 4,"
-           " 16, 16, %s, NULL, 'SUM', NULL, %lld, %s, %s, %d, NULL, NULL, NULL)",
-           rank, seq, name, state, dtype, r, (long long)enq, start < 0 ? "NULL" : s,
-           end < 0 ? "NULL" : e, strcmp(state, "failed") ? 0 : 4);
+           "INSERT INTO operations VALUES (%d, 0, %d, '%s', 0, '%s', %s,"
+           " 16, 16, %s, NULL, %s, NULL, %lld, %s, %s, %d, NULL, NULL, NULL)",
+           rank, seq, name, state, fp, r, dtype ? "'SUM'" : "NULL", (long long)enq,
+           start < 0 ? "NULL" : s, end < 0 ? "NULL" : e, strcmp(state, "failed") ? 0 : 4);
   exec(db, sql);
 }
 
 /* Ranks 0-2, group 0: all_reduces #1-#3, rank r starting r * 100 ns after
- * rank 0 and running 1000 + r ns; at #3 rank 2 passes int32 (a desync);
+ * rank 0 and running 1000 + r ns; rank 0's #2 lost its first record (no
+ * dtype, shape or reduce op: no desync); at #3 rank 2 passes int32 (one);
  * rank 1 fails #4 alone; rank 0 sends to rank 1 (point-to-point #1, 5 us). */
 static void rank_file(int rank) {
   char path[400], sql[600];
@@ -59,7 +63,8 @@ static void rank_file(int rank) {
   exec(db, sql);
   for (int s = 1; s <= 3; s++) {
     int64_t t = s * 1000000LL + rank * 10;
-    op(db, rank, s, "ALL_REDUCE", "completed", s == 3 && rank == 2 ? "int32" : "float32", t,
+    const char *dtype = s == 3 && rank == 2 ? "int32" : s == 2 && rank == 0 ? NULL : "float32";
+    op(db, rank, s, "ALL_REDUCE", "completed", dtype, t,
        s * 1000000LL + 500 + rank * 100, s * 1000000LL + 500 + rank * 100 + 1000 + rank, -1);
   }
   if (rank == 1)

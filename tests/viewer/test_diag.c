@@ -3,7 +3,8 @@
  * the desync's culprit and field, the hang's lagging rank with its last
  * completed op and the blocked ranks, the deadlock's cycle, a dead rank,
  * a stored report with nothing in the rows, point-to-point rows that
- * differ by design, and a divergence deep in a long trace. */
+ * differ by design, a divergence deep in a long trace, and rows that lost
+ * records in a job that finished (no finding, unless a real one). */
 #include <criterion/criterion.h>
 
 #include <sqlite3.h>
@@ -99,6 +100,60 @@ Test(viewer_diag, healthy_trace_finds_nothing, .timeout = 10) {
   cr_assert_eq(d.kind, VW_DIAG_NONE, "%s", d.summary);
   cr_assert_eq(d.exit_code, 0, "exit 0");
   vw_diag_free(&d);
+}
+
+/* A job that finished with records lost (a full disk, a ring overflow):
+ * rank 0's #9 lost its first record (no dtype, shape or reduce op) and its
+ * #10 its last (it never ended in the file); rank 2's #10 passes int32
+ * when `real` (a desync the lost fields must not hide). */
+static void story_lost_records(const char *path, bool real) {
+  sqlite3 *db = fx_create(path, "job-lost", 3, 1);
+  const int three[] = {0, 1, 2};
+  for (int r = 0; r < 3; r++)
+    fx_rank(db, r, "finished");
+  fx_group(db, 0, "default", three, 3);
+  for (int s = 1; s <= 8; s++)
+    fx_coll(db, 0, s, "ALL_REDUCE", three, 3);
+  for (int s = 9; s <= 10; s++)
+    for (int r = 0; r < 3; r++) {
+      int64_t t = fx_t(s, r);
+      fx_op o = {r, 0, s, "ALL_REDUCE", "completed", "float32", "[4,1024]", "SUM", NULL,
+                 4096, 16384, -1, t, t + 1000, t + 500000, 0};
+      if (r == 0 && s == 9)
+        o.dtype = o.shape = o.redop = NULL, o.numel = o.bytes = 0;
+      if (r == 0 && s == 10)
+        o.state = "started", o.t_end = -1;
+      if (r == 2 && s == 10 && real)
+        o.dtype = "int32";
+      fx_op_add(db, &o);
+    }
+  fx_finish(db, fx_t(0, 0), fx_t(12, 0));
+}
+
+Test(viewer_diag, rows_that_lost_records_in_a_finished_job_find_nothing, .timeout = 10) {
+  const char *p = vwt_path("lost.db");
+  story_lost_records(p, false);
+  for (int deep = 0; deep < 2; deep++) {
+    vw_diag d;
+    diagnose(p, deep, &d);
+    cr_assert_eq(d.kind, VW_DIAG_NONE, "%s: %s", deep ? "deep" : "quick", d.summary);
+    vw_diag_free(&d);
+  }
+}
+
+Test(viewer_diag, a_desync_beside_rows_that_lost_records_is_still_found, .timeout = 10) {
+  const char *p = vwt_path("lostdesync.db");
+  story_lost_records(p, true);
+  for (int deep = 0; deep < 2; deep++) {
+    vw_diag d;
+    diagnose(p, deep, &d);
+    cr_assert_eq(d.kind, VW_DIAG_DESYNC, "%s: %s", deep ? "deep" : "quick", d.summary);
+    cr_assert_eq(d.seq, 10);
+    cr_assert_eq(d.n_culprits, 1);
+    cr_assert_eq(d.rank, 2, "%s", d.summary);
+    cr_assert_str_eq(d.field, "dtype");
+    vw_diag_free(&d);
+  }
 }
 
 Test(viewer_diag, a_crashed_rank_with_nothing_else_is_exit_12, .timeout = 10) {
@@ -252,7 +307,8 @@ Test(viewer_diag, a_stored_desync_report_beats_rows_cut_short, .timeout = 10) {
   cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK, "open");
   cr_assert_eq(sqlite3_exec(db, "DELETE FROM operations WHERE seq = 13 OR (rank = 2 AND seq > 3);"
                                 "UPDATE operations SET state = 'started', t_ended_ns = NULL "
-                                "WHERE seq = 12 AND rank != 2", NULL, NULL, NULL), SQLITE_OK,
+                                "WHERE seq = 12 AND rank != 2;"
+                                "UPDATE ranks SET end_state = 'lost'", NULL, NULL, NULL), SQLITE_OK,
                "cut");
   sqlite3_close(db);
   vw_diag d;

@@ -14,7 +14,8 @@
  *   pass 1: per collective (group, seq) of the rows that are not
  *     point-to-point: whether the fingerprint (op, dtype, root, redop, and
  *     shape with element count for the ops whose shapes must agree) takes
- *     more than one value, the earliest enqueue, the earliest and latest
+ *     more than one value (a NULL field, lost with the row's first record,
+ *     agrees with any), the earliest enqueue, the earliest and latest
  *     start and the lowest rank at the latest; per (group, op) the
  *     completed operations' durations, bucketed;
  *   pass 2: per rank, how long after its collective's earliest start each
@@ -79,18 +80,33 @@ static int64_t i64(sqlite3_stmt *st, int i) {
   "SELECT rank, group_id, seq, op, state, dtype, shape, numel_in, root, redop,"           \
   " t_enqueued_ns, t_started_ns, t_ended_ns FROM main.operations"
 
+#define UNKNOWN (-2) /* a NULL field: the row's first record was lost */
+
+/* Column i interned, or UNKNOWN when NULL. */
+static int32_t field(summary *s, sqlite3_stmt *st, int i) {
+  return sqlite3_column_type(st, i) == SQLITE_NULL ? UNKNOWN : sm_intern(&s->str, text(st, i));
+}
+
 /* The row's fingerprint: op, dtype, redop and (shaped ops) shape
- * interned, root, element count; -1 out of memory. */
+ * interned (or UNKNOWN), root, element count; -1 out of memory. */
 static int fingerprint(summary *s, sqlite3_stmt *st, const char *op, int32_t fp[5],
                        int64_t *numel) {
   bool shaped = same_shape(op);
   fp[0] = sm_intern(&s->str, op);
-  fp[1] = sm_intern(&s->str, text(st, 5));
-  fp[2] = sm_intern(&s->str, text(st, 9));
-  fp[3] = shaped ? sm_intern(&s->str, text(st, 6)) : -1;
+  fp[1] = field(s, st, 5);
+  fp[2] = field(s, st, 9);
+  fp[3] = shaped ? field(s, st, 6) : -1;
   fp[4] = (int32_t)i64(st, 8);
   *numel = shaped ? sqlite3_column_int64(st, 7) : 0;
-  return fp[0] < 0 || fp[1] < 0 || fp[2] < 0 || (shaped && fp[3] < 0) ? -1 : 0;
+  return fp[0] < 0 || fp[1] == -1 || fp[2] == -1 || (shaped && fp[3] == -1) ? -1 : 0;
+}
+
+/* Whether v differs from the collective's value *have: an UNKNOWN agrees
+ * with any, and the first known value seen becomes the collective's. */
+static bool known_differs(int32_t *have, int32_t v) {
+  if (*have == UNKNOWN)
+    *have = v;
+  return v != UNKNOWN && *have != v;
 }
 
 static int add_coll(summary *s, sqlite3_stmt *st, int rank, int group, int64_t seq,
@@ -107,8 +123,14 @@ static int add_coll(summary *s, sqlite3_stmt *st, int rank, int group, int64_t s
     c->numel = numel;
     c->t_first = t_enq;
   } else {
-    c->differs |= c->op != fp[0] || c->dtype != fp[1] || c->redop != fp[2] ||
-                  c->shape != fp[3] || c->root != fp[4] || c->numel != numel;
+    bool differs = c->op != fp[0] || c->root != fp[4];
+    differs |= known_differs(&c->dtype, fp[1]);
+    differs |= known_differs(&c->redop, fp[2]);
+    if (fp[3] != UNKNOWN && c->shape == UNKNOWN) /* the element count comes with the shape */
+      c->shape = fp[3], c->numel = numel;
+    else if (fp[3] != UNKNOWN)
+      differs |= c->shape != fp[3] || c->numel != numel;
+    c->differs |= differs;
     c->t_first = t_enq < c->t_first ? t_enq : c->t_first;
   }
   if (t0 < 0)

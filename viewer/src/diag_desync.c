@@ -8,7 +8,8 @@
  * where a job that went wrong stopped. The candidate's rows are then
  * grouped by fingerprint in C: the largest agreeing set is taken as the
  * intent, the ranks outside it are the culprits, and the differing fields
- * are named. */
+ * are named. A field a row lacks (NULL: its first record was lost to a
+ * ring overflow or a full disk) is unknown and agrees with any value. */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -43,18 +44,40 @@ int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len) {
       n++;                                                                              \
     }                                                                                   \
   } while (0)
+  /* "" is unknown, not a value: a row whose first record was lost (ring
+   * overflow, a full disk) has op and root but no dtype, shape or redop. */
+#define KNOWN_DIFF(x, y) ((x)[0] && (y)[0] && strcmp(x, y))
   FIELD(strcmp(a->op, b->op), "op");
   bool same_op = !strcmp(a->op, b->op);
-  FIELD(same_op && strcmp(a->dtype, b->dtype), "dtype");
+  FIELD(same_op && KNOWN_DIFF(a->dtype, b->dtype), "dtype");
   bool shaped = same_op && vw_op_same_shape(a->op);
-  FIELD(shaped && strcmp(a->shape, b->shape), "shape");
-  FIELD(shaped && !strcmp(a->shape, b->shape) && a->numel_in != b->numel_in, "numel");
+  FIELD(shaped && KNOWN_DIFF(a->shape, b->shape), "shape");
+  FIELD(shaped && a->shape[0] && !strcmp(a->shape, b->shape) && a->numel_in != b->numel_in,
+        "numel");
   FIELD(same_op && a->root != b->root, "root");
-  FIELD(same_op && strcmp(a->redop, b->redop), "redop");
+  FIELD(same_op && KNOWN_DIFF(a->redop, b->redop), "redop");
+#undef KNOWN_DIFF
 #undef FIELD
   if (off >= len && len)
     buf[len - 1] = '\0';
   return n;
+}
+
+int vw_fp_majority(const vw_op *ops, int n) {
+  int best = 0, best_score = -1;
+  for (int i = 0; i < n; i++) {
+    char f[64];
+    int same = 0;
+    for (int k = 0; k < n; k++)
+      same += vw_fp_diff(&ops[i], &ops[k], f, sizeof f) == 0;
+    /* a row with its fields known beats an unknown one that agrees as often */
+    int score = 2 * same + (ops[i].dtype[0] || ops[i].shape[0] || ops[i].redop[0]);
+    if (score > best_score) {
+      best_score = score;
+      best = i;
+    }
+  }
+  return best;
 }
 
 #define SHAPED_OPS                                                                    \
@@ -65,9 +88,9 @@ int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len) {
 #define CANDIDATES(WHERE)                                                               \
   "SELECT group_id, seq FROM operations WHERE op NOT IN ('SEND','RECV','BATCH_P2P',"    \
   "'SEND_BYTES','RECV_BYTES') " WHERE " GROUP BY group_id, seq HAVING "                 \
-  "count(DISTINCT op) > 1 OR count(DISTINCT coalesce(dtype, '')) > 1 OR "               \
-  "count(DISTINCT coalesce(root, -1)) > 1 OR count(DISTINCT coalesce(redop, '')) > 1 OR " \
-  "count(DISTINCT CASE WHEN op IN " SHAPED_OPS " THEN coalesce(shape, '') || '/' || "   \
+  "count(DISTINCT op) > 1 OR count(DISTINCT dtype) > 1 OR "                             \
+  "count(DISTINCT coalesce(root, -1)) > 1 OR count(DISTINCT redop) > 1 OR "               \
+  "count(DISTINCT CASE WHEN op IN " SHAPED_OPS " THEN shape || '/' || "                 \
   "numel_in END) > 1 ORDER BY min(t_enqueued_ns), group_id, seq LIMIT 1"
 #define WITH_TIME(Q)                                                                    \
   "SELECT group_id, seq, (SELECT min(t_enqueued_ns) FROM operations o WHERE "           \
@@ -157,18 +180,7 @@ static const char *root_text(const vw_op *o, char *buf, size_t len) {
 /* Groups the rows by fingerprint; the largest set (ties: the one holding
  * the lowest rank) is the majority. Fills culprits and the field list. */
 static void explain(vw_model *m, vw_op *ops, int n, vw_diag *d) {
-  int best = 0, best_n = 0;
-  for (int i = 0; i < n; i++) {
-    char f[64];
-    int same = 0;
-    for (int k = 0; k < n; k++)
-      same += vw_fp_diff(&ops[i], &ops[k], f, sizeof f) == 0;
-    if (same > best_n) {
-      best_n = same;
-      best = i;
-    }
-  }
-  const vw_op *maj = &ops[best];
+  const vw_op *maj = &ops[vw_fp_majority(ops, n)];
   int majr[VW_DIAG_LIST], nmaj = 0;
   size_t off = 0;
   char fields[64] = "";
@@ -227,6 +239,14 @@ int vw_diag_desync(vw_model *m, bool deep, vw_diag *d) {
   d->group_id = g;
   d->seq = s;
   explain(m, ops, n, d);
+  if (d->n_culprits == 0) { /* only unknown fields differed (a file merged before they were) */
+    d->kind = VW_DIAG_NONE;
+    d->group_id = d->rank = -1;
+    d->seq = 0;
+    d->op[0] = d->field[0] = d->summary[0] = d->text[0] = '\0';
+    free(ops);
+    return 0;
+  }
   for (int i = 0; i < n; i++)   // when it happened: a crash after it does not explain it
     if (d->t_ns < 0 || ops[i].t_enq < d->t_ns)
       d->t_ns = ops[i].t_enq;

@@ -47,6 +47,25 @@ static void add_rank(waits *w, int rank) {
   w->r[w->n++].rank = rank;
 }
 
+/* Whether rank reached dist_finalize (ranks.end_state 'finished'): then
+ * it is blocked in nothing, and a newest row that never ended lost its
+ * end record (ring overflow, a full disk) rather than hung. A rank that
+ * called exit() ('exited') may have given up on a call it was blocked in:
+ * it stays a candidate. */
+static bool finished(const vw_model *m, int rank) {
+  int lo = 0, hi = m->job.nranks - 1; /* read ORDER BY rank (model_header.c) */
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (m->job.ranks[mid].rank == rank)
+      return !strcmp(m->job.ranks[mid].end_state, "finished");
+    if (m->job.ranks[mid].rank < rank)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return false;
+}
+
 /* Each rank's blocked call (vw_model_blocked_ops), into its entry. */
 static int blocked_ops(vw_model *m, waits *w) {
   int *ranks = malloc(((size_t)w->n + 1) * sizeof *ranks);
@@ -58,7 +77,8 @@ static int blocked_ops(vw_model *m, waits *w) {
   if (rc == 0)
     rc = vw_model_blocked_ops(m, ranks, w->n, ops, found);
   for (int i = 0; rc == 0 && i < w->n; i++) {
-    w->r[i].blocked = found[i];
+    w->r[i].blocked = found[i] && (!strcmp(ops[i].state, "timed_out") ||
+                                   !finished(m, w->r[i].rank));
     if (found[i])
       w->r[i].op = ops[i];
   }

@@ -22,5 +22,8 @@ bool vw_op_same_shape(const char *op);
 /* Fingerprint fields on which a and b differ, comma-separated into buf;
  * returns how many. */
 int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len);
+/* The majority row of one collective's rows: the one most others have no
+ * difference with (ties: a row whose fields are known, then the first). */
+int vw_fp_majority(const vw_op *ops, int n);
 
 #endif

@@ -184,21 +184,6 @@ void vw_render_timeline(const vw_state *st, const vw_model *m, const vw_pages *p
 
 /* --- detail --------------------------------------------------------------------- */
 
-/* The majority row: the one most others have no difference with. */
-static int majority(const vw_op *ops, int n) {
-  int best = 0, best_n = -1;
-  for (int i = 0; i < n; i++) {
-    int same = 0;
-    char f[64];
-    for (int k = 0; k < n; k++)
-      same += vw_fp_diff(&ops[i], &ops[k], f, sizeof f) == 0;
-    if (same > best_n) {
-      best_n = same;
-      best = i;
-    }
-  }
-  return best;
-}
 
 /* The value of one fingerprint field, as the detail table prints it. */
 static const char *field_value(const vw_op *o, const char *field, char *buf, size_t len) {
@@ -329,7 +314,7 @@ void vw_render_detail(const vw_state *st, const vw_model *m, const vw_pages *p, 
     vw_put(c, r, 1, 0, 0, " no rank entered this operation");
     return;
   }
-  int maj = majority(p->detail, p->ndetail);
+  int maj = vw_fp_majority(p->detail, p->ndetail);
   detail_summary(p, maj, c, r);
   bool gpu = false;   // GPU columns only when a rank of it has a gpu event
   int64_t t_first = INT64_MAX;
