@@ -46,7 +46,11 @@
  *            scatter and reduce_scatter), "op=SUM" (PREMUL_SUM(0.5)),
  *            "root 1", "to rank 1" / "from rank 0" for point-to-point and
  *            the pairs of an all_to_all, then the bytes in parentheses.
- *            The later of two lines ends "<- <field> differs".
+ *            The odd rank's line ends "<- <field> differs": the one the
+ *            others disagree with, or of a send and its receive, the side
+ *            that changed since the pair last matched (both lines when
+ *            neither is known); of two ranks with nothing to tell them
+ *            apart, the later line.
  *   origin   Named once. A failure found on this rank has no "seen by"
  *            line; one relayed from another rank (its error frame, the
  *            store) carries a single "seen by" line naming where it was

@@ -127,6 +127,19 @@ void dist__report_disagree_odd(char *buf, size_t len, size_t *off, const char *f
                 hi == odd ? field : "", hi == odd ? " differs" : "");
 }
 
+void dist__report_disagree_both(char *buf, size_t len, size_t *off, const char *field,
+                                const dist__rside *a, const dist__rside *b) {
+  const dist__rside *lo = a->global_rank <= b->global_rank ? a : b;
+  const dist__rside *hi = lo == a ? b : a;
+  char la[96], lb[96];
+  label(lo, la, sizeof la);
+  label(hi, lb, sizeof lb);
+  int w = (int)(strlen(la) > strlen(lb) ? strlen(la) : strlen(lb));
+  dist__appendf(buf, len, off, "ranks disagree on the %s", field);
+  dist__appendf(buf, len, off, "\n  %-*s %s  <- %s differs", w, la, lo->value, field);
+  dist__appendf(buf, len, off, "\n  %-*s %s  <- %s differs", w, lb, hi->value, field);
+}
+
 void dist__report_disagree(char *buf, size_t len, size_t *off, const char *field,
                            const dist__rside *a, const dist__rside *b) {
   /* Neither side is known to be the odd one: the marker on the later line. */

@@ -55,5 +55,9 @@ void dist__report_disagree_odd(char *buf, size_t len, size_t *off, const char *f
                                const dist__rside *usual, const dist__rside *odd);
 void dist__report_disagree(char *buf, size_t len, size_t *off, const char *field,
                            const dist__rside *a, const dist__rside *b);
+/* The same with the marker on both lines: a pair (a send and its receive)
+ * where neither side is known to be the odd one, so both are blamed. */
+void dist__report_disagree_both(char *buf, size_t len, size_t *off, const char *field,
+                                const dist__rside *a, const dist__rside *b);
 
 #endif

@@ -200,6 +200,10 @@ typedef struct tcp_conn {
   bool eof;                     /* this socket reached its end after a BYE */
   tcp_item *sq, *sq_last;       /* outgoing frames in order */
   uint64_t next_msg_id;
+  /* Bytes of the last send to and receive from this peer that matched (0:
+   * none yet): when a later pair's sizes differ, the side that changed is
+   * the one the report marks (p2p_report). */
+  uint64_t p2p_sent, p2p_recvd;
   /* receive side */
   uint8_t *rbuf;
   size_t rpos, rend;

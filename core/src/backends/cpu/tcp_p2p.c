@@ -283,6 +283,18 @@ static void coll_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *t
   set_fail(r, DIST_E_DESYNC, "%s", m);
 }
 
+/* Which side of a send and receive whose sizes differ changed since the
+ * pair last matched: 1 the sender, 0 the receiver, -1 not known (no
+ * earlier match, or both changed). Both ranks hold the same history, so
+ * both say the same. */
+static int p2p_changed(const dist__tcp *t, int p, bool i_send, uint64_t sb, uint64_t rb) {
+  const tcp_conn *c = &t->conns[p];
+  uint64_t last = i_send ? c->p2p_sent : c->p2p_recvd;
+  if (!last || sb == rb)
+    return -1;
+  return last == rb ? 1 : last == sb ? 0 : -1;
+}
+
 /* The report body of a send and a receive whose sizes differ. */
 static void p2p_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *theirs,
                        uint64_t their_size, bool i_send, const char *field) {
@@ -310,7 +322,12 @@ static void p2p_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *th
   size_t off = 0;
   m[0] = '\0';
   dist__appendf(m, sizeof m, &off, "%s: ", dist__tcp_req_label(r, lb, sizeof lb));
-  dist__report_disagree(m, sizeof m, &off, field ? field : "size", &a, &b);
+  int changed = p2p_changed(t, p, i_send, sb, rb);
+  if (changed >= 0) /* it is the odd one: the other side matched this size before */
+    dist__report_disagree_odd(m, sizeof m, &off, field ? field : "size", changed ? &b : &a,
+                              changed ? &a : &b);
+  else
+    dist__report_disagree_both(m, sizeof m, &off, field ? field : "size", &a, &b);
   set_fail(r, DIST_E_DESYNC, "%s", m);
 }
 
@@ -325,8 +342,11 @@ static int check_match(dist__tcp *t, dist__tcp_req *r, int src, const tcp_hdr *h
     return DIST_E_DESYNC;
   }
   const char *why = p2p_diff(&r->d, r->len, &hd, h->size);
-  if (!why)
+  if (!why) {
+    if (src != t->g->rank)
+      t->conns[src].p2p_recvd = h->size;
     return DIST_OK;
+  }
   p2p_report(t, r, src, &hd, h->size, false, why);
   return DIST_E_DESYNC;
 }
@@ -710,6 +730,8 @@ static tcp_item *body_items(dist__tcp_req *r, int n) {
 
 void dist__tcp_on_cts(dist__tcp *t, tcp_conn *c) {
   dist__tcp_req *r = find_by_id(t, true, c->peer, c->rh.msg_id, RQ_SEND_CTSWAIT);
+  if (r && !r->coll)
+    t->conns[c->peer].p2p_sent = r->len; /* the receiver matched it */
   int n = r ? dist__tcp_stripes(t, c->peer, r->len) : 0;
   tcp_item *items = r ? body_items(r, n) : NULL;
   if (!items) {
@@ -800,6 +822,8 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
     return;
   }
   if (!nack) {
+    if (!r->coll)
+      c->p2p_sent = r->len;
     if (r->item)
       r->want_ack = false; /* acknowledged already: done once written */
     else
