@@ -269,6 +269,26 @@ Test(tracer_reader_edges, a_rank_file_on_a_full_disk_merges_from_a_copy, .init =
   cr_assert_neq(system(fill), 0, "no copy left behind");
 }
 
+/* meta.merged_ranks names every merged rank, however many (it stopped at
+ * about 900 in a 4 KiB buffer), runs folded. */
+Test(tracer_reader_edges, merged_ranks_names_every_rank_of_a_thousand, .init = setup,
+     .fini = teardown, .timeout = 120) {
+  char job[256], out[300], err[1024], gone[320];
+  snprintf(job, sizeof job, "%s/edgejob", dir);
+  rank_files(job, 1100, 1);
+  snprintf(gone, sizeof gone, "%s/rank-5.db", job);
+  cr_assert_eq(unlink(gone), 0);
+  snprintf(out, sizeof out, "%s/trace.db", dir);
+  dist_trace_merge_report rep;
+  cr_assert_eq(dist_trace_merge(job, out, &rep, err, sizeof err), DIST_OK, "%s", err);
+  cr_assert_eq(rep.ranks_merged, 1099, "%s", rep.skipped);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open_v2(out, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  cr_assert_str_eq(tq_text(db, "SELECT value FROM meta WHERE key = 'merged_ranks'"),
+                   "0-4,6-1099");
+  sqlite3_close(db);
+}
+
 /* --- defect 5: interrupted merges ------------------------------------------------- */
 
 /* True when d holds a `<name>.tmp`: a merge is writing into it. */

@@ -325,20 +325,48 @@ static int import_rings(sqlite3 *db, const char *dir, dist_trace_merge_report *r
   return imported;
 }
 
-static void finish_meta(sqlite3 *db, const char *job, const dist_trace_merge_report *rep) {
-  char merged[4096] = "";
+/* Appends the run lo..hi of ranks: "3", "3,4", or "3-9" from three on. */
+static void put_run(sqlite3_str *s, int lo, int hi) {
+  const char *sep = sqlite3_str_length(s) ? "," : "";
+  if (hi - lo >= 2)
+    sqlite3_str_appendf(s, "%s%d-%d", sep, lo, hi);
+  else if (hi > lo)
+    sqlite3_str_appendf(s, "%s%d,%d", sep, lo, hi);
+  else
+    sqlite3_str_appendf(s, "%s%d", sep, lo);
+}
+
+/* The merged ranks, runs folded ("0-1023", "0,1,3-7"): every one of them,
+ * however many (sqlite3_free; NULL out of memory). */
+static char *merged_ranks(sqlite3 *db) {
+  sqlite3_str *s = sqlite3_str_new(db);
   sqlite3_stmt *st;
-  size_t n = 0;
   if (sqlite3_prepare_v2(db, "SELECT rank FROM ranks ORDER BY rank", -1, &st, NULL) == SQLITE_OK) {
-    while (sqlite3_step(st) == SQLITE_ROW && n < sizeof merged - 16)
-      n += (size_t)snprintf(merged + n, sizeof merged - n, "%s%d", n ? "," : "",
-                            sqlite3_column_int(st, 0));
+    int lo = -1, hi = -1;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      int r = sqlite3_column_int(st, 0);
+      if (lo >= 0 && r == hi + 1) {
+        hi = r;
+        continue;
+      }
+      if (lo >= 0)
+        put_run(s, lo, hi);
+      lo = hi = r;
+    }
+    if (lo >= 0)
+      put_run(s, lo, hi);
     sqlite3_finalize(st);
   }
+  return sqlite3_str_finish(s);
+}
+
+static void finish_meta(sqlite3 *db, const char *job, const dist_trace_merge_report *rep) {
+  char *merged = merged_ranks(db);
   tr_meta_set(db, "schema_version", TR_SCHEMA_VERSION_STR);
   tr_meta_set(db, "kind", "merged");
   tr_meta_set(db, "job_id", job);
-  tr_meta_set(db, "merged_ranks", merged);
+  tr_meta_set(db, "merged_ranks", merged ? merged : "");
+  sqlite3_free(merged);
   tr_meta_set(db, "skipped_files", rep->skipped);
   tr_exec(db,
           "UPDATE ranks SET end_state = 'lost' WHERE end_state = 'running';"
