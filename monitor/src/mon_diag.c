@@ -856,9 +856,15 @@ bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_s
     if (mine && stuck && (!best || c->n < best->n))
       best = c;
   }
-  if (best) {
-    seen->n = best->n;
-    memcpy(seen->ranks, best->ranks, sizeof(int) * (size_t)best->n);
+  /* Without a cycle, an unmatched pair is as final: a send and the
+   * receive meant for it that cannot take it (their tags differ), each
+   * rank stopped inside its half with nothing else in flight. */
+  int pair[2] = {me, unmatched_peer(recs, me)};
+  bool stuck_pair = !best && pair[1] >= 0 && stuck_inside(&recs[me], now_ms) &&
+                    stuck_inside(&recs[pair[1]], now_ms);
+  if (best || stuck_pair) {
+    seen->n = best ? best->n : 2;
+    memcpy(seen->ranks, best ? best->ranks : pair, sizeof(int) * (size_t)seen->n);
     qsort(seen->ranks, (size_t)seen->n, sizeof(int), cmp_int);
     uint64_t h = 1469598103934665603ULL;
     for (int j = 0; j < seen->n; j++) {
@@ -875,5 +881,5 @@ bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_s
     seen->ops = h;
   }
   walk_free(&w);
-  return best != NULL;
+  return seen->n > 0;
 }

@@ -225,7 +225,9 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
 
 /* Whether recs show a wait-for cycle through rank me whose every member is
  * alive, blocked in a synchronous call and has no other operation in
- * flight (nothing pending could break it); fills *seen with the shortest. */
+ * flight (nothing pending could break it), or failing one, such an
+ * unmatched pair of me and its peer (a send and its receive whose tags
+ * differ); fills *seen with the shortest cycle, or the pair. */
 bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_seen *seen);
 
 /* --- who waits for whom (mon_waits.c) ---------------------------------- */

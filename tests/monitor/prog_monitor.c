@@ -15,6 +15,9 @@
  *   recv2       4 ranks: ranks 0 and 1 each receive from the other before
  *               sending (a point-to-point deadlock), ranks 2 and 3 go on
  *               to an all_reduce of the default group
+ *   tags2       4 ranks: rank 0 sends to rank 1 with tag 7, rank 1
+ *               receives from rank 0 with tag 0 (they never match), ranks
+ *               2 and 3 go on to an all_reduce of the default group
  *   subabsent   4 ranks: ranks 0-2 make a group, rank 2 never enters its
  *               barrier (sleeps), rank 3 goes on to an all_reduce
  *   straggler R N   N all_reduces; rank R sleeps 50 ms before each
@@ -171,6 +174,17 @@ static int run_recv2(void) {
   return all_reduce_on(NULL);
 }
 
+static int run_tags2(void) {
+  float x[4] = {0};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
+  if (rank < 2) {
+    int rc = rank == 0 ? dist_send(&t, 1, NULL, 7) : dist_recv(&t, 0, NULL, 0, NULL);
+    if (rc != DIST_OK)
+      failed(rank == 0 ? "SEND" : "RECV", rc, NULL);
+  }
+  return all_reduce_on(NULL);
+}
+
 static int run_subabsent(void) {
   dist_pg *g = group_of((int[]){0, 1, 2}, 3, "trio");
   if (rank == 2)
@@ -219,7 +233,7 @@ static int run_soak(int n) {
 
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-    fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | recv2 | subabsent | "
+    fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | recv2 | tags2 | subabsent | "
             "straggler R N | balanced N | late R N | soak N\n", argv[0]);
     return 2;
   }
@@ -242,6 +256,8 @@ int main(int argc, char **argv) {
     rc = run_cross3();
   else if (strcmp(m, "recv2") == 0)
     rc = run_recv2();
+  else if (strcmp(m, "tags2") == 0)
+    rc = run_tags2();
   else if (strcmp(m, "subabsent") == 0)
     rc = run_subabsent();
   else if (strcmp(m, "straggler") == 0)

@@ -288,6 +288,26 @@ Test(monitor_mp, a_receive_cycle_ends_the_job_with_its_verdict_long_before_the_t
   cr_assert(at(e + verdict, "of its 600.0 s timeout") >= 0);
 }
 
+/* A send and the receive meant for it whose tags differ never match, and
+ * neither rank can call anything else: as final as a cycle. */
+Test(monitor_mp, a_send_and_receive_whose_tags_differ_end_the_job_long_before_the_timeout,
+     .timeout = 120) {
+  clean_env();
+  static dist_proc p;
+  const char *env[] = {"DIST_TIMEOUT=600", NULL};
+  int st = under_distrun(&p, 4, (const char *[]){"tags2", NULL}, env, 100000);
+  const char *e = ERR(&p);
+  long verdict = at(e, "distrun: exit status 11 (hang)");
+  if (st != 11 || verdict < 0)
+    dump(&p, 1);
+  cr_assert_eq(st, 11);
+  cr_assert(at(e + verdict, "of its 600.0 s timeout") >= 0, "%s", e + verdict);
+  cr_assert(at(e + verdict, "the two never matched (their tags differ)") >= 0 ||
+                at(e + verdict, "their tags differ") >= 0,
+            "%s", e + verdict);
+  cr_assert(at(e + verdict, "SEND #1 to rank 1 with tag 7") >= 0, "%s", e + verdict);
+}
+
 Test(monitor_mp, groups_crossed_end_the_job_with_their_cycle_long_before_the_timeout,
      .timeout = 120) {
   clean_env();
