@@ -1,7 +1,8 @@
 /* ctest: labels=multiproc timeout=300 */
 /* Collectives that disagree between ranks are caught before they run, on
  * every rank, with one report: shapes, dtypes of equal size, operations,
- * reduce ops, roots, all_to_all_single splits, reduce_scatter counts; the
+ * reduce ops, roots, all_to_all_single splits, reduce_scatter counts (and
+ * of a pair, the rank whose call changed since its last from the site); the
  * buffers are untouched, the call sites are this file's lines, and the
  * group keeps working for calls that agree. Real forked ranks at DETAIL. */
 #include <criterion/criterion.h>
@@ -69,6 +70,41 @@ static int shape_rank(const dist_test_ctx *ctx) {
 
 Test(wrapper_pg_desync, shape_differs_on_both_ranks, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, shape_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- a pair's tie, broken by each rank's own last call from the site ------- */
+
+/* A loop's all_reduce from one site agrees three times; in the fourth,
+ * rank `arg` passes 5 floats. Of two ranks nothing else tells the odd one:
+ * its call changed since its last from the same site, its partner's did
+ * not. Rank 0 too, which the lowest-rank rule used to keep unmarked. */
+static int changed_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int odd = *(const int *)ctx->arg, rc = DIST_OK;
+  float v[8] = {0};
+  for (int i = 0; i < 4 && rc == DIST_OK; i++) {
+    dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, i == 3 && ctx->rank == odd ? 5 : 4);
+    rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  }
+  char marked[32];
+  snprintf(marked, sizeof marked, "  rank %d: ", odd);
+  if (expect_report(ctx, rc,
+                    "desync in group 0 (default, 2 ranks) at ALL_REDUCE #4: ranks disagree on "
+                    "the count\n",
+                    marked, "ALL_REDUCE float32[5] op=SUM (20 bytes)", "<- count differs"))
+    return 1;
+  char other[32], line[512];
+  snprintf(other, sizeof other, "  rank %d: ", 1 - odd);
+  CHECK(ctx, wpg_line(dist_pg_errmsg(NULL), other, line, sizeof line) && !strstr(line, "<-"),
+        "rank %d's line is marked too:\n%s", 1 - odd, dist_pg_errmsg(NULL));
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, of_a_pair_the_rank_whose_call_changed_is_marked, .timeout = 90) {
+  for (int odd = 0; odd < 2; odd++)
+    cr_assert_eq(dist_test_ranks(2, changed_rank, &odd, 50), 0, "odd rank %d: %s", odd,
+                 dist_test_report());
 }
 
 /* --- dtypes of equal size, asynchronously: no work handle ---------------- */

@@ -250,11 +250,12 @@ static bool site_seen(const wpg *w, const wpg_fp *fp) {
 
 /* Whether member i's call looks like the side that strayed, to break a
  * tie (a pair that disagrees): its call site never agreed in this group
- * before (the branch a planted bug took), or it is the site of the last
- * agreed collective again (it skipped the call that comes between, in a
- * loop whose calls alternate). */
+ * before (the branch a planted bug took), its call differs from its own
+ * last call from the same site (an argument a planted bug changed), or it
+ * is the site of the last agreed collective again (it skipped the call
+ * that comes between, in a loop whose calls alternate). */
 static bool suspect(const wpg *w, const wpg_fp *all, int i) {
-  if (!site_seen(w, &all[i]))
+  if (!site_seen(w, &all[i]) || all[i].site_was == WPG_SITE_CHANGED)
     return true;
   return w->have_prev && site_key(&all[i]) == site_key(&w->prev[i]) &&
          site_key(&all[i]) != site_key(&all[i == 0 ? 1 : 0]);
@@ -364,6 +365,7 @@ int wpg_check_coll(wpg *w, const dist_coll *c) {
   wpg_fp me;
   wpg_fp_make(w, c, &me);
   wpg_site_locate(&w->sites, c->caller, &me.caller_off, &me.module);
+  wpg_fp_site_history(w, &me);
   int64_t d[WPG_DIGEST_N];
   wpg_digest_make(&me, d);
   rc = reduce_digest(w, d);

@@ -155,6 +155,36 @@ wpg_field wpg_fp_diff(const wpg_fp *a, const wpg_fp *b) {
   return WPG_F_NONE;
 }
 
+/* The fields a check compares, but not the call's place (count, history,
+ * seq) nor its site: what stays the same from one call at a site to the
+ * next in a loop that goes right. */
+static uint64_t content_of(const wpg_fp *fp) {
+  uint64_t h = mix(fp->kind, fp->dtype_h);
+  h = mix(h, fp->numel_h);
+  h = mix(h, fp->shape_h);
+  h = mix(h, fp->dev_h);
+  h = mix(h, (uint64_t)fp->redop << 8 | fp->premul);
+  h = mix(h, (uint64_t)fp->n_tensors << 32 | (uint32_t)fp->root);
+  return mix(h, fp->pair);
+}
+
+void wpg_fp_site_history(wpg *w, wpg_fp *fp) {
+  uint64_t site = (uint64_t)fp->module << 48 ^ fp->caller_off, v = content_of(fp);
+  int cap = (int)(sizeof w->site_last / sizeof w->site_last[0]);
+  fp->site_was = WPG_SITE_NEW;
+  if (!fp->caller_off)
+    return; /* no site known: nothing to compare with */
+  for (int i = 0; i < w->n_site_last; i++)
+    if (w->site_last[i].site == site) {
+      fp->site_was = w->site_last[i].content == v ? WPG_SITE_SAME : WPG_SITE_CHANGED;
+      w->site_last[i].content = v;
+      return;
+    }
+  int slot = w->n_site_last < cap ? w->n_site_last++ : w->site_last_next++ % cap;
+  w->site_last[slot].site = site; /* the oldest gives way */
+  w->site_last[slot].content = v;
+}
+
 bool wpg_fp_agree(const wpg_fp *all, int n) {
   uint64_t sum = all[0].pair;
   for (int i = 1; i < n; i++) {

@@ -116,8 +116,9 @@ static void sites(char *buf, size_t len, size_t *off, const wpg_row *rows, int n
 
 /* The class most ranks share. A tie (two ranks of a pair disagreeing, the
  * common case on a 2-wide tensor-parallel group) goes against the class
- * with more suspect rows (a call site never seen in this group's agreed
- * calls: the branch a planted bug took); else the lowest rank's class. */
+ * with more suspect rows (exchange.c: a call site never seen in this
+ * group's agreed calls, or a call that changed since the rank's last one
+ * from its site); else the lowest rank's class. */
 static int majority(const wpg_row *rows, int n) {
   int best = rows[0].cls, best_n = 0, best_sus = 0;
   for (int i = 0; i < n; i++) {

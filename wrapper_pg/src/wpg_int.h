@@ -53,9 +53,19 @@ typedef struct wpg_fp {
   uint64_t pair;      /* sum over ranks is 0 when all_to_all sizes agree */
   uint64_t caller_off;/* call site: offset in its module ... */
   uint32_t module;    /* ... and the module (0: the main program) */
-  uint32_t pad;
+  uint32_t site_was;  /* wpg_site_was: this rank's record against its own last
+                         call from the same site (carried, never compared) */
   uint64_t seq;       /* the group's sequence number, for the report */
 } wpg_fp;
+
+/* wpg_fp.site_was: a tie between the two ranks of a pair goes against the
+ * one whose call changed since its last call from the same site (the
+ * argument a planted bug changed), when the other's did not. */
+typedef enum wpg_site_was {
+  WPG_SITE_NEW = 0,     /* its first call from this site in this group */
+  WPG_SITE_SAME = 1,    /* the same record (but for its place) as last time */
+  WPG_SITE_CHANGED = 2, /* another dtype, count, shape, root, reduce op... */
+} wpg_site_was;
 
 /* Fields a report can name, in the order they are checked. */
 typedef enum wpg_field {
@@ -133,6 +143,12 @@ typedef struct wpg {
    * by whichever side holds all/prev (see above). */
   uint64_t sites_seen[32];
   int n_sites_seen;
+  /* This rank's last record from each call site (its content: the fields
+   * compared, not its place in the sequence), for wpg_fp.site_was. The
+   * caller's thread only: sync and async checks both make their record at
+   * issue. */
+  struct { uint64_t site, content; } site_last[64];
+  int n_site_last, site_last_next;
   /* The check compares a digest (digest.c): after an agreed round only this
    * rank's record is known, with whether every member's call site and
    * sequence number were the same as its own (then theirs are known too). */
@@ -149,6 +165,9 @@ typedef struct wpg {
 void wpg_fp_make(const wpg *w, const dist_coll *c, wpg_fp *fp);
 /* The first field in which a differs from b (WPG_F_NONE when they agree). */
 wpg_field wpg_fp_diff(const wpg_fp *a, const wpg_fp *b);
+/* Sets fp->site_was from this rank's last call from fp's site (located
+ * first) and remembers this one. */
+void wpg_fp_site_history(wpg *w, wpg_fp *fp);
 /* Whether all n records agree (and the all_to_all sums cancel). */
 bool wpg_fp_agree(const wpg_fp *all, int n);
 uint64_t wpg_fp_hash(const wpg_fp *fp);
