@@ -156,6 +156,38 @@ Test(viewer_diag, a_desync_beside_rows_that_lost_records_is_still_found, .timeou
   }
 }
 
+/* Two ranks that disagree have no majority: the one whose call changed
+ * since its own last call from the same site is the culprit, rank 0 as
+ * well as rank 1 (the lower rank used to be kept). */
+Test(viewer_diag, of_a_pair_the_rank_whose_call_changed_is_the_culprit, .timeout = 10) {
+  for (int odd = 0; odd < 2; odd++) {
+    const char *p = vwt_path("pair.db");
+    sqlite3 *db = fx_create(p, "job-pair", 2, 1);
+    const int two[] = {0, 1};
+    for (int r = 0; r < 2; r++)
+      fx_rank(db, r, "finished");
+    fx_group(db, 0, "tp", two, 2);
+    for (int s = 1; s <= 3; s++)
+      fx_coll(db, 0, s, "ALL_REDUCE", two, 2);
+    for (int r = 0; r < 2; r++) {
+      int64_t t = fx_t(4, r);
+      fx_op o = {r, 0, 4, "ALL_REDUCE", "failed", "float32", r == odd ? "[4,512]" : "[4,1024]",
+                 "SUM", NULL, r == odd ? 2048 : 4096, 16384, -1, t, t + 1000, t + 2000, 10};
+      fx_op_add(db, &o);
+    }
+    cr_assert_eq(sqlite3_exec(db, "UPDATE operations SET callsite_id = 7", NULL, NULL, NULL),
+                 SQLITE_OK); /* every call from one site: a loop */
+    fx_finish(db, fx_t(0, 0), fx_t(5, 0));
+    vw_diag d;
+    diagnose(p, true, &d);
+    cr_assert_eq(d.kind, VW_DIAG_DESYNC, "%s", d.summary);
+    cr_assert_eq(d.seq, 4);
+    cr_assert_eq(d.n_culprits, 1, "%s", d.summary);
+    cr_assert_eq(d.rank, odd, "rank %d changed: %s", odd, d.summary);
+    vw_diag_free(&d);
+  }
+}
+
 Test(viewer_diag, a_crashed_rank_with_nothing_else_is_exit_12, .timeout = 10) {
   const char *p = vwt_path("died.db");
   sqlite3 *db = fx_create(p, "job-died", 2, 1);

@@ -63,21 +63,50 @@ int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len) {
   return n;
 }
 
-int vw_fp_majority(const vw_op *ops, int n) {
-  int best = 0, best_score = -1;
+int vw_fp_majority(const vw_op *ops, int n, const bool *changed) {
+  int best = 0, best_same = -1, best_sus = 0;
+  bool best_known = false;
   for (int i = 0; i < n; i++) {
     char f[64];
-    int same = 0;
+    int same = 0, sus = 0;
     for (int k = 0; k < n; k++)
-      same += vw_fp_diff(&ops[i], &ops[k], f, sizeof f) == 0;
-    /* a row with its fields known beats an unknown one that agrees as often */
-    int score = 2 * same + (ops[i].dtype[0] || ops[i].shape[0] || ops[i].redop[0]);
-    if (score > best_score) {
-      best_score = score;
+      if (vw_fp_diff(&ops[i], &ops[k], f, sizeof f) == 0) {
+        same++;
+        sus += changed && changed[k];
+      }
+    /* ties: against the side whose calls changed, then for known fields */
+    bool known = ops[i].dtype[0] || ops[i].shape[0] || ops[i].redop[0];
+    if (same > best_same || (same == best_same && sus < best_sus) ||
+        (same == best_same && sus == best_sus && known && !best_known)) {
+      best_same = same;
+      best_sus = sus;
+      best_known = known;
       best = i;
     }
   }
   return best;
+}
+
+/* Which rows' calls differ from their rank's last call from the same site
+ * (the argument a planted bug changed): what breaks a tie, as the checking
+ * layer does. A malloc'd array, NULL when no row's could be compared. */
+static bool *changed_rows(vw_model *m, const vw_op *ops, int n) {
+  bool *ch = calloc((size_t)n + 1, sizeof *ch);
+  bool any = false;
+  for (int i = 0; ch && i < n; i++) {
+    vw_op prev;
+    bool found;
+    char f[64];
+    if (vw_model_prev_at_site(m, &ops[i], &prev, &found) != 0)
+      break;
+    ch[i] = found && strcmp(prev.op, ops[i].op) == 0 && vw_fp_diff(&prev, &ops[i], f, sizeof f);
+    any |= found;
+  }
+  if (!any) {
+    free(ch);
+    return NULL;
+  }
+  return ch;
 }
 
 #define SHAPED_OPS                                                                    \
@@ -180,7 +209,15 @@ static const char *root_text(const vw_op *o, char *buf, size_t len) {
 /* Groups the rows by fingerprint; the largest set (ties: the one holding
  * the lowest rank) is the majority. Fills culprits and the field list. */
 static void explain(vw_model *m, vw_op *ops, int n, vw_diag *d) {
-  const vw_op *maj = &ops[vw_fp_majority(ops, n)];
+  const vw_op *maj = &ops[vw_fp_majority(ops, n, NULL)];
+  int agree = 0;
+  char f0[64];
+  for (int i = 0; i < n; i++)
+    agree += vw_fp_diff(maj, &ops[i], f0, sizeof f0) == 0;
+  bool *changed = 2 * agree <= n ? changed_rows(m, ops, n) : NULL; /* a tie */
+  if (changed)
+    maj = &ops[vw_fp_majority(ops, n, changed)];
+  free(changed);
   int majr[VW_DIAG_LIST], nmaj = 0;
   size_t off = 0;
   char fields[64] = "";

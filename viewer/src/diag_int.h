@@ -23,7 +23,9 @@ bool vw_op_same_shape(const char *op);
  * returns how many. */
 int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len);
 /* The majority row of one collective's rows: the one most others have no
- * difference with (ties: a row whose fields are known, then the first). */
-int vw_fp_majority(const vw_op *ops, int n);
+ * difference with (ties: against the class with more rows changed since
+ * their rank's last call from the same site, when changed (may be NULL)
+ * says; then a row whose fields are known; then the first). */
+int vw_fp_majority(const vw_op *ops, int n, const bool *changed);
 
 #endif

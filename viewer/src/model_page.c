@@ -193,6 +193,24 @@ int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int 
   return gpu_times(m, ops, *n);
 }
 
+int vw_model_prev_at_site(vw_model *m, const vw_op *o, vw_op *prev, bool *found) {
+  *found = false;
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "SELECT " OP_COLS OP_FROM "WHERE o.group_id = ?2 AND NOT o.p2p AND o.seq < ?3 AND"
+         " o.rank = ?1 AND o.callsite_id = (SELECT callsite_id FROM operations WHERE"
+         " group_id = ?2 AND NOT p2p AND seq = ?3 AND rank = ?1) ORDER BY o.seq DESC LIMIT 1");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, o->rank);
+  sqlite3_bind_int(st, 2, o->group_id);
+  sqlite3_bind_int64(st, 3, o->seq);
+  int n = 0;
+  if (read_ops(m, st, prev, 1, &n) != 0)
+    return -1;
+  *found = n == 1;
+  return 0;
+}
+
 int vw_model_p2p_pair(vw_model *m, int rank, int group_id, int64_t seq, vw_op *ops, int cap,
                       int *n) {
   *n = 0;

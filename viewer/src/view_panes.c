@@ -314,7 +314,7 @@ void vw_render_detail(const vw_state *st, const vw_model *m, const vw_pages *p, 
     vw_put(c, r, 1, 0, 0, " no rank entered this operation");
     return;
   }
-  int maj = vw_fp_majority(p->detail, p->ndetail);
+  int maj = vw_fp_majority(p->detail, p->ndetail, NULL);
   detail_summary(p, maj, c, r);
   bool gpu = false;   // GPU columns only when a rank of it has a gpu event
   int64_t t_first = INT64_MAX;

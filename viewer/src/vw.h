@@ -205,6 +205,9 @@ void vw_matrix_page_free(vw_matrix_page *p);
 /* Collective (group, seq) on every rank that ran it, by rank (up to cap),
  * with each rank's GPU times when the trace has them. */
 int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int cap, int *n);
+/* The same rank's last collective in o's group before o from o's call
+ * site (*found false when none, or o has no call site). */
+int vw_model_prev_at_site(vw_model *m, const vw_op *o, vw_op *prev, bool *found);
 /* Point-to-point operation #seq of rank in group and, when the trace has
  * it, the other half of its pair (the receive that took a send, the send
  * a receive took: same pair_seq, tag and peers), by rank. */
