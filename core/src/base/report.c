@@ -110,34 +110,33 @@ static void label(const dist__rside *s, char *buf, size_t len) {
     snprintf(buf, len, "rank %d:", s->global_rank);
 }
 
+/* The header and a and b's lines, ascending global rank (every rank, and
+ * a rank relaying another's report, writes the same text); a marked line
+ * ends "<- <field> differs". */
+static void disagree_lines(char *buf, size_t len, size_t *off, const char *field,
+                           const dist__rside *a, bool mark_a, const dist__rside *b,
+                           bool mark_b) {
+  bool a_lo = a->global_rank <= b->global_rank;
+  const dist__rside *side[2] = {a_lo ? a : b, a_lo ? b : a};
+  bool mark[2] = {a_lo ? mark_a : mark_b, a_lo ? mark_b : mark_a};
+  char lab[2][96];
+  label(side[0], lab[0], sizeof lab[0]);
+  label(side[1], lab[1], sizeof lab[1]);
+  int w = (int)(strlen(lab[0]) > strlen(lab[1]) ? strlen(lab[0]) : strlen(lab[1]));
+  dist__appendf(buf, len, off, "ranks disagree on the %s", field);
+  for (int i = 0; i < 2; i++)
+    dist__appendf(buf, len, off, "\n  %-*s %s%s%s%s", w, lab[i], side[i]->value,
+                  mark[i] ? "  <- " : "", mark[i] ? field : "", mark[i] ? " differs" : "");
+}
+
 void dist__report_disagree_odd(char *buf, size_t len, size_t *off, const char *field,
                                const dist__rside *usual, const dist__rside *odd) {
-  /* Ascending global rank: every rank, and a rank relaying another's
-   * report, writes the same text. */
-  const dist__rside *lo = usual->global_rank <= odd->global_rank ? usual : odd;
-  const dist__rside *hi = lo == usual ? odd : usual;
-  char la[96], lb[96];
-  label(lo, la, sizeof la);
-  label(hi, lb, sizeof lb);
-  int w = (int)(strlen(la) > strlen(lb) ? strlen(la) : strlen(lb));
-  dist__appendf(buf, len, off, "ranks disagree on the %s", field);
-  dist__appendf(buf, len, off, "\n  %-*s %s%s%s%s", w, la, lo->value, lo == odd ? "  <- " : "",
-                lo == odd ? field : "", lo == odd ? " differs" : "");
-  dist__appendf(buf, len, off, "\n  %-*s %s%s%s%s", w, lb, hi->value, hi == odd ? "  <- " : "",
-                hi == odd ? field : "", hi == odd ? " differs" : "");
+  disagree_lines(buf, len, off, field, usual, false, odd, true);
 }
 
 void dist__report_disagree_both(char *buf, size_t len, size_t *off, const char *field,
                                 const dist__rside *a, const dist__rside *b) {
-  const dist__rside *lo = a->global_rank <= b->global_rank ? a : b;
-  const dist__rside *hi = lo == a ? b : a;
-  char la[96], lb[96];
-  label(lo, la, sizeof la);
-  label(hi, lb, sizeof lb);
-  int w = (int)(strlen(la) > strlen(lb) ? strlen(la) : strlen(lb));
-  dist__appendf(buf, len, off, "ranks disagree on the %s", field);
-  dist__appendf(buf, len, off, "\n  %-*s %s  <- %s differs", w, la, lo->value, field);
-  dist__appendf(buf, len, off, "\n  %-*s %s  <- %s differs", w, lb, hi->value, field);
+  disagree_lines(buf, len, off, field, a, true, b, true);
 }
 
 void dist__report_disagree(char *buf, size_t len, size_t *off, const char *field,
