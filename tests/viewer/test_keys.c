@@ -32,7 +32,7 @@ Test(viewer_keys, j_k_move_between_ranks_and_h_l_between_operations, .timeout = 
   expect_has(" rank 2 #13: failed");
   vw_app_keys(&app, "j");
   expect_has(" rank 3 #13: failed");
-  expect_has(">    3      ############X");
+  expect_has(">        3       ############X");
   vw_app_keys(&app, "kk<Up>");
   expect_has(" rank 0 #13: failed");
   vw_app_keys(&app, "h");
@@ -129,15 +129,15 @@ Test(viewer_keys, filter_by_rank_state_and_group, .timeout = 20) {
   open_story(fx_story_hang, "hang.db", 24, 80);
   vw_app_keys(&app, "frank=2<Enter>");
   expect_has(" filter: rank=2");
-  expect_has(">    2      ####################>");
+  expect_has(">        2       ####################>");
   cr_assert(!vw_app_screen_has(&app, "1 LAG"), "rank 1 filtered out");
   vw_app_keys(&app, "f<Enter>");
   expect_has("filter cleared");
   expect_has("1 LAG");
   /* state filter: completed cells hidden, the in-flight one kept */
   vw_app_keys(&app, "fstate=started<Enter>");
-  expect_has(">    0                          >");
-  expect_has("     1 LAG                      ?");
+  expect_has(">        0                           >");
+  expect_has("         1 LAG                       ?");
   vw_app_keys(&app, "fgroup=1<Enter>");
   expect_has(" Progress: group 1 'pairs', 2 ranks, #1..#5");
   vw_app_keys(&app, "fbogus<Enter>");
@@ -251,6 +251,6 @@ Test(viewer_keys, follow_tick_rereads_a_growing_trace, .timeout = 20) {
   cr_assert(f & VW_H_RELOAD, "a tick reloads");
   vw_app_render(&app);
   expect_has(" distview  OK  job job-hang");
-  expect_has("     1      #####################");
+  expect_has("         1       #####################");
   vw_app_close(&app);
 }

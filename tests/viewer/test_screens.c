@@ -27,7 +27,7 @@ static void expect_line(const char *has, const char *exact) {
     vwt_dump(&app);
   cr_assert_not_null(l, "no line with '%s'", has);
   if (exact)
-    cr_assert_str_eq(l, exact, "line with '%s'", has);
+    cr_assert_str_eq(l, exact, "line with '%s':\n'%s'", has, l);
 }
 
 static void expect_has(const char *s) {
@@ -43,9 +43,9 @@ Test(viewer_screens, desync_80x24_names_the_rank_marks_it_and_shows_the_shape_di
   expect_line("desync in group 0",
               " desync in group 0 (default) at #13 ALL_REDUCE: rank 2 differs in shape");
   /* the matrix: rank 2 tagged and '!' at #13, the others failed there */
-  expect_line("2 DIFF", ">    2 DIFF ############!");
-  expect_line("     0      ", "     0      ############X");
-  expect_line("     3      ", "     3      ############X");
+  expect_line("2 DIFF", ">        2 DIFF  ############!");
+  expect_line("         0       ", "         0       ############X");
+  expect_line("         3       ", "         3       ############X");
   expect_line(" rank 2 #13:", NULL);
   /* the detail under it: the field, both values, the flagged cell */
   expect_line("fingerprint DIFFERS",
@@ -58,7 +58,7 @@ Test(viewer_screens, desync_80x24_names_the_rank_marks_it_and_shows_the_shape_di
 Test(viewer_screens, desync_200x60_shows_all_panes_with_the_report_event, .timeout = 20) {
   open_story(desync_story, "desync.db", 60, 200);
   expect_has("DESYNC (exit 10)");
-  expect_has("2 DIFF ############!");
+  expect_has("2 DIFF  ############!");
   expect_has("fingerprint DIFFERS in shape: rank 2 has [4,512], ranks 0,1,3 have [4,1024]");
   expect_has(" Timeline: ");
   expect_has(" Events: 2 ");
@@ -74,9 +74,9 @@ Test(viewer_screens, hang_80x24_marks_the_lagging_rank_and_the_blocked_op, .time
   open_story(fx_story_hang, "hang.db", 24, 80);
   expect_line(" distview  HANG (exit 11)  job job-hang", NULL);
   expect_has("hang in group 0 (default) at #21 ALL_REDUCE: rank 1 is behind");
-  expect_line("1 LAG", ">    1 LAG  ####################?");
-  expect_line("     0      ", "     0      ####################>");
-  expect_line("     2      ", "     2      ####################>");
+  expect_line("1 LAG", ">        1 LAG   ####################?");
+  expect_line("         0       ", "         0       ####################>");
+  expect_line("         2       ", "         2       ####################>");
   expect_has(" rank 1 #21: never entered   (its last: #20, last completed: #20)");
   expect_has(" never entered by rank 1");
   vw_app_close(&app);
@@ -86,7 +86,7 @@ Test(viewer_screens, hang_200x60_timeline_and_events, .timeout = 20) {
   open_story(fx_story_hang, "hang.db", 60, 200);
   expect_has("rank 1 (host node0, pid 4001) has not entered ALL_REDUCE #21: last completed "
              "BROADCAST #20; its trace ends lost");
-  expect_has(">    1 LAG  ####################?");
+  expect_has(">        1 LAG   ####################?");
   expect_has("peer_lost");
   /* rank 1's timeline stops where it stopped; the others run to the end */
   char r1[512], r0[512];
@@ -108,8 +108,8 @@ Test(viewer_screens, deadlock_80x24_names_the_cycle, .timeout = 20) {
   expect_has("DEADLOCK (exit 11)");
   expect_line(" deadlock:", " deadlock: ranks 0,1 wait for each other in a cycle across groups");
   expect_line("rank 0 waits", "   rank 0 waits in group 1 (a) ALL_REDUCE #5 for rank 1");
-  expect_line("0 CYC", ">    0 CYC  ####>");
-  expect_line("1 CYC", "     1 CYC  ####.");
+  expect_line("0 CYC", ">        0 CYC   ####>");
+  expect_line("1 CYC", "         1 CYC   ####.");
   vw_app_close(&app);
 }
 

@@ -97,10 +97,10 @@ Test(viewer_tmux, keys_move_open_search_resize_and_quit, .timeout = 120, .fini =
   const char *trace = vwt_path("hang.db");
   fx_story_hang(trace);
   start(trace, 100, 30);
-  wait_for(" distview  HANG (exit 11)  job job-hang", ">    1 LAG  ####################?",
+  wait_for(" distview  HANG (exit 11)  job job-hang", ">        1 LAG   ####################?",
            " rank 1 #21: never entered", NULL);
   tmux("send-keys -t vw j");
-  wait_for(">    2      ####################>", " rank 2 #21: in flight", NULL);
+  wait_for(">        2       ####################>", " rank 2 #21: in flight", NULL);
   tmux("send-keys -t vw h");
   wait_for(" rank 2 #20: completed", " Detail: group 0 (default) #20 BROADCAST", NULL);
   tmux("send-keys -t vw l Enter");
@@ -116,7 +116,7 @@ Test(viewer_tmux, keys_move_open_search_resize_and_quit, .timeout = 120, .fini =
   wait_for("distview keys (any key closes)", NULL);
   tmux("send-keys -t vw x");
   tmux("send-keys -t vw 1 f r a n k = 3 Enter");
-  wait_for(" filter: rank=3 ", ">    3      ####################>", NULL);
+  wait_for(" filter: rank=3 ", ">        3       ####################>", NULL);
   /* a bigger terminal: all four panes at once */
   tmux("resize-window -t vw -x 200 -y 50");
   wait_for(" Timeline: ", " Events: ", " Detail: ", NULL);

@@ -4,6 +4,7 @@
  *   model.c, model_page.c  SQL over a trace store into plain structs, page by page
  *   diag.c                 the first divergence, hang or deadlock from the rows
  *   input.c                keys -> state changes through a key table (no SQL, no curses)
+ *   fold.c                 the matrix's rows: alike ranks folded, rows that differ
  *   app.c                  glue: fetches what the state shows, then renders it
  *   view.c, view_panes.c   state + fetched pages -> a vw_canvas (no curses)
  *   term.c                 the only curses file: keys in, canvas out, the loop
