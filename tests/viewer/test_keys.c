@@ -178,6 +178,83 @@ Test(viewer_keys, timeline_zoom_and_pan, .timeout = 20) {
   vw_app_close(&app);
 }
 
+/* --- the matrix at 1,024 ranks: z folds, { } jump -------------------------------------- */
+
+static void lag_1024_story(const char *p) { fx_story_lag(p, 1024, 700, 5); }
+
+/* The line that follows the one containing `after`, or "" (the matrix's
+ * rows are consecutive lines under its axis). */
+static const char *line_after(const char *after, char *buf, size_t len) {
+  char tmp[512];
+  for (int y = 0; y + 1 < app.canvas.rows; y++)
+    if (strstr(vw_app_line(&app, y, tmp, sizeof tmp), after))
+      return vw_app_line(&app, y + 1, buf, len);
+  buf[0] = '\0';
+  return buf;
+}
+
+Test(viewer_keys, z_unfolds_the_folded_ranks_and_folds_them_again, .timeout = 30) {
+  open_story(lag_1024_story, "lag1024.db", 24, 80);
+  expect_has("     0-699 x700  ####>");
+  vw_app_keys(&app, "k");   // onto the folded row: its words say how many ranks it stands for
+  expect_has(">    0-699 x700  ####>");
+  expect_has(" 700 ranks 0-699 #5: in flight   (rank 0's last: #5, last completed: #4)");
+  vw_app_keys(&app, "z");   // one row per rank, the cursor on the first of them
+  expect_has("one row per rank (z folds alike ranks)");
+  cr_assert(!vw_app_screen_has(&app, "x700"), "unfolded");
+  cr_assert(!vw_app_screen_has(&app, "(z: unfold)"), "the title says folded no more");
+  char buf[512];
+  cr_assert_str_eq(line_after("  rank  seq:", buf, sizeof buf), ">        0       ####>");
+  cr_assert_str_eq(line_after(">        0 ", buf, sizeof buf), "         1       ####>");
+  cr_assert_str_eq(line_after("         1 ", buf, sizeof buf), "         2       ####>");
+  expect_has(" rank 0 #5: in flight   (its last: #5, last completed: #4)");
+  vw_app_keys(&app, "jj");   // rank rows move one rank at a time now
+  expect_has(" rank 2 #5: in flight");
+  vw_app_keys(&app, "z");   // folded again, the cursor on the row holding rank 2
+  expect_has(">    0-699 x700  ####>");
+  expect_has("      700 LAG   ####?");
+  vw_app_close(&app);
+}
+
+Test(viewer_keys, braces_jump_to_the_rank_that_differs, .timeout = 30) {
+  open_story(lag_1024_story, "lag1024.db", 24, 80);
+  vw_app_keys(&app, "k}");   // from the folded row 0-699 to rank 700
+  expect_has(">      700 LAG   ####?");
+  expect_has(" rank 700 #5: never entered");
+  vw_app_keys(&app, "}");   // 701-1023 are alike and like the majority
+  expect_has("no rank further down differs from the others at #1..#5");
+  expect_has(">      700 LAG   ####?");
+  vw_app_keys(&app, "j{");
+  expect_has(">      700 LAG   ####?");
+  /* unfolded, the jump crosses 700 rows and scrolls the matrix to rank 700 */
+  vw_app_keys(&app, "kzg");
+  expect_has(">        0       ####");
+  vw_app_keys(&app, "}");
+  char buf[512];
+  expect_has(">      700 LAG   #");
+  cr_assert_str_eq(line_after("      699       ", buf, sizeof buf), ">      700 LAG   ####?");
+  cr_assert(!vw_app_screen_has(&app, "        0       #"), "scrolled past rank 0");
+  vw_app_keys(&app, "{");
+  expect_has("no rank further up differs from the others at #1..#5");
+  vw_app_close(&app);
+}
+
+/* A group that fits is not folded unless z asks; the help lists the keys. */
+Test(viewer_keys, z_folds_a_small_group_on_request_and_help_lists_the_keys, .timeout = 20) {
+  open_story(fx_story_ok, "ok.db", 24, 80);
+  expect_has("         3       ###");
+  vw_app_keys(&app, "z");
+  expect_has("alike ranks folded into one row (z: one row per rank)");
+  expect_has(">      0-3 x4    ###############################");
+  expect_has(" 4 ranks 0-3 #31: completed");
+  vw_app_keys(&app, "}");
+  expect_has("no rank further down differs");
+  vw_app_keys(&app, "?");
+  expect_has("z           matrix: fold alike ranks into one row / one row per rank");
+  expect_has("{ }         matrix: previous / next rank that differs");
+  vw_app_close(&app);
+}
+
 /* --- input.c alone ------------------------------------------------------------------ */
 
 Test(viewer_input, unknown_key_says_so_and_prompt_edits, .timeout = 10) {

@@ -186,3 +186,49 @@ Test(viewer_screens, gpu_detail_at_80x24_names_the_selected_ranks_gpu_times, .ti
               "499.0 us)");
   vw_app_close(&app);
 }
+
+/* 1,024 ranks, rank 700 never entered #5 where the 1,023 others wait: the
+ * first screen folds the alike ranks into one row on each side of rank
+ * 700, which is on a row of its own with its tag, so nobody scrolls
+ * through 700 rows to find it. */
+static void lag_1024_story(const char *p) { fx_story_lag(p, 1024, 700, 5); }
+
+Test(viewer_screens, lag_1024_80x24_folds_alike_ranks_around_the_lagging_one, .timeout = 30) {
+  open_story(lag_1024_story, "lag1024.db", 24, 80);
+  expect_has("hang in group 0 (default) at #5 ALL_REDUCE: rank 700 is behind");
+  expect_line(" Progress:", " Progress: group 0 'default', 1024 ranks in 3 rows (z: unfold), "
+              "#1..#5   # done");
+  char a[512], b[512], c[512], w[512];
+  int y = 0;
+  while (y < app.canvas.rows && !strstr(vw_app_line(&app, y, a, sizeof a), "  rank  seq:"))
+    y++;
+  cr_assert_lt(y + 4, app.canvas.rows, "no matrix axis");
+  /* the three rows right under the axis, then the cursor's cell in words */
+  cr_assert_str_eq(vw_app_line(&app, y + 1, a, sizeof a), "     0-699 x700  ####>");
+  cr_assert_str_eq(vw_app_line(&app, y + 2, b, sizeof b), ">      700 LAG   ####?");
+  cr_assert_str_eq(vw_app_line(&app, y + 3, c, sizeof c), "  701-1023 x323  ####>");
+  cr_assert_str_eq(vw_app_line(&app, y + 4, w, sizeof w),
+                   " rank 700 #5: never entered   (its last: #4, last completed: #4)   Enter: "
+                   "across");
+  /* the detail of #5 still fits under the folded matrix */
+  expect_has(" Detail: group 0 (default) #5 ALL_REDUCE across ranks");
+  vw_app_close(&app);
+}
+
+Test(viewer_screens, lag_1024_200x60_folds_too, .timeout = 30) {
+  open_story(lag_1024_story, "lag1024.db", 60, 200);
+  expect_has("     0-699 x700  ####>");
+  expect_has(">      700 LAG   ####?");
+  expect_has("  701-1023 x323  ####>");
+  vw_app_close(&app);
+}
+
+/* Four ranks fit on the screen: one row each, as before, no fold. */
+Test(viewer_screens, small_group_is_not_folded, .timeout = 20) {
+  open_story(fx_story_ok, "ok.db", 24, 80);
+  expect_line(" Progress:", NULL);
+  cr_assert(!vw_app_screen_has(&app, "(z: unfold)"), "not folded");
+  expect_line(">        0       ", ">        0       ###############################");
+  expect_line("         3       ", "         3       ###############################");
+  vw_app_close(&app);
+}

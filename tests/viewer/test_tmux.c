@@ -125,6 +125,23 @@ Test(viewer_tmux, keys_move_open_search_resize_and_quit, .timeout = 120, .fini =
   cr_assert(strstr(screen, "distview-exit=0"), "q ends distview with status 0:\n%s", screen);
 }
 
+/* 1,024 ranks in an 80x24 terminal: the lagging rank on the first screen
+ * between two folded rows, z unfolding and } jumping back to it. */
+Test(viewer_tmux, folded_1024_ranks_unfold_and_jump, .timeout = 120, .fini = stop_server) {
+  const char *trace = vwt_path("lag1024.db");
+  fx_story_lag(trace, 1024, 700, 5);
+  start(trace, 80, 24);
+  wait_for("     0-699 x700  ####>", ">      700 LAG   ####?", "  701-1023 x323  ####>", NULL);
+  tmux("send-keys -t vw k");
+  wait_for(" 700 ranks 0-699 #5: in flight", NULL);
+  tmux("send-keys -t vw z");
+  wait_for(">        0       ####>", "         1       ####>", NULL);
+  tmux("send-keys -t vw -l '}'");
+  wait_for(">      700 LAG   ####?", "       699       ####>", NULL);
+  tmux("send-keys -t vw q");
+  wait_for("distview-exit=0", NULL);
+}
+
 Test(viewer_tmux, a_bad_file_prints_why_and_exits_1, .timeout = 60, .fini = stop_server) {
   const char *bad = vwt_path("bad.db");
   FILE *f = fopen(bad, "w");
