@@ -239,6 +239,40 @@ Test(viewer_keys, braces_jump_to_the_rank_that_differs, .timeout = 30) {
   vw_app_close(&app);
 }
 
+/* 40 ranks, nothing diagnosed (no tag), but rank 9 never entered #3,
+ * which the 39 others completed: its row differs from the majority's. */
+static void odd_rank_story(const char *path) {
+  sqlite3 *db = fx_create(path, "job-odd", 40, 1);
+  int all[40], most[39];
+  for (int r = 0, n = 0; r < 40; r++) {
+    all[r] = r;
+    fx_rank(db, r, "finished");
+    if (r != 9)
+      most[n++] = r;
+  }
+  fx_group(db, 0, "default", all, 40);
+  fx_coll(db, 0, 1, "ALL_REDUCE", all, 40);
+  fx_coll(db, 0, 2, "ALL_REDUCE", all, 40);
+  fx_coll(db, 0, 3, "ALL_REDUCE", most, 39);
+  fx_finish(db, fx_t(0, 0), fx_t(10, 0));
+}
+
+Test(viewer_keys, an_untagged_rank_unlike_the_majority_is_a_jump_target, .timeout = 30) {
+  open_story(odd_rank_story, "odd.db", 24, 80);
+  expect_has(">      0-8 x9    ###");
+  expect_has("         9       ##.");
+  expect_has("     10-39 x30   ###");
+  vw_app_keys(&app, "}");
+  expect_has(">        9       ##.");
+  /* the cursor keeps its rank while another pane hides the matrix */
+  vw_app_keys(&app, "<Tab><BTab>");
+  expect_has(">        9       ##.");
+  expect_has(" rank 9 #3: never entered");
+  vw_app_keys(&app, "}");
+  expect_has("no rank further down differs from the others at #1..#3");
+  vw_app_close(&app);
+}
+
 /* A group that fits is not folded unless z asks; the help lists the keys. */
 Test(viewer_keys, z_folds_a_small_group_on_request_and_help_lists_the_keys, .timeout = 20) {
   open_story(fx_story_ok, "ok.db", 24, 80);

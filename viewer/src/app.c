@@ -104,7 +104,9 @@ static int cursor_rank(const vw_pages *p, int m_row) {
 /* The matrix: every rank of the group over the visible columns (the query
  * reads those columns' rows of every rank whatever it keeps), then folded.
  * AUTO folds when the ranks overflow the pane at its full height. A fold,
- * an unfold or other columns move the rows: the cursor stays on its rank. */
+ * an unfold or other columns move the rows: the cursor stays on its rank.
+ * A hidden matrix has no columns and one row per rank (folded without
+ * columns, ranks that differ would share a row and the cursor drift). */
 static int fetch_matrix(vw_app *a, bool shown) {
   vw_state *st = &a->st;
   vw_pages *p = a->pages;
@@ -121,8 +123,9 @@ static int fetch_matrix(vw_app *a, bool shown) {
   if (vw_model_matrix(a->m, group_id(a), p->ranks, p->nranks, st->m_seq0, shown ? nseq : 0,
                       &st->filter, &p->mx) != 0)
     return -1;
-  st->m_folded = st->m_fold == VW_FOLD_ON || (st->m_fold == VW_FOLD_AUTO && p->nranks > nrows);
-  p->n_mx_rows = vw_fold_rows(a->m, &a->diag, &p->mx, st->m_folded, p->mx_rows);
+  if (shown)
+    st->m_folded = st->m_fold == VW_FOLD_ON || (st->m_fold == VW_FOLD_AUTO && p->nranks > nrows);
+  p->n_mx_rows = vw_fold_rows(a->m, &a->diag, &p->mx, shown && st->m_folded, p->mx_rows);
   st->m_row = vw_fold_find(p->mx_rows, p->n_mx_rows, at);
   return 0;
 }
