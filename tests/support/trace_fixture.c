@@ -88,7 +88,8 @@ void fx_rank(sqlite3 *db, int rank, const char *end_state) {
 }
 
 void fx_group(sqlite3 *db, int id, const char *name, const int *members, int n) {
-  char mem[4096] = "[";
+  static char mem[32768];   // VW_MAX_RANKS members ("[0,1,...,4095]")
+  mem[0] = '[';
   size_t off = 1;
   for (int i = 0; i < n && off < sizeof mem - 16; i++)
     off += (size_t)snprintf(mem + off, sizeof mem - off, "%s%d", i ? "," : "", members[i]);
@@ -252,6 +253,29 @@ void fx_story_hang(const char *path) {
   fx_event(db, 2, -1, -1, "log", fx_t(3, 2), 0, "loss 0.25");
   fx_event(db, 0, 0, 21, "peer_lost", fx_t(60, 0), 5, "rank 1 lost");
   fx_finish(db, fx_t(0, 0), fx_t(80, 0));
+}
+
+void fx_story_lag(const char *path, int nranks, int lag, int ncoll) {
+  sqlite3 *db = fx_create(path, "job-lag", nranks, 1);
+  int *all = calloc((size_t)nranks + 1, sizeof *all);
+  if (!all)
+    abort();
+  for (int r = 0; r < nranks; r++) {
+    all[r] = r;
+    fx_rank(db, r, "running");
+  }
+  fx_group(db, 0, "default", all, nranks);
+  for (int s = 1; s < ncoll; s++)
+    fx_coll(db, 0, s, "ALL_REDUCE", all, nranks);
+  for (int r = 0; r < nranks; r++) {
+    int64_t t = fx_t(ncoll, r);
+    fx_op o = {r, 0, ncoll, "ALL_REDUCE", "started", "float32", "[4,1024]", "SUM", NULL, 4096,
+               16384, -1, t, t + 1000, -1, 0};
+    if (r != lag)
+      fx_op_add(db, &o);
+  }
+  free(all);
+  fx_finish(db, fx_t(0, 0), fx_t(ncoll + 20, 0));
 }
 
 void fx_story_deadlock(const char *path) {

@@ -46,6 +46,11 @@ void fx_story_desync(const char *path, bool with_report);
  * all; ranks 0,2,3 are blocked in #21 ALL_REDUCE, which rank 1 never
  * entered (its last completed is #20 BROADCAST). No report stored. */
 void fx_story_hang(const char *path);
+/* nranks ranks (1,024 in the viewer's tests), group 0 'default' of all:
+ * #1..#ncoll-1 ALL_REDUCE complete on every rank; every rank but `lag` is
+ * blocked in #ncoll ALL_REDUCE, which `lag` never entered (its trace ends
+ * running: busy elsewhere). */
+void fx_story_lag(const char *path, int nranks, int lag, int ncoll);
 /* 2 ranks, groups 1 'a' and 2 'b' (both 0,1): rank 0 blocked in a #5
  * waiting for rank 1, rank 1 blocked in b #5 waiting for rank 0. */
 void fx_story_deadlock(const char *path);

@@ -32,7 +32,7 @@ Test(viewer_keys, j_k_move_between_ranks_and_h_l_between_operations, .timeout = 
   expect_has(" rank 2 #13: failed");
   vw_app_keys(&app, "j");
   expect_has(" rank 3 #13: failed");
-  expect_has(">    3      ############X");
+  expect_has(">        3       ############X");
   vw_app_keys(&app, "kk<Up>");
   expect_has(" rank 0 #13: failed");
   vw_app_keys(&app, "h");
@@ -129,15 +129,15 @@ Test(viewer_keys, filter_by_rank_state_and_group, .timeout = 20) {
   open_story(fx_story_hang, "hang.db", 24, 80);
   vw_app_keys(&app, "frank=2<Enter>");
   expect_has(" filter: rank=2");
-  expect_has(">    2      ####################>");
+  expect_has(">        2       ####################>");
   cr_assert(!vw_app_screen_has(&app, "1 LAG"), "rank 1 filtered out");
   vw_app_keys(&app, "f<Enter>");
   expect_has("filter cleared");
   expect_has("1 LAG");
   /* state filter: completed cells hidden, the in-flight one kept */
   vw_app_keys(&app, "fstate=started<Enter>");
-  expect_has(">    0                          >");
-  expect_has("     1 LAG                      ?");
+  expect_has(">        0                           >");
+  expect_has("         1 LAG                       ?");
   vw_app_keys(&app, "fgroup=1<Enter>");
   expect_has(" Progress: group 1 'pairs', 2 ranks, #1..#5");
   vw_app_keys(&app, "fbogus<Enter>");
@@ -175,6 +175,117 @@ Test(viewer_keys, timeline_zoom_and_pan, .timeout = 20) {
   vw_app_keys(&app, "l");
   cr_assert_gt(app.st.t_cursor, app.m->job.t0, "l moves later");
   vw_app_keys(&app, "k<Enter>");   // rank 0 at the start: an ALL_GATHER of group 1
+  vw_app_close(&app);
+}
+
+/* --- the matrix at 1,024 ranks: z folds, { } jump -------------------------------------- */
+
+static void lag_1024_story(const char *p) { fx_story_lag(p, 1024, 700, 5); }
+
+/* The line that follows the one containing `after`, or "" (the matrix's
+ * rows are consecutive lines under its axis). */
+static const char *line_after(const char *after, char *buf, size_t len) {
+  char tmp[512];
+  for (int y = 0; y + 1 < app.canvas.rows; y++)
+    if (strstr(vw_app_line(&app, y, tmp, sizeof tmp), after))
+      return vw_app_line(&app, y + 1, buf, len);
+  buf[0] = '\0';
+  return buf;
+}
+
+Test(viewer_keys, z_unfolds_the_folded_ranks_and_folds_them_again, .timeout = 30) {
+  open_story(lag_1024_story, "lag1024.db", 24, 80);
+  expect_has("     0-699 x700  ####>");
+  vw_app_keys(&app, "k");   // onto the folded row: its words say how many ranks it stands for
+  expect_has(">    0-699 x700  ####>");
+  expect_has(" 700 ranks 0-699 #5: in flight   (rank 0's last: #5, last completed: #4)");
+  vw_app_keys(&app, "z");   // one row per rank, the cursor on the first of them
+  expect_has("one row per rank (z folds alike ranks)");
+  cr_assert(!vw_app_screen_has(&app, "x700"), "unfolded");
+  cr_assert(!vw_app_screen_has(&app, "(z: unfold)"), "the title says folded no more");
+  char buf[512];
+  cr_assert_str_eq(line_after("  rank  seq:", buf, sizeof buf), ">        0       ####>");
+  cr_assert_str_eq(line_after(">        0 ", buf, sizeof buf), "         1       ####>");
+  cr_assert_str_eq(line_after("         1 ", buf, sizeof buf), "         2       ####>");
+  expect_has(" rank 0 #5: in flight   (its last: #5, last completed: #4)");
+  vw_app_keys(&app, "jj");   // rank rows move one rank at a time now
+  expect_has(" rank 2 #5: in flight");
+  vw_app_keys(&app, "z");   // folded again, the cursor on the row holding rank 2
+  expect_has(">    0-699 x700  ####>");
+  expect_has("      700 LAG   ####?");
+  vw_app_close(&app);
+}
+
+Test(viewer_keys, braces_jump_to_the_rank_that_differs, .timeout = 30) {
+  open_story(lag_1024_story, "lag1024.db", 24, 80);
+  vw_app_keys(&app, "k}");   // from the folded row 0-699 to rank 700
+  expect_has(">      700 LAG   ####?");
+  expect_has(" rank 700 #5: never entered");
+  vw_app_keys(&app, "}");   // 701-1023 are alike and like the majority
+  expect_has("no rank further down differs from the others at #1..#5");
+  expect_has(">      700 LAG   ####?");
+  vw_app_keys(&app, "j{");
+  expect_has(">      700 LAG   ####?");
+  /* unfolded, the jump crosses 700 rows and scrolls the matrix to rank 700 */
+  vw_app_keys(&app, "kzg");
+  expect_has(">        0       ####");
+  vw_app_keys(&app, "}");
+  char buf[512];
+  expect_has(">      700 LAG   #");
+  cr_assert_str_eq(line_after("      699       ", buf, sizeof buf), ">      700 LAG   ####?");
+  cr_assert(!vw_app_screen_has(&app, "        0       #"), "scrolled past rank 0");
+  vw_app_keys(&app, "{");
+  expect_has("no rank further up differs from the others at #1..#5");
+  vw_app_close(&app);
+}
+
+/* 40 ranks, nothing diagnosed (no tag), but rank 9 never entered #3,
+ * which the 39 others completed: its row differs from the majority's. */
+static void odd_rank_story(const char *path) {
+  sqlite3 *db = fx_create(path, "job-odd", 40, 1);
+  int all[40], most[39];
+  for (int r = 0, n = 0; r < 40; r++) {
+    all[r] = r;
+    fx_rank(db, r, "finished");
+    if (r != 9)
+      most[n++] = r;
+  }
+  fx_group(db, 0, "default", all, 40);
+  fx_coll(db, 0, 1, "ALL_REDUCE", all, 40);
+  fx_coll(db, 0, 2, "ALL_REDUCE", all, 40);
+  fx_coll(db, 0, 3, "ALL_REDUCE", most, 39);
+  fx_finish(db, fx_t(0, 0), fx_t(10, 0));
+}
+
+Test(viewer_keys, an_untagged_rank_unlike_the_majority_is_a_jump_target, .timeout = 30) {
+  open_story(odd_rank_story, "odd.db", 24, 80);
+  expect_has(">      0-8 x9    ###");
+  expect_has("         9       ##.");
+  expect_has("     10-39 x30   ###");
+  vw_app_keys(&app, "}");
+  expect_has(">        9       ##.");
+  /* the cursor keeps its rank while another pane hides the matrix */
+  vw_app_keys(&app, "<Tab><BTab>");
+  expect_has(">        9       ##.");
+  expect_has(" rank 9 #3: never entered");
+  vw_app_keys(&app, "}");
+  expect_has("no rank further down differs from the others at #1..#3");
+  vw_app_close(&app);
+}
+
+/* A group that fits is not folded unless z asks; the help lists the keys. */
+Test(viewer_keys, z_folds_a_small_group_on_request_and_help_lists_the_keys, .timeout = 20) {
+  open_story(fx_story_ok, "ok.db", 24, 80);
+  expect_has("         3       ###");
+  vw_app_keys(&app, "z");
+  expect_has("alike ranks folded into one row (z: one row per rank)");
+  expect_has(">      0-3 x4    ###############################");
+  expect_has(" 4 ranks 0-3 #31: completed");
+  vw_app_keys(&app, "}");
+  expect_has("no rank further down differs");
+  vw_app_keys(&app, "?");
+  expect_has("z           matrix: fold alike ranks into one row / one row per rank");
+  expect_has("{ }         matrix: previous / next rank that differs");
   vw_app_close(&app);
 }
 
@@ -251,6 +362,6 @@ Test(viewer_keys, follow_tick_rereads_a_growing_trace, .timeout = 20) {
   cr_assert(f & VW_H_RELOAD, "a tick reloads");
   vw_app_render(&app);
   expect_has(" distview  OK  job job-hang");
-  expect_has("     1      #####################");
+  expect_has("         1       #####################");
   vw_app_close(&app);
 }

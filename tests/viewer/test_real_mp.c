@@ -43,7 +43,7 @@ Test(viewer_real, diagnose_on_the_tracers_trace_names_the_lagging_rank, .timeout
   rc = run(NULL, dist_test_bin("distview"), "render", "--size", "100x30", db, NULL);
   cr_assert_eq(rc, 0, "render: %s", err);
   cr_assert(strstr(out, " distview  HANG (exit 11)"), "%s", out);
-  cr_assert(strstr(out, ">    1 LAG  #####?"), "rank 1 marked at #6:\n%s", out);
+  cr_assert(strstr(out, ">        1 LAG   #####?"), "rank 1 marked at #6:\n%s", out);
 
   rc = run(NULL, dist_test_bin("distview"), "summary", "--json", db, NULL);
   cr_assert_eq(rc, 0, "summary: %s", err);

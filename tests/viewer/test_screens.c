@@ -27,7 +27,7 @@ static void expect_line(const char *has, const char *exact) {
     vwt_dump(&app);
   cr_assert_not_null(l, "no line with '%s'", has);
   if (exact)
-    cr_assert_str_eq(l, exact, "line with '%s'", has);
+    cr_assert_str_eq(l, exact, "line with '%s':\n'%s'", has, l);
 }
 
 static void expect_has(const char *s) {
@@ -43,9 +43,9 @@ Test(viewer_screens, desync_80x24_names_the_rank_marks_it_and_shows_the_shape_di
   expect_line("desync in group 0",
               " desync in group 0 (default) at #13 ALL_REDUCE: rank 2 differs in shape");
   /* the matrix: rank 2 tagged and '!' at #13, the others failed there */
-  expect_line("2 DIFF", ">    2 DIFF ############!");
-  expect_line("     0      ", "     0      ############X");
-  expect_line("     3      ", "     3      ############X");
+  expect_line("2 DIFF", ">        2 DIFF  ############!");
+  expect_line("         0       ", "         0       ############X");
+  expect_line("         3       ", "         3       ############X");
   expect_line(" rank 2 #13:", NULL);
   /* the detail under it: the field, both values, the flagged cell */
   expect_line("fingerprint DIFFERS",
@@ -58,7 +58,7 @@ Test(viewer_screens, desync_80x24_names_the_rank_marks_it_and_shows_the_shape_di
 Test(viewer_screens, desync_200x60_shows_all_panes_with_the_report_event, .timeout = 20) {
   open_story(desync_story, "desync.db", 60, 200);
   expect_has("DESYNC (exit 10)");
-  expect_has("2 DIFF ############!");
+  expect_has("2 DIFF  ############!");
   expect_has("fingerprint DIFFERS in shape: rank 2 has [4,512], ranks 0,1,3 have [4,1024]");
   expect_has(" Timeline: ");
   expect_has(" Events: 2 ");
@@ -74,9 +74,9 @@ Test(viewer_screens, hang_80x24_marks_the_lagging_rank_and_the_blocked_op, .time
   open_story(fx_story_hang, "hang.db", 24, 80);
   expect_line(" distview  HANG (exit 11)  job job-hang", NULL);
   expect_has("hang in group 0 (default) at #21 ALL_REDUCE: rank 1 is behind");
-  expect_line("1 LAG", ">    1 LAG  ####################?");
-  expect_line("     0      ", "     0      ####################>");
-  expect_line("     2      ", "     2      ####################>");
+  expect_line("1 LAG", ">        1 LAG   ####################?");
+  expect_line("         0       ", "         0       ####################>");
+  expect_line("         2       ", "         2       ####################>");
   expect_has(" rank 1 #21: never entered   (its last: #20, last completed: #20)");
   expect_has(" never entered by rank 1");
   vw_app_close(&app);
@@ -86,7 +86,7 @@ Test(viewer_screens, hang_200x60_timeline_and_events, .timeout = 20) {
   open_story(fx_story_hang, "hang.db", 60, 200);
   expect_has("rank 1 (host node0, pid 4001) has not entered ALL_REDUCE #21: last completed "
              "BROADCAST #20; its trace ends lost");
-  expect_has(">    1 LAG  ####################?");
+  expect_has(">        1 LAG   ####################?");
   expect_has("peer_lost");
   /* rank 1's timeline stops where it stopped; the others run to the end */
   char r1[512], r0[512];
@@ -108,8 +108,8 @@ Test(viewer_screens, deadlock_80x24_names_the_cycle, .timeout = 20) {
   expect_has("DEADLOCK (exit 11)");
   expect_line(" deadlock:", " deadlock: ranks 0,1 wait for each other in a cycle across groups");
   expect_line("rank 0 waits", "   rank 0 waits in group 1 (a) ALL_REDUCE #5 for rank 1");
-  expect_line("0 CYC", ">    0 CYC  ####>");
-  expect_line("1 CYC", "     1 CYC  ####.");
+  expect_line("0 CYC", ">        0 CYC   ####>");
+  expect_line("1 CYC", "         1 CYC   ####.");
   vw_app_close(&app);
 }
 
@@ -184,5 +184,51 @@ Test(viewer_screens, gpu_detail_at_80x24_names_the_selected_ranks_gpu_times, .ti
   vw_app_keys(&app, "j");
   expect_line(" rank 1 GPU:", " rank 1 GPU: started 25.0 us after enqueue, ran 260.0 us (call: "
               "499.0 us)");
+  vw_app_close(&app);
+}
+
+/* 1,024 ranks, rank 700 never entered #5 where the 1,023 others wait: the
+ * first screen folds the alike ranks into one row on each side of rank
+ * 700, which is on a row of its own with its tag, so nobody scrolls
+ * through 700 rows to find it. */
+static void lag_1024_story(const char *p) { fx_story_lag(p, 1024, 700, 5); }
+
+Test(viewer_screens, lag_1024_80x24_folds_alike_ranks_around_the_lagging_one, .timeout = 30) {
+  open_story(lag_1024_story, "lag1024.db", 24, 80);
+  expect_has("hang in group 0 (default) at #5 ALL_REDUCE: rank 700 is behind");
+  expect_line(" Progress:", " Progress: group 0 'default', 1024 ranks in 3 rows (z: unfold), "
+              "#1..#5   # done");
+  char a[512], b[512], c[512], w[512];
+  int y = 0;
+  while (y < app.canvas.rows && !strstr(vw_app_line(&app, y, a, sizeof a), "  rank  seq:"))
+    y++;
+  cr_assert_lt(y + 4, app.canvas.rows, "no matrix axis");
+  /* the three rows right under the axis, then the cursor's cell in words */
+  cr_assert_str_eq(vw_app_line(&app, y + 1, a, sizeof a), "     0-699 x700  ####>");
+  cr_assert_str_eq(vw_app_line(&app, y + 2, b, sizeof b), ">      700 LAG   ####?");
+  cr_assert_str_eq(vw_app_line(&app, y + 3, c, sizeof c), "  701-1023 x323  ####>");
+  cr_assert_str_eq(vw_app_line(&app, y + 4, w, sizeof w),
+                   " rank 700 #5: never entered   (its last: #4, last completed: #4)   Enter: "
+                   "across");
+  /* the detail of #5 still fits under the folded matrix */
+  expect_has(" Detail: group 0 (default) #5 ALL_REDUCE across ranks");
+  vw_app_close(&app);
+}
+
+Test(viewer_screens, lag_1024_200x60_folds_too, .timeout = 30) {
+  open_story(lag_1024_story, "lag1024.db", 60, 200);
+  expect_has("     0-699 x700  ####>");
+  expect_has(">      700 LAG   ####?");
+  expect_has("  701-1023 x323  ####>");
+  vw_app_close(&app);
+}
+
+/* Four ranks fit on the screen: one row each, as before, no fold. */
+Test(viewer_screens, small_group_is_not_folded, .timeout = 20) {
+  open_story(fx_story_ok, "ok.db", 24, 80);
+  expect_line(" Progress:", NULL);
+  cr_assert(!vw_app_screen_has(&app, "(z: unfold)"), "not folded");
+  expect_line(">        0       ", ">        0       ###############################");
+  expect_line("         3       ", "         3       ###############################");
   vw_app_close(&app);
 }

@@ -97,10 +97,10 @@ Test(viewer_tmux, keys_move_open_search_resize_and_quit, .timeout = 120, .fini =
   const char *trace = vwt_path("hang.db");
   fx_story_hang(trace);
   start(trace, 100, 30);
-  wait_for(" distview  HANG (exit 11)  job job-hang", ">    1 LAG  ####################?",
+  wait_for(" distview  HANG (exit 11)  job job-hang", ">        1 LAG   ####################?",
            " rank 1 #21: never entered", NULL);
   tmux("send-keys -t vw j");
-  wait_for(">    2      ####################>", " rank 2 #21: in flight", NULL);
+  wait_for(">        2       ####################>", " rank 2 #21: in flight", NULL);
   tmux("send-keys -t vw h");
   wait_for(" rank 2 #20: completed", " Detail: group 0 (default) #20 BROADCAST", NULL);
   tmux("send-keys -t vw l Enter");
@@ -116,13 +116,30 @@ Test(viewer_tmux, keys_move_open_search_resize_and_quit, .timeout = 120, .fini =
   wait_for("distview keys (any key closes)", NULL);
   tmux("send-keys -t vw x");
   tmux("send-keys -t vw 1 f r a n k = 3 Enter");
-  wait_for(" filter: rank=3 ", ">    3      ####################>", NULL);
+  wait_for(" filter: rank=3 ", ">        3       ####################>", NULL);
   /* a bigger terminal: all four panes at once */
   tmux("resize-window -t vw -x 200 -y 50");
   wait_for(" Timeline: ", " Events: ", " Detail: ", NULL);
   tmux("send-keys -t vw q");
   wait_for("distview-exit=", NULL);
   cr_assert(strstr(screen, "distview-exit=0"), "q ends distview with status 0:\n%s", screen);
+}
+
+/* 1,024 ranks in an 80x24 terminal: the lagging rank on the first screen
+ * between two folded rows, z unfolding and } jumping back to it. */
+Test(viewer_tmux, folded_1024_ranks_unfold_and_jump, .timeout = 120, .fini = stop_server) {
+  const char *trace = vwt_path("lag1024.db");
+  fx_story_lag(trace, 1024, 700, 5);
+  start(trace, 80, 24);
+  wait_for("     0-699 x700  ####>", ">      700 LAG   ####?", "  701-1023 x323  ####>", NULL);
+  tmux("send-keys -t vw k");
+  wait_for(" 700 ranks 0-699 #5: in flight", NULL);
+  tmux("send-keys -t vw z");
+  wait_for(">        0       ####>", "         1       ####>", NULL);
+  tmux("send-keys -t vw -l '}'");
+  wait_for(">      700 LAG   ####?", "       699       ####>", NULL);
+  tmux("send-keys -t vw q");
+  wait_for("distview-exit=0", NULL);
 }
 
 Test(viewer_tmux, a_bad_file_prints_why_and_exits_1, .timeout = 60, .fini = stop_server) {

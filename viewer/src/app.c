@@ -69,7 +69,7 @@ static void clamp(vw_app *a, const vw_layout *l) {
   if (st->m_seq >= st->m_seq0 + nseq)
     st->m_seq0 = st->m_seq - nseq + 1;
   st->m_seq0 = clamp64(st->m_seq0, 1, max > nseq ? max - nseq + 1 : 1);
-  scroll(&st->m_row, &st->m_top, a->pages->nranks, nrows);
+  (void)nrows;   // the matrix's rows are known after its fetch (refresh)
   /* timeline: cursor inside the job, window around the cursor */
   int64_t t0 = j->t0, t1 = j->t1 > j->t0 ? j->t1 : j->t0 + 1;
   st->t_span = clamp64(st->t_span, 1000, t1 - t0 > 1000 ? t1 - t0 : 1000);
@@ -93,6 +93,44 @@ static void clamp(vw_app *a, const vw_layout *l) {
 
 /* --- fetching --------------------------------------------------------------------- */
 
+/* The page row (index into p->ranks) under the matrix cursor: m_row is a
+ * row of the last fold, or a rank's index before the first one. */
+static int cursor_rank(const vw_pages *p, int m_row) {
+  if (p->n_mx_rows == 0)
+    return (int)clamp64(m_row, 0, p->nranks > 0 ? p->nranks - 1 : 0);
+  return p->mx_rows[clamp64(m_row, 0, p->n_mx_rows - 1)].first;
+}
+
+/* The matrix: every rank of the group over the visible columns (the query
+ * reads those columns' rows of every rank whatever it keeps), then folded.
+ * AUTO folds when the ranks overflow the pane at its full height. A fold,
+ * an unfold or other columns move the rows: the cursor stays on its rank.
+ * A hidden matrix has no columns and one row per rank (folded without
+ * columns, ranks that differ would share a row and the cursor drift). */
+static int fetch_matrix(vw_app *a, bool shown) {
+  vw_state *st = &a->st;
+  vw_pages *p = a->pages;
+  vw_state full = *st;
+  full.pane = VW_P_MATRIX;
+  full.mx_want = 0;
+  vw_layout l;
+  vw_layout_compute(&full, &l);
+  int nseq, nrows;
+  vw_matrix_geom(l.pane[VW_P_MATRIX], &nseq, &nrows);
+  int at = cursor_rank(p, st->m_row);
+  vw_matrix_page_free(&p->mx);
+  p->n_mx_rows = 0;
+  if (vw_model_matrix(a->m, group_id(a), p->ranks, p->nranks, st->m_seq0, shown ? nseq : 0,
+                      &st->filter, &p->mx) != 0)
+    return -1;
+  if (shown)
+    st->m_folded = st->m_fold == VW_FOLD_ON || (st->m_fold == VW_FOLD_AUTO && p->nranks > nrows);
+  p->n_mx_rows = vw_fold_rows(a->m, &a->diag, &p->mx, shown && st->m_folded, p->mx_rows);
+  st->m_row = vw_fold_find(p->mx_rows, p->n_mx_rows, at);
+  return 0;
+}
+
+/* Everything but the matrix, for the panes layout l shows. */
 static int fetch(vw_app *a, const vw_layout *l) {
   if (a->st.pane == VW_P_MATRIX) {   // the detail follows the matrix cursor
     a->st.d_group = group_id(a);
@@ -102,16 +140,8 @@ static int fetch(vw_app *a, const vw_layout *l) {
   vw_pages *p = a->pages;
   vw_state *st = &a->st;
   vw_model *m = a->m;
-  vw_matrix_page_free(&p->mx);
   vw_events_free(p->ev, p->nev);
   p->nev = p->ndetail = p->tl_nrows = 0;
-  int nseq, nrows;
-  vw_matrix_geom(l->pane[VW_P_MATRIX], &nseq, &nrows);
-  int first = st->m_top < p->nranks ? st->m_top : 0;
-  int show = p->nranks - first < nrows ? p->nranks - first : nrows;
-  if (vw_model_matrix(m, group_id(a), p->ranks + first, show > 0 ? show : 0, st->m_seq0,
-                      l->shown[VW_P_MATRIX] ? nseq : 0, &st->filter, &p->mx) != 0)
-    return -1;
   if (l->shown[VW_P_DETAIL] &&
       (st->d_p2p ? vw_model_p2p_pair(m, st->d_rank, st->d_group, st->d_seq, p->detail,
                                            VW_DETAIL_CAP, &p->ndetail)
@@ -175,6 +205,27 @@ static void req_open(vw_app *a) {
     else
       snprintf(st->msg, sizeof st->msg, "this event names no operation");
   }
+}
+
+static int refresh(vw_app *a);
+
+/* { }: the next or previous row that differs, in the matrix as its pane
+ * shows it now (the key may just have focused it). */
+static void req_jump(vw_app *a) {
+  vw_state *st = &a->st;
+  a->fetched = false;
+  if (refresh(a) != 0)
+    return;
+  const vw_pages *p = a->pages;
+  int to = vw_fold_next_diff(p->mx_rows, p->n_mx_rows, st->m_row, st->jump_dir);
+  if (to >= 0) {
+    st->m_row = to;
+    return;
+  }
+  int64_t last = p->mx.seq0 + p->mx.nseq - 1, max = group_max(a);
+  snprintf(st->msg, sizeof st->msg, "no rank %s differs from the others at #%lld..#%lld "
+           "(h/l, PgUp/PgDn: other operations)", st->jump_dir > 0 ? "further down" : "further up",
+           (long long)p->mx.seq0, (long long)(last < max ? last : max));
 }
 
 static void req_search(vw_app *a) {
@@ -243,6 +294,7 @@ int vw_app_key(vw_app *a, int key) {
   case VW_REQ_OPEN: req_open(a); break;
   case VW_REQ_SEARCH: req_search(a); break;
   case VW_REQ_FILTER: req_filter(a); break;
+  case VW_REQ_JUMP: req_jump(a); break;
   }
   a->st.req = VW_REQ_NONE;
   if (a->st.group_idx != gi) {
@@ -349,20 +401,36 @@ int vw_app_resize(vw_app *a, int rows, int cols) {
   return 0;
 }
 
-int vw_app_render(vw_app *a) {
+/* Fetches what the state shows unless the pages already match it. The
+ * matrix comes first: its rows decide how much of the screen it takes
+ * (mx_want), and so whether the detail fits under it. */
+static int refresh(vw_app *a) {
+  if (a->fetched)
+    return 0;
+  vw_state *st = &a->st;
   a->pages->nranks = rank_rows(a, a->pages->ranks, VW_MAX_RANKS);
-  a->st.mx_want = a->pages->nranks + 3;
+  st->mx_want = 0;
   vw_layout l;
-  vw_layout_compute(&a->st, &l);
-  int rc = 0;
-  if (!a->fetched) {
-    clamp(a, &l);
+  vw_layout_compute(st, &l);
+  clamp(a, &l);
+  int rc = fetch_matrix(a, l.shown[VW_P_MATRIX]);
+  st->mx_want = a->pages->n_mx_rows + 3;
+  vw_layout_compute(st, &l);
+  int nseq, nrows;
+  vw_matrix_geom(l.pane[VW_P_MATRIX], &nseq, &nrows);
+  scroll(&st->m_row, &st->m_top, a->pages->n_mx_rows, nrows);
+  clamp(a, &l);
+  if (rc == 0)
     rc = fetch(a, &l);
-    if (rc != 0)
-      snprintf(a->st.msg, sizeof a->st.msg, "%.159s", a->m->err);
-    clamp(a, &l);
-    a->fetched = rc == 0;
-  }
+  if (rc != 0)
+    snprintf(st->msg, sizeof st->msg, "%.159s", a->m->err);
+  clamp(a, &l);
+  a->fetched = rc == 0;
+  return rc;
+}
+
+int vw_app_render(vw_app *a) {
+  int rc = refresh(a);
   vw_render(&a->st, a->m, &a->diag, a->pages, &a->canvas);
   a->dirty = false;
   return rc;

@@ -144,6 +144,27 @@ static void zoom_out(vw_state *st, int *f) {
     st->t_span *= 2;
 }
 
+/* z: folding of identical matrix rows, on or off whatever AUTO chose. */
+static void fold(vw_state *st, int *f) {
+  (void)f;
+  st->m_fold = st->m_folded ? VW_FOLD_OFF : VW_FOLD_ON;
+  snprintf(st->msg, sizeof st->msg, "%s", st->m_folded ? "one row per rank (z folds alike ranks)"
+                                                       : "alike ranks folded into one row "
+                                                         "(z: one row per rank)");
+  st->pane = VW_P_MATRIX;
+}
+
+/* { }: the rows that differ are known to app.c, which has the page. */
+static void jump(vw_state *st, int *f, int dir) {
+  st->pane = VW_P_MATRIX;
+  st->jump_dir = dir;
+  st->req = VW_REQ_JUMP;
+  *f |= VW_H_RELOAD;
+}
+
+static void jump_next(vw_state *st, int *f) { jump(st, f, 1); }
+static void jump_prev(vw_state *st, int *f) { jump(st, f, -1); }
+
 static void group_next(vw_state *st, int *f) { (void)f; st->group_idx++; st->filter.group = -1; }
 static void group_prev(vw_state *st, int *f) { (void)f; st->group_idx--; st->filter.group = -1; }
 static void pane_matrix(vw_state *st, int *f) { (void)f; st->pane = VW_P_MATRIX; }
@@ -178,6 +199,9 @@ static const vw_binding table[] = {
     {'n', "n N", "next / previous match", search_next},
     {'N', NULL, NULL, search_prev},
     {'f', "f", "filter: group=G rank=R op=OP state=S (empty clears)", filter},
+    {'z', "z", "matrix: fold alike ranks into one row / one row per rank", fold},
+    {'{', "{ }", "matrix: previous / next rank that differs", jump_prev},
+    {'}', NULL, NULL, jump_next},
     {'[', "[ ]", "previous / next group", group_prev},
     {']', NULL, NULL, group_next},
     {'+', "+ -", "timeline zoom in / out", zoom_in},

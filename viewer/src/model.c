@@ -302,6 +302,10 @@ int vw_model_group_index(const vw_model *m, int group_id) {
 }
 
 const vw_rank_info *vw_model_rank(const vw_model *m, int rank) {
+  /* the header reads ranks in order, so rank r is at index r unless some
+   * rank is missing (the matrix asks for each of 1,024 ranks per screen) */
+  if (rank >= 0 && rank < m->job.nranks && m->job.ranks[rank].rank == rank)
+    return &m->job.ranks[rank];
   for (int i = 0; i < m->job.nranks; i++)
     if (m->job.ranks[i].rank == rank)
       return &m->job.ranks[i];

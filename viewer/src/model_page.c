@@ -35,59 +35,111 @@ static bool filter_match(const vw_filter *f, const char *op, const char *state) 
   return true;
 }
 
-int vw_model_matrix(vw_model *m, int group_id, const int *ranks, int nrank, int64_t seq0,
-                    int nseq, const vw_filter *f, vw_matrix_page *out) {
-  memset(out, 0, sizeof *out);
-  if (nrank > 256)
-    nrank = 256;
-  if (nrank < 0 || nseq < 0)
-    return -1;
-  out->group_id = group_id;
-  out->seq0 = seq0;
-  out->nseq = nseq;
-  out->nrank = nrank;
+/* Row lookup for the matrix: (rank, row) pairs sorted by rank, so that a
+ * page of a 1,024-rank group places each SQL row in log time (a scan of
+ * the rows per SQL row was 10^8 steps for one screen). */
+typedef struct rank_row {
+  int rank, row;
+} rank_row;
+
+static int cmp_rank_row(const void *a, const void *b) {
+  const rank_row *x = a, *y = b;
+  return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static int row_of(const rank_row *idx, int n, int rank) {
+  rank_row key = {rank, 0};
+  const rank_row *hit = bsearch(&key, idx, (size_t)n, sizeof *idx, cmp_rank_row);
+  return hit ? hit->row : -1;
+}
+
+static int page_alloc(vw_matrix_page *out, const int *ranks, int nrank, int nseq) {
   out->cells = calloc((size_t)nrank * (size_t)nseq + 1, 1);
-  if (!out->cells)
+  out->ranks = calloc((size_t)nrank + 1, sizeof *out->ranks);
+  out->last_seq = calloc((size_t)nrank + 1, sizeof *out->last_seq);
+  out->last_done = calloc((size_t)nrank + 1, sizeof *out->last_done);
+  if (!out->cells || !out->ranks || !out->last_seq || !out->last_done)
     return -1;
   memcpy(out->ranks, ranks, (size_t)nrank * sizeof *ranks);
-  const vw_group *g = vw_model_group(m, group_id);
-  for (int r = 0; r < nrank; r++)
-    for (int k = 0; g && k < g->size; k++)
-      if (g->members[k] == ranks[r]) {
-        out->last_seq[r] = g->last_seq[k];
-        out->last_done[r] = g->last_done[k];
-      }
-  if (nseq == 0 || nrank == 0)
-    return 0;
+  return 0;
+}
+
+/* Each row's last and last completed seq, from the group's header. */
+static void page_last(const vw_group *g, const rank_row *idx, int n, vw_matrix_page *out) {
+  for (int k = 0; g && k < g->size; k++) {
+    int r = row_of(idx, n, g->members[k]);
+    if (r >= 0) {
+      out->last_seq[r] = g->last_seq[k];
+      out->last_done[r] = g->last_done[k];
+    }
+  }
+}
+
+/* The window's cells: every collective row of the group in [seq0, seq0 +
+ * nseq), through op_by_coll; rows of ranks not asked for are skipped. */
+static int page_cells(vw_model *m, const rank_row *idx, int n, const vw_filter *f,
+                      vw_matrix_page *out) {
   /* Collectives only: point-to-point operations are numbered apart (a
    * column is one collective on every rank; they are in the timeline). */
   sqlite3_stmt *st = vw_sql_prepare(m, "SELECT rank, seq, state, op FROM operations "
                                        "WHERE group_id = ? AND p2p = 0 AND seq >= ? AND seq < ?");
   if (!st)
     return -1;
-  sqlite3_bind_int(st, 1, group_id);
-  sqlite3_bind_int64(st, 2, seq0);
-  sqlite3_bind_int64(st, 3, seq0 + nseq);
+  sqlite3_bind_int(st, 1, out->group_id);
+  sqlite3_bind_int64(st, 2, out->seq0);
+  sqlite3_bind_int64(st, 3, out->seq0 + out->nseq);
   int rc;
   while ((rc = vw_sql_step(m, st)) == SQLITE_ROW) {
-    int rank = sqlite3_column_int(st, 0);
-    int64_t col = sqlite3_column_int64(st, 1) - seq0;
+    int r = row_of(idx, n, sqlite3_column_int(st, 0));
+    int64_t col = sqlite3_column_int64(st, 1) - out->seq0;
+    if (r < 0 || col < 0 || col >= out->nseq)
+      continue;
     char state[16], op[32];
     vw_sql_text(st, 2, state, sizeof state);
     vw_sql_text(st, 3, op, sizeof op);
-    for (int r = 0; r < nrank; r++)
-      if (ranks[r] == rank && col >= 0 && col < nseq)
-        out->cells[r * nseq + col] =
-            (uint8_t)(filter_match(f, op, state) ? vw_state_code(state) : VW_ST_MASKED);
+    out->cells[r * out->nseq + col] =
+        (uint8_t)(filter_match(f, op, state) ? vw_state_code(state) : VW_ST_MASKED);
   }
   sqlite3_finalize(st);
   return rc < 0 ? -1 : 0;
 }
 
+int vw_model_matrix(vw_model *m, int group_id, const int *ranks, int nrank, int64_t seq0,
+                    int nseq, const vw_filter *f, vw_matrix_page *out) {
+  memset(out, 0, sizeof *out);
+  if (nrank > VW_MAX_RANKS)
+    nrank = VW_MAX_RANKS;
+  if (nrank < 0 || nseq < 0)
+    return -1;
+  out->group_id = group_id;
+  out->seq0 = seq0;
+  out->nseq = nseq;
+  out->nrank = nrank;
+  rank_row *idx = calloc((size_t)nrank + 1, sizeof *idx);
+  if (!idx || page_alloc(out, ranks, nrank, nseq) != 0) {
+    free(idx);
+    vw_matrix_page_free(out);
+    snprintf(m->err, sizeof m->err, "out of memory for the matrix");
+    return -1;
+  }
+  for (int r = 0; r < nrank; r++)
+    idx[r] = (rank_row){ranks[r], r};
+  qsort(idx, (size_t)nrank, sizeof *idx, cmp_rank_row);
+  page_last(vw_model_group(m, group_id), idx, nrank, out);
+  int rc = nseq == 0 || nrank == 0 ? 0 : page_cells(m, idx, nrank, f, out);
+  free(idx);
+  return rc;
+}
+
 void vw_matrix_page_free(vw_matrix_page *p) {
   if (p) {
     free(p->cells);
+    free(p->ranks);
+    free(p->last_seq);
+    free(p->last_done);
     p->cells = NULL;
+    p->ranks = NULL;
+    p->last_seq = p->last_done = NULL;
   }
 }
 

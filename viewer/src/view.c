@@ -176,8 +176,9 @@ static void status(const vw_state *st, vw_canvas *c, vw_rect r) {
     vw_put(c, r, 0, 0, VW_C_YELLOW | VW_A_BOLD, st->msg);
     return;
   }
-  vw_put(c, r, 0, 0, VW_A_DIM, "? help  q quit  Tab pane  Enter open  Esc back  / search  "
-                               "n/N next  f filter  [ ] group  +/- zoom");
+  vw_put(c, r, 0, 0, VW_A_DIM, "? help  q quit  Tab pane  Enter open  Esc back  z fold  "
+                               "{ } differing rank  / search  n/N next  f filter  [ ] group  "
+                               "+/- zoom");
 }
 
 static void help(vw_canvas *c, const vw_state *st) {

@@ -4,7 +4,9 @@
  *
  * Pure rendering of what app.c fetched. The matrix marks a rank that is
  * behind or diverged in its label (LAG, DIFF, DEAD) and in its cell at the
- * diagnosed operation, so it stands out before any key is pressed; the
+ * diagnosed operation, so it stands out before any key is pressed; at 1,024
+ * ranks the alike ones fold into rows such as "0-699 x700" (fold.c), so
+ * that rank is on the first screen too; the
  * detail pane compares every rank's fingerprint with the majority's and
  * flags each differing field with '*'. */
 #include <stdlib.h>
@@ -39,17 +41,6 @@ static uint8_t cell_attr(int s) {
   return VW_A_DIM;
 }
 
-static const char *rank_tag(const vw_model *m, const vw_diag *d, int gid, int rank) {
-  const vw_rank_info *ri = vw_model_rank(m, rank);
-  if (d->group_id == gid && in_list(d->culprits, d->n_culprits, rank))
-    return d->kind == VW_DIAG_DESYNC ? "DIFF" : "LAG";
-  if (d->kind == VW_DIAG_DEADLOCK && in_list(d->cycle, d->n_cycle, rank))
-    return "CYC";
-  if (ri && (!strcmp(ri->end_state, "crashed") || !strcmp(ri->end_state, "lost")))
-    return "DEAD";
-  return "";
-}
-
 static void axis(vw_canvas *c, vw_rect r, int y, int x0, int64_t seq0, int nseq) {
   for (int k = 0; k < nseq; k++) {
     int64_t s = seq0 + k;
@@ -62,53 +53,94 @@ static void axis(vw_canvas *c, vw_rect r, int y, int x0, int64_t seq0, int nseq)
   }
 }
 
+/* A row's label: a rank and its tag, or folded ranks as "0-699 x700"
+ * (first and last rank of the run and how many; a group's members need
+ * not be consecutive global ranks, hence the count). */
+static void row_label(const vw_model *m, const vw_diag *d, const vw_matrix_page *mx,
+                      const vw_mx_row *row, bool sel, vw_canvas *c, vw_rect r, int y) {
+  int rank = mx->ranks[row->first];
+  const char *tag = vw_rank_tag(m, d, mx->group_id, rank);
+  char who[24], what[16];
+  if (row->n > 1) {
+    snprintf(who, sizeof who, "%d-%d", rank, mx->ranks[row->first + row->n - 1]);
+    snprintf(what, sizeof what, "x%d", row->n);
+  } else {
+    snprintf(who, sizeof who, "%d", rank);
+    snprintf(what, sizeof what, "%s", tag);
+  }
+  uint8_t la = tag[0] ? (uint8_t)(VW_A_BOLD | VW_C_RED) : row->differs ? VW_C_YELLOW : 0;
+  vw_putf(c, r, y, 0, (uint8_t)(la | (sel ? VW_A_BOLD : 0)), "%c%9s %-5s ", sel ? '>' : ' ',
+          who, what);
+}
+
+static void row_cells(const vw_state *st, const vw_diag *d, const vw_group *g,
+                      const vw_matrix_page *mx, const vw_mx_row *row, bool sel, int nseq,
+                      vw_canvas *c, vw_rect r, int y) {
+  int rank = mx->ranks[row->first];
+  for (int k = 0; k < mx->nseq && k < nseq; k++) {
+    int s = mx->cells[row->first * mx->nseq + k];
+    int64_t seq = mx->seq0 + k;
+    if (g && seq > g->max_seq)
+      break;   // past the group's last operation: nothing to show
+    char ch = glyph[s];
+    uint8_t a = cell_attr(s);
+    if (d->group_id == mx->group_id && d->seq == seq &&
+        (in_list(d->culprits, d->n_culprits, rank) || d->rank == rank)) {
+      ch = d->kind == VW_DIAG_DESYNC ? '!' : s == VW_ST_NONE ? '?' : ch;
+      a = VW_A_BOLD | VW_C_RED;
+    }
+    if (sel && seq == st->m_seq)
+      a = VW_A_REV | VW_A_BOLD;
+    vw_fill(c, r, y, VW_MX_LABEL + k, 1, ch, a);
+  }
+}
+
+/* The selected cell in words; a folded row names the ranks it stands for. */
+static void cell_words(const vw_state *st, const vw_pages *p, vw_canvas *c, vw_rect r) {
+  static const char *words[] = {"never entered", "completed", "in flight", "failed",
+                                "timed out", "hidden by the filter"};
+  const vw_matrix_page *mx = &p->mx;
+  if (st->m_row < 0 || st->m_row >= p->n_mx_rows || st->m_seq < mx->seq0 ||
+      st->m_seq >= mx->seq0 + mx->nseq)
+    return;
+  const vw_mx_row *row = &p->mx_rows[st->m_row];
+  int i = row->first, rank = mx->ranks[i];
+  int s = mx->cells[i * mx->nseq + (st->m_seq - mx->seq0)];
+  if (row->n == 1) {
+    vw_putf(c, r, r.h - 1, 0, VW_A_BOLD, " rank %d #%lld: %s   (its last: #%lld, last completed: "
+            "#%lld)   Enter: across ranks", rank, (long long)st->m_seq, words[s],
+            (long long)mx->last_seq[i], (long long)mx->last_done[i]);
+    return;
+  }
+  vw_putf(c, r, r.h - 1, 0, VW_A_BOLD, " %d ranks %d-%d #%lld: %s   (rank %d's last: #%lld, "
+          "last completed: #%lld)   Enter: across ranks", row->n, rank,
+          mx->ranks[i + row->n - 1], (long long)st->m_seq, words[s], rank,
+          (long long)mx->last_seq[i], (long long)mx->last_done[i]);
+}
+
 void vw_render_matrix(const vw_state *st, const vw_model *m, const vw_diag *d,
                       const vw_pages *p, vw_canvas *c, vw_rect r, bool focus) {
   const vw_matrix_page *mx = &p->mx;
   const vw_group *g = vw_model_group(m, mx->group_id);
-  char t[256];
-  snprintf(t, sizeof t, " Progress: group %d '%s', %d ranks, #1..#%lld   "
+  char t[256], fold[48] = "";
+  if (st->m_folded)
+    snprintf(fold, sizeof fold, " in %d rows (z: unfold)", p->n_mx_rows);
+  snprintf(t, sizeof t, " Progress: group %d '%s', %d ranks%s, #1..#%lld   "
            "# done  > in flight  . never entered  X failed  T timed out",
-           mx->group_id, g ? vw_group_name(m, g->id) : "?", p->nranks, (long long)(g ? g->max_seq : 0));
+           mx->group_id, g ? vw_group_name(m, g->id) : "?", p->nranks, fold,
+           (long long)(g ? g->max_seq : 0));
   title(c, r, focus, t);
   int nseq, nrows;
   vw_matrix_geom(r, &nseq, &nrows);
-  vw_put(c, r, 1, 0, VW_A_DIM, "  rank  seq:");
+  vw_putf(c, r, 1, 0, VW_A_DIM, " %9s  seq:", "rank");
   axis(c, r, 1, VW_MX_LABEL, mx->seq0, mx->nseq < nseq ? mx->nseq : nseq);
-  for (int row = 0; row < mx->nrank && row < nrows; row++) {
-    int rank = mx->ranks[row];
-    bool sel = st->m_top + row == st->m_row;
-    const char *tag = rank_tag(m, d, mx->group_id, rank);
-    uint8_t la = tag[0] ? (uint8_t)(VW_A_BOLD | VW_C_RED) : 0;
-    vw_putf(c, r, 2 + row, 0, (uint8_t)(la | (sel ? VW_A_BOLD : 0)), "%c%5d %-4s ",
-            sel ? '>' : ' ', rank, tag);
-    for (int k = 0; k < mx->nseq && k < nseq; k++) {
-      int s = mx->cells[row * mx->nseq + k];
-      int64_t seq = mx->seq0 + k;
-      if (g && seq > g->max_seq)
-        break;   // past the group's last operation: nothing to show
-      char ch = glyph[s];
-      uint8_t a = cell_attr(s);
-      if (d->group_id == mx->group_id && d->seq == seq &&
-          (in_list(d->culprits, d->n_culprits, rank) || d->rank == rank)) {
-        ch = d->kind == VW_DIAG_DESYNC ? '!' : s == VW_ST_NONE ? '?' : ch;
-        a = VW_A_BOLD | VW_C_RED;
-      }
-      if (sel && seq == st->m_seq)
-        a = VW_A_REV | VW_A_BOLD;
-      vw_fill(c, r, 2 + row, VW_MX_LABEL + k, 1, ch, a);
-    }
+  for (int i = 0; i < nrows && st->m_top + i < p->n_mx_rows; i++) {
+    const vw_mx_row *row = &p->mx_rows[st->m_top + i];
+    bool sel = st->m_top + i == st->m_row;
+    row_label(m, d, mx, row, sel, c, r, 2 + i);
+    row_cells(st, d, g, mx, row, sel, nseq, c, r, 2 + i);
   }
-  /* the selected cell in words */
-  int sr = st->m_row - st->m_top;
-  if (sr >= 0 && sr < mx->nrank && st->m_seq >= mx->seq0 && st->m_seq < mx->seq0 + mx->nseq) {
-    int s = mx->cells[sr * mx->nseq + (st->m_seq - mx->seq0)];
-    static const char *words[] = {"never entered", "completed", "in flight", "failed",
-                                  "timed out", "hidden by the filter"};
-    vw_putf(c, r, r.h - 1, 0, VW_A_BOLD, " rank %d #%lld: %s   (its last: #%lld, last completed: "
-            "#%lld)   Enter: across ranks", mx->ranks[sr], (long long)st->m_seq, words[s],
-            (long long)mx->last_seq[sr], (long long)mx->last_done[sr]);
-  }
+  cell_words(st, p, c, r);
 }
 
 /* --- timeline -------------------------------------------------------------------- */

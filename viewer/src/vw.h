@@ -4,6 +4,7 @@
  *   model.c, model_page.c  SQL over a trace store into plain structs, page by page
  *   diag.c                 the first divergence, hang or deadlock from the rows
  *   input.c                keys -> state changes through a key table (no SQL, no curses)
+ *   fold.c                 the matrix's rows: alike ranks folded, rows that differ
  *   app.c                  glue: fetches what the state shows, then renders it
  *   view.c, view_panes.c   state + fetched pages -> a vw_canvas (no curses)
  *   term.c                 the only curses file: keys in, canvas out, the loop
@@ -180,15 +181,17 @@ int vw_state_code(const char *state);
 
 /* A window of the progress matrix: nrank ranks x nseq collective sequence
  * numbers (a column is one collective on every rank; point-to-point
- * operations, numbered apart, are in the timeline). */
+ * operations, numbered apart, are in the timeline). The TUI asks for every
+ * rank of the group (up to VW_MAX_RANKS) so that it can fold identical
+ * rows; the query reads the window's rows of every rank either way. */
 typedef struct vw_matrix_page {
   int group_id;
   int64_t seq0;
   int nseq, nrank;
-  int ranks[256];
+  int *ranks;            /* nrank (malloc) */
   uint8_t *cells;        /* nrank * nseq, VW_ST_* (malloc) */
-  int64_t last_seq[256]; /* per row: the rank's highest seq in the group */
-  int64_t last_done[256];/* per row: its highest completed seq */
+  int64_t *last_seq;     /* per row: the rank's highest seq in the group (malloc) */
+  int64_t *last_done;    /* per row: its highest completed seq (malloc) */
 } vw_matrix_page;
 
 typedef struct vw_filter {

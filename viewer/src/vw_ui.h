@@ -23,8 +23,12 @@ enum { VW_M_NORMAL, VW_M_SEARCH, VW_M_FILTER, VW_M_HELP };
 
 /* Work input.c leaves for app.c, which holds the model (input stays pure). */
 enum {
-  VW_REQ_NONE, VW_REQ_SEARCH, VW_REQ_FILTER, VW_REQ_OPEN,
+  VW_REQ_NONE, VW_REQ_SEARCH, VW_REQ_FILTER, VW_REQ_OPEN, VW_REQ_JUMP,
 };
+
+/* Folding of the matrix's identical rows (fold.c): automatic folds when the
+ * group has more ranks than the pane has rows; z picks on or off. */
+enum { VW_FOLD_AUTO = 0, VW_FOLD_ON, VW_FOLD_OFF };
 
 typedef struct vw_state {
   int rows, cols;
@@ -39,8 +43,11 @@ typedef struct vw_state {
   char msg[160];           /* status line */
   /* matrix */
   int group_idx;           /* index into job.groups */
-  int m_row, m_top;        /* selected and first visible rank row */
+  int m_row, m_top;        /* selected and first visible row (a rank, or folded ranks) */
   int64_t m_seq, m_seq0;   /* selected and first visible seq */
+  int m_fold;              /* VW_FOLD_* */
+  bool m_folded;           /* whether the matrix is folded now (app.c decides AUTO) */
+  int jump_dir;            /* { -1, } +1: VW_REQ_JUMP to the row that differs */
   /* timeline */
   int t_row, t_top;
   int64_t t_start, t_span, t_cursor;
@@ -81,7 +88,7 @@ typedef struct vw_layout {
 
 void vw_layout_compute(const vw_state *st, vw_layout *l);
 /* Matrix geometry inside its rect: label width, visible seqs and ranks. */
-#define VW_MX_LABEL 12
+#define VW_MX_LABEL 17   // cursor, "701-1023" right-aligned, a tag or "x323"
 #define VW_TL_LABEL 7
 void vw_matrix_geom(vw_rect r, int *nseq, int *nrows);
 void vw_timeline_geom(vw_rect r, int *width, int *nrows);
@@ -93,9 +100,33 @@ void vw_detail_geom(vw_rect r, int *nrows);
 #define VW_TL_CAP 512
 #define VW_EV_CAP 128
 
+/* --- fold.c: the matrix's rows -------------------------------------------------- */
+
+/* One row of the matrix as drawn: page rows first .. first + n - 1 (n > 1:
+ * identical ranks folded into one row). */
+typedef struct vw_mx_row {
+  int first, n;
+  bool differs;    /* tagged, or a cell unlike the group's majority at its column */
+} vw_mx_row;
+
+/* The tag of a rank's label: "LAG" or "DIFF" (the diagnosis' culprits),
+ * "CYC" (a deadlock's cycle), "DEAD" (crashed or lost), else "". */
+const char *vw_rank_tag(const vw_model *m, const vw_diag *d, int group_id, int rank);
+/* The rows of page p into out (p->nrank entries at most); fold = false:
+ * one row per rank. Returns the number of rows. */
+int vw_fold_rows(const vw_model *m, const vw_diag *d, const vw_matrix_page *p, bool fold,
+                 vw_mx_row *out);
+/* The first row after `from` (dir +1) or before it (dir -1) that differs;
+ * -1 when none. */
+int vw_fold_next_diff(const vw_mx_row *rows, int n, int from, int dir);
+/* The row holding page row page_row (the last row when past the end). */
+int vw_fold_find(const vw_mx_row *rows, int n, int page_row);
+
 /* What app.c fetched for the visible panes. */
 typedef struct vw_pages {
-  vw_matrix_page mx;
+  vw_matrix_page mx;          /* every rank of the group over the visible columns */
+  vw_mx_row mx_rows[VW_MAX_RANKS];
+  int n_mx_rows;              /* rows of the matrix (0 before the first fetch) */
   int nranks;                 /* ranks of the matrix's group (after the filter) */
   int ranks[VW_MAX_RANKS];
   vw_op detail[VW_DETAIL_CAP];
