@@ -210,8 +210,12 @@ Test(viewer_screens, lag_1024_80x24_folds_alike_ranks_around_the_lagging_one, .t
   cr_assert_str_eq(vw_app_line(&app, y + 4, w, sizeof w),
                    " rank 700 #5: never entered   (its last: #4, last completed: #4)   Enter: "
                    "across");
-  /* the detail of #5 still fits under the folded matrix */
-  expect_has(" Detail: group 0 (default) #5 ALL_REDUCE across ranks");
+  /* the detail of #5 still fits under the folded matrix, counting every
+   * rank (it stopped at 256 and named 256.. as never entering) */
+  expect_has(" Detail: group 0 (default) #5 ALL_REDUCE across ranks (1023 of 1024 ranks "
+             "entere"); /* the 80th column */
+  expect_has(" never entered by rank 700");
+  cr_assert(!vw_app_screen_has(&app, "256,"), "no rank past 256 is said to be missing");
   vw_app_close(&app);
 }
 

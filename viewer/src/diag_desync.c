@@ -64,27 +64,42 @@ int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len) {
 }
 
 int vw_fp_majority(const vw_op *ops, int n, const bool *changed) {
-  int best = 0, best_same = -1, best_sus = 0;
-  bool best_known = false;
+  /* Rows in classes of agreeing fingerprints, each class named by its
+   * first row: n times the classes, not n squared (a 1,024-rank detail
+   * pane is drawn at every key). A row whose fields are unknown joins the
+   * first class it agrees with. */
+  if (n <= 1)
+    return 0;
+  int *rep = calloc((size_t)n, sizeof *rep), *size = calloc((size_t)n, sizeof *size),
+      *sus = calloc((size_t)n, sizeof *sus), k = 0;
+  if (!rep || !size || !sus) {
+    free(rep), free(size), free(sus);
+    return 0;
+  }
   for (int i = 0; i < n; i++) {
     char f[64];
-    int same = 0, sus = 0;
-    for (int k = 0; k < n; k++)
-      if (vw_fp_diff(&ops[i], &ops[k], f, sizeof f) == 0) {
-        same++;
-        sus += changed && changed[k];
-      }
-    /* ties: against the side whose calls changed, then for known fields */
-    bool known = ops[i].dtype[0] || ops[i].shape[0] || ops[i].redop[0];
-    if (same > best_same || (same == best_same && sus < best_sus) ||
-        (same == best_same && sus == best_sus && known && !best_known)) {
-      best_same = same;
-      best_sus = sus;
-      best_known = known;
-      best = i;
-    }
+    int c = 0;
+    while (c < k && vw_fp_diff(&ops[rep[c]], &ops[i], f, sizeof f) != 0)
+      c++;
+    if (c == k)
+      rep[k++] = i;
+    size[c]++;
+    sus[c] += changed && changed[i];
   }
-  return best;
+  /* the largest; ties: against the side whose calls changed, then for
+   * known fields, then the first */
+  int best = 0;
+  for (int c = 1; c < k; c++) {
+    const vw_op *o = &ops[rep[c]], *b = &ops[rep[best]];
+    bool known = o->dtype[0] || o->shape[0] || o->redop[0];
+    bool best_known = b->dtype[0] || b->shape[0] || b->redop[0];
+    if (size[c] > size[best] || (size[c] == size[best] && sus[c] < sus[best]) ||
+        (size[c] == size[best] && sus[c] == sus[best] && known && !best_known))
+      best = c;
+  }
+  int row = rep[best];
+  free(rep), free(size), free(sus);
+  return row;
 }
 
 /* Which rows' calls differ from their rank's last call from the same site

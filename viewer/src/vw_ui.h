@@ -95,7 +95,7 @@ void vw_timeline_geom(vw_rect r, int *width, int *nrows);
 void vw_events_geom(vw_rect r, int *nrows);
 void vw_detail_geom(vw_rect r, int *nrows);
 
-#define VW_DETAIL_CAP 256
+#define VW_DETAIL_CAP VW_MAX_RANKS /* every rank: "N of M entered it" must hold */
 #define VW_TL_ROWS 128
 #define VW_TL_CAP 512
 #define VW_EV_CAP 128
