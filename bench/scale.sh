@@ -14,8 +14,9 @@
 #   deadlock_exit,deadlock_ok,deadlock_fault_to_report_s,rank_files_kb,
 #   trace_db_kb,merge_s
 # (times of init, first collective and per collective are rank 0's; the
-# hang is a busy rank, reported at DIST_TIMEOUT=$HANG_TIMEOUT (default 10)
-# seconds; the deadlock a cycle across groups with DIST_TIMEOUT=600, ended
+# hang is a busy rank, reported at DIST_TIMEOUT=$HANG_TIMEOUT seconds
+# (default 10, and ranks/2 above 64 ranks: the group's timeout bounds init
+# too, which takes 40-50 s for 256 ranks on 2 cores); the deadlock a cycle across groups with DIST_TIMEOUT=600, ended
 # early; *_ok: the verdict of `distview diagnose --json` names the planted
 # rank, group and operation (and the field, for the desync)). Everything
 # runs on the same cores, so absolute times are pessimistic: compare rows.
@@ -25,7 +26,7 @@ shift 2>/dev/null || true
 RANKS=${*:-16 64 256}
 BIN=$(cd "$B/bin" && pwd)
 COLLS=${COLLS:-300}
-HANG_TIMEOUT=${HANG_TIMEOUT:-10}
+HANG_TIMEOUT=${HANG_TIMEOUT:-}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
@@ -80,7 +81,8 @@ for n in $RANKS; do
   d_rc=$rc d_s=$(secs "$(fault_at "$T/desync$n/out")" "$t_end")
   d_ok=$(verdict_ok "$T/desync$n" '"kind":"desync"' "\"culprits\":[$last]" '"group_name":"tp"' '"op":"ALL_REDUCE"' '"fields":"dtype"')
 
-  run hang$n "$n" DIST_DEBUG=DETAIL DIST_TIMEOUT="$HANG_TIMEOUT" "$BIN/distrun" -n "$n" "$BIN/scale_job" --colls "$COLLS" --fault hang
+  ht=${HANG_TIMEOUT:-$((n > 64 ? n / 2 : 10))}
+  run hang$n "$n" DIST_DEBUG=DETAIL DIST_TIMEOUT="$ht" "$BIN/distrun" -n "$n" "$BIN/scale_job" --colls "$COLLS" --fault hang
   h_rc=$rc h_s=$(secs "$(fault_at "$T/hang$n/out")" "$t_end")
   h_ok=$(verdict_ok "$T/hang$n" '"kind":"hang"' "\"culprits\":[$last]")
 
