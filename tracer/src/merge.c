@@ -75,8 +75,10 @@ static int no_space(const char *tmp, char *err, size_t errlen) {
   return DIST_E_SYS;
 }
 
-/* Checks a rank file; returns 0 or -1 with why filled. *immutable: it
- * lies in a read-only place and must be attached with immutable=1. */
+/* Checks a rank file; returns 0, or with why filled -1 (not a good rank
+ * file) or CANNOT_OPEN (SQLite cannot read it where it lies). *immutable:
+ * it lies in a read-only place and must be attached with immutable=1. */
+#define CANNOT_OPEN (-2)
 static int check_rank_file(const char *path, int rank, char *job, size_t joblen, bool *immutable,
                            char *why, size_t whylen) {
   sqlite3 *db = NULL;
@@ -89,6 +91,7 @@ static int check_rank_file(const char *path, int rank, char *job, size_t joblen,
     const char *w = strncmp(e, path, pl) ? e : e + pl + 2;
     snprintf(why, whylen, orc == DIST_E_INVAL ? "not a trace database (%s)" : "cannot open: %s",
              w);
+    rc = orc == DIST_E_INVAL ? -1 : CANNOT_OPEN;
     goto out;
   }
   /* Another merge of the same directory (each node of a job merges a
@@ -413,9 +416,10 @@ static int attach_rank(sqlite3 *db, const char *path, int rank, const char *out,
   bool immutable = false;
   const char *from = path;
   aside->path[0] = '\0';
-  if (check_rank_file(path, rank, job, joblen, &immutable, why, whylen) != 0) {
+  int rc = check_rank_file(path, rank, job, joblen, &immutable, why, whylen);
+  if (rc != 0) {
     char e[600];
-    if (strncmp(why, "cannot open:", 12) != 0 || access(path, R_OK) != 0)
+    if (rc != CANNOT_OPEN || access(path, R_OK) != 0)
       return -1;
     if (tr_aside_copy(path, out, aside, e, sizeof e) != DIST_OK) {
       size_t n = strlen(why);
@@ -432,7 +436,7 @@ static int attach_rank(sqlite3 *db, const char *path, int rank, const char *out,
   char *att = uri ? sqlite3_mprintf("ATTACH %Q AS src", uri) : NULL;
   snprintf(why, whylen, "out of memory");
   /* ATTACH and DETACH only outside a transaction */
-  int rc = att ? tr_exec(db, att, why, whylen) : -1;
+  rc = att ? tr_exec(db, att, why, whylen) : -1;
   sqlite3_free(att);
   sqlite3_free(uri);
   return rc;
