@@ -1,8 +1,9 @@
 /* ctest: labels=multiproc timeout=120 */
 /* A send and its receive whose sizes differ: the report marks the side
- * that changed since the pair last matched (so the job's verdict names the
- * rank with the bug, not the one that noticed), and both sides when
- * neither is known (their first exchange). Both ranks' reports say the
+ * that changed since the pair's steady run of matches (so the job's
+ * verdict names the rank with the bug, not the one that noticed), and
+ * both sides when neither is known (their first exchange, or a stream
+ * whose sizes alternate). Both ranks' reports say the
  * same. Each case runs on its own group of ranks 0 and 1: three exchanges
  * of 8 floats match, then the fourth differs. */
 #include <criterion/criterion.h>
@@ -11,8 +12,8 @@
 
 #include "mp.h"
 
-enum { C_SENDER, C_RECEIVER, C_FIRST, N_CASES };
-static const char *const case_name[N_CASES] = {"sender", "receiver", "first"};
+enum { C_SENDER, C_RECEIVER, C_FIRST, C_ALTERNATE, N_CASES };
+static const char *const case_name[N_CASES] = {"sender", "receiver", "first", "alternate"};
 
 /* The lines each case's report must hold, and must not. */
 static const char *const want[N_CASES][2] = {
@@ -22,11 +23,13 @@ static const char *const want[N_CASES][2] = {
      "\n  rank 1: RECV #4 float32[4] from rank 0 (16 bytes)  <- size differs"},
     {"\n  rank 0: SEND #1 float32[4] to rank 1 (16 bytes)  <- size differs\n",
      "\n  rank 1: RECV #1 float32[8] from rank 0 (32 bytes)  <- size differs"},
+    {"\n  rank 0: SEND #4 float32[4] to rank 1 (16 bytes)  <- size differs\n",
+     "\n  rank 1: RECV #4 float32[8] from rank 0 (32 bytes)  <- size differs"},
 };
 /* The line of the one-sided cases that must stay unmarked. */
 static const char *const unmarked[N_CASES] = {
     "\n  rank 1: RECV #4 float32[8] from rank 0 (32 bytes)",
-    "\n  rank 0: SEND #4 float32[8] to rank 1 (32 bytes)", NULL};
+    "\n  rank 0: SEND #4 float32[8] to rank 1 (32 bytes)", NULL, NULL};
 
 /* Whether msg holds line as a whole line (nothing after it but its end). */
 static bool has_line(const char *msg, const char *line) {
@@ -34,12 +37,14 @@ static bool has_line(const char *msg, const char *line) {
   return p && (p[strlen(line)] == '\n' || p[strlen(line)] == '\0');
 }
 
-/* Case k on g: matched exchanges first (none in C_FIRST), then the odd one. */
+/* Case k on g: matched exchanges first (none in C_FIRST; 8, 4 and 8
+ * floats in C_ALTERNATE, a stream that tells nothing), then the odd one. */
 static int run_case(int k, int rank, dist_pg *g) {
   float f[8] = {0};
   dist_tensor t8 = dist_tensor_1d(f, DIST_FLOAT32, 8), t4 = dist_tensor_1d(f, DIST_FLOAT32, 4);
   for (int i = 0; k != C_FIRST && i < 3; i++) {
-    int rc = rank == 0 ? dist_send(&t8, 1, g, 0) : dist_recv(&t8, 0, g, 0, NULL);
+    dist_tensor *t = k == C_ALTERNATE && i == 1 ? &t4 : &t8;
+    int rc = rank == 0 ? dist_send(t, 1, g, 0) : dist_recv(t, 0, g, 0, NULL);
     if (rc != DIST_OK)
       return rc;
   }

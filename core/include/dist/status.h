@@ -48,9 +48,9 @@
  *            the pairs of an all_to_all, then the bytes in parentheses.
  *            The odd rank's line ends "<- <field> differs": the one the
  *            others disagree with, or of a send and its receive, the side
- *            that changed since the pair last matched (both lines when
- *            neither is known); of two ranks with nothing to tell them
- *            apart, the later line.
+ *            that changed after the pair matched at one size twice or
+ *            more in a row (both lines when neither is known); of two
+ *            ranks with nothing to tell them apart, the later line.
  *   origin   Named once. A failure found on this rank has no "seen by"
  *            line; one relayed from another rank (its error frame, the
  *            store) carries a single "seen by" line naming where it was

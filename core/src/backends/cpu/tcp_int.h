@@ -201,9 +201,12 @@ typedef struct tcp_conn {
   tcp_item *sq, *sq_last;       /* outgoing frames in order */
   uint64_t next_msg_id;
   /* Bytes of the last send to and receive from this peer that matched (0:
-   * none yet): when a later pair's sizes differ, the side that changed is
-   * the one the report marks (p2p_report). */
+   * none yet), and how many in a row matched at that size: when a later
+   * pair's sizes differ after a steady run, the side that changed is the
+   * one the report marks (p2p_report); a stream whose sizes alternate
+   * tells nothing. */
   uint64_t p2p_sent, p2p_recvd;
+  uint32_t p2p_sent_run, p2p_recvd_run;
   /* receive side */
   uint8_t *rbuf;
   size_t rpos, rend;

@@ -284,15 +284,21 @@ static void coll_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *t
 }
 
 /* Which side of a send and receive whose sizes differ changed since the
- * pair last matched: 1 the sender, 0 the receiver, -1 not known (no
- * earlier match, or both changed). Both ranks hold the same history, so
- * both say the same. */
+ * pair's steady run of matches (two or more in a row at one size): 1 the
+ * sender, 0 the receiver, -1 not known (no such run, or both changed).
+ * Both ranks hold the same history, so both say the same. */
 static int p2p_changed(const dist__tcp *t, int p, bool i_send, uint64_t sb, uint64_t rb) {
   const tcp_conn *c = &t->conns[p];
   uint64_t last = i_send ? c->p2p_sent : c->p2p_recvd;
-  if (!last || sb == rb)
+  if ((i_send ? c->p2p_sent_run : c->p2p_recvd_run) < 2 || sb == rb)
     return -1;
   return last == rb ? 1 : last == sb ? 0 : -1;
+}
+
+/* A send or receive between this rank and peer p matched at bytes. */
+static void p2p_matched(uint64_t *last, uint32_t *run, uint64_t bytes) {
+  *run = *last == bytes && *run < UINT32_MAX ? *run + 1 : 1;
+  *last = bytes;
 }
 
 /* The report body of a send and a receive whose sizes differ. */
@@ -344,7 +350,7 @@ static int check_match(dist__tcp *t, dist__tcp_req *r, int src, const tcp_hdr *h
   const char *why = p2p_diff(&r->d, r->len, &hd, h->size);
   if (!why) {
     if (src != t->g->rank)
-      t->conns[src].p2p_recvd = h->size;
+      p2p_matched(&t->conns[src].p2p_recvd, &t->conns[src].p2p_recvd_run, h->size);
     return DIST_OK;
   }
   p2p_report(t, r, src, &hd, h->size, false, why);
@@ -730,8 +736,8 @@ static tcp_item *body_items(dist__tcp_req *r, int n) {
 
 void dist__tcp_on_cts(dist__tcp *t, tcp_conn *c) {
   dist__tcp_req *r = find_by_id(t, true, c->peer, c->rh.msg_id, RQ_SEND_CTSWAIT);
-  if (r && !r->coll)
-    t->conns[c->peer].p2p_sent = r->len; /* the receiver matched it */
+  if (r && !r->coll) /* the receiver matched it */
+    p2p_matched(&t->conns[c->peer].p2p_sent, &t->conns[c->peer].p2p_sent_run, r->len);
   int n = r ? dist__tcp_stripes(t, c->peer, r->len) : 0;
   tcp_item *items = r ? body_items(r, n) : NULL;
   if (!items) {
@@ -823,7 +829,7 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
   }
   if (!nack) {
     if (!r->coll)
-      c->p2p_sent = r->len;
+      p2p_matched(&c->p2p_sent, &c->p2p_sent_run, r->len);
     if (r->item)
       r->want_ack = false; /* acknowledged already: done once written */
     else
