@@ -8,6 +8,7 @@
  * of 8 floats match, then the fourth differs. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mp.h"
