@@ -465,13 +465,11 @@ static int copy_ranks(sqlite3 *db, const char *out, const char *job_dir, const i
         tr_exec(db, "ROLLBACK", NULL, 0);
       tr_exec(db, "DETACH src", NULL, 0);
       if (full) {
-        if (aside.path[0])
-          tr_aside_remove(&aside);
+        tr_aside_remove(&aside);
         return -1;
       }
     }
-    if (aside.path[0])
-      tr_aside_remove(&aside);
+    tr_aside_remove(&aside);
     if (rc != 0) {
       skip(rep, path, why);
       continue;

@@ -87,6 +87,8 @@ int tr_aside_copy(const char *path, const char *near, tr_aside *a, char *err, si
 }
 
 void tr_aside_remove(tr_aside *a) {
+  if (!a->path[0])
+    return; /* none, or removed already */
   char p[sizeof a->path + 8];
   for (int i = 0; i < TR_ASIDE_FILES; i++) {
     snprintf(p, sizeof p, "%s%s", a->path, sides[i]);
@@ -94,4 +96,5 @@ void tr_aside_remove(tr_aside *a) {
     tr_temp_release(a->slot[i]);
     a->slot[i] = -1;
   }
+  a->path[0] = '\0';
 }

@@ -166,7 +166,8 @@ typedef struct tr_aside {
 /* Copies path and its -wal to a->path; DIST_OK, or DIST_E_* with why in
  * err (the copies made so far removed). */
 int tr_aside_copy(const char *path, const char *near, tr_aside *a, char *err, size_t errlen);
-/* Removes the copy, its -wal and -shm, and disarms them. */
+/* Removes the copy, its -wal and -shm, and disarms them; a->path becomes
+ * "" (again, or with none made: nothing). */
 void tr_aside_remove(tr_aside *a);
 
 /* --- end_note.c: the end of a rank whose trace file could not take it,
