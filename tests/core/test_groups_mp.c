@@ -183,6 +183,34 @@ Test(core_groups, work_handles_wait_poll_callback_and_groups_are_independent, .t
   cr_assert_eq(dist_test_ranks(2, work_rank, NULL, 50), 0, "%s", dist_test_report());
 }
 
+/* --- a receive from any source when every sender left --------------------- */
+
+/* Ranks 1 and 2 destroy the group while rank 0 waits for a message from
+ * any of them: once the last has left, nobody could send it, so the
+ * receive fails naming the departure instead of waiting for its timeout. */
+static int lonely_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TEST_TIMEOUT_MS", "40000", 1);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  if (ctx->rank == 0) {
+    int64_t t0 = now_ms();
+    int rc = dist_recv(&t, DIST_ANY_SOURCE, NULL, 3, NULL);
+    int64_t took = now_ms() - t0;
+    CHECK(ctx, rc == DIST_E_PEER_LOST, "got %s: %s", dist_status_name(rc), dist_last_errmsg());
+    CHECK(ctx, strstr(dist_last_errmsg(), "left the group"), "message: %s", dist_last_errmsg());
+    CHECK(ctx, took < 30000, "the receive waited %lld ms", (long long)took);
+  } else {
+    dist_destroy_process_group(NULL);
+  }
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_groups, a_receive_from_any_source_fails_when_every_sender_left, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, lonely_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
 /* --- abort from another thread ------------------------------------------- */
 
 static void *aborter(void *arg) {

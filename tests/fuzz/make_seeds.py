@@ -101,6 +101,8 @@ def frame_seeds():
     out("frame", "any-source", bytes([2, 1, 7]) + data)
     out("frame", "unexpected-then-bye", bytes([0, 1, 7]) + data + hdr("RTS", tag=3, msg_id=2,
         size=100000) + hdr("BYE", length=4) + b"done")
+    # the only other member leaves while a receive from any source waits
+    out("frame", "any-source-then-bye", bytes([2, 0, 5]) + hdr("BYE"))
     out("frame", "send-ack", bytes([3, 0, 5]) + hdr("ACK", tag=5, msg_id=1))
     out("frame", "send-nack", bytes([3, 0, 5]) + hdr("NACK", tag=5, msg_id=1, size=3))
     # rank 0's large send: RTS from it, CTS from the fuzzer, then nothing

@@ -303,6 +303,15 @@ static inline bool dist__tcp_lane_live(const dist__tcp *t, const tcp_conn *c) {
   return c->lane == 0 || m->bodies > 0 || m->bye || c->in_body || c->rend > c->rpos;
 }
 
+/* Whether every other member of a group of two or more is gone: a receive
+ * from any source could then never match (tcp_progress.c, tcp_p2p.c). */
+static inline bool dist__tcp_no_sender_left(const dist__tcp *t) {
+  for (int p = 0; p < t->g->size; p++)
+    if (p != t->g->rank && !t->conns[p].gone)
+      return false;
+  return t->g->size > 1;
+}
+
 /* How many stripes a body of len bytes takes towards peer p. */
 static inline int dist__tcp_stripes(const dist__tcp *t, int p, size_t len) {
   size_t n = len / TCP_STRIPE_MIN;

@@ -511,6 +511,11 @@ static void start_recv(dist__tcp *t, dist__tcp_req *r, bool front) {
                        dist__cpu_peer_name(t->g, r->peer, nb, sizeof nb));
     return;
   }
+  if (r->peer < 0 && dist__tcp_no_sender_left(t)) {
+    dist__tcp_complete(t, r, DIST_E_PEER_LOST, "%s from any rank: peer lost (every other "
+                       "member's connection is closed)", dist__tcp_req_label(r, lb, sizeof lb));
+    return;
+  }
   post_recv(t, r, front);
 }
 

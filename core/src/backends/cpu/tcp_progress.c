@@ -41,15 +41,19 @@ static void drain_wakefd(dist__tcp *t) {
   (void)r;
 }
 
-/* Fails the requests that need peer p; returns how many. */
+/* Fails the requests that need peer p (c->gone already set), and a
+ * receive from any source once p was the last member that could send it;
+ * returns how many. */
 static int fail_peer_reqs(dist__tcp *t, int p, int rc, const char *msg) {
   int failed = 0;
+  bool none_left = dist__tcp_no_sender_left(t);
   for (dist__tcp_req *r = t->reqs; r; r = r->next) {
     if (r->state == RQ_DONE)
       continue;
     bool needs = r->peer == p || (!r->is_send && r->src == p &&
                                   (r->state == RQ_RECV_BODYWAIT ||
-                                   r->state == RQ_RECV_READING));
+                                   r->state == RQ_RECV_READING)) ||
+                 (none_left && !r->is_send && r->peer < 0 && r->state == RQ_RECV_POSTED);
     if (!needs)
       continue;
     char lb[64], m[DIST_ERRMSG_LEN];
