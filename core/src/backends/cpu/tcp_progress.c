@@ -41,7 +41,7 @@ static void drain_wakefd(dist__tcp *t) {
   (void)r;
 }
 
-/* Fails the requests that need peer p (c->gone already set), and a
+/* Fails the requests that need peer p (already marked gone), and a
  * receive from any source once p was the last member that could send it;
  * returns how many. */
 static int fail_peer_reqs(dist__tcp *t, int p, int rc, const char *msg) {
