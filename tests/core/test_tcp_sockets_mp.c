@@ -290,16 +290,6 @@ static bool stopped(pid_t pid) {
   return false;
 }
 
-/* Rank 1 sends 64 MiB messages until it is killed; rank 0 receives, and
- * once an eighth of a message has reached its sockets (TCP_INFO: the
- * stripes are in flight; the buffer itself is the engine's until the
- * receive completes) stops rank 1. A stopped process writes no more, so
- * at most its send buffers still arrive (4 sockets of at most
- * net.ipv4.tcp_wmem's maximum): when more than that is missing, rank 0 kills it and
- * expects DIST_E_PEER_LOST naming rank 1, not a hang; otherwise rank 1
- * goes on and the next message is tried. (Killing a running sender lost
- * the race in CI: rank 0, descheduled between reading the count and the
- * kill, let the whole message through.) */
 static uint64_t sndbuf_max(void) { /* the engine sets no SO_SNDBUF: autotuning's bound */
   unsigned long long lo = 0, def = 0, max = 0;
   FILE *f = fopen("/proc/sys/net/ipv4/tcp_wmem", "r");
@@ -309,6 +299,25 @@ static uint64_t sndbuf_max(void) { /* the engine sets no SO_SNDBUF: autotuning's
     fclose(f);
   return max;
 }
+
+/* Bytes that reached the sockets since base (TCP_INFO). */
+static uint64_t received_since(const int *fds, int nf, uint64_t base) {
+  uint64_t got = 0;
+  for (int i = 0; i < nf; i++)
+    got += received(fds[i]);
+  return got - base;
+}
+
+/* Rank 1 sends 64 MiB messages until it is killed; rank 0 receives, and
+ * once an eighth of a message has reached its sockets (TCP_INFO: the
+ * stripes are in flight; the buffer itself is the engine's until the
+ * receive completes) stops rank 1. A stopped process writes no more, so
+ * at most its send buffers still arrive (4 sockets of at most
+ * net.ipv4.tcp_wmem's maximum): when more than that is missing, rank 0
+ * kills it and expects DIST_E_PEER_LOST naming rank 1, not a hang;
+ * otherwise rank 1 goes on and the next message is tried. (Killing a running sender lost
+ * the race in CI: rank 0, descheduled between reading the count and the
+ * kill, let the whole message through.) */
 static int dying_rank(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, setup(ctx, "4"));
   dist_pg *pg = NULL;
@@ -331,26 +340,16 @@ static int dying_rank(const dist_test_ctx *ctx) {
   char victim[64];
   snprintf(victim, sizeof victim, "pid %lld", (long long)pids[1]);
   for (int attempt = 0; attempt < 50; attempt++) {
-    uint64_t base = 0;
-    for (int i = 0; i < nf; i++)
-      base += received(fds[i]);
+    uint64_t base = received_since(fds, nf, 0);
     dist_work *w = NULL;
     CHECK_OK(ctx, dist_irecv(&t, 1, pg, 1, &w));
     bool killed = false, paused = false;
     while (!dist_work_is_completed(w)) {
-      uint64_t got = 0;
-      for (int i = 0; i < nf; i++)
-        got += received(fds[i]);
-      got -= base;
-      if (!killed && !paused && got >= BIG / 8) {
+      if (!paused && received_since(fds, nf, base) >= BIG / 8) {
         kill((pid_t)pids[1], SIGSTOP);
         paused = true;
         CHECK(ctx, stopped((pid_t)pids[1]), "rank 1 did not stop");
-        got = 0;
-        for (int i = 0; i < nf; i++)
-          got += received(fds[i]);
-        got -= base;
-        killed = got + (uint64_t)nf * sndbuf_max() < BIG;
+        killed = received_since(fds, nf, base) + (uint64_t)nf * sndbuf_max() < BIG;
         kill((pid_t)pids[1], killed ? SIGKILL : SIGCONT);
       }
     }
