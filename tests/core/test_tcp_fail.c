@@ -463,6 +463,55 @@ Test(core_tcp_fail, a_broadcast_size_mismatch_fails_the_root_too, .timeout = 60)
   run(2, bcast_mismatch_rank, 40);
 }
 
+/* Back to back, rank 1 expects 8 doubles in broadcast #3 of a run where
+ * root 0 sends 4: rank 1 fails #3 at once, and the root, which returned
+ * from #3 once its message was written, fails a later broadcast of the
+ * same run (it waits for the older half of its unacknowledged ones when
+ * TCP_LATE_OPS are outstanding), naming #3 and both sizes; rank 1 fails
+ * that same broadcast with the root's report. Nothing waits for a
+ * timeout. */
+#define RUN_OF 40
+static int bcast_run_mismatch_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 10000));
+  double v[8] = {0};
+  int64_t t0 = dist__now_ms();
+  int failed_at = 0;
+  for (int k = 2; k < 2 + RUN_OF && !failed_at; k++) {
+    dist_tensor t = dist_tensor_1d(v, DIST_FLOAT64, ctx->rank == 1 && k == 3 ? 8 : 4);
+    dist_coll c = tt_coll(DIST_OP_BROADCAST, (uint64_t)k);
+    c.inputs = c.outputs = &t;
+    c.n_inputs = c.n_outputs = 1;
+    c.root = 0;
+    int rc = tt_run(&r, &c);
+    if (ctx->rank == 1 && k == 3) {
+      CHECK(ctx, rc == DIST_E_DESYNC, "#3: %s: %s", dist_status_name(rc), r.err.msg);
+      continue;
+    }
+    if (rc != DIST_OK) {
+      failed_at = k;
+      CHECK(ctx, rc == DIST_E_DESYNC, "#%d: %s: %s", k, dist_status_name(rc), r.err.msg);
+      CHECK(ctx, has(r.err.msg, "BROADCAST #3") && has(r.err.msg, "32 bytes") &&
+                     has(r.err.msg, "64 bytes"),
+            "#%d: the message lacks a detail: %s", k, r.err.msg);
+      CHECK(ctx, ctx->rank == 1 || has(r.err.msg, "an earlier broadcast"),
+            "#%d does not say the broadcast was earlier: %s", k, r.err.msg);
+      fprintf(stderr, "rank %d: #%d: %s\n", ctx->rank, k, r.err.msg);
+    }
+  }
+  CHECK(ctx, failed_at > 3 && failed_at <= 3 + TCP_LATE_OPS,
+        "the run's failure came at #%d, not within %d broadcasts after #3", failed_at,
+        TCP_LATE_OPS);
+  CHECK(ctx, dist__now_ms() - t0 < 5000, "the run took %lld ms",
+        (long long)(dist__now_ms() - t0));
+  return tt_fini(&r);
+}
+
+Test(core_tcp_fail, a_mismatch_inside_a_run_of_broadcasts_fails_the_root_within_the_run,
+     .timeout = 60) {
+  run(2, bcast_run_mismatch_rank, 40);
+}
+
 /* --- abandoned requests -------------------------------------------------------------- */
 
 /* A small send that timed out was delivered but never matched: giving it up
