@@ -7,7 +7,8 @@
  * operation, field and call site; distview's own analysis follows, saying
  * whether it agrees. Without a verdict (an older trace, a job run without
  * distrun) the rows' analysis stands: a killed rank is a death (exit 12),
- * not a hang; a crash outranks the "left the group" reports it caused;
+ * not a hang; a crash outranks the "left the group" reports it caused,
+ * and so does a lost rank that the rank which left had failed on;
  * and groups are named as users named them ("dp"), not "g1". */
 #include <criterion/criterion.h>
 
@@ -219,6 +220,55 @@ Test(viewer_verdict, without_a_verdict_a_crash_outranks_the_left_the_group_repor
   distview("diagnose", p, NULL);
   HAS("rank 1 crashed (host node0, pid 4001); what the others then reported follows from it\n"
       "rank 1: SIGSEGV in step (train.c:61)\n");
+}
+
+/* 3 ranks; group 0 is all of them, group 1 ranks 0 and 1. #1..#4 of
+ * group 0 completed; rank 2 entered #5 and was killed there (lost: no
+ * end, no dump) when killed, else it finished #5; rank 1's #5 failed on
+ * the lost peer and it exited with an error; rank 0, in group 1's #1,
+ * then reported that rank 1 "left the group". */
+static const char *lost_left_story(bool killed) {
+  const char *p = vwt_path(killed ? "lost-left.db" : "exit-left.db");
+  sqlite3 *db = fx_create(p, "job-lost", 3, 1);
+  int three[] = {0, 1, 2}, two[] = {0, 1};
+  fx_rank(db, 0, "exited");
+  fx_rank(db, 1, "exited");
+  fx_rank(db, 2, killed ? "lost" : "finished");
+  fx_group(db, 0, "default", three, 3);
+  fx_group(db, 1, "tp", two, 2);
+  for (int s = 1; s <= 4; s++)
+    fx_coll(db, 0, s, "ALL_REDUCE", three, 3);
+  int64_t t2 = fx_t(5, 2), t1 = fx_t(5, 1);
+  fx_op lost = {2, 0, 5, "ALL_REDUCE", killed ? "started" : "completed", "float32", "[4]",
+                "SUM", NULL, 4, 16, -1, t2, t2 + 1000, killed ? -1 : t2 + 90000, 0};
+  fx_op_add(db, &lost);
+  fx_op failed = {1, 0, 5, "ALL_REDUCE", "failed", "float32", "[4]", "SUM", "peer lost",
+                  4, 16, -1, t1, t1 + 1000, t1 + 90000, 5};
+  fx_op_add(db, &failed);
+  fx_event(db, 0, 1, 1, "desync_report", fx_t(7, 0), 4,
+           "desync in group 1 (tp, 2 ranks) at ALL_GATHER #1: rank 1 left the group "
+           "(destroyed it or exited) before this collective; the collective counts differ\n"
+           "  rank 0: at ALL_GATHER #1 (collective 1 of the group), called from mesh.c:90\n"
+           "  rank 1 (host node0, pid 4001): left after 0 collectives  <- collective count "
+           "differs");
+  fx_finish(db, fx_t(0, 0), fx_t(8, 0));
+  return p;
+}
+
+Test(viewer_verdict, without_a_verdict_a_lost_rank_outranks_a_rank_that_left_after_it,
+     .timeout = 60) {
+  const char *p = lost_left_story(true);
+  distview("diagnose", "--json", p, NULL);
+  cr_assert_eq(R.status, 12, "the lost rank, not the one that left after it: %s", R.buf[0]);
+  HAS("{\"kind\":\"died\",\"exit_code\":12,");
+  HAS("\"rank\":2,\"culprits\":[2]");
+  distview("diagnose", p, NULL);
+  HAS("rank 2 was lost (");
+  /* with nobody lost, the rank that left is the culprit */
+  p = lost_left_story(false);
+  distview("diagnose", "--json", p, NULL);
+  cr_assert_eq(R.status, 10, "the stored desync report: %s", R.buf[0]);
+  HAS("\"rank\":1,\"culprits\":[1]");
 }
 
 Test(viewer_verdict, a_rank_ended_by_sigterm_is_not_a_crash, .timeout = 60) {

@@ -211,11 +211,26 @@ static void say_death(vw_model *m, const death *x, vw_diag *d) {
            before[0] ? "  (then: " : "", before, before[0] ? ")\n" : "");
 }
 
+/* A rank that was lost (killed: no end, no dump) and recorded nothing
+ * after t_ns: the first one, in *out. A rank that left a group because
+ * its own operations failed on a lost peer is not the cause; the lost
+ * rank is. */
+static bool lost_before(vw_model *m, int64_t t_ns, death *out) {
+  if (t_ns < 0 || !first_death(m, true, out) || strcmp(out->how, "was lost"))
+    return false;
+  int64_t arg[1] = {out->rank};
+  int64_t last = vw_sql_scalar(m, "SELECT max(t_enqueued_ns) FROM operations WHERE rank = ?",
+                               1, arg);
+  m->err[0] = '\0';
+  return last >= 0 && last < t_ns;
+}
+
 /* A death the rows or reports did not name as the cause, but should: a
  * crash outranks what it caused (hangs, lost peers, "left the group"
  * desyncs); a desync of fingerprints from before the crash stands. A lost
  * peer's diagnosis, or a "left the group" report about a rank that
- * crashed or was lost, names that rank. */
+ * crashed or was lost, names that rank; one about a rank that exited
+ * after another was lost names the lost one (lost_before). */
 int vw_diag_deaths(vw_model *m, vw_diag *d) {
   bool left = d->has_report && d->kind == VW_DIAG_DESYNC && d->report &&
               strstr(d->report, "left the group");
@@ -235,6 +250,8 @@ int vw_diag_deaths(vw_model *m, vw_diag *d) {
       death y = {.rank = d->rank, .t = INT64_MAX};
       snprintf(y.how, sizeof y.how, "%s", ri->end_state[0] == 'c' ? "crashed" : "was lost");
       say_death(m, &y, d);
+    } else if (ri && !strcmp(ri->end_state, "exited") && lost_before(m, d->t_ns, &x)) {
+      say_death(m, &x, d); // it left because its own operations failed on the lost rank
     }
   }
   free(x.msg);
