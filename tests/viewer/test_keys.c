@@ -54,9 +54,9 @@ Test(viewer_keys, enter_opens_the_operation_and_esc_goes_back, .timeout = 20) {
   vw_app_keys(&app, "<Enter>");
   cr_assert_eq(app.st.pane, VW_P_DETAIL, "detail focused");
   expect_has(" Detail: group 0 (default) #13 ALL_REDUCE");
-  expect_has("    2 failed     ALL_REDUCE     float32  *[4,512]");
-  vw_app_keys(&app, "jj");
-  expect_has(">   2 failed");
+  expect_has(">   2 failed     ALL_REDUCE     float32  *[4,512]");   // the matrix cursor's rank
+  vw_app_keys(&app, "kk");
+  expect_has(">   0 ");
   vw_app_keys(&app, "h");   // previous operation across ranks
   expect_has(" Detail: group 0 (default) #12 ALL_REDUCE");
   vw_app_keys(&app, "<Esc>");
@@ -236,6 +236,16 @@ Test(viewer_keys, braces_jump_to_the_rank_that_differs, .timeout = 30) {
   cr_assert(!vw_app_screen_has(&app, "        0       #"), "scrolled past rank 0");
   vw_app_keys(&app, "{");
   expect_has("no rank further up differs from the others at #1..#5");
+  vw_app_close(&app);
+}
+
+Test(viewer_keys, enter_on_a_folded_row_opens_the_detail_on_its_first_rank, .timeout = 30) {
+  open_story(lag_1024_story, "lag1024.db", 24, 80);
+  vw_app_keys(&app, "k}j");   // the folded row 701-1023
+  expect_has("> 701-1023 x323  ####>");
+  vw_app_keys(&app, "<Enter>");
+  cr_assert_eq(app.st.pane, VW_P_DETAIL, "detail focused");
+  expect_has("> 701 ");
   vw_app_close(&app);
 }
 

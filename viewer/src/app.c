@@ -148,6 +148,11 @@ static int fetch(vw_app *a, const vw_layout *l) {
                        : vw_model_collective(m, st->d_group, st->d_seq, p->detail,
                                              VW_DETAIL_CAP, &p->ndetail)) != 0)
     return -1;
+  for (int i = 0; st->d_want_rank >= 0 && i < p->ndetail; i++)
+    if (p->detail[i].rank == st->d_want_rank)
+      st->d_row = i;
+  if (l->shown[VW_P_DETAIL])
+    st->d_want_rank = -1;
   int drows;
   vw_detail_geom(l->pane[VW_P_DETAIL], &drows);
   scroll(&st->d_row, &st->d_top, p->ndetail, drows);
@@ -171,12 +176,14 @@ static int fetch(vw_app *a, const vw_layout *l) {
 /* --- requests left by input.c -------------------------------------------------------- */
 
 /* rank >= 0: that rank's point-to-point operation #seq (and its pair) */
-static void open_detail(vw_app *a, int group, int64_t seq, int rank) {
+/* at: the rank whose row the detail's cursor starts on (-1: the first) */
+static void open_detail(vw_app *a, int group, int64_t seq, int rank, int at) {
   a->st.d_group = group;
   a->st.d_seq = seq;
   a->st.d_p2p = rank >= 0;
   a->st.d_rank = rank;
   a->st.d_row = a->st.d_top = 0;
+  a->st.d_want_rank = at;
   if (a->st.pane != VW_P_DETAIL)
     a->st.back_pane = a->st.pane;
   a->st.pane = VW_P_DETAIL;
@@ -186,14 +193,16 @@ static void req_open(vw_app *a) {
   vw_state *st = &a->st;
   vw_pages *p = a->pages;
   if (st->pane == VW_P_MATRIX) {
-    open_detail(a, group_id(a), st->m_seq, -1);
+    /* on the cursor's rank: a folded row's first */
+    int at = p->nranks > 0 ? p->ranks[cursor_rank(p, st->m_row)] : -1;
+    open_detail(a, group_id(a), st->m_seq, -1, at);
   } else if (st->pane == VW_P_TIMELINE) {
     int row = st->t_row - st->t_top;
     for (int i = 0; row >= 0 && row < p->tl_nrows && i < p->tl_n[row]; i++) {
       const vw_op *o = &p->tl_ops[row][i];
       int64_t s = o->t_start >= 0 ? o->t_start : o->t_enq, e = o->t_end >= 0 ? o->t_end : a->m->job.t1;
       if (st->t_cursor >= s && st->t_cursor <= e) {
-        open_detail(a, o->group_id, o->seq, vw_op_is_p2p(o->op) ? o->rank : -1);
+        open_detail(a, o->group_id, o->seq, vw_op_is_p2p(o->op) ? o->rank : -1, o->rank);
         return;
       }
     }
@@ -201,7 +210,7 @@ static void req_open(vw_app *a) {
   } else if (st->pane == VW_P_EVENTS) {
     int i = (int)(st->e_sel - st->e_top);
     if (i >= 0 && i < p->nev && p->ev[i].group_id >= 0 && p->ev[i].seq > 0)
-      open_detail(a, p->ev[i].group_id, p->ev[i].seq, -1);
+      open_detail(a, p->ev[i].group_id, p->ev[i].seq, -1, p->ev[i].rank);
     else
       snprintf(st->msg, sizeof st->msg, "this event names no operation");
   }
@@ -320,6 +329,7 @@ static void start_on_diagnosis(vw_app *a) {
   const vw_diag *d = &a->diag;
   const vw_job *j = &a->m->job;
   st->filter = (vw_filter){.group = -1, .rank = -1};
+  st->d_want_rank = -1;
   int gi = d->group_id >= 0 ? vw_model_group_index(a->m, d->group_id) : -1;
   st->group_idx = gi >= 0 ? gi : 0;
   st->m_seq = d->seq > 0 ? d->seq : group_max(a);

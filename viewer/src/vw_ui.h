@@ -58,6 +58,7 @@ typedef struct vw_state {
   bool d_p2p;
   int d_rank;
   int d_row, d_top;
+  int d_want_rank;         /* the rank d_row goes to once the detail is fetched (-1: none) */
   /* events */
   int64_t e_sel, e_top, e_total;
   int mx_want;             /* rows the matrix needs (app.c): the rest may show detail */
