@@ -138,6 +138,25 @@ Test(tracer_summary, failed_operations_have_their_index, .timeout = 30) {
                               "state = 'failed' ORDER BY t_enqueued_ns LIMIT 1"), 1);
 }
 
+/* The totals the summary's pass counts are the ones SQL counts: per op,
+ * rows, completed, failed, timed out, in flight and bytes in. */
+Test(tracer_summary, op_totals_are_what_sql_counts, .timeout = 30) {
+  const char *cols = "op || ':' || n || ':' || completed || ':' || failed || ':' || "
+                     "timed_out || ':' || in_flight || ':' || bytes_in";
+  char stored[512];
+  snprintf(stored, sizeof stored, "%s",
+           tq_text(merged, "SELECT group_concat(x, ';') FROM (SELECT %s AS x FROM op_totals "
+                           "ORDER BY op)", cols));
+  cr_assert_str_eq(stored, "ALL_REDUCE:10:9:1:0:0:160;RECV:1:1:0:0:0:16;SEND:1:1:0:0:0:16");
+  cr_assert_str_eq(tq_text(merged, "SELECT group_concat(x, ';') FROM (SELECT %s AS x FROM "
+                                   "(SELECT op, count(*) AS n, sum(state = 'completed') AS "
+                                   "completed, sum(state = 'failed') AS failed, "
+                                   "sum(state = 'timed_out') AS timed_out, sum(state IN "
+                                   "('enqueued', 'started')) AS in_flight, sum(bytes_in) AS "
+                                   "bytes_in FROM operations GROUP BY op) ORDER BY op)", cols),
+                   stored);
+}
+
 Test(tracer_summary, writing_them_again_gives_the_same_rows, .timeout = 30) {
   const char *q = "SELECT group_concat(x, ';') FROM (SELECT rank || ':' || collectives || ':' || "
                   "sum_ns || ':' || p50_ns || ':' || p90_ns || ':' || p99_ns || ':' || max_ns "

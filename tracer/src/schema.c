@@ -55,7 +55,7 @@ static const char ops_sql[] =
     " bytes_out INTEGER NOT NULL, root INTEGER, tag INTEGER, redop TEXT, timeout_ms INTEGER,"
     " t_enqueued_ns INTEGER NOT NULL, t_started_ns INTEGER, t_ended_ns INTEGER,"
     " status INTEGER NOT NULL DEFAULT 0, message TEXT, callsite_id INTEGER,"
-    " pair_seq INTEGER, p2p INTEGER GENERATED ALWAYS AS (op IN " TR_P2P_OPS ") VIRTUAL);";
+    " pair_seq INTEGER, p2p INTEGER GENERATED ALWAYS AS " TR_P2P_EXPR " VIRTUAL);";
 
 /* A rank file's narrow table. code packs the enums: bits 0-7 op, 8-11
  * state (0 enqueued, 1 started, 2 completed, 3 failed, 4 timed_out), 12
@@ -84,9 +84,11 @@ static const char verdict_sql[] =
   "sum(state IN ('enqueued', 'started')) AS in_flight, sum(bytes_in) AS bytes_in "          \
   "FROM operations GROUP BY op"
 
-int tr_op_totals_refresh(sqlite3 *db) {
-  return tr_exec(db, "DELETE FROM op_totals; INSERT INTO op_totals " OP_TOTALS_SELECT ";", NULL,
-                 0);
+/* The summary's first pass counts them as it reads every row anyway
+ * (summary.c); this is the way without it. */
+int tr_op_totals_build(sqlite3 *db) {
+  return tr_exec(db, "DROP TABLE IF EXISTS op_totals; CREATE TABLE op_totals AS "
+                 OP_TOTALS_SELECT ";", NULL, 0);
 }
 
 static const char index_sql[] =
@@ -94,10 +96,10 @@ static const char index_sql[] =
     "CREATE INDEX IF NOT EXISTS op_by_rank ON operations(rank, t_enqueued_ns);"
     "CREATE INDEX IF NOT EXISTS ev_by_rank ON events(rank, t_ns);"
     "CREATE INDEX IF NOT EXISTS ev_by_kind ON events(kind, t_ns);"
-    "CREATE INDEX IF NOT EXISTS stats_by_group ON stats(group_id, t_ns);"
-    /* Written once at the merge, so `distview summary` reads a few rows
-     * instead of every operation (SCHEMA.md, op_totals). */
-    "CREATE TABLE IF NOT EXISTS op_totals AS " OP_TOTALS_SELECT ";";
+    "CREATE INDEX IF NOT EXISTS stats_by_group ON stats(group_id, t_ns);";
+/* Written once, so `distview summary` reads a few rows instead of every
+ * operation (SCHEMA.md, op_totals); the merge has the summary write it. */
+static const char totals_sql[] = "CREATE TABLE IF NOT EXISTS op_totals AS " OP_TOTALS_SELECT ";";
 
 int tr_exec(sqlite3 *db, const char *sql, char *err, size_t errlen) {
   char *msg = NULL;
@@ -113,7 +115,9 @@ int tr_schema_create(sqlite3 *db, bool indexes, char *err, size_t errlen) {
   if (tr_exec(db, tables_sql, err, errlen) != 0 || tr_exec(db, ops_sql, err, errlen) != 0 ||
       tr_exec(db, verdict_sql, err, errlen) != 0)
     return -1;
-  return indexes ? tr_exec(db, index_sql, err, errlen) : 0;
+  return indexes && (tr_exec(db, index_sql, err, errlen) || tr_exec(db, totals_sql, err, errlen))
+             ? -1
+             : 0;
 }
 
 int tr_schema_verdict(sqlite3 *db, char *err, size_t errlen) {

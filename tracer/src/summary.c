@@ -78,7 +78,7 @@ static int64_t i64(sqlite3_stmt *st, int i) {
 
 #define ROW_SQL                                                                            \
   "SELECT rank, group_id, seq, op, state, dtype, shape, numel_in, root, redop,"           \
-  " t_enqueued_ns, t_started_ns, t_ended_ns FROM main.operations"
+  " t_enqueued_ns, t_started_ns, t_ended_ns, bytes_in FROM main.operations"
 
 #define UNKNOWN (-2) /* a NULL field: the row's first record was lost */
 
@@ -160,6 +160,28 @@ static int add_latency(summary *s, sqlite3_stmt *st, int rank, int group, int64_
   return add_value(sm_bucket_get(&s->lat, group, id, bucket(t1 - t0)), t1 - t0);
 }
 
+/* The row counted in its op's totals (op_totals); -1 when the ops
+ * outnumber SM_MAX_OPS. */
+static int add_total(summary *s, sqlite3_stmt *st, int32_t op) {
+  sm_total *t = NULL;
+  for (int i = 0; i < s->n_totals && !t; i++)
+    t = s->totals[i].op == op ? &s->totals[i] : NULL;
+  if (!t && (op < 0 || s->n_totals == SM_MAX_OPS))
+    return -1;
+  if (!t) {
+    t = &s->totals[s->n_totals++];
+    *t = (sm_total){.op = op};
+  }
+  const char *state = text(st, 4);
+  t->n++;
+  t->completed += !strcmp(state, "completed");
+  t->failed += !strcmp(state, "failed");
+  t->timed_out += !strcmp(state, "timed_out");
+  t->in_flight += !strcmp(state, "enqueued") || !strcmp(state, "started");
+  t->bytes_in += sqlite3_column_int64(st, 13);
+  return 0;
+}
+
 static int pass1(sqlite3 *db, summary *s) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db, ROW_SQL, -1, &st, NULL) != SQLITE_OK)
@@ -170,7 +192,8 @@ static int pass1(sqlite3 *db, summary *s) {
     int64_t seq = sqlite3_column_int64(st, 2);
     const char *op = text(st, 3);   // valid until the next step
     bool p2p = is_p2p(op);
-    bad = add_latency(s, st, rank, group, seq, op, p2p) != 0 ||
+    bad = add_total(s, st, sm_intern(&s->str, op)) != 0 ||
+          add_latency(s, st, rank, group, seq, op, p2p) != 0 ||
           (!p2p && add_coll(s, st, rank, group, seq, op) != 0);
   }
   sqlite3_finalize(st);

@@ -73,7 +73,17 @@ int32_t sm_intern(sm_strings *t, const char *s);
 void sm_strings_free(sm_strings *t);
 
 /* What the passes over operations gathered (summary.c). */
+/* One op's totals (op_totals: what `distview summary` lists). */
+typedef struct sm_total {
+  int32_t op;   /* interned name */
+  int64_t n, completed, failed, timed_out, in_flight, bytes_in;
+} sm_total;
+
+#define SM_MAX_OPS 64   /* distinct op names; more leave op_totals to SQL */
+
 typedef struct summary {
+  sm_total totals[SM_MAX_OPS];
+  int n_totals;
   sm_colls colls;
   sm_buckets lat;     /* (group, op id, bucket) */
   sm_buckets first;   /* (group, op id, 0): aux = p2p, min = seq, max = rank of the first row */

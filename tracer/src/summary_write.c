@@ -1,7 +1,8 @@
 /* summary_write.c - the summary tables of a merged file (SCHEMA.md,
  * "Summaries"), from what summary.c's passes gathered: every collective
- * whose fingerprint differs, and the figures `distview stats` prints, so
- * that it reads one row per group and op and one per rank. The figures
+ * whose fingerprint differs, the figures `distview stats` prints, so
+ * that it reads one row per group and op and one per rank, and the totals
+ * per op `distview summary` prints (op_totals). The figures
  * are computed as the viewer computes them from its histogram (hist.c,
  * vw_hist_quantile: the mean of the bucket holding the q-th value, at
  * most the greatest value), so both paths print the same numbers; the
@@ -176,8 +177,31 @@ static int write_ranks(sqlite3 *db, summary *s) {
   return rc;
 }
 
+/* op_totals, as OP_TOTALS_SELECT (schema.c) would write it. */
+static int write_totals(sqlite3 *db, const summary *s) {
+  sqlite3_stmt *st;
+  if (tr_exec(db, "DROP TABLE IF EXISTS op_totals; CREATE TABLE op_totals (op TEXT, n INT,"
+              " completed INT, failed INT, timed_out INT, in_flight INT, bytes_in INT);",
+              NULL, 0) != 0 ||
+      sqlite3_prepare_v2(db, "INSERT INTO op_totals VALUES (?, ?, ?, ?, ?, ?, ?)", -1, &st,
+                         NULL) != SQLITE_OK)
+    return -1;
+  int rc = 0;
+  for (int i = 0; i < s->n_totals && rc == 0; i++) {
+    const sm_total *t = &s->totals[i];
+    int64_t v[6] = {t->n, t->completed, t->failed, t->timed_out, t->in_flight, t->bytes_in};
+    sqlite3_bind_text(st, 1, s->str.s[t->op], -1, SQLITE_STATIC);
+    for (int k = 0; k < 6; k++)
+      sqlite3_bind_int64(st, 2 + k, v[k]);
+    rc = step(st);
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
 int tr_summary_write(sqlite3 *db, summary *s) {
-  if (tr_exec(db, tables_sql, NULL, 0) != 0 || write_mismatch(db, s) != 0)
+  if (tr_exec(db, tables_sql, NULL, 0) != 0 || write_mismatch(db, s) != 0 ||
+      write_totals(db, s) != 0)
     return -1;
   return write_latency(db, s) == 0 && write_ranks(db, s) == 0 ? 0 : -1;
 }
