@@ -79,16 +79,25 @@ Test(tracer_merge, bad_files_are_named_and_skipped, .timeout = 50) {
   /* a truncated ring dump */
   snprintf(p, sizeof p, "%s/rank-6.ring", jd);
   write_file(p, "DISTRNG1\1\0\0\0", 12);
+  /* rank 7 of another job */
+  snprintf(p, sizeof p, "%s/rank-7.db", jd);
+  copy_prefix(q, p, -1);
+  cr_assert_eq(sqlite3_open(p, &f), SQLITE_OK);
+  cr_assert_eq(sqlite3_exec(f, "UPDATE meta SET value = '7' WHERE key = 'rank';"
+                               "UPDATE meta SET value = 'other-job' WHERE key = 'job_id'",
+                            0, 0, 0),
+               SQLITE_OK);
+  sqlite3_close(f);
 
   char out[400], err[512];
   snprintf(out, sizeof out, "%s/trace.db", dir);
   dist_trace_merge_report rep;
   cr_assert_eq(dist_trace_merge(jd, out, &rep, err, sizeof err), DIST_OK, "%s", err);
   cr_assert_eq(rep.ranks_merged, 2, "%s", rep.skipped);
-  cr_assert_eq(rep.files_skipped, 5, "%s", rep.skipped);
+  cr_assert_eq(rep.files_skipped, 6, "%s", rep.skipped);
   const char *names[] = {"rank-2.db: ", "rank-3.db: ", "rank-4.db: ", "rank-5.db: ",
-                         "rank-6.ring: "};
-  for (int i = 0; i < 5; i++)
+                         "rank-6.ring: ", "rank-7.db: belongs to job other-job, not "};
+  for (int i = 0; i < 6; i++)
     cr_assert(strstr(rep.skipped, names[i]), "%s not named in:\n%s", names[i], rep.skipped);
   cr_assert(strstr(rep.skipped, "rank-4.db: not a libdist trace file"), "%s", rep.skipped);
   cr_assert(strstr(rep.skipped, "rank-5.db: not the rank file of rank 5"), "%s", rep.skipped);

@@ -2,7 +2,8 @@
  * (SCHEMA.md "Merge").
  *
  * Each rank file is checked first (SQLite's quick_check, the meta table's
- * schema version, kind, job and rank), then attached read-only and copied
+ * schema version, kind, job and rank; rank_check.c, on a second thread a
+ * few files ahead), then attached read-only and copied
  * with INSERT ... SELECT, its times moved onto the job clock by the rank's
  * clock offset. A file that fails a check is named in the report and
  * skipped; the others merge. Indexes are built once at the end, and a
@@ -83,69 +84,6 @@ static int no_space(const char *tmp, char *err, size_t errlen) {
          "every rank file's rows; free some space or write it elsewhere (-o FILE, or TMPDIR "
          "for a job directory)", tmp, left);
   return DIST_E_SYS;
-}
-
-/* Checks a rank file; returns 0, or with why filled -1 (not a good rank
- * file) or CANNOT_OPEN (SQLite cannot read it where it lies). *immutable:
- * it lies in a read-only place and must be attached with immutable=1. */
-#define CANNOT_OPEN (-2)
-static int check_rank_file(const char *path, int rank, char *job, size_t joblen, bool *immutable,
-                           char *why, size_t whylen) {
-  sqlite3 *db = NULL;
-  int rc = -1;
-  char e[1024];
-  int orc = tr_open_ro(path, &db, immutable, e, sizeof e);
-  if (orc != DIST_OK) {
-    /* e says "path: why"; the report names the path already */
-    size_t pl = strlen(path);
-    const char *w = strncmp(e, path, pl) ? e : e + pl + 2;
-    snprintf(why, whylen, orc == DIST_E_INVAL ? "not a trace database (%s)" : "cannot open: %s",
-             w);
-    rc = orc == DIST_E_INVAL ? -1 : CANNOT_OPEN;
-    goto out;
-  }
-  /* Another merge of the same directory (each node of a job merges a
-   * shared trace directory at its end) may hold the file for a moment
-   * while it opens a WAL file: wait for it rather than skip the rank. */
-  sqlite3_busy_timeout(db, MERGE_BUSY_MS);
-  sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &st, NULL) != SQLITE_OK) {
-    snprintf(why, whylen, "not a trace database (%s)", sqlite3_errmsg(db));
-    goto out;
-  }
-  int s = sqlite3_step(st);
-  const char *res = s == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-  if (!res || strcmp(res, "ok") != 0) {
-    snprintf(why, whylen, "corrupt or truncated (%s)", res ? res : sqlite3_errmsg(db));
-    sqlite3_finalize(st);
-    goto out;
-  }
-  sqlite3_finalize(st);
-  char v[128], kind[32], r[32];
-  if (tr_meta_get(db, "schema_version", v, sizeof v) != 0) {
-    snprintf(why, whylen, "not a libdist trace file (no meta.schema_version)");
-    goto out;
-  }
-  if (atoi(v) != TR_SCHEMA_VERSION) {
-    snprintf(why, whylen, "schema version %s, this reader knows %d", v, TR_SCHEMA_VERSION);
-    goto out;
-  }
-  tr_meta_get(db, "kind", kind, sizeof kind);
-  tr_meta_get(db, "rank", r, sizeof r);
-  tr_meta_get(db, "job_id", v, sizeof v);
-  if (strcmp(kind, "rank") != 0 || atoi(r) != rank) {
-    snprintf(why, whylen, "not the rank file of rank %d (kind '%s', rank '%s')", rank, kind, r);
-    goto out;
-  }
-  if (job[0] && strcmp(job, v) != 0) {
-    snprintf(why, whylen, "belongs to job %s, not %s", v, job);
-    goto out;
-  }
-  snprintf(job, joblen, "%s", v);
-  rc = 0;
-out:
-  sqlite3_close(db);
-  return rc;
 }
 
 /* |a - b| > bound, for any values (a rank file's are not to be trusted:
@@ -417,18 +355,20 @@ static int open_out(const char *tmp, sqlite3 **db, char *err, size_t errlen) {
   return DIST_OK;
 }
 
-/* Checks the rank file at path and attaches it as src: where it lies, or
- * from a copy beside out (*aside) when it cannot be read in place
- * (rank_aside.c). 0, or -1 with why filled. */
-static int attach_rank(sqlite3 *db, const char *path, int rank, const char *out, char *job,
-                       size_t joblen, tr_aside *aside, char *why, size_t whylen) {
-  bool immutable = false;
+/* Attaches the rank file at path, which chk checked (tr_checker), as src:
+ * where it lies, or from a copy beside out (*aside) when it cannot be read
+ * in place (rank_aside.c). The first good file names the job; a file of
+ * another job is skipped. 0, or -1 with why filled. */
+static int attach_rank(sqlite3 *db, const char *path, int rank, const tr_check_result *chk,
+                       const char *out, char *job, size_t joblen, tr_aside *aside, char *why,
+                       size_t whylen) {
   const char *from = path;
   aside->path[0] = '\0';
-  int rc = check_rank_file(path, rank, job, joblen, &immutable, why, whylen);
-  if (rc != 0) {
+  tr_check_result c = *chk;
+  if (c.rc != 0) {
+    snprintf(why, whylen, "%s", c.why);
     char e[600];
-    if (rc != CANNOT_OPEN || access(path, R_OK) != 0)
+    if (c.rc != TR_CHECK_CANNOT_OPEN || access(path, R_OK) != 0)
       return -1;
     if (tr_aside_copy(path, out, aside, e, sizeof e) != DIST_OK) {
       size_t n = strlen(why);
@@ -436,16 +376,21 @@ static int attach_rank(sqlite3 *db, const char *path, int rank, const char *out,
       return -1;
     }
     from = aside->path;
-    if (check_rank_file(from, rank, job, joblen, &immutable, e, sizeof e) != 0) {
-      snprintf(why, whylen, "%s (read from a copy, as it cannot be read in place)", e);
+    if (tr_check_rank_file(from, rank, MERGE_BUSY_MS, &c) != 0) {
+      snprintf(why, whylen, "%s (read from a copy, as it cannot be read in place)", c.why);
       return -1;
     }
   }
-  char *uri = tr_uri(from, immutable);
+  if (job[0] && strcmp(job, c.job) != 0) {
+    snprintf(why, whylen, "belongs to job %s, not %s", c.job, job);
+    return -1;
+  }
+  snprintf(job, joblen, "%s", c.job);
+  char *uri = tr_uri(from, c.immutable);
   char *att = uri ? sqlite3_mprintf("ATTACH %Q AS src", uri) : NULL;
   snprintf(why, whylen, "out of memory");
   /* ATTACH and DETACH only outside a transaction */
-  rc = att ? tr_exec(db, att, why, whylen) : -1;
+  int rc = att ? tr_exec(db, att, why, whylen) : -1;
   sqlite3_free(att);
   sqlite3_free(uri);
   return rc;
@@ -457,11 +402,17 @@ static int attach_rank(sqlite3 *db, const char *path, int rank, const char *out,
  * reported). */
 static int copy_ranks(sqlite3 *db, const char *out, const char *job_dir, const int *ranks, int n,
                       char *job, size_t joblen, dist_trace_merge_report *rep) {
+  tr_checker *ck = tr_checker_start(job_dir, ranks, n, MERGE_BUSY_MS);
   for (int i = 0; i < n; i++) {
     char path[1200], why[1800];
     tr_aside aside;
+    tr_check_result chk;
     snprintf(path, sizeof path, "%s/rank-%d.db", job_dir, ranks[i]);
-    int rc = attach_rank(db, path, ranks[i], out, job, joblen, &aside, why, sizeof why);
+    if (ck)
+      tr_checker_take(ck, i, &chk);
+    else
+      tr_check_rank_file(path, ranks[i], MERGE_BUSY_MS, &chk);
+    int rc = attach_rank(db, path, ranks[i], &chk, out, job, joblen, &aside, why, sizeof why);
     if (rc == 0) {
       tr_exec(db, "BEGIN", NULL, 0);
       rc = copy_rank(db, ranks[i], rep->ranks_merged == 0, why, sizeof why);
@@ -475,6 +426,7 @@ static int copy_ranks(sqlite3 *db, const char *out, const char *job_dir, const i
       tr_exec(db, "DETACH src", NULL, 0);
       if (full) {
         tr_aside_remove(&aside);
+        tr_checker_stop(ck);
         return -1;
       }
     }
@@ -485,6 +437,7 @@ static int copy_ranks(sqlite3 *db, const char *out, const char *job_dir, const i
     }
     rep->ranks_merged++;
   }
+  tr_checker_stop(ck);
   return 0;
 }
 

@@ -163,6 +163,27 @@ void tr_temp_release(int slot);
  * errno. */
 int tr_temp_create(const char *prefix, char *path, size_t len, int *slot);
 
+/* --- rank_check.c -------------------------------------------------------- */
+/* A rank file's check before the merge copies it: rc 0, -1 (not a good
+ * rank file of that rank: why says so) or TR_CHECK_CANNOT_OPEN (SQLite
+ * cannot read it where it lies); immutable: it lies in a read-only place
+ * (ATTACH it as tr_uri(path, true)); job: its job id. */
+#define TR_CHECK_CANNOT_OPEN (-2)
+typedef struct tr_check_result {
+  int rc;
+  bool immutable;
+  char job[128];
+  char why[1200];
+} tr_check_result;
+int tr_check_rank_file(const char *path, int rank, int busy_ms, tr_check_result *res);
+/* Checks dir's rank-<ranks[i]>.db in order on a thread, a few files ahead
+ * of the merge; NULL when out of memory. */
+typedef struct tr_checker tr_checker;
+tr_checker *tr_checker_start(const char *dir, const int *ranks, int n, int busy_ms);
+/* File i's result, waiting for it; i goes up from 0 by one each call. */
+void tr_checker_take(tr_checker *c, int i, tr_check_result *res);
+void tr_checker_stop(tr_checker *c); /* NULL: nothing */
+
 /* --- rank_aside.c: a rank file read from a copy beside the merge's output,
  * when it cannot be read where it lies (rows in its -wal, and no -shm can
  * be made there: a full disk, a read-only place) ------------------------- */
