@@ -6,10 +6,15 @@
  *       [--latency-method osu|span] [--system NAME] [--no-observer] [--backend cpu|mpi]
  *   mpirun -np N bench_collectives --backend mpi [...]   (the mpi backend: libdist-mpi)
  *
- * Rank 0 prints `system,transport,op,bytes,ranks,median_us,algbw_GBps,mode`:
- * bytes is each rank's input (rounded up to a multiple of the world size
- * where the op splits its input: reduce_scatter, all_to_all), algbw = bytes
- * / median time. float32 for the reductions, SUM.
+ * Rank 0 prints
+ * `system,transport,op,bytes,ranks,median_us,algbw_GBps,mode,out_bytes`:
+ * bytes is each rank's input for every op (rounded up to a multiple of the
+ * world size where the op splits its input: reduce_scatter, all_to_all),
+ * out_bytes what the op writes on each rank (all_gather: bytes x ranks,
+ * reduce_scatter: bytes / ranks, barrier: 0, the others: bytes), algbw =
+ * bytes / median time. float32 for the reductions, SUM. MPI benchmarks
+ * (OSU, shared/peers/mpi) count an allgather's gathered output: compare
+ * their bytes with out_bytes there.
  *
  * Two methods, both the peers' (shared/peers/mpi/bench.c), so the figures
  * compare as ratios; a row's mode column names its method:
@@ -347,7 +352,9 @@ static void usage(void) {
          "         [--system NAME] [--no-observer] [--backend cpu|mpi]\n"
          "   or: mpirun -np N bench_collectives --backend mpi ... (system libdist-mpi)\n"
          "ops: all_reduce, broadcast, all_gather, reduce_scatter, all_to_all, barrier\n"
-         "Rank 0 prints CSV: system,transport,op,bytes,ranks,median_us,algbw_GBps,mode\n");
+         "Rank 0 prints CSV: system,transport,op,bytes,ranks,median_us,algbw_GBps,mode,"
+         "out_bytes\n"
+         "(bytes: each rank's input; out_bytes: what the op writes on each rank)\n");
 }
 
 static void parse(int argc, char **argv, cfg *c) {
@@ -447,7 +454,7 @@ int main(int argc, char **argv) {
   b.in = calloc(1, alloc);
   b.out = calloc(1, alloc);
   if (rank == 0) {
-    printf("system,transport,op,bytes,ranks,median_us,algbw_GBps,mode\n");
+    printf("system,transport,op,bytes,ranks,median_us,algbw_GBps,mode,out_bytes\n");
     fflush(stdout);
   }
   for (int s = 0; s < c.n_sizes; s++)
@@ -462,9 +469,10 @@ int main(int argc, char **argv) {
         fill_input(op, &b);
         double us = m == MODE_LATENCY ? time_latency(op, &b, &c) : time_throughput(op, &b, &c);
         if (rank == 0) {
-          printf("%s,%s,%s,%zu,%d,%.3f,%.6f,%s\n", c.system, transport, op, b.bytes, world, us,
-                 us > 0 ? (double)b.bytes / us / 1e3 : 0.0,
-                 m == MODE_THROUGHPUT ? "throughput" : c.span ? "latency_span" : "latency");
+          printf("%s,%s,%s,%zu,%d,%.3f,%.6f,%s,%zu\n", c.system, transport, op, b.bytes, world,
+                 us, us > 0 ? (double)b.bytes / us / 1e3 : 0.0,
+                 m == MODE_THROUGHPUT ? "throughput" : c.span ? "latency_span" : "latency",
+                 out_bytes(op, &b));
           fflush(stdout);
         }
       }
