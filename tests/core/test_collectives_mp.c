@@ -1,7 +1,8 @@
 /* ctest: labels=multiproc timeout=600 */
 /* Every operation, dtype and reduce op of the public API on real forked
  * ranks, sampled as STYLE.md's Tests section says: every operation with
- * every dtype once, every reduce op once per dtype, world sizes 1 to 5, a
+ * every dtype once, every reduce op once per dtype, world sizes 1 to 5 and 8
+ * (more ranks than this machine's 2 cores), a
  * seeded random mix of sizes, roots, synchronous and asynchronous calls, on
  * the default group and on a subgroup, over shared memory and over forced
  * TCP. Each result is compared bit for bit with values computed on one rank
@@ -42,8 +43,11 @@ Test(core_collectives, every_op_and_dtype_on_2_ranks_shm, .timeout = 300) { run(
 Test(core_collectives, every_op_and_dtype_on_3_ranks_shm, .timeout = 300) { run(3, "auto"); }
 Test(core_collectives, every_op_and_dtype_on_4_ranks_shm, .timeout = 300) { run(4, "auto"); }
 Test(core_collectives, every_op_and_dtype_on_5_ranks_shm, .timeout = 300) { run(5, "auto"); }
+/* More ranks than this machine's cores: the engines wait by yielding (cpu_fit.c) */
+Test(core_collectives, every_op_and_dtype_on_8_ranks_shm, .timeout = 300) { run(8, "auto"); }
 Test(core_collectives, every_op_and_dtype_on_1_rank_tcp, .timeout = 300) { run(1, "tcp"); }
 Test(core_collectives, every_op_and_dtype_on_2_ranks_tcp, .timeout = 300) { run(2, "tcp"); }
 Test(core_collectives, every_op_and_dtype_on_3_ranks_tcp, .timeout = 300) { run(3, "tcp"); }
 Test(core_collectives, every_op_and_dtype_on_4_ranks_tcp, .timeout = 300) { run(4, "tcp"); }
 Test(core_collectives, every_op_and_dtype_on_5_ranks_tcp, .timeout = 300) { run(5, "tcp"); }
+Test(core_collectives, every_op_and_dtype_on_8_ranks_tcp, .timeout = 300) { run(8, "tcp"); }
