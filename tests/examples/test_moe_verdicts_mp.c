@@ -46,6 +46,19 @@ Test(examples_moe, uneven_splits_at_OFF_blame_the_sender, .timeout = 120) {
   mesh_expect_verdict(&r, 10, "desync", 5);
 }
 
+/* The checking layer sees rank 5 send 9 rows to its expert group's first
+ * rank, which expects 8: of that pair, the sender's size is the odd one
+ * (every other size is 8), so rank 5 alone is named, not the receiver. */
+Test(examples_moe, uneven_splits_at_DETAIL_blame_the_sender_alone, .timeout = 120) {
+  static mesh_run r;
+  moe("DIST_DEBUG=DETAIL", "splits", &r);
+  mesh_expect_verdict(&r, 10, "desync", 5);
+  cr_expect(mesh_says(&r, "ranks disagree on the split size") &&
+                mesh_says(&r, "  rank 5 sends 9 rows to rank 4, which expects 8  <- split size "
+                              "differs"),
+            "%s", r.err);
+}
+
 Test(examples_moe, a_receive_receive_deadlock_names_both_ends, .timeout = 120) {
   static mesh_run r;
   moe("DIST_DEBUG=DETAIL", "recvrecv", &r);

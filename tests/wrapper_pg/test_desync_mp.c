@@ -9,6 +9,7 @@
 
 #include <dist/observer.h>
 
+#include "api/api.h" /* dist__cause_parse_info */
 #include "wpg_test.h"
 
 #define ME "test_desync_mp.c"
@@ -285,6 +286,40 @@ static int splits_rank(const dist_test_ctx *ctx) {
 
 Test(wrapper_pg_desync, all_to_all_single_splits_differ, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(3, splits_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* Rank 2 sends 2 rows to rank 0, which expects 1 as from everyone; every
+ * other size is 1. Of the one pair that disagrees, the sender's size is
+ * the odd one: the job's cause names rank 2 alone, not rank 0. */
+static int one_odd_split_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int32_t in[4] = {1, 2, 3, 4}, out[3] = {-1, -1, -1};
+  bool odd = ctx->rank == 2;
+  dist_tensor ti = dist_tensor_1d(in, DIST_INT32, odd ? 4 : 3);
+  dist_tensor to = dist_tensor_1d(out, DIST_INT32, 3);
+  int64_t even[3] = {1, 1, 1}, more[3] = {2, 1, 1};
+  int rc = dist_all_to_all_single(&to, &ti, even, odd ? more : even, NULL, NULL);
+  const char *msg = dist_pg_errmsg(NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
+  CHECK(ctx, strstr(msg, "  rank 2 sends 2 rows to rank 0, which expects 1  <- split size "
+                         "differs"),
+        "split lines:\n%s", msg);
+  if (ctx->rank == 0) { /* the store's host: the others may have left */
+    void *v = NULL;
+    size_t n = 0;
+    CHECK_OK(ctx, dist_store_get(dist_get_default_store(), DIST_KEY_CAUSE, &v, &n));
+    dist__cause_fields f;
+    dist__cause_parse_info(v, n, &f);
+    CHECK(ctx, f.n_culprits == 1 && f.culprits[0] == 2 && !strcmp(f.field, "split size"),
+          "the cause names rank 2 alone: %.*s", (int)n, (char *)v);
+    dist_free(v);
+  }
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, one_odd_split_blames_the_side_whose_size_stands_out, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, one_odd_split_rank, NULL, 50), 0, "%s", dist_test_report());
 }
 
 /* --- reduce_scatter counts ----------------------------------------------- */

@@ -149,17 +149,36 @@ static const char *field_of(void *arg, int cls, int major) {
   return f == WPG_F_NONE ? NULL : wpg_field_name(f);
 }
 
-/* The ranks every pair whose all_to_all sizes disagree involves (the rank
- * that sends or expects the odd sizes), into out; how many. */
+/* How far i's size to j stands out: among the sizes i sends to the
+ * others and the others send to j (send), or j expects from the others
+ * and the others expect from i (!send), those unlike it. */
+static int odd_size(const detail *d, int n, int i, int j, bool send) {
+  int64_t v = send ? d[i].send[j] : d[j].recv[i];
+  int unlike = 0;
+  for (int k = 0; k < n; k++) {
+    if (k != j)
+      unlike += (send ? d[i].send[k] : d[j].recv[k]) != v;
+    if (k != i)
+      unlike += (send ? d[k].send[j] : d[k].recv[i]) != v;
+  }
+  return unlike;
+}
+
+/* The ranks every pair whose all_to_all sizes disagree involves, into
+ * out; how many. Of a pair, the side whose size stands out among the
+ * sizes around it (odd_size: rank 3 sends 16 to rank 1 where every other
+ * size is 8) is the one; when neither stands out more (uneven splits),
+ * both are. */
 static int split_culprits(const wpg *w, const detail *d, int *out) {
   int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX, k = 0, pairs = 0;
   int hits[SPLIT_MAX] = {0};
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++)
       if (d[i].send[j] != d[j].recv[i]) {
+        int si = odd_size(d, n, i, j, true), rj = odd_size(d, n, i, j, false);
         pairs++;
-        hits[i]++;
-        hits[j] += j != i;
+        hits[i] += si >= rj;
+        hits[j] += j != i && rj >= si;
       }
   for (int r = 0; pairs && r < n; r++)
     if (hits[r] == pairs)
