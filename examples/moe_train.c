@@ -11,13 +11,16 @@
  *
  * Bugs (on rank --rank, default 5, in step --step, default 2):
  *   kill      the rank is killed (SIGKILL) before its all_to_all
+ *   stop      it stops (SIGSTOP) before its all_to_all, as under a debugger
  *   nan       a NaN in its first gradient bucket (DIST_NAN_CHECK=1 is set)
  *   order     it creates its data-parallel group before its expert group
  *   recvrecv  it receives from its stage partner before it sends (plain
  *             recv/send instead of the batch), and so does the partner
  *   exit0     it returns 0 from main before the step
  *   exit3     it exits with status 3 before the step
- *   splits    it sends one token too many to the first expert rank */
+ *   splits    it sends one token too many to the first expert rank
+ *   batchpeer it sends its batched activations to the next rank's stage
+ *             partner (r + 5) instead of its own (r + 4) */
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -91,6 +94,8 @@ static void route(const job *j, int step) {
     in[i] = (float)j->rank;
   if (planted(j, step, "kill"))
     raise(SIGKILL);
+  if (planted(j, step, "stop"))
+    raise(SIGSTOP);
   dist_tensor ti = dist_tensor_1d(in, DIST_FLOAT32, 4 * TOK);
   dist_tensor to = dist_tensor_1d(out, DIST_FLOAT32, 4 * TOK);
   TRY("ep all_to_all", dist_all_to_all_single(&to, &ti, out_split, in_split, j->g_ep, NULL));
@@ -109,7 +114,8 @@ static void pipeline(const job *j, int step) {
     TRY("recv", dist_recv(&tr, peer, NULL, 1, NULL));
     TRY("send", dist_send(&ts, peer, NULL, 1));
   } else {
-    dist_p2p_op ops[2] = {{.is_send = true, .tensor = &ts, .peer = peer, .tag = 1},
+    int to = planted(j, step, "batchpeer") ? (j->rank + 5) % 8 : peer;
+    dist_p2p_op ops[2] = {{.is_send = true, .tensor = &ts, .peer = to, .tag = 1},
                           {.is_send = false, .tensor = &tr, .peer = peer, .tag = 1}};
     dist_work *w;
     TRY("batch_isend_irecv", dist_batch_isend_irecv(ops, 2, &w));
@@ -158,7 +164,7 @@ int main(int argc, char **argv) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(argv[i], "--help")) {
       printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S]\n"
-             "bugs: kill nan order recvrecv exit0 exit3 splits\n", argv[0]);
+             "bugs: kill stop nan order recvrecv exit0 exit3 splits batchpeer\n", argv[0]);
       return 0;
     } else if (!strcmp(argv[i], "--bug") && v) {
       j.bug = argv[++i];

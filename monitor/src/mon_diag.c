@@ -287,6 +287,19 @@ static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_
   dist__free(said);
 }
 
+/* The verdict names ranks[0..n) at this rank's own operation (num of
+ * kind in group g, called from site). */
+static void verdict_here(mon_verdict *v, const mon_group *g, int kind, uint64_t num,
+                         const char *site, const int *ranks, int n) {
+  v->n = n;
+  memcpy(v->culprits, ranks, sizeof(int) * (size_t)n);
+  v->gid = g->gid;
+  snprintf(v->gname, sizeof v->gname, "%s", g->desc[0] ? g->desc : g->name);
+  v->kind = kind;
+  v->seq = num;
+  snprintf(v->site, sizeof v->site, "%s", site);
+}
+
 /* The verdict names the operation b (of a waiter, or the culprit's own)
  * and the culprit's call site. */
 static void verdict_at(mon_verdict *v, const mon_rec_group *b, const char *site) {
@@ -547,15 +560,23 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     dist__appendf(buf, len, &off, "waited %s of its %s timeout\n", sec_word(waited, s, sizeof s),
                   sec_word(g->timeout_ms, s + 16, 16));
   if (is_p2p(kind)) {
-    diagnose_p2p(g, seq, kind, atomic_load(&op->peer), site, recs, buf, len, &off, lowest);
+    int peer = atomic_load(&op->peer);
+    diagnose_p2p(g, seq, kind, peer, site, recs, buf, len, &off, lowest);
     say_roots(recs, v, buf, len, &off);
     *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off, v);
+    char how[320];
+    if (!v->n && peer >= 0 && peer < dist__mon.world && peer != dist__mon.rank &&
+        (gone_how(&recs[peer], now_ms, how, sizeof how) || !blocked_in(&recs[peer]))) {
+      /* no waits followed from this rank's own record (its operation timed
+       * out): its peer, stopped, gone or elsewhere, is where they end */
+      verdict_here(v, g, kind, num, site, &peer, 1);
+    }
     if (off && buf[off - 1] == '\n')
       buf[--off] = '\0';
     return buf;
   }
   int *in = dist__malloc(sizeof(int) * (size_t)g->size), n_in = 0;
-  int absent = 0;
+  int absent = 0, idle[MON_CULPRITS_MAX], n_idle = 0;
   for (int i = 0; in && i < g->size; i++) {
     int r = g->granks[i];
     if (r < 0 || r >= dist__mon.world)
@@ -573,6 +594,8 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
       continue;
     }
     absent++;
+    if (n_idle < MON_CULPRITS_MAX && (gone || !blocked_in(&recs[r])))
+      idle[n_idle++] = r; /* where the waits end, whatever this rank's record says */
     say_absent(buf, len, &off, &recs[r], g, seq, kind, now_ms);
   }
   if (in && n_in) {
@@ -595,6 +618,12 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   else
     say_roots(recs, v, buf, len, &off);
   *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off, v);
+  if (!v->n && n_idle)
+    /* This rank's own record may no longer show it in the operation (it
+     * timed out: a monitored barrier's own timeout), so no waits were
+     * followed from it: the members that have not entered and are in no
+     * operation are where they end. */
+    verdict_here(v, g, kind, num, site, idle, n_idle);
   dist__free(in);
   if (off && buf[off - 1] == '\n')
     buf[--off] = '\0';
@@ -605,6 +634,8 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
 
 typedef struct cycle {
   int n, ranks[64];    /* in wait order, from the lowest rank */
+  bool maybe;          /* through a rank in a batch: it may wait on another
+                          part of it than the one the cycle goes through */
 } cycle;
 
 typedef struct walk {
@@ -637,6 +668,11 @@ static void keep_cycle(walk *w, int from) {
       return;
   cycle *c = &w->found[w->n_found++];
   c->n = k;
+  c->maybe = false;
+  for (int i = 0; i < k; i++) {
+    const mon_rec_group *b = blocked_in(&w->recs[w->stack[from + i]]);
+    c->maybe |= b && b->kind == DIST_OP_BATCH_P2P;
+  }
   int lo = 0; /* start the cycle at its lowest rank: one text for one cycle */
   for (int i = 1; i < k; i++)
     if (w->stack[from + i] < w->stack[from + lo])
@@ -677,6 +713,25 @@ static bool walk_all(walk *w, const mon_rec *recs, int world) {
   for (int r = 0; r < world; r++)
     if (w->color[r] == 0)
       dfs(w, r);
+  /* A walk skips what an earlier one finished, and so misses cycles that
+   * close through it (rank 3 waiting on 1 and on 7, both waiting on 3: one
+   * of the two). Walking again from each rank of the cycles found, with
+   * nothing finished, finds the cycles through it: the ranks every cycle
+   * goes through are then those of all of them. Bounded: the ranks of the
+   * first cycles only. */
+  int again[16], n = 0;
+  for (int i = 0; i < w->n_found && n < 16; i++)
+    for (int j = 0; j < w->found[i].n && n < 16; j++) {
+      bool seen = false;
+      for (int k = 0; k < n && !seen; k++)
+        seen = again[k] == w->found[i].ranks[j];
+      if (!seen)
+        again[n++] = w->found[i].ranks[j];
+    }
+  for (int i = 0; i < n; i++) {
+    memset(w->color, 0, sizeof(int) * (size_t)world);
+    dfs(w, again[i]);
+  }
   return true;
 }
 
@@ -723,6 +778,44 @@ static int wrong_source(const mon_rec *recs, int world, int r) {
   return -1;
 }
 
+/* Whether r is blocked receiving from a peer that is not sending to it:
+ * blocked in anything but a send to r or a batch with r (its receive can
+ * only wait; a rank that named the wrong source, or one behind it in a
+ * pipeline). */
+static bool stranded_receiver(const mon_rec *recs, int world, int r) {
+  const mon_rec_group *b = blocked_in(&recs[r]);
+  if (!b || b->kind != DIST_OP_RECV || b->peer < 0 || b->peer >= world || b->peer == r)
+    return false;
+  const mon_rec_group *pb = blocked_in(&recs[b->peer]);
+  if (!pb)
+    return false;
+  bool batch_with_r = pb->kind == DIST_OP_BATCH_P2P && (pb->peer == r || pb->peer2 == r ||
+                                                        pb->peer == MON_PEER_MANY ||
+                                                        pb->peer2 == MON_PEER_MANY);
+  return !(pb->kind == DIST_OP_SEND && pb->peer == r) && !batch_with_r;
+}
+
+/* Whether blocked record pb of rank p takes a message from r now: a
+ * receive from r, or a batch whose receives come from r. */
+static bool takes_from(const mon_rec_group *pb, int r) {
+  return pb && pb->peer == r && (pb->kind == DIST_OP_RECV || pb->kind == DIST_OP_BATCH_P2P);
+}
+
+/* The rank waiting to receive from r while r, blocked in a batch, sends
+ * to a peer that does not take from it (peer2): r most likely sends to the
+ * wrong peer. -1 when r is not in that state. */
+static int wrong_destination(const mon_rec *recs, int world, int r) {
+  const mon_rec_group *b = blocked_in(&recs[r]);
+  if (!b || b->kind != DIST_OP_BATCH_P2P || b->peer2 < 0 || b->peer2 >= world)
+    return -1;
+  if (takes_from(blocked_in(&recs[b->peer2]), r))
+    return -1;
+  for (int z = 0; z < world; z++)
+    if (z != r && z != b->peer2 && takes_from(blocked_in(&recs[z]), r))
+      return z;
+  return -1;
+}
+
 /* A rank every cycle goes through: the one whose calls are out of order
  * (a call swapped across groups, a receive from the wrong peer), with the
  * ranks blocked on it. */
@@ -730,13 +823,22 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
                     size_t *off) {
   const mon_rec_group *b = blocked_in(&recs[r]);
   char pw[48];
-  int sender = wrong_source(recs, dist__mon.world, r);
-  dist__appendf(buf, len, off, "  %s goes through rank %d, which is blocked in group %d (%s) "
-                "%s #%llu%s, called from %s", n_cycles > 1 ? "every wait-for cycle"
-                : "the wait-for cycle", r, b->gid, b->desc, op_name(b->kind),
-                rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw),
-                b->site);
-  if (sender >= 0)
+  int world = dist__mon.world, sender = wrong_source(recs, world, r);
+  int waiter = wrong_destination(recs, world, r);
+  bool stranded = sender < 0 && waiter < 0 && stranded_receiver(recs, world, r);
+  dist__appendf(buf, len, off, "  %s rank %d, which is blocked in group %d (%s) %s #%llu%s, "
+                "called from %s", waiter >= 0 || stranded ? "the waits start at"
+                : n_cycles > 1 ? "every wait-for cycle goes through"
+                : "the wait-for cycle goes through", r, b->gid, b->desc, op_name(b->kind),
+                rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw), b->site);
+  if (waiter >= 0)
+    dist__appendf(buf, len, off, ": it sends to rank %d, which does not take from it, while "
+                  "rank %d waits to receive from it (does it send to the wrong peer?)",
+                  b->peer2, waiter);
+  else if (stranded)
+    dist__appendf(buf, len, off, ": rank %d is elsewhere, not sending to it (does it receive "
+                  "from the wrong peer?)", b->peer);
+  else if (sender >= 0)
     dist__appendf(buf, len, off, ": rank %d does not send to it while rank %d does (does it "
                   "receive from the wrong peer?)", b->peer, sender);
   else
@@ -756,8 +858,40 @@ static int prefer_wrong_source(const mon_rec *recs, int world, int *ranks, int k
   return m ? m : k;
 }
 
+/* Of the ranks every cycle goes through (k of them in ranks), when none
+ * is a stranded receiver but a rank of the cycles is, or else sends to the
+ * wrong peer (wrong_destination), those instead: a cycle
+ * through batches may close through a part already done (the record
+ * cannot say which), while a receive from a peer that is elsewhere can
+ * only wait. Returns how many ranks are in ranks. */
+static int prefer_stranded(const mon_rec *recs, int world, const cycle *cs, int n, int *ranks,
+                           int k) {
+  for (int i = 0; i < k; i++)
+    if (stranded_receiver(recs, world, ranks[i]))
+      return k;
+  int m = 0;
+  for (int pass = 0; pass < 2 && !m; pass++) /* a plain receive is sure; a batch's part is not */
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < cs[i].n && m < MON_CULPRITS_MAX; j++) {
+        int r = cs[i].ranks[j];
+        bool have = false;
+        for (int x = 0; x < m && !have; x++)
+          have = ranks[x] == r;
+        if (!have && (pass ? wrong_destination(recs, world, r) >= 0
+                           : stranded_receiver(recs, world, r)))
+          ranks[m++] = r;
+      }
+  if (!m)
+    return k;
+  qsort(ranks, (size_t)m, sizeof *ranks, cmp_int);
+  return m;
+}
+
+/* Cycles of sure waits first, then by length. */
 static int by_length(const void *a, const void *b) {
   const cycle *x = a, *y = b;
+  if (x->maybe != y->maybe)
+    return x->maybe - y->maybe;
   if (x->n != y->n)
     return x->n - y->n;
   return x->ranks[0] - y->ranks[0];
@@ -788,9 +922,14 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
     /* The shortest cycle first, in full; the others mostly follow from it
      * (ranks that wait on a rank of the cycle, closing longer loops). */
     qsort(w.found, (size_t)w.n_found, sizeof *w.found, by_length);
+    int sure = 0; /* the cycles of sure waits (sorted first) name the ranks, when any */
+    while (sure < w.n_found && !w.found[sure].maybe)
+      sure++;
     int common[MON_CULPRITS_MAX];
-    int k = common_ranks(w.found, w.n_found, world, common);
+    int k = common_ranks(w.found, sure ? sure : w.n_found, world, common);
     k = prefer_wrong_source(recs, world, common, k);
+    if (!sure) /* only cycles through batches: the surer ends of their waits */
+      k = prefer_stranded(recs, world, w.found, w.n_found, common, k);
     for (int i = 0; i < k && i < 4; i++)
       say_hub(recs, common[i], w.n_found, buf, len, off);
     say_cycle(recs, &w.found[0], buf, len, off);
@@ -832,6 +971,34 @@ static bool stuck_inside(const mon_rec *r, int64_t now_ms) {
   return in_flight == 1;
 }
 
+/* Whether peer q of a batch cannot end its part: stuck inside the library
+ * itself, in the cycle or waiting for one of its ranks. */
+static bool peer_stuck(const mon_rec *recs, int world, const cycle *c, int q, int64_t now_ms) {
+  if (q < 0 || q >= world || !stuck_inside(&recs[q], now_ms))
+    return false;
+  const mon_rec_group *qb = blocked_in(&recs[q]);
+  for (int j = 0; j < c->n; j++)
+    if (c->ranks[j] == q || dist__mon_waits_for(recs, q, qb, c->ranks[j]))
+      return true;
+  return false;
+}
+
+/* Whether rank r of cycle c, when blocked in a batch, cannot finish it. A
+ * batch ends when its receives and its sends do, and the record cannot say
+ * which of them is left: the cycle may go through a part that is done. So
+ * every peer of it must be stuck with the cycle (a slow stage that has not
+ * sent yet, or not taken a large send, ends the wait when it comes). */
+static bool batch_stuck(const mon_rec *recs, int world, const cycle *c, int r,
+                        int64_t now_ms) {
+  const mon_rec_group *b = blocked_in(&recs[r]);
+  if (b->kind != DIST_OP_BATCH_P2P)
+    return true;
+  if (b->peer2 == MON_PEER_MANY || b->peer == MON_PEER_MANY)
+    return false;
+  return peer_stuck(recs, world, c, b->peer, now_ms) &&
+         (b->peer2 == MON_PEER_NONE || peer_stuck(recs, world, c, b->peer2, now_ms));
+}
+
 static uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
   return h;
@@ -851,7 +1018,8 @@ bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_s
     bool mine = false, stuck = c->n <= MON_CYCLE_MAX;
     for (int j = 0; j < c->n && stuck; j++) {
       mine |= c->ranks[j] == me;
-      stuck = stuck_inside(&recs[c->ranks[j]], now_ms);
+      stuck = stuck_inside(&recs[c->ranks[j]], now_ms) &&
+              batch_stuck(recs, world, c, c->ranks[j], now_ms);
     }
     if (mine && stuck && (!best || c->n < best->n))
       best = c;

@@ -54,6 +54,7 @@ typedef struct mon_op {
   _Atomic int64_t t_start_ns;
   _Atomic int64_t bytes;
   _Atomic int peer;          /* point to point: the peer's global rank (MON_PEER_*) */
+  _Atomic int peer2;         /* a batch: its other peer (mon_record.h) */
   _Atomic int cuda;          /* on CUDA tensors: the GPU's progress is asked for */
   _Atomic uint64_t coll;     /* its collective ordinal in the group, 0: point to point */
   _Atomic int ended;        /* completed, failed or timed out (the watermark, mon_observer.c) */

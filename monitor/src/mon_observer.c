@@ -14,6 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <dist/internal/pg.h>
+
 #include "mon_int.h"
 
 mon_state dist__mon = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -97,17 +99,37 @@ static int64_t coll_bytes(const dist_coll *c) {
 }
 
 /* The global rank a point-to-point operation waits on (MON_PEER_*). */
-static int p2p_peer(const mon_group *g, const dist_coll *c) {
+static int global_peer(const mon_group *g, int peer) {
+  return peer >= 0 && peer < g->size ? g->granks[peer] : peer == MON_PEER_MANY ? peer
+                                                                              : MON_PEER_NONE;
+}
+
+/* The one peer of c's sends (is_send) or receives in a batch: NONE when
+ * it has none, MANY when several. */
+static int batch_peer(const dist_coll *c, bool is_send) {
   int peer = MON_PEER_NONE;
+  for (size_t i = 0; i < c->n_p2p; i++)
+    if (c->p2p[i].is_send == is_send && c->p2p[i].peer != peer)
+      peer = peer == MON_PEER_NONE ? c->p2p[i].peer : MON_PEER_MANY;
+  return peer;
+}
+
+/* A send's or receive's peer (*peer2 NONE). A batch (mon_record.h): the
+ * one peer of its receives, which its end waits for, and in *peer2 the
+ * one peer of its sends when another, which it may wait for too (a send
+ * the peer has not taken yet); a batch of sends alone: their peer. */
+static int p2p_peer(const mon_group *g, const dist_coll *c, int *peer2) {
+  int peer = MON_PEER_NONE;
+  *peer2 = MON_PEER_NONE;
   if (c->kind == DIST_OP_SEND || c->kind == DIST_OP_RECV) {
     peer = c->root;
   } else if (c->kind == DIST_OP_BATCH_P2P && c->n_p2p) {
-    peer = c->p2p[0].peer;
-    for (size_t i = 1; i < c->n_p2p; i++)
-      if (c->p2p[i].peer != peer)
-        return MON_PEER_MANY;
+    int from = batch_peer(c, false), to = batch_peer(c, true);
+    peer = from != MON_PEER_NONE ? from : to;
+    if (from != MON_PEER_NONE && to != from)
+      *peer2 = global_peer(g, to);
   }
-  return peer >= 0 && peer < g->size ? g->granks[peer] : MON_PEER_NONE;
+  return global_peer(g, peer);
 }
 
 /* Whether c runs on CUDA tensors (a call has tensors on one device). */
@@ -162,8 +184,10 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->caller, (uintptr_t)ev->caller, memory_order_relaxed);
   atomic_store_explicit(&op->t_enq_ns, ev->t_ns, memory_order_relaxed);
   atomic_store_explicit(&op->t_start_ns, 0, memory_order_relaxed);
-  atomic_store_explicit(&op->peer, ev->coll ? p2p_peer(g, ev->coll) : MON_PEER_NONE,
+  int peer2 = MON_PEER_NONE;
+  atomic_store_explicit(&op->peer, ev->coll ? p2p_peer(g, ev->coll, &peer2) : MON_PEER_NONE,
                         memory_order_relaxed);
+  atomic_store_explicit(&op->peer2, peer2, memory_order_relaxed);
   atomic_store_explicit(&op->cuda, ev->coll ? on_cuda(ev->coll) : 0, memory_order_relaxed);
   atomic_store_explicit(&op->tag, ev->coll ? ev->coll->tag : 0, memory_order_relaxed);
   atomic_store_explicit(&op->ended, 0, memory_order_relaxed);
@@ -356,6 +380,20 @@ static void at_exit(void) {
   dist__mon_publish(m->store, "exit", "called exit() with its process group live");
 }
 
+/* A thread blocks in dist_work_wait for c (entering), or stopped: while it
+ * waits, the asynchronous operation counts as a synchronous call (sync in
+ * the record), so a deadlock through it can be proven (mon_diag.c). */
+static void on_work_wait(dist_pg *pg, const dist_coll *c, bool entering) {
+  const dist_pg_info *in = dist_pg_get_info(pg);
+  mon_group *g = in ? slot_of(in->group_id) : NULL;
+  if (!g || !c->ord)
+    return;
+  mon_op *op = &g->ring[c->ord % MON_RING];
+  if (atomic_load_explicit(&op->seq, memory_order_acquire) == c->ord)
+    atomic_store_explicit(&op->sync, entering || (c->flags & DIST_COLL_WAITED) != 0,
+                          memory_order_relaxed);
+}
+
 static int mon_init(void **ctx, const dist_pg_info *dg) {
   mon_state *m = &dist__mon;
   *ctx = m;
@@ -392,6 +430,7 @@ static int mon_init(void **ctx, const dist_pg_info *dg) {
     return rc;
   }
   dist__mon_stack_init();
+  dist__set_work_wait_hook(on_work_wait);
   if (!registered_atexit)
     registered_atexit = atexit(at_exit) == 0;
   return DIST_OK;
@@ -399,6 +438,7 @@ static int mon_init(void **ctx, const dist_pg_info *dg) {
 
 static void mon_fini(void *ctx) {
   mon_state *m = ctx;
+  dist__set_work_wait_hook(NULL);
   dist__mon_watchdog_stop();
   if (m->store)
     dist__mon_publish(m->store, "done", "");

@@ -21,7 +21,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
   uint64_t done = atomic_load_explicit(&g->done, memory_order_acquire);
   uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
   uint64_t started = atomic_load_explicit(&g->started, memory_order_relaxed);
-  int kind = -1, peer = MON_PEER_NONE, tag = 0, sync = 0;
+  int kind = -1, peer = MON_PEER_NONE, peer2 = MON_PEER_NONE, tag = 0, sync = 0;
   uint64_t num = 0, coll = 0, colls_done = atomic_load_explicit(&g->colls_done, memory_order_acquire);
   uint64_t colls_enq = atomic_load_explicit(&g->colls_enq, memory_order_relaxed);
   int64_t since = 0;
@@ -31,6 +31,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
     if (atomic_load_explicit(&op->seq, memory_order_acquire) == done + 1) {
       kind = atomic_load_explicit(&op->kind, memory_order_relaxed);
       peer = atomic_load_explicit(&op->peer, memory_order_relaxed);
+      peer2 = atomic_load_explicit(&op->peer2, memory_order_relaxed);
       coll = atomic_load_explicit(&op->coll, memory_order_relaxed);
       num = atomic_load_explicit(&op->num, memory_order_relaxed);
       tag = atomic_load_explicit(&op->tag, memory_order_relaxed);
@@ -55,13 +56,13 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
       *p = ' ';
   dist__appendf(buf, len, off,
                 "g\t%d\t%d\t%llu\t%llu\t%llu\t%d\t%lld\t%d\t%lld\t%s\t%s\t%s\t%d\t%llu\t%llu\t%llu"
-                "\t%llu\t%d\t%llu\t%llu\t%d\n",
+                "\t%llu\t%d\t%llu\t%llu\t%d\t%d\n",
                 g->gid, g->size, (unsigned long long)enq, (unsigned long long)started,
                 (unsigned long long)done, kind, (long long)since, last_kind, (long long)last_ms,
                 site, last_site, desc, peer, (unsigned long long)colls_enq,
                 (unsigned long long)colls_done, (unsigned long long)coll,
                 (unsigned long long)atomic_load_explicit(&g->last_seq, memory_order_relaxed), tag,
-                (unsigned long long)num, (unsigned long long)last_num, sync);
+                (unsigned long long)num, (unsigned long long)last_num, sync, peer2);
 }
 
 int dist__mon_publish(dist_store *s, const char *state, const char *note) {

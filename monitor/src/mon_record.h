@@ -11,10 +11,13 @@
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
  *     <last ms> <call site> <last call site> <description> [<peer>
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
- *     <last num> [<sync>]]]]]
+ *     <last num> [<sync> [<peer2>]]]]]]
  * kind is the op of the oldest operation in flight (-1: none), peer the
  * global rank a point-to-point one waits on (MON_PEER_*; a record without
- * the field reads as MON_PEER_NONE). enq/started count every
+ * the field reads as MON_PEER_NONE). A batch (BATCH_P2P) waits on the one
+ * peer its receives come from (peer) and may wait on the one its sends
+ * go to when that is another (peer2: a send not taken yet); several
+ * peers either way read MON_PEER_MANY. enq/started count every
  * operation of the group (its sequence numbers, point-to-point included),
  * done is the watermark below which every operation has ended (the one in
  * flight is done + 1, even when later ones ended first), last seq the
@@ -63,6 +66,7 @@ typedef struct mon_rec_group {
                                 the last ended operation, 0 none */
   bool has_num;              /* the record carried the two above */
   bool sync;                 /* the in-flight operation is a synchronous call */
+  int peer2;                 /* a batch's other peer (MON_PEER_*) */
 } mon_rec_group;
 
 typedef struct mon_rec {

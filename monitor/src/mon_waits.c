@@ -4,7 +4,8 @@
  * A rank R waits for rank Q when R's oldest operation in flight is
  * collective #s of group G and Q is a member of G (its record lists G, or
  * it left G) that has not entered that collective; or when R's oldest
- * operation is a send or receive with Q that Q is not in the other half of.
+ * operation is a send or receive with Q that Q is not in the other half of
+ * (a batch: with the peer of its receives, or of its sends).
  *
  * The index exists for scale. Asking every pair (R, Q) is quadratic: 10^8
  * questions at 10,000 ranks, seconds of the watchdog's time. But a
@@ -12,7 +13,8 @@
  * kind), never on which member waits in it, and the ranks that can be
  * waited for are the group's members; so each operation's edges are found
  * once, among its group's members, and shared by every rank blocked in it.
- * A send or receive has at most one edge, to its peer. Edges come out in
+ * A send or receive has at most one edge, to its peer; a batch two (the
+ * peer of its receives, and of its sends when another). Edges come out in
  * ascending rank order, as a scan of every rank would give them, so walks
  * over the index find the same cycles in the same order. */
 #include <stdlib.h>
@@ -76,7 +78,8 @@ bool dist__mon_waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int
     return left_member(&recs[q], q, b->gid) &&
            (!dist__mon_is_p2p(b->kind) || b->peer == q);
   if (dist__mon_is_p2p(b->kind))
-    return b->peer == q && !dist__mon_halves(b, r, dist__mon_blocked_in(&recs[q]), q);
+    return (b->peer == q || (b->kind == DIST_OP_BATCH_P2P && b->peer2 == q)) &&
+           !dist__mon_halves(b, r, dist__mon_blocked_in(&recs[q]), q);
   return !dist__mon_is_in(qg, dist__mon_at_blocked(b));
 }
 
@@ -95,7 +98,7 @@ struct mon_waits {
   const mon_rec *recs;
   int world;
   const mon_rec_group **blocked; /* per rank, dist__mon_blocked_in */
-  int *peer;           /* per rank: its one edge when blocked in a send or receive */
+  int (*peer)[2];      /* per rank: its edges when blocked in a send, receive or batch */
   int *op;             /* per rank: its collective's slot in ops, -1 none */
   edges *ops;          /* per rank (used at the first rank of each collective) */
   pair *members;       /* (gid, rank) ascending: who can be waited for in gid */
@@ -261,13 +264,20 @@ int dist__mon_waits_out(mon_waits *w, int r, const int **to) {
   const mon_rec_group *b = r >= 0 && r < w->world ? w->blocked[r] : NULL;
   if (!b)
     return 0;
-  if (dist__mon_is_p2p(b->kind)) {
-    int q = b->peer;
-    if (q < 0 || q >= w->world || q == r || !dist__mon_waits_for(w->recs, r, b, q))
-      return 0;
-    w->peer[r] = q;
-    *to = &w->peer[r];
-    return 1;
+  if (dist__mon_is_p2p(b->kind)) { /* its peer; a batch's other peer too (peer2) */
+    int n = 0, qs[2] = {b->peer, b->kind == DIST_OP_BATCH_P2P ? b->peer2 : MON_PEER_NONE};
+    for (int i = 0; i < 2; i++) {
+      int q = qs[i];
+      if (q >= 0 && q < w->world && q != r && dist__mon_waits_for(w->recs, r, b, q))
+        w->peer[r][n++] = q;
+    }
+    if (n == 2 && w->peer[r][1] < w->peer[r][0]) { /* ascending, as every edge list */
+      int t = w->peer[r][0];
+      w->peer[r][0] = w->peer[r][1];
+      w->peer[r][1] = t;
+    }
+    *to = n ? w->peer[r] : NULL;
+    return n;
   }
   const edges *e = &w->ops[w->op[r]];
   *to = e->to;

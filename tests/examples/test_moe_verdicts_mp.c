@@ -20,6 +20,16 @@ Test(examples_moe, a_killed_rank_is_the_verdict_not_its_survivors_views, .timeou
             r.err);
 }
 
+/* A stopped rank (SIGSTOP) is the hang's culprit in distview's verdict
+ * too, whichever rank's timeout reports it. */
+Test(examples_moe, a_stopped_rank_is_the_hangs_culprit, .timeout = 120) {
+  static mesh_run r;
+  moe("DIST_DEBUG=DETAIL", "stop", &r);
+  mesh_expect_verdict(&r, 11, "hang", 5);
+  cr_expect(mesh_says(&r, "rank 5 (host ") && mesh_says(&r, "its process is stopped"), "%s",
+            r.err);
+}
+
 Test(examples_moe, a_nan_refused_names_the_rank_group_and_operation, .timeout = 120) {
   static mesh_run r;
   moe("DIST_DEBUG=DETAIL", "nan", &r);
@@ -57,6 +67,21 @@ Test(examples_moe, uneven_splits_at_DETAIL_blame_the_sender_alone, .timeout = 12
                 mesh_says(&r, "  rank 5 sends 9 rows to rank 4, which expects 8  <- split size "
                               "differs"),
             "%s", r.err);
+}
+
+/* Rank 5 sends its batched activations to rank 2 (r + 5), which does not
+ * take them, while its partner rank 1 waits to receive from it: a deadlock
+ * through dist_batch_isend_irecv, proven before the 6 s timeout, that
+ * names rank 5 alone (its receive from rank 1 is done: the record cannot
+ * say so, and the cycle through it is not the cause). */
+Test(examples_moe, a_batch_sent_to_the_wrong_peer_is_proven_and_named, .timeout = 120) {
+  static mesh_run r;
+  moe("DIST_DEBUG=DETAIL", "batchpeer", &r);
+  mesh_expect_verdict(&r, 11, "hang", 5);
+  cr_expect(mesh_says(&r, "it sends to rank 2, which does not take from it, while rank 1 "
+                          "waits to receive from it (does it send to the wrong peer?)"),
+            "%s", r.err);
+  cr_expect(!mesh_says(&r, "waited 6.0 s of its 6.0 s timeout"), "not proven: %s", r.report);
 }
 
 Test(examples_moe, a_receive_receive_deadlock_names_both_ends, .timeout = 120) {

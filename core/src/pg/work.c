@@ -232,6 +232,17 @@ static int outcome(dist_work *w) {
   return w->status;
 }
 
+static _Atomic(dist__work_wait_hook) wait_hook;
+
+void dist__set_work_wait_hook(dist__work_wait_hook fn) { atomic_store(&wait_hook, fn); }
+
+/* Tells the hook this thread starts or stops waiting for w. */
+static void tell_waiting(dist_work *w, bool entering) {
+  dist__work_wait_hook fn = atomic_load_explicit(&wait_hook, memory_order_acquire);
+  if (fn && !w->quiet && w->pg && w->pg != DIST_GROUP_NON_MEMBER)
+    fn(w->pg, &w->coll, entering);
+}
+
 /* Blocks until w is released, or (on_device) until it is launched on a
  * device, then makes the current stream wait for it there. */
 static int wait_work(dist_work *w, int64_t timeout_ms, bool on_device) {
@@ -242,12 +253,17 @@ static int wait_work(dist_work *w, int64_t timeout_ms, bool on_device) {
   struct timespec until;
   deadline_of(timeout_ms, &until);
   const dist_work_device_ops *dev = NULL;
+  bool told = timeout_ms != 0;
+  if (told)
+    tell_waiting(w, true);
   pthread_mutex_lock(&w->mu);
   int err = 0;
   while (!is_released(w) && !(on_device && w->dev_ops) && err != ETIMEDOUT && timeout_ms != 0)
     err = pthread_cond_timedwait(&w->cv, &w->mu, &until);
   dev = on_device && !is_released(w) ? w->dev_ops : NULL;
   pthread_mutex_unlock(&w->mu);
+  if (told)
+    tell_waiting(w, false);
   if (dev) {
     int rc = dev->stream_wait(w->dev_ctx, dist_cuda_current_stream());
     return rc == DIST_OK ? DIST_OK : dist__set_last_error(rc, "%s #%llu: %s",

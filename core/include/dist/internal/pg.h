@@ -7,6 +7,7 @@
 #ifndef DIST_INTERNAL_PG_H
 #define DIST_INTERNAL_PG_H
 
+#include <dist/backend.h>
 #include <dist/pg.h>
 
 /* The default group (NULL before init, or after its destruction). */
@@ -15,5 +16,14 @@ dist_pg *dist__pg_default(void);
  * (dist/backend.h, ABI 5) of the group it runs on, through wrappers: "shm"
  * or "tcp" for the cpu backend; NULL when its backend does not say. */
 const char *dist__pg_transport(const dist_pg *group);
+
+/* A thread is about to block (entering) in dist_work_wait or
+ * dist_work_synchronize for an asynchronous operation c of group pg, or
+ * has stopped waiting (!entering). The monitor sets it, so that it counts
+ * such an operation as one its thread waits inside the library for, as a
+ * synchronous call (a deadlock through dist_batch_isend_irecv is proven
+ * as one through dist_send is). One hook, set once; NULL: none. */
+typedef void (*dist__work_wait_hook)(dist_pg *pg, const dist_coll *c, bool entering);
+void dist__set_work_wait_hook(dist__work_wait_hook fn);
 
 #endif
