@@ -43,7 +43,8 @@
  * enqueue order), so it costs nearly nothing then; built at the end it
  * was a sort of every row (0.45 s of 1.28 M rows' 1.95 s of indexes).
  * tr_schema_indexes makes the others and skips it. */
-#define MERGE_EARLY_INDEX "CREATE INDEX IF NOT EXISTS op_by_rank ON operations(rank, t_enqueued_ns);"
+#define MERGE_EARLY_INDEX \
+  "CREATE INDEX IF NOT EXISTS op_by_rank ON operations(rank, t_enqueued_ns);"
 
 static void seterr(char *err, size_t len, const char *fmt, ...) {
   if (!err || !len)
