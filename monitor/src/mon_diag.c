@@ -375,6 +375,19 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   return k;
 }
 
+/* Where the waits through rank q end: q itself when it is in no
+ * operation or gone, else where its own waits end (sinks_from); how many
+ * ranks, into out. */
+static int waits_end_at(const mon_rec *recs, int q, int *out, int cap) {
+  char how[320];
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  if (gone_how(&recs[q], now_ms, how, sizeof how) || !blocked_in(&recs[q])) {
+    out[0] = q;
+    return 1;
+  }
+  return sinks_from(recs, q, out, cap);
+}
+
 /* Whether waiting operation a names r's absence better than b: a
  * collective before a send or receive (r is missing from a group's call),
  * then the smaller group (the most specific), then the lower group id, so
@@ -415,6 +428,34 @@ static void say_unmatched(const mon_rec *recs, int r, int q, char *buf, size_t l
                 a->tag != b->tag ? "their tags differ" : "the receive does not take the send");
 }
 
+/* "the waits end at rank r, which ..." (gone: how it went, else in no
+ * operation), with the ranks blocked on it. */
+static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms, char *buf,
+                    size_t len, size_t *off) {
+  char s[32];
+  dist__appendf(buf, len, off, "  the waits end at rank %d, which ", r);
+  if (gone)
+    dist__appendf(buf, len, off, "%s", gone);
+  else
+    dist__appendf(buf, len, off, "is in no operation (busy outside the library for %s)",
+                  sec_word(now_ms - last_done_ms(&recs[r]), s, sizeof s));
+  say_waiters(recs, r, buf, len, off);
+}
+
+/* The ranks[0..n) where the waits end, said and made the verdict's
+ * culprits at this rank's own operation. */
+static void say_ends(const mon_rec *recs, mon_verdict *v, const mon_group *g, int kind,
+                     uint64_t num, const char *site, const int *ranks, int n, char *buf,
+                     size_t len, size_t *off) {
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  for (int i = 0; i < n; i++) {
+    char how[320];
+    say_end(recs, ranks[i], gone_how(&recs[ranks[i]], now_ms, how, sizeof how), now_ms, buf,
+            len, off);
+  }
+  verdict_here(v, g, kind, num, site, ranks, n);
+}
+
 /* Where this rank's waits end (the culprits, whatever group or kind of
  * operation leads there): one line each, with the ranks blocked on it; and
  * the verdict's culprits. Nothing when the waits only go round (a cycle,
@@ -425,7 +466,7 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
   for (int h = 0; h < k; h++) {
     int r = sinks[h];
-    char how[320], s[32];
+    char how[320];
     const char *gone = gone_how(&recs[r], now_ms, how, sizeof how);
     int q = gone ? -1 : unmatched_peer(recs, r);
     if (q >= 0) { /* one line for the pair, at its first rank */
@@ -438,13 +479,7 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
       }
       continue;
     }
-    dist__appendf(buf, len, off, "  the waits end at rank %d, which ", r);
-    if (gone)
-      dist__appendf(buf, len, off, "%s", gone);
-    else
-      dist__appendf(buf, len, off, "is in no operation (busy outside the library for %s)",
-                    sec_word(now_ms - last_done_ms(&recs[r]), s, sizeof s));
-    say_waiters(recs, r, buf, len, off);
+    say_end(recs, r, gone, now_ms, buf, len, off);
   }
   if (!k || !v)
     return;
@@ -564,19 +599,18 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     diagnose_p2p(g, seq, kind, peer, site, recs, buf, len, &off, lowest);
     say_roots(recs, v, buf, len, &off);
     *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off, v);
-    char how[320];
+    int ends[MON_CULPRITS_MAX], k = 0;
     if (!v->n && peer >= 0 && peer < dist__mon.world && peer != dist__mon.rank &&
-        (gone_how(&recs[peer], now_ms, how, sizeof how) || !blocked_in(&recs[peer]))) {
+        (k = waits_end_at(recs, peer, ends, MON_CULPRITS_MAX)) > 0)
       /* no waits followed from this rank's own record (its operation timed
-       * out): its peer, stopped, gone or elsewhere, is where they end */
-      verdict_here(v, g, kind, num, site, &peer, 1);
-    }
+       * out): they go through its peer, to where the peer's end */
+      say_ends(recs, v, g, kind, num, site, ends, k, buf, len, &off);
     if (off && buf[off - 1] == '\n')
       buf[--off] = '\0';
     return buf;
   }
   int *in = dist__malloc(sizeof(int) * (size_t)g->size), n_in = 0;
-  int absent = 0, idle[MON_CULPRITS_MAX], n_idle = 0;
+  int absent = 0, missing[MON_CULPRITS_MAX];
   for (int i = 0; in && i < g->size; i++) {
     int r = g->granks[i];
     if (r < 0 || r >= dist__mon.world)
@@ -593,9 +627,8 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
                     r, recs[r].host, (int)recs[r].pid, op_name(kind), num, gone);
       continue;
     }
-    absent++;
-    if (n_idle < MON_CULPRITS_MAX && (gone || !blocked_in(&recs[r])))
-      idle[n_idle++] = r; /* where the waits end, whatever this rank's record says */
+    if (absent++ < MON_CULPRITS_MAX)
+      missing[absent - 1] = r;
     say_absent(buf, len, &off, &recs[r], g, seq, kind, now_ms);
   }
   if (in && n_in) {
@@ -618,12 +651,26 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   else
     say_roots(recs, v, buf, len, &off);
   *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off, v);
-  if (!v->n && n_idle)
+  if (!v->n && absent) {
     /* This rank's own record may no longer show it in the operation (it
      * timed out: a monitored barrier's own timeout), so no waits were
-     * followed from it: the members that have not entered and are in no
-     * operation are where they end. */
-    verdict_here(v, g, kind, num, site, idle, n_idle);
+     * followed from it: they go through the members that have not
+     * entered (the first 8), to where those end. */
+    int ends[MON_CULPRITS_MAX], n_ends = 0;
+    for (int i = 0; i < absent && i < 8; i++) {
+      int e[MON_CULPRITS_MAX];
+      for (int j = 0, k = waits_end_at(recs, missing[i], e, MON_CULPRITS_MAX); j < k; j++) {
+        bool have = false;
+        for (int x = 0; x < n_ends && !have; x++)
+          have = ends[x] == e[j];
+        if (!have && n_ends < MON_CULPRITS_MAX)
+          ends[n_ends++] = e[j];
+      }
+    }
+    qsort(ends, (size_t)n_ends, sizeof *ends, cmp_int);
+    if (n_ends)
+      say_ends(recs, v, g, kind, num, site, ends, n_ends, buf, len, &off);
+  }
   dist__free(in);
   if (off && buf[off - 1] == '\n')
     buf[--off] = '\0';

@@ -20,16 +20,6 @@ Test(examples_moe, a_killed_rank_is_the_verdict_not_its_survivors_views, .timeou
             r.err);
 }
 
-/* A stopped rank (SIGSTOP) is the hang's culprit in distview's verdict
- * too, whichever rank's timeout reports it. */
-Test(examples_moe, a_stopped_rank_is_the_hangs_culprit, .timeout = 120) {
-  static mesh_run r;
-  moe("DIST_DEBUG=DETAIL", "stop", &r);
-  mesh_expect_verdict(&r, 11, "hang", 5);
-  cr_expect(mesh_says(&r, "rank 5 (host ") && mesh_says(&r, "its process is stopped"), "%s",
-            r.err);
-}
-
 Test(examples_moe, a_nan_refused_names_the_rank_group_and_operation, .timeout = 120) {
   static mesh_run r;
   moe("DIST_DEBUG=DETAIL", "nan", &r);
