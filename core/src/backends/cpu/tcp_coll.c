@@ -14,8 +14,7 @@
  * broadcast (n <= 4) returns once its messages are written and waits for
  * their acknowledgements at its next collective of another kind, or for
  * the older half of them when TCP_LATE_OPS broadcasts are unacknowledged
- * (settle_late; receivers write their ACKs TCP_LAZY_MAX at a time): a
- * receiver that disagreed then
+ * (settle_late): a receiver that disagreed then
  * fails that collective on the root, naming the earlier broadcast. Back
  * to back, a small broadcast so costs a one-way trip instead of a round
  * trip. A rank whose collective fails
@@ -480,9 +479,8 @@ static void fail_coll(tcp_cc *cc, int rc) {
 /* Before a collective (t->mu held): the acknowledgements the root of
  * earlier broadcasts did not wait for (defer_acks). One more such
  * broadcast waits only when TCP_LATE_OPS are outstanding, and then for
- * the older half: their receivers wrote those ACKs long ago (TCP_LAZY_MAX
- * at a time), so the root keeps running ahead. Anything else waits for
- * all of them. */
+ * the older half, so the root keeps running ahead of its receivers'
+ * latest ACKs. Anything else waits for all of them. */
 static int settle_late(tcp_cc *cc) {
   dist__tcp *t = cc->t;
   tcp_batch *late = &t->late;

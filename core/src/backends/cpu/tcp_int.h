@@ -49,13 +49,10 @@ enum {
 #define TCP_HF_REFUSED 4u  /* NACK: the receiver holds its bound of unexpected
                               messages and dropped this one (count: how many it
                               holds, size: their bytes) */
-#define TCP_HF_LAZY_ACK 2u /* DATA: the sender does not wait for the ACK, which
-                              waits in the queue for company (tcp_progress.c) */
-/* Lazy ACKs a connection's queue holds before they are written together
- * (earlier when anything else is written, or before the driver blocks in
- * poll()). Half of TCP_LATE_OPS: the root, which waits for the older half
- * of its unacknowledged broadcasts, finds them acknowledged already. */
-#define TCP_LAZY_MAX (TCP_LATE_OPS / 2)
+#define TCP_HF_LAZY_ACK 2u /* DATA: the sender does not wait for the ACK, which may
+                              wait in the queue for an idle moment (tcp_progress.c) */
+/* Lazy ACKs a connection's queue may hold before it is flushed anyway. */
+#define TCP_LAZY_MAX 32
 
 /* The fixed frame header (88 bytes, host byte order: a peer of the other
  * endianness fails the magic check). */
@@ -338,7 +335,7 @@ bool dist__tcp_send_lazy_ack(dist__tcp *t, tcp_conn *c, const tcp_hdr *h);
  * the root are refused now, as on arrival (t->mu held). */
 void dist__tcp_root_clash_queued(dist__tcp *t);
 /* Whether a sweep writes c's queue now: anything but lazy ACKs is queued,
- * or TCP_LAZY_MAX lazy ones wait, or the driver is about to block (idle). */
+ * or the connection is idle (nothing was read), or TCP_LAZY_MAX wait. */
 bool dist__tcp_flush_due(const tcp_conn *c, bool idle);
 /* Writes what the socket takes; true when anything moved. */
 bool dist__tcp_flush(dist__tcp *t, tcp_conn *c);
@@ -415,10 +412,8 @@ typedef struct tcp_wait_ctx {
  * deadline passes, the engine is aborted or a peer is lost. */
 int dist__tcp_wait_locked(dist__tcp *t, dist__tcp_req *const *reqs, int n,
                           int64_t deadline_ms, dist__errbuf *err, const tcp_wait_ctx *w);
-/* One non-blocking round over every connection (t->mu held); lazy ACKs
- * are written only TCP_LAZY_MAX at a time unless lazy_too (the caller
- * will not block in poll(), which writes them first). */
-bool dist__tcp_sweep(dist__tcp *t, bool lazy_too);
+/* One non-blocking round over every connection (t->mu held). */
+bool dist__tcp_sweep(dist__tcp *t);
 
 /* --- tcp_coll.c / tcp_reduce.c ------------------------------------------- */
 

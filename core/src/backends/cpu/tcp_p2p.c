@@ -501,11 +501,8 @@ static void start_recv(dist__tcp *t, dist__tcp_req *r, bool front) {
     dist__free(u->data);
     dist__free(u);
     /* The ACK or CTS leaves now: the caller may not drive progress again
-     * before its peer needs it. A lazy ACK waits for company (sweep_conn):
-     * its root waits for it only after more broadcasts, which this rank
-     * reads by driving progress. */
-    if (dist__tcp_flush_due(c, false))
-      dist__tcp_flush(t, c);
+     * before its peer needs it. */
+    dist__tcp_flush(t, c);
     return;
   }
   if (r->peer >= 0 && t->conns[r->peer].gone) {

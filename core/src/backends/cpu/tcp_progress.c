@@ -251,26 +251,26 @@ void dist__tcp_abort(dist__tcp *t, const char *reason) {
   }
 }
 
-static bool sweep_conn(dist__tcp *t, tcp_conn *c, bool lazy_too) {
+static bool sweep_conn(dist__tcp *t, tcp_conn *c) {
   bool moved = false;
   if (dist__tcp_flush_due(c, false))
     moved |= dist__tcp_flush(t, c);
-  moved |= dist__tcp_lane_live(t, c) && dist__tcp_read(t, c);
-  /* ACK/CTS the reads queued; lazy ACKs TCP_LAZY_MAX at a time, or before
-   * this driver blocks (block_poll): one write for several broadcasts */
-  if (!c->gone && dist__tcp_flush_due(c, lazy_too))
+  bool got = dist__tcp_lane_live(t, c) && dist__tcp_read(t, c);
+  moved |= got;
+  /* ACK/CTS the reads queued; lazy ACKs once the connection is idle */
+  if (!c->gone && dist__tcp_flush_due(c, !got))
     moved |= dist__tcp_flush(t, c);
   return moved;
 }
 
 /* Lane 0 of a peer first: it says BYE before the peer closes the others. */
-bool dist__tcp_sweep(dist__tcp *t, bool lazy_too) {
+bool dist__tcp_sweep(dist__tcp *t) {
   bool moved = false;
   for (int p = 0; p < t->g->size; p++)
     for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++) {
       tcp_conn *c = dist__tcp_lane(t, p, i);
       if (!c->gone && !c->eof)
-        moved |= sweep_conn(t, c, lazy_too);
+        moved |= sweep_conn(t, c);
     }
   dist__tcp_handle_abort(t);
   return moved;
@@ -283,8 +283,6 @@ static void block_poll(dist__tcp *t, int64_t deadline_ms) {
   for (int p = 0; p < t->g->size; p++)
     for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++) {
       tcp_conn *c = dist__tcp_lane(t, p, i);
-      if (!c->gone && dist__tcp_flush_due(c, true)) /* the lazy ACKs go before a wait */
-        dist__tcp_flush(t, c);
       short ev = (short)((dist__tcp_lane_live(t, c) ? POLLIN : 0) | (c->sq ? POLLOUT : 0));
       if (!c->gone && !c->eof && ev)
         t->pfds[n++] = (struct pollfd){c->fd, ev, 0};
@@ -404,7 +402,7 @@ int dist__tcp_wait_locked(dist__tcp *t, dist__tcp_req *const *reqs, int n,
       continue;
     }
     driving = t->driving = true;
-    if (dist__tcp_sweep(t, false)) {
+    if (dist__tcp_sweep(t)) {
       spin_until = dist__now_ns() + t->spin_ns;
     } else if (dist__now_ns() >= spin_until) {
       block_poll(t, deadline_ms);
@@ -445,7 +443,7 @@ bool dist__tcp_test(dist__tcp *t, dist__tcp_req *req) {
   pthread_mutex_lock(&t->mu);
   if (req->state != RQ_DONE && !t->driving) {
     t->driving = true;
-    dist__tcp_sweep(t, true); /* a caller that only tests never blocks in poll() */
+    dist__tcp_sweep(t);
     t->driving = false;
     notify(t, true);
   }
@@ -468,10 +466,10 @@ int dist__tcp_progress(dist__tcp *t, int64_t wait_ms) {
     return atomic_load(&t->aborted) ? DIST_E_ABORTED : DIST_OK;
   }
   t->driving = true;
-  bool moved = dist__tcp_sweep(t, wait_ms <= 0 || t->nwaiters > 0); /* lazy ACKs: if no poll() */
+  bool moved = dist__tcp_sweep(t);
   if (!moved && wait_ms > 0 && t->nwaiters == 0) {
     block_poll(t, dist__now_ms() + wait_ms);
-    dist__tcp_sweep(t, false);
+    dist__tcp_sweep(t);
   }
   t->driving = false;
   notify(t, true);
