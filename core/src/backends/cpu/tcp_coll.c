@@ -12,9 +12,8 @@
  * one direction only (broadcast, scatter, gather, reduce) ask for an
  * acknowledgement, so their senders fail too; the root of a direct
  * broadcast (n <= 4) returns once its messages are written and waits for
- * their acknowledgements at its next collective of another kind, or for
- * the older half of them when TCP_LATE_OPS broadcasts are unacknowledged
- * (settle_late): a receiver that disagreed then
+ * their acknowledgements at its next collective of another kind, or after
+ * TCP_LATE_OPS broadcasts (settle_late): a receiver that disagreed then
  * fails that collective on the root, naming the earlier broadcast. Back
  * to back, a small broadcast so costs a one-way trip instead of a round
  * trip. A rank whose collective fails
@@ -30,7 +29,6 @@
  *   all_to_all      everyone to everyone (splits checked on both sides)
  *   reductions      tcp_reduce.c */
 #include <stdio.h>
-#include <string.h>
 
 #include "cpu.h"
 #include "tcp_int.h"
@@ -194,8 +192,7 @@ static int defer_acks(tcp_cc *cc) {
   }
   if (rc == DIST_OK) {
     cc->main.n = 0;
-    if (late->n > (t->late_ops ? t->late_end[t->late_ops - 1] : 0))
-      t->late_end[t->late_ops++] = late->n;
+    t->late_ops += late->n > 0;
     cc->step++;
   }
   pthread_mutex_unlock(&t->mu);
@@ -477,31 +474,23 @@ static void fail_coll(tcp_cc *cc, int rc) {
 }
 
 /* Before a collective (t->mu held): the acknowledgements the root of
- * earlier broadcasts did not wait for (defer_acks). One more such
- * broadcast waits only when TCP_LATE_OPS are outstanding, and then for
- * the older half, so the root keeps running ahead of its receivers'
- * latest ACKs. Anything else waits for all of them. */
+ * earlier broadcasts did not wait for (defer_acks), unless this is one
+ * more such broadcast and fewer than TCP_LATE_OPS are outstanding. */
 static int settle_late(tcp_cc *cc) {
   dist__tcp *t = cc->t;
   tcp_batch *late = &t->late;
-  bool one_more = cc->c->kind == DIST_OP_BROADCAST && t->g->size <= TCP_BCAST_DIRECT_RANKS;
-  if (late->n == 0 || (one_more && t->late_ops < TCP_LATE_OPS))
+  if (late->n == 0 ||
+      (cc->c->kind == DIST_OP_BROADCAST && t->g->size <= TCP_BCAST_DIRECT_RANKS &&
+       t->late_ops < TCP_LATE_OPS))
     return DIST_OK;
-  int ops = one_more ? t->late_ops - TCP_LATE_OPS / 2 : t->late_ops;
-  int n = t->late_end[ops - 1];
   dist__errbuf err;
   dist__err_clear(&err);
   tcp_wait_ctx w = {NULL, false}; /* messages name the earlier broadcast */
-  int rc = dist__tcp_wait_locked(t, late->reqs, n, cc->op->deadline_ms, &err, &w);
-  if (rc != DIST_OK)
-    n = late->n; /* the group is failing: nothing later is waited for */
-  for (int i = 0; i < n; i++)
+  int rc = dist__tcp_wait_locked(t, late->reqs, late->n, cc->op->deadline_ms, &err, &w);
+  for (int i = 0; i < late->n; i++)
     dist__tcp_req_release(t, late->reqs[i]);
-  memmove(late->reqs, late->reqs + n, (size_t)(late->n - n) * sizeof *late->reqs);
-  late->n -= n;
-  t->late_ops = late->n == 0 ? 0 : t->late_ops - ops;
-  for (int i = 0; i < t->late_ops; i++)
-    t->late_end[i] = t->late_end[i + ops] - n;
+  late->n = 0;
+  t->late_ops = 0;
   if (rc == DIST_OK)
     return DIST_OK;
   char lb[64];

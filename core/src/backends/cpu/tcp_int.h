@@ -266,8 +266,7 @@ struct dist__tcp {
   size_t bcast_bytes;           /* its bytes and collective number, to refuse */
   uint64_t bcast_seq;           /* a rival root's messages (root_clash) */
   tcp_batch late;               /* sends of small broadcasts, written, acks not yet waited for */
-  int late_ops;                 /* ... of this many broadcasts, */
-  int late_end[TCP_LATE_OPS];   /* ... the i-th oldest's ending at late.reqs[late_end[i]] */
+  int late_ops;                 /* ... of this many broadcasts */
   uint64_t err_seq;             /* an ERROR frame from a peer ... */
   int err_rc;                   /* ... its status (DIST_OK: none) ... */
   char err_msg[DIST_ERRMSG_LEN];/* ... and message */
