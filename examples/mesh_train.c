@@ -23,6 +23,10 @@
  *   exit0      the rank returns from main with status 0 before the step
  *   straggle   the rank arrives 30 ms late at every world broadcast
  *   late       the rank computes for ever before the world broadcast
+ *   barrier    the rank calls a tp barrier before the world broadcast, a
+ *              call its partner does not make
+ *   extra      the rank calls one more world all_reduce after the last
+ *              step, when the others have finished
  * --steps N runs N steps (default 5). */
 #include <stdint.h>
 #include <stdio.h>
@@ -141,6 +145,8 @@ static void step_once(const job *j, int step) {
     spin_forever();
   if (!strcmp(j->bug, "straggle") && j->rank == j->culprit)
     nanosleep(&(struct timespec){0, 30 * 1000 * 1000}, NULL); /* planted lateness */
+  if (planted(j, step, "barrier"))
+    TRY("tp barrier", dist_barrier(j->g_tp, NULL));
   loss = j->rank == 0 ? (float)step : -1.0f;
   dist_tensor l = dist_tensor_1d(&loss, DIST_FLOAT32, 1);
   TRY("world broadcast", dist_broadcast(&l, 0, NULL, NULL));
@@ -153,8 +159,8 @@ static void step_once(const job *j, int step) {
 
 static void usage(const char *prog) {
   printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
-         "bugs: skip dtype spin swap crash wrongpeer async exit0 straggle late (none: "
-         "healthy)\n",
+         "bugs: skip dtype spin swap crash wrongpeer async exit0 straggle late barrier extra "
+         "(none: healthy)\n",
          prog);
 }
 
@@ -201,6 +207,11 @@ int main(int argc, char **argv) {
     if (s == j.bug_step && j.rank == j.culprit && !strcmp(j.bug, "exit0"))
       return 0; /* leaves while the others still need it */
     step_once(&j, s);
+  }
+  if (j.rank == j.culprit && !strcmp(j.bug, "extra")) { /* one call more than the others */
+    float x = 1;
+    dist_tensor t = dist_tensor_1d(&x, DIST_FLOAT32, 1);
+    TRY("extra all_reduce", dist_all_reduce(&t, DIST_SUM, NULL, NULL));
   }
   if (j.rank == 0)
     printf("mesh_train: %d steps on %d ranks: ok\n", j.steps, j.world);

@@ -362,6 +362,7 @@ typedef struct drun_first {
   int rank;                 /* -1: no rank failed (success, an interrupt...) */
   int wstatus;
   bool early;               /* it ended (any status) while others needed it */
+  bool odd;                 /* it called on after every other rank ended cleanly */
   bool lost_store;          /* rank -1: this node lost node 0's store */
 } drun_first;
 

@@ -37,6 +37,10 @@
 #define CAUSE_WINDOW_MS 100  /* a rank killed by a signal may exit after those it took down */
 #define POSTED_WAIT_MS 1000  /* a failing rank's posted cause (distrun_cause.c) */
 #define LEAVER_WAIT_MS 5000  /* a rank that called exit() first, to finish exiting */
+/* The others of a rank that called on alone, to finish exiting: rank 0
+ * waits up to 3 s at the end for the straggler statistics of the one
+ * that calls on (monitor/src/mon_stats.c, END_WAIT_MS). */
+#define ODD_WAIT_MS 6000
 
 typedef struct sup {
   const drun_cfg *c;
@@ -58,6 +62,7 @@ typedef struct sup {
   int early_rank;     /* the first rank that exited 0 while others ran, -1 */
   pid_t early_pid;
   char early_how[64]; /* "with exit code 0" */
+  int clean_exits;    /* ranks that exited 0 */
   bool failing;       /* a failing rank's exit is being handled */
   drun_posted *posted; /* the cause a rank posted, once read (main's) */
   drun_alive alive;   /* the nodes' keep-alive (distrun_alive.c) */
@@ -232,6 +237,47 @@ static void prefer_first_leaver(sup *sp, const drun_rank *self) {
   }
 }
 
+/* Whether failing rank `self` is the odd one out: it called on (one more
+ * collective, a receive nobody sends) after every other rank of the job
+ * finished with exit code 0. Then the ranks that ended are not early,
+ * self is late: with 8 ranks, 7 that ran the same program to its end
+ * outvote the one that did not. The others may still be exiting when
+ * self's failure is reaped, so they are waited for (bounded); any other
+ * failure among them ends the wait with no. One node only (the others'
+ * exits are not seen here), and three ranks at least (of two, neither
+ * outvotes the other: the one that ended is named). */
+static bool called_on_alone(sup *sp, const drun_rank *self) {
+  if (sp->c->nnodes != 1 || sp->n < 3 || sp->early_rank < 0)
+    return false;
+  int64_t until = dist__now_ms() + ODD_WAIT_MS;
+  for (;;) {
+    bool waiting = false;
+    for (int i = 0; i < sp->n; i++) {
+      drun_rank *o = &sp->ranks[i];
+      siginfo_t si = {0};
+      if (o == self || !o->running)
+        continue;
+      if (o->signalled_by_us)
+        return false;
+      if (waitid(P_PID, (id_t)o->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          si.si_pid != o->pid) {
+        waiting = true; /* still running */
+        continue;
+      }
+      if (si.si_code != CLD_EXITED || si.si_status != 0)
+        return false; /* another failure: reported in turn by reap() */
+      int st;
+      if (waitpid(o->pid, &st, 0) == o->pid)
+        on_rank_exit(sp, o, st);
+    }
+    if (!waiting)
+      return sp->clean_exits == sp->n - 1;
+    if (dist__now_ms() >= until)
+      return false;
+    dist__sleep_ms(2);
+  }
+}
+
 /* The status a posted cause gives, unless it is only the consequence of a
  * rank that ended first: the checking layer's "rank R left the group"
  * (the collective counts parted because R exited), or a hang whose waits
@@ -266,6 +312,7 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   dist__run_crash_collect(sp->job, r, wstatus);
   dist__run_store_post_exit(sp->job, r->global, how);
   bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+  sp->clean_exits += ok;
   /* Reaped while a failing rank's exit is handled (prefer_*), that rank
    * still ran when this one left, although its exit was reported first. */
   bool others_ran = sp->running > 0 || sp->failing;
@@ -276,12 +323,13 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   }
   if (ok || r->failed_to_start || r->signalled_by_us)
     return; /* a launch failure was reported when it happened */
-  bool was_failing = sp->failing;
+  bool was_failing = sp->failing, odd = false;
   sp->failing = true;
   if (sp->status < 0 && !WIFSIGNALED(wstatus)) {
     prefer_first_leaver(sp, r);
     if (sp->status < 0) /* the leaver may have been the first failure */
       prefer_signal_death(sp, r);
+    odd = sp->status < 0 && called_on_alone(sp, r);
   }
   sp->failing = was_failing;
   int post_rc = dist__run_store_post_death(sp->c, sp->job, r->global, how);
@@ -297,8 +345,19 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   int st = DRUN_EXIT_RANK_DIED;
   if (sp->status < 0 && dist__run_cause_fetch(sp->job, POSTED_WAIT_MS, sp->posted))
     st = posted_exit(sp, r->global, wstatus, st);
+  /* A report posted now (every other rank ended cleanly) is its own of the
+   * others' absence (a desync, a hang, a lost peer: the checking layer may
+   * post it in the name of the group's lowest rank): the ranks' calls
+   * differ in number. Without one it failed on its own. */
+  if (odd)
+    st = sp->posted->have ? DRUN_EXIT_DESYNC : DRUN_EXIT_RANK_DIED;
   bool first;
-  if (st != DRUN_EXIT_RANK_DIED)
+  if (odd)
+    first = set_cause(sp, st, "rank %d (pid %d, node %d) called on alone: every other rank had "
+                      "ended with exit code 0 (%s); then it %s", r->global, (int)r->pid,
+                      sp->c->node_rank, st == DRUN_EXIT_DESYNC
+                      ? "the ranks' calls differ in number" : "it failed on its own", how);
+  else if (st != DRUN_EXIT_RANK_DIED)
     first = set_cause(sp, st, "%s reported by rank %d; rank %d (pid %d, node %d) then %s",
                       status_words(st), sp->posted->rank, r->global, (int)r->pid,
                       sp->c->node_rank, how);
@@ -311,9 +370,9 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
     first = set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) failed first: %s",
                       r->global, (int)r->pid, sp->c->node_rank, how);
   if (first) {
-    bool early = st == DRUN_EXIT_RANK_DIED && sp->early_rank >= 0;
+    bool early = !odd && st == DRUN_EXIT_RANK_DIED && sp->early_rank >= 0;
     sp->first = (drun_first){.rank = early ? sp->early_rank : r->global,
-                             .wstatus = early ? 0 : wstatus, .early = early};
+                             .wstatus = early ? 0 : wstatus, .early = early, .odd = odd};
     dist__run_say("%s", sp->cause);
   } else {
     dist__run_say("rank %d (pid %d) also failed: %s", r->global, (int)r->pid, how);

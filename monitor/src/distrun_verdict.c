@@ -46,12 +46,22 @@ void dist__run_verdict_make(int status, const drun_first *first, const drun_post
   v->kind = kind_of(status, first);
   v->reported_by = -1;
   v->f.group_id = -1;
-  bool by_report = posted->have && (status == DRUN_EXIT_DESYNC || status == DRUN_EXIT_HANG);
+  /* A rank that called on alone is the culprit whoever its report names
+   * (the ranks that ended before it): the report says where it was. */
+  bool by_report = posted->have && !first->odd &&
+                   (status == DRUN_EXIT_DESYNC || status == DRUN_EXIT_HANG);
   if (by_report) {
     v->reported_by = posted->rank;
     v->f = posted->f;
     v->n_culprits = posted->f.n_culprits;
     memcpy(v->culprits, posted->f.culprits, sizeof(int) * (size_t)v->n_culprits);
+    v->report = posted->text;
+  } else if (status == DRUN_EXIT_DESYNC && first->odd) {
+    v->culprits[v->n_culprits++] = first->rank;
+    v->reported_by = posted->rank;
+    v->f = posted->f;
+    v->f.n_culprits = 1;
+    v->f.culprits[0] = first->rank;
     v->report = posted->text;
   } else if (status != DRUN_EXIT_OK && first->rank >= 0) {
     v->culprits[v->n_culprits++] = first->rank;

@@ -807,9 +807,11 @@ static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len
   }
 }
 
-/* The rank blocked sending to r while r is blocked receiving from a peer
- * that does not send to it: r most likely names the wrong source. -1 when
- * r is not in that state. */
+/* The rank blocked sending to r, with the tag r receives with, while r is
+ * blocked receiving from a peer that does not send to it: r most likely
+ * names the wrong source. A send with another tag is no sign (r's receive
+ * would not take it from that rank either). -1 when r is not in that
+ * state. */
 static int wrong_source(const mon_rec *recs, int world, int r) {
   const mon_rec_group *b = blocked_in(&recs[r]);
   if (!b || b->kind != DIST_OP_RECV || b->peer < 0 || b->peer >= world)
@@ -819,7 +821,8 @@ static int wrong_source(const mon_rec *recs, int world, int r) {
     return -1;
   for (int q = 0; q < world; q++) {
     const mon_rec_group *qb = q == r ? NULL : blocked_in(&recs[q]);
-    if (qb && qb->kind == DIST_OP_SEND && qb->peer == r && qb->gid == b->gid)
+    if (qb && qb->kind == DIST_OP_SEND && qb->peer == r && qb->gid == b->gid &&
+        qb->tag == b->tag)
       return q;
   }
   return -1;
@@ -975,6 +978,8 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
     int common[MON_CULPRITS_MAX];
     int k = common_ranks(w.found, sure ? sure : w.n_found, world, common);
     k = prefer_wrong_source(recs, world, common, k);
+    if (sure) /* a call swapped across groups: the side whose order nobody shares */
+      k = dist__mon_prefer_out_of_order(recs, world, common, k);
     if (!sure) /* only cycles through batches: the surer ends of their waits */
       k = prefer_stranded(recs, world, w.found, w.n_found, common, k);
     for (int i = 0; i < k && i < 4; i++)

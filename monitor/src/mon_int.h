@@ -223,6 +223,11 @@ bool dist__mon_recs_settled(const mon_group *g, const mon_rec *recs);
  * blames nobody yet, it blames the ranks every cycle goes through. */
 int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size_t *off,
                      mon_verdict *v);
+/* Of the k ranks every cycle goes through (ranks, kept in place), those
+ * whose order of two collectives no other rank shares while some ran them
+ * the other way (mon_order.c), when they are some but not all; returns
+ * how many ranks are left in ranks. */
+int dist__mon_prefer_out_of_order(const mon_rec *recs, int world, int *ranks, int k);
 
 /* Whether recs show a wait-for cycle through rank me whose every member is
  * alive, blocked in a synchronous call and has no other operation in

@@ -39,6 +39,16 @@ static mon_group *slot_of(int gid) {
 
 /* --- group life ----------------------------------------------------------- */
 
+/* The record lists the rank's groups as they are now (called with mu
+ * held, as the watchdog publishes). Without it a rank that stops (a
+ * signal, a debugger) within a heartbeat of making or leaving a group
+ * leaves a record from before: nobody could tell that the members of the
+ * new group wait for it. */
+static void publish_groups(void) {
+  if (dist__mon.on && dist__mon.store)
+    dist__mon_publish(dist__mon.store, "run", "");
+}
+
 static void on_created(const dist_event *ev) {
   const dist_pg_info *in = ev->group;
   if (ev->group_id < 0 || ev->group_id >= MON_MAX_GROUPS) {
@@ -67,6 +77,7 @@ static void on_created(const dist_event *ev) {
   if (dist__mon.detail && dist__mon_stats_alloc(g) != DIST_OK)
     DIST_LOG(WARNING, MON, "no memory for group %d's statistics; it has none", g->gid);
   atomic_store_explicit(&g->live, 1, memory_order_release);
+  publish_groups();
   pthread_mutex_unlock(&dist__mon.mu);
 }
 
@@ -76,6 +87,7 @@ static void on_destroyed(const dist_event *ev) {
   pthread_mutex_lock(&dist__mon.mu);
   mon_group *g = &dist__mon.groups[ev->group_id];
   atomic_store(&g->live, 0);
+  publish_groups();
   g->pg = NULL;
   if (g->stats && dist__mon.on)
     dist__mon_stats_end(g, ev->group);

@@ -3,7 +3,8 @@
  *
  * A rank R waits for rank Q when R's oldest operation in flight is
  * collective #s of group G and Q is a member of G (its record lists G, or
- * it left G) that has not entered that collective; or when R's oldest
+ * this rank's table of G lists Q: it left G, or its record is older than
+ * G) that has not entered that collective; or when R's oldest
  * operation is a send or receive with Q that Q is not in the other half of
  * (a batch: with the peer of its receives, or of its sends).
  *
@@ -54,12 +55,13 @@ bool dist__mon_halves(const mon_rec_group *a, int ra, const mon_rec_group *b, in
           (a->kind == DIST_OP_RECV && b->kind == DIST_OP_SEND));
 }
 
-/* Whether rank q, whose record lists no group gid, is a member of it that
- * has left (destroyed its process group, exited or died): known when this
- * rank is a member of gid too (its table lists the members). */
-static bool left_member(const mon_rec *rq, int q, int gid) {
-  if (!rq->died[0] && strcmp(rq->state, "done") && strcmp(rq->state, "exit"))
-    return false;
+/* Whether rank q, whose record lists no group gid, is a member of it all
+ * the same: one that has left it (destroyed its process group, exited or
+ * died), or whose last record is older than the group (it stopped, or
+ * hangs in a debugger, right after making it). Either way it is in no
+ * operation of gid. Known when this rank is a member of gid too (its
+ * table lists the members). */
+static bool absent_member(int q, int gid) {
   for (int i = 0; i < MON_MAX_GROUPS; i++) {
     const mon_group *g = &dist__mon.groups[i];
     if (!atomic_load_explicit(&g->live, memory_order_acquire) || g->gid != gid)
@@ -74,8 +76,8 @@ static bool left_member(const mon_rec *rq, int q, int gid) {
 
 bool dist__mon_waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q) {
   const mon_rec_group *qg = dist__mon_rec_group(&recs[q], b->gid);
-  if (!qg) /* q lists no such group: a member that left it is still waited for */
-    return left_member(&recs[q], q, b->gid) &&
+  if (!qg) /* q lists no such group: a member absent from it is still waited for */
+    return absent_member(q, b->gid) &&
            (!dist__mon_is_p2p(b->kind) || b->peer == q);
   if (dist__mon_is_p2p(b->kind))
     return (b->peer == q || (b->kind == DIST_OP_BATCH_P2P && b->peer2 == q)) &&

@@ -36,21 +36,23 @@ static inline const char *mesh_after_status(const char *err) {
   return at;
 }
 
-/* Runs the job with --bug bug planted on rank (the default step), at
- * debug level debug ("DIST_DEBUG=DETAIL"). */
-static inline void job_run(const char *prog, const char *debug, const char *bug, int rank,
-                           mesh_run *r) {
+/* Runs the job with --bug bug planted on rank in step step (-1: the
+ * program's default), at debug level debug ("DIST_DEBUG=DETAIL"). */
+static inline void job_run_step(const char *prog, const char *debug, const char *bug, int rank,
+                                int step, mesh_run *r) {
   static dist_proc job, diag;
   dist_test_clean_launch_env();
   char dir[] = "/tmp/dist-mesh-XXXXXX", trace[96], db[96], rk[16];
   cr_assert(dist_test_mkdtemp(dir));
   snprintf(trace, sizeof trace, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
+  char st[16];
   snprintf(rk, sizeof rk, "%d", rank);
+  snprintf(st, sizeof st, "%d", step);
   const char *env[] = {debug, "DIST_TIMEOUT=6", trace, NULL};
   r->status = dist_proc_runl(&job, env, 120000, dist_test_bin("distrun"), "-n", "8",
                              "--trace-out", db, dist_test_bin(prog), "--bug", bug,
-                             "--rank", rk, NULL);
+                             "--rank", rk, step < 0 ? NULL : "--step", st, NULL);
   r->err = DIST_PROC_ERR(&job);
   r->report = mesh_after_status(r->err);
   r->diag_status = dist_proc_runl(&diag, NULL, 60000, dist_test_bin("distview"), "diagnose",
@@ -61,6 +63,11 @@ static inline void job_run(const char *prog, const char *debug, const char *bug,
   char rm[160];
   snprintf(rm, sizeof rm, "rm -rf %s", dir);
   cr_assert_eq(system(rm), 0);
+}
+
+static inline void job_run(const char *prog, const char *debug, const char *bug, int rank,
+                           mesh_run *r) {
+  job_run_step(prog, debug, bug, rank, -1, r);
 }
 
 static inline void mesh_run_at(const char *debug, const char *bug, int rank, mesh_run *r) {

@@ -2,7 +2,9 @@
 /* The hangs of mesh_train (issue 20, acceptance 1), each repeated: the
  * verdict must not depend on which rank reports first. A rank computing for
  * ever, a world broadcast called before the tp all_reduce (calls swapped
- * across groups: a wait-for cycle), a receive from the wrong stage. */
+ * across groups: a wait-for cycle), an extra tp barrier (a cycle of two
+ * whose ends only the other ranks tell apart), a receive from the wrong
+ * stage. */
 #include "mesh_verdict.h"
 
 #define REPEAT 3 /* 5 by hand for the issue's figure; 3 keep CI's budget */
@@ -29,6 +31,15 @@ Test(examples_mesh_hangs, a_broadcast_before_the_tp_all_reduce_is_the_rank_every
      .timeout = 300) {
   hang_case("swap", 3, "goes through rank 3, which is blocked in group 0 (default) BROADCAST #",
             "\"op\":\"BROADCAST\"");
+}
+
+/* Rank 3's extra tp barrier and its partner's world broadcast wait for
+ * each other: both are in every cycle. The other six ranks, in the
+ * broadcast with no tp barrier issued, ran the partner's order. */
+Test(examples_mesh_hangs, an_extra_tp_barrier_names_the_rank_whose_order_nobody_shares,
+     .timeout = 300) {
+  hang_case("barrier", 3, "goes through rank 3, which is blocked in group 4 (tp) BARRIER #",
+            "\"op\":\"BARRIER\"");
 }
 
 Test(examples_mesh_hangs, a_receive_from_the_wrong_stage_is_named, .timeout = 300) {

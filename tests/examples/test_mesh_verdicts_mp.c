@@ -118,6 +118,21 @@ Test(examples_mesh, an_early_exit_names_the_rank_that_left_and_its_last_operatio
             "%s", r.err);
 }
 
+/* The opposite of an early exit: every other rank ran the program to its
+ * end and exited 0, and rank 3 calls one more all_reduce. The ranks that
+ * ended are not early: seven outvote one. */
+Test(examples_mesh, a_rank_that_calls_on_after_the_others_finished_is_the_culprit,
+     .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("extra", 3, &r);
+  mesh_expect_verdict(&r, 10, "desync", 3);
+  cr_expect(mesh_says(&r, "rank 3 (pid ") &&
+                mesh_says(&r, "called on alone: every other rank had ended with exit code 0"),
+            "%s", r.err);
+  cr_expect(strstr(r.json, "\"op\":\"ALL_REDUCE\"") && strstr(r.json, "mesh_train.c:"),
+            "the extra call and its line: %s", r.json);
+}
+
 Test(examples_mesh, a_healthy_run_is_a_success_in_distrun_and_distview, .timeout = 120) {
   static mesh_run r;
   mesh_run_bug("none", 3, &r);

@@ -20,6 +20,19 @@ Test(examples_moe, a_killed_rank_is_the_verdict_not_its_survivors_views, .timeou
             r.err);
 }
 
+/* Stopped (SIGSTOP) in step 0, right after it made its groups: its record
+ * must already list them, or nobody could tell that the expert group's
+ * all_to_all waits for it (its last heartbeat was older than the group). */
+Test(examples_moe, a_rank_stopped_just_after_making_its_groups_is_the_hangs_culprit,
+     .timeout = 120) {
+  static mesh_run r;
+  job_run_step("moe_train", "DIST_DEBUG=DETAIL", "stop", 5, 0, &r);
+  mesh_expect_verdict(&r, 11, "hang", 5);
+  cr_expect(mesh_says(&r, "rank 5, which is not responding: its process is stopped"), "%s",
+            r.err);
+  cr_expect(strstr(r.json, "\"op\":\"ALL_TO_ALL_SINGLE\""), "%s", r.json);
+}
+
 Test(examples_moe, a_nan_refused_names_the_rank_group_and_operation, .timeout = 120) {
   static mesh_run r;
   moe("DIST_DEBUG=DETAIL", "nan", &r);

@@ -234,8 +234,8 @@ static int read_left(wpg *w, dist_store *st, uint64_t count, wpg_left *gone, boo
 /* A member ran out of calls: it destroyed the group (or exited) after
  * fewer collectives than this rank issued. A desync, not a timeout: the
  * counts parted. */
-static int report_left(wpg *w, const dist_coll *c, uint64_t count, const wpg_left *gone,
-                       const bool *left) {
+static int report_left(wpg *w, dist_store *st, const dist_coll *c, uint64_t count,
+                       const wpg_left *gone, const bool *left) {
   char *msg = malloc(WPG_MSG_LEN);
   if (!msg)
     return wpg_set_error(w, DIST_E_DESYNC, "desync: a member left the group");
@@ -269,13 +269,23 @@ static int report_left(wpg *w, const dist_coll *c, uint64_t count, const wpg_lef
     }
     wpg_appendf(msg, WPG_MSG_LEN, &off, "  <- collective count differs");
   }
-  /* The lowest rank still here logs and posts: the others that wait see
-   * the same records and name the same ranks. */
-  for (int r = 0; r < w->size; r++)
-    if (!left[r]) {
+  /* The lowest rank that reached this collective logs and posts: the
+   * others that wait see the same records and name the same ranks. Not a
+   * rank merely not counted left yet: it may be exiting cleanly too (every
+   * other rank finished, this one calls on), and then nobody would post. */
+  for (int r = 0; r < w->size; r++) {
+    char k[128];
+    const char *kp[1] = {k};
+    bool there = r == w->rank;
+    if (!left[r] && !there) {
+      key(k, sizeof k, w, count, r);
+      dist_store_check(st, kp, 1, &there);
+    }
+    if (there && !left[r]) {
       lowest = w->info->global_ranks[r];
       break;
     }
+  }
   int *gone_ranks = calloc(w->size > 0 ? (size_t)w->size : 1, sizeof *gone_ranks), k = 0;
   for (int r = 0; gone_ranks && r < w->size; r++)
     if (left[r])
@@ -300,7 +310,7 @@ static int name_absent(wpg *w, dist_store *st, const dist_coll *c, uint64_t coun
   }
   say_where(w, st, c);
   if (read_left(w, st, count, gone, left)) {
-    rc = report_left(w, c, count, gone, left);
+    rc = report_left(w, st, c, count, gone, left);
     free(present), free(left), free(gone);
     return rc;
   }

@@ -1,0 +1,94 @@
+/* mon_order.c - of the ranks every deadlock cycle goes through, the ones
+ * whose calls are in another order than everybody else's.
+ *
+ * A rank that swaps two collectives of different groups (the world's
+ * broadcast before its tensor-parallel all_reduce) closes a cycle with
+ * the partner that kept the order: each waits in the collective the other
+ * has not reached. Both are in the cycle, and the cycle alone cannot say
+ * which of them swapped. The other ranks can: a rank that issued the
+ * partner's collective and not yet the swapped one, or that waits inside
+ * the swapped one with the partner's behind it, ran the two in the
+ * partner's order. When such witnesses exist and none ran them the other
+ * way, the rank whose order nobody shares is named alone.
+ *
+ * Collectives of different groups are compared through the part a group
+ * plays: the same group, or on a rank outside it a group of the same
+ * description and size (each rank's "tp" group of a device mesh is a
+ * group of its own, issued at the same point of the same program).
+ * Point-to-point operations carry no collective ordinal and take no part. */
+#include <string.h>
+
+#include "mon_int.h"
+
+/* The group of rank w's record that plays the part of g (a group of
+ * another rank's record) in w's program: g itself, else the one group of
+ * the same description and size. NULL when there is none, or several. */
+static const mon_rec_group *same_part(const mon_rec *w, const mon_rec_group *g) {
+  const mon_rec_group *same = dist__mon_rec_group(w, g->gid), *found = NULL;
+  if (same || !g->desc[0])
+    return same;
+  for (int i = 0; w->present && i < w->n; i++)
+    if (w->g[i].size == g->size && !strcmp(w->g[i].desc, g->desc)) {
+      if (found)
+        return NULL;
+      found = &w->g[i];
+    }
+  return found;
+}
+
+/* Whether rank w's record shows collective #ca of a's part issued before
+ * #cb of b's: it issued the first and not the second, or its thread waits
+ * inside the second (everything it issued came before). */
+static bool issued_before(const mon_rec *w, const mon_rec_group *a, uint64_t ca,
+                          const mon_rec_group *b, uint64_t cb) {
+  const mon_rec_group *wa = same_part(w, a), *wb = same_part(w, b);
+  if (!wa || !wb || wa == wb || !wa->has_colls || !wb->has_colls || wa->colls_enq < ca)
+    return false;
+  if (wb->colls_enq < cb)
+    return true;
+  return dist__mon_blocked_in(w) == wb && wb->coll == cb && wb->sync;
+}
+
+/* The collective rank r waits in, with its ordinal; NULL for none or a
+ * point-to-point operation. */
+static const mon_rec_group *coll_of(const mon_rec *recs, int r, uint64_t *c) {
+  const mon_rec_group *b = dist__mon_blocked_in(&recs[r]);
+  if (!b || dist__mon_is_p2p(b->kind) || !b->has_colls || !b->coll)
+    return NULL;
+  *c = b->coll;
+  return b;
+}
+
+/* Whether rank r's order of its collective and q's is one no witness
+ * shares while some witness ran them in q's order. */
+static bool out_of_order(const mon_rec *recs, int world, int r, int q) {
+  uint64_t cr, cq;
+  const mon_rec_group *br = coll_of(recs, r, &cr), *bq = coll_of(recs, q, &cq);
+  if (!br || !bq || !issued_before(&recs[r], br, cr, bq, cq) ||
+      !issued_before(&recs[q], bq, cq, br, cr))
+    return false; /* not two collectives each issued before the other's */
+  int theirs = 0;
+  for (int w = 0; w < world; w++) {
+    if (w == r || w == q || !recs[w].present)
+      continue;
+    if (issued_before(&recs[w], br, cr, bq, cq))
+      return false; /* r's order has a witness too */
+    theirs += issued_before(&recs[w], bq, cq, br, cr);
+  }
+  return theirs > 0;
+}
+
+int dist__mon_prefer_out_of_order(const mon_rec *recs, int world, int *ranks, int k) {
+  int out[MON_CULPRITS_MAX], m = 0;
+  for (int i = 0; i < k && m < MON_CULPRITS_MAX; i++) {
+    bool odd = false;
+    for (int j = 0; j < k && !odd; j++)
+      odd = j != i && out_of_order(recs, world, ranks[i], ranks[j]);
+    if (odd)
+      out[m++] = ranks[i];
+  }
+  if (!m || m == k)
+    return k;
+  memcpy(ranks, out, sizeof(int) * (size_t)m);
+  return m;
+}
