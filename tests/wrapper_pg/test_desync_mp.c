@@ -260,6 +260,46 @@ Test(wrapper_pg_desync, broadcast_root_differs_in_a_subgroup, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(4, root_rank, NULL, 50), 0, "%s", dist_test_report());
 }
 
+/* --- byte-blob collectives ----------------------------------------------- */
+
+/* broadcast_bytes runs as a size exchange then the data: the report names
+ * the user's call, with what it ran as, never only the inner broadcast of
+ * an int64; and a blob call against another blob call is "operation". */
+static int blob_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  char text[] = "config";
+  dist_bytes b = {ctx->rank == 0 || ctx->rank == 2 ? text : NULL,
+                  ctx->rank == 0 || ctx->rank == 2 ? sizeof text : 0};
+  int rc = dist_broadcast_bytes(&b, ctx->rank == 2 ? 2 : 0, NULL);
+  const char *msg = dist_pg_errmsg(NULL);
+  char buf[512];
+  CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
+  const char *head = "desync in group 0 (default, 3 ranks) at BROADCAST_BYTES #1: ranks "
+                     "disagree on the root\n";
+  CHECK(ctx, !strncmp(msg, head, strlen(head)), "header:\n%s", msg);
+  CHECK(ctx, wpg_line(msg, "  rank 2: ", buf, sizeof buf) &&
+                 strstr(buf, "BROADCAST_BYTES (run as BROADCAST int64[1] root 2)") &&
+                 strstr(buf, "<- root differs"),
+        "minority line:\n%s", msg);
+  dist_bytes every[3] = {{0}};
+  dist_bytes mine = {text, sizeof text};
+  rc = ctx->rank == 1 ? dist_all_gather_bytes(&mine, every, NULL)
+                      : dist_broadcast_bytes(&b, 0, NULL);
+  msg = dist_pg_errmsg(NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC && strstr(msg, "ranks disagree on the operation\n"), "rc %s: %s",
+        dist_status_name(rc), msg);
+  CHECK(ctx, wpg_line(msg, "  rank 1: ", buf, sizeof buf) &&
+                 strstr(buf, "ALL_GATHER_BYTES (run as ALL_GATHER_INTO_TENSOR int64[") &&
+                 strstr(buf, "<- operation differs"),
+        "minority line:\n%s", msg);
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, a_blob_collective_is_reported_as_the_users_call, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, blob_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
 /* --- all_to_all_single splits ------------------------------------------- */
 
 static int splits_rank(const dist_test_ctx *ctx) {

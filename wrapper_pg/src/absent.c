@@ -68,7 +68,7 @@ static void say_where(const wpg *w, dist_store *st, const dist_coll *c) {
   char k[64], v[256], gname[160];
   where_key(k, sizeof k, w->info->global_rank);
   wpg_group_name(w->info, gname, sizeof gname);
-  int n = snprintf(v, sizeof v, "%s #%" PRIu64 " of %s", dist_op_name(c->kind), c->seq, gname);
+  int n = snprintf(v, sizeof v, "%s #%" PRIu64 " of %s", dist_op_name(wpg_kind(c)), c->seq, gname);
   dist_store_set(st, k, v, (size_t)n); /* best effort: the report stands without it */
 }
 
@@ -108,7 +108,7 @@ static dist_cause_info named(const wpg *w, const dist_coll *c, const int *ranks,
   in.n_culprits = (size_t)n;
   in.group_id = w->info->group_id;
   in.group_name = wpg_group_label(w->info);
-  in.op = c->kind;
+  in.op = wpg_kind(c);
   in.seq = c->seq;
   in.field = field;
   return in;
@@ -134,7 +134,7 @@ static int report(wpg *w, dist_store *st, const dist_coll *c, int rc, const bool
     wpg_appendf(list, sizeof list, &lo, "%s%d", i ? "," : "", absent[i]);
   size_t off = 0;
   wpg_appendf(msg, WPG_MSG_LEN, &off, "%s in %s at %s #%" PRIu64 ": %s %s ",
-              rc == DIST_E_PEER_LOST ? "peer lost" : "timeout", gname, dist_op_name(c->kind),
+              rc == DIST_E_PEER_LOST ? "peer lost" : "timeout", gname, dist_op_name(wpg_kind(c)),
               c->seq, n > 1 ? "ranks" : "rank", list);
   if (rc == DIST_E_PEER_LOST)
     wpg_appendf(msg, WPG_MSG_LEN, &off, "%s lost before arriving", n > 1 ? "were" : "was");
@@ -176,7 +176,7 @@ static const char *what(int rc) {
  * helper's message under this group's header. */
 static int relay(wpg *w, const dist_coll *c, int rc, const char *gname, const char *why) {
   return wpg_set_error(w, rc, "%s in %s at %s #%" PRIu64 ": %s", what(rc), gname,
-                                dist_op_name(c->kind), c->seq, why);
+                                dist_op_name(wpg_kind(c)), c->seq, why);
 }
 
 /* --- a member that left -------------------------------------------------- */
@@ -248,10 +248,10 @@ static int report_left(wpg *w, dist_store *st, const dist_coll *c, uint64_t coun
       wpg_appendf(list, sizeof list, &lo, "%s%d", n++ ? "," : "", w->info->global_ranks[r]);
   wpg_appendf(msg, WPG_MSG_LEN, &off, "desync in %s at %s #%" PRIu64 ": %s %s left the group "
               "(destroyed it or exited) before this collective; the collective counts differ",
-              gname, dist_op_name(c->kind), c->seq, n > 1 ? "ranks" : "rank", list);
+              gname, dist_op_name(wpg_kind(c)), c->seq, n > 1 ? "ranks" : "rank", list);
   wpg_site_resolve(c->caller, site, sizeof site);
   wpg_appendf(msg, WPG_MSG_LEN, &off, "\n  rank %d: at %s #%" PRIu64 " (collective %" PRIu64
-              " of the group), called from %s", w->info->global_rank, dist_op_name(c->kind),
+              " of the group), called from %s", w->info->global_rank, dist_op_name(wpg_kind(c)),
               c->seq, count, site);
   for (int r = 0; r < w->size; r++) {
     if (!left[r])

@@ -135,7 +135,7 @@ int wpg_check_async(wpg *w, const dist_coll *c, dist_work *wk) {
   if (rc != DIST_OK) {
     free(e);
     return wpg_set_error(w, rc, "group %d: posting the check of %s #%llu: %s",
-                         w->info->group_id, dist_op_name(c->kind),
+                         w->info->group_id, dist_op_name(wpg_kind(c)),
                          (unsigned long long)c->seq, dist_pg_errmsg(w->helper));
   }
   w->coll_count++; /* counted at issue: the next record follows this one */

@@ -187,7 +187,7 @@ int wpg_decide(wpg *w, const dist_coll *c, const wpg_fp *me, const int64_t *red,
     free(got), free(seen);
     return wpg_set_error(w, DIST_E_DESYNC, "desync in group %d at %s #%llu: ranks disagree "
                          "(the records could not be compared: no store)", w->info->group_id,
-                         dist_op_name(c->kind), (unsigned long long)c->seq);
+                         dist_op_name(wpg_kind(c)), (unsigned long long)c->seq);
   }
   int k = 0;
   for (int i = 0; i < n; i++) {

@@ -100,11 +100,17 @@ static void value(const wpg *w, const dist_coll *c, bool seqs, bool async, char 
   const char *sp = strchr(raw, ' ');
   int head = sp ? (int)(sp - raw) : (int)strlen(raw);
   size_t off = 0;
-  if (seqs) /* "ALL_REDUCE #42 float32[4]": only when the numbers part */
+  if (wpg_kind(c) != c->kind) { /* a piece: "BROADCAST_BYTES (run as BROADCAST int64[1] root 1)" */
+    wpg_appendf(out, len, &off, "%s", dist_op_name(wpg_kind(c)));
+    if (seqs)
+      wpg_appendf(out, len, &off, " #%llu", (unsigned long long)c->seq);
+    wpg_appendf(out, len, &off, " (run as %s)", raw);
+  } else if (seqs) { /* "ALL_REDUCE #42 float32[4]": only when the numbers part */
     wpg_appendf(out, len, &off, "%.*s #%llu%s", head, raw, (unsigned long long)c->seq,
                 sp ? sp : "");
-  else
+  } else {
     wpg_appendf(out, len, &off, "%s", raw);
+  }
   int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
   if (c->kind == DIST_OP_ALL_TO_ALL_SINGLE && c->n_splits) {
     for (int s = 0; s < 2; s++) {

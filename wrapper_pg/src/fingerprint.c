@@ -116,7 +116,7 @@ static void hash_tensors(const wpg *w, const dist_coll *c, wpg_fp *fp) {
 void wpg_fp_make(const wpg *w, const dist_coll *c, wpg_fp *fp) {
   memset(fp, 0, sizeof *fp);
   fp->version = WPG_FP_VERSION;
-  fp->kind = (uint16_t)c->kind;
+  fp->kind = (uint16_t)wpg_kind(c);
   if (has_redop(c->kind)) {
     fp->redop = (uint8_t)c->redop.kind;
     fp->premul = c->redop.kind == DIST_REDOP_PREMUL_SUM;

@@ -279,6 +279,15 @@ int wpg_helper_ensure(wpg *w, char *why, size_t len);
 /* How long the arrived ranks wait for each other's word after a failed
  * exchange; the exchange itself waits the group's timeout minus this, so
  * the whole check ends within the group's timeout. */
+/* The operation a user called, which the checks compare and reports name:
+ * a byte-blob collective's pieces (its size exchange, its data) are its
+ * own call (BROADCAST_BYTES), not the BROADCAST they run as. A
+ * point-to-point piece keeps its kind (the pair checks match SEND with
+ * RECV). */
+static inline dist_op_kind wpg_kind(const dist_coll *c) {
+  return (c->flags & DIST_COLL_PIECE) && !dist_op_is_p2p(c->part_of) ? c->part_of : c->kind;
+}
+
 static inline int64_t wpg_grace_ms(int64_t timeout_ms) {
   int64_t g = timeout_ms / 4;
   return g > 2000 ? 2000 : g < 1 ? 1 : g;

@@ -80,7 +80,13 @@
  *      is unchanged; backends built for 1-5 load.
  *   7  connections (appended; read only from tables whose abi_version is
  *      at least 7): the connections a group holds, for the INFO log and the
- *      trace, instead of core recognising the cpu backend's table. */
+ *      trace, instead of core recognising the cpu backend's table.
+ *   8  dist_coll gains part_of and the DIST_COLL_PIECE flag (appended; core
+ *      fills them): the operations a byte-blob collective runs as (a size
+ *      exchange, then the data) name the user's call, so a checking layer
+ *      compares and reports BROADCAST_BYTES, not its inner BROADCAST of an
+ *      int64. Transports run the piece's own kind as before. The vtable is
+ *      unchanged; backends built for 1-7 load. */
 #ifndef DIST_BACKEND_H
 #define DIST_BACKEND_H
 
@@ -96,7 +102,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_BACKEND_ABI_VERSION 7
+#define DIST_BACKEND_ABI_VERSION 8
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_OP_MAP(X)                                      \
@@ -144,6 +150,9 @@ typedef struct dist_coll_p2p {
 #define DIST_COLL_WAITED 2u   /* with ASYNC: the public call waits for that work itself
                                  (dist_recv), so its thread is inside the library until
                                  the operation ends, as in a synchronous call */
+#define DIST_COLL_PIECE 4u    /* ABI 8: one piece of a public call that runs as several
+                                 operations (the byte-blob collectives' size exchange
+                                 and data); dist_coll.part_of names that call */
 
 /* The operation descriptor (Gloo's options struct): everything a backend, a
  * wrapper or a tracer needs to know about one call. */
@@ -178,6 +187,12 @@ typedef struct dist_coll {
                                 n-th receive at B from A with tag T (the
                                 transport matches them so); 0 otherwise
                                 (a batch, a receive from any source) */
+  /* ABI 8. */
+  dist_op_kind part_of;      /* with DIST_COLL_PIECE: the user's call this
+                                operation is a piece of (BROADCAST_BYTES for
+                                its size exchange, a BROADCAST), which a
+                                checking layer compares and reports; the
+                                piece's own kind is what a transport runs */
 } dist_coll;
 
 /* Whether kind is point-to-point (SEND, RECV, SEND_BYTES, RECV_BYTES,

@@ -21,6 +21,8 @@ static dist_coll piece(dist_op_kind k, const dist_coll *parent) {
   dist_coll c;
   memset(&c, 0, sizeof c);
   c.kind = k;
+  c.flags = DIST_COLL_PIECE;
+  c.part_of = parent->kind;
   c.root = parent->root;
   c.seq = parent->seq;
   c.ord = parent->ord; // a backend tracks the call by it (nccl)
