@@ -886,8 +886,9 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
                   "rank %d waits to receive from it (does it send to the wrong peer?)",
                   b->peer2, waiter);
   else if (stranded)
-    dist__appendf(buf, len, off, ": rank %d is elsewhere, not sending to it (does it receive "
-                  "from the wrong peer?)", b->peer);
+    dist__appendf(buf, len, off, ": rank %d is elsewhere, not sending to it%s (does it receive "
+                  "from the wrong peer?)", b->peer,
+                  b->pair == 1 ? ", and it never received from that rank before" : "");
   else if (sender >= 0)
     dist__appendf(buf, len, off, ": rank %d does not send to it while rank %d does (does it "
                   "receive from the wrong peer?)", b->peer, sender);
@@ -906,6 +907,29 @@ static int prefer_wrong_source(const mon_rec *recs, int world, int *ranks, int k
     if (wrong_source(recs, world, ranks[i]) >= 0)
       ranks[m++] = ranks[i];
   return m ? m : k;
+}
+
+/* Of the ranks every cycle goes through, when they are all receivers from
+ * peers elsewhere (a cycle of receives, no sender to tell the wrong source
+ * by), those receiving from that peer for the first time while the others
+ * receive from theirs as they did before (a new pair in a running job is
+ * the odd call: the first stage that receives at all). Kept in place;
+ * returns how many. */
+static int prefer_new_pair(const mon_rec *recs, int world, int *ranks, int k) {
+  int m = 0;
+  for (int i = 0; i < k; i++) {
+    const mon_rec_group *b = blocked_in(&recs[ranks[i]]);
+    if (!stranded_receiver(recs, world, ranks[i]) || !b->pair)
+      return k; /* unknown, or not a cycle of receives */
+    m += b->pair == 1;
+  }
+  if (!m || m == k)
+    return k;
+  int n = 0;
+  for (int i = 0; i < k; i++)
+    if (blocked_in(&recs[ranks[i]])->pair == 1)
+      ranks[n++] = ranks[i];
+  return n;
 }
 
 /* Of the ranks every cycle goes through (k of them in ranks), when none
@@ -978,6 +1002,7 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
     int common[MON_CULPRITS_MAX];
     int k = common_ranks(w.found, sure ? sure : w.n_found, world, common);
     k = prefer_wrong_source(recs, world, common, k);
+    k = prefer_new_pair(recs, world, common, k);
     if (sure) /* a call swapped across groups: the side whose order nobody shares */
       k = dist__mon_prefer_out_of_order(recs, world, common, k);
     if (!sure) /* only cycles through batches: the surer ends of their waits */

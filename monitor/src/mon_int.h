@@ -60,6 +60,7 @@ typedef struct mon_op {
   _Atomic int ended;        /* completed, failed or timed out (the watermark, mon_observer.c) */
   _Atomic int tag;          /* point to point: the tag asked for */
   _Atomic int sync;          /* a synchronous call: its thread waits inside the library */
+  _Atomic uint64_t pair;     /* a send or receive: its number on the pair (dist_coll.pair_seq) */
 } mon_op;
 
 typedef struct mon_stats mon_stats; /* mon_stats.c */

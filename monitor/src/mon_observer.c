@@ -202,6 +202,7 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->peer2, peer2, memory_order_relaxed);
   atomic_store_explicit(&op->cuda, ev->coll ? on_cuda(ev->coll) : 0, memory_order_relaxed);
   atomic_store_explicit(&op->tag, ev->coll ? ev->coll->tag : 0, memory_order_relaxed);
+  atomic_store_explicit(&op->pair, ev->coll ? ev->coll->pair_seq : 0, memory_order_relaxed);
   atomic_store_explicit(&op->ended, 0, memory_order_relaxed);
   atomic_store_explicit(&op->sync,
                         ev->coll && (!(ev->coll->flags & DIST_COLL_ASYNC) ||

@@ -22,7 +22,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
   uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
   uint64_t started = atomic_load_explicit(&g->started, memory_order_relaxed);
   int kind = -1, peer = MON_PEER_NONE, peer2 = MON_PEER_NONE, tag = 0, sync = 0;
-  uint64_t num = 0, coll = 0, colls_done = atomic_load_explicit(&g->colls_done, memory_order_acquire);
+  uint64_t num = 0, coll = 0, pair = 0, colls_done = atomic_load_explicit(&g->colls_done, memory_order_acquire);
   uint64_t colls_enq = atomic_load_explicit(&g->colls_enq, memory_order_relaxed);
   int64_t since = 0;
   char site[MON_SITE_LEN] = "-", last_site[MON_SITE_LEN] = "-";
@@ -36,6 +36,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
       num = atomic_load_explicit(&op->num, memory_order_relaxed);
       tag = atomic_load_explicit(&op->tag, memory_order_relaxed);
       sync = atomic_load_explicit(&op->sync, memory_order_relaxed);
+      pair = atomic_load_explicit(&op->pair, memory_order_relaxed);
       since = dist__mon_wall_ms(atomic_load_explicit(&op->t_enq_ns, memory_order_relaxed));
       dist__mon_symbolize(atomic_load_explicit(&op->caller, memory_order_relaxed), site,
                           sizeof site);
@@ -56,13 +57,14 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
       *p = ' ';
   dist__appendf(buf, len, off,
                 "g\t%d\t%d\t%llu\t%llu\t%llu\t%d\t%lld\t%d\t%lld\t%s\t%s\t%s\t%d\t%llu\t%llu\t%llu"
-                "\t%llu\t%d\t%llu\t%llu\t%d\t%d\n",
+                "\t%llu\t%d\t%llu\t%llu\t%d\t%d\t%llu\n",
                 g->gid, g->size, (unsigned long long)enq, (unsigned long long)started,
                 (unsigned long long)done, kind, (long long)since, last_kind, (long long)last_ms,
                 site, last_site, desc, peer, (unsigned long long)colls_enq,
                 (unsigned long long)colls_done, (unsigned long long)coll,
                 (unsigned long long)atomic_load_explicit(&g->last_seq, memory_order_relaxed), tag,
-                (unsigned long long)num, (unsigned long long)last_num, sync, peer2);
+                (unsigned long long)num, (unsigned long long)last_num, sync, peer2,
+                (unsigned long long)pair);
 }
 
 int dist__mon_publish(dist_store *s, const char *state, const char *note) {

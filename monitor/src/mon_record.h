@@ -11,7 +11,7 @@
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
  *     <last ms> <call site> <last call site> <description> [<peer>
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
- *     <last num> [<sync> [<peer2>]]]]]]
+ *     <last num> [<sync> [<peer2> [<pair>]]]]]]]
  * kind is the op of the oldest operation in flight (-1: none), peer the
  * global rank a point-to-point one waits on (MON_PEER_*; a record without
  * the field reads as MON_PEER_NONE). A batch (BATCH_P2P) waits on the one
@@ -32,7 +32,10 @@
  * collectives and point-to-point counted apart), which reports print
  * (0: none; a record without them prints ordinals); sync is 1 when the
  * operation in flight is a synchronous call (its thread waits inside the
- * library: what the deadlock probe needs to call a cycle proven); call sites
+ * library: what the deadlock probe needs to call a cycle proven); pair is
+ * the in-flight send's or receive's number on its pair (dist_coll.pair_seq:
+ * 1 for the first from this rank to that peer, or at this rank from it;
+ * 0 unknown); call sites
  * are symbolised by the writer, since an address means nothing in another
  * process. */
 #ifndef MON_RECORD_H
@@ -67,6 +70,7 @@ typedef struct mon_rec_group {
   bool has_num;              /* the record carried the two above */
   bool sync;                 /* the in-flight operation is a synchronous call */
   int peer2;                 /* a batch's other peer (MON_PEER_*) */
+  uint64_t pair;             /* a send's or receive's number on its pair, 0 unknown */
 } mon_rec_group;
 
 typedef struct mon_rec {

@@ -4,7 +4,7 @@
  * ever, a world broadcast called before the tp all_reduce (calls swapped
  * across groups: a wait-for cycle), an extra tp barrier (a cycle of two
  * whose ends only the other ranks tell apart), a receive from the wrong
- * stage. */
+ * stage (also on the first stage, which receives from nobody). */
 #include "mesh_verdict.h"
 
 #define REPEAT 3 /* 5 by hand for the figure; 3 keep CI's budget */
@@ -44,4 +44,14 @@ Test(examples_mesh_hangs, an_extra_tp_barrier_names_the_rank_whose_order_nobody_
 
 Test(examples_mesh_hangs, a_receive_from_the_wrong_stage_is_named, .timeout = 300) {
   hang_case("wrongpeer", 3, "(does it receive from the wrong peer?)", "\"op\":\"RECV\"");
+}
+
+/* The first stage receives at all (from rank 2, which receives from it):
+ * a cycle of two receives with no sender to tell the wrong source by.
+ * Rank 2 receives from rank 0 as in every step before; rank 0 never
+ * received from rank 2. */
+Test(examples_mesh_hangs, a_first_stage_that_receives_is_named_not_its_next_stage,
+     .timeout = 300) {
+  hang_case("wrongpeer", 0, "and it never received from that rank before (does it receive from "
+                            "the wrong peer?)", "\"op\":\"RECV\"");
 }
