@@ -16,8 +16,10 @@
 # (times of init, first collective and per collective are rank 0's; the
 # hang is a busy rank, reported at DIST_TIMEOUT=$HANG_TIMEOUT seconds
 # (default 10, and ranks/2 above 64 ranks: the group's timeout bounds init
-# too, which takes 40-50 s for 256 ranks on 2 cores); the deadlock a cycle across groups with DIST_TIMEOUT=600, ended
-# early; *_ok: the verdict of `distview diagnose --json` names the planted
+# too, which takes 40-50 s for 256 ranks on 2 cores); the deadlock a cycle
+# across groups with DIST_TIMEOUT=$CROSS_TIMEOUT (default 600, ended early;
+# above 64 ranks the hang's, as the early end needs fresh heartbeats that 2
+# cores cannot give 256 processes); *_ok: the verdict of `distview diagnose --json` names the planted
 # rank, group and operation (and the field, for the desync)). Everything
 # runs on the same cores, so absolute times are pessimistic: compare rows.
 set -u
@@ -86,7 +88,11 @@ for n in $RANKS; do
   h_rc=$rc h_s=$(secs "$(fault_at "$T/hang$n/out")" "$t_end")
   h_ok=$(verdict_ok "$T/hang$n" '"kind":"hang"' "\"culprits\":[$last]")
 
-  run cross$n "$n" DIST_DEBUG=DETAIL DIST_TIMEOUT=600 "$BIN/distrun" -n "$n" "$BIN/scale_job" --colls "$COLLS" --fault cross
+  # Above 64 ranks the heartbeats of 2 cores' worth of processes come too
+  # late for two fresh snapshots, so the deadlock ends at its timeout, not
+  # early: the hang's timeout keeps that wait to minutes.
+  ct=${CROSS_TIMEOUT:-$((n > 64 ? ht : 600))}
+  run cross$n "$n" DIST_DEBUG=DETAIL DIST_TIMEOUT="$ct" "$BIN/distrun" -n "$n" "$BIN/scale_job" --colls "$COLLS" --fault cross
   c_rc=$rc c_s=$(secs "$(fault_at "$T/cross$n/out")" "$t_end")
   c_ok=$(verdict_ok "$T/cross$n" '"kind":"hang"' "\"culprits\":[$last]")
 

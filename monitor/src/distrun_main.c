@@ -352,11 +352,14 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   if (odd)
     st = sp->posted->have ? DRUN_EXIT_DESYNC : DRUN_EXIT_RANK_DIED;
   bool first;
-  if (odd)
+  if (odd && st == DRUN_EXIT_DESYNC)
     first = set_cause(sp, st, "rank %d (pid %d, node %d) called on alone: every other rank had "
-                      "ended with exit code 0 (%s); then it %s", r->global, (int)r->pid,
-                      sp->c->node_rank, st == DRUN_EXIT_DESYNC
-                      ? "the ranks' calls differ in number" : "it failed on its own", how);
+                      "ended with exit code 0, so the ranks' calls differ in number; then it %s",
+                      r->global, (int)r->pid, sp->c->node_rank, how);
+  else if (odd)
+    first = set_cause(sp, st, "rank %d (pid %d, node %d) failed first: %s (after every other "
+                      "rank had ended with exit code 0)", r->global, (int)r->pid,
+                      sp->c->node_rank, how);
   else if (st != DRUN_EXIT_RANK_DIED)
     first = set_cause(sp, st, "%s reported by rank %d; rank %d (pid %d, node %d) then %s",
                       status_words(st), sp->posted->rank, r->global, (int)r->pid,

@@ -121,3 +121,43 @@ Test(core_hier, connections_per_rank_on_8_hosts_of_2, .timeout = 300) {
   int rc = dist_test_ranks(CONN_WORLD, conns_main, &p, 240);
   cr_assert_eq(rc, 0, "%s", dist_test_report());
 }
+
+/* --- a group that runs collectives only ------------------------------------ */
+
+/* A checking layer's helper (DIST_GROUP_COLLECTIVES_ONLY) on one host makes
+ * no point-to-point mesh: its collectives go over shared memory, and a
+ * point-to-point call on it is refused, not hung. Over two hosts it still
+ * needs its connections. */
+static int colls_only_main(const dist_test_ctx *ctx) {
+  const plan *p = ctx->arg;
+  place(ctx, p);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  int all[4] = {0, 1, 2, 3}, p2p, leaders, hosts;
+  dist_group_opts o = {.desc = "helper", .flags = DIST_GROUP_INTERNAL | DIST_GROUP_COLLECTIVES_ONLY};
+  dist_pg *h = NULL;
+  CHECK_OK(ctx, dist_new_group(all, 4, &o, &h));
+  dist__cpu_backend_conns(h->priv, &p2p, &leaders, &hosts);
+  bool one_host = hosts == 1;
+  CHECK(ctx, one_host ? p2p == 0 : p2p == 3, "%d point-to-point connections on %d hosts", p2p,
+        hosts);
+  int32_t x = ctx->rank + 1;
+  dist_tensor t = dist_tensor_1d(&x, DIST_INT32, 1);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, h, NULL));
+  CHECK(ctx, x == 10, "sum %d", x);
+  if (one_host) {
+    int rc = ctx->rank == 0 ? dist_send(&t, 1, h, 0) : DIST_E_NOTSUP;
+    CHECK(ctx, rc == DIST_E_NOTSUP, "a send on a collectives-only group: %s",
+          dist_status_name(rc));
+  }
+  CHECK_OK(ctx, dist_barrier(h, NULL));
+  dist_destroy_process_group(h);
+  CHECK_OK(ctx, dist_barrier(NULL, NULL));
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_hier, a_collectives_only_group_on_one_host_makes_no_connections, .timeout = 120) {
+  plan one = {{0, 0, 0, 0}, 0}, two = {{0, 0, 1, 1}, 0};
+  cr_assert_eq(dist_test_ranks(4, colls_only_main, &one, 60), 0, "%s", dist_test_report());
+  cr_assert_eq(dist_test_ranks(4, colls_only_main, &two, 60), 0, "%s", dist_test_report());
+}

@@ -61,7 +61,8 @@ int wpg_helper_ensure(wpg *w, char *why, size_t len) {
     return DIST_OK;
   int64_t t = w->info->timeout_ms - wpg_grace_ms(w->info->timeout_ms);
   dist_group_opts o = {.timeout_ms = t, .backend = "cpu",
-                       .desc = "checking layer", .flags = DIST_GROUP_INTERNAL};
+                       .desc = "checking layer",
+                       .flags = DIST_GROUP_INTERNAL | DIST_GROUP_COLLECTIVES_ONLY};
   dist_pg *h = NULL;
   int rc = dist_new_group(w->info->global_ranks, (size_t)w->size, &o, &h);
   __atomic_store_n(&w->helper, rc == DIST_OK ? h : NULL, __ATOMIC_RELEASE); /* abort reads it */

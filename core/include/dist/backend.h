@@ -85,8 +85,12 @@
  *      fills them): the operations a byte-blob collective runs as (a size
  *      exchange, then the data) name the user's call, so a checking layer
  *      compares and reports BROADCAST_BYTES, not its inner BROADCAST of an
- *      int64. Transports run the piece's own kind as before. The vtable is
- *      unchanged; backends built for 1-7 load. */
+ *      int64. Transports run the piece's own kind as before. And
+ *      dist_backend_init_args gains colls_only (appended; core fills it):
+ *      a group that runs collectives only (a checking layer's helper), for
+ *      which the cpu backend makes no point-to-point connections when its
+ *      members share a host. The vtable is unchanged; backends built for
+ *      1-7 load. */
 #ifndef DIST_BACKEND_H
 #define DIST_BACKEND_H
 
@@ -228,6 +232,11 @@ typedef struct dist_backend_init_args {
   dist_pg *parent;           /* the group this one derives from when every
                                 rank of parent takes part in its creation
                                 (new_group, split_group); else NULL */
+  /* ABI 8. */
+  bool colls_only;           /* the group runs no point-to-point operation
+                                (DIST_GROUP_COLLECTIVES_ONLY: a checking
+                                layer's helper), so a backend may skip the
+                                connections only point-to-point needs */
 } dist_backend_init_args;
 
 /* Capability bits. */

@@ -144,6 +144,9 @@ DIST_API dist_store *dist_get_default_store(void);
 /* --- groups -------------------------------------------------------------- */
 
 #define DIST_GROUP_INTERNAL 1u /* helper group: no id, no seq, no events */
+#define DIST_GROUP_COLLECTIVES_ONLY 2u /* with INTERNAL: no point-to-point call
+                                          will be made on it, so no connection
+                                          that only those need is made */
 
 typedef struct dist_group_opts {
   int64_t timeout_ms;             /* <= 0: the default group's timeout */

@@ -228,7 +228,9 @@ int dist_pg_create(const dist_backend_ops *ops, const dist_backend_init_args *a,
       .backend = dist__backend_canonical(ops->name), .global_ranks = a->global_ranks,
       .size = a->size, .rank = a->rank, .name = a->group_name ? a->group_name : "wrapped",
       .timeout_ms = a->timeout_ms > 0 ? a->timeout_ms : dist__default_timeout_ms(),
-      .flags = a->internal ? DIST_GROUP_INTERNAL : 0, .base_store = NULL,
+      .flags = (a->internal ? DIST_GROUP_INTERNAL : 0u) |
+               (a->colls_only ? DIST_GROUP_COLLECTIVES_ONLY : 0u),
+      .base_store = NULL,
       .device_id = a->device_id, .nccl_options = a->nccl_options, .parent = a->parent,
   };
   dist_pg *g;

@@ -172,6 +172,7 @@ int dist__pg_build(const dist_backend_ops *ops, const dist__pg_spec *s, void *ar
       .job_token = dist__job_token(),
       .internal = g->internal, .arg = arg,
       .device_id = g->device_id, .nccl_options = &g->nccl_opts, .parent = s->parent,
+      .colls_only = g->internal && (s->flags & DIST_GROUP_COLLECTIVES_ONLY),
   };
   rc = ops->init(g->priv, &a, g);
   if (rc != DIST_OK) {

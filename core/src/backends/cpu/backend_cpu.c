@@ -36,8 +36,9 @@ typedef struct p2p_work {
 typedef struct cpu_backend {
   dist__cpu_group g;
   dist_pg *self;
-  dist__tcp *tcp;
+  dist__tcp *tcp;  /* NULL: a collectives-only group over shared memory */
   dist__shm *shm; /* NULL: collectives over TCP */
+  bool colls_only; /* no point-to-point will run (dist_backend_init_args) */
   dist__hier *hier; /* a group over several hosts: shm inside, TCP between */
 
   pthread_mutex_t mu;
@@ -110,27 +111,51 @@ static int publish_self(dist__cpu_group *g, dist_store *st, dist__errbuf *err) {
   return DIST_OK;
 }
 
-static int read_peer(dist__cpu_group *g, dist_store *st, int r, dist__errbuf *err) {
-  char key[64];
-  snprintf(key, sizeof key, "cpu/peer/%d", r);
-  void *v = NULL;
-  size_t len = 0;
-  if (dist_store_get(st, key, &v, &len) != DIST_OK)
-    return dist__err_set(err, DIST_E_TIMEOUT,
-                         "group %s: rank %d (global %d) did not join within %lld ms: %s",
-                         g->name, r, g->global_ranks[r], (long long)g->timeout_ms,
-                         dist_store_errmsg(st));
+/* Rank r's identity from the value it published (NUL-terminated by the
+ * store's get). */
+static int parse_peer(dist__cpu_group *g, int r, const char *v, dist__errbuf *err) {
   dist__cpu_peer *p = &g->peers[r];
   int pid = 0, off = 0;
-  int ok = sscanf(v, "%d %d %95s %n", &p->global_rank, &pid, p->host_id, &off) >= 3;
+  int ok = v && sscanf(v, "%d %d %95s %n", &p->global_rank, &pid, p->host_id, &off) >= 3;
   if (ok)
-    snprintf(p->host, sizeof p->host, "%s", (char *)v + off);
+    snprintf(p->host, sizeof p->host, "%s", v + off);
   p->pid = pid;
-  dist_free(v);
   if (!ok || p->global_rank != g->global_ranks[r])
     return dist__err_set(err, DIST_E_INTERNAL, "group %s: malformed identity of rank %d",
                          g->name, r);
   return DIST_OK;
+}
+
+/* Every other member's identity, in one store round trip. */
+static int read_peers(dist__cpu_group *g, dist_store *st, dist__errbuf *err) {
+  size_t n = (size_t)g->size;
+  char (*keys)[32] = dist__calloc(n, sizeof *keys);
+  const char **kp = dist__calloc(n, sizeof *kp);
+  void **vals = dist__calloc(n, sizeof *vals);
+  size_t *lens = dist__calloc(n, sizeof *lens);
+  int *who = dist__calloc(n, sizeof *who), m = 0, missing = -1;
+  int rc = keys && kp && vals && lens && who ? DIST_OK
+                                             : dist__err_set(err, DIST_E_NOMEM, "out of memory");
+  for (int r = 0; rc == DIST_OK && r < g->size; r++)
+    if (r != g->rank) {
+      snprintf(keys[m], sizeof keys[m], "cpu/peer/%d", r);
+      kp[m] = keys[m];
+      who[m++] = r;
+    }
+  if (rc == DIST_OK &&
+      dist__cpu_store_get_all(st, kp, (size_t)m, g->timeout_ms, vals, lens, &missing) != DIST_OK) {
+    int r = who[missing >= 0 ? missing : 0]; /* unknown (the store is gone): the first */
+    rc = dist__err_set(err, DIST_E_TIMEOUT, "group %s: rank %d (global %d) did not join within "
+                       "%lld ms: %s", g->name, r, g->global_ranks[r], (long long)g->timeout_ms,
+                       dist_store_errmsg(st));
+  }
+  for (int i = 0; i < m && vals; i++) {
+    if (rc == DIST_OK)
+      rc = parse_peer(g, who[i], vals[i], err);
+    dist_free(vals[i]);
+  }
+  dist__free(keys), dist__free(kp), dist__free(vals), dist__free(lens), dist__free(who);
+  return rc;
 }
 
 static int exchange_peers(dist__cpu_group *g, dist_store *st, dist__errbuf *err) {
@@ -138,14 +163,7 @@ static int exchange_peers(dist__cpu_group *g, dist_store *st, dist__errbuf *err)
   if (!g->peers)
     return dist__err_set(err, DIST_E_NOMEM, "out of memory");
   DIST_TRY(publish_self(g, st, err));
-  int64_t saved = dist_store_get_timeout(st);
-  dist_store_set_timeout(st, g->timeout_ms);
-  int rc = DIST_OK;
-  for (int r = 0; r < g->size && rc == DIST_OK; r++)
-    if (r != g->rank)
-      rc = read_peer(g, st, r, err);
-  dist_store_set_timeout(st, saved);
-  DIST_TRY(rc);
+  DIST_TRY(read_peers(g, st, err));
   g->same_host = true;
   for (int r = 0; r < g->size; r++)
     g->same_host &= !strcmp(g->peers[r].host_id, g->peers[g->rank].host_id);
@@ -210,10 +228,17 @@ static void log_connections(const cpu_backend *b) {
            mesh + leaders, mesh, leaders);
 }
 
+/* The engines: shared memory for a group on one host (unless told TCP),
+ * the TCP mesh for point-to-point (and collectives without shared memory),
+ * and the two in hierarchy for a group over several hosts. A group that
+ * runs collectives only over shared memory (a checking layer's helper)
+ * makes no TCP mesh: n-1 connections per rank for nothing, which at 256
+ * ranks on one host is 32,640 handshakes for each such group. Every
+ * member reaches the same verdict about shared memory, so all of them
+ * make the mesh or none. */
 static int start_engines(cpu_backend *b, dist_store *st, dist__errbuf *err) {
   dist__cpu_group *g = &b->g;
   int64_t deadline = dist__deadline_ms(g->timeout_ms);
-  DIST_TRY(dist__tcp_create(g, st, deadline, &b->tcp, err));
   if (g->transport == DIST_CPU_TRANSPORT_SHM && !g->same_host)
     return dist__err_set(err, DIST_E_INVAL,
                          "DIST_TRANSPORT=shm, but group %s spans hosts (or network namespaces)",
@@ -234,6 +259,8 @@ static int start_engines(cpu_backend *b, dist_store *st, dist__errbuf *err) {
     dist__err_clear(err);
     b->shm = NULL;
   }
+  if (!(b->colls_only && b->shm))
+    DIST_TRY(dist__tcp_create(g, st, deadline, &b->tcp, err));
   if (!g->same_host && g->transport == DIST_CPU_TRANSPORT_AUTO && hier_wanted())
     DIST_TRY(dist__hier_create(g, st, deadline, &b->hier, err));
   DIST_TRY(init_barrier(g, st, deadline, err));
@@ -261,6 +288,7 @@ static void report_peer_lost(void *arg, int group_rank, const char *why) {
 static int cpu_init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
   cpu_backend *b = priv;
   b->self = self;
+  b->colls_only = a->colls_only;
   b->g.on_peer_lost = report_peer_lost;
   b->g.on_peer_lost_arg = b;
   pthread_mutex_init(&b->mu, NULL);
@@ -430,6 +458,9 @@ static int post_one(cpu_backend *b, const dist_coll *c, bool send, const dist_te
 /* Posts the requests of a SEND, RECV or BATCH_P2P. */
 static int post(cpu_backend *b, const dist_coll *c, dist__tcp_req ***out, int *n,
                 dist__errbuf *err) {
+  if (!b->tcp)
+    return dist__err_set(err, DIST_E_NOTSUP, "group %s runs collectives only (made with "
+                         "DIST_GROUP_COLLECTIVES_ONLY): no point-to-point", b->g.name);
   int k = c->kind == DIST_OP_BATCH_P2P ? (int)c->n_p2p : 1;
   dist__tcp_req **reqs = dist__calloc((size_t)k, sizeof *reqs);
   if (!reqs)

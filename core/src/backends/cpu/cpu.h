@@ -102,6 +102,14 @@ typedef struct dist__cpu_op {
 /* "rank 3 (host h, pid 1234)" for group rank r (the global rank shown). */
 const char *dist__cpu_peer_name(const dist__cpu_group *g, int group_rank, char *buf,
                                 size_t len);
+/* keys[0..n) into vals/lens (dist_free each), every key waited for up to
+ * timeout_ms: one round trip (a multi_get) where the store has one, else
+ * one get per key. Joining a group reads every member's key, so per-key
+ * round trips cost n per rank and n^2 at the store, which at 256 ranks on
+ * 2 cores took minutes. On failure no value is returned and *missing is
+ * the first key not there yet (-1: another failure). */
+int dist__cpu_store_get_all(dist_store *st, const char *const *keys, size_t n,
+                            int64_t timeout_ms, void **vals, size_t *lens, int *missing);
 /* Records the group's first out-of-step failure (later ones are ignored)
  * and returns rc. Any thread. */
 int dist__cpu_mark_broken(dist__cpu_group *g, int rc, const char *msg);

@@ -14,6 +14,33 @@ const char *dist__cpu_peer_name(const dist__cpu_group *g, int r, char *buf, size
   return buf;
 }
 
+int dist__cpu_store_get_all(dist_store *st, const char *const *keys, size_t n,
+                            int64_t timeout_ms, void **vals, size_t *lens, int *missing) {
+  *missing = -1;
+  int64_t saved = dist_store_get_timeout(st);
+  dist_store_set_timeout(st, timeout_ms > 0 ? timeout_ms : 1);
+  int rc = DIST_OK;
+  if (dist_store_has_extended_api(st)) {
+    rc = dist_store_multi_get(st, keys, n, vals, lens);
+  } else {
+    for (size_t i = 0; i < n && rc == DIST_OK; i++)
+      rc = dist_store_get(st, keys[i], &vals[i], &lens[i]);
+    for (size_t i = 0; rc != DIST_OK && i < n; i++) {
+      dist_free(vals[i]);
+      vals[i] = NULL;
+    }
+  }
+  dist_store_set_timeout(st, saved);
+  for (size_t i = 0; rc != DIST_OK && i < n; i++) {
+    bool there = true;
+    if (dist_store_check(st, &keys[i], 1, &there) == DIST_OK && !there) {
+      *missing = (int)i;
+      break;
+    }
+  }
+  return rc;
+}
+
 int dist__cpu_mark_broken(dist__cpu_group *g, int rc, const char *msg) {
   int expected = DIST_OK;
   /* The message is written before the status is published, so a reader

@@ -283,29 +283,42 @@ static int exchange(dist__shm *s, dist_store *store, int64_t deadline_ms, xchg *
   if (rc != DIST_OK)
     return dist__err_set(err, rc, "publishing this rank's shared-memory status: %s",
                          dist_store_errmsg(store));
+  size_t n = (size_t)s->size;
+  char (*keys)[32] = dist__calloc(n, sizeof *keys);
+  const char **kp = dist__calloc(n, sizeof *kp);
+  void **vals = dist__calloc(n, sizeof *vals);
+  size_t *lens = dist__calloc(n, sizeof *lens);
+  if (!keys || !kp || !vals || !lens) {
+    dist__free(keys), dist__free(kp), dist__free(vals), dist__free(lens);
+    *retry = false;
+    return dist__err_set(err, DIST_E_NOMEM, "out of memory");
+  }
+  for (size_t r = 0; r < n; r++) {
+    snprintf(keys[r], sizeof keys[r], "shm/ok%d/%zu", x->round, r);
+    kp[r] = keys[r];
+  }
+  char who[160];
+  int missing = -1;
+  int src = dist__cpu_store_get_all(store, kp, n, dist__remaining_ms(deadline_ms), vals, lens,
+                                    &missing);
   rc = my_rc;
-  for (int r = 0; r < s->size; r++) {
-    snprintf(key, sizeof key, "shm/ok%d/%d", x->round, r);
-    const char *k = key;
-    void *val = NULL;
-    size_t len = 0;
-    char who[160];
-    int src = dist_store_wait(store, &k, 1, dist__remaining_ms(deadline_ms));
-    if (src == DIST_OK)
-      src = dist_store_get(store, key, &val, &len);
-    if (src != DIST_OK) {
-      *retry = false;
-      return dist__err_set(err, src, "waiting for %s to map the shared segment: %s",
-                           dist__cpu_peer_name(s->g, r, who, sizeof who), dist_store_errmsg(store));
-    }
-    if (len) {
+  if (src != DIST_OK) {
+    *retry = false;
+    rc = missing >= 0 ? dist__err_set(err, src, "waiting for %s to map the shared segment",
+                                      dist__cpu_peer_name(s->g, missing, who, sizeof who))
+                      : dist__err_set(err, src, "waiting for the members to map the shared "
+                                      "segment: %s", dist_store_errmsg(store));
+  }
+  for (size_t r = 0; src == DIST_OK && r < n; r++)
+    if (lens[r]) {
       *retry = true;
       if (rc == DIST_OK)
         rc = dist__err_set(err, DIST_E_BACKEND, "%s could not use the shared segment: %s",
-                           dist__cpu_peer_name(s->g, r, who, sizeof who), (char *)val);
+                           dist__cpu_peer_name(s->g, (int)r, who, sizeof who), (char *)vals[r]);
     }
-    dist_free(val);
-  }
+  for (size_t r = 0; r < n; r++)
+    dist_free(vals[r]);
+  dist__free(keys), dist__free(kp), dist__free(vals), dist__free(lens);
   return rc;
 }
 
