@@ -20,7 +20,9 @@
 # across groups with DIST_TIMEOUT=$CROSS_TIMEOUT (default 600, ended early;
 # above 64 ranks the hang's, as the early end needs fresh heartbeats that 2
 # cores cannot give 256 processes); *_ok: the verdict of `distview diagnose --json` names the planted
-# rank, group and operation (and the field, for the desync)). Everything
+# rank (and for the desync and the hang its group and operation, the tp
+# all_reduce, and the desync's field; the deadlock's culprit is blocked in
+# the world all_reduce it called first)). Everything
 # runs on the same cores, so absolute times are pessimistic: compare rows.
 set -u
 B=${1:-build}
@@ -86,7 +88,7 @@ for n in $RANKS; do
   ht=${HANG_TIMEOUT:-$((n > 64 ? n / 2 : 10))}
   run hang$n "$n" DIST_DEBUG=DETAIL DIST_TIMEOUT="$ht" "$BIN/distrun" -n "$n" "$BIN/scale_job" --colls "$COLLS" --fault hang
   h_rc=$rc h_s=$(secs "$(fault_at "$T/hang$n/out")" "$t_end")
-  h_ok=$(verdict_ok "$T/hang$n" '"kind":"hang"' "\"culprits\":[$last]")
+  h_ok=$(verdict_ok "$T/hang$n" '"kind":"hang"' "\"culprits\":[$last]" '"group_name":"tp"' '"op":"ALL_REDUCE"')
 
   # Above 64 ranks the heartbeats of 2 cores' worth of processes come too
   # late for two fresh snapshots, so the deadlock ends at its timeout, not

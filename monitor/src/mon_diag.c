@@ -388,17 +388,31 @@ static int waits_end_at(const mon_rec *recs, int q, int *out, int cap) {
   return sinks_from(recs, q, out, cap);
 }
 
+/* When rank r last completed an operation of group gid, on its own clock
+ * (0: never, or a record without the time). */
+static int64_t last_done_in(const mon_rec *r, int gid) {
+  const mon_rec_group *rg = dist__mon_rec_group(r, gid);
+  return rg && rg->last_seq ? rg->last_ns : 0;
+}
+
 /* Whether waiting operation a names r's absence better than b: a
  * collective before a send or receive (r is missing from a group's call),
- * then the smaller group (the most specific), then the lower group id, so
- * every rank's diagnosis picks the same one whatever the timing. */
-static bool better_wait(const mon_rec_group *a, const mon_rec_group *b) {
+ * then the smaller group (the most specific), then the group r used
+ * longest ago (its own program order: a training step that calls each
+ * group in turn comes back first to the one it left first, as a rank that
+ * stopped before its tp all_reduce last completed a tp one before its last
+ * dp one; when the others reached the two calls is a race), then the lower
+ * group id; every rank reading the same records picks the same one. */
+static bool better_wait(const mon_rec *r, const mon_rec_group *a, const mon_rec_group *b) {
   if (!b)
     return true;
   if (is_p2p(a->kind) != is_p2p(b->kind))
     return !is_p2p(a->kind);
   if (a->size != b->size)
     return a->size < b->size;
+  int64_t ta = last_done_in(r, a->gid), tb = last_done_in(r, b->gid);
+  if (a->gid != b->gid && ta != tb)
+    return ta < tb;
   return a->gid < b->gid;
 }
 
@@ -408,7 +422,7 @@ static const mon_rec_group *first_wait_for(const mon_rec *recs, int r) {
   const mon_rec_group *best = NULL;
   for (int q = 0; q < dist__mon.world; q++) {
     const mon_rec_group *b = q == r ? NULL : blocked_in(&recs[q]);
-    if (b && waits_for(recs, q, b, r) && better_wait(b, best))
+    if (b && waits_for(recs, q, b, r) && better_wait(&recs[r], b, best))
       best = b;
   }
   return best;

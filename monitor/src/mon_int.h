@@ -118,6 +118,7 @@ typedef struct mon_group {
   /* The watchdog's own (under mon.mu). */
   uint64_t stall_seq;        /* the operation reported as stalled */
   int64_t next_report_ns;
+  int64_t next_read_ns;      /* the stall's next read of every record */
   int reports;
   bool handled_timeout;
   char *diag;                /* the latest diagnosis of this group's stall */

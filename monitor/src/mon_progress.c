@@ -5,6 +5,8 @@
  * the write time is the rank's heartbeat. The text format, and its parser,
  * are in mon_record.h; call sites are symbolised here, since an address
  * means nothing in another process. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -44,9 +46,10 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
   }
   int last_kind = done ? atomic_load_explicit(&g->last_kind, memory_order_relaxed) : -1;
   uint64_t last_num = atomic_load_explicit(&g->last_num, memory_order_relaxed);
-  int64_t last_ms = 0;
+  int64_t last_ms = 0, last_ns = 0;
   if (done) {
-    last_ms = dist__mon_wall_ms(atomic_load_explicit(&g->last_done_ns, memory_order_relaxed));
+    last_ns = atomic_load_explicit(&g->last_done_ns, memory_order_relaxed);
+    last_ms = dist__mon_wall_ms(last_ns);
     dist__mon_symbolize(atomic_load_explicit(&g->last_caller, memory_order_relaxed), last_site,
                         sizeof last_site);
   }
@@ -57,14 +60,14 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
       *p = ' ';
   dist__appendf(buf, len, off,
                 "g\t%d\t%d\t%llu\t%llu\t%llu\t%d\t%lld\t%d\t%lld\t%s\t%s\t%s\t%d\t%llu\t%llu\t%llu"
-                "\t%llu\t%d\t%llu\t%llu\t%d\t%d\t%llu\n",
+                "\t%llu\t%d\t%llu\t%llu\t%d\t%d\t%llu\t%lld\n",
                 g->gid, g->size, (unsigned long long)enq, (unsigned long long)started,
                 (unsigned long long)done, kind, (long long)since, last_kind, (long long)last_ms,
                 site, last_site, desc, peer, (unsigned long long)colls_enq,
                 (unsigned long long)colls_done, (unsigned long long)coll,
                 (unsigned long long)atomic_load_explicit(&g->last_seq, memory_order_relaxed), tag,
                 (unsigned long long)num, (unsigned long long)last_num, sync, peer2,
-                (unsigned long long)pair);
+                (unsigned long long)pair, (long long)last_ns);
 }
 
 int dist__mon_publish(dist_store *s, const char *state, const char *note) {
@@ -106,6 +109,18 @@ static char proc_state(const mon_rec *r) {
   return p && p[1] == ' ' ? p[2] : 0;
 }
 
+/* Same host, a fresh record: only whether the process is still there
+ * ('X' gone, 'R' there; 0 when unknown). A stopped process publishes no
+ * fresh record, so its full state matters only once the record is stale;
+ * reading /proc/<pid>/stat for every fresh record of 256 ranks every second
+ * cost more than the diagnosis. A zombie counts as there: distrun reaps
+ * its ranks and posts how they ended. */
+static char proc_exists(const mon_rec *r) {
+  if (strcmp(r->host, dist__mon.host) != 0 || r->pid <= 0)
+    return 0;
+  return kill((pid_t)r->pid, 0) == 0 || errno == EPERM ? 'R' : 'X';
+}
+
 /* key into out when it exists (never waits). */
 static void read_if_there(dist_store *s, const char *key, char *out, size_t len) {
   const char *keys[] = {key};
@@ -130,37 +145,91 @@ static void read_exit(dist_store *s, mon_rec *r, int rank) {
     read_if_there(s, key, r->crash, sizeof r->crash);
 }
 
+#define READ_BATCH 64 /* records per multi_get: 64 x 64 KiB stays under a frame */
+#define KEY_LEN 200
+
+/* The records of ranks [lo, lo + n) in two store round trips (check, then
+ * multi_get), which is how they are once every rank has published: a stall
+ * at 256 ranks has every watchdog reading every record each tick, and one
+ * round trip per record overloaded the store until the ranks' own
+ * heartbeats timed out. False when some are missing or the store has no
+ * multi_get; the caller then reads them one by one. */
+static bool read_batch(dist_store *s, int lo, int n, mon_rec *recs) {
+  char *kbuf = dist__malloc((size_t)n * KEY_LEN);
+  if (!kbuf)
+    return false;
+  const char *keys[READ_BATCH];
+  void *vals[READ_BATCH] = {0};
+  size_t lens[READ_BATCH];
+  for (int i = 0; i < n; i++) {
+    dist__mon_key(kbuf + (size_t)i * KEY_LEN, KEY_LEN, "p", lo + i);
+    keys[i] = kbuf + (size_t)i * KEY_LEN;
+  }
+  bool there = false;
+  bool ok = dist_store_check(s, keys, (size_t)n, &there) == DIST_OK && there &&
+            dist_store_multi_get(s, keys, (size_t)n, vals, lens) == DIST_OK;
+  for (int i = 0; ok && i < n; i++)
+    if (vals[i])
+      dist__mon_rec_parse((char *)vals[i], &recs[lo + i]);
+  for (int i = 0; i < n; i++)
+    dist_free(vals[i]);
+  dist__free(kbuf);
+  return ok;
+}
+
+/* Rank r's record alone (it may not exist yet). */
+static int read_one(dist_store *s, int r, mon_rec *rec) {
+  char key[KEY_LEN];
+  dist__mon_key(key, sizeof key, "p", r);
+  const char *keys[] = {key};
+  bool there = false;
+  int rc = dist_store_check(s, keys, 1, &there);
+  if (rc != DIST_OK)
+    return rc;
+  void *v = NULL;
+  size_t n = 0;
+  if (there && dist_store_get(s, key, &v, &n) == DIST_OK && v)
+    dist__mon_rec_parse((char *)v, rec);
+  dist_free(v);
+  return DIST_OK;
+}
+
+/* What else a record needs: the stack, the process state, the exit line. */
+static void read_extras(dist_store *s, mon_rec *rec, int r) {
+  char key[KEY_LEN];
+  if (dist__mon.stacks) {
+    dist__mon_key(key, sizeof key, "s", r);
+    read_if_there(s, key, rec->stack, sizeof rec->stack);
+  }
+  if (r == dist__mon.rank)
+    return;
+  int64_t age = dist__mon_wall_ms(dist__now_ns()) - rec->hb_ms;
+  if (rec->present)
+    rec->proc_state = age > MON_HB_STALE_MS ? proc_state(rec) : proc_exists(rec);
+  if (!rec->present || age > MON_HB_STALE_MS || strcmp(rec->state, "run") != 0 ||
+      rec->proc_state == 'X' || rec->proc_state == 'Z')
+    read_exit(s, rec, r);
+}
+
 int dist__mon_read_all(dist_store *s, mon_rec *recs) {
   int world = dist__mon.world;
-  for (int r = 0; r < world; r++) {
-    mon_rec *rec = &recs[r];
-    memset(rec, 0, sizeof *rec);
-    rec->rank = r;
-    char key[200];
-    dist__mon_key(key, sizeof key, "p", r);
-    const char *keys[] = {key};
-    bool there = false;
-    int rc = dist_store_check(s, keys, 1, &there);
-    if (rc != DIST_OK)
-      return rc;
-    void *v = NULL;
-    size_t n = 0;
-    if (there && dist_store_get(s, key, &v, &n) == DIST_OK && v)
-      dist__mon_rec_parse((char *)v, rec);
-    dist_free(v);
-    if (dist__mon.stacks) {
-      dist__mon_key(key, sizeof key, "s", r);
-      read_if_there(s, key, rec->stack, sizeof rec->stack);
+  bool batched = dist_store_has_extended_api(s);
+  for (int lo = 0; lo < world; lo += READ_BATCH) {
+    int n = world - lo < READ_BATCH ? world - lo : READ_BATCH;
+    for (int r = lo; r < lo + n; r++) {
+      memset(&recs[r], 0, sizeof recs[r]);
+      recs[r].rank = r;
     }
-    if (r == dist__mon.rank)
+    if (batched && read_batch(s, lo, n, recs))
       continue;
-    if (rec->present)
-      rec->proc_state = proc_state(rec);
-    int64_t age = dist__mon_wall_ms(dist__now_ns()) - rec->hb_ms;
-    if (!rec->present || age > MON_HB_STALE_MS || strcmp(rec->state, "run") != 0 ||
-        rec->proc_state == 'X' || rec->proc_state == 'Z')
-      read_exit(s, rec, r);
+    for (int r = lo; r < lo + n; r++) {
+      int rc = read_one(s, r, &recs[r]);
+      if (rc != DIST_OK)
+        return rc;
+    }
   }
+  for (int r = 0; r < world; r++)
+    read_extras(s, &recs[r], r);
   return DIST_OK;
 }
 

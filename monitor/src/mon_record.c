@@ -52,6 +52,7 @@ static void parse_group_tail(mon_rec_group *g, char **f, int k) {
   g->sync = k > 21 && atoi(f[21]) == 1;
   g->peer2 = k > 22 ? atoi(f[22]) : MON_PEER_NONE;
   g->pair = k > 23 ? strtoull(f[23], NULL, 10) : 0;
+  g->last_ns = k > 24 ? strtoll(f[24], NULL, 10) : 0;
 }
 
 bool dist__mon_rec_parse(char *text, mon_rec *r) {
@@ -61,9 +62,9 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
   r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
   if (!r->g)
     return false;
-  char *save = NULL, *f[24];
+  char *save = NULL, *f[25];
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = fields(line, f, 24);
+    int k = fields(line, f, 25);
     if (k == 7 && strcmp(f[0], "v1") == 0) {
       r->rank = atoi(f[1]);
       r->pid = (pid_t)atoi(f[2]);

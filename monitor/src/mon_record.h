@@ -11,7 +11,7 @@
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
  *     <last ms> <call site> <last call site> <description> [<peer>
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
- *     <last num> [<sync> [<peer2> [<pair>]]]]]]]
+ *     <last num> [<sync> [<peer2> [<pair> [<last ns>]]]]]]]]
  * kind is the op of the oldest operation in flight (-1: none), peer the
  * global rank a point-to-point one waits on (MON_PEER_*; a record without
  * the field reads as MON_PEER_NONE). A batch (BATCH_P2P) waits on the one
@@ -35,7 +35,8 @@
  * library: what the deadlock probe needs to call a cycle proven); pair is
  * the in-flight send's or receive's number on its pair (dist_coll.pair_seq:
  * 1 for the first from this rank to that peer, or at this rank from it;
- * 0 unknown); call sites
+ * 0 unknown); last ns is the last completion's time on the writer's own
+ * monotonic clock, in ns (compared only within one record); call sites
  * are symbolised by the writer, since an address means nothing in another
  * process. */
 #ifndef MON_RECORD_H
@@ -71,6 +72,9 @@ typedef struct mon_rec_group {
   bool sync;                 /* the in-flight operation is a synchronous call */
   int peer2;                 /* a batch's other peer (MON_PEER_*) */
   uint64_t pair;             /* a send's or receive's number on its pair, 0 unknown */
+  int64_t last_ns;           /* the last completion on the writer's monotonic
+                                clock: orders its groups' last completions
+                                (last_ms cannot, within a millisecond); 0 unknown */
 } mon_rec_group;
 
 typedef struct mon_rec {

@@ -5,8 +5,9 @@
  * oldest operation in flight of each group. Past the stall threshold
  * (DIST_STALL_S, default a quarter of the group's timeout) it publishes its
  * own progress, reads every rank's, and diagnoses the stall; it refreshes
- * that diagnosis every tick while the stall lasts, so the one a timed-out
- * operation fails with is at most a tick old. The lowest-numbered rank
+ * that diagnosis every tick while the stall lasts (every 4 ms per rank of
+ * the job when that is longer: read_every_ns), so the one a timed-out
+ * operation fails with is at most that old. The lowest-numbered rank
  * blocked in the operation logs it as a stall report (WARNING) at once and
  * again every threshold interval. When the operation times out (the
  * backend's deadline; the watchdog never fails an operation itself) it logs
@@ -139,6 +140,16 @@ static void stall_report(mon_group *g, const char *diag, int n_cycles, int64_t n
   g->next_report_ns = now + stall_ms_of(g) * 1000000;
 }
 
+/* How often a stalled rank rereads every record: each tick, but no more
+ * than once per 4 ms of records (a second at 256 ranks), so the store's
+ * load while a whole job stalls grows with the ranks, not with their
+ * square: at 256 ranks on 2 cores, rereading each tick left no time for
+ * the ranks' own heartbeats. */
+static int64_t read_every_ns(void) {
+  int64_t ms = (int64_t)dist__mon.world * 4;
+  return (ms > dist__mon.tick_ms ? ms : dist__mon.tick_ms) * 1000000LL;
+}
+
 /* The oldest operation of g in flight for at least the stall threshold. */
 static void check_stall(mon_group *g, int64_t now) {
   uint64_t done = atomic_load_explicit(&g->done, memory_order_acquire);
@@ -157,10 +168,14 @@ static void check_stall(mon_group *g, int64_t now) {
     g->stall_seq = done + 1;
     g->reports = 0;
     g->next_report_ns = now;
+    g->next_read_ns = now;
     publish(now); /* the others must see this rank blocked */
   }
   if (dist__mon.stacks)
     answer_stack_request();
+  if (now < g->next_read_ns)
+    return;
+  g->next_read_ns = now + read_every_ns();
   mon_rec *recs = read_recs();
   if (!recs)
     return;

@@ -88,8 +88,14 @@ static void commit_failed(tracer *t, uint64_t lost, const char *err) {
   t->write_failing = true;
 }
 
-static void commit_cycle(tracer *t, bool last) {
+/* One transaction: what the ring holds, and the end state when last.
+ * Returns whether there was anything to write: an idle cycle opens no
+ * transaction. */
+static bool commit_cycle(tracer *t, bool last) {
   char err[256] = "";
+  if (!last && !t->lost_unnoted &&
+      atomic_load_explicit(&t->ring.head, memory_order_acquire) == t->tail)
+    return false;
   tr_exec(t->db, "BEGIN", NULL, 0);
   uint64_t lost = t->write_lost;
   if (t->lost_unnoted) { /* the count first: it is what must reach the file */
@@ -131,6 +137,7 @@ static void commit_cycle(tracer *t, bool last) {
   /* Lost or written, these records are done with: a flush never waits for
    * rows a full disk cannot take. */
   atomic_store_explicit(&t->committed, upto, memory_order_release);
+  return true;
 }
 
 /* Space kept aside at open (RESERVE_BYTES) so that a rank whose disk fills
@@ -171,6 +178,10 @@ static bool note_end_aside(tracer *t) {
   return tr_end_note_write(t->reserve_path, &n) == 0;
 }
 
+#define IDLE_CYCLES 8
+#define IDLE_FACTOR 8
+#define IDLE_MAX_MS 250 /* nor longer than this, unless the cycle itself is */
+
 static void *writer_main(void *arg) {
   tracer *t = arg;
   char name[16];
@@ -180,7 +191,13 @@ static void *writer_main(void *arg) {
    * about a tenth of a core from them and falls behind instead (overflow,
    * counted) rather than slowing the job; on an idle core it runs flat out. */
   setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+  /* A rank that stopped issuing operations (it waits out a hang, or
+   * computes) leaves the ring empty: after IDLE_CYCLES empty cycles the
+   * writer wakes IDLE_FACTOR times less often, so 256 idle ranks' writers
+   * do not take the machine's two cores from their own watchdogs; the
+   * first records found bring the cycle back (a flush wakes it at once). */
   int64_t cycle_ms = t->commit_ms;
+  int idle = 0;
   pthread_mutex_lock(&t->mu);
   while (!t->stop) {
     struct timespec ts;
@@ -190,7 +207,10 @@ static void *writer_main(void *arg) {
     ts.tv_nsec %= 1000000000;
     pthread_cond_timedwait(&t->cv, &t->mu, &ts);
     pthread_mutex_unlock(&t->mu);
-    commit_cycle(t, false);
+    idle = commit_cycle(t, false) ? 0 : idle + 1;
+    cycle_ms = t->commit_ms;
+    if (idle >= IDLE_CYCLES && cycle_ms < IDLE_MAX_MS)
+      cycle_ms = cycle_ms * IDLE_FACTOR < IDLE_MAX_MS ? cycle_ms * IDLE_FACTOR : IDLE_MAX_MS;
     if (t->clk_store && dist_clock_ns() >= t->next_clock_ns)
       tr_clock_remeasure(t);
     pthread_mutex_lock(&t->mu);

@@ -9,7 +9,7 @@
  *   2. sched_yield (DIST_SHM_YIELD_US, default 200 us): lets a rank that
  *      shares our core run;
  *   3. sleep on the peer's futex word (FUTEX_WAIT on shared memory, not
- *      PRIVATE) in slices of a few ms. A publisher bumps the word and calls
+ *      PRIVATE) in slices of 4 ms, growing to 32 ms in a long wait. A publisher bumps the word and calls
  *      FUTEX_WAKE only when the sleeper count says someone sleeps, so the
  *      hot path has no system call.
  * Phases 2 and 3 check, at least once per slice: this group's abort and
@@ -32,7 +32,8 @@
 
 #include "shm_int.h"
 
-#define SLEEP_SLICE_NS 4000000 /* 4 ms */
+#define SLEEP_SLICE_NS 4000000      /* 4 ms */
+#define SLEEP_SLICE_MAX_NS 32000000 /* 32 ms */
 #define POLL_EVERY_NS 1000000  /* pidfd poll at most every 1 ms */
 
 static void cpu_relax(void) {
@@ -239,30 +240,50 @@ static int checks(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end, in
   return DIST_OK;
 }
 
-/* Phase 3: one slice of sleep on rank j's word. */
-static void sleep_on(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t now) {
+/* Phase 3 begins: this rank counts itself among j's sleepers for the whole
+ * phase, and a barrier on every CPU makes sure a publisher that posts
+ * without a fence sees it (see shm_post). True when the barrier was made;
+ * without it a missed wake-up costs at most a short slice, so the slices
+ * stay short. One barrier per wait, not per slice: membarrier interrupts
+ * every CPU, and 256 ranks waiting out a hang in 4 ms slices made 64,000
+ * of them a second. */
+static bool sleep_begin(dist__shm *s, int j) {
+  atomic_fetch_add_explicit(&s->peer[j].ctl->sleepers, 1, memory_order_seq_cst);
+  return fence_publishers();
+}
+
+static void sleep_end(dist__shm *s, int j) {
+  atomic_fetch_sub_explicit(&s->peer[j].ctl->sleepers, 1, memory_order_seq_cst);
+}
+
+/* One slice of sleep on rank j's word, asleep_ns into the phase. A post,
+ * a failure or an abort wakes it; the slice bounds how late the deadline
+ * and a dead peer are noticed, so it grows with the wait (4 ms, then an
+ * eighth of the time asleep, at most 32 ms): a long wait for a stalled
+ * peer then costs a few wake-ups a second instead of 250. */
+static void sleep_on(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t now,
+                     int64_t asleep_ns, bool fenced) {
   shm_ctl *c = s->peer[j].ctl;
-  atomic_fetch_add_explicit(&c->sleepers, 1, memory_order_seq_cst);
-  /* A publisher that posts without a fence may have read sleepers == 0
-   * while its counter store was still in flight: the barrier settles it
-   * (see shm_post). Without it, a missed wake-up costs at most a short
-   * slice. */
-  int64_t slice = fence_publishers() ? SLEEP_SLICE_NS : SLEEP_SLICE_NS / 8;
+  int64_t slice = asleep_ns / 8 > SLEEP_SLICE_NS ? asleep_ns / 8 : SLEEP_SLICE_NS;
+  slice = slice > SLEEP_SLICE_MAX_NS ? SLEEP_SLICE_MAX_NS : slice;
+  if (!fenced)
+    slice = SLEEP_SLICE_NS / 8;
   int64_t left_ms = op->deadline_ms - now / 1000000; /* in ms: "never" must not overflow */
   int64_t ns = left_ms >= slice / 1000000 ? slice : left_ms > 0 ? left_ms * 1000000 : 0;
   struct timespec ts = {ns / 1000000000, ns % 1000000000};
   uint32_t w = atomic_load_explicit(&c->wake, memory_order_seq_cst);
   if (!shm_reached(s, j, g) && !atomic_load_explicit(&s->g->aborted, memory_order_seq_cst))
     futex(&c->wake, FUTEX_WAIT, w, &ts);
-  atomic_fetch_sub_explicit(&c->sleepers, 1, memory_order_seq_cst);
 }
 
 /* Waits for rank j; the slow checks cover ranks [j, end) (for names). */
 static int wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end, int64_t spin_end,
                     int64_t yield_end) {
   unsigned it = 0;
-  int64_t now = 0;
-  while (!shm_reached(s, j, g)) {
+  int64_t now = 0, asleep_at = 0;
+  bool asleep = false, fenced = false;
+  int rc = DIST_OK;
+  while (rc == DIST_OK && !shm_reached(s, j, g)) {
     if (now < spin_end) {
       cpu_relax();
       if ((++it & 63) == 0)
@@ -270,13 +291,23 @@ static int wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end, 
       continue;
     }
     now = dist__now_ns();
-    DIST_TRY(checks(s, op, g, j, end, now));
-    if (now < yield_end)
+    rc = checks(s, op, g, j, end, now);
+    if (rc != DIST_OK)
+      break;
+    if (now < yield_end) {
       sched_yield();
-    else
-      sleep_on(s, op, g, j, now);
+      continue;
+    }
+    if (!asleep) {
+      asleep = true;
+      asleep_at = now;
+      fenced = sleep_begin(s, j);
+    }
+    sleep_on(s, op, g, j, now, now - asleep_at, fenced);
   }
-  return DIST_OK;
+  if (asleep)
+    sleep_end(s, j);
+  return rc;
 }
 
 /* Waits for every rank in [j, end) but this one. */
