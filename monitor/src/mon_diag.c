@@ -428,6 +428,23 @@ static const mon_rec_group *first_wait_for(const mon_rec *recs, int r) {
   return best;
 }
 
+/* Whether rank r of an unmatched pair is the one to blame alone: its tag
+ * is not the default 0 while its peer's is (the program changed a tag on
+ * one side; a pair whose tags are both set, or equal, names both). */
+static bool tag_alone(const mon_rec *recs, int r) {
+  const mon_rec_group *a = blocked_in(&recs[r]);
+  const mon_rec_group *b = a ? blocked_in(&recs[a->peer]) : NULL;
+  return b && a->tag != 0 && b->tag == 0;
+}
+
+static void drop_culprit(mon_verdict *v, int r) {
+  int n = 0;
+  for (int i = 0; i < v->n; i++)
+    if (v->culprits[i] != r)
+      v->culprits[n++] = v->culprits[i];
+  v->n = n;
+}
+
 /* "the waits end at rank 6, which is blocked in RECV #10 from rank 5 with
  * tag 1, while rank 5 is blocked in SEND #9 to rank 6 with tag 0: ...". */
 static void say_unmatched(const mon_rec *recs, int r, int q, char *buf, size_t len, size_t *off) {
@@ -506,6 +523,8 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
         v->culprits[i] = sinks[0];
         v->culprits[0] = q;
       }
+    if (tag_alone(recs, v->culprits[0]))
+      drop_culprit(v, v->culprits[0] == q ? sinks[0] : q);
     const mon_rec_group *own = blocked_in(&recs[v->culprits[0]]);
     verdict_at(v, own, own->site);
     return;
@@ -826,6 +845,20 @@ static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len
  * names the wrong source. A send with another tag is no sign (r's receive
  * would not take it from that rank either). -1 when r is not in that
  * state. */
+/* Whether rank s, blocked in a send, sends to the wrong peer: its first
+ * send to that rank (pair 1), which waits, with the same tag, to receive
+ * from another peer it has received from before. The pair numbers tell the
+ * two ends of a misdirected message apart: a running pipeline repeats its
+ * pairs, and the new one is the odd call. */
+static bool odd_sender(const mon_rec *recs, int world, int s) {
+  const mon_rec_group *b = blocked_in(&recs[s]);
+  if (!b || b->kind != DIST_OP_SEND || b->peer < 0 || b->peer >= world || b->pair != 1)
+    return false;
+  const mon_rec_group *rb = blocked_in(&recs[b->peer]);
+  return rb && rb->kind == DIST_OP_RECV && rb->peer != s && rb->gid == b->gid &&
+         rb->tag == b->tag && rb->pair > 1;
+}
+
 static int wrong_source(const mon_rec *recs, int world, int r) {
   const mon_rec_group *b = blocked_in(&recs[r]);
   if (!b || b->kind != DIST_OP_RECV || b->peer < 0 || b->peer >= world)
@@ -837,7 +870,7 @@ static int wrong_source(const mon_rec *recs, int world, int r) {
     const mon_rec_group *qb = q == r ? NULL : blocked_in(&recs[q]);
     if (qb && qb->kind == DIST_OP_SEND && qb->peer == r && qb->gid == b->gid &&
         qb->tag == b->tag)
-      return q;
+      return odd_sender(recs, world, q) ? -1 : q; /* the sender is the odd one */
   }
   return -1;
 }
@@ -889,9 +922,10 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
   char pw[48];
   int world = dist__mon.world, sender = wrong_source(recs, world, r);
   int waiter = wrong_destination(recs, world, r);
-  bool stranded = sender < 0 && waiter < 0 && stranded_receiver(recs, world, r);
+  bool misdirected = odd_sender(recs, world, r);
+  bool stranded = sender < 0 && waiter < 0 && !misdirected && stranded_receiver(recs, world, r);
   dist__appendf(buf, len, off, "  %s rank %d, which is blocked in group %d (%s) %s #%llu%s, "
-                "called from %s", waiter >= 0 || stranded ? "the waits start at"
+                "called from %s", waiter >= 0 || stranded || misdirected ? "the waits start at"
                 : n_cycles > 1 ? "every wait-for cycle goes through"
                 : "the wait-for cycle goes through", r, b->gid, b->desc, op_name(b->kind),
                 rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw), b->site);
@@ -899,6 +933,10 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
     dist__appendf(buf, len, off, ": it sends to rank %d, which does not take from it, while "
                   "rank %d waits to receive from it (does it send to the wrong peer?)",
                   b->peer2, waiter);
+  else if (misdirected)
+    dist__appendf(buf, len, off, ": it sends to rank %d for the first time, which receives "
+                  "from rank %d as before (does it send to the wrong peer?)", b->peer,
+                  blocked_in(&recs[b->peer])->peer);
   else if (stranded)
     dist__appendf(buf, len, off, ": rank %d is elsewhere, not sending to it%s (does it receive "
                   "from the wrong peer?)", b->peer,
@@ -919,6 +957,16 @@ static int prefer_wrong_source(const mon_rec *recs, int world, int *ranks, int k
   int m = 0;
   for (int i = 0; i < k; i++)
     if (wrong_source(recs, world, ranks[i]) >= 0)
+      ranks[m++] = ranks[i];
+  return m ? m : k;
+}
+
+/* Of the ranks every cycle goes through, those sending to the wrong peer
+ * (odd_sender) when there are any. Kept in place; returns how many. */
+static int prefer_odd_sender(const mon_rec *recs, int world, int *ranks, int k) {
+  int m = 0;
+  for (int i = 0; i < k; i++)
+    if (odd_sender(recs, world, ranks[i]))
       ranks[m++] = ranks[i];
   return m ? m : k;
 }
@@ -1016,6 +1064,7 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
     int common[MON_CULPRITS_MAX];
     int k = common_ranks(w.found, sure ? sure : w.n_found, world, common);
     k = prefer_wrong_source(recs, world, common, k);
+    k = prefer_odd_sender(recs, world, common, k);
     k = prefer_new_pair(recs, world, common, k);
     if (sure) /* a call swapped across groups: the side whose order nobody shares */
       k = dist__mon_prefer_out_of_order(recs, world, common, k);

@@ -200,11 +200,11 @@ typedef struct tcp_conn {
   bool eof;                     /* this socket reached its end after a BYE */
   tcp_item *sq, *sq_last;       /* outgoing frames in order */
   uint64_t next_msg_id;
-  /* Bytes of the last send to and receive from this peer that matched (0:
-   * none yet), and how many in a row matched at that size: when a later
-   * pair's sizes differ after a steady run, the side that changed is the
-   * one the report marks (p2p_report); a stream whose sizes alternate
-   * tells nothing. */
+  /* The signature (size, and at DETAIL dtype and shape) of the last send
+   * to and receive from this peer that matched (0: none yet), and how many
+   * in a row matched with it: when a later pair differs after a steady
+   * run, the side that changed is the one the report marks (p2p_report);
+   * a stream that alternates tells nothing. */
   uint64_t p2p_sent, p2p_recvd;
   uint32_t p2p_sent_run, p2p_recvd_run;
   /* receive side */

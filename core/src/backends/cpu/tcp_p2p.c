@@ -283,22 +283,33 @@ static void coll_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *t
   set_fail(r, DIST_E_DESYNC, "%s", m);
 }
 
-/* Which side of a send and receive whose sizes differ changed since the
- * pair's steady run of matches (two or more in a row at one size): 1 the
- * sender, 0 the receiver, -1 not known (no such run, or both changed).
- * Both ranks hold the same history, so both say the same. */
-static int p2p_changed(const dist__tcp *t, int p, bool i_send, uint64_t sb, uint64_t rb) {
-  const tcp_conn *c = &t->conns[p];
-  uint64_t last = i_send ? c->p2p_sent : c->p2p_recvd;
-  if ((i_send ? c->p2p_sent_run : c->p2p_recvd_run) < 2 || sb == rb)
-    return -1;
-  return last == rb ? 1 : last == sb ? 0 : -1;
+/* A matched transfer's signature: its size, and at DETAIL its dtype and
+ * shape (what p2p_diff compares), so a pair that keeps its size but
+ * changes its dtype still has a history to tell the changed side by. */
+static uint64_t p2p_sig(uint64_t bytes, const tcp_desc *d) {
+  uint64_t h = 1469598103934665603ull;
+  h = (h ^ bytes) * 1099511628211ull;
+  h = (h ^ (uint64_t)d->dtype) * 1099511628211ull;
+  return (h ^ (uint64_t)d->peer_count) * 1099511628211ull;
 }
 
-/* A send or receive between this rank and peer p matched at bytes. */
-static void p2p_matched(uint64_t *last, uint32_t *run, uint64_t bytes) {
-  *run = *last == bytes && *run < UINT32_MAX ? *run + 1 : 1;
-  *last = bytes;
+/* Which side of a send and receive that differ (signatures ss and rs)
+ * changed since the pair's steady run of matches (two or more in a row
+ * with one signature): 1 the sender, 0 the receiver, -1 not known (no such
+ * run, or both changed). Both ranks hold the same history, so both say
+ * the same. */
+static int p2p_changed(const dist__tcp *t, int p, bool i_send, uint64_t ss, uint64_t rs) {
+  const tcp_conn *c = &t->conns[p];
+  uint64_t last = i_send ? c->p2p_sent : c->p2p_recvd;
+  if ((i_send ? c->p2p_sent_run : c->p2p_recvd_run) < 2 || ss == rs)
+    return -1;
+  return last == rs ? 1 : last == ss ? 0 : -1;
+}
+
+/* A send or receive between this rank and peer p matched (signature sig). */
+static void p2p_matched(uint64_t *last, uint32_t *run, uint64_t sig) {
+  *run = *last == sig && *run < UINT32_MAX ? *run + 1 : 1;
+  *last = sig;
 }
 
 /* The report body of a send and a receive whose sizes differ. */
@@ -328,7 +339,7 @@ static void p2p_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *th
   size_t off = 0;
   m[0] = '\0';
   dist__appendf(m, sizeof m, &off, "%s: ", dist__tcp_req_label(r, lb, sizeof lb));
-  int changed = p2p_changed(t, p, i_send, sb, rb);
+  int changed = p2p_changed(t, p, i_send, p2p_sig(sb, sd), p2p_sig(rb, rd));
   if (changed >= 0) /* it is the odd one: the other side matched this size before */
     dist__report_disagree_odd(m, sizeof m, &off, field ? field : "size", changed ? &b : &a,
                               changed ? &a : &b);
@@ -350,7 +361,8 @@ static int check_match(dist__tcp *t, dist__tcp_req *r, int src, const tcp_hdr *h
   const char *why = p2p_diff(&r->d, r->len, &hd, h->size);
   if (!why) {
     if (src != t->g->rank)
-      p2p_matched(&t->conns[src].p2p_recvd, &t->conns[src].p2p_recvd_run, h->size);
+      p2p_matched(&t->conns[src].p2p_recvd, &t->conns[src].p2p_recvd_run,
+                  p2p_sig(r->len, &r->d));
     return DIST_OK;
   }
   p2p_report(t, r, src, &hd, h->size, false, why);
@@ -742,7 +754,8 @@ static tcp_item *body_items(dist__tcp_req *r, int n) {
 void dist__tcp_on_cts(dist__tcp *t, tcp_conn *c) {
   dist__tcp_req *r = find_by_id(t, true, c->peer, c->rh.msg_id, RQ_SEND_CTSWAIT);
   if (r && !r->coll) /* the receiver matched it */
-    p2p_matched(&t->conns[c->peer].p2p_sent, &t->conns[c->peer].p2p_sent_run, r->len);
+    p2p_matched(&t->conns[c->peer].p2p_sent, &t->conns[c->peer].p2p_sent_run,
+                p2p_sig(r->len, &r->d));
   int n = r ? dist__tcp_stripes(t, c->peer, r->len) : 0;
   tcp_item *items = r ? body_items(r, n) : NULL;
   if (!items) {
@@ -834,7 +847,7 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
   }
   if (!nack) {
     if (!r->coll)
-      p2p_matched(&c->p2p_sent, &c->p2p_sent_run, r->len);
+      p2p_matched(&c->p2p_sent, &c->p2p_sent_run, p2p_sig(r->len, &r->d));
     if (r->item)
       r->want_ack = false; /* acknowledged already: done once written */
     else
