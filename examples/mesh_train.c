@@ -27,6 +27,10 @@
  *              call its partner does not make
  *   extra      the rank calls one more world all_reduce after the last
  *              step, when the others have finished
+ *   sendtag    the rank sends its activations with tag 5 (the receive
+ *              takes tag 0)
+ *   wrongdest  the rank sends its activations to r + 4 instead of r + 2
+ *   senddtype  the rank sends its activations as int32 (same byte count)
  * --steps N runs N steps (default 5). */
 #include <stdint.h>
 #include <stdio.h>
@@ -97,8 +101,15 @@ static void pipeline(const job *j, int step, float *act, float *from_prev) {
     prev = prev >= 2 ? prev - 2 : next;
   if (prev >= 0 || planted(j, step, "wrongpeer"))
     TRY("recv", dist_recv(&in, prev, NULL, 0, NULL));
-  if (next < j->world)
-    TRY("send", dist_send(&out, next, NULL, 0));
+  if (next >= j->world)
+    return;
+  int32_t as_int[ACT] = {0};
+  if (planted(j, step, "senddtype"))
+    out = dist_tensor_1d(as_int, DIST_INT32, ACT);
+  int tag = planted(j, step, "sendtag") ? 5 : 0;
+  if (planted(j, step, "wrongdest"))
+    next = (j->rank + 4) % j->world;
+  TRY("send", dist_send(&out, next, NULL, tag));
 }
 
 /* Values are checked, except on the rank that planted a bug in this step
@@ -160,6 +171,7 @@ static void step_once(const job *j, int step) {
 static void usage(const char *prog) {
   printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
          "bugs: skip dtype spin swap crash wrongpeer async exit0 straggle late barrier extra "
+         "sendtag wrongdest senddtype "
          "(none: healthy)\n",
          prog);
 }

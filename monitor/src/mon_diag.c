@@ -847,14 +847,17 @@ static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len
  * state. */
 /* Whether rank s, blocked in a send, sends to the wrong peer: its first
  * send to that rank (pair 1), which waits, with the same tag, to receive
- * from another peer it has received from before. The pair numbers tell the
- * two ends of a misdirected message apart: a running pipeline repeats its
- * pairs, and the new one is the odd call. */
+ * from another peer it has received from before, or which receives
+ * nothing (it waits in a collective). The pair numbers tell the two ends
+ * of a misdirected message apart: a running pipeline repeats its pairs,
+ * and the new one is the odd call. */
 static bool odd_sender(const mon_rec *recs, int world, int s) {
   const mon_rec_group *b = blocked_in(&recs[s]);
   if (!b || b->kind != DIST_OP_SEND || b->peer < 0 || b->peer >= world || b->pair != 1)
     return false;
   const mon_rec_group *rb = blocked_in(&recs[b->peer]);
+  if (rb && !is_p2p(rb->kind))
+    return true;
   return rb && rb->kind == DIST_OP_RECV && rb->peer != s && rb->gid == b->gid &&
          rb->tag == b->tag && rb->pair > 1;
 }
@@ -933,10 +936,14 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
     dist__appendf(buf, len, off, ": it sends to rank %d, which does not take from it, while "
                   "rank %d waits to receive from it (does it send to the wrong peer?)",
                   b->peer2, waiter);
-  else if (misdirected)
+  else if (misdirected && is_p2p(blocked_in(&recs[b->peer])->kind))
     dist__appendf(buf, len, off, ": it sends to rank %d for the first time, which receives "
                   "from rank %d as before (does it send to the wrong peer?)", b->peer,
                   blocked_in(&recs[b->peer])->peer);
+  else if (misdirected)
+    dist__appendf(buf, len, off, ": it sends to rank %d for the first time, which receives "
+                  "nothing: it waits in %s (does it send to the wrong peer?)", b->peer,
+                  op_name(blocked_in(&recs[b->peer])->kind));
   else if (stranded)
     dist__appendf(buf, len, off, ": rank %d is elsewhere, not sending to it%s (does it receive "
                   "from the wrong peer?)", b->peer,

@@ -55,3 +55,16 @@ Test(examples_mesh_hangs, a_first_stage_that_receives_is_named_not_its_next_stag
   hang_case("wrongpeer", 0, "and it never received from that rank before (does it receive from "
                             "the wrong peer?)", "\"op\":\"RECV\"");
 }
+
+/* Rank 3 sends to rank 5 with tag 5 where rank 5 receives with tag 0: the
+ * pair never matches; the side that set a tag is named alone. */
+Test(examples_mesh_hangs, a_send_with_another_tag_names_the_side_that_set_it, .timeout = 300) {
+  hang_case("sendtag", 3, "the two never matched (their tags differ)", "\"op\":\"SEND\"");
+}
+
+/* Rank 3 sends to rank 7, which receives from rank 5 as in every step:
+ * a first send to a rank meets a receive from its usual peer. */
+Test(examples_mesh_hangs, a_send_to_the_wrong_stage_names_the_sender, .timeout = 300) {
+  hang_case("wrongdest", 3, "it sends to rank 7 for the first time, which receives from rank 5 "
+                            "as before (does it send to the wrong peer?)", "\"op\":\"SEND\"");
+}

@@ -60,6 +60,18 @@ Test(examples_mesh, a_float64_dp_all_reduce_names_the_rank_the_field_and_the_lin
             "%s", r.json);
 }
 
+/* Rank 3 sends int32 where rank 5 receives float32, the byte counts
+ * equal: both steps before, the pair matched as float32, so the sender is
+ * the side that changed. */
+Test(examples_mesh, a_send_that_changed_its_dtype_names_the_sender, .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("senddtype", 3, &r);
+  mesh_expect_verdict(&r, 10, "desync", 3);
+  cr_expect(mesh_says(&r, "ranks disagree on the dtype") &&
+                mesh_says(&r, "int32[64] to rank 5 (256 bytes)  <- dtype differs"),
+            "%s", r.err);
+}
+
 /* At OFF the shared-memory engine's own check: the rank outside the
  * majority is blamed, also when it is the lowest of its group (the
  * engine compares every rank with every other, not with group rank 0). */
