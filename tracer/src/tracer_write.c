@@ -180,7 +180,10 @@ static bool note_end_aside(tracer *t) {
 
 #define IDLE_CYCLES 8
 #define IDLE_FACTOR 8
-#define IDLE_MAX_MS 250 /* nor longer than this, unless the cycle itself is */
+/* Nor longer than this, unless the cycle itself is: the first burst after
+ * an idle spell waits for the writer's next wake-up, and the default ring
+ * (65,536 slots) holds 50 ms of operations at one every 0.8 us. */
+#define IDLE_MAX_MS 50
 
 static void *writer_main(void *arg) {
   tracer *t = arg;
@@ -193,9 +196,10 @@ static void *writer_main(void *arg) {
   setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
   /* A rank that stopped issuing operations (it waits out a hang, or
    * computes) leaves the ring empty: after IDLE_CYCLES empty cycles the
-   * writer wakes IDLE_FACTOR times less often, so 256 idle ranks' writers
-   * do not take the machine's two cores from their own watchdogs; the
-   * first records found bring the cycle back (a flush wakes it at once). */
+   * writer wakes IDLE_FACTOR times less often (every 50 ms by default), so
+   * 256 idle ranks' writers do not take the machine's two cores from their
+   * own watchdogs; the first records found bring the cycle back (a flush
+   * wakes it at once). */
   int64_t cycle_ms = t->commit_ms;
   int idle = 0;
   pthread_mutex_lock(&t->mu);

@@ -9,9 +9,9 @@
  *   2. sched_yield (DIST_SHM_YIELD_US, default 200 us): lets a rank that
  *      shares our core run;
  *   3. sleep on the peer's futex word (FUTEX_WAIT on shared memory, not
- *      PRIVATE) in slices of 4 ms, growing to 32 ms in a long wait. A publisher bumps the word and calls
- *      FUTEX_WAKE only when the sleeper count says someone sleeps, so the
- *      hot path has no system call.
+ *      PRIVATE) in slices of 4 ms, growing to 32 ms in a long wait. A
+ *      publisher bumps the word and calls FUTEX_WAKE only when the sleeper
+ *      count says someone sleeps, so the hot path has no system call.
  * Phases 2 and 3 check, at least once per slice: this group's abort and
  * broken state, the failure words the peers publish, the deadline, and
  * (at most once per millisecond) the pidfds of the peers not yet arrived.
