@@ -433,7 +433,9 @@ static const mon_rec_group *first_wait_for(const mon_rec *recs, int r) {
  * one side; a pair whose tags are both set, or equal, names both). */
 static bool tag_alone(const mon_rec *recs, int r) {
   const mon_rec_group *a = blocked_in(&recs[r]);
-  const mon_rec_group *b = a ? blocked_in(&recs[a->peer]) : NULL;
+  if (!a || a->peer < 0 || a->peer >= dist__mon.world)
+    return false;
+  const mon_rec_group *b = blocked_in(&recs[a->peer]);
   return b && a->tag != 0 && b->tag == 0;
 }
 
@@ -840,11 +842,6 @@ static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len
   }
 }
 
-/* The rank blocked sending to r, with the tag r receives with, while r is
- * blocked receiving from a peer that does not send to it: r most likely
- * names the wrong source. A send with another tag is no sign (r's receive
- * would not take it from that rank either). -1 when r is not in that
- * state. */
 /* Whether rank s, blocked in a send, sends to the wrong peer: its first
  * send to that rank (pair 1), which waits, with the same tag, to receive
  * from another peer it has received from before, or which receives
@@ -862,6 +859,11 @@ static bool odd_sender(const mon_rec *recs, int world, int s) {
          rb->tag == b->tag && rb->pair > 1;
 }
 
+/* The rank blocked sending to r, with the tag r receives with, while r is
+ * blocked receiving from a peer that does not send to it: r most likely
+ * names the wrong source. A send with another tag is no sign (r's receive
+ * would not take it from that rank either). -1 when r is not in that
+ * state, or when that send is the odd call (odd_sender). */
 static int wrong_source(const mon_rec *recs, int world, int r) {
   const mon_rec_group *b = blocked_in(&recs[r]);
   if (!b || b->kind != DIST_OP_RECV || b->peer < 0 || b->peer >= world)
