@@ -33,6 +33,10 @@ static const char *sec_word(int64_t ms, char *buf, size_t len) {
 #define blocked_in dist__mon_blocked_in
 #define halves dist__mon_halves
 #define waits_for dist__mon_waits_for
+#define odd_sender dist__mon_odd_sender
+#define wrong_source dist__mon_wrong_source
+#define stranded_receiver dist__mon_stranded_receiver
+#define wrong_destination dist__mon_wrong_destination
 typedef mon_at_op at_op;
 
 /* Whether blocked records a and b (of one group) are in the same operation. */
@@ -842,82 +846,6 @@ static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len
   }
 }
 
-/* Whether rank s, blocked in a send, sends to the wrong peer: its first
- * send to that rank (pair 1), which waits, with the same tag, to receive
- * from another peer it has received from before, or which receives
- * nothing (it waits in a collective). The pair numbers tell the two ends
- * of a misdirected message apart: a running pipeline repeats its pairs,
- * and the new one is the odd call. */
-static bool odd_sender(const mon_rec *recs, int world, int s) {
-  const mon_rec_group *b = blocked_in(&recs[s]);
-  if (!b || b->kind != DIST_OP_SEND || b->peer < 0 || b->peer >= world || b->pair != 1)
-    return false;
-  const mon_rec_group *rb = blocked_in(&recs[b->peer]);
-  if (rb && !is_p2p(rb->kind))
-    return true;
-  return rb && rb->kind == DIST_OP_RECV && rb->peer != s && rb->gid == b->gid &&
-         rb->tag == b->tag && rb->pair > 1;
-}
-
-/* The rank blocked sending to r, with the tag r receives with, while r is
- * blocked receiving from a peer that does not send to it: r most likely
- * names the wrong source. A send with another tag is no sign (r's receive
- * would not take it from that rank either). -1 when r is not in that
- * state, or when that send is the odd call (odd_sender). */
-static int wrong_source(const mon_rec *recs, int world, int r) {
-  const mon_rec_group *b = blocked_in(&recs[r]);
-  if (!b || b->kind != DIST_OP_RECV || b->peer < 0 || b->peer >= world)
-    return -1;
-  const mon_rec_group *pb = blocked_in(&recs[b->peer]);
-  if (pb && pb->kind == DIST_OP_SEND && pb->peer == r)
-    return -1;
-  for (int q = 0; q < world; q++) {
-    const mon_rec_group *qb = q == r ? NULL : blocked_in(&recs[q]);
-    if (qb && qb->kind == DIST_OP_SEND && qb->peer == r && qb->gid == b->gid &&
-        qb->tag == b->tag)
-      return odd_sender(recs, world, q) ? -1 : q; /* the sender is the odd one */
-  }
-  return -1;
-}
-
-/* Whether r is blocked receiving from a peer that is not sending to it:
- * blocked in anything but a send to r or a batch with r (its receive can
- * only wait; a rank that named the wrong source, or one behind it in a
- * pipeline). */
-static bool stranded_receiver(const mon_rec *recs, int world, int r) {
-  const mon_rec_group *b = blocked_in(&recs[r]);
-  if (!b || b->kind != DIST_OP_RECV || b->peer < 0 || b->peer >= world || b->peer == r)
-    return false;
-  const mon_rec_group *pb = blocked_in(&recs[b->peer]);
-  if (!pb)
-    return false;
-  bool batch_with_r = pb->kind == DIST_OP_BATCH_P2P && (pb->peer == r || pb->peer2 == r ||
-                                                        pb->peer == MON_PEER_MANY ||
-                                                        pb->peer2 == MON_PEER_MANY);
-  return !(pb->kind == DIST_OP_SEND && pb->peer == r) && !batch_with_r;
-}
-
-/* Whether blocked record pb of rank p takes a message from r now: a
- * receive from r, or a batch whose receives come from r. */
-static bool takes_from(const mon_rec_group *pb, int r) {
-  return pb && pb->peer == r && (pb->kind == DIST_OP_RECV || pb->kind == DIST_OP_BATCH_P2P);
-}
-
-/* The rank waiting to receive from r while r, blocked in a batch, sends
- * to a peer that does not take from it (peer2): r most likely sends to the
- * wrong peer. -1 when r is not in that state. */
-static int wrong_destination(const mon_rec *recs, int world, int r) {
-  const mon_rec_group *b = blocked_in(&recs[r]);
-  if (!b || b->kind != DIST_OP_BATCH_P2P || b->peer2 < 0 || b->peer2 >= world)
-    return -1;
-  if (takes_from(blocked_in(&recs[b->peer2]), r))
-    return -1;
-  for (int z = 0; z < world; z++)
-    if (z != r && z != b->peer2 && takes_from(blocked_in(&recs[z]), r))
-      return z;
-  return -1;
-}
-
 /* A rank every cycle goes through: the one whose calls are out of order
  * (a call swapped across groups, a receive from the wrong peer), with the
  * ranks blocked on it. */
@@ -957,50 +885,6 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
     dist__appendf(buf, len, off, ", while others wait for it elsewhere (its calls are in "
                   "another order than theirs)");
   say_waiters(recs, r, buf, len, off);
-}
-
-/* Of the ranks every cycle goes through, those receiving from the wrong
- * peer when there are any (the other end of a receive-receive cycle only
- * waits for them): kept in place, returns how many. */
-static int prefer_wrong_source(const mon_rec *recs, int world, int *ranks, int k) {
-  int m = 0;
-  for (int i = 0; i < k; i++)
-    if (wrong_source(recs, world, ranks[i]) >= 0)
-      ranks[m++] = ranks[i];
-  return m ? m : k;
-}
-
-/* Of the ranks every cycle goes through, those sending to the wrong peer
- * (odd_sender) when there are any. Kept in place; returns how many. */
-static int prefer_odd_sender(const mon_rec *recs, int world, int *ranks, int k) {
-  int m = 0;
-  for (int i = 0; i < k; i++)
-    if (odd_sender(recs, world, ranks[i]))
-      ranks[m++] = ranks[i];
-  return m ? m : k;
-}
-
-/* Of the ranks every cycle goes through, when they are all receivers from
- * peers elsewhere (a cycle of receives, no sender to tell the wrong source
- * by), those receiving from that peer for the first time while the others
- * receive from theirs as they did before (a new pair in a running job is
- * the odd call: the first stage that receives at all). Kept in place;
- * returns how many. */
-static int prefer_new_pair(const mon_rec *recs, int world, int *ranks, int k) {
-  int m = 0;
-  for (int i = 0; i < k; i++) {
-    const mon_rec_group *b = blocked_in(&recs[ranks[i]]);
-    if (!stranded_receiver(recs, world, ranks[i]) || !b->pair)
-      return k; /* unknown, or not a cycle of receives */
-    m += b->pair == 1;
-  }
-  if (!m || m == k)
-    return k;
-  int n = 0;
-  for (int i = 0; i < k; i++)
-    if (blocked_in(&recs[ranks[i]])->pair == 1)
-      ranks[n++] = ranks[i];
-  return n;
 }
 
 /* Of the ranks every cycle goes through (k of them in ranks), when none
@@ -1072,9 +956,7 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
       sure++;
     int common[MON_CULPRITS_MAX];
     int k = common_ranks(w.found, sure ? sure : w.n_found, world, common);
-    k = prefer_wrong_source(recs, world, common, k);
-    k = prefer_odd_sender(recs, world, common, k);
-    k = prefer_new_pair(recs, world, common, k);
+    k = dist__mon_prefer_odd_p2p(recs, world, common, k);
     if (sure) /* a call swapped across groups: the side whose order nobody shares */
       k = dist__mon_prefer_out_of_order(recs, world, common, k);
     if (!sure) /* only cycles through batches: the surer ends of their waits */

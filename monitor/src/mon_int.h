@@ -231,6 +231,24 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
  * how many ranks are left in ranks. */
 int dist__mon_prefer_out_of_order(const mon_rec *recs, int world, int *ranks, int k);
 
+/* The odd ends of point-to-point waits (mon_peers.c). odd_sender: rank s
+ * is blocked in its first send to a rank that receives from another peer
+ * it received from before, or receives nothing. wrong_source: the rank
+ * sending to r with the tag r receives with, while r receives from a peer
+ * that does not send to it (-1: none, or that send is the odd one).
+ * stranded_receiver: r receives from a peer that is not sending to it.
+ * wrong_destination: the rank waiting to receive from r while r's batch
+ * sends to a peer that does not take from it (-1: none). */
+bool dist__mon_odd_sender(const mon_rec *recs, int world, int s);
+int dist__mon_wrong_source(const mon_rec *recs, int world, int r);
+bool dist__mon_stranded_receiver(const mon_rec *recs, int world, int r);
+int dist__mon_wrong_destination(const mon_rec *recs, int world, int r);
+/* Of the k ranks every cycle goes through (ranks, kept in place), the
+ * receivers from the wrong peer when there are any, else the senders to
+ * the wrong peer, else, in a cycle of receives, those receiving from their
+ * peer for the first time; returns how many are left. */
+int dist__mon_prefer_odd_p2p(const mon_rec *recs, int world, int *ranks, int k);
+
 /* Whether recs show a wait-for cycle through rank me whose every member is
  * alive, blocked in a synchronous call and has no other operation in
  * flight (nothing pending could break it), or failing one, such an
