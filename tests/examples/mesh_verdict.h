@@ -36,33 +36,49 @@ static inline const char *mesh_after_status(const char *err) {
   return at;
 }
 
-/* Runs the job with --bug bug planted on rank in step step (-1: the
- * program's default), at debug level debug ("DIST_DEBUG=DETAIL"). */
-static inline void job_run_step(const char *prog, const char *debug, const char *bug, int rank,
-                                int step, mesh_run *r) {
-  static dist_proc job, diag;
+/* Runs `distrun -n ranks --trace-out DIR/trace.db job...` (job: the
+ * program and its arguments, NULL-terminated, 12 at most) with debug
+ * ("DIST_DEBUG=DETAIL") and timeout ("DIST_TIMEOUT=6") set, then `distview
+ * diagnose --json` on the trace it left; the directory is removed after. */
+static inline void job_run_argv(const char *debug, const char *timeout, const char *ranks,
+                                const char *const *job, mesh_run *r) {
+  static dist_proc run, diag;
   dist_test_clean_launch_env();
-  char dir[] = "/tmp/dist-mesh-XXXXXX", trace[96], db[96], rk[16];
+  char dir[] = "/tmp/dist-mesh-XXXXXX", trace[96], db[96];
   cr_assert(dist_test_mkdtemp(dir));
   snprintf(trace, sizeof trace, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
-  char st[16];
-  snprintf(rk, sizeof rk, "%d", rank);
-  snprintf(st, sizeof st, "%d", step);
-  const char *env[] = {debug, "DIST_TIMEOUT=6", trace, NULL};
-  r->status = dist_proc_runl(&job, env, 120000, dist_test_bin("distrun"), "-n", "8",
-                             "--trace-out", db, dist_test_bin(prog), "--bug", bug,
-                             "--rank", rk, step < 0 ? NULL : "--step", st, NULL);
-  r->err = DIST_PROC_ERR(&job);
+  const char *env[] = {debug, timeout, trace, NULL};
+  const char *argv[20] = {dist_test_bin("distrun"), "-n", ranks, "--trace-out", db};
+  char said[256] = "";
+  int n = 5;
+  for (int i = 0; job[i] && n < 19; i++) {
+    argv[n++] = job[i];
+    snprintf(said + strlen(said), sizeof said - strlen(said), " %s", i ? job[i] : "job");
+  }
+  r->status = dist_proc_run(&run, argv, env, 120000);
+  r->err = DIST_PROC_ERR(&run);
   r->report = mesh_after_status(r->err);
   r->diag_status = dist_proc_runl(&diag, NULL, 60000, dist_test_bin("distview"), "diagnose",
                                   "--json", db, NULL);
   snprintf(r->json, sizeof r->json, "%s", DIST_PROC_OUT(&diag));
-  cr_log_info("%s --bug %s --rank %d: exit %d\n%s\ndiagnose: %d %s", bug, bug, rank, r->status,
+  cr_log_info("%s: exit %d\n%s\ndiagnose: %d %s", said, r->status,
               r->report ? r->report : r->err, r->diag_status, r->json);
   char rm[160];
   snprintf(rm, sizeof rm, "rm -rf %s", dir);
   cr_assert_eq(system(rm), 0);
+}
+
+/* Runs the 8-rank job prog with --bug bug planted on rank in step step
+ * (-1: the program's default), at debug level debug ("DIST_DEBUG=DETAIL"). */
+static inline void job_run_step(const char *prog, const char *debug, const char *bug, int rank,
+                                int step, mesh_run *r) {
+  char rk[16], st[16];
+  snprintf(rk, sizeof rk, "%d", rank);
+  snprintf(st, sizeof st, "%d", step);
+  const char *job[] = {dist_test_bin(prog), "--bug", bug, "--rank", rk,
+                       step < 0 ? NULL : "--step", st, NULL};
+  job_run_argv(debug, "DIST_TIMEOUT=6", "8", job, r);
 }
 
 static inline void job_run(const char *prog, const char *debug, const char *bug, int rank,

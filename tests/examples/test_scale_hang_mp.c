@@ -8,26 +8,8 @@
 #include "mesh_verdict.h"
 
 static void run_scale_hang(mesh_run *r) {
-  static dist_proc job, diag;
-  dist_test_clean_launch_env();
-  char dir[] = "/tmp/dist-scale-XXXXXX", trace[96], db[96];
-  cr_assert(dist_test_mkdtemp(dir));
-  snprintf(trace, sizeof trace, "DIST_TRACE=%s/ranks", dir);
-  snprintf(db, sizeof db, "%s/trace.db", dir);
-  const char *env[] = {"DIST_DEBUG=DETAIL", "DIST_TIMEOUT=8", trace, NULL};
-  r->status = dist_proc_runl(&job, env, 120000, dist_test_bin("distrun"), "-n", "16",
-                             "--trace-out", db, dist_test_bin("scale_job"), "--colls", "40",
-                             "--fault", "hang", NULL);
-  r->err = DIST_PROC_ERR(&job);
-  r->report = mesh_after_status(r->err);
-  r->diag_status = dist_proc_runl(&diag, NULL, 60000, dist_test_bin("distview"), "diagnose",
-                                  "--json", db, NULL);
-  snprintf(r->json, sizeof r->json, "%s", DIST_PROC_OUT(&diag));
-  cr_log_info("scale_job --fault hang: exit %d\n%s\ndiagnose: %d %s", r->status,
-              r->report ? r->report : r->err, r->diag_status, r->json);
-  char rm[160];
-  snprintf(rm, sizeof rm, "rm -rf %s", dir);
-  cr_assert_eq(system(rm), 0);
+  const char *job[] = {dist_test_bin("scale_job"), "--colls", "40", "--fault", "hang", NULL};
+  job_run_argv("DIST_DEBUG=DETAIL", "DIST_TIMEOUT=8", "16", job, r);
 }
 
 Test(examples_scale_hang, the_first_call_a_busy_rank_missed_is_named, .timeout = 240) {
