@@ -276,11 +276,15 @@ static void sleep_on(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int64_t 
     futex(&c->wake, FUTEX_WAIT, w, &ts);
 }
 
-/* Waits for rank j; the slow checks cover ranks [j, end) (for names). */
-static int wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end, int64_t spin_end,
-                    int64_t yield_end) {
+/* Waits for rank j; the slow checks cover ranks [j, end) (for names).
+ * now: the clock when the wait began, so that a rank with no spin phase
+ * (spin_end == now) yields at once: starting from 0 it spun 64 pauses
+ * per peer first, about 3 us on this machine's cores, which a descheduled
+ * peer cannot use. */
+static int wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end, int64_t now,
+                    int64_t spin_end, int64_t yield_end) {
   unsigned it = 0;
-  int64_t now = 0, asleep_at = 0;
+  int64_t asleep_at = 0;
   bool asleep = false, fenced = false;
   int rc = DIST_OK;
   while (rc == DIST_OK && !shm_reached(s, j, g)) {
@@ -324,7 +328,7 @@ static int wait_range(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end
   for (; j < end; j++) {
     if (j == s->rank || shm_reached(s, j, g))
       continue;
-    DIST_TRY(wait_one(s, op, g, j, end, spin_end, yield_end));
+    DIST_TRY(wait_one(s, op, g, j, end, t0, spin_end, yield_end));
   }
   return DIST_OK;
 }
