@@ -31,6 +31,7 @@
  *              takes tag 0)
  *   wrongdest  the rank sends its activations to r + 4 instead of r + 2
  *   senddtype  the rank sends its activations as int32 (same byte count)
+ *   abort      the rank aborts its dp group (dist_abort_group) after the dp all_reduce
  * --steps N runs N steps (default 5). */
 #include <stdint.h>
 #include <stdio.h>
@@ -152,6 +153,8 @@ static void step_once(const job *j, int step) {
     TRY("dp all_reduce", dist_all_reduce(&t, DIST_SUM, j->g_dp, NULL));
     check("dp all_reduce", grad[0], (double)(j->tp * (j->world / 2)));
   }
+  if (planted(j, step, "abort")) /* its next dp call, and its dp partners', fail */
+    TRY("dp abort", dist_abort_group(j->g_dp, "out of memory in the optimizer step"));
   if (planted(j, step, "late"))
     spin_forever();
   if (!strcmp(j->bug, "straggle") && j->rank == j->culprit)
@@ -171,7 +174,7 @@ static void step_once(const job *j, int step) {
 static void usage(const char *prog) {
   printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
          "bugs: skip dtype spin swap crash wrongpeer async exit0 straggle late barrier extra "
-         "sendtag wrongdest senddtype "
+         "sendtag wrongdest senddtype abort "
          "(none: healthy)\n",
          prog);
 }

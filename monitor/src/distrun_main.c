@@ -303,6 +303,14 @@ static int posted_exit(const sup *sp, int rank, int wstatus, int fallback) {
   return dist__run_cause_exit(sp->posted, fallback);
 }
 
+/* The rank that aborted a group with dist_abort_group, when that is the
+ * posted cause (pg_cause.c), else -1: the ranks that fail next (their
+ * operations aborted, or their partners gone) fail because of it. */
+static int aborter(const sup *sp) {
+  const drun_posted *p = sp->posted;
+  return p->have && p->status == DIST_E_ABORTED && p->f.n_culprits == 1 ? p->f.culprits[0] : -1;
+}
+
 static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   char how[160];
   r->running = false;
@@ -352,7 +360,12 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   if (odd)
     st = sp->posted->have ? DRUN_EXIT_DESYNC : DRUN_EXIT_RANK_DIED;
   bool first;
-  if (odd && st == DRUN_EXIT_DESYNC)
+  int ab = !odd && st == DRUN_EXIT_RANK_DIED ? aborter(sp) : -1;
+  if (ab >= 0)
+    first = set_cause(sp, st, "rank %d aborted group %d (%s) with dist_abort_group; rank %d "
+                      "(pid %d, node %d) then %s", ab, sp->posted->f.group_id,
+                      sp->posted->f.group_name, r->global, (int)r->pid, sp->c->node_rank, how);
+  else if (odd && st == DRUN_EXIT_DESYNC)
     first = set_cause(sp, st, "rank %d (pid %d, node %d) called on alone: every other rank had "
                       "ended with exit code 0, so the ranks' calls differ in number; then it %s",
                       r->global, (int)r->pid, sp->c->node_rank, how);
@@ -373,9 +386,10 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
     first = set_cause(sp, DRUN_EXIT_RANK_DIED, "rank %d (pid %d, node %d) failed first: %s",
                       r->global, (int)r->pid, sp->c->node_rank, how);
   if (first) {
-    bool early = !odd && st == DRUN_EXIT_RANK_DIED && sp->early_rank >= 0;
-    sp->first = (drun_first){.rank = early ? sp->early_rank : r->global,
-                             .wstatus = early ? 0 : wstatus, .early = early, .odd = odd};
+    bool early = ab < 0 && !odd && st == DRUN_EXIT_RANK_DIED && sp->early_rank >= 0;
+    sp->first = (drun_first){.rank = ab >= 0 ? ab : early ? sp->early_rank : r->global,
+                             .wstatus = early || ab >= 0 ? 0 : wstatus, .early = early,
+                             .odd = odd};
     dist__run_say("%s", sp->cause);
   } else {
     dist__run_say("rank %d (pid %d) also failed: %s", r->global, (int)r->pid, how);

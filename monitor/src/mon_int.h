@@ -30,6 +30,7 @@
 
 #include <dist/internal/base.h>
 #include <dist/internal/launch.h>
+#include <dist/internal/pg.h>
 #include "mon_record.h"
 
 #define MON_MAX_GROUPS 256  /* group ids followed; later ones are not */

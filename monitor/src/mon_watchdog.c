@@ -265,7 +265,7 @@ static void on_failure(mon_group *g, bool timeout) {
    * layer's "did not arrive" for the same timeout, which knows less. */
   post_diagnosis(rc, diag, &v);
   if (timeout && dist__mon.abort_on_timeout && g->pg)
-    dist_abort_group(g->pg, "the group timed out (DIST_ABORT_ON_TIMEOUT=1)");
+    dist__abort_group(g->pg, "the group timed out (DIST_ABORT_ON_TIMEOUT=1)");
   replace_diag(g, diag, &v);
 }
 
@@ -310,7 +310,7 @@ static void end_deadlock(mon_group *g, uint64_t seq, mon_rec *recs, int64_t now)
     char why[DIST_ERRMSG_LEN];
     snprintf(why, sizeof why, "a proven deadlock (DIST_EARLY_VERDICT=0 waits for the timeout "
              "instead): %s", diag);
-    dist_abort_group(g->pg, why);
+    dist__abort_group(g->pg, why);
   }
   g->probe_seen.n = 0;
 }

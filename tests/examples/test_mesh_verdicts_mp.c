@@ -130,6 +130,31 @@ Test(examples_mesh, an_early_exit_names_the_rank_that_left_and_its_last_operatio
             "%s", r.err);
 }
 
+/* A rank aborts its dp group (dist_abort_group): every dp member's next
+ * call fails and they give up, their tp partners then lose them. The rank
+ * that aborted is the one named, with its reason, whichever rank exits
+ * first; at DIST_DEBUG=OFF too (no checking layer between). */
+static void expect_abort_named(const mesh_run *r) {
+  mesh_expect_verdict(r, 12, "died", 5);
+  cr_expect(mesh_says(r, "rank 5 aborted group 2 (dp) with dist_abort_group; rank ") &&
+                mesh_says(r, "aborted in group 2 (dp, 4 ranks): rank 5 called dist_abort_group "
+                             "on group 2 (dp): out of memory in the optimizer step"),
+            "%s", r->err);
+  cr_expect(strstr(r->json, "\"group_name\":\"dp\""), "%s", r->json);
+}
+
+Test(examples_mesh, a_group_aborted_by_one_rank_names_that_rank_and_its_reason,
+     .timeout = 120) {
+  for (int i = 0; i < 2; i++) {
+    static mesh_run r;
+    mesh_run_bug("abort", 5, &r);
+    expect_abort_named(&r);
+  }
+  static mesh_run off;
+  mesh_run_at("DIST_DEBUG=OFF", "abort", 5, &off);
+  expect_abort_named(&off);
+}
+
 /* The opposite of an early exit: every other rank ran the program to its
  * end and exited 0, and rank 3 calls one more all_reduce. The ranks that
  * ended are not early: seven outvote one. */

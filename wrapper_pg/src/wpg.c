@@ -161,7 +161,7 @@ static void fini(void *priv) {
     default_wpg = NULL;
   unlink_live(w);
   if (atomic_load(&w->pending) && w->helper) /* checks still waiting end now */
-    dist_abort_group(w->helper, "the group was destroyed");
+    dist__abort_group(w->helper, "the group was destroyed");
   wpg_async_stop(w);
   wpg_rewind(w); /* a failed async check did not count */
   wpg_leave(w); /* before the helper goes: a peer still waiting names us */
@@ -175,8 +175,8 @@ static void abort_(void *priv, const char *why) {
   wpg *w = priv;
   dist_pg *h = __atomic_load_n(&w->helper, __ATOMIC_ACQUIRE);
   if (h)
-    dist_abort_group(h, why);
-  dist_abort_group(w->inner, why);
+    dist__abort_group(h, why);
+  dist__abort_group(w->inner, why);
 }
 
 static const dist_backend_ops wpg_ops = {

@@ -21,6 +21,7 @@
 #include <dist/log.h>
 #include <dist/observer.h>
 #include <dist/wrapper_pg.h>
+#include <dist/internal/pg.h>
 
 #define WPG_FP_VERSION 1u
 #define WPG_MSG_LEN 8192      /* a report; the group keeps what fits */

@@ -143,7 +143,7 @@ static int make_inner(mixed *m, int d, dist_pg *parent) {
   bool aborted = m->aborted;
   pthread_mutex_unlock(&m->mu);
   if (aborted) /* an abort came while it connected */
-    dist_abort_group(g, m->reason);
+    dist__abort_group(g, m->reason);
   return DIST_OK;
 }
 
@@ -195,7 +195,7 @@ static void mixed_abort(void *priv, const char *reason) {
   pthread_mutex_unlock(&m->mu);
   for (int d = 0; d < 2; d++)
     if (in[d])
-      dist_abort_group(in[d], reason);
+      dist__abort_group(in[d], reason);
 }
 
 static int mixed_async_error(void *priv) {

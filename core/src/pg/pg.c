@@ -597,7 +597,7 @@ const dist_pg_info *dist_pg_get_info(dist_pg *g) {
   return g && g != DIST_GROUP_NON_MEMBER ? &g->info : NULL;
 }
 
-int dist_abort_group(dist_pg *g, const char *reason) {
+int dist__abort_group(dist_pg *g, const char *reason) {
   g = dist__pg_resolve(g);
   if (!g)
     return DIST_E_INVAL;
@@ -608,6 +608,24 @@ int dist_abort_group(dist_pg *g, const char *reason) {
   if (g->ops->abort)
     g->ops->abort(g->priv, reason ? reason : "dist_abort_group");
   return DIST_OK;
+}
+
+/* The program's own abort: the reason the peers read names this rank and
+ * the group (they may meet it in a checking layer's helper, whose name
+ * says nothing), and it is posted as the job's cause before any peer can
+ * fail of it, so the verdict names this rank, not the first of the ranks
+ * that then give up (pg_cause.c). */
+int dist_abort_group(dist_pg *g, const char *reason) {
+  dist_pg *r = dist__pg_resolve(g);
+  if (!r || r == DIST_GROUP_NON_MEMBER || r->internal)
+    return dist__abort_group(g, reason);
+  char why[DIST_ERRMSG_LEN];
+  snprintf(why, sizeof why, "rank %d called dist_abort_group on group %d (%s): %s",
+           r->info.global_rank, r->info.group_id,
+           r->info.desc && r->info.desc[0] ? r->info.desc : r->info.name,
+           reason ? reason : "no reason given");
+  dist__cause_post_abort(r, why);
+  return dist__abort_group(g, why);
 }
 
 int dist__pg_group_rank_of(const dist_pg *g, int global_rank) {

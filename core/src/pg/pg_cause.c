@@ -5,7 +5,9 @@
  * with the fields that name what it blames: the ranks its report marks,
  * the group, the operation. And the first rank to leave with its default
  * group live claims DIST_KEY_FIRST_EXIT before its connections close, so
- * distrun can tell the rank that ended first from the ones that lost it. */
+ * distrun can tell the rank that ended first from the ones that lost it.
+ * A group the program aborts (dist_abort_group) is the job's cause too,
+ * naming the rank that aborted it: its peers' failures follow from it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -83,6 +85,23 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
   ci.field = field[0] ? field : NULL;
   dist_post_cause_info(rc, &ci, rep);
   dist__free(rep);
+}
+
+void dist__cause_post_abort(dist_pg *g, const char *why) {
+  if (!dist_get_default_store())
+    return;
+  const dist_pg_info *in = &g->info;
+  char rep[DIST_ERRMSG_LEN + 256];
+  snprintf(rep, sizeof rep, "aborted in group %d (%s, %d ranks): %s\n  reported by rank %d "
+           "(host %s, pid %d)", in->group_id, in->desc && in->desc[0] ? in->desc : in->name,
+           in->size, why, in->global_rank, dist__hostname(), (int)getpid());
+  int me = in->global_rank;
+  dist_cause_info ci = dist_cause_info_none();
+  ci.culprits = &me;
+  ci.n_culprits = 1;
+  ci.group_id = in->group_id;
+  ci.group_name = in->desc && in->desc[0] ? in->desc : in->name;
+  dist_post_cause_info(DIST_E_ABORTED, &ci, rep);
 }
 
 /* --- the first rank to leave --------------------------------------------- */

@@ -195,6 +195,9 @@ int dist__coll_device(dist_pg *g, const dist_coll *c, int *dev);
  * it is one (DIST_E_DESYNC); msg is the call's message. Once per failing
  * call: pg.c and work.c call it where a failure is recorded. */
 void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg);
+/* The program aborted group g (why: what its peers read): the job's cause,
+ * DIST_E_ABORTED, naming this rank. */
+void dist__cause_post_abort(dist_pg *g, const char *why);
 /* Registers (once per process) the exit handler that claims
  * DIST_KEY_FIRST_EXIT when this rank exits with its default group live;
  * init calls it. */

@@ -17,6 +17,11 @@ dist_pg *dist__pg_default(void);
  * or "tcp" for the cpu backend; NULL when its backend does not say. */
 const char *dist__pg_transport(const dist_pg *group);
 
+/* dist_abort_group without the cause it posts: the library's own aborts
+ * (a timed-out group, a proven deadlock, a wrapper passing an abort on to
+ * the groups under it), whose diagnosis is posted by whoever found it. */
+int dist__abort_group(dist_pg *g, const char *reason);
+
 /* A thread is about to block (entering) in dist_work_wait or
  * dist_work_synchronize for an asynchronous operation c of group pg, or
  * has stopped waiting (!entering). The monitor sets it, so that it counts
