@@ -121,6 +121,25 @@ Test(core_groups, new_split_subgroups_mesh_and_translations, .timeout = 120) {
   cr_assert_eq(dist_test_ranks(4, groups_rank, NULL, 100), 0, "%s", dist_test_report());
 }
 
+/* Each rank creates only the group it is in ({0,1} on ranks 0-1, {2,3} on
+ * ranks 2-3): both are "group 1" (torch requires every rank to call
+ * new_group). At DIST_DEBUG=OFF nothing checks that, but the two groups
+ * must not share their keys and cross-connect: each pair sums its own. */
+static int own_group_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  int pair[2] = {ctx->rank / 2 * 2, ctx->rank / 2 * 2 + 1};
+  dist_pg *g = NULL;
+  CHECK_OK(ctx, dist_new_group(pair, 2, NULL, &g));
+  for (int i = 0; i < 20; i++)
+    if (sum_on(ctx, g, ctx->rank + 1, 2 * pair[0] + 3))
+      return 1;
+  return 0;
+}
+
+Test(core_groups, groups_each_created_by_their_members_alone_do_not_cross, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(4, own_group_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
 /* --- work handles, independent groups ------------------------------------ */
 
 static void on_done(dist_work *w, void *arg) {

@@ -74,6 +74,56 @@ static const char *diff(const view *a, const view *b) {
   return strcmp(a->desc, b->desc) ? "description" : NULL;
 }
 
+/* Whether the member lists a and b share a rank. */
+static bool overlap(const char *a, const char *b) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", a);
+  for (char *s = NULL, *t = strtok_r(buf, ",", &s); t; t = strtok_r(NULL, ",", &s))
+    if (in_list(b, atoi(t)))
+      return true;
+  return false;
+}
+
+/* How many views hold the member list m. */
+static int holders(const view *all, int k, const char *m) {
+  int n = 0;
+  for (int i = 0; i < k; i++)
+    n += !strcmp(all[i].members, m);
+  return n;
+}
+
+static int list_len(const char *m) {
+  int n = 1;
+  for (; *m; m++)
+    n += *m == ',';
+  return n;
+}
+
+/* The mistake torch's documentation warns of: each rank created only the
+ * group it is in (new_group called by the members alone), so one id names
+ * different groups on different ranks. True when the views hold two or
+ * more member lists, each written by all its members and by nobody else,
+ * and no two lists share a rank. A rank that skipped one group (its ids
+ * shifted) also writes a list it is in, but its partners write theirs
+ * under another id: that list lacks them, and only that rank is named.
+ * Then no rank is more wrong than another: every one is named. */
+static bool own_groups_only(const view *all, int k) {
+  bool several = false;
+  for (int i = 0; i < k; i++) {
+    if (!in_list(all[i].members, all[i].rank) ||
+        holders(all, k, all[i].members) != list_len(all[i].members))
+      return false;
+    for (int j = 0; j < i; j++) {
+      if (!strcmp(all[i].members, all[j].members))
+        continue;
+      several = true;
+      if (overlap(all[i].members, all[j].members))
+        return false;
+    }
+  }
+  return several;
+}
+
 typedef struct ctx {
   const view *v;
 } ctx;
@@ -123,6 +173,11 @@ static int conflict(const dist_pg_info *p, const view *v, int n, const view *min
               "members, on these ranks)\n", p->group_id, mine->desc[0] ? mine->desc : p->name,
               p->size, field ? field : "member list");
   wpg_report_rows(msg, WPG_MSG_LEN, &off, rows, k, field_of, &c);
+  bool own = own_groups_only(all, k);
+  if (own)
+    wpg_appendf(msg, WPG_MSG_LEN, &off, "  each rank created only the group it is in: every "
+                "rank must call dist_new_group for every group, members or not, in the same "
+                "order (with use_local_synchronization the members alone create it)\n");
   if (off && msg[off - 1] == '\n')
     msg[--off] = '\0';
   dist_log(DIST_LOG_ERROR, DIST_SUBSYS_WPG, "%s", msg);
@@ -130,6 +185,10 @@ static int conflict(const dist_pg_info *p, const view *v, int n, const view *min
   dist_cause_info in = dist_cause_info_none();
   in.culprits = culprits;
   in.n_culprits = (size_t)wpg_report_culprits(rows, k < 64 ? k : 64, culprits);
+  for (int i = 0; own && i < k && i < 64; i++)
+    culprits[i] = all[i].rank;
+  if (own)
+    in.n_culprits = (size_t)(k < 64 ? k : 64);
   in.group_id = p->group_id;
   in.group_name = mine->desc[0] ? mine->desc : p->name;
   in.field = field ? field : "member list";

@@ -139,9 +139,21 @@ static int fill_identity(dist_pg *g, const dist__pg_spec *s) {
   return DIST_OK;
 }
 
+/* The group's keys live under its name and a hash of its members: ranks
+ * that each created only the group they are in (a program that calls
+ * new_group on the members alone) give different groups one name "g<id>",
+ * and without the members in the prefix their engines would read each
+ * other's addresses and cross-connect, returning wrong sums at
+ * DIST_DEBUG=OFF (DETAIL refuses such groups at creation, wrapper_pg's
+ * order.c). */
 static int make_store(dist_pg *g, dist_store *base) {
+  uint32_t h = 2166136261u; /* FNV-1a over the sorted global ranks */
+  for (int i = 0; i < g->info.size; i++) {
+    h ^= (uint32_t)g->global_ranks[i];
+    h *= 16777619u;
+  }
   char prefix[160];
-  snprintf(prefix, sizeof prefix, "pg/%s", g->name);
+  snprintf(prefix, sizeof prefix, "pg/%s.%08x", g->name, h);
   int rc = dist_store_prefix_create(prefix, base, DIST_STORE_BORROW, &g->store);
   if (rc != DIST_OK)
     return dist__set_last_error(rc, "group %s: cannot make its store: %s", g->name,
