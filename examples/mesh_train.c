@@ -32,6 +32,7 @@
  *   wrongdest  the rank sends its activations to r + 4 instead of r + 2
  *   senddtype  the rank sends its activations as int32 (same byte count)
  *   abort      the rank aborts its dp group (dist_abort_group) after the dp all_reduce
+ *   newgroup   the rank creates a world group (dist_new_group) nobody else creates
  * --steps N runs N steps (default 5). */
 #include <stdint.h>
 #include <stdio.h>
@@ -161,6 +162,9 @@ static void step_once(const job *j, int step) {
     nanosleep(&(struct timespec){0, 30 * 1000 * 1000}, NULL); /* planted lateness */
   if (planted(j, step, "barrier"))
     TRY("tp barrier", dist_barrier(j->g_tp, NULL));
+  dist_pg *extra = NULL;
+  if (planted(j, step, "newgroup")) /* every rank must create it: this one waits there */
+    TRY("new_group", dist_new_group(NULL, 0, NULL, &extra));
   loss = j->rank == 0 ? (float)step : -1.0f;
   dist_tensor l = dist_tensor_1d(&loss, DIST_FLOAT32, 1);
   TRY("world broadcast", dist_broadcast(&l, 0, NULL, NULL));
@@ -174,7 +178,7 @@ static void step_once(const job *j, int step) {
 static void usage(const char *prog) {
   printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
          "bugs: skip dtype spin swap crash wrongpeer async exit0 straggle late barrier extra "
-         "sendtag wrongdest senddtype abort "
+         "sendtag wrongdest senddtype abort newgroup "
          "(none: healthy)\n",
          prog);
 }

@@ -27,6 +27,22 @@ static const char *sec_word(int64_t ms, char *buf, size_t len) {
   return buf;
 }
 
+/* What a rank in no operation of a group does: creating a group in
+ * dist_new_group (its record's "c" line: blocked there until the other
+ * members come), else busy outside the library since idle_ms. */
+static const char *outside_words(const mon_rec *r, int64_t idle_ms, int64_t now_ms, char *buf,
+                                 size_t len) {
+  char s[32];
+  if (r->creating.on)
+    snprintf(buf, len, "blocked in dist_new_group for %s, creating group %d (%d ranks), called "
+             "from %s, which the other members have not joined",
+             sec_word(now_ms - r->creating.since_ms, s, sizeof s), r->creating.gid,
+             r->creating.size, r->creating.site);
+  else
+    snprintf(buf, len, "busy outside the library for %s", sec_word(now_ms - idle_ms, s, sizeof s));
+  return buf;
+}
+
 #define is_p2p dist__mon_is_p2p
 #define is_in dist__mon_is_in
 #define at_blocked dist__mon_at_blocked
@@ -164,7 +180,7 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
       dist__appendf(buf, len, off, " (as of its last heartbeat)");
   }
   const mon_rec_group *b = gone ? NULL : blocked_in(r);
-  char pw[48];
+  char pw[48], ow[512];
   if (b && b->gid != gid)
     dist__appendf(buf, len, off, "; it is blocked in group %d (%s) %s #%llu%s, called from %s, "
                   "for %s", b->gid, b->desc, op_name(b->kind), rec_num(b),
@@ -175,9 +191,9 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
                   "from %s, for %s", op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
-  else if (!gone && rg && rg->last_seq)
-    dist__appendf(buf, len, off, "; busy outside the library for %s",
-                  sec_word(now_ms - rg->last_ms, s, sizeof s));
+  else if (!gone && rg && (rg->last_seq || r->creating.on))
+    dist__appendf(buf, len, off, "; %s",
+                  outside_words(r, rg->last_ms, now_ms, ow, sizeof ow));
   dist__appendf(buf, len, off, "\n");
   if (r->stack[0])
     dist__appendf(buf, len, off, "    its stack:\n%s", r->stack);
@@ -469,13 +485,16 @@ static void say_unmatched(const mon_rec *recs, int r, int q, char *buf, size_t l
  * operation), with the ranks blocked on it. */
 static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms, char *buf,
                     size_t len, size_t *off) {
-  char s[32];
+  char ow[512];
   dist__appendf(buf, len, off, "  the waits end at rank %d, which ", r);
   if (gone)
     dist__appendf(buf, len, off, "%s", gone);
+  else if (recs[r].creating.on)
+    dist__appendf(buf, len, off, "is in no operation of a group: it is %s",
+                  outside_words(&recs[r], 0, now_ms, ow, sizeof ow));
   else
-    dist__appendf(buf, len, off, "is in no operation (busy outside the library for %s)",
-                  sec_word(now_ms - last_done_ms(&recs[r]), s, sizeof s));
+    dist__appendf(buf, len, off, "is in no operation (%s)",
+                  outside_words(&recs[r], last_done_ms(&recs[r]), now_ms, ow, sizeof ow));
   say_waiters(recs, r, buf, len, off);
 }
 
@@ -535,6 +554,18 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
     verdict_at(v, own, own->site);
     return;
   }
+  const mon_rec_create *cr = &recs[sinks[0]].creating;
+  char how[320];
+  /* Blocked creating a group: the group and its call, no operation. Not
+   * when its record is stale (a process stopped just after a creation). */
+  if (cr->on && !gone_how(&recs[sinks[0]], now_ms, how, sizeof how)) {
+    v->gid = cr->gid;
+    snprintf(v->gname, sizeof v->gname, "g%d", cr->gid);
+    v->kind = -1;
+    v->seq = 0;
+    snprintf(v->site, sizeof v->site, "%s", cr->site);
+    return;
+  }
   const mon_rec_group *b = first_wait_for(recs, sinks[0]);
   const mon_rec_group *rg = b ? dist__mon_rec_group(&recs[sinks[0]], b->gid) : NULL;
   verdict_at(v, b, rg && rg->last_seq ? rg->last_site : NULL);
@@ -548,7 +579,7 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
                          const mon_rec *recs, char *buf, size_t len, size_t *off,
                          bool *lowest) {
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
-  char pw[48], how[320], s[32];
+  char pw[48], how[320], s[32], ow[512];
   int me = dist__mon.rank;
   dist__appendf(buf, len, off, "  rank %d is blocked in %s #%llu%s, called from %s\n", me,
                 op_name(kind), (unsigned long long)dist__mon_num(g, seq),
@@ -592,9 +623,8 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
     dist__appendf(buf, len, off, "has not called the matching %s: ",
                   kind == DIST_OP_RECV ? "send" : kind == DIST_OP_SEND ? "receive" : "operation");
     say_last(buf, len, off, qg);
-    if (qg && qg->last_seq)
-      dist__appendf(buf, len, off, "; busy outside the library for %s",
-                    sec_word(now_ms - qg->last_ms, s, sizeof s));
+    if (qg && (qg->last_seq || q->creating.on))
+      dist__appendf(buf, len, off, "; %s", outside_words(q, qg->last_ms, now_ms, ow, sizeof ow));
     dist__appendf(buf, len, off, "\n");
   }
   if (q->stack[0])

@@ -156,6 +156,12 @@ typedef struct mon_state {
   _Atomic long writes;       /* progress records written (figures) */
   int64_t t_init_ns;
   mon_group groups[MON_MAX_GROUPS];
+  /* A group this process is creating (dist_new_group blocks until its
+   * members meet): published as the record's "c" line (mon_record.h). */
+  _Atomic int creating;      /* threads in a creation */
+  _Atomic int create_gid, create_size;
+  _Atomic int64_t create_since_ms;
+  _Atomic uintptr_t create_caller;
 } mon_state;
 
 extern mon_state dist__mon;

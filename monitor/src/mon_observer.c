@@ -407,6 +407,23 @@ static void on_work_wait(dist_pg *pg, const dist_coll *c, bool entering) {
                           memory_order_relaxed);
 }
 
+/* A thread starts or stops creating a user group (core's hook): while it
+ * waits for the other members, the record says so (mon_progress.c). The
+ * last creation started is the one said when threads overlap. */
+static void on_group_create(int group_id, int size, void *caller, bool entering) {
+  mon_state *m = &dist__mon;
+  if (!entering) {
+    atomic_fetch_sub_explicit(&m->creating, 1, memory_order_release);
+    return;
+  }
+  atomic_store_explicit(&m->create_gid, group_id, memory_order_relaxed);
+  atomic_store_explicit(&m->create_size, size, memory_order_relaxed);
+  atomic_store_explicit(&m->create_since_ms, dist__mon_wall_ms(dist__now_ns()),
+                        memory_order_relaxed);
+  atomic_store_explicit(&m->create_caller, (uintptr_t)caller, memory_order_relaxed);
+  atomic_fetch_add_explicit(&m->creating, 1, memory_order_release);
+}
+
 static int mon_init(void **ctx, const dist_pg_info *dg) {
   mon_state *m = &dist__mon;
   *ctx = m;
@@ -444,6 +461,7 @@ static int mon_init(void **ctx, const dist_pg_info *dg) {
   }
   dist__mon_stack_init();
   dist__set_work_wait_hook(on_work_wait);
+  dist__set_group_create_hook(on_group_create);
   if (!registered_atexit)
     registered_atexit = atexit(at_exit) == 0;
   return DIST_OK;
@@ -452,6 +470,7 @@ static int mon_init(void **ctx, const dist_pg_info *dg) {
 static void mon_fini(void *ctx) {
   mon_state *m = ctx;
   dist__set_work_wait_hook(NULL);
+  dist__set_group_create_hook(NULL);
   dist__mon_watchdog_stop();
   if (m->store)
     dist__mon_publish(m->store, "done", "");

@@ -82,6 +82,16 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
   for (int i = 0; i < MON_MAX_GROUPS; i++)
     if (atomic_load_explicit(&m->groups[i].live, memory_order_acquire))
       put_group(buf, REC_MAX, &off, &m->groups[i]);
+  if (atomic_load_explicit(&m->creating, memory_order_acquire) > 0) {
+    char site[MON_SITE_LEN];
+    dist__mon_symbolize(atomic_load_explicit(&m->create_caller, memory_order_relaxed), site,
+                        sizeof site);
+    dist__appendf(buf, REC_MAX, &off, "c\t%d\t%d\t%lld\t%s\n",
+                  atomic_load_explicit(&m->create_gid, memory_order_relaxed),
+                  atomic_load_explicit(&m->create_size, memory_order_relaxed),
+                  (long long)atomic_load_explicit(&m->create_since_ms, memory_order_relaxed),
+                  site);
+  }
   char key[200];
   dist__mon_key(key, sizeof key, "p", m->rank);
   int rc = dist_store_set(s, key, buf, off);

@@ -73,6 +73,12 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
       snprintf(r->state, sizeof r->state, "%s", f[5]);
       snprintf(r->note, sizeof r->note, "%s", strcmp(f[6], "-") ? f[6] : "");
       r->present = true;
+    } else if (k == 5 && strcmp(f[0], "c") == 0) {
+      r->creating.on = true;
+      r->creating.gid = atoi(f[1]);
+      r->creating.size = atoi(f[2]);
+      r->creating.since_ms = strtoll(f[3], NULL, 10);
+      snprintf(r->creating.site, sizeof r->creating.site, "%s", f[4]);
     } else if (k >= 13 && strcmp(f[0], "g") == 0 && r->n < lines) {
       parse_group(&r->g[r->n], f);
       parse_group_tail(&r->g[r->n++], f, k);

@@ -12,6 +12,10 @@
  *     <last ms> <call site> <last call site> <description> [<peer>
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
  *     <last num> [<sync> [<peer2> [<pair> [<last ns>]]]]]]]]
+ *   c <gid> <size> <since ms> <call site>   (optional, once)
+ * A "c" line says the process is creating user group gid (size members)
+ * in dist_new_group or dist_split_group, which waits for the other members
+ * (readers that know no "c" line skip it).
  * kind is the op of the oldest operation in flight (-1: none), peer the
  * global rank a point-to-point one waits on (MON_PEER_*; a record without
  * the field reads as MON_PEER_NONE). A batch (BATCH_P2P) waits on the one
@@ -77,6 +81,14 @@ typedef struct mon_rec_group {
                                 (last_ms cannot, within a millisecond); 0 unknown */
 } mon_rec_group;
 
+/* The group a process is creating (the record's "c" line). */
+typedef struct mon_rec_create {
+  bool on;
+  int gid, size;
+  int64_t since_ms;          /* wall ms the creation began */
+  char site[MON_SITE_LEN];
+} mon_rec_create;
+
 typedef struct mon_rec {
   bool present;              /* a record was read */
   int rank;
@@ -87,6 +99,7 @@ typedef struct mon_rec {
   char note[160];            /* exit: how (atexit) */
   int n;
   mon_rec_group *g;          /* n entries */
+  mon_rec_create creating;
   /* Filled by the monitor's reader, not published: */
   char died[200];            /* distrun's line for it, or "" */
   char proc_state;           /* same host: /proc state, 0 unknown, 'X' gone */

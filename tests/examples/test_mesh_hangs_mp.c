@@ -68,3 +68,12 @@ Test(examples_mesh_hangs, a_send_to_the_wrong_stage_names_the_sender, .timeout =
   hang_case("wrongdest", 3, "it sends to rank 7 for the first time, which receives from rank 5 "
                             "as before (does it send to the wrong peer?)", "\"op\":\"SEND\"");
 }
+
+/* Rank 3 creates a world group the others never create: it waits in
+ * dist_new_group, the others in the world broadcast. Named there, with the
+ * creation's line, not as a rank busy outside the library. */
+Test(examples_mesh_hangs, a_group_only_one_rank_creates_names_that_rank_in_its_creation,
+     .timeout = 300) {
+  hang_case("newgroup", 3, "the waits end at rank 3, which is in no operation of a group: it is "
+                           "blocked in dist_new_group for ", "\"site\":\"step_once (mesh_train.c:");
+}

@@ -12,6 +12,7 @@
  * ("s<hash>.<n>.<split>"), since only the parent's members call; internal
  * helper groups are named the same way ("i<hash>.<n>") and take no id. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -130,7 +131,26 @@ typedef struct group_req {
   const char *name;
   const dist_group_opts *opts;
   dist_pg *parent;  /* every rank of it takes part (else NULL) */
+  void *caller;     /* the program's call (dist_new_group's return address) */
 } group_req;
+
+static _Atomic(dist__group_create_hook) create_hook;
+
+void dist__set_group_create_hook(dist__group_create_hook fn) { atomic_store(&create_hook, fn); }
+
+/* Builds the member's group, telling the hook while it waits for the
+ * other members (a user group: the helpers are part of a call). */
+static int build_told(const dist__pg_spec *s, void *caller, dist_pg **out) {
+  dist__group_create_hook fn = atomic_load_explicit(&create_hook, memory_order_acquire);
+  if (s->flags & DIST_GROUP_INTERNAL)
+    fn = NULL;
+  if (fn)
+    fn(s->group_id, s->size, caller, true);
+  int rc = dist__backend_pg_new(s, out);
+  if (fn)
+    fn(s->group_id, s->size, caller, false);
+  return rc;
+}
 
 static int create(dist_pg *def, const group_req *q, dist_pg **out) {
   int me = -1;
@@ -163,7 +183,7 @@ static int create(dist_pg *def, const group_req *q, dist_pg **out) {
                                                 s.nccl_options)
                      : DIST_OK;
   }
-  return dist__backend_pg_new(&s, out);
+  return build_told(&s, q->caller, out);
 }
 
 static dist_pg *need_default(const char *fn) {
@@ -182,7 +202,7 @@ int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts, dist
   int *r = NULL, size = 0;
   DIST_TRY(member_list(ranks, n, def->info.size, &r, &size));
   char name[96];
-  group_req q = {r, size, -1, name, opts, NULL};
+  group_req q = {r, size, -1, name, opts, NULL, __builtin_return_address(0)};
   bool internal = opts && (opts->flags & DIST_GROUP_INTERNAL);
   if (internal || (opts && opts->use_local_synchronization)) {
     /* Only members call: the name comes from the member list, and so does
@@ -292,7 +312,7 @@ int dist_split_group(dist_pg *parent, const int *const *split_ranks, const size_
     id = DIST__LOCAL_GROUP_ID_BASE |
          (int)(((h * 31u + (uint32_t)k_split) * 31u + (uint32_t)mine) & 0x3fffffffu);
   }
-  group_req q = {g, (int)k, id, name, opts, parent};
+  group_req q = {g, (int)k, id, name, opts, parent, __builtin_return_address(0)};
   group_req *qp = &q;
   dist_group_opts o2;
   if (!opts || !opts->timeout_ms) { /* torch: a split inherits the parent's timeout */

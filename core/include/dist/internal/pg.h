@@ -31,4 +31,12 @@ int dist__abort_group(dist_pg *g, const char *reason);
 typedef void (*dist__work_wait_hook)(dist_pg *pg, const dist_coll *c, bool entering);
 void dist__set_work_wait_hook(dist__work_wait_hook fn);
 
+/* A thread starts (entering) or stops creating user group group_id of
+ * size members (dist_new_group, dist_split_group), called from caller in
+ * the program. The monitor sets it, so that a rank blocked in a creation
+ * the others never reach is named there, not "busy outside the library".
+ * Not told of the checking layer's helper groups. One hook; NULL: none. */
+typedef void (*dist__group_create_hook)(int group_id, int size, void *caller, bool entering);
+void dist__set_group_create_hook(dist__group_create_hook fn);
+
 #endif
