@@ -30,13 +30,22 @@ typedef struct row {
   char site[MON_SITE_LEN], last_site[MON_SITE_LEN];
   int last_gid, last_kind;
   unsigned long long last_seq;
-  int64_t last_ms;
+  int64_t last_ms, last_ns;
 } row;
 
 static int64_t wall_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether g's last completion came after the one r holds: by the
+ * writer's nanoseconds when the record has them (a step's operations
+ * complete within one millisecond), else by the milliseconds. */
+static bool completed_later(const row *r, const mon_rec_group *g) {
+  if (g->last_ns && r->last_ns)
+    return g->last_ns > r->last_ns;
+  return g->last_ms >= r->last_ms;
 }
 
 /* One group of a record: the oldest in-flight operation across groups
@@ -50,8 +59,9 @@ static void take_group(row *r, const mon_rec_group *g) {
     snprintf(r->site, sizeof r->site, "%s", g->site);
     snprintf(r->desc, sizeof r->desc, "%s", g->desc);
   }
-  if (g->last_seq && g->last_ms >= r->last_ms) {
+  if (g->last_seq && completed_later(r, g)) {
     r->last_gid = g->gid;
+    r->last_ns = g->last_ns;
     r->last_kind = g->last_kind;
     r->last_seq = (unsigned long long)(g->has_num ? g->last_num : g->last_seq);
     r->last_ms = g->last_ms;
