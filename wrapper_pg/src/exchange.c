@@ -314,9 +314,15 @@ static int fail_with_culprits(wpg *w, const char *msg, const wpg_row *rows, cons
   in.op = all[0].kind;
   in.seq = all[0].seq;
   in.field = field ? field : "split size";
+  /* The first culprit's own call: its operation, number and line together
+   * (a rank that called all_reduce where the others all_gather is named at
+   * its all_reduce, not at theirs). */
   for (int i = 0; k && i < w->size; i++)
-    if (rows[i].global == culprits[0])
+    if (rows[i].global == culprits[0]) {
       in.site = rows[i].site;
+      in.op = all[rows[i].grank].kind;
+      in.seq = all[rows[i].grank].seq;
+    }
   int rc = wpg_fail(w, DIST_E_DESYNC, msg, w->info->global_ranks[0], &in);
   free(culprits);
   return rc;
