@@ -492,6 +492,8 @@ static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms
   else if (recs[r].creating.on)
     dist__appendf(buf, len, off, "is in no operation of a group: it is %s",
                   outside_words(&recs[r], 0, now_ms, ow, sizeof ow));
+  else if (recs[r].n == 0)
+    dist__appendf(buf, len, off, "is destroying its process groups (its record lists none)");
   else
     dist__appendf(buf, len, off, "is in no operation (%s)",
                   outside_words(&recs[r], last_done_ms(&recs[r]), now_ms, ow, sizeof ow));
@@ -622,7 +624,10 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
     const mon_rec_group *qg = dist__mon_rec_group(q, g->gid);
     dist__appendf(buf, len, off, "has not called the matching %s: ",
                   kind == DIST_OP_RECV ? "send" : kind == DIST_OP_SEND ? "receive" : "operation");
-    say_last(buf, len, off, qg);
+    if (!qg && q->n == 0) /* caught between its groups' destruction and its exit */
+      dist__appendf(buf, len, off, "its record lists no group any more (it is destroying them)");
+    else
+      say_last(buf, len, off, qg);
     if (qg && (qg->last_seq || q->creating.on))
       dist__appendf(buf, len, off, "; %s", outside_words(q, qg->last_ms, now_ms, ow, sizeof ow));
     dist__appendf(buf, len, off, "\n");
