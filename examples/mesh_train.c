@@ -21,6 +21,7 @@
  *              all_reduce while its partner's is async (a sync-against-async
  *              mismatch)
  *   exit0      the rank returns from main with status 0 before the step
+ *   leave      the rank stops its loop before the step, destroys its groups, returns 0
  *   straggle   the rank arrives 30 ms late at every world broadcast
  *   late       the rank computes for ever before the world broadcast
  *   barrier    the rank calls a tp barrier before the world broadcast, a
@@ -177,7 +178,7 @@ static void step_once(const job *j, int step) {
 
 static void usage(const char *prog) {
   printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
-         "bugs: skip dtype spin swap crash wrongpeer async exit0 straggle late barrier extra "
+         "bugs: skip dtype spin swap crash wrongpeer async exit0 leave straggle late barrier extra "
          "sendtag wrongdest senddtype abort newgroup "
          "(none: healthy)\n",
          prog);
@@ -225,6 +226,8 @@ int main(int argc, char **argv) {
   for (int s = 0; s < j.steps; s++) {
     if (s == j.bug_step && j.rank == j.culprit && !strcmp(j.bug, "exit0"))
       return 0; /* leaves while the others still need it */
+    if (s == j.bug_step && j.rank == j.culprit && !strcmp(j.bug, "leave"))
+      break; /* a loop bound off by the others': it ends as a finished rank does */
     step_once(&j, s);
   }
   if (j.rank == j.culprit && !strcmp(j.bug, "extra")) { /* one call more than the others */

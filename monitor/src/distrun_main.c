@@ -61,7 +61,7 @@ typedef struct sup {
   drun_first first;   /* the rank whose failure decided the status */
   int early_rank;     /* the first rank that exited 0 while others ran, -1 */
   pid_t early_pid;
-  char early_how[64]; /* "with exit code 0" */
+  char early_how[128]; /* "with exit code 0" */
   int clean_exits;    /* ranks that exited 0 */
   bool failing;       /* a failing rank's exit is being handled */
   drun_posted *posted; /* the cause a rank posted, once read (main's) */
@@ -233,7 +233,8 @@ static void prefer_first_leaver(sup *sp, const drun_rank *self) {
   if (sp->early_rank < 0) {
     sp->early_rank = o->global;
     sp->early_pid = o->pid;
-    snprintf(sp->early_how, sizeof sp->early_how, "called exit() (still exiting)");
+    snprintf(sp->early_how, sizeof sp->early_how, "leaving the job (it destroyed its groups or "
+             "called exit(), and is still exiting)");
   }
 }
 

@@ -162,6 +162,9 @@ typedef struct mon_state {
   _Atomic int create_gid, create_size;
   _Atomic int64_t create_since_ms;
   _Atomic uintptr_t create_caller;
+  /* A group's last statistics did not all come at its end: later groups
+   * do not wait for theirs (mon_stats.c). */
+  bool stats_end_late;
 } mon_state;
 
 extern mon_state dist__mon;

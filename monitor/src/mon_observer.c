@@ -441,6 +441,7 @@ static int mon_init(void **ctx, const dist_pg_info *dg) {
   m->world = dg->size;
   m->pid = getpid();
   m->main_tid = my_tid();
+  m->stats_end_late = false;
   snprintf(m->host, sizeof m->host, "%s", dist__hostname());
   m->stop = false;
   int rc = dist_store_clone(js, &m->store);

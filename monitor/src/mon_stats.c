@@ -514,9 +514,15 @@ void dist__mon_stats_end(mon_group *g, const dist_pg_info *info) {
     kp[nk] = keys[nk];
     nk++;
   }
-  if (nk && dist_store_wait(dist__mon.store, kp, (size_t)nk, END_WAIT_MS) != DIST_OK)
-    DIST_LOG(INFO, MON, "group %d: not every member's last statistics came in %d ms; the "
-             "straggler is judged on what did", g->gid, END_WAIT_MS);
+  /* One wait per process, not per group: a rank that leaves while its
+   * peers still run (they never end their groups) would otherwise linger
+   * END_WAIT_MS for each of its groups, its peers stuck waiting for it. */
+  int64_t wait_ms = dist__mon.stats_end_late ? 0 : END_WAIT_MS;
+  if (nk && dist_store_wait(dist__mon.store, kp, (size_t)nk, wait_ms + 1) != DIST_OK) {
+    dist__mon.stats_end_late = true;
+    DIST_LOG(INFO, MON, "group %d: not every member's last statistics came in %lld ms; the "
+             "straggler is judged on what did", g->gid, (long long)wait_ms);
+  }
   uint64_t last = s->published;
   for (int i = 0; i < nk; i++) {
     void *v = NULL;

@@ -38,17 +38,18 @@ static inline const char *mesh_after_status(const char *err) {
 
 /* Runs `distrun -n ranks --trace-out DIR/trace.db job...` (job: the
  * program and its arguments, NULL-terminated, 12 at most) with debug
- * ("DIST_DEBUG=DETAIL") and timeout ("DIST_TIMEOUT=6") set, then `distview
- * diagnose --json` on the trace it left; the directory is removed after. */
-static inline void job_run_argv(const char *debug, const char *timeout, const char *ranks,
-                                const char *const *job, mesh_run *r) {
+ * ("DIST_DEBUG=DETAIL"), timeout ("DIST_TIMEOUT=6") and extra (one more
+ * variable, or NULL) set, then `distview diagnose --json` on the trace it
+ * left; the directory is removed after. */
+static inline void job_run_argv(const char *debug, const char *timeout, const char *extra,
+                                const char *ranks, const char *const *job, mesh_run *r) {
   static dist_proc run, diag;
   dist_test_clean_launch_env();
   char dir[] = "/tmp/dist-mesh-XXXXXX", trace[96], db[96];
   cr_assert(dist_test_mkdtemp(dir));
   snprintf(trace, sizeof trace, "DIST_TRACE=%s/ranks", dir);
   snprintf(db, sizeof db, "%s/trace.db", dir);
-  const char *env[] = {debug, timeout, trace, NULL};
+  const char *env[] = {debug, timeout, trace, extra, NULL};
   const char *argv[20] = {dist_test_bin("distrun"), "-n", ranks, "--trace-out", db};
   char said[256] = "";
   int n = 5;
@@ -70,15 +71,21 @@ static inline void job_run_argv(const char *debug, const char *timeout, const ch
 }
 
 /* Runs the 8-rank job prog with --bug bug planted on rank in step step
- * (-1: the program's default), at debug level debug ("DIST_DEBUG=DETAIL"). */
-static inline void job_run_step(const char *prog, const char *debug, const char *bug, int rank,
-                                int step, mesh_run *r) {
+ * (-1: the program's default), at debug level debug ("DIST_DEBUG=DETAIL"),
+ * extra (NULL, or one more variable: "DIST_TRANSPORT=tcp") set. */
+static inline void job_run_env(const char *prog, const char *debug, const char *extra,
+                               const char *bug, int rank, int step, mesh_run *r) {
   char rk[16], st[16];
   snprintf(rk, sizeof rk, "%d", rank);
   snprintf(st, sizeof st, "%d", step);
   const char *job[] = {dist_test_bin(prog), "--bug", bug, "--rank", rk,
                        step < 0 ? NULL : "--step", st, NULL};
-  job_run_argv(debug, "DIST_TIMEOUT=6", "8", job, r);
+  job_run_argv(debug, "DIST_TIMEOUT=6", extra, "8", job, r);
+}
+
+static inline void job_run_step(const char *prog, const char *debug, const char *bug, int rank,
+                                int step, mesh_run *r) {
+  job_run_env(prog, debug, NULL, bug, rank, step, r);
 }
 
 static inline void job_run(const char *prog, const char *debug, const char *bug, int rank,

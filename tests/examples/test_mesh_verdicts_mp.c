@@ -158,6 +158,23 @@ Test(examples_mesh, a_group_aborted_by_one_rank_names_that_rank_and_its_reason,
   expect_abort_named(&off);
 }
 
+/* A rank whose loop ends a step before the others' destroys its groups
+ * and returns 0 while they still need it. Over TCP its peers hear it
+ * leave at once and report "rank 0 left the group" while it still ends
+ * its groups (rank 0 of each waits for the members' last statistics): it
+ * is the early exit all the same, as over shared memory. */
+Test(examples_mesh, a_rank_that_ends_its_loop_early_is_the_early_exit_over_either_transport,
+     .timeout = 180) {
+  for (int i = 0; i < 4; i++) {
+    static mesh_run r;
+    job_run_env("mesh_train", "DIST_DEBUG=DETAIL", i % 2 ? "DIST_TRANSPORT=tcp" : NULL, "leave",
+                0, -1, &r);
+    mesh_expect_verdict(&r, 12, "early_exit", 0);
+    cr_expect(mesh_says(&r, "rank 0 (pid ") && mesh_says(&r, "ended first, "), "run %d: %s",
+              i + 1, r.err);
+  }
+}
+
 /* The opposite of an early exit: every other rank ran the program to its
  * end and exited 0, and rank 3 calls one more all_reduce. The ranks that
  * ended are not early: seven outvote one. */

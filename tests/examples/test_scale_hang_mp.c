@@ -9,7 +9,7 @@
 
 static void run_scale_hang(mesh_run *r) {
   const char *job[] = {dist_test_bin("scale_job"), "--colls", "40", "--fault", "hang", NULL};
-  job_run_argv("DIST_DEBUG=DETAIL", "DIST_TIMEOUT=8", "16", job, r);
+  job_run_argv("DIST_DEBUG=DETAIL", "DIST_TIMEOUT=8", NULL, "16", job, r);
 }
 
 Test(examples_scale_hang, the_first_call_a_busy_rank_missed_is_named, .timeout = 240) {

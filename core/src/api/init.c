@@ -93,6 +93,7 @@ int dist_init_process_group(const dist_init_opts *opts) {
 }
 
 static void destroy_all(void) {
+  dist__cause_claim_first_exit(); /* before a peer can see this rank leave */
   dist__pg_destroy_all(); /* user groups, the default one included */
   dist__pg_set_default(NULL);
   dist__obs_stop();

@@ -108,10 +108,14 @@ void dist__cause_post_abort(dist_pg *g, const char *why) {
 
 static pid_t exit_watch_pid; /* the process that registered the handler */
 
-/* Runs in exit() (and on return from main) while the default group lives:
- * before the kernel closes this process's connections, so before any peer
- * can notice it left, it claims DIST_KEY_FIRST_EXIT (dist/internal/launch.h). */
-static void post_first_exit(void) {
+/* Runs in exit() (and on return from main) while the default group lives,
+ * and when the program destroys its default group: before this process's
+ * connections close, so before any peer can notice it left, it claims
+ * DIST_KEY_FIRST_EXIT (dist/internal/launch.h). A rank that ends its part
+ * early by destroying its groups (and then lingers: the monitor's last
+ * statistics, the trace's flush) is so told apart from the ranks that
+ * report its departure. */
+void dist__cause_claim_first_exit(void) {
   dist_store *job = dist_get_default_store();
   dist_pg *g = dist__pg_default();
   if (getpid() != exit_watch_pid || !job || !g || g == DIST_GROUP_NON_MEMBER)
@@ -132,5 +136,5 @@ void dist__cause_watch_exit(void) {
   static bool registered;
   exit_watch_pid = getpid();
   if (!registered)
-    registered = atexit(post_first_exit) == 0;
+    registered = atexit(dist__cause_claim_first_exit) == 0;
 }

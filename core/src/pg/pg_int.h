@@ -198,6 +198,9 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
 /* The program aborted group g (why: what its peers read): the job's cause,
  * DIST_E_ABORTED, naming this rank. */
 void dist__cause_post_abort(dist_pg *g, const char *why);
+/* Claims DIST_KEY_FIRST_EXIT for this rank unless another rank did
+ * (exit handler, and the destruction of the default group). */
+void dist__cause_claim_first_exit(void);
 /* Registers (once per process) the exit handler that claims
  * DIST_KEY_FIRST_EXIT when this rank exits with its default group live;
  * init calls it. */

@@ -114,8 +114,9 @@
 #define DIST_CAUSE_REPORT_MAX 16384
 
 /* The first rank of the job that called exit() (or returned from main)
- * with its default group live: "<global rank>", written by the monitor's
- * exit handler with compare_set, so the first stays. It is written before
+ * with its default group live, or began destroying its default group:
+ * "<global rank>", written by core's exit handler and by
+ * dist_destroy_process_group with compare_set, so the first stays. It is written before
  * the process closes its connections, so before any peer can notice that
  * it left: distrun reads it when a rank fails, to tell the rank that left
  * first from the survivor it took down, whichever exit it reaps first. */
