@@ -98,6 +98,7 @@ bool dist__tcp_send_ctrl(dist__tcp *t, tcp_conn *c, const tcp_hdr *h, const char
 }
 
 bool dist__tcp_send_lazy_ack(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
+  t->lazy_held = true;
   return ctrl(t, c, h, NULL, true);
 }
 

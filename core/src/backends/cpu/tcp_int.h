@@ -267,6 +267,7 @@ struct dist__tcp {
   uint64_t bcast_seq;           /* a rival root's messages (root_clash) */
   tcp_batch late;               /* sends of small broadcasts, written, acks not yet waited for */
   int late_ops;                 /* ... of this many broadcasts */
+  bool lazy_held;               /* a lazy ACK was queued since the last wait ended */
   uint64_t err_seq;             /* an ERROR frame from a peer ... */
   int err_rc;                   /* ... its status (DIST_OK: none) ... */
   char err_msg[DIST_ERRMSG_LEN];/* ... and message */

@@ -382,6 +382,26 @@ static int timed_out(dist__tcp *t, dist__tcp_req *const *reqs, int n, dist__errb
                        t->g->name, peers);
 }
 
+/* When a wait ends, the lazy ACKs its sweeps queued go out (what the
+ * sockets take now). A sweep that read the message that ends the wait is
+ * not idle, so it leaves its ACK queued; a rank that then works on another
+ * engine (a hierarchical group's other stage, another group) would hold
+ * it until it came back here, while the root of that broadcast waits for
+ * it before its next collective of another kind: the two waited for each
+ * other until the timeout (core_hier's 4 x 2 suite, once in a while: its
+ * all_to_all runs on the group's own mesh, its scatter on the leaders'
+ * engine). The same after a progress round or a test. */
+static void flush_held_acks(dist__tcp *t) {
+  if (!t->lazy_held)
+    return;
+  t->lazy_held = false;
+  for (int p = 0; p < t->g->size; p++) {
+    tcp_conn *c = &t->conns[p]; /* lane 0 carries every control frame */
+    if (p != t->g->rank && c->sq && !c->gone && !c->eof)
+      dist__tcp_flush(t, c);
+  }
+}
+
 int dist__tcp_wait_locked(dist__tcp *t, dist__tcp_req *const *reqs, int n,
                           int64_t deadline_ms, dist__errbuf *err, const tcp_wait_ctx *w) {
   int64_t spin_until = dist__now_ns() + t->spin_ns;
@@ -416,6 +436,7 @@ int dist__tcp_wait_locked(dist__tcp *t, dist__tcp_req *const *reqs, int n,
     }
     notify(t, false);
   }
+  flush_held_acks(t);
   if (driving)
     t->driving = false;
   notify(t, driving);
@@ -444,6 +465,7 @@ bool dist__tcp_test(dist__tcp *t, dist__tcp_req *req) {
   if (req->state != RQ_DONE && !t->driving) {
     t->driving = true;
     dist__tcp_sweep(t);
+    flush_held_acks(t);
     t->driving = false;
     notify(t, true);
   }
@@ -471,6 +493,7 @@ int dist__tcp_progress(dist__tcp *t, int64_t wait_ms) {
     block_poll(t, dist__now_ms() + wait_ms);
     dist__tcp_sweep(t);
   }
+  flush_held_acks(t);
   t->driving = false;
   notify(t, true);
   int rc = atomic_load(&t->aborted) ? DIST_E_ABORTED : DIST_OK;
