@@ -196,8 +196,9 @@ DIST_API int dist_get_process_group_ranks(dist_pg *group, int *ranks, size_t cap
 /* Fails every pending and later operation on group with DIST_E_ABORTED,
  * here and on its peers, whose messages name this rank, the group and
  * reason. It is also the job's cause (under distrun: exit 12 naming this
- * rank, whichever rank then exits first). Safe from any thread, including
- * a signal-free watchdog thread. */
+ * rank, whichever rank then exits first), posted to the job's store before
+ * the peers are told (at most 2 s when the store does not answer). Safe
+ * from any thread, including a signal-free watchdog thread. */
 DIST_API int dist_abort_group(dist_pg *group, const char *reason);
 /* The message of the group's last failure ("" after a successful call).
  * Safe from any thread; valid until the next call on the group. */
