@@ -103,6 +103,7 @@ struct stp_server {
   parked *parked, *ready, *ready_tail;
   int64_t joins;
   int64_t accept_paused_until;
+  uint64_t requests[STP_OP_END_]; /* by operation (the loop's own): said at stop */
 };
 
 static void process_input(stp_server *srv, conn *c);
@@ -792,6 +793,7 @@ static const simple_fn simple_ops[STP_OP_END_] = {
 /* One request frame of a READY connection; may drop c or park it. */
 static void handle_frame(stp_server *srv, conn *c, const stp_hdr *h, const uint8_t *body) {
   const char *err = NULL;
+  srv->requests[h->op]++; /* the header check bounded h->op */
   switch (h->op) {
   case STP_GET:
   case STP_MULTI_GET:
@@ -1076,6 +1078,23 @@ fail:
 
 uint16_t dist__stp_server_port(const stp_server *srv) { return srv ? srv->port : 0; }
 
+/* What the job asked of its store, and the keys it left (INFO): the
+ * store's cost at scale (issue 23), measured by bench/store_scale.sh. */
+static void say_requests(stp_server *srv) {
+  char buf[1024];
+  size_t off = 0;
+  uint64_t total = 0;
+  buf[0] = '\0';
+  for (int op = 0; op < STP_OP_END_; op++)
+    if (srv->requests[op]) {
+      total += srv->requests[op];
+      dist__appendf(buf, sizeof buf, &off, "%s%s %llu", off ? ", " : "",
+                    dist__stp_op_name((uint8_t)op), (unsigned long long)srv->requests[op]);
+    }
+  DIST_LOG(INFO, STORE, "store server: %llu requests (%s), %lld keys left",
+           (unsigned long long)total, off ? buf : "none", (long long)dist__kv_num_keys(srv->kv));
+}
+
 void dist__stp_server_stop(stp_server *srv) {
   if (!srv)
     return;
@@ -1084,6 +1103,7 @@ void dist__stp_server_stop(stp_server *srv) {
   if (write(srv->wakefd, &one, sizeof one) < 0)
     DIST_LOG(ERROR, STORE, "store server: cannot wake the loop: %s", strerror(errno));
   pthread_join(srv->thr, NULL);
+  say_requests(srv);
   if (srv->secret_path[0]) /* while the port is still ours: no successor's file */
     unlink(srv->secret_path);
   close(srv->lfd);
