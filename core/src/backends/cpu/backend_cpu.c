@@ -145,9 +145,12 @@ static int read_peers(dist__cpu_group *g, dist_store *st, dist__errbuf *err) {
   if (rc == DIST_OK &&
       dist__cpu_store_get_all(st, kp, (size_t)m, g->timeout_ms, vals, lens, &missing) != DIST_OK) {
     int r = who[missing >= 0 ? missing : 0]; /* unknown (the store is gone): the first */
+    const char *why = dist_store_errmsg(st);
     rc = dist__err_set(err, DIST_E_TIMEOUT, "group %s: rank %d (global %d) did not join within "
-                       "%lld ms: %s", g->name, r, g->global_ranks[r], (long long)g->timeout_ms,
-                       dist_store_errmsg(st));
+                       "%lld ms%s%s (a rank that created its groups in another order, or this "
+                       "one with other members, waits in another group: DIST_DEBUG=DETAIL "
+                       "compares them at creation)", g->name, r, g->global_ranks[r],
+                       (long long)g->timeout_ms, why && *why ? ": " : "", why ? why : "");
   }
   for (int i = 0; i < m && vals; i++) {
     if (rc == DIST_OK)
