@@ -106,15 +106,6 @@ static int member_list(const int *ranks, size_t n, int world, int **out, int *si
   return DIST_OK;
 }
 
-static uint32_t hash_ranks(const int *r, int n) {
-  uint32_t h = 2166136261u; /* FNV-1a */
-  for (int i = 0; i < n; i++) {
-    h ^= (uint32_t)r[i];
-    h *= 16777619u;
-  }
-  return h;
-}
-
 static uint32_t hash_name(const char *s) {
   uint32_t h = 2166136261u; /* FNV-1a */
   for (; s && *s; s++) {
@@ -208,7 +199,7 @@ int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts, dist
     /* Only members call: the name comes from the member list, and so does
      * the id of a local group (taking one from the counter would put the
      * members' counters out of step with everyone else's). */
-    uint32_t h = hash_ranks(r, size);
+    uint32_t h = dist__pg_hash_ranks(r, size);
     int k = 0, rc = dist__pg_local_count(h ^ (internal ? 0x9e3779b9u : 0), &k);
     if (rc != DIST_OK) {
       dist__free(r);

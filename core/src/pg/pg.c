@@ -146,12 +146,17 @@ static int fill_identity(dist_pg *g, const dist__pg_spec *s) {
  * other's addresses and cross-connect, returning wrong sums at
  * DIST_DEBUG=OFF (DETAIL refuses such groups at creation, wrapper_pg's
  * order.c). */
-static int make_store(dist_pg *g, dist_store *base) {
-  uint32_t h = 2166136261u; /* FNV-1a over the sorted global ranks */
-  for (int i = 0; i < g->info.size; i++) {
-    h ^= (uint32_t)g->global_ranks[i];
+uint32_t dist__pg_hash_ranks(const int *r, int n) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (int i = 0; i < n; i++) {
+    h ^= (uint32_t)r[i];
     h *= 16777619u;
   }
+  return h;
+}
+
+static int make_store(dist_pg *g, dist_store *base) {
+  uint32_t h = dist__pg_hash_ranks(g->global_ranks, g->info.size);
   char prefix[160];
   snprintf(prefix, sizeof prefix, "pg/%s.%08x", g->name, h);
   int rc = dist_store_prefix_create(prefix, base, DIST_STORE_BORROW, &g->store);

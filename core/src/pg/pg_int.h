@@ -195,6 +195,9 @@ int dist__coll_device(dist_pg *g, const dist_coll *c, int *dev);
  * it is one (DIST_E_DESYNC); msg is the call's message. Once per failing
  * call: pg.c and work.c call it where a failure is recorded. */
 void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg);
+/* FNV-1a over a member list: the names of local groups (api/groups.c) and
+ * the members' part of every group's store prefix (pg.c). */
+uint32_t dist__pg_hash_ranks(const int *r, int n);
 /* The program aborted group g (why: what its peers read): the job's cause,
  * DIST_E_ABORTED, naming this rank. */
 void dist__cause_post_abort(dist_pg *g, const char *why);
