@@ -362,6 +362,49 @@ Test(wrapper_pg_desync, one_odd_split_blames_the_side_whose_size_stands_out, .ti
   cr_assert_eq(dist_test_ranks(3, one_odd_split_rank, NULL, 50), 0, "%s", dist_test_report());
 }
 
+/* Uneven splits, as an expert router's: rank g sends g + j + 1 rows to
+ * rank j. Rank 1 moves a row from rank 2's share to rank 0's (the same
+ * total): it disagrees with rank 0 and with rank 2, each of them only
+ * with it, while among uneven sizes no size stands out. The cause names
+ * rank 1 alone. */
+static int uneven_split_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int g = ctx->rank;
+  int32_t in[12] = {0}, out[12] = {0};
+  int64_t send[3], recv[3];
+  for (int j = 0; j < 3; j++)
+    send[j] = recv[j] = g + j + 1;
+  if (g == 1)
+    send[0]++, send[2]--;
+  dist_tensor ti = dist_tensor_1d(in, DIST_INT32, 3 * g + 6);
+  dist_tensor to = dist_tensor_1d(out, DIST_INT32, 3 * g + 6);
+  int rc = dist_all_to_all_single(&to, &ti, recv, send, NULL, NULL);
+  const char *msg = dist_pg_errmsg(NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
+  CHECK(ctx, strstr(msg, "  rank 1 sends 3 rows to rank 0, which expects 2  <- split size "
+                         "differs") &&
+                 strstr(msg, "  rank 1 sends 3 rows to rank 2, which expects 4  <- split "
+                             "size differs"),
+        "split lines:\n%s", msg);
+  if (ctx->rank == 0) { /* the store's host: the others may have left */
+    void *v = NULL;
+    size_t n = 0;
+    CHECK_OK(ctx, dist_store_get(dist_get_default_store(), DIST_KEY_CAUSE, &v, &n));
+    dist__cause_fields f;
+    dist__cause_parse_info(v, n, &f);
+    CHECK(ctx, f.n_culprits == 1 && f.culprits[0] == 1 && !strcmp(f.field, "split size"),
+          "the cause names rank 1 alone: %.*s", (int)n, (char *)v);
+    dist_free(v);
+  }
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, uneven_splits_blame_the_rank_in_every_pair_that_disagrees,
+     .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, uneven_split_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
 /* --- reduce_scatter counts ----------------------------------------------- */
 
 static int rs_rank(const dist_test_ctx *ctx) {

@@ -174,21 +174,32 @@ static int odd_size(const detail *d, int n, int i, int j, bool send) {
 /* The ranks every pair whose all_to_all sizes disagree involves, into
  * out; how many. Of a pair, the side whose size stands out among the
  * sizes around it (odd_size: rank 3 sends 16 to rank 1 where every other
- * size is 8) is the one; when neither stands out more (uneven splits),
- * both are. */
+ * size is 8) is the one; when neither stands out more, both are. A rank
+ * whose send to itself differs from what it expects from itself is the
+ * one of that pair whatever the sizes around. Uneven splits (rank g sends
+ * g + j + 1 rows to j, legal) make every size stand out, so when no rank
+ * stands out in every pair, the rank that is in every pair is named: one
+ * wrong split vector disagrees with several peers, each of them with it
+ * alone. */
 static int split_culprits(const wpg *w, const detail *d, int *out) {
   int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX, k = 0, pairs = 0;
-  int hits[SPLIT_MAX] = {0};
+  int hits[SPLIT_MAX] = {0}, in_pair[SPLIT_MAX] = {0};
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++)
       if (d[i].send[j] != d[j].recv[i]) {
         int si = odd_size(d, n, i, j, true), rj = odd_size(d, n, i, j, false);
         pairs++;
-        hits[i] += si >= rj;
+        hits[i] += si >= rj || j == i;
         hits[j] += j != i && rj >= si;
+        in_pair[i]++;
+        in_pair[j] += j != i;
       }
   for (int r = 0; pairs && r < n; r++)
     if (hits[r] == pairs)
+      out[k++] = w->info->global_ranks[r];
+  bool none = k == 0;
+  for (int r = 0; none && pairs > 1 && r < n; r++)
+    if (in_pair[r] == pairs)
       out[k++] = w->info->global_ranks[r];
   return k;
 }
