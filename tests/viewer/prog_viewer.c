@@ -9,8 +9,11 @@
  * sends to r+1, so ranks make 1 or 2 point-to-point calls a step), then a
  * world BROADCAST and ALL_REDUCE; ranks 1 and 2 also all_reduce on their
  * own group. The same collective must have one number on every rank.
+ * Mode "uneven" is a healthy job whose sizes differ by rank, as an expert
+ * router's: rank r sends r + j + 1 rows to rank j in an all_to_all_single
+ * and gathers r + 1 elements in an uneven all_gather.
  *
- *     distrun -n 4 prog_viewer hang|shape|pipeline */
+ *     distrun -n 4 prog_viewer hang|shape|pipeline|uneven */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,6 +49,27 @@ static int pipeline(int rank, int world) {
   return 0;
 }
 
+static int uneven(int rank, int world) {
+  float in[64] = {0}, out[64] = {0}, mine[8] = {0}, all[8][8];
+  int64_t send[8], recv[8];
+  dist_tensor parts[8];
+  int64_t n = 0;
+  for (int j = 0; j < world && j < 8; j++) {
+    send[j] = rank + j + 1;
+    recv[j] = j + rank + 1;
+    n += send[j];
+    parts[j] = dist_tensor_1d(all[j], DIST_FLOAT32, j + 1);
+  }
+  dist_tensor ti = dist_tensor_1d(in, DIST_FLOAT32, n), to = dist_tensor_1d(out, DIST_FLOAT32, n);
+  dist_tensor tm = dist_tensor_1d(mine, DIST_FLOAT32, rank + 1);
+  for (int step = 0; step < 3; step++) {
+    TRY(dist_all_to_all_single(&to, &ti, recv, send, NULL, NULL));
+    TRY(dist_all_gather(parts, (size_t)world, &tm, NULL, NULL));
+  }
+  dist_destroy_process_group(NULL);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "ok";
   if (dist_init_process_group(NULL) != DIST_OK) {
@@ -55,6 +79,8 @@ int main(int argc, char **argv) {
   int rank = dist_get_rank(NULL);
   if (!strcmp(mode, "pipeline"))
     return pipeline(rank, dist_get_world_size(NULL));
+  if (!strcmp(mode, "uneven"))
+    return uneven(rank, dist_get_world_size(NULL));
   float data[4] = {1, 1, 1, 1};
   for (int i = 0; i < 8; i++) {
     if (!strcmp(mode, "hang") && i == 5 && rank == 1)

@@ -56,11 +56,13 @@ static bool is_p2p(const char *op) {
 }
 
 /* Ops whose input shape and element count all ranks must pass alike (the
- * viewer's vw_op_same_shape). */
+ * viewer's vw_op_same_shape). Not ALL_GATHER nor ALL_TO_ALL_SINGLE: an
+ * uneven all_gather (each rank its own size) and an all_to_all_single with
+ * uneven splits (an expert router's) are legal with sizes that differ, and
+ * a row does not say which it was; the checking layer compares those. */
 static bool same_shape(const char *op) {
-  static const char *ops[] = {"ALL_REDUCE", "BROADCAST", "REDUCE", "ALL_GATHER",
-                              "ALL_GATHER_INTO_TENSOR", "REDUCE_SCATTER_TENSOR",
-                              "ALL_TO_ALL_SINGLE", "BROADCAST_BYTES"};
+  static const char *ops[] = {"ALL_REDUCE", "BROADCAST", "REDUCE", "ALL_GATHER_INTO_TENSOR",
+                              "REDUCE_SCATTER_TENSOR", "BROADCAST_BYTES"};
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(op, ops[i]))
       return true;

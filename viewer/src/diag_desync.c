@@ -22,10 +22,12 @@ bool vw_op_is_p2p(const char *op) {
          !strcmp(op, "SEND_BYTES") || !strcmp(op, "RECV_BYTES");
 }
 
+/* Not ALL_GATHER nor ALL_TO_ALL_SINGLE: uneven ones are legal with sizes
+ * that differ, and a row does not say which it was (the merge's
+ * same_shape, tracer/src/summary.c). */
 bool vw_op_same_shape(const char *op) {
-  static const char *ops[] = {"ALL_REDUCE", "BROADCAST", "REDUCE", "ALL_GATHER",
-                              "ALL_GATHER_INTO_TENSOR", "REDUCE_SCATTER_TENSOR",
-                              "ALL_TO_ALL_SINGLE", "BROADCAST_BYTES"};
+  static const char *ops[] = {"ALL_REDUCE", "BROADCAST", "REDUCE", "ALL_GATHER_INTO_TENSOR",
+                              "REDUCE_SCATTER_TENSOR", "BROADCAST_BYTES"};
   for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
     if (!strcmp(op, ops[i]))
       return true;
@@ -125,8 +127,8 @@ static bool *changed_rows(vw_model *m, const vw_op *ops, int n) {
 }
 
 #define SHAPED_OPS                                                                    \
-  "('ALL_REDUCE','BROADCAST','REDUCE','ALL_GATHER','ALL_GATHER_INTO_TENSOR',"       \
-  "'REDUCE_SCATTER_TENSOR','ALL_TO_ALL_SINGLE','BROADCAST_BYTES')"
+  "('ALL_REDUCE','BROADCAST','REDUCE','ALL_GATHER_INTO_TENSOR',"                      \
+  "'REDUCE_SCATTER_TENSOR','BROADCAST_BYTES')"
 /* Collectives of the rows WHERE (a filter) selects whose fingerprint fields
  * take more than one value, the earliest first. */
 #define CANDIDATES(WHERE)                                                               \

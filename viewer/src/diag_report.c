@@ -71,8 +71,16 @@ static int line_rank(const char *line, const char *end) {
   return rank;
 }
 
+static bool listed(const vw_diag *d, int rank) {
+  for (int i = 0; i < d->n_culprits; i++)
+    if (d->culprits[i] == rank)
+      return true;
+  return false;
+}
+
 /* Culprits of a stored report: every rank on a line marked "<- ... differs"
- * (a desync), or on the "has not entered" line (a hang diagnosis). */
+ * (a desync), or on the "has not entered" line (a hang diagnosis), once
+ * (an all_to_all's split lines name a sender once per peer). */
 static void report_culprits(vw_diag *d, bool desync) {
   d->n_culprits = 0;
   for (const char *line = d->report; line && *line;) {
@@ -81,7 +89,7 @@ static void report_culprits(vw_diag *d, bool desync) {
     const char *mark = desync ? strstr(line, "<- ") : strstr(line, "has not entered");
     bool hit = mark && mark < end && (!desync || strstr(mark, "differs"));
     int r = hit ? line_rank(line, mark) : -1;
-    if (r >= 0 && d->n_culprits < VW_DIAG_LIST)
+    if (r >= 0 && d->n_culprits < VW_DIAG_LIST && !listed(d, r))
       d->culprits[d->n_culprits++] = r;
     line = *end ? end + 1 : end;
   }
