@@ -9,12 +9,16 @@
  * guard (the heap may be what broke), it symbolises the frames with
  * libdwfl and writes them again with function names and lines. Finally
  * the signal is raised again with its default action, so the exit status
- * says what killed the process. */
+ * says what killed the process. It runs on an alternate stack (installed
+ * for the thread that loads the library, the program's main thread): a
+ * stack overflow leaves none to run on, and the rank died with no
+ * backtrace. */
 #include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "mon_int.h"
@@ -115,12 +119,28 @@ static void on_fatal(int sig, siginfo_t *si, void *uc) {
   raise(sig);
 }
 
+/* The calling thread's alternate signal stack, unless it has one. */
+static void alt_stack(void) {
+  stack_t cur;
+  if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
+    return;
+  size_t len = 256 * 1024; /* libdwfl's symbolising runs on it */
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return;
+  stack_t ss = {.ss_sp = p, .ss_size = len, .ss_flags = 0};
+  if (sigaltstack(&ss, NULL) != 0)
+    munmap(p, len);
+}
+
 void dist__mon_crash_install(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(crash_dir, sizeof crash_dir, "%s", tmp && *tmp ? tmp : "/tmp");
   void *warm[4];
   backtrace(warm, 4);
-  struct sigaction sa = {.sa_sigaction = on_fatal, .sa_flags = SA_SIGINFO | SA_RESETHAND};
+  alt_stack();
+  struct sigaction sa = {.sa_sigaction = on_fatal,
+                         .sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK};
   sigemptyset(&sa.sa_mask);
   for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) {
     struct sigaction old;

@@ -3,8 +3,9 @@
  * a valid rank file holding everything committed (the test waits, reading
  * the file read-only, until operation N is there, then kills); ranks that
  * die of SIGSEGV or SIGABRT dump their ring to a side file that the merge
- * imports (their last operation is in trace.db); a program's own SIGTERM
- * handler still runs after the dump. */
+ * imports (their last operation is in trace.db), a stack overflow too (the
+ * handler runs on an alternate stack); a program's own SIGTERM handler
+ * still runs after the dump. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -120,6 +121,16 @@ static void user_term(int sig) {
   _exit(42); /* the program's own SIGTERM handler: a checkpoint, then exit */
 }
 
+static bool overflow; /* run_fatal(SIGSEGV) by a stack overflow */
+
+/* Recursion that overflows the stack (the bound is never reached; it keeps
+ * the compiler from calling it infinite). */
+static int deeper(int n) {
+  volatile char pad[1024];
+  pad[0] = (char)n;
+  return n > (1 << 30) ? 0 : deeper(n + 1) + pad[0];
+}
+
 static int fatal_rank(const dist_test_ctx *ctx) {
   int sig = *(const int *)ctx->arg;
   char job[32];
@@ -132,6 +143,8 @@ static int fatal_rank(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, do_ops(ctx, NULL, N_OPS));
   if (ctx->rank == 1) {
 #if !defined(__SANITIZE_ADDRESS__) /* UBSan stops a null store before it faults */
+    if (sig == SIGSEGV && overflow)
+      deeper(0);
     if (sig == SIGSEGV) {
       volatile int *volatile nowhere = NULL;
       *nowhere = 1; /* a real fault, not raise() */
@@ -199,6 +212,10 @@ static void run_fatal(int sig) {
 
 Test(tracer_crash, sigsegv_flushes_the_ring, .timeout = 60) { run_fatal(SIGSEGV); }
 Test(tracer_crash, sigabrt_flushes_the_ring, .timeout = 60) { run_fatal(SIGABRT); }
+Test(tracer_crash, a_stack_overflow_flushes_the_ring, .timeout = 60) {
+  overflow = true;
+  run_fatal(SIGSEGV);
+}
 Test(tracer_crash, sigterm_dumps_then_runs_the_programs_handler, .timeout = 60) {
   run_fatal(SIGTERM);
 }

@@ -6,13 +6,16 @@
  * then it chains to what the program had installed (a user's
  * checkpoint-on-SIGTERM keeps working), or restores the default action and
  * raises the signal again so the process dies as it would have. Only
- * async-signal-safe calls (open, write, close, sigaction, raise). */
+ * async-signal-safe calls (open, write, close, sigaction, raise). The
+ * handler runs on an alternate stack: a rank whose stack overflowed has
+ * none left to run it on, and would die with its last records unwritten. */
 #define _GNU_SOURCE
 #include "tracer_int.h"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static const int sigs[] = {SIGTERM, SIGINT, SIGABRT, SIGSEGV, SIGBUS};
@@ -95,7 +98,24 @@ static void on_signal(int sig, siginfo_t *info, void *uctx) {
   }
 }
 
+/* An alternate signal stack for the calling thread (the one that made the
+ * default group: the program's), unless it has one (the program's, the
+ * monitor's). */
+static void alt_stack(void) {
+  stack_t cur;
+  if (sigaltstack(NULL, &cur) != 0 || !(cur.ss_flags & SS_DISABLE))
+    return;
+  size_t len = 256 * 1024; /* the monitor symbolises its backtrace on it too */
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return;
+  stack_t ss = {.ss_sp = p, .ss_size = len, .ss_flags = 0};
+  if (sigaltstack(&ss, NULL) != 0)
+    munmap(p, len);
+}
+
 void tr_crash_install(tracer *t) {
+  alt_stack();
   owner = getpid();
   atomic_store(&crash_tracer, t);
   struct sigaction sa;
