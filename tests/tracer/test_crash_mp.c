@@ -2,7 +2,7 @@
 /* Crash safety with real ranks: a rank killed with SIGKILL mid-job leaves
  * a valid rank file holding everything committed (the test waits, reading
  * the file read-only, until operation N is there, then kills); ranks that
- * die of SIGSEGV or SIGABRT dump their ring to a side file that the merge
+ * die of SIGSEGV, SIGABRT or SIGFPE dump their ring to a side file that the merge
  * imports (their last operation is in trace.db), a stack overflow too (the
  * handler runs on an alternate stack); a program's own SIGTERM handler
  * still runs after the dump. */
@@ -212,6 +212,7 @@ static void run_fatal(int sig) {
 
 Test(tracer_crash, sigsegv_flushes_the_ring, .timeout = 60) { run_fatal(SIGSEGV); }
 Test(tracer_crash, sigabrt_flushes_the_ring, .timeout = 60) { run_fatal(SIGABRT); }
+Test(tracer_crash, sigfpe_flushes_the_ring, .timeout = 60) { run_fatal(SIGFPE); }
 Test(tracer_crash, a_stack_overflow_flushes_the_ring, .timeout = 60) {
   overflow = true;
   run_fatal(SIGSEGV);

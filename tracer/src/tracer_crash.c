@@ -1,7 +1,9 @@
 /* tracer_crash.c - at a fatal signal, the ring goes raw to a side file.
  *
- * SQLite is not async-signal-safe, so on SIGTERM, SIGINT, SIGABRT, SIGSEGV
- * and SIGBUS the handler write(2)s a header and the ring's slots to
+ * SQLite is not async-signal-safe, so on SIGTERM, SIGINT, SIGABRT, SIGSEGV,
+ * SIGBUS, SIGFPE and SIGILL (every fatal signal the monitor's backtrace
+ * handles: a division by zero left a trace a step or more behind) the
+ * handler write(2)s a header and the ring's slots to
  * `rank-<R>.ring` (trace_rec.h's tr_ring_file), which the merge imports;
  * then it chains to what the program had installed (a user's
  * checkpoint-on-SIGTERM keeps working), or restores the default action and
@@ -18,7 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static const int sigs[] = {SIGTERM, SIGINT, SIGABRT, SIGSEGV, SIGBUS};
+static const int sigs[] = {SIGTERM, SIGINT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL};
 #define N_SIGS (sizeof sigs / sizeof sigs[0])
 static struct sigaction old_act[N_SIGS];
 static tracer *_Atomic crash_tracer;
