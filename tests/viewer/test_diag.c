@@ -232,6 +232,41 @@ Test(viewer_diag, a_stored_diagnosis_alone_is_used, .timeout = 10) {
   vw_diag_free(&d);
 }
 
+/* A hang's diagnosis, then what follows from it: the ranks that failed of
+ * the timeout exit, so a partner's next collective reports "rank 2 left
+ * the group" (a desync report), and the ranks distrun then ends are lost
+ * peers to the last one's monitor (a later diagnosis). The hang is the
+ * stored report used, not the desync nor the lost peer. */
+Test(viewer_diag, what_follows_a_hangs_diagnosis_is_not_the_report_used, .timeout = 10) {
+  const char *p = vwt_path("after-hang.db");
+  sqlite3 *db = fx_create(p, "job-after", 3, 1);
+  int three[] = {0, 1, 2};
+  for (int r = 0; r < 3; r++)
+    fx_rank(db, r, "finished");
+  fx_group(db, 0, "default", three, 3);
+  for (int s = 1; s <= 3; s++)
+    fx_coll(db, 0, s, "BARRIER", three, 3);
+  fx_event(db, 0, 0, 4, "diagnosis", fx_t(4, 0), 3,
+           "hang in group 0 (default) at BARRIER #4: waited 30.0 s of its 30.0 s timeout\n"
+           "  rank 1 has not entered BARRIER #4");
+  fx_event(db, 0, 0, 5, "desync_report", fx_t(5, 0), 4,
+           "desync in group 0 (default, 3 ranks) at ALL_REDUCE #5: rank 2 left the group "
+           "(destroyed it or exited) before this collective; the collective counts differ\n"
+           "  rank 2 (host h, pid 3): left after 4 collectives  <- collective count differs");
+  fx_event(db, 2, 0, 5, "diagnosis", fx_t(6, 0), 5,
+           "lost peer in group 0 (default) at ALL_REDUCE #5: waited 2.0 s of its 30.0 s timeout\n"
+           "  rank 0 (host h, pid 1) has not entered ALL_REDUCE #5");
+  fx_finish(db, fx_t(0, 0), fx_t(7, 0));
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_HANG, "the hang: %s", d.summary);
+  cr_assert_eq(d.seq, 4, "its operation");
+  cr_assert_eq(d.n_culprits, 1, "one culprit");
+  cr_assert_eq(d.culprits[0], 1, "rank 1, which has not entered it");
+  cr_assert(strstr(d.summary, "reported by rank 0"), "%s", d.summary);
+  vw_diag_free(&d);
+}
+
 Test(viewer_diag, a_stored_diagnosis_names_its_operation_by_its_own_number, .timeout = 10) {
   /* the monitor's report carries no operation, so its event's seq is the
    * group's issue ordinal (5: three barriers and two receives); the

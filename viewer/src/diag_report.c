@@ -36,27 +36,58 @@ static void header_op(const char *msg, vw_diag *d) {
   }
 }
 
+/* Whether a desync report is the checking layer's "left the group": a
+ * consequence when a hang's diagnosis came first (the ranks that failed
+ * of the timeout exited, and their partners' next collective found them
+ * gone). */
+static int after_a_hang(vw_model *m, const vw_event *desync, bool *after) {
+  *after = false;
+  if (!desync->message || !strstr(desync->message, "left the group (destroyed it or exited)"))
+    return 0;
+  vw_event hang;
+  bool found;
+  if (vw_model_event_of(m, "diagnosis", true, ST_PEER_LOST, &hang, &found) != 0)
+    return -1;
+  *after = found && hang.t_ns < desync->t_ns;
+  free(hang.message);
+  return 0;
+}
+
+static void take(vw_diag *d, vw_event *ev) {
+  d->has_report = true;
+  snprintf(d->report_kind, sizeof d->report_kind, "%s", ev->kind);
+  d->report_rank = ev->rank;
+  d->report_group = ev->group_id;
+  d->report_seq = ev->seq;
+  d->report_op[0] = '\0';
+  header_op(ev->message, d);
+  d->report_status = ev->status;
+  d->report_t = ev->t_ns;
+  d->report = ev->message ? ev->message : strdup("");
+}
+
 int vw_diag_stored_report(vw_model *m, vw_diag *d) {
-  /* the first desync (later ones follow from it); the last diagnosis or
-   * stall report (it saw the most) */
-  static const char *kinds[] = {"desync_report", "diagnosis", "stall_report"};
-  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+  /* the first desync (later ones follow from it), unless it follows from
+   * a hang; the last diagnosis (it saw the most), of a hang before one of
+   * a lost peer (the ranks distrun ended after a hang's verdict are lost
+   * peers to the others); the last stall report */
+  static const struct { const char *kind; bool earliest; int skip; } order[] = {
+      {"desync_report", true, -1}, {"diagnosis", false, ST_PEER_LOST},
+      {"diagnosis", false, -1}, {"stall_report", false, -1}};
+  for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
     vw_event ev;
-    bool found;
-    if (vw_model_event_of(m, kinds[i], i == 0, &ev, &found) != 0)
+    bool found, after = false;
+    if (vw_model_event_of(m, order[i].kind, order[i].earliest, order[i].skip, &ev, &found) != 0)
       return -1;
-    if (!found)
+    if (found && i == 0 && after_a_hang(m, &ev, &after) != 0) {
+      free(ev.message);
+      return -1;
+    }
+    if (!found || after) {
+      free(ev.message);
       continue;
-    d->has_report = true;
-    snprintf(d->report_kind, sizeof d->report_kind, "%s", ev.kind);
-    d->report_rank = ev.rank;
-    d->report_group = ev.group_id;
-    d->report_seq = ev.seq;
-    d->report_op[0] = '\0';
-    header_op(ev.message, d);
-    d->report_status = ev.status;
-    d->report_t = ev.t_ns;
-    d->report = ev.message ? ev.message : strdup("");
+    }
+    take(d, &ev);
     return 0;
   }
   return 0;

@@ -466,17 +466,22 @@ void vw_events_free(vw_event *ev, int n) {
   }
 }
 
-int vw_model_event_of(vw_model *m, const char *kind, bool earliest, vw_event *ev, bool *found) {
+int vw_model_event_of(vw_model *m, const char *kind, bool earliest, int skip_status,
+                      vw_event *ev, bool *found) {
   *found = false;
   memset(ev, 0, sizeof *ev);
   sqlite3_stmt *st = vw_sql_prepare(
       m, earliest ? "SELECT rowid, rank, group_id, seq, kind, t_ns, status, peer, message FROM "
-                    "events WHERE kind = ?1 ORDER BY t_ns LIMIT 1"
+                    "events WHERE kind = ?1 AND (?2 IS NULL OR status IS NOT ?2) ORDER BY t_ns "
+                    "LIMIT 1"
                   : "SELECT rowid, rank, group_id, seq, kind, t_ns, status, peer, message FROM "
-                    "events WHERE kind = ?1 ORDER BY t_ns DESC LIMIT 1");
+                    "events WHERE kind = ?1 AND (?2 IS NULL OR status IS NOT ?2) ORDER BY t_ns "
+                    "DESC LIMIT 1");
   if (!st)
     return -1;
   sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+  if (skip_status >= 0)
+    sqlite3_bind_int(st, 2, skip_status);
   int rc = vw_sql_step(m, st);
   if (rc == SQLITE_ROW) {
     *found = true;

@@ -248,9 +248,11 @@ typedef struct vw_event {
 int vw_model_events(vw_model *m, const vw_filter *f, int64_t first, vw_event *ev, int cap,
                     int *n, int64_t *total);
 void vw_events_free(vw_event *ev, int n);
-/* The earliest or the newest event of a kind (ev_by_kind), or found = false;
- * ev->message is malloc'd. */
-int vw_model_event_of(vw_model *m, const char *kind, bool earliest, vw_event *ev, bool *found);
+/* The earliest or the newest event of a kind (ev_by_kind), leaving out those
+ * whose status is skip_status (>= 0), or found = false; ev->message is
+ * malloc'd. */
+int vw_model_event_of(vw_model *m, const char *kind, bool earliest, int skip_status,
+                      vw_event *ev, bool *found);
 
 /* Search: the next (dir > 0) or previous operation of group after seq whose
  * op or state matches text; a text "#N" is sequence number N. */
