@@ -45,11 +45,22 @@ static int sockets(int *fds, int max) {
   return n;
 }
 
-/* A new group of every rank, and the TCP sockets it added to the process. */
+/* A new group of every rank, and the TCP sockets it added to the process
+ * once every pair has talked (connections are made when first needed: an
+ * all_to_all connects every pair). */
 static int group_with_sockets(const dist_test_ctx *ctx, dist_pg **pg, int *fds, int *n) {
   int before[MAXS], after[MAXS];
   int nb = sockets(before, MAXS);
   CHECK_OK(ctx, dist_new_group(NULL, 0, NULL, pg));
+  int32_t in[MAXS], out[MAXS];
+  for (int i = 0; i < ctx->world; i++)
+    in[i] = ctx->rank * 100 + i;
+  dist_tensor tin = dist_tensor_1d(in, DIST_INT32, ctx->world);
+  dist_tensor to = dist_tensor_1d(out, DIST_INT32, ctx->world);
+  CHECK_OK(ctx, dist_all_to_all_single(&to, &tin, NULL, NULL, *pg, NULL));
+  for (int i = 0; i < ctx->world; i++)
+    CHECK(ctx, out[i] == i * 100 + ctx->rank, "all_to_all: %d from rank %d", out[i], i);
+  CHECK_OK(ctx, dist_barrier(*pg, NULL)); /* every peer's sockets are up */
   int na = sockets(after, MAXS);
   *n = 0;
   for (int i = 0; i < na; i++) {
@@ -391,7 +402,7 @@ static void keep_tcp_lines(void *arg, dist_log_level lvl, dist_subsys sub, const
   (void)arg;
   (void)lvl;
   (void)sub;
-  if ((strstr(line, "listens on") || strstr(line, " to rank 0 at ")) && nlines < 32)
+  if ((strstr(line, "listens on") || strstr(line, " to rank ")) && nlines < 32)
     snprintf(lines[nlines++], sizeof lines[0], "%s", line);
 }
 
@@ -409,31 +420,38 @@ static int ifname_rank(const dist_test_ctx *ctx) {
     return 1;
   dist_log_set_sink(NULL, NULL);
   CHECK(ctx, nf == 2, "%d data sockets with %s=lo,lo, want 2", nf, (const char *)ctx->arg);
-  /* Rank 0's two listening ports, as it logged them, go to rank 1. */
-  int64_t ports[2] = {0, 0};
-  for (int i = 0; i < nlines && ctx->rank == 0; i++) {
+  /* Each rank's two listening ports, as it logged them, go to the other. */
+  int64_t ports[4] = {0, 0, 0, 0};
+  for (int i = 0; i < nlines; i++) {
     unsigned a = 0, b = 0;
     const char *p = strstr(lines[i], "listens on 127.0.0.1:");
     if (p && sscanf(p, "listens on 127.0.0.1:%u (lo), 127.0.0.1:%u (lo)", &a, &b) == 2)
-      ports[0] = a, ports[1] = b;
+      ports[2 * ctx->rank] = a, ports[2 * ctx->rank + 1] = b;
   }
-  dist_tensor tp = dist_tensor_1d(ports, DIST_INT64, 2);
-  CHECK_OK(ctx, dist_broadcast(&tp, 0, pg, NULL));
-  CHECK(ctx, ports[0] > 0 && ports[1] > 0 && ports[0] != ports[1],
-        "rank 0 did not log two listeners: %lld %lld", (long long)ports[0],
-        (long long)ports[1]);
-  if (ctx->rank == 1) {
-    /* Socket i went to listener i. */
-    for (int s = 0; s < 2; s++) {
-      char want[96];
-      snprintf(want, sizeof want, "socket %d of 2 to rank 0 at 127.0.0.1:%lld", s,
-               (long long)ports[s]);
-      bool seen = false;
-      for (int i = 0; i < nlines && !seen; i++)
-        seen = strstr(lines[i], want) != NULL;
-      CHECK(ctx, seen, "no log line '%s'", want);
-    }
+  dist_tensor tp = dist_tensor_1d(ports, DIST_INT64, 4);
+  CHECK_OK(ctx, dist_all_reduce(&tp, DIST_SUM, pg, NULL));
+  int other = 1 - ctx->rank;
+  CHECK(ctx, ports[2 * other] > 0 && ports[2 * other + 1] > 0 &&
+                 ports[2 * other] != ports[2 * other + 1],
+        "rank %d did not log two listeners: %lld %lld", other, (long long)ports[2 * other],
+        (long long)ports[2 * other + 1]);
+  /* Socket i went to listener i, whichever rank connected (the one that
+   * needed the connection first; the lower one when both did at once). */
+  int32_t dialled = 0;
+  for (int s = 0; s < 2; s++) {
+    char want[96];
+    snprintf(want, sizeof want, "socket %d of 2 to rank %d at 127.0.0.1:%lld", s, other,
+             (long long)ports[2 * other + s]);
+    for (int i = 0; i < nlines; i++)
+      if (strstr(lines[i], want)) {
+        dialled++;
+        break;
+      }
   }
+  dist_tensor td = dist_tensor_1d(&dialled, DIST_INT32, 1);
+  CHECK_OK(ctx, dist_all_reduce(&td, DIST_SUM, pg, NULL));
+  CHECK(ctx, dialled == 2, "%d log lines 'socket i of 2 to rank r at <its listener i>' on both "
+        "ranks, want 2", dialled);
   int32_t v[100000];
   for (int k = 0; k < 100000; k++)
     v[k] = k + ctx->rank;

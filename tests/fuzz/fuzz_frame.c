@@ -50,6 +50,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   dist_log_set_sink(quiet, NULL);
   setenv("MASTER_ADDR", "127.0.0.1", 1); // the engine listens on loopback
   setenv("DIST_TCP_SPIN_US", "0", 1);
+  setenv("DIST_TCP_LAZY", "0", 1); // rank 1 joins at creation, as in a whole mesh
   setenv("DIST_TCP_EAGER_BYTES", "1024", 1); // small and large messages from small inputs
   return 0;
 }

@@ -276,6 +276,19 @@ int dist__net_connect(const char *host, uint16_t port, int64_t deadline_ms, int 
   }
 }
 
+int dist__net_connect_once(const char *host, uint16_t port, int64_t deadline_ms, int *fd,
+                           dist__errbuf *e) {
+  if (!host || !*host || !fd)
+    return dist__err_set(e, DIST_E_INVAL, "connect: no host given");
+  char h[DIST_NET_HOSTLEN], why[512] = "no attempt made";
+  unbracket(host, h, sizeof h);
+  *fd = -1;
+  int err = connect_round(h, port, deadline_ms, fd, why, sizeof why);
+  if (err == 0)
+    return DIST_OK;
+  return dist__err_set(e, err == ETIMEDOUT ? DIST_E_TIMEOUT : DIST_E_CLOSED, "%s", why);
+}
+
 int dist__net_accept(int lfd, int64_t deadline_ms, int *fd, dist__errbuf *e) {
   for (;;) {
     int err = wait_fd(lfd, POLLIN, deadline_ms);

@@ -27,6 +27,10 @@ bool dist__net_is_loopback(const char *host);
  * The socket is blocking with TCP_NODELAY set. */
 int dist__net_connect(const char *host, uint16_t port, int64_t deadline_ms, int *fd,
                       dist__errbuf *e);
+/* One attempt, no retry: for a peer known to be listening, whose refusal
+ * means it is gone (DIST_E_CLOSED; DIST_E_TIMEOUT at the deadline). */
+int dist__net_connect_once(const char *host, uint16_t port, int64_t deadline_ms, int *fd,
+                           dist__errbuf *e);
 /* Accepts one connection, waiting up to the deadline. */
 int dist__net_accept(int lfd, int64_t deadline_ms, int *fd, dist__errbuf *e);
 int dist__net_set_nonblock(int fd, bool on);

@@ -581,6 +581,14 @@ void dist_backend_peer_lost(dist_pg *self, int peer, const char *why) {
     dist__obs_emit(user, DIST_EV_PEER_LOST, NULL, DIST_E_PEER_LOST, global, why);
 }
 
+void dist__pg_note(dist_pg *self, const char *line) {
+  if (!self || self == DIST_GROUP_NON_MEMBER || !dist__obs_on())
+    return;
+  dist_pg *user = self->wrapped ? self->outer : self;
+  if (user && !user->internal && user->info.group_id >= 0)
+    dist__obs_emit(user, DIST_EV_LOG, NULL, DIST_OK, -1, line);
+}
+
 const char *dist_errmsg(int rc, dist_pg *group) {
   if (rc == DIST_OK)
     return "";

@@ -231,6 +231,11 @@ void dist__pg_log_created(const dist_pg *g);
  * false for other backends. Recorded in the trace as a 'log' event at the
  * group's creation (pg.c, observer.c). */
 bool dist__pg_conn_summary(const dist_pg *g, char *buf, size_t len);
+/* A line about backend group self for the trace (a 'log' event of the
+ * user's group it runs, as the connection summary is): the cpu backend's
+ * connections made when first needed. Any thread; nothing when no
+ * observer listens or the group is internal. */
+void dist__pg_note(dist_pg *self, const char *line);
 /* The TRACE line of one operation; call only when TRACE is on for COLL. */
 void dist__pg_log_op(const dist_pg *g, const dist_coll *c);
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "backend_cpu.h"
+#include "pg/pg_int.h"
 #include "cpu.h"
 #include "hier.h"
 #include "shm.h"
@@ -284,6 +285,11 @@ static void release(cpu_backend *b) {
 }
 
 /* Engines report a lost peer once; observers hear of it as an event. */
+/* A connection made when first needed: recorded in the trace. */
+static void report_connect(void *arg, const char *line) {
+  dist__pg_note(((cpu_backend *)arg)->self, line);
+}
+
 static void report_peer_lost(void *arg, int group_rank, const char *why) {
   dist_backend_peer_lost(((cpu_backend *)arg)->self, group_rank, why);
 }
@@ -294,6 +300,8 @@ static int cpu_init(void *priv, const dist_backend_init_args *a, dist_pg *self) 
   b->colls_only = a->colls_only;
   b->g.on_peer_lost = report_peer_lost;
   b->g.on_peer_lost_arg = b;
+  b->g.on_connect = report_connect;
+  b->g.on_connect_arg = b;
   pthread_mutex_init(&b->mu, NULL);
   pthread_cond_init(&b->cv, NULL);
   dist__errbuf err;

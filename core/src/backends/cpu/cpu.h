@@ -3,8 +3,8 @@
  *
  * DESIGN. The backend (backend_cpu.c) owns one dist__cpu_group per process
  * group and two engines under it:
- *   - tcp (tcp_*.c): a full mesh of authenticated TCP connections between the
- *     members, always present. It carries point-to-point traffic (tags, any
+ *   - tcp (tcp_*.c): a mesh of authenticated TCP connections between the
+ *     members, always present, each connection made when first needed. It carries point-to-point traffic (tags, any
  *     source, acknowledgements so a sender learns of a size mismatch),
  *     control frames (errors, aborts), notices a dead peer by EOF, and runs
  *     every collective when the group spans hosts or DIST_TRANSPORT=tcp.
@@ -83,6 +83,11 @@ typedef struct dist__cpu_group {
    * observers' DIST_EV_PEER_LOST). Any thread; must not block. */
   void (*on_peer_lost)(void *arg, int group_rank, const char *why);
   void *on_peer_lost_arg;
+  /* Told of each connection made when first needed (the TCP engine's lazy
+   * connections): a line for the trace. Any thread; must not block. NULL:
+   * nobody listens. */
+  void (*on_connect)(void *arg, const char *line);
+  void *on_connect_arg;
 } dist__cpu_group;
 
 /* deadline_ms of an operation whose engine starts its clock at the first

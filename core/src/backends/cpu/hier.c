@@ -94,6 +94,8 @@ static int sub_group(dist__hier *h, dist__cpu_group *s, const int *members, int 
   }
   s->on_peer_lost = sub_lost;
   s->on_peer_lost_arg = g;
+  s->on_connect = g->on_connect; /* the leaders' connections are the group's */
+  s->on_connect_arg = g->on_connect_arg;
   return DIST_OK;
 }
 

@@ -2,9 +2,10 @@
  * requests, and collectives over TCP.
  *
  * Mesh: at init every member listens on an ephemeral port (on the address
- * DIST_SOCKET_IFNAME names, else the one that reaches the store's host),
- * publishes it in the group store, and connects to the others (the higher
- * rank connects to the lower). Each connection proves the job token
+ * DIST_SOCKET_IFNAME names, else the one that reaches the store's host)
+ * and publishes it in the group store; a pair connects when one of them
+ * first needs the other (tcp_lazy.c), or, with DIST_TCP_LAZY=0, every
+ * pair at init (the higher rank connects to the lower). Each connection proves the job token
  * (auth.h, role "data") and says which group and rank it is before use.
  * With DIST_SOCKETS_PER_PEER=N (1..16; default 1, or one per interface
  * DIST_SOCKET_IFNAME lists) a pair of ranks opens the smaller of their two
@@ -103,6 +104,6 @@ int dist__tcp_progress(dist__tcp *t, int64_t wait_ms);
 int dist__tcp_run(dist__tcp *t, dist__cpu_op *op);
 /* Sockets this rank holds open to its peers (every lane counted). Caller
  * thread; for logs and tests. */
-int dist__tcp_conns(const dist__tcp *t);
+int dist__tcp_conns(dist__tcp *t);
 
 #endif

@@ -449,6 +449,10 @@ static int run_kind(tcp_cc *cc) {
   }
 }
 
+/* How long fail_coll waits for a member it was not connected to (one
+ * stopped or overloaded is left to its own timeout). */
+#define TELL_CONNECT_MS 5000
+
 /* After a failure (t->mu held): cancel what is in flight and tell the other
  * members, unless they told us or cannot hear it (a lost member was told
  * of when it was found gone: dist__tcp_peer_gone). */
@@ -463,11 +467,17 @@ static void fail_coll(tcp_cc *cc, int rc) {
   h.kind = (uint16_t)cc->c->kind;
   h.op_seq = cc->c->seq;
   h.count = rc;
-  for (int p = 0; p < t->g->size; p++)
-    if (p != t->g->rank && !t->conns[p].gone) {
+  for (int p = 0; p < t->g->size; p++) {
+    /* Members this collective's schedule never connected to are told too
+     * (connected now, briefly: one that does not answer is left out). */
+    dist__errbuf e;
+    dist__err_clear(&e);
+    if (p != t->g->rank && !t->conns[p].gone &&
+        dist__tcp_connect_peer(t, p, TELL_CONNECT_MS, &e) == DIST_OK && t->conns[p].fd >= 0) {
       dist__tcp_send_ctrl(t, &t->conns[p], &h, cc->op->err->msg);
       dist__tcp_flush(t, &t->conns[p]);
     }
+  }
   /* A timeout leaves messages of this collective in flight. */
   if (rc == DIST_E_TIMEOUT)
     dist__cpu_mark_broken(t->g, rc, cc->op->err->msg);

@@ -135,6 +135,7 @@ enum tcp_rstate {
 
 typedef struct tcp_item tcp_item;
 typedef struct tcp_umsg tcp_umsg;
+typedef struct tcp_lazy tcp_lazy;
 
 struct dist__tcp_req {
   dist__tcp *t;
@@ -291,6 +292,8 @@ struct dist__tcp {
   int nsocks;                   /* DIST_SOCKETS_PER_PEER (wanted; per peer:
                                    conns[p].nlanes, the smaller of both wishes) */
   bool closing;                 /* destroy is running: departures are quiet */
+  bool want_lazy;               /* DIST_TCP_LAZY (default 1): connect when needed */
+  tcp_lazy *lazy;               /* NULL: the mesh was made whole at creation */
 };
 
 /* Lane i of peer p's connections (0: conns[p] itself). */
@@ -319,6 +322,47 @@ static inline int dist__tcp_stripes(const dist__tcp *t, int p, size_t len) {
   int lanes = t->conns[p].nlanes > 0 ? t->conns[p].nlanes : 1;
   return n < 1 ? 1 : n > (size_t)lanes ? lanes : (int)n;
 }
+
+/* --- tcp_mesh.c ---------------------------------------------------------- */
+
+void dist__tcp_hello_fill(const dist__tcp *t, int lane, int nsocks, tcp_hello *h);
+/* Lanes 1 .. n-1 of peer p (lane 0 is conns[p] itself); sets nlanes. */
+int dist__tcp_lanes_alloc(dist__tcp *t, int p, int n, dist__errbuf *err);
+/* A connected socket made ready for the sweeps: non-blocking, no Nagle,
+ * its staging buffer. */
+int dist__tcp_conn_setup(dist__tcp *t, tcp_conn *c, dist__errbuf *err);
+/* dist__tcp_conns with t->mu held. */
+int dist__tcp_conns_locked(const dist__tcp *t);
+/* Entry lane modulo their number of a published "addr:port,addr:port" list. */
+int dist__tcp_pick_addr(const char *list, int lane, char *host, size_t hostlen,
+                        uint16_t *port);
+
+/* --- tcp_lazy.c: connections made when needed ----------------------------- */
+
+/* Takes over the listeners (closed on failure too), reads every member's
+ * addresses and starts the thread that answers their connections. */
+int dist__tcp_lazy_start(dist__tcp *t, dist_store *store, const int *lfds, int nl,
+                         int64_t deadline_ms, dist__errbuf *err);
+/* Stops that thread and closes the listeners: no connection comes in
+ * after (what was accepted can still be taken in, to say goodbye on). */
+void dist__tcp_lazy_stop(dist__tcp *t);
+/* Stops it if still running, closes what was accepted and not taken in,
+ * and frees what connecting needed. */
+void dist__tcp_lazy_free(dist__tcp *t);
+/* With t->mu held: connects to peer p unless it is connected (or lazy
+ * connections are off, or p is gone); an error when p cannot be reached
+ * (its listener refused: it left or exited) or did not answer in time. */
+int dist__tcp_connect_peer(dist__tcp *t, int p, int64_t timeout_ms, dist__errbuf *err);
+/* With t->mu held, before request r to its peer is started: connects when
+ * needed (a receive from any source: to every member); false when that
+ * failed and r was failed with the reason. A peer whose listener refused
+ * has left, as if it had said BYE. */
+bool dist__tcp_reach_for(dist__tcp *t, dist__tcp_req *r);
+/* With t->mu held: takes in the connections peers made to this rank. */
+void dist__tcp_lazy_install(dist__tcp *t);
+/* Whether connections the peers made wait to be taken in (cheap: one
+ * atomic load, every sweep). */
+bool dist__tcp_lazy_pending(const dist__tcp *t);
 
 /* --- tcp_frame.c --------------------------------------------------------- */
 

@@ -1,5 +1,7 @@
-/* tcp_mesh.c - creating and destroying the TCP engine: the group's full
- * mesh of authenticated connections.
+/* tcp_mesh.c - creating and destroying the TCP engine: the group's mesh
+ * of authenticated connections, made whole here with DIST_TCP_LAZY=0 (by
+ * default each pair connects when first needed: tcp_lazy.c, which shares
+ * the hello and the socket setup below).
  *
  * Every member listens on an ephemeral port of the address other hosts
  * reach it by (DIST_SOCKET_IFNAME's, else the one routing to MASTER_ADDR,
@@ -34,7 +36,7 @@
 
 #define HANDSHAKE_MS 10000 /* longest a single incoming handshake may take */
 
-static void hello_fill(const dist__tcp *t, int lane, int nsocks, tcp_hello *h) {
+void dist__tcp_hello_fill(const dist__tcp *t, int lane, int nsocks, tcp_hello *h) {
   memset(h, 0, sizeof *h);
   h->magic = TCP_HELLO_MAGIC;
   h->version = TCP_VERSION;
@@ -70,8 +72,7 @@ static int hello_check(const dist__tcp *t, const tcp_hello *h, int lo, int hi,
   return DIST_OK;
 }
 
-/* Lanes 1 .. n-1 of peer p (lane 0 is conns[p] itself). */
-static int lanes_alloc(dist__tcp *t, int p, int n, dist__errbuf *err) {
+int dist__tcp_lanes_alloc(dist__tcp *t, int p, int n, dist__errbuf *err) {
   tcp_conn *c = &t->conns[p];
   if (n > 1 && !(c->lanes = dist__calloc((size_t)n - 1, sizeof *c->lanes)))
     return dist__err_set(err, DIST_E_NOMEM, "group %s: out of memory", t->g->name);
@@ -101,6 +102,9 @@ static int tunables(dist__tcp *t, dist__errbuf *err) {
   /* point-to-point messages sent ahead of their receives */
   dist__env_int("DIST_TCP_UNEXPECTED_MAX", 1, 1 << 24, 4096, &unexp_n);
   dist__env_int("DIST_TCP_UNEXPECTED_MB", 1, 1 << 20, 64, &unexp_mb);
+  int64_t lazy;
+  dist__env_int("DIST_TCP_LAZY", 0, 1, 1, &lazy); /* tcp_lazy.c */
+  t->want_lazy = lazy != 0;
   t->io_chunk = (size_t)chunk;
   t->segment_bytes = (size_t)segment;
   t->spin_ns = spin_us * 1000;
@@ -202,6 +206,19 @@ static void **prefetch_addrs(dist_store *store, int n, int64_t deadline_ms, size
   return vals;
 }
 
+int dist__tcp_pick_addr(const char *list, int lane, char *host, size_t hostlen,
+                        uint16_t *port) {
+  int n = 1;
+  for (const char *q = list; (q = strchr(q, ',')); q++)
+    n++;
+  const char *pick = list;
+  for (int i = 0; i < lane % n; i++)
+    pick = strchr(pick, ',') + 1;
+  char one[DIST_NET_HOSTLEN + 16];
+  snprintf(one, sizeof one, "%.*s", (int)strcspn(pick, ","), pick);
+  return dist__net_split_hostport(one, host, hostlen, port);
+}
+
 /* The address lane `lane` of peer connects to: the first published one for
  * lane 0 (from `cached` when prefetched), else entry lane modulo their
  * number. */
@@ -229,14 +246,7 @@ static int lookup(dist__tcp *t, dist_store *store, int peer, int lane, int64_t d
   if (rc != DIST_OK)
     return dist__err_set(err, rc, "group %s: waiting for rank %d's address in the store: %s",
                          t->g->name, t->g->global_ranks[peer], dist_store_errmsg(store));
-  char *s = (char *)val, *pick = s;
-  int n = 1;
-  for (char *q = s; (q = strchr(q, ',')); q++)
-    n++;
-  for (int i = 0; i < lane % n; i++)
-    pick = strchr(pick, ',') + 1;
-  pick[strcspn(pick, ",")] = '\0';
-  rc = dist__net_split_hostport(pick, host, hostlen, port);
+  rc = dist__tcp_pick_addr((const char *)val, lane, host, hostlen, port);
   dist_free(val);
   if (rc != DIST_OK)
     return dist__err_set(err, rc, "group %s: rank %d published a bad address: %s",
@@ -260,7 +270,7 @@ static int open_lane(dist__tcp *t, dist_store *store, int peer, int lane,
   dist__errbuf e;
   dist__err_clear(&e);
   tcp_hello mine, theirs;
-  hello_fill(t, lane, t->nsocks, &mine);
+  dist__tcp_hello_fill(t, lane, t->nsocks, &mine);
   int rc = dist__net_connect(host, port, deadline_ms, &fd, &e);
   if (rc == DIST_OK)
     rc = dist__auth_connect(fd, t->g->token, "data", deadline_ms, &e);
@@ -274,7 +284,7 @@ static int open_lane(dist__tcp *t, dist_store *store, int peer, int lane,
     rc = dist__err_set(&e, DIST_E_INVAL, "the peer answered for socket %d of %d (asked "
                        "for socket %d of %d)", theirs.lane, theirs.nsocks, lane, t->nsocks);
   if (rc == DIST_OK && lane == 0)
-    rc = lanes_alloc(t, peer, theirs.nsocks, &e);
+    rc = dist__tcp_lanes_alloc(t, peer, theirs.nsocks, &e);
   if (rc != DIST_OK) {
     if (fd >= 0)
       close(fd);
@@ -338,11 +348,11 @@ static int accept_one(dist__tcp *t, const tcp_listen *L, int64_t deadline_ms, in
   if (rc == DIST_OK) {
     n = theirs.lane ? t->conns[theirs.rank].nlanes
                     : theirs.nsocks < t->nsocks ? theirs.nsocks : t->nsocks;
-    hello_fill(t, theirs.lane, n, &mine);
+    dist__tcp_hello_fill(t, theirs.lane, n, &mine);
     rc = dist__net_write_all(fd, &mine, sizeof mine, hs, &e);
   }
   if (rc == DIST_OK && theirs.lane == 0)
-    rc = lanes_alloc(t, theirs.rank, n, &e);
+    rc = dist__tcp_lanes_alloc(t, theirs.rank, n, &e);
   if (rc != DIST_OK) {
     char pn[DIST_NET_HOSTLEN];
     dist__net_peer_name(fd, pn, sizeof pn);
@@ -390,18 +400,20 @@ static int accept_all(dist__tcp *t, const tcp_listen *L, int64_t deadline_ms,
 /* Non-blocking sockets, no Nagle, staging buffers. Socket buffer sizes are
  * left to the kernel's autotuning: setting SO_SNDBUF would pin it, and a
  * small pinned buffer is Gloo's 40 ms delayed-ACK trap. */
+int dist__tcp_conn_setup(dist__tcp *t, tcp_conn *c, dist__errbuf *err) {
+  if (dist__net_set_nonblock(c->fd, true) != DIST_OK || dist__net_set_nodelay(c->fd) != DIST_OK)
+    return dist__err_sys(err, errno, "group %s: socket options", t->g->name);
+  c->rbuf = dist__malloc(TCP_RBUF);
+  if (!c->rbuf)
+    return dist__err_set(err, DIST_E_NOMEM, "group %s: out of memory", t->g->name);
+  return DIST_OK;
+}
+
 static int setup_conns(dist__tcp *t, dist__errbuf *err) {
   size_t nfds = 1;
   for (int p = 0; p < t->g->size; p++)
-    for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++, nfds++) {
-      tcp_conn *c = dist__tcp_lane(t, p, i);
-      if (dist__net_set_nonblock(c->fd, true) != DIST_OK ||
-          dist__net_set_nodelay(c->fd) != DIST_OK)
-        return dist__err_sys(err, errno, "group %s: socket options", t->g->name);
-      c->rbuf = dist__malloc(TCP_RBUF);
-      if (!c->rbuf)
-        return dist__err_set(err, DIST_E_NOMEM, "group %s: out of memory", t->g->name);
-    }
+    for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++, nfds++)
+      DIST_TRY(dist__tcp_conn_setup(t, dist__tcp_lane(t, p, i), err));
   dist__free(t->pfds); /* one entry per connection, and the eventfd */
   t->pfds = dist__calloc(nfds, sizeof *t->pfds);
   if (!t->pfds)
@@ -412,6 +424,8 @@ static int setup_conns(dist__tcp *t, dist__errbuf *err) {
 static int mesh(dist__tcp *t, dist_store *store, int64_t deadline_ms, dist__errbuf *err) {
   tcp_listen L = {.n = 0};
   int rc = publish(t, store, &L, err);
+  if (rc == DIST_OK && t->want_lazy) /* the listeners stay open: tcp_lazy.c */
+    return dist__tcp_lazy_start(t, store, L.fds, L.n, deadline_ms, err);
   size_t *lens = NULL;
   void **addrs = rc == DIST_OK && t->g->rank > 0
                      ? prefetch_addrs(store, t->g->rank, deadline_ms, &lens) : NULL;
@@ -480,14 +494,24 @@ int dist__tcp_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
   return DIST_OK;
 }
 
-int dist__tcp_conns(const dist__tcp *t) {
+int dist__tcp_conns_locked(const dist__tcp *t) {
   int n = 0;
-  for (int p = 0; t && p < t->g->size; p++) {
+  for (int p = 0; p < t->g->size; p++) {
     const tcp_conn *c = &t->conns[p];
     n += p != t->g->rank && c->fd >= 0;
     for (int i = 1; p != t->g->rank && i < c->nlanes; i++)
       n += c->lanes[i - 1].fd >= 0;
   }
+  return n;
+}
+
+/* Under the lock: connections are taken in by whichever thread drives. */
+int dist__tcp_conns(dist__tcp *t) {
+  if (!t)
+    return 0;
+  pthread_mutex_lock(&t->mu);
+  int n = dist__tcp_conns_locked(t);
+  pthread_mutex_unlock(&t->mu);
   return n;
 }
 
@@ -547,9 +571,12 @@ static void conn_free(tcp_conn *c) {
 void dist__tcp_destroy(dist__tcp *t) {
   if (!t)
     return;
+  dist__tcp_lazy_stop(t); /* no connection comes in from here on */
   if (t->conns) {
     pthread_mutex_lock(&t->mu);
     t->closing = true;
+    if (dist__tcp_lazy_pending(t)) /* peers that connected hear the goodbye too */
+      dist__tcp_lazy_install(t);
     if (!atomic_load(&t->aborted))
       goodbye(t);
     while (t->reqs) /* requests the caller did not free */
@@ -565,6 +592,7 @@ void dist__tcp_destroy(dist__tcp *t) {
     }
     pthread_mutex_unlock(&t->mu);
   }
+  dist__tcp_lazy_free(t);
   if (t->wakefd >= 0)
     close(t->wakefd);
   pthread_mutex_destroy(&t->mu);

@@ -396,6 +396,8 @@ static void answer(dist__tcp *t, tcp_conn *c, int type, const dist__tcp_req *r,
 /* --- posting ----------------------------------------------------------------- */
 
 void dist__tcp_start_send(dist__tcp *t, dist__tcp_req *r) {
+  if (!dist__tcp_reach_for(t, r))
+    return;
   tcp_conn *c = &t->conns[r->peer];
   char lb[64], nb[160];
   if (c->gone) {
@@ -531,7 +533,10 @@ static void start_recv(dist__tcp *t, dist__tcp_req *r, bool front) {
   post_recv(t, r, front);
 }
 
-void dist__tcp_start_recv(dist__tcp *t, dist__tcp_req *r) { start_recv(t, r, false); }
+void dist__tcp_start_recv(dist__tcp *t, dist__tcp_req *r) {
+  if (dist__tcp_reach_for(t, r)) /* a peer's end is then seen as its EOF */
+    start_recv(t, r, false);
+}
 
 /* --- frame handlers ---------------------------------------------------------- */
 

@@ -91,8 +91,10 @@ static void tell_lost(dist__tcp *t, int gone, const char *msg) {
   dist__tcp_hdr_init(&h, TCP_F_ERROR, DIST_TCP_CTX_COLL, 0);
   h.count = DIST_E_PEER_LOST;
   h.root = gone;
+  /* (a member never connected to this rank cannot take its end for the
+   * cause: it will not see it) */
   for (int p = 0; p < t->g->size; p++)
-    if (p != t->g->rank && p != gone && !t->conns[p].gone) {
+    if (p != t->g->rank && p != gone && !t->conns[p].gone && t->conns[p].fd >= 0) {
       dist__tcp_send_ctrl(t, &t->conns[p], &h, msg);
       dist__tcp_flush(t, &t->conns[p]);
     }
@@ -266,10 +268,12 @@ static bool sweep_conn(dist__tcp *t, tcp_conn *c) {
 /* Lane 0 of a peer first: it says BYE before the peer closes the others. */
 bool dist__tcp_sweep(dist__tcp *t) {
   bool moved = false;
+  if (dist__tcp_lazy_pending(t)) /* peers that connected since */
+    dist__tcp_lazy_install(t);
   for (int p = 0; p < t->g->size; p++)
     for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++) {
       tcp_conn *c = dist__tcp_lane(t, p, i);
-      if (!c->gone && !c->eof)
+      if (c->fd >= 0 && !c->gone && !c->eof)
         moved |= sweep_conn(t, c);
     }
   dist__tcp_handle_abort(t);
@@ -284,7 +288,7 @@ static void block_poll(dist__tcp *t, int64_t deadline_ms) {
     for (int i = 0; p != t->g->rank && i < t->conns[p].nlanes; i++) {
       tcp_conn *c = dist__tcp_lane(t, p, i);
       short ev = (short)((dist__tcp_lane_live(t, c) ? POLLIN : 0) | (c->sq ? POLLOUT : 0));
-      if (!c->gone && !c->eof && ev)
+      if (c->fd >= 0 && !c->gone && !c->eof && ev)
         t->pfds[n++] = (struct pollfd){c->fd, ev, 0};
     }
   int64_t left = dist__remaining_ms(deadline_ms);
@@ -397,7 +401,7 @@ static void flush_held_acks(dist__tcp *t) {
   t->lazy_held = false;
   for (int p = 0; p < t->g->size; p++) {
     tcp_conn *c = &t->conns[p]; /* lane 0 carries every control frame */
-    if (p != t->g->rank && c->sq && !c->gone && !c->eof)
+    if (p != t->g->rank && c->fd >= 0 && c->sq && !c->gone && !c->eof)
       dist__tcp_flush(t, c);
   }
 }
