@@ -34,6 +34,9 @@
  *   senddtype  the rank sends its activations as int32 (same byte count)
  *   abort      the rank aborts its dp group (dist_abort_group) after the dp all_reduce
  *   newgroup   the rank creates a world group (dist_new_group) nobody else creates
+ *   nosend     the rank skips its send to the next stage (which waits to receive)
+ *   recvtwice  the rank receives twice from the previous stage (which has
+ *              gone on to the dp all_reduce)
  * --steps N runs N steps (default 5). */
 #include <stdint.h>
 #include <stdio.h>
@@ -104,7 +107,9 @@ static void pipeline(const job *j, int step, float *act, float *from_prev) {
     prev = prev >= 2 ? prev - 2 : next;
   if (prev >= 0 || planted(j, step, "wrongpeer"))
     TRY("recv", dist_recv(&in, prev, NULL, 0, NULL));
-  if (next >= j->world)
+  if (prev >= 0 && planted(j, step, "recvtwice"))
+    TRY("recv", dist_recv(&in, prev, NULL, 0, NULL)); /* a loop bound off by one */
+  if (next >= j->world || planted(j, step, "nosend"))
     return;
   int32_t as_int[ACT] = {0};
   if (planted(j, step, "senddtype"))

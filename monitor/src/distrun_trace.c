@@ -189,6 +189,67 @@ static void place_from_trace(const char *out, drun_verdict *v) {
   dist_trace_close(t);
 }
 
+/* The one culprit of several whose calls this step differ from its own
+ * step before, while every other one repeats its own (a send skipped, a
+ * receive or a send-first added): -1 when not exactly one. */
+static int the_one_that_changed(dist_trace *t, const drun_verdict *v, dist_trace_pattern *one) {
+  int found = -1;
+  for (int i = 0; i < v->n_culprits; i++) {
+    dist_trace_pattern p;
+    if (dist_trace_rank_pattern(t, v->culprits[i], &p) != DIST_OK || p.differs < 0)
+      return -1;
+    if (p.differs == 1) {
+      if (found >= 0)
+        return -1;
+      found = v->culprits[i];
+      *one = p;
+    }
+  }
+  return found;
+}
+
+/* A hang whose waits only go round names every rank of the cycle: their
+ * states cannot tell the rank that went wrong from the ones it stranded.
+ * The trace can (reader_pattern.c): when exactly one of them called
+ * otherwise than in its step before, it is the culprit, named at its own
+ * latest call, and the report says why. */
+static void break_tie(const char *out, drun_verdict *v) {
+  static char report[8192];
+  if (strcmp(v->kind, "hang") || v->n_culprits < 2)
+    return;
+  dist_trace *t = NULL;
+  if (dist_trace_open(out, &t, NULL, 0) != DIST_OK)
+    return;
+  dist_trace_pattern p;
+  int r = the_one_that_changed(t, v, &p);
+  dist_trace_close(t);
+  if (r < 0)
+    return;
+  char others[128] = "";
+  size_t off = 0;
+  for (int i = 0; i < v->n_culprits; i++)
+    if (v->culprits[i] != r)
+      dist__appendf(others, sizeof others, &off, "%s%d", off ? "," : "", v->culprits[i]);
+  snprintf(report, sizeof report,
+           "%s%s  of ranks %s and %d, rank %d called otherwise this step than the step before "
+           "(the calls before %s #%lld%s%s, are not the ones before it last time, or it never "
+           "called from there), while the others repeat their own: rank %d is where it went "
+           "wrong\n", v->report ? v->report : "",
+           v->report && v->report[0] && v->report[strlen(v->report) - 1] != '\n' ? "\n" : "",
+           others, r, r, p.cur.op, (long long)p.cur.seq, p.site[0] ? ", called from " : "",
+           p.site, r);
+  v->report = report;
+  v->culprits[0] = r;
+  v->n_culprits = 1;
+  v->f.n_culprits = 1;
+  v->f.culprits[0] = r;
+  v->f.group_id = p.cur.group_id;
+  v->f.seq = (uint64_t)p.cur.seq;
+  snprintf(v->f.op, sizeof v->f.op, "%s", p.cur.op);
+  snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
+  snprintf(v->f.group_name, sizeof v->f.group_name, "%s", p.group_name);
+}
+
 void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *v) {
   const char *base = getenv("DIST_TRACE");
   if (base && !strcmp(base, "0"))
@@ -212,6 +273,7 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
   DIST_LOG(INFO, RUN, "trace: %d rank(s), %lld operations merged into %s", rep.ranks_merged,
            (long long)rep.operations, out);
   place_from_trace(out, v);
+  break_tie(out, v);
   store_verdict(out, v);
   prune(base && *base ? base : "dist-trace", job_id);
 }

@@ -4,7 +4,9 @@
  * ever, a world broadcast called before the tp all_reduce (calls swapped
  * across groups: a wait-for cycle), an extra tp barrier (a cycle of two
  * whose ends only the other ranks tell apart), a receive from the wrong
- * stage (also on the first stage, which receives from nobody). */
+ * stage (also on the first stage, which receives from nobody), a send
+ * skipped and a receive added (a receive and a dp all_reduce waiting for
+ * each other: the trace tells which rank left its steps' pattern). */
 #include "mesh_verdict.h"
 
 #define REPEAT 3 /* 5 by hand for the figure; 3 keep CI's budget */
@@ -54,6 +56,23 @@ Test(examples_mesh_hangs, a_first_stage_that_receives_is_named_not_its_next_stag
      .timeout = 300) {
   hang_case("wrongpeer", 0, "and it never received from that rank before (does it receive from "
                             "the wrong peer?)", "\"op\":\"RECV\"");
+}
+
+/* Rank 3 skips its send to rank 5 and waits in the dp all_reduce for
+ * rank 5, which waits to receive from it: the same two waits as when
+ * rank 5 receives once too often. Rank 5 receives as in every step
+ * before; rank 3 reaches its all_reduce without the send it made before
+ * it every time. */
+Test(examples_mesh_hangs, a_skipped_send_names_the_rank_that_skipped_it, .timeout = 300) {
+  hang_case("nosend", 3, "rank 3 called otherwise this step than the step before",
+            "\"op\":\"ALL_REDUCE\"");
+}
+
+/* Rank 5 receives from rank 3 a second time; rank 3 waits in the dp
+ * all_reduce for it. Rank 5 never received from that line before. */
+Test(examples_mesh_hangs, a_receive_added_names_the_rank_that_added_it, .timeout = 300) {
+  hang_case("recvtwice", 5, "rank 5 called otherwise this step than the step before",
+            "\"op\":\"RECV\"");
 }
 
 /* Rank 3 sends to rank 5 with tag 5 where rank 5 receives with tag 0: the

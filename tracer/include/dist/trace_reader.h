@@ -152,6 +152,19 @@ DIST_API int dist_trace_last_ops(dist_trace *t, int rank, dist_trace_op *ops, si
 DIST_API int dist_trace_collective(dist_trace *t, int group_id, int64_t seq,
                                    dist_trace_op *ops, size_t n, size_t *count);
 
+/* A rank's latest operation against its own earlier steps: the call sites
+ * of its operations since its previous call from the latest one's site
+ * (one step of a loop), against those of the step before. */
+typedef struct dist_trace_pattern {
+  int differs;             /* 1: the steps' calls differ (a call skipped, added or
+                              moved, or a site it never called from before);
+                              0: the same; -1: too little history to tell */
+  dist_trace_op cur;       /* its latest operation (by enqueue time) */
+  char site[160];          /* its call site, "function (file:line)"; "" unknown */
+  char group_name[64];     /* its group's description, else its name; "" unknown */
+} dist_trace_pattern;
+DIST_API int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern *out);
+
 /* --- exporters --------------------------------------------------------- */
 
 /* Chrome trace event JSON (Perfetto): complete events + flows (SCHEMA.md). */

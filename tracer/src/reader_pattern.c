@@ -1,0 +1,112 @@
+/* reader_pattern.c - whether a rank's latest calls repeat its earlier steps.
+ *
+ * A hang whose waits only go round (a receive waiting for a rank that
+ * waits in a collective for the receiver) names both ranks: their states
+ * alone cannot tell a send skipped by one from a receive added by the
+ * other. Their histories can. A training loop repeats its calls step by
+ * step, so the sequence of call sites a rank went through since its
+ * previous call from its latest call's site is the one it went through
+ * the step before, unless this step is where the program went wrong: the
+ * rank that skipped its send reaches its collective without the send it
+ * made before it every time; the rank that added a receive calls from a
+ * site it never called from. distrun breaks such a tie with this. */
+#include "reader_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PATTERN_OPS 4096 /* of the rank's latest operations: many steps */
+
+/* The call sites (callsite_id, -1 unknown) of rank's latest operations,
+ * newest first, into sites; the newest operation into cur. */
+static int latest_sites(sqlite3 *db, int rank, int64_t *sites, int *n, dist_trace_op *cur) {
+  sqlite3_stmt *st;
+  *n = 0;
+  if (sqlite3_prepare_v2(db, "SELECT coalesce(callsite_id, -1), group_id, seq, op, state,"
+                             " t_enqueued_ns FROM operations WHERE rank = ?1 ORDER BY"
+                             " t_enqueued_ns DESC LIMIT ?2", -1, &st, NULL))
+    return DIST_E_INVAL;
+  sqlite3_bind_int(st, 1, rank);
+  sqlite3_bind_int(st, 2, PATTERN_OPS);
+  while (*n < PATTERN_OPS && sqlite3_step(st) == SQLITE_ROW) {
+    if (*n == 0) {
+      cur->rank = rank;
+      cur->group_id = sqlite3_column_int(st, 1);
+      cur->seq = sqlite3_column_int64(st, 2);
+      snprintf(cur->op, sizeof cur->op, "%s", (const char *)sqlite3_column_text(st, 3));
+      snprintf(cur->state, sizeof cur->state, "%s", (const char *)sqlite3_column_text(st, 4));
+      cur->t_enqueued_ns = sqlite3_column_int64(st, 5);
+    }
+    sites[(*n)++] = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  return DIST_OK;
+}
+
+/* 1, 0 or -1 (dist_trace_pattern.differs) for sites, newest first. */
+static int differs(const int64_t *sites, int n) {
+  if (n < 2 || sites[0] < 0)
+    return -1;
+  int i1 = 1;
+  while (i1 < n && sites[i1] != sites[0])
+    i1++;
+  if (i1 == n) /* a site it never called from, after calls from others */
+    return 1;
+  int i2 = i1 + 1;
+  while (i2 < n && sites[i2] != sites[0])
+    i2++;
+  if (i2 == n) /* one step behind it: nothing to compare that step with */
+    return -1;
+  if (i2 - i1 != i1)
+    return 1;
+  for (int k = 1; k < i1; k++)
+    if (sites[k] != sites[i1 + k] || sites[k] < 0)
+      return sites[k] < 0 ? -1 : 1;
+  return 0;
+}
+
+static void text_of(sqlite3 *db, const char *sql, int rank, int64_t id, char *out, size_t len,
+                    bool site) {
+  sqlite3_stmt *st;
+  out[0] = '\0';
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL))
+    return;
+  sqlite3_bind_int(st, 1, rank);
+  sqlite3_bind_int64(st, 2, id);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    const char *a = (const char *)sqlite3_column_text(st, 0);
+    const char *file = site ? (const char *)sqlite3_column_text(st, 1) : NULL;
+    const char *base = file && strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+    if (site && a && base)
+      snprintf(out, len, "%s (%s:%d)", a, base, sqlite3_column_int(st, 2));
+    else if (a)
+      snprintf(out, len, "%s", a);
+  }
+  sqlite3_finalize(st);
+}
+
+int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern *out) {
+  sqlite3 *db = dist_trace_sqlite(t);
+  if (!db || !out)
+    return DIST_E_INVAL;
+  memset(out, 0, sizeof *out);
+  out->differs = -1;
+  int64_t *sites = malloc(PATTERN_OPS * sizeof *sites);
+  if (!sites)
+    return DIST_E_NOMEM;
+  int n = 0;
+  int rc = latest_sites(db, rank, sites, &n, &out->cur);
+  if (rc == DIST_OK && n > 0) {
+    out->differs = differs(sites, n);
+    if (sites[0] >= 0)
+      text_of(db, "SELECT function, file, line FROM callsites WHERE rank = ?1 AND"
+                  " callsite_id = ?2 AND function IS NOT NULL AND file IS NOT NULL",
+              rank, sites[0], out->site, sizeof out->site, true);
+    text_of(db, "SELECT coalesce(nullif(description, ''), name) FROM groups WHERE ?1 >= 0"
+                " AND group_id = ?2", rank,
+            out->cur.group_id, out->group_name, sizeof out->group_name, false);
+  }
+  free(sites);
+  return rc;
+}
