@@ -198,12 +198,14 @@ static int wait_parked(dist__tcp *t, int p, int64_t deadline, dist__errbuf *e) {
   return DIST_OK;
 }
 
-/* Under z->mu: dials p unless its connection is already on its way. */
+/* Under z->mu: dials p unless its connection is already on its way
+ * (*dialed: fds are this rank's own connection, not p's). */
 static int connect_locked(dist__tcp *t, int p, int64_t deadline, int *fds, int *n,
-                          dist__errbuf *e) {
+                          bool *dialed, dist__errbuf *e) {
   tcp_lazy *z = t->lazy;
   tcp_link *l = &z->links[p];
   *n = 0;
+  *dialed = false;
   if (l->state == LINK_NONE) {
     l->state = LINK_CONNECTING;
     pthread_mutex_unlock(&z->mu);
@@ -211,6 +213,7 @@ static int connect_locked(dist__tcp *t, int p, int64_t deadline, int *fds, int *
     pthread_mutex_lock(&z->mu);
     if (rc == DIST_OK) {
       l->state = LINK_UP;
+      *dialed = true;
       return DIST_OK;
     }
     *n = 0;
@@ -234,11 +237,12 @@ int dist__tcp_connect_peer(dist__tcp *t, int p, int64_t timeout_ms, dist__errbuf
   int fds[TCP_LANES_MAX], n = 0;
   dist__errbuf e;
   dist__err_clear(&e);
+  bool dialed;
   pthread_mutex_lock(&z->mu);
-  int rc = connect_locked(t, p, deadline, fds, &n, &e);
+  int rc = connect_locked(t, p, deadline, fds, &n, &dialed, &e);
   pthread_mutex_unlock(&z->mu);
   if (rc == DIST_OK && n > 0)
-    rc = install(t, p, fds, n, true, &e);
+    rc = install(t, p, fds, n, dialed, &e);
   if (c->fd >= 0)
     return DIST_OK;
   if (rc == DIST_OK) /* its connection failed its answer and was dropped */
