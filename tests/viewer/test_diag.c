@@ -267,6 +267,40 @@ Test(viewer_diag, what_follows_a_hangs_diagnosis_is_not_the_report_used, .timeou
   vw_diag_free(&d);
 }
 
+/* A rank arrived late at a barrier, within the timeout: the monitor
+ * logged a stall report naming it, and every rank then ran to its end.
+ * That is no hang; the same report in a job whose rank 1 never finished
+ * is the one used. */
+static void story_stall(const char *p, const char *end1) {
+  sqlite3 *db = fx_create(p, "job-stall", 2, 1);
+  fx_rank(db, 0, "finished");
+  fx_rank(db, 1, end1);
+  int two[] = {0, 1};
+  fx_group(db, 0, "default", two, 2);
+  for (int s = 1; s <= 3; s++)
+    fx_coll(db, 0, s, "BARRIER", two, 2);
+  fx_event(db, 0, 0, 2, "stall_report", fx_t(2, 0), 0,
+           "stall in group 0 (default) at BARRIER #2: waited 5.0 s of its 20.0 s timeout\n"
+           "  rank 1 has not entered BARRIER #2");
+  fx_finish(db, fx_t(0, 0), fx_t(4, 0));
+}
+
+Test(viewer_diag, a_stall_report_in_a_job_that_finished_is_no_hang, .timeout = 10) {
+  const char *p = vwt_path("stall-ok.db");
+  story_stall(p, "finished");
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_NONE, "a slow rank that caught up: %s", d.summary);
+  cr_assert_eq(d.exit_code, 0, "exit 0");
+  vw_diag_free(&d);
+  p = vwt_path("stall-lost.db");
+  story_stall(p, "lost");
+  diagnose(p, true, &d);
+  cr_assert(d.has_report, "the stall report is read when a rank did not finish");
+  cr_assert_str_eq(d.report_kind, "stall_report", "%s", d.summary);
+  vw_diag_free(&d);
+}
+
 Test(viewer_diag, a_stored_diagnosis_names_its_operation_by_its_own_number, .timeout = 10) {
   /* the monitor's report carries no operation, so its event's seq is the
    * group's issue ordinal (5: three barriers and two receives); the

@@ -53,6 +53,15 @@ static int after_a_hang(vw_model *m, const vw_event *desync, bool *after) {
   return 0;
 }
 
+/* Whether every rank ran to its end: a stall report then was a warning
+ * about a slow rank (one that arrived late within the timeout), no hang. */
+static bool all_finished(const vw_model *m) {
+  for (int i = 0; i < m->job.nranks; i++)
+    if (strcmp(m->job.ranks[i].end_state, "finished"))
+      return false;
+  return m->job.nranks > 0;
+}
+
 static void take(vw_diag *d, vw_event *ev) {
   d->has_report = true;
   snprintf(d->report_kind, sizeof d->report_kind, "%s", ev->kind);
@@ -70,7 +79,8 @@ int vw_diag_stored_report(vw_model *m, vw_diag *d) {
   /* the first desync (later ones follow from it), unless it follows from
    * a hang; the last diagnosis (it saw the most), of a hang before one of
    * a lost peer (the ranks distrun ended after a hang's verdict are lost
-   * peers to the others); the last stall report */
+   * peers to the others); the last stall report, unless every rank
+   * finished */
   static const struct { const char *kind; bool earliest; int skip; } order[] = {
       {"desync_report", true, -1}, {"diagnosis", false, ST_PEER_LOST},
       {"diagnosis", false, -1}, {"stall_report", false, -1}};
@@ -83,6 +93,8 @@ int vw_diag_stored_report(vw_model *m, vw_diag *d) {
       free(ev.message);
       return -1;
     }
+    if (found && !strcmp(order[i].kind, "stall_report") && all_finished(m))
+      after = true; /* the slow rank caught up */
     if (!found || after) {
       free(ev.message);
       continue;
