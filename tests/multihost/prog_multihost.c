@@ -245,6 +245,35 @@ static int loop(dist_test_ctx *ctx, long iters, int64_t n) {
   return 0;
 }
 
+/* One all_reduce, then a ring of point-to-point messages (each rank sends
+ * to the next and receives from the previous): the connections a rank
+ * needs are its host leaders' schedule and its two ring neighbours
+ * (test_conns.c reads them from the trace). */
+static int ring(dist_test_ctx *ctx) {
+  if (init(ctx))
+    return 1;
+  int32_t x = ctx->rank;
+  dist_tensor t = dist_tensor_1d(&x, DIST_INT32, 1);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  CHECK(ctx, x == ctx->world * (ctx->world - 1) / 2, "all_reduce %d", x);
+  int to = (ctx->rank + 1) % ctx->world, from = (ctx->rank + ctx->world - 1) % ctx->world;
+  int32_t out = ctx->rank, in = -1;
+  dist_tensor to_t = dist_tensor_1d(&out, DIST_INT32, 1);
+  dist_tensor from_t = dist_tensor_1d(&in, DIST_INT32, 1);
+  dist_work *ws, *wr;
+  CHECK_OK(ctx, dist_irecv(&from_t, from, NULL, 7, &wr));
+  CHECK_OK(ctx, dist_isend(&to_t, to, NULL, 7, &ws));
+  CHECK_OK(ctx, dist_work_wait(ws, -1));
+  CHECK_OK(ctx, dist_work_wait(wr, -1));
+  dist_work_free(ws);
+  dist_work_free(wr);
+  CHECK(ctx, in == from, "received %d from rank %d", in, from);
+  CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL)); /* nobody leaves early */
+  CHECK_OK(ctx, dist_destroy_process_group(NULL));
+  printf("passed rank=%d\n", ctx->rank);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   dist_tracer_register(); /* as libdist's constructor does */
@@ -253,6 +282,8 @@ int main(int argc, char **argv) {
     return suite(&ctx, strtoull(argv[2], NULL, 0));
   if (argc == 4 && !strcmp(argv[1], "loop"))
     return loop(&ctx, atol(argv[2]), atoll(argv[3]));
-  fprintf(stderr, "usage: multihost_rank suite SEED | loop ITERS N\n");
+  if (argc == 2 && !strcmp(argv[1], "ring"))
+    return ring(&ctx);
+  fprintf(stderr, "usage: multihost_rank suite SEED | loop ITERS N | ring\n");
   return 2;
 }
