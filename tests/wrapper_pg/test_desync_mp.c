@@ -223,6 +223,33 @@ Test(wrapper_pg_desync, reduce_op_differs_in_the_minority, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(4, redop_rank, NULL, 50), 0, "%s", dist_test_report());
 }
 
+/* PREMUL_SUM everywhere, rank 2 scaling by 0.5 where the others scale by
+ * 1: the same kind of op with another scalar is a reduce op that differs,
+ * caught before the operation runs (the backend caught it only at OFF, or
+ * on an async call's work, with no culprit posted). */
+static int premul_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  int rc = dist_all_reduce(&t, dist_premul_sum(ctx->rank == 2 ? 0.5 : 1.0), NULL, NULL);
+  if (expect_report(ctx, rc,
+                    "desync in group 0 (default, 3 ranks) at ALL_REDUCE #1: ranks disagree on "
+                    "the reduce op\n",
+                    "  rank 2: ", "op=PREMUL_SUM(0.5)", "<- reduce op differs"))
+    return 1;
+  char buf[512]; /* the checking layer's report: the majority on one line, with the line */
+  CHECK(ctx, wpg_line(dist_pg_errmsg(NULL), "  ranks 0-1: ", buf, sizeof buf) &&
+                 strstr(buf, "op=PREMUL_SUM(1)") && strstr(dist_pg_errmsg(NULL), "called from "),
+        "majority line:\n%s", dist_pg_errmsg(NULL));
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, a_premul_sum_scalar_that_differs_is_a_reduce_op_that_differs,
+     .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, premul_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
 /* --- roots, on a subgroup (global ranks with group ranks beside) --------- */
 
 static int root_rank(const dist_test_ctx *ctx) {

@@ -52,6 +52,7 @@ void wpg_digest_make(const wpg_fp *fp, int64_t d[WPG_DIGEST_N]) {
   h = wpg_roll(h, fp->shape_h);
   h = wpg_roll(h, fp->dev_h);
   h = wpg_roll(h, (uint64_t)fp->redop << 8 | fp->premul);
+  h = wpg_roll(h, fp->scalar);
   h = wpg_roll(h, (uint64_t)(uint32_t)fp->root);
   h = wpg_roll(h, (uint64_t)(uint32_t)fp->tag);
   h = wpg_roll(h, fp->hist);

@@ -120,6 +120,8 @@ void wpg_fp_make(const wpg *w, const dist_coll *c, wpg_fp *fp) {
   if (has_redop(c->kind)) {
     fp->redop = (uint8_t)c->redop.kind;
     fp->premul = c->redop.kind == DIST_REDOP_PREMUL_SUM;
+    if (fp->premul) /* a scale that differs is a reduce op that differs */
+      memcpy(&fp->scalar, &c->redop.scalar, sizeof fp->scalar);
   }
   fp->root = has_root(c->kind) && c->root >= 0 && c->root < w->size
                  ? w->info->global_ranks[c->root]
@@ -144,7 +146,7 @@ wpg_field wpg_fp_diff(const wpg_fp *a, const wpg_fp *b) {
     return WPG_F_SHAPE;
   if (a->dev_h != b->dev_h)
     return WPG_F_DEVICE;
-  if (a->redop != b->redop || a->premul != b->premul)
+  if (a->redop != b->redop || a->premul != b->premul || a->scalar != b->scalar)
     return WPG_F_REDOP;
   if (a->root != b->root)
     return WPG_F_ROOT;
@@ -164,6 +166,7 @@ static uint64_t content_of(const wpg_fp *fp) {
   h = mix(h, fp->shape_h);
   h = mix(h, fp->dev_h);
   h = mix(h, (uint64_t)fp->redop << 8 | fp->premul);
+  h = mix(h, fp->scalar);
   h = mix(h, (uint64_t)fp->n_tensors << 32 | (uint32_t)fp->root);
   return mix(h, fp->pair);
 }
@@ -202,6 +205,7 @@ uint64_t wpg_fp_hash(const wpg_fp *fp) {
   h = mix(h, fp->shape_h);
   h = mix(h, fp->dev_h);
   h = mix(h, (uint64_t)fp->redop << 8 | fp->premul);
+  h = mix(h, fp->scalar);
   return mix(h, (uint64_t)(uint32_t)fp->root);
 }
 

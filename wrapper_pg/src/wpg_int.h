@@ -23,7 +23,7 @@
 #include <dist/wrapper_pg.h>
 #include <dist/internal/pg.h>
 
-#define WPG_FP_VERSION 1u
+#define WPG_FP_VERSION 2u
 #define WPG_MSG_LEN 8192      /* a report; the group keeps what fits */
 #define WPG_DETAIL_LEN 2048   /* one rank's part of a report */
 
@@ -57,6 +57,8 @@ typedef struct wpg_fp {
   uint32_t site_was;  /* wpg_site_was: this rank's record against its own last
                          call from the same site (carried, never compared) */
   uint64_t seq;       /* the group's sequence number, for the report */
+  uint64_t scalar;    /* PREMUL_SUM: its scalar's bits (premul says only that
+                         the op is one); 0 otherwise */
 } wpg_fp;
 
 /* wpg_fp.site_was: a tie between the two ranks of a pair goes against the

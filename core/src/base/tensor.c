@@ -138,7 +138,9 @@ char *dist_coll_describe(const dist_coll *c, char *buf, size_t len) {
     dist__appendf(buf, len, &off, " %s", dist_tensor_describe(first, t, sizeof t));
   if (c->n_inputs > 1 || c->n_outputs > 1)
     dist__appendf(buf, len, &off, " x%zu", c->n_inputs > c->n_outputs ? c->n_inputs : c->n_outputs);
-  if (has_redop(c->kind))
+  if (has_redop(c->kind) && c->redop.kind == DIST_REDOP_PREMUL_SUM)
+    dist__appendf(buf, len, &off, " op=PREMUL_SUM(%g)", c->redop.scalar);
+  else if (has_redop(c->kind))
     dist__appendf(buf, len, &off, " op=%s", dist_redop_name(c->redop.kind));
   if (has_root(c->kind))
     dist__appendf(buf, len, &off, " %s=%d",
