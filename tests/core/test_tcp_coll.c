@@ -221,6 +221,18 @@ Test(core_tcp_coll, broadcast_from_every_root_on_1_to_5_ranks, .timeout = 600) {
   run_sizes(broadcast_rank);
 }
 
+/* With 4 KiB segments, 100003 elements of any dtype are 25 segments or
+ * more: from 3 ranks on they go down the pipelined chain (the uneven last
+ * segment, every root, every dtype). */
+static int chain_broadcast_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TCP_SEGMENT_BYTES", "4096", 1);
+  return broadcast_rank(ctx);
+}
+
+Test(core_tcp_coll, broadcast_down_a_pipelined_chain_on_1_to_5_ranks, .timeout = 600) {
+  run_sizes(chain_broadcast_rank);
+}
+
 /* --- all_gather, gather, scatter ------------------------------------------------------- */
 
 static int gathers_rank(const dist_test_ctx *ctx) {

@@ -521,6 +521,40 @@ Test(core_tcp_fail, a_mismatch_inside_a_run_of_broadcasts_fails_the_root_within_
   run(2, bcast_run_mismatch_rank, 40);
 }
 
+/* A broadcast down the pipelined chain (4 KiB segments, 3 ranks) in which
+ * rank 2, the chain's end, expects one element more than the root sends:
+ * ranks 1 and 2 fail naming both sizes; the root, whose part was done when
+ * the report came (as in a tree), fails its next collective with it. None
+ * waits for a timeout. */
+static int chain_mismatch_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TCP_SEGMENT_BYTES", "4096", 1);
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 10000));
+  static float v[8193];
+  int64_t t0 = dist__now_ms();
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, ctx->rank == 2 ? 8193 : 8192);
+  dist_coll c = tt_coll(DIST_OP_BROADCAST, 1);
+  c.inputs = c.outputs = &t;
+  c.n_inputs = c.n_outputs = 1;
+  c.root = 0;
+  int rc = tt_run(&r, &c);
+  if (rc == DIST_OK && ctx->rank == 0) {
+    dist_coll b = tt_coll(DIST_OP_BARRIER, 2);
+    rc = tt_run(&r, &b);
+  }
+  CHECK(ctx, rc == DIST_E_DESYNC && has(r.err.msg, "BROADCAST #1"), "%s: %s",
+        dist_status_name(rc), r.err.msg);
+  CHECK(ctx, has(r.err.msg, "32768 bytes") && has(r.err.msg, "32772 bytes"),
+        "the message lacks a size: %s", r.err.msg);
+  CHECK(ctx, dist__now_ms() - t0 < 5000, "took %lld ms", (long long)(dist__now_ms() - t0));
+  fprintf(stderr, "rank %d: %s\n", ctx->rank, r.err.msg);
+  return tt_fini(&r);
+}
+
+Test(core_tcp_fail, a_count_mismatch_down_a_broadcast_chain_fails_every_rank, .timeout = 60) {
+  run(3, chain_mismatch_rank, 40);
+}
+
 /* --- abandoned requests -------------------------------------------------------------- */
 
 /* A small send that timed out was delivered but never matched: giving it up

@@ -199,6 +199,42 @@ static int defer_acks(tcp_cc *cc) {
   return rc;
 }
 
+/* Large vectors: a pipelined chain from the root (root, root + 1, ...),
+ * one segment (DIST_TCP_SEGMENT_BYTES) at a time, the receive of the next
+ * posted before this one is forwarded, so every link carries the vector
+ * once. The direct and the binomial schedules send it n-1 and log2(n)
+ * times out of the root's link: between 4 hosts of 10 Gbit/s the root
+ * host's queue overflowed and a 16 MiB broadcast waited for TCP's
+ * retransmissions (bench/COST_MODEL_HOSTS.md). */
+static int bcast_chain(tcp_cc *cc, uint8_t *buf, int64_t count) {
+  int n = cc->t->g->size, r = cc->t->g->rank, root = cc->c->root;
+  int vr = (r - root + n) % n, prev = (r + n - 1) % n, next = (r + 1) % n;
+  int64_t seg = (int64_t)(cc->t->segment_bytes / cc->esize);
+  seg = seg > 0 ? seg : 1;
+  if ((count + seg - 1) / seg > 16384) /* steps are 16-bit tags */
+    seg = (count + 16383) / 16384;
+  int nseg = (int)((count + seg - 1) / seg);
+  tcp_batch in[2] = {{0}, {0}}, out = {0};
+#define SEG(k) buf + (size_t)((int64_t)(k) * seg) * cc->esize, \
+               (count - (int64_t)(k) * seg < seg ? count - (int64_t)(k) * seg : seg)
+  int rc = vr > 0 ? dist__tcp_cc_post(cc, &in[0], 0, false, prev, SEG(0), -1, false) : DIST_OK;
+  for (int k = 0; k < nseg && rc == DIST_OK; k++) {
+    if (vr > 0 && k + 1 < nseg)
+      rc = dist__tcp_cc_post(cc, &in[(k + 1) % 2], k + 1, false, prev, SEG(k + 1), -1, false);
+    if (rc == DIST_OK && vr > 0)
+      rc = dist__tcp_cc_wait_batch(cc, &in[k % 2]);
+    if (rc == DIST_OK && vr < n - 1)
+      rc = dist__tcp_cc_post(cc, &out, k, true, next, SEG(k), -1, true);
+  }
+#undef SEG
+  if (rc == DIST_OK)
+    rc = dist__tcp_cc_wait_batch(cc, &out);
+  dist__tcp_cc_drop_batch(cc, &in[0]);
+  dist__tcp_cc_drop_batch(cc, &in[1]);
+  dist__tcp_cc_drop_batch(cc, &out);
+  return rc;
+}
+
 static int broadcast(tcp_cc *cc) {
   const dist_coll *c = cc->c;
   if (c->n_inputs < 1)
@@ -206,6 +242,8 @@ static int broadcast(tcp_cc *cc) {
   int n = cc->t->g->size, r = cc->t->g->rank, root = c->root;
   void *buf = c->inputs[0].data;
   int64_t count = dist_tensor_numel(&c->inputs[0]);
+  if (n >= 3 && (uint64_t)count * cc->esize >= TCP_BCAST_CHAIN_SEGMENTS * cc->t->segment_bytes)
+    return bcast_chain(cc, buf, count);
   if (n <= TCP_BCAST_DIRECT_RANKS) {
     cc->lazy_ack = r == root; /* it defers them (defer_acks) */
     for (int p = 0; r == root && p < n; p++)

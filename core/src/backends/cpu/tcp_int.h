@@ -229,8 +229,11 @@ typedef struct tcp_batch {
 /* Small broadcasts a root may leave unacknowledged before it waits for
  * their acknowledgements (tcp_coll.c). */
 #define TCP_LATE_OPS 8
-/* Broadcasts go root to everyone up to this many ranks (then a tree). */
+/* Broadcasts go root to everyone up to this many ranks (then a tree)... */
 #define TCP_BCAST_DIRECT_RANKS 4
+/* ... unless the vector holds this many segments (DIST_TCP_SEGMENT_BYTES)
+ * and there are three ranks or more: then a pipelined chain (tcp_coll.c). */
+#define TCP_BCAST_CHAIN_SEGMENTS 4
 
 #define TCP_RBUF 65536
 /* A read into the staging buffer asks for at most this much: enough for
