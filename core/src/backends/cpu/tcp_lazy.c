@@ -456,9 +456,11 @@ static int read_addrs(dist__tcp *t, dist_store *store, int64_t deadline, dist__e
   if (rc == DIST_OK)
     rc = dist__cpu_store_get_all(store, keys, (size_t)n, dist__remaining_ms(deadline) + 1, vals,
                                  lens, &missing);
-  if (rc != DIST_OK)
-    dist__err_set(err, rc, "group %s: reading the members' addresses%s%s: %s", t->g->name,
-                  missing >= 0 ? " (waiting for " : "", missing >= 0 ? keys[missing] : "",
+  if (rc != DIST_OK && missing >= 0)
+    dist__err_set(err, rc, "group %s: rank %d's address never came to the store: %s",
+                  t->g->name, t->g->global_ranks[missing], dist_store_errmsg(store));
+  else if (rc != DIST_OK)
+    dist__err_set(err, rc, "group %s: reading the members' addresses: %s", t->g->name,
                   rc == DIST_E_NOMEM ? "out of memory" : dist_store_errmsg(store));
   dist__free(k);
   dist__free(keys);
