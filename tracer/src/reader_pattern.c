@@ -86,6 +86,30 @@ static void text_of(sqlite3 *db, const char *sql, int rank, int64_t id, char *ou
   sqlite3_finalize(st);
 }
 
+/* The rank's oldest operation that did not complete (the one it is in, as
+ * the monitor says: a synchronous call waits behind an async one issued
+ * before it), over cur, and its call site into *site; false when none. */
+static bool oldest_open(sqlite3 *db, int rank, dist_trace_op *cur, int64_t *site) {
+  sqlite3_stmt *st;
+  bool found = false;
+  if (sqlite3_prepare_v2(db, "SELECT coalesce(callsite_id, -1), group_id, seq, op, state,"
+                             " t_enqueued_ns FROM operations WHERE rank = ?1 AND state !="
+                             " 'completed' ORDER BY t_enqueued_ns LIMIT 1", -1, &st, NULL))
+    return false;
+  sqlite3_bind_int(st, 1, rank);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    found = true;
+    *site = sqlite3_column_int64(st, 0);
+    cur->group_id = sqlite3_column_int(st, 1);
+    cur->seq = sqlite3_column_int64(st, 2);
+    snprintf(cur->op, sizeof cur->op, "%s", (const char *)sqlite3_column_text(st, 3));
+    snprintf(cur->state, sizeof cur->state, "%s", (const char *)sqlite3_column_text(st, 4));
+    cur->t_enqueued_ns = sqlite3_column_int64(st, 5);
+  }
+  sqlite3_finalize(st);
+  return found;
+}
+
 int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern *out) {
   sqlite3 *db = dist_trace_sqlite(t);
   if (!db || !out)
@@ -99,10 +123,12 @@ int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern *out) {
   int rc = latest_sites(db, rank, sites, &n, &out->cur);
   if (rc == DIST_OK && n > 0) {
     out->differs = differs(sites, n);
-    if (sites[0] >= 0)
+    int64_t site = sites[0];
+    oldest_open(db, rank, &out->cur, &site);
+    if (site >= 0)
       text_of(db, "SELECT function, file, line FROM callsites WHERE rank = ?1 AND"
                   " callsite_id = ?2 AND function IS NOT NULL AND file IS NOT NULL",
-              rank, sites[0], out->site, sizeof out->site, true);
+              rank, site, out->site, sizeof out->site, true);
     text_of(db, "SELECT coalesce(nullif(description, ''), name) FROM groups WHERE ?1 >= 0"
                 " AND group_id = ?2", rank,
             out->cur.group_id, out->group_name, sizeof out->group_name, false);

@@ -159,7 +159,8 @@ typedef struct dist_trace_pattern {
   int differs;             /* 1: the steps' calls differ (a call skipped, added or
                               moved, or a site it never called from before);
                               0: the same; -1: too little history to tell */
-  dist_trace_op cur;       /* its latest operation (by enqueue time) */
+  dist_trace_op cur;       /* the operation it is in: its oldest that did not
+                              complete, else its latest (by enqueue time) */
   char site[160];          /* its call site, "function (file:line)"; "" unknown */
   char group_name[64];     /* its group's description, else its name; "" unknown */
 } dist_trace_pattern;
