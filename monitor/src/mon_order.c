@@ -62,7 +62,7 @@ static const mon_rec_group *coll_of(const mon_rec *recs, int r, uint64_t *c) {
 /* Whether rank r's order of its collective and q's is one no witness
  * shares while some witness ran them in q's order. */
 static bool out_of_order(const mon_rec *recs, int world, int r, int q) {
-  uint64_t cr, cq;
+  uint64_t cr = 0, cq = 0; /* (set when coll_of finds one; -O3 cannot tell) */
   const mon_rec_group *br = coll_of(recs, r, &cr), *bq = coll_of(recs, q, &cq);
   if (!br || !bq || !issued_before(&recs[r], br, cr, bq, cq) ||
       !issued_before(&recs[q], bq, cq, br, cr))

@@ -357,7 +357,7 @@ int dist_mesh_get_group(dist_device_mesh *m, int dim, dist_pg **out) {
 }
 
 int dist_mesh_get_group_by_name(dist_device_mesh *m, const char *name, dist_pg **out) {
-  int d;
+  int d = -1;
   DIST_TRY(dim_of("mesh_get_group_by_name", m, name, &d));
   return dist_mesh_get_group(m, d, out);
 }
@@ -387,7 +387,7 @@ int dist_mesh_get_local_rank(const dist_device_mesh *m, int dim, int *out) {
 }
 
 int dist_mesh_get_local_rank_by_name(const dist_device_mesh *m, const char *name, int *out) {
-  int d;
+  int d = -1;
   DIST_TRY(dim_of("mesh_get_local_rank_by_name", m, name, &d));
   return dist_mesh_get_local_rank(m, d, out);
 }
