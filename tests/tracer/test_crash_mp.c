@@ -123,6 +123,7 @@ static void user_term(int sig) {
 
 static bool overflow; /* run_fatal(SIGSEGV) by a stack overflow */
 
+#if !defined(__SANITIZE_ADDRESS__)
 /* Recursion that overflows the stack (the bound is never reached; it keeps
  * the compiler from calling it infinite). */
 static int deeper(int n) {
@@ -130,6 +131,7 @@ static int deeper(int n) {
   pad[0] = (char)n;
   return n > (1 << 30) ? 0 : deeper(n + 1) + pad[0];
 }
+#endif
 
 static int fatal_rank(const dist_test_ctx *ctx) {
   int sig = *(const int *)ctx->arg;
