@@ -166,9 +166,9 @@ static void run_fatal(int sig) {
     cr_assert_eq(res.exit_code[1], 42, "the program's SIGTERM handler did not run: %s",
                  res.report);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  /* the sanitizer's own SIGSEGV handler (ours chains to it) reports and
-   * exits instead of dying of the signal */
-  else if (sig == SIGSEGV)
+  /* the sanitizer's own SIGSEGV and SIGFPE handlers (ours chain to them)
+   * report and exit instead of dying of the signal */
+  else if (sig == SIGSEGV || sig == SIGFPE)
     cr_assert(res.signal[1] == sig || res.exit_code[1] > 0, "rank 1 did not fail: %s",
               res.report);
 #endif
