@@ -574,6 +574,128 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
 }
 
 
+/* --- a rank held in another group's operation ------------------------------ */
+
+/* A rank's waits follow its oldest operation (blocked_in). A thread of the
+ * rank may meanwhile be stopped in a synchronous call of another group: a
+ * collective called from a work's completion callback runs on the thread
+ * that completes the first group's operations, so the rank's later
+ * operation of that group, which every member has entered, cannot end
+ * there, and the waits stop at it with no edge. The operation rank r is
+ * held in: another group's synchronous one in flight that some rank has
+ * not entered (waits_for), its ranks into who (up to cap, *n_who); NULL
+ * when none. */
+static const mon_rec_group *held_elsewhere(const mon_rec *recs, int r, int *who, int cap,
+                                           int *n_who) {
+  const mon_rec *rec = &recs[r];
+  const mon_rec_group *b = blocked_in(rec);
+  char how[320];
+  *n_who = 0;
+  if (!b || gone_how(rec, dist__mon_wall_ms(dist__now_ns()), how, sizeof how))
+    return NULL;
+  for (int i = 0; i < rec->n; i++) {
+    const mon_rec_group *o = &rec->g[i];
+    if (o == b || o->gid == b->gid || o->enq <= o->done || o->kind < 0 || !o->sync)
+      continue;
+    for (int q = 0; q < dist__mon.world; q++)
+      if (q != r && waits_for(recs, r, o, q) && *n_who < cap)
+        who[(*n_who)++] = q;
+    if (*n_who)
+      return o;
+  }
+  return NULL;
+}
+
+/* Where the waits from ranks start[0..n) stop without an end: ranks alive
+ * and blocked in an operation that waits for nobody (every member has
+ * entered it). Of them, the lowest held in another group's operation
+ * (held_elsewhere) is where the waits end: said, with the ranks blocked on
+ * it, and made the verdict's culprit at that operation. False when none. */
+static bool say_held(const mon_rec *recs, const int *start, int n, mon_verdict *v, char *buf,
+                     size_t len, size_t *off) {
+  int world = dist__mon.world, h = 0, k = 0;
+  int *queue = dist__calloc((size_t)world + 1, sizeof(int));
+  bool *seen = dist__calloc((size_t)world + 1, sizeof(bool));
+  mon_waits *wi = dist__mon_waits_new(recs, world);
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  int held = -1, who[8], n_who = 0;
+  const mon_rec_group *o = NULL;
+  for (int i = 0; queue && seen && wi && i < n; i++)
+    if (start[i] >= 0 && start[i] < world && !seen[start[i]]) {
+      seen[start[i]] = true;
+      queue[k++] = start[i];
+    }
+  for (; h < k; h++) {
+    int r = queue[h];
+    char how[320];
+    if (gone_how(&recs[r], now_ms, how, sizeof how) || !blocked_in(&recs[r]))
+      continue;
+    const int *to;
+    int m = dist__mon_waits_out(wi, r, &to);
+    if (!m && unmatched_peer(recs, r) < 0) {
+      int w[8], nw = 0;
+      const mon_rec_group *x = held_elsewhere(recs, r, w, 8, &nw);
+      if (x && (held < 0 || r < held)) {
+        held = r;
+        o = x;
+        n_who = nw;
+        memcpy(who, w, sizeof(int) * (size_t)nw);
+      }
+    }
+    for (int i = 0; i < m; i++)
+      if (!seen[to[i]]) {
+        seen[to[i]] = true;
+        queue[k++] = to[i];
+      }
+  }
+  dist__free(queue);
+  dist__free(seen);
+  dist__mon_waits_free(wi);
+  if (held < 0)
+    return false;
+  const mon_rec_group *b = blocked_in(&recs[held]);
+  char ranks[256], pw[48], s[32];
+  dist__format_ranks(who, (size_t)n_who, ranks, sizeof ranks);
+  dist__appendf(buf, len, off, "  the waits end at rank %d: it is in group %d (%s) %s #%llu, "
+                "called from %s, which every member has entered, but cannot end it while "
+                "it is blocked in group %d (%s) %s #%llu%s, called from %s, for %s, which "
+                "rank%s %s %s not entered (a call that blocks from a work's callback, or "
+                "from another thread, holds the first group's progress)", held, b->gid,
+                b->desc, op_name(b->kind), rec_num(b), b->site, o->gid, o->desc,
+                op_name(o->kind), rec_num(o), peer_words(o->kind, o->peer, pw, sizeof pw),
+                o->site, sec_word(now_ms - o->since_ms, s, sizeof s), n_who > 1 ? "s" : "",
+                ranks, n_who > 1 ? "have" : "has");
+  say_waiters(recs, held, buf, len, off);
+  if (v) {
+    v->n = 1;
+    v->culprits[0] = held;
+    verdict_at(v, o, o->site);
+  }
+  return true;
+}
+
+/* Of members in[0..n) that entered this group's operation, those blocked
+ * meanwhile in another group's operation issued before it (a call from a
+ * work's callback that ran first): one line each, the waits go on through
+ * it (the cycles below). False when none. */
+static bool say_before(const mon_rec *recs, const mon_group *g, const int *in, int n, char *buf,
+                       size_t len, size_t *off) {
+  int said = 0; /* the first 4 */
+  char pw[48];
+  for (int i = 0; i < n && said < 4; i++) {
+    const mon_rec_group *b = in[i] >= 0 && in[i] < dist__mon.world ? blocked_in(&recs[in[i]])
+                                                                     : NULL;
+    if (!b || b->gid == g->gid)
+      continue;
+    dist__appendf(buf, len, off, "  rank %d has entered it, but is blocked in group %d (%s) %s "
+                  "#%llu%s, called from %s, issued before it\n", in[i], b->gid, b->desc,
+                  op_name(b->kind), rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw),
+                  b->site);
+    said++;
+  }
+  return said > 0;
+}
+
 /* A send or receive waits on one rank, its peer: what that rank is doing.
  * *lowest: whether this rank writes the report (of two ranks stuck on each
  * other, the lower). */
@@ -679,6 +801,9 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
       /* no waits followed from this rank's own record (its operation timed
        * out): they go through its peer, to where the peer's end */
       say_ends(recs, v, g, kind, num, site, ends, k, buf, len, &off);
+    int from[2] = {dist__mon.rank, peer};
+    if (!v->n) /* the waits stop at a rank held in another group's operation */
+      say_held(recs, from, 2, v, buf, len, &off);
     if (off && buf[off - 1] == '\n')
       buf[--off] = '\0';
     return buf;
@@ -719,10 +844,11 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   } else {
     *lowest = true;
   }
-  if (!absent)
+  if (!absent && !(in && say_held(recs, in, n_in, v, buf, len, &off)) &&
+      !(in && say_before(recs, g, in, n_in, buf, len, &off)))
     dist__appendf(buf, len, &off, "  every member has entered it: one of them stopped inside "
                   "the operation, or the transport is stuck\n");
-  else
+  else if (absent)
     say_roots(recs, v, buf, len, &off);
   *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off, v);
   if (!v->n && absent) {
@@ -744,6 +870,13 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     qsort(ends, (size_t)n_ends, sizeof *ends, cmp_int);
     if (n_ends)
       say_ends(recs, v, g, kind, num, site, ends, n_ends, buf, len, &off);
+  }
+  if (!v->n && absent) { /* the waits stop at a rank held in another group's operation */
+    int from[MON_CULPRITS_MAX + 1], n_from = 0;
+    from[n_from++] = dist__mon.rank;
+    for (int i = 0; i < absent && i < MON_CULPRITS_MAX; i++)
+      from[n_from++] = missing[i];
+    say_held(recs, from, n_from, v, buf, len, &off);
   }
   dist__free(in);
   if (off && buf[off - 1] == '\n')
@@ -881,6 +1014,37 @@ static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len
   }
 }
 
+/* Another group's synchronous operation rank r is blocked in besides its
+ * oldest (blocked_in): a second thread of it stopped in a call (one from a
+ * work's callback stops the progress of the group it completes); NULL when
+ * none. */
+static const mon_rec_group *second_sync(const mon_rec *r) {
+  const mon_rec_group *b = blocked_in(r);
+  for (int i = 0; b && b->sync && i < r->n; i++)
+    if (&r->g[i] != b && r->g[i].gid != b->gid && r->g[i].enq > r->g[i].done &&
+        r->g[i].kind >= 0 && r->g[i].sync)
+      return &r->g[i];
+  return NULL;
+}
+
+/* Of the ranks every cycle goes through (k of them in ranks), the one
+ * alone blocked in two groups' synchronous operations at once
+ * (second_sync): its second call holds the progress the others wait on.
+ * Returns how many ranks are in ranks. */
+static int prefer_two_calls(const mon_rec *recs, int *ranks, int k) {
+  int found = -1;
+  for (int i = 0; k > 1 && i < k; i++)
+    if (second_sync(&recs[ranks[i]])) {
+      if (found >= 0)
+        return k;
+      found = ranks[i];
+    }
+  if (found < 0)
+    return k;
+  ranks[0] = found;
+  return 1;
+}
+
 /* A rank every cycle goes through: the one whose calls are out of order
  * (a call swapped across groups, a receive from the wrong peer), with the
  * ranks blocked on it. */
@@ -892,6 +1056,7 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
   int waiter = wrong_destination(recs, world, r);
   bool misdirected = odd_sender(recs, world, r);
   bool stranded = sender < 0 && waiter < 0 && !misdirected && stranded_receiver(recs, world, r);
+  const mon_rec_group *o;
   dist__appendf(buf, len, off, "  %s rank %d, which is blocked in group %d (%s) %s #%llu%s, "
                 "called from %s", waiter >= 0 || stranded || misdirected ? "the waits start at"
                 : n_cycles > 1 ? "every wait-for cycle goes through"
@@ -916,6 +1081,11 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
   else if (sender >= 0)
     dist__appendf(buf, len, off, ": rank %d does not send to it while rank %d does (does it "
                   "receive from the wrong peer?)", b->peer, sender);
+  else if ((o = second_sync(&recs[r])) != NULL)
+    dist__appendf(buf, len, off, ", while it is also blocked in group %d (%s) %s #%llu, called "
+                  "from %s: two calls at once (a call that blocks from a work's callback, or "
+                  "from another thread, holds the other group's progress)", o->gid, o->desc,
+                  op_name(o->kind), rec_num(o), o->site);
   else
     dist__appendf(buf, len, off, ", while others wait for it elsewhere (its calls are in "
                   "another order than theirs)");
@@ -994,6 +1164,8 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
     k = dist__mon_prefer_odd_p2p(recs, world, common, k);
     if (sure) /* a call swapped across groups: the side whose order nobody shares */
       k = dist__mon_prefer_out_of_order(recs, world, common, k);
+    if (sure) /* a rank in two calls at once: the second holds the first's progress */
+      k = prefer_two_calls(recs, common, k);
     if (!sure) /* only cycles through batches: the surer ends of their waits */
       k = prefer_stranded(recs, world, w.found, w.n_found, common, k);
     for (int i = 0; i < k && i < 4; i++)

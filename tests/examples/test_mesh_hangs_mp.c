@@ -6,7 +6,9 @@
  * whose ends only the other ranks tell apart), a receive from the wrong
  * stage (also on the first stage, which receives from nobody), a send
  * skipped and a receive added (a receive and a dp all_reduce waiting for
- * each other: the trace tells which rank left its steps' pattern). */
+ * each other: the trace tells which rank left its steps' pattern). And a
+ * collective called from a work's callback (tests/monitor/prog_monitor.c's
+ * cbcoll), which holds the progress of the group whose work it is. */
 #include "mesh_verdict.h"
 
 #define REPEAT 3 /* 5 by hand for the issue's figure; 3 keep CI's budget */
@@ -95,4 +97,31 @@ Test(examples_mesh_hangs, a_group_only_one_rank_creates_names_that_rank_in_its_c
      .timeout = 300) {
   hang_case("newgroup", 3, "the waits end at rank 3, which is in no operation of a group: it is "
                            "blocked in dist_new_group for ", "\"site\":\"step_once (mesh_train.c:");
+}
+
+/* Rank 3 all_reduces on tp inside the callback of an async dp all_reduce
+ * (tests/monitor/prog_monitor.c, mode cbcoll), which its tp partner never
+ * calls: the callback blocks the thread that completes rank 3's dp
+ * operations, so the dp barrier that both dp ranks entered never ends, and
+ * ranks 0 and 2 wait in the world all_reduce for ranks 1 and 3. Every
+ * rank's report names rank 3 at the tp all_reduce and its call, not "every
+ * member has entered it ... the transport is stuck" with no culprit. */
+Test(examples_mesh_hangs, a_collective_blocking_in_a_work_callback_names_that_rank_and_call,
+     .timeout = 300) {
+  for (int i = 0; i < REPEAT; i++) {
+    static mesh_run r;
+    const char *job[] = {dist_test_bin("monitor_testprog"), "cbcoll", NULL};
+    job_run_argv("DIST_DEBUG=DETAIL", "DIST_TIMEOUT=6", NULL, "4", job, &r);
+    mesh_expect_verdict(&r, 11, "hang", 3);
+    const char *needle = "the waits end at rank 3: it is in group 2 (dp1) BARRIER #";
+    cr_expect(mesh_says(&r, needle), "run %d: no '%s' in the verdict:\n%s", i + 1, needle, r.err);
+    needle = "but cannot end it while it is blocked in group 4 (tp1) ALL_REDUCE #1, called from "
+             "tp_in_callback (prog_monitor.c:";
+    cr_expect(mesh_says(&r, needle), "run %d: no '%s' in the verdict:\n%s", i + 1, needle, r.err);
+    cr_expect(mesh_says(&r, "which rank 2 has not entered"), "run %d:\n%s", i + 1, r.err);
+    cr_expect(!mesh_says(&r, "the transport is stuck"), "run %d:\n%s", i + 1, r.err);
+    cr_expect(strstr(r.json, "\"op\":\"ALL_REDUCE\"") && strstr(r.json, "\"group_name\":\"tp1\"") &&
+                  strstr(r.json, "\"site\":\"tp_in_callback (prog_monitor.c:"),
+              "run %d: not tp1's ALL_REDUCE from the callback: %s", i + 1, r.json);
+  }
 }

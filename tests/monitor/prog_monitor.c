@@ -20,6 +20,11 @@
  *               2 and 3 go on to an all_reduce of the default group
  *   subabsent   4 ranks: ranks 0-2 make a group, rank 2 never enters its
  *               barrier (sleeps), rank 3 goes on to an all_reduce
+ *   cbcoll      4 ranks, dp {0,2} {1,3}, tp {0,1} {2,3}: rank 3 all_reduces
+ *               on tp in the callback of an async dp all_reduce (a call
+ *               that blocks the thread completing dp's operations); rank 2
+ *               never calls it. Ranks 1 and 3 end in a dp barrier both
+ *               entered, ranks 0 and 2 in an all_reduce of the default group
  *   straggler R N   N all_reduces; rank R sleeps 50 ms before each
  *   balanced N      N all_reduces; every rank sleeps 50 ms before each
  *   late R N        N all_reduces on a group "dp" of every rank; rank R
@@ -197,6 +202,49 @@ static int run_subabsent(void) {
   return all_reduce_on(NULL);
 }
 
+/* --- a collective in a work's callback -------------------------------------- */
+
+static dist_pg *cb_tp;
+
+__attribute__((noinline)) static void tp_in_callback(dist_work *w, void *arg) {
+  (void)w, (void)arg;
+  float x[4] = {0};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
+  int rc = dist_all_reduce(&t, DIST_SUM, cb_tp, NULL); /* planted: blocks dp's thread */
+  if (rc != DIST_OK)
+    failed("ALL_REDUCE", rc, cb_tp);
+}
+
+/* Rank 3 queues its dp barrier behind the async all_reduce, then sends to
+ * rank 1, which joins the all_reduce only once it has received: the
+ * callback runs (and blocks dp on rank 3) after the barrier is queued. */
+static int run_cbcoll(void) {
+  dist_pg *dp[2] = {group_of((int[]){0, 2}, 2, "dp0"), group_of((int[]){1, 3}, 2, "dp1")};
+  dist_pg *tp[2] = {group_of((int[]){0, 1}, 2, "tp0"), group_of((int[]){2, 3}, 2, "tp1")};
+  cb_tp = tp[rank / 2];
+  float x[4] = {0};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
+  int rc = DIST_OK;
+  if (rank == 3) {
+    dist_work *ar = NULL, *bar = NULL;
+    if ((rc = dist_all_reduce(&t, DIST_SUM, dp[1], &ar)) != DIST_OK ||
+        (rc = dist_work_set_callback(ar, tp_in_callback, NULL)) != DIST_OK ||
+        (rc = dist_barrier(dp[1], &bar)) != DIST_OK)
+      failed("async dp", rc, dp[1]);
+    if ((rc = dist_send(&t, 1, NULL, 0)) != DIST_OK)
+      failed("SEND", rc, NULL);
+    if ((rc = dist_work_wait(bar, -1)) != DIST_OK)
+      failed("BARRIER", rc, dp[1]);
+  } else if (rank == 1) {
+    if ((rc = dist_recv(&t, 3, NULL, 0, NULL)) != DIST_OK)
+      failed("RECV", rc, NULL);
+    all_reduce_on(dp[1]);
+    if ((rc = dist_barrier(dp[1], NULL)) != DIST_OK)
+      failed("BARRIER", rc, dp[1]);
+  }
+  return all_reduce_on(NULL);
+}
+
 /* --- stragglers ------------------------------------------------------------- */
 
 static int run_paced(int late_rank, int n) {
@@ -234,6 +282,7 @@ static int run_soak(int n) {
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
     fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | recv2 | tags2 | subabsent | "
+            "cbcoll | "
             "straggler R N | balanced N | late R N | soak N\n", argv[0]);
     return 2;
   }
@@ -260,6 +309,8 @@ int main(int argc, char **argv) {
     rc = run_tags2();
   else if (strcmp(m, "subabsent") == 0)
     rc = run_subabsent();
+  else if (strcmp(m, "cbcoll") == 0)
+    rc = run_cbcoll();
   else if (strcmp(m, "straggler") == 0)
     rc = run_paced(arg, argc > 3 ? atoi(argv[3]) : 40);
   else if (strcmp(m, "late") == 0)
