@@ -17,19 +17,16 @@
  *   swap       the rank calls the world broadcast before its tp all_reduce
  *   crash      the rank dereferences NULL before the tp all_reduce
  *   wrongpeer  the rank receives from the wrong stage (r - 4, or r + 2)
- *   async      the rank runs the tp all_gather synchronously as an
- *              all_reduce while its partner's is async (a sync-against-async
- *              mismatch)
+ *   async      the rank runs the tp all_gather synchronously as an all_reduce
+ *              while its partner's is async (a sync-against-async mismatch)
  *   exit0      the rank returns from main with status 0 before the step
  *   leave      the rank stops its loop before the step, destroys its groups, returns 0
  *   straggle   the rank arrives 30 ms late at every world broadcast
  *   late       the rank computes for ever before the world broadcast
- *   barrier    the rank calls a tp barrier before the world broadcast, a
- *              call its partner does not make
+ *   barrier    the rank calls a tp barrier before the world broadcast (its partner does not)
  *   extra      the rank calls one more world all_reduce after the last
  *              step, when the others have finished
- *   sendtag    the rank sends its activations with tag 5 (the receive
- *              takes tag 0)
+ *   sendtag    the rank sends its activations with tag 5 (the receive takes 0)
  *   wrongdest  the rank sends its activations to r + 4 instead of r + 2
  *   senddtype  the rank sends its activations as int32 (same byte count)
  *   abort      the rank aborts its dp group (dist_abort_group) after the dp all_reduce
@@ -37,7 +34,10 @@
  *   nosend     the rank skips its send to the next stage (which waits to receive)
  *   recvtwice  the rank receives twice from the previous stage (which has
  *              gone on to the dp all_reduce)
+ *   kill       the rank is killed (SIGKILL: the OOM killer) with its async
+ *              tp all_gather in flight
  * --steps N runs N steps (default 5). */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +148,8 @@ static void step_once(const job *j, int step) {
     TRY("tp all_reduce (sync)", dist_all_reduce(&gin, DIST_SUM, j->g_tp, NULL));
   else
     TRY("tp all_gather (async)", dist_all_gather_into_tensor(&gout, &gin, j->g_tp, &w));
+  if (planted(j, step, "kill"))
+    raise(SIGKILL); /* the planted kill */
   pipeline(j, step, act, prev);
   for (int i = 0; i < GRAD; i++)
     grad[i] = (float)j->tp;
@@ -184,7 +186,7 @@ static void step_once(const job *j, int step) {
 static void usage(const char *prog) {
   printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
          "bugs: skip dtype spin swap crash wrongpeer async exit0 leave straggle late barrier extra "
-         "sendtag wrongdest senddtype abort newgroup "
+         "sendtag wrongdest senddtype abort newgroup nosend recvtwice kill "
          "(none: healthy)\n",
          prog);
 }

@@ -351,6 +351,8 @@ typedef struct drun_verdict {
   int n_culprits;
   int reported_by;          /* the rank whose report it is; -1 distrun's own */
   dist__cause_fields f;     /* group, operation, field, site (posted) */
+  bool by_record;           /* f's place is its monitor's last record's (once
+                               a second), which its peers' traces may pass */
   char line[2048];          /* distrun's summary line ("exit status 10 ...") */
   char tail[64];            /* ... and its end ("; the report follows") */
   const char *report;       /* printed after it: the posted report, the

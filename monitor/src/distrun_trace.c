@@ -166,19 +166,69 @@ static void prune(const char *base, const char *job_id) {
   dist__free(jobs);
 }
 
+/* Whether any rank completed collective seq + 1 of group. */
+static bool completed_after(dist_trace *t, int group, int64_t seq) {
+  static dist_trace_op ops[256];
+  size_t n = 0;
+  if (dist_trace_collective(t, group, seq + 1, ops, 256, &n) != DIST_OK)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(ops[i].state, "completed"))
+      return true;
+  return false;
+}
+
 /* A rank that died or ended early before its monitor published what it
  * was doing (records go out once a second): its last operation in the
  * merged trace (flushed every few milliseconds, or dumped by its signal
- * handler) names where it was, in the verdict's fields and line. */
+ * handler) names where it was, in the verdict's fields and line. A rank
+ * killed by a signal it cannot catch (SIGKILL) dumps nothing: its own
+ * trace ends at its writer's last commit, a step or more behind when the
+ * writer lagged. Its peers' traces then say where it got to (the
+ * collectives that completed with it, the one they wait for it in:
+ * dist_trace_peers_view), and that is what is named. */
 static void place_from_trace(const char *out, drun_verdict *v) {
-  if (!dist__run_verdict_one_death(v) || v->f.group_id >= 0)
+  if (!dist__run_verdict_one_death(v) || (v->f.group_id >= 0 && !v->by_record))
     return;
   dist_trace *t = NULL;
   dist_trace_op op;
+  dist_trace_seen seen;
   size_t n = 0;
   if (dist_trace_open(out, &t, NULL, 0) != DIST_OK)
     return;
-  if (dist_trace_last_ops(t, v->culprits[0], &op, 1, &n) == DIST_OK && n == 1) {
+  bool own = dist_trace_last_ops(t, v->culprits[0], &op, 1, &n) == DIST_OK && n == 1;
+  bool ahead = dist_trace_peers_view(t, v->culprits[0], &seen) == DIST_OK && seen.ahead;
+  /* Its monitor's record (up to a second old) stands unless the trace
+   * shows it went past it: its peers saw it at a later collective of the
+   * record's group, or the next one of that group completed (collectives:
+   * sends and receives are numbered apart). */
+  static const char *const p2p[] = {"SEND", "RECV", "SEND_BYTES", "RECV_BYTES", "BATCH_P2P"};
+  bool rec_p2p = false;
+  for (size_t i = 0; i < sizeof p2p / sizeof p2p[0]; i++)
+    rec_p2p = rec_p2p || !strcmp(v->f.op, p2p[i]);
+  if (v->by_record &&
+      (!ahead || rec_p2p ||
+       !((seen.op.group_id == v->f.group_id && (uint64_t)seen.op.seq > v->f.seq) ||
+         completed_after(t, v->f.group_id, (int64_t)v->f.seq)))) {
+    dist_trace_close(t);
+    return;
+  }
+  if (ahead) {
+    v->f.group_id = seen.op.group_id;
+    v->f.seq = (uint64_t)seen.op.seq;
+    snprintf(v->f.op, sizeof v->f.op, "%s", seen.op.op);
+    snprintf(v->f.site, sizeof v->f.site, "%s", seen.site);
+    snprintf(v->f.group_name, sizeof v->f.group_name, "%s", seen.group_name);
+    size_t len = strlen(v->line);
+    char mine[160] = "its own trace holds no operation";
+    if (own)
+      snprintf(mine, sizeof mine, "its own trace ends at group %d %s #%lld (%s)", op.group_id,
+               op.op, (long long)op.seq, op.state);
+    snprintf(v->line + len, sizeof v->line - len, "; %s, behind its peers': %s group %d (%s) "
+             "%s #%lld%s%s", mine, strcmp(seen.op.state, "waited") ? "it took part in"
+             : "they wait for it in", seen.op.group_id, seen.group_name, seen.op.op,
+             (long long)seen.op.seq, seen.site[0] ? ", called from " : "", seen.site);
+  } else if (own) {
     v->f.group_id = op.group_id;
     v->f.seq = (uint64_t)op.seq;
     snprintf(v->f.op, sizeof v->f.op, "%s", op.op);

@@ -112,6 +112,7 @@ void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, 
   if (!dist__run_rank_position(c, job, v->culprits[0], &p))
     return;
   v->f.group_id = p.gid;
+  v->by_record = true;
   snprintf(v->f.group_name, sizeof v->f.group_name, "%s", p.desc);
   snprintf(v->f.op, sizeof v->f.op, "%s",
            p.kind >= 0 && p.kind < DIST_OP_COUNT_ ? dist_op_name((dist_op_kind)p.kind) : "");

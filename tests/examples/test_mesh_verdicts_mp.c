@@ -115,6 +115,33 @@ Test(examples_mesh, a_crash_names_the_rank_the_signal_and_the_faulting_line, .ti
   cr_expect(!strstr(r.report, "_start ("), "frames below main:\n%s", r.report);
 }
 
+/* SIGKILL (the OOM killer) right after the rank issued its async tp
+ * all_gather: no handler runs, so its trace ends at its writer's last
+ * commit, here (DIST_TRACE_COMMIT_MS) the one before its first operation,
+ * as a writer that lags a step behind leaves it. The verdict names where
+ * its peers saw it last: the all_gather of its tp partner, at its line,
+ * not an operation of an earlier step (or none). */
+Test(examples_mesh, a_killed_rank_is_named_where_its_peers_saw_it_last, .timeout = 120) {
+  static mesh_run r;
+  job_run_env("mesh_train", "DIST_DEBUG=DETAIL", "DIST_TRACE_COMMIT_MS=600000", "kill", 3, -1,
+              &r);
+  mesh_expect_verdict(&r, 12, "died", 3);
+  char site[96], said[160];
+  snprintf(site, sizeof site, "\"site\":\"step_once (mesh_train.c:%d)\"",
+           source_line("the planted kill") - 2);
+  /* "they wait for it in" it, or "it took part in" it when the partner's
+   * all_gather got its part before the kill */
+  snprintf(said, sizeof said, " in group 4 (tp) ALL_GATHER_INTO_TENSOR #6, called from "
+           "step_once (mesh_train.c:%d)", source_line("the planted kill") - 2);
+  cr_expect(mesh_says(&r, "rank 3 (pid ") && mesh_says(&r, "killed by signal 9 (SIGKILL)") &&
+                strstr(r.report, said),
+            "no '%s' in the verdict:\n%s", said, r.err);
+  cr_expect(strstr(r.json, "\"group_name\":\"tp\"") &&
+                strstr(r.json, "\"op\":\"ALL_GATHER_INTO_TENSOR\"") &&
+                strstr(r.json, "\"seq\":6") && strstr(r.json, site),
+            "distview's verdict is not rank 3's tp all_gather at %s: %s", site, r.json);
+}
+
 Test(examples_mesh, an_early_exit_names_the_rank_that_left_and_its_last_operation,
      .timeout = 120) {
   static mesh_run r;

@@ -136,3 +136,112 @@ int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern *out) {
   free(sites);
   return rc;
 }
+
+/* --- where its peers last saw it (dist_trace_peers_view) ----------------- */
+
+/* The groups rank is a member of ("[0,1,2]"), the collectives whose
+ * completion by a peer needs it (not a root's push: a broadcast's,
+ * scatter's, reduce's or gather's non-root completes without it). */
+#define SEEN_MINE                                                                            \
+  "WITH mine(g) AS (SELECT group_id FROM groups WHERE instr(',' || substr(members, 2,"       \
+  " length(members) - 2) || ',', ',' || ?1 || ',') > 0) "
+#define SEEN_NEEDS_ALL "op NOT IN ('BROADCAST', 'BROADCAST_BYTES', 'SCATTER', 'REDUCE', 'GATHER')"
+
+/* Whether a peer completed something with rank that its own trace does
+ * not show completed (a receive from it: not when it batches its sends,
+ * which its trace records as BATCH_P2P, not as sends). */
+static bool peers_ahead(sqlite3 *db, int rank) {
+  sqlite3_stmt *st;
+  bool ahead = false;
+  if (sqlite3_prepare_v2(
+          db, SEEN_MINE "SELECT 1 FROM operations o WHERE o.rank != ?1 AND o.state = 'completed'"
+          " AND ((o.p2p = 0 AND o." SEEN_NEEDS_ALL " AND o.group_id IN (SELECT g FROM mine) AND"
+          " NOT EXISTS (SELECT 1 FROM operations m WHERE m.group_id = o.group_id AND m.p2p = 0"
+          " AND m.seq = o.seq AND m.rank = ?1 AND m.state = 'completed')) OR (o.group_id = 0 AND"
+          " o.op = 'RECV' AND o.root = ?1 AND o.pair_seq IS NOT NULL AND NOT EXISTS (SELECT 1 FROM"
+          " operations b WHERE b.rank = ?1 AND b.op = 'BATCH_P2P') AND NOT EXISTS (SELECT 1"
+          " FROM operations m WHERE m.rank = ?1 AND m.group_id = 0 AND m.op = 'SEND' AND"
+          " m.root = o.rank AND m.pair_seq = o.pair_seq AND m.state = 'completed'))) LIMIT 1",
+          -1, &st, NULL))
+    return false;
+  sqlite3_bind_int(st, 1, rank);
+  ahead = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  return ahead;
+}
+
+/* The call site of (group, seq): rank's own, else the lowest peer's. */
+static void seen_site(sqlite3 *db, int rank, int group, int64_t seq, char *out, size_t len) {
+  sqlite3_stmt *st;
+  out[0] = '\0';
+  if (sqlite3_prepare_v2(db, "SELECT c.function, c.file, c.line FROM operations o JOIN callsites"
+                             " c ON c.rank = o.rank AND c.callsite_id = o.callsite_id WHERE"
+                             " o.group_id = ?2 AND o.p2p = 0 AND o.seq = ?3 AND c.function IS"
+                             " NOT NULL AND c.file IS NOT NULL ORDER BY o.rank != ?1, o.rank"
+                             " LIMIT 1", -1, &st, NULL))
+    return;
+  sqlite3_bind_int(st, 1, rank);
+  sqlite3_bind_int(st, 2, group);
+  sqlite3_bind_int64(st, 3, seq);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    const char *fn = (const char *)sqlite3_column_text(st, 0);
+    const char *file = (const char *)sqlite3_column_text(st, 1);
+    const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+    snprintf(out, len, "%s (%s:%d)", fn, base, sqlite3_column_int(st, 2));
+  }
+  sqlite3_finalize(st);
+}
+
+int dist_trace_peers_view(dist_trace *t, int rank, dist_trace_seen *out) {
+  sqlite3 *db = dist_trace_sqlite(t);
+  if (!db || !out)
+    return DIST_E_INVAL;
+  memset(out, 0, sizeof *out);
+  if (!peers_ahead(db, rank))
+    return DIST_OK;
+  /* The latest collective of its groups that completed with it: by the
+   * last rank's completion (the merge put the ranks on one clock). */
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, SEEN_MINE "SELECT group_id, seq, op, max(t_ended_ns) AS t FROM"
+                             " operations WHERE p2p = 0 AND state = 'completed' AND group_id IN"
+                             " (SELECT g FROM mine) AND (rank = ?1 OR " SEEN_NEEDS_ALL ")"
+                             " GROUP BY group_id, seq ORDER BY t DESC, group_id LIMIT 1", -1,
+                         &st, NULL))
+    return DIST_E_INVAL;
+  sqlite3_bind_int(st, 1, rank);
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    out->ahead = 1;
+    out->op.rank = rank;
+    out->op.group_id = sqlite3_column_int(st, 0);
+    out->op.seq = sqlite3_column_int64(st, 1);
+    snprintf(out->op.op, sizeof out->op.op, "%s", (const char *)sqlite3_column_text(st, 2));
+    snprintf(out->op.state, sizeof out->op.state, "completed");
+    out->op.t_ended_ns = sqlite3_column_int64(st, 3);
+    out->op.t_enqueued_ns = out->op.t_started_ns = -1;
+  }
+  sqlite3_finalize(st);
+  if (!out->ahead)
+    return DIST_OK;
+  /* The group's next collective, when a peer waits for it there. */
+  if (sqlite3_prepare_v2(db, "SELECT op FROM operations o WHERE group_id = ?2 AND p2p = 0 AND"
+                             " seq = ?3 AND rank != ?1 AND state != 'completed' AND NOT EXISTS"
+                             " (SELECT 1 FROM operations x WHERE x.group_id = ?2 AND x.p2p = 0"
+                             " AND x.seq = ?3 AND x.state = 'completed') ORDER BY rank LIMIT 1",
+                         -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_int(st, 1, rank);
+    sqlite3_bind_int(st, 2, out->op.group_id);
+    sqlite3_bind_int64(st, 3, out->op.seq + 1);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+      out->op.seq++;
+      snprintf(out->op.op, sizeof out->op.op, "%s", (const char *)sqlite3_column_text(st, 0));
+      snprintf(out->op.state, sizeof out->op.state, "waited");
+      out->op.t_ended_ns = -1;
+    }
+    sqlite3_finalize(st);
+  }
+  seen_site(db, rank, out->op.group_id, out->op.seq, out->site, sizeof out->site);
+  text_of(db, "SELECT coalesce(nullif(description, ''), name) FROM groups WHERE ?1 >= 0"
+              " AND group_id = ?2", rank, out->op.group_id, out->group_name,
+          sizeof out->group_name, false);
+  return DIST_OK;
+}

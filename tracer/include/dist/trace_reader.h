@@ -166,6 +166,28 @@ typedef struct dist_trace_pattern {
 } dist_trace_pattern;
 DIST_API int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern *out);
 
+/* Where a rank's peers last saw it, when that is further than its own
+ * trace goes. A rank killed by a signal it cannot catch (SIGKILL: the OOM
+ * killer) leaves only its writer's last commit, which can be a step or
+ * more behind; the survivors' traces show what it took part in since: a
+ * collective of its groups they completed (one that needs every member:
+ * not a broadcast, scatter, reduce or gather, unless it completed it too)
+ * or a receive from it in the world group, that its own trace does not
+ * show completed. Then op is the latest collective of its groups that
+ * completed with it, or the one after it in the same group when a peer
+ * waits for it there and nobody completed it. */
+typedef struct dist_trace_seen {
+  int ahead;               /* 1: its peers saw it further than its own trace
+                              goes (the fields below); 0: they did not */
+  dist_trace_op op;        /* group_id, seq, op; state "completed" (it took
+                              part) or "waited" (its peers wait for it there) */
+  char site[160];          /* the call site, "function (file:line)": its own
+                              when its trace has the operation, else the
+                              lowest peer's; "" unknown */
+  char group_name[64];     /* the group's description, else its name */
+} dist_trace_seen;
+DIST_API int dist_trace_peers_view(dist_trace *t, int rank, dist_trace_seen *out);
+
 /* --- exporters --------------------------------------------------------- */
 
 /* Chrome trace event JSON (Perfetto): complete events + flows (SCHEMA.md). */
