@@ -21,9 +21,11 @@
  * waits for the timeout; an ERROR for a collective this rank has not
  * reached yet fails that collective as soon as it starts.
  *
- * Algorithms (n ranks, direct exchanges over the full mesh):
+ * Algorithms (n ranks; a pair connects when it first exchanges, so each
+ * schedule holds the connections it uses: tcp_lazy.c):
  *   barrier         n <= 16: everyone to everyone; else dissemination
- *   broadcast       n <= 4: root to everyone; else a binomial tree
+ *   broadcast       4 segments or more on n >= 3: a pipelined chain;
+ *                   else n <= 4: root to everyone; else a binomial tree
  *   gather, scatter root to / from everyone
  *   all_gather      everyone to everyone, straight into the output slots
  *   all_to_all      everyone to everyone (splits checked on both sides)
