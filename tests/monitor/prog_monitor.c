@@ -231,7 +231,9 @@ static int run_cbcoll(void) {
         (rc = dist_work_set_callback(ar, tp_in_callback, NULL)) != DIST_OK ||
         (rc = dist_barrier(dp[1], &bar)) != DIST_OK)
       failed("async dp", rc, dp[1]);
-    if ((rc = dist_send(&t, 1, NULL, 0)) != DIST_OK)
+    float y[4] = {0}; /* not x: the all_reduce may still be writing it */
+    dist_tensor ty = dist_tensor_1d(y, DIST_FLOAT32, 4);
+    if ((rc = dist_send(&ty, 1, NULL, 0)) != DIST_OK)
       failed("SEND", rc, NULL);
     if ((rc = dist_work_wait(bar, -1)) != DIST_OK)
       failed("BARRIER", rc, dp[1]);

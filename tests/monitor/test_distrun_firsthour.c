@@ -59,11 +59,15 @@ Test(monitor_distrun_firsthour, a_rank_that_ends_early_is_named_not_the_survivor
 
 /* The same, when the leaver's exit is reported long after the survivor's
  * (its teardown lingers after its connections closed): distrun waits for
- * the rank that called exit() first, whatever order the exits come in. */
+ * the rank that called exit() first, whatever order the exits come in.
+ * The leaver closes every descriptor at exit to close its connections, so
+ * they must exist by then: the whole mesh at creation (DIST_TCP_LAZY=0;
+ * made when first needed, the survivor would connect while the leaver's
+ * answering thread still runs on the descriptors being closed). */
 static void leaver_reported_late(int code, const char *how) {
   static char out[1 << 16];
-  int st = run(out, sizeof out, "DIST_TRANSPORT=tcp '%s' -n 2 --grace-period 5 '%s' "
-               "leave-linger 1 %d", bin("distrun"), bin("distrun_testprog"), code);
+  int st = run(out, sizeof out, "DIST_TRANSPORT=tcp DIST_TCP_LAZY=0 '%s' -n 2 --grace-period 5 "
+               "'%s' leave-linger 1 %d", bin("distrun"), bin("distrun_testprog"), code);
   cr_expect_eq(st, 12, "exit %d:\n%s", st, out);
   char want[160];
   snprintf(want, sizeof want, "ended first, %s, while other ranks still needed it; then rank 0 "
@@ -81,8 +85,8 @@ Test(monitor_distrun_firsthour, a_leaver_whose_exit_is_reported_late_is_still_na
 
 Test(monitor_distrun_firsthour, a_leaver_with_an_error_reported_late_fails_first, .timeout = 90) {
   static char out[1 << 16];
-  int st = run(out, sizeof out, "DIST_TRANSPORT=tcp '%s' -n 2 --grace-period 5 '%s' "
-               "leave-linger 1 3", bin("distrun"), bin("distrun_testprog"));
+  int st = run(out, sizeof out, "DIST_TRANSPORT=tcp DIST_TCP_LAZY=0 '%s' -n 2 --grace-period 5 "
+               "'%s' leave-linger 1 3", bin("distrun"), bin("distrun_testprog"));
   cr_expect_eq(st, 12, "exit %d:\n%s", st, out);
   cr_expect(strstr(out, "exit status 12 (a rank died): rank 1 (pid ") &&
                 strstr(out, "failed first: exited with code 3"),

@@ -122,13 +122,18 @@ void dist_store_destroy(dist_store *s) {
 }
 
 int dist_store_clone(dist_store *s, dist_store **out) {
-  CHECK_STORE(s);
+  if (!s)
+    return dist__set_last_error(DIST_E_INVAL, "%s: store is NULL", __func__);
   if (!out)
     return bad(s, __func__, "out is NULL");
   *out = NULL;
-  int rc = s->ops->clone(s, out);
-  if (rc == DIST_OK)
-    (*out)->timeout_ms = s->timeout_ms;
+  /* Threads clone one handle to get handles of their own, several at once
+   * (the checking layer's threads clone the default store): a clone that
+   * succeeds only reads s, through a private view (clone_within); a
+   * failure's message is s's too, as for every other call. */
+  int rc = dist__store_clone_within(s, s->timeout_ms, out);
+  if (rc != DIST_OK)
+    dist__err_set(&s->err, rc, "%s", dist_last_errmsg());
   return rc;
 }
 
