@@ -44,7 +44,7 @@ function(dist_add_test name)
   endif()
   set_tests_properties(${name} PROPERTIES
     LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
-    ENVIRONMENT "DIST_TEST_BIN=${CMAKE_BINARY_DIR}/bin;DIST_TEST_BUILD=${CMAKE_BINARY_DIR};DIST_TEST_SRC=${PROJECT_SOURCE_DIR};ASAN_OPTIONS=detect_leaks=1:abort_on_error=0;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1;TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1")
+    ENVIRONMENT "DIST_TEST_BIN=${CMAKE_BINARY_DIR}/bin;DIST_TEST_BUILD=${CMAKE_BINARY_DIR};DIST_TEST_SRC=${PROJECT_SOURCE_DIR};ASAN_OPTIONS=detect_leaks=1:abort_on_error=0;UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1;TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=${PROJECT_SOURCE_DIR}/tests/tsan.supp")
 endfunction()
 
 # dist_add_test_dir(DIR [LIBS ...] [CONFIGURATIONS c ...])

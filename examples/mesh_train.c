@@ -172,7 +172,7 @@ static void step_once(const job *j, int step) {
     TRY("tp barrier", dist_barrier(j->g_tp, NULL));
   dist_pg *extra = NULL;
   if (planted(j, step, "newgroup")) /* every rank must create it: this one waits there */
-    TRY("new_group", dist_new_group(NULL, 0, NULL, &extra));
+    TRY("new_group", dist_new_group(NULL, 0, &(dist_group_opts){.timeout_ms = 600000}, &extra));
   loss = j->rank == 0 ? (float)step : -1.0f;
   dist_tensor l = dist_tensor_1d(&loss, DIST_FLOAT32, 1);
   TRY("world broadcast", dist_broadcast(&l, 0, NULL, NULL));
