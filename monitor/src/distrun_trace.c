@@ -11,7 +11,7 @@
  * job's among them; older ones go, oldest first by the directory's mtime.
  * Only directories distrun recognises as job directories are touched:
  * a real directory (not a link) holding nothing but rank files
- * (rank-<R>.db with its -wal/-shm/-journal, .ring, .reserve), at least one
+ * (rank-<R>.db with its -wal/-shm/-journal, .ring, .maps, .reserve), at least one
  * rank-<R>.db or .ring, none of them written in the last minute (a job
  * that may still run). */
 #include <dirent.h>
@@ -64,11 +64,11 @@ static bool rank_file(const char *name, bool *main) {
   if (sscanf(name, "rank-%d.%15s%n", &r, ext, &n) != 2 || r < 0 || name[n])
     return false;
   static const char *const mains[] = {"db", "ring"};
-  static const char *const sides[] = {"db-wal", "db-shm", "db-journal", "reserve"};
+  static const char *const sides[] = {"db-wal", "db-shm", "db-journal", "reserve", "maps"};
   for (size_t i = 0; i < 2; i++)
     if (!strcmp(ext, mains[i]))
       return *main = true;
-  for (size_t i = 0; i < 4; i++)
+  for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++)
     if (!strcmp(ext, sides[i]))
       return true;
   return false;

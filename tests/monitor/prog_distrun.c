@@ -9,8 +9,8 @@
  *   block            rendezvous (env://), print "ready pid=P", then block in
  *                    a store get that nobody answers (a rank busy in the
  *                    library); SIGTERM kills it
- *   exit R CODE      rank R exits with CODE once the others are ready (their
- *                    SIGTERM handler set); the others wait
+ *   exit R CODE      rank R exits with CODE once the others are ready (waiting
+ *                    for SIGTERM); the others wait
  *   stubborn R CODE  rank R exits with CODE once the others are ready; the
  *                    others ignore SIGTERM and wait (distrun must SIGKILL them)
  *   watch R CODE     rendezvous; rank R exits with CODE; the others ignore
@@ -33,6 +33,7 @@
  *                    reported: the killed process closes its sockets first
  * Every mode ends by itself within 60 s (alarm), so nothing is left behind. */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,10 +92,6 @@ static _Noreturn void wait_forever(void) {
     pause();
 }
 
-static int mode_wait(void) {
-  signal(SIGTERM, on_term);
-  wait_forever();
-}
 
 /* Readiness without sleeps: a waiting rank creates its marker file once its
  * signal disposition is set; the exiting rank waits for every marker (they
@@ -126,6 +123,28 @@ static void wait_others_ready(void) {
   }
 }
 
+/* Waits for SIGTERM synchronously (blocked, then sigwait) rather than in a
+ * handler: under ThreadSanitizer a handler runs only at the thread's next
+ * intercepted call, which a rank parked in pause() may never make, so the
+ * rank's "got SIGTERM" was lost and distrun SIGKILLed it. */
+static _Noreturn void wait_for_sigterm(bool ready_marker) {
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigprocmask(SIG_BLOCK, &term, NULL);
+  if (ready_marker)
+    mark_ready();
+  printf("ready pid=%d\n", (int)getpid());
+  fflush(stdout);
+  int sig = 0;
+  while (sigwait(&term, &sig) != 0 || sig != SIGTERM) {
+  }
+  on_term(sig);
+  _exit(0); /* not reached: on_term exits */
+}
+
+static int mode_wait(void) { wait_for_sigterm(false); }
+
 static int rendezvous(dist__rdzv *r) {
   dist_init_opts o = {.rank = -1, .world_size = -1, .timeout_ms = 30000};
   int rc = dist__rendezvous(&o, r);
@@ -148,12 +167,9 @@ static int mode_block(void) {
 }
 
 static int mode_exit(int who, int code) {
-  if (rank_env() != who) {
-    signal(SIGTERM, on_term);
-    mark_ready();
-    wait_forever();
-  }
-  wait_others_ready(); /* their SIGTERM handler is set */
+  if (rank_env() != who)
+    wait_for_sigterm(true);
+  wait_others_ready(); /* they wait for SIGTERM */
   printf("exiting with %d\n", code);
   return code;
 }

@@ -5,7 +5,9 @@
  * die of SIGSEGV, SIGABRT or SIGFPE dump their ring to a side file that the merge
  * imports (their last operation is in trace.db), a stack overflow too (the
  * handler runs on an alternate stack); a program's own SIGTERM handler
- * still runs after the dump. */
+ * still runs after the dump. The dump's records name their call sites
+ * (placed by the maps file dumped with it) even where the rank's writer
+ * never committed them. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +34,8 @@ static void trace_env(const char *job) {
   setenv("DIST_TRACE", dir, 1);
   setenv("DIST_JOB_ID", job, 1);
 }
+
+enum { DO_OPS_LINE = __LINE__ + 6 }; /* the all_reduce's line, below */
 
 static int do_ops(const dist_test_ctx *ctx, dist_pg *g, int n) {
   float v[8] = {0};
@@ -174,7 +178,7 @@ static void run_fatal(int sig) {
 #endif
   else
     cr_assert_eq(res.signal[1], sig, "rank 1 did not die of signal %d: %s", sig, res.report);
-  char job[32], jd[512], ring[600], alone[600], cmd[2000];
+  char job[32], jd[512], ring[600], alone[600], cmd[3000];
   snprintf(job, sizeof job, "sig%djob", sig);
   snprintf(jd, sizeof jd, "%s/%s", dir, job);
   snprintf(ring, sizeof ring, "%s/rank-1.ring", jd);
@@ -183,7 +187,7 @@ static void run_fatal(int sig) {
   cr_assert_eq(st.st_mode & 0777, 0600);
   /* The dump alone (no rank file) gives rank 1's operations back. */
   snprintf(alone, sizeof alone, "%s/alone", dir);
-  snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s %s/", alone, ring, alone);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s %s/rank-1.maps %s/", alone, ring, jd, alone);
   cr_assert_eq(system(cmd), 0);
   char out[700], err[512];
   snprintf(out, sizeof out, "%s/alone.db", dir);
@@ -194,6 +198,14 @@ static void run_fatal(int sig) {
   cr_assert_eq(sqlite3_open_v2(out, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
   cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations WHERE rank=1 AND group_id=0 AND"
                           " state='completed' AND seq BETWEEN 1 AND %d", N_OPS), N_OPS);
+  /* every one at its line, though no rank file named a call site */
+  cr_assert_eq(tq_int(db, "SELECT count(*) FROM operations o JOIN callsites c ON c.rank = o.rank"
+                          " AND c.callsite_id = o.callsite_id WHERE o.rank=1 AND o.group_id=0"
+                          " AND o.seq BETWEEN 1 AND %d AND c.file LIKE '%%/test_crash_mp.c' AND"
+                          " c.line = %d", N_OPS, DO_OPS_LINE), N_OPS,
+               "rank 1's all_reduces are not at test_crash_mp.c:%d: %s", DO_OPS_LINE,
+               tq_text(db, "SELECT group_concat(coalesce(module, '?') || ' ' || coalesce(file, '?')"
+                           " || ':' || coalesce(line, '?'), '; ') FROM callsites"));
   /* A fatal signal is a crash; SIGTERM ended the rank on request. */
   const char *kind = sig == SIGTERM ? "ended" : "crash";
   cr_assert_eq(tq_int(db, "SELECT status FROM events WHERE kind='%s' AND rank=1", kind), sig);

@@ -220,5 +220,10 @@ int tr_end_note_apply(sqlite3 *db, const char *job_dir, int rank, char *err, siz
 /* Imports a `.ring` side file into db for its rank (offset applied by the
  * caller's SQL). */
 int tr_ring_import(sqlite3 *db, const char *path, int rank, char *err, size_t errlen);
+/* ring_callsites.c: fills temp.ring_cs (old, new): each call site of the
+ * attached scratch database rs as an id of main.callsites for rank, adding
+ * the ones main lacks, placed in their modules by the dumped maps file.
+ * Inside the caller's transaction; 0, or -1 with the database's error. */
+int tr_ring_callsites(sqlite3 *db, int rank, const char *maps_path);
 
 #endif

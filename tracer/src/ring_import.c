@@ -6,7 +6,8 @@
  * into a scratch database with the rank schema, and that is merged into
  * main with the rank's clock offset: operations the rank file lacks are
  * added, those it has take the ring's state when it is further along
- * (newest state wins), events newer than the rank file's last are added.
+ * (newest state wins), events newer than the rank file's last are added,
+ * with their call sites placed by the dumped maps (ring_callsites.c).
  * The rank is marked 'crashed' and a 'crash' event names the signal; a
  * rank that was ended (SIGTERM, SIGINT, SIGHUP: distrun ending the job, a
  * user's Ctrl-C) is marked 'ended' with an 'ended' event instead. */
@@ -99,8 +100,8 @@ static bool ended_by_request(int sig) {
   return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
 }
 
-static int fold(sqlite3 *db, const ring_img *img, int rank, const char *scratch, char *err,
-                size_t len) {
+static int fold(sqlite3 *db, const ring_img *img, int rank, const char *scratch,
+                const char *maps, char *err, size_t len) {
   const char *state = ended_by_request((int)img->hdr.signal) ? "ended" : "crashed";
   const char *how = ended_by_request((int)img->hdr.signal) ? "ended" : "killed";
   char *sql = sqlite3_mprintf(
@@ -113,11 +114,13 @@ static int fold(sqlite3 *db, const ring_img *img, int rank, const char *scratch,
       "INSERT INTO main.operations SELECT rank, group_id, seq, op, is_async, state, dtype, shape,"
       " n_inputs, n_outputs, numel_in, numel_out, bytes_in, bytes_out, root, tag, redop,"
       " timeout_ms, t_enqueued_ns + (SELECT v FROM roff), t_started_ns + (SELECT v FROM roff),"
-      " t_ended_ns + (SELECT v FROM roff), status, message, NULL, pair_seq FROM rs.operations"
+      " t_ended_ns + (SELECT v FROM roff), status, message, (SELECT new FROM temp.ring_cs"
+      " WHERE old = o.callsite_id), pair_seq FROM rs.operations o"
       " WHERE true ON CONFLICT(group_id, p2p, seq, rank) DO UPDATE SET state = excluded.state,"
       " t_started_ns = coalesce(operations.t_started_ns, excluded.t_started_ns),"
       " t_ended_ns = excluded.t_ended_ns, status = excluded.status,"
-      " message = coalesce(excluded.message, operations.message)"
+      " message = coalesce(excluded.message, operations.message),"
+      " callsite_id = coalesce(operations.callsite_id, excluded.callsite_id)"
       " WHERE operations.t_ended_ns IS NULL AND (excluded.t_ended_ns IS NOT NULL OR"
       " (operations.t_started_ns IS NULL AND excluded.t_started_ns IS NOT NULL));"
       "INSERT INTO main.events SELECT rank, group_id, seq, kind, t_ns + (SELECT v FROM roff),"
@@ -135,6 +138,9 @@ static int fold(sqlite3 *db, const ring_img *img, int rank, const char *scratch,
   sqlite3_free(att);
   if (rc == 0) {
     tr_exec(db, "BEGIN", NULL, 0);
+    /* best effort: the records come in whatever happens to their call
+     * sites (an unplaced one stays a bare address, an unmapped one NULL) */
+    (void)tr_ring_callsites(db, rank, maps);
     rc = tr_exec(db, sql, err, len);
     tr_exec(db, rc == 0 ? "COMMIT" : "ROLLBACK", NULL, 0);
     tr_exec(db, "DETACH rs", NULL, 0);
@@ -159,9 +165,12 @@ int tr_ring_import(sqlite3 *db, const char *path, int rank, char *err, size_t le
     snprintf(err, len, "cannot create a scratch file in %s: %s", tr_tmpdir(), strerror(errno));
     goto out;
   }
+  char maps[4200]; /* rank-<R>.maps beside rank-<R>.ring */
+  size_t stem = strlen(path) > 5 ? strlen(path) - 5 : 0;
+  snprintf(maps, sizeof maps, "%.*s.maps", (int)stem, path);
   rc = decode(&img, rank, scratch, err, len);
   if (rc == 0)
-    rc = fold(db, &img, rank, scratch, err, len);
+    rc = fold(db, &img, rank, scratch, maps, err, len);
   unlink(scratch);
   tr_temp_release(slot);
 out:

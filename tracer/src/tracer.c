@@ -68,6 +68,7 @@ static int tr_init(void **ctx, const dist_pg_info *def) {
   snprintf(t->dir, sizeof t->dir, "%s/%s", dir && *dir ? dir : "dist-trace", t->job_id);
   snprintf(t->path, sizeof t->path, "%s/rank-%d.db", t->dir, t->rank);
   snprintf(t->ring_path, sizeof t->ring_path, "%s/rank-%d.ring", t->dir, t->rank);
+  snprintf(t->maps_path, sizeof t->maps_path, "%s/rank-%d.maps", t->dir, t->rank);
   if (tr_ring_init(&t->ring, (uint64_t)slots) != DIST_OK) {
     free(t);
     return DIST_E_NOMEM;

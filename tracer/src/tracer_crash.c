@@ -4,11 +4,14 @@
  * SIGBUS, SIGFPE and SIGILL (every fatal signal the monitor's backtrace
  * handles: a division by zero left a trace a step or more behind) the
  * handler write(2)s a header and the ring's slots to
- * `rank-<R>.ring` (trace_rec.h's tr_ring_file), which the merge imports;
+ * `rank-<R>.ring` (trace_rec.h's tr_ring_file), which the merge imports,
+ * and copies /proc/self/maps to `rank-<R>.maps`, so the merge can place the
+ * records' return addresses in their modules (ring_callsites.c): records
+ * the writer had not committed name their call sites too;
  * then it chains to what the program had installed (a user's
  * checkpoint-on-SIGTERM keeps working), or restores the default action and
  * raises the signal again so the process dies as it would have. Only
- * async-signal-safe calls (open, write, close, sigaction, raise). The
+ * async-signal-safe calls (open, read, write, close, sigaction, raise). The
  * handler runs on an alternate stack: a rank whose stack overflowed has
  * none left to run it on, and would die with its last records unwritten. */
 #define _GNU_SOURCE
@@ -38,6 +41,21 @@ static void write_all(int fd, const void *buf, size_t len) {
   }
 }
 
+/* The process's mappings as the kernel lists them (read and written in
+ * pieces: no allocation in a handler). */
+static void copy_maps(const char *path) {
+  int in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  int out = in < 0 ? -1 : open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+  char buf[4096];
+  ssize_t n;
+  while (out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+    write_all(out, buf, (size_t)n);
+  if (out >= 0)
+    close(out);
+  if (in >= 0)
+    close(in);
+}
+
 static void dump(tracer *t, int sig) {
   int fd = open(t->ring_path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
@@ -56,6 +74,7 @@ static void dump(tracer *t, int sig) {
   write_all(fd, &hdr, sizeof hdr);
   write_all(fd, (const void *)t->ring.words, (size_t)hdr.slots * TR_SLOT);
   close(fd);
+  copy_maps(t->maps_path);
 }
 
 static int index_of(int sig) {

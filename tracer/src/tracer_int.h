@@ -26,6 +26,7 @@ typedef struct tracer {
   char dir[768];            /* $DIST_TRACE/<job id> */
   char path[1024];          /* rank-<R>.db */
   char ring_path[1024];     /* rank-<R>.ring (crash dump) */
+  char maps_path[1024];     /* rank-<R>.maps (its /proc/self/maps, with the dump) */
   char job_id[64];
   int64_t commit_ms;
   int64_t clock_period_s;

@@ -247,6 +247,7 @@ static void remove_old(const tracer *t) {
   snprintf(p, sizeof p, "%s-shm", t->path);
   unlink(p);
   unlink(t->ring_path);
+  unlink(t->maps_path);
 }
 
 static int64_t unix_minus_mono(void) {
