@@ -216,7 +216,11 @@ static void flush(stp_server *srv, conn *c) {
       continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       break;
-    drop(srv, c, c->park || c->inlen, "send failed: %s", n < 0 ? strerror(errno) : "closed");
+    /* A reader that went away (EPIPE, ECONNRESET: a rank that exited as
+     * its job ended) is information, as a hang-up is (on_event). */
+    bool gone = n < 0 && (errno == EPIPE || errno == ECONNRESET);
+    drop(srv, c, (c->park || c->inlen) && !gone, "send failed: %s",
+         n < 0 ? strerror(errno) : "closed");
     return;
   }
   if (c->outoff == c->out.len) {
