@@ -12,6 +12,7 @@
 
 #include <dist/internal/launch.h>
 #include "mon_int.h"
+#include "mon_threads.h"
 
 #define REC_MAX (1 << 16)
 
@@ -19,7 +20,30 @@ void dist__mon_key(char *buf, size_t len, const char *kind, int rank) {
   snprintf(buf, len, "%s%s/%d", dist__mon.prefix, kind, rank);
 }
 
-static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
+/* The operation group g has in flight (the oldest), or NULL. */
+static mon_op *in_flight(mon_group *g) {
+  uint64_t done = atomic_load_explicit(&g->done, memory_order_acquire);
+  uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
+  mon_op *op = &g->ring[(done + 1) % MON_RING];
+  return enq > done && atomic_load_explicit(&op->seq, memory_order_acquire) == done + 1 ? op
+                                                                                         : NULL;
+}
+
+/* Whether a synchronous call of this rank may be published as one: not
+ * while a program thread runs besides the ones blocked in such calls
+ * (mon_threads.c: it may yet call what the peers wait for). */
+static bool sync_holds(void) {
+  int blocked[64], n = 0;
+  for (int i = 0; i < MON_MAX_GROUPS && n < 64; i++) {
+    mon_group *g = &dist__mon.groups[i];
+    mon_op *op = atomic_load_explicit(&g->live, memory_order_acquire) ? in_flight(g) : NULL;
+    if (op && atomic_load_explicit(&op->sync, memory_order_relaxed))
+      blocked[n++] = atomic_load_explicit(&g->tid, memory_order_relaxed);
+  }
+  return n > 0 && !dist__mon_other_thread_running(blocked, n);
+}
+
+static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool sync_ok) {
   uint64_t done = atomic_load_explicit(&g->done, memory_order_acquire);
   uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
   uint64_t started = atomic_load_explicit(&g->started, memory_order_relaxed);
@@ -37,7 +61,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g) {
       coll = atomic_load_explicit(&op->coll, memory_order_relaxed);
       num = atomic_load_explicit(&op->num, memory_order_relaxed);
       tag = atomic_load_explicit(&op->tag, memory_order_relaxed);
-      sync = atomic_load_explicit(&op->sync, memory_order_relaxed);
+      sync = sync_ok && atomic_load_explicit(&op->sync, memory_order_relaxed);
       pair = atomic_load_explicit(&op->pair, memory_order_relaxed);
       since = dist__mon_wall_ms(atomic_load_explicit(&op->t_enq_ns, memory_order_relaxed));
       dist__mon_symbolize(atomic_load_explicit(&op->caller, memory_order_relaxed), site,
@@ -79,9 +103,10 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
   dist__appendf(buf, REC_MAX, &off, "v1\t%d\t%d\t%s\t%lld\t%s\t%s\n", m->rank, (int)m->pid,
                 m->host, (long long)dist__mon_wall_ms(dist__now_ns()), state,
                 note && *note ? note : "-");
+  bool sync_ok = sync_holds();
   for (int i = 0; i < MON_MAX_GROUPS; i++)
     if (atomic_load_explicit(&m->groups[i].live, memory_order_acquire))
-      put_group(buf, REC_MAX, &off, &m->groups[i]);
+      put_group(buf, REC_MAX, &off, &m->groups[i], sync_ok);
   if (atomic_load_explicit(&m->creating, memory_order_acquire) > 0) {
     char site[MON_SITE_LEN];
     dist__mon_symbolize(atomic_load_explicit(&m->create_caller, memory_order_relaxed), site,

@@ -30,8 +30,9 @@
  * operation then fails at once as its timeout would make it fail: the
  * hang diagnosis is logged, emitted, posted as the job's cause (distrun:
  * exit 11) and the group aborted with it. A rank computing outside the
- * library, stopped, or with an asynchronous operation pending, is never
- * part of a proof: its waiters get the whole timeout. Probes that find no
+ * library (or with another of its threads computing: mon_threads.c),
+ * stopped, or with an asynchronous operation pending, is never part of a
+ * proof: its waiters get the whole timeout. Probes that find no
  * cycle back off (MON_PROBE_MS doubling to MON_PROBE_MAX_MS), so a long
  * wait for a slow rank costs one read of the records every few seconds;
  * a cycle is closed by the last rank to block, whose own probe is fresh. */
@@ -386,6 +387,9 @@ static void sweep(int64_t now) {
 static void *loop(void *arg) {
   (void)arg;
   mon_state *m = &dist__mon;
+  char name[16]; /* a library thread: mon_threads.c tells them by name */
+  snprintf(name, sizeof name, "dist-mon-%d", m->rank);
+  pthread_setname_np(pthread_self(), name);
   for (bool stopping = false; !stopping;) {
     pthread_mutex_lock(&wake_mu);
     if (!m->stop && !atomic_load(&m->kick)) {
