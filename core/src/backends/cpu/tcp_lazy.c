@@ -499,6 +499,9 @@ int dist__tcp_lazy_start(dist__tcp *t, dist_store *store, const int *lfds, int n
     return dist__err_sys(err, e, "group %s: starting the thread that answers connections",
                          t->g->name);
   z->started = true;
+  /* "dist-": the monitor tells the library's threads from the program's
+   * by name (monitor/src/mon_threads.c) */
+  pthread_setname_np(z->thread, "dist-accept");
   DIST_TRY(read_addrs(t, store, deadline_ms, err));
   DIST_LOG(DEBUG, TCP, "group %s: rank %d connects to its peers when first needed",
            t->g->name, t->g->rank);
