@@ -89,17 +89,31 @@ static const char *peer_words(int kind, int peer, char *buf, size_t len) {
  * still come; -1 otherwise. */
 static int unmatched_peer(const mon_rec *recs, int r) {
   const mon_rec_group *b = blocked_in(&recs[r]);
+  if (b && b->kind == DIST_OP_RECV && b->peer == DIST_ANY_SOURCE) {
+    /* a receive from any rank: a send to r it does not take (a tag) */
+    for (int q = 0; q < dist__mon.world; q++) {
+      const mon_rec_group *qb = q == r ? NULL : blocked_in(&recs[q]);
+      if (qb && qb->gid == b->gid && halves(b, r, qb, q))
+        return q;
+    }
+    return -1;
+  }
   if (!b || !is_p2p(b->kind) || b->peer < 0 || b->peer >= dist__mon.world || b->peer == r)
     return -1;
   const mon_rec_group *qb = blocked_in(&recs[b->peer]);
   return qb && qb->gid == b->gid && halves(b, r, qb, b->peer) ? b->peer : -1;
 }
 
-/* Of an unmatched pair, the rank to name first: the one whose tag is not
- * the default 0 while the other's is (a tag the program changed), else
- * the receiver (a receive says what it expects). */
+/* Of an unmatched pair, the rank to name first: the one whose tag is new
+ * on its pair while the other's matched before (dist__mon_new_tag_side),
+ * else the one whose tag is not the default 0 while the other's is (a tag
+ * the program changed), else the receiver (a receive says what it
+ * expects). */
 static bool blame_first(const mon_rec *recs, int r, int q) {
   const mon_rec_group *a = blocked_in(&recs[r]), *b = blocked_in(&recs[q]);
+  int changed = dist__mon_new_tag_side(recs, r, q);
+  if (changed >= 0)
+    return changed == r;
   if ((a->tag != 0) != (b->tag != 0))
     return a->tag != 0;
   return a->kind == DIST_OP_RECV;
@@ -449,13 +463,19 @@ static const mon_rec_group *first_wait_for(const mon_rec *recs, int r) {
 }
 
 /* Whether rank r of an unmatched pair is the one to blame alone: its tag
- * is not the default 0 while its peer's is (the program changed a tag on
- * one side; a pair whose tags are both set, or equal, names both). */
+ * is new on its pair while its peer's matched before, or (when the pair
+ * numbers do not tell) its tag is not the default 0 while its peer's is
+ * (the program changed a tag on one side; a pair whose tags are both set,
+ * or equal, and both new or both old, names both). */
 static bool tag_alone(const mon_rec *recs, int r) {
   const mon_rec_group *a = blocked_in(&recs[r]);
-  if (!a || a->peer < 0 || a->peer >= dist__mon.world)
+  int q = unmatched_peer(recs, r); /* a's peer, or the sender a receive from any rank meets */
+  if (!a || q < 0)
     return false;
-  const mon_rec_group *b = blocked_in(&recs[a->peer]);
+  const mon_rec_group *b = blocked_in(&recs[q]);
+  int changed = b ? dist__mon_new_tag_side(recs, r, q) : -1;
+  if (changed >= 0)
+    return changed == r;
   return b && a->tag != 0 && b->tag == 0;
 }
 
@@ -721,7 +741,7 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
     dist__appendf(buf, len, off, "%s; ", gone);
     say_last(buf, len, off, dist__mon_rec_group(q, g->gid));
     dist__appendf(buf, len, off, " (as of its last heartbeat)\n");
-  } else if (b && b->peer == me && is_p2p(b->kind) && mine && halves(b, peer, mine, me)) {
+  } else if (b && is_p2p(b->kind) && mine && halves(b, peer, mine, me)) {
     dist__appendf(buf, len, off, "is in %s #%llu%s with tag %d, called from %s: the two "
                   "should match, ", op_name(b->kind), rec_num(b),
                   peer_words(b->kind, b->peer, pw, sizeof pw), b->tag, b->site);

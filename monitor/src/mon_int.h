@@ -33,7 +33,10 @@
 #include <dist/internal/pg.h>
 #include "mon_record.h"
 
-#define MON_MAX_GROUPS 256  /* group ids followed; later ones are not */
+#define MON_MAX_GROUPS 256  /* group slots: at most this many live groups followed */
+#define MON_DIRECT_IDS 192  /* ids below index their own slot; others (a group made
+                               with use_local_synchronization: id >= 2^30) take a
+                               free slot above, while one is free */
 #define MON_RING 16         /* in-flight operations remembered per group */
 #define MON_PUBLISH_MS 1000 /* one progress write per rank per second */
 #define MON_HB_STALE_MS 2500 /* no write for this long: not responding */
@@ -253,6 +256,10 @@ bool dist__mon_odd_sender(const mon_rec *recs, int world, int s);
 int dist__mon_wrong_source(const mon_rec *recs, int world, int r);
 bool dist__mon_stranded_receiver(const mon_rec *recs, int world, int r);
 int dist__mon_wrong_destination(const mon_rec *recs, int world, int r);
+/* new_tag_side: of a send r and a receive q (either way round) stuck on
+ * each other, the one whose pair is new while the other's has matched
+ * before (-1: the pair numbers do not tell). */
+int dist__mon_new_tag_side(const mon_rec *recs, int r, int q);
 /* Of the k ranks every cycle goes through (ranks, kept in place), the
  * receivers from the wrong peer when there are any, else the senders to
  * the wrong peer, else, in a cycle of receives, those receiving from their

@@ -30,11 +30,33 @@ static int my_tid(void) {
   return tid;
 }
 
+/* The live slot of group gid, or NULL. A small id is its own slot; a
+ * larger one (a group made with use_local_synchronization, whose id its
+ * members derive, >= 2^30) is looked for above MON_DIRECT_IDS. */
 static mon_group *slot_of(int gid) {
-  if (gid < 0 || gid >= MON_MAX_GROUPS)
+  if (gid < 0)
     return NULL;
-  mon_group *g = &dist__mon.groups[gid];
-  return atomic_load_explicit(&g->live, memory_order_acquire) ? g : NULL;
+  for (int i = gid < MON_DIRECT_IDS ? gid : MON_DIRECT_IDS; i < MON_MAX_GROUPS; i++) {
+    mon_group *g = &dist__mon.groups[i];
+    if (atomic_load_explicit(&g->live, memory_order_acquire) && g->gid == gid)
+      return g;
+    if (gid < MON_DIRECT_IDS)
+      break;
+  }
+  return NULL;
+}
+
+/* The slot a group gid being created takes (mu held), or NULL when its id
+ * is large and every slot above MON_DIRECT_IDS is taken. */
+static mon_group *free_slot(int gid) {
+  if (gid < 0)
+    return NULL;
+  if (gid < MON_DIRECT_IDS)
+    return &dist__mon.groups[gid];
+  for (int i = MON_DIRECT_IDS; i < MON_MAX_GROUPS; i++)
+    if (!atomic_load_explicit(&dist__mon.groups[i].live, memory_order_acquire))
+      return &dist__mon.groups[i];
+  return NULL;
 }
 
 /* --- group life ----------------------------------------------------------- */
@@ -51,17 +73,19 @@ static void publish_groups(void) {
 
 static void on_created(const dist_event *ev) {
   const dist_pg_info *in = ev->group;
-  if (ev->group_id < 0 || ev->group_id >= MON_MAX_GROUPS) {
-    DIST_LOG(INFO, MON, "group %d (%s) is beyond the %d groups the monitor follows",
-             ev->group_id, in->name, MON_MAX_GROUPS);
-    return;
-  }
   int *granks = dist__malloc(sizeof(int) * (size_t)in->size);
   if (!granks)
     return;
   memcpy(granks, in->global_ranks, sizeof(int) * (size_t)in->size);
   pthread_mutex_lock(&dist__mon.mu);
-  mon_group *g = &dist__mon.groups[ev->group_id];
+  mon_group *g = free_slot(ev->group_id);
+  if (!g) {
+    pthread_mutex_unlock(&dist__mon.mu);
+    dist__free(granks);
+    DIST_LOG(INFO, MON, "group %d (%s) is beyond the %d groups the monitor follows",
+             ev->group_id, in->name, MON_MAX_GROUPS);
+    return;
+  }
   dist__free(g->granks);
   dist__free(g->diag);
   dist__mon_stats_free(g);
@@ -82,10 +106,12 @@ static void on_created(const dist_event *ev) {
 }
 
 static void on_destroyed(const dist_event *ev) {
-  if (ev->group_id < 0 || ev->group_id >= MON_MAX_GROUPS)
-    return;
   pthread_mutex_lock(&dist__mon.mu);
-  mon_group *g = &dist__mon.groups[ev->group_id];
+  mon_group *g = slot_of(ev->group_id);
+  if (!g) {
+    pthread_mutex_unlock(&dist__mon.mu);
+    return;
+  }
   atomic_store(&g->live, 0);
   publish_groups();
   g->pg = NULL;
@@ -481,7 +507,7 @@ static void mon_fini(void *ctx) {
   m->on = false;
   for (int i = 0; i < MON_MAX_GROUPS; i++)
     if (atomic_load(&m->groups[i].live)) {
-      dist_event ev = {.kind = DIST_EV_GROUP_DESTROYED, .group_id = i};
+      dist_event ev = {.kind = DIST_EV_GROUP_DESTROYED, .group_id = m->groups[i].gid};
       on_destroyed(&ev);
     }
   dist_store_destroy(m->store);

@@ -132,6 +132,30 @@ static int prefer_new_pair(const mon_rec *recs, int world, int *ranks, int k) {
   return n;
 }
 
+/* Of a send and a receive stuck on each other with tags that differ, the
+ * side whose transfer is the first of its pair (its pair number is 1: no
+ * send or receive between the two with that tag before) while the other
+ * side's pair has matched before: a pipeline repeats its pairs, so the new
+ * tag is the one the program changed. A receive from DIST_ANY_SOURCE has
+ * no pair number: against a send whose pair matched before it counts as
+ * new (the receives that took those sends used the send's tag). -1 when
+ * the numbers do not tell (both new, both old, or unknown). */
+static bool new_on_pair(const mon_rec_group *a, const mon_rec_group *other) {
+  bool any = a->kind == DIST_OP_RECV && a->peer == DIST_ANY_SOURCE;
+  return (a->pair == 1 || (any && !a->pair)) && other->pair > 1;
+}
+
+int dist__mon_new_tag_side(const mon_rec *recs, int r, int q) {
+  const mon_rec_group *a = blocked_in(&recs[r]), *b = blocked_in(&recs[q]);
+  if (!a || !b || !is_p2p(a->kind) || !is_p2p(b->kind))
+    return -1;
+  if (new_on_pair(a, b))
+    return r;
+  if (new_on_pair(b, a))
+    return q;
+  return -1;
+}
+
 int dist__mon_prefer_odd_p2p(const mon_rec *recs, int world, int *ranks, int k) {
   k = prefer_wrong_source(recs, world, ranks, k);
   k = prefer_odd_sender(recs, world, ranks, k);

@@ -49,10 +49,19 @@ const mon_rec_group *dist__mon_blocked_in(const mon_rec *r) {
   return best;
 }
 
+/* Whether a's peer is rank rb: its own, or any rank for a receive from
+ * DIST_ANY_SOURCE (which names none). */
+static bool peer_is(const mon_rec_group *a, int rb) {
+  return a->peer == rb || (a->kind == DIST_OP_RECV && a->peer == DIST_ANY_SOURCE);
+}
+
 bool dist__mon_halves(const mon_rec_group *a, int ra, const mon_rec_group *b, int rb) {
-  return a && b && a->peer == rb && b->peer == ra &&
-         ((a->kind == DIST_OP_SEND && b->kind == DIST_OP_RECV) ||
-          (a->kind == DIST_OP_RECV && b->kind == DIST_OP_SEND));
+  if (!a || !b || !((a->kind == DIST_OP_SEND && b->kind == DIST_OP_RECV) ||
+                    (a->kind == DIST_OP_RECV && b->kind == DIST_OP_SEND)))
+    return false;
+  if (a->peer == rb && b->peer == ra)
+    return true;
+  return a->gid == b->gid && peer_is(a, rb) && peer_is(b, ra); /* from any rank: same group */
 }
 
 /* Whether rank q, whose record lists no group gid, is a member of it all

@@ -8,7 +8,9 @@
  * skipped and a receive added (a receive and a dp all_reduce waiting for
  * each other: the trace tells which rank left its steps' pattern). And a
  * collective called from a work's callback (tests/monitor/prog_monitor.c's
- * cbcoll), which holds the progress of the group whose work it is. */
+ * cbcoll), which holds the progress of the group whose work it is, and a
+ * receive whose tag changed after its pair had matched (its tags3, and
+ * anytag: from any rank, in groups made with use_local_synchronization). */
 #include "mesh_verdict.h"
 
 #define REPEAT 3 /* 5 by hand for the issue's figure; 3 keep CI's budget */
@@ -81,6 +83,43 @@ Test(examples_mesh_hangs, a_receive_added_names_the_rank_that_added_it, .timeout
  * pair never matches; the side that set a tag is named alone. */
 Test(examples_mesh_hangs, a_send_with_another_tag_names_the_side_that_set_it, .timeout = 300) {
   hang_case("sendtag", 3, "the two never matched (their tags differ)", "\"op\":\"SEND\"");
+}
+
+/* Rank 0 sends to rank 1 with tag 7 a third time; rank 1, which took the
+ * first two with tag 7, receives the third with tag 8
+ * (tests/monitor/prog_monitor.c, mode tags3). Both tags are set, so the
+ * default tag tells nothing; the pair numbers do: rank 1's receive is the
+ * first of its pair, rank 0's send the third of one that matched. */
+Test(examples_mesh_hangs, a_receive_whose_tag_changed_names_the_receiver_alone,
+     .timeout = 300) {
+  for (int i = 0; i < REPEAT; i++) {
+    static mesh_run r;
+    const char *job[] = {dist_test_bin("monitor_testprog"), "tags3", NULL};
+    job_run_argv("DIST_DEBUG=DETAIL", "DIST_TIMEOUT=6", NULL, "4", job, &r);
+    mesh_expect_verdict(&r, 11, "hang", 1);
+    cr_expect(mesh_says(&r, "the two never matched (their tags differ)"), "run %d:\n%s", i + 1,
+              r.err);
+    cr_expect(strstr(r.json, "\"op\":\"RECV\""), "run %d: %s", i + 1, r.json);
+  }
+}
+
+/* The same in groups made with use_local_synchronization (ids >= 2^30,
+ * which the monitor once did not follow, so both ranks read as "busy
+ * outside the library"), with rank 2 receiving from any rank (a receive
+ * that names no peer, and has no pair number: against a send whose pair
+ * matched before, it is the side that changed). prog_monitor's anytag. */
+Test(examples_mesh_hangs, a_receive_from_any_rank_in_a_local_group_names_the_receiver,
+     .timeout = 300) {
+  for (int i = 0; i < REPEAT; i++) {
+    static mesh_run r;
+    const char *job[] = {dist_test_bin("monitor_testprog"), "anytag", NULL};
+    job_run_argv("DIST_DEBUG=DETAIL", "DIST_TIMEOUT=6", NULL, "4", job, &r);
+    mesh_expect_verdict(&r, 11, "hang", 2);
+    cr_expect(mesh_says(&r, "the two never matched (their tags differ)"), "run %d:\n%s", i + 1,
+              r.err);
+    cr_expect(strstr(r.json, "\"op\":\"RECV\"") && strstr(r.json, "\"group_name\":\"pairB\""),
+              "run %d: %s", i + 1, r.json);
+  }
 }
 
 /* Rank 3 sends to rank 7, which receives from rank 5 as in every step:

@@ -18,6 +18,15 @@
  *   tags2       4 ranks: rank 0 sends to rank 1 with tag 7, rank 1
  *               receives from rank 0 with tag 0 (they never match), ranks
  *               2 and 3 go on to an all_reduce of the default group
+ *   tags3       4 ranks: rank 0 sends to rank 1 three times with tag 7;
+ *               rank 1 receives the first two with tag 7, the third with
+ *               tag 8 (both tags set: the pair numbers tell the side that
+ *               changed), ranks 2 and 3 go on to an all_reduce
+ *   anytag      4 ranks, groups {0,1} {2,3} made with
+ *               use_local_synchronization: each pair's odd rank sends to
+ *               its even rank with tag 3 three times, which receives from
+ *               any rank, rank 2 the third time with tag 4; then an
+ *               all_reduce of the default group
  *   subabsent   4 ranks: ranks 0-2 make a group, rank 2 never enters its
  *               barrier (sleeps), rank 3 goes on to an all_reduce
  *   cbcoll      4 ranks, dp {0,2} {1,3}, tp {0,1} {2,3}: rank 3 all_reduces
@@ -190,6 +199,36 @@ static int run_tags2(void) {
   return all_reduce_on(NULL);
 }
 
+static int run_tags3(void) {
+  float x[4] = {0};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
+  for (int i = 0; i < 3 && rank < 2; i++) {
+    int tag = rank == 1 && i == 2 ? 8 : 7; /* the receiver's tag changes */
+    int rc = rank == 0 ? dist_send(&t, 1, NULL, 7) : dist_recv(&t, 0, NULL, tag, NULL);
+    if (rc != DIST_OK)
+      failed(rank == 0 ? "SEND" : "RECV", rc, NULL);
+  }
+  return all_reduce_on(NULL);
+}
+
+static int run_anytag(void) {
+  dist_group_opts o = {.desc = rank < 2 ? "pairA" : "pairB", .use_local_synchronization = true};
+  dist_pg *mine = NULL;
+  int rc = dist_new_group((int[]){rank & ~1, rank | 1}, 2, &o, &mine);
+  if (rc != DIST_OK)
+    failed("new_group", rc, NULL);
+  float x[4] = {0};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
+  for (int i = 0; i < 3; i++) {
+    int tag = rank == 2 && i == 2 ? 4 : 3; /* the receiver's tag changes */
+    rc = rank & 1 ? dist_send(&t, rank - 1, mine, 3)
+                  : dist_recv(&t, DIST_ANY_SOURCE, mine, tag, NULL);
+    if (rc != DIST_OK)
+      failed(rank & 1 ? "SEND" : "RECV", rc, mine);
+  }
+  return all_reduce_on(NULL);
+}
+
 static int run_subabsent(void) {
   dist_pg *g = group_of((int[]){0, 1, 2}, 3, "trio");
   if (rank == 2)
@@ -283,7 +322,8 @@ static int run_soak(int n) {
 
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-    fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | recv2 | tags2 | subabsent | "
+    fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | recv2 | tags2 | tags3 | anytag | "
+            "subabsent | "
             "cbcoll | "
             "straggler R N | balanced N | late R N | soak N\n", argv[0]);
     return 2;
@@ -309,6 +349,10 @@ int main(int argc, char **argv) {
     rc = run_recv2();
   else if (strcmp(m, "tags2") == 0)
     rc = run_tags2();
+  else if (strcmp(m, "tags3") == 0)
+    rc = run_tags3();
+  else if (strcmp(m, "anytag") == 0)
+    rc = run_anytag();
   else if (strcmp(m, "subabsent") == 0)
     rc = run_subabsent();
   else if (strcmp(m, "cbcoll") == 0)
