@@ -588,9 +588,12 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
     snprintf(v->site, sizeof v->site, "%s", cr->site);
     return;
   }
+  /* The operation the culprit never entered, at its own call site (where
+   * its waiters call it): the culprit's last call of that group is another
+   * operation, whose line would not be the one named. */
   const mon_rec_group *b = first_wait_for(recs, sinks[0]);
   const mon_rec_group *rg = b ? dist__mon_rec_group(&recs[sinks[0]], b->gid) : NULL;
-  verdict_at(v, b, rg && rg->last_seq ? rg->last_site : NULL);
+  verdict_at(v, b, b && b->site[0] ? b->site : rg && rg->last_seq ? rg->last_site : NULL);
 }
 
 

@@ -217,6 +217,35 @@ Test(examples_mesh, a_rank_that_calls_on_after_the_others_finished_is_the_culpri
             "the extra call and its line: %s", r.json);
 }
 
+/* The value of the verdict's "site" in distview's JSON (up to cap bytes). */
+static void json_site(const char *json, char *out, size_t cap) {
+  const char *at = strstr(json, "\"site\":\"");
+  out[0] = '\0';
+  if (!at)
+    return;
+  at += strlen("\"site\":\"");
+  const char *end = strchr(at, '"');
+  size_t n = end ? (size_t)(end - at) : strlen(at);
+  snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), at);
+}
+
+/* Rank 3 computes for ever before its tp all_reduce: the verdict names
+ * that all_reduce at its line (where its partner waits), not the line of
+ * rank 3's last tp call, the async all_gather of the step before. */
+Test(examples_mesh, a_rank_computing_for_ever_is_named_at_the_call_it_never_made,
+     .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("spin", 3, &r);
+  mesh_expect_verdict(&r, 11, "hang", 3);
+  char want[64], site[256];
+  snprintf(want, sizeof want, "(mesh_train.c:%d)",
+           source_line("TRY(\"tp all_reduce\", dist_all_reduce(&t, DIST_SUM, j->g_tp"));
+  json_site(r.json, site, sizeof site);
+  cr_expect(strstr(r.json, "\"group_name\":\"tp\"") && strstr(r.json, "\"op\":\"ALL_REDUCE\"") &&
+                strstr(site, want),
+            "not tp's ALL_REDUCE at %s (site '%s'): %s", want, site, r.json);
+}
+
 Test(examples_mesh, a_healthy_run_is_a_success_in_distrun_and_distview, .timeout = 120) {
   static mesh_run r;
   mesh_run_bug("none", 3, &r);
