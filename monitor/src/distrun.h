@@ -317,6 +317,10 @@ typedef struct drun_position {
   char site[160];
 } drun_position;
 bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_position *out);
+/* Whether rank's last record says it was inside exit() (its monitor's
+ * atexit handler published "exit"): a signal that then ends it struck
+ * while it was exiting. */
+bool dist__run_rank_exiting(const drun_cfg *c, drun_job *job, int rank);
 
 /* --- the posted cause (distrun_cause.c) --------------------------------- */
 

@@ -142,6 +142,8 @@ static void prefer_signal_death(sup *sp, const drun_rank *self) {
       bool left = si.si_code == CLD_EXITED && si.si_status == 0 && sp->early_rank < 0;
       if (si.si_code != CLD_KILLED && si.si_code != CLD_DUMPED && !left)
         continue; /* an exit code: reported in turn by reap() */
+      if (!left && dist__run_rank_exiting(sp->c, sp->job, o->global))
+        continue; /* a signal inside exit(): it was leaving, not a cause */
       int st;
       if (waitpid(o->pid, &st, 0) == o->pid)
         on_rank_exit(sp, o, st);
@@ -284,19 +286,27 @@ static bool called_on_alone(sup *sp, const drun_rank *self) {
  * (the collective counts parted because R exited), or a hang whose waits
  * end at R, names the same rank the supervisor saw leave, which outranks
  * it (ARCHITECTURE.md, One verdict), whichever of the two was heard first. */
-static int posted_exit(const sup *sp, int rank, int wstatus, int fallback) {
+static int posted_exit(const sup *sp, int rank, int wstatus, bool in_exit, int fallback) {
   const dist__cause_fields *f = &sp->posted->f;
   /* The rank that ended first: one that left with status 0 while others
-   * ran, else the failing rank itself when it exited non-zero. */
+   * ran, else the failing rank itself when it exited non-zero (or died of
+   * a signal inside exit()). */
   bool early = sp->early_rank >= 0;
   int leaver = early ? sp->early_rank
-               : rank >= 0 && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) ? rank : -1;
+               : rank >= 0 && ((WIFEXITED(wstatus) && WEXITSTATUS(wstatus)) || in_exit) ? rank
+                                                                                      : -1;
   /* A hang whose waits end at a rank that left with status 0 follows from
    * its leaving; a rank that exited non-zero may have given up in the hang
    * (its own timeout), so only the desync its leaving caused yields. */
-  bool consequence = sp->posted->have &&
-                     ((sp->posted->status == DIST_E_DESYNC && !strcmp(f->field, "collective count")) ||
-                      (early && sp->posted->status == DIST_E_TIMEOUT));
+  bool left = sp->posted->have && sp->posted->status == DIST_E_DESYNC &&
+              !strcmp(f->field, "collective count");
+  bool consequence = left || (sp->posted->have && early && sp->posted->status == DIST_E_TIMEOUT);
+  /* A rank dead of a signal distrun did not send ended on its own: its
+   * sockets closed while its handlers ran (the ring's dump, its call
+   * sites), so a partner failed and left, and the "left the group" report
+   * about that partner can come before its death is reaped. */
+  if (rank >= 0 && WIFSIGNALED(wstatus) && !in_exit && left && sp->early_rank < 0)
+    return fallback;
   if (leaver >= 0 && consequence)
     for (int i = 0; i < f->n_culprits; i++)
       if (f->culprits[i] == leaver)
@@ -334,7 +344,12 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
     return; /* a launch failure was reported when it happened */
   bool was_failing = sp->failing, odd = false;
   sp->failing = true;
-  if (sp->status < 0 && !WIFSIGNALED(wstatus)) {
+  /* A signal inside exit() (a library thread meeting what an atexit
+   * handler tore down) ends a rank that was already leaving, most likely
+   * because another rank failed first: ordered as an exit, not a crash. */
+  bool in_exit = sp->status < 0 && WIFSIGNALED(wstatus) &&
+                 dist__run_rank_exiting(sp->c, sp->job, r->global);
+  if (sp->status < 0 && (!WIFSIGNALED(wstatus) || in_exit)) {
     prefer_first_leaver(sp, r);
     if (sp->status < 0) /* the leaver may have been the first failure */
       prefer_signal_death(sp, r);
@@ -353,7 +368,7 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   }
   int st = DRUN_EXIT_RANK_DIED;
   if (sp->status < 0 && dist__run_cause_fetch(sp->job, POSTED_WAIT_MS, sp->posted))
-    st = posted_exit(sp, r->global, wstatus, st);
+    st = posted_exit(sp, r->global, wstatus, in_exit, st);
   /* A report posted now (every other rank ended cleanly) is its own of the
    * others' absence (a desync, a hang, a lost peer: the checking layer may
    * post it in the name of the group's lowest rank): the ranks' calls
@@ -660,8 +675,11 @@ static int finish_status(sup *sp, drun_verdict *v) {
   int status = sp->status < 0 ? DRUN_EXIT_OK : sp->status;
   if (status == DRUN_EXIT_OK || status == DRUN_EXIT_OTHER || status == DRUN_EXIT_LAUNCH)
     goto say; /* success, an interrupt, a launch failure: no rank's cause */
-  if (dist__run_cause_fetch(sp->job, 1, sp->posted) && status == DRUN_EXIT_RANK_DIED)
-    status = posted_exit(sp, sp->first.rank, sp->first.wstatus, status);
+  if (dist__run_cause_fetch(sp->job, 1, sp->posted) && status == DRUN_EXIT_RANK_DIED) {
+    bool in_exit = sp->first.rank >= 0 && WIFSIGNALED(sp->first.wstatus) &&
+                   dist__run_rank_exiting(sp->c, sp->job, sp->first.rank);
+    status = posted_exit(sp, sp->first.rank, sp->first.wstatus, in_exit, status);
+  }
 say:
   if (status != DRUN_EXIT_OK)
     dist__run_cause_refresh(sp->job, sp->posted);

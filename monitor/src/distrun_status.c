@@ -182,6 +182,17 @@ static bool read_row(const drun_cfg *c, drun_job *job, int rank, row *r) {
   return r->present;
 }
 
+bool dist__run_rank_exiting(const drun_cfg *c, drun_job *job, int rank) {
+  int64_t old = job->store ? dist_store_get_timeout(job->store) : 0;
+  if (job->store)
+    dist_store_set_timeout(job->store, STATUS_STORE_MS);
+  row r;
+  bool ok = read_row(c, job, rank, &r);
+  if (job->store)
+    dist_store_set_timeout(job->store, old);
+  return ok && strcmp(r.state, "exit") == 0;
+}
+
 bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_position *out) {
   int64_t old = job->store ? dist_store_get_timeout(job->store) : 0;
   if (job->store)

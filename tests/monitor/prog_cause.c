@@ -6,6 +6,10 @@
  *                  on stderr and exits 1
  *   post R STATUS  rank R posts a cause with STATUS (a DIST_E_* number)
  *                  and exits 1; the others wait for SIGTERM and exit 0
+ *   leftterm R Q   rank Q posts the checking layer's "rank Q left the
+ *                  group" desync (field "collective count"), then tells
+ *                  rank R, which raises SIGTERM (its own, not distrun's)
+ *                  and dies of it; the others wait for distrun's SIGTERM
  *   ok             init, one all_reduce, exit 0
  * Every mode ends by itself within 60 s (alarm). */
 #include <signal.h>
@@ -50,13 +54,44 @@ static int mode_post(int who, int status) {
   return 1;
 }
 
+/* The order of pring's SIGTERM (probe8): a rank's partner fails when the
+ * rank's connections close and leaves, a third rank posts that leaving as
+ * a desync, and only then is the dead rank reaped. */
+static int mode_leftterm(int dying, int leaver) {
+  int me = dist_get_rank(NULL), rc = DIST_OK;
+  float x = 0;
+  dist_tensor t = dist_tensor_1d(&x, DIST_FLOAT32, 1);
+  if (me == leaver) {
+    dist_cause_info info = dist_cause_info_none();
+    info.culprits = &leaver;
+    info.n_culprits = 1;
+    info.group_id = 0;
+    info.group_name = "default";
+    info.field = "collective count";
+    char rep[160];
+    snprintf(rep, sizeof rep, "desync in group 0 (default) at ALL_REDUCE #2: rank %d left the "
+             "group (destroyed it or exited) before this collective", leaver);
+    rc = dist_post_cause_info(DIST_E_DESYNC, &info, rep);
+    if (rc == DIST_OK)
+      rc = dist_send(&t, dying, NULL, 0);
+  } else if (me == dying) {
+    rc = dist_recv(&t, leaver, NULL, 0, NULL);
+    signal(SIGTERM, SIG_DFL);
+    raise(SIGTERM);
+  }
+  if (rc != DIST_OK)
+    return fail("leftterm", rc);
+  for (;;)
+    pause();
+}
+
 int main(int argc, char **argv) {
   alarm(60);
   signal(SIGTERM, on_term);
   const char *m = argc > 1 ? argv[1] : "";
   int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
-  if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "ok")) {
-    fprintf(stderr, "usage: %s desync R N | post R STATUS | ok\n", argv[0]);
+  if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "leftterm") && strcmp(m, "ok")) {
+    fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | ok\n", argv[0]);
     return 2;
   }
   int rc = dist_init_process_group(NULL);
@@ -66,6 +101,8 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(m, "post"))
     return mode_post(a, b);
+  if (!strcmp(m, "leftterm"))
+    return mode_leftterm(a, b);
   rc = all_reduce(!strcmp(m, "desync") && dist_get_rank(NULL) == a ? b : 8);
   if (rc != DIST_OK)
     return fail("all_reduce", rc);

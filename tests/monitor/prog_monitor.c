@@ -27,6 +27,13 @@
  *               its even rank with tag 3 three times, which receives from
  *               any rank, rank 2 the third time with tag 4; then an
  *               all_reduce of the default group
+ *   exitcrash B 3 ranks: rank 1 calls exit(1) with its group live (the
+ *               job's first exit) and takes a second to finish exiting
+ *               (B 0), or dies of SIGSEGV inside exit() at once (B 1);
+ *               rank 2, told of that exit, calls exit(1) too and dies of
+ *               SIGSEGV inside exit() (an atexit handler; 30 ms later with
+ *               B 1), as a library thread meeting what OpenSSL's atexit
+ *               cleanup freed does; rank 0 waits in a receive
  *   subabsent   4 ranks: ranks 0-2 make a group, rank 2 never enters its
  *               barrier (sleeps), rank 3 goes on to an all_reduce
  *   cbcoll      4 ranks, dp {0,2} {1,3}, tp {0,1} {2,3}: rank 3 all_reduces
@@ -51,6 +58,7 @@
 #include <unistd.h>
 
 #include <dist/dist.h>
+#include <dist/internal/launch.h> /* DIST_KEY_FIRST_EXIT */
 #include <dist/observer.h>
 
 static int rank, world;
@@ -229,6 +237,39 @@ static int run_anytag(void) {
   return all_reduce_on(NULL);
 }
 
+/* exitcrash: registered before init, so these run after the library's
+ * own atexit handlers (the first-exit claim, the monitor's last record). */
+static void slow_exit(void) { sleep(1); }
+static void crash_in_exit(void) { raise(SIGSEGV); }
+static void late_crash_in_exit(void) {
+  usleep(30000);
+  raise(SIGSEGV);
+}
+
+static void exitcrash_setup(bool both) {
+  const char *r = getenv("RANK");
+  int me = r ? atoi(r) : -1;
+  if (me == 1)
+    atexit(both ? crash_in_exit : slow_exit);
+  else if (me == 2)
+    atexit(both ? late_crash_in_exit : crash_in_exit);
+}
+
+static int run_exitcrash(void) {
+  if (rank == 1)
+    exit(1);
+  if (rank == 2) {
+    const char *key = DIST_KEY_FIRST_EXIT;
+    int rc = dist_store_wait(dist_get_default_store(), &key, 1, 30000);
+    if (rc != DIST_OK)
+      failed("store_wait", rc, NULL);
+    exit(1);
+  }
+  float x = 0;
+  dist_tensor t = dist_tensor_1d(&x, DIST_FLOAT32, 1);
+  return dist_recv(&t, 1, NULL, 0, NULL);
+}
+
 static int run_subabsent(void) {
   dist_pg *g = group_of((int[]){0, 1, 2}, 3, "trio");
   if (rank == 2)
@@ -323,12 +364,15 @@ static int run_soak(int n) {
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
     fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | recv2 | tags2 | tags3 | anytag | "
+            "exitcrash B | "
             "subabsent | "
             "cbcoll | "
             "straggler R N | balanced N | late R N | soak N\n", argv[0]);
     return 2;
   }
   alarm(120); /* nothing outlives a broken test */
+  if (strcmp(argv[1], "exitcrash") == 0)
+    exitcrash_setup(argc > 2 && atoi(argv[2]) == 1);
   dist_set_debug_level_from_env();
   dist_observer_register(&printer);
   dist_init_opts o = dist_init_opts_default();
@@ -353,6 +397,8 @@ int main(int argc, char **argv) {
     rc = run_tags3();
   else if (strcmp(m, "anytag") == 0)
     rc = run_anytag();
+  else if (strcmp(m, "exitcrash") == 0)
+    rc = run_exitcrash();
   else if (strcmp(m, "subabsent") == 0)
     rc = run_subabsent();
   else if (strcmp(m, "cbcoll") == 0)

@@ -119,6 +119,23 @@ Test(monitor_distrun_cause, another_posted_status_keeps_12_and_prints_the_report
   cr_expect_str_eq(rep, "test diagnosis: rank 0 posted status 5\n  second line\n");
 }
 
+/* Rank 2 dies of a SIGTERM of its own (distrun sent none) after rank 1
+ * posted that it "left the group": the report of a partner that failed
+ * when rank 2's connections closed, heard before rank 2's death is
+ * reaped. The death outranks it: 12 naming rank 2, not the desync (10). */
+Test(monitor_distrun_cause, a_rank_dead_of_its_own_sigterm_outranks_a_left_the_group_desync,
+     .timeout = 90) {
+  clean_env();
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "3", "--grace-period", "1",
+                        dist_test_bin("distrun_causeprog"), "leftterm", "2", "1", NULL};
+  char *out, *err;
+  int st = run(argv, 60, &out, &err);
+  cr_assert_eq(st, 12, "exit %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
+  cr_expect(strstr(err, "exit status 12 (a rank died): rank 2 (pid ") &&
+                strstr(err, "killed by signal 15 (SIGTERM)"),
+            "%s", err);
+}
+
 Test(monitor_distrun_cause, a_job_that_succeeds_exits_0_with_no_report, .timeout = 90) {
   clean_env();
   const char *argv[] = {dist_test_bin("distrun"),           "-n", "2",

@@ -374,6 +374,28 @@ Test(monitor_mp, sigkill_under_distrun_exit_12_survivors_say_died, .timeout = 60
   cr_assert(at(e, "timed out") < 0, "never a bare timeout");
 }
 
+/* Rank 1 calls exit(1) first and takes a second to finish (or dies of
+ * SIGSEGV inside exit() at once); rank 2 exits after it and dies of
+ * SIGSEGV inside exit() (prog_monitor's exitcrash: as a library thread
+ * that meets what OpenSSL's atexit cleanup freed), reaped first (or within
+ * the moment distrun gives a signal death to show up). Its signal struck a
+ * rank that was already leaving: rank 1, which left first, is named, not
+ * rank 2 as a crash. */
+Test(monitor_mp, a_signal_inside_exit_is_not_the_first_failure, .timeout = 120) {
+  for (int i = 0; i < 4; i++) {
+    clean_env();
+    static dist_proc p;
+    const char *env[] = {"DIST_TIMEOUT=8", NULL};
+    const char *both = i % 2 ? "1" : "0";
+    int st = under_distrun(&p, 3, (const char *[]){"exitcrash", both, NULL}, env, 60000);
+    const char *e = ERR(&p);
+    if (st != 12 || at(e, "exit status 12 (a rank died): rank 1 (pid ") < 0)
+      dump(&p, 1);
+    cr_assert_eq(st, 12);
+    cr_assert(at(e, "exit status 12 (a rank died): rank 1 (pid ") >= 0, "run %d:\n%s", i + 1, e);
+  }
+}
+
 Test(monitor_mp, sigkill_by_hand_survivor_says_dead, .timeout = 60) {
   clean_env();
   static dist_proc ps[3];
