@@ -232,6 +232,67 @@ Test(viewer_diag, a_stored_diagnosis_alone_is_used, .timeout = 10) {
   vw_diag_free(&d);
 }
 
+/* A proven deadlock across three groups (as the monitor words it): rank 3
+ * "has not entered" the reporter's operation because it waits in another
+ * group, but the waits go round through rank 0, whose calls are in
+ * another order. The culprit is the monitor's conclusion, not the rank
+ * that has not entered. */
+static void stored_hang(const char *name, const char *report, vw_diag *d) {
+  const char *p = vwt_path(name);
+  sqlite3 *db = fx_create(p, "job-cycle", 4, 1);
+  int four[] = {0, 1, 2, 3};
+  for (int r = 0; r < 4; r++)
+    fx_rank(db, r, "finished");
+  fx_group(db, 0, "default", four, 4);
+  for (int s = 1; s <= 2; s++)
+    fx_coll(db, 0, s, "ALL_REDUCE", four, 4);
+  fx_event(db, 0, 0, 3, "diagnosis", fx_t(4, 0), 3, report);
+  fx_finish(db, fx_t(0, 0), fx_t(5, 0));
+  diagnose(p, true, d);
+}
+
+Test(viewer_diag, a_stored_cycle_names_the_rank_the_monitor_concludes, .timeout = 10) {
+  vw_diag d;
+  stored_hang("cycle.db",
+              "hang in group 0 (default) at ALL_REDUCE #3: waited 1.7 s of its 20.0 s timeout\n"
+              "  rank 3 (host vm, pid 9) has not entered ALL_REDUCE #3: last completed "
+              "ALL_REDUCE #2; it is blocked in group 4 (dp) ALL_REDUCE #3, for 1.7 s\n"
+              "  rank 0 is blocked in ALL_REDUCE #3, called from ar (blocks8.c:40) (rank 0)\n"
+              "  the wait-for cycle goes through rank 0, which is blocked in group 5 (cp) "
+              "ALL_REDUCE #3, while others wait for it elsewhere: rank 1 waits for it\n"
+              "  deadlock: a wait-for cycle of 3 ranks across groups:\n"
+              "    rank 0 waits in group 5 (cp) ALL_REDUCE #3 for rank 3\n",
+              &d);
+  cr_assert_eq(d.kind, VW_DIAG_HANG, "%s", d.summary);
+  cr_assert_eq(d.n_culprits, 1, "one culprit");
+  cr_assert_eq(d.culprits[0], 0, "rank 0, where the cycle goes through");
+  vw_diag_free(&d);
+}
+
+/* A send and a receive that never match: both ranks, as the monitor says
+ * ("the waits end at ranks 4 and 0"); and a tie the trace broke. */
+Test(viewer_diag, a_stored_pair_and_a_tie_break_name_their_ranks, .timeout = 10) {
+  vw_diag d;
+  stored_hang("pair.db",
+              "hang in group 0 (default) at RECV #5: waited 6.0 s of its 6.0 s timeout\n"
+              "  the waits end at ranks 3 and 1: rank 3 is blocked in RECV #5 from rank 1 "
+              "with tag 5, and rank 1 in SEND #5 to rank 3 with tag 0; the two never matched\n",
+              &d);
+  cr_assert_eq(d.n_culprits, 2, "both ranks: %d, %s", d.n_culprits, d.summary);
+  cr_assert(d.culprits[0] == 3 && d.culprits[1] == 1, "ranks 3 and 1");
+  vw_diag_free(&d);
+  stored_hang("tie.db",
+              "hang in group 0 (default) at SEND #5: waited 1.4 s of its 20.0 s timeout\n"
+              "  the wait-for cycle goes through rank 0, which is blocked in SEND #5\n"
+              "  the wait-for cycle goes through rank 2, which is blocked in SEND #5\n"
+              "  of ranks 0 and 2, rank 2 called otherwise this step than the step before "
+              "(...): rank 2 is where it went wrong\n",
+              &d);
+  cr_assert_eq(d.n_culprits, 1, "the tie broken");
+  cr_assert_eq(d.culprits[0], 2, "rank 2");
+  vw_diag_free(&d);
+}
+
 /* A hang's diagnosis, then what follows from it: the ranks that failed of
  * the timeout exit, so a partner's next collective reports "rank 2 left
  * the group" (a desync report), and the ranks distrun then ends are lost

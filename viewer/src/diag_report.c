@@ -121,19 +121,58 @@ static bool listed(const vw_diag *d, int rank) {
   return false;
 }
 
+static void add_culprit(vw_diag *d, int r) {
+  if (r >= 0 && d->n_culprits < VW_DIAG_LIST && !listed(d, r))
+    d->culprits[d->n_culprits++] = r;
+}
+
+/* The monitor's conclusions in a hang diagnosis, which name where the
+ * waits end (mon_diag.c): "the waits end at rank 3, which ...", "the
+ * waits end at ranks 4 and 0: ...", "the waits start at rank 0, ...",
+ * "(every) wait-for cycle goes through rank 0, ...", "rank 4 is where it
+ * went wrong". Each rank once, into d's culprits. */
+static void conclusion_culprits(vw_diag *d) {
+  static const char *const said[] = {"the waits end at rank", "the waits start at rank",
+                                     "wait-for cycle goes through rank"};
+  for (size_t k = 0; k < sizeof said / sizeof *said; k++)
+    for (const char *p = d->report; p && (p = strstr(p, said[k])); p++) {
+      const char *at = p + strlen(said[k]);
+      int a = -1, b = -1;
+      if (sscanf(at, "s %d and %d", &a, &b) == 2) {
+        add_culprit(d, a);
+        add_culprit(d, b);
+      } else if (*at == ' ' && sscanf(at, "%d", &a) == 1) {
+        add_culprit(d, a);
+      }
+    }
+  for (const char *p = d->report; p && (p = strstr(p, " is where it went wrong")); p++) {
+    const char *r = p;
+    while (r > d->report && r[-1] != ' ')
+      r--; // the number before the phrase: "rank 4 is where ..."
+    int a = -1;
+    if (r - d->report >= 5 && !strncmp(r - 5, "rank ", 5) && sscanf(r, "%d", &a) == 1) {
+      d->n_culprits = 0; // the trace's tie break names that rank alone
+      add_culprit(d, a);
+      return;
+    }
+  }
+}
+
 /* Culprits of a stored report: every rank on a line marked "<- ... differs"
- * (a desync), or on the "has not entered" line (a hang diagnosis), once
- * (an all_to_all's split lines name a sender once per peer). */
+ * (a desync), once (an all_to_all's split lines name a sender once per
+ * peer); for a hang diagnosis the ranks where the monitor says the waits
+ * end, else those on its "has not entered" lines. */
 static void report_culprits(vw_diag *d, bool desync) {
   d->n_culprits = 0;
-  for (const char *line = d->report; line && *line;) {
+  if (!desync)
+    conclusion_culprits(d);
+  bool concluded = d->n_culprits > 0;
+  for (const char *line = d->report; !concluded && line && *line;) {
     const char *end = strchr(line, '\n');
     end = end ? end : line + strlen(line);
     const char *mark = desync ? strstr(line, "<- ") : strstr(line, "has not entered");
     bool hit = mark && mark < end && (!desync || strstr(mark, "differs"));
-    int r = hit ? line_rank(line, mark) : -1;
-    if (r >= 0 && d->n_culprits < VW_DIAG_LIST && !listed(d, r))
-      d->culprits[d->n_culprits++] = r;
+    add_culprit(d, hit ? line_rank(line, mark) : -1);
     line = *end ? end + 1 : end;
   }
   d->rank = d->n_culprits ? d->culprits[0] : -1;
