@@ -382,6 +382,9 @@ bool dist__run_verdict_one_death(const drun_verdict *v);
  * when unknown). */
 void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, char *clause,
                              size_t len);
+/* Fills the verdict's empty call site from its one culprit's record when
+ * the record is at the operation the verdict names. */
+void dist__run_verdict_site(const drun_cfg *c, drun_job *job, drun_verdict *v);
 /* Prints the summary line and the report, the last thing distrun writes. */
 void dist__run_verdict_print(const drun_verdict *v);
 

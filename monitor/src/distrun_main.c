@@ -692,6 +692,7 @@ say:
   const char *dir = sp->c->log_dir;
   char where[400];
   dist__run_verdict_place(sp->c, sp->job, v, where, sizeof where);
+  dist__run_verdict_site(sp->c, sp->job, v);
   snprintf(v->line, sizeof v->line, "exit status %d (%s): %s%s%s%s%s", status,
            status_words(status), sp->cause, where, dir ? " (each rank's output: " : "",
            dir ? dir : "", dir ? "/rank-<R>.out and .err)" : "");

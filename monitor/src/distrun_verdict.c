@@ -122,3 +122,19 @@ void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, 
   snprintf(clause, len, "; as of its last record it %s group %d (%s) %s #%llu, called from %s",
            p.in_op ? "was in" : "had last completed", p.gid, p.desc, v->f.op, p.seq, p.site);
 }
+
+/* A verdict that names one rank's operation but not its line (a desync
+ * the transport found, at OFF, which records no call site; the report of
+ * a member that left, whose culprit is the rank that called on alone):
+ * the line from that rank's own record, when the record is at that very
+ * operation (group, kind and number). */
+void dist__run_verdict_site(const drun_cfg *c, drun_job *job, drun_verdict *v) {
+  drun_position p;
+  if (v->f.site[0] || v->n_culprits != 1 || v->f.group_id < 0 || !v->f.seq || !v->f.op[0])
+    return;
+  if (!dist__run_rank_position(c, job, v->culprits[0], &p) || !p.site[0])
+    return;
+  const char *op = p.kind >= 0 && p.kind < DIST_OP_COUNT_ ? dist_op_name((dist_op_kind)p.kind) : "";
+  if (p.gid == v->f.group_id && p.seq == v->f.seq && !strcmp(op, v->f.op))
+    snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
+}

@@ -25,6 +25,18 @@ static int source_line(const char *marker) {
   return n;
 }
 
+/* The value of the verdict's "site" in distview's JSON (up to cap bytes). */
+static void json_site(const char *json, char *out, size_t cap) {
+  const char *at = strstr(json, "\"site\":\"");
+  out[0] = '\0';
+  if (!at)
+    return;
+  at += strlen("\"site\":\"");
+  const char *end = strchr(at, '"');
+  size_t n = end ? (size_t)(end - at) : strlen(at);
+  snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), at);
+}
+
 Test(examples_mesh, a_skipped_tp_all_reduce_is_that_call_against_the_async_all_gather,
      .timeout = 120) {
   static mesh_run r;
@@ -85,6 +97,11 @@ Test(examples_mesh, at_OFF_a_float64_on_the_lowest_dp_rank_blames_that_rank, .ti
   cr_expect(mesh_says(&r, "rank 1 (group rank 0): ALL_REDUCE float64[256] op=SUM (2048 bytes)"
                           "  <- dtype differs"),
             "%s", r.err);
+  /* The engine records no call site; rank 1's monitor record does. */
+  char want[64], site[256];
+  snprintf(want, sizeof want, "(mesh_train.c:%d)", source_line("TRY(\"dp all_reduce\""));
+  json_site(r.json, site, sizeof site);
+  cr_expect(strstr(site, want), "not the dp all_reduce at %s (site '%s'): %s", want, site, r.json);
 }
 
 Test(examples_mesh, a_sync_call_against_the_partners_async_one_is_a_desync, .timeout = 120) {
@@ -213,20 +230,11 @@ Test(examples_mesh, a_rank_that_calls_on_after_the_others_finished_is_the_culpri
   cr_expect(mesh_says(&r, "rank 3 (pid ") &&
                 mesh_says(&r, "called on alone: every other rank had ended with exit code 0"),
             "%s", r.err);
-  cr_expect(strstr(r.json, "\"op\":\"ALL_REDUCE\"") && strstr(r.json, "mesh_train.c:"),
-            "the extra call and its line: %s", r.json);
-}
-
-/* The value of the verdict's "site" in distview's JSON (up to cap bytes). */
-static void json_site(const char *json, char *out, size_t cap) {
-  const char *at = strstr(json, "\"site\":\"");
-  out[0] = '\0';
-  if (!at)
-    return;
-  at += strlen("\"site\":\"");
-  const char *end = strchr(at, '"');
-  size_t n = end ? (size_t)(end - at) : strlen(at);
-  snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), at);
+  char want[64], site[256];
+  snprintf(want, sizeof want, "(mesh_train.c:%d)", source_line("\"extra all_reduce\""));
+  json_site(r.json, site, sizeof site);
+  cr_expect(strstr(r.json, "\"op\":\"ALL_REDUCE\"") && strstr(site, want),
+            "the extra call and its line %s (site '%s'): %s", want, site, r.json);
 }
 
 /* Rank 3 computes for ever before its tp all_reduce: the verdict names
