@@ -357,6 +357,13 @@ static bool ended_waiting(const mon_rec *r, const mon_rec_group *b) {
   return b && (strncmp(r->died, "exited with code", 16) == 0 || strcmp(r->state, "exit") == 0);
 }
 
+/* Whether b is a receive from any rank (DIST_ANY_SOURCE): it waits for no
+ * rank in particular, so when no send meets it (unmatched_peer) and it
+ * has no edge, the waits end at it. */
+static bool recv_from_nobody(const mon_rec_group *b) {
+  return b && b->kind == DIST_OP_RECV && b->peer == DIST_ANY_SOURCE;
+}
+
 static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   int world = dist__mon.world, n = 0, k = 0, kf = 0;
   int *queue = dist__calloc((size_t)world, sizeof(int));
@@ -393,7 +400,13 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
       continue;
     }
     const int *to;
-    for (int i = 0, m = dist__mon_waits_out(wi, r, &to); i < m; i++)
+    int m = dist__mon_waits_out(wi, r, &to);
+    if (!m && recv_from_nobody(b)) { /* a receive from any rank that no rank's send meets */
+      if (k < cap)
+        sinks[k++] = r;
+      continue;
+    }
+    for (int i = 0; i < m; i++)
       if (!seen[to[i]] && to[i] != r) {
         seen[to[i]] = true;
         queue[n++] = to[i];
@@ -506,6 +519,7 @@ static void say_unmatched(const mon_rec *recs, int r, int q, char *buf, size_t l
 static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms, char *buf,
                     size_t len, size_t *off) {
   char ow[512];
+  const mon_rec_group *any = blocked_in(&recs[r]);
   dist__appendf(buf, len, off, "  the waits end at rank %d, which ", r);
   if (gone)
     dist__appendf(buf, len, off, "%s", gone);
@@ -514,6 +528,9 @@ static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms
                   outside_words(&recs[r], 0, now_ms, ow, sizeof ow));
   else if (recs[r].n == 0)
     dist__appendf(buf, len, off, "is destroying its process groups (its record lists none)");
+  else if (recv_from_nobody(any))
+    dist__appendf(buf, len, off, "is blocked in RECV #%llu from any rank with tag %d, called "
+                  "from %s, and no rank sends to it", rec_num(any), any->tag, any->site);
   else
     dist__appendf(buf, len, off, "is in no operation (%s)",
                   outside_words(&recs[r], last_done_ms(&recs[r]), now_ms, ow, sizeof ow));
@@ -576,8 +593,13 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
     verdict_at(v, own, own->site);
     return;
   }
-  const mon_rec_create *cr = &recs[sinks[0]].creating;
   char how[320];
+  const mon_rec_group *any = blocked_in(&recs[sinks[0]]);
+  if (recv_from_nobody(any) && !gone_how(&recs[sinks[0]], now_ms, how, sizeof how)) {
+    verdict_at(v, any, any->site); /* its own receive */
+    return;
+  }
+  const mon_rec_create *cr = &recs[sinks[0]].creating;
   /* Blocked creating a group: the group and its call, no operation. Not
    * when its record is stale (a process stopped just after a creation). */
   if (cr->on && !gone_how(&recs[sinks[0]], now_ms, how, sizeof how)) {

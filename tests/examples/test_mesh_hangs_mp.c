@@ -10,7 +10,8 @@
  * collective called from a work's callback (tests/monitor/prog_monitor.c's
  * cbcoll), which holds the progress of the group whose work it is, and a
  * receive whose tag changed after its pair had matched (its tags3, and
- * anytag: from any rank, in groups made with use_local_synchronization). */
+ * anytag: from any rank, in groups made with use_local_synchronization),
+ * and a receive from any rank that nobody sends to (anynone). */
 #include "mesh_verdict.h"
 
 #define REPEAT 3 /* 5 by hand for the figure; 3 keep CI's budget */
@@ -119,6 +120,23 @@ Test(examples_mesh_hangs, a_receive_from_any_rank_in_a_local_group_names_the_rec
               r.err);
     cr_expect(strstr(r.json, "\"op\":\"RECV\"") && strstr(r.json, "\"group_name\":\"pairB\""),
               "run %d: %s", i + 1, r.json);
+  }
+}
+
+/* Rank 0 receives from any rank and nobody sends to it; the others wait
+ * for it in an all_reduce (prog_monitor's anynone). The receive names no
+ * peer, so no wait goes on from it: the waits end there, at its own
+ * receive (once nobody was named at all). */
+Test(examples_mesh_hangs, a_receive_from_any_rank_that_nobody_sends_to_is_named,
+     .timeout = 300) {
+  for (int i = 0; i < 2; i++) {
+    static mesh_run r;
+    const char *job[] = {dist_test_bin("monitor_testprog"), "anynone", NULL};
+    job_run_argv("DIST_DEBUG=DETAIL", "DIST_TIMEOUT=6", NULL, "4", job, &r);
+    mesh_expect_verdict(&r, 11, "hang", 0);
+    cr_expect(mesh_says(&r, "the waits end at rank 0, which is blocked in RECV #1 from any "
+                            "rank with tag 0"), "run %d:\n%s", i + 1, r.err);
+    cr_expect(strstr(r.json, "\"op\":\"RECV\""), "run %d: %s", i + 1, r.json);
   }
 }
 

@@ -27,6 +27,8 @@
  *               its even rank with tag 3 three times, which receives from
  *               any rank, rank 2 the third time with tag 4; then an
  *               all_reduce of the default group
+ *   anynone     4 ranks: rank 0 receives from any rank; nobody sends to
+ *               it; the others all_reduce on the default group
  *   exitcrash B 3 ranks: rank 1 calls exit(1) with its group live (the
  *               job's first exit) and takes a second to finish exiting
  *               (B 0), or dies of SIGSEGV inside exit() at once (B 1);
@@ -237,6 +239,15 @@ static int run_anytag(void) {
   return all_reduce_on(NULL);
 }
 
+static int run_anynone(void) {
+  float x[4] = {0};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
+  int rc = rank == 0 ? dist_recv(&t, DIST_ANY_SOURCE, NULL, 0, NULL) : DIST_OK;
+  if (rc != DIST_OK)
+    failed("RECV", rc, NULL);
+  return all_reduce_on(NULL);
+}
+
 /* exitcrash: registered before init, so these run after the library's
  * own atexit handlers (the first-exit claim, the monitor's last record). */
 static void slow_exit(void) { sleep(1); }
@@ -363,7 +374,7 @@ static int run_soak(int n) {
 
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-    fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | recv2 | tags2 | tags3 | anytag | "
+    fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | recv2 | tags2 | tags3 | anytag | anynone | "
             "exitcrash B | "
             "subabsent | "
             "cbcoll | "
@@ -397,6 +408,8 @@ int main(int argc, char **argv) {
     rc = run_tags3();
   else if (strcmp(m, "anytag") == 0)
     rc = run_anytag();
+  else if (strcmp(m, "anynone") == 0)
+    rc = run_anynone();
   else if (strcmp(m, "exitcrash") == 0)
     rc = run_exitcrash();
   else if (strcmp(m, "subabsent") == 0)
