@@ -100,8 +100,10 @@ static int unmatched_peer(const mon_rec *recs, int r) {
   }
   if (!b || !is_p2p(b->kind) || b->peer < 0 || b->peer >= dist__mon.world || b->peer == r)
     return -1;
+  /* The two may be in different groups: a send on one group never meets
+   * a receive on another, as final as tags that differ. */
   const mon_rec_group *qb = blocked_in(&recs[b->peer]);
-  return qb && qb->gid == b->gid && halves(b, r, qb, b->peer) ? b->peer : -1;
+  return qb && halves(b, r, qb, b->peer) ? b->peer : -1;
 }
 
 /* Of an unmatched pair, the rank to name first: the one whose tag is new
@@ -511,7 +513,9 @@ static void say_unmatched(const mon_rec *recs, int r, int q, char *buf, size_t l
                 rec_num(a), peer_words(a->kind, a->peer, pa, sizeof pa),
                 a->tag, a->site, q, op_name(b->kind), rec_num(b),
                 peer_words(b->kind, b->peer, pb, sizeof pb), b->tag, b->site,
-                a->tag != b->tag ? "their tags differ" : "the receive does not take the send");
+                a->gid != b->gid   ? "they are in different groups"
+                : a->tag != b->tag ? "their tags differ"
+                                   : "the receive does not take the send");
 }
 
 /* "the waits end at rank r, which ..." (gone: how it went, else in no

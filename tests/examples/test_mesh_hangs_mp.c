@@ -11,7 +11,8 @@
  * cbcoll), which holds the progress of the group whose work it is, and a
  * receive whose tag changed after its pair had matched (its tags3, and
  * anytag: from any rank, in groups made with use_local_synchronization),
- * and a receive from any rank that nobody sends to (anynone). */
+ * a receive from any rank that nobody sends to (anynone), and a send on
+ * another group than its receive (xgroup). */
 #include "mesh_verdict.h"
 
 #define REPEAT 3 /* 5 by hand for the figure; 3 keep CI's budget */
@@ -137,6 +138,25 @@ Test(examples_mesh_hangs, a_receive_from_any_rank_that_nobody_sends_to_is_named,
     cr_expect(mesh_says(&r, "the waits end at rank 0, which is blocked in RECV #1 from any "
                             "rank with tag 0"), "run %d:\n%s", i + 1, r.err);
     cr_expect(strstr(r.json, "\"op\":\"RECV\""), "run %d: %s", i + 1, r.json);
+  }
+}
+
+/* Rank 0 sends its third message to rank 1 on the default group where
+ * rank 1, as twice before, receives on group A (prog_monitor's xgroup):
+ * a send and a receive in different groups never meet. Once a dead end
+ * (no culprit at all); now an unmatched pair whose new side, the send
+ * that is the first of its pair, is named alone. */
+Test(examples_mesh_hangs, a_send_on_another_group_than_its_receive_names_the_sender,
+     .timeout = 300) {
+  for (int i = 0; i < REPEAT; i++) {
+    static mesh_run r;
+    const char *job[] = {dist_test_bin("monitor_testprog"), "xgroup", NULL};
+    job_run_argv("DIST_DEBUG=DETAIL", "DIST_TIMEOUT=6", NULL, "4", job, &r);
+    mesh_expect_verdict(&r, 11, "hang", 0);
+    cr_expect(mesh_says(&r, "the two never matched (they are in different groups)"),
+              "run %d:\n%s", i + 1, r.err);
+    cr_expect(strstr(r.json, "\"op\":\"SEND\"") && strstr(r.json, "\"group_name\":\"default\""),
+              "run %d: %s", i + 1, r.json);
   }
 }
 

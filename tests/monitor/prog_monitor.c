@@ -29,6 +29,10 @@
  *               all_reduce of the default group
  *   anynone     4 ranks: rank 0 receives from any rank; nobody sends to
  *               it; the others all_reduce on the default group
+ *   xgroup      4 ranks, group A {0,1}: rank 0 sends to rank 1 on A
+ *               twice, the third time on the default group; rank 1
+ *               receives on A (the two never meet); ranks 2 and 3 go on
+ *               to an all_reduce of the default group
  *   exitcrash B 3 ranks: rank 1 calls exit(1) with its group live (the
  *               job's first exit) and takes a second to finish exiting
  *               (B 0), or dies of SIGSEGV inside exit() at once (B 1);
@@ -248,6 +252,19 @@ static int run_anynone(void) {
   return all_reduce_on(NULL);
 }
 
+static int run_xgroup(void) {
+  dist_pg *a = group_of((int[]){0, 1}, 2, "A");
+  float x[4] = {0};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
+  for (int i = 0; i < 3 && rank < 2; i++) {
+    dist_pg *g = rank == 0 && i == 2 ? NULL : a; /* the sender's group changes */
+    int rc = rank == 0 ? dist_send(&t, 1, g, 0) : dist_recv(&t, 0, a, 0, NULL);
+    if (rc != DIST_OK)
+      failed(rank == 0 ? "SEND" : "RECV", rc, g);
+  }
+  return all_reduce_on(NULL);
+}
+
 /* exitcrash: registered before init, so these run after the library's
  * own atexit handlers (the first-exit claim, the monitor's last record). */
 static void slow_exit(void) { sleep(1); }
@@ -375,7 +392,7 @@ static int run_soak(int n) {
 int main(int argc, char **argv) {
   if (argc < 2 || strcmp(argv[1], "--help") == 0) {
     fprintf(stderr, "usage: %s hang|kill|exit|stop|segv|syscall R | cross2 | cross3 | recv2 | tags2 | tags3 | anytag | anynone | "
-            "exitcrash B | "
+            "xgroup | exitcrash B | "
             "subabsent | "
             "cbcoll | "
             "straggler R N | balanced N | late R N | soak N\n", argv[0]);
@@ -410,6 +427,8 @@ int main(int argc, char **argv) {
     rc = run_anytag();
   else if (strcmp(m, "anynone") == 0)
     rc = run_anynone();
+  else if (strcmp(m, "xgroup") == 0)
+    rc = run_xgroup();
   else if (strcmp(m, "exitcrash") == 0)
     rc = run_exitcrash();
   else if (strcmp(m, "subabsent") == 0)
