@@ -327,6 +327,35 @@ Test(wrapper_pg_desync, a_blob_collective_is_reported_as_the_users_call, .timeou
   cr_assert_eq(dist_test_ranks(3, blob_rank, NULL, 50), 0, "%s", dist_test_report());
 }
 
+/* The list all_gather with one output of another size on rank 1 runs there
+ * as per-rank broadcasts (uneven.c): the report names the user's
+ * ALL_GATHER on every rank, not an operation that differs. */
+static int uneven_gather_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  float in[4] = {1, 2, 3, 4}, out[3][5] = {{0}};
+  dist_tensor outs[3], input = dist_tensor_1d(in, DIST_FLOAT32, 4);
+  for (int i = 0; i < 3; i++)
+    outs[i] = dist_tensor_1d(out[i], DIST_FLOAT32, ctx->rank == 1 && i == 2 ? 5 : 4);
+  int rc = dist_all_gather(outs, 3, &input, NULL, NULL);
+  const char *msg = dist_pg_errmsg(NULL);
+  CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
+  const char *head = "desync in group 0 (default, 3 ranks) at ALL_GATHER";
+  CHECK(ctx, !strncmp(msg, head, strlen(head)) && !strstr(msg, "disagree on the operation"),
+        "header:\n%s", msg);
+  char buf[512];
+  CHECK(ctx, wpg_line(msg, "  rank 1: ", buf, sizeof buf) &&
+                 strstr(buf, "ALL_GATHER (run as BROADCAST float32[4] root 0)") &&
+                 strstr(buf, "differs"),
+        "minority line:\n%s", msg);
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, an_uneven_all_gather_on_one_rank_is_reported_as_the_all_gather,
+     .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, uneven_gather_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
 /* --- all_to_all_single splits ------------------------------------------- */
 
 static int splits_rank(const dist_test_ctx *ctx) {

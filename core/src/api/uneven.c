@@ -56,6 +56,8 @@ static int run(dist_pg *g, const dist_coll *parent, const dist_tensor *outputs,
     dist_coll c;
     memset(&c, 0, sizeof c);
     c.kind = DIST_OP_BROADCAST;
+    c.flags = DIST_COLL_PIECE; /* the checks and their reports name the user's call */
+    c.part_of = parent->kind;
     c.root = i;
     c.seq = parent->seq;
     c.ord = parent->ord; // a backend tracks the call by it (nccl)
@@ -167,6 +169,8 @@ static int rs_run(dist_pg *g, const dist_coll *parent, dist_tensor *output,
     dist_coll c;
     memset(&c, 0, sizeof c);
     c.kind = DIST_OP_REDUCE;
+    c.flags = DIST_COLL_PIECE;
+    c.part_of = parent->kind;
     c.root = i;
     c.redop = parent->redop;
     c.seq = parent->seq;

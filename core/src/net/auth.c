@@ -23,6 +23,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
@@ -64,9 +65,20 @@ int dist__auth_make_token(char *out, size_t len) {
   return DIST_OK;
 }
 
+/* OpenSSL frees its global state at exit (an atexit handler it installs
+ * at its first use) while the library's threads may still be in HMAC: a
+ * rank ending after a failure, its acceptor or checking thread answering
+ * a handshake, died of SIGSEGV inside libcrypto and was recorded as a
+ * crash. Initialised without that handler, the state lives until the
+ * process is gone. */
+static pthread_once_t crypto_once = PTHREAD_ONCE_INIT;
+
+static void crypto_init(void) { OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL); }
+
 void dist__auth_mac(const char *token, dist__auth_side side, const char *role,
                     const uint8_t nonce_a[DIST_AUTH_NONCE_LEN],
                     const uint8_t nonce_c[DIST_AUTH_NONCE_LEN], uint8_t mac[DIST_AUTH_MAC_LEN]) {
+  pthread_once(&crypto_once, crypto_init);
   uint8_t msg[sizeof LABEL + 16 + ROLE_MAX + 1 + 2 * DIST_AUTH_NONCE_LEN];
   const char *who = side == DIST_AUTH_ACCEPTOR ? "acceptor" : "connector";
   size_t off = 0, rl = strnlen(role ? role : "", ROLE_MAX), wl = strlen(who);
