@@ -146,7 +146,12 @@ static const char *gone_how(const mon_rec *r, int64_t now_ms, char *buf, size_t 
              sec_word(now_ms - r->hb_ms, s, sizeof s));
     return buf;
   }
-  if (now_ms - r->hb_ms <= MON_HB_STALE_MS)
+  /* A live process on this host (running, sleeping, in a system call)
+   * whose monitor thread is late is slow, not gone: with more ranks than
+   * cores its writer can miss MON_HB_STALE_MS. Its last record stands
+   * until MON_HB_LIVE_STALE_MS. */
+  bool live = r->proc_state == 'R' || r->proc_state == 'S' || r->proc_state == 'D';
+  if (now_ms - r->hb_ms <= (live ? MON_HB_LIVE_STALE_MS : MON_HB_STALE_MS))
     return NULL;
   if (r->proc_state == 'T' || r->proc_state == 't')
     snprintf(buf, len, "is not responding: its process is stopped (SIGSTOP or a debugger), "

@@ -40,6 +40,7 @@
 #define MON_RING 16         /* in-flight operations remembered per group */
 #define MON_PUBLISH_MS 1000 /* one progress write per rank per second */
 #define MON_HB_STALE_MS 2500 /* no write for this long: not responding */
+#define MON_HB_LIVE_STALE_MS 10000 /* the same for a live process seen on this host */
 #define MON_PROBE_MS 500    /* a synchronous call blocked this long is probed for a deadlock */
 #define MON_PROBE_MAX_MS 8000 /* probes that find no cycle back off up to this */
 
