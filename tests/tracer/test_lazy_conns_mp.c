@@ -4,7 +4,8 @@
  * starts with no connection (its summary at creation says 0), and each
  * rank's first two connection records, one per end of every connection,
  * name exactly its two ring neighbours: the pairs the ring used, nothing
- * else, before the closing barrier connects what its schedule needs. */
+ * else, before the closing barrier (after the ranks met in the store)
+ * connects what its schedule needs. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,15 @@ static int ring_rank(const dist_test_ctx *ctx) {
     CHECK_OK(ctx, dist_send(&o, next, NULL, 0));
   }
   CHECK(ctx, in == prev, "received %d from rank %d", in, prev);
+  /* Every rank's ring is recorded before any rank's closing barrier
+   * connects the rest: the ranks meet in the store, not over TCP (a rank
+   * whose ring ended first reached a peer still connecting its ring). */
+  dist_store *s = dist_get_default_store();
+  char key[32];
+  snprintf(key, sizeof key, "ring/%d", ctx->rank);
+  CHECK_OK(ctx, dist_store_set(s, key, "1", 1));
+  const char *keys[RANKS] = {"ring/0", "ring/1", "ring/2", "ring/3"};
+  CHECK_OK(ctx, dist_store_wait(s, keys, RANKS, 30000));
   dist_test_finish();
   return 0;
 }
