@@ -1,7 +1,7 @@
 /* mon_diag.c - the diagnosis of a stalled operation, from every rank's
  * progress record: who has not entered it and why (slow, blocked
  * elsewhere, exited, dead, not responding), what each last completed and
- * where, and the wait-for cycles across groups.
+ * where; the wait-for cycles across groups are mon_cycle.c's.
  *
  * A rank R waits for rank Q when R's oldest operation in flight is
  * collective #s of group G and Q is a member of G (its record lists G)
@@ -12,13 +12,14 @@
  * in the other half of (a receive waits for a send). A cycle in that graph
  * is a deadlock; a rank that is merely idle (sleeping, computing) has no
  * outgoing edge, so an absence is never called a cycle. mon_waits.c finds
- * the edges, once per operation, so the walks stay linear in the ranks. */
+ * the edges, once per operation, so the walks (mon_cycle.c) stay linear in
+ * the ranks. */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "mon_int.h"
+#include "mon_diag_int.h"
 
-static const char *op_name(int kind) {
+const char *dist__mon_op_name(int kind) {
   return kind >= 0 && kind < DIST_OP_COUNT_ ? dist_op_name((dist_op_kind)kind) : "?";
 }
 
@@ -64,7 +65,7 @@ static bool same_op(const mon_rec_group *a, const mon_rec_group *b) {
 /* The number (per kind) reports print for the operation a blocked record
  * is in, and for its last completed one (mon_record.h; an older record:
  * the ordinal). */
-static unsigned long long rec_num(const mon_rec_group *b) {
+unsigned long long dist__mon_rec_num(const mon_rec_group *b) {
   return (unsigned long long)(b->has_num ? b->num : b->done + 1);
 }
 static unsigned long long rec_last(const mon_rec_group *b) {
@@ -72,7 +73,7 @@ static unsigned long long rec_last(const mon_rec_group *b) {
 }
 
 /* " from rank Q" / " to rank Q" for a point-to-point operation. */
-static const char *peer_words(int kind, int peer, char *buf, size_t len) {
+const char *dist__mon_peer_words(int kind, int peer, char *buf, size_t len) {
   if (peer >= 0 && (kind == DIST_OP_SEND || kind == DIST_OP_RECV))
     snprintf(buf, len, " %s rank %d", kind == DIST_OP_SEND ? "to" : "from", peer);
   else if (peer >= 0)
@@ -87,7 +88,7 @@ static const char *peer_words(int kind, int peer, char *buf, size_t len) {
  * have matched and did not (their tags differ, or one side's receive never
  * sees the other's message), so neither waits for anything that could
  * still come; -1 otherwise. */
-static int unmatched_peer(const mon_rec *recs, int r) {
+int dist__mon_unmatched_peer(const mon_rec *recs, int r) {
   const mon_rec_group *b = blocked_in(&recs[r]);
   if (b && b->kind == DIST_OP_RECV && b->peer == DIST_ANY_SOURCE) {
     /* a receive from any rank: a send to r it does not take (a tag) */
@@ -123,7 +124,7 @@ static bool blame_first(const mon_rec *recs, int r, int q) {
 
 /* Why rank r cannot be heard from, or NULL when it is alive and
  * publishing. */
-static const char *gone_how(const mon_rec *r, int64_t now_ms, char *buf, size_t len) {
+const char *dist__mon_gone_how(const mon_rec *r, int64_t now_ms, char *buf, size_t len) {
   char s[32];
   if (!r->present) {
     snprintf(buf, len, "has published no progress%s%s", r->died[0] ? ": " : "", r->died);
@@ -167,7 +168,7 @@ static void say_last(char *buf, size_t len, size_t *off, const mon_rec_group *rg
     dist__appendf(buf, len, off, "its last record shows no completed operation in this group");
     return;
   }
-  dist__appendf(buf, len, off, "last completed %s #%llu, called from %s", op_name(rg->last_kind),
+  dist__appendf(buf, len, off, "last completed %s #%llu, called from %s", dist__mon_op_name(rg->last_kind),
                 rec_last(rg), rg->last_site);
 }
 
@@ -178,14 +179,14 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
   int gid = g->gid;
   const mon_rec_group *rg = dist__mon_rec_group(r, gid);
   char how[320], s[32];
-  const char *gone = gone_how(r, now_ms, how, sizeof how);
+  const char *gone = dist__mon_gone_how(r, now_ms, how, sizeof how);
   dist__appendf(buf, len, off, "  rank %d (host %s, pid %d) ", r->rank,
                 r->present ? r->host : "?", r->present ? (int)r->pid : -1);
   unsigned long long num = (unsigned long long)dist__mon_num(g, seq);
   if (gone)
-    dist__appendf(buf, len, off, "%s; it has not entered %s #%llu; ", gone, op_name(kind), num);
+    dist__appendf(buf, len, off, "%s; it has not entered %s #%llu; ", gone, dist__mon_op_name(kind), num);
   else
-    dist__appendf(buf, len, off, "has not entered %s #%llu: ", op_name(kind), num);
+    dist__appendf(buf, len, off, "has not entered %s #%llu: ", dist__mon_op_name(kind), num);
   /* A rank that died within a second of its last publication looks as if
    * it had done nothing; but every member enters a collective this rank
    * completed. */
@@ -194,7 +195,7 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
   int my_kind = my_done && atomic_load(&prev->seq) == my_done ? atomic_load(&prev->kind) : -1;
   if (gone && (!rg || rg->done < my_done) && my_kind >= 0 && !is_p2p(my_kind)) {
     dist__appendf(buf, len, off, "it took part in %s #%llu at least (this rank completed it)",
-                  op_name(my_kind), (unsigned long long)dist__mon_num(g, my_done));
+                  dist__mon_op_name(my_kind), (unsigned long long)dist__mon_num(g, my_done));
   } else {
     say_last(buf, len, off, rg);
     if (gone)
@@ -204,13 +205,13 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
   char pw[48], ow[512];
   if (b && b->gid != gid)
     dist__appendf(buf, len, off, "; it is blocked in group %d (%s) %s #%llu%s, called from %s, "
-                  "for %s", b->gid, b->desc, op_name(b->kind), rec_num(b),
-                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
+                  "for %s", b->gid, b->desc, dist__mon_op_name(b->kind), dist__mon_rec_num(b),
+                  dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   else if (b && b->kind != kind)
     dist__appendf(buf, len, off, "; it is blocked in %s #%llu%s of this group instead, called "
-                  "from %s, for %s", op_name(b->kind), rec_num(b),
-                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
+                  "from %s, for %s", dist__mon_op_name(b->kind), dist__mon_rec_num(b),
+                  dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   else if (!gone && rg && (rg->last_seq || r->creating.on))
     dist__appendf(buf, len, off, "; %s",
@@ -252,17 +253,13 @@ static bool all_ran_out(const mon_group *g, at_op o, const mon_rec *recs, char *
   return true;
 }
 
-static int cmp_int(const void *a, const void *b) {
-  return *(const int *)a - *(const int *)b;
-}
-
 bool dist__mon_recs_fresh(const mon_group *g, const mon_rec *recs, int64_t since_ms) {
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
   for (int i = 0; i < g->size; i++) {
     const mon_rec *r = &recs[g->granks[i]];
     char how[320];
     if (g->granks[i] != dist__mon.rank && r->present && r->hb_ms < since_ms &&
-        !gone_how(r, now_ms, how, sizeof how))
+        !dist__mon_gone_how(r, now_ms, how, sizeof how))
       return false;
   }
   return true;
@@ -276,7 +273,7 @@ bool dist__mon_recs_settled(const mon_group *g, const mon_rec *recs) {
   for (int i = 0; i < g->size; i++) {
     const mon_rec *r = &recs[g->granks[i]];
     char how[320];
-    if (g->granks[i] != dist__mon.rank && !r->died[0] && gone_how(r, now_ms, how, sizeof how) &&
+    if (g->granks[i] != dist__mon.rank && !r->died[0] && dist__mon_gone_how(r, now_ms, how, sizeof how) &&
         (r->proc_state == 'X' || r->proc_state == 'Z' || strcmp(r->state, "exit") == 0))
       return false;
   }
@@ -295,7 +292,7 @@ static int64_t last_done_ms(const mon_rec *r) {
 
 /* ": ranks 0-1 wait for it in group 1 (g1) BARRIER #1; rank 3 in ..."; one
  * clause per operation the waiters are blocked in. */
-static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_t *off) {
+void dist__mon_say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_t *off) {
   int world = dist__mon.world;
   bool *said = dist__calloc((size_t)world, sizeof *said);
   /* One clause per operation, however many wait in it (at scale, ranks
@@ -320,8 +317,8 @@ static void say_waiters(const mon_rec *recs, int r, char *buf, size_t len, size_
     dist__format_ranks(waiters, (size_t)k, ranks, sizeof ranks);
     dist__appendf(buf, len, off, "%s rank%s %s %s in group %d (%s) %s #%llu%s",
                   clauses++ ? ";" : ":", k > 1 ? "s" : "", ranks,
-                  k > 1 ? "wait for it" : "waits for it", b->gid, b->desc, op_name(b->kind),
-                  rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw));
+                  k > 1 ? "wait for it" : "waits for it", b->gid, b->desc, dist__mon_op_name(b->kind),
+                  dist__mon_rec_num(b), dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw));
   }
   dist__appendf(buf, len, off, "\n");
   dist__free(waiters);
@@ -343,13 +340,13 @@ static void verdict_here(mon_verdict *v, const mon_group *g, int kind, uint64_t 
 
 /* The verdict names the operation b (of a waiter, or the culprit's own)
  * and the culprit's call site. */
-static void verdict_at(mon_verdict *v, const mon_rec_group *b, const char *site) {
+void dist__mon_verdict_at(mon_verdict *v, const mon_rec_group *b, const char *site) {
   if (!b)
     return;
   v->gid = b->gid;
   snprintf(v->gname, sizeof v->gname, "%s", b->desc);
   v->kind = b->kind;
-  v->seq = rec_num(b);
+  v->seq = dist__mon_rec_num(b);
   snprintf(v->site, sizeof v->site, "%s", site ? site : "");
 }
 
@@ -385,9 +382,9 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   for (int h = 0; h < n; h++) {
     int r = queue[h];
     char how[320];
-    bool gone = gone_how(&recs[r], now_ms, how, sizeof how) != NULL;
+    bool gone = dist__mon_gone_how(&recs[r], now_ms, how, sizeof how) != NULL;
     const mon_rec_group *b = blocked_in(&recs[r]);
-    int pair = gone ? -1 : unmatched_peer(recs, r);
+    int pair = gone ? -1 : dist__mon_unmatched_peer(recs, r);
     if (pair >= 0) { /* both halves are where the waits end */
       for (int x = 0; x < 2; x++) {
         int y = x ? pair : r;
@@ -425,7 +422,7 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   dist__free(fallback);
   dist__free(seen);
   dist__mon_waits_free(wi);
-  qsort(sinks, (size_t)k, sizeof *sinks, cmp_int);
+  qsort(sinks, (size_t)k, sizeof *sinks, dist__mon_cmp_int);
   return k;
 }
 
@@ -435,7 +432,7 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
 static int waits_end_at(const mon_rec *recs, int q, int *out, int cap) {
   char how[320];
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
-  if (gone_how(&recs[q], now_ms, how, sizeof how) || !blocked_in(&recs[q])) {
+  if (dist__mon_gone_how(&recs[q], now_ms, how, sizeof how) || !blocked_in(&recs[q])) {
     out[0] = q;
     return 1;
   }
@@ -489,7 +486,7 @@ static const mon_rec_group *first_wait_for(const mon_rec *recs, int r) {
  * or equal, and both new or both old, names both). */
 static bool tag_alone(const mon_rec *recs, int r) {
   const mon_rec_group *a = blocked_in(&recs[r]);
-  int q = unmatched_peer(recs, r); /* a's peer, or the sender a receive from any rank meets */
+  int q = dist__mon_unmatched_peer(recs, r); /* a's peer, or the sender a receive from any rank meets */
   if (!a || q < 0)
     return false;
   const mon_rec_group *b = blocked_in(&recs[q]);
@@ -514,10 +511,10 @@ static void say_unmatched(const mon_rec *recs, int r, int q, char *buf, size_t l
   char pa[48], pb[48];
   dist__appendf(buf, len, off, "  the waits end at ranks %d and %d: rank %d is blocked in %s "
                 "#%llu%s with tag %d, called from %s, and rank %d in %s #%llu%s with tag %d, "
-                "called from %s; the two never matched (%s)", r, q, r, op_name(a->kind),
-                rec_num(a), peer_words(a->kind, a->peer, pa, sizeof pa),
-                a->tag, a->site, q, op_name(b->kind), rec_num(b),
-                peer_words(b->kind, b->peer, pb, sizeof pb), b->tag, b->site,
+                "called from %s; the two never matched (%s)", r, q, r, dist__mon_op_name(a->kind),
+                dist__mon_rec_num(a), dist__mon_peer_words(a->kind, a->peer, pa, sizeof pa),
+                a->tag, a->site, q, dist__mon_op_name(b->kind), dist__mon_rec_num(b),
+                dist__mon_peer_words(b->kind, b->peer, pb, sizeof pb), b->tag, b->site,
                 a->gid != b->gid   ? "they are in different groups"
                 : a->tag != b->tag ? "their tags differ"
                                    : "the receive does not take the send");
@@ -539,11 +536,11 @@ static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms
     dist__appendf(buf, len, off, "is destroying its process groups (its record lists none)");
   else if (recv_from_nobody(any))
     dist__appendf(buf, len, off, "is blocked in RECV #%llu from any rank with tag %d, called "
-                  "from %s, and no rank sends to it", rec_num(any), any->tag, any->site);
+                  "from %s, and no rank sends to it", dist__mon_rec_num(any), any->tag, any->site);
   else
     dist__appendf(buf, len, off, "is in no operation (%s)",
                   outside_words(&recs[r], last_done_ms(&recs[r]), now_ms, ow, sizeof ow));
-  say_waiters(recs, r, buf, len, off);
+  dist__mon_say_waiters(recs, r, buf, len, off);
 }
 
 /* The ranks[0..n) where the waits end, said and made the verdict's
@@ -554,7 +551,7 @@ static void say_ends(const mon_rec *recs, mon_verdict *v, const mon_group *g, in
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
   for (int i = 0; i < n; i++) {
     char how[320];
-    say_end(recs, ranks[i], gone_how(&recs[ranks[i]], now_ms, how, sizeof how), now_ms, buf,
+    say_end(recs, ranks[i], dist__mon_gone_how(&recs[ranks[i]], now_ms, how, sizeof how), now_ms, buf,
             len, off);
   }
   verdict_here(v, g, kind, num, site, ranks, n);
@@ -571,15 +568,15 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
   for (int h = 0; h < k; h++) {
     int r = sinks[h];
     char how[320];
-    const char *gone = gone_how(&recs[r], now_ms, how, sizeof how);
-    int q = gone ? -1 : unmatched_peer(recs, r);
+    const char *gone = dist__mon_gone_how(&recs[r], now_ms, how, sizeof how);
+    int q = gone ? -1 : dist__mon_unmatched_peer(recs, r);
     if (q >= 0) { /* one line for the pair, at its first rank */
       bool said = false;
       for (int i = 0; i < h; i++)
         said |= sinks[i] == q;
       if (!said) {
         say_unmatched(recs, r, q, buf, len, off);
-        say_waiters(recs, r, buf, len, off);
+        dist__mon_say_waiters(recs, r, buf, len, off);
       }
       continue;
     }
@@ -589,7 +586,7 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
     return;
   v->n = k;
   memcpy(v->culprits, sinks, sizeof(int) * (size_t)k);
-  int q = unmatched_peer(recs, sinks[0]);
+  int q = dist__mon_unmatched_peer(recs, sinks[0]);
   if (q >= 0) { /* an unmatched pair: its first rank, at its own operation */
     for (int i = 0; i < k; i++)
       if (v->culprits[i] == q && blame_first(recs, q, sinks[0])) {
@@ -599,19 +596,19 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
     if (tag_alone(recs, v->culprits[0]))
       drop_culprit(v, v->culprits[0] == q ? sinks[0] : q);
     const mon_rec_group *own = blocked_in(&recs[v->culprits[0]]);
-    verdict_at(v, own, own->site);
+    dist__mon_verdict_at(v, own, own->site);
     return;
   }
   char how[320];
   const mon_rec_group *any = blocked_in(&recs[sinks[0]]);
-  if (recv_from_nobody(any) && !gone_how(&recs[sinks[0]], now_ms, how, sizeof how)) {
-    verdict_at(v, any, any->site); /* its own receive */
+  if (recv_from_nobody(any) && !dist__mon_gone_how(&recs[sinks[0]], now_ms, how, sizeof how)) {
+    dist__mon_verdict_at(v, any, any->site); /* its own receive */
     return;
   }
   const mon_rec_create *cr = &recs[sinks[0]].creating;
   /* Blocked creating a group: the group and its call, no operation. Not
    * when its record is stale (a process stopped just after a creation). */
-  if (cr->on && !gone_how(&recs[sinks[0]], now_ms, how, sizeof how)) {
+  if (cr->on && !dist__mon_gone_how(&recs[sinks[0]], now_ms, how, sizeof how)) {
     v->gid = cr->gid;
     snprintf(v->gname, sizeof v->gname, "g%d", cr->gid);
     v->kind = -1;
@@ -624,9 +621,8 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
    * operation, whose line would not be the one named. */
   const mon_rec_group *b = first_wait_for(recs, sinks[0]);
   const mon_rec_group *rg = b ? dist__mon_rec_group(&recs[sinks[0]], b->gid) : NULL;
-  verdict_at(v, b, b && b->site[0] ? b->site : rg && rg->last_seq ? rg->last_site : NULL);
+  dist__mon_verdict_at(v, b, b && b->site[0] ? b->site : rg && rg->last_seq ? rg->last_site : NULL);
 }
-
 
 /* --- a rank held in another group's operation ------------------------------ */
 
@@ -645,7 +641,7 @@ static const mon_rec_group *held_elsewhere(const mon_rec *recs, int r, int *who,
   const mon_rec_group *b = blocked_in(rec);
   char how[320];
   *n_who = 0;
-  if (!b || gone_how(rec, dist__mon_wall_ms(dist__now_ns()), how, sizeof how))
+  if (!b || dist__mon_gone_how(rec, dist__mon_wall_ms(dist__now_ns()), how, sizeof how))
     return NULL;
   for (int i = 0; i < rec->n; i++) {
     const mon_rec_group *o = &rec->g[i];
@@ -682,11 +678,11 @@ static bool say_held(const mon_rec *recs, const int *start, int n, mon_verdict *
   for (; h < k; h++) {
     int r = queue[h];
     char how[320];
-    if (gone_how(&recs[r], now_ms, how, sizeof how) || !blocked_in(&recs[r]))
+    if (dist__mon_gone_how(&recs[r], now_ms, how, sizeof how) || !blocked_in(&recs[r]))
       continue;
     const int *to;
     int m = dist__mon_waits_out(wi, r, &to);
-    if (!m && unmatched_peer(recs, r) < 0) {
+    if (!m && dist__mon_unmatched_peer(recs, r) < 0) {
       int w[8], nw = 0;
       const mon_rec_group *x = held_elsewhere(recs, r, w, 8, &nw);
       if (x && (held < 0 || r < held)) {
@@ -715,15 +711,15 @@ static bool say_held(const mon_rec *recs, const int *start, int n, mon_verdict *
                 "it is blocked in group %d (%s) %s #%llu%s, called from %s, for %s, which "
                 "rank%s %s %s not entered (a call that blocks from a work's callback, or "
                 "from another thread, holds the first group's progress)", held, b->gid,
-                b->desc, op_name(b->kind), rec_num(b), b->site, o->gid, o->desc,
-                op_name(o->kind), rec_num(o), peer_words(o->kind, o->peer, pw, sizeof pw),
+                b->desc, dist__mon_op_name(b->kind), dist__mon_rec_num(b), b->site, o->gid, o->desc,
+                dist__mon_op_name(o->kind), dist__mon_rec_num(o), dist__mon_peer_words(o->kind, o->peer, pw, sizeof pw),
                 o->site, sec_word(now_ms - o->since_ms, s, sizeof s), n_who > 1 ? "s" : "",
                 ranks, n_who > 1 ? "have" : "has");
-  say_waiters(recs, held, buf, len, off);
+  dist__mon_say_waiters(recs, held, buf, len, off);
   if (v) {
     v->n = 1;
     v->culprits[0] = held;
-    verdict_at(v, o, o->site);
+    dist__mon_verdict_at(v, o, o->site);
   }
   return true;
 }
@@ -743,7 +739,7 @@ static bool say_before(const mon_rec *recs, const mon_group *g, const int *in, i
       continue;
     dist__appendf(buf, len, off, "  rank %d has entered it, but is blocked in group %d (%s) %s "
                   "#%llu%s, called from %s, issued before it\n", in[i], b->gid, b->desc,
-                  op_name(b->kind), rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw),
+                  dist__mon_op_name(b->kind), dist__mon_rec_num(b), dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw),
                   b->site);
     said++;
   }
@@ -760,13 +756,13 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
   char pw[48], how[320], s[32], ow[512];
   int me = dist__mon.rank;
   dist__appendf(buf, len, off, "  rank %d is blocked in %s #%llu%s, called from %s\n", me,
-                op_name(kind), (unsigned long long)dist__mon_num(g, seq),
-                peer_words(kind, peer, pw, sizeof pw), site);
+                dist__mon_op_name(kind), (unsigned long long)dist__mon_num(g, seq),
+                dist__mon_peer_words(kind, peer, pw, sizeof pw), site);
   *lowest = true;
   if (peer < 0 || peer >= dist__mon.world)
     return;
   const mon_rec *q = &recs[peer];
-  const char *gone = gone_how(q, now_ms, how, sizeof how);
+  const char *gone = dist__mon_gone_how(q, now_ms, how, sizeof how);
   const mon_rec_group *b = gone ? NULL : blocked_in(q);
   const mon_rec_group *mine = dist__mon_rec_group(&recs[me], g->gid);
   dist__appendf(buf, len, off, "  rank %d (host %s, pid %d) ", peer, q->present ? q->host : "?",
@@ -777,8 +773,8 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
     dist__appendf(buf, len, off, " (as of its last heartbeat)\n");
   } else if (b && is_p2p(b->kind) && mine && halves(b, peer, mine, me)) {
     dist__appendf(buf, len, off, "is in %s #%llu%s with tag %d, called from %s: the two "
-                  "should match, ", op_name(b->kind), rec_num(b),
-                  peer_words(b->kind, b->peer, pw, sizeof pw), b->tag, b->site);
+                  "should match, ", dist__mon_op_name(b->kind), dist__mon_rec_num(b),
+                  dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw), b->tag, b->site);
     int my_tag = atomic_load(&g->ring[seq % MON_RING].tag);
     if (my_tag != b->tag)
       dist__appendf(buf, len, off, "but this one has tag %d: their tags differ\n", my_tag);
@@ -786,15 +782,15 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
       dist__appendf(buf, len, off, "and their tags agree (%d)\n", my_tag);
   } else if (b && b->peer == me && b->kind == kind) {
     dist__appendf(buf, len, off, "is blocked in %s #%llu%s too, called from %s: each %s the "
-                  "other\n", op_name(b->kind), rec_num(b),
-                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
+                  "other\n", dist__mon_op_name(b->kind), dist__mon_rec_num(b),
+                  dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   kind == DIST_OP_RECV ? "waits to receive before it sends to"
                                        : "waits to send before it receives from");
     *lowest = me < peer;
   } else if (b) {
     dist__appendf(buf, len, off, "is blocked in group %d (%s) %s #%llu%s, called from %s, for "
-                  "%s\n", b->gid, b->desc, op_name(b->kind), rec_num(b),
-                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
+                  "%s\n", b->gid, b->desc, dist__mon_op_name(b->kind), dist__mon_rec_num(b),
+                  dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   } else {
     const mon_rec_group *qg = dist__mon_rec_group(q, g->gid);
@@ -836,7 +832,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   bool out = !is_p2p(kind) && strcmp(what, "stall") &&
              all_ran_out(g, me, recs, who, sizeof who);
   dist__appendf(buf, len, &off, "%s in group %d (%s) at %s #%llu: ", what, g->gid,
-                g->desc[0] ? g->desc : g->name, op_name(kind), num);
+                g->desc[0] ? g->desc : g->name, dist__mon_op_name(kind), num);
   if (out)
     dist__appendf(buf, len, &off, "rank%s %s ran out of calls: left the group cleanly before "
                   "it, while the others called it (the ranks' calls differ in number)\n",
@@ -870,14 +866,14 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
       continue;
     const mon_rec_group *rg = dist__mon_rec_group(&recs[r], g->gid);
     char how[320];
-    const char *gone = gone_how(&recs[r], now_ms, how, sizeof how);
+    const char *gone = dist__mon_gone_how(&recs[r], now_ms, how, sizeof how);
     if (r == dist__mon.rank || (is_in(rg, me) && !gone)) {
       in[n_in++] = r;
       continue;
     }
     if (is_in(rg, me)) { /* it was in the operation, then ended */
       dist__appendf(buf, len, &off, "  rank %d (host %s, pid %d) entered %s #%llu, then %s\n",
-                    r, recs[r].host, (int)recs[r].pid, op_name(kind), num, gone);
+                    r, recs[r].host, (int)recs[r].pid, dist__mon_op_name(kind), num, gone);
       continue;
     }
     if (absent++ < MON_CULPRITS_MAX)
@@ -885,14 +881,14 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     say_absent(buf, len, &off, &recs[r], g, seq, kind, now_ms);
   }
   if (in && n_in) {
-    qsort(in, (size_t)n_in, sizeof *in, cmp_int);
+    qsort(in, (size_t)n_in, sizeof *in, dist__mon_cmp_int);
     char ranks[256];
     dist__format_ranks(in, (size_t)n_in, ranks, sizeof ranks);
     dist__mon_symbolize(atomic_load(&op->caller), site, sizeof site);
     bool lost = strcmp(what, "lost peer") == 0;
     dist__appendf(buf, len, &off, "  rank%s %s %s %s %s #%llu, called from %s (rank %d)\n",
                   n_in > 1 ? "s" : "", ranks, lost ? (n_in > 1 ? "had" : "has") : n_in > 1 ? "are" : "is",
-                  lost ? "entered" : "blocked in", op_name(kind),
+                  lost ? "entered" : "blocked in", dist__mon_op_name(kind),
                   num, site, dist__mon.rank);
     *lowest = in[0] == dist__mon.rank;
   } else {
@@ -921,7 +917,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
           ends[n_ends++] = e[j];
       }
     }
-    qsort(ends, (size_t)n_ends, sizeof *ends, cmp_int);
+    qsort(ends, (size_t)n_ends, sizeof *ends, dist__mon_cmp_int);
     if (n_ends)
       say_ends(recs, v, g, kind, num, site, ends, n_ends, buf, len, &off);
   }
@@ -936,410 +932,4 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   if (off && buf[off - 1] == '\n')
     buf[--off] = '\0';
   return buf;
-}
-
-/* --- the wait-for graph --------------------------------------------------- */
-
-typedef struct cycle {
-  int n, ranks[64];    /* in wait order, from the lowest rank */
-  bool maybe;          /* through a rank in a batch: it may wait on another
-                          part of it than the one the cycle goes through */
-} cycle;
-
-typedef struct walk {
-  const mon_rec *recs;
-  int world;
-  mon_waits *edges;
-  int *color, *stack, depth;
-  int *pos;            /* where a rank on the stack (color 1) sits in it */
-  cycle *found;        /* distinct cycles (by their sorted ranks) */
-  int n_found, cap;
-} walk;
-
-static bool same_ranks(const cycle *a, const int *sorted, int k) {
-  if (a->n != k)
-    return false;
-  int tmp[64];
-  memcpy(tmp, a->ranks, sizeof(int) * (size_t)k);
-  qsort(tmp, (size_t)k, sizeof *tmp, cmp_int);
-  return memcmp(tmp, sorted, sizeof(int) * (size_t)k) == 0;
-}
-
-static void keep_cycle(walk *w, int from) {
-  int k = w->depth - from, sorted[64];
-  if (k > 64 || w->n_found >= w->cap)
-    return;
-  memcpy(sorted, w->stack + from, sizeof(int) * (size_t)k);
-  qsort(sorted, (size_t)k, sizeof *sorted, cmp_int);
-  for (int i = 0; i < w->n_found; i++)
-    if (same_ranks(&w->found[i], sorted, k))
-      return;
-  cycle *c = &w->found[w->n_found++];
-  c->n = k;
-  c->maybe = false;
-  for (int i = 0; i < k; i++) {
-    const mon_rec_group *b = blocked_in(&w->recs[w->stack[from + i]]);
-    c->maybe |= b && b->kind == DIST_OP_BATCH_P2P;
-  }
-  int lo = 0; /* start the cycle at its lowest rank: one text for one cycle */
-  for (int i = 1; i < k; i++)
-    if (w->stack[from + i] < w->stack[from + lo])
-      lo = i;
-  for (int i = 0; i < k; i++)
-    c->ranks[i] = w->stack[from + (lo + i) % k];
-}
-
-static void dfs(walk *w, int r) {
-  w->color[r] = 1;
-  w->pos[r] = w->depth;
-  w->stack[w->depth++] = r;
-  const int *to;
-  for (int i = 0, m = dist__mon_waits_out(w->edges, r, &to); i < m; i++) {
-    int q = to[i];
-    if (q == r)
-      continue;
-    if (w->color[q] == 1)
-      keep_cycle(w, w->pos[q]);
-    else if (w->color[q] == 0)
-      dfs(w, q);
-  }
-  w->depth--;
-  w->color[r] = 2;
-}
-
-/* Every cycle of the wait-for graph (up to w->cap), from a walk started
- * at each rank in turn; false when memory ran out (nothing found). */
-static bool walk_all(walk *w, const mon_rec *recs, int world) {
-  *w = (walk){.recs = recs, .world = world, .cap = 64};
-  w->edges = dist__mon_waits_new(recs, world);
-  w->color = dist__calloc((size_t)world + 1, sizeof(int));
-  w->pos = dist__calloc((size_t)world + 1, sizeof(int));
-  w->stack = dist__calloc((size_t)world + 1, sizeof(int));
-  w->found = dist__calloc((size_t)w->cap, sizeof *w->found);
-  if (!w->edges || !w->color || !w->pos || !w->stack || !w->found)
-    return false;
-  for (int r = 0; r < world; r++)
-    if (w->color[r] == 0)
-      dfs(w, r);
-  /* A walk skips what an earlier one finished, and so misses cycles that
-   * close through it (rank 3 waiting on 1 and on 7, both waiting on 3: one
-   * of the two). Walking again from each rank of the cycles found, with
-   * nothing finished, finds the cycles through it: the ranks every cycle
-   * goes through are then those of all of them. Bounded: the ranks of the
-   * first cycles only. */
-  int again[16], n = 0;
-  for (int i = 0; i < w->n_found && n < 16; i++)
-    for (int j = 0; j < w->found[i].n && n < 16; j++) {
-      bool seen = false;
-      for (int k = 0; k < n && !seen; k++)
-        seen = again[k] == w->found[i].ranks[j];
-      if (!seen)
-        again[n++] = w->found[i].ranks[j];
-    }
-  for (int i = 0; i < n; i++) {
-    memset(w->color, 0, sizeof(int) * (size_t)world);
-    dfs(w, again[i]);
-  }
-  return true;
-}
-
-static void walk_free(walk *w) {
-  dist__mon_waits_free(w->edges);
-  dist__free(w->color);
-  dist__free(w->pos);
-  dist__free(w->stack);
-  dist__free(w->found);
-}
-
-static void say_cycle(const mon_rec *recs, const cycle *c, char *buf, size_t len, size_t *off) {
-  bool across = false;
-  for (int i = 1; i < c->n; i++)
-    across |= blocked_in(&recs[c->ranks[i]])->gid != blocked_in(&recs[c->ranks[0]])->gid;
-  dist__appendf(buf, len, off, "  deadlock: a wait-for cycle of %d ranks%s:\n", c->n,
-                across ? " across groups" : "");
-  for (int i = 0; i < c->n; i++) {
-    int r = c->ranks[i], q = c->ranks[(i + 1) % c->n];
-    const mon_rec_group *b = blocked_in(&recs[r]);
-    char pw[48];
-    dist__appendf(buf, len, off,
-                  "    rank %d waits in group %d (%s) %s #%llu%s (called from %s) for rank %d\n",
-                  r, b->gid, b->desc, op_name(b->kind), rec_num(b),
-                  peer_words(b->kind, b->peer, pw, sizeof pw), b->site, q);
-  }
-}
-
-/* Another group's synchronous operation rank r is blocked in besides its
- * oldest (blocked_in): a second thread of it stopped in a call (one from a
- * work's callback stops the progress of the group it completes); NULL when
- * none. */
-static const mon_rec_group *second_sync(const mon_rec *r) {
-  const mon_rec_group *b = blocked_in(r);
-  for (int i = 0; b && b->sync && i < r->n; i++)
-    if (&r->g[i] != b && r->g[i].gid != b->gid && r->g[i].enq > r->g[i].done &&
-        r->g[i].kind >= 0 && r->g[i].sync)
-      return &r->g[i];
-  return NULL;
-}
-
-/* Of the ranks every cycle goes through (k of them in ranks), the one
- * alone blocked in two groups' synchronous operations at once
- * (second_sync): its second call holds the progress the others wait on.
- * Returns how many ranks are in ranks. */
-static int prefer_two_calls(const mon_rec *recs, int *ranks, int k) {
-  int found = -1;
-  for (int i = 0; k > 1 && i < k; i++)
-    if (second_sync(&recs[ranks[i]])) {
-      if (found >= 0)
-        return k;
-      found = ranks[i];
-    }
-  if (found < 0)
-    return k;
-  ranks[0] = found;
-  return 1;
-}
-
-/* A rank every cycle goes through: the one whose calls are out of order
- * (a call swapped across groups, a receive from the wrong peer), with the
- * ranks blocked on it. */
-static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t len,
-                    size_t *off) {
-  const mon_rec_group *b = blocked_in(&recs[r]);
-  char pw[48];
-  int world = dist__mon.world, sender = wrong_source(recs, world, r);
-  int waiter = wrong_destination(recs, world, r);
-  bool misdirected = odd_sender(recs, world, r);
-  bool stranded = sender < 0 && waiter < 0 && !misdirected && stranded_receiver(recs, world, r);
-  const mon_rec_group *o;
-  dist__appendf(buf, len, off, "  %s rank %d, which is blocked in group %d (%s) %s #%llu%s, "
-                "called from %s", waiter >= 0 || stranded || misdirected ? "the waits start at"
-                : n_cycles > 1 ? "every wait-for cycle goes through"
-                : "the wait-for cycle goes through", r, b->gid, b->desc, op_name(b->kind),
-                rec_num(b), peer_words(b->kind, b->peer, pw, sizeof pw), b->site);
-  if (waiter >= 0)
-    dist__appendf(buf, len, off, ": it sends to rank %d, which does not take from it, while "
-                  "rank %d waits to receive from it (does it send to the wrong peer?)",
-                  b->peer2, waiter);
-  else if (misdirected && is_p2p(blocked_in(&recs[b->peer])->kind))
-    dist__appendf(buf, len, off, ": it sends to rank %d for the first time, which receives "
-                  "from rank %d as before (does it send to the wrong peer?)", b->peer,
-                  blocked_in(&recs[b->peer])->peer);
-  else if (misdirected)
-    dist__appendf(buf, len, off, ": it sends to rank %d for the first time, which receives "
-                  "nothing: it waits in %s (does it send to the wrong peer?)", b->peer,
-                  op_name(blocked_in(&recs[b->peer])->kind));
-  else if (stranded)
-    dist__appendf(buf, len, off, ": rank %d is elsewhere, not sending to it%s (does it receive "
-                  "from the wrong peer?)", b->peer,
-                  b->pair == 1 ? ", and it never received from that rank before" : "");
-  else if (sender >= 0)
-    dist__appendf(buf, len, off, ": rank %d does not send to it while rank %d does (does it "
-                  "receive from the wrong peer?)", b->peer, sender);
-  else if ((o = second_sync(&recs[r])) != NULL)
-    dist__appendf(buf, len, off, ", while it is also blocked in group %d (%s) %s #%llu, called "
-                  "from %s: two calls at once (a call that blocks from a work's callback, or "
-                  "from another thread, holds the other group's progress)", o->gid, o->desc,
-                  op_name(o->kind), rec_num(o), o->site);
-  else
-    dist__appendf(buf, len, off, ", while others wait for it elsewhere (its calls are in "
-                  "another order than theirs)");
-  say_waiters(recs, r, buf, len, off);
-}
-
-/* Of the ranks every cycle goes through (k of them in ranks), when none
- * is a stranded receiver but a rank of the cycles is, or else sends to the
- * wrong peer (wrong_destination), those instead: a cycle
- * through batches may close through a part already done (the record
- * cannot say which), while a receive from a peer that is elsewhere can
- * only wait. Returns how many ranks are in ranks. */
-static int prefer_stranded(const mon_rec *recs, int world, const cycle *cs, int n, int *ranks,
-                           int k) {
-  for (int i = 0; i < k; i++)
-    if (stranded_receiver(recs, world, ranks[i]))
-      return k;
-  int m = 0;
-  for (int pass = 0; pass < 2 && !m; pass++) /* a plain receive is sure; a batch's part is not */
-    for (int i = 0; i < n; i++)
-      for (int j = 0; j < cs[i].n && m < MON_CULPRITS_MAX; j++) {
-        int r = cs[i].ranks[j];
-        bool have = false;
-        for (int x = 0; x < m && !have; x++)
-          have = ranks[x] == r;
-        if (!have && (pass ? wrong_destination(recs, world, r) >= 0
-                           : stranded_receiver(recs, world, r)))
-          ranks[m++] = r;
-      }
-  if (!m)
-    return k;
-  qsort(ranks, (size_t)m, sizeof *ranks, cmp_int);
-  return m;
-}
-
-/* Cycles of sure waits first, then by length. */
-static int by_length(const void *a, const void *b) {
-  const cycle *x = a, *y = b;
-  if (x->maybe != y->maybe)
-    return x->maybe - y->maybe;
-  if (x->n != y->n)
-    return x->n - y->n;
-  return x->ranks[0] - y->ranks[0];
-}
-
-/* The ranks every cycle passes through, ascending, into out; how many. */
-static int common_ranks(const cycle *cs, int n, int world, int *out) {
-  int k = 0;
-  for (int r = 0; r < world && k < MON_CULPRITS_MAX; r++) {
-    bool all = true;
-    for (int i = 0; all && i < n; i++) {
-      bool in = false;
-      for (int j = 0; j < cs[i].n && !in; j++)
-        in = cs[i].ranks[j] == r;
-      all = in;
-    }
-    if (all)
-      out[k++] = r;
-  }
-  return k;
-}
-
-int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size_t *off,
-                     mon_verdict *v) {
-  walk w;
-  walk_all(&w, recs, world);
-  if (w.n_found) {
-    /* The shortest cycle first, in full; the others mostly follow from it
-     * (ranks that wait on a rank of the cycle, closing longer loops). */
-    qsort(w.found, (size_t)w.n_found, sizeof *w.found, by_length);
-    int sure = 0; /* the cycles of sure waits (sorted first) name the ranks, when any */
-    while (sure < w.n_found && !w.found[sure].maybe)
-      sure++;
-    int common[MON_CULPRITS_MAX];
-    int k = common_ranks(w.found, sure ? sure : w.n_found, world, common);
-    k = dist__mon_prefer_odd_p2p(recs, world, common, k);
-    if (sure) /* a call swapped across groups: the side whose order nobody shares */
-      k = dist__mon_prefer_out_of_order(recs, world, common, k);
-    if (sure) /* a rank in two calls at once: the second holds the first's progress */
-      k = prefer_two_calls(recs, common, k);
-    if (!sure) /* only cycles through batches: the surer ends of their waits */
-      k = prefer_stranded(recs, world, w.found, w.n_found, common, k);
-    for (int i = 0; i < k && i < 4; i++)
-      say_hub(recs, common[i], w.n_found, buf, len, off);
-    say_cycle(recs, &w.found[0], buf, len, off);
-    if (w.n_found > 1)
-      dist__appendf(buf, len, off, "  (and %d longer wait-for cycle%s through the same ranks)\n",
-                    w.n_found - 1, w.n_found > 2 ? "s" : "");
-    if (v && !v->n) { /* the ranks every cycle goes through, else the first cycle's */
-      const cycle *c = &w.found[0];
-      v->n = k ? k : c->n;
-      for (int i = 0; i < v->n; i++)
-        v->culprits[i] = k ? common[i] : c->ranks[i];
-      qsort(v->culprits, (size_t)v->n, sizeof(int), cmp_int);
-      const mon_rec_group *b = blocked_in(&recs[v->culprits[0]]);
-      verdict_at(v, b, b->site);
-    }
-  }
-  int found = w.n_found;
-  walk_free(&w);
-  return found;
-}
-
-/* --- a proven deadlock ----------------------------------------------------- */
-
-/* Whether rank r's record shows it alive and stopped for good inside the
- * library: heard from lately, blocked in a synchronous call (its thread
- * cannot call anything else), and no other operation in flight in any
- * group (no pending send or receive that could still meet a peer). */
-static bool stuck_inside(const mon_rec *r, int64_t now_ms) {
-  char how[320];
-  if (!r->present || strcmp(r->state, "run") != 0 || gone_how(r, now_ms, how, sizeof how) ||
-      r->proc_state == 'T' || r->proc_state == 't')
-    return false;
-  const mon_rec_group *b = blocked_in(r);
-  if (!b || !b->sync)
-    return false;
-  uint64_t in_flight = 0;
-  for (int i = 0; i < r->n; i++)
-    in_flight += r->g[i].enq > r->g[i].done ? r->g[i].enq - r->g[i].done : 0;
-  return in_flight == 1;
-}
-
-/* Whether peer q of a batch cannot end its part: stuck inside the library
- * itself, in the cycle or waiting for one of its ranks. */
-static bool peer_stuck(const mon_rec *recs, int world, const cycle *c, int q, int64_t now_ms) {
-  if (q < 0 || q >= world || !stuck_inside(&recs[q], now_ms))
-    return false;
-  const mon_rec_group *qb = blocked_in(&recs[q]);
-  for (int j = 0; j < c->n; j++)
-    if (c->ranks[j] == q || dist__mon_waits_for(recs, q, qb, c->ranks[j]))
-      return true;
-  return false;
-}
-
-/* Whether rank r of cycle c, when blocked in a batch, cannot finish it. A
- * batch ends when its receives and its sends do, and the record cannot say
- * which of them is left: the cycle may go through a part that is done. So
- * every peer of it must be stuck with the cycle (a slow stage that has not
- * sent yet, or not taken a large send, ends the wait when it comes). */
-static bool batch_stuck(const mon_rec *recs, int world, const cycle *c, int r,
-                        int64_t now_ms) {
-  const mon_rec_group *b = blocked_in(&recs[r]);
-  if (b->kind != DIST_OP_BATCH_P2P)
-    return true;
-  if (b->peer2 == MON_PEER_MANY || b->peer == MON_PEER_MANY)
-    return false;
-  return peer_stuck(recs, world, c, b->peer, now_ms) &&
-         (b->peer2 == MON_PEER_NONE || peer_stuck(recs, world, c, b->peer2, now_ms));
-}
-
-static uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  return h;
-}
-
-bool dist__mon_deadlock_seen(const mon_rec *recs, int world, int me, mon_cycle_seen *seen) {
-  seen->n = 0;
-  if (me < 0 || me >= world)
-    return false;
-  /* Liveness as of the snapshot, not of the end of a long search. */
-  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
-  walk w;
-  walk_all(&w, recs, world);
-  const cycle *best = NULL;
-  for (int i = 0; i < w.n_found; i++) {
-    const cycle *c = &w.found[i];
-    bool mine = false, stuck = c->n <= MON_CYCLE_MAX;
-    for (int j = 0; j < c->n && stuck; j++) {
-      mine |= c->ranks[j] == me;
-      stuck = stuck_inside(&recs[c->ranks[j]], now_ms) &&
-              batch_stuck(recs, world, c, c->ranks[j], now_ms);
-    }
-    if (mine && stuck && (!best || c->n < best->n))
-      best = c;
-  }
-  /* Without a cycle, an unmatched pair is as final: a send and the
-   * receive meant for it that cannot take it (their tags differ), each
-   * rank stopped inside its half with nothing else in flight. */
-  int pair[2] = {me, unmatched_peer(recs, me)};
-  bool stuck_pair = !best && pair[1] >= 0 && stuck_inside(&recs[me], now_ms) &&
-                    stuck_inside(&recs[pair[1]], now_ms);
-  if (best || stuck_pair) {
-    seen->n = best ? best->n : 2;
-    memcpy(seen->ranks, best ? best->ranks : pair, sizeof(int) * (size_t)seen->n);
-    qsort(seen->ranks, (size_t)seen->n, sizeof(int), cmp_int);
-    uint64_t h = 1469598103934665603ULL;
-    for (int j = 0; j < seen->n; j++) {
-      const mon_rec *r = &recs[seen->ranks[j]];
-      const mon_rec_group *b = blocked_in(r);
-      seen->hb_ms[j] = r->hb_ms;
-      h = mix(h, (uint64_t)seen->ranks[j]);
-      h = mix(h, (uint64_t)b->gid);
-      h = mix(h, b->done + 1);
-      h = mix(h, (uint64_t)b->kind);
-      h = mix(h, (uint64_t)b->since_ms);
-      h = mix(h, (uint64_t)(int64_t)r->pid);
-    }
-    seen->ops = h;
-  }
-  walk_free(&w);
-  return seen->n > 0;
 }
