@@ -4,7 +4,8 @@
  *   mon_watchdog.c  the watchdog thread: publication, stalls, timeouts
  *   mon_progress.c  progress records in the job's store (write, read)
  *   mon_record.c    the records' text format (shared with distrun)
- *   mon_diag.c      the diagnosis: lagging, dead and stopped ranks, cycles
+ *   mon_diag.c      the diagnosis: lagging, dead and stopped ranks
+ *   mon_cycle.c     the wait-for cycles, the rank they name, the deadlock proof
  *   mon_waits.c     who waits for whom: the wait-for graph's edges, indexed
  *   mon_symbol.c    call sites and stacks as "func (file:line)" (libdwfl)
  *   mon_crash.c     backtraces of fatal signals
@@ -83,7 +84,7 @@ typedef struct mon_verdict {
   char site[MON_SITE_LEN];  /* the first culprit's (last) call site */
 } mon_verdict;
 
-/* A wait-for cycle as one snapshot of the records shows it (mon_diag.c):
+/* A wait-for cycle as one snapshot of the records shows it (mon_cycle.c):
  * its ranks, each one's heartbeat, and a hash of the operations they are
  * blocked in; two snapshots prove a deadlock when ranks and hash agree and
  * every heartbeat moved on. */

@@ -421,7 +421,7 @@ static void at_exit(void) {
 
 /* A thread blocks in dist_work_wait for c (entering), or stopped: while it
  * waits, the asynchronous operation counts as a synchronous call (sync in
- * the record), so a deadlock through it can be proven (mon_diag.c). */
+ * the record), so a deadlock through it can be proven (mon_cycle.c). */
 static void on_work_wait(dist_pg *pg, const dist_coll *c, bool entering) {
   const dist_pg_info *in = dist_pg_get_info(pg);
   mon_group *g = in ? slot_of(in->group_id) : NULL;

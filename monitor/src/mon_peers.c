@@ -3,7 +3,7 @@
  * peer, or the first receive of a new pair in a running pipeline. The
  * record's pair number (the how-manyth transfer between the two ranks)
  * tells the ends apart: a pipeline repeats its pairs, and the new one is
- * the odd call. mon_diag.c asks these when it reports a cycle. */
+ * the odd call. mon_cycle.c asks these when it reports a cycle. */
 #include "mon_int.h"
 
 #define is_p2p dist__mon_is_p2p
