@@ -50,10 +50,6 @@ static const char *outside_words(const mon_rec *r, int64_t idle_ms, int64_t now_
 #define blocked_in dist__mon_blocked_in
 #define halves dist__mon_halves
 #define waits_for dist__mon_waits_for
-#define odd_sender dist__mon_odd_sender
-#define wrong_source dist__mon_wrong_source
-#define stranded_receiver dist__mon_stranded_receiver
-#define wrong_destination dist__mon_wrong_destination
 typedef mon_at_op at_op;
 
 /* Whether blocked records a and b (of one group) are in the same operation. */
