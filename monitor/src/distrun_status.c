@@ -182,25 +182,26 @@ static bool read_row(const drun_cfg *c, drun_job *job, int rank, row *r) {
   return r->present;
 }
 
-bool dist__run_rank_exiting(const drun_cfg *c, drun_job *job, int rank) {
+/* read_row within STATUS_STORE_MS, the store's own timeout put back after. */
+static bool read_row_briefly(const drun_cfg *c, drun_job *job, int rank, row *r) {
   int64_t old = job->store ? dist_store_get_timeout(job->store) : 0;
   if (job->store)
     dist_store_set_timeout(job->store, STATUS_STORE_MS);
-  row r;
-  bool ok = read_row(c, job, rank, &r);
+  bool ok = read_row(c, job, rank, r);
   if (job->store)
     dist_store_set_timeout(job->store, old);
+  return ok;
+}
+
+bool dist__run_rank_exiting(const drun_cfg *c, drun_job *job, int rank) {
+  row r;
+  bool ok = read_row_briefly(c, job, rank, &r);
   return ok && strcmp(r.state, "exit") == 0;
 }
 
 bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_position *out) {
-  int64_t old = job->store ? dist_store_get_timeout(job->store) : 0;
-  if (job->store)
-    dist_store_set_timeout(job->store, STATUS_STORE_MS);
   row r;
-  bool ok = read_row(c, job, rank, &r);
-  if (job->store)
-    dist_store_set_timeout(job->store, old);
+  bool ok = read_row_briefly(c, job, rank, &r);
   if (!ok || (r.gid < 0 && r.last_gid < 0))
     return false;
   bool in = r.gid >= 0;
