@@ -199,10 +199,14 @@ int dist_trace_peers_view(dist_trace *t, int rank, dist_trace_seen *out) {
   memset(out, 0, sizeof *out);
   if (!peers_ahead(db, rank))
     return DIST_OK;
-  /* The latest collective of its groups that completed with it: by the
-   * last rank's completion (the merge put the ranks on one clock). */
+  /* The latest collective of its groups that completed with it, by its
+   * first completion (the merge put the ranks on one clock): the first
+   * rank done with a collective is done soon after its last member came,
+   * in the order the rank made its calls; the last rank done may be any
+   * rank held up (descheduled, a slow link) long after, and would order a
+   * collective of an earlier step after the rank's later ones. */
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(db, SEEN_MINE "SELECT group_id, seq, op, max(t_ended_ns) AS t FROM"
+  if (sqlite3_prepare_v2(db, SEEN_MINE "SELECT group_id, seq, op, min(t_ended_ns) AS t FROM"
                              " operations WHERE p2p = 0 AND state = 'completed' AND group_id IN"
                              " (SELECT g FROM mine) AND (rank = ?1 OR " SEEN_NEEDS_ALL ")"
                              " GROUP BY group_id, seq ORDER BY t DESC, group_id LIMIT 1", -1,

@@ -174,8 +174,9 @@ DIST_API int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern
  * not a broadcast, scatter, reduce or gather, unless it completed it too)
  * or a receive from it in the world group, that its own trace does not
  * show completed. Then op is the latest collective of its groups that
- * completed with it, or the one after it in the same group when a peer
- * waits for it there and nobody completed it. */
+ * completed with it (ordered by each one's first completion: the last can
+ * lag behind with one slow peer), or the one after it in the same group
+ * when a peer waits for it there and nobody completed it. */
 typedef struct dist_trace_seen {
   int ahead;               /* 1: its peers saw it further than its own trace
                               goes (the fields below); 0: they did not */
