@@ -36,6 +36,9 @@
  *              gone on to the dp all_reduce)
  *   kill       the rank is killed (SIGKILL: the OOM killer) with its async
  *              tp all_gather in flight
+ *   pastend    the rank, a last stage (--rank 6 or 7), sends to r + 2 past the
+ *              world's end (a bound check forgotten): the call is refused
+ *              and the rank exits on the error
  * --steps N runs N steps (default 5). */
 #include <signal.h>
 #include <stdint.h>
@@ -109,7 +112,7 @@ static void pipeline(const job *j, int step, float *act, float *from_prev) {
     TRY("recv", dist_recv(&in, prev, NULL, 0, NULL));
   if (prev >= 0 && planted(j, step, "recvtwice"))
     TRY("recv", dist_recv(&in, prev, NULL, 0, NULL)); /* a loop bound off by one */
-  if (next >= j->world || planted(j, step, "nosend"))
+  if ((next >= j->world && !planted(j, step, "pastend")) || planted(j, step, "nosend"))
     return;
   int32_t as_int[ACT] = {0};
   if (planted(j, step, "senddtype"))
@@ -186,7 +189,7 @@ static void step_once(const job *j, int step) {
 static void usage(const char *prog) {
   printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
          "bugs: skip dtype spin swap crash wrongpeer async exit0 leave straggle late barrier extra "
-         "sendtag wrongdest senddtype abort newgroup nosend recvtwice kill "
+         "sendtag wrongdest senddtype abort newgroup nosend recvtwice kill pastend "
          "(none: healthy)\n",
          prog);
 }

@@ -311,10 +311,13 @@ void dist__run_status_table(const drun_cfg *c, drun_job *job, const drun_rank *r
  * else the last it completed. False when it published none. */
 typedef struct drun_position {
   bool in_op;
+  bool refused;             /* the call the library refused it (why): its
+                               latest call, so its record names it */
   int gid, kind;
-  unsigned long long seq;
+  unsigned long long seq;   /* refused: the number it would have taken */
   char desc[96];
   char site[160];
+  char why[200];
 } drun_position;
 bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_position *out);
 /* Whether rank's last record says it was inside exit() (its monitor's

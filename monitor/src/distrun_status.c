@@ -31,6 +31,8 @@ typedef struct row {
   int last_gid, last_kind;
   unsigned long long last_seq;
   int64_t last_ms, last_ns;
+  mon_rec_refused refused; /* its last refused call, while its latest call */
+  char refused_desc[96];
 } row;
 
 static int64_t wall_ms(void) {
@@ -79,6 +81,10 @@ static void parse(char *text, row *r) {
     r->hb_ms = rec.hb_ms;
     for (int i = 0; i < rec.n; i++)
       take_group(r, &rec.g[i]);
+    r->refused = rec.refused;
+    for (int i = 0; i < rec.n; i++)
+      if (rec.refused.on && rec.g[i].gid == rec.refused.gid)
+        snprintf(r->refused_desc, sizeof r->refused_desc, "%s", rec.g[i].desc);
   }
   dist__mon_rec_free(&rec);
 }
@@ -202,8 +208,16 @@ bool dist__run_rank_exiting(const drun_cfg *c, drun_job *job, int rank) {
 bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_position *out) {
   row r;
   bool ok = read_row_briefly(c, job, rank, &r);
-  if (!ok || (r.gid < 0 && r.last_gid < 0))
+  if (!ok || (r.gid < 0 && r.last_gid < 0 && !r.refused.on))
     return false;
+  if (r.refused.on) { /* its latest call: the call it ended on, most likely */
+    *out = (drun_position){.refused = true, .gid = r.refused.gid, .kind = r.refused.kind,
+                           .seq = r.refused.num};
+    snprintf(out->desc, sizeof out->desc, "%s", r.refused_desc[0] ? r.refused_desc : "?");
+    snprintf(out->site, sizeof out->site, "%s", r.refused.site);
+    snprintf(out->why, sizeof out->why, "%s", r.refused.msg);
+    return true;
+  }
   bool in = r.gid >= 0;
   *out = (drun_position){.in_op = in, .gid = in ? r.gid : r.last_gid,
                          .kind = in ? r.kind : r.last_kind,

@@ -118,6 +118,11 @@ void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, 
            p.kind >= 0 && p.kind < DIST_OP_COUNT_ ? dist_op_name((dist_op_kind)p.kind) : "");
   v->f.seq = p.seq;
   snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
+  if (p.refused) { /* published at its exit, or before: no call came after it */
+    snprintf(clause, len, "; its last call was refused: group %d (%s) %s #%llu, called from "
+             "%s: %s", p.gid, p.desc, v->f.op, p.seq, p.site, p.why);
+    return;
+  }
   /* As of its last heartbeat (once a second): it may have gone further. */
   snprintf(clause, len, "; as of its last record it %s group %d (%s) %s #%llu, called from %s",
            p.in_op ? "was in" : "had last completed", p.gid, p.desc, v->f.op, p.seq, p.site);

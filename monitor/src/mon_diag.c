@@ -265,12 +265,16 @@ bool dist__mon_recs_settled(const mon_group *g, const mon_rec *recs) {
   const char *l = getenv("DIST_LAUNCHER");
   if (!l || strcmp(l, "distrun") != 0)
     return true;
-  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
   for (int i = 0; i < g->size; i++) {
     const mon_rec *r = &recs[g->granks[i]];
-    char how[320];
-    if (g->granks[i] != dist__mon.rank && !r->died[0] && dist__mon_gone_how(r, now_ms, how, sizeof how) &&
-        (r->proc_state == 'X' || r->proc_state == 'Z' || strcmp(r->state, "exit") == 0))
+    if (g->granks[i] == dist__mon.rank || r->died[0] || !r->present)
+      continue;
+    /* A fresh record's process reads 'R' while it is a zombie (the read
+     * asks only whether the pid exists): a rank killed a moment ago, which
+     * distrun has not reaped, would be judged alive. Asked in full here,
+     * on the failure path only. */
+    char st = r->proc_state == 'R' ? dist__mon_proc_state(r) : r->proc_state;
+    if (st == 'X' || st == 'Z' || strcmp(r->state, "exit") == 0)
       return false;
   }
   return true;

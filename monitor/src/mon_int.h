@@ -137,6 +137,15 @@ typedef struct mon_group {
   mon_stats *stats;          /* DETAIL only */
 } mon_group;
 
+typedef struct mon_refused {
+  bool on;
+  int gid, kind;
+  uint64_t num;              /* the number it would have taken */
+  uintptr_t caller;
+  int64_t t_ns;              /* dist_clock_ns() of the refusal */
+  char msg[200];
+} mon_refused;
+
 typedef struct mon_state {
   bool on;
   int rank, world;
@@ -170,11 +179,17 @@ typedef struct mon_state {
   /* A group's last statistics did not all come at its end: later groups
    * do not wait for theirs (mon_stats.c). */
   bool stats_end_late;
+  /* The last call refused before it started (DIST_EV_OP_REJECTED), under
+   * dist__mon_refused_mu: published as the record's "r" line while it is
+   * the rank's latest call (mon_progress.c). */
+  mon_refused refused;
 } mon_state;
 
 extern mon_state dist__mon;
 /* Guards each group's diag, which a timed-out operation's thread copies. */
 extern pthread_mutex_t dist__mon_diag_mu;
+/* Guards dist__mon.refused (the caller's thread writes, the publisher reads). */
+extern pthread_mutex_t dist__mon_refused_mu;
 
 static inline bool dist__mon_is_p2p(int kind) {
   return kind >= 0 && dist_op_is_p2p((dist_op_kind)kind);
@@ -204,6 +219,9 @@ void dist__mon_watchdog_kick(void);
 int dist__mon_publish(dist_store *s, const char *state, const char *note);
 /* Reads every rank's record into recs[world] (absent ones not present). */
 int dist__mon_read_all(dist_store *s, mon_rec *recs);
+/* Same host: what /proc says of r's process ('X' gone, 'Z' a zombie not
+ * reaped yet, 'T' stopped, 'R'/'S'/'D' alive); 0 when unknown. */
+char dist__mon_proc_state(const mon_rec *r);
 void dist__mon_recs_free(mon_rec *recs, int n);
 const mon_rec_group *dist__mon_rec_group(const mon_rec *r, int gid);
 /* The key of rank r's record (and other per-rank keys: kind "p", "s"...). */

@@ -20,6 +20,7 @@
 
 mon_state dist__mon = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 pthread_mutex_t dist__mon_diag_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t dist__mon_refused_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* initial-exec: libdist is loaded at start-up, and the default model would
  * make every operation call __tls_get_addr. */
@@ -310,6 +311,18 @@ static void on_ended(mon_group *g, const dist_event *ev) {
   }
 }
 
+/* A call refused before it started: kept for the record, which names it
+ * while it is the rank's latest call (a rank that exits on the error is
+ * named at that call, not at the operation before it). Rare: a lock. */
+static void on_rejected(const dist_event *ev) {
+  mon_refused r = {.on = true, .gid = ev->group_id, .kind = ev->coll ? (int)ev->coll->kind : -1,
+                   .num = ev->seq, .caller = (uintptr_t)ev->caller, .t_ns = ev->t_ns};
+  snprintf(r.msg, sizeof r.msg, "%s", ev->message ? ev->message : "");
+  pthread_mutex_lock(&dist__mon_refused_mu);
+  dist__mon.refused = r;
+  pthread_mutex_unlock(&dist__mon_refused_mu);
+}
+
 static void on_event(void *ctx, const dist_event *ev) {
   (void)ctx;
   mon_group *g;
@@ -342,6 +355,7 @@ static void on_event(void *ctx, const dist_event *ev) {
     return;
   case DIST_EV_GROUP_CREATED: on_created(ev); return;
   case DIST_EV_GROUP_DESTROYED: on_destroyed(ev); return;
+  case DIST_EV_OP_REJECTED: on_rejected(ev); return;
   default: return;
   }
 }
@@ -521,7 +535,8 @@ static const dist_observer mon_observer = {
                   DIST_EV_BIT(DIST_EV_OP_ENQUEUED) | DIST_EV_BIT(DIST_EV_OP_STARTED) |
                   DIST_EV_BIT(DIST_EV_OP_ISSUED) |
                   DIST_EV_BIT(DIST_EV_OP_COMPLETED) | DIST_EV_BIT(DIST_EV_OP_FAILED) |
-                  DIST_EV_BIT(DIST_EV_OP_TIMED_OUT) | DIST_EV_BIT(DIST_EV_PEER_LOST),
+                  DIST_EV_BIT(DIST_EV_OP_TIMED_OUT) | DIST_EV_BIT(DIST_EV_PEER_LOST) |
+                  DIST_EV_BIT(DIST_EV_OP_REJECTED),
     .init = mon_init,
     .on_event = on_event,
     .fini = mon_fini,

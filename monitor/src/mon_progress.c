@@ -94,6 +94,40 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
                 (unsigned long long)pair, (long long)last_ns);
 }
 
+/* Whether any live group issued an operation after t_ns (one issued
+ * before may end after: an async all_gather the refused call came after). */
+static bool issued_after(int64_t t_ns) {
+  for (int i = 0; i < MON_MAX_GROUPS; i++) {
+    mon_group *g = &dist__mon.groups[i];
+    if (!atomic_load_explicit(&g->live, memory_order_acquire))
+      continue;
+    uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
+    mon_op *last = &g->ring[enq % MON_RING];
+    if (enq && atomic_load_explicit(&last->seq, memory_order_acquire) == enq &&
+        atomic_load_explicit(&last->t_enq_ns, memory_order_relaxed) > t_ns)
+      return true;
+  }
+  return false;
+}
+
+/* The "r" line: the last refused call, while it is the rank's latest call
+ * (nothing issued after it), so a rank that ends on the error is named at
+ * that call. */
+static void put_refused(char *buf, size_t len, size_t *off) {
+  pthread_mutex_lock(&dist__mon_refused_mu);
+  mon_refused r = dist__mon.refused;
+  pthread_mutex_unlock(&dist__mon_refused_mu);
+  if (!r.on || issued_after(r.t_ns))
+    return;
+  char site[MON_SITE_LEN];
+  dist__mon_symbolize(r.caller, site, sizeof site);
+  for (char *p = r.msg; *p; p++)
+    if (*p == '\t' || *p == '\n')
+      *p = ' ';
+  dist__appendf(buf, len, off, "r\t%d\t%d\t%llu\t%s\t%s\n", r.gid, r.kind,
+                (unsigned long long)r.num, site, r.msg[0] ? r.msg : "-");
+}
+
 int dist__mon_publish(dist_store *s, const char *state, const char *note) {
   mon_state *m = &dist__mon;
   char *buf = dist__malloc(REC_MAX);
@@ -117,6 +151,7 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
                   (long long)atomic_load_explicit(&m->create_since_ms, memory_order_relaxed),
                   site);
   }
+  put_refused(buf, REC_MAX, &off);
   char key[200];
   dist__mon_key(key, sizeof key, "p", m->rank);
   int rc = dist_store_set(s, key, buf, off);
@@ -127,9 +162,7 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
 
 /* --- reading -------------------------------------------------------------- */
 
-/* Same host: what /proc says of the process ('X' gone, 'Z' zombie, 'T'
- * stopped, 'R'/'S'/'D' alive); 0 when unknown. */
-static char proc_state(const mon_rec *r) {
+char dist__mon_proc_state(const mon_rec *r) {
   if (strcmp(r->host, dist__mon.host) != 0 || r->pid <= 0)
     return 0;
   char path[64], buf[512];
@@ -240,7 +273,7 @@ static void read_extras(dist_store *s, mon_rec *rec, int r) {
     return;
   int64_t age = dist__mon_wall_ms(dist__now_ns()) - rec->hb_ms;
   if (rec->present)
-    rec->proc_state = age > MON_HB_STALE_MS ? proc_state(rec) : proc_exists(rec);
+    rec->proc_state = age > MON_HB_STALE_MS ? dist__mon_proc_state(rec) : proc_exists(rec);
   if (!rec->present || age > MON_HB_STALE_MS || strcmp(rec->state, "run") != 0 ||
       rec->proc_state == 'X' || rec->proc_state == 'Z')
     read_exit(s, rec, r);

@@ -154,9 +154,26 @@ static int observer_rank(const dist_test_ctx *ctx) {
   else
     CHECK_OK(ctx, dist_recv(&t, 0, NULL, 7, NULL));
   CHECK_OK(ctx, dist_barrier(NULL, NULL));                           /* seq 3 */
-  /* A call that fails its local checks never starts: no event, no seq. */
+  /* A call that fails its local checks never starts: no operation events,
+   * no seq, but one REJECTED (ABI 7) with the number it would have taken,
+   * for a root outside the group (coll_api.c) and a NULL tensor (validate.c). */
   CHECK(ctx, dist_reduce(&t, 99, DIST_SUM, NULL, NULL) == DIST_E_INVAL, "bad root accepted");
+  CHECK(ctx, dist_all_reduce(NULL, DIST_SUM, NULL, NULL) == DIST_E_INVAL, "NULL accepted");
   CHECK_OK(ctx, check_triples(ctx, 0, 4));
+  int rej[2], n_rej = 0;
+  for (int i = 0; i < n_events; i++)
+    if (events[i].kind == DIST_EV_OP_REJECTED && n_rej < 2)
+      rej[n_rej++] = i;
+  CHECK(ctx, n_rej == 2 && count(DIST_EV_OP_REJECTED, 0) == 2, "%d rejected events, want 2",
+        count(DIST_EV_OP_REJECTED, 0));
+  for (int k = 0; k < n_rej; k++)
+    CHECK(ctx, events[rej[k]].seq == 4 && events[rej[k]].status == DIST_E_INVAL &&
+                   events[rej[k]].caller && events[rej[k]].ord == 0,
+          "rejected %d: seq %llu status %d ord %llu", k, (unsigned long long)events[rej[k]].seq,
+          events[rej[k]].status, (unsigned long long)events[rej[k]].ord);
+  CHECK(ctx, n_rej == 2 && events[rej[0]].op == DIST_OP_REDUCE &&
+                 events[rej[1]].op == DIST_OP_ALL_REDUCE, "rejected ops %d, %d",
+        n_rej ? (int)events[rej[0]].op : -1, n_rej > 1 ? (int)events[rej[1]].op : -1);
   /* ABI 2: a synchronous call is one ISSUED (all_reduce, barrier, the
    * send); the broadcast and the receive (run as work), whose backend
    * reports their start, stay ENQUEUED then STARTED. */

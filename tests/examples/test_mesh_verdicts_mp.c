@@ -159,6 +159,27 @@ Test(examples_mesh, a_killed_rank_is_named_where_its_peers_saw_it_last, .timeout
             "distview's verdict is not rank 3's tp all_gather at %s: %s", site, r.json);
 }
 
+/* The last stage sends past the world's end (a bound check forgotten):
+ * the library refuses the send before it starts, the rank exits on the
+ * error. The verdict names that send, its line and the reason, not the
+ * receive it completed before (a refused call has no operation to show). */
+Test(examples_mesh, a_refused_call_the_rank_exited_on_is_named_with_its_reason,
+     .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("pastend", 7, &r);
+  mesh_expect_verdict(&r, 12, "died", 7);
+  char said[160], site[96];
+  snprintf(said, sizeof said, "; its last call was refused: group 0 (default) SEND #4, called "
+           "from step_once (mesh_train.c:%d): ", source_line("TRY(\"send\""));
+  snprintf(site, sizeof site, "\"site\":\"step_once (mesh_train.c:%d)\"",
+           source_line("TRY(\"send\""));
+  cr_expect(strstr(r.report, said) && mesh_says(&r, "SEND: peer rank 9 is not in group 0"),
+            "no '%s' and reason in the verdict:\n%s", said, r.err);
+  cr_expect(strstr(r.json, "\"op\":\"SEND\"") && strstr(r.json, "\"group\":0,") &&
+                strstr(r.json, "\"seq\":4") && strstr(r.json, site),
+            "distview's verdict is not rank 7's refused send at %s: %s", site, r.json);
+}
+
 Test(examples_mesh, an_early_exit_names_the_rank_that_left_and_its_last_operation,
      .timeout = 120) {
   static mesh_run r;

@@ -51,7 +51,15 @@
  *      the group's issue ordinal over both kinds (unique per group), for
  *      observers that key operations by one number, and coll->pair_seq,
  *      a send's or receive's number within its pair. No field of
- *      dist_event changed. */
+ *      dist_event changed.
+ *   7  DIST_EV_OP_REJECTED (appended to the map): a call refused before it
+ *      started (a root or peer outside the group, a NULL tensor, sizes
+ *      that disagree, a dtype the reduce op cannot take). It took no number:
+ *      seq is the one it would have taken, coll the call as made without
+ *      its buffers (kind, root, tag, flags, caller; no tensors, splits or
+ *      p2p list: they may be what was wrong), status the code, message the
+ *      reason. Nothing follows it; a rank that ends on the error is named
+ *      at that call (the monitor). */
 #ifndef DIST_OBSERVER_H
 #define DIST_OBSERVER_H
 
@@ -62,7 +70,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_OBSERVER_ABI_VERSION 6
+#define DIST_OBSERVER_ABI_VERSION 7
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_EVENT_MAP(X)                 \
@@ -81,7 +89,8 @@ DIST_EXTERN_C_BEGIN
   X(OP_ISSUED, "issued")  /* ABI 2: enqueued and started at once */ \
   X(STATS, "stats")       /* ABI 3: statistics of a group */ \
   X(OP_GPU, "gpu")        /* ABI 4: an operation's GPU start and end */ \
-  X(STRAGGLER, "straggler") /* ABI 5: a rank that arrives last */
+  X(STRAGGLER, "straggler") /* ABI 5: a rank that arrives last */ \
+  X(OP_REJECTED, "rejected") /* ABI 7: a call refused before it started */
 
 typedef enum dist_event_kind {
 #define DIST_EVENT_ENUM_(e, name) DIST_EV_##e,
@@ -116,7 +125,7 @@ typedef struct dist_event {
   int64_t t_ns;                /* dist_clock_ns() (CLOCK_MONOTONIC epoch) */
   const dist_coll *coll;       /* ops: the whole descriptor; else NULL */
   const dist_pg_info *group;   /* the group (always set) */
-  int status;                  /* FAILED / TIMED_OUT / PEER_LOST: the code */
+  int status;                  /* FAILED / TIMED_OUT / PEER_LOST / REJECTED: the code */
   int peer;                    /* PEER_LOST: global rank; else -1 */
   const char *message;         /* reports, failures, log lines; else NULL */
   const void *caller;          /* ops: return address of the public call */

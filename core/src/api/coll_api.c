@@ -58,6 +58,15 @@ static int group_rank(dist_pg *g, int global, const char *fn, const char *what, 
   return DIST_OK;
 }
 
+/* A root or peer outside the group refuses the call as validate.c's
+ * checks do (pg.c: logged, and observers hear of it). */
+#define REFUSE_UNLESS(g, c, call)               \
+  do {                                          \
+    int refuse_rc_ = (call);                    \
+    if (refuse_rc_ != DIST_OK)                  \
+      return dist__pg_reject((g), (c), refuse_rc_); \
+  } while (0)
+
 #define ENTER(g, w)                                  \
   do {                                               \
     bool done_;                                      \
@@ -90,10 +99,10 @@ static int p2p(dist_op_kind k, dist_tensor *t, int peer, dist_pg *g, int tag, di
     c.n_outputs = 1;
   }
   if (peer != DIST_ANY_SOURCE || k == DIST_OP_SEND)
-    DIST_TRY(group_rank(g, peer, dist_op_name(k), "peer", &c.root));
+    REFUSE_UNLESS(g, &c, group_rank(g, peer, dist_op_name(k), "peer", &c.root));
   if (blocking && c.root == g->info.rank) /* it would wait for itself */
-    return dist__err_set(&g->err, DIST_E_INVAL, "%s: the peer is this rank itself (isend and "
-                         "irecv may address it)", dist_op_name(k));
+    return dist__pg_reject(g, &c, dist__err_set(&g->err, DIST_E_INVAL, "%s: the peer is this "
+                           "rank itself (isend and irecv may address it)", dist_op_name(k)));
   if (w)
     c.flags |= DIST_COLL_ASYNC | (blocking ? DIST_COLL_WAITED : 0);
   return dist__pg_call(g, &c, w);
@@ -155,13 +164,11 @@ int dist_batch_isend_irecv(const dist_p2p_op *ops, size_t n, dist_work **w) {
     list[i] = (dist_coll_p2p){ops[i].is_send, *ops[i].tensor, -1, ops[i].tag};
     rc = group_rank(g, ops[i].peer, "batch_isend_irecv", "peer", &list[i].peer);
   }
-  if (rc == DIST_OK) {
-    dist_coll c = coll_of(DIST_OP_BATCH_P2P, CALLER());
-    c.p2p = list;
-    c.n_p2p = n;
-    c.flags = w ? DIST_COLL_ASYNC : 0;
-    rc = dist__pg_call(g, &c, w);
-  }
+  dist_coll c = coll_of(DIST_OP_BATCH_P2P, CALLER());
+  c.p2p = list;
+  c.n_p2p = n;
+  c.flags = w ? DIST_COLL_ASYNC : 0;
+  rc = rc == DIST_OK ? dist__pg_call(g, &c, w) : dist__pg_reject(g, &c, rc);
   dist__free(list);
   return rc;
 }
@@ -176,7 +183,7 @@ static int in_place(dist_op_kind k, dist_tensor *t, int root_global, dist_redop 
   c.n_inputs = c.n_outputs = 1;
   c.redop = op;
   if (k != DIST_OP_ALL_REDUCE)
-    DIST_TRY(group_rank(g, root_global, dist_op_name(k), "root", &c.root));
+    REFUSE_UNLESS(g, &c, group_rank(g, root_global, dist_op_name(k), "root", &c.root));
   if (w)
     c.flags |= DIST_COLL_ASYNC;
   return dist__pg_call(g, &c, w);
@@ -215,7 +222,7 @@ static int general(dist_op_kind k, const io *a, dist_pg *g, dist_work **w,
   c.n_outputs = a->n_out;
   c.redop = a->op;
   if (a->root_global >= 0 || k == DIST_OP_GATHER || k == DIST_OP_SCATTER)
-    DIST_TRY(group_rank(g, a->root_global, dist_op_name(k), "root", &c.root));
+    REFUSE_UNLESS(g, &c, group_rank(g, a->root_global, dist_op_name(k), "root", &c.root));
   if (a->in_splits || a->out_splits) {
     c.in_splits = a->in_splits;
     c.out_splits = a->out_splits;

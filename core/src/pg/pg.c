@@ -405,14 +405,29 @@ static int call_async(dist_pg *g, dist_backend_op_fn fn, dist_coll *c, dist_work
   return DIST_OK;
 }
 
+int dist__pg_reject(dist_pg *g, dist_coll *c, int rc) {
+  c->seq = 0; /* a call that never started takes no sequence number */
+  report(g, rc, c);
+  if (!g->internal && dist__obs_on()) {
+    /* What was refused may be malformed (a NULL tensor list): observers
+     * see the call without its buffers, and the number it would have
+     * taken (pg_seq.c: per kind). */
+    dist_coll bare = *c;
+    bare.inputs = bare.outputs = NULL;
+    bare.n_inputs = bare.n_outputs = bare.n_splits = bare.n_p2p = 0;
+    bare.in_splits = bare.out_splits = NULL;
+    bare.p2p = NULL;
+    bare.seq = (dist_op_is_p2p(c->kind) ? g->p2p_seq : g->coll_seq) + 1;
+    dist__obs_emit(g, DIST_EV_OP_REJECTED, &bare, rc, -1, g->err.msg);
+  }
+  return rc;
+}
+
 int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out) {
   dist__err_clear(&g->err);
   int rc = dist__validate(g, c);
-  if (__builtin_expect(rc != DIST_OK, 0)) {
-    c->seq = 0; /* a call that never started takes no sequence number */
-    report(g, rc, c);
-    return rc;
-  }
+  if (__builtin_expect(rc != DIST_OK, 0))
+    return dist__pg_reject(g, c, rc);
   if (__builtin_expect(atomic_load_explicit(&dist__nan_check_on, memory_order_relaxed), 0) &&
       !g->internal && (rc = dist__nan_check_coll(g, c)) != DIST_OK) {
     c->seq = 0; /* nor does one whose input holds NaN or Inf (logged and posted there) */

@@ -160,6 +160,10 @@ bool dist__pg_is_live(const dist_pg *g);
 /* Runs c on g: local checks (validate.c), sequence number, events, sync or
  * async. */
 int dist__pg_call(dist_pg *g, dist_coll *c, dist_work **out);
+/* Refuses c on g before it starts (rc, g's message set): logged as a
+ * failure, and observers hear DIST_EV_OP_REJECTED with the number it would
+ * have taken; it takes none (c->seq 0). Returns rc. */
+int dist__pg_reject(dist_pg *g, dist_coll *c, int rc);
 /* The default group is dist__pg_default (dist/internal/pg.h); init sets
  * it. dist__pg_resolve: the group a NULL argument means. */
 void dist__pg_set_default(dist_pg *g);
