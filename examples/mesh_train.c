@@ -39,6 +39,8 @@
  *   pastend    the rank, a last stage (--rank 6 or 7), sends to r + 2 past the
  *              world's end (a bound check forgotten): the call is refused
  *              and the rank exits on the error
+ *   unchecked  the rank's dp all_reduce gets a NULL tensor and its return
+ *              code goes unchecked: the call is refused and the rank goes on
  * --steps N runs N steps (default 5). */
 #include <signal.h>
 #include <stdint.h>
@@ -160,6 +162,8 @@ static void step_once(const job *j, int step) {
     double g64[GRAD] = {0};
     dist_tensor t = dist_tensor_1d(g64, DIST_FLOAT64, GRAD);
     TRY("dp all_reduce", dist_all_reduce(&t, DIST_SUM, j->g_dp, NULL));
+  } else if (planted(j, step, "unchecked")) {
+    (void)dist_all_reduce(NULL, DIST_SUM, j->g_dp, NULL); /* the unchecked call */
   } else {
     dist_tensor t = dist_tensor_1d(grad, DIST_FLOAT32, GRAD);
     TRY("dp all_reduce", dist_all_reduce(&t, DIST_SUM, j->g_dp, NULL));
@@ -189,7 +193,7 @@ static void step_once(const job *j, int step) {
 static void usage(const char *prog) {
   printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
          "bugs: skip dtype spin swap crash wrongpeer async exit0 leave straggle late barrier extra "
-         "sendtag wrongdest senddtype abort newgroup nosend recvtwice kill pastend "
+         "sendtag wrongdest senddtype abort newgroup nosend recvtwice kill pastend unchecked "
          "(none: healthy)\n",
          prog);
 }

@@ -311,8 +311,7 @@ void dist__run_status_table(const drun_cfg *c, drun_job *job, const drun_rank *r
  * else the last it completed. False when it published none. */
 typedef struct drun_position {
   bool in_op;
-  bool refused;             /* the call the library refused it (why): its
-                               latest call, so its record names it */
+  bool refused;             /* a call the library refused it (why) */
   int gid, kind;
   unsigned long long seq;   /* refused: the number it would have taken */
   char desc[96];
@@ -320,6 +319,9 @@ typedef struct drun_position {
   char why[200];
 } drun_position;
 bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_position *out);
+/* The last call the library refused rank (its record's "r" line, whatever
+ * came after it): false when none. */
+bool dist__run_rank_refused(const drun_cfg *c, drun_job *job, int rank, drun_position *out);
 /* Whether rank's last record says it was inside exit() (its monitor's
  * atexit handler published "exit"): a signal that then ends it struck
  * while it was exiting. */
@@ -388,6 +390,9 @@ void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, 
 /* Fills the verdict's empty call site from its one culprit's record when
  * the record is at the operation the verdict names. */
 void dist__run_verdict_site(const drun_cfg *c, drun_job *job, drun_verdict *v);
+/* A hang's one culprit whose call to the collective others wait in was
+ * refused (the report's line for it says so): the verdict names that call. */
+void dist__run_verdict_refused(const drun_cfg *c, drun_job *job, drun_verdict *v);
 /* Prints the summary line and the report, the last thing distrun writes. */
 void dist__run_verdict_print(const drun_verdict *v);
 

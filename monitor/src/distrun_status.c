@@ -31,7 +31,7 @@ typedef struct row {
   int last_gid, last_kind;
   unsigned long long last_seq;
   int64_t last_ms, last_ns;
-  mon_rec_refused refused; /* its last refused call, while its latest call */
+  mon_rec_refused refused; /* its last refused call */
   char refused_desc[96];
 } row;
 
@@ -205,17 +205,29 @@ bool dist__run_rank_exiting(const drun_cfg *c, drun_job *job, int rank) {
   return ok && strcmp(r.state, "exit") == 0;
 }
 
+static void refused_position(const row *r, drun_position *out) {
+  *out = (drun_position){.refused = true, .gid = r->refused.gid, .kind = r->refused.kind,
+                         .seq = r->refused.num};
+  snprintf(out->desc, sizeof out->desc, "%s", r->refused_desc[0] ? r->refused_desc : "?");
+  snprintf(out->site, sizeof out->site, "%s", r->refused.site);
+  snprintf(out->why, sizeof out->why, "%s", r->refused.msg);
+}
+
+bool dist__run_rank_refused(const drun_cfg *c, drun_job *job, int rank, drun_position *out) {
+  row r;
+  if (!read_row_briefly(c, job, rank, &r) || !r.refused.on)
+    return false;
+  refused_position(&r, out);
+  return true;
+}
+
 bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_position *out) {
   row r;
   bool ok = read_row_briefly(c, job, rank, &r);
-  if (!ok || (r.gid < 0 && r.last_gid < 0 && !r.refused.on))
+  if (!ok || (r.gid < 0 && r.last_gid < 0 && !(r.refused.on && r.refused.latest)))
     return false;
-  if (r.refused.on) { /* its latest call: the call it ended on, most likely */
-    *out = (drun_position){.refused = true, .gid = r.refused.gid, .kind = r.refused.kind,
-                           .seq = r.refused.num};
-    snprintf(out->desc, sizeof out->desc, "%s", r.refused_desc[0] ? r.refused_desc : "?");
-    snprintf(out->site, sizeof out->site, "%s", r.refused.site);
-    snprintf(out->why, sizeof out->why, "%s", r.refused.msg);
+  if (r.refused.on && r.refused.latest) { /* the call it ended on, most likely */
+    refused_position(&r, out);
     return true;
   }
   bool in = r.gid >= 0;

@@ -143,3 +143,27 @@ void dist__run_verdict_site(const drun_cfg *c, drun_job *job, drun_verdict *v) {
   if (p.gid == v->f.group_id && p.seq == v->f.seq && !strcmp(op, v->f.op))
     snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
 }
+
+/* A hang whose one culprit had its call to the collective others wait in
+ * refused (a NULL tensor, a root outside the group) and went on without
+ * it: the report's line for that rank says so (mon_diag.c matched group,
+ * operation and number), and the verdict names that call, where the bug
+ * is, not the later one the rank waits in. */
+void dist__run_verdict_refused(const drun_cfg *c, drun_job *job, drun_verdict *v) {
+  if (strcmp(v->kind, "hang") != 0 || v->n_culprits != 1 || !v->report)
+    return;
+  char who[48];
+  snprintf(who, sizeof who, "  rank %d (host ", v->culprits[0]);
+  const char *line = strstr(v->report, who);
+  const char *end = line ? strchr(line, '\n') : NULL;
+  const char *said = line ? strstr(line, "; its call was refused, called from ") : NULL;
+  drun_position p;
+  if (!said || (end && said > end) || !dist__run_rank_refused(c, job, v->culprits[0], &p) ||
+      p.kind < 0 || p.kind >= DIST_OP_COUNT_)
+    return;
+  v->f.group_id = p.gid;
+  v->f.seq = p.seq;
+  snprintf(v->f.op, sizeof v->f.op, "%s", dist_op_name((dist_op_kind)p.kind));
+  snprintf(v->f.group_name, sizeof v->f.group_name, "%s", p.desc);
+  snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
+}

@@ -212,6 +212,9 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
   else if (!gone && rg && (rg->last_seq || r->creating.on))
     dist__appendf(buf, len, off, "; %s",
                   outside_words(r, rg->last_ms, now_ms, ow, sizeof ow));
+  if (r->refused.on && r->refused.gid == gid && r->refused.kind == kind && r->refused.num == num)
+    dist__appendf(buf, len, off, "; its call was refused, called from %s: %s", r->refused.site,
+                  r->refused.msg);
   dist__appendf(buf, len, off, "\n");
   if (r->stack[0])
     dist__appendf(buf, len, off, "    its stack:\n%s", r->stack);

@@ -180,8 +180,8 @@ typedef struct mon_state {
    * do not wait for theirs (mon_stats.c). */
   bool stats_end_late;
   /* The last call refused before it started (DIST_EV_OP_REJECTED), under
-   * dist__mon_refused_mu: published as the record's "r" line while it is
-   * the rank's latest call (mon_progress.c). */
+   * dist__mon_refused_mu: published as the record's "r" line
+   * (mon_progress.c). */
   mon_refused refused;
 } mon_state;
 

@@ -311,9 +311,10 @@ static void on_ended(mon_group *g, const dist_event *ev) {
   }
 }
 
-/* A call refused before it started: kept for the record, which names it
- * while it is the rank's latest call (a rank that exits on the error is
- * named at that call, not at the operation before it). Rare: a lock. */
+/* A call refused before it started: kept for the record (mon_progress.c),
+ * so a rank that exits on the error is named at that call, and a rank
+ * that ignored it, where others wait for it, is said to have had it
+ * refused. Rare: a lock. */
 static void on_rejected(const dist_event *ev) {
   mon_refused r = {.on = true, .gid = ev->group_id, .kind = ev->coll ? (int)ev->coll->kind : -1,
                    .num = ev->seq, .caller = (uintptr_t)ev->caller, .t_ns = ev->t_ns};

@@ -110,22 +110,23 @@ static bool issued_after(int64_t t_ns) {
   return false;
 }
 
-/* The "r" line: the last refused call, while it is the rank's latest call
- * (nothing issued after it), so a rank that ends on the error is named at
- * that call. */
+/* The "r" line: the last refused call, and whether it is the rank's
+ * latest call (nothing issued after it: a rank that ends on the error is
+ * named at that call; one that ignored it is named where it waits, and
+ * the missed collective's report says why it is missing). */
 static void put_refused(char *buf, size_t len, size_t *off) {
   pthread_mutex_lock(&dist__mon_refused_mu);
   mon_refused r = dist__mon.refused;
   pthread_mutex_unlock(&dist__mon_refused_mu);
-  if (!r.on || issued_after(r.t_ns))
+  if (!r.on)
     return;
   char site[MON_SITE_LEN];
   dist__mon_symbolize(r.caller, site, sizeof site);
   for (char *p = r.msg; *p; p++)
     if (*p == '\t' || *p == '\n')
       *p = ' ';
-  dist__appendf(buf, len, off, "r\t%d\t%d\t%llu\t%s\t%s\n", r.gid, r.kind,
-                (unsigned long long)r.num, site, r.msg[0] ? r.msg : "-");
+  dist__appendf(buf, len, off, "r\t%d\t%d\t%llu\t%d\t%s\t%s\n", r.gid, r.kind,
+                (unsigned long long)r.num, !issued_after(r.t_ns), site, r.msg[0] ? r.msg : "-");
 }
 
 int dist__mon_publish(dist_store *s, const char *state, const char *note) {

@@ -79,13 +79,14 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
       r->creating.size = atoi(f[2]);
       r->creating.since_ms = strtoll(f[3], NULL, 10);
       snprintf(r->creating.site, sizeof r->creating.site, "%s", f[4]);
-    } else if (k == 6 && strcmp(f[0], "r") == 0) {
+    } else if (k == 7 && strcmp(f[0], "r") == 0) {
       r->refused.on = true;
       r->refused.gid = atoi(f[1]);
       r->refused.kind = atoi(f[2]);
       r->refused.num = strtoull(f[3], NULL, 10);
-      snprintf(r->refused.site, sizeof r->refused.site, "%s", f[4]);
-      snprintf(r->refused.msg, sizeof r->refused.msg, "%s", strcmp(f[5], "-") ? f[5] : "");
+      r->refused.latest = atoi(f[4]) == 1;
+      snprintf(r->refused.site, sizeof r->refused.site, "%s", f[5]);
+      snprintf(r->refused.msg, sizeof r->refused.msg, "%s", strcmp(f[6], "-") ? f[6] : "");
     } else if (k >= 13 && strcmp(f[0], "g") == 0 && r->n < lines) {
       parse_group(&r->g[r->n], f);
       parse_group_tail(&r->g[r->n++], f, k);

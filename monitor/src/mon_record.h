@@ -13,14 +13,14 @@
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
  *     <last num> [<sync> [<peer2> [<pair> [<last ns>]]]]]]]]
  *   c <gid> <size> <since ms> <call site>   (optional, once)
- *   r <gid> <kind> <num> <call site> <message>   (optional, once)
+ *   r <gid> <kind> <num> <latest> <call site> <message>   (optional, once)
  * A "c" line says the process is creating user group gid (size members)
  * in dist_new_group or dist_split_group, which waits for the other members
  * (readers that know no "c" line skip it). An "r" line is the last call
  * the library refused before it started (a root outside the group, a NULL
- * tensor: DIST_EV_OP_REJECTED), written while no call was issued after
- * it: num is the number it would have taken, message the reason
- * ("-" none; readers that know no "r" line skip it).
+ * tensor: DIST_EV_OP_REJECTED): num is the number it would have taken,
+ * latest 1 while no call was issued after it, message the reason ("-"
+ * none; readers that know no "r" line skip it).
  * kind is the op of the oldest operation in flight (-1: none), peer the
  * global rank a point-to-point one waits on (MON_PEER_*; a record without
  * the field reads as MON_PEER_NONE). A batch (BATCH_P2P) waits on the one
@@ -99,6 +99,7 @@ typedef struct mon_rec_refused {
   bool on;
   int gid, kind;
   uint64_t num;
+  bool latest;               /* no call was issued after it */
   char site[MON_SITE_LEN];
   char msg[200];
 } mon_rec_refused;

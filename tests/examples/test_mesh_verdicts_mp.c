@@ -180,6 +180,27 @@ Test(examples_mesh, a_refused_call_the_rank_exited_on_is_named_with_its_reason,
             "distview's verdict is not rank 7's refused send at %s: %s", site, r.json);
 }
 
+/* The rank's dp all_reduce is refused (a NULL tensor), its return code
+ * unchecked: it goes on while its dp partners wait for it there. The
+ * verdict names the refused call, where the bug is, not the broadcast the
+ * rank waits in after it. */
+Test(examples_mesh, an_unchecked_refused_call_is_named_where_the_others_wait, .timeout = 120) {
+  static mesh_run r;
+  mesh_run_bug("unchecked", 3, &r);
+  mesh_expect_verdict(&r, 11, "hang", 3);
+  int line = source_line("the unchecked call");
+  char said[160], site[96];
+  snprintf(said, sizeof said, "; its call was refused, called from step_once (mesh_train.c:%d): ",
+           line);
+  snprintf(site, sizeof site, "\"site\":\"step_once (mesh_train.c:%d)\"", line);
+  cr_expect(mesh_says(&r, "  rank 3 (host ") && mesh_says(&r, said) &&
+                mesh_says(&r, "all_reduce: tensor is NULL"),
+            "no '%s' in the report:\n%s", said, r.err);
+  cr_expect(strstr(r.json, "\"group_name\":\"dp\"") && strstr(r.json, "\"op\":\"ALL_REDUCE\"") &&
+                strstr(r.json, "\"seq\":3") && strstr(r.json, site),
+            "distview's verdict is not rank 3's refused dp all_reduce at %s: %s", site, r.json);
+}
+
 Test(examples_mesh, an_early_exit_names_the_rank_that_left_and_its_last_operation,
      .timeout = 120) {
   static mesh_run r;
