@@ -23,6 +23,9 @@
  *   monbar    skips the final monitored barrier
  *   size      receives the ring token into a buffer of 2 elements
  *   sleep     sleeps for a minute before the reduce_scatter
+ *   othershard gathers its parameters on the other shard group (from
+ *             new_subgroups' list), of which it is not a member: the call
+ *             does nothing (as in torch) and it goes on to the reduce_scatter
  * --steps N runs N steps (default 4). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +39,7 @@
 typedef struct job {
   int rank, world;
   dist_pg *g_shard, *g_rep;
+  dist_pg *g_other_shard; /* the shard group it is not in (DIST_GROUP_NON_MEMBER) */
   const char *bug;
   int culprit, bug_step, steps;
 } job;
@@ -62,7 +66,11 @@ static void check(const job *j, int step, const char *what, double got, double w
 
 static void make_groups(job *j) {
   dist_group_opts os = {.desc = "shard"}, orp = {.desc = "replicate"};
-  TRY("new_subgroups", dist_new_subgroups(4, &os, &j->g_shard, NULL, NULL));
+  dist_pg **shards = NULL;
+  size_t n_shards = 0;
+  TRY("new_subgroups", dist_new_subgroups(4, &os, &j->g_shard, &shards, &n_shards));
+  j->g_other_shard = shards[(j->rank / 4 + 1) % n_shards];
+  dist_free(shards);
   dist_pg *rep[4];
   for (int i = 0; i < 4; i++) {
     int r[2] = {i, i + 4};
@@ -79,7 +87,8 @@ static void gather_params(const job *j, int step, float *shard, float *full) {
   dist_tensor in = dist_tensor_1d(shard, DIST_FLOAT32, SHARD);
   dist_tensor out = dist_tensor_1d(full, DIST_FLOAT32, 4 * SHARD);
   dist_work *w = NULL;
-  TRY("all_gather params", dist_all_gather_into_tensor(&out, &in, j->g_shard, &w));
+  dist_pg *g = planted(j, step, "othershard") ? j->g_other_shard : j->g_shard;
+  TRY("all_gather params", dist_all_gather_into_tensor(&out, &in, g, &w));
   TRY("wait params", dist_work_wait(w, -1));
   dist_work_free(w);
   check(j, step, "params", full[3 * SHARD], 3);
@@ -162,7 +171,8 @@ static int parse(job *j, int argc, char **argv) {
       j->steps = atoi(argv[++i]);
     else {
       printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
-             "bugs: count redop root extra tag abort exit1 monbar size sleep (none: healthy)\n",
+             "bugs: count redop root extra tag abort exit1 monbar size sleep othershard "
+             "(none: healthy)\n",
              argv[0]);
       return strcmp(argv[i], "--help") ? 2 : 0;
     }

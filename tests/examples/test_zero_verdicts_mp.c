@@ -127,3 +127,41 @@ Test(examples_zero, a_rank_asleep_outside_the_library_is_the_hang, .timeout = 12
                           "the library"),
             "%s", r.err);
 }
+
+/* The line of examples/zero_train.c that holds marker. */
+static int zero_line(const char *marker) {
+  char path[1024], line[512];
+  snprintf(path, sizeof path, "%s/examples/zero_train.c", getenv("DIST_TEST_SRC"));
+  FILE *f = fopen(path, "r");
+  cr_assert(f, "cannot read %s", path);
+  int n = 0, found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    n++;
+    found = strstr(line, marker) != NULL;
+  }
+  fclose(f);
+  cr_assert(found, "no '%s' in %s", marker, path);
+  return n;
+}
+
+/* Rank 6 gathers its parameters on the other shard group: a non-member's
+ * call does nothing (as in torch), so it reaches the reduce_scatter where
+ * its shard partners all_gather. The verdict names the call that went to
+ * the wrong group, its operation and its line, not the reduce_scatter
+ * after it (which is right). */
+Test(examples_zero, an_all_gather_on_a_group_it_is_not_in_is_named_at_that_call,
+     .timeout = 120) {
+  static mesh_run r;
+  zero("othershard", &r);
+  mesh_expect_verdict(&r, 10, "desync", 6);
+  char site[96], said[160];
+  snprintf(site, sizeof site, "\"site\":\"zero_train.c:%d in ",
+           zero_line("TRY(\"all_gather params\""));
+  expect_field(&r, "shard", "ALL_GATHER_INTO_TENSOR", "operation", site);
+  snprintf(said, sizeof said, "  rank 6 called ALL_GATHER_INTO_TENSOR on a group it is not a "
+                              "member of just before (it did nothing, as in torch), called from "
+                              "zero_train.c:%d in ", zero_line("TRY(\"all_gather params\""));
+  cr_expect(mesh_says(&r, "desync in group 2 (shard, 4 ranks) at ALL_GATHER_INTO_TENSOR #") &&
+                mesh_says(&r, said),
+            "%s", r.err);
+}
