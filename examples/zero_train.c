@@ -26,6 +26,10 @@
  *   othershard gathers its parameters on the other shard group (from
  *             new_subgroups' list), of which it is not a member: the call
  *             does nothing (as in torch) and it goes on to the reduce_scatter
+ *   droprep   destroys its replicate group instead of waiting for its async
+ *             all_reduce, and skips the replicate all_reduce from then on
+ *   leaverep  waits for its replicate all_reduce, then destroys the group and
+ *             skips the replicate all_reduce from then on
  * --steps N runs N steps (default 4). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +98,9 @@ static void gather_params(const job *j, int step, float *shard, float *full) {
   check(j, step, "params", full[3 * SHARD], 3);
 }
 
+/* Set once the rank destroyed its replicate group (--bug droprep). */
+static bool rep_dropped;
+
 static void reduce_grads(const job *j, int step, float *full, float *grad) {
   if (planted(j, step, "abort"))
     abort();
@@ -110,12 +117,24 @@ static void reduce_grads(const job *j, int step, float *full, float *grad) {
   dist_tensor out = dist_tensor_1d(grad, DIST_FLOAT32, n);
   TRY("reduce_scatter grads", dist_reduce_scatter_tensor(&out, &in, DIST_SUM, j->g_shard, NULL));
   check(j, step, "grads", grad[0], 4);
+  if (rep_dropped)
+    return;
   dist_tensor g = dist_tensor_1d(grad, DIST_FLOAT32, SHARD);
   dist_work *w = NULL;
   dist_redop op = planted(j, step, "redop") ? DIST_MAX : DIST_SUM;
   TRY("all_reduce replicate", dist_all_reduce(&g, op, j->g_rep, &w));
+  if (planted(j, step, "droprep")) { /* "the replicas are in sync now": freed early */
+    TRY("destroy replicate", dist_destroy_process_group(j->g_rep));
+    dist_work_free(w);
+    rep_dropped = true;
+    return;
+  }
   TRY("wait replicate", dist_work_wait(w, -1));
   dist_work_free(w);
+  if (planted(j, step, "leaverep")) { /* "the replicas are in sync now" */
+    TRY("destroy replicate", dist_destroy_process_group(j->g_rep));
+    rep_dropped = true;
+  }
   check(j, step, "replicated grads", grad[0], 8);
 }
 
@@ -171,7 +190,8 @@ static int parse(job *j, int argc, char **argv) {
       j->steps = atoi(argv[++i]);
     else {
       printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
-             "bugs: count redop root extra tag abort exit1 monbar size sleep othershard "
+             "bugs: count redop root extra tag abort exit1 monbar size sleep othershard droprep "
+             "leaverep "
              "(none: healthy)\n",
              argv[0]);
       return strcmp(argv[i], "--help") ? 2 : 0;
