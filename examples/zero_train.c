@@ -23,6 +23,13 @@
  *   monbar    skips the final monitored barrier
  *   size      receives the ring token into a buffer of 2 elements
  *   sleep     sleeps for a minute before the reduce_scatter
+ *   othershard gathers its parameters on the other shard group (from
+ *             new_subgroups' list), of which it is not a member: the call
+ *             does nothing (as in torch) and it goes on to the reduce_scatter
+ *   droprep   destroys its replicate group instead of waiting for its async
+ *             all_reduce, and skips the replicate all_reduce from then on
+ *   leaverep  waits for its replicate all_reduce, then destroys the group and
+ *             skips the replicate all_reduce from then on
  * --steps N runs N steps (default 4). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +43,7 @@
 typedef struct job {
   int rank, world;
   dist_pg *g_shard, *g_rep;
+  dist_pg *g_other_shard; /* the shard group it is not in (DIST_GROUP_NON_MEMBER) */
   const char *bug;
   int culprit, bug_step, steps;
 } job;
@@ -62,7 +70,11 @@ static void check(const job *j, int step, const char *what, double got, double w
 
 static void make_groups(job *j) {
   dist_group_opts os = {.desc = "shard"}, orp = {.desc = "replicate"};
-  TRY("new_subgroups", dist_new_subgroups(4, &os, &j->g_shard, NULL, NULL));
+  dist_pg **shards = NULL;
+  size_t n_shards = 0;
+  TRY("new_subgroups", dist_new_subgroups(4, &os, &j->g_shard, &shards, &n_shards));
+  j->g_other_shard = shards[(j->rank / 4 + 1) % n_shards];
+  dist_free(shards);
   dist_pg *rep[4];
   for (int i = 0; i < 4; i++) {
     int r[2] = {i, i + 4};
@@ -79,11 +91,15 @@ static void gather_params(const job *j, int step, float *shard, float *full) {
   dist_tensor in = dist_tensor_1d(shard, DIST_FLOAT32, SHARD);
   dist_tensor out = dist_tensor_1d(full, DIST_FLOAT32, 4 * SHARD);
   dist_work *w = NULL;
-  TRY("all_gather params", dist_all_gather_into_tensor(&out, &in, j->g_shard, &w));
+  dist_pg *g = planted(j, step, "othershard") ? j->g_other_shard : j->g_shard;
+  TRY("all_gather params", dist_all_gather_into_tensor(&out, &in, g, &w));
   TRY("wait params", dist_work_wait(w, -1));
   dist_work_free(w);
   check(j, step, "params", full[3 * SHARD], 3);
 }
+
+/* Set once the rank destroyed its replicate group (--bug droprep). */
+static bool rep_dropped;
 
 static void reduce_grads(const job *j, int step, float *full, float *grad) {
   if (planted(j, step, "abort"))
@@ -101,12 +117,24 @@ static void reduce_grads(const job *j, int step, float *full, float *grad) {
   dist_tensor out = dist_tensor_1d(grad, DIST_FLOAT32, n);
   TRY("reduce_scatter grads", dist_reduce_scatter_tensor(&out, &in, DIST_SUM, j->g_shard, NULL));
   check(j, step, "grads", grad[0], 4);
+  if (rep_dropped)
+    return;
   dist_tensor g = dist_tensor_1d(grad, DIST_FLOAT32, SHARD);
   dist_work *w = NULL;
   dist_redop op = planted(j, step, "redop") ? DIST_MAX : DIST_SUM;
   TRY("all_reduce replicate", dist_all_reduce(&g, op, j->g_rep, &w));
+  if (planted(j, step, "droprep")) { /* "the replicas are in sync now": freed early */
+    TRY("destroy replicate", dist_destroy_process_group(j->g_rep));
+    dist_work_free(w);
+    rep_dropped = true;
+    return;
+  }
   TRY("wait replicate", dist_work_wait(w, -1));
   dist_work_free(w);
+  if (planted(j, step, "leaverep")) { /* "the replicas are in sync now" */
+    TRY("destroy replicate", dist_destroy_process_group(j->g_rep));
+    rep_dropped = true;
+  }
   check(j, step, "replicated grads", grad[0], 8);
 }
 
@@ -162,7 +190,9 @@ static int parse(job *j, int argc, char **argv) {
       j->steps = atoi(argv[++i]);
     else {
       printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
-             "bugs: count redop root extra tag abort exit1 monbar size sleep (none: healthy)\n",
+             "bugs: count redop root extra tag abort exit1 monbar size sleep othershard droprep "
+             "leaverep "
+             "(none: healthy)\n",
              argv[0]);
       return strcmp(argv[i], "--help") ? 2 : 0;
     }

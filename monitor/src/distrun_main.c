@@ -322,6 +322,12 @@ static int aborter(const sup *sp) {
   return p->have && p->status == DIST_E_ABORTED && p->f.n_culprits == 1 ? p->f.culprits[0] : -1;
 }
 
+/* Whether the aborter's cause is a group it destroyed with operations
+ * pending (pg_cause.c), not a dist_abort_group. */
+static bool destroyed(const sup *sp) {
+  return !strcmp(sp->posted->f.field, "destroyed");
+}
+
 static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   char how[160];
   r->running = false;
@@ -378,9 +384,11 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   bool first;
   int ab = !odd && st == DRUN_EXIT_RANK_DIED ? aborter(sp) : -1;
   if (ab >= 0)
-    first = set_cause(sp, st, "rank %d aborted group %d (%s) with dist_abort_group; rank %d "
-                      "(pid %d, node %d) then %s", ab, sp->posted->f.group_id,
-                      sp->posted->f.group_name, r->global, (int)r->pid, sp->c->node_rank, how);
+    first = set_cause(sp, st, "rank %d %s group %d (%s) %s; rank %d (pid %d, node %d) then %s",
+                      ab, destroyed(sp) ? "destroyed" : "aborted", sp->posted->f.group_id,
+                      sp->posted->f.group_name,
+                      destroyed(sp) ? "with operations pending" : "with dist_abort_group",
+                      r->global, (int)r->pid, sp->c->node_rank, how);
   else if (odd && st == DRUN_EXIT_DESYNC)
     first = set_cause(sp, st, "rank %d (pid %d, node %d) called on alone: every other rank had "
                       "ended with exit code 0, so the ranks' calls differ in number; then it %s",

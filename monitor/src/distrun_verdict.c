@@ -62,6 +62,8 @@ void dist__run_verdict_make(int status, const drun_first *first, const drun_post
     v->f = posted->f;
     v->f.n_culprits = 1;
     v->f.culprits[0] = first->rank;
+    v->f.site[0] = '\0'; /* the report's line is the one the leavers never reached: its
+                            own is found from its record (dist__run_verdict_site) */
     v->report = posted->text;
   } else if (status != DRUN_EXIT_OK && first->rank >= 0) {
     v->culprits[v->n_culprits++] = first->rank;

@@ -127,3 +127,79 @@ Test(examples_zero, a_rank_asleep_outside_the_library_is_the_hang, .timeout = 12
                           "the library"),
             "%s", r.err);
 }
+
+/* The line of examples/zero_train.c that holds marker. */
+static int zero_line(const char *marker) {
+  char path[1024], line[512];
+  snprintf(path, sizeof path, "%s/examples/zero_train.c", getenv("DIST_TEST_SRC"));
+  FILE *f = fopen(path, "r");
+  cr_assert(f, "cannot read %s", path);
+  int n = 0, found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    n++;
+    found = strstr(line, marker) != NULL;
+  }
+  fclose(f);
+  cr_assert(found, "no '%s' in %s", marker, path);
+  return n;
+}
+
+/* Rank 6 gathers its parameters on the other shard group: a non-member's
+ * call does nothing (as in torch), so it reaches the reduce_scatter where
+ * its shard partners all_gather. The verdict names the call that went to
+ * the wrong group, its operation and its line, not the reduce_scatter
+ * after it (which is right). */
+Test(examples_zero, an_all_gather_on_a_group_it_is_not_in_is_named_at_that_call,
+     .timeout = 120) {
+  static mesh_run r;
+  zero("othershard", &r);
+  mesh_expect_verdict(&r, 10, "desync", 6);
+  char site[96], said[160];
+  snprintf(site, sizeof site, "\"site\":\"zero_train.c:%d in ",
+           zero_line("TRY(\"all_gather params\""));
+  expect_field(&r, "shard", "ALL_GATHER_INTO_TENSOR", "operation", site);
+  snprintf(said, sizeof said, "  rank 6 called ALL_GATHER_INTO_TENSOR on a group it is not a "
+                              "member of just before (it did nothing, as in torch), called from "
+                              "zero_train.c:%d in ", zero_line("TRY(\"all_gather params\""));
+  cr_expect(mesh_says(&r, "desync in group 2 (shard, 4 ranks) at ALL_GATHER_INTO_TENSOR #") &&
+                mesh_says(&r, said),
+            "%s", r.err);
+}
+
+/* Rank 6 destroys its replicate group right after starting its async
+ * all_reduce, never waiting for it: the destroy fails that operation on
+ * rank 6 and on rank 2, which exits with an error. Rank 6's destroy is the
+ * cause (as a dist_abort_group would be), not rank 2's exit. */
+Test(examples_zero, a_group_destroyed_with_its_all_reduce_pending_blames_the_destroyer,
+     .timeout = 120) {
+  for (int i = 0; i < 2; i++) {
+    static mesh_run r;
+    zero("droprep", &r);
+    mesh_expect_verdict(&r, 12, "died", 6);
+    cr_expect(mesh_says(&r, "rank 6 destroyed group 5 (replicate) with operations pending") &&
+                  mesh_says(&r, "rank 6 destroyed group 5 (replicate) with ALL_REDUCE #3 pending "
+                                "(never waited)"),
+              "run %d: %s", i + 1, r.err);
+    cr_expect(strstr(r.json, "\"group_name\":\"replicate\"") &&
+                  strstr(r.json, "\"op\":\"ALL_REDUCE\"") && strstr(r.json, "\"seq\":3"),
+              "run %d: %s", i + 1, r.json);
+  }
+}
+
+/* Rank 6 waits for its replicate all_reduce, then destroys the group and
+ * skips it from then on; over TCP rank 2 hears it left at once: a desync
+ * (the collective counts part) naming rank 6, at the all_reduce it never
+ * called, with that call's line (where rank 2 waits). */
+Test(examples_zero, a_rank_that_left_a_group_is_named_at_the_line_it_never_reached,
+     .timeout = 120) {
+  static mesh_run r;
+  job_run_env("zero_train", "DIST_DEBUG=DETAIL", "DIST_TRANSPORT=tcp", "leaverep", 6, -1, &r);
+  mesh_expect_verdict(&r, 10, "desync", 6);
+  char site[96];
+  snprintf(site, sizeof site, "\"site\":\"zero_train.c:%d in ",
+           zero_line("TRY(\"all_reduce replicate\""));
+  expect_field(&r, "replicate", "ALL_REDUCE", "collective count", site);
+  cr_expect(mesh_says(&r, "rank 6 left the group (destroyed it or exited) before this "
+                          "collective"),
+            "%s", r.err);
+}

@@ -239,7 +239,7 @@ static int report_left(wpg *w, dist_store *st, const dist_coll *c, uint64_t coun
   char *msg = malloc(WPG_MSG_LEN);
   if (!msg)
     return wpg_set_error(w, DIST_E_DESYNC, "desync: a member left the group");
-  char gname[160], site[200], list[256];
+  char gname[160], site[200], here[200], list[256];
   wpg_group_name(w->info, gname, sizeof gname);
   size_t lo = 0, off = 0;
   int n = 0, lowest = w->info->global_rank;
@@ -249,10 +249,10 @@ static int report_left(wpg *w, dist_store *st, const dist_coll *c, uint64_t coun
   wpg_appendf(msg, WPG_MSG_LEN, &off, "desync in %s at %s #%" PRIu64 ": %s %s left the group "
               "(destroyed it or exited) before this collective; the collective counts differ",
               gname, dist_op_name(wpg_kind(c)), c->seq, n > 1 ? "ranks" : "rank", list);
-  wpg_site_resolve(c->caller, site, sizeof site);
+  wpg_site_resolve(c->caller, here, sizeof here);
   wpg_appendf(msg, WPG_MSG_LEN, &off, "\n  rank %d: at %s #%" PRIu64 " (collective %" PRIu64
               " of the group), called from %s", w->info->global_rank, dist_op_name(wpg_kind(c)),
-              c->seq, count, site);
+              c->seq, count, here);
   for (int r = 0; r < w->size; r++) {
     if (!left[r])
       continue;
@@ -291,6 +291,9 @@ static int report_left(wpg *w, dist_store *st, const dist_coll *c, uint64_t coun
     if (left[r])
       gone_ranks[k++] = w->info->global_ranks[r];
   dist_cause_info in = named(w, c, gone_ranks, k, "collective count");
+  /* The line of the collective the ranks that left never called (as a
+   * hang names the call a rank never made: where its peers wait). */
+  in.site = here[0] ? here : NULL;
   int rc = wpg_fail(w, DIST_E_DESYNC, msg, lowest, &in);
   free(gone_ranks);
   free(msg);

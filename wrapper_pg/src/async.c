@@ -132,6 +132,7 @@ int wpg_check_async(wpg *w, const dist_coll *c, dist_work *wk) {
   wpg_fp_make(w, c, &e->me);
   wpg_site_locate(&w->sites, c->caller, &e->me.caller_off, &e->me.module);
   wpg_fp_site_history(w, &e->me);
+  wpg_fp_non_member(w, &e->me);
   wpg_digest_make(&e->me, e->digest);
   dist_tensor t = dist_tensor_1d(e->digest, DIST_INT64, WPG_DIGEST_N);
   rc = dist_all_reduce(&t, DIST_MIN, w->helper, &e->hw);

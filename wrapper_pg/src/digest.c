@@ -98,7 +98,8 @@ bool wpg_last_of(const wpg *w, int r, wpg_fp *out) {
     return false;
   *out = w->last_mine;
   if (r != w->rank && !w->last_site_same)
-    out->caller_off = 0, out->module = 0; /* its own, unknown here */
+    out->caller_off = 0, out->module = 0, /* its own, unknown here */
+        out->nm_kind = 0, out->nm_off = 0, out->nm_module = 0;
   return true;
 }
 
@@ -159,6 +160,7 @@ static int exchange_records(wpg *w, const wpg_fp *me, const int64_t *red, full_r
       got[r].fp.kind = me->kind;
       got[r].fp.caller_off = 0;
       got[r].fp.module = 0;
+      got[r].fp.nm_kind = 0;
     }
     dist_free(v);
   }

@@ -311,7 +311,28 @@ void wpg_sites_note(wpg *w, const wpg_fp *all) {
 /* Fails every entering rank with the report, and posts the ranks it marks
  * (with the operation, group and the first culprit's call site) as what
  * the job's cause names. */
-static int fail_with_culprits(wpg *w, const char *msg, const wpg_row *rows, const wpg_fp *all,
+/* When culprit row ci's call is not the others' (row j's) but it called
+ * the others' operation on a group it is not a member of since its last
+ * call here (which did nothing, as in torch), that call is the bug: most
+ * likely the wrong group passed. Says so in msg, and names that call (its
+ * kind and line) in *in. */
+static void wrong_group_call(const wpg_fp *all, int ci, int global, int j, char *msg,
+                             dist_cause_info *in, char *site, size_t site_len) {
+  const wpg_fp *f = &all[ci];
+  if (!f->nm_kind || f->nm_kind - 1 != all[j].kind || f->kind == all[j].kind)
+    return;
+  wpg_site_resolve_off(f->nm_module, f->nm_off, site, site_len);
+  size_t off = strlen(msg);
+  wpg_appendf(msg, WPG_MSG_LEN, &off, "\n  rank %d called %s on a group it is not a member of "
+              "just before (it did nothing, as in torch), called from %s: the wrong group "
+              "passed?", global, dist_op_name((dist_op_kind)(f->nm_kind - 1)),
+              site[0] ? site : "an unknown site");
+  in->op = (int)(f->nm_kind - 1);
+  if (site[0])
+    in->site = site;
+}
+
+static int fail_with_culprits(wpg *w, char *msg, const wpg_row *rows, const wpg_fp *all,
                               const char *field, const detail *d) {
   int *culprits = calloc((size_t)w->size, sizeof *culprits);
   int k = culprits ? wpg_report_culprits(rows, w->size, culprits) : 0;
@@ -328,12 +349,20 @@ static int fail_with_culprits(wpg *w, const char *msg, const wpg_row *rows, cons
   /* The first culprit's own call: its operation, number and line together
    * (a rank that called all_reduce where the others all_gather is named at
    * its all_reduce, not at theirs). */
+  int ci = -1, other = -1;
   for (int i = 0; k && i < w->size; i++)
     if (rows[i].global == culprits[0]) {
       in.site = rows[i].site;
       in.op = all[rows[i].grank].kind;
       in.seq = all[rows[i].grank].seq;
+      ci = rows[i].grank;
     }
+  for (int i = 0; ci >= 0 && i < w->size && other < 0; i++)
+    if (rows[i].cls != rows[ci].cls)
+      other = rows[i].grank;
+  char nm_site[200] = "";
+  if (ci >= 0 && other >= 0)
+    wrong_group_call(all, ci, rows[ci].global, other, msg, &in, nm_site, sizeof nm_site);
   int rc = wpg_fail(w, DIST_E_DESYNC, msg, w->info->global_ranks[0], &in);
   free(culprits);
   return rc;
@@ -409,6 +438,7 @@ int wpg_check_coll(wpg *w, const dist_coll *c) {
   wpg_fp_make(w, c, &me);
   wpg_site_locate(&w->sites, c->caller, &me.caller_off, &me.module);
   wpg_fp_site_history(w, &me);
+  wpg_fp_non_member(w, &me);
   int64_t d[WPG_DIGEST_N];
   wpg_digest_make(&me, d);
   rc = reduce_digest(w, d);

@@ -188,6 +188,18 @@ void wpg_fp_site_history(wpg *w, wpg_fp *fp) {
   w->site_last[slot].content = v;
 }
 
+void wpg_fp_non_member(wpg *w, wpg_fp *fp) {
+  dist_op_kind k = DIST_OP_BARRIER;
+  const void *caller = NULL;
+  uint64_t n = dist__pg_non_member_calls(&k, &caller);
+  if (n == w->nm_seen)
+    return;
+  w->nm_seen = n;
+  fp->nm_kind = (uint32_t)k + 1;
+  if (caller)
+    wpg_site_locate(&w->sites, caller, &fp->nm_off, &fp->nm_module);
+}
+
 bool wpg_fp_agree(const wpg_fp *all, int n) {
   uint64_t sum = all[0].pair;
   for (int i = 1; i < n; i++) {

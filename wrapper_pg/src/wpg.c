@@ -116,6 +116,7 @@ static int init(void *priv, const dist_backend_init_args *a, dist_pg *self) {
   w->info = dist_pg_get_info(w->inner);
   w->size = w->info->size;
   w->rank = w->info->rank;
+  w->nm_seen = dist__pg_non_member_calls(NULL, NULL); /* calls before it existed are not its */
   size_t n = (size_t)w->size;
   w->all = calloc(n, sizeof *w->all);
   w->prev = calloc(n, sizeof *w->prev);

@@ -59,6 +59,12 @@ typedef struct wpg_fp {
   uint64_t seq;       /* the group's sequence number, for the report */
   uint64_t scalar;    /* PREMUL_SUM: its scalar's bits (premul says only that
                          the op is one); 0 otherwise */
+  /* The last operation this rank called on a group it is not a member of
+   * (it did nothing) since its last call on this group, if any: its kind
+   * + 1 (0: none) and call site (carried, never compared). */
+  uint32_t nm_kind;
+  uint32_t nm_module;
+  uint64_t nm_off;
 } wpg_fp;
 
 /* wpg_fp.site_was: a tie between the two ranks of a pair goes against the
@@ -152,6 +158,9 @@ typedef struct wpg {
    * issue. */
   struct { uint64_t site, content; } site_last[64];
   int n_site_last, site_last_next;
+  /* dist__pg_non_member_calls as of this rank's last call on the group
+   * (the caller's thread, at issue, as site_last). */
+  uint64_t nm_seen;
   /* The check compares a digest (digest.c): after an agreed round only this
    * rank's record is known, with whether every member's call site and
    * sequence number were the same as its own (then theirs are known too). */
@@ -171,6 +180,9 @@ wpg_field wpg_fp_diff(const wpg_fp *a, const wpg_fp *b);
 /* Sets fp->site_was from this rank's last call from fp's site (located
  * first) and remembers this one. */
 void wpg_fp_site_history(wpg *w, wpg_fp *fp);
+/* Notes in fp the last call this rank made on a group it is not a member
+ * of, when it made one since its last call on w (located as a call site). */
+void wpg_fp_non_member(wpg *w, wpg_fp *fp);
 /* Whether all n records agree (and the all_to_all sums cancel). */
 bool wpg_fp_agree(const wpg_fp *all, int n);
 uint64_t wpg_fp_hash(const wpg_fp *fp);

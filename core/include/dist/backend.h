@@ -388,7 +388,8 @@ typedef struct dist_cause_info {
   int op;                 /* dist_op_kind of the operation, -1 none */
   uint64_t seq;           /* its sequence number in the group, 0 none */
   const char *field;      /* what differs ("dtype", "operation"), NULL */
-  const char *site;       /* the culprit's call site, "train.c:88 in step()" */
+  const char *site;       /* the culprit's call site, "train.c:88 in step()" (of a
+                             rank that left: the call it never made) */
 } dist_cause_info;
 
 /* An info with nothing set (group_id and op -1). */

@@ -9,24 +9,44 @@
 
 #define CALLER() __builtin_return_address(0)
 
+/* The calls this process made on a group it is not a member of: how many,
+ * and the last one's kind and caller (dist__pg_non_member_calls). */
+static _Atomic uint64_t nm_calls;
+static _Atomic int nm_kind;
+static _Atomic(const void *) nm_caller;
+
+uint64_t dist__pg_non_member_calls(dist_op_kind *kind, const void **caller) {
+  uint64_t n = atomic_load(&nm_calls);
+  if (kind)
+    *kind = (dist_op_kind)atomic_load(&nm_kind);
+  if (caller)
+    *caller = atomic_load(&nm_caller);
+  return n;
+}
+
 /* Resolves the group; DIST_OK with *done set for a non-member (torch warns
- * and returns), a completed work handle when one was asked for. */
-static int enter(dist_pg **g, dist_work **w, bool *done) {
+ * and returns), a completed work handle when one was asked for. k and
+ * caller: the call, noted for the checking layer when it does nothing. */
+static int enter(dist_pg **g, dist_work **w, bool *done, dist_op_kind k, const void *caller) {
   *done = false;
   dist_pg *r = dist__pg_resolve(*g);
   if (!r)
     return DIST_E_INVAL;
   if (r == DIST_GROUP_NON_MEMBER) {
     *done = true;
+    atomic_store(&nm_kind, (int)k);
+    atomic_store(&nm_caller, caller);
+    atomic_fetch_add(&nm_calls, 1);
     /* Legal, and a no-op as in torch, but most often a rank that picked
      * the wrong group: said once (as torch's warning is), then at DEBUG. */
     static atomic_bool said;
     if (!atomic_exchange(&said, true))
-      DIST_LOG(WARNING, PG, "an operation on a group this rank is not a member of did nothing "
-               "(as in torch); if this rank should take part, it passed the wrong group "
-               "(further such calls are logged at DEBUG)");
+      DIST_LOG(WARNING, PG, "an operation (%s) on a group this rank is not a member of did "
+               "nothing (as in torch); if this rank should take part, it passed the wrong group "
+               "(further such calls are logged at DEBUG)", dist_op_name(k));
     else
-      DIST_LOG(DEBUG, PG, "operation on a group this rank is not a member of: nothing to do");
+      DIST_LOG(DEBUG, PG, "operation (%s) on a group this rank is not a member of: nothing to do",
+               dist_op_name(k));
     if (w)
       return dist__work_new_done(r, DIST_OK, w);
     return DIST_OK;
@@ -67,10 +87,10 @@ static int group_rank(dist_pg *g, int global, const char *fn, const char *what, 
       return dist__pg_reject((g), (c), refuse_rc_); \
   } while (0)
 
-#define ENTER(g, w)                                  \
-  do {                                               \
-    bool done_;                                      \
-    int enter_rc_ = enter(&(g), (w), &done_);        \
+#define ENTER(g, w, k, caller)                            \
+  do {                                                    \
+    bool done_;                                           \
+    int enter_rc_ = enter(&(g), (w), &done_, (k), (caller)); \
     if (enter_rc_ != DIST_OK || done_)               \
       return enter_rc_;                              \
   } while (0)
@@ -88,7 +108,7 @@ static dist_coll coll_of(dist_op_kind k, const void *caller) {
 
 static int p2p(dist_op_kind k, dist_tensor *t, int peer, dist_pg *g, int tag, dist_work **w,
                bool blocking, const void *caller) {
-  ENTER(g, w);
+  ENTER(g, w, k, caller);
   dist_coll c = coll_of(k, caller);
   c.tag = tag;
   if (k == DIST_OP_SEND) {
@@ -151,7 +171,7 @@ int dist_batch_isend_irecv(const dist_p2p_op *ops, size_t n, dist_work **w) {
     if (ops[i].group != g)
       return dist__set_last_error(DIST_E_INVAL,
                                   "batch_isend_irecv: op %zu uses another group than op 0", i);
-  ENTER(g, w);
+  ENTER(g, w, DIST_OP_BATCH_P2P, CALLER());
   dist_coll_p2p *list = dist__calloc(n, sizeof *list);
   if (!list)
     return dist__err_set(&g->err, DIST_E_NOMEM, "out of memory");
@@ -177,7 +197,7 @@ int dist_batch_isend_irecv(const dist_p2p_op *ops, size_t n, dist_work **w) {
 
 static int in_place(dist_op_kind k, dist_tensor *t, int root_global, dist_redop op, dist_pg *g,
                     dist_work **w, const void *caller) {
-  ENTER(g, w);
+  ENTER(g, w, k, caller);
   dist_coll c = coll_of(k, caller);
   c.inputs = c.outputs = t;
   c.n_inputs = c.n_outputs = 1;
@@ -214,7 +234,7 @@ typedef struct io {
 
 static int general(dist_op_kind k, const io *a, dist_pg *g, dist_work **w,
                    const void *caller) {
-  ENTER(g, w);
+  ENTER(g, w, k, caller);
   dist_coll c = coll_of(k, caller);
   c.inputs = a->in;
   c.n_inputs = a->n_in;

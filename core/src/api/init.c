@@ -118,7 +118,7 @@ int dist_destroy_process_group(dist_pg *g) {
     destroy_all();
     return DIST_OK;
   }
-  dist__pg_free(g);
+  dist__pg_destroy_one(g);
   return DIST_OK;
 }
 

@@ -288,11 +288,20 @@ void dist__pg_free(dist_pg *g) {
   }
   if (g->ops->fini) /* fails whatever is still pending (backend.h) */
     g->ops->fini(g->priv);
+  int failed = atomic_load(&g->destroy_failed);
+  if (failed && atomic_load(&g->destroying))
+    dist__cause_post_destroyed(g, failed, g->destroy_kind, g->destroy_seq);
   dist_store_destroy(g->store);
   dist__free(g->priv);
   dist__free(g->global_ranks);
   dist__pg_pairs_free(g);
   dist__free(g);
+}
+
+void dist__pg_destroy_one(dist_pg *g) {
+  if (g && g != DIST_GROUP_NON_MEMBER && !g->internal)
+    atomic_store(&g->destroying, true);
+  dist__pg_free(g);
 }
 
 void dist__pg_destroy_all(void) {

@@ -104,6 +104,33 @@ void dist__cause_post_abort(dist_pg *g, const char *why) {
   dist_post_cause_info(DIST_E_ABORTED, &ci, rep);
 }
 
+void dist__cause_post_destroyed(dist_pg *g, int n, int kind, uint64_t seq) {
+  if (!dist_get_default_store())
+    return;
+  const dist_pg_info *in = &g->info;
+  const char *name = in->desc && in->desc[0] ? in->desc : in->name;
+  char why[DIST_ERRMSG_LEN];
+  snprintf(why, sizeof why, "rank %d destroyed group %d (%s) with %s #%llu%s pending (never "
+           "waited): it fails there and on the group's other members", in->global_rank,
+           in->group_id, name, dist_op_name((dist_op_kind)kind), (unsigned long long)seq,
+           n > 1 ? " and more" : "");
+  char rep[DIST_ERRMSG_LEN + 256];
+  snprintf(rep, sizeof rep, "aborted in group %d (%s, %d ranks) at %s #%llu: %s\n  reported by "
+           "rank %d (host %s, pid %d)", in->group_id, name, in->size,
+           dist_op_name((dist_op_kind)kind), (unsigned long long)seq, why, in->global_rank,
+           dist__hostname(), (int)getpid());
+  int me = in->global_rank;
+  dist_cause_info ci = dist_cause_info_none();
+  ci.culprits = &me;
+  ci.n_culprits = 1;
+  ci.group_id = in->group_id;
+  ci.group_name = name;
+  ci.op = kind;
+  ci.seq = seq;
+  ci.field = "destroyed";
+  dist_post_cause_info(DIST_E_ABORTED, &ci, rep);
+}
+
 /* --- the first rank to leave --------------------------------------------- */
 
 static pid_t exit_watch_pid; /* the process that registered the handler */

@@ -49,6 +49,13 @@ struct dist_pg {
   uint64_t mb_prev_seq;         /* rank 0: the last monitored_barrier passed */
   dist__errbuf err;
   _Atomic int async_error;      /* sticky: abort, timeout, lost peer */
+  /* The program destroys this one group (dist__pg_destroy_one): the user
+   * operations its destruction fails (still pending: never waited), the
+   * first one's kind and number, for the job's cause. */
+  _Atomic bool destroying;
+  _Atomic int destroy_failed;
+  int destroy_kind;
+  uint64_t destroy_seq;
   struct dist_pg *next;         /* live user groups */
   struct dist_pg *next_handle;  /* every live group object (handle checks) */
 };
@@ -138,6 +145,10 @@ int dist__pg_build(const dist_backend_ops *ops, const dist__pg_spec *s, void *ar
                    dist_store *borrowed, dist_pg **out);
 /* Destroys one group (the wrapper chain included). */
 void dist__pg_free(dist_pg *g);
+/* dist__pg_free for the program's dist_destroy_process_group of one user
+ * group: when that fails operations still pending on it (their peers'
+ * fail too), this rank is the job's cause (dist__cause_post_destroyed). */
+void dist__pg_destroy_one(dist_pg *g);
 /* A user call built from other operations (byte blobs, monitored
  * barrier): begin numbers it and announces it, sub runs one piece on g's
  * slots (checked, but with the caller's sequence number and no events),
@@ -205,6 +216,11 @@ uint32_t dist__pg_hash_ranks(const int *r, int n);
 /* The program aborted group g (why: what its peers read): the job's cause,
  * DIST_E_ABORTED, naming this rank. */
 void dist__cause_post_abort(dist_pg *g, const char *why);
+/* The program destroyed group g with n of its operations pending (the
+ * first: kind, seq), which fails them here and on its peers: the job's
+ * cause, DIST_E_ABORTED, naming this rank, the group and that operation
+ * (field "destroyed"). */
+void dist__cause_post_destroyed(dist_pg *g, int n, int kind, uint64_t seq);
 /* Claims DIST_KEY_FIRST_EXIT for this rank unless another rank did
  * (exit handler, and the destruction of the default group). */
 void dist__cause_claim_first_exit(void);

@@ -142,6 +142,13 @@ void dist__work_complete(dist_work *w, int rc, int src_global, const char *msg) 
       int expected = DIST_OK;
       atomic_compare_exchange_strong(&g->async_error, &expected, rc);
     }
+    /* Failed by the program's destroy of its group (fini, on this thread):
+     * counted for the cause dist__pg_free posts. */
+    if (rc == DIST_E_ABORTED && !w->quiet && atomic_load(&g->destroying) &&
+        atomic_fetch_add(&g->destroy_failed, 1) == 0) {
+      g->destroy_kind = (int)w->coll.kind;
+      g->destroy_seq = w->coll.seq;
+    }
     /* A wrapper's work (g->inner) fails here only with what its inner group
      * found, so the post is once per work either way. */
     if (!w->quiet)

@@ -39,4 +39,12 @@ void dist__set_work_wait_hook(dist__work_wait_hook fn);
 typedef void (*dist__group_create_hook)(int group_id, int size, void *caller, bool entering);
 void dist__set_group_create_hook(dist__group_create_hook fn);
 
+/* The operations this process called on a group it is not a member of
+ * (DIST_GROUP_NON_MEMBER: each did nothing, as in torch): how many, and the
+ * last one's kind and caller (its return address in the program; either
+ * pointer may be NULL). The checking layer notes a new one in its next
+ * record on each group, so that a desync on a group this rank is a member
+ * of can name the call that most likely meant it (the wrong group passed). */
+uint64_t dist__pg_non_member_calls(dist_op_kind *kind, const void **caller);
+
 #endif
