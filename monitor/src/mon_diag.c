@@ -35,8 +35,9 @@ static const char *outside_words(const mon_rec *r, int64_t idle_ms, int64_t now_
                                  size_t len) {
   char s[32];
   if (r->creating.on)
-    snprintf(buf, len, "blocked in dist_new_group for %s, creating group %d (%d ranks), called "
+    snprintf(buf, len, "blocked in %s for %s, creating group %d (%d ranks), called "
              "from %s, which the other members have not joined",
+             r->creating.call[0] ? r->creating.call : "dist_new_group",
              sec_word(now_ms - r->creating.since_ms, s, sizeof s), r->creating.gid,
              r->creating.size, r->creating.site);
   else
@@ -364,6 +365,27 @@ static bool recv_from_nobody(const mon_rec_group *b) {
   return b && b->kind == DIST_OP_RECV && b->peer == DIST_ANY_SOURCE;
 }
 
+/* Adds r to sinks[0..k) unless there; the new count. */
+static int add_sink(int *sinks, int k, int cap, int r) {
+  for (int i = 0; i < k; i++)
+    if (sinks[i] == r)
+      return k;
+  if (k < cap)
+    sinks[k++] = r;
+  return k;
+}
+
+/* A rank alive and in no operation ends the waits, unless it is blocked
+ * creating a group that members skipped (mon_create.c): then they do,
+ * wherever they are. Adds them, or r, to sinks[0..k); the new count. */
+static int add_end(const mon_rec *recs, int r, int *sinks, int k, int cap) {
+  int skip[MON_CULPRITS_MAX];
+  int n = recs[r].creating.on ? dist__mon_create_skippers(recs, r, skip, MON_CULPRITS_MAX) : 0;
+  for (int i = 0; i < n; i++)
+    k = add_sink(sinks, k, cap, skip[i]);
+  return n ? k : add_sink(sinks, k, cap, r);
+}
+
 static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   int world = dist__mon.world, n = 0, k = 0, kf = 0;
   int *queue = dist__calloc((size_t)world, sizeof(int));
@@ -395,8 +417,8 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
     if (gone && ended_waiting(&recs[r], b) && r != from)
       fallback[kf++] = r; /* the end of the waits only if nothing lies beyond */
     else if (gone || !b) {
-      if (r != from && k < cap)
-        sinks[k++] = r;
+      if (r != from)
+        k = gone ? add_sink(sinks, k, cap, r) : add_end(recs, r, sinks, k, cap);
       continue;
     }
     const int *to;
@@ -428,10 +450,12 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
 static int waits_end_at(const mon_rec *recs, int q, int *out, int cap) {
   char how[320];
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
-  if (dist__mon_gone_how(&recs[q], now_ms, how, sizeof how) || !blocked_in(&recs[q])) {
+  if (dist__mon_gone_how(&recs[q], now_ms, how, sizeof how)) {
     out[0] = q;
     return 1;
   }
+  if (!blocked_in(&recs[q]))
+    return add_end(recs, q, out, 0, cap);
   return sinks_from(recs, q, out, cap);
 }
 
@@ -522,9 +546,12 @@ static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms
                     size_t len, size_t *off) {
   char ow[512];
   const mon_rec_group *any = blocked_in(&recs[r]);
+  int creator = gone ? -1 : dist__mon_skipped_for(recs, r);
   dist__appendf(buf, len, off, "  the waits end at rank %d, which ", r);
   if (gone)
     dist__appendf(buf, len, off, "%s", gone);
+  else if (creator >= 0)
+    dist__mon_say_skipped(recs, r, creator, now_ms, buf, len, off);
   else if (recs[r].creating.on)
     dist__appendf(buf, len, off, "is in no operation of a group: it is %s",
                   outside_words(&recs[r], 0, now_ms, ow, sizeof ow));
@@ -602,9 +629,13 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
     return;
   }
   const mon_rec_create *cr = &recs[sinks[0]].creating;
+  int creator = dist__mon_gone_how(&recs[sinks[0]], now_ms, how, sizeof how)
+                    ? -1 : dist__mon_skipped_for(recs, sinks[0]);
+  if (creator >= 0) /* it skipped a creation: that group and its creator's call */
+    cr = &recs[creator].creating;
   /* Blocked creating a group: the group and its call, no operation. Not
    * when its record is stale (a process stopped just after a creation). */
-  if (cr->on && !dist__mon_gone_how(&recs[sinks[0]], now_ms, how, sizeof how)) {
+  if (cr->on && (creator >= 0 || !dist__mon_gone_how(&recs[sinks[0]], now_ms, how, sizeof how))) {
     v->gid = cr->gid;
     snprintf(v->gname, sizeof v->gname, "g%d", cr->gid);
     v->kind = -1;
