@@ -13,6 +13,9 @@
  *               then one of the default group
  *   exit        ... the split of "split", then it destroys its groups and
  *               returns 0 while the others go on to an all_reduce
+ *   extra       nobody skips: rank 3 alone makes dist_new_group {2,3}
+ *               (new_pair), then every rank an all_reduce of the default
+ *               group (the creator's call is the odd one)
  * A rank whose call fails prints "rank R: <what> failed: <status>" on
  * stderr and exits 1. */
 #include <stdio.h>
@@ -50,6 +53,12 @@ __attribute__((noinline)) static void new_world(void) {
   check("new_group", dist_new_group(r, 3, NULL, &g));
 }
 
+__attribute__((noinline)) static void new_pair(void) {
+  const int r[2] = {2, 3};
+  dist_pg *g = NULL;
+  check("new_group", dist_new_group(r, 2, NULL, &g));
+}
+
 __attribute__((noinline)) static void new_local(void) {
   const int r[3] = {1, 2, 3};
   dist_pg *g = NULL;
@@ -81,6 +90,9 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "new")) {
     if (!skip)
       new_world();
+  } else if (!strcmp(mode, "extra")) {
+    if (rank == 3)
+      new_pair();
   } else if (!strcmp(mode, "local")) {
     if (!skip)
       new_local();

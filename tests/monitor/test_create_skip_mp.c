@@ -9,7 +9,7 @@
  * the skipped call is dist_split_group of the default group or of a
  * subgroup, or dist_new_group made by every rank or by its members alone,
  * at DIST_DEBUG=DETAIL and OFF. A rank that skips it and leaves is an
- * early exit naming it. */
+ * early exit naming it; a creation only one rank makes names that rank. */
 #include "../examples/mesh_verdict.h"
 
 /* Runs mode at debug ("DIST_DEBUG=DETAIL"), DIST_TIMEOUT=6. */
@@ -93,4 +93,18 @@ Test(monitor_create_skip, a_rank_that_skips_the_split_and_leaves_is_an_early_exi
   cr_expect(mesh_says(&r, "rank 2 (pid "), "distrun does not name rank 2:\n%s", r.report);
   cr_expect(mesh_says(&r, "ended first, with exit code 0, while other ranks still needed it"),
             "not an early exit:\n%s", r.report);
+}
+
+Test(monitor_create_skip, a_creation_only_one_rank_makes_names_that_rank, .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "extra", &r);
+  /* most of the ranks never made the call: the creator's is the odd one */
+  mesh_expect_verdict(&r, 11, "hang", 3);
+  cr_expect(mesh_says(&r, "the waits end at rank 3, which is in no operation of a group: it is "
+                          "blocked in dist_new_group"),
+            "not rank 3 blocked creating the group:\n%s", r.report);
+  cr_expect(!mesh_says(&r, "did not create group"), "a rank blamed for not making rank 3's "
+            "call:\n%s", r.report);
+  cr_expect(strstr(r.json, "\"site\":\"new_pair (prog_create_skip.c:"),
+            "distview's verdict is not at new_pair: %s", r.json);
 }
