@@ -28,20 +28,29 @@ static const char *sec_word(int64_t ms, char *buf, size_t len) {
   return buf;
 }
 
-/* What a rank in no operation of a group does: creating a group in
- * dist_new_group (its record's "c" line: blocked there until the other
- * members come), else busy outside the library since idle_ms. */
-static const char *outside_words(const mon_rec *r, int64_t idle_ms, int64_t now_ms, char *buf,
-                                 size_t len) {
-  char s[32];
-  if (r->creating.on)
+/* What rank who, in no operation of a group, does: creating a group in
+ * dist_new_group or dist_split_group (its record's "c" line: blocked
+ * there until the other members come; the members that skipped the call,
+ * mon_create.c, named), else busy outside the library since idle_ms. */
+static const char *outside_words(const mon_rec *recs, int who, int64_t idle_ms, int64_t now_ms,
+                                 char *buf, size_t len) {
+  const mon_rec *r = &recs[who];
+  char s[32], late[320] = "the other members have not joined";
+  if (r->creating.on) {
+    int skip[MON_CULPRITS_MAX], n = dist__mon_create_skippers(recs, who, skip, MON_CULPRITS_MAX);
+    char ranks[128];
+    if (n) {
+      dist__format_ranks(skip, (size_t)n, ranks, sizeof ranks);
+      snprintf(late, sizeof late, "rank%s %s %s not joined: %s never made that call",
+               n > 1 ? "s" : "", ranks, n > 1 ? "have" : "has", n > 1 ? "they" : "it");
+    }
     snprintf(buf, len, "blocked in %s for %s, creating group %d (%d ranks), called "
-             "from %s, which the other members have not joined",
-             r->creating.call[0] ? r->creating.call : "dist_new_group",
+             "from %s, which %s", r->creating.call[0] ? r->creating.call : "dist_new_group",
              sec_word(now_ms - r->creating.since_ms, s, sizeof s), r->creating.gid,
-             r->creating.size, r->creating.site);
-  else
+             r->creating.size, r->creating.site, late);
+  } else {
     snprintf(buf, len, "busy outside the library for %s", sec_word(now_ms - idle_ms, s, sizeof s));
+  }
   return buf;
 }
 
@@ -171,8 +180,9 @@ static void say_last(char *buf, size_t len, size_t *off, const mon_rec_group *rg
 
 /* One line for a member that has not entered #seq. g: this rank's own view
  * of the group, fresher than a dead rank's last heartbeat. */
-static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, const mon_group *g,
-                       uint64_t seq, int kind, int64_t now_ms) {
+static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *recs, int who,
+                       const mon_group *g, uint64_t seq, int kind, int64_t now_ms) {
+  const mon_rec *r = &recs[who];
   int gid = g->gid;
   const mon_rec_group *rg = dist__mon_rec_group(r, gid);
   char how[320], s[32];
@@ -212,7 +222,7 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   else if (!gone && rg && (rg->last_seq || r->creating.on))
     dist__appendf(buf, len, off, "; %s",
-                  outside_words(r, rg->last_ms, now_ms, ow, sizeof ow));
+                  outside_words(recs, who, rg->last_ms, now_ms, ow, sizeof ow));
   dist__appendf(buf, len, off, "\n");
   if (r->stack[0])
     dist__appendf(buf, len, off, "    its stack:\n%s", r->stack);
@@ -554,7 +564,7 @@ static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms
     dist__mon_say_skipped(recs, r, creator, now_ms, buf, len, off);
   else if (recs[r].creating.on)
     dist__appendf(buf, len, off, "is in no operation of a group: it is %s",
-                  outside_words(&recs[r], 0, now_ms, ow, sizeof ow));
+                  outside_words(recs, r, 0, now_ms, ow, sizeof ow));
   else if (recs[r].n == 0)
     dist__appendf(buf, len, off, "is destroying its process groups (its record lists none)");
   else if (recv_from_nobody(any))
@@ -562,7 +572,7 @@ static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms
                   "from %s, and no rank sends to it", dist__mon_rec_num(any), any->tag, any->site);
   else
     dist__appendf(buf, len, off, "is in no operation (%s)",
-                  outside_words(&recs[r], last_done_ms(&recs[r]), now_ms, ow, sizeof ow));
+                  outside_words(recs, r, last_done_ms(&recs[r]), now_ms, ow, sizeof ow));
   dist__mon_say_waiters(recs, r, buf, len, off);
 }
 
@@ -828,7 +838,8 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
     else
       say_last(buf, len, off, qg);
     if (qg && (qg->last_seq || q->creating.on))
-      dist__appendf(buf, len, off, "; %s", outside_words(q, qg->last_ms, now_ms, ow, sizeof ow));
+      dist__appendf(buf, len, off, "; %s",
+                    outside_words(recs, peer, qg->last_ms, now_ms, ow, sizeof ow));
     dist__appendf(buf, len, off, "\n");
   }
   if (q->stack[0])
@@ -905,7 +916,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     }
     if (absent++ < MON_CULPRITS_MAX)
       missing[absent - 1] = r;
-    say_absent(buf, len, &off, &recs[r], g, seq, kind, now_ms);
+    say_absent(buf, len, &off, recs, r, g, seq, kind, now_ms);
   }
   if (in && n_in) {
     qsort(in, (size_t)n_in, sizeof *in, dist__mon_cmp_int);

@@ -39,6 +39,8 @@ static void expect_skip(const mesh_run *r, const char *members, const char *call
   snprintf(want, sizeof want, "ranks %s made that call and rank 2 did not; it is blocked in %s",
            made, blocked_in);
   cr_expect(mesh_says(r, want), "not \"%s\":\n%s", want, r->report);
+  cr_expect(mesh_says(r, "which rank 2 has not joined: it never made that call"),
+            "the creator's line does not name rank 2:\n%s", r->report);
   snprintf(want, sizeof want, "\"site\":\"%s", site);
   cr_expect(strstr(r->json, want), "distview's verdict is not at %s: %s", site_fn, r->json);
   cr_expect(strstr(r->json, "\"op\":\"\""), "distview's verdict names an operation: %s",
