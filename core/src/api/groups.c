@@ -131,8 +131,8 @@ static _Atomic(dist__group_create_hook) create_hook;
 
 void dist__set_group_create_hook(dist__group_create_hook fn) { atomic_store(&create_hook, fn); }
 
-/* The hook for a creation of q, or NULL (none set, or a helper group:
- * part of a call, not one of the program's). */
+/* The hook for a creation of spec s, or NULL (none set, or a helper
+ * group: part of a call, not one of the program's). */
 static dist__group_create_hook hook_for(const dist__pg_spec *s) {
   dist__group_create_hook fn = atomic_load_explicit(&create_hook, memory_order_acquire);
   return s->flags & DIST_GROUP_INTERNAL ? NULL : fn;
