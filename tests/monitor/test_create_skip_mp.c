@@ -7,7 +7,8 @@
  * make the call, not a creator blocked on it (mon_create.c): distrun's
  * report, its exit status and `distview diagnose --json` say so, whether
  * the skipped call is dist_split_group of the default group or of a
- * subgroup, or dist_new_group made by every rank or by its members alone,
+ * subgroup, or dist_new_group made by every rank or by its members alone
+ * (and distview's own analysis agrees, from the monitor's diagnosis),
  * at DIST_DEBUG=DETAIL and OFF. A rank that skips it and leaves is an
  * early exit naming it; a creation only one rank makes names that rank. */
 #include "../examples/mesh_verdict.h"
@@ -44,6 +45,10 @@ static void expect_skip(const mesh_run *r, const char *members, const char *call
   snprintf(want, sizeof want, "\"site\":\"%s", site);
   cr_expect(strstr(r->json, want), "distview's verdict is not at %s: %s", site_fn, r->json);
   cr_expect(strstr(r->json, "\"op\":\"\""), "distview's verdict names an operation: %s",
+            r->json);
+  /* distview's own analysis takes the monitor's diagnosis: the rows show
+   * no creation, so alone they would name the member blocked in it */
+  cr_expect(strstr(r->json, "\"agrees\":true"), "distview's own analysis disagrees: %s",
             r->json);
 }
 
