@@ -28,19 +28,29 @@ static const char *sec_word(int64_t ms, char *buf, size_t len) {
   return buf;
 }
 
-/* What a rank in no operation of a group does: creating a group in
- * dist_new_group (its record's "c" line: blocked there until the other
- * members come), else busy outside the library since idle_ms. */
-static const char *outside_words(const mon_rec *r, int64_t idle_ms, int64_t now_ms, char *buf,
-                                 size_t len) {
-  char s[32];
-  if (r->creating.on)
-    snprintf(buf, len, "blocked in dist_new_group for %s, creating group %d (%d ranks), called "
-             "from %s, which the other members have not joined",
+/* What rank who, in no operation of a group, does: creating a group in
+ * dist_new_group or dist_split_group (its record's "c" line: blocked
+ * there until the other members come; the members that skipped the call,
+ * mon_create.c, named), else busy outside the library since idle_ms. */
+static const char *outside_words(const mon_rec *recs, int who, int64_t idle_ms, int64_t now_ms,
+                                 char *buf, size_t len) {
+  const mon_rec *r = &recs[who];
+  char s[32], late[320] = "the other members have not joined";
+  if (r->creating.on) {
+    int skip[MON_CULPRITS_MAX], n = dist__mon_create_skippers(recs, who, skip, MON_CULPRITS_MAX);
+    char ranks[128];
+    if (n) {
+      dist__format_ranks(skip, (size_t)n, ranks, sizeof ranks);
+      snprintf(late, sizeof late, "rank%s %s %s not joined: %s never made that call",
+               n > 1 ? "s" : "", ranks, n > 1 ? "have" : "has", n > 1 ? "they" : "it");
+    }
+    snprintf(buf, len, "blocked in %s for %s, creating group %d (%d ranks), called "
+             "from %s, which %s", r->creating.call[0] ? r->creating.call : "dist_new_group",
              sec_word(now_ms - r->creating.since_ms, s, sizeof s), r->creating.gid,
-             r->creating.size, r->creating.site);
-  else
+             r->creating.size, r->creating.site, late);
+  } else {
     snprintf(buf, len, "busy outside the library for %s", sec_word(now_ms - idle_ms, s, sizeof s));
+  }
   return buf;
 }
 
@@ -170,8 +180,9 @@ static void say_last(char *buf, size_t len, size_t *off, const mon_rec_group *rg
 
 /* One line for a member that has not entered #seq. g: this rank's own view
  * of the group, fresher than a dead rank's last heartbeat. */
-static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, const mon_group *g,
-                       uint64_t seq, int kind, int64_t now_ms) {
+static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *recs, int who,
+                       const mon_group *g, uint64_t seq, int kind, int64_t now_ms) {
+  const mon_rec *r = &recs[who];
   int gid = g->gid;
   const mon_rec_group *rg = dist__mon_rec_group(r, gid);
   char how[320], s[32];
@@ -211,7 +222,7 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *r, con
                   sec_word(now_ms - b->since_ms, s, sizeof s));
   else if (!gone && rg && (rg->last_seq || r->creating.on))
     dist__appendf(buf, len, off, "; %s",
-                  outside_words(r, rg->last_ms, now_ms, ow, sizeof ow));
+                  outside_words(recs, who, rg->last_ms, now_ms, ow, sizeof ow));
   if (r->refused.on && r->refused.gid == gid && r->refused.kind == kind && r->refused.num == num)
     dist__appendf(buf, len, off, "; its call was refused, called from %s: %s", r->refused.site,
                   r->refused.msg);
@@ -371,6 +382,27 @@ static bool recv_from_nobody(const mon_rec_group *b) {
   return b && b->kind == DIST_OP_RECV && b->peer == DIST_ANY_SOURCE;
 }
 
+/* Adds r to sinks[0..k) unless there; the new count. */
+static int add_sink(int *sinks, int k, int cap, int r) {
+  for (int i = 0; i < k; i++)
+    if (sinks[i] == r)
+      return k;
+  if (k < cap)
+    sinks[k++] = r;
+  return k;
+}
+
+/* A rank alive and in no operation ends the waits, unless it is blocked
+ * creating a group that members skipped (mon_create.c): then they do,
+ * wherever they are. Adds them, or r, to sinks[0..k); the new count. */
+static int add_end(const mon_rec *recs, int r, int *sinks, int k, int cap) {
+  int skip[MON_CULPRITS_MAX];
+  int n = recs[r].creating.on ? dist__mon_create_skippers(recs, r, skip, MON_CULPRITS_MAX) : 0;
+  for (int i = 0; i < n; i++)
+    k = add_sink(sinks, k, cap, skip[i]);
+  return n ? k : add_sink(sinks, k, cap, r);
+}
+
 static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   int world = dist__mon.world, n = 0, k = 0, kf = 0;
   int *queue = dist__calloc((size_t)world, sizeof(int));
@@ -402,8 +434,8 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
     if (gone && ended_waiting(&recs[r], b) && r != from)
       fallback[kf++] = r; /* the end of the waits only if nothing lies beyond */
     else if (gone || !b) {
-      if (r != from && k < cap)
-        sinks[k++] = r;
+      if (r != from)
+        k = gone ? add_sink(sinks, k, cap, r) : add_end(recs, r, sinks, k, cap);
       continue;
     }
     const int *to;
@@ -435,10 +467,12 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
 static int waits_end_at(const mon_rec *recs, int q, int *out, int cap) {
   char how[320];
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
-  if (dist__mon_gone_how(&recs[q], now_ms, how, sizeof how) || !blocked_in(&recs[q])) {
+  if (dist__mon_gone_how(&recs[q], now_ms, how, sizeof how)) {
     out[0] = q;
     return 1;
   }
+  if (!blocked_in(&recs[q]))
+    return add_end(recs, q, out, 0, cap);
   return sinks_from(recs, q, out, cap);
 }
 
@@ -529,12 +563,15 @@ static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms
                     size_t len, size_t *off) {
   char ow[512];
   const mon_rec_group *any = blocked_in(&recs[r]);
+  int creator = gone ? -1 : dist__mon_skipped_for(recs, r);
   dist__appendf(buf, len, off, "  the waits end at rank %d, which ", r);
   if (gone)
     dist__appendf(buf, len, off, "%s", gone);
+  else if (creator >= 0)
+    dist__mon_say_skipped(recs, r, creator, now_ms, buf, len, off);
   else if (recs[r].creating.on)
     dist__appendf(buf, len, off, "is in no operation of a group: it is %s",
-                  outside_words(&recs[r], 0, now_ms, ow, sizeof ow));
+                  outside_words(recs, r, 0, now_ms, ow, sizeof ow));
   else if (recs[r].n == 0)
     dist__appendf(buf, len, off, "is destroying its process groups (its record lists none)");
   else if (recv_from_nobody(any))
@@ -542,7 +579,7 @@ static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms
                   "from %s, and no rank sends to it", dist__mon_rec_num(any), any->tag, any->site);
   else
     dist__appendf(buf, len, off, "is in no operation (%s)",
-                  outside_words(&recs[r], last_done_ms(&recs[r]), now_ms, ow, sizeof ow));
+                  outside_words(recs, r, last_done_ms(&recs[r]), now_ms, ow, sizeof ow));
   dist__mon_say_waiters(recs, r, buf, len, off);
 }
 
@@ -609,9 +646,13 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
     return;
   }
   const mon_rec_create *cr = &recs[sinks[0]].creating;
+  int creator = dist__mon_gone_how(&recs[sinks[0]], now_ms, how, sizeof how)
+                    ? -1 : dist__mon_skipped_for(recs, sinks[0]);
+  if (creator >= 0) /* it skipped a creation: that group and its creator's call */
+    cr = &recs[creator].creating;
   /* Blocked creating a group: the group and its call, no operation. Not
    * when its record is stale (a process stopped just after a creation). */
-  if (cr->on && !dist__mon_gone_how(&recs[sinks[0]], now_ms, how, sizeof how)) {
+  if (cr->on && (creator >= 0 || !dist__mon_gone_how(&recs[sinks[0]], now_ms, how, sizeof how))) {
     v->gid = cr->gid;
     snprintf(v->gname, sizeof v->gname, "g%d", cr->gid);
     v->kind = -1;
@@ -804,7 +845,8 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
     else
       say_last(buf, len, off, qg);
     if (qg && (qg->last_seq || q->creating.on))
-      dist__appendf(buf, len, off, "; %s", outside_words(q, qg->last_ms, now_ms, ow, sizeof ow));
+      dist__appendf(buf, len, off, "; %s",
+                    outside_words(recs, peer, qg->last_ms, now_ms, ow, sizeof ow));
     dist__appendf(buf, len, off, "\n");
   }
   if (q->stack[0])
@@ -881,7 +923,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     }
     if (absent++ < MON_CULPRITS_MAX)
       missing[absent - 1] = r;
-    say_absent(buf, len, &off, &recs[r], g, seq, kind, now_ms);
+    say_absent(buf, len, &off, recs, r, g, seq, kind, now_ms);
   }
   if (in && n_in) {
     qsort(in, (size_t)n_in, sizeof *in, dist__mon_cmp_int);

@@ -25,6 +25,18 @@ void dist__mon_say_waiters(const mon_rec *recs, int r, char *buf, size_t len, si
 /* The verdict names the operation b (of a waiter, or the culprit's own)
  * and the culprit's call site. */
 void dist__mon_verdict_at(mon_verdict *v, const mon_rec_group *b, const char *site);
+/* A creation a member skipped (mon_create.c). The members of the group
+ * rank c is blocked creating that never made that call, while at least as
+ * many of the ranks that should have made it did (else c's call is the
+ * odd one: none), into out, ascending; how many. */
+int dist__mon_create_skippers(const mon_rec *recs, int c, int *out, int cap);
+/* The rank blocked creating a group that rank r skipped (r is one of its
+ * dist__mon_create_skippers), or -1. */
+int dist__mon_skipped_for(const mon_rec *recs, int r);
+/* "did not create group G (...) that rank c is creating (...): ranks
+ * ... made that call and rank r did not; it is blocked in ...". */
+void dist__mon_say_skipped(const mon_rec *recs, int r, int c, int64_t now_ms, char *buf,
+                           size_t len, size_t *off);
 /* qsort's order of ints. */
 static inline int dist__mon_cmp_int(const void *a, const void *b) {
   return *(const int *)a - *(const int *)b;

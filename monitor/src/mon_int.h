@@ -117,6 +117,11 @@ typedef struct mon_group {
   _Atomic uintptr_t last_caller;
   _Atomic int64_t last_done_ns;
   _Atomic int tid;           /* the thread that enqueued last */
+  /* Group creations called with this group as their scope (every member
+   * calls: new_group on the default group, split_group on the parent),
+   * members of the new group or not: the same count on every rank that
+   * made the same calls (record format, mon_record.h). */
+  _Atomic uint64_t creations;
   _Atomic int timed_out;     /* an operation timed out: the watchdog acts */
   _Atomic int failed_rc;     /* an operation failed (peer lost) */
   _Atomic uint64_t failed_seq;
@@ -176,6 +181,11 @@ typedef struct mon_state {
   _Atomic int create_gid, create_size;
   _Atomic int64_t create_since_ms;
   _Atomic uintptr_t create_caller;
+  _Atomic int create_scope;  /* dist__group_create.scope_gid */
+  _Atomic uint64_t create_k; /* the call's number among the scope's (1 first) */
+  pthread_mutex_t create_mu; /* the two strings below */
+  char create_call[24];      /* "dist_new_group", "dist_split_group" */
+  char create_members[MON_MEMBERS_LEN]; /* "0-1,3" */
   /* A group's last statistics did not all come at its end: later groups
    * do not wait for theirs (mon_stats.c). */
   bool stats_end_late;

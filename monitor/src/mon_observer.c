@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -18,7 +19,8 @@
 
 #include "mon_int.h"
 
-mon_state dist__mon = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+mon_state dist__mon = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+                       .create_mu = PTHREAD_MUTEX_INITIALIZER};
 pthread_mutex_t dist__mon_diag_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t dist__mon_refused_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -450,18 +452,35 @@ static void on_work_wait(dist_pg *pg, const dist_coll *c, bool entering) {
 
 /* A thread starts or stops creating a user group (core's hook): while it
  * waits for the other members, the record says so (mon_progress.c). The
- * last creation started is the one said when threads overlap. */
-static void on_group_create(int group_id, int size, void *caller, bool entering) {
+ * last creation started is the one said when threads overlap. Every call
+ * on a scope counts there, members of the new group or not, so a member
+ * that skipped a creation shows a count behind the creator's number. */
+static void on_group_create(const dist__group_create *c, bool entering) {
   mon_state *m = &dist__mon;
   if (!entering) {
-    atomic_fetch_sub_explicit(&m->creating, 1, memory_order_release);
+    if (c->member)
+      atomic_fetch_sub_explicit(&m->creating, 1, memory_order_release);
     return;
   }
-  atomic_store_explicit(&m->create_gid, group_id, memory_order_relaxed);
-  atomic_store_explicit(&m->create_size, size, memory_order_relaxed);
+  mon_group *sg = c->scope_gid >= 0 ? slot_of(c->scope_gid) : NULL;
+  uint64_t k = sg ? atomic_fetch_add_explicit(&sg->creations, 1, memory_order_relaxed) + 1 : 0;
+  if (!c->member)
+    return;
+  char members[MON_MEMBERS_LEN];
+  dist__format_ranks(c->ranks, (size_t)(c->size > 0 ? c->size : 0), members, sizeof members);
+  if (strlen(members) + 1 >= sizeof members) /* cut: say so */
+    snprintf(members + sizeof members - 2, 2, "+");
+  pthread_mutex_lock(&m->create_mu);
+  snprintf(m->create_call, sizeof m->create_call, "%s", c->call ? c->call : "");
+  snprintf(m->create_members, sizeof m->create_members, "%s", members);
+  pthread_mutex_unlock(&m->create_mu);
+  atomic_store_explicit(&m->create_gid, c->group_id, memory_order_relaxed);
+  atomic_store_explicit(&m->create_size, c->size, memory_order_relaxed);
+  atomic_store_explicit(&m->create_scope, sg ? c->scope_gid : -1, memory_order_relaxed);
+  atomic_store_explicit(&m->create_k, k, memory_order_relaxed);
   atomic_store_explicit(&m->create_since_ms, dist__mon_wall_ms(dist__now_ns()),
                         memory_order_relaxed);
-  atomic_store_explicit(&m->create_caller, (uintptr_t)caller, memory_order_relaxed);
+  atomic_store_explicit(&m->create_caller, (uintptr_t)c->caller, memory_order_relaxed);
   atomic_fetch_add_explicit(&m->creating, 1, memory_order_release);
 }
 

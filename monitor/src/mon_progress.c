@@ -84,14 +84,15 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
       *p = ' ';
   dist__appendf(buf, len, off,
                 "g\t%d\t%d\t%llu\t%llu\t%llu\t%d\t%lld\t%d\t%lld\t%s\t%s\t%s\t%d\t%llu\t%llu\t%llu"
-                "\t%llu\t%d\t%llu\t%llu\t%d\t%d\t%llu\t%lld\n",
+                "\t%llu\t%d\t%llu\t%llu\t%d\t%d\t%llu\t%lld\t%llu\n",
                 g->gid, g->size, (unsigned long long)enq, (unsigned long long)started,
                 (unsigned long long)done, kind, (long long)since, last_kind, (long long)last_ms,
                 site, last_site, desc, peer, (unsigned long long)colls_enq,
                 (unsigned long long)colls_done, (unsigned long long)coll,
                 (unsigned long long)atomic_load_explicit(&g->last_seq, memory_order_relaxed), tag,
                 (unsigned long long)num, (unsigned long long)last_num, sync, peer2,
-                (unsigned long long)pair, (long long)last_ns);
+                (unsigned long long)pair, (long long)last_ns,
+                (unsigned long long)atomic_load_explicit(&g->creations, memory_order_relaxed));
 }
 
 /* Whether any live group issued an operation after t_ns (one issued
@@ -146,11 +147,20 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
     char site[MON_SITE_LEN];
     dist__mon_symbolize(atomic_load_explicit(&m->create_caller, memory_order_relaxed), site,
                         sizeof site);
-    dist__appendf(buf, REC_MAX, &off, "c\t%d\t%d\t%lld\t%s\n",
+    char call[sizeof m->create_call], members[MON_MEMBERS_LEN];
+    pthread_mutex_lock(&m->create_mu);
+    snprintf(call, sizeof call, "%.*s", (int)sizeof call - 1,
+             m->create_call[0] ? m->create_call : "-");
+    snprintf(members, sizeof members, "%.*s", (int)sizeof members - 1,
+             m->create_members[0] ? m->create_members : "-");
+    pthread_mutex_unlock(&m->create_mu);
+    dist__appendf(buf, REC_MAX, &off, "c\t%d\t%d\t%lld\t%s\t%s\t%d\t%llu\t%s\n",
                   atomic_load_explicit(&m->create_gid, memory_order_relaxed),
                   atomic_load_explicit(&m->create_size, memory_order_relaxed),
                   (long long)atomic_load_explicit(&m->create_since_ms, memory_order_relaxed),
-                  site);
+                  site, call, atomic_load_explicit(&m->create_scope, memory_order_relaxed),
+                  (unsigned long long)atomic_load_explicit(&m->create_k, memory_order_relaxed),
+                  members);
   }
   put_refused(buf, REC_MAX, &off);
   char key[200];

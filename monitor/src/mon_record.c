@@ -53,6 +53,7 @@ static void parse_group_tail(mon_rec_group *g, char **f, int k) {
   g->peer2 = k > 22 ? atoi(f[22]) : MON_PEER_NONE;
   g->pair = k > 23 ? strtoull(f[23], NULL, 10) : 0;
   g->last_ns = k > 24 ? strtoll(f[24], NULL, 10) : 0;
+  g->creations = k > 25 ? strtoll(f[25], NULL, 10) : -1;
 }
 
 bool dist__mon_rec_parse(char *text, mon_rec *r) {
@@ -62,9 +63,9 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
   r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
   if (!r->g)
     return false;
-  char *save = NULL, *f[25];
+  char *save = NULL, *f[26];
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = fields(line, f, 25);
+    int k = fields(line, f, 26);
     if (k == 7 && strcmp(f[0], "v1") == 0) {
       r->rank = atoi(f[1]);
       r->pid = (pid_t)atoi(f[2]);
@@ -73,12 +74,17 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
       snprintf(r->state, sizeof r->state, "%s", f[5]);
       snprintf(r->note, sizeof r->note, "%s", strcmp(f[6], "-") ? f[6] : "");
       r->present = true;
-    } else if (k == 5 && strcmp(f[0], "c") == 0) {
-      r->creating.on = true;
-      r->creating.gid = atoi(f[1]);
-      r->creating.size = atoi(f[2]);
-      r->creating.since_ms = strtoll(f[3], NULL, 10);
-      snprintf(r->creating.site, sizeof r->creating.site, "%s", f[4]);
+    } else if (k >= 5 && strcmp(f[0], "c") == 0) {
+      mon_rec_create *c = &r->creating;
+      c->on = true;
+      c->gid = atoi(f[1]);
+      c->size = atoi(f[2]);
+      c->since_ms = strtoll(f[3], NULL, 10);
+      snprintf(c->site, sizeof c->site, "%s", f[4]);
+      c->scope = k >= 9 ? atoi(f[6]) : -1;
+      c->k = k >= 9 ? strtoull(f[7], NULL, 10) : 0;
+      snprintf(c->call, sizeof c->call, "%s", k >= 9 && strcmp(f[5], "-") ? f[5] : "");
+      snprintf(c->members, sizeof c->members, "%s", k >= 9 && strcmp(f[8], "-") ? f[8] : "");
     } else if (k == 7 && strcmp(f[0], "r") == 0) {
       r->refused.on = true;
       r->refused.gid = atoi(f[1]);

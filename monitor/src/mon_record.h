@@ -11,16 +11,27 @@
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
  *     <last ms> <call site> <last call site> <description> [<peer>
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
- *     <last num> [<sync> [<peer2> [<pair> [<last ns>]]]]]]]]
- *   c <gid> <size> <since ms> <call site>   (optional, once)
+ *     <last num> [<sync> [<peer2> [<pair> [<last ns> [<creations>]]]]]]]]]
+ *   c <gid> <size> <since ms> <call site> [<call> <scope> <k> <members>]
+ *     (optional, once)
  *   r <gid> <kind> <num> <latest> <call site> <message>   (optional, once)
  * A "c" line says the process is creating user group gid (size members)
- * in dist_new_group or dist_split_group, which waits for the other members
- * (readers that know no "c" line skip it). An "r" line is the last call
- * the library refused before it started (a root outside the group, a NULL
- * tensor: DIST_EV_OP_REJECTED): num is the number it would have taken,
- * latest 1 while no call was issued after it, message the reason ("-"
- * none; readers that know no "r" line skip it).
+ * in dist_new_group or dist_split_group (call), which waits for the other
+ * members (readers that know no "c" line skip it); members lists their
+ * global ranks as ranges ("0-1,3"; a list too long for MON_MEMBERS_LEN ends
+ * in "+", and the ranks cut off are unknown), scope is the group every
+ * member of which makes this call (the default group for new_group, the
+ * parent for split_group; -1: only the members call, as with
+ * use_local_synchronization) and k the call's number among the creations
+ * on the scope (1 first). creations, on a group's line, is how many
+ * creations this rank has called with that group as their scope, members
+ * of the new group or not: a rank whose count is below a creator's k has
+ * not made that call (it skipped it, mon_create.c). A record without the
+ * fields reads as knowing nothing of them (scope -1, creations unknown).
+ * An "r" line is the last call the library refused before it started (a
+ * root outside the group, a NULL tensor: DIST_EV_OP_REJECTED): num is the
+ * number it would have taken, latest 1 while no call was issued after it,
+ * message the reason ("-" none; readers that know no "r" line skip it).
  * kind is the op of the oldest operation in flight (-1: none), peer the
  * global rank a point-to-point one waits on (MON_PEER_*; a record without
  * the field reads as MON_PEER_NONE). A batch (BATCH_P2P) waits on the one
@@ -58,6 +69,7 @@
 #define MON_SITE_LEN 160    /* "func (file.c:42)" */
 #define MON_PEER_NONE (-1)  /* a collective, or a receive from any source */
 #define MON_PEER_MANY (-2)  /* a batch with several peers */
+#define MON_MEMBERS_LEN 1024 /* a "c" line's member ranges */
 
 typedef struct mon_rec_group {
   int gid, size;
@@ -84,6 +96,7 @@ typedef struct mon_rec_group {
   int64_t last_ns;           /* the last completion on the writer's monotonic
                                 clock: orders its groups' last completions
                                 (last_ms cannot, within a millisecond); 0 unknown */
+  int64_t creations;         /* creations called on it as their scope, -1 unknown */
 } mon_rec_group;
 
 /* The group a process is creating (the record's "c" line). */
@@ -92,6 +105,10 @@ typedef struct mon_rec_create {
   int gid, size;
   int64_t since_ms;          /* wall ms the creation began */
   char site[MON_SITE_LEN];
+  char call[24];             /* "dist_new_group", "dist_split_group"; "" unknown */
+  int scope;                 /* the scope's group id, -1 none or unknown */
+  uint64_t k;                /* the call's number on the scope, 0 unknown */
+  char members[MON_MEMBERS_LEN]; /* "" unknown */
 } mon_rec_create;
 
 /* The last refused call (the record's "r" line). */

@@ -192,10 +192,28 @@ static int report_class(const vw_diag *d) {
  * finding (or the rows found nothing): the report wins then, because a
  * job killed right after reporting leaves rank files whose last rows
  * never reached the disk, and a finding on such rows is a guess. */
+/* Whether the stored diagnosis names a rank the rows do not, at the end
+ * of the waits, because it skipped a group creation the others made
+ * (monitor/src/mon_create.c): the rows show no creation, so they can only
+ * name the member blocked in it, which never entered their call. */
+static bool report_names_skipped_creation(const vw_diag *d) {
+  static const char said[] = "the waits end at rank ";
+  for (const char *p = d->report; p && (p = strstr(p, said)); p++) {
+    int r = -1, n = 0;
+    if (sscanf(p + strlen(said), "%d, which did not create group %n", &r, &n) == 1 && n > 0 &&
+        !listed(d, r))
+      return true;
+  }
+  return false;
+}
+
 bool vw_diag_report_wins(const vw_diag *d) {
   if (!d->has_report)
     return false;
   if (d->kind == VW_DIAG_NONE)
+    return true;
+  if (d->kind == VW_DIAG_HANG && report_class(d) == VW_DIAG_HANG &&
+      report_names_skipped_creation(d))
     return true;
   bool desync = report_class(d) == VW_DIAG_DESYNC;
   if (desync != (d->kind == VW_DIAG_DESYNC))

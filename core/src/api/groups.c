@@ -123,23 +123,42 @@ typedef struct group_req {
   const dist_group_opts *opts;
   dist_pg *parent;  /* every rank of it takes part (else NULL) */
   void *caller;     /* the program's call (dist_new_group's return address) */
+  int scope_gid;    /* the group every member of which calls (-1: members alone) */
+  const char *call; /* the API function, for the monitor */
 } group_req;
 
 static _Atomic(dist__group_create_hook) create_hook;
 
 void dist__set_group_create_hook(dist__group_create_hook fn) { atomic_store(&create_hook, fn); }
 
+/* The hook for a creation of spec s, or NULL (none set, or a helper
+ * group: part of a call, not one of the program's). */
+static dist__group_create_hook hook_for(const dist__pg_spec *s) {
+  dist__group_create_hook fn = atomic_load_explicit(&create_hook, memory_order_acquire);
+  return s->flags & DIST_GROUP_INTERNAL ? NULL : fn;
+}
+
+/* Tells the hook of a call this rank makes as no member of the group, so
+ * the monitor counts the calls made on the scope alike on every rank. */
+static void told_nonmember(const dist__pg_spec *s, const group_req *q) {
+  dist__group_create_hook fn = hook_for(s);
+  dist__group_create c = {q->id, q->size, q->ranks, q->scope_gid, q->call, q->caller, false};
+  if (fn && q->scope_gid >= 0) {
+    fn(&c, true);
+    fn(&c, false);
+  }
+}
+
 /* Builds the member's group, telling the hook while it waits for the
  * other members (a user group: the helpers are part of a call). */
-static int build_told(const dist__pg_spec *s, void *caller, dist_pg **out) {
-  dist__group_create_hook fn = atomic_load_explicit(&create_hook, memory_order_acquire);
-  if (s->flags & DIST_GROUP_INTERNAL)
-    fn = NULL;
+static int build_told(const dist__pg_spec *s, const group_req *q, dist_pg **out) {
+  dist__group_create_hook fn = hook_for(s);
+  dist__group_create c = {q->id, q->size, q->ranks, q->scope_gid, q->call, q->caller, true};
   if (fn)
-    fn(s->group_id, s->size, caller, true);
+    fn(&c, true);
   int rc = dist__backend_pg_new(s, out);
   if (fn)
-    fn(s->group_id, s->size, caller, false);
+    fn(&c, false);
   return rc;
 }
 
@@ -170,11 +189,12 @@ static int create(dist_pg *def, const group_req *q, dist_pg **out) {
   };
   if (me < 0) {
     *out = DIST_GROUP_NON_MEMBER;
+    told_nonmember(&s, q);
     return q->parent ? dist__pg_nonmember_joins(q->parent, s.backend, s.device_id,
                                                 s.nccl_options)
                      : DIST_OK;
   }
-  return build_told(&s, q->caller, out);
+  return build_told(&s, q, out);
 }
 
 static dist_pg *need_default(const char *fn) {
@@ -193,7 +213,8 @@ int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts, dist
   int *r = NULL, size = 0;
   DIST_TRY(member_list(ranks, n, def->info.size, &r, &size));
   char name[96];
-  group_req q = {r, size, -1, name, opts, NULL, __builtin_return_address(0)};
+  group_req q = {r, size, -1, name, opts, NULL, __builtin_return_address(0), -1,
+                 "dist_new_group"};
   bool internal = opts && (opts->flags & DIST_GROUP_INTERNAL);
   if (internal || (opts && opts->use_local_synchronization)) {
     /* Only members call: the name comes from the member list, and so does
@@ -212,6 +233,7 @@ int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts, dist
     q.id = dist__pg_take_ids(1);
     snprintf(name, sizeof name, "g%d", q.id);
     q.parent = def; /* every rank calls: the new group may split def's engines */
+    q.scope_gid = def->info.group_id;
   }
   int rc = create(def, &q, out);
   dist__free(r);
@@ -274,6 +296,10 @@ int dist_split_group(dist_pg *parent, const int *const *split_ranks, const size_
   }
   if (mine < 0) {
     *out = DIST_GROUP_NON_MEMBER;
+    dist__pg_spec ns = {.flags = opts ? opts->flags : 0};
+    group_req nq = {NULL, 0, -1, "", opts, parent, __builtin_return_address(0),
+                    parent->info.group_id, "dist_split_group"};
+    told_nonmember(&ns, &nq);
     const dist_pg *base = parent;
     while (base->inner)
       base = base->inner;
@@ -303,7 +329,8 @@ int dist_split_group(dist_pg *parent, const int *const *split_ranks, const size_
     id = DIST__LOCAL_GROUP_ID_BASE |
          (int)(((h * 31u + (uint32_t)k_split) * 31u + (uint32_t)mine) & 0x3fffffffu);
   }
-  group_req q = {g, (int)k, id, name, opts, parent, __builtin_return_address(0)};
+  group_req q = {g, (int)k, id, name, opts, parent, __builtin_return_address(0),
+                 parent->info.group_id, "dist_split_group"};
   group_req *qp = &q;
   dist_group_opts o2;
   if (!opts || !opts->timeout_ms) { /* torch: a split inherits the parent's timeout */

@@ -31,12 +31,32 @@ int dist__abort_group(dist_pg *g, const char *reason);
 typedef void (*dist__work_wait_hook)(dist_pg *pg, const dist_coll *c, bool entering);
 void dist__set_work_wait_hook(dist__work_wait_hook fn);
 
-/* A thread starts (entering) or stops creating user group group_id of
- * size members (dist_new_group, dist_split_group), called from caller in
- * the program. The monitor sets it, so that a rank blocked in a creation
- * the others never reach is named there, not "busy outside the library".
- * Not told of the checking layer's helper groups. One hook; NULL: none. */
-typedef void (*dist__group_create_hook)(int group_id, int size, void *caller, bool entering);
+/* A user group creation (dist_new_group, dist_split_group), as core tells
+ * the monitor: group_id of size members (ranks: their global ranks,
+ * ascending), made by call from caller in the program. scope_gid is the
+ * group every member of which makes this call, members of the new group
+ * or not (the default group for new_group, the parent for split_group),
+ * so the calls a rank made on it count the same on every rank; -1 when
+ * only the members call (use_local_synchronization). member: this rank
+ * is one, and waits in the creation for the others; a rank that is not
+ * is told too (entering, then at once leaving), so it counts the call. */
+typedef struct dist__group_create {
+  int group_id, size;
+  const int *ranks;
+  int scope_gid;
+  const char *call;          /* "dist_new_group" or "dist_split_group" */
+  void *caller;
+  bool member;
+} dist__group_create;
+
+/* A thread starts (entering) or stops creating user group c->group_id
+ * (above). The monitor sets it, so that a rank blocked in a creation the
+ * others never reach is named there, not "busy outside the library", and
+ * a member that skipped the creation the others make is named as the one
+ * they wait for. Not told of the checking layer's helper groups. One hook;
+ * NULL: none. c lasts for the call. (Before: (group_id, size, caller,
+ * entering), members only.) */
+typedef void (*dist__group_create_hook)(const dist__group_create *c, bool entering);
 void dist__set_group_create_hook(dist__group_create_hook fn);
 
 /* The operations this process called on a group it is not a member of

@@ -1,0 +1,114 @@
+/* prog_create_skip.c - the rank program of test_create_skip_mp.c (built as
+ * build/bin/create_skip_testprog, linked with the bundled libdist, as a
+ * user's program). 4 ranks under distrun; rank 2 skips one group creation
+ * every other rank makes, then:
+ *   split       ... dist_split_group of the default group into {0,1} {2,3}
+ *               (split_world), then an all_reduce of the default group
+ *   new         ... dist_new_group {1,2,3} (new_world), then an all_reduce
+ *               of the default group
+ *   local       ... dist_new_group {1,2,3} with use_local_synchronization
+ *               (new_local), then an all_reduce of the default group
+ *   subsplit    sub = new_group {1,2,3}; rank 2 skips dist_split_group of
+ *               sub into {1,2} {3} (split_sub), then an all_reduce of sub,
+ *               then one of the default group
+ *   exit        ... the split of "split", then it destroys its groups and
+ *               returns 0 while the others go on to an all_reduce
+ *   extra       nobody skips: rank 3 alone makes dist_new_group {2,3}
+ *               (new_pair), then every rank an all_reduce of the default
+ *               group (the creator's call is the odd one)
+ * A rank whose call fails prints "rank R: <what> failed: <status>" on
+ * stderr and exits 1. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dist/dist.h>
+
+static int rank;
+
+static void check(const char *what, int rc) {
+  if (rc == DIST_OK)
+    return;
+  fprintf(stderr, "rank %d: %s failed: %s\n", rank, what, dist_status_name(rc));
+  exit(1);
+}
+
+__attribute__((noinline)) static void all_reduce(dist_pg *g) {
+  float x[4] = {1, 2, 3, 4};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
+  check("all_reduce", dist_all_reduce(&t, DIST_SUM, g, NULL));
+}
+
+__attribute__((noinline)) static void split_world(void) {
+  const int a[2] = {0, 1}, b[2] = {2, 3};
+  const int *sr[2] = {a, b};
+  const size_t sz[2] = {2, 2};
+  dist_pg *g = NULL;
+  check("split_group", dist_split_group(NULL, sr, sz, 2, NULL, &g));
+}
+
+__attribute__((noinline)) static void new_world(void) {
+  const int r[3] = {1, 2, 3};
+  dist_pg *g = NULL;
+  check("new_group", dist_new_group(r, 3, NULL, &g));
+}
+
+__attribute__((noinline)) static void new_pair(void) {
+  const int r[2] = {2, 3};
+  dist_pg *g = NULL;
+  check("new_group", dist_new_group(r, 2, NULL, &g));
+}
+
+__attribute__((noinline)) static void new_local(void) {
+  const int r[3] = {1, 2, 3};
+  dist_pg *g = NULL;
+  if (rank != 0)
+    check("new_group", dist_new_group(r, 3, &(dist_group_opts){.use_local_synchronization = true},
+                                      &g));
+}
+
+__attribute__((noinline)) static void split_sub(dist_pg *sub) {
+  const int a[2] = {0, 1}, b[1] = {2}; /* group ranks of sub {1,2,3} */
+  const int *sr[2] = {a, b};
+  const size_t sz[2] = {2, 1};
+  dist_pg *g = NULL;
+  check("split_group", dist_split_group(sub, sr, sz, 2, NULL, &g));
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "split";
+  check("init", dist_init_process_group(NULL));
+  rank = dist_get_rank(NULL);
+  bool skip = rank == 2;
+  if (!strcmp(mode, "split") || !strcmp(mode, "exit")) {
+    if (!skip)
+      split_world();
+    if (skip && !strcmp(mode, "exit")) {
+      dist_destroy_process_group(NULL);
+      return 0;
+    }
+  } else if (!strcmp(mode, "new")) {
+    if (!skip)
+      new_world();
+  } else if (!strcmp(mode, "extra")) {
+    if (rank == 3)
+      new_pair();
+  } else if (!strcmp(mode, "local")) {
+    if (!skip)
+      new_local();
+  } else if (!strcmp(mode, "subsplit")) {
+    const int r[3] = {1, 2, 3};
+    dist_pg *sub = NULL;
+    check("new_group", dist_new_group(r, 3, NULL, &sub));
+    if (rank != 0 && !skip)
+      split_sub(sub);
+    if (rank != 0)
+      all_reduce(sub);
+  } else {
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 2;
+  }
+  all_reduce(NULL);
+  dist_destroy_process_group(NULL);
+  return 0;
+}

@@ -1,0 +1,117 @@
+/* ctest: labels=multiproc timeout=600 */
+/* test_create_skip_mp.c - a rank that skips a group creation every other
+ * rank makes (build/bin/create_skip_testprog, prog_create_skip.c, 4 ranks
+ * under distrun, rank 2 the one that skips): the ranks that are members of
+ * the new group wait in the creation, rank 2 goes on to a collective the
+ * creators never reach. The verdict names rank 2, the one that did not
+ * make the call, not a creator blocked on it (mon_create.c): distrun's
+ * report, its exit status and `distview diagnose --json` say so, whether
+ * the skipped call is dist_split_group of the default group or of a
+ * subgroup, or dist_new_group made by every rank or by its members alone
+ * (and distview's own analysis agrees, from the monitor's diagnosis),
+ * at DIST_DEBUG=DETAIL and OFF. A rank that skips it and leaves is an
+ * early exit naming it; a creation only one rank makes names that rank. */
+#include "../examples/mesh_verdict.h"
+
+/* Runs mode at debug ("DIST_DEBUG=DETAIL"), DIST_TIMEOUT=6. */
+static void run_mode(const char *debug, const char *mode, mesh_run *r) {
+  const char *job[] = {dist_test_bin("create_skip_testprog"), mode, NULL};
+  job_run_argv(debug, "DIST_TIMEOUT=6", NULL, "4", job, r);
+}
+
+/* A hang (exit 11) whose report says rank 2 skipped creating group gid
+ * (members), made by call (scope text: " #1 on group 0") from site_fn,
+ * that ranks made ("0-1,3") while rank 2 is blocked in its own
+ * ALL_REDUCE #1 of group 0; distview's verdict names the same rank, group
+ * and call site. */
+static void expect_skip(const mesh_run *r, const char *members, const char *call,
+                        const char *scope, const char *site_fn, const char *made,
+                        const char *blocked_in) {
+  mesh_expect_verdict(r, 11, "hang", 2);
+  char want[512], site[128];
+  snprintf(site, sizeof site, "%s (prog_create_skip.c:", site_fn);
+  snprintf(want, sizeof want, "the waits end at rank 2, which did not create group ");
+  cr_expect(mesh_says(r, want), "no line naming rank 2's skipped creation:\n%s", r->report);
+  snprintf(want, sizeof want, "(%s) that rank ", members);
+  cr_expect(mesh_says(r, want), "not the group's members %s:\n%s", members, r->report);
+  snprintf(want, sizeof want, "(%s%s, called from %s", call, scope, site);
+  cr_expect(mesh_says(r, want), "not the call %s%s from %s:\n%s", call, scope, site_fn,
+            r->report);
+  snprintf(want, sizeof want, "ranks %s made that call and rank 2 did not; it is blocked in %s",
+           made, blocked_in);
+  cr_expect(mesh_says(r, want), "not \"%s\":\n%s", want, r->report);
+  cr_expect(mesh_says(r, "which rank 2 has not joined: it never made that call"),
+            "the creator's line does not name rank 2:\n%s", r->report);
+  snprintf(want, sizeof want, "\"site\":\"%s", site);
+  cr_expect(strstr(r->json, want), "distview's verdict is not at %s: %s", site_fn, r->json);
+  cr_expect(strstr(r->json, "\"op\":\"\""), "distview's verdict names an operation: %s",
+            r->json);
+  /* distview's own analysis takes the monitor's diagnosis: the rows show
+   * no creation, so alone they would name the member blocked in it */
+  cr_expect(strstr(r->json, "\"agrees\":true"), "distview's own analysis disagrees: %s",
+            r->json);
+}
+
+Test(monitor_create_skip, split_of_the_default_group_names_the_rank_that_skipped_it,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "split", &r);
+  expect_skip(&r, "2 ranks: 2-3", "dist_split_group", " #1 on group 0", "split_world", "0-1,3",
+              "group 0 (default) ALL_REDUCE #1");
+}
+
+Test(monitor_create_skip, split_skipped_names_the_rank_at_DIST_DEBUG_OFF_too, .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=OFF", "split", &r);
+  expect_skip(&r, "2 ranks: 2-3", "dist_split_group", " #1 on group 0", "split_world", "0-1,3",
+              "group 0 (default) ALL_REDUCE #1");
+}
+
+Test(monitor_create_skip, new_group_every_rank_makes_names_the_member_that_skipped_it,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "new", &r);
+  expect_skip(&r, "3 ranks: 1-3", "dist_new_group", " #1 on group 0", "new_world", "0-1,3",
+              "group 0 (default) ALL_REDUCE #1");
+}
+
+Test(monitor_create_skip, new_group_of_its_members_alone_names_the_member_that_skipped_it,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=OFF", "local", &r);
+  /* only the members call: no scope, the members compared */
+  expect_skip(&r, "3 ranks: 1-3", "dist_new_group", "", "new_local", "1,3",
+              "group 0 (default) ALL_REDUCE #1");
+}
+
+Test(monitor_create_skip, split_of_a_subgroup_names_the_rank_in_the_subgroups_collective,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "subsplit", &r);
+  expect_skip(&r, "2 ranks: 1-2", "dist_split_group", " #1 on group 1", "split_sub", "1,3",
+              "group 1 (g1) ALL_REDUCE #1");
+}
+
+Test(monitor_create_skip, a_rank_that_skips_the_split_and_leaves_is_an_early_exit,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "exit", &r);
+  mesh_expect_verdict(&r, 12, "early_exit", 2);
+  cr_expect(mesh_says(&r, "rank 2 (pid "), "distrun does not name rank 2:\n%s", r.report);
+  cr_expect(mesh_says(&r, "ended first, with exit code 0, while other ranks still needed it"),
+            "not an early exit:\n%s", r.report);
+}
+
+Test(monitor_create_skip, a_creation_only_one_rank_makes_names_that_rank, .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "extra", &r);
+  /* most of the ranks never made the call: the creator's is the odd one */
+  mesh_expect_verdict(&r, 11, "hang", 3);
+  cr_expect(mesh_says(&r, "the waits end at rank 3, which is in no operation of a group: it is "
+                          "blocked in dist_new_group"),
+            "not rank 3 blocked creating the group:\n%s", r.report);
+  cr_expect(!mesh_says(&r, "did not create group"), "a rank blamed for not making rank 3's "
+            "call:\n%s", r.report);
+  cr_expect(strstr(r.json, "\"site\":\"new_pair (prog_create_skip.c:"),
+            "distview's verdict is not at new_pair: %s", r.json);
+}
