@@ -169,12 +169,22 @@ Test(examples_zero, an_all_gather_on_a_group_it_is_not_in_is_named_at_that_call,
 /* Rank 6 destroys its replicate group right after starting its async
  * all_reduce, never waiting for it: the destroy fails that operation on
  * rank 6 and on rank 2, which exits with an error. Rank 6's destroy is the
- * cause (as a dist_abort_group would be), not rank 2's exit. */
+ * cause (as a dist_abort_group would be), not rank 2's exit. When rank 2
+ * was already in the all_reduce, it can complete before the destroy (a
+ * loaded machine): then rank 6 merely left the group, and rank 2 waits for
+ * it at the next one, a hang that names rank 6 in the replicate group. */
 Test(examples_zero, a_group_destroyed_with_its_all_reduce_pending_blames_the_destroyer,
      .timeout = 120) {
   for (int i = 0; i < 2; i++) {
     static mesh_run r;
     zero("droprep", &r);
+    if (r.status == 11) {
+      mesh_expect_verdict(&r, 11, "hang", 6);
+      cr_expect(strstr(r.err, "in group 5 (replicate) at ALL_REDUCE #4") &&
+                    mesh_says(&r, "  rank 6 (host "),
+                "run %d: %s", i + 1, r.err);
+      continue;
+    }
     mesh_expect_verdict(&r, 12, "died", 6);
     cr_expect(mesh_says(&r, "rank 6 destroyed group 5 (replicate) with operations pending") &&
                   mesh_says(&r, "rank 6 destroyed group 5 (replicate) with ALL_REDUCE #3 pending "
