@@ -30,6 +30,8 @@
  *             all_reduce, and skips the replicate all_reduce from then on
  *   leaverep  waits for its replicate all_reduce, then destroys the group and
  *             skips the replicate all_reduce from then on
+ *   quit      ends its loop a step early (the last step, whatever --step
+ *             says), skips the monitored barrier, destroys and returns 0
  * --steps N runs N steps (default 4). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,7 +193,7 @@ static int parse(job *j, int argc, char **argv) {
     else {
       printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
              "bugs: count redop root extra tag abort exit1 monbar size sleep othershard droprep "
-             "leaverep "
+             "leaverep quit "
              "(none: healthy)\n",
              argv[0]);
       return strcmp(argv[i], "--help") ? 2 : 0;
@@ -214,13 +216,16 @@ int main(int argc, char **argv) {
   }
   make_groups(&j);
   float shard[SHARD], full[4 * SHARD], grad[SHARD];
+  bool quits = j.rank == j.culprit && !strcmp(j.bug, "quit");
   for (int s = 0; s < j.steps; s++) {
+    if (quits && s == j.steps - 1)
+      break; /* "its last step is not needed" */
     gather_params(&j, s, shard, full);
     reduce_grads(&j, s, full, grad);
     ring_token(&j, s);
     report_loss(&j, s);
   }
-  if (!(j.rank == j.culprit && !strcmp(j.bug, "monbar")))
+  if (!(j.rank == j.culprit && !strcmp(j.bug, "monbar")) && !quits)
     TRY("monitored_barrier", dist_monitored_barrier(NULL, 5000, true));
   TRY("destroy", dist_destroy_process_group(NULL));
   if (j.rank == 0)

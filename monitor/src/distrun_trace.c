@@ -232,9 +232,19 @@ static void place_from_trace(const char *out, drun_verdict *v) {
     v->f.group_id = op.group_id;
     v->f.seq = (uint64_t)op.seq;
     snprintf(v->f.op, sizeof v->f.op, "%s", op.op);
+    /* Its call site and group from the trace (the line follows other
+     * ranks' clauses: it names whose operation it is). */
+    dist_trace_pattern p;
+    bool same = dist_trace_rank_pattern(t, v->culprits[0], &p) == DIST_OK &&
+                p.cur.group_id == op.group_id && p.cur.seq == op.seq;
+    snprintf(v->f.site, sizeof v->f.site, "%s", same ? p.site : "");
+    if (same && p.group_name[0])
+      snprintf(v->f.group_name, sizeof v->f.group_name, "%s", p.group_name);
     size_t len = strlen(v->line);
-    snprintf(v->line + len, sizeof v->line - len, "; its last operation in the trace: group %d "
-             "%s #%lld (%s)", op.group_id, op.op, (long long)op.seq, op.state);
+    snprintf(v->line + len, sizeof v->line - len, "; rank %d's last operation in the trace: "
+             "group %d%s%s%s %s #%lld (%s)%s%s", v->culprits[0], op.group_id,
+             v->f.group_name[0] ? " (" : "", v->f.group_name, v->f.group_name[0] ? ")" : "",
+             op.op, (long long)op.seq, op.state, v->f.site[0] ? ", called from " : "", v->f.site);
   }
   dist_trace_close(t);
 }

@@ -213,3 +213,25 @@ Test(examples_zero, a_rank_that_left_a_group_is_named_at_the_line_it_never_reach
                           "collective"),
             "%s", r.err);
 }
+
+/* Rank 6 ends its loop a step early, skips the monitored barrier and
+ * returns 0. Its last operation, from the merged trace (it left before
+ * its monitor published it), is named with its call site, in distrun's
+ * line (as rank 6's: it follows the clause of the peer that failed next)
+ * and in distview's fields, not with an empty site. */
+Test(examples_zero, a_rank_that_ends_its_loop_early_is_named_with_its_last_call_site,
+     .timeout = 120) {
+  static mesh_run r;
+  zero("quit", &r);
+  mesh_expect_verdict(&r, 12, "early_exit", 6);
+  char site[96];
+  snprintf(site, sizeof site, "zero_train.c:%d)\"", zero_line("TRY(\"all_gather status\""));
+  cr_expect(strstr(r.json, "\"op\":\"ALL_GATHER_BYTES\"") && strstr(r.json, "\"seq\":6") &&
+                strstr(r.json, site),
+            "want rank 6's last call, ALL_GATHER_BYTES #6 at %s: %s", site, r.json);
+  cr_expect(mesh_says(&r, "ended first, with exit code 0, while other ranks still needed it") &&
+                (mesh_says(&r, "rank 6's last operation in the trace: group 0 (default) "
+                               "ALL_GATHER_BYTES #6 (completed), called from ") ||
+                 mesh_says(&r, "as of its last record it had last completed group 0")),
+            "%s", r.err);
+}
