@@ -30,6 +30,9 @@
  *             all_reduce, and skips the replicate all_reduce from then on
  *   leaverep  waits for its replicate all_reduce, then destroys the group and
  *             skips the replicate all_reduce from then on
+ *   pcount    passes one element too few to its async parameter all_gather;
+ *             in this mode every rank prefetches (issues a second async
+ *             all_gather, of the next layer, before it waits for the first)
  *   quit      ends its loop a step early (the last step, whatever --step
  *             says), skips the monitored barrier, destroys and returns 0
  * --steps N runs N steps (default 4). */
@@ -90,13 +93,24 @@ static void make_groups(job *j) {
 static void gather_params(const job *j, int step, float *shard, float *full) {
   for (int i = 0; i < SHARD; i++)
     shard[i] = (float)(j->rank % 4);
-  dist_tensor in = dist_tensor_1d(shard, DIST_FLOAT32, SHARD);
-  dist_tensor out = dist_tensor_1d(full, DIST_FLOAT32, 4 * SHARD);
+  int64_t n = planted(j, step, "pcount") ? SHARD - 1 : SHARD;
+  dist_tensor in = dist_tensor_1d(shard, DIST_FLOAT32, n);
+  dist_tensor out = dist_tensor_1d(full, DIST_FLOAT32, 4 * n);
   dist_work *w = NULL;
   dist_pg *g = planted(j, step, "othershard") ? j->g_other_shard : j->g_shard;
   TRY("all_gather params", dist_all_gather_into_tensor(&out, &in, g, &w));
+  static float next_shard[SHARD], next_full[4 * SHARD];
+  dist_tensor nin = dist_tensor_1d(next_shard, DIST_FLOAT32, SHARD);
+  dist_tensor nout = dist_tensor_1d(next_full, DIST_FLOAT32, 4 * SHARD);
+  dist_work *wn = NULL;
+  if (!strcmp(j->bug, "pcount")) /* the next layer's, two in flight */
+    TRY("prefetch next layer", dist_all_gather_into_tensor(&nout, &nin, g, &wn));
   TRY("wait params", dist_work_wait(w, -1));
   dist_work_free(w);
+  if (wn) {
+    TRY("wait next layer", dist_work_wait(wn, -1));
+    dist_work_free(wn);
+  }
   check(j, step, "params", full[3 * SHARD], 3);
 }
 
@@ -193,7 +207,7 @@ static int parse(job *j, int argc, char **argv) {
     else {
       printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
              "bugs: count redop root extra tag abort exit1 monbar size sleep othershard droprep "
-             "leaverep quit "
+             "leaverep pcount quit "
              "(none: healthy)\n",
              argv[0]);
       return strcmp(argv[i], "--help") ? 2 : 0;

@@ -249,6 +249,25 @@ static void place_from_trace(const char *out, drun_verdict *v) {
   dist_trace_close(t);
 }
 
+/* A verdict that names one rank's operation without its line (a desync
+ * the transport found at OFF, in a collective the rank issued async while
+ * its monitor's record was elsewhere: dist__run_verdict_site found no
+ * match): the line from the merged trace, when the operation that rank is
+ * in (its oldest that did not complete) is that very one. */
+static void site_from_trace(const char *out, drun_verdict *v) {
+  if (v->f.site[0] || v->n_culprits != 1 || v->f.group_id < 0 || !v->f.seq || !v->f.op[0])
+    return;
+  dist_trace *t = NULL;
+  if (dist_trace_open(out, &t, NULL, 0) != DIST_OK)
+    return;
+  dist_trace_pattern p;
+  if (dist_trace_rank_pattern(t, v->culprits[0], &p) == DIST_OK &&
+      p.cur.group_id == v->f.group_id && p.cur.seq == (int64_t)v->f.seq &&
+      !strcmp(p.cur.op, v->f.op))
+    snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
+  dist_trace_close(t);
+}
+
 /* The one culprit of several whose calls this step differ from its own
  * step before, while every other one repeats its own (a send skipped, a
  * receive or a send-first added): -1 when not exactly one. */
@@ -333,6 +352,7 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
   DIST_LOG(INFO, RUN, "trace: %d rank(s), %lld operations merged into %s", rep.ranks_merged,
            (long long)rep.operations, out);
   place_from_trace(out, v);
+  site_from_trace(out, v);
   break_tie(out, v);
   store_verdict(out, v);
   prune(base && *base ? base : "dist-trace", job_id);

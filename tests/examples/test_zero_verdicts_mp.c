@@ -235,3 +235,20 @@ Test(examples_zero, a_rank_that_ends_its_loop_early_is_named_with_its_last_call_
                  mesh_says(&r, "as of its last record it had last completed group 0")),
             "%s", r.err);
 }
+
+/* At OFF the transport finds rank 6's short parameter all_gather while a
+ * second one (the next layer's prefetch) is in flight: its monitor's record
+ * is at that later one, so the line comes from the merged trace (the
+ * operation rank 6 is in), not "". */
+Test(examples_zero, a_count_changed_in_a_prefetched_all_gather_at_OFF_has_its_line,
+     .timeout = 120) {
+  static mesh_run r;
+  job_run("zero_train", "DIST_DEBUG=OFF", "pcount", 6, &r);
+  mesh_expect_verdict(&r, 10, "desync", 6);
+  char site[96];
+  snprintf(site, sizeof site, "zero_train.c:%d)\"",
+           zero_line("TRY(\"all_gather params\""));
+  cr_expect(strstr(r.json, "\"op\":\"ALL_GATHER_INTO_TENSOR\"") &&
+                strstr(r.json, "\"group_name\":\"shard\"") && strstr(r.json, site),
+            "want %s: %s", site, r.json);
+}
