@@ -116,6 +116,23 @@ static inline void mesh_expect_verdict(const mesh_run *r, int status, const char
             "distview's verdict is not %s of rank %d: %s", kind, culprit, r->json);
 }
 
+/* The line of examples/<file> that holds marker (the tests name lines by
+ * a marker in the example, so they follow its edits). */
+static inline int example_line(const char *file, const char *marker) {
+  char path[1024], line[512];
+  snprintf(path, sizeof path, "%s/examples/%s", getenv("DIST_TEST_SRC"), file);
+  FILE *f = fopen(path, "r");
+  cr_assert(f, "cannot read %s", path);
+  int n = 0, found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    n++;
+    found = strstr(line, marker) != NULL;
+  }
+  fclose(f);
+  cr_assert(found, "no '%s' in %s", marker, path);
+  return n;
+}
+
 /* Whether the report after the status line holds needle. */
 static inline bool mesh_says(const mesh_run *r, const char *needle) {
   return r->report && strstr(r->report, needle);

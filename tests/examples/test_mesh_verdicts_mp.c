@@ -10,20 +10,7 @@
 #include "tmpdir.h"
 
 /* The line of examples/mesh_train.c that holds marker. */
-static int source_line(const char *marker) {
-  char path[1024], line[512];
-  snprintf(path, sizeof path, "%s/examples/mesh_train.c", getenv("DIST_TEST_SRC"));
-  FILE *f = fopen(path, "r");
-  cr_assert(f, "cannot read %s", path);
-  int n = 0, found = 0;
-  while (!found && fgets(line, sizeof line, f)) {
-    n++;
-    found = strstr(line, marker) != NULL;
-  }
-  fclose(f);
-  cr_assert(found, "no '%s' in %s", marker, path);
-  return n;
-}
+static int source_line(const char *marker) { return example_line("mesh_train.c", marker); }
 
 /* The value of the verdict's "site" in distview's JSON (up to cap bytes). */
 static void json_site(const char *json, char *out, size_t cap) {

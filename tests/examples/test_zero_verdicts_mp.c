@@ -129,20 +129,7 @@ Test(examples_zero, a_rank_asleep_outside_the_library_is_the_hang, .timeout = 12
 }
 
 /* The line of examples/zero_train.c that holds marker. */
-static int zero_line(const char *marker) {
-  char path[1024], line[512];
-  snprintf(path, sizeof path, "%s/examples/zero_train.c", getenv("DIST_TEST_SRC"));
-  FILE *f = fopen(path, "r");
-  cr_assert(f, "cannot read %s", path);
-  int n = 0, found = 0;
-  while (!found && fgets(line, sizeof line, f)) {
-    n++;
-    found = strstr(line, marker) != NULL;
-  }
-  fclose(f);
-  cr_assert(found, "no '%s' in %s", marker, path);
-  return n;
-}
+static int zero_line(const char *marker) { return example_line("zero_train.c", marker); }
 
 /* Rank 6 gathers its parameters on the other shard group: a non-member's
  * call does nothing (as in torch), so it reaches the reduce_scatter where
