@@ -30,7 +30,7 @@ static void header_op(const char *msg, vw_diag *d) {
   const char *nl = msg ? strchr(msg, '\n') : NULL, *at = msg ? strstr(msg, ") at ") : NULL;
   char op[28];
   long long n;
-  if (at && (!nl || at < nl) && sscanf(at, ") at %27[A-Z_] #%lld", op, &n) == 2 && n > 0) {
+  if (at && (!nl || at < nl) && sscanf(at, ") at %27[A-Z0-9_] #%lld", op, &n) == 2 && n > 0) {
     snprintf(d->report_op, sizeof d->report_op, "%s", op);
     d->report_seq = n;
   }
@@ -77,12 +77,14 @@ static void take(vw_diag *d, vw_event *ev) {
 
 int vw_diag_stored_report(vw_model *m, vw_diag *d) {
   /* the first desync (later ones follow from it), unless it follows from
-   * a hang; the last diagnosis (it saw the most), of a hang before one of
-   * a lost peer (the ranks distrun ended after a hang's verdict are lost
-   * peers to the others); the last stall report, unless every rank
-   * finished */
+   * a hang; the first diagnosis of a hang, written by the first rank whose
+   * wait ran out, before one of a lost peer (the ranks distrun ended after
+   * a hang's verdict are lost peers to the others): a later one sees the
+   * fallout (ranks that left on their own timeout, e.g. a member blocked
+   * creating a group another rank skipped, reads as the rank the waits end
+   * at); the last stall report, unless every rank finished */
   static const struct { const char *kind; bool earliest; int skip; } order[] = {
-      {"desync_report", true, -1}, {"diagnosis", false, ST_PEER_LOST},
+      {"desync_report", true, -1}, {"diagnosis", true, ST_PEER_LOST},
       {"diagnosis", false, -1}, {"stall_report", false, -1}};
   for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
     vw_event ev;

@@ -67,7 +67,18 @@ static void finish(wpg *w, wpg_pending *e) {
     w->rewind_hist = e->hist0;
     atomic_store_explicit(&w->rewind, true, memory_order_release);
   }
-  if (rc != DIST_OK) {
+  pthread_mutex_lock(&w->qlock);
+  bool closing = w->closing; /* after this, fini's abort reaches the inner group */
+  pthread_mutex_unlock(&w->qlock);
+  if (rc == DIST_OK && closing) {
+    /* The exchange may have completed (a peer was in it) before the
+     * destroy: handed on, the work could complete here while the peer,
+     * gone on to its next collective, finds the helper aborted, and the
+     * job's cause would not name this rank's destroy (core counts the
+     * works a destroy fails). */
+    dist_backend_work_done(e->wk, DIST_E_ABORTED, -1,
+                           "the group was destroyed with operations pending");
+  } else if (rc != DIST_OK) {
     dist_backend_work_done(e->wk, rc, -1, msg);
   } else {
     rc = dist_pg_forward(w->inner, c, e->wk);
@@ -168,6 +179,14 @@ void wpg_drain(wpg *w) {
   pthread_mutex_lock(&w->qlock);
   while (atomic_load(&w->pending) > 0)
     pthread_cond_wait(&w->qcv, &w->qlock);
+  pthread_mutex_unlock(&w->qlock);
+}
+
+void wpg_async_close(wpg *w) {
+  if (!w->q_init)
+    return;
+  pthread_mutex_lock(&w->qlock);
+  w->closing = true;
   pthread_mutex_unlock(&w->qlock);
 }
 

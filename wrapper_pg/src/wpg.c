@@ -161,6 +161,7 @@ static void fini(void *priv) {
   if (default_wpg == w)
     default_wpg = NULL;
   unlink_live(w);
+  wpg_async_close(w); /* before the abort: a check not handed on fails here */
   if (atomic_load(&w->pending) && w->helper) /* checks still waiting end now */
     dist__abort_group(w->helper, "the group was destroyed");
   wpg_async_stop(w);

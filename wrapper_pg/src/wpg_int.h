@@ -140,6 +140,10 @@ typedef struct wpg {
   struct wpg_pending *head, *tail;
   _Atomic int pending;
   bool stop, have_thread, q_init;
+  /* The program destroys the group (fini): a check not yet handed on is
+   * of a work it never waited for, and fails there (backend.h: fini fails
+   * what is pending), whatever its exchange found. Under qlock. */
+  bool closing;
   pthread_t thread;
   /* A failed async check rewinds the issuing side's count and history to
    * before it (as a failed sync check never counts), so that the group
@@ -283,6 +287,8 @@ int wpg_check_async(wpg *w, const dist_coll *c, dist_work *wk);
 void wpg_drain(wpg *w);
 /* Applies a rewind the checking thread asked for (issuing side). */
 void wpg_rewind(wpg *w);
+/* The group is being destroyed: checks not yet handed on fail (fini). */
+void wpg_async_close(wpg *w);
 /* Stops the checking thread (pending checks end first; abort the helper
  * before, to end them at once). */
 void wpg_async_stop(wpg *w);
