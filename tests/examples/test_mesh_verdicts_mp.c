@@ -72,6 +72,13 @@ Test(examples_mesh, a_send_that_changed_its_dtype_names_the_sender, .timeout = 1
   cr_expect(mesh_says(&r, "ranks disagree on the dtype") &&
                 mesh_says(&r, "int32[64] to rank 5 (256 bytes)  <- dtype differs"),
             "%s", r.err);
+  /* whichever side reports it (the receiver, usually), the verdict's
+   * operation is the culprit's send, at its line, not the receive */
+  char site[96];
+  snprintf(site, sizeof site, "\"site\":\"step_once (mesh_train.c:%d)\"",
+           source_line("TRY(\"send\""));
+  cr_expect(strstr(r.json, "\"op\":\"SEND\"") && strstr(r.json, site),
+            "distview's verdict is not rank 3's send at %s: %s", site, r.json);
 }
 
 /* At OFF the shared-memory engine's own check: the rank outside the

@@ -39,6 +39,34 @@ static size_t marked_ranks(const char *rep, int *out, size_t cap, char *field, s
   return n;
 }
 
+/* The operation a marked line names ("  rank 5 (group rank 1): RECV #21
+ * float32[8] from rank 6 ...  <- size differs", or "  rank 3: SEND #6 ..."
+ * in the default group): a point-to-point pair's two sides are different
+ * operations, and the verdict names the culprit's, not the reporter's (the
+ * other side, whose operation the header names, may report first). */
+static bool marked_op(const char *rep, int rank, int *kind, uint64_t *seq) {
+  for (const char *l = rep; *l;) {
+    const char *end = strchr(l, '\n');
+    size_t ll = end ? (size_t)(end - l) : strlen(l);
+    const char *colon = memchr(l, ':', ll);
+    char name[28];
+    unsigned long long n;
+    int r, k;
+    if (colon && sscanf(l, "  rank %d", &r) == 1 && r == rank && memmem(l, ll, "  <- ", 5) &&
+        sscanf(colon, ": %27[A-Z0-9_] #%llu", name, &n) == 2 && n > 0) {
+      for (k = 0; k < DIST_OP_COUNT_ && strcmp(dist_op_name((dist_op_kind)k), name); k++)
+        ;
+      if (k < DIST_OP_COUNT_) {
+        *kind = k;
+        *seq = n;
+        return true;
+      }
+    }
+    l += ll + (end != NULL);
+  }
+  return false;
+}
+
 void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg) {
   if (rc != DIST_E_DESYNC || !dist_get_default_store())
     return;
@@ -82,6 +110,13 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
   ci.group_name = in->desc && in->desc[0] ? in->desc : in->name;
   ci.op = c ? (int)c->kind : -1;
   ci.seq = c ? c->seq : 0;
+  int kind;
+  uint64_t seq;
+  if (c && dist_op_is_p2p(c->kind) && n == 1 && culprits[0] != in->global_rank &&
+      marked_op(rep, culprits[0], &kind, &seq)) {
+    ci.op = kind;
+    ci.seq = seq;
+  }
   ci.field = field[0] ? field : NULL;
   dist_post_cause_info(rc, &ci, rep);
   dist__free(rep);
