@@ -202,8 +202,9 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
                   "rank %d waits to receive from it (does it send to the wrong peer?)",
                   b->peer2, waiter);
   else if (misdirected && is_p2p(blocked_in(&recs[b->peer])->kind))
-    dist__appendf(buf, len, off, ": it sends to rank %d for the first time, which receives "
-                  "from rank %d as before (does it send to the wrong peer?)", b->peer,
+    dist__appendf(buf, len, off, ": it sends to rank %d for the first time, which %s rank %d "
+                  "as before (does it send to the wrong peer?)", b->peer,
+                  blocked_in(&recs[b->peer])->kind == DIST_OP_SEND ? "sends to" : "receives from",
                   blocked_in(&recs[b->peer])->peer);
   else if (misdirected)
     dist__appendf(buf, len, off, ": it sends to rank %d for the first time, which receives "

@@ -14,10 +14,12 @@
 
 /* Whether rank s, blocked in a send, sends to the wrong peer: its first
  * send to that rank (pair 1), which waits, with the same tag, to receive
- * from another peer it has received from before, or which receives
- * nothing (it waits in a collective). The pair numbers tell the two ends
- * of a misdirected message apart: a running pipeline repeats its pairs,
- * and the new one is the odd call. */
+ * from another peer it has received from before, or which waits to send
+ * to another peer it has sent to before (a 1F1B stage waits for its
+ * backward send before its next receive), or which receives nothing (it
+ * waits in a collective). The pair numbers tell the two ends of a
+ * misdirected message apart: a running pipeline repeats its pairs, and the
+ * new one is the odd call. */
 bool dist__mon_odd_sender(const mon_rec *recs, int world, int s) {
   const mon_rec_group *b = blocked_in(&recs[s]);
   if (!b || b->kind != DIST_OP_SEND || b->peer < 0 || b->peer >= world || b->pair != 1)
@@ -25,6 +27,8 @@ bool dist__mon_odd_sender(const mon_rec *recs, int world, int s) {
   const mon_rec_group *rb = blocked_in(&recs[b->peer]);
   if (rb && !is_p2p(rb->kind))
     return true;
+  if (rb && rb->kind == DIST_OP_SEND)
+    return rb->peer != s && rb->gid == b->gid && rb->pair > 1;
   return rb && rb->kind == DIST_OP_RECV && rb->peer != s && rb->gid == b->gid &&
          rb->tag == b->tag && rb->pair > 1;
 }

@@ -5,7 +5,8 @@
  * judges of a planted bug, look at. Shared by the suites that check the
  * verdicts (test_mesh_verdicts_mp.c, test_mesh_hangs_mp.c, test_moe_verdicts_mp.c,
  * which runs examples/moe_train.c the same way, test_zero_verdicts_mp.c,
- * examples/zero_train.c, and tests/monitor/test_create_skip_mp.c, a rank
+ * examples/zero_train.c, test_pipe_verdicts_mp.c, examples/pipe_train.c,
+ * and tests/monitor/test_create_skip_mp.c, a rank
  * that skips a group creation). */
 #ifndef DIST_TEST_MESH_VERDICT_H
 #define DIST_TEST_MESH_VERDICT_H
