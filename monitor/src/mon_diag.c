@@ -855,6 +855,31 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
     dist__appendf(buf, len, off, "    %s", q->crash);
 }
 
+/* This rank's record as the diagnosis reads it: in the operation it
+ * diagnoses. Its own wait may have timed out a moment before (then the
+ * record shows it in no operation, and waits that go through it would end
+ * at it, "busy outside the library", instead of going on to the peer it
+ * waited for). Left as it is when it shows the rank in an operation. */
+static void hold_self(const mon_group *g, uint64_t seq, mon_rec *recs) {
+  mon_rec *me = &recs[dist__mon.rank];
+  mon_rec_group *rg = (mon_rec_group *)dist__mon_rec_group(me, g->gid);
+  if (!rg || dist__mon_blocked_in(me))
+    return;
+  const mon_op *op = &g->ring[seq % MON_RING];
+  rg->kind = atomic_load(&op->kind);
+  rg->enq = rg->done + 1;
+  rg->since_ms = dist__mon_wall_ms(atomic_load(&op->t_enq_ns));
+  rg->peer = atomic_load(&op->peer);
+  rg->peer2 = atomic_load(&op->peer2);
+  rg->tag = atomic_load(&op->tag);
+  rg->pair = atomic_load(&op->pair);
+  rg->coll = atomic_load(&op->coll);
+  rg->sync = atomic_load(&op->sync) != 0;
+  rg->num = dist__mon_num(g, seq);
+  rg->has_num = true;
+  dist__mon_symbolize(atomic_load(&op->caller), rg->site, sizeof rg->site);
+}
+
 char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const char *what,
                          bool *lowest, int *n_cycles, mon_verdict *v) {
   *v = (mon_verdict){.gid = -1, .kind = -1};
@@ -867,6 +892,8 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   const mon_op *op = &g->ring[seq % MON_RING];
   int kind = atomic_load(&op->kind);
   at_op me = {seq, atomic_load(&op->coll), kind};
+  if (!strcmp(what, "hang")) /* its wait may have timed out a moment ago */
+    hold_self(g, seq, recs);
   unsigned long long num = (unsigned long long)dist__mon_num(g, seq); /* what it prints */
   char site[MON_SITE_LEN], s[32];
   dist__mon_symbolize(atomic_load(&op->caller), site, sizeof site);

@@ -35,6 +35,9 @@ Test(examples_pipe, a_receive_of_another_size_names_the_receiver_at_its_line,
   cr_expect(strstr(r.json, "\"group_name\":\"pp\"") &&
                 strstr(r.json, "\"op\":\"BATCH_P2P\"") && strstr(r.json, site),
             "distview's verdict is not rank 5's batch at %s: %s", site, r.json);
+  /* the transport's report is on the failed rows alone (no events row):
+   * distview's own analysis reads it there, not a later lost peer */
+  cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
 }
 
 /* Rank 5 sends its forward to rank 7 (two stages on): rank 6 waits for
@@ -56,6 +59,7 @@ Test(examples_pipe, a_send_to_the_wrong_stage_names_the_sender_not_the_cycle,
   cr_expect(strstr(r.json, "\"group_name\":\"pp\"") && strstr(r.json, "\"op\":\"SEND\"") &&
                 strstr(r.json, site),
             "distview's verdict is not rank 5's send at %s: %s", site, r.json);
+  cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
 }
 
 /* Rank 5 returns in the cool-down, before its last backward: an early
@@ -70,4 +74,15 @@ Test(examples_pipe, a_stage_that_returns_before_its_last_backward_is_an_early_ex
                 mesh_says(&r, "ended first, with exit code 0, while other ranks still needed it"),
             "%s", r.err);
   cr_expect(strstr(r.json, "\"group_name\":\"pp\""), "not in the pp group: %s", r.json);
+}
+
+/* The same at DIST_DEBUG=OFF, where the monitor alone sees it: its first
+ * diagnosis of a lost peer names rank 5, which left with exit code 0; the
+ * later ones name the ranks that failed after it (distview's own analysis
+ * takes the first). */
+Test(examples_pipe, at_OFF_the_early_return_is_named_by_distview_too, .timeout = 120) {
+  static mesh_run r;
+  job_run("pipe_train", "DIST_DEBUG=OFF", "exitcool", 5, &r);
+  mesh_expect_verdict(&r, 12, "early_exit", 5);
+  cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
 }

@@ -75,21 +75,50 @@ static void take(vw_diag *d, vw_event *ev) {
   d->report = ev->message ? ev->message : strdup("");
 }
 
+/* The first desync the job stored: the checking layer's report (an events
+ * row) or an operation that failed with one (the transport's, which has
+ * no events row), whichever came first. */
+static int first_desync(vw_model *m, vw_event *ev, bool *found) {
+  vw_event row;
+  bool have_row;
+  if (vw_model_event_of(m, "desync_report", true, -1, ev, found) != 0)
+    return -1;
+  if (vw_model_failed_desync(m, &row, &have_row) != 0) {
+    free(ev->message);
+    return -1;
+  }
+  /* a report marks the ranks it blames ("  <- size differs"); a row's
+   * bare message names none */
+  bool marks = have_row && row.message && strstr(row.message, "  <- ") &&
+               strstr(row.message, "differs");
+  if (marks && (!*found || row.t_ns < ev->t_ns)) {
+    free(ev->message);
+    *ev = row;
+    *found = true;
+  } else {
+    free(row.message);
+  }
+  return 0;
+}
+
 int vw_diag_stored_report(vw_model *m, vw_diag *d) {
   /* the first desync (later ones follow from it), unless it follows from
    * a hang; the first diagnosis of a hang, written by the first rank whose
-   * wait ran out, before one of a lost peer (the ranks distrun ended after
-   * a hang's verdict are lost peers to the others): a later one sees the
-   * fallout (ranks that left on their own timeout, e.g. a member blocked
-   * creating a group another rank skipped, reads as the rank the waits end
-   * at); the last stall report, unless every rank finished */
+   * wait ran out, before the first of a lost peer (the ranks distrun ended
+   * after a hang's verdict are lost peers to the others): a later one sees
+   * the fallout (ranks that left on their own timeout or error: a member
+   * blocked creating a group another rank skipped, a stage whose partner
+   * left, read as the rank the waits end at); the last stall report,
+   * unless every rank finished */
   static const struct { const char *kind; bool earliest; int skip; } order[] = {
       {"desync_report", true, -1}, {"diagnosis", true, ST_PEER_LOST},
-      {"diagnosis", false, -1}, {"stall_report", false, -1}};
+      {"diagnosis", true, -1}, {"stall_report", false, -1}};
   for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
     vw_event ev;
     bool found, after = false;
-    if (vw_model_event_of(m, order[i].kind, order[i].earliest, order[i].skip, &ev, &found) != 0)
+    if ((i == 0 ? first_desync(m, &ev, &found)
+                : vw_model_event_of(m, order[i].kind, order[i].earliest, order[i].skip, &ev,
+                                    &found)) != 0)
       return -1;
     if (found && i == 0 && after_a_hang(m, &ev, &after) != 0) {
       free(ev.message);
@@ -216,6 +245,14 @@ bool vw_diag_report_wins(const vw_diag *d) {
     return true;
   if (d->kind == VW_DIAG_HANG && report_class(d) == VW_DIAG_HANG &&
       report_names_skipped_creation(d))
+    return true;
+  /* A hang in a send or receive: the rows number each rank's transfers
+   * apart (a send's number is not its receive's), so they cannot tell which
+   * side is behind; the monitor's diagnosis saw both ends live. */
+  bool rows_hang = d->kind == VW_DIAG_HANG || d->kind == VW_DIAG_STUCK ||
+                   d->kind == VW_DIAG_DEADLOCK;
+  if (rows_hang && report_class(d) == VW_DIAG_HANG &&
+      ((d->op[0] && vw_op_is_p2p(d->op)) || (d->report_op[0] && vw_op_is_p2p(d->report_op))))
     return true;
   bool desync = report_class(d) == VW_DIAG_DESYNC;
   if (desync != (d->kind == VW_DIAG_DESYNC))

@@ -500,6 +500,32 @@ int vw_model_event_of(vw_model *m, const char *kind, bool earliest, int skip_sta
   return rc < 0 ? -1 : 0;
 }
 
+int vw_model_failed_desync(vw_model *m, vw_event *ev, bool *found) {
+  *found = false;
+  memset(ev, 0, sizeof *ev);
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "SELECT rank, group_id, seq, t_ended_ns, status, message FROM operations WHERE state = "
+         "'failed' AND status = 4 AND t_ended_ns IS NOT NULL ORDER BY t_ended_ns LIMIT 1");
+  if (!st)
+    return -1;
+  int rc = vw_sql_step(m, st);
+  if (rc == SQLITE_ROW) {
+    *found = true;
+    ev->id = -1;
+    ev->rank = (int)vw_sql_i64(st, 0);
+    ev->group_id = (int)vw_sql_i64(st, 1);
+    ev->seq = vw_sql_i64(st, 2);
+    snprintf(ev->kind, sizeof ev->kind, "desync_report");
+    ev->t_ns = vw_sql_i64(st, 3);
+    ev->status = (int)vw_sql_i64(st, 4);
+    ev->peer = -1;
+    const unsigned char *msg = sqlite3_column_text(st, 5);
+    ev->message = msg ? strdup((const char *)msg) : NULL;
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
 /* --- search ------------------------------------------------------------------ */
 
 int vw_model_search_op(vw_model *m, int group_id, int64_t seq, int dir, const char *text,

@@ -253,6 +253,12 @@ void vw_events_free(vw_event *ev, int n);
  * malloc'd. */
 int vw_model_event_of(vw_model *m, const char *kind, bool earliest, int skip_status,
                       vw_event *ev, bool *found);
+/* The operation that failed first with DIST_E_DESYNC (by its end), as an
+ * event of kind "desync_report" whose message is the row's report: a
+ * desync the transport found (a send and a receive of other sizes, a
+ * collective's fields at DIST_DEBUG=OFF) is stored on the failed row
+ * alone, not as an events row. */
+int vw_model_failed_desync(vw_model *m, vw_event *ev, bool *found);
 
 /* Search: the next (dir > 0) or previous operation of group after seq whose
  * op or state matches text; a text "#N" is sequence number N. */
