@@ -3,7 +3,8 @@
  * arrives, either order of posting works, messages of one tag arrive in the
  * order sent, a size mismatch fails both sides, the batch accepts ops to
  * self, and a blocking send or recv to self is refused (it would wait for
- * itself). On both transports, with traffic to a real peer in between. */
+ * itself), and a wait on a freed work (a stale handle) fails with
+ * DIST_E_INVAL. On both transports, with traffic to a real peer in between. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,26 @@ static int self_rank(const dist_test_ctx *ctx) {
   CHECK(ctx, strstr(dist_pg_errmsg(NULL), "the peer is this rank itself"), "send message: %s",
         dist_pg_errmsg(NULL));
   CHECK(ctx, dist_recv(&ti, me, NULL, 1, NULL) == DIST_E_INVAL, "blocking recv from self");
+  /* A stale handle: a wait on a freed work, waited once already, fails with
+   * DIST_E_INVAL naming the free, and a second free is ignored (no crash). */
+  dist_work *wp = NULL, *wq = NULL;
+  CHECK_OK(ctx, dist_isend(&tpo2, 1 - me, NULL, 12, &wp));
+  CHECK_OK(ctx, dist_irecv(&tpi2, 1 - me, NULL, 12, &wq));
+  CHECK_OK(ctx, dist_work_wait(wp, 20000));
+  CHECK_OK(ctx, dist_work_wait(wp, 20000));
+  CHECK_OK(ctx, dist_work_wait(wq, 20000));
+  dist_work_free(wp);
+  dist_work_free(wq);
+  CHECK(ctx, dist_work_wait(wp, 20000) == DIST_E_INVAL, "wait on a freed work accepted");
+  CHECK(ctx, strstr(dist_last_errmsg(), "stale handle"), "stale wait message: %s",
+        dist_last_errmsg());
+  dist_work_free(wq);
+  CHECK(ctx, dist_work_synchronize(wq, 0) == DIST_E_INVAL, "synchronize on a freed work");
+  CHECK(ctx, dist_work_status(wq) == DIST_E_INVAL && dist_work_is_completed(wq) &&
+                 !dist_work_is_success(wq),
+        "a freed work's status reads as an operation");
+  CHECK(ctx, dist_work_get_future(wq, &(dist_future *){NULL}) == DIST_E_INVAL,
+        "a future of a freed work");
   dist_test_finish();
   return 0;
 }

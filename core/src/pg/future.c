@@ -37,6 +37,8 @@ struct dist_future {
 int dist_work_add_callback(dist_work *w, dist_work_callback cb, void *arg) {
   if (!w || !cb)
     return dist__set_last_error(DIST_E_INVAL, "dist_work_add_callback: NULL argument");
+  if (dist__work_stale(w, "dist_work_add_callback"))
+    return DIST_E_INVAL;
   dist__work_cb *node = dist__malloc(sizeof *node);
   if (!node)
     return dist__set_last_error(DIST_E_NOMEM, "dist_work_add_callback: out of memory");
@@ -135,6 +137,8 @@ static void from_work(dist_work *w, void *arg) {
 int dist_work_get_future(dist_work *w, dist_future **out) {
   if (!w || !out)
     return dist__set_last_error(DIST_E_INVAL, "dist_work_get_future: NULL argument");
+  if (dist__work_stale(w, "dist_work_get_future"))
+    return DIST_E_INVAL;
   dist_future *f = alloc_future(2); /* the user's, and the work callback's */
   if (!f)
     return dist__set_last_error(DIST_E_NOMEM, "dist_work_get_future: out of memory");

@@ -80,6 +80,8 @@ struct dist_work {
   void *cb_arg;
   void *backend_slot;
   _Atomic int refs;             /* the user's handle + the backend's */
+  _Atomic bool freed;           /* the user's handle was freed: calls on it
+                                   are on a stale handle (work.c's shells) */
   _Atomic bool started;
   bool quiet;                   /* a piece of a larger call: no events */
   struct dist__work_cb *cbs, **cbs_tail; /* dist_work_add_callback's, in order */
@@ -264,8 +266,12 @@ void dist__pg_log_op(const dist_pg *g, const dist_coll *c);
 /* A work holding a deep copy of c (tensor and split arrays; data is
  * borrowed). refs = 2: the caller's handle and the backend's. */
 int dist__work_new(dist_pg *g, const dist_coll *c, dist_work **out);
-/* Drops one reference; the last frees. */
+/* Drops one reference; the last releases the work's resources and keeps
+ * its shell among the last few freed (work.c), marked freed. */
 void dist__work_unref(dist_work *w);
+/* Whether w is a handle the program freed (dist_work_free); then the last
+ * error is DIST_E_INVAL naming fn, the call made on it. */
+bool dist__work_stale(dist_work *w, const char *fn);
 /* Completes w (state, message, events, callback, condvar). */
 void dist__work_complete(dist_work *w, int rc, int src_global, const char *msg);
 /* A work that is already complete with rc (non-member groups). */

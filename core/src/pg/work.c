@@ -92,6 +92,32 @@ int dist__work_new_done(dist_pg *g, int rc, dist_work **out) {
   return DIST_OK;
 }
 
+/* --- stale handles -------------------------------------------------------- */
+
+/* A work whose last reference went keeps its shell, the struct alone (its
+ * arrays, callbacks and device events are released at once), among the
+ * last SHELLS_KEPT, so a call on a handle freed a moment ago finds it
+ * marked and fails with DIST_E_INVAL instead of reading freed memory (a
+ * wait after dist_work_free, a second free). An older handle is undefined,
+ * as any freed pointer in C (pg.h). Lock-free: each slot is swapped once
+ * per work, and the shell pushed out is freed by whoever pushed it. */
+#define SHELLS_KEPT 64
+static _Atomic(dist_work *) shells[SHELLS_KEPT];
+static _Atomic unsigned shell_next;
+
+static void keep_shell(dist_work *w) {
+  unsigned i = atomic_fetch_add_explicit(&shell_next, 1, memory_order_relaxed);
+  dist__free(atomic_exchange(&shells[i % SHELLS_KEPT], w));
+}
+
+bool dist__work_stale(dist_work *w, const char *fn) {
+  if (!atomic_load_explicit(&w->freed, memory_order_acquire))
+    return false;
+  dist__set_last_error(DIST_E_INVAL, "%s: a stale handle (the work was freed with "
+                       "dist_work_free)", fn);
+  return true;
+}
+
 void dist__work_unref(dist_work *w) {
   if (atomic_fetch_sub(&w->refs, 1) != 1)
     return;
@@ -101,10 +127,14 @@ void dist__work_unref(dist_work *w) {
     next = c->next;
     dist__free(c);
   }
+  w->cbs = NULL;
   if (w->dev_ops && w->dev_ops->release)
     w->dev_ops->release(w->dev_ctx);
+  w->dev_ops = NULL;
   dist__free(w->arena);
-  dist__free(w);
+  w->arena = NULL;
+  atomic_store_explicit(&w->freed, true, memory_order_release);
+  keep_shell(w);
 }
 
 /* --- for backends -------------------------------------------------------- */
@@ -255,6 +285,8 @@ static void tell_waiting(dist_work *w, bool entering) {
 static int wait_work(dist_work *w, int64_t timeout_ms, bool on_device) {
   if (!w)
     return dist__set_last_error(DIST_E_INVAL, "dist_work_wait: NULL work");
+  if (dist__work_stale(w, on_device ? "dist_work_wait" : "dist_work_synchronize"))
+    return DIST_E_INVAL;
   if (is_released(w))
     return outcome(w);
   struct timespec until;
@@ -294,17 +326,32 @@ int dist_work_synchronize(dist_work *w, int64_t timeout_ms) {
   return wait_work(w, timeout_ms, false);
 }
 
-bool dist_work_is_completed(dist_work *w) { return w && is_done(w); }
+/* A stale handle reads as a work that completed with DIST_E_INVAL. */
+bool dist_work_is_completed(dist_work *w) {
+  return w && (dist__work_stale(w, "dist_work_is_completed") || is_done(w));
+}
 
-bool dist_work_is_success(dist_work *w) { return w && is_done(w) && w->status == DIST_OK; }
+bool dist_work_is_success(dist_work *w) {
+  return w && !dist__work_stale(w, "dist_work_is_success") && is_done(w) && w->status == DIST_OK;
+}
 
-int dist_work_status(dist_work *w) { return w && is_done(w) ? w->status : DIST_OK; }
+int dist_work_status(dist_work *w) {
+  if (w && dist__work_stale(w, "dist_work_status"))
+    return DIST_E_INVAL;
+  return w && is_done(w) ? w->status : DIST_OK;
+}
 
-const char *dist_work_errmsg(dist_work *w) { return w && is_done(w) ? w->errmsg : ""; }
+const char *dist_work_errmsg(dist_work *w) {
+  if (w && dist__work_stale(w, "dist_work_errmsg"))
+    return "a stale handle (the work was freed with dist_work_free)";
+  return w && is_done(w) ? w->errmsg : "";
+}
 
 int dist_work_source_rank(dist_work *w, int *rank) {
   if (!w || !rank)
     return dist__set_last_error(DIST_E_INVAL, "dist_work_source_rank: NULL argument");
+  if (dist__work_stale(w, "dist_work_source_rank"))
+    return DIST_E_INVAL;
   if (!is_done(w))
     return dist__set_last_error(DIST_E_INVAL, "the work has not completed yet");
   if (w->coll.kind != DIST_OP_RECV || w->src_rank < 0)
@@ -317,6 +364,8 @@ int dist_work_source_rank(dist_work *w, int *rank) {
 int dist_work_set_callback(dist_work *w, dist_work_callback cb, void *arg) {
   if (!w || !cb)
     return dist__set_last_error(DIST_E_INVAL, "dist_work_set_callback: NULL argument");
+  if (dist__work_stale(w, "dist_work_set_callback"))
+    return DIST_E_INVAL;
   pthread_mutex_lock(&w->mu);
   bool done = is_released(w);
   if (!done) {
@@ -330,6 +379,13 @@ int dist_work_set_callback(dist_work *w, dist_work_callback cb, void *arg) {
 }
 
 void dist_work_free(dist_work *w) {
-  if (w)
-    dist__work_unref(w);
+  bool was = false;
+  if (!w)
+    return;
+  if (!atomic_compare_exchange_strong(&w->freed, &was, true)) {
+    DIST_LOG(WARNING, CORE, "dist_work_free: the work was freed already (a stale handle): "
+             "ignored");
+    return;
+  }
+  dist__work_unref(w);
 }
