@@ -74,6 +74,9 @@ Test(examples_pipe, a_stage_that_returns_before_its_last_backward_is_an_early_ex
                 mesh_says(&r, "ended first, with exit code 0, while other ranks still needed it"),
             "%s", r.err);
   cr_expect(strstr(r.json, "\"group_name\":\"pp\""), "not in the pp group: %s", r.json);
+  /* rank 1's "rank 5 left the group" desync follows from the exit, which
+   * the monitors saw (exit code 0): distview's own analysis says a death */
+  cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
 }
 
 /* The same at DIST_DEBUG=OFF, where the monitor alone sees it: its first

@@ -101,6 +101,34 @@ static int first_desync(vw_model *m, vw_event *ev, bool *found) {
   return 0;
 }
 
+/* A "rank R left the group" desync whose leaver a monitor saw exit with
+ * status 0: it ended early while the others still needed it (distrun's
+ * early exit), and the desync follows from that. The diagnosis that says
+ * so replaces the desync (a lost peer: a death). */
+static int after_an_early_exit(vw_model *m, vw_event *desync) {
+  static const char left[] = " left the group (destroyed it or exited)";
+  const char *at = desync->message ? strstr(desync->message, left) : NULL;
+  const char *r = at;
+  while (r && r > desync->message && r[-1] != ' ' && r[-1] != '\n')
+    r--; /* the number before the phrase: "rank 3 left ..." */
+  int rank;
+  if (!at || r - desync->message < 5 || strncmp(r - 5, "rank ", 5) || sscanf(r, "%d", &rank) != 1)
+    return 0;
+  char like[96];
+  snprintf(like, sizeof like, "%%rank %d (host %% exited with code 0%%", rank);
+  vw_event ev;
+  bool found;
+  if (vw_model_event_like(m, "diagnosis", like, &ev, &found) != 0)
+    return -1;
+  if (found && ev.status == ST_PEER_LOST) {
+    free(desync->message);
+    *desync = ev;
+  } else {
+    free(ev.message);
+  }
+  return 0;
+}
+
 int vw_diag_stored_report(vw_model *m, vw_diag *d) {
   /* the first desync (later ones follow from it), unless it follows from
    * a hang; the first diagnosis of a hang, written by the first rank whose
@@ -121,6 +149,10 @@ int vw_diag_stored_report(vw_model *m, vw_diag *d) {
                                     &found)) != 0)
       return -1;
     if (found && i == 0 && after_a_hang(m, &ev, &after) != 0) {
+      free(ev.message);
+      return -1;
+    }
+    if (found && i == 0 && !after && after_an_early_exit(m, &ev) != 0) {
       free(ev.message);
       return -1;
     }

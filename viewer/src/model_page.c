@@ -500,6 +500,35 @@ int vw_model_event_of(vw_model *m, const char *kind, bool earliest, int skip_sta
   return rc < 0 ? -1 : 0;
 }
 
+int vw_model_event_like(vw_model *m, const char *kind, const char *pattern, vw_event *ev,
+                        bool *found) {
+  *found = false;
+  memset(ev, 0, sizeof *ev);
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "SELECT rowid, rank, group_id, seq, kind, t_ns, status, peer, message FROM events "
+         "WHERE kind = ?1 AND message LIKE ?2 ORDER BY t_ns LIMIT 1");
+  if (!st)
+    return -1;
+  sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, pattern, -1, SQLITE_STATIC);
+  int rc = vw_sql_step(m, st);
+  if (rc == SQLITE_ROW) {
+    *found = true;
+    ev->id = vw_sql_i64(st, 0);
+    ev->rank = (int)vw_sql_i64(st, 1);
+    ev->group_id = (int)vw_sql_i64(st, 2);
+    ev->seq = vw_sql_i64(st, 3);
+    vw_sql_text(st, 4, ev->kind, sizeof ev->kind);
+    ev->t_ns = vw_sql_i64(st, 5);
+    ev->status = (int)vw_sql_i64(st, 6);
+    ev->peer = (int)vw_sql_i64(st, 7);
+    const unsigned char *msg = sqlite3_column_text(st, 8);
+    ev->message = msg ? strdup((const char *)msg) : NULL;
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
 int vw_model_failed_desync(vw_model *m, vw_event *ev, bool *found) {
   *found = false;
   memset(ev, 0, sizeof *ev);

@@ -259,6 +259,10 @@ int vw_model_event_of(vw_model *m, const char *kind, bool earliest, int skip_sta
  * collective's fields at DIST_DEBUG=OFF) is stored on the failed row
  * alone, not as an events row. */
 int vw_model_failed_desync(vw_model *m, vw_event *ev, bool *found);
+/* The earliest event of a kind whose message matches an SQL LIKE pattern,
+ * or found = false; ev->message is malloc'd. */
+int vw_model_event_like(vw_model *m, const char *kind, const char *pattern, vw_event *ev,
+                        bool *found);
 
 /* Search: the next (dir > 0) or previous operation of group after seq whose
  * op or state matches text; a text "#N" is sequence number N. */
