@@ -101,10 +101,12 @@ static int first_desync(vw_model *m, vw_event *ev, bool *found) {
   return 0;
 }
 
-/* A "rank R left the group" desync whose leaver a monitor saw exit with
- * status 0: it ended early while the others still needed it (distrun's
- * early exit), and the desync follows from that. The diagnosis that says
- * so replaces the desync (a lost peer: a death). */
+/* A "rank R left the group" desync whose leaver a monitor saw exit (with
+ * status 0: it ended early while the others still needed it, distrun's
+ * early exit; or with an error of its own): the desync follows from that,
+ * and the diagnosis that says so replaces it (a lost peer: a death). The
+ * first desync comes before any other failure (a hang's diagnosis before
+ * it makes it a consequence of the hang: after_a_hang). */
 static int after_an_early_exit(vw_model *m, vw_event *desync) {
   static const char left[] = " left the group (destroyed it or exited)";
   const char *at = desync->message ? strstr(desync->message, left) : NULL;
@@ -115,7 +117,7 @@ static int after_an_early_exit(vw_model *m, vw_event *desync) {
   if (!at || r - desync->message < 5 || strncmp(r - 5, "rank ", 5) || sscanf(r, "%d", &rank) != 1)
     return 0;
   char like[96];
-  snprintf(like, sizeof like, "%%rank %d (host %% exited with code 0%%", rank);
+  snprintf(like, sizeof like, "%%rank %d (host %% exited with code %%", rank);
   vw_event ev;
   bool found;
   if (vw_model_event_like(m, "diagnosis", like, &ev, &found) != 0)
