@@ -583,6 +583,37 @@ static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms
   dist__mon_say_waiters(recs, r, buf, len, off);
 }
 
+char *dist__mon_diagnose_creation(const mon_rec *recs, mon_verdict *v) {
+  int me = dist__mon.rank, skip[MON_CULPRITS_MAX];
+  int n = dist__mon_create_skippers(recs, me, skip, MON_CULPRITS_MAX);
+  const size_t len = 16384;
+  char *buf = n ? dist__malloc(len) : NULL;
+  if (!buf)
+    return NULL;
+  size_t off = 0;
+  const mon_rec_create *cr = &recs[me].creating;
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  char s[32], ow[512];
+  dist__appendf(buf, len, &off, "hang creating group %d (%d ranks) in %s: waited %s, its "
+                "timeout\n", cr->gid, cr->size, cr->call[0] ? cr->call : "dist_new_group",
+                sec_word(now_ms - cr->since_ms, s, sizeof s));
+  dist__appendf(buf, len, &off, "  rank %d is %s\n", me,
+                outside_words(recs, me, 0, now_ms, ow, sizeof ow));
+  for (int i = 0; i < n; i++) {
+    char how[320];
+    say_end(recs, skip[i], dist__mon_gone_how(&recs[skip[i]], now_ms, how, sizeof how), now_ms,
+            buf, len, &off);
+  }
+  /* the group and its creator's call, no operation (as say_roots does) */
+  *v = (mon_verdict){.gid = cr->gid, .kind = -1, .n = n};
+  memcpy(v->culprits, skip, sizeof(int) * (size_t)v->n);
+  snprintf(v->gname, sizeof v->gname, "g%d", cr->gid);
+  snprintf(v->site, sizeof v->site, "%s", cr->site);
+  if (off && buf[off - 1] == '\n')
+    buf[--off] = '\0';
+  return buf;
+}
+
 /* The ranks[0..n) where the waits end, said and made the verdict's
  * culprits at this rank's own operation. */
 static void say_ends(const mon_rec *recs, mon_verdict *v, const mon_group *g, int kind,

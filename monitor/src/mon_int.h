@@ -178,6 +178,10 @@ typedef struct mon_state {
   /* A group this process is creating (dist_new_group blocks until its
    * members meet): published as the record's "c" line (mon_record.h). */
   _Atomic int creating;      /* threads in a creation */
+  /* A creation of this rank's timed out: the watchdog says who skipped it
+   * (dist__mon_creation_diagnose), then counts that thread out of
+   * creating, so the record shows the creation until then. */
+  _Atomic int create_timed_out;
   _Atomic int create_gid, create_size;
   _Atomic int64_t create_since_ms;
   _Atomic uintptr_t create_caller;
@@ -256,6 +260,10 @@ char *dist__mon_gpu_note(const mon_group *g, uint64_t seq, char *diag);
  * string (dist__free) and sets *lowest when this rank is the
  * lowest-numbered rank blocked in that operation. */
 /* ... and fills *v with what the diagnosis blames (n 0: nobody). */
+/* This rank's creation (its record's "c" line) timed out: when members
+ * skipped the call, the hang's report naming them (mon_diag.c) and its
+ * verdict; NULL when none did (or no memory). */
+char *dist__mon_diagnose_creation(const mon_rec *recs, mon_verdict *v);
 char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const char *what,
                          bool *lowest, int *n_cycles, mon_verdict *v);
 /* Whether every live member has published since since_ms (wall), so its

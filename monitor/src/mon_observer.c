@@ -458,8 +458,15 @@ static void on_work_wait(dist_pg *pg, const dist_coll *c, bool entering) {
 static void on_group_create(const dist__group_create *c, bool entering) {
   mon_state *m = &dist__mon;
   if (!entering) {
-    if (c->member)
+    if (c->member && c->status == DIST_E_TIMEOUT) {
+      /* said by the watchdog, which counts it out after: before the
+       * program can exit on the error (at_exit stops the watchdog after
+       * its last sweep), while the record still shows the creation */
+      atomic_fetch_add_explicit(&m->create_timed_out, 1, memory_order_release);
+      dist__mon_watchdog_kick();
+    } else if (c->member) {
       atomic_fetch_sub_explicit(&m->creating, 1, memory_order_release);
+    }
     return;
   }
   mon_group *sg = c->scope_gid >= 0 ? slot_of(c->scope_gid) : NULL;

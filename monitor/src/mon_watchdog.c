@@ -365,8 +365,57 @@ static void probe(mon_group *g, int64_t now) {
   dist__free(recs);
 }
 
+/* The group of id gid while it lives, or NULL. */
+static mon_group *live_group(int gid) {
+  for (int i = 0; i < MON_MAX_GROUPS; i++)
+    if (atomic_load_explicit(&dist__mon.groups[i].live, memory_order_acquire) &&
+        dist__mon.groups[i].gid == gid)
+      return &dist__mon.groups[i];
+  return NULL;
+}
+
+/* This rank's creation of a group timed out (mon_observer.c). It is the
+ * first rank to time out (the ranks that skipped the call went on, to wait
+ * elsewhere, later), and a program exits on the error, after which the
+ * others' monitors would find it gone and end the waits there. So it says
+ * who skipped the call, as a hang's diagnosis and the job's cause, then
+ * counts the thread out of its creation (the record showed it till now). */
+static void on_creation_timeout(void) {
+  mon_state *m = &dist__mon;
+  int n_out = atomic_exchange(&m->create_timed_out, 0);
+  if (!n_out)
+    return;
+  publish(dist__now_ns());
+  int64_t until = dist__now_ms() + MON_PUBLISH_MS + 2 * m->tick_ms;
+  mon_verdict v;
+  char *diag = NULL;
+  for (;;) { /* the skippers' counts are a record old at most */
+    mon_rec *recs = read_recs();
+    if (recs)
+      diag = dist__mon_diagnose_creation(recs, &v);
+    if (recs) {
+      dist__mon_recs_free(recs, m->world);
+      dist__free(recs);
+    }
+    if (diag || !recs || dist__now_ms() >= until)
+      break;
+    dist__sleep_ms(m->tick_ms);
+  }
+  if (diag) {
+    DIST_LOG(ERROR, MON, "%s", diag);
+    int scope = atomic_load(&m->create_scope);
+    mon_group *g = live_group(scope >= 0 ? scope : 0);
+    if (g && g->pg)
+      dist_observer_emit_report(g->pg, DIST_EV_DIAGNOSIS, DIST_E_TIMEOUT, diag);
+    post_diagnosis(DIST_E_TIMEOUT, diag, &v);
+    dist__free(diag);
+  }
+  atomic_fetch_sub_explicit(&m->creating, n_out, memory_order_release);
+}
+
 static void sweep(int64_t now) {
   mon_state *m = &dist__mon;
+  on_creation_timeout();
   for (int i = 0; i < MON_MAX_GROUPS; i++) {
     mon_group *g = &m->groups[i];
     if (!atomic_load_explicit(&g->live, memory_order_acquire))

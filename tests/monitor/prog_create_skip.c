@@ -13,6 +13,9 @@
  *               then one of the default group
  *   exit        ... the split of "split", then it destroys its groups and
  *               returns 0 while the others go on to an all_reduce
+ *   splitfirst  ... the split of "split" with a 3 s timeout for the new
+ *               groups (split_first): rank 3, the member left waiting,
+ *               times out there before the others' all_reduce does
  *   extra       nobody skips: rank 3 alone makes dist_new_group {2,3}
  *               (new_pair), then every rank an all_reduce of the default
  *               group (the creator's call is the odd one)
@@ -45,6 +48,15 @@ __attribute__((noinline)) static void split_world(void) {
   const size_t sz[2] = {2, 2};
   dist_pg *g = NULL;
   check("split_group", dist_split_group(NULL, sr, sz, 2, NULL, &g));
+}
+
+__attribute__((noinline)) static void split_first(void) {
+  const int a[2] = {0, 1}, b[2] = {2, 3};
+  const int *sr[2] = {a, b};
+  const size_t sz[2] = {2, 2};
+  dist_pg *g = NULL;
+  check("split_group", dist_split_group(NULL, sr, sz, 2, &(dist_group_opts){.timeout_ms = 3000},
+                                        &g));
 }
 
 __attribute__((noinline)) static void new_world(void) {
@@ -87,6 +99,9 @@ int main(int argc, char **argv) {
       dist_destroy_process_group(NULL);
       return 0;
     }
+  } else if (!strcmp(mode, "splitfirst")) {
+    if (!skip)
+      split_first();
   } else if (!strcmp(mode, "new")) {
     if (!skip)
       new_world();

@@ -9,7 +9,8 @@
  * the skipped call is dist_split_group of the default group or of a
  * subgroup, or dist_new_group made by every rank or by its members alone
  * (and distview's own analysis agrees, from the monitor's diagnosis),
- * at DIST_DEBUG=DETAIL and OFF. A rank that skips it and leaves is an
+ * at DIST_DEBUG=DETAIL and OFF, also when the member left waiting in the
+ * creation times out first. A rank that skips it and leaves is an
  * early exit naming it; a creation only one rank makes names that rank. */
 #include "../examples/mesh_verdict.h"
 
@@ -65,6 +66,19 @@ Test(monitor_create_skip, split_skipped_names_the_rank_at_DIST_DEBUG_OFF_too, .t
   run_mode("DIST_DEBUG=OFF", "split", &r);
   expect_skip(&r, "2 ranks: 2-3", "dist_split_group", " #1 on group 0", "split_world", "0-1,3",
               "group 0 (default) ALL_REDUCE #1");
+}
+
+/* The member left waiting in the creation times out first (its new
+ * groups' timeout is 3 s, the others' all_reduce 6 s) and exits on the
+ * error: its own monitor names rank 2 before it goes (read later, the
+ * others' would find it gone and end the waits at it). */
+Test(monitor_create_skip, a_creator_that_times_out_first_names_the_rank_that_skipped_it,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "splitfirst", &r);
+  expect_skip(&r, "2 ranks: 2-3", "dist_split_group", " #1 on group 0", "split_first", "0-1,3",
+              "group 0 (default) ALL_REDUCE #1");
+  cr_expect(mesh_says(&r, "hang reported by rank 3"), "not rank 3's own report:\n%s", r.report);
 }
 
 Test(monitor_create_skip, new_group_every_rank_makes_names_the_member_that_skipped_it,

@@ -142,7 +142,8 @@ static dist__group_create_hook hook_for(const dist__pg_spec *s) {
  * the monitor counts the calls made on the scope alike on every rank. */
 static void told_nonmember(const dist__pg_spec *s, const group_req *q) {
   dist__group_create_hook fn = hook_for(s);
-  dist__group_create c = {q->id, q->size, q->ranks, q->scope_gid, q->call, q->caller, false};
+  dist__group_create c = {q->id, q->size, q->ranks, q->scope_gid, q->call, q->caller, false,
+                          DIST_OK};
   if (fn && q->scope_gid >= 0) {
     fn(&c, true);
     fn(&c, false);
@@ -153,10 +154,12 @@ static void told_nonmember(const dist__pg_spec *s, const group_req *q) {
  * other members (a user group: the helpers are part of a call). */
 static int build_told(const dist__pg_spec *s, const group_req *q, dist_pg **out) {
   dist__group_create_hook fn = hook_for(s);
-  dist__group_create c = {q->id, q->size, q->ranks, q->scope_gid, q->call, q->caller, true};
+  dist__group_create c = {q->id, q->size, q->ranks, q->scope_gid, q->call, q->caller, true,
+                          DIST_OK};
   if (fn)
     fn(&c, true);
   int rc = dist__backend_pg_new(s, out);
+  c.status = rc;
   if (fn)
     fn(&c, false);
   return rc;

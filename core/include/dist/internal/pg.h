@@ -47,6 +47,8 @@ typedef struct dist__group_create {
   const char *call;          /* "dist_new_group" or "dist_split_group" */
   void *caller;
   bool member;
+  int status;                /* leaving: the creation's result (DIST_OK, or
+                                DIST_E_TIMEOUT when members never came) */
 } dist__group_create;
 
 /* A thread starts (entering) or stops creating user group c->group_id
