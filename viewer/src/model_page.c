@@ -422,6 +422,21 @@ void vw_op_fingerprint(const vw_op *o, char *buf, size_t len) {
 
 #define EV_FILTER "(?1 < 0 OR rank = ?1) AND (?2 < 0 OR group_id = ?2)"
 
+/* An events row (rowid, rank, group_id, seq, kind, t_ns, status, peer,
+ * message, in that order) into e; e->message is malloc'd. */
+static void read_event(sqlite3_stmt *st, vw_event *e) {
+  e->id = vw_sql_i64(st, 0);
+  e->rank = (int)vw_sql_i64(st, 1);
+  e->group_id = (int)vw_sql_i64(st, 2);
+  e->seq = vw_sql_i64(st, 3);
+  vw_sql_text(st, 4, e->kind, sizeof e->kind);
+  e->t_ns = vw_sql_i64(st, 5);
+  e->status = (int)vw_sql_i64(st, 6);
+  e->peer = (int)vw_sql_i64(st, 7);
+  const unsigned char *msg = sqlite3_column_text(st, 8);
+  e->message = msg ? strdup((const char *)msg) : NULL;
+}
+
 int vw_model_events(vw_model *m, const vw_filter *f, int64_t first, vw_event *ev, int cap,
                     int *n, int64_t *total) {
   *n = 0;
@@ -443,17 +458,7 @@ int vw_model_events(vw_model *m, const vw_filter *f, int64_t first, vw_event *ev
   sqlite3_bind_int64(st, 4, first < 0 ? 0 : first);
   int rc;
   while ((rc = vw_sql_step(m, st)) == SQLITE_ROW && *n < cap) {
-    vw_event *e = &ev[(*n)++];
-    e->id = vw_sql_i64(st, 0);
-    e->rank = (int)vw_sql_i64(st, 1);
-    e->group_id = (int)vw_sql_i64(st, 2);
-    e->seq = vw_sql_i64(st, 3);
-    vw_sql_text(st, 4, e->kind, sizeof e->kind);
-    e->t_ns = vw_sql_i64(st, 5);
-    e->status = (int)vw_sql_i64(st, 6);
-    e->peer = (int)vw_sql_i64(st, 7);
-    const unsigned char *msg = sqlite3_column_text(st, 8);
-    e->message = msg ? strdup((const char *)msg) : NULL;
+    read_event(st, &ev[(*n)++]);
   }
   sqlite3_finalize(st);
   return rc < 0 ? -1 : 0;
@@ -485,16 +490,7 @@ int vw_model_event_of(vw_model *m, const char *kind, bool earliest, int skip_sta
   int rc = vw_sql_step(m, st);
   if (rc == SQLITE_ROW) {
     *found = true;
-    ev->id = vw_sql_i64(st, 0);
-    ev->rank = (int)vw_sql_i64(st, 1);
-    ev->group_id = (int)vw_sql_i64(st, 2);
-    ev->seq = vw_sql_i64(st, 3);
-    vw_sql_text(st, 4, ev->kind, sizeof ev->kind);
-    ev->t_ns = vw_sql_i64(st, 5);
-    ev->status = (int)vw_sql_i64(st, 6);
-    ev->peer = (int)vw_sql_i64(st, 7);
-    const unsigned char *msg = sqlite3_column_text(st, 8);
-    ev->message = msg ? strdup((const char *)msg) : NULL;
+    read_event(st, ev);
   }
   sqlite3_finalize(st);
   return rc < 0 ? -1 : 0;
@@ -514,16 +510,7 @@ int vw_model_event_like(vw_model *m, const char *kind, const char *pattern, vw_e
   int rc = vw_sql_step(m, st);
   if (rc == SQLITE_ROW) {
     *found = true;
-    ev->id = vw_sql_i64(st, 0);
-    ev->rank = (int)vw_sql_i64(st, 1);
-    ev->group_id = (int)vw_sql_i64(st, 2);
-    ev->seq = vw_sql_i64(st, 3);
-    vw_sql_text(st, 4, ev->kind, sizeof ev->kind);
-    ev->t_ns = vw_sql_i64(st, 5);
-    ev->status = (int)vw_sql_i64(st, 6);
-    ev->peer = (int)vw_sql_i64(st, 7);
-    const unsigned char *msg = sqlite3_column_text(st, 8);
-    ev->message = msg ? strdup((const char *)msg) : NULL;
+    read_event(st, ev);
   }
   sqlite3_finalize(st);
   return rc < 0 ? -1 : 0;
