@@ -457,9 +457,8 @@ int vw_model_events(vw_model *m, const vw_filter *f, int64_t first, vw_event *ev
   sqlite3_bind_int(st, 3, cap);
   sqlite3_bind_int64(st, 4, first < 0 ? 0 : first);
   int rc;
-  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW && *n < cap) {
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW && *n < cap)
     read_event(st, &ev[(*n)++]);
-  }
   sqlite3_finalize(st);
   return rc < 0 ? -1 : 0;
 }
