@@ -391,13 +391,12 @@ static void on_creation_timeout(void) {
   char *diag = NULL;
   for (;;) { /* the skippers' counts are a record old at most */
     mon_rec *recs = read_recs();
-    if (recs)
-      diag = dist__mon_diagnose_creation(recs, &v);
-    if (recs) {
-      dist__mon_recs_free(recs, m->world);
-      dist__free(recs);
-    }
-    if (diag || !recs || dist__now_ms() >= until)
+    if (!recs)
+      break;
+    diag = dist__mon_diagnose_creation(recs, &v);
+    dist__mon_recs_free(recs, m->world);
+    dist__free(recs);
+    if (diag || dist__now_ms() >= until)
       break;
     dist__sleep_ms(m->tick_ms);
   }

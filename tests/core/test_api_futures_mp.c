@@ -101,6 +101,18 @@ static int rank0(const dist_test_ctx *ctx) {
   dist_future_free(f);
   dist_future_free(g);
   dist_work_free(w);
+  /* A handle freed while its receive waits: the work lives on until the
+   * message comes, and its future carries the outcome (not the stale
+   * handle's DIST_E_INVAL). */
+  int32_t late = 0;
+  dist_tensor tl = dist_tensor_1d(&late, DIST_INT32, 1);
+  CHECK_OK(ctx, dist_irecv(&tl, 1, NULL, 4, &w));
+  CHECK_OK(ctx, dist_work_get_future(w, &f));
+  dist_work_free(w);
+  CHECK_OK(ctx, dist_send(&tg, 1, NULL, 5));
+  CHECK(ctx, dist_future_wait(f, 20000) == DIST_OK && late == 78, "a freed work's future: %s, "
+        "value %d", dist_status_name(dist_future_status(f)), late);
+  dist_future_free(f);
   return 0;
 }
 
@@ -112,6 +124,10 @@ static int rank1(const dist_test_ctx *ctx) {
   int32_t small[2] = {0};
   dist_tensor ts = dist_tensor_1d(small, DIST_INT32, 2);
   CHECK(ctx, dist_send(&ts, 0, NULL, 3) == DIST_E_DESYNC, "mismatched send succeeded");
+  int32_t late = 78;
+  dist_tensor tl = dist_tensor_1d(&late, DIST_INT32, 1);
+  CHECK_OK(ctx, dist_recv(&tg, 0, NULL, 5, NULL)); /* rank 0 freed its handle */
+  CHECK_OK(ctx, dist_send(&tl, 0, NULL, 4));
   return 0;
 }
 

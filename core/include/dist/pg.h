@@ -414,11 +414,12 @@ DIST_API int dist_work_source_rank(dist_work *work, int *rank);
  * per work: a second call replaces a pending one. */
 typedef void (*dist_work_callback)(dist_work *work, void *arg);
 DIST_API int dist_work_set_callback(dist_work *work, dist_work_callback cb, void *arg);
-/* Releases the handle; a pending operation still runs to completion.
- * Accepts NULL. A call on a handle freed a moment ago (the last 64 works
- * freed in the process) fails with DIST_E_INVAL naming the stale handle
- * (dist_work_is_completed: true, dist_work_status: DIST_E_INVAL), and a
- * second free is ignored with a warning; an older freed handle is
+/* Releases the handle; a pending operation still runs to completion (its
+ * callbacks and futures still see its outcome). Accepts NULL. A call on a
+ * handle freed a moment ago whose operation has ended (the last 64 works
+ * released in the process) fails with DIST_E_INVAL naming the stale
+ * handle (dist_work_is_completed: true, dist_work_status: DIST_E_INVAL),
+ * and a second free is ignored with a warning; an older freed handle is
  * undefined, as any freed pointer. */
 DIST_API void dist_work_free(dist_work *work);
 

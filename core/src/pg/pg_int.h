@@ -80,8 +80,12 @@ struct dist_work {
   void *cb_arg;
   void *backend_slot;
   _Atomic int refs;             /* the user's handle + the backend's */
-  _Atomic bool freed;           /* the user's handle was freed: calls on it
-                                   are on a stale handle (work.c's shells) */
+  _Atomic bool freed;           /* the user's handle was freed (a second
+                                   free is ignored) */
+  _Atomic bool dead;            /* the last reference went: only the shell
+                                   is left, and a call on it is on a stale
+                                   handle (work.c). A callback running at
+                                   completion still reads a live work. */
   _Atomic bool started;
   bool quiet;                   /* a piece of a larger call: no events */
   struct dist__work_cb *cbs, **cbs_tail; /* dist_work_add_callback's, in order */
@@ -269,8 +273,9 @@ int dist__work_new(dist_pg *g, const dist_coll *c, dist_work **out);
 /* Drops one reference; the last releases the work's resources and keeps
  * its shell among the last few freed (work.c), marked freed. */
 void dist__work_unref(dist_work *w);
-/* Whether w is a handle the program freed (dist_work_free); then the last
- * error is DIST_E_INVAL naming fn, the call made on it. */
+/* Whether w is a stale handle: freed by the program (dist_work_free) and
+ * released by the backend too; then the last error is DIST_E_INVAL naming
+ * fn, the call made on it. */
 bool dist__work_stale(dist_work *w, const char *fn);
 /* Completes w (state, message, events, callback, condvar). */
 void dist__work_complete(dist_work *w, int rc, int src_global, const char *msg);

@@ -98,7 +98,9 @@ int dist__work_new_done(dist_pg *g, int rc, dist_work **out) {
  * arrays, callbacks and device events are released at once), among the
  * last SHELLS_KEPT, so a call on a handle freed a moment ago finds it
  * marked and fails with DIST_E_INVAL instead of reading freed memory (a
- * wait after dist_work_free, a second free). An older handle is undefined,
+ * wait after dist_work_free, a second free). A handle freed while its
+ * operation runs stays a live work until the backend completes it: a wait
+ * on it then waits, and callbacks and futures read its real outcome. An older handle is undefined,
  * as any freed pointer in C (pg.h). Lock-free: each slot is swapped once
  * per work, and the shell pushed out is freed by whoever pushed it. */
 #define SHELLS_KEPT 64
@@ -111,7 +113,7 @@ static void keep_shell(dist_work *w) {
 }
 
 bool dist__work_stale(dist_work *w, const char *fn) {
-  if (!atomic_load_explicit(&w->freed, memory_order_acquire))
+  if (!atomic_load_explicit(&w->dead, memory_order_acquire))
     return false;
   dist__set_last_error(DIST_E_INVAL, "%s: a stale handle (the work was freed with "
                        "dist_work_free)", fn);
@@ -133,7 +135,7 @@ void dist__work_unref(dist_work *w) {
   w->dev_ops = NULL;
   dist__free(w->arena);
   w->arena = NULL;
-  atomic_store_explicit(&w->freed, true, memory_order_release);
+  atomic_store_explicit(&w->dead, true, memory_order_release);
   keep_shell(w);
 }
 
