@@ -42,9 +42,13 @@ static bool in_ranges(const char *list, int r) {
   return false;
 }
 
-/* Whether rank m is creating the group rank c's record is creating. */
+/* Whether rank m is creating the group rank c's record is creating: the
+ * same id and members (ids count each rank's creations, so a rank that
+ * creates its groups in another order gives another group the same id). */
 static bool creating_same(const mon_rec *recs, int m, const mon_rec_create *cr) {
-  return recs[m].present && recs[m].creating.on && recs[m].creating.gid == cr->gid;
+  const mon_rec_create *b = &recs[m].creating;
+  return recs[m].present && b->on && b->gid == cr->gid &&
+         (!b->members[0] || !cr->members[0] || !strcmp(b->members, cr->members));
 }
 
 /* How many creations rank m called on scope (its record's count), -1
@@ -82,7 +86,33 @@ static bool creator_is_odd(const mon_rec *recs, const mon_rec_create *cr) {
   return not_made > made;
 }
 
-int dist__mon_create_skippers(const mon_rec *recs, int c, int *out, int cap) {
+bool dist__mon_create_order_odd(const mon_rec *recs, int m) {
+  const mon_rec_create *a = &recs[m].creating;
+  if (!recs[m].present || !a->on || a->scope < 0 || !a->k || !a->members[0])
+    return false;
+  int same = 1, other = 0; /* m's side counts m */
+  for (int q = 0; q < dist__mon.world; q++) {
+    const mon_rec_create *b = &recs[q].creating;
+    if (q == m || !recs[q].present || !b->on || b->scope != a->scope || b->k != a->k)
+      continue;
+    if (!strcmp(b->members, a->members))
+      same++;
+    else
+      other++;
+  }
+  return other > same;
+}
+
+/* Whether member m of the group cr creates is itself blocked creating
+ * another group, on the same scope, at an earlier number: it is behind
+ * (waiting for that creation), not one that skipped cr's call. */
+static bool creating_earlier(const mon_rec *recs, int m, const mon_rec_create *cr) {
+  const mon_rec_create *b = &recs[m].creating;
+  return recs[m].present && b->on && cr->scope >= 0 && b->scope == cr->scope && b->k &&
+         b->k < cr->k;
+}
+
+static int skippers(const mon_rec *recs, int c, int *out, int cap, int depth) {
   const mon_rec_create *cr = &recs[c].creating;
   char how[320];
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
@@ -94,11 +124,32 @@ int dist__mon_create_skippers(const mon_rec *recs, int c, int *out, int cap) {
   for (int m = 0; m < dist__mon.world && n < cap; m++) {
     if (m == c || !in_ranges(cr->members, m) || !recs[m].present || creating_same(recs, m, cr))
       continue;
+    if (scoped && dist__mon_create_order_odd(recs, m)) {
+      out[n++] = m; /* it made its creations in another order */
+      continue;
+    }
+    if (scoped && creating_earlier(recs, m, cr)) { /* follow it, to where its wait ends */
+      int next[MON_CULPRITS_MAX];
+      int k = depth < 4 ? skippers(recs, m, next, MON_CULPRITS_MAX, depth + 1) : 0;
+      for (int i = 0; i < k && n < cap; i++) { /* once each */
+        bool have = false;
+        for (int j = 0; j < n && !have; j++)
+          have = out[j] == next[i];
+        if (!have)
+          out[n++] = next[i];
+      }
+      continue;
+    }
     int64_t made = scoped ? count_on(&recs[m], cr->scope) : -1;
     if (made < 0 || made < (int64_t)cr->k)
       out[n++] = m; /* it has not made the call the creator waits in */
   }
+  qsort(out, (size_t)n, sizeof *out, dist__mon_cmp_int);
   return n;
+}
+
+int dist__mon_create_skippers(const mon_rec *recs, int c, int *out, int cap) {
+  return skippers(recs, c, out, cap, 0);
 }
 
 int dist__mon_skipped_for(const mon_rec *recs, int r) {
@@ -118,8 +169,42 @@ int dist__mon_skipped_for(const mon_rec *recs, int r) {
  * (dist_split_group #3 on group 0, called from main (x.c:56)): ranks 0-1,3
  * made that call; it is blocked in group 0 (default) ALL_REDUCE #1, called
  * from ar (x.c:28), for 19.8 s". */
+/* "made its creations in another order: its dist_new_group #2 on group 0
+ * creates group 2 (2 ranks: 1,5), called from ..., where ranks 4,6-7
+ * create group 3 (4 ranks: 4-7) as their #2". */
+static void say_order(const mon_rec *recs, int r, char *buf, size_t len, size_t *off) {
+  const mon_rec_create *a = &recs[r].creating, *b = NULL;
+  int world = dist__mon.world, n = 0;
+  int *others = dist__malloc(sizeof(int) * (size_t)(world ? world : 1));
+  for (int q = 0; others && q < world; q++) {
+    const mon_rec_create *o = &recs[q].creating;
+    if (q != r && recs[q].present && o->on && o->scope == a->scope && o->k == a->k &&
+        strcmp(o->members, a->members)) {
+      others[n++] = q;
+      b = b ? b : o;
+    }
+  }
+  char ranks[256] = "";
+  if (others)
+    dist__format_ranks(others, (size_t)n, ranks, sizeof ranks);
+  dist__free(others);
+  dist__appendf(buf, len, off, "made its group creations in another order: its %s #%llu on group "
+                "%d creates group %d (%d ranks: %s), called from %s", a->call[0] ? a->call :
+                "dist_new_group", (unsigned long long)a->k, a->scope, a->gid, a->size, a->members,
+                a->site);
+  if (b)
+    dist__appendf(buf, len, off, ", where rank%s %s create%s a group of ranks %s as their #%llu "
+                  "(every rank must create its groups in one order)",
+                  n > 1 ? "s" : "", ranks, n > 1 ? "" : "s", b->members,
+                  (unsigned long long)b->k);
+}
+
 void dist__mon_say_skipped(const mon_rec *recs, int r, int c, int64_t now_ms, char *buf,
                            size_t len, size_t *off) {
+  if (dist__mon_create_order_odd(recs, r)) {
+    say_order(recs, r, buf, len, off);
+    return;
+  }
   const mon_rec_create *cr = &recs[c].creating;
   int world = dist__mon.world, n = 0;
   int *made = dist__malloc(sizeof(int) * (size_t)(world ? world : 1));

@@ -41,8 +41,11 @@ static const char *outside_words(const mon_rec *recs, int who, int64_t idle_ms, 
     char ranks[128];
     if (n) {
       dist__format_ranks(skip, (size_t)n, ranks, sizeof ranks);
-      snprintf(late, sizeof late, "rank%s %s %s not joined: %s never made that call",
-               n > 1 ? "s" : "", ranks, n > 1 ? "have" : "has", n > 1 ? "they" : "it");
+      snprintf(late, sizeof late, "rank%s %s %s not joined: %s", n > 1 ? "s" : "", ranks,
+               n > 1 ? "have" : "has",
+               n == 1 && dist__mon_create_order_odd(recs, skip[0])
+                   ? "it creates another group as that call"
+                   : n > 1 ? "they never made that call" : "it never made that call");
     }
     snprintf(buf, len, "blocked in %s for %s, creating group %d (%d ranks), called "
              "from %s, which %s", r->creating.call[0] ? r->creating.call : "dist_new_group",
@@ -604,7 +607,10 @@ char *dist__mon_diagnose_creation(const mon_rec *recs, mon_verdict *v) {
     say_end(recs, skip[i], dist__mon_gone_how(&recs[skip[i]], now_ms, how, sizeof how), now_ms,
             buf, len, &off);
   }
-  /* the group and its creator's call, no operation (as say_roots does) */
+  /* the group and its creator's call, no operation (as say_roots does);
+   * of a rank that created its groups in another order, its own */
+  if (n == 1 && dist__mon_create_order_odd(recs, skip[0]))
+    cr = &recs[skip[0]].creating;
   *v = (mon_verdict){.gid = cr->gid, .kind = -1, .n = n};
   memcpy(v->culprits, skip, sizeof(int) * (size_t)v->n);
   snprintf(v->gname, sizeof v->gname, "g%d", cr->gid);
@@ -679,8 +685,8 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
   const mon_rec_create *cr = &recs[sinks[0]].creating;
   int creator = dist__mon_gone_how(&recs[sinks[0]], now_ms, how, sizeof how)
                     ? -1 : dist__mon_skipped_for(recs, sinks[0]);
-  if (creator >= 0) /* it skipped a creation: that group and its creator's call */
-    cr = &recs[creator].creating;
+  if (creator >= 0 && !dist__mon_create_order_odd(recs, sinks[0]))
+    cr = &recs[creator].creating; /* it skipped a creation: that group and its creator's call */
   /* Blocked creating a group: the group and its call, no operation. Not
    * when its record is stale (a process stopped just after a creation). */
   if (cr->on && (creator >= 0 || !dist__mon_gone_how(&recs[sinks[0]], now_ms, how, sizeof how))) {

@@ -30,6 +30,12 @@ void dist__mon_verdict_at(mon_verdict *v, const mon_rec_group *b, const char *si
  * many of the ranks that should have made it did (else c's call is the
  * odd one: none), into out, ascending; how many. */
 int dist__mon_create_skippers(const mon_rec *recs, int c, int *out, int cap);
+/* Whether rank m is blocked creating, as its call number k on a scope,
+ * another group than most of the ranks creating their call k there: it
+ * made its creations in another order (a member creating an earlier call
+ * is followed to that one's end, so a rank that waits for such a rank is
+ * led to it). */
+bool dist__mon_create_order_odd(const mon_rec *recs, int m);
 /* The rank blocked creating a group that rank r skipped (r is one of its
  * dist__mon_create_skippers), or -1. */
 int dist__mon_skipped_for(const mon_rec *recs, int r);

@@ -53,6 +53,23 @@ Test(examples_moe, groups_created_in_another_order_blame_the_rank_that_did, .tim
             "%s", r.err);
 }
 
+/* The same at DIST_DEBUG=OFF, where nothing compares the creations: a
+ * hang in them, whose waits end at rank 5 (its #2 on the default group
+ * is another group than ranks 4, 6 and 7 create as theirs), not at a
+ * rank blocked in an earlier creation waiting for it (rank 4). */
+Test(examples_moe, groups_created_in_another_order_at_OFF_blame_the_rank_that_did,
+     .timeout = 120) {
+  static mesh_run r;
+  moe("DIST_DEBUG=OFF", "order", &r);
+  mesh_expect_verdict(&r, 11, "hang", 5);
+  cr_expect(mesh_says(&r, "the waits end at rank 5, which made its group creations in another "
+                          "order: its dist_new_group #2 on group 0 creates group 2 (2 ranks: "
+                          "1,5)"),
+            "%s", r.err);
+  cr_expect(strstr(r.json, "\"site\":\"main (moe_train.c:") && strstr(r.json, "\"op\":\"\""),
+            "distview's verdict is not rank 5's creation: %s", r.json);
+}
+
 Test(examples_moe, uneven_splits_at_OFF_blame_the_sender, .timeout = 120) {
   static mesh_run r;
   moe("DIST_DEBUG=OFF", "splits", &r);
