@@ -98,6 +98,20 @@ Test(examples_mesh, at_OFF_a_float64_on_the_lowest_dp_rank_blames_that_rank, .ti
   cr_expect(strstr(site, want), "not the dp all_reduce at %s (site '%s'): %s", want, site, r.json);
 }
 
+/* At OFF the engine finds a barrier where the partner calls its
+ * all_reduce, and either side may report it: the verdict is rank 3's own
+ * call, the BARRIER at its line, not the partner's ALL_REDUCE. */
+Test(examples_mesh, at_OFF_an_extra_barrier_is_named_at_its_own_line, .timeout = 120) {
+  static mesh_run r;
+  mesh_run_at("DIST_DEBUG=OFF", "barrier", 3, &r);
+  mesh_expect_verdict(&r, 10, "desync", 3);
+  char site[96];
+  snprintf(site, sizeof site, "\"site\":\"step_once (mesh_train.c:%d)\"",
+           source_line("TRY(\"tp barrier\""));
+  cr_expect(strstr(r.json, "\"op\":\"BARRIER\"") && strstr(r.json, site),
+            "distview's verdict is not rank 3's barrier at %s: %s", site, r.json);
+}
+
 Test(examples_mesh, a_sync_call_against_the_partners_async_one_is_a_desync, .timeout = 120) {
   static mesh_run r;
   mesh_run_bug("async", 3, &r);

@@ -40,25 +40,29 @@ static size_t marked_ranks(const char *rep, int *out, size_t cap, char *field, s
 }
 
 /* The operation a marked line names ("  rank 5 (group rank 1): RECV #21
- * float32[8] from rank 6 ...  <- size differs", or "  rank 3: SEND #6 ..."
- * in the default group): a point-to-point pair's two sides are different
- * operations, and the verdict names the culprit's, not the reporter's (the
- * other side, whose operation the header names, may report first). */
+ * float32[8] from rank 6 ...  <- size differs", "  rank 3: SEND #6 ..." in
+ * the default group, or a collective's "  rank 3 (group rank 1): BARRIER
+ * <- operation differs", whose number is the collective's, *seq as it
+ * is): a point-to-point pair's two sides are different operations, and so
+ * are a collective's when one rank skipped or swapped a call; the verdict
+ * names the culprit's own, not the reporter's (whose operation the header
+ * names, and which may report first). */
 static bool marked_op(const char *rep, int rank, int *kind, uint64_t *seq) {
   for (const char *l = rep; *l;) {
     const char *end = strchr(l, '\n');
     size_t ll = end ? (size_t)(end - l) : strlen(l);
     const char *colon = memchr(l, ':', ll);
     char name[28];
-    unsigned long long n;
-    int r, k;
+    unsigned long long n = 0;
+    int r, k, at = 0;
     if (colon && sscanf(l, "  rank %d", &r) == 1 && r == rank && memmem(l, ll, "  <- ", 5) &&
-        sscanf(colon, ": %27[A-Z0-9_] #%llu", name, &n) == 2 && n > 0) {
+        sscanf(colon, ": %27[A-Z0-9_]%n", name, &at) == 1 && at > 0) {
+      sscanf(colon + at, " #%llu", &n); /* a send's or receive's own number */
       for (k = 0; k < DIST_OP_COUNT_ && strcmp(dist_op_name((dist_op_kind)k), name); k++)
         ;
-      if (k < DIST_OP_COUNT_) {
+      if (k < DIST_OP_COUNT_ && (n > 0 || !dist_op_is_p2p((dist_op_kind)k))) {
         *kind = k;
-        *seq = n;
+        *seq = n > 0 ? n : *seq;
         return true;
       }
     }
@@ -111,9 +115,9 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
   ci.op = c ? (int)c->kind : -1;
   ci.seq = c ? c->seq : 0;
   int kind;
-  uint64_t seq;
-  if (c && dist_op_is_p2p(c->kind) && n == 1 && culprits[0] != in->global_rank &&
-      marked_op(rep, culprits[0], &kind, &seq)) {
+  uint64_t seq = ci.seq;
+  if (c && n == 1 && culprits[0] != in->global_rank && marked_op(rep, culprits[0], &kind, &seq) &&
+      dist_op_is_p2p((dist_op_kind)kind) == dist_op_is_p2p(c->kind)) {
     ci.op = kind;
     ci.seq = seq;
   }
