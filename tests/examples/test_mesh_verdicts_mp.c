@@ -285,6 +285,8 @@ Test(examples_mesh, a_rank_that_calls_on_after_the_others_finished_is_the_culpri
   json_site(r.json, site, sizeof site);
   cr_expect(strstr(r.json, "\"op\":\"ALL_REDUCE\"") && strstr(site, want),
             "the extra call and its line %s (site '%s'): %s", want, site, r.json);
+  /* the trace shows every other rank finished: distview says so too */
+  cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
 }
 
 /* Rank 3 computes for ever before its tp all_reduce: the verdict names

@@ -13,6 +13,8 @@ int vw_diag_stored_report(vw_model *m, vw_diag *d);
 bool vw_diag_report_wins(const vw_diag *d);
 void vw_diag_use_report(vw_model *m, vw_diag *d);
 int vw_diag_deaths(vw_model *m, vw_diag *d);
+/* Every rank but one finished: that one called on alone (diag_report.c). */
+void vw_diag_odd_one_out(vw_model *m, vw_diag *d);
 /* diag_verdict.c: the verdict row, when distrun wrote one, goes first. */
 int vw_diag_verdict(vw_model *m, vw_diag *d);
 /* Whether op is point-to-point (its rows differ across ranks by design). */

@@ -438,3 +438,31 @@ int vw_diag_deaths(vw_model *m, vw_diag *d) {
   free(x.msg);
   return 0;
 }
+
+/* distrun's odd one out (ARCHITECTURE.md, rule 1): three ranks or more,
+ * every one but r ran to its end (finished) and r did not: r called on
+ * alone (one more collective, a receive nobody sends), and what the
+ * others' absence made it report, or the rows show of it, follows from
+ * that. A desync when r reported it, else r's failure. */
+void vw_diag_odd_one_out(vw_model *m, vw_diag *d) {
+  int odd = -1, n = m->job.nranks;
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(m->job.ranks[i].end_state, "finished"))
+      continue;
+    if (odd >= 0 || strcmp(m->job.ranks[i].end_state, "exited"))
+      return; /* two of them, or one that crashed or was lost */
+    odd = m->job.ranks[i].rank;
+  }
+  if (n < 3 || odd < 0 || d->kind == VW_DIAG_NONE)
+    return;
+  d->kind = d->has_report && d->report_rank == odd ? VW_DIAG_DESYNC : VW_DIAG_DIED;
+  d->rank = odd;
+  d->culprits[0] = odd;
+  d->n_culprits = 1;
+  d->n_blocked = d->n_cycle = 0;
+  snprintf(d->field, sizeof d->field, "collective count");
+  char was[320];
+  snprintf(was, sizeof was, "%s", d->summary);
+  snprintf(d->summary, sizeof d->summary, "rank %d called on alone: every other rank ran to its "
+           "end, so the ranks' calls differ in number (%.200s)", odd, was);
+}
