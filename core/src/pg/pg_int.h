@@ -83,8 +83,9 @@ struct dist_work {
   _Atomic bool freed;           /* the user's handle was freed (a second
                                    free is ignored) */
   _Atomic bool dead;            /* the last reference went: only the shell
-                                   is left, and a call on it is on a stale
-                                   handle (work.c). A callback running at
+                                   is left. A call on a handle freed and
+                                   released, or dead, is on a stale handle
+                                   (work.c); a callback running at
                                    completion still reads a live work. */
   _Atomic bool started;
   bool quiet;                   /* a piece of a larger call: no events */

@@ -113,7 +113,13 @@ static void keep_shell(dist_work *w) {
 }
 
 bool dist__work_stale(dist_work *w, const char *fn) {
-  if (!atomic_load_explicit(&w->dead, memory_order_acquire))
+  /* Freed by the program and released to waiters (its callbacks have
+   * run): stale at once, whether or not the backend has dropped its
+   * reference yet (it may a moment after the release: a TCP progress
+   * thread), so the outcome does not depend on that moment. */
+  bool freed_done = atomic_load_explicit(&w->freed, memory_order_acquire) &&
+                    atomic_load_explicit(&w->released, memory_order_acquire);
+  if (!freed_done && !atomic_load_explicit(&w->dead, memory_order_acquire))
     return false;
   dist__set_last_error(DIST_E_INVAL, "%s: a stale handle (the work was freed with "
                        "dist_work_free)", fn);
