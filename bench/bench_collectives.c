@@ -3,7 +3,8 @@
  *     build/bin/distrun --no-prefix --nproc-per-node 2 build/bin/bench_collectives
  *       [--ops all_reduce,broadcast,...] [--sizes 4,1024,...] [--iters N]
  *       [--target-ms T] [--mode throughput|latency|both]
- *       [--latency-method osu|span] [--system NAME] [--no-observer] [--backend cpu|mpi]
+ *       [--latency-method osu|span] [--system NAME] [--no-observer] [--in-place]
+ *       [--backend cpu|mpi]
  *   mpirun -np N bench_collectives --backend mpi [...]   (the mpi backend: libdist-mpi)
  *
  * Rank 0 prints
@@ -44,7 +45,13 @@
  * constant: all_reduce works out of place, as MPI_Allreduce(send, recv)
  * does (each call copies the input into the output, then reduces there in
  * place; the copy is part of the timed call), so no value grows from call
- * to call; the other ops never write their input.
+ * to call; the other ops never write their input. --in-place times
+ * all_reduce as torch's users call it, on its buffer as it is (op column
+ * all_reduce_in_place): the input is put back before each latency call's
+ * barrier and each throughput batch, untimed (within a batch the values
+ * grow, to inf at worst, which adds as fast), and before the checked call.
+ * Compare it with the shared/peers limit probe's zero-copy all_reduce,
+ * which reduces vectors already in place (bench/limits_paired.sh).
  *
  * The system column says what else was on: "libdist-traced" with the
  * tracer recording (the default, as in the bundled library), "libdist"
@@ -77,6 +84,7 @@ typedef struct cfg {
   bool span; /* latency: first start to last end (one host) */
   char system[64];
   bool no_observer;
+  bool in_place; /* --in-place: all_reduce on its buffer as it is (below) */
   const char *backend; /* --backend: NULL is the default (cpu) */
 } cfg;
 
@@ -84,6 +92,7 @@ typedef struct bufs {
   char *in, *out;
   size_t bytes; /* per-rank input */
   int world, rank;
+  bool in_place; /* all_reduce: no copy of the input in the call */
 } bufs;
 
 static double now_us(void) {
@@ -185,12 +194,21 @@ static void verify(const char *op, const bufs *b, const char *which, const char 
 
 /* --- the calls ------------------------------------------------------------ */
 
+/* --in-place: puts all_reduce's input back into its buffer, outside the
+ * timed call (other ops never write their input). */
+static void restore_input(const char *op, bufs *b) {
+  if (b->in_place && !strcmp(op, "all_reduce"))
+    memcpy(b->out, b->in, b->bytes);
+}
+
 /* One call of op on b. all_reduce is out of place: the copy of the input
- * into the output is part of the call, as inside MPI_Allreduce. */
+ * into the output is part of the call, as inside MPI_Allreduce; with
+ * --in-place it reduces its buffer as it is, as a torch user calls it. */
 static void run_op(const char *op, bufs *b) {
   size_t nf = b->bytes / 4;
   if (!strcmp(op, "all_reduce")) {
-    memcpy(b->out, b->in, b->bytes);
+    if (!b->in_place)
+      memcpy(b->out, b->in, b->bytes);
     dist_tensor t = dist_tensor_1d(b->out, DIST_FLOAT32, (int64_t)nf);
     TRY(op, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
   } else if (!strcmp(op, "broadcast")) {
@@ -216,6 +234,7 @@ static void run_op(const char *op, bufs *b) {
 /* The first call of a measurement, into a cleared output, checked. */
 static void first_call(const char *op, bufs *b, const char *mode) {
   clear_out(op, b);
+  restore_input(op, b);
   run_op(op, b);
   verify(op, b, "first", mode);
 }
@@ -260,10 +279,13 @@ static double time_throughput(const char *op, bufs *b, const cfg *c) {
   double *t = calloc((size_t)samples, sizeof *t);
   TRY("barrier", dist_barrier(NULL, NULL));
   for (int s = 0; s < samples; s++) {
+    restore_input(op, b); /* in between, in-place values grow (to inf: as fast) */
     double t1 = now_us();
     for (int k = 0; k < calls; k++) {
-      if (s == samples - 1 && k == calls - 1)
+      if (s == samples - 1 && k == calls - 1) {
         clear_out(op, b); /* one call of thousands: the last, checked below */
+        restore_input(op, b);
+      }
       run_op(op, b);
     }
     t[s] = (now_us() - t1) / calls;
@@ -310,6 +332,7 @@ static double time_latency(const char *op, bufs *b, const cfg *c) {
   for (int s = 0; s < samples; s++) {
     if (s == samples - 1)
       clear_out(op, b); /* before the barrier: untimed */
+    restore_input(op, b);
     TRY("barrier", dist_barrier(NULL, NULL));
     start[s] = now_us();
     run_op(op, b);
@@ -349,7 +372,7 @@ static void usage(void) {
   printf("usage: distrun --no-prefix --nproc-per-node N bench_collectives [--ops a,b]\n"
          "         [--sizes 4,1024] [--iters MIN_SAMPLES] [--target-ms T]\n"
          "         [--mode throughput|latency|both] [--latency-method osu|span]\n"
-         "         [--system NAME] [--no-observer] [--backend cpu|mpi]\n"
+         "         [--system NAME] [--no-observer] [--in-place] [--backend cpu|mpi]\n"
          "   or: mpirun -np N bench_collectives --backend mpi ... (system libdist-mpi)\n"
          "ops: all_reduce, broadcast, all_gather, reduce_scatter, all_to_all, barrier\n"
          "Rank 0 prints CSV: system,transport,op,bytes,ranks,median_us,algbw_GBps,mode,"
@@ -378,6 +401,9 @@ static void parse(int argc, char **argv, cfg *c) {
       usage();
       exit(0);
     } else if (!strcmp(a, "--no-observer")) {
+      continue;
+    } else if (!strcmp(a, "--in-place")) {
+      c->in_place = true;
       continue;
     } else if (!strcmp(a, "--ops")) {
       snprintf(c->ops, sizeof c->ops, "%s", v);
@@ -450,6 +476,7 @@ int main(int argc, char **argv) {
   bufs b = {0};
   b.world = world;
   b.rank = rank;
+  b.in_place = c.in_place;
   size_t alloc = (max + 64 * (size_t)world) * (size_t)world;
   b.in = calloc(1, alloc);
   b.out = calloc(1, alloc);
@@ -469,7 +496,9 @@ int main(int argc, char **argv) {
         fill_input(op, &b);
         double us = m == MODE_LATENCY ? time_latency(op, &b, &c) : time_throughput(op, &b, &c);
         if (rank == 0) {
-          printf("%s,%s,%s,%zu,%d,%.3f,%.6f,%s,%zu\n", c.system, transport, op, b.bytes, world,
+          bool ip = b.in_place && !strcmp(op, "all_reduce");
+          printf("%s,%s,%s%s,%zu,%d,%.3f,%.6f,%s,%zu\n", c.system, transport, op,
+                 ip ? "_in_place" : "", b.bytes, world,
                  us, us > 0 ? (double)b.bytes / us / 1e3 : 0.0,
                  m == MODE_THROUGHPUT ? "throughput" : c.span ? "latency_span" : "latency",
                  out_bytes(op, &b));

@@ -5,7 +5,8 @@
 #
 #   bench/paired_rounds.sh ROUNDS BASE_SYSTEM TEST_SYSTEM -- COMMAND...
 #
-# Runs COMMAND ROUNDS times; every run is one round. Its CSV rows
+# Runs COMMAND ROUNDS times; every run is one round (PAIRED_ROUND, 1 up,
+# in its environment: a command may alternate which system goes first). Its CSV rows
 # (system,backend,op,bytes,ranks,median_us,...) are paired by op and bytes.
 # Prints per op and size: base and test median µs over rounds, the median
 # per-round ratio test/base, and in how many rounds test was ahead (ratio
@@ -27,7 +28,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 r=1
 while [ "$r" -le "$rounds" ]; do
-  "$@" | awk -F, -v r="$r" '{ print r "," $0 }' >>"$out"
+  PAIRED_ROUND=$r "$@" | awk -F, -v r="$r" '{ print r "," $0 }' >>"$out"
   r=$((r + 1))
 done
 echo "op,bytes,${base}_us,${test}_us,median_ratio,rounds_ahead"

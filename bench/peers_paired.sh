@@ -60,8 +60,8 @@ libdist() {
     awk -F, '$1 == "libdist" { print $1 "," $2 "," $3 "," $4 "," $5 "," $6 }'
 }
 
-if [ "${PEERS_PAIRED_ROUND:-}" ]; then # one round, both systems
-  if [ $((PEERS_PAIRED_ROUND % 2)) = 1 ]; then openmpi; libdist; else libdist; openmpi; fi
+if [ "${PEERS_PAIRED_ONE:-}" ]; then # one round (PAIRED_ROUND), both systems
+  if [ $((PAIRED_ROUND % 2)) = 1 ]; then openmpi; libdist; else libdist; openmpi; fi
   exit 0
 fi
 
@@ -73,10 +73,4 @@ while [ "$i" -lt "${LOAD:-0}" ]; do
   loaders="$loaders $!"
   i=$((i + 1))
 done
-counter=$(mktemp)
-trap 'rm -f "$counter"; for p in $loaders; do kill "$p" 2>/dev/null; done' EXIT INT TERM
-echo 0 >"$counter"
-# paired_rounds.sh runs the command once per round; the file counts them.
-PEERS_PAIRED_COUNTER=$counter "$here/paired_rounds.sh" "$rounds" openmpi libdist -- \
-  sh -c 'r=$(($(cat "$PEERS_PAIRED_COUNTER") + 1)); echo $r >"$PEERS_PAIRED_COUNTER";
-         PEERS_PAIRED_ROUND=$r exec sh "$0" "$@"' "$0" "$@"
+PEERS_PAIRED_ONE=1 "$here/paired_rounds.sh" "$rounds" openmpi libdist -- sh "$0" "$@"

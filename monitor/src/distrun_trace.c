@@ -334,7 +334,8 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
   if (base && !strcmp(base, "0"))
     return;
   char dir[4096];
-  snprintf(dir, sizeof dir, "%s/%s", base && *base ? base : "dist-trace", job_id);
+  bool dflt = !base || !*base || !strcmp(base, "1"); /* as the tracer reads it (tracer.c) */
+  snprintf(dir, sizeof dir, "%s/%s", dflt ? "dist-trace" : base, job_id);
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
     DIST_LOG(INFO, RUN, "no trace in %s (the program does not record one)", dir);
@@ -355,7 +356,7 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
   site_from_trace(out, v);
   break_tie(out, v);
   store_verdict(out, v);
-  prune(base && *base ? base : "dist-trace", job_id);
+  prune(dflt ? "dist-trace" : base, job_id);
 }
 
 /* --- attempts (--max-restarts) -------------------------------------------- */

@@ -406,6 +406,23 @@ static int add_end(const mon_rec *recs, int r, int *sinks, int k, int cap) {
   return n ? k : add_sink(sinks, k, cap, r);
 }
 
+/* Whether rank q destroyed group gid and went on: its record says so and
+ * lists the group no more. Whatever it waits in now, the waits in gid end
+ * at it. */
+static bool left_group(const mon_rec *q, int gid) {
+  return dist__mon_rec_destroyed(q, gid) && !dist__mon_rec_group(q, gid);
+}
+
+/* The group rank r destroyed that a rank still waits in for it, or NULL. */
+static const mon_rec_destroyed *destroyed_waited(const mon_rec *recs, int r) {
+  for (int q = 0; q < dist__mon.world; q++) {
+    const mon_rec_group *b = q == r ? NULL : blocked_in(&recs[q]);
+    if (b && left_group(&recs[r], b->gid) && waits_for(recs, q, b, r))
+      return dist__mon_rec_destroyed(&recs[r], b->gid);
+  }
+  return NULL;
+}
+
 static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   int world = dist__mon.world, n = 0, k = 0, kf = 0;
   int *queue = dist__calloc((size_t)world, sizeof(int));
@@ -448,11 +465,15 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
         sinks[k++] = r;
       continue;
     }
-    for (int i = 0; i < m; i++)
-      if (!seen[to[i]] && to[i] != r) {
+    for (int i = 0; i < m; i++) {
+      if (to[i] != r && left_group(&recs[to[i]], b->gid)) {
+        k = add_sink(sinks, k, cap, to[i]); /* it went on without the group */
+        seen[to[i]] = true;
+      } else if (!seen[to[i]] && to[i] != r) {
         seen[to[i]] = true;
         queue[n++] = to[i];
       }
+    }
   }
   for (int i = 0; !k && i < kf && i < cap; i++)
     sinks[k++] = fallback[i];
@@ -567,9 +588,20 @@ static void say_end(const mon_rec *recs, int r, const char *gone, int64_t now_ms
   char ow[512];
   const mon_rec_group *any = blocked_in(&recs[r]);
   int creator = gone ? -1 : dist__mon_skipped_for(recs, r);
+  const mon_rec_destroyed *left = gone ? NULL : destroyed_waited(recs, r);
+  char pw[48];
   dist__appendf(buf, len, off, "  the waits end at rank %d, which ", r);
   if (gone)
     dist__appendf(buf, len, off, "%s", gone);
+  else if (left && any)
+    dist__appendf(buf, len, off, "destroyed group %d (%s) and went on without it: it is "
+                  "blocked in group %d (%s) %s #%llu%s, called from %s", left->gid, left->desc,
+                  any->gid, any->desc, dist__mon_op_name(any->kind), dist__mon_rec_num(any),
+                  dist__mon_peer_words(any->kind, any->peer, pw, sizeof pw), any->site);
+  else if (left)
+    dist__appendf(buf, len, off, "destroyed group %d (%s) and went on without it (%s)",
+                  left->gid, left->desc,
+                  outside_words(recs, r, last_done_ms(&recs[r]), now_ms, ow, sizeof ow));
   else if (creator >= 0)
     dist__mon_say_skipped(recs, r, creator, now_ms, buf, len, off);
   else if (recs[r].creating.on)

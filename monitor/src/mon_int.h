@@ -123,6 +123,7 @@ typedef struct mon_group {
    * made the same calls (record format, mon_record.h). */
   _Atomic uint64_t creations;
   _Atomic int timed_out;     /* an operation timed out: the watchdog acts */
+  _Atomic int64_t destroyed_ms; /* wall ms this rank destroyed it (live 0), 0 not */
   _Atomic int failed_rc;     /* an operation failed (peer lost) */
   _Atomic uint64_t failed_seq;
   mon_op ring[MON_RING];
@@ -238,6 +239,8 @@ int dist__mon_read_all(dist_store *s, mon_rec *recs);
 char dist__mon_proc_state(const mon_rec *r);
 void dist__mon_recs_free(mon_rec *recs, int n);
 const mon_rec_group *dist__mon_rec_group(const mon_rec *r, int gid);
+/* The group gid when r's record says the rank destroyed it ("d"), or NULL. */
+const mon_rec_destroyed *dist__mon_rec_destroyed(const mon_rec *r, int gid);
 /* The key of rank r's record (and other per-rank keys: kind "p", "s"...). */
 void dist__mon_key(char *buf, size_t len, const char *kind, int rank);
 

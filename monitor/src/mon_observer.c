@@ -116,6 +116,8 @@ static void on_destroyed(const dist_event *ev) {
     return;
   }
   atomic_store(&g->live, 0);
+  if (ev->group_id > 0) /* a user group: its record says so ("d" line) */
+    atomic_store(&g->destroyed_ms, dist__mon_wall_ms(dist__now_ns()));
   publish_groups();
   g->pg = NULL;
   if (g->stats && dist__mon.on)

@@ -130,6 +130,24 @@ static void put_refused(char *buf, size_t len, size_t *off) {
                 (unsigned long long)r.num, !issued_after(r.t_ns), site, r.msg[0] ? r.msg : "-");
 }
 
+/* When this rank destroyed user group g (its slot not yet taken by
+ * another), else 0. */
+static int64_t destroyed_at(mon_group *g) {
+  int64_t ms = atomic_load_explicit(&g->destroyed_ms, memory_order_relaxed);
+  return ms && !atomic_load_explicit(&g->live, memory_order_acquire) ? ms : 0;
+}
+
+/* The "d" line of a user group this rank destroyed: a member that waits in
+ * it for this rank waits for a rank that went on without it. */
+static void put_destroyed(char *buf, size_t len, size_t *off, mon_group *g, int64_t ms) {
+  char desc[sizeof g->desc];
+  snprintf(desc, sizeof desc, "%s", g->desc[0] ? g->desc : g->name[0] ? g->name : "-");
+  for (char *p = desc; *p; p++)
+    if (*p == '\t' || *p == '\n')
+      *p = ' ';
+  dist__appendf(buf, len, off, "d\t%d\t%lld\t%s\n", g->gid, (long long)ms, desc);
+}
+
 int dist__mon_publish(dist_store *s, const char *state, const char *note) {
   mon_state *m = &dist__mon;
   char *buf = dist__malloc(REC_MAX);
@@ -161,6 +179,24 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
                   site, call, atomic_load_explicit(&m->create_scope, memory_order_relaxed),
                   (unsigned long long)atomic_load_explicit(&m->create_k, memory_order_relaxed),
                   members);
+  }
+  /* the MON_DESTROYED_MAX latest (a job that makes and destroys a group
+   * per step would otherwise carry hundreds in every record) */
+  for (int k = 0, prev_i = -1; k < MON_DESTROYED_MAX; k++) {
+    int best = -1;
+    int64_t best_ms = 0, prev_ms = prev_i >= 0 ? destroyed_at(&m->groups[prev_i]) : INT64_MAX;
+    for (int i = 0; i < MON_MAX_GROUPS; i++) {
+      int64_t ms = destroyed_at(&m->groups[i]);
+      bool before = ms < prev_ms || (ms == prev_ms && i > prev_i); /* after prev in the order */
+      if (ms && before && (best < 0 || ms > best_ms || (ms == best_ms && i < best))) {
+        best = i;
+        best_ms = ms;
+      }
+    }
+    if (best < 0)
+      break;
+    put_destroyed(buf, REC_MAX, &off, &m->groups[best], best_ms);
+    prev_i = best;
   }
   put_refused(buf, REC_MAX, &off);
   char key[200];
@@ -315,6 +351,13 @@ int dist__mon_read_all(dist_store *s, mon_rec *recs) {
 void dist__mon_recs_free(mon_rec *recs, int n) {
   for (int i = 0; i < n; i++)
     dist__mon_rec_free(&recs[i]);
+}
+
+const mon_rec_destroyed *dist__mon_rec_destroyed(const mon_rec *r, int gid) {
+  for (int i = 0; r->present && i < r->n_destroyed; i++)
+    if (r->destroyed[i].gid == gid)
+      return &r->destroyed[i];
+  return NULL;
 }
 
 const mon_rec_group *dist__mon_rec_group(const mon_rec *r, int gid) {

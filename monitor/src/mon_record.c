@@ -93,6 +93,11 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
       r->refused.latest = atoi(f[4]) == 1;
       snprintf(r->refused.site, sizeof r->refused.site, "%s", f[5]);
       snprintf(r->refused.msg, sizeof r->refused.msg, "%s", strcmp(f[6], "-") ? f[6] : "");
+    } else if (k >= 4 && strcmp(f[0], "d") == 0 && r->n_destroyed < MON_DESTROYED_MAX) {
+      mon_rec_destroyed *d = &r->destroyed[r->n_destroyed++];
+      d->gid = atoi(f[1]);
+      d->ms = strtoll(f[2], NULL, 10);
+      snprintf(d->desc, sizeof d->desc, "%s", f[3]);
     } else if (k >= 13 && strcmp(f[0], "g") == 0 && r->n < lines) {
       parse_group(&r->g[r->n], f);
       parse_group_tail(&r->g[r->n++], f, k);

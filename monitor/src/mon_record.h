@@ -15,6 +15,8 @@
  *   c <gid> <size> <since ms> <call site> [<call> <scope> <k> <members>]
  *     (optional, once)
  *   r <gid> <kind> <num> <latest> <call site> <message>   (optional, once)
+ *   d <gid> <wall ms> <description>   (optional, one per user group the
+ *     process destroyed while it runs on: it takes part in it no more)
  * A "c" line says the process is creating user group gid (size members)
  * in dist_new_group or dist_split_group (call), which waits for the other
  * members (readers that know no "c" line skip it); members lists their
@@ -111,6 +113,15 @@ typedef struct mon_rec_create {
   char members[MON_MEMBERS_LEN]; /* "" unknown */
 } mon_rec_create;
 
+#define MON_DESTROYED_MAX 16 /* "d" lines read */
+
+/* A user group the process destroyed (the record's "d" lines). */
+typedef struct mon_rec_destroyed {
+  int gid;
+  int64_t ms;                /* wall ms of the destruction */
+  char desc[96];
+} mon_rec_destroyed;
+
 /* The last refused call (the record's "r" line). */
 typedef struct mon_rec_refused {
   bool on;
@@ -133,6 +144,8 @@ typedef struct mon_rec {
   mon_rec_group *g;          /* n entries */
   mon_rec_create creating;
   mon_rec_refused refused;
+  int n_destroyed;
+  mon_rec_destroyed destroyed[MON_DESTROYED_MAX];
   /* Filled by the monitor's reader, not published: */
   char died[200];            /* distrun's line for it, or "" */
   char proc_state;           /* same host: /proc state, 0 unknown, 'X' gone */

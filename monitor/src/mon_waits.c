@@ -3,8 +3,8 @@
  *
  * A rank R waits for rank Q when R's oldest operation in flight is
  * collective #s of group G and Q is a member of G (its record lists G, or
- * this rank's table of G lists Q: it left G, or its record is older than
- * G) that has not entered that collective; or when R's oldest
+ * says it destroyed G, or this rank's table of G lists Q: it left G, or
+ * its record is older than G) that has not entered that collective; or when R's oldest
  * operation is a send or receive with Q that Q is not in the other half of
  * (a batch: with the peer of its receives, or of its sends).
  *
@@ -86,7 +86,7 @@ static bool absent_member(int q, int gid) {
 bool dist__mon_waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q) {
   const mon_rec_group *qg = dist__mon_rec_group(&recs[q], b->gid);
   if (!qg) /* q lists no such group: a member absent from it is still waited for */
-    return absent_member(q, b->gid) &&
+    return (absent_member(q, b->gid) || dist__mon_rec_destroyed(&recs[q], b->gid)) &&
            (!dist__mon_is_p2p(b->kind) || b->peer == q);
   if (dist__mon_is_p2p(b->kind))
     return (b->peer == q || (b->kind == DIST_OP_BATCH_P2P && b->peer2 == q)) &&
@@ -145,9 +145,12 @@ static void push(pairs *ps, int gid, int rank) {
  * groups (they may have left: their records list the group no more). */
 static bool list_members(mon_waits *w) {
   pairs ps = {0};
-  for (int r = 0; r < w->world; r++)
+  for (int r = 0; r < w->world; r++) {
     for (int i = 0; w->recs[r].present && i < w->recs[r].n; i++)
       push(&ps, w->recs[r].g[i].gid, r);
+    for (int i = 0; w->recs[r].present && i < w->recs[r].n_destroyed; i++)
+      push(&ps, w->recs[r].destroyed[i].gid, r); /* a member that left it */
+  }
   for (int i = 0; i < MON_MAX_GROUPS; i++) {
     const mon_group *g = &dist__mon.groups[i];
     if (!atomic_load_explicit(&g->live, memory_order_acquire) || !g->granks)

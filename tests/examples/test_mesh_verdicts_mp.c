@@ -42,10 +42,18 @@ Test(examples_mesh, a_skipped_tp_all_reduce_is_that_call_against_the_async_all_g
             "%s", r.json);
 }
 
+/* The lower rank of a pair skips: a 1-1 tie that the skipper's repeated
+ * call site breaks (the all_gather's site again, where its partner calls
+ * the all_reduce), in distrun's verdict and in distview's own analysis;
+ * rank 0 also hosts the job's store. */
 Test(examples_mesh, the_skip_on_the_other_rank_of_the_pair_blames_that_rank, .timeout = 120) {
-  static mesh_run r;
-  mesh_run_bug("skip", 2, &r);
-  mesh_expect_verdict(&r, 10, "desync", 2);
+  static const int culprit[] = {2, 0};
+  for (int i = 0; i < 2; i++) {
+    static mesh_run r;
+    mesh_run_bug("skip", culprit[i], &r);
+    mesh_expect_verdict(&r, 10, "desync", culprit[i]);
+    mesh_expect_agreement(&r);
+  }
 }
 
 Test(examples_mesh, a_float64_dp_all_reduce_names_the_rank_the_field_and_the_line,
@@ -96,6 +104,38 @@ Test(examples_mesh, at_OFF_a_float64_on_the_lowest_dp_rank_blames_that_rank, .ti
   snprintf(want, sizeof want, "(mesh_train.c:%d)", source_line("TRY(\"dp all_reduce\""));
   json_site(r.json, site, sizeof site);
   cr_expect(strstr(site, want), "not the dp all_reduce at %s (site '%s'): %s", want, site, r.json);
+}
+
+/* At OFF a pair's 1-1 tie where the lower rank skipped a call (or made
+ * the async all_gather an all_reduce): the engine breaks it against the
+ * side that repeated its own previous operation's kind while the partner
+ * called another, as the checking layer does by call site; over TCP as
+ * over shared memory (each TCP rank sees only its partner's descriptor,
+ * and the later rank of the pair used to be blamed). */
+Test(examples_mesh, at_OFF_a_call_skipped_on_the_lower_rank_of_a_pair_blames_that_rank,
+     .timeout = 150) {
+  static const char *const bug[] = {"skip", "async"};
+  static const char *const transport[] = {NULL, "DIST_TRANSPORT=tcp"};
+  for (int i = 0; i < 4; i++) {
+    static mesh_run r;
+    job_run_env("mesh_train", "DIST_DEBUG=OFF", transport[i / 2], bug[i % 2], 0, -1, &r);
+    mesh_expect_verdict(&r, 10, "desync", 0);
+    mesh_expect_agreement(&r);
+    cr_expect(strstr(r.json, "\"group_name\":\"tp\""), "%s %s: %s", bug[i % 2],
+              transport[i / 2] ? transport[i / 2] : "shm", r.json);
+  }
+}
+
+/* At OFF over TCP a dtype changed on the lower rank of a dp pair: the
+ * side whose all_reduce differs from the pair's last one is named, not
+ * the later rank. */
+Test(examples_mesh, at_OFF_over_tcp_a_dtype_changed_on_the_lower_rank_names_it,
+     .timeout = 120) {
+  static mesh_run r;
+  job_run_env("mesh_train", "DIST_DEBUG=OFF", "DIST_TRANSPORT=tcp", "dtype", 0, -1, &r);
+  mesh_expect_verdict(&r, 10, "desync", 0);
+  cr_expect(mesh_says(&r, "ALL_REDUCE float64[256] op=SUM (2048 bytes)  <- dtype differs"),
+            "%s", r.err);
 }
 
 /* At OFF the engine finds a barrier where the partner calls its
@@ -238,6 +278,10 @@ static void expect_abort_named(const mesh_run *r) {
                              "on group 2 (dp): out of memory in the optimizer step"),
             "%s", r->err);
   cr_expect(strstr(r->json, "\"group_name\":\"dp\""), "%s", r->json);
+  /* distview's own analysis reads the abort on the members' failed rows,
+   * not the "left the group" desync their exits then caused */
+  cr_expect(strstr(r->json, "\"agrees\":true"), "distview's own analysis disagrees: %s",
+            r->json);
 }
 
 Test(examples_mesh, a_group_aborted_by_one_rank_names_that_rank_and_its_reason,

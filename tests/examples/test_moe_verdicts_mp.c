@@ -51,6 +51,21 @@ Test(examples_moe, groups_created_in_another_order_blame_the_rank_that_did, .tim
   cr_expect(mesh_says(&r, "at creation: ranks disagree on the member list") &&
                 mesh_says(&r, "rank 5:") && mesh_says(&r, "<- member list differs"),
             "%s", r.err);
+  cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
+}
+
+/* Rank 3 swaps the order: its group 4 is {3,7}, rank 5's {1,5}, and rank 1,
+ * which would make rank 5's the majority, is blocked in group 1, which
+ * rank 3 never joins. The tie is broken by rank 7, which wrote {3,7} as
+ * its group 6 (order.c): rank 3 is named, not rank 5. */
+Test(examples_moe, groups_created_in_another_order_break_a_tie_by_the_other_ids,
+     .timeout = 120) {
+  static mesh_run r;
+  job_run("moe_train", "DIST_DEBUG=DETAIL", "order", 3, &r);
+  mesh_expect_verdict(&r, 10, "desync", 3);
+  cr_expect(mesh_says(&r, "rank 3: group 4 \"dp\" of ranks 3,7  <- member list differs"), "%s",
+            r.err);
+  cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
 }
 
 /* The same at DIST_DEBUG=OFF, where nothing compares the creations: a

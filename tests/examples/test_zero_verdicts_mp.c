@@ -40,11 +40,70 @@ Test(examples_zero, max_instead_of_sum_in_an_async_all_reduce, .timeout = 120) {
   expect_field(&r, "replicate", "ALL_REDUCE", "reduce op", "zero_train.c:");
 }
 
+/* At OFF nothing keeps call history but the shared-memory engine's last
+ * descriptors: rank 2, the lower rank of its 2-rank replicate pair, changed
+ * SUM to MAX since its last all_reduce there, rank 6 did not, so the tie
+ * goes against rank 2 (it went to the lower rank's partner before). */
+Test(examples_zero, max_instead_of_sum_at_OFF_names_the_rank_that_changed_it, .timeout = 120) {
+  static mesh_run r;
+  job_run("zero_train", "DIST_DEBUG=OFF", "redop", 2, &r);
+  mesh_expect_verdict(&r, 10, "desync", 2);
+  cr_expect(mesh_says(&r, "op=MAX (256 bytes)  <- reduce op differs"), "%s", r.err);
+  cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
+}
+
+/* At OFF nothing compares calls: rank 6 destroys its replicate group and
+ * goes on to the gather, while its partner waits in the group's next
+ * all_reduce. Its record's "d" line says it left the group, so the waits
+ * in it end at rank 6, not nowhere (every other rank blocked). */
+Test(examples_zero, a_rank_that_destroys_its_group_and_goes_on_at_OFF_is_named,
+     .timeout = 120) {
+  static mesh_run r;
+  job_run("zero_train", "DIST_DEBUG=OFF", "leaverep", 6, &r);
+  mesh_expect_verdict(&r, 11, "hang", 6);
+  cr_expect(mesh_says(&r, "the waits end at rank 6, which destroyed group ") &&
+                mesh_says(&r, "(replicate) and went on without it: it is blocked in group 0 "
+                              "(default) GATHER #"),
+            "%s", r.err);
+  cr_expect(strstr(r.json, "\"group_name\":\"replicate\"") &&
+                strstr(r.json, "\"op\":\"ALL_REDUCE\""),
+            "%s", r.json);
+}
+
 Test(examples_zero, a_gather_to_another_root, .timeout = 120) {
   static mesh_run r;
   zero("root", &r);
   mesh_expect_verdict(&r, 10, "desync", 6);
   expect_field(&r, "default", "GATHER", "root", "zero_train.c:");
+}
+
+/* At OFF over TCP, rank 0 gathers to another root: its data comes to a
+ * rank that receives nothing, and the ranks that take rank 0 for the root
+ * send to a rank that receives nothing either. The message no receive
+ * takes is compared with the running gather: a desync of the root naming
+ * rank 0 (the side whose root changed since the group's last gather), not
+ * a hang at the timeout that names nobody. */
+Test(examples_zero, a_gather_to_another_root_at_OFF_over_tcp_is_a_desync_of_that_rank,
+     .timeout = 120) {
+  static mesh_run r;
+  job_run_env("zero_train", "DIST_DEBUG=OFF", "DIST_TRANSPORT=tcp", "root", 0, -1, &r);
+  mesh_expect_verdict(&r, 10, "desync", 0);
+  cr_expect(strstr(r.json, "\"op\":\"GATHER\"") && strstr(r.json, "\"fields\":\"root\""),
+            "%s", r.json);
+  cr_expect(mesh_says(&r, "ranks disagree on the root") && mesh_says(&r, "<- root differs"),
+            "%s", r.err);
+}
+
+/* At OFF over TCP, rank 0's extra barrier meets its shard partners'
+ * reduce_scatter, pairwise: the side whose operation the group never
+ * completed before is named (the later rank of the pair used to be). */
+Test(examples_zero, an_extra_barrier_at_OFF_over_tcp_names_the_rank_that_called_it,
+     .timeout = 120) {
+  static mesh_run r;
+  job_run_env("zero_train", "DIST_DEBUG=OFF", "DIST_TRANSPORT=tcp", "extra", 0, -1, &r);
+  mesh_expect_verdict(&r, 10, "desync", 0);
+  cr_expect(strstr(r.json, "\"group_name\":\"shard\"") && strstr(r.json, "\"op\":\"BARRIER\""),
+            "%s", r.json);
 }
 
 Test(examples_zero, an_extra_barrier_is_the_operation_that_differs, .timeout = 120) {
@@ -94,6 +153,9 @@ Test(examples_zero, an_exit_with_an_error_outranks_the_desync_it_caused, .timeou
   zero("exit1", &r);
   mesh_expect_verdict(&r, 12, "died", 6);
   cr_expect(mesh_says(&r, "rank 6 (pid ") && mesh_says(&r, "exited with code 1"), "%s", r.err);
+  /* distview's own analysis reads rank 6's end from its trace, not the
+   * desync its peers reported */
+  cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
 }
 
 /* It destroyed its group and returned 0; the others wait in the barrier
@@ -105,6 +167,9 @@ Test(examples_zero, a_rank_that_skips_the_monitored_barrier_and_ends, .timeout =
   cr_expect(mesh_says(&r, "ended first, with exit code 0, while other ranks still needed it") &&
                 mesh_says(&r, "the waits end at rank 6, which exited with code 0"),
             "%s", r.err);
+  /* the rows show a hang at the barrier; the monitors saw rank 6 exit 0:
+   * distview's own analysis says an early end too */
+  cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
 }
 
 /* The receive's buffer is larger than the send: the transport finds it
@@ -173,6 +238,7 @@ Test(examples_zero, a_group_destroyed_with_its_all_reduce_pending_blames_the_des
       continue;
     }
     mesh_expect_verdict(&r, 12, "died", 6);
+    mesh_expect_agreement(&r);
     cr_expect(mesh_says(&r, "rank 6 destroyed group 5 (replicate) with operations pending") &&
                   mesh_says(&r, "rank 6 destroyed group 5 (replicate) with ALL_REDUCE #3 pending "
                                 "(never waited)"),
@@ -221,6 +287,7 @@ Test(examples_zero, a_rank_that_ends_its_loop_early_is_named_with_its_last_call_
                                "ALL_GATHER_BYTES #6 (completed), called from ") ||
                  mesh_says(&r, "as of its last record it had last completed group 0")),
             "%s", r.err);
+  cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
 }
 
 /* At OFF the transport finds rank 6's short parameter all_gather while a

@@ -111,6 +111,7 @@ Test(monitor_create_skip, a_rank_that_skips_the_split_and_leaves_is_an_early_exi
   static mesh_run r;
   run_mode("DIST_DEBUG=DETAIL", "exit", &r);
   mesh_expect_verdict(&r, 12, "early_exit", 2);
+  mesh_expect_agreement(&r);
   cr_expect(mesh_says(&r, "rank 2 (pid "), "distrun does not name rank 2:\n%s", r.report);
   cr_expect(mesh_says(&r, "ended first, with exit code 0, while other ranks still needed it"),
             "not an early exit:\n%s", r.report);

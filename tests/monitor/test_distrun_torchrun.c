@@ -8,6 +8,7 @@
  * (prog_distrun.c) and distrun_restartprog (prog_restart.c). */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -420,4 +421,24 @@ Test(monitor_distrun_torchrun, a_c10d_node_beyond_nnodes_is_told_the_job_is_full
   dist_proc_finish_all(n, 2, 0, 30000);
   cr_assert_eq(n[0].status, 1, "%s", ERR(&n[0]));
   cr_assert(n[1].status == 1 || n[1].status == 12, "node 1: %d\n%s", n[1].status, ERR(&n[1]));
+}
+
+/* DIST_TRACE=1 turns the recorder on in its default place, as a user who
+ * writes it means: ./dist-trace, merged into ./trace.db; no directory "1". */
+Test(monitor_distrun_torchrun, DIST_TRACE_1_records_in_the_default_directory, .timeout = 120) {
+  dist_test_clean_launch_env();
+  char *dir = tmpdir();
+  cr_assert_eq(chdir(dir), 0, "chdir %s: %s", dir, strerror(errno));
+  static dist_proc p;
+  const char *env[] = {"DIST_TRACE=1", NULL};
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "2", "--rdzv-id", "one",
+                        dist_test_bin("distrun_restartprog"), "fail-until", "0", "3", NULL};
+  int st = dist_proc_run(&p, argv, env, 60000);
+  cr_assert_eq(st, 0, "exit %d\n%s", st, ERR(&p));
+  struct stat s;
+  cr_assert_eq(stat("dist-trace/one", &s), 0, "no dist-trace/one in %s:\n%s", dir, ERR(&p));
+  cr_assert_eq(stat("trace.db", &s), 0, "no trace.db in %s:\n%s", dir, ERR(&p));
+  cr_assert_neq(stat("1", &s), 0, "DIST_TRACE=1 made a directory \"1\" in %s", dir);
+  char *text = distview(0, "summary", "trace.db", NULL, NULL);
+  cr_assert(strstr(text, "job one"), "%s", text);
 }

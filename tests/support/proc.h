@@ -17,7 +17,7 @@
 typedef struct dist_proc {
   pid_t pid;
   int fd[2];                /* stdout, stderr; -1 at EOF */
-  char buf[2][DIST_PROC_CAP];
+  char buf[2][DIST_PROC_CAP]; /* full: output after the first quarter is dropped */
   size_t len[2];
   int status;               /* exit code, 128 + signal; -1 while running */
   bool killed;              /* still running at its deadline: killed */
@@ -62,6 +62,9 @@ int64_t dist_test_now_ms(void);
  * has stopped, so a test that relies on a frozen process waits for this.
  * False when pid is gone or not stopped within timeout_ms. */
 bool dist_test_wait_stopped(pid_t pid, int timeout_ms);
+/* Waits until pid (any process, not only a child) has exited, its exit
+ * event read from a pidfd; false when it still runs after timeout_ms. */
+bool dist_test_wait_gone(pid_t pid, int timeout_ms);
 /* Reaps child pid, waiting for its exit event (a pidfd polled, no
  * polling loop) up to timeout_ms; *status gets waitpid's status. False
  * when it has not exited by then (it is left running). */

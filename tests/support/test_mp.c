@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "mp.h"
+#include "proc.h"
 
 void stuck_in_here(void);
 __attribute__((noinline)) void stuck_in_here(void) {
@@ -89,4 +90,23 @@ Test(support_mp, ranks_die_with_the_harness_and_share_a_process_group, .timeout 
     cr_assert_eq(reap_within(ranks[i], &st), 0, "rank %d outlived its harness", i);
     cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
   }
+}
+
+/* A command that floods stderr past the capture's size (a sanitizer's
+ * reports in a long run) still shows its first lines and its last, the
+ * final report a test reads, with the cut marked between them, and it
+ * runs to its end (a full buffer must not close the pipe on it). */
+Test(support_proc, a_flood_of_output_keeps_its_first_and_last_lines, .timeout = 60) {
+  static dist_proc p;
+  int st = dist_proc_runl(&p, NULL, 30000, "/bin/sh", "-c",
+                          "echo FIRST >&2; yes 'a warning line' | head -c 1000000 >&2; "
+                          "echo LAST >&2",
+                          NULL);
+  cr_assert_eq(st, 0, "the command exited %d", st);
+  const char *e = DIST_PROC_ERR(&p);
+  cr_assert(strncmp(e, "FIRST\n", 6) == 0, "the first line is lost: %.40s", e);
+  size_t n = strlen(e);
+  cr_assert(n > 5 && strcmp(e + n - 5, "LAST\n") == 0, "the last line is lost: %s",
+            e + (n > 40 ? n - 40 : 0));
+  cr_assert(strstr(e, "[... the test harness dropped output here ...]"), "the cut is not marked");
 }

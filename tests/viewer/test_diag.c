@@ -328,6 +328,104 @@ Test(viewer_diag, what_follows_a_hangs_diagnosis_is_not_the_report_used, .timeou
   vw_diag_free(&d);
 }
 
+/* Rank 3 destroyed the replicate group {1,3} with its all_reduce #3
+ * pending; rank 1 failed there and exited, and rank 0 then reported, in
+ * the default group, the desync of "rank `leaver` left the group". When
+ * the leaver is rank 1 (the destroy's fallout) the earlier destroy is the
+ * cause: rank 3's death of the group, as distrun says. When the report
+ * names the destroyer itself, its leaving is the desync distrun names. */
+static void destroyed_then_left(int leaver, vw_diag *d) {
+  const char *p = vwt_path("destroyed.db");
+  sqlite3 *db = fx_create(p, "job-destroy", 4, 1);
+  int four[] = {0, 1, 2, 3}, pair[] = {1, 3};
+  for (int r = 0; r < 4; r++)
+    fx_rank(db, r, r == 1 ? "exited" : "ended"); /* distrun ended the others */
+  fx_group(db, 0, "default", four, 4);
+  fx_group(db, 5, "replicate", pair, 2);
+  for (int s = 1; s <= 4; s++)
+    fx_coll(db, 0, s, "ALL_GATHER", four, 4);
+  for (int s = 1; s <= 2; s++)
+    fx_coll(db, 5, s, "ALL_REDUCE", pair, 2);
+  int64_t t = fx_t(3, 3);
+  fx_op o = {3, 5, 3, "ALL_REDUCE", "failed", "float32", "[64]", "SUM",
+             "the group was destroyed with operations pending", 64, 256, -1, t, t + 1000,
+             t + 2000, 7};
+  fx_op_add(db, &o);
+  o.rank = 1; /* its partner's all_reduce fails with the destroyer's reason */
+  o.message = "group r.0 was aborted: the group was destroyed with operations pending";
+  o.t_end += 500;
+  fx_op_add(db, &o);
+  char msg[512];
+  snprintf(msg, sizeof msg,
+           "desync in group 0 (default, 4 ranks) at ALL_GATHER #5: rank %d left the group "
+           "(destroyed it or exited) before this collective; the collective counts differ\n"
+           "  rank 0: at ALL_GATHER #5 (collective 5 of the group), called from a.c:9 in main()\n"
+           "  rank %d (host h, pid 2): left after 4 collectives  <- collective count differs",
+           leaver, leaver);
+  fx_event(db, 0, 0, 5, "desync_report", fx_t(6, 0), 4, msg);
+  fx_finish(db, fx_t(0, 0), fx_t(7, 0));
+  diagnose(p, true, d);
+}
+
+Test(viewer_diag, ranks_that_left_after_a_destroy_with_operations_pending_are_its_fallout,
+     .timeout = 10) {
+  vw_diag d;
+  destroyed_then_left(1, &d);
+  cr_assert_eq(d.kind, VW_DIAG_DIED, "the destroy: %s", d.summary);
+  cr_assert_eq(d.n_culprits, 1, "%s", d.summary);
+  cr_assert_eq(d.culprits[0], 3, "rank 3, the destroyer: %s", d.summary);
+  cr_assert_eq(d.group_id, 5, "in the replicate group: %s", d.summary);
+  vw_diag_free(&d);
+  destroyed_then_left(3, &d);
+  cr_assert_eq(d.kind, VW_DIAG_DESYNC, "the destroyer left: %s", d.summary);
+  cr_assert_eq(d.culprits[0], 3, "%s", d.summary);
+  vw_diag_free(&d);
+}
+
+/* Rank 2 ended on its own (exit code 0, its trace 'finished') while the
+ * others waited: ranks 0 and 1 in an all_reduce, rank 3 creating a group
+ * rank 2 never joined. The hang's report finds it gone, in either of the
+ * monitor's words (a member that "has not entered", or where the waits
+ * end): rank 2's early end is the cause, as distrun says. */
+static void hang_after_an_exit(const char *gone_line, vw_diag *d) {
+  const char *p = vwt_path("gone.db");
+  sqlite3 *db = fx_create(p, "job-gone", 4, 1);
+  int four[] = {0, 1, 2, 3};
+  for (int r = 0; r < 4; r++)
+    fx_rank(db, r, r == 2 ? "finished" : "ended");
+  fx_group(db, 0, "default", four, 4);
+  for (int r = 0; r < 2; r++) {
+    int64_t t = fx_t(1, r);
+    fx_op o = {r, 0, 1, "ALL_REDUCE", "started", "float32", "[4]", "SUM", NULL, 4, 16, -1, t,
+               t + 1000, -1, 0};
+    fx_op_add(db, &o);
+  }
+  char msg[512];
+  snprintf(msg, sizeof msg, "hang in group 0 (default) at ALL_REDUCE #1: waited 6.0 s of its "
+           "6.0 s timeout\n%s", gone_line);
+  fx_event(db, 3, 0, 1, "diagnosis", fx_t(9, 3), 3, msg);
+  fx_finish(db, fx_t(0, 0), fx_t(10, 0));
+  diagnose(p, true, d);
+}
+
+Test(viewer_diag, a_hang_whose_report_finds_a_rank_gone_is_that_ranks_early_end,
+     .timeout = 10) {
+  static const char *const said[] = {
+      "  rank 2 (host h, pid 3) exited with code 0; it has not entered ALL_REDUCE #1",
+      "  rank 3 is blocked in dist_split_group for 6.0 s, creating group 2 (2 ranks)\n"
+      "  the waits end at rank 2, which exited with code 0: ranks 0-1 wait for it in group 0 "
+      "(default) ALL_REDUCE #1"};
+  for (size_t i = 0; i < 2; i++) {
+    vw_diag d;
+    hang_after_an_exit(said[i], &d);
+    cr_assert_eq(d.kind, VW_DIAG_DIED, "form %zu: %s", i, d.summary);
+    cr_assert_eq(d.n_culprits, 1, "form %zu: %s", i, d.summary);
+    cr_assert_eq(d.culprits[0], 2, "form %zu: rank 2 ended: %s", i, d.summary);
+    cr_assert_str_eq(d.report_kind, "ended", "form %zu", i);
+    vw_diag_free(&d);
+  }
+}
+
 /* A rank arrived late at a barrier, within the timeout: the monitor
  * logged a stall report naming it, and every rank then ran to its end.
  * That is no hang; the same report in a job whose rank 1 never finished

@@ -271,6 +271,57 @@ Test(viewer_verdict, without_a_verdict_a_lost_rank_outranks_a_rank_that_left_aft
   HAS("\"rank\":1,\"culprits\":[1]");
 }
 
+/* Three ranks; rank 1 leaves: it ends on its own (mode 'e': exit, its
+ * trace ends 'exited' with nothing of its failed), or because rank 2
+ * aborted group 1, which failed rank 1's and rank 2's #1 there with rank
+ * 2's reason (mode 'a'). Rank 0 then reports that rank 1 "left" group 2. */
+static const char *left_story(char mode) {
+  const char *p = vwt_path(mode == 'a' ? "abort-left.db" : "end-left.db");
+  sqlite3 *db = fx_create(p, "job-left", 3, 1);
+  int three[] = {0, 1, 2}, g1[] = {1, 2}, g2[] = {0, 1};
+  for (int r = 0; r < 3; r++)
+    fx_rank(db, r, "exited");
+  fx_group(db, 0, "default", three, 3);
+  fx_group(db, 1, "dp", g1, 2);
+  fx_group(db, 2, "tp", g2, 2);
+  for (int s = 1; s <= 3; s++)
+    fx_coll(db, 0, s, "ALL_REDUCE", three, 3);
+  for (int r = 1; mode == 'a' && r <= 2; r++) {
+    int64_t t = fx_t(5, r);
+    fx_op f = {r, 1, 1, "ALL_REDUCE", "failed", "float32", "[4]", "SUM",
+               "aborted in group 1 (dp, 2 ranks) at ALL_REDUCE #1: rank 2 called "
+               "dist_abort_group on group 1 (dp): out of memory",
+               4, 16, -1, t, t + 1000, t + 9000, 7};
+    fx_op_add(db, &f);
+  }
+  fx_event(db, 0, 2, 1, "desync_report", fx_t(7, 0), 4,
+           "desync in group 2 (tp, 2 ranks) at ALL_GATHER #1: rank 1 left the group "
+           "(destroyed it or exited) before this collective; the collective counts differ\n"
+           "  rank 0: at ALL_GATHER #1 (collective 1 of the group), called from mesh.c:90\n"
+           "  rank 1 (host node0, pid 4001): left after 0 collectives  <- collective count "
+           "differs");
+  fx_finish(db, fx_t(0, 0), fx_t(8, 0));
+  return p;
+}
+
+Test(viewer_verdict, without_a_verdict_a_rank_that_left_by_its_own_end_is_a_death,
+     .timeout = 60) {
+  distview("diagnose", "--json", left_story('e'), NULL);
+  cr_assert_eq(R.status, 12, "rank 1's end, not the desync it caused: %s", R.buf[0]);
+  HAS("{\"kind\":\"died\",\"exit_code\":12,");
+  HAS("\"rank\":1,\"culprits\":[1]");
+  HAS("rank 1 ended (its trace ends 'exited') while its peers still needed it");
+}
+
+Test(viewer_verdict, without_a_verdict_a_group_abort_outranks_the_desync_after_it,
+     .timeout = 60) {
+  distview("diagnose", "--json", left_story('a'), NULL);
+  cr_assert_eq(R.status, 12, "rank 2's abort, not rank 1 that left after it: %s", R.buf[0]);
+  HAS("{\"kind\":\"died\",\"exit_code\":12,");
+  HAS("\"rank\":2,\"culprits\":[2]");
+  HAS("aborted: aborted in group 1 (dp, 2 ranks) at ALL_REDUCE #1");
+}
+
 Test(viewer_verdict, a_rank_ended_by_sigterm_is_not_a_crash, .timeout = 60) {
   /* distrun (or the user) ended rank 1: its ring was dumped, so the trace
    * marks it 'crashed', but SIGTERM explains nothing; the report stands */

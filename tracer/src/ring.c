@@ -40,3 +40,12 @@ int tr_ring_get(const tr_ring *r, uint64_t idx, void *out) {
   dst[0] = s1;
   return 1;
 }
+
+void tr_ring_copy_slot(const tr_ring *r, uint64_t pos, uint64_t out[TR_WORDS]) {
+  _Atomic uint64_t *w = r->words[pos & r->mask];
+  uint64_t s1 = atomic_load_explicit(&w[0], memory_order_acquire);
+  for (int i = 1; i < TR_WORDS; i++)
+    out[i] = atomic_load_explicit(&w[i], memory_order_acquire);
+  uint64_t s2 = atomic_load_explicit(&w[0], memory_order_relaxed);
+  out[0] = s2 == s1 ? s1 : 0; /* rewritten while copied: busy */
+}

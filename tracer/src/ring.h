@@ -52,4 +52,10 @@ static inline void tr_ring_put(tr_ring *r, uint64_t idx, const void *slot) {
  * by a newer index (the reader fell behind): -1. */
 int tr_ring_get(const tr_ring *r, uint64_t idx, void *out);
 
+/* Copies the slot at position pos (of mask + 1) whatever index it holds,
+ * its stamp 0 (busy) when a producer was writing it meanwhile: the crash
+ * dump's copy, made while other threads may still record. Atomic loads
+ * only, so a signal handler may call it. */
+void tr_ring_copy_slot(const tr_ring *r, uint64_t pos, uint64_t out[TR_WORDS]);
+
 #endif

@@ -65,7 +65,10 @@ static int tr_init(void **ctx, const dist_pg_info *def) {
   t->clock_period_s = env_int("DIST_TRACE_CLOCK_S", 60, 0, 86400);
   int64_t slots = env_int("DIST_TRACE_BUFFER", 65536, 64, 1ll << 26);
   snprintf(t->job_id, sizeof t->job_id, "%s", job ? job : "nojob");
-  snprintf(t->dir, sizeof t->dir, "%s/%s", dir && *dir ? dir : "dist-trace", t->job_id);
+  /* "1" means on, in the default place (distrun_trace.c reads it alike):
+   * a user who turns the recorder on that way wants no directory "1". */
+  bool dflt = !dir || !*dir || !strcmp(dir, "1");
+  snprintf(t->dir, sizeof t->dir, "%s/%s", dflt ? "dist-trace" : dir, t->job_id);
   snprintf(t->path, sizeof t->path, "%s/rank-%d.db", t->dir, t->rank);
   snprintf(t->ring_path, sizeof t->ring_path, "%s/rank-%d.ring", t->dir, t->rank);
   snprintf(t->maps_path, sizeof t->maps_path, "%s/rank-%d.maps", t->dir, t->rank);

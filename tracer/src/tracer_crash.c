@@ -41,6 +41,23 @@ static void write_all(int fd, const void *buf, size_t len) {
   }
 }
 
+/* The ring's slots, each copied as a sequence-lock reader copies it
+ * (tr_ring_copy_slot) into a static buffer (one dump at a time, `dumping`;
+ * the program's alternate stack may be small): producers on other threads
+ * may still be recording while the handler runs, and write(2) straight
+ * from the ring would be a plain read racing their stores. A slot caught
+ * mid-write is dumped busy, which the merge's import skips. */
+static void write_ring(int fd, const tr_ring *r, uint64_t slots) {
+  static uint64_t buf[64][TR_WORDS];
+  for (uint64_t s = 0; s < slots;) {
+    uint64_t n = slots - s < 64 ? slots - s : 64;
+    for (uint64_t i = 0; i < n; i++)
+      tr_ring_copy_slot(r, s + i, buf[i]);
+    write_all(fd, buf, (size_t)n * TR_SLOT);
+    s += n;
+  }
+}
+
 /* The process's mappings as the kernel lists them (read and written in
  * pieces: no allocation in a handler). */
 static void copy_maps(const char *path) {
@@ -72,7 +89,7 @@ static void dump(tracer *t, int sig) {
   hdr.t_ns = dist_clock_ns() + tr_skew(t);
   memcpy(hdr.job_id, t->job_id, sizeof hdr.job_id - 1);
   write_all(fd, &hdr, sizeof hdr);
-  write_all(fd, (const void *)t->ring.words, (size_t)hdr.slots * TR_SLOT);
+  write_ring(fd, &t->ring, hdr.slots);
   close(fd);
   copy_maps(t->maps_path);
 }

@@ -65,7 +65,7 @@ int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len) {
   return n;
 }
 
-int vw_fp_majority(const vw_op *ops, int n, const bool *changed) {
+int vw_fp_majority(const vw_op *ops, int n, const bool *suspect) {
   /* Rows in classes of agreeing fingerprints, each class named by its
    * first row: n times the classes, not n squared (a 1,024-rank detail
    * pane is drawn at every key). A row whose fields are unknown joins the
@@ -86,9 +86,9 @@ int vw_fp_majority(const vw_op *ops, int n, const bool *changed) {
     if (c == k)
       rep[k++] = i;
     size[c]++;
-    sus[c] += changed && changed[i];
+    sus[c] += suspect && suspect[i];
   }
-  /* the largest; ties: against the side whose calls changed, then for
+  /* the largest; ties: against the side with more suspect rows, then for
    * known fields, then the first */
   int best = 0;
   for (int c = 1; c < k; c++) {
@@ -104,26 +104,42 @@ int vw_fp_majority(const vw_op *ops, int n, const bool *changed) {
   return row;
 }
 
-/* Which rows' calls differ from their rank's last call from the same site
- * (the argument a planted bug changed): what breaks a tie, as the checking
- * layer does. A malloc'd array, NULL when no row's could be compared. */
-static bool *changed_rows(vw_model *m, const vw_op *ops, int n) {
-  bool *ch = calloc((size_t)n + 1, sizeof *ch);
-  bool any = false;
-  for (int i = 0; ch && i < n; i++) {
+static bool same_site(const vw_site_story *a, const vw_site_story *b) {
+  return a->offset == b->offset && !strcmp(a->module, b->module);
+}
+
+/* Which rows look like the side that strayed, to break a tie as the
+ * checking layer does (wrapper_pg/src/exchange.c, suspect()): a call that
+ * differs from its rank's last call from the same site (the argument a
+ * planted bug changed), a call site no rank used in the group's recent
+ * collectives (the branch a planted bug took), or the site of the rank's
+ * own previous collective there again while another row called from
+ * elsewhere (it skipped the call between). A malloc'd array, NULL when no
+ * row's story could be read. */
+static bool *suspect_rows(vw_model *m, const vw_op *ops, int n) {
+  bool *sus = calloc((size_t)n + 1, sizeof *sus);
+  vw_site_story *st = calloc((size_t)n + 1, sizeof *st);
+  bool any = false, failed = !sus || !st;
+  for (int i = 0; !failed && i < n; i++) {
     vw_op prev;
     bool found;
     char f[64];
-    if (vw_model_prev_at_site(m, &ops[i], &prev, &found) != 0)
-      break;
-    ch[i] = found && strcmp(prev.op, ops[i].op) == 0 && vw_fp_diff(&prev, &ops[i], f, sizeof f);
-    any |= found;
+    failed = vw_model_prev_at_site(m, &ops[i], &prev, &found) != 0 ||
+             vw_model_site_story(m, &ops[i], &st[i]) != 0;
+    sus[i] = !failed && ((found && !strcmp(prev.op, ops[i].op) &&
+                          vw_fp_diff(&prev, &ops[i], f, sizeof f)) ||
+                         (st[i].known && !st[i].seen));
+    any |= found || st[i].known;
   }
-  if (!any) {
-    free(ch);
+  for (int i = 0; !failed && i < n; i++)
+    for (int j = 0; j < n && st[i].repeats && !sus[i]; j++)
+      sus[i] = j != i && st[j].known && !same_site(&st[i], &st[j]);
+  free(st);
+  if (failed || !any) {
+    free(sus);
     return NULL;
   }
-  return ch;
+  return sus;
 }
 
 #define SHAPED_OPS                                                                    \
@@ -231,10 +247,10 @@ static void explain(vw_model *m, vw_op *ops, int n, vw_diag *d) {
   char f0[64];
   for (int i = 0; i < n; i++)
     agree += vw_fp_diff(maj, &ops[i], f0, sizeof f0) == 0;
-  bool *changed = 2 * agree <= n ? changed_rows(m, ops, n) : NULL; /* a tie */
-  if (changed)
-    maj = &ops[vw_fp_majority(ops, n, changed)];
-  free(changed);
+  bool *suspect = 2 * agree <= n ? suspect_rows(m, ops, n) : NULL; /* a tie */
+  if (suspect)
+    maj = &ops[vw_fp_majority(ops, n, suspect)];
+  free(suspect);
   int majr[VW_DIAG_LIST], nmaj = 0;
   size_t off = 0;
   char fields[64] = "";

@@ -13,6 +13,8 @@ int vw_diag_stored_report(vw_model *m, vw_diag *d);
 bool vw_diag_report_wins(const vw_diag *d);
 void vw_diag_use_report(vw_model *m, vw_diag *d);
 int vw_diag_deaths(vw_model *m, vw_diag *d);
+/* A hang whose one culprit exited with status 0: an early exit. */
+int vw_diag_early_exit(vw_model *m, vw_diag *d);
 /* Every rank but one finished: that one called on alone (diag_report.c). */
 void vw_diag_odd_one_out(vw_model *m, vw_diag *d);
 /* diag_verdict.c: the verdict row, when distrun wrote one, goes first. */
@@ -25,9 +27,10 @@ bool vw_op_same_shape(const char *op);
  * returns how many. */
 int vw_fp_diff(const vw_op *a, const vw_op *b, char *buf, size_t len);
 /* The majority row of one collective's rows: the one most others have no
- * difference with (ties: against the class with more rows changed since
- * their rank's last call from the same site, when changed (may be NULL)
- * says; then a row whose fields are known; then the first). */
-int vw_fp_majority(const vw_op *ops, int n, const bool *changed);
+ * difference with (ties: against the class with more suspect rows, when
+ * suspect (may be NULL) says which (diag_desync.c's suspect_rows: a call
+ * that changed, a new call site, a skipped call); then a row whose fields
+ * are known; then the first). */
+int vw_fp_majority(const vw_op *ops, int n, const bool *suspect);
 
 #endif

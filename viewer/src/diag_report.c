@@ -4,10 +4,13 @@
  * A report says what its writer saw, which is not always the cause: a
  * monitor's diagnosis may be of a lost peer (a rank killed), not of a
  * hang; the checking layer's "rank 3 left the group before this
- * collective" follows from rank 3 dying; and a rank that crashed explains
- * the hangs the others then report. So the report is classified here (a
- * desync, a hang, or a death: distrun's 10, 11 and 12), and a crash
- * outranks every finding except a desync that came before it. */
+ * collective" follows from rank 3 dying (or from a group another rank
+ * aborted, whose members then gave up: the abort, read from their failed
+ * rows, takes the place of a report that came after it); and a rank that
+ * crashed explains the hangs the others then report. So the report is
+ * classified here (a desync, a hang, or a death: distrun's 10, 11 and
+ * 12), and a crash outranks every finding except a desync that came
+ * before it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +18,25 @@
 #include "diag_int.h"
 #include "vw_sql.h"
 
-enum { ST_PEER_LOST = 5 }; /* dist_status number (status.h) */
+enum { ST_DESYNC = 4, ST_PEER_LOST = 5, ST_ABORTED = 7 }; /* dist_status numbers (status.h) */
+
+/* What a member's operation on a group another rank aborted failed with
+ * (core's abort message: "rank R called dist_abort_group on group ..."). */
+#define ABORT_LIKE "%rank % called dist_abort_group on group %"
+/* ... and on a group a rank destroyed with its operations pending */
+#define DESTROYED_PENDING "the group was destroyed with operations pending"
+
+/* N when the text just before at (inside text) reads "rank N", else -1:
+ * "rank 3 left the group", "rank 4 is where it went wrong". */
+static int rank_before(const char *text, const char *at) {
+  const char *r = at;
+  while (r && r > text && r[-1] != ' ' && r[-1] != '\n')
+    r--;
+  int rank = -1;
+  if (!r || r - text < 5 || strncmp(r - 5, "rank ", 5) || sscanf(r, "%d", &rank) != 1)
+    return -1;
+  return rank;
+}
 
 /* A crash event's status is the signal. Only these are crashes: SIGTERM,
  * SIGINT or SIGHUP mean the rank was ended (by distrun after another
@@ -30,6 +51,12 @@ static void header_op(const char *msg, vw_diag *d) {
   const char *nl = msg ? strchr(msg, '\n') : NULL, *at = msg ? strstr(msg, ") at ") : NULL;
   char op[28];
   long long n;
+  int g;
+  /* a report on a group that does not exist yet (its creation) is stored
+   * on the default group; its header names the group */
+  if (msg && !strncmp(msg, "desync in group ", 16) && sscanf(msg + 16, "%d (", &g) == 1 &&
+      strstr(msg, ") at creation: ") && (!nl || strstr(msg, ") at creation: ") < nl))
+    d->report_group = g;
   if (at && (!nl || at < nl) && sscanf(at, ") at %27[A-Z0-9_] #%lld", op, &n) == 2 && n > 0) {
     snprintf(d->report_op, sizeof d->report_op, "%s", op);
     d->report_seq = n;
@@ -83,7 +110,7 @@ static int first_desync(vw_model *m, vw_event *ev, bool *found) {
   bool have_row;
   if (vw_model_event_of(m, "desync_report", true, -1, ev, found) != 0)
     return -1;
-  if (vw_model_failed_desync(m, &row, &have_row) != 0) {
+  if (vw_model_failed_like(m, ST_DESYNC, NULL, "desync_report", &row, &have_row) != 0) {
     free(ev->message);
     return -1;
   }
@@ -101,20 +128,51 @@ static int first_desync(vw_model *m, vw_event *ev, bool *found) {
   return 0;
 }
 
+/* Rewrites report rep as rank's end (kind "ended") when rank's own trace
+ * says it ended (ranks.end_state 'finished' or 'exited') with no
+ * operation of its failed or timed out (an end after a failure has its
+ * cause elsewhere) and none called after the report (a rank that
+ * destroyed the group and went on: the report stands). */
+static int as_an_end(vw_model *m, vw_event *rep, int rank) {
+  const vw_rank_info *ri = vw_model_rank(m, rank);
+  if (!ri || (strcmp(ri->end_state, "finished") && strcmp(ri->end_state, "exited")))
+    return 0;
+  int64_t args[2] = {rank, rep->t_ns};
+  if (vw_sql_scalar(m, "SELECT count(*) FROM operations WHERE rank = ?1 AND state IN ('failed', "
+                    "'timed_out')",
+                    1, args) != 0)
+    return 0;
+  if (vw_sql_scalar(m, "SELECT count(*) FROM operations WHERE rank = ?1 AND t_enqueued_ns > ?2",
+                    2, args) != 0)
+    return 0;
+  const char *nl = strchr(rep->message, '\n');
+  char *msg = NULL;
+  if (asprintf(&msg, "rank %d ended (its trace ends '%s') while its peers still needed it; "
+               "they report: %.*s", rank, ri->end_state,
+               nl ? (int)(nl - rep->message) : 300, rep->message) < 0)
+    return -1;
+  free(rep->message);
+  rep->message = msg;
+  snprintf(rep->kind, sizeof rep->kind, "ended");
+  rep->rank = rank; /* the culprit (report_culprits) */
+  return 0;
+}
+
 /* A "rank R left the group" desync whose leaver a monitor saw exit (with
  * status 0: it ended early while the others still needed it, distrun's
  * early exit; or with an error of its own): the desync follows from that,
- * and the diagnosis that says so replaces it (a lost peer: a death). The
- * first desync comes before any other failure (a hang's diagnosis before
- * it makes it a consequence of the hang: after_a_hang). */
+ * and the diagnosis that says so replaces it (a lost peer: a death). With
+ * no such diagnosis (the peers' desync came first), R's own trace says it
+ * ended (ranks.end_state 'finished' or 'exited') with no operation of its
+ * failed and none called after the report: then that end, kind "ended",
+ * replaces it. The first desync comes before any other failure
+ * (a hang's diagnosis before it makes it a consequence of the hang:
+ * after_a_hang). */
 static int after_an_early_exit(vw_model *m, vw_event *desync) {
   static const char left[] = " left the group (destroyed it or exited)";
   const char *at = desync->message ? strstr(desync->message, left) : NULL;
-  const char *r = at;
-  while (r && r > desync->message && r[-1] != ' ' && r[-1] != '\n')
-    r--; /* the number before the phrase: "rank 3 left ..." */
-  int rank;
-  if (!at || r - desync->message < 5 || strncmp(r - 5, "rank ", 5) || sscanf(r, "%d", &rank) != 1)
+  int rank = at ? rank_before(desync->message, at) : -1;
+  if (rank < 0)
     return 0;
   char like[96];
   snprintf(like, sizeof like, "%%rank %d (host %% exited with code %%", rank);
@@ -125,8 +183,95 @@ static int after_an_early_exit(vw_model *m, vw_event *desync) {
   if (found && ev.status == ST_PEER_LOST) {
     free(desync->message);
     *desync = ev;
-  } else {
-    free(ev.message);
+    return 0;
+  }
+  free(ev.message);
+  return as_an_end(m, desync, rank);
+}
+
+/* A hang's report (the monitor's diagnosis or stall report) that finds a
+ * member gone ("  rank R (host H, pid P) exited with code C; it has not
+ * entered ...", or where the waits end: "the waits end at rank R, which
+ * exited with code C"): the rank ended while its peers still needed it,
+ * which distrun names as the cause (an early exit, or a death), when R's
+ * own trace says it ended on its own (as_an_end). */
+static int after_an_exit_in_a_hang(vw_model *m, vw_event *hang) {
+  static const char said[] = ") exited with code ", ends[] = "\n  the waits end at rank ";
+  const char *msg = hang->message;
+  for (const char *p = msg; p && (p = strstr(p, "\n  rank ")); p++) {
+    const char *end = strchr(p + 1, '\n'), *at = strstr(p, said);
+    int rank = -1;
+    if (at && (!end || at < end) && strstr(at, "; it has not entered") &&
+        sscanf(p, "\n  rank %d (host ", &rank) == 1)
+      return as_an_end(m, hang, rank);
+  }
+  for (const char *p = msg; p && (p = strstr(p, ends)); p++) {
+    int rank = -1, n = 0;
+    if (sscanf(p + strlen(ends), "%d, which exited with code %n", &rank, &n) == 1 && n > 0)
+      return as_an_end(m, hang, rank);
+  }
+  return 0;
+}
+
+/* The rank that aborted a group, from a member's failed row: the one its
+ * message names as calling dist_abort_group, or for a group destroyed with
+ * operations pending the one that saw it ("seen by rank R"; the
+ * destroyer's own row says nothing more). -1 for neither. */
+static int aborter(const vw_event *row) {
+  const char *msg = row->message;
+  const char *by = msg ? strstr(msg, " called dist_abort_group on group ") : NULL;
+  if (by)
+    return rank_before(msg, by);
+  if (!msg || !strstr(msg, DESTROYED_PENDING))
+    return -1;
+  const char *seen = strstr(msg, "\n  seen by rank ");
+  int r = -1;
+  if (!seen)
+    return row->rank;
+  return sscanf(seen, "\n  seen by rank %d", &r) == 1 ? r : -1;
+}
+
+/* Whether desync report msg names rank among those that left its group
+ * ("\n  rank R (host H, pid P): left after N collectives", absent.c). */
+static bool names_leaver(const char *msg, int rank) {
+  for (const char *p = msg; p && (p = strstr(p, "\n  rank ")); p++) {
+    const char *end = strchr(p + 1, '\n'), *left = strstr(p, "): left after ");
+    int r = -1;
+    if (left && (!end || left < end) && sscanf(p, "\n  rank %d (", &r) == 1 && r == rank)
+      return true;
+  }
+  return false;
+}
+
+/* A group that one rank aborted (dist_abort_group) or destroyed with
+ * operations pending: its members' operations fail with that rank's
+ * reason, and what they do then (exit on the error, leaving their other
+ * groups) is what the later reports see. The earliest such row, when it
+ * came before the report that was found, takes its place; a destruction
+ * not when the desync report names the destroyer as a rank that left
+ * (the checking layer's "left the group" is the destroyer's own call,
+ * which distrun names as the desync). Other ranks that left, after the
+ * destroy, are its fallout: its members exited on the error. */
+static int before_an_abort(vw_model *m, vw_event *ev, bool *found) {
+  static const char *const like[] = {ABORT_LIKE, "%" DESTROYED_PENDING "%"};
+  bool desync = *found && !strcmp(ev->kind, "desync_report");
+  for (size_t i = 0; i < 2; i++) {
+    vw_event ab;
+    bool have;
+    if (vw_model_failed_like(m, ST_ABORTED, like[i], "abort", &ab, &have) != 0)
+      return -1;
+    int r = have ? aborter(&ab) : -1;
+    bool own_leave = i == 1 && desync && names_leaver(ev->message, r);
+    if (r >= 0 && !own_leave && (!*found || ab.t_ns < ev->t_ns)) {
+      ab.rank = r; /* the culprit (report_culprits) */
+      if (*found)
+        free(ev->message);
+      *ev = ab;
+      *found = true;
+      desync = false;
+    } else {
+      free(ab.message);
+    }
   }
   return 0;
 }
@@ -160,13 +305,28 @@ int vw_diag_stored_report(vw_model *m, vw_diag *d) {
     }
     if (found && !strcmp(order[i].kind, "stall_report") && all_finished(m))
       after = true; /* the slow rank caught up */
+    if (found && !after && i > 0 && ev.status != ST_PEER_LOST &&
+        after_an_exit_in_a_hang(m, &ev) != 0) {
+      free(ev.message);
+      return -1;
+    }
     if (!found || after) {
       free(ev.message);
       continue;
     }
+    if (before_an_abort(m, &ev, &found) != 0) {
+      free(ev.message);
+      return -1;
+    }
     take(d, &ev);
     return 0;
   }
+  vw_event ab; /* no report: an abort alone is the cause */
+  bool found = false;
+  if (before_an_abort(m, &ab, &found) != 0)
+    return -1;
+  if (found)
+    take(d, &ab);
   return 0;
 }
 
@@ -211,11 +371,8 @@ static void conclusion_culprits(vw_diag *d) {
       }
     }
   for (const char *p = d->report; p && (p = strstr(p, " is where it went wrong")); p++) {
-    const char *r = p;
-    while (r > d->report && r[-1] != ' ')
-      r--; // the number before the phrase: "rank 4 is where ..."
-    int a = -1;
-    if (r - d->report >= 5 && !strncmp(r - 5, "rank ", 5) && sscanf(r, "%d", &a) == 1) {
+    int a = rank_before(d->report, p);
+    if (a >= 0) {
       d->n_culprits = 0; // the trace's tie break names that rank alone
       add_culprit(d, a);
       return;
@@ -229,6 +386,11 @@ static void conclusion_culprits(vw_diag *d) {
  * end, else those on its "has not entered" lines. */
 static void report_culprits(vw_diag *d, bool desync) {
   d->n_culprits = 0;
+  if (!strcmp(d->report_kind, "abort") || !strcmp(d->report_kind, "ended")) {
+    add_culprit(d, d->report_rank); /* the rank that aborted, or that ended */
+    d->rank = d->report_rank;
+    return;
+  }
   if (!desync)
     conclusion_culprits(d);
   bool concluded = d->n_culprits > 0;
@@ -248,6 +410,8 @@ static void report_culprits(vw_diag *d, bool desync) {
 static int report_class(const vw_diag *d) {
   if (!strcmp(d->report_kind, "desync_report"))
     return VW_DIAG_DESYNC;
+  if (!strcmp(d->report_kind, "abort") || !strcmp(d->report_kind, "ended"))
+    return VW_DIAG_DIED;
   if (!strcmp(d->report_kind, "diagnosis") && d->report_status == ST_PEER_LOST)
     return VW_DIAG_DIED;
   return VW_DIAG_HANG;
@@ -275,8 +439,9 @@ static bool report_names_skipped_creation(const vw_diag *d) {
 bool vw_diag_report_wins(const vw_diag *d) {
   if (!d->has_report)
     return false;
-  if (d->kind == VW_DIAG_NONE)
-    return true;
+  if (d->kind == VW_DIAG_NONE || !strcmp(d->report_kind, "abort") ||
+      !strcmp(d->report_kind, "ended"))
+    return true; /* what an abort or an early end left in the rows follows from it */
   if (d->kind == VW_DIAG_HANG && report_class(d) == VW_DIAG_HANG &&
       report_names_skipped_creation(d))
     return true;
@@ -316,9 +481,17 @@ void vw_diag_use_report(vw_model *m, vw_diag *d) {
   d->n_blocked = d->n_cycle = 0;
   d->field[0] = '\0';
   const char *nl = d->report ? strchr(d->report, '\n') : NULL;
-  snprintf(d->summary, sizeof d->summary, "%s (reported by rank %d): %.*s",
-           cls == VW_DIAG_DESYNC ? "desync" : cls == VW_DIAG_DIED ? "lost peer" : "hang",
-           d->report_rank, nl ? (int)(nl - d->report) : 200, d->report ? d->report : "");
+  /* an abort or an end read from the rows names its rank in its text */
+  bool read = !strcmp(d->report_kind, "abort") || !strcmp(d->report_kind, "ended");
+  char by[40] = "";
+  if (!read)
+    snprintf(by, sizeof by, " (reported by rank %d)", d->report_rank);
+  snprintf(d->summary, sizeof d->summary, "%s%s: %.*s",
+           cls == VW_DIAG_DESYNC ? "desync"
+           : read                ? (!strcmp(d->report_kind, "abort") ? "aborted" : "ended")
+           : cls == VW_DIAG_DIED ? "lost peer"
+                                 : "hang",
+           by, nl ? (int)(nl - d->report) : 200, d->report ? d->report : "");
   snprintf(d->text, sizeof d->text, "%.3000s%s%.300s%s", d->report ? d->report : "",
            rows[0] ? "\n(the rows alone, which may have lost their last records, say: " : "",
            rows, rows[0] ? ")" : "");
@@ -436,6 +609,32 @@ int vw_diag_deaths(vw_model *m, vw_diag *d) {
     }
   }
   free(x.msg);
+  return 0;
+}
+
+/* A hang whose one culprit a monitor saw exit with status 0 while the
+ * others still waited for it: distrun's early exit (rule 1: a rank's own
+ * end outranks what it caused). Only status 0: a rank that gave up in a
+ * hang exits non-zero too, and the hang stays the finding then. */
+int vw_diag_early_exit(vw_model *m, vw_diag *d) {
+  bool hang = d->kind == VW_DIAG_HANG || d->kind == VW_DIAG_STUCK || d->kind == VW_DIAG_DEADLOCK;
+  if (!hang || d->n_culprits != 1)
+    return 0;
+  char like[96];
+  snprintf(like, sizeof like, "%%rank %d (host %% exited with code 0%%", d->culprits[0]);
+  vw_event ev;
+  bool found;
+  if (vw_model_event_like(m, "diagnosis", like, &ev, &found) != 0)
+    return -1;
+  free(ev.message);
+  if (!found)
+    return 0;
+  char was[320];
+  snprintf(was, sizeof was, "%s", d->summary);
+  d->kind = VW_DIAG_DIED;
+  d->n_blocked = d->n_cycle = 0;
+  snprintf(d->summary, sizeof d->summary, "rank %d ended early (exited with code 0) while the "
+           "others still needed it (%.200s)", d->culprits[0], was);
   return 0;
 }
 

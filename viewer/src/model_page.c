@@ -263,6 +263,38 @@ int vw_model_prev_at_site(vw_model *m, const vw_op *o, vw_op *prev, bool *found)
   return 0;
 }
 
+/* A row's call site as ranks share it: the module (its build id when
+ * known) and the offset in it; callsite_id numbers are each rank's own. */
+#define SITE_JOIN "JOIN callsites c ON c.rank = o.rank AND c.callsite_id = o.callsite_id "
+#define SITE_KEY "coalesce(c.build_id, c.module)"
+
+int vw_model_site_story(vw_model *m, const vw_op *o, vw_site_story *out) {
+  memset(out, 0, sizeof *out);
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "WITH me AS (SELECT " SITE_KEY " AS mod, c.offset AS off FROM operations o " SITE_JOIN
+         "WHERE o.group_id = ?2 AND NOT o.p2p AND o.seq = ?3 AND o.rank = ?1 AND c.offset IS "
+         "NOT NULL LIMIT 1) SELECT mod, off, EXISTS (SELECT 1 FROM operations o " SITE_JOIN
+         "WHERE o.group_id = ?2 AND NOT o.p2p AND o.seq BETWEEN ?3 - 64 AND ?3 - 1 AND "
+         SITE_KEY " = me.mod AND c.offset = me.off), coalesce((SELECT " SITE_KEY " = me.mod "
+         "AND c.offset = me.off FROM operations o " SITE_JOIN "WHERE o.group_id = ?2 AND NOT "
+         "o.p2p AND o.rank = ?1 AND o.seq < ?3 ORDER BY o.seq DESC LIMIT 1), 0) FROM me");
+  if (!st)
+    return -1;
+  sqlite3_bind_int(st, 1, o->rank);
+  sqlite3_bind_int(st, 2, o->group_id);
+  sqlite3_bind_int64(st, 3, o->seq);
+  int rc = vw_sql_step(m, st);
+  if (rc == SQLITE_ROW) {
+    out->known = true;
+    vw_sql_text(st, 0, out->module, sizeof out->module);
+    out->offset = vw_sql_i64(st, 1);
+    out->seen = vw_sql_i64(st, 2) != 0;
+    out->repeats = vw_sql_i64(st, 3) != 0;
+  }
+  sqlite3_finalize(st);
+  return rc < 0 ? -1 : 0;
+}
+
 int vw_model_p2p_pair(vw_model *m, int rank, int group_id, int64_t seq, vw_op *ops, int cap,
                       int *n) {
   *n = 0;
@@ -515,14 +547,19 @@ int vw_model_event_like(vw_model *m, const char *kind, const char *pattern, vw_e
   return rc < 0 ? -1 : 0;
 }
 
-int vw_model_failed_desync(vw_model *m, vw_event *ev, bool *found) {
+int vw_model_failed_like(vw_model *m, int status, const char *pattern, const char *kind,
+                         vw_event *ev, bool *found) {
   *found = false;
   memset(ev, 0, sizeof *ev);
   sqlite3_stmt *st = vw_sql_prepare(
       m, "SELECT rank, group_id, seq, t_ended_ns, status, message FROM operations WHERE state = "
-         "'failed' AND status = 4 AND t_ended_ns IS NOT NULL ORDER BY t_ended_ns LIMIT 1");
+         "'failed' AND status = ?1 AND (?2 IS NULL OR message LIKE ?2) AND t_ended_ns IS NOT "
+         "NULL ORDER BY t_ended_ns LIMIT 1");
   if (!st)
     return -1;
+  sqlite3_bind_int(st, 1, status);
+  if (pattern)
+    sqlite3_bind_text(st, 2, pattern, -1, SQLITE_STATIC);
   int rc = vw_sql_step(m, st);
   if (rc == SQLITE_ROW) {
     *found = true;
@@ -530,7 +567,7 @@ int vw_model_failed_desync(vw_model *m, vw_event *ev, bool *found) {
     ev->rank = (int)vw_sql_i64(st, 0);
     ev->group_id = (int)vw_sql_i64(st, 1);
     ev->seq = vw_sql_i64(st, 2);
-    snprintf(ev->kind, sizeof ev->kind, "desync_report");
+    snprintf(ev->kind, sizeof ev->kind, "%s", kind);
     ev->t_ns = vw_sql_i64(st, 3);
     ev->status = (int)vw_sql_i64(st, 4);
     ev->peer = -1;

@@ -211,6 +211,15 @@ int vw_model_collective(vw_model *m, int group_id, int64_t seq, vw_op *ops, int 
 /* The same rank's last collective in o's group before o from o's call
  * site (*found false when none, or o has no call site). */
 int vw_model_prev_at_site(vw_model *m, const vw_op *o, vw_op *prev, bool *found);
+/* o's call site in its group's story. */
+typedef struct vw_site_story {
+  bool known;      /* o has a call site: the rest is filled */
+  char module[128]; /* its module (build id when known) and offset: equal */
+  int64_t offset;   /* across ranks for one site */
+  bool seen;       /* a rank called from it in the group's last 64 collectives before o */
+  bool repeats;    /* it is the site of o's rank's previous collective there */
+} vw_site_story;
+int vw_model_site_story(vw_model *m, const vw_op *o, vw_site_story *out);
 /* Point-to-point operation #seq of rank in group and, when the trace has
  * it, the other half of its pair (the receive that took a send, the send
  * a receive took: same pair_seq, tag and peers), by rank. */
@@ -253,12 +262,14 @@ void vw_events_free(vw_event *ev, int n);
  * malloc'd. */
 int vw_model_event_of(vw_model *m, const char *kind, bool earliest, int skip_status,
                       vw_event *ev, bool *found);
-/* The operation that failed first with DIST_E_DESYNC (by its end), as an
- * event of kind "desync_report" whose message is the row's report: a
- * desync the transport found (a send and a receive of other sizes, a
- * collective's fields at DIST_DEBUG=OFF) is stored on the failed row
- * alone, not as an events row. */
-int vw_model_failed_desync(vw_model *m, vw_event *ev, bool *found);
+/* The operation that failed first (by its end) with status, whose message
+ * matches an SQL LIKE pattern (NULL: any), as an event of the given kind
+ * whose message is the row's report. A desync the transport found (a send
+ * and a receive of other sizes, a collective's fields at DIST_DEBUG=OFF)
+ * and a group's abort are stored on the failed rows alone, not as events
+ * rows. */
+int vw_model_failed_like(vw_model *m, int status, const char *pattern, const char *kind,
+                         vw_event *ev, bool *found);
 /* The earliest event of a kind whose message matches an SQL LIKE pattern,
  * or found = false; ev->message is malloc'd. */
 int vw_model_event_like(vw_model *m, const char *kind, const char *pattern, vw_event *ev,

@@ -28,6 +28,7 @@ typedef struct view {
   int rank;
   char members[512]; /* "0,1,3" */
   char desc[128];
+  bool suspect; /* its group was posted under another id too (misnumbered) */
 } view;
 
 static void members_of(const dist_pg_info *p, char *buf, size_t len) {
@@ -163,7 +164,7 @@ static int conflict(const dist_pg_info *p, const view *v, int n, const view *min
     snprintf(text[i], sizeof text[i], "group %d \"%s\" of ranks %s", p->group_id, all[i].desc,
              all[i].members);
     rows[i] = (wpg_row){.global = all[i].rank, .grank = all[i].rank, .cls = cls,
-                        .text = text[i]};
+                        .text = text[i], .suspect = all[i].suspect};
   }
   ctx c = {all};
   const char *field = wpg_report_field(rows, k, field_of, &c);
@@ -193,6 +194,9 @@ static int conflict(const dist_pg_info *p, const view *v, int n, const view *min
   in.group_name = mine->desc[0] ? mine->desc : p->name;
   in.field = field ? field : "member list";
   dist_post_cause_info(DIST_E_DESYNC, &in, msg); /* the first rank that sees it wins */
+  /* The group does not exist yet: the report goes to the trace on the
+   * default group (its header names this one), where distview reads it. */
+  dist_observer_emit_report(NULL, DIST_EV_DESYNC_REPORT, DIST_E_DESYNC, msg);
   int rc = dist_backend_set_error(NULL, DIST_E_DESYNC, "%s", msg);
   free(rows), free(text), free(msg), free(all);
   return rc;
@@ -251,6 +255,50 @@ static int all_views(dist_store *st, const char *key, view *v, int n, int64_t ti
   return n;
 }
 
+/* Whether rank r wrote a view under this group's key. */
+static bool wrote(const view *v, int n, int r) {
+  for (int i = 0; i < n; i++)
+    if (v[i].rank == r)
+      return true;
+  return false;
+}
+
+/* A tie between two member lists under one id (the ranks that would have
+ * made a majority are often blocked in an earlier creation the odd rank
+ * never joins) is broken by the other ids' keys: when a member of a list
+ * wrote nothing under this id but wrote the same group (members and
+ * description) under another one, that group is the other id's, and the
+ * views that give it this id come from a rank whose creations went in
+ * another order: they are marked suspect, which majority() holds against
+ * them. Looks at ids 1 to this one + 16 that exist now (a failure path:
+ * a few store round trips). */
+static void mark_misnumbered(dist_store *st, const dist_pg_info *p, view *v, int n) {
+  view *w = calloc(MAX_VIEWS, sizeof *w);
+  if (!w)
+    return;
+  for (int id = 1; id <= p->group_id + 16; id++) {
+    char name[24], key[192];
+    snprintf(name, sizeof name, "g%d", id);
+    if (!strcmp(name, p->name))
+      continue;
+    snprintf(key, sizeof key, "wpg/grp/%d/%s", wpg_generation(), name);
+    const char *keys[] = {key};
+    bool present = false;
+    void *val = NULL;
+    size_t len = 0;
+    if (dist_store_check(st, keys, 1, &present) != DIST_OK || !present ||
+        dist_store_get(st, key, &val, &len) != DIST_OK)
+      continue;
+    int k = parse(val, w, MAX_VIEWS);
+    dist_free(val);
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < k && !v[i].suspect; j++)
+        v[i].suspect = !diff(&w[j], &v[i]) && in_list(v[i].members, w[j].rank) &&
+                       !wrote(v, n, w[j].rank);
+  }
+  free(w);
+}
+
 /* Waits for the views; DIST_OK when every member of mine agrees. */
 static int watch(dist_store *st, const char *key, const dist_pg_info *p, const view *mine) {
   view *v = calloc(MAX_VIEWS, sizeof *v);
@@ -274,8 +322,10 @@ static int watch(dist_store *st, const char *key, const dist_pg_info *p, const v
       bool related = numbered_by_all(p) || in_list(mine->members, v[i].rank) ||
                      in_list(v[i].members, mine->rank);
       if (related && diff(&v[i], mine)) {
-        if (numbered_by_all(p))
+        if (numbered_by_all(p)) {
           n = all_views(st, key, v, n, p->timeout_ms);
+          mark_misnumbered(st, p, v, n);
+        }
         rc = conflict(p, v, n, mine);
         free(v);
         return rc;

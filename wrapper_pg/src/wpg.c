@@ -163,7 +163,7 @@ static void fini(void *priv) {
   unlink_live(w);
   wpg_async_close(w); /* before the abort: a check not handed on fails here */
   if (atomic_load(&w->pending) && w->helper) /* checks still waiting end now */
-    dist__abort_group(w->helper, "the group was destroyed");
+    dist__abort_group(w->helper, "the group was destroyed with operations pending");
   wpg_async_stop(w);
   wpg_rewind(w); /* a failed async check did not count */
   wpg_leave(w); /* before the helper goes: a peer still waiting names us */

@@ -235,15 +235,63 @@ static void describe_diff(const dist__shm *s, int i, int j, uint64_t g, bool odd
     dist__report_disagree(buf, len, off, diff_field(x, y), &a, &b);
 }
 
-/* The lowest rank whose key most ranks share (a tie keeps the lowest). */
+/* Rank r's key of its last operation before the one at step g whose
+ * descriptor is still kept, of kind `kind` (any kind when kind < 0); NULL
+ * when there is none. The keys are hist and info, written together at an
+ * operation's first step (the later steps of a long operation keep older
+ * ones, which the sequence numbers tell apart); a peer may already have
+ * published step g + 1 over g + 1 - SHM_HIST's, so the look goes back
+ * SHM_HIST - 2 steps. */
+static const shm_key *last_key(const dist__shm *s, int r, uint64_t g, int kind) {
+  const shm_key *last = NULL;
+  uint64_t seq = s->peer[r].info->seq[SHM_H(g)], best = 0;
+  for (uint64_t d = 1; d <= SHM_HIST - 2 && d <= g; d++) {
+    uint64_t q = s->peer[r].info->seq[SHM_H(g - d)];
+    const shm_key *h = r == s->rank ? &s->key[SHM_H(g - d)] : &s->peer[r].hist[SHM_H(g - d)];
+    if (q < seq && q > best && (kind < 0 || h->kind == kind)) {
+      best = q;
+      last = h;
+    }
+  }
+  return last;
+}
+
+/* Whether rank r's key at step g differs from its key of the last
+ * operation of the same kind (MAX where the last all_reduce was SUM). */
+static bool changed_since_last(const dist__shm *s, int r, uint64_t g) {
+  const shm_key *k = key_of(s, r, g), *last = last_key(s, r, g, k->kind);
+  return last && memcmp(last, k, sizeof *k) != 0;
+}
+
+/* Whether rank r's operation at step g is of the kind of its own previous
+ * one while rank o's is of another: r called the same operation again and
+ * skipped the one between (a loop whose calls alternate), as the checking
+ * layer's tie break reads a repeated call site. */
+static bool repeated_kind(const dist__shm *s, int r, int o, uint64_t g) {
+  const shm_key *k = key_of(s, r, g), *last = last_key(s, r, g, -1);
+  return last && last->kind == k->kind && key_of(s, o, g)->kind != k->kind;
+}
+
+/* The lowest rank whose key most ranks share. A tie (the two ranks of a
+ * pair, at DIST_DEBUG=OFF, where no checking layer keeps call history)
+ * goes against the key whose ranks changed it since their last operation
+ * of that kind (on both sides' history) or repeated their last operation's
+ * kind where the other side's kind differs, else keeps the lowest. */
 static int majority_rank(const dist__shm *s, uint64_t g) {
-  int best = 0, best_n = 0;
+  int best = 0, best_n = 0, best_sus = 0;
   for (int i = 0; i < s->size; i++) {
-    int n = 0;
+    int n = 0, sus = 0, other = -1;
+    for (int j = 0; j < s->size && other < 0; j++)
+      if (memcmp(key_of(s, i, g), key_of(s, j, g), sizeof(shm_key)) != 0)
+        other = j;
     for (int j = 0; j < s->size; j++)
-      n += memcmp(key_of(s, i, g), key_of(s, j, g), sizeof(shm_key)) == 0;
-    if (n > best_n) {
+      if (memcmp(key_of(s, i, g), key_of(s, j, g), sizeof(shm_key)) == 0) {
+        n++;
+        sus += changed_since_last(s, j, g) || (other >= 0 && repeated_kind(s, j, other, g));
+      }
+    if (n > best_n || (n == best_n && sus < best_sus)) {
       best_n = n;
+      best_sus = sus;
       best = i;
     }
   }

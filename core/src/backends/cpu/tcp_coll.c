@@ -569,6 +569,17 @@ static int begin(dist__tcp *t, tcp_cc *cc) {
   return DIST_OK;
 }
 
+/* A collective that completed here (t->mu held): the group's history that
+ * a later disagreement is read against (tcp_p2p.c coll_odd). */
+static void remember(dist__tcp *t, const tcp_desc *d) {
+  t->hist_last = *d;
+  t->hist_any = true;
+  if (d->kind < DIST_OP_COUNT_) {
+    t->hist_kind[d->kind] = *d;
+    t->hist_kinds |= 1u << d->kind;
+  }
+}
+
 int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
   if (!t || !op || !op->c || !op->err)
     return DIST_E_INVAL;
@@ -583,13 +594,18 @@ int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
   int rc = begin(t, &cc);
   if (rc == DIST_OK)
     rc = settle_late(&cc);
-  if (rc == DIST_OK && base_rc == DIST_OK && cc.base.kind == DIST_OP_BROADCAST &&
-      cc.base.root == t->g->rank) {
-    t->bcast = cc.base;
-    t->bcast_bytes = cc.base.total > 0 ? (size_t)cc.base.total * cc.esize : 0;
-    t->bcast_seq = cc.cseq;
+  if (rc == DIST_OK && base_rc == DIST_OK) {
+    size_t bytes = cc.base.total > 0 ? (size_t)cc.base.total * cc.esize : 0;
+    t->run = cc.base;
+    t->run_bytes = bytes;
+    t->run_seq = cc.cseq;
+    if (cc.base.kind == DIST_OP_BROADCAST && cc.base.root == t->g->rank) {
+      t->bcast = cc.base;
+      t->bcast_bytes = bytes;
+      t->bcast_seq = cc.cseq;
+    }
     if (__builtin_expect(t->unexp != NULL, 0))
-      dist__tcp_root_clash_queued(t);
+      dist__tcp_clash_queued(t);
   }
   pthread_mutex_unlock(&t->mu);
   if (rc == DIST_OK)
@@ -603,6 +619,8 @@ int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
   }
   else
     release_locked(&cc, &cc.main);
+  if (rc == DIST_OK)
+    remember(t, &cc.base);
   t->coll_active = false;
   if (t->err_rc != DIST_OK && t->err_seq <= t->coll_seq)
     t->err_rc = DIST_OK; /* consumed */

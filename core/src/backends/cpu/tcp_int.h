@@ -268,9 +268,19 @@ struct dist__tcp {
   bool coll_active;
   tcp_desc bcast;               /* the last broadcast this rank was root of: */
   size_t bcast_bytes;           /* its bytes and collective number, to refuse */
-  uint64_t bcast_seq;           /* a rival root's messages (root_clash) */
+  uint64_t bcast_seq;           /* a rival root's messages (clash) */
+  tcp_desc run;                 /* the running collective's descriptor and */
+  size_t run_bytes;             /* bytes, from the moment it counts as running */
+  uint64_t run_seq;             /* (its collective number: 0 none), to refuse */
+                                /* a message of it that disagrees (clash) */
   tcp_batch late;               /* sends of small broadcasts, written, acks not yet waited for */
   int late_ops;                 /* ... of this many broadcasts */
+  /* The collectives that completed here, to tell the side of a pair that
+   * disagrees which changed (tcp_p2p.c coll_odd): the last one, and the
+   * last of each kind (bit k of hist_kinds: hist_kind[k] holds one). */
+  tcp_desc hist_last, hist_kind[DIST_OP_COUNT_];
+  uint32_t hist_kinds;
+  bool hist_any;
   bool lazy_held;               /* a lazy ACK was queued since the last wait ended */
   uint64_t err_seq;             /* an ERROR frame from a peer ... */
   int err_rc;                   /* ... its status (DIST_OK: none) ... */
@@ -377,10 +387,11 @@ void dist__tcp_enqueue(dist__tcp *t, tcp_conn *c, tcp_item *it);
 bool dist__tcp_send_ctrl(dist__tcp *t, tcp_conn *c, const tcp_hdr *h, const char *text);
 /* The same for an ACK its sender does not wait for (TCP_HF_LAZY_ACK). */
 bool dist__tcp_send_lazy_ack(dist__tcp *t, tcp_conn *c, const tcp_hdr *h);
-/* A broadcast of which this rank is the root has started (t->active set):
- * messages of it that arrived first from a rank that believes another is
- * the root are refused now, as on arrival (t->mu held). */
-void dist__tcp_root_clash_queued(dist__tcp *t);
+/* A collective has started (t->run set): messages of it that arrived
+ * first and contradict this rank's call (from a rank that believes another
+ * is the root, or calls another operation) are refused now, as on arrival
+ * (t->mu held). */
+void dist__tcp_clash_queued(dist__tcp *t);
 /* Whether a sweep writes c's queue now: anything but lazy ACKs is queued,
  * or the connection is idle (nothing was read), or TCP_LAZY_MAX wait. */
 bool dist__tcp_flush_due(const tcp_conn *c, bool idle);

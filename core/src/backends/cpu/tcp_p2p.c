@@ -256,6 +256,51 @@ static void coll_side(const dist__tcp *t, int r, const tcp_desc *d, uint64_t my_
   dist__report_value(&v, out->value, sizeof out->value);
 }
 
+/* Whether d is the call that h recorded: what every message of a
+ * collective carries alike (its kind, dtype, reduce op, root and count). */
+static bool same_call(const tcp_desc *h, const tcp_desc *d) {
+  return h->kind == d->kind && h->dtype == d->dtype && h->redop == d->redop &&
+         h->root == d->root && h->total == d->total;
+}
+
+/* Whether a collective of this kind ever completed here (hist_kind holds one). */
+static bool ever_called(const dist__tcp *t, unsigned kind) {
+  return kind < DIST_OP_COUNT_ && (t->hist_kinds >> kind & 1);
+}
+
+/* Which side of a collective disagreement is the odd one, from this rank's
+ * history of the group's completed collectives (the same on the peer's
+ * side: a collective completes only where its members called it alike):
+ * 1 this rank, 0 the peer, -1 not known. As the shared-memory engine
+ * breaks a pair's tie (shm.c majority_rank): the side whose call differs
+ * from the last of its kind while the other's matches it (MAX where the
+ * last all_reduce was SUM), or that repeated the last call's kind where
+ * the other called another (it skipped the call between); first, as the
+ * checking layer reads a call site new to the group, the side whose kind
+ * the group never completed while the other's it did (an extra barrier
+ * where the others reduce-scatter, as they always have). Without it the
+ * later rank of the pair was blamed, the wrong one when the bug is the
+ * lower rank's. */
+static int coll_odd(const dist__tcp *t, const tcp_desc *mine, const tcp_desc *theirs) {
+  bool me, they;
+  if (mine->kind == theirs->kind) {
+    if (!ever_called(t, mine->kind))
+      return -1;
+    me = !same_call(&t->hist_kind[mine->kind], mine);
+    they = !same_call(&t->hist_kind[mine->kind], theirs);
+  } else {
+    if (!t->hist_any)
+      return -1;
+    me = !ever_called(t, mine->kind);
+    they = !ever_called(t, theirs->kind);
+    if (me == they) {
+      me = t->hist_last.kind == mine->kind;
+      they = t->hist_last.kind == theirs->kind;
+    }
+  }
+  return me == they ? -1 : me;
+}
+
 /* The report body of a collective disagreement with peer p (report.h). */
 static void coll_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *theirs,
                         uint64_t their_size, bool nack) {
@@ -279,7 +324,12 @@ static void coll_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *t
   size_t off = 0;
   m[0] = '\0';
   dist__appendf(m, sizeof m, &off, "%s: ", dist__tcp_req_label(r, lb, sizeof lb));
-  dist__report_disagree(m, sizeof m, &off, field, &a, &b);
+  const dist__rside *mine = a.self ? &a : &b, *peer = a.self ? &b : &a;
+  int odd = coll_odd(t, &r->d, theirs);
+  if (odd < 0)
+    dist__report_disagree(m, sizeof m, &off, field, &a, &b);
+  else
+    dist__report_disagree_odd(m, sizeof m, &off, field, odd ? peer : mine, odd ? mine : peer);
   set_fail(r, DIST_E_DESYNC, "%s", m);
 }
 
@@ -589,22 +639,49 @@ static bool refused(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
   return true;
 }
 
-/* A broadcast message for the running or last broadcast, of which this rank
- * is the root: the sender believes another rank is the root (two ranks
- * that both believe they are would otherwise each wait for a receiver that
- * never comes). Fails the running broadcast with the report, and refuses
- * the message so its sender fails with the same one (a small broadcast's
- * root has returned: its next collective fails, naming it). t->mu held. */
-static bool root_clash(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
-  if (h->ctx != DIST_TCP_CTX_COLL || t->bcast_seq == 0 ||
-      (uint64_t)h->tag >> 16 != t->bcast_seq || h->kind != DIST_OP_BROADCAST ||
-      h->root == t->bcast.root)
+/* The descriptor (and bytes) of this rank's call that the collective
+ * message h contradicts, NULL for none: a broadcast message for the
+ * running or last broadcast this rank is the root of, from a sender that
+ * believes another rank is the root (two ranks that both believe they are
+ * would otherwise each wait for a receiver that never comes); or any
+ * message of the running collective that no receive took, whose kind,
+ * dtype, reduce op, root or count differ from this rank's (a gather to
+ * another root: the sender's data comes to a rank that receives nothing,
+ * and both sides would wait out the timeout). t->mu held. */
+static const tcp_desc *clashes_with(const dist__tcp *t, const tcp_hdr *h, size_t *bytes) {
+  if (h->ctx != DIST_TCP_CTX_COLL)
+    return NULL;
+  uint64_t seq = (uint64_t)h->tag >> 16;
+  if (t->bcast_seq != 0 && seq == t->bcast_seq && h->kind == DIST_OP_BROADCAST &&
+      h->root != t->bcast.root) {
+    *bytes = t->bcast_bytes;
+    return &t->bcast;
+  }
+  tcp_desc hd = hdr_desc(h);
+  if (t->coll_active && t->run_seq != 0 && seq == t->run_seq && t->coll_seq == t->run_seq &&
+      !same_call(&t->run, &hd)) {
+    *bytes = t->run_bytes;
+    return &t->run;
+  }
+  return NULL;
+}
+
+/* A collective message that contradicts this rank's call (clashes_with):
+ * fails this rank's collective with the report when it is the running one,
+ * and refuses the message so its sender fails with the same one (a small
+ * broadcast's root has returned: its next collective fails, naming it).
+ * t->mu held. */
+static bool clash(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
+  size_t bytes = 0;
+  const tcp_desc *mine = clashes_with(t, h, &bytes);
+  if (!mine)
     return false;
-  dist__tcp_req me = {.d = t->bcast, .len = t->bcast_bytes, .coll = true};
+  uint64_t seq = (uint64_t)h->tag >> 16;
+  dist__tcp_req me = {.d = *mine, .len = bytes, .coll = true};
   tcp_desc hd = hdr_desc(h);
   coll_report(t, &me, c->peer, &hd, (uint64_t)(h->total > 0 ? h->total : 0) *
                   dist_dtype_size((dist_dtype)h->dtype), false);
-  if (t->coll_active && t->coll_seq == t->bcast_seq && t->err_rc == DIST_OK && me.msg) {
+  if (t->coll_active && t->coll_seq == seq && t->err_rc == DIST_OK && me.msg) {
     /* As a peer's report: the running collective fails with it. */
     const char *body = strstr(me.msg, ": ");
     snprintf(t->err_msg, sizeof t->err_msg, "%s", body ? body + 2 : me.msg);
@@ -618,11 +695,11 @@ static bool root_clash(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
   return true;
 }
 
-void dist__tcp_root_clash_queued(dist__tcp *t) {
+void dist__tcp_clash_queued(dist__tcp *t) {
   tcp_umsg *prev = NULL;
   for (tcp_umsg *u = t->unexp; u;) {
     tcp_umsg *next = u->next;
-    if (root_clash(t, &t->conns[u->src], &u->h)) {
+    if (clash(t, &t->conns[u->src], &u->h)) {
       unlink_unexpected(t, prev, u);
       dist__free(u->data);
       dist__free(u);
@@ -653,7 +730,7 @@ void dist__tcp_on_data(dist__tcp *t, tcp_conn *c) {
     return;
   }
   /* Unexpected: its length passed the eager bound in the header check. */
-  if (root_clash(t, c, h) || refused(t, c, h)) {
+  if (clash(t, c, h) || refused(t, c, h)) {
     dist__tcp_expect_body(c, NULL, h->len);
     return;
   }
@@ -713,7 +790,7 @@ void dist__tcp_on_rts(dist__tcp *t, tcp_conn *c) {
     take_unexpected(t, c, r, &c->rh, NULL);
     return;
   }
-  if (root_clash(t, c, &c->rh) || refused(t, c, &c->rh))
+  if (clash(t, c, &c->rh) || refused(t, c, &c->rh))
     return;
   tcp_umsg *u = dist__calloc(1, sizeof *u);
   if (!u) {
