@@ -4,11 +4,10 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "mp.h"
 #include "net/net.h"
 
 static dist__errbuf e;
@@ -61,22 +60,15 @@ Test(net, every_address_listen_is_dual_stack, .timeout = 10) {
 }
 
 Test(net, connect_to_a_closed_port_times_out_with_the_last_error, .timeout = 10) {
-  /* The port stays bound but never listens: connects to it are refused,
-   * and no other process (ctest runs two at once), nor this connect's own
-   * source port, can take it meanwhile, as it could once closed. */
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t al = sizeof a;
-  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
-  uint16_t port = ntohs(a.sin_port);
+  int held, fd;
+  uint16_t port = dist_test_refusing_port(&held);
   dist__err_clear(&e);
   int64_t t0 = dist__now_ms();
   int rc = dist__net_connect("127.0.0.1", port, dist__deadline_ms(300), &fd, &e);
   cr_assert_eq(rc, DIST_E_TIMEOUT);
   cr_assert(dist__now_ms() - t0 >= 250, "it retried until the deadline");
   cr_assert(strstr(e.msg, "Connection refused"), "%s", e.msg);
-  close(fd);
+  close(held);
 }
 
 Test(net, an_unknown_host_name_is_reported_at_the_deadline, .timeout = 10) {

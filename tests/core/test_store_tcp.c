@@ -227,9 +227,11 @@ Test(store_tcp, client_connect_retries_until_the_server_is_up, .timeout = 30) {
 
 Test(store_tcp, connect_to_nobody_times_out_naming_the_address, .timeout = 20) {
   dist_store *c = NULL;
-  int rc = make_client(free_port(), TOKEN, 300, &c);
+  int held;
+  int rc = make_client(dist_test_refusing_port(&held), TOKEN, 300, &c);
   cr_assert_eq(rc, DIST_E_TIMEOUT, "%s", dist_status_name(rc));
   cr_assert(strstr(dist_last_errmsg(), "127.0.0.1"), "%s", dist_last_errmsg());
+  close(held);
 }
 
 Test(store_tcp, server_death_fails_clients_with_DIST_E_CLOSED_not_a_hang, .timeout = 30) {

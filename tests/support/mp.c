@@ -9,6 +9,7 @@
 #include "mp.h"
 #include "tmpdir.h"
 
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <signal.h>
@@ -17,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -339,4 +342,14 @@ int dist_test_fail(const dist_test_ctx *ctx, const char *file, int line,
   va_end(ap);
   fprintf(stderr, "[rank %d] %s:%d: %s\n", ctx ? ctx->rank : -1, file, line, msg);
   return 1;
+}
+
+uint16_t dist_test_refusing_port(int *held) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t al = sizeof a;
+  *held = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(*held, 0, "socket: %s", strerror(errno));
+  cr_assert_eq(bind(*held, (struct sockaddr *)&a, sizeof a), 0, "bind: %s", strerror(errno));
+  cr_assert_eq(getsockname(*held, (struct sockaddr *)&a, &al), 0);
+  return ntohs(a.sin_port);
 }

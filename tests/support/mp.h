@@ -65,6 +65,11 @@ int dist_test_file_store(const dist_test_ctx *ctx, dist_store **out);
 int dist_test_init_pg(const dist_test_ctx *ctx, const char *backend);
 void dist_test_finish(void);
 
+/* A 127.0.0.1 port that refuses connections for as long as *held stays
+ * open: bound, never listening, so no other process (ctest runs several at
+ * once) can take it, as it could a port merely closed. Close *held after. */
+uint16_t dist_test_refusing_port(int *held);
+
 /* Seed for sampled tests: DIST_TEST_SEED or the time; printed once. */
 uint64_t dist_test_seed(void);
 
