@@ -267,6 +267,24 @@ Test(examples_zero, a_rank_that_left_a_group_is_named_at_the_line_it_never_reach
             "%s", r.err);
 }
 
+/* The same at OFF over TCP, on the lower rank of the pair: nothing
+ * compares calls, but rank 4's engine hears rank 0's goodbye (a clean
+ * departure, no failure of its own) while its all_reduce still needs
+ * rank 0: the collective counts parted, a desync naming rank 0 (it once
+ * named rank 4, whose exit on the lost peer came first), and distview's
+ * own analysis agrees (rank 4's exit in a later report is not rank 0's). */
+Test(examples_zero, a_rank_that_left_a_group_at_OFF_over_tcp_is_named_not_its_partner,
+     .timeout = 120) {
+  static mesh_run r;
+  job_run_env("zero_train", "DIST_DEBUG=OFF", "DIST_TRANSPORT=tcp", "leaverep", 0, -1, &r);
+  mesh_expect_verdict(&r, 10, "desync", 0);
+  expect_field(&r, "replicate", "ALL_REDUCE", "collective count", "\"culprits\":[0]");
+  cr_expect(mesh_says(&r, "rank 0 left the group (destroyed it or exited) before this "
+                          "collective"),
+            "%s", r.err);
+  mesh_expect_agreement(&r);
+}
+
 /* Rank 6 ends its loop a step early, skips the monitored barrier and
  * returns 0. Its last operation, from the merged trace (it left before
  * its monitor published it), is named with its call site, in distrun's

@@ -426,6 +426,55 @@ Test(viewer_diag, a_hang_whose_report_finds_a_rank_gone_is_that_ranks_early_end,
   }
 }
 
+/* Rank 0 destroyed the replicate group {0,2} and went on; rank 2's next
+ * all_reduce there reported that rank 0 left (a desync), and rank 2
+ * exited. A later lost-peer diagnosis in the default group lists rank 0
+ * as a member that "has not entered" and rank 2 as one that "exited with
+ * code 1": that exit is rank 2's, not rank 0's (it once read as rank 0's
+ * death: a pattern over the whole report matched across the two members'
+ * lines). Rank 0's gather then failed on rank 2's exit and rank 0 exited
+ * too, as a still later diagnosis says: fallout, not why it left. The
+ * desync naming rank 0 stays the finding. */
+Test(viewer_diag, another_members_exit_in_a_later_report_is_not_the_leavers,
+     .timeout = 10) {
+  const char *p = vwt_path("left-other-exit.db");
+  sqlite3 *db = fx_create(p, "job-left", 4, 1);
+  int four[] = {0, 1, 2, 3}, pair[] = {0, 2};
+  for (int r = 0; r < 4; r++)
+    fx_rank(db, r, r == 0 || r == 2 ? "exited" : "ended");
+  fx_group(db, 0, "default", four, 4);
+  fx_group(db, 3, "replicate", pair, 2);
+  for (int s = 1; s <= 3; s++)
+    fx_coll(db, 3, s, "ALL_REDUCE", pair, 2);
+  fx_event(db, 2, 3, 4, "desync_report", fx_t(4, 2), 4,
+           "desync in group 3 (replicate, 2 ranks) at ALL_REDUCE #4: rank 0 left the group "
+           "(destroyed it or exited) before this collective; the collective counts differ\n"
+           "  rank 2 (group rank 1): at ALL_REDUCE #4 (collective 4 of the group)\n"
+           "  rank 0 (host h, pid 1), group rank 0: left the group (it said goodbye)  <- "
+           "collective count differs");
+  int64_t t = fx_t(5, 0); /* rank 0's gather fails on rank 2's exit */
+  fx_op o = {0, 0, 7, "GATHER", "failed", "float32", "[4]", NULL,
+             "peer lost: rank 2 (host h, pid 3) closed its connection", 4, 16, 0, t, t + 100,
+             t + 2000, 5};
+  fx_op_add(db, &o);
+  fx_event(db, 1, 0, 8, "diagnosis", fx_t(6, 1), 5,
+           "lost peer in group 0 (default) at ALL_GATHER #8: waited 0.2 s of its 6.0 s timeout\n"
+           "  rank 0 (host h, pid 1) has not entered ALL_GATHER #8: last completed GATHER #6\n"
+           "  rank 2 (host h, pid 3) exited with code 1; it has not entered ALL_GATHER #8\n"
+           "  the waits end at rank 2, which exited with code 1");
+  fx_event(db, 3, 0, 8, "diagnosis", fx_t(6, 3), 5, /* later still: rank 0 exited too */
+           "lost peer in group 0 (default) at ALL_GATHER #8: waited 0.4 s of its 6.0 s timeout\n"
+           "  rank 0 (host h, pid 1) exited with code 1; it has not entered ALL_GATHER #8");
+  fx_finish(db, fx_t(0, 0), fx_t(7, 0));
+  vw_diag d;
+  diagnose(p, true, &d);
+  cr_assert_eq(d.kind, VW_DIAG_DESYNC, "rank 0 left: %s", d.summary);
+  cr_assert_eq(d.n_culprits, 1, "%s", d.summary);
+  cr_assert_eq(d.culprits[0], 0, "rank 0, the leaver: %s", d.summary);
+  cr_assert_eq(d.group_id, 3, "in the replicate group: %s", d.summary);
+  vw_diag_free(&d);
+}
+
 /* A rank arrived late at a barrier, within the timeout: the monitor
  * logged a stall report naming it, and every rank then ran to its end.
  * That is no hang; the same report in a job whose rank 1 never finished

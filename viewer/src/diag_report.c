@@ -158,9 +158,19 @@ static int as_an_end(vw_model *m, vw_event *rep, int rank) {
   return 0;
 }
 
+/* Whether rank's own operations failed (or timed out) after t: its exit,
+ * which a later report saw, then followed from what failed them. */
+static bool failed_after(vw_model *m, int rank, int64_t t) {
+  int64_t args[2] = {rank, t};
+  return vw_sql_scalar(m, "SELECT count(*) FROM operations WHERE rank = ?1 AND state IN "
+                          "('failed', 'timed_out') AND t_ended_ns > ?2", 2, args) > 0;
+}
+
 /* A "rank R left the group" desync whose leaver a monitor saw exit (with
  * status 0: it ended early while the others still needed it, distrun's
- * early exit; or with an error of its own): the desync follows from that,
+ * early exit; or with an error of its own, not one of the failures that
+ * came after the report: the partner that reported it exits, and R's next
+ * collective fails on that): the desync follows from that,
  * and the diagnosis that says so replaces it (a lost peer: a death). With
  * no such diagnosis (the peers' desync came first), R's own trace says it
  * ended (ranks.end_state 'finished' or 'exited') with no operation of its
@@ -174,13 +184,11 @@ static int after_an_early_exit(vw_model *m, vw_event *desync) {
   int rank = at ? rank_before(desync->message, at) : -1;
   if (rank < 0)
     return 0;
-  char like[96];
-  snprintf(like, sizeof like, "%%rank %d (host %% exited with code %%", rank);
   vw_event ev;
   bool found;
-  if (vw_model_event_like(m, "diagnosis", like, &ev, &found) != 0)
+  if (vw_model_event_rank_says(m, "diagnosis", rank, ") exited with code ", &ev, &found) != 0)
     return -1;
-  if (found && ev.status == ST_PEER_LOST) {
+  if (found && ev.status == ST_PEER_LOST && !failed_after(m, rank, desync->t_ns)) {
     free(desync->message);
     *desync = ev;
     return 0;
@@ -620,11 +628,10 @@ int vw_diag_early_exit(vw_model *m, vw_diag *d) {
   bool hang = d->kind == VW_DIAG_HANG || d->kind == VW_DIAG_STUCK || d->kind == VW_DIAG_DEADLOCK;
   if (!hang || d->n_culprits != 1)
     return 0;
-  char like[96];
-  snprintf(like, sizeof like, "%%rank %d (host %% exited with code 0%%", d->culprits[0]);
   vw_event ev;
   bool found;
-  if (vw_model_event_like(m, "diagnosis", like, &ev, &found) != 0)
+  if (vw_model_event_rank_says(m, "diagnosis", d->culprits[0], ") exited with code 0", &ev,
+                               &found) != 0)
     return -1;
   free(ev.message);
   if (!found)

@@ -527,21 +527,41 @@ int vw_model_event_of(vw_model *m, const char *kind, bool earliest, int skip_sta
   return rc < 0 ? -1 : 0;
 }
 
-int vw_model_event_like(vw_model *m, const char *kind, const char *pattern, vw_event *ev,
-                        bool *found) {
+/* Whether msg has a line "  rank R (host ..." (a member's line of a
+ * monitor's report) that says `said` before it ends. */
+static bool rank_line_says(const char *msg, int rank, const char *said) {
+  char head[48];
+  snprintf(head, sizeof head, "rank %d (host ", rank);
+  for (const char *l = msg ? strstr(msg, head) : NULL; l; l = strstr(l + 1, head)) {
+    if (l != msg && l[-1] != ' ')
+      continue; /* "rank 10" when looking for "rank 0" */
+    const char *end = strchr(l, '\n'), *at = strstr(l, said);
+    if (at && (!end || at < end))
+      return true;
+  }
+  return false;
+}
+
+int vw_model_event_rank_says(vw_model *m, const char *kind, int rank, const char *said,
+                             vw_event *ev, bool *found) {
   *found = false;
   memset(ev, 0, sizeof *ev);
+  char like[160];
+  snprintf(like, sizeof like, "%%rank %d (host %%%s%%", rank, said);
   sqlite3_stmt *st = vw_sql_prepare(
       m, "SELECT rowid, rank, group_id, seq, kind, t_ns, status, peer, message FROM events "
-         "WHERE kind = ?1 AND message LIKE ?2 ORDER BY t_ns LIMIT 1");
+         "WHERE kind = ?1 AND message LIKE ?2 ORDER BY t_ns");
   if (!st)
     return -1;
   sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, pattern, -1, SQLITE_STATIC);
-  int rc = vw_sql_step(m, st);
-  if (rc == SQLITE_ROW) {
+  sqlite3_bind_text(st, 2, like, -1, SQLITE_STATIC);
+  int rc;
+  while ((rc = vw_sql_step(m, st)) == SQLITE_ROW) {
+    if (!rank_line_says((const char *)sqlite3_column_text(st, 8), rank, said))
+      continue; /* the pattern spanned two members' lines */
     *found = true;
     read_event(st, ev);
+    break;
   }
   sqlite3_finalize(st);
   return rc < 0 ? -1 : 0;

@@ -569,6 +569,41 @@ static int begin(dist__tcp *t, tcp_cc *cc) {
   return DIST_OK;
 }
 
+/* A collective that failed because members left the group cleanly (a BYE
+ * with no failure of their own: they destroyed the group, or their
+ * process ended, after fewer collectives than this rank called) and no
+ * member was lost otherwise: the collective counts parted. A desync in
+ * the checking layer's words (wrapper_pg/src/absent.c report_left), so
+ * the verdict blames the ranks that left, not the one that called on;
+ * distrun and distview read it as the consequence of an early exit when
+ * the leaver's process ended. rc unchanged otherwise. t->mu held. */
+static int left_before(tcp_cc *cc, int rc) {
+  dist__tcp *t = cc->t;
+  char list[256], lines[1024], nb[160], lb[64];
+  size_t lo = 0, li = 0;
+  int n = 0;
+  for (int p = 0; p < t->g->size; p++) {
+    const tcp_conn *m = &t->conns[p];
+    if (p == t->g->rank || !m->gone)
+      continue;
+    if (!m->bye || (m->bye_text && *m->bye_text))
+      return rc; /* a loss, or a departure after a failure: its own story */
+    dist__appendf(list, sizeof list, &lo, "%s%d", n++ ? "," : "", t->g->peers[p].global_rank);
+    dist__appendf(lines, sizeof lines, &li, "\n  %s, group rank %d: left the group (it said "
+                  "goodbye)  <- collective count differs",
+                  dist__cpu_peer_name(t->g, p, nb, sizeof nb), p);
+  }
+  if (n == 0)
+    return rc;
+  dist__err_clear(cc->op->err); /* the lost request's "peer lost" gives way */
+  return dist__err_set(cc->op->err, DIST_E_DESYNC, "%s %s left the group (destroyed it or "
+                       "exited) before this collective; the collective counts differ\n  rank %d "
+                       "(group rank %d): at %s (collective %llu of the group)%s",
+                       n > 1 ? "ranks" : "rank", list, t->g->peers[t->g->rank].global_rank,
+                       t->g->rank, dist__cpu_op_label(cc->c, lb, sizeof lb),
+                       (unsigned long long)cc->cseq, lines);
+}
+
 /* A collective that completed here (t->mu held): the group's history that
  * a later disagreement is read against (tcp_p2p.c coll_odd). */
 static void remember(dist__tcp *t, const tcp_desc *d) {
@@ -613,6 +648,8 @@ int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
   if (rc == DIST_OK)
     rc = run_kind(&cc);
   pthread_mutex_lock(&t->mu);
+  if (rc == DIST_E_PEER_LOST && t->g->group_id >= 0) /* an internal group's is its owner's */
+    rc = left_before(&cc, rc);
   if (rc != DIST_OK && cc.cseq == t->coll_seq && t->coll_active) {
     t->failed_seq = cc.cseq;
     fail_coll(&cc, rc);
