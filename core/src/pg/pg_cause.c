@@ -27,8 +27,7 @@ static size_t marked_ranks(const char *rep, int *out, size_t cap, char *field, s
     f += strlen("ranks disagree on the ");
     size_t k = strcspn(f, "\n");
     snprintf(field, flen, "%.*s", (int)(k < flen ? k : flen - 1), f);
-  }
-  else if (strstr(rep, "  <- collective count differs")) /* members left: counts parted */
+  } else if (strstr(rep, "  <- collective count differs")) /* members left: counts parted */
     snprintf(field, flen, "collective count");
   for (const char *l = rep; *l && n < cap;) {
     const char *end = strchr(l, '\n');
