@@ -186,7 +186,7 @@ static int after_an_early_exit(vw_model *m, vw_event *desync) {
     return 0;
   vw_event ev;
   bool found;
-  if (vw_model_event_rank_says(m, "diagnosis", rank, ") exited with code ", &ev, &found) != 0)
+  if (vw_model_event_rank_says(m, "diagnosis", rank, " exited with code ", &ev, &found) != 0)
     return -1;
   if (found && ev.status == ST_PEER_LOST && !failed_after(m, rank, desync->t_ns)) {
     free(desync->message);
@@ -630,7 +630,7 @@ int vw_diag_early_exit(vw_model *m, vw_diag *d) {
     return 0;
   vw_event ev;
   bool found;
-  if (vw_model_event_rank_says(m, "diagnosis", d->culprits[0], ") exited with code 0", &ev,
+  if (vw_model_event_rank_says(m, "diagnosis", d->culprits[0], " exited with code 0", &ev,
                                &found) != 0)
     return -1;
   free(ev.message);

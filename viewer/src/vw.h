@@ -271,7 +271,7 @@ int vw_model_event_of(vw_model *m, const char *kind, bool earliest, int skip_sta
 int vw_model_failed_like(vw_model *m, int status, const char *pattern, const char *kind,
                          vw_event *ev, bool *found);
 /* The earliest event of a kind with a member's line "rank R (host ..." that
- * says `said` (a monitor's report: "exited with code "), or found = false;
+ * says `said` (a monitor's report: " exited with code "), or found = false;
  * what another member's line says does not count; ev->message is malloc'd. */
 int vw_model_event_rank_says(vw_model *m, const char *kind, int rank, const char *said,
                              vw_event *ev, bool *found);
