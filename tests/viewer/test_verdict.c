@@ -222,6 +222,19 @@ Test(viewer_verdict, without_a_verdict_a_crash_outranks_the_left_the_group_repor
       "rank 1: SIGSEGV in step (train.c:61)\n");
 }
 
+/* Rank 0's report, at 7 s, that rank 1 left group g ("tp") before its
+ * first all_gather there. */
+static void left_report(sqlite3 *db, int g) {
+  char msg[512];
+  snprintf(msg, sizeof msg,
+           "desync in group %d (tp, 2 ranks) at ALL_GATHER #1: rank 1 left the group "
+           "(destroyed it or exited) before this collective; the collective counts differ\n"
+           "  rank 0: at ALL_GATHER #1 (collective 1 of the group), called from mesh.c:90\n"
+           "  rank 1 (host node0, pid 4001): left after 0 collectives  <- collective count "
+           "differs", g);
+  fx_event(db, 0, g, 1, "desync_report", fx_t(7, 0), 4, msg);
+}
+
 /* 3 ranks; group 0 is all of them, group 1 ranks 0 and 1. #1..#4 of
  * group 0 completed; rank 2 entered #5 and was killed there (lost: no
  * end, no dump) when killed, else it finished #5; rank 1's #5 failed on
@@ -245,12 +258,7 @@ static const char *lost_left_story(bool killed) {
   fx_op failed = {1, 0, 5, "ALL_REDUCE", "failed", "float32", "[4]", "SUM", "peer lost",
                   4, 16, -1, t1, t1 + 1000, t1 + 90000, 5};
   fx_op_add(db, &failed);
-  fx_event(db, 0, 1, 1, "desync_report", fx_t(7, 0), 4,
-           "desync in group 1 (tp, 2 ranks) at ALL_GATHER #1: rank 1 left the group "
-           "(destroyed it or exited) before this collective; the collective counts differ\n"
-           "  rank 0: at ALL_GATHER #1 (collective 1 of the group), called from mesh.c:90\n"
-           "  rank 1 (host node0, pid 4001): left after 0 collectives  <- collective count "
-           "differs");
+  left_report(db, 1);
   fx_finish(db, fx_t(0, 0), fx_t(8, 0));
   return p;
 }
@@ -294,12 +302,7 @@ static const char *left_story(char mode) {
                4, 16, -1, t, t + 1000, t + 9000, 7};
     fx_op_add(db, &f);
   }
-  fx_event(db, 0, 2, 1, "desync_report", fx_t(7, 0), 4,
-           "desync in group 2 (tp, 2 ranks) at ALL_GATHER #1: rank 1 left the group "
-           "(destroyed it or exited) before this collective; the collective counts differ\n"
-           "  rank 0: at ALL_GATHER #1 (collective 1 of the group), called from mesh.c:90\n"
-           "  rank 1 (host node0, pid 4001): left after 0 collectives  <- collective count "
-           "differs");
+  left_report(db, 2);
   fx_finish(db, fx_t(0, 0), fx_t(8, 0));
   return p;
 }
