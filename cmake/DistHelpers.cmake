@@ -51,8 +51,12 @@ endfunction()
 # Registers every tests/<part>/test_*.c as its own test executable, so
 # parallel work never edits a shared list. A file states its labels and
 # timeout in a comment among its first lines:
-#     /* ctest: labels=multiproc timeout=300 */
-# (defaults: labels=unit timeout=120).
+#     /* ctest: labels=multiproc timeout=300 cost=180 */
+# (defaults: labels=unit timeout=120). cost: about how many seconds the
+# suite takes in a plain build, for the few suites that take a minute or
+# more. ctest -j starts the costliest first when it has no timings of its
+# own (a fresh clone, as CI's), so a long suite does not start last and
+# run alone on one core while the other idles.
 function(dist_add_test_dir dir)
   cmake_parse_arguments(D "" "" "LIBS;CONFIGURATIONS" ${ARGN})
   file(GLOB tests CONFIGURE_DEPENDS ${dir}/test_*.c)
@@ -70,6 +74,9 @@ function(dist_add_test_dir dir)
     endif()
     dist_add_test(${part}_${stem} SOURCES ${src} LABELS ${labels}
                   TIMEOUT ${timeout} LIBS ${D_LIBS} CONFIGURATIONS ${D_CONFIGURATIONS})
+    if(meta MATCHES "cost=([0-9]+)")
+      set_tests_properties(${part}_${stem} PROPERTIES COST ${CMAKE_MATCH_1})
+    endif()
     target_compile_definitions(${part}_${stem} PRIVATE _GNU_SOURCE)
   endforeach()
 endfunction()

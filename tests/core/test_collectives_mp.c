@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=600 */
+/* ctest: labels=multiproc timeout=600 cost=45 */
 /* Every operation, dtype and reduce op of the public API on real forked
  * ranks, sampled as STYLE.md's Tests section says: every operation with
  * every dtype once, every reduce op once per dtype, world sizes 1 to 5 and 8

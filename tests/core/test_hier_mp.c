@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=900 */
+/* ctest: labels=multiproc timeout=900 cost=35 */
 /* Groups that span hosts: ranks of this machine are placed on fake hosts
  * with DIST_HOST_ID (backend_cpu.c), so the cpu backend runs its
  * hierarchical collectives (hier.h): shared memory inside a fake host, TCP

@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=600 */
+/* ctest: labels=multiproc,verdicts timeout=600 cost=190 */
 /* The hangs of mesh_train (issue 20, acceptance 1), each repeated: the
  * verdict must not depend on which rank reports first. A rank computing for
  * ever, a world broadcast called before the tp all_reduce (calls swapped
@@ -15,7 +15,7 @@
  * another group than its receive (xgroup). */
 #include "mesh_verdict.h"
 
-#define REPEAT 3 /* 5 by hand for the issue's figure; 3 keep CI's budget */
+#define REPEAT DIST_TEST_REPEAT(3) /* 5 by hand for the issue's figure; 3 keep CI's budget */
 
 /* Each run: the same exit status, kind, culprit, and group and operation
  * named (op_json: the verdict's "group_name" and "op" as distview gives). */
@@ -130,7 +130,7 @@ Test(examples_mesh_hangs, a_receive_from_any_rank_in_a_local_group_names_the_rec
  * receive (once nobody was named at all). */
 Test(examples_mesh_hangs, a_receive_from_any_rank_that_nobody_sends_to_is_named,
      .timeout = 300) {
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < DIST_TEST_REPEAT(2); i++) {
     static mesh_run r;
     const char *job[] = {dist_test_bin("monitor_testprog"), "anynone", NULL};
     job_run_argv("DIST_DEBUG=DETAIL", "DIST_TIMEOUT=6", NULL, "4", job, &r);

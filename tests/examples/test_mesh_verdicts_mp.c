@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=300 */
+/* ctest: labels=multiproc,verdicts timeout=300 cost=75 */
 /* One verdict on a realistic job (issue 20, acceptance 1): mesh_train on 8
  * ranks (dp x tp = 4 x 2, an async tp all_gather, pipeline send/recv, a
  * world broadcast) at DIST_DEBUG=DETAIL, one planted class at a time. For
@@ -286,7 +286,7 @@ static void expect_abort_named(const mesh_run *r) {
 
 Test(examples_mesh, a_group_aborted_by_one_rank_names_that_rank_and_its_reason,
      .timeout = 120) {
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < DIST_TEST_REPEAT(2); i++) {
     static mesh_run r;
     mesh_run_bug("abort", 5, &r);
     expect_abort_named(&r);
@@ -303,7 +303,7 @@ Test(examples_mesh, a_group_aborted_by_one_rank_names_that_rank_and_its_reason,
  * is the early exit all the same, as over shared memory. */
 Test(examples_mesh, a_rank_that_ends_its_loop_early_is_the_early_exit_over_either_transport,
      .timeout = 180) {
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 2 * DIST_TEST_REPEAT(2); i++) {
     static mesh_run r;
     job_run_env("mesh_train", "DIST_DEBUG=DETAIL", i % 2 ? "DIST_TRANSPORT=tcp" : NULL, "leave",
                 0, -1, &r);

@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=300 */
+/* ctest: labels=multiproc,verdicts timeout=300 cost=40 */
 /* One verdict on a second realistic job (issue 20): moe_train on 8 ranks
  * (expert groups of 4 with an uneven all_to_all, batched pipeline p2p,
  * async gradient buckets on 2-rank data-parallel groups, a blob broadcast),

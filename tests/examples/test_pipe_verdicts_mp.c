@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=300 */
+/* ctest: labels=multiproc,verdicts timeout=300 */
 /* One verdict on a pipeline job: pipe_train on 8 ranks (examples/
  * pipe_train.c: two 1F1B pipelines of 4 stages over isend/irecv pairs and
  * batch_isend_irecv, an all_reduce on each stage's dp group). The bugs a

@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=300 */
+/* ctest: labels=multiproc,verdicts timeout=300 cost=25 */
 /* The scale job's planted hang at 16 ranks (bench/scale_job.c on a 4 x 4
  * mesh, issue 24): the last rank computes for ever before a tp all_reduce.
  * Its tp group and its dp group are the same size and both wait for it;
@@ -13,7 +13,7 @@ static void run_scale_hang(mesh_run *r) {
 }
 
 Test(examples_scale_hang, the_first_call_a_busy_rank_missed_is_named, .timeout = 240) {
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < DIST_TEST_REPEAT(2); i++) {
     static mesh_run r;
     run_scale_hang(&r);
     mesh_expect_verdict(&r, 11, "hang", 15);

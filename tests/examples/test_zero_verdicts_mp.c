@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=300 */
+/* ctest: labels=multiproc,verdicts timeout=300 cost=45 */
 /* One verdict on a third realistic job: zero_train on 8 ranks (sharded
  * data parallel: async parameter all_gather and gradient reduce_scatter on
  * groups made by new_subgroups, async all_reduce on replicate groups, a
@@ -227,7 +227,7 @@ Test(examples_zero, an_all_gather_on_a_group_it_is_not_in_is_named_at_that_call,
  * it at the next one, a hang that names rank 6 in the replicate group. */
 Test(examples_zero, a_group_destroyed_with_its_all_reduce_pending_blames_the_destroyer,
      .timeout = 120) {
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < DIST_TEST_REPEAT(2); i++) {
     static mesh_run r;
     zero("droprep", &r);
     if (r.status == 11) {

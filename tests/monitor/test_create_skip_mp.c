@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=600 */
+/* ctest: labels=multiproc,verdicts timeout=600 cost=55 */
 /* test_create_skip_mp.c - a rank that skips a group creation every other
  * rank makes (build/bin/create_skip_testprog, prog_create_skip.c, 4 ranks
  * under distrun, rank 2 the one that skips): the ranks that are members of

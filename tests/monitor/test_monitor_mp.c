@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=600 */
+/* ctest: labels=multiproc timeout=600 cost=115 */
 /* test_monitor_mp.c - the monitor on real processes: build/bin/
  * monitor_testprog (prog_monitor.c) run by distrun and by hand (env://,
  * rank 0 hosting the store). A rank that hangs, dies, exits, stops, crashes
@@ -382,7 +382,7 @@ Test(monitor_mp, sigkill_under_distrun_exit_12_survivors_say_died, .timeout = 60
  * rank that was already leaving: rank 1, which left first, is named, not
  * rank 2 as a crash. */
 Test(monitor_mp, a_signal_inside_exit_is_not_the_first_failure, .timeout = 120) {
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 2 * DIST_TEST_REPEAT(2); i++) {
     clean_env();
     static dist_proc p;
     const char *env[] = {"DIST_TIMEOUT=8", NULL};
