@@ -464,10 +464,13 @@ static int explicit_rank(const dist_test_ctx *ctx) {
     dist__rendezvous_release(&r);
   }
   CHECK(ctx, dist_store_get_timeout(s) == 30000, "the borrowed store's timeout changed");
-  int64_t n = 0;
-  CHECK_OK(ctx, dist_store_add(s, "test/end", 1, &n));
   const char *keys[] = {"test/gen/1"};
   CHECK_OK(ctx, dist_store_wait(s, keys, 1, 5000));
+  /* Done with the store: only now counted out, so the host, which leaves
+   * last, never closes its server under a member's wait (CI saw rank 2's
+   * wait reset when it counted out before waiting). */
+  int64_t n = 0;
+  CHECK_OK(ctx, dist_store_add(s, "test/end", 1, &n));
   if (ctx->rank == 0) /* the host leaves last */
     while (n < ctx->world && dist_store_add(s, "test/end", 0, &n) == DIST_OK)
       usleep(2000);
