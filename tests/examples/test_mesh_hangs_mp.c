@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc,verdicts timeout=600 cost=190 */
+/* ctest: labels=multiproc,hangs timeout=600 cost=190 */
 /* The hangs of mesh_train (issue 20, acceptance 1), each repeated: the
  * verdict must not depend on which rank reports first. A rank computing for
  * ever, a world broadcast called before the tp all_reduce (calls swapped
