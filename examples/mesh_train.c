@@ -34,6 +34,8 @@
  *   nosend     the rank skips its send to the next stage (which waits to receive)
  *   recvtwice  the rank receives twice from the previous stage (which has
  *              gone on to the dp all_reduce)
+ *   recvskip   the rank skips its receive from the previous stage (which
+ *              waits to send)
  *   kill       the rank is killed (SIGKILL: the OOM killer) with its async
  *              tp all_gather in flight
  *   pastend    the rank, a last stage (--rank 6 or 7), sends to r + 2 past the
@@ -41,7 +43,9 @@
  *              and the rank exits on the error
  *   unchecked  the rank's dp all_reduce gets a NULL tensor and its return
  *              code goes unchecked: the call is refused and the rank goes on
- * --steps N runs N steps (default 5). */
+ * --steps N runs N steps (default 5). --step-tags tags each step's
+ * pipeline messages with the step's number (as a pipeline tags its
+ * micro-batches), where they take tag 0 by default. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +63,7 @@ typedef struct job {
   dist_pg *g_dp, *g_tp;
   const char *bug;
   int culprit, bug_step, steps;
+  bool step_tags;           /* --step-tags */
 } job;
 
 static bool planted(const job *j, int step, const char *bug) {
@@ -110,16 +115,18 @@ static void pipeline(const job *j, int step, float *act, float *from_prev) {
   int prev = j->rank - 2, next = j->rank + 2;
   if (planted(j, step, "wrongpeer"))
     prev = prev >= 2 ? prev - 2 : next;
-  if (prev >= 0 || planted(j, step, "wrongpeer"))
-    TRY("recv", dist_recv(&in, prev, NULL, 0, NULL));
+  int tag = j->step_tags ? step : 0;
+  if ((prev >= 0 || planted(j, step, "wrongpeer")) && !planted(j, step, "recvskip"))
+    TRY("recv", dist_recv(&in, prev, NULL, tag, NULL));
   if (prev >= 0 && planted(j, step, "recvtwice"))
-    TRY("recv", dist_recv(&in, prev, NULL, 0, NULL)); /* a loop bound off by one */
+    TRY("recv", dist_recv(&in, prev, NULL, tag, NULL)); /* a loop bound off by one */
   if ((next >= j->world && !planted(j, step, "pastend")) || planted(j, step, "nosend"))
     return;
   int32_t as_int[ACT] = {0};
   if (planted(j, step, "senddtype"))
     out = dist_tensor_1d(as_int, DIST_INT32, ACT);
-  int tag = planted(j, step, "sendtag") ? 5 : 0;
+  if (planted(j, step, "sendtag"))
+    tag = 5;
   if (planted(j, step, "wrongdest"))
     next = (j->rank + 4) % j->world;
   TRY("send", dist_send(&out, next, NULL, tag));
@@ -191,10 +198,11 @@ static void step_once(const job *j, int step) {
 }
 
 static void usage(const char *prog) {
-  printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N]\n"
+  printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S] [--steps N] "
+         "[--step-tags]\n"
          "bugs: skip dtype spin swap crash wrongpeer async exit0 leave straggle late barrier extra "
-         "sendtag wrongdest senddtype abort newgroup nosend recvtwice kill pastend unchecked "
-         "(none: healthy)\n",
+         "sendtag wrongdest senddtype abort newgroup nosend recvtwice recvskip kill pastend "
+         "unchecked (none: healthy)\n",
          prog);
 }
 
@@ -213,6 +221,8 @@ int main(int argc, char **argv) {
       j.bug_step = atoi(argv[++i]);
     } else if (!strcmp(argv[i], "--steps") && v) {
       j.steps = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--step-tags")) {
+      j.step_tags = true;
     } else {
       usage(argv[0]);
       return 2;

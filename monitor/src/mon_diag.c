@@ -942,6 +942,7 @@ static void hold_self(const mon_group *g, uint64_t seq, mon_rec *recs) {
   rg->peer2 = atomic_load(&op->peer2);
   rg->tag = atomic_load(&op->tag);
   rg->pair = atomic_load(&op->pair);
+  rg->peer_before = atomic_load(&op->peer_before);
   rg->coll = atomic_load(&op->coll);
   rg->sync = atomic_load(&op->sync) != 0;
   rg->num = dist__mon_num(g, seq);

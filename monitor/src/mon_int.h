@@ -67,6 +67,7 @@ typedef struct mon_op {
   _Atomic int tag;          /* point to point: the tag asked for */
   _Atomic int sync;          /* a synchronous call: its thread waits inside the library */
   _Atomic uint64_t pair;     /* a send or receive: its number on the pair (dist_coll.pair_seq) */
+  _Atomic int peer_before;   /* a send or receive: its peer was one before (mon_record.h) */
 } mon_op;
 
 typedef struct mon_stats mon_stats; /* mon_stats.c */
@@ -96,6 +97,9 @@ typedef struct mon_cycle_seen {
   uint64_t ops;              /* hash of (gid, seq, kind, since) per rank */
 } mon_cycle_seen;
 
+#define MON_SENT_TO 1u       /* mon_group.p2p_seen */
+#define MON_RECEIVED_FROM 2u
+
 typedef struct mon_group {
   _Atomic int live;
   int gid;
@@ -103,6 +107,8 @@ typedef struct mon_group {
   char name[96], desc[96];
   int size, rank;            /* group size, this rank in it */
   int *granks;               /* group rank -> global rank */
+  _Atomic uint8_t *p2p_seen; /* group rank -> MON_SENT_TO | MON_RECEIVED_FROM: the
+                                point-to-point peers of this rank's calls so far */
   int64_t timeout_ms;
   /* enq: the last operation enqueued; done: the watermark below which every
    * operation has ended (they end out of order: an isend pending while a

@@ -80,16 +80,20 @@ static void on_created(const dist_event *ev) {
   if (!granks)
     return;
   memcpy(granks, in->global_ranks, sizeof(int) * (size_t)in->size);
+  /* NULL when out of memory: its records then say "unknown" (-1) */
+  _Atomic uint8_t *seen = dist__calloc((size_t)in->size, sizeof *seen);
   pthread_mutex_lock(&dist__mon.mu);
   mon_group *g = free_slot(ev->group_id);
   if (!g) {
     pthread_mutex_unlock(&dist__mon.mu);
     dist__free(granks);
+    dist__free(seen);
     DIST_LOG(INFO, MON, "group %d (%s) is beyond the %d groups the monitor follows",
              ev->group_id, in->name, MON_MAX_GROUPS);
     return;
   }
   dist__free(g->granks);
+  dist__free((void *)g->p2p_seen);
   dist__free(g->diag);
   dist__mon_stats_free(g);
   memset(g, 0, sizeof *g);
@@ -100,6 +104,7 @@ static void on_created(const dist_event *ev) {
   g->size = in->size;
   g->rank = in->rank;
   g->granks = granks;
+  g->p2p_seen = seen;
   g->timeout_ms = in->timeout_ms;
   if (dist__mon.detail && dist__mon_stats_alloc(g) != DIST_OK)
     DIST_LOG(WARNING, MON, "no memory for group %d's statistics; it has none", g->gid);
@@ -124,6 +129,8 @@ static void on_destroyed(const dist_event *ev) {
     dist__mon_stats_end(g, ev->group);
   dist__free(g->granks);
   g->granks = NULL;
+  dist__free((void *)g->p2p_seen);
+  g->p2p_seen = NULL;
   pthread_mutex_lock(&dist__mon_diag_mu);
   dist__free(g->diag);
   g->diag = NULL;
@@ -173,6 +180,17 @@ static int p2p_peer(const mon_group *g, const dist_coll *c, int *peer2) {
       *peer2 = global_peer(g, to);
   }
   return global_peer(g, peer);
+}
+
+/* For a send or receive naming its peer: whether this rank sent to
+ * (received from) that peer before in g, with any tag, 1 or 0, and it has
+ * now; -1 for anything else. */
+static int peer_before(mon_group *g, const dist_coll *c) {
+  bool send = c->kind == DIST_OP_SEND;
+  if ((!send && c->kind != DIST_OP_RECV) || !g->p2p_seen || c->root < 0 || c->root >= g->size)
+    return -1;
+  uint8_t bit = send ? MON_SENT_TO : MON_RECEIVED_FROM;
+  return (atomic_fetch_or_explicit(&g->p2p_seen[c->root], bit, memory_order_relaxed) & bit) != 0;
 }
 
 /* Whether c runs on CUDA tensors (a call has tensors on one device). */
@@ -234,6 +252,8 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->cuda, ev->coll ? on_cuda(ev->coll) : 0, memory_order_relaxed);
   atomic_store_explicit(&op->tag, ev->coll ? ev->coll->tag : 0, memory_order_relaxed);
   atomic_store_explicit(&op->pair, ev->coll ? ev->coll->pair_seq : 0, memory_order_relaxed);
+  atomic_store_explicit(&op->peer_before, ev->coll ? peer_before(g, ev->coll) : -1,
+                        memory_order_relaxed);
   atomic_store_explicit(&op->ended, 0, memory_order_relaxed);
   atomic_store_explicit(&op->sync,
                         ev->coll && (!(ev->coll->flags & DIST_COLL_ASYNC) ||

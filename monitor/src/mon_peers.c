@@ -12,8 +12,22 @@
 #define wrong_source dist__mon_wrong_source
 #define stranded_receiver dist__mon_stranded_receiver
 
+/* Whether b, a send or receive, is the first between the two ranks in its
+ * direction: the first of its pair (its tag's), and no transfer with
+ * another tag before it (a record without that says unknown: the pair
+ * alone then). */
+static bool first_with_peer(const mon_rec_group *b) {
+  return b->pair == 1 && b->peer_before != 1;
+}
+
+/* Whether b's pair has carried transfers before (with its tag, or with
+ * another: a pipeline that tags each step anew). */
+static bool established(const mon_rec_group *b) {
+  return b->pair > 1 || b->peer_before == 1;
+}
+
 /* Whether rank s, blocked in a send, sends to the wrong peer: its first
- * send to that rank (pair 1), which waits, with the same tag, to receive
+ * send to that rank (first_with_peer), which waits, with the same tag, to receive
  * from another peer it has received from before, or which waits to send
  * to another peer it has sent to before (a 1F1B stage waits for its
  * backward send before its next receive), or which receives nothing (it
@@ -22,15 +36,15 @@
  * new one is the odd call. */
 bool dist__mon_odd_sender(const mon_rec *recs, int world, int s) {
   const mon_rec_group *b = blocked_in(&recs[s]);
-  if (!b || b->kind != DIST_OP_SEND || b->peer < 0 || b->peer >= world || b->pair != 1)
+  if (!b || b->kind != DIST_OP_SEND || b->peer < 0 || b->peer >= world || !first_with_peer(b))
     return false;
   const mon_rec_group *rb = blocked_in(&recs[b->peer]);
   if (rb && !is_p2p(rb->kind))
     return true;
   if (rb && rb->kind == DIST_OP_SEND)
-    return rb->peer != s && rb->gid == b->gid && rb->pair > 1;
+    return rb->peer != s && rb->gid == b->gid && established(rb);
   return rb && rb->kind == DIST_OP_RECV && rb->peer != s && rb->gid == b->gid &&
-         rb->tag == b->tag && rb->pair > 1;
+         rb->tag == b->tag && established(rb);
 }
 
 /* The rank blocked sending to r, with the tag r receives with, while r is
@@ -125,13 +139,13 @@ static int prefer_new_pair(const mon_rec *recs, int world, int *ranks, int k) {
     const mon_rec_group *b = blocked_in(&recs[ranks[i]]);
     if (!stranded_receiver(recs, world, ranks[i]) || !b->pair)
       return k; /* unknown, or not a cycle of receives */
-    m += b->pair == 1;
+    m += first_with_peer(b);
   }
   if (!m || m == k)
     return k;
   int n = 0;
   for (int i = 0; i < k; i++)
-    if (blocked_in(&recs[ranks[i]])->pair == 1)
+    if (first_with_peer(blocked_in(&recs[ranks[i]])))
       ranks[n++] = ranks[i];
   return n;
 }

@@ -48,6 +48,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
   uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
   uint64_t started = atomic_load_explicit(&g->started, memory_order_relaxed);
   int kind = -1, peer = MON_PEER_NONE, peer2 = MON_PEER_NONE, tag = 0, sync = 0;
+  int before = -1;
   uint64_t num = 0, coll = 0, pair = 0, colls_done = atomic_load_explicit(&g->colls_done, memory_order_acquire);
   uint64_t colls_enq = atomic_load_explicit(&g->colls_enq, memory_order_relaxed);
   int64_t since = 0;
@@ -63,6 +64,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
       tag = atomic_load_explicit(&op->tag, memory_order_relaxed);
       sync = sync_ok && atomic_load_explicit(&op->sync, memory_order_relaxed);
       pair = atomic_load_explicit(&op->pair, memory_order_relaxed);
+      before = atomic_load_explicit(&op->peer_before, memory_order_relaxed);
       since = dist__mon_wall_ms(atomic_load_explicit(&op->t_enq_ns, memory_order_relaxed));
       dist__mon_symbolize(atomic_load_explicit(&op->caller, memory_order_relaxed), site,
                           sizeof site);
@@ -84,7 +86,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
       *p = ' ';
   dist__appendf(buf, len, off,
                 "g\t%d\t%d\t%llu\t%llu\t%llu\t%d\t%lld\t%d\t%lld\t%s\t%s\t%s\t%d\t%llu\t%llu\t%llu"
-                "\t%llu\t%d\t%llu\t%llu\t%d\t%d\t%llu\t%lld\t%llu\n",
+                "\t%llu\t%d\t%llu\t%llu\t%d\t%d\t%llu\t%lld\t%llu\t%d\n",
                 g->gid, g->size, (unsigned long long)enq, (unsigned long long)started,
                 (unsigned long long)done, kind, (long long)since, last_kind, (long long)last_ms,
                 site, last_site, desc, peer, (unsigned long long)colls_enq,
@@ -92,7 +94,8 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
                 (unsigned long long)atomic_load_explicit(&g->last_seq, memory_order_relaxed), tag,
                 (unsigned long long)num, (unsigned long long)last_num, sync, peer2,
                 (unsigned long long)pair, (long long)last_ns,
-                (unsigned long long)atomic_load_explicit(&g->creations, memory_order_relaxed));
+                (unsigned long long)atomic_load_explicit(&g->creations, memory_order_relaxed),
+                before);
 }
 
 /* Whether any live group issued an operation after t_ns (one issued

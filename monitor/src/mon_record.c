@@ -54,6 +54,7 @@ static void parse_group_tail(mon_rec_group *g, char **f, int k) {
   g->pair = k > 23 ? strtoull(f[23], NULL, 10) : 0;
   g->last_ns = k > 24 ? strtoll(f[24], NULL, 10) : 0;
   g->creations = k > 25 ? strtoll(f[25], NULL, 10) : -1;
+  g->peer_before = k > 26 ? atoi(f[26]) : -1;
 }
 
 bool dist__mon_rec_parse(char *text, mon_rec *r) {
@@ -63,9 +64,9 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
   r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
   if (!r->g)
     return false;
-  char *save = NULL, *f[26];
+  char *save = NULL, *f[27];
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = fields(line, f, 26);
+    int k = fields(line, f, 27);
     if (k == 7 && strcmp(f[0], "v1") == 0) {
       r->rank = atoi(f[1]);
       r->pid = (pid_t)atoi(f[2]);

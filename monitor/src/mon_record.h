@@ -11,7 +11,8 @@
  *   g <gid> <size> <enq> <started> <done> <kind> <since ms> <last kind>
  *     <last ms> <call site> <last call site> <description> [<peer>
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
- *     <last num> [<sync> [<peer2> [<pair> [<last ns> [<creations>]]]]]]]]]
+ *     <last num> [<sync> [<peer2> [<pair> [<last ns> [<creations>
+ *     [<peer before>]]]]]]]]]]
  *   c <gid> <size> <since ms> <call site> [<call> <scope> <k> <members>]
  *     (optional, once)
  *   r <gid> <kind> <num> <latest> <call site> <message>   (optional, once)
@@ -56,8 +57,11 @@
  * operation in flight is a synchronous call (its thread waits inside the
  * library: what the deadlock probe needs to call a cycle proven); pair is
  * the in-flight send's or receive's number on its pair (dist_coll.pair_seq:
- * 1 for the first from this rank to that peer, or at this rank from it;
- * 0 unknown); last ns is the last completion's time on the writer's own
+ * 1 for the first from this rank to that peer with that tag, or at this
+ * rank from it; 0 unknown); peer before is 1 when this rank sent to (for
+ * a receive: received from) that peer before in the group with any tag,
+ * 0 when never, -1 unknown (a pipeline that tags each step anew starts a
+ * pair every step); last ns is the last completion's time on the writer's own
  * monotonic clock, in ns (compared only within one record); call sites
  * are symbolised by the writer, since an address means nothing in another
  * process. */
@@ -99,6 +103,10 @@ typedef struct mon_rec_group {
                                 clock: orders its groups' last completions
                                 (last_ms cannot, within a millisecond); 0 unknown */
   int64_t creations;         /* creations called on it as their scope, -1 unknown */
+  int peer_before;           /* the in-flight send (receive) has a peer this rank sent
+                                to (received from) before in the group, with any tag:
+                                1, 0, -1 unknown (pair counts one tag alone, and a
+                                pipeline may tag each step anew) */
 } mon_rec_group;
 
 /* The group a process is creating (the record's "c" line). */

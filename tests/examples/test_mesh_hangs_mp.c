@@ -11,8 +11,9 @@
  * cbcoll), which holds the progress of the group whose work it is, and a
  * receive whose tag changed after its pair had matched (its tags3, and
  * anytag: from any rank, in groups made with use_local_synchronization),
- * a receive from any rank that nobody sends to (anynone), and a send on
- * another group than its receive (xgroup). */
+ * a receive from any rank that nobody sends to (anynone), a send on
+ * another group than its receive (xgroup), a skipped receive, and it and a
+ * skipped send in a pipeline that tags each step anew (--step-tags). */
 #include "mesh_verdict.h"
 
 #define REPEAT DIST_TEST_REPEAT(3) /* 5 by hand for the issue's figure; 3 keep CI's budget */
@@ -79,6 +80,49 @@ Test(examples_mesh_hangs, a_skipped_send_names_the_rank_that_skipped_it, .timeou
 Test(examples_mesh_hangs, a_receive_added_names_the_rank_that_added_it, .timeout = 300) {
   hang_case("recvtwice", 5, "rank 5 called otherwise this step than the step before",
             "\"op\":\"RECV\"");
+}
+
+/* Rank 5 skips its receive from rank 3 and waits in the dp all_reduce for
+ * rank 3, which waits to send to it: the two waits of a skipped send, the
+ * other way round. Rank 3 sends as in every step; rank 5 reaches its
+ * all_reduce without the receive it made before it every time. */
+Test(examples_mesh_hangs, a_skipped_receive_names_the_rank_that_skipped_it, .timeout = 300) {
+  hang_case("recvskip", 5, "rank 5 called otherwise this step than the step before",
+            "\"op\":\"ALL_REDUCE\"");
+}
+
+/* The pipeline's messages tagged with their step (--step-tags), as a
+ * pipeline tags its micro-batches: every step starts a new pair (peer,
+ * tag), yet rank 3 sent to rank 5 in every step before. It is not "a
+ * first send to a rank that receives nothing" (the sender was named so,
+ * alone), nor is a receiver in a skipped send's hang one that "never
+ * received from that rank before". */
+static void step_tags_case(const char *bug, int rank, const char *never) {
+  char rk[16];
+  snprintf(rk, sizeof rk, "%d", rank);
+  for (int i = 0; i < REPEAT; i++) {
+    static mesh_run r;
+    const char *job[] = {dist_test_bin("mesh_train"), "--bug", bug, "--rank", rk, "--step-tags",
+                         NULL};
+    job_run_argv("DIST_DEBUG=DETAIL", "DIST_TIMEOUT=6", NULL, "8", job, &r);
+    mesh_expect_verdict(&r, 11, "hang", rank);
+    char needle[96];
+    snprintf(needle, sizeof needle, "rank %d called otherwise this step than the step before",
+             rank);
+    cr_expect(mesh_says(&r, needle), "run %d: no '%s' in the verdict:\n%s", i + 1, needle, r.err);
+    cr_expect(!mesh_says(&r, never), "run %d: '%s' in the verdict:\n%s", i + 1, never, r.err);
+    cr_expect(strstr(r.json, "\"op\":\"ALL_REDUCE\""), "run %d: %s", i + 1, r.json);
+  }
+}
+
+Test(examples_mesh_hangs, a_skipped_receive_in_a_pipeline_tagged_by_step_names_the_receiver,
+     .timeout = 300) {
+  step_tags_case("recvskip", 5, "for the first time");
+}
+
+Test(examples_mesh_hangs, a_skipped_send_in_a_pipeline_tagged_by_step_names_the_sender,
+     .timeout = 300) {
+  step_tags_case("nosend", 3, "never received from that rank before");
 }
 
 /* Rank 3 sends to rank 5 with tag 5 where rank 5 receives with tag 0: the

@@ -6,10 +6,13 @@
  * other. Their histories can. A training loop repeats its calls step by
  * step, so the sequence of call sites a rank went through since its
  * previous call from its latest call's site is the one it went through
- * the step before, unless this step is where the program went wrong: the
- * rank that skipped its send reaches its collective without the send it
- * made before it every time; the rank that added a receive calls from a
- * site it never called from. distrun breaks such a tie with this. */
+ * in an earlier step, unless this step is where the program went wrong:
+ * the rank that skipped its send reaches its collective without the send
+ * it made before it every time; the rank that added a receive calls from
+ * a site it never called from. A loop may also vary by step (a broadcast
+ * every other step): a call this step has that the step before had not,
+ * and that completed (its peers made it too), is the program's, not a
+ * deviation. distrun breaks such a tie with this. */
 #include "reader_int.h"
 
 #include <stdio.h>
@@ -19,8 +22,10 @@
 #define PATTERN_OPS 4096 /* of the rank's latest operations: many steps */
 
 /* The call sites (callsite_id, -1 unknown) of rank's latest operations,
- * newest first, into sites; the newest operation into cur. */
-static int latest_sites(sqlite3 *db, int rank, int64_t *sites, int *n, dist_trace_op *cur) {
+ * newest first, into sites, and whether each completed into done; the
+ * newest operation into cur. */
+static int latest_sites(sqlite3 *db, int rank, int64_t *sites, bool *done, int *n,
+                        dist_trace_op *cur) {
   sqlite3_stmt *st;
   *n = 0;
   if (sqlite3_prepare_v2(db, "SELECT coalesce(callsite_id, -1), group_id, seq, op, state,"
@@ -30,40 +35,79 @@ static int latest_sites(sqlite3 *db, int rank, int64_t *sites, int *n, dist_trac
   sqlite3_bind_int(st, 1, rank);
   sqlite3_bind_int(st, 2, PATTERN_OPS);
   while (*n < PATTERN_OPS && sqlite3_step(st) == SQLITE_ROW) {
+    const char *state = (const char *)sqlite3_column_text(st, 4);
     if (*n == 0) {
       cur->rank = rank;
       cur->group_id = sqlite3_column_int(st, 1);
       cur->seq = sqlite3_column_int64(st, 2);
       snprintf(cur->op, sizeof cur->op, "%s", (const char *)sqlite3_column_text(st, 3));
-      snprintf(cur->state, sizeof cur->state, "%s", (const char *)sqlite3_column_text(st, 4));
+      snprintf(cur->state, sizeof cur->state, "%s", state);
       cur->t_enqueued_ns = sqlite3_column_int64(st, 5);
     }
+    done[*n] = state && !strcmp(state, "completed");
     sites[(*n)++] = sqlite3_column_int64(st, 0);
   }
   sqlite3_finalize(st);
   return DIST_OK;
 }
 
-/* 1, 0 or -1 (dist_trace_pattern.differs) for sites, newest first. */
-static int differs(const int64_t *sites, int n) {
+/* The next call from sites[0]'s site at or after from (newest first); n
+ * when none. */
+static int next_from(const int64_t *sites, int n, int from) {
+  while (from < n && sites[from] != sites[0])
+    from++;
+  return from;
+}
+
+/* Whether a step's sites a[0..na) and b[0..nb) are the same calls. */
+static bool same_calls(const int64_t *a, int na, const int64_t *b, int nb) {
+  return na == nb && !memcmp(a, b, sizeof *a * (size_t)na);
+}
+
+static bool holds(const int64_t *w, int n, int64_t site) {
+  for (int i = 0; i < n; i++)
+    if (w[i] == site)
+      return true;
+  return false;
+}
+
+/* Whether this step's calls cur[0..nc) are the step before's, prev[0..np),
+ * once the calls this step added that completed are left out (a call its
+ * peers made too: the loop's own variation, as a broadcast every other
+ * step). */
+static bool same_but_completed_additions(const int64_t *cur, const bool *done, int nc,
+                                         const int64_t *prev, int np) {
+  int k = 0;
+  for (int i = 0; i < nc; i++) {
+    if (done[i] && !holds(prev, np, cur[i]))
+      continue;
+    if (k >= np || cur[i] != prev[k++])
+      return false;
+  }
+  return k == np;
+}
+
+/* 1, 0 or -1 (dist_trace_pattern.differs) for sites, newest first: this
+ * step is sites[1..o1) (o1: the previous call from sites[0]'s site), a
+ * step before it sites(oj..oj+1). */
+static int differs(const int64_t *sites, const bool *done, int n) {
   if (n < 2 || sites[0] < 0)
     return -1;
-  int i1 = 1;
-  while (i1 < n && sites[i1] != sites[0])
-    i1++;
-  if (i1 == n) /* a site it never called from, after calls from others */
+  int o1 = next_from(sites, n, 1);
+  if (o1 == n) /* a site it never called from, after calls from others */
     return 1;
-  int i2 = i1 + 1;
-  while (i2 < n && sites[i2] != sites[0])
-    i2++;
-  if (i2 == n) /* one step behind it: nothing to compare that step with */
+  int o2 = next_from(sites, n, o1 + 1);
+  if (o2 == n) /* one step behind it: nothing to compare that step with */
     return -1;
-  if (i2 - i1 != i1)
-    return 1;
-  for (int k = 1; k < i1; k++)
-    if (sites[k] != sites[i1 + k] || sites[k] < 0)
-      return sites[k] < 0 ? -1 : 1;
-  return 0;
+  const int64_t *cur = sites + 1, *prev = sites + o1 + 1;
+  int nc = o1 - 1, np = o2 - o1 - 1;
+  if (same_but_completed_additions(cur, done + 1, nc, prev, np))
+    return 0;
+  for (int a = o1, b = o2; b < n; a = b, b = next_from(sites, n, b + 1))
+    if (same_calls(cur, nc, sites + a + 1, b - a - 1))
+      return 0; /* as in an earlier step (a loop whose steps alternate) */
+  /* steps of one length that differ where a site is unknown: cannot tell */
+  return nc == np && (holds(cur, nc, -1) || holds(prev, np, -1)) ? -1 : 1;
 }
 
 static void text_of(sqlite3 *db, const char *sql, int rank, int64_t id, char *out, size_t len,
@@ -117,12 +161,16 @@ int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern *out) {
   memset(out, 0, sizeof *out);
   out->differs = -1;
   int64_t *sites = malloc(PATTERN_OPS * sizeof *sites);
-  if (!sites)
+  bool *done = malloc(PATTERN_OPS * sizeof *done);
+  if (!sites || !done) {
+    free(sites);
+    free(done);
     return DIST_E_NOMEM;
+  }
   int n = 0;
-  int rc = latest_sites(db, rank, sites, &n, &out->cur);
+  int rc = latest_sites(db, rank, sites, done, &n, &out->cur);
   if (rc == DIST_OK && n > 0) {
-    out->differs = differs(sites, n);
+    out->differs = differs(sites, done, n);
     int64_t site = sites[0];
     oldest_open(db, rank, &out->cur, &site);
     if (site >= 0)
@@ -134,6 +182,7 @@ int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern *out) {
             out->cur.group_id, out->group_name, sizeof out->group_name, false);
   }
   free(sites);
+  free(done);
   return rc;
 }
 
