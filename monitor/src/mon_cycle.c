@@ -213,8 +213,8 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
   else if (stranded)
     dist__appendf(buf, len, off, ": rank %d is elsewhere, not sending to it%s (does it receive "
                   "from the wrong peer?)", b->peer,
-                  b->pair == 1 && b->peer_before != 1
-                      ? ", and it never received from that rank before" : "");
+                  dist__mon_first_with_peer(b) ? ", and it never received from that rank before"
+                                               : "");
   else if (sender >= 0)
     dist__appendf(buf, len, off, ": rank %d does not send to it while rank %d does (does it "
                   "receive from the wrong peer?)", b->peer, sender);

@@ -303,6 +303,9 @@ bool dist__mon_odd_sender(const mon_rec *recs, int world, int s);
 int dist__mon_wrong_source(const mon_rec *recs, int world, int r);
 bool dist__mon_stranded_receiver(const mon_rec *recs, int world, int r);
 int dist__mon_wrong_destination(const mon_rec *recs, int world, int r);
+/* Whether send or receive b is the first between its two ranks in its
+ * direction, with any tag (mon_record.h: pair, peer before). */
+bool dist__mon_first_with_peer(const mon_rec_group *b);
 /* new_tag_side: of a send r and a receive q (either way round) stuck on
  * each other, the one whose pair is new while the other's has matched
  * before (-1: the pair numbers do not tell). */

@@ -190,7 +190,12 @@ static int peer_before(mon_group *g, const dist_coll *c) {
   if ((!send && c->kind != DIST_OP_RECV) || !g->p2p_seen || c->root < 0 || c->root >= g->size)
     return -1;
   uint8_t bit = send ? MON_SENT_TO : MON_RECEIVED_FROM;
-  return (atomic_fetch_or_explicit(&g->p2p_seen[c->root], bit, memory_order_relaxed) & bit) != 0;
+  _Atomic uint8_t *seen = &g->p2p_seen[c->root];
+  /* A plain load first: a pipeline's steady state then costs no locked
+   * read-modify-write per send or receive; only the first one sets it. */
+  if (atomic_load_explicit(seen, memory_order_relaxed) & bit)
+    return 1;
+  return (atomic_fetch_or_explicit(seen, bit, memory_order_relaxed) & bit) != 0;
 }
 
 /* Whether c runs on CUDA tensors (a call has tensors on one device). */

@@ -11,12 +11,11 @@
 #define odd_sender dist__mon_odd_sender
 #define wrong_source dist__mon_wrong_source
 #define stranded_receiver dist__mon_stranded_receiver
+#define first_with_peer dist__mon_first_with_peer
 
-/* Whether b, a send or receive, is the first between the two ranks in its
- * direction: the first of its pair (its tag's), and no transfer with
- * another tag before it (a record without that says unknown: the pair
- * alone then). */
-static bool first_with_peer(const mon_rec_group *b) {
+/* The first of its pair (its tag's), and no transfer with another tag
+ * before it (a record without that says unknown: the pair alone then). */
+bool dist__mon_first_with_peer(const mon_rec_group *b) {
   return b->pair == 1 && b->peer_before != 1;
 }
 

@@ -15,10 +15,10 @@
 #define DIST_PROC_CAP (1 << 17)
 
 /* How many times a test reruns the same job to show that its verdict does
- * not hang on timing: n in a plain build, once under a sanitizer. There a
- * rerun finds no memory error or race the first run did not (the runs
- * differ in timing only, which the plain stage samples n times) and costs
- * CI's sanitizer stages 3-10 times the plain run's time. */
+ * not hang on timing: n in a plain build, once under a sanitizer. The runs
+ * differ in timing only, which the plain stage samples n times; under a
+ * sanitizer each costs 3-10 times the plain run's time for a slim chance
+ * of another interleaving (the sanitizer stages run every suite once). */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define DIST_TEST_REPEAT(n) 1
 #else
