@@ -61,7 +61,8 @@ int dist__shm_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
   for (int r = 0; r < g->size; r++)
     s->pidfd[r] = -1;
   /* spin only when each rank on the host has a CPU (cpu_fit.c) */
-  s->spin_ns = tunable("DIST_SHM_SPIN_US", dist__cpu_fits(g->size) ? 50 : 0) * 1000;
+  s->fits = dist__cpu_fits(g->size);
+  s->spin_ns = tunable("DIST_SHM_SPIN_US", s->fits ? 50 : 0) * 1000;
   s->yield_ns = tunable("DIST_SHM_YIELD_US", 200) * 1000;
   s->stream_min = (size_t)tunable("DIST_SHM_STREAM_KB", 32768) * 1024; /* beyond L3 */
   dist__shm_fence_init(s);

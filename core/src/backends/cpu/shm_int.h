@@ -142,7 +142,8 @@ typedef struct shm_ctl {
   int32_t pid;
   uint64_t probe;            /* a known word, read by peers to test CMA */
   uint64_t probe_addr;       /* its address in this rank's process */
-  char pad[SHM_LINE - 32];
+  _Atomic int32_t cpu;       /* the CPU this rank last waited on, plus one (0: unknown) */
+  char pad[SHM_LINE - 36];
   char fail_msg[SHM_FAILMSG];
 } shm_ctl;
 
@@ -200,6 +201,8 @@ struct dist__shm {
   int64_t *scratch;    /* scratch: 5 x size words (all_to_all) */
   int64_t *cnt_mirror; /* 2 x 3 x size: what this rank last published in cnt[p] */
   int64_t spin_ns, yield_ns;
+  bool fits;           /* each rank on the host has a CPU (cpu_fit.c) */
+  int64_t moved_ns;    /* when this rank last moved off a peer's CPU (shm_wait.c) */
   bool light_post;     /* membarrier registered: posts need no fence */
   bool cma;            /* every rank can read every peer (shm_cma.c) */
   size_t cma_min, cma_max;

@@ -5,7 +5,8 @@
  * peer has not posted yet, the waiter goes through three phases:
  *   1. spin with a pause instruction (DIST_SHM_SPIN_US, default 50 us):
  *      a peer on its own core posts within a microsecond or so, and a
- *      blocking wake-up costs ~30 us on a virtual machine;
+ *      blocking wake-up costs ~30 us on a virtual machine (a rank that
+ *      finds its peer on its own CPU moves off it first: move_off);
  *   2. sched_yield (DIST_SHM_YIELD_US, default 200 us): lets a rank that
  *      shares our core run;
  *   3. sleep on the peer's futex word (FUTEX_WAIT on shared memory, not
@@ -314,6 +315,50 @@ static int wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end, 
   return rc;
 }
 
+/* Ranks that each have a CPU still find themselves on one now and then: a
+ * helper thread or another process took the other CPU for a moment, and a
+ * wake-up put the woken rank beside its waker. The kernel moves one back
+ * only when a load balance finds the task no longer cache-hot, 5-30 ms
+ * later on this machine (its two virtual CPUs share no cache the kernel
+ * knows of, so a wake-up does not look for the idle one either). Until
+ * then the two spin out each other's time slices and hand over by
+ * sched_yield, which keeps both on the one CPU: back-to-back broadcasts
+ * took 15-40 us a call instead of 0.3. So each spinning rank publishes the
+ * CPU it waits on (sched_getcpu reads the rseq area: a load), and a rank
+ * that finds the peer it waits for on its own CPU moves itself to the
+ * others it may run on (its affinity without this CPU, then its affinity
+ * as it was: the thread stays where it was moved). At most once a
+ * millisecond per rank, so a stale CPU number costs little. */
+#define MOVE_EVERY_NS 1000000
+
+static int publish_cpu(dist__shm *s) {
+  int cpu = sched_getcpu();
+  int me = cpu >= 0 ? cpu + 1 : 0;
+  _Atomic int32_t *mine = &s->peer[s->rank].ctl->cpu;
+  if (atomic_load_explicit(mine, memory_order_relaxed) != me)
+    atomic_store_explicit(mine, me, memory_order_relaxed);
+  return me;
+}
+
+static bool beside(dist__shm *s, int j, int me) {
+  return me > 0 && atomic_load_explicit(&s->peer[j].ctl->cpu, memory_order_relaxed) == me;
+}
+
+static void move_off(dist__shm *s, int me, int64_t now) {
+  if (now - s->moved_ns < MOVE_EVERY_NS)
+    return;
+  s->moved_ns = now;
+  cpu_set_t was, off;
+  if (sched_getaffinity(0, sizeof was, &was) != 0)
+    return;
+  off = was;
+  CPU_CLR(me - 1, &off);
+  if (CPU_COUNT(&off) > 0 && sched_setaffinity(0, sizeof off, &off) == 0) {
+    sched_setaffinity(0, sizeof was, &was);
+    publish_cpu(s);
+  }
+}
+
 /* Waits for every rank in [j, end) but this one. */
 static int wait_range(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end) {
   /* A peer in step with us posts within a few hundred ns: spin that long
@@ -325,9 +370,13 @@ static int wait_range(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end
   if (op->deadline_ms == DIST_CPU_DEADLINE_LAZY) /* the op's first real wait */
     op->deadline_ms = t0 / 1000000 + op->c->timeout_ms;
   int64_t spin_end = t0 + s->spin_ns, yield_end = spin_end + s->yield_ns;
+  /* Ranks that outnumber the CPUs share them by design: they yield. */
+  int me = s->fits && s->spin_ns ? publish_cpu(s) : 0;
   for (; j < end; j++) {
     if (j == s->rank || shm_reached(s, j, g))
       continue;
+    if (beside(s, j, me))
+      move_off(s, me, t0);
     DIST_TRY(wait_one(s, op, g, j, end, t0, spin_end, yield_end));
   }
   return DIST_OK;
