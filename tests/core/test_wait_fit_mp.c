@@ -5,7 +5,9 @@
  * spinning; ranks with a CPU each spin first. The choice is read from the
  * INFO line each rank logs (captured with dist_log_set_sink), and the
  * collectives run in either state give the reference results, over shared
- * memory and over TCP. */
+ * memory and over TCP. Ranks with a CPU each that find themselves on one
+ * (the kernel put them there) move apart: the DEBUG line shm_wait.c logs
+ * when one moves off its peer's CPU. */
 #include <criterion/criterion.h>
 
 #include <sched.h>
@@ -81,4 +83,58 @@ Test(wait_fit, four_ranks_on_one_cpu_over_tcp_yield_too, .timeout = 110) {
 
 Test(wait_fit, two_ranks_with_a_cpu_each_spin, .timeout = 110) {
   ranks_on_cpus(2, 2, "spinning before sleeping");
+}
+
+/* Sets this thread's affinity to the first CPU of `all`, or to `all`. */
+static void pin_first(const cpu_set_t *all, bool first) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, all)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  sched_setaffinity(0, sizeof one, first ? &one : all);
+}
+
+/* Both ranks on one CPU (pinned there through a barrier, then allowed both
+ * again: the kernel leaves a running task where it is), then barriers and
+ * all_reduces: one rank finds the other on its CPU and moves. A round in
+ * which the kernel separated them first proves nothing, so up to 5. */
+static int put_together(const dist_test_ctx *ctx) {
+  dist_test_log_capture(DIST_LOG_DEBUG);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  cpu_set_t all;
+  CHECK(ctx, sched_getaffinity(0, sizeof all, &all) == 0, "sched_getaffinity");
+  bool moved = false;
+  for (int round = 0; round < 5 && !moved; round++) {
+    pin_first(&all, true);
+    CHECK_OK(ctx, dist_barrier(NULL, NULL));
+    pin_first(&all, false);
+    for (int i = 0; i < 200; i++) {
+      float x = (float)(ctx->rank + 1);
+      dist_tensor t = dist_tensor_1d(&x, DIST_FLOAT32, 1);
+      CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+      CHECK(ctx, x == 3.0f, "round %d step %d: %g, want 3", round, i, x);
+      CHECK_OK(ctx, dist_barrier(NULL, NULL));
+    }
+    /* Every rank learns whether either moved, so all leave together. */
+    float any = strstr(dist_test_log_text(), "moved off CPU") ? 1.0f : 0.0f;
+    dist_tensor ta = dist_tensor_1d(&any, DIST_FLOAT32, 1);
+    CHECK_OK(ctx, dist_all_reduce(&ta, DIST_MAX, NULL, NULL));
+    moved = any > 0;
+  }
+  CHECK(ctx, moved, "neither rank moved off the other's CPU in 5 rounds");
+  dist_test_log_release();
+  dist_test_finish();
+  return 0;
+}
+
+Test(wait_fit, two_ranks_put_on_one_cpu_move_apart, .timeout = 110) {
+  cpu_set_t all;
+  cr_assert_eq(sched_getaffinity(0, sizeof all, &all), 0);
+  if (CPU_COUNT(&all) != 2)
+    cr_skip_test("needs exactly 2 CPUs (two ranks then fit), this process may use %d",
+                 CPU_COUNT(&all));
+  cr_assert_eq(dist_test_ranks(2, put_together, NULL, 90), 0, "%s", dist_test_report());
 }

@@ -344,7 +344,7 @@ static bool beside(dist__shm *s, int j, int me) {
   return me > 0 && atomic_load_explicit(&s->peer[j].ctl->cpu, memory_order_relaxed) == me;
 }
 
-static void move_off(dist__shm *s, int me, int64_t now) {
+static void move_off(dist__shm *s, int j, int me, int64_t now) {
   if (now - s->moved_ns < MOVE_EVERY_NS)
     return;
   s->moved_ns = now;
@@ -355,7 +355,9 @@ static void move_off(dist__shm *s, int me, int64_t now) {
   CPU_CLR(me - 1, &off);
   if (CPU_COUNT(&off) > 0 && sched_setaffinity(0, sizeof off, &off) == 0) {
     sched_setaffinity(0, sizeof was, &was);
-    publish_cpu(s);
+    int now_on = publish_cpu(s);
+    DIST_LOG(DEBUG, SHM, "group %s: moved off CPU %d, where rank %d (waited for) last waited, "
+             "to CPU %d", s->g->name, me - 1, j, now_on - 1);
   }
 }
 
@@ -376,7 +378,7 @@ static int wait_range(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end
     if (j == s->rank || shm_reached(s, j, g))
       continue;
     if (beside(s, j, me))
-      move_off(s, me, t0);
+      move_off(s, j, me, t0);
     DIST_TRY(wait_one(s, op, g, j, end, t0, spin_end, yield_end));
   }
   return DIST_OK;
