@@ -345,7 +345,7 @@ static bool beside(dist__shm *s, int j, int me) {
 }
 
 static void move_off(dist__shm *s, int j, int me, int64_t now) {
-  if (now - s->moved_ns < MOVE_EVERY_NS)
+  if (now - s->moved_ns < MOVE_EVERY_NS || me > CPU_SETSIZE)
     return;
   s->moved_ns = now;
   cpu_set_t was, off;
