@@ -20,8 +20,8 @@
  * Two methods, both the peers' (shared/peers/mpi/bench.c), so the figures
  * compare as ratios; a row's mode column names its method:
  *   throughput  after 20 ms of warm-up (WARM_MS: the job's start-up is
- *               over; the peers' bench warms up with 8 calls, and Open
- *               MPI leaves no helper thread busy after its start-up),
+ *               over; the peers' bench warms up with 8 calls: Open
+ *               MPI has no recorder or clock exchange to get past),
  *               calls run back to back in batches (at
  *               least 20 calls, 50 us to 2 ms), each sample is batch time
  *               / calls, the element-wise maximum over ranks is taken and
