@@ -133,8 +133,8 @@ static int put_together(const dist_test_ctx *ctx) {
 Test(wait_fit, two_ranks_put_on_one_cpu_move_apart, .timeout = 110) {
   cpu_set_t all;
   cr_assert_eq(sched_getaffinity(0, sizeof all, &all), 0);
-  if (CPU_COUNT(&all) != 2)
-    cr_skip_test("needs exactly 2 CPUs (two ranks then fit), this process may use %d",
+  if (CPU_COUNT(&all) < 2)
+    cr_skip_test("needs 2 CPUs (two ranks then fit), this process may use %d",
                  CPU_COUNT(&all));
   cr_assert_eq(dist_test_ranks(2, put_together, NULL, 90), 0, "%s", dist_test_report());
 }
