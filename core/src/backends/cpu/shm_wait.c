@@ -344,21 +344,24 @@ static bool beside(dist__shm *s, int j, int me) {
   return me > 0 && atomic_load_explicit(&s->peer[j].ctl->cpu, memory_order_relaxed) == me;
 }
 
-static void move_off(dist__shm *s, int j, int me, int64_t now) {
+/* Returns the CPU this rank is on afterwards (plus one), so a wait for the
+ * next peer compares with where it is, not where it was. */
+static int move_off(dist__shm *s, int j, int me, int64_t now) {
   if (now - s->moved_ns < MOVE_EVERY_NS || me > CPU_SETSIZE)
-    return;
+    return me;
   s->moved_ns = now;
   cpu_set_t was, off;
   if (sched_getaffinity(0, sizeof was, &was) != 0)
-    return;
+    return me;
   off = was;
   CPU_CLR(me - 1, &off);
-  if (CPU_COUNT(&off) > 0 && sched_setaffinity(0, sizeof off, &off) == 0) {
-    sched_setaffinity(0, sizeof was, &was);
-    int now_on = publish_cpu(s);
-    DIST_LOG(DEBUG, SHM, "group %s: moved off CPU %d, where rank %d (waited for) last waited, "
-             "to CPU %d", s->g->name, me - 1, j, now_on - 1);
-  }
+  if (CPU_COUNT(&off) == 0 || sched_setaffinity(0, sizeof off, &off) != 0)
+    return me;
+  sched_setaffinity(0, sizeof was, &was);
+  int now_on = publish_cpu(s);
+  DIST_LOG(DEBUG, SHM, "group %s: moved off CPU %d, where rank %d (waited for) last waited, "
+           "to CPU %d", s->g->name, me - 1, j, now_on - 1);
+  return now_on;
 }
 
 /* Waits for every rank in [j, end) but this one. */
@@ -378,7 +381,7 @@ static int wait_range(dist__shm *s, dist__cpu_op *op, uint64_t g, int j, int end
     if (j == s->rank || shm_reached(s, j, g))
       continue;
     if (beside(s, j, me))
-      move_off(s, j, me, t0);
+      me = move_off(s, j, me, t0);
     DIST_TRY(wait_one(s, op, g, j, end, t0, spin_end, yield_end));
   }
   return DIST_OK;
