@@ -1,7 +1,7 @@
 /* ctest: labels=soak timeout=600 */
 /* A soak (issue 26): distrun runs 4 ranks of prog_soak.c at
  * DIST_DEBUG=DETAIL with tracing on, for DIST_SOAK_S seconds (20 by
- * default; CI's soak stage asks for 150): mixed operations on the default
+ * default; CI's soak stage asks for 90): mixed operations on the default
  * group, two halves and two parities, random sizes and dtypes, every
  * result checked against tests/support/ref.c. The test samples the
  * resident memory and open descriptors of every rank and of distrun from
