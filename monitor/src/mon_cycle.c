@@ -24,7 +24,8 @@
 typedef struct cycle {
   int n, ranks[64];    /* in wait order, from the lowest rank */
   bool maybe;          /* through a rank in a batch: it may wait on another
-                          part of it than the one the cycle goes through */
+                          part of it than the one the cycle goes through
+                          (not when that part is one its peer never issued) */
 } cycle;
 
 typedef struct walk {
@@ -58,10 +59,9 @@ static void keep_cycle(walk *w, int from) {
   cycle *c = &w->found[w->n_found++];
   c->n = k;
   c->maybe = false;
-  for (int i = 0; i < k; i++) {
-    const mon_rec_group *b = blocked_in(&w->recs[w->stack[from + i]]);
-    c->maybe |= b && b->kind == DIST_OP_BATCH_P2P;
-  }
+  for (int i = 0; i < k; i++) /* a batch's wait on a half its peer never issued is sure */
+    c->maybe |= !dist__mon_sure_wait(w->recs, w->stack[from + i],
+                                     w->stack[from + (i + 1) % k]);
   int lo = 0; /* start the cycle at its lowest rank: one text for one cycle */
   for (int i = 1; i < k; i++)
     if (w->stack[from + i] < w->stack[from + lo])
@@ -180,6 +180,27 @@ static int prefer_two_calls(const mon_rec *recs, int *ranks, int k) {
   return 1;
 }
 
+/* Rank y waits in its send's or receive's half (part) that rank x never
+ * issued, while x went on elsewhere: x left its half out of a batch, or
+ * skipped the call. */
+static void say_left_out(const mon_rec *recs, int x, int y, const mon_rec_part *part,
+                         char *buf, size_t len, size_t *off) {
+  const mon_rec_group *yb = blocked_in(&recs[y]);
+  const mon_rec_group *xg = dist__mon_rec_group(&recs[x], yb->gid);
+  uint32_t had = 0;
+  for (int i = 0; xg && xg->p2p && i < xg->p2p->n_counts; i++)
+    if (xg->p2p->counts[i].peer == y)
+      had = part->send ? xg->p2p->counts[i].received : xg->p2p->counts[i].sent;
+  const char *mine = part->send ? "send" : "receive", *its = part->send ? "receive" : "send";
+  dist__appendf(buf, len, off, ": rank %d waits in group %d (%s) %s #%llu, called from %s, "
+                "for the %s that matches its %s #%u %s rank %d, and rank %d issued only %u "
+                "%s%s %s rank %d there before it went on (did it leave the %s out of its "
+                "batch, or skip the call?)", y, yb->gid, yb->desc, dist__mon_op_name(yb->kind),
+                dist__mon_rec_num(yb), yb->site, its, mine, (unsigned)part->n,
+                part->send ? "to" : "from", x, x, (unsigned)had, its, had == 1 ? "" : "s",
+                part->send ? "from" : "to", y, its);
+}
+
 /* A rank every cycle goes through: the one whose calls are out of order
  * (a call swapped across groups, a receive from the wrong peer), with the
  * ranks blocked on it. */
@@ -191,13 +212,22 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
   int waiter = wrong_destination(recs, world, r);
   bool misdirected = odd_sender(recs, world, r);
   bool stranded = sender < 0 && waiter < 0 && !misdirected && stranded_receiver(recs, world, r);
+  int astray = dist__mon_sends_astray(recs, world, r);
+  const mon_rec_part *part = NULL;
+  int left_for = astray < 0 ? dist__mon_left_out(recs, world, r, &part) : -1;
   const mon_rec_group *o;
   dist__appendf(buf, len, off, "  %s rank %d, which is blocked in group %d (%s) %s #%llu%s, "
-                "called from %s", waiter >= 0 || stranded || misdirected ? "the waits start at"
+                "called from %s", waiter >= 0 || stranded || misdirected || astray >= 0 ||
+                left_for >= 0 ? "the waits start at"
                 : n_cycles > 1 ? "every wait-for cycle goes through"
                 : "the wait-for cycle goes through", r, b->gid, b->desc, dist__mon_op_name(b->kind),
                 dist__mon_rec_num(b), dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw), b->site);
-  if (waiter >= 0)
+  if (astray >= 0)
+    dist__appendf(buf, len, off, ": it sends to rank %d, which never sent to it nor received "
+                  "from it in group %d (does it send to the wrong peer?)", astray, b->gid);
+  else if (left_for >= 0)
+    say_left_out(recs, r, left_for, part, buf, len, off);
+  else if (waiter >= 0)
     dist__appendf(buf, len, off, ": it sends to rank %d, which does not take from it, while "
                   "rank %d waits to receive from it (does it send to the wrong peer?)",
                   b->peer2, waiter);
@@ -299,11 +329,16 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
     int common[MON_CULPRITS_MAX];
     int k = common_ranks(w.found, sure ? sure : w.n_found, world, common);
     k = dist__mon_prefer_odd_p2p(recs, world, common, k);
-    if (sure) /* a call swapped across groups: the side whose order nobody shares */
+    /* A batch's half its peer never issued: the rank that sent astray, or
+     * that left its half out and went on; the cycle only closes through it. */
+    int by_halves = dist__mon_prefer_unissued(recs, world, common, k);
+    bool halves = by_halves < k;
+    k = by_halves;
+    if (sure && !halves) /* a call swapped across groups: the side whose order nobody shares */
       k = dist__mon_prefer_out_of_order(recs, world, common, k);
-    if (sure) /* a rank in two calls at once: the second holds the first's progress */
+    if (sure && !halves) /* a rank in two calls at once: the second holds the first's progress */
       k = prefer_two_calls(recs, common, k);
-    if (!sure) /* only cycles through batches: the surer ends of their waits */
+    if (!sure && !halves) /* only cycles through batches: the surer ends of their waits */
       k = prefer_stranded(recs, world, w.found, w.n_found, common, k);
     for (int i = 0; i < k && i < 4; i++)
       say_hub(recs, common[i], w.n_found, buf, len, off);
@@ -359,15 +394,22 @@ static bool peer_stuck(const mon_rec *recs, int world, const cycle *c, int q, in
 }
 
 /* Whether rank r of cycle c, when blocked in a batch, cannot finish it. A
- * batch ends when its receives and its sends do, and the record cannot say
- * which of them is left: the cycle may go through a part that is done. So
- * every peer of it must be stuck with the cycle (a slow stage that has not
- * sent yet, or not taken a large send, ends the wait when it comes). */
+ * batch ends when its receives and its sends do. A half that a peer stuck
+ * with the cycle never issued cannot end (mon_parts.c). Without such a
+ * half, the cycle may go through a part that is done, so every peer of it
+ * must be stuck with the cycle (a slow stage that has not sent yet, or not
+ * taken a large send, ends the wait when it comes). */
 static bool batch_stuck(const mon_rec *recs, int world, const cycle *c, int r,
                         int64_t now_ms) {
   const mon_rec_group *b = blocked_in(&recs[r]);
   if (b->kind != DIST_OP_BATCH_P2P)
     return true;
+  for (int i = 0; dist__mon_parts_known(b) && i < b->p2p->n_parts; i++) {
+    int q = b->p2p->parts[i].peer; /* a half q never issued, q stuck: it never will */
+    bool unknown = false;
+    if (dist__mon_unissued(recs, r, b, q, &unknown) && peer_stuck(recs, world, c, q, now_ms))
+      return true;
+  }
   if (b->peer2 == MON_PEER_MANY || b->peer == MON_PEER_MANY)
     return false;
   return peer_stuck(recs, world, c, b->peer, now_ms) &&

@@ -7,6 +7,7 @@
  *   mon_diag.c      the diagnosis: lagging, dead and stopped ranks
  *   mon_cycle.c     the wait-for cycles, the rank they name, the deadlock proof
  *   mon_waits.c     who waits for whom: the wait-for graph's edges, indexed
+ *   mon_parts.c     a send's, receive's or batch's halves against peers' counts
  *   mon_symbol.c    call sites and stacks as "func (file:line)" (libdwfl)
  *   mon_crash.c     backtraces of fatal signals
  *   mon_stats.c     DETAIL statistics and stragglers
@@ -68,7 +69,19 @@ typedef struct mon_op {
   _Atomic int sync;          /* a synchronous call: its thread waits inside the library */
   _Atomic uint64_t pair;     /* a send or receive: its number on the pair (dist_coll.pair_seq) */
   _Atomic int peer_before;   /* a send or receive: its peer was one before (mon_record.h) */
+  /* Point to point: its halves (mon_record.h's parts), one per direction
+   * and peer, packed by mon_part_pack (n_parts past MON_PARTS_MAX: cut). */
+  _Atomic int n_parts;
+  _Atomic uint64_t parts[MON_PARTS_MAX];
 } mon_op;
+
+/* A part in one word: the count (32 bits), the peer's group rank (31), send. */
+static inline uint64_t mon_part_pack(int peer, bool send, uint32_t n) {
+  return (uint64_t)n << 32 | (uint64_t)(uint32_t)peer << 1 | (send ? 1u : 0u);
+}
+static inline mon_rec_part mon_part_unpack(uint64_t w) {
+  return (mon_rec_part){(int)((uint32_t)w >> 1), (w & 1u) != 0, (uint32_t)(w >> 32)};
+}
 
 typedef struct mon_stats mon_stats; /* mon_stats.c */
 
@@ -109,6 +122,10 @@ typedef struct mon_group {
   int *granks;               /* group rank -> global rank */
   _Atomic uint8_t *p2p_seen; /* group rank -> MON_SENT_TO | MON_RECEIVED_FROM: the
                                 point-to-point peers of this rank's calls so far */
+  /* group rank -> sends to it, receives from it, issued so far (a batch's
+   * each); the record's counts (mon_record.h). NULL when out of memory. */
+  _Atomic uint32_t *p2p_sent, *p2p_received;
+  _Atomic int p2p_any;       /* a receive from any source: received unknown */
   int64_t timeout_ms;
   /* enq: the last operation enqueued; done: the watermark below which every
    * operation has ended (they end out of order: an isend pending while a
@@ -211,6 +228,9 @@ extern mon_state dist__mon;
 extern pthread_mutex_t dist__mon_diag_mu;
 /* Guards dist__mon.refused (the caller's thread writes, the publisher reads). */
 extern pthread_mutex_t dist__mon_refused_mu;
+/* Guards each group's granks, p2p_sent and p2p_received against their
+ * free while the publisher reads them (taken after mu when both are). */
+extern pthread_mutex_t dist__mon_peers_mu;
 
 static inline bool dist__mon_is_p2p(int kind) {
   return kind >= 0 && dist_op_is_p2p((dist_op_kind)kind);
@@ -303,6 +323,27 @@ bool dist__mon_odd_sender(const mon_rec *recs, int world, int s);
 int dist__mon_wrong_source(const mon_rec *recs, int world, int r);
 bool dist__mon_stranded_receiver(const mon_rec *recs, int world, int r);
 int dist__mon_wrong_destination(const mon_rec *recs, int world, int r);
+/* A point-to-point operation's halves against its peers' counts
+ * (mon_parts.c). parts_known: b's record names every half. has_part_with:
+ * one of them is with rank q. unissued: b's half (of rank r) with q that q
+ * never issued (NULL: none; *unknown set when some count is unknown).
+ * parts_wait: whether b waits for q by its halves, 1 or 0, -1 when they do
+ * not tell. sure_wait: rank r's wait for q is sure (not a batch's half
+ * that may be done). sends_astray: the peer r's blocked send goes to that
+ * never exchanged with r in the group (-1: none). left_out: a rank blocked
+ * waiting for a half that x never issued, while x is elsewhere (its part
+ * in *part; -1: none). prefer_unissued: of ranks (k, kept in place), the
+ * senders astray, else the ranks that left a half out, when some but not
+ * all are; returns how many are left. */
+bool dist__mon_parts_known(const mon_rec_group *b);
+bool dist__mon_has_part_with(const mon_rec_group *b, int q);
+const mon_rec_part *dist__mon_unissued(const mon_rec *recs, int r, const mon_rec_group *b,
+                                       int q, bool *unknown);
+int dist__mon_parts_wait(const mon_rec *recs, int r, const mon_rec_group *b, int q);
+bool dist__mon_sure_wait(const mon_rec *recs, int r, int q);
+int dist__mon_sends_astray(const mon_rec *recs, int world, int r);
+int dist__mon_left_out(const mon_rec *recs, int world, int x, const mon_rec_part **part);
+int dist__mon_prefer_unissued(const mon_rec *recs, int world, int *ranks, int k);
 /* Whether send or receive b is the first between its two ranks in its
  * direction, with any tag (mon_record.h: pair, peer before). */
 bool dist__mon_first_with_peer(const mon_rec_group *b);

@@ -23,6 +23,7 @@ mon_state dist__mon = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITI
                        .create_mu = PTHREAD_MUTEX_INITIALIZER};
 pthread_mutex_t dist__mon_diag_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t dist__mon_refused_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t dist__mon_peers_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* initial-exec: libdist is loaded at start-up, and the default model would
  * make every operation call __tls_get_addr. */
@@ -74,6 +75,17 @@ static void publish_groups(void) {
     dist__mon_publish(dist__mon.store, "run", "");
 }
 
+/* Frees g's tables by peer (under mu, as a group's slot changes). */
+static void free_peer_tables(mon_group *g) {
+  pthread_mutex_lock(&dist__mon_peers_mu);
+  dist__free(g->granks);
+  g->granks = NULL;
+  dist__free((void *)g->p2p_sent);
+  dist__free((void *)g->p2p_received);
+  g->p2p_sent = g->p2p_received = NULL;
+  pthread_mutex_unlock(&dist__mon_peers_mu);
+}
+
 static void on_created(const dist_event *ev) {
   const dist_pg_info *in = ev->group;
   int *granks = dist__malloc(sizeof(int) * (size_t)in->size);
@@ -82,20 +94,29 @@ static void on_created(const dist_event *ev) {
   memcpy(granks, in->global_ranks, sizeof(int) * (size_t)in->size);
   /* NULL when out of memory: its records then say "unknown" (-1) */
   _Atomic uint8_t *seen = dist__calloc((size_t)in->size, sizeof *seen);
+  _Atomic uint32_t *sent = dist__calloc((size_t)in->size, sizeof *sent);
+  _Atomic uint32_t *received = dist__calloc((size_t)in->size, sizeof *received);
+  if (!sent || !received) { /* both or neither: the record's counts say "?" */
+    dist__free((void *)sent);
+    dist__free((void *)received);
+    sent = received = NULL;
+  }
   pthread_mutex_lock(&dist__mon.mu);
   mon_group *g = free_slot(ev->group_id);
   if (!g) {
     pthread_mutex_unlock(&dist__mon.mu);
     dist__free(granks);
     dist__free(seen);
+    dist__free((void *)sent);
+    dist__free((void *)received);
     DIST_LOG(INFO, MON, "group %d (%s) is beyond the %d groups the monitor follows",
              ev->group_id, in->name, MON_MAX_GROUPS);
     return;
   }
-  dist__free(g->granks);
   dist__free((void *)g->p2p_seen);
   dist__free(g->diag);
   dist__mon_stats_free(g);
+  free_peer_tables(g);
   memset(g, 0, sizeof *g);
   g->gid = ev->group_id;
   g->pg = ev->pg;
@@ -103,8 +124,12 @@ static void on_created(const dist_event *ev) {
   snprintf(g->desc, sizeof g->desc, "%s", in->desc ? in->desc : "");
   g->size = in->size;
   g->rank = in->rank;
-  g->granks = granks;
   g->p2p_seen = seen;
+  pthread_mutex_lock(&dist__mon_peers_mu);
+  g->granks = granks;
+  g->p2p_sent = sent;
+  g->p2p_received = received;
+  pthread_mutex_unlock(&dist__mon_peers_mu);
   g->timeout_ms = in->timeout_ms;
   if (dist__mon.detail && dist__mon_stats_alloc(g) != DIST_OK)
     DIST_LOG(WARNING, MON, "no memory for group %d's statistics; it has none", g->gid);
@@ -127,10 +152,9 @@ static void on_destroyed(const dist_event *ev) {
   g->pg = NULL;
   if (g->stats && dist__mon.on)
     dist__mon_stats_end(g, ev->group);
-  dist__free(g->granks);
-  g->granks = NULL;
   dist__free((void *)g->p2p_seen);
   g->p2p_seen = NULL;
+  free_peer_tables(g);
   pthread_mutex_lock(&dist__mon_diag_mu);
   dist__free(g->diag);
   g->diag = NULL;
@@ -198,6 +222,56 @@ static int peer_before(mon_group *g, const dist_coll *c) {
   return (atomic_fetch_or_explicit(seen, bit, memory_order_relaxed) & bit) != 0;
 }
 
+/* Counts one half of c to or from group rank peer and returns its number
+ * (this rank's n-th send to it, or receive from it); 0 when not counted
+ * (any source, no memory). */
+static uint32_t count_half(mon_group *g, int peer, bool send) {
+  _Atomic uint32_t *count = send ? g->p2p_sent : g->p2p_received;
+  if (peer < 0 || peer >= g->size || !count) {
+    if (!send && peer == DIST_ANY_SOURCE)
+      atomic_store_explicit(&g->p2p_any, 1, memory_order_relaxed);
+    return 0;
+  }
+  return atomic_fetch_add_explicit(&count[peer], 1, memory_order_relaxed) + 1;
+}
+
+/* Adds half (peer, send, n) to op's parts: one per direction and peer,
+ * the latest number kept. */
+static void add_part(mon_op *op, int peer, bool send, uint32_t n) {
+  int k = atomic_load_explicit(&op->n_parts, memory_order_relaxed);
+  for (int i = 0; i < k && i < MON_PARTS_MAX; i++) {
+    mon_rec_part p = mon_part_unpack(atomic_load_explicit(&op->parts[i], memory_order_relaxed));
+    if (p.peer == peer && p.send == send) {
+      atomic_store_explicit(&op->parts[i], mon_part_pack(peer, send, n), memory_order_relaxed);
+      return;
+    }
+  }
+  if (k < MON_PARTS_MAX)
+    atomic_store_explicit(&op->parts[k], mon_part_pack(peer, send, n), memory_order_relaxed);
+  atomic_store_explicit(&op->n_parts, k + 1 <= MON_PARTS_MAX ? k + 1 : MON_PARTS_MAX + 1,
+                        memory_order_relaxed);
+}
+
+/* Counts c's halves on g and keeps them as op's parts (mon_record.h): what
+ * lets a peer's record tell a half it never issued from one it took. */
+static void note_parts(mon_group *g, mon_op *op, const dist_coll *c) {
+  atomic_store_explicit(&op->n_parts, 0, memory_order_relaxed);
+  if (!c)
+    return;
+  if (c->kind == DIST_OP_SEND || c->kind == DIST_OP_RECV) {
+    bool send = c->kind == DIST_OP_SEND;
+    uint32_t n = count_half(g, c->root, send);
+    if (n)
+      add_part(op, c->root, send, n);
+  } else if (c->kind == DIST_OP_BATCH_P2P) {
+    for (size_t i = 0; i < c->n_p2p; i++) {
+      uint32_t n = count_half(g, c->p2p[i].peer, c->p2p[i].is_send);
+      if (n)
+        add_part(op, c->p2p[i].peer, c->p2p[i].is_send, n);
+    }
+  }
+}
+
 /* Whether c runs on CUDA tensors (a call has tensors on one device). */
 static int on_cuda(const dist_coll *c) {
   const dist_tensor *t = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0]
@@ -259,6 +333,7 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->pair, ev->coll ? ev->coll->pair_seq : 0, memory_order_relaxed);
   atomic_store_explicit(&op->peer_before, ev->coll ? peer_before(g, ev->coll) : -1,
                         memory_order_relaxed);
+  note_parts(g, op, ev->coll);
   atomic_store_explicit(&op->ended, 0, memory_order_relaxed);
   atomic_store_explicit(&op->sync,
                         ev->coll && (!(ev->coll->flags & DIST_COLL_ASYNC) ||

@@ -43,6 +43,46 @@ static bool sync_holds(void) {
   return n > 0 && !dist__mon_other_thread_running(blocked, n);
 }
 
+#define COUNTS_PUT 32 /* peers whose counts a line carries (MON_COUNTS_MAX) */
+
+/* The global rank of g's member m, -1 when unknown (under peers_mu). */
+static int global_of(const mon_group *g, int m) {
+  return g->granks && m >= 0 && m < g->size ? g->granks[m] : -1;
+}
+
+/* The line's parts and counts (mon_record.h): op's halves when a
+ * point-to-point operation is in flight (op not NULL), and this rank's
+ * sends and receives by peer so far. */
+static void put_p2p(char *buf, size_t len, size_t *off, mon_group *g, const mon_op *op) {
+  pthread_mutex_lock(&dist__mon_peers_mu);
+  int k = op ? atomic_load_explicit(&op->n_parts, memory_order_relaxed) : 0;
+  for (int i = 0; i < k && i < MON_PARTS_MAX; i++) {
+    mon_rec_part p = mon_part_unpack(atomic_load_explicit(&op->parts[i], memory_order_relaxed));
+    dist__appendf(buf, len, off, "%s%c%d:%u", i ? "," : "\t", p.send ? 's' : 'r',
+                  global_of(g, p.peer), (unsigned)p.n);
+  }
+  dist__appendf(buf, len, off, "%s", k > MON_PARTS_MAX ? "+" : k ? "" : "\t-");
+  if (!g->p2p_sent || atomic_load_explicit(&g->p2p_any, memory_order_relaxed)) {
+    dist__appendf(buf, len, off, "\t?");
+  } else {
+    int n = 0;
+    bool cut = false;
+    for (int m = 0; m < g->size && !cut; m++) {
+      uint32_t sent = atomic_load_explicit(&g->p2p_sent[m], memory_order_relaxed);
+      uint32_t received = atomic_load_explicit(&g->p2p_received[m], memory_order_relaxed);
+      if (!sent && !received)
+        continue;
+      cut = n == COUNTS_PUT;
+      if (!cut)
+        dist__appendf(buf, len, off, "%s%d:%u:%u", n++ ? "," : "\t", global_of(g, m),
+                      (unsigned)sent, (unsigned)received);
+    }
+    dist__appendf(buf, len, off, "%s", cut ? "+" : n ? "" : "\t-");
+  }
+  pthread_mutex_unlock(&dist__mon_peers_mu);
+  dist__appendf(buf, len, off, "\n");
+}
+
 static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool sync_ok) {
   uint64_t done = atomic_load_explicit(&g->done, memory_order_acquire);
   uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
@@ -53,9 +93,11 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
   uint64_t colls_enq = atomic_load_explicit(&g->colls_enq, memory_order_relaxed);
   int64_t since = 0;
   char site[MON_SITE_LEN] = "-", last_site[MON_SITE_LEN] = "-";
+  const mon_op *p2p_op = NULL;
   if (enq > done) {
     mon_op *op = &g->ring[(done + 1) % MON_RING];
     if (atomic_load_explicit(&op->seq, memory_order_acquire) == done + 1) {
+      p2p_op = op;
       kind = atomic_load_explicit(&op->kind, memory_order_relaxed);
       peer = atomic_load_explicit(&op->peer, memory_order_relaxed);
       peer2 = atomic_load_explicit(&op->peer2, memory_order_relaxed);
@@ -86,7 +128,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
       *p = ' ';
   dist__appendf(buf, len, off,
                 "g\t%d\t%d\t%llu\t%llu\t%llu\t%d\t%lld\t%d\t%lld\t%s\t%s\t%s\t%d\t%llu\t%llu\t%llu"
-                "\t%llu\t%d\t%llu\t%llu\t%d\t%d\t%llu\t%lld\t%llu\t%d\n",
+                "\t%llu\t%d\t%llu\t%llu\t%d\t%d\t%llu\t%lld\t%llu\t%d",
                 g->gid, g->size, (unsigned long long)enq, (unsigned long long)started,
                 (unsigned long long)done, kind, (long long)since, last_kind, (long long)last_ms,
                 site, last_site, desc, peer, (unsigned long long)colls_enq,
@@ -96,6 +138,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
                 (unsigned long long)pair, (long long)last_ns,
                 (unsigned long long)atomic_load_explicit(&g->creations, memory_order_relaxed),
                 before);
+  put_p2p(buf, len, off, g, dist__mon_is_p2p(kind) ? p2p_op : NULL);
 }
 
 /* Whether any live group issued an operation after t_ns (one issued

@@ -57,6 +57,65 @@ static void parse_group_tail(mon_rec_group *g, char **f, int k) {
   g->peer_before = k > 26 ? atoi(f[26]) : -1;
 }
 
+/* "s3:2,r4:2+" into p's parts; false when malformed. */
+static bool parse_parts(const char *s, mon_rec_p2p *p) {
+  if (strcmp(s, "-") == 0)
+    return true;
+  while (*s && *s != '+') {
+    char dir = *s++;
+    char *end;
+    long peer = strtol(s, &end, 10);
+    if ((dir != 's' && dir != 'r') || end == s || *end != ':' || peer < 0)
+      return false;
+    unsigned long n = strtoul(end + 1, &end, 10);
+    if (p->n_parts < MON_PARTS_MAX)
+      p->parts[p->n_parts++] = (mon_rec_part){(int)peer, dir == 's', (uint32_t)n};
+    else
+      p->parts_cut = true;
+    s = *end == ',' ? end + 1 : end;
+  }
+  p->parts_cut |= *s == '+';
+  return true;
+}
+
+/* "3:2:1,4:2:2+" into p's counts ("?" unknown, "-" none). */
+static bool parse_counts(const char *s, mon_rec_p2p *p) {
+  p->counts_known = strcmp(s, "?") != 0;
+  if (!p->counts_known || strcmp(s, "-") == 0)
+    return true;
+  while (*s && *s != '+') {
+    char *end;
+    long peer = strtol(s, &end, 10);
+    if (end == s || *end != ':' || peer < 0)
+      return false;
+    unsigned long sent = strtoul(end + 1, &end, 10);
+    if (*end != ':')
+      return false;
+    unsigned long received = strtoul(end + 1, &end, 10);
+    if (p->n_counts < MON_COUNTS_MAX)
+      p->counts[p->n_counts++] = (mon_rec_count){(int)peer, (uint32_t)sent, (uint32_t)received};
+    else
+      p->counts_cut = true;
+    s = *end == ',' ? end + 1 : end;
+  }
+  p->counts_cut |= *s == '+';
+  return true;
+}
+
+/* The parts and counts fields, when the line has them and either says
+ * something (NULL otherwise; and when malformed or out of memory, which
+ * the caller's p2p_known then turns into unknown). */
+static mon_rec_p2p *parse_p2p(char **f, int k) {
+  if (k <= 28 || (strcmp(f[27], "-") == 0 && strcmp(f[28], "-") == 0))
+    return NULL;
+  mon_rec_p2p *p = dist__calloc(1, sizeof *p);
+  if (p && (!parse_parts(f[27], p) || !parse_counts(f[28], p))) {
+    dist__free(p);
+    p = NULL;
+  }
+  return p;
+}
+
 bool dist__mon_rec_parse(char *text, mon_rec *r) {
   int lines = 0;
   for (char *p = text; *p; p++)
@@ -64,9 +123,9 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
   r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
   if (!r->g)
     return false;
-  char *save = NULL, *f[27];
+  char *save = NULL, *f[29];
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = fields(line, f, 27);
+    int k = fields(line, f, 29);
     if (k == 7 && strcmp(f[0], "v1") == 0) {
       r->rank = atoi(f[1]);
       r->pid = (pid_t)atoi(f[2]);
@@ -101,13 +160,18 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
       snprintf(d->desc, sizeof d->desc, "%s", f[3]);
     } else if (k >= 13 && strcmp(f[0], "g") == 0 && r->n < lines) {
       parse_group(&r->g[r->n], f);
-      parse_group_tail(&r->g[r->n++], f, k);
+      parse_group_tail(&r->g[r->n], f, k);
+      mon_rec_group *g = &r->g[r->n++];
+      g->p2p = parse_p2p(f, k);
+      g->p2p_known = k > 28 && (g->p2p || (strcmp(f[27], "-") == 0 && strcmp(f[28], "-") == 0));
     }
   }
   return r->present;
 }
 
 void dist__mon_rec_free(mon_rec *r) {
+  for (int i = 0; r->g && i < r->n; i++)
+    dist__free(r->g[i].p2p);
   dist__free(r->g);
   r->g = NULL;
   r->n = 0;

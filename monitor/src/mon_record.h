@@ -12,7 +12,7 @@
  *     <last ms> <call site> <last call site> <description> [<peer>
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
  *     <last num> [<sync> [<peer2> [<pair> [<last ns> [<creations>
- *     [<peer before>]]]]]]]]]]
+ *     [<peer before> [<parts> <counts>]]]]]]]]]]]
  *   c <gid> <size> <since ms> <call site> [<call> <scope> <k> <members>]
  *     (optional, once)
  *   r <gid> <kind> <num> <latest> <call site> <message>   (optional, once)
@@ -62,7 +62,17 @@
  * a receive: received from) that peer before in the group with any tag,
  * 0 when never, -1 unknown (a pipeline that tags each step anew starts a
  * pair every step); last ns is the last completion's time on the writer's own
- * monotonic clock, in ns (compared only within one record); call sites
+ * monotonic clock, in ns (compared only within one record); parts are
+ * the in-flight send's, receive's or batch's halves, one per direction and
+ * peer: "s<global rank>:<n>" (a send to it, this rank's n-th to that peer
+ * in the group) or "r<rank>:<n>" (a receive from it), comma-separated, a
+ * trailing "+" when some were left out, "-" none; counts are this rank's
+ * sends to and receives from each peer it exchanged with in the group so
+ * far, issued (not completed): "<rank>:<sent>:<received>" comma-separated,
+ * a trailing "+" when peers were left out (their counts unknown), "-"
+ * none, "?" unknown (a receive from any source took one from some peer).
+ * A part that its peer's counts do not reach is a half that peer never
+ * issued (mon_parts.c); call sites
  * are symbolised by the writer, since an address means nothing in another
  * process. */
 #ifndef MON_RECORD_H
@@ -76,6 +86,32 @@
 #define MON_PEER_NONE (-1)  /* a collective, or a receive from any source */
 #define MON_PEER_MANY (-2)  /* a batch with several peers */
 #define MON_MEMBERS_LEN 1024 /* a "c" line's member ranges */
+#define MON_PARTS_MAX 8     /* an operation's parts a record carries */
+#define MON_COUNTS_MAX 32   /* the peers whose counts a group's line carries */
+
+/* One half of a point-to-point operation in flight (the "parts" field). */
+typedef struct mon_rec_part {
+  int peer;                  /* global rank */
+  bool send;
+  uint32_t n;                /* this rank's n-th send to (receive from) the peer */
+} mon_rec_part;
+
+/* Sends to and receives from one peer, issued so far (the "counts" field). */
+typedef struct mon_rec_count {
+  int peer;                  /* global rank */
+  uint32_t sent, received;
+} mon_rec_count;
+
+/* A group line's two point-to-point fields, when it carried them. */
+typedef struct mon_rec_p2p {
+  int n_parts;
+  bool parts_cut;            /* parts were left out */
+  mon_rec_part parts[MON_PARTS_MAX];
+  bool counts_known;         /* false: "?" */
+  int n_counts;
+  bool counts_cut;           /* peers were left out: their counts unknown */
+  mon_rec_count counts[MON_COUNTS_MAX];
+} mon_rec_p2p;
 
 typedef struct mon_rec_group {
   int gid, size;
@@ -107,6 +143,9 @@ typedef struct mon_rec_group {
                                 to (received from) before in the group, with any tag:
                                 1, 0, -1 unknown (pair counts one tag alone, and a
                                 pipeline may tag each step anew) */
+  bool p2p_known;            /* the line carried parts and counts */
+  mon_rec_p2p *p2p;          /* them; NULL when it had neither (no operation
+                                in flight, no exchange so far) or is unknown */
 } mon_rec_group;
 
 /* The group a process is creating (the record's "c" line). */

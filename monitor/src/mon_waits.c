@@ -6,7 +6,8 @@
  * says it destroyed G, or this rank's table of G lists Q: it left G, or
  * its record is older than G) that has not entered that collective; or when R's oldest
  * operation is a send or receive with Q that Q is not in the other half of
- * (a batch: with the peer of its receives, or of its sends).
+ * (a batch: a half Q never issued, or one Q is exchanging with R now;
+ * with an older record, the peer of its receives, or of its sends).
  *
  * The index exists for scale. Asking every pair (R, Q) is quadratic: 10^8
  * questions at 10,000 ranks, seconds of the watchdog's time. But a
@@ -14,8 +15,10 @@
  * kind), never on which member waits in it, and the ranks that can be
  * waited for are the group's members; so each operation's edges are found
  * once, among its group's members, and shared by every rank blocked in it.
- * A send or receive has at most one edge, to its peer; a batch two (the
- * peer of its receives, and of its sends when another). Edges come out in
+ * A send or receive has at most one edge, to its peer; a batch one to
+ * each peer its halves wait for (mon_parts.c), or, when its record does
+ * not name them, two (the peer of its receives, and of its sends when
+ * another). Edges come out in
  * ascending rank order, as a scan of every rank would give them, so walks
  * over the index find the same cycles in the same order. */
 #include <stdlib.h>
@@ -85,9 +88,14 @@ static bool absent_member(int q, int gid) {
 
 bool dist__mon_waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q) {
   const mon_rec_group *qg = dist__mon_rec_group(&recs[q], b->gid);
+  bool batch = b->kind == DIST_OP_BATCH_P2P;
   if (!qg) /* q lists no such group: a member absent from it is still waited for */
     return (absent_member(q, b->gid) || dist__mon_rec_destroyed(&recs[q], b->gid)) &&
-           (!dist__mon_is_p2p(b->kind) || b->peer == q);
+           (!dist__mon_is_p2p(b->kind) || b->peer == q ||
+            (batch && dist__mon_has_part_with(b, q)));
+  int by_parts = batch ? dist__mon_parts_wait(recs, r, b, q) : -1;
+  if (by_parts >= 0) /* the batch's halves tell (mon_parts.c) */
+    return by_parts == 1;
   if (dist__mon_is_p2p(b->kind))
     return (b->peer == q || (b->kind == DIST_OP_BATCH_P2P && b->peer2 == q)) &&
            !dist__mon_halves(b, r, dist__mon_blocked_in(&recs[q]), q);
@@ -109,7 +117,7 @@ struct mon_waits {
   const mon_rec *recs;
   int world;
   const mon_rec_group **blocked; /* per rank, dist__mon_blocked_in */
-  int (*peer)[2];      /* per rank: its edges when blocked in a send, receive or batch */
+  int (*peer)[MON_PARTS_MAX]; /* per rank: its edges when blocked in a send, receive or batch */
   int *op;             /* per rank: its collective's slot in ops, -1 none */
   edges *ops;          /* per rank (used at the first rank of each collective) */
   pair *members;       /* (gid, rank) ascending: who can be waited for in gid */
@@ -278,17 +286,26 @@ int dist__mon_waits_out(mon_waits *w, int r, const int **to) {
   const mon_rec_group *b = r >= 0 && r < w->world ? w->blocked[r] : NULL;
   if (!b)
     return 0;
-  if (dist__mon_is_p2p(b->kind)) { /* its peer; a batch's other peer too (peer2) */
-    int n = 0, qs[2] = {b->peer, b->kind == DIST_OP_BATCH_P2P ? b->peer2 : MON_PEER_NONE};
-    for (int i = 0; i < 2; i++) {
-      int q = qs[i];
-      if (q >= 0 && q < w->world && q != r && dist__mon_waits_for(w->recs, r, b, q))
-        w->peer[r][n++] = q;
+  if (dist__mon_is_p2p(b->kind)) { /* its peer(s): a batch's halves, or peer and peer2 */
+    int n = 0, m = 0, qs[MON_PARTS_MAX];
+    if (b->kind == DIST_OP_BATCH_P2P && dist__mon_parts_known(b)) {
+      for (int i = 0; i < b->p2p->n_parts; i++)
+        qs[m++] = b->p2p->parts[i].peer; /* a peer twice (send and receive): deduped below */
+    } else {
+      qs[m++] = b->peer;
+      qs[m++] = b->kind == DIST_OP_BATCH_P2P ? b->peer2 : MON_PEER_NONE;
     }
-    if (n == 2 && w->peer[r][1] < w->peer[r][0]) { /* ascending, as every edge list */
-      int t = w->peer[r][0];
-      w->peer[r][0] = w->peer[r][1];
-      w->peer[r][1] = t;
+    for (int i = 1; i < m; i++) /* ascending, as every edge list (a few: insertion) */
+      for (int j = i; j > 0 && qs[j - 1] > qs[j]; j--) {
+        int t = qs[j];
+        qs[j] = qs[j - 1];
+        qs[j - 1] = t;
+      }
+    for (int i = 0; i < m; i++) {
+      int q = qs[i];
+      if (q >= 0 && q < w->world && q != r && (!n || w->peer[r][n - 1] != q) &&
+          dist__mon_waits_for(w->recs, r, b, q))
+        w->peer[r][n++] = q;
     }
     *to = n ? w->peer[r] : NULL;
     return n;
