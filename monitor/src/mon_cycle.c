@@ -214,7 +214,7 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
   bool stranded = sender < 0 && waiter < 0 && !misdirected && stranded_receiver(recs, world, r);
   int astray = dist__mon_sends_astray(recs, world, r);
   const mon_rec_part *part = NULL;
-  int left_for = astray < 0 ? dist__mon_left_out(recs, world, r, &part) : -1;
+  int left_for = astray < 0 ? dist__mon_left_out(recs, world, r, true, &part) : -1;
   const mon_rec_group *o;
   dist__appendf(buf, len, off, "  %s rank %d, which is blocked in group %d (%s) %s #%llu%s, "
                 "called from %s", waiter >= 0 || stranded || misdirected || astray >= 0 ||
@@ -222,11 +222,15 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
                 : n_cycles > 1 ? "every wait-for cycle goes through"
                 : "the wait-for cycle goes through", r, b->gid, b->desc, dist__mon_op_name(b->kind),
                 dist__mon_rec_num(b), dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw), b->site);
-  if (astray >= 0)
+  const mon_rec_part *wp = NULL;
+  int astray_waiter = astray >= 0 ? dist__mon_left_out(recs, world, r, false, &wp) : -1;
+  if (astray >= 0 && astray_waiter >= 0 && !wp->send)
+    dist__appendf(buf, len, off, ": it sends to rank %d, which does not take from it, while "
+                  "rank %d waits to receive from it (does it send to the wrong peer?)", astray,
+                  astray_waiter);
+  else if (astray >= 0)
     dist__appendf(buf, len, off, ": it sends to rank %d, which never sent to it nor received "
                   "from it in group %d (does it send to the wrong peer?)", astray, b->gid);
-  else if (left_for >= 0)
-    say_left_out(recs, r, left_for, part, buf, len, off);
   else if (waiter >= 0)
     dist__appendf(buf, len, off, ": it sends to rank %d, which does not take from it, while "
                   "rank %d waits to receive from it (does it send to the wrong peer?)",
@@ -248,6 +252,8 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
   else if (sender >= 0)
     dist__appendf(buf, len, off, ": rank %d does not send to it while rank %d does (does it "
                   "receive from the wrong peer?)", b->peer, sender);
+  else if (left_for >= 0)
+    say_left_out(recs, r, left_for, part, buf, len, off);
   else if ((o = second_sync(&recs[r])) != NULL)
     dist__appendf(buf, len, off, ", while it is also blocked in group %d (%s) %s #%llu, called "
                   "from %s: two calls at once (a call that blocks from a work's callback, or "

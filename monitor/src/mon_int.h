@@ -329,10 +329,11 @@ int dist__mon_wrong_destination(const mon_rec *recs, int world, int r);
  * never issued (NULL: none; *unknown set when some count is unknown).
  * parts_wait: whether b waits for q by its halves, 1 or 0, -1 when they do
  * not tell. sure_wait: rank r's wait for q is sure (not a batch's half
- * that may be done). sends_astray: the peer r's blocked send goes to that
- * never exchanged with r in the group (-1: none). left_out: a rank blocked
- * waiting for a half that x never issued, while x is elsewhere (its part
- * in *part; -1: none). prefer_unissued: of ranks (k, kept in place), the
+ * that may be done). sends_astray: the peer r's blocked batch sends to
+ * that never exchanged with r in the group (-1: none). left_out: a rank
+ * blocked in a batch waiting for a half that x never issued, while x is
+ * elsewhere (elsewhere false: wherever x is; its part in *part; -1: none). A send or receive alone is
+ * mon_peers.c's to judge, as before the halves were known. prefer_unissued: of ranks (k, kept in place), the
  * senders astray, else the ranks that left a half out, when some but not
  * all are; returns how many are left. */
 bool dist__mon_parts_known(const mon_rec_group *b);
@@ -342,7 +343,8 @@ const mon_rec_part *dist__mon_unissued(const mon_rec *recs, int r, const mon_rec
 int dist__mon_parts_wait(const mon_rec *recs, int r, const mon_rec_group *b, int q);
 bool dist__mon_sure_wait(const mon_rec *recs, int r, int q);
 int dist__mon_sends_astray(const mon_rec *recs, int world, int r);
-int dist__mon_left_out(const mon_rec *recs, int world, int x, const mon_rec_part **part);
+int dist__mon_left_out(const mon_rec *recs, int world, int x, bool elsewhere,
+                       const mon_rec_part **part);
 int dist__mon_prefer_unissued(const mon_rec *recs, int world, int *ranks, int k);
 /* Whether send or receive b is the first between its two ranks in its
  * direction, with any tag (mon_record.h: pair, peer before). */

@@ -92,6 +92,8 @@ bool dist__mon_sure_wait(const mon_rec *recs, int r, int q) {
 
 int dist__mon_sends_astray(const mon_rec *recs, int world, int r) {
   const mon_rec_group *b = blocked_in(&recs[r]);
+  if (!b || b->kind != DIST_OP_BATCH_P2P) /* a send alone: mon_peers.c's odd_sender */
+    return -1;
   for (int i = 0; dist__mon_parts_known(b) && i < b->p2p->n_parts; i++) {
     const mon_rec_part *p = &b->p2p->parts[i];
     int q = p->peer;
@@ -108,12 +110,15 @@ int dist__mon_sends_astray(const mon_rec *recs, int world, int r) {
   return -1;
 }
 
-int dist__mon_left_out(const mon_rec *recs, int world, int x, const mon_rec_part **part) {
+int dist__mon_left_out(const mon_rec *recs, int world, int x, bool elsewhere,
+                       const mon_rec_part **part) {
   for (int y = 0; y < world; y++) {
     const mon_rec_group *b = y == x ? NULL : blocked_in(&recs[y]);
+    if (b && b->kind != DIST_OP_BATCH_P2P) /* a send or receive alone: mon_peers.c */
+      continue;
     bool unknown = false;
     const mon_rec_part *p = b ? dist__mon_unissued(recs, y, b, x, &unknown) : NULL;
-    if (p && !exchanging_with(recs, x, b->gid, y)) {
+    if (p && !(elsewhere && exchanging_with(recs, x, b->gid, y))) {
       *part = p;
       return y;
     }
@@ -128,7 +133,7 @@ static int keep_if(const mon_rec *recs, int world, int *ranks, int k, bool astra
   const mon_rec_part *p;
   for (int i = 0; i < k; i++)
     if (astray ? dist__mon_sends_astray(recs, world, ranks[i]) >= 0
-               : dist__mon_left_out(recs, world, ranks[i], &p) >= 0)
+               : dist__mon_left_out(recs, world, ranks[i], true, &p) >= 0)
       ranks[m++] = ranks[i];
   return m ? m : k;
 }
