@@ -20,7 +20,9 @@
  *   exit3     it exits with status 3 before the step
  *   splits    it sends one token too many to the first expert rank
  *   batchpeer it sends its batched activations to the next rank's stage
- *             partner (r + 5) instead of its own (r + 4) */
+ *             partner (r + 5) instead of its own (r + 4)
+ *   batchomit it leaves its receive out of the batch (sends alone), so its
+ *             partner's send is never taken */
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -115,12 +117,15 @@ static void pipeline(const job *j, int step) {
     TRY("send", dist_send(&ts, peer, NULL, 1));
   } else {
     int to = planted(j, step, "batchpeer") ? (j->rank + 5) % 8 : peer;
+    bool omit = planted(j, step, "batchomit");
     dist_p2p_op ops[2] = {{.is_send = true, .tensor = &ts, .peer = to, .tag = 1},
                           {.is_send = false, .tensor = &tr, .peer = peer, .tag = 1}};
     dist_work *w;
-    TRY("batch_isend_irecv", dist_batch_isend_irecv(ops, 2, &w));
+    TRY("batch_isend_irecv", dist_batch_isend_irecv(ops, omit ? 1 : 2, &w));
     TRY("wait", dist_work_wait(w, -1));
     dist_work_free(w);
+    if (omit)
+      return; /* nothing received to check */
   }
   if (theirs[0] != (float)peer) {
     fprintf(stderr, "pipeline: got %g from rank %d\n", theirs[0], peer);
@@ -164,7 +169,7 @@ int main(int argc, char **argv) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(argv[i], "--help")) {
       printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S]\n"
-             "bugs: kill stop nan order recvrecv exit0 exit3 splits batchpeer\n", argv[0]);
+             "bugs: kill stop nan order recvrecv exit0 exit3 splits batchpeer batchomit\n", argv[0]);
       return 0;
     } else if (!strcmp(argv[i], "--bug") && v) {
       j.bug = argv[++i];

@@ -119,6 +119,24 @@ Test(examples_moe, a_batch_sent_to_the_wrong_peer_is_proven_and_named, .timeout 
   cr_expect(!mesh_says(&r, "waited 6.0 s of its 6.0 s timeout"), "not proven: %s", r.report);
 }
 
+/* Rank 5 leaves its receive out of its batch: the batch of sends alone
+ * ends (rank 1 takes the send) and rank 5 goes on to its gradients, while
+ * rank 1's send to it is never taken. Rank 1's record says the send is its
+ * 3rd to rank 5, rank 5's that it issued 2 receives from rank 1: rank 5 is
+ * named, not rank 1 (blocked in the batch) nor the ranks in the dp
+ * all_reduce waiting for it. */
+Test(examples_moe, a_receive_left_out_of_a_batch_names_the_rank_that_left_it_out,
+     .timeout = 120) {
+  static mesh_run r;
+  moe("DIST_DEBUG=OFF", "batchomit", &r);
+  mesh_expect_verdict(&r, 11, "hang", 5);
+  cr_expect(mesh_says(&r, "rank 1 waits in group 0 (default) BATCH_P2P #3") &&
+                mesh_says(&r, "for the receive that matches its send #3 to rank 5, and rank 5 "
+                              "issued only 2 receives from rank 1 there before it went on (did "
+                              "it leave the receive out of its batch, or skip the call?)"),
+            "%s", r.err);
+}
+
 Test(examples_moe, a_receive_receive_deadlock_names_both_ends, .timeout = 120) {
   static mesh_run r;
   moe("DIST_DEBUG=DETAIL", "recvrecv", &r);
