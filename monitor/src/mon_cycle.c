@@ -213,16 +213,17 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
   bool misdirected = odd_sender(recs, world, r);
   bool stranded = sender < 0 && waiter < 0 && !misdirected && stranded_receiver(recs, world, r);
   int astray = dist__mon_sends_astray(recs, world, r);
-  const mon_rec_part *part = NULL;
+  const mon_rec_part *part = NULL, *wp = NULL;
+  const mon_rec_group *wanted = NULL;
   int left_for = astray < 0 ? dist__mon_left_out(recs, world, r, true, &part) : -1;
   const mon_rec_group *o;
+  const mon_rec_group *wrong = dist__mon_wrong_group(recs, world, r, &wanted);
   dist__appendf(buf, len, off, "  %s rank %d, which is blocked in group %d (%s) %s #%llu%s, "
                 "called from %s", waiter >= 0 || stranded || misdirected || astray >= 0 ||
-                left_for >= 0 ? "the waits start at"
+                left_for >= 0 || wrong ? "the waits start at"
                 : n_cycles > 1 ? "every wait-for cycle goes through"
                 : "the wait-for cycle goes through", r, b->gid, b->desc, dist__mon_op_name(b->kind),
                 dist__mon_rec_num(b), dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw), b->site);
-  const mon_rec_part *wp = NULL;
   int astray_waiter = astray >= 0 ? dist__mon_left_out(recs, world, r, false, &wp) : -1;
   if (astray >= 0 && astray_waiter >= 0 && !wp->send)
     dist__appendf(buf, len, off, ": it sends to rank %d, which does not take from it, while "
@@ -254,6 +255,13 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
                   "receive from the wrong peer?)", b->peer, sender);
   else if (left_for >= 0)
     say_left_out(recs, r, left_for, part, buf, len, off);
+  else if ((o = wrong) != NULL)
+    dist__appendf(buf, len, off, ": the others wait for it in group %d (%s) %s #%llu, called "
+                  "from %s, while its last call from there went to group %d (%s) %s #%llu "
+                  "(did it call it on the wrong group?)", wanted->gid, wanted->desc,
+                  dist__mon_op_name(wanted->kind), dist__mon_rec_num(wanted), wanted->site,
+                  o->gid, o->desc, dist__mon_op_name(o->last_kind),
+                  (unsigned long long)o->last_num);
   else if ((o = second_sync(&recs[r])) != NULL)
     dist__appendf(buf, len, off, ", while it is also blocked in group %d (%s) %s #%llu, called "
                   "from %s: two calls at once (a call that blocks from a work's callback, or "
@@ -340,6 +348,8 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
     int by_halves = dist__mon_prefer_unissued(recs, world, common, k);
     bool halves = by_halves < k;
     k = by_halves;
+    if (sure && !halves) /* a call made on another group than the others made it on */
+      k = dist__mon_prefer_wrong_group(recs, world, common, k);
     if (sure && !halves) /* a call swapped across groups: the side whose order nobody shares */
       k = dist__mon_prefer_out_of_order(recs, world, common, k);
     if (sure && !halves) /* a rank in two calls at once: the second holds the first's progress */

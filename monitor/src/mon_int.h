@@ -310,6 +310,14 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
  * the other way (mon_order.c), when they are some but not all; returns
  * how many ranks are left in ranks. */
 int dist__mon_prefer_out_of_order(const mon_rec *recs, int world, int *ranks, int k);
+/* A collective rank x called on the wrong group (mon_order.c): the group
+ * of x's whose last call came from the site where the members of another
+ * group of x's wait for it in a collective it never issued (that wait in
+ * *wanted); NULL none. prefer_wrong_group keeps of ranks (k, in place)
+ * those, when some but not all are; returns how many are left. */
+const mon_rec_group *dist__mon_wrong_group(const mon_rec *recs, int world, int x,
+                                           const mon_rec_group **wanted);
+int dist__mon_prefer_wrong_group(const mon_rec *recs, int world, int *ranks, int k);
 
 /* The odd ends of point-to-point waits (mon_peers.c). odd_sender: rank s
  * is blocked in its first send to a rank that receives from another peer

@@ -92,3 +92,47 @@ int dist__mon_prefer_out_of_order(const mon_rec *recs, int world, int *ranks, in
   memcpy(ranks, out, sizeof(int) * (size_t)m);
   return m;
 }
+
+/* --- a collective called on the wrong group --------------------------------- */
+
+/* A rank that runs a collective on the wrong group (its mesh's data-parallel
+ * group where the program calls the tensor-parallel one) has that group's
+ * partner match the call silently, and leaves the members of the right
+ * group waiting for a call it made elsewhere. The records show it: the
+ * others wait in collective #c of group G, called from site S, which x has
+ * not issued, while x's last call in another group G2 came from S, the
+ * same operation. (A helper that calls one collective for every group
+ * shares one site: x then skipped its call on G, and is the culprit still.) */
+const mon_rec_group *dist__mon_wrong_group(const mon_rec *recs, int world, int x,
+                                           const mon_rec_group **wanted) {
+  const mon_rec *rx = &recs[x];
+  for (int y = 0; y < world; y++) {
+    const mon_rec_group *yb = y == x ? NULL : dist__mon_blocked_in(&recs[y]);
+    if (!yb || dist__mon_is_p2p(yb->kind) || !yb->has_colls || !yb->coll ||
+        !strcmp(yb->site, "-"))
+      continue;
+    const mon_rec_group *xg = dist__mon_rec_group(rx, yb->gid);
+    if (!xg || !xg->has_colls || xg->colls_enq >= yb->coll)
+      continue; /* not a member, or it issued that collective */
+    for (int i = 0; rx->present && i < rx->n; i++) {
+      const mon_rec_group *o = &rx->g[i];
+      if (o->gid != yb->gid && o->last_kind == yb->kind && !strcmp(o->last_site, yb->site)) {
+        *wanted = yb;
+        return o;
+      }
+    }
+  }
+  return NULL;
+}
+
+int dist__mon_prefer_wrong_group(const mon_rec *recs, int world, int *ranks, int k) {
+  int out[MON_CULPRITS_MAX], m = 0;
+  const mon_rec_group *wanted;
+  for (int i = 0; i < k && m < MON_CULPRITS_MAX; i++)
+    if (dist__mon_wrong_group(recs, world, ranks[i], &wanted))
+      out[m++] = ranks[i];
+  if (!m || m == k)
+    return k;
+  memcpy(ranks, out, sizeof(int) * (size_t)m);
+  return m;
+}
