@@ -1,0 +1,57 @@
+/* ctest: labels=multiproc,verdicts timeout=300 cost=15 */
+/* One verdict on a stencil job (halo_train on 8 ranks, a 2 x 4 dp x tp
+ * mesh): hangs through dist_batch_isend_irecv, where a rank left a half
+ * out of its batch or sent it astray and went on into a tp collective
+ * that closes the cycle, and a tp all_reduce called on the dp group that
+ * the dp partner's own all_reduce took silently (same shape). distrun's
+ * status and distview's --json agree, and blame the planted rank 2 alone,
+ * not the neighbour blocked in its batch nor the tp peers waiting. */
+#include "mesh_verdict.h"
+
+static void halo(const char *debug, const char *bug, mesh_run *r) {
+  job_run("halo_train", debug, bug, 2, r);
+}
+
+Test(examples_halo, a_receive_left_out_of_the_batch_names_the_rank_that_left_it_out,
+     .timeout = 120) {
+  static mesh_run r;
+  halo("DIST_DEBUG=OFF", "omitrecv", &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "rank 3 waits in group 0 (default) BATCH_P2P #2") &&
+                mesh_says(&r, "for the receive that matches its send #2 to rank 2, and rank 2 "
+                              "issued only 1 receive from rank 3 there before it went on"),
+            "%s", r.err);
+  cr_expect(strstr(r.json, "\"group_name\":\"tp\"") && strstr(r.json, "\"op\":\"ALL_REDUCE\""),
+            "not rank 2's tp all_reduce: %s", r.json);
+}
+
+Test(examples_halo, a_send_left_out_of_the_batch_names_the_rank_that_left_it_out,
+     .timeout = 120) {
+  static mesh_run r;
+  halo("DIST_DEBUG=DETAIL", "omitsend", &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "for the send that matches its receive #2 from rank 2, and rank 2 "
+                          "issued only 1 send to rank 3 there before it went on"),
+            "%s", r.err);
+}
+
+Test(examples_halo, a_halo_sent_to_the_wrong_neighbour_names_the_sender, .timeout = 120) {
+  static mesh_run r;
+  halo("DIST_DEBUG=DETAIL", "wrongpeer", &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "it sends to rank 4, which does not take from it, while rank 3 "
+                          "waits to receive from it (does it send to the wrong peer?)"),
+            "%s", r.err);
+  cr_expect(strstr(r.json, "\"op\":\"BATCH_P2P\""), "not rank 2's batch: %s", r.json);
+}
+
+Test(examples_halo, a_tp_all_reduce_called_on_the_dp_group_names_the_caller, .timeout = 120) {
+  static mesh_run r;
+  halo("DIST_DEBUG=DETAIL", "wrongdim", &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "the others wait for it in group 5 (tp) ALL_REDUCE #2, called from "
+                          "main (halo_train.c:") &&
+                mesh_says(&r, "while its last call from there went to group 3 (dp) ALL_REDUCE #2 "
+                              "(did it call it on the wrong group?)"),
+            "%s", r.err);
+}
