@@ -334,9 +334,29 @@ int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
 }
 
+/* How far the size rank i sends to rank j (send; else the size j expects
+ * from i) stands out among the sizes around it: those i sends to the
+ * others and the others send to j (send), or j expects from the others and
+ * the others expect from i, unlike it (as the checking layer reads the
+ * same matrix at DETAIL, wrapper_pg's exchange.c). */
+static int odd_count(const dist__shm *s, int p, int i, int j, bool send) {
+  int n = s->size, unlike = 0;
+  int64_t v = send ? s->peer[i].cnt[p][j] : s->peer[j].cnt[p][n + i];
+  for (int k = 0; k < n; k++) {
+    if (k != j)
+      unlike += (send ? s->peer[i].cnt[p][k] : s->peer[j].cnt[p][n + k]) != v;
+    if (k != i)
+      unlike += (send ? s->peer[k].cnt[p][j] : s->peer[k].cnt[p][n + i]) != v;
+  }
+  return unlike;
+}
+
 /* cnt[p] of rank k: [0, n) elements k sends to each rank, [n, 2n) elements
  * k expects from each rank. Every rank checks the whole matrix so all fail
- * together; a rank not involved names the pair that disagrees. */
+ * together; a rank not involved names the pair that disagrees, marking the
+ * side whose size stands out more among the sizes around it (odd_count),
+ * or both when neither does (uneven splits, legal, leave no usual size:
+ * which side is wrong is then not known, and naming one would guess). */
 int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
   int n = s->size, p = (int)(g & 1);
   int dt = s->key[SHM_H(g)].dtype;
@@ -356,7 +376,12 @@ int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
       vb.count = want, vb.dir = "from", vb.peer = a.global_rank;
       dist__report_value(&va, a.value, sizeof a.value);
       dist__report_value(&vb, b.value, sizeof b.value);
-      dist__report_disagree(msg, sizeof msg, &off, "split size", &a, &b);
+      int os = odd_count(s, p, i, j, true), orr = odd_count(s, p, i, j, false);
+      if (os == orr)
+        dist__report_disagree_both(msg, sizeof msg, &off, "split size", &a, &b);
+      else
+        dist__report_disagree_odd(msg, sizeof msg, &off, "split size", os > orr ? &b : &a,
+                                  os > orr ? &a : &b);
       DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
       return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
     }

@@ -326,7 +326,9 @@ static void coll_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *t
   dist__appendf(m, sizeof m, &off, "%s: ", dist__tcp_req_label(r, lb, sizeof lb));
   const dist__rside *mine = a.self ? &a : &b, *peer = a.self ? &b : &a;
   int odd = coll_odd(t, &r->d, theirs);
-  if (odd < 0)
+  if (odd < 0 && !strcmp(field, "split size")) /* one pair's view: which side is not known */
+    dist__report_disagree_both(m, sizeof m, &off, field, &a, &b);
+  else if (odd < 0)
     dist__report_disagree(m, sizeof m, &off, field, &a, &b);
   else
     dist__report_disagree_odd(m, sizeof m, &off, field, odd ? peer : mine, odd ? mine : peer);
