@@ -179,7 +179,7 @@ Test(core_report, same_disagreement_reads_the_same_over_shm_and_tcp, .timeout = 
       char *a = slurp(tmpl, "shm", k, rank), *b = slurp(tmpl, "tcp", k, rank);
       normalise(a);
       normalise(b);
-      cr_expect_str_eq(a, b, "%s, rank %d: shm and tcp differ", case_name[k], rank);
+      cr_expect_str_eq(a, b, "%s, rank %d: shm and tcp differ:\n%s\n---\n%s", case_name[k], rank, a, b);
       char head[128];
       snprintf(head, sizeof head, "desync in group %d (%s, 2 ranks) at ", k + 1, case_name[k]);
       cr_expect(strncmp(a, head, strlen(head)) == 0, "%s, rank %d: header is not '%s...':\n%s",

@@ -146,7 +146,8 @@ Test(core_shm_fail, a_different_kind_root_op_or_dtype_fails_every_rank_with_a_me
   cr_assert_eq(dist_test_ranks(3, rank_kind_mismatch, NULL, 30), 0, "%s", dist_test_report());
 }
 
-/* Rank 0 sends 2 rows to rank 1, which expects 3; every other pair agrees. */
+/* Rank 0 sends 2 rows to rank 1, which expects 3; every other pair agrees.
+ * Every other size is 3 rows: rank 0's stands out, and it alone is marked. */
 static int rank_split_mismatch(const dist_test_ctx *ctx) {
   shm_t e = {0};
   if (shm_t_open(ctx, &e, false))
@@ -165,11 +166,13 @@ static int rank_split_mismatch(const dist_test_ctx *ctx) {
   int rc = shm_t_run(&e, &c);
   /* Every rank, the third one too, names the same pair in the same words. */
   const char *r1[] = {"ALL_TO_ALL_SINGLE #1: ranks disagree on the split size",
-                      "\n  rank 0: ALL_TO_ALL_SINGLE float32[6] to rank 1 (24 bytes)",
-                      "\n  rank 1: ALL_TO_ALL_SINGLE float32[9] from rank 0 (36 bytes)  <- split "
-                      "size differs", NULL};
+                      "\n  rank 0: ALL_TO_ALL_SINGLE float32[6] to rank 1 (24 bytes)  <- split "
+                      "size differs",
+                      "\n  rank 1: ALL_TO_ALL_SINGLE float32[9] from rank 0 (36 bytes)", NULL};
   const char *const *r0 = r1, *const *rx = r1;
   int bad = expect_desync(ctx, &e, rc, me == 1 ? r1 : me == 0 ? r0 : rx);
+  if (!bad)
+    CHECK(ctx, !strstr(e.err.msg, "(36 bytes)  <-"), "the receiver is marked too: %s", e.err.msg);
   for (int i = 0; i < 64 && !bad; i++)
     CHECK(ctx, out[i] == 0.0f, "the failed all_to_all wrote into the output");
   if (!bad)

@@ -376,7 +376,10 @@ int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
       vb.count = want, vb.dir = "from", vb.peer = a.global_rank;
       dist__report_value(&va, a.value, sizeof a.value);
       dist__report_value(&vb, b.value, sizeof b.value);
-      int os = odd_count(s, p, i, j, true), orr = odd_count(s, p, i, j, false);
+      /* Two ranks: the sizes around are their sends to themselves alone,
+       * too few to tell (and what the TCP engine, which sees one pair, says). */
+      int os = n > 2 ? odd_count(s, p, i, j, true) : 0;
+      int orr = n > 2 ? odd_count(s, p, i, j, false) : 0;
       if (os == orr)
         dist__report_disagree_both(msg, sizeof msg, &off, "split size", &a, &b);
       else
