@@ -37,10 +37,13 @@ static int own_rank(void) {
 
 /* Whether the cause value cur may give way to a new one of status: a
  * diagnosis replaces a cause of its status posted without one; a cause
- * that names its culprits (a fields line) replaces one of its status that
- * does not (the same report relayed by core from a failed work, say). */
+ * with a fields line replaces one of its status that has none (the same
+ * report relayed by core from a failed work, say), and one that names its
+ * culprits replaces one whose fields name none (the wrong root of a
+ * broadcast, found late by the root itself from one reader's failure,
+ * while the readers' own reports mark the odd rank). */
 static bool superseded(const void *cur, size_t cur_len, int status, bool diagnosis,
-                       bool fields) {
+                       bool fields, bool named) {
   char head[64];
   size_t n = cur_len < sizeof head - 1 ? cur_len : sizeof head - 1;
   memcpy(head, cur, n);
@@ -50,12 +53,19 @@ static bool superseded(const void *cur, size_t cur_len, int status, bool diagnos
     return false;
   const char *nl = memchr(cur, '\n', cur_len);
   bool cur_fields = nl && (size_t)(nl + 1 - (const char *)cur) < cur_len && nl[1] == '@';
-  return diagnosis || (fields && !cur_fields);
+  bool cur_named = false;
+  if (cur_fields) {
+    const char *line = nl + 1, *end = memchr(line, '\n', cur_len - (size_t)(line - (const char *)cur));
+    size_t ll = end ? (size_t)(end - line) : cur_len - (size_t)(line - (const char *)cur);
+    cur_named = memmem(line, ll, "\tculprits=", 10) != NULL;
+  }
+  return diagnosis || (fields && !cur_fields) || (named && cur_fields && !cur_named);
 }
 
-/* First cause wins; a diagnosis replaces a plain cause of its status. */
-static int post(dist_store *job, int status, bool diagnosis, bool fields, const char *val,
-                size_t len) {
+/* First cause wins; a diagnosis replaces a plain cause of its status, and
+ * a cause that names culprits one that does not (superseded). */
+static int post(dist_store *job, int status, bool diagnosis, bool fields, bool named,
+                const char *val, size_t len) {
   dist_store *h;
   int rc = dist__store_clone_within(job, DIST_CAUSE_TIMEOUT_MS, &h);
   if (rc != DIST_OK)
@@ -64,7 +74,7 @@ static int post(dist_store *job, int status, bool diagnosis, bool fields, const 
   size_t cur_len = 0;
   rc = dist_store_compare_set(h, DIST_KEY_CAUSE, "", 0, val, len, &cur, &cur_len);
   bool kept = rc == DIST_OK && cur_len == len && memcmp(cur, val, len) == 0;
-  if (rc == DIST_OK && !kept && superseded(cur, cur_len, status, diagnosis, fields)) {
+  if (rc == DIST_OK && !kept && superseded(cur, cur_len, status, diagnosis, fields, named)) {
     void *now = NULL;
     size_t now_len = 0;
     rc = dist_store_compare_set(h, DIST_KEY_CAUSE, cur, cur_len, val, len, &now, &now_len);
@@ -134,7 +144,8 @@ static int post_cause(int status, bool diagnosis, const dist_cause_info *info,
     return dist__set_last_error(DIST_E_NOMEM, "out of memory posting the job's cause");
   int n = snprintf(val, head, "%d %d %d\n%s", status, own_rank(), diagnosis ? 1 : 0, fields);
   memcpy(val + n, report, rlen);
-  int rc = post(job, status, diagnosis, fields[0] != '\0', val, (size_t)n + rlen);
+  int rc = post(job, status, diagnosis, fields[0] != '\0',
+                info && info->n_culprits && info->culprits, val, (size_t)n + rlen);
   dist__free(val);
   if (rc != DIST_OK)
     DIST_LOG(DEBUG, CORE, "-> %s posting the cause (not the caller's error)",

@@ -329,7 +329,20 @@ int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   char msg[1024], label[96];
   size_t off = 0;
   dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
-  describe_diff(s, j, s->rank, g, false, msg, sizeof msg, &off);
+  /* The ranks that posted the step by now say which of the two is odd (a
+   * reader whose root is not the root's own choice: the others' keys side
+   * with the reader); a tie, or nobody else there yet, names neither. */
+  int with_me = 0, with_j = 0;
+  for (int k = 0; k < s->size; k++)
+    if (k != s->rank && k != j && shm_reached(s, k, g)) {
+      with_me += memcmp(key_of(s, k, g), &s->key[SHM_H(g)], sizeof *x) == 0;
+      with_j += memcmp(key_of(s, k, g), x, sizeof *x) == 0;
+    }
+  if (with_me != with_j)
+    describe_diff(s, with_me > with_j ? s->rank : j, with_me > with_j ? j : s->rank, g, true,
+                  msg, sizeof msg, &off);
+  else
+    describe_diff(s, j, s->rank, g, false, msg, sizeof msg, &off);
   DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
   return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
 }
