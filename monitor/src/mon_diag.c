@@ -841,6 +841,66 @@ static bool say_held(const mon_rec *recs, const int *start, int n, mon_verdict *
  * meanwhile in another group's operation issued before it (a call from a
  * work's callback that ran first): one line each, the waits go on through
  * it (the cycles below). False when none. */
+/* The root member r's record gives the collective of group gid (kind) it
+ * is in, -1 unknown (mon_record.h: a collective's root in its parts). */
+static int root_of(const mon_rec *r, int gid, int kind) {
+  const mon_rec_group *rg = dist__mon_rec_group(r, gid);
+  return rg && rg->kind == kind && rg->enq > rg->done && rg->p2p ? rg->p2p->root : -1;
+}
+
+/* Every member entered a broadcast (a reduce, a scatter...) and none can
+ * go on: when their records name different roots, the ranks that name
+ * another root than most do are the verdict (the readers all wait for a
+ * root that waits to read). False when the roots agree, are unknown, or
+ * split evenly. */
+static bool say_root_split(const mon_rec *recs, int gid, int kind, unsigned long long num,
+                           const int *in, int n, mon_verdict *v, char *buf, size_t len,
+                           size_t *off) {
+  int roots[8], votes[8] = {0}, m = 0;
+  for (int i = 0; i < n; i++) {
+    int r = root_of(&recs[in[i]], gid, kind), j = 0;
+    while (r >= 0 && j < m && roots[j] != r)
+      j++;
+    if (r >= 0 && j == m && m < 8)
+      roots[m++] = r;
+    if (r >= 0 && j < m)
+      votes[j]++;
+  }
+  int best = 0, ties = 0;
+  for (int j = 1; j < m; j++)
+    best = votes[j] > votes[best] ? j : best;
+  for (int j = 0; j < m; j++)
+    ties += votes[j] == votes[best];
+  if (m < 2 || ties > 1)
+    return false;
+  int odd[MON_CULPRITS_MAX], k = 0, usual[MON_CULPRITS_MAX], u = 0;
+  for (int i = 0; i < n; i++) {
+    int r = root_of(&recs[in[i]], gid, kind);
+    if (r >= 0 && r != roots[best] && k < MON_CULPRITS_MAX)
+      odd[k++] = in[i];
+    else if (r == roots[best] && u < MON_CULPRITS_MAX)
+      usual[u++] = in[i];
+  }
+  char a[256], b[256];
+  dist__format_ranks(usual, (size_t)u, a, sizeof a);
+  dist__format_ranks(odd, (size_t)k, b, sizeof b);
+  dist__appendf(buf, len, off, "  ranks disagree on the root of %s #%llu: rank%s %s wait%s "
+                "with root %d, rank%s %s with another  <- root differs\n",
+                dist__mon_op_name(kind), num, u > 1 ? "s" : "", a, u > 1 ? "" : "s",
+                roots[best], k > 1 ? "s" : "", b);
+  for (int i = 0; i < k; i++) {
+    int r = root_of(&recs[odd[i]], gid, kind);
+    dist__appendf(buf, len, off, "    rank %d waits in it with root %d\n", odd[i], r);
+  }
+  if (!v->n) {
+    v->n = k;
+    memcpy(v->culprits, odd, sizeof(int) * (size_t)k);
+    const mon_rec_group *rg = dist__mon_rec_group(&recs[odd[0]], gid);
+    dist__mon_verdict_at(v, rg, rg->site);
+  }
+  return true;
+}
+
 static bool say_before(const mon_rec *recs, const mon_group *g, const int *in, int n, char *buf,
                        size_t len, size_t *off) {
   int said = 0; /* the first 4 */
@@ -1037,6 +1097,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     *lowest = true;
   }
   if (!absent && !(in && say_held(recs, in, n_in, v, buf, len, &off)) &&
+      !(in && say_root_split(recs, g->gid, kind, num, in, n_in, v, buf, len, &off)) &&
       !(in && say_before(recs, g, in, n_in, buf, len, &off)))
     dist__appendf(buf, len, &off, "  every member has entered it: one of them stopped inside "
                   "the operation, or the transport is stuck\n");

@@ -73,6 +73,7 @@ typedef struct mon_op {
    * and peer, packed by mon_part_pack (n_parts past MON_PARTS_MAX: cut). */
   _Atomic int n_parts;
   _Atomic uint64_t parts[MON_PARTS_MAX];
+  _Atomic int root;          /* a collective's root (group rank), -1 none */
 } mon_op;
 
 /* A part in one word: the count (32 bits), the peer's group rank (31), send. */

@@ -253,11 +253,17 @@ static void add_part(mon_op *op, int peer, bool send, uint32_t n) {
 }
 
 /* Counts c's halves on g and keeps them as op's parts (mon_record.h): what
- * lets a peer's record tell a half it never issued from one it took. */
+ * lets a peer's record tell a half it never issued from one it took. A
+ * collective with a root keeps its root (a part of its own kind), so
+ * members that all entered one broadcast with different roots are told
+ * apart. */
 static void note_parts(mon_group *g, mon_op *op, const dist_coll *c) {
   atomic_store_explicit(&op->n_parts, 0, memory_order_relaxed);
+  atomic_store_explicit(&op->root, -1, memory_order_relaxed);
   if (!c)
     return;
+  if (!dist__mon_is_p2p((int)c->kind) && c->root >= 0 && c->root < g->size)
+    atomic_store_explicit(&op->root, c->root, memory_order_relaxed);
   if (c->kind == DIST_OP_SEND || c->kind == DIST_OP_RECV) {
     bool send = c->kind == DIST_OP_SEND;
     uint32_t n = count_half(g, c->root, send);

@@ -50,12 +50,17 @@ static int global_of(const mon_group *g, int m) {
   return g->granks && m >= 0 && m < g->size ? g->granks[m] : -1;
 }
 
-/* The line's parts and counts (mon_record.h): op's halves when a
- * point-to-point operation is in flight (op not NULL), and this rank's
- * sends and receives by peer so far. */
+/* The line's parts and counts (mon_record.h): the halves of the operation
+ * in flight (op; NULL none), or a collective's root, and this rank's sends
+ * and receives by peer so far. */
 static void put_p2p(char *buf, size_t len, size_t *off, mon_group *g, const mon_op *op) {
   pthread_mutex_lock(&dist__mon_peers_mu);
+  int root = op ? atomic_load_explicit(&op->root, memory_order_relaxed) : -1;
   int k = op ? atomic_load_explicit(&op->n_parts, memory_order_relaxed) : 0;
+  if (root >= 0 && !k) { /* a collective's root (mon_record.h) */
+    dist__appendf(buf, len, off, "\to%d", global_of(g, root));
+    k = -1;
+  }
   for (int i = 0; i < k && i < MON_PARTS_MAX; i++) {
     mon_rec_part p = mon_part_unpack(atomic_load_explicit(&op->parts[i], memory_order_relaxed));
     dist__appendf(buf, len, off, "%s%c%d:%u", i ? "," : "\t", p.send ? 's' : 'r',
@@ -138,7 +143,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
                 (unsigned long long)pair, (long long)last_ns,
                 (unsigned long long)atomic_load_explicit(&g->creations, memory_order_relaxed),
                 before);
-  put_p2p(buf, len, off, g, dist__mon_is_p2p(kind) ? p2p_op : NULL);
+  put_p2p(buf, len, off, g, p2p_op);
 }
 
 /* Whether any live group issued an operation after t_ns (one issued

@@ -57,10 +57,17 @@ static void parse_group_tail(mon_rec_group *g, char **f, int k) {
   g->peer_before = k > 26 ? atoi(f[26]) : -1;
 }
 
-/* "s3:2,r4:2+" into p's parts; false when malformed. */
+/* "s3:2,r4:2+" into p's parts, "o3" into its root; false when malformed. */
 static bool parse_parts(const char *s, mon_rec_p2p *p) {
+  p->root = -1;
   if (strcmp(s, "-") == 0)
     return true;
+  if (*s == 'o') { /* a collective's root */
+    char *end;
+    long root = strtol(s + 1, &end, 10);
+    p->root = end != s + 1 && !*end && root >= 0 ? (int)root : -1;
+    return p->root >= 0;
+  }
   while (*s && *s != '+') {
     char dir = *s++;
     char *end;

@@ -66,7 +66,8 @@
  * the in-flight send's, receive's or batch's halves, one per direction and
  * peer: "s<global rank>:<n>" (a send to it, this rank's n-th to that peer
  * in the group) or "r<rank>:<n>" (a receive from it), comma-separated, a
- * trailing "+" when some were left out, "-" none; counts are this rank's
+ * trailing "+" when some were left out, "-" none; for a collective with a
+ * root in flight, "o<global rank>", its root; counts are this rank's
  * sends to and receives from each peer it exchanged with in the group so
  * far, issued (not completed): "<rank>:<sent>:<received>" comma-separated,
  * a trailing "+" when peers were left out (their counts unknown), "-"
@@ -107,6 +108,7 @@ typedef struct mon_rec_p2p {
   int n_parts;
   bool parts_cut;            /* parts were left out */
   mon_rec_part parts[MON_PARTS_MAX];
+  int root;                  /* a collective's root ("o"), -1 none */
   bool counts_known;         /* false: "?" */
   int n_counts;
   bool counts_cut;           /* peers were left out: their counts unknown */

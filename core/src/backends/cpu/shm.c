@@ -321,6 +321,16 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
   return DIST_OK;
 }
 
+void dist__shm_describe_odd(const dist__shm *s, int i, const shm_key *x, int j,
+                            const shm_key *y, uint64_t seq, char *buf, size_t len, size_t *off) {
+  dist__rside a, b;
+  key_side(s, i, x, seq, seq, &a);
+  key_side(s, j, y, seq, seq, &b);
+  dist__report_disagree_odd(buf, len, off, diff_field(x, y), &a, &b);
+}
+
+#define SHM_VOTE_WAIT_NS (200 * 1000000LL) /* check_one's wait for the others' keys */
+
 int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   /* Against the private copy: this rank's line may be polled (shm_publish). */
   const shm_key *x = &s->peer[j].hdr[SHM_L(g)]->key;
@@ -329,15 +339,24 @@ int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   char msg[1024], label[96];
   size_t off = 0;
   dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
-  /* The ranks that posted the step by now say which of the two is odd (a
-   * reader whose root is not the root's own choice: the others' keys side
-   * with the reader); a tie, or nobody else there yet, names neither. */
+  /* The other ranks' keys say which of the two is odd (a reader whose
+   * root is not the root's own choice: the others side with the reader).
+   * They are asked once all posted the step, or after a bounded moment (a
+   * failure path: it may wait); a tie, or nobody else there, names
+   * neither. */
   int with_me = 0, with_j = 0;
-  for (int k = 0; k < s->size; k++)
-    if (k != s->rank && k != j && shm_reached(s, k, g)) {
-      with_me += memcmp(key_of(s, k, g), &s->key[SHM_H(g)], sizeof *x) == 0;
-      with_j += memcmp(key_of(s, k, g), x, sizeof *x) == 0;
-    }
+  for (int64_t until = dist__now_ns() + SHM_VOTE_WAIT_NS;; dist__sleep_ms(1)) {
+    int posted = 0;
+    with_me = with_j = 0;
+    for (int k = 0; k < s->size; k++)
+      if (k != s->rank && k != j && shm_reached(s, k, g)) {
+        posted++;
+        with_me += memcmp(key_of(s, k, g), &s->key[SHM_H(g)], sizeof *x) == 0;
+        with_j += memcmp(key_of(s, k, g), x, sizeof *x) == 0;
+      }
+    if (posted >= s->size - 2 || dist__now_ns() > until)
+      break;
+  }
   if (with_me != with_j)
     describe_diff(s, with_me > with_j ? s->rank : j, with_me > with_j ? j : s->rank, g, true,
                   msg, sizeof msg, &off);

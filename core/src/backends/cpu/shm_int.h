@@ -257,6 +257,12 @@ static inline bool shm_reached(const dist__shm *s, int j, uint64_t g) {
  * and dead peers. Waits for every rank from j_first on. */
 int dist__shm_wait_slow(dist__shm *s, dist__cpu_op *op, uint64_t g, int j_first);
 
+/* The house report of a disagreement on one step between rank i's key x
+ * and rank j's y, j the odd one (report.h), appended at *off; seq is the
+ * step's operation number, which both sides share. */
+void dist__shm_describe_odd(const dist__shm *s, int i, const shm_key *x, int j,
+                            const shm_key *y, uint64_t seq, char *buf, size_t len, size_t *off);
+
 /* Waits for rank j alone (the readers of a deferred step). */
 int dist__shm_wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j);
 

@@ -49,6 +49,29 @@ static void describe_late(const dist__shm *s, int j, const shm_key *x, const shm
                   elems_text(x, a, sizeof a), elems_text(y, b, sizeof b));
 }
 
+/* Every rank posted deferred step q: when most ranks' descriptors side
+ * with rank j's against this root's, or with this root's against j's, the
+ * house report (report.h) of the two marks the odd one (the verdict's
+ * culprit: a rank that broadcast as the root while the others named
+ * another). Nothing on a tie. */
+static void odd_side(const dist__shm *s, uint64_t q, int j, char *buf, size_t len, size_t *off) {
+  int h = (int)SHM_H(q), with_me = 0, with_j = 0;
+  const shm_key *mine = &s->key[h], *x = &s->peer[j].hist[h];
+  for (int k = 0; k < s->size; k++) {
+    const shm_key *y = k == s->rank ? mine : &s->peer[k].hist[h];
+    with_me += memcmp(y, mine, sizeof *y) == 0;
+    with_j += memcmp(y, x, sizeof *y) == 0;
+  }
+  if (with_me == with_j)
+    return;
+  dist__appendf(buf, len, off, "\n");
+  uint64_t seq = s->pend_seq[SHM_L(q)];
+  if (with_j > with_me)
+    dist__shm_describe_odd(s, j, x, s->rank, mine, seq, buf, len, off);
+  else
+    dist__shm_describe_odd(s, s->rank, mine, j, x, seq, buf, len, off);
+}
+
 /* The root's verdict on its deferred step q, once every rank posted it:
  * the first rank whose descriptor differs fails this operation. */
 static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t q) {
@@ -66,6 +89,7 @@ static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t q) {
     describe_late(s, j, x, mine, s->peer[j].info->seq[h], msg, sizeof msg, &off);
     dist__appendf(msg, sizeof msg, &off, "; that rank failed it, this rank had returned "
                   "without waiting, and the group is now unusable");
+    odd_side(s, q, j, msg, sizeof msg, &off);
     return dist__shm_fail(s, op, DIST_E_DESYNC, "%s", msg);
   }
   return DIST_OK;
