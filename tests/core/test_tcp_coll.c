@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=600 */
+/* ctest: labels=multiproc,san_address timeout=600 */
 /* Every collective of the TCP engine with 1 to 5 real forked ranks over
  * 127.0.0.1, against values computed on one rank in ascending rank order
  * (tests/support/ref.h), compared bit for bit, and against the

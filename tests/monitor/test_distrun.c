@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=300 cost=25 */
+/* ctest: labels=multiproc,san_address timeout=300 cost=25 */
 /* test_distrun.c - build/bin/distrun on real programs: store_demo with 4
  * ranks, a rank killed with SIGKILL, a rank exiting with a code, a missing
  * program, output prefixes and log files, SIGTERM forwarding, the rank

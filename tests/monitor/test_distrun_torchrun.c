@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=300 */
+/* ctest: labels=multiproc,san_address timeout=300 */
 /* test_distrun_torchrun.c - distrun as torchrun's equal: torchrun's command
  * line (the spellings accepted, each refusal's sentence), the rank
  * variables in torchrun's names, --redirects/--tee/--local-ranks-filter,

@@ -1,4 +1,4 @@
-/* ctest: labels=unit timeout=240 cost=20 */
+/* ctest: labels=unit,san_address timeout=240 cost=20 */
 /* The reader library and distview where the fault probe of issue 26 found
  * them wanting:
  *   - rank files in a read-only place (a read-only mount as root, a
