@@ -171,12 +171,32 @@ static int odd_size(const detail *d, int n, int i, int j, bool send) {
   return unlike;
 }
 
+/* How far rank i's total (send: of what it sends; else of what it
+ * expects) stands out among the other ranks' totals of the same side:
+ * how many differ from it. One wrong split usually changes its rank's
+ * total too (an extra row), while the peer's stays as everybody's. */
+static int odd_total(const detail *d, int n, int i, bool send) {
+  int64_t mine = 0, t;
+  for (int k = 0; k < n; k++)
+    mine += send ? d[i].send[k] : d[i].recv[k];
+  int unlike = 0;
+  for (int r = 0; r < n; r++) {
+    t = 0;
+    for (int k = 0; k < n; k++)
+      t += send ? d[r].send[k] : d[r].recv[k];
+    unlike += r != i && t != mine;
+  }
+  return unlike;
+}
+
 /* The ranks every pair whose all_to_all sizes disagree involves, into
  * out; how many. Of a pair, the side whose size stands out among the
  * sizes around it (odd_size: rank 3 sends 16 to rank 1 where every other
  * size is 8) is the one; when neither stands out more, both are. A rank
  * whose send to itself differs from what it expects from itself is the
- * one of that pair whatever the sizes around. Uneven splits (rank g sends
+ * one of that pair whatever the sizes around. When the sizes around do
+ * not tell, the side whose total stands out does (odd_total). Uneven
+ * splits (rank g sends
  * g + j + 1 rows to j, legal) make every size stand out, so when no rank
  * stands out in every pair, the rank that is in every pair is named: one
  * wrong split vector disagrees with several peers, each of them with it
@@ -188,6 +208,10 @@ static int split_culprits(const wpg *w, const detail *d, int *out) {
     for (int j = 0; j < n; j++)
       if (d[i].send[j] != d[j].recv[i]) {
         int si = odd_size(d, n, i, j, true), rj = odd_size(d, n, i, j, false);
+        if (si == rj) { /* the sizes around do not tell: the two totals may */
+          si = odd_total(d, n, i, true);
+          rj = odd_total(d, n, j, false);
+        }
         pairs++;
         hits[i] += si >= rj || j == i;
         hits[j] += j != i && rj >= si;

@@ -383,11 +383,27 @@ static int odd_count(const dist__shm *s, int p, int i, int j, bool send) {
   return unlike;
 }
 
+/* How far rank i's total (send: of what it sends; else of what it
+ * expects) stands out among the other ranks' totals of that side. */
+static int odd_total(const dist__shm *s, int p, int i, bool send) {
+  int n = s->size, unlike = 0;
+  int64_t mine = 0;
+  for (int k = 0; k < n; k++)
+    mine += s->peer[i].cnt[p][send ? k : n + k];
+  for (int r = 0; r < n; r++) {
+    int64_t t = 0;
+    for (int k = 0; k < n; k++)
+      t += s->peer[r].cnt[p][send ? k : n + k];
+    unlike += r != i && t != mine;
+  }
+  return unlike;
+}
+
 /* cnt[p] of rank k: [0, n) elements k sends to each rank, [n, 2n) elements
  * k expects from each rank. Every rank checks the whole matrix so all fail
  * together; a rank not involved names the pair that disagrees, marking the
  * side whose size stands out more among the sizes around it (odd_count),
- * or both when neither does (uneven splits, legal, leave no usual size:
+ * else whose total does (odd_total), or both when neither does (uneven splits, legal, leave no usual size:
  * which side is wrong is then not known, and naming one would guess). */
 int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
   int n = s->size, p = (int)(g & 1);
@@ -412,6 +428,10 @@ int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
        * too few to tell (and what the TCP engine, which sees one pair, says). */
       int os = n > 2 ? odd_count(s, p, i, j, true) : 0;
       int orr = n > 2 ? odd_count(s, p, i, j, false) : 0;
+      if (os == orr && n > 2) { /* the sizes around do not tell: the totals may */
+        os = odd_total(s, p, i, true);
+        orr = odd_total(s, p, j, false);
+      }
       if (os == orr)
         dist__report_disagree_both(msg, sizeof msg, &off, "split size", &a, &b);
       else
