@@ -405,38 +405,70 @@ static int odd_total(const dist__shm *s, int p, int i, bool send) {
  * side whose size stands out more among the sizes around it (odd_count),
  * else whose total does (odd_total), or both when neither does (uneven splits, legal, leave no usual size:
  * which side is wrong is then not known, and naming one would guess). */
+/* The rank every pair whose sizes disagree involves, when several pairs
+ * do and one rank is in all of them (one wrong split vector disagrees with
+ * several peers, each of them with it alone, as the checking layer reads
+ * it); -1 otherwise, or without memory. */
+static int in_every_pair(const dist__shm *s, int p) {
+  int n = s->size, pairs = 0, hub = -1;
+  int *in = dist__calloc((size_t)n, sizeof *in);
+  for (int i = 0; in && i < n; i++)
+    for (int j = 0; j < n; j++)
+      if (s->peer[i].cnt[p][j] != s->peer[j].cnt[p][n + i]) {
+        pairs++;
+        in[i]++;
+        in[j] += j != i;
+      }
+  for (int r = 0; in && pairs > 1 && r < n; r++)
+    if (in[r] == pairs)
+      hub = hub < 0 ? r : -2; /* two such ranks (a pair twice): neither */
+  dist__free(in);
+  return hub >= 0 ? hub : -1;
+}
+
+/* The report of the pair i -> j (dtype dt), whose sizes disagree:
+ * the hub when there is one, else the side whose size stands out more
+ * among the sizes around it (odd_count), else whose total does
+ * (odd_total), else both (uneven splits, legal, leave no usual size). */
+static void pair_report(const dist__shm *s, const dist__cpu_op *op, int dt, int p, int i,
+                        int j, int hub, char *msg, size_t len, size_t *off) {
+  int n = s->size;
+  int64_t sent = s->peer[i].cnt[p][j], want = s->peer[j].cnt[p][n + i];
+  dist__rside a = {(int)shm_global_rank(s, i), i, i == s->rank, ""};
+  dist__rside b = {(int)shm_global_rank(s, j), j, j == s->rank, ""};
+  dist__rval va = {.kind = op->c->kind, .dtype = dt, .count = sent,
+                   .redop = -1, .root = -1, .dir = "to", .peer = b.global_rank};
+  dist__rval vb = va;
+  vb.count = want, vb.dir = "from", vb.peer = a.global_rank;
+  dist__report_value(&va, a.value, sizeof a.value);
+  dist__report_value(&vb, b.value, sizeof b.value);
+  /* Two ranks: the sizes around are their sends to themselves alone, too
+   * few to tell (and what the TCP engine, which sees one pair, says). */
+  int os = hub == i ? 1 : n > 2 && hub < 0 ? odd_count(s, p, i, j, true) : 0;
+  int orr = hub == j ? 1 : n > 2 && hub < 0 ? odd_count(s, p, i, j, false) : 0;
+  if (os == orr && n > 2 && hub < 0) { /* the sizes around do not tell: the totals may */
+    os = odd_total(s, p, i, true);
+    orr = odd_total(s, p, j, false);
+  }
+  if (i == j) /* a rank's send to itself: one rank, marked once */
+    os = 1, orr = 0;
+  if (os == orr)
+    dist__report_disagree_both(msg, len, off, "split size", &a, &b);
+  else
+    dist__report_disagree_odd(msg, len, off, "split size", os > orr ? &b : &a,
+                              os > orr ? &a : &b);
+}
+
 int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
-  int n = s->size, p = (int)(g & 1);
-  int dt = s->key[SHM_H(g)].dtype;
+  int n = s->size, p = (int)(g & 1), hub = in_every_pair(s, p);
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++) {
-      int64_t sent = s->peer[i].cnt[p][j], want = s->peer[j].cnt[p][n + i];
-      if (sent == want)
+      if (s->peer[i].cnt[p][j] == s->peer[j].cnt[p][n + i] || (hub >= 0 && i != hub && j != hub))
         continue;
       char msg[1024], label[96];
       size_t off = 0;
       dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
-      dist__rside a = {(int)shm_global_rank(s, i), i, i == s->rank, ""};
-      dist__rside b = {(int)shm_global_rank(s, j), j, j == s->rank, ""};
-      dist__rval va = {.kind = op->c->kind, .dtype = dt, .count = sent, .redop = -1,
-                       .root = -1, .dir = "to", .peer = b.global_rank};
-      dist__rval vb = va;
-      vb.count = want, vb.dir = "from", vb.peer = a.global_rank;
-      dist__report_value(&va, a.value, sizeof a.value);
-      dist__report_value(&vb, b.value, sizeof b.value);
-      /* Two ranks: the sizes around are their sends to themselves alone,
-       * too few to tell (and what the TCP engine, which sees one pair, says). */
-      int os = n > 2 ? odd_count(s, p, i, j, true) : 0;
-      int orr = n > 2 ? odd_count(s, p, i, j, false) : 0;
-      if (os == orr && n > 2) { /* the sizes around do not tell: the totals may */
-        os = odd_total(s, p, i, true);
-        orr = odd_total(s, p, j, false);
-      }
-      if (os == orr)
-        dist__report_disagree_both(msg, sizeof msg, &off, "split size", &a, &b);
-      else
-        dist__report_disagree_odd(msg, sizeof msg, &off, "split size", os > orr ? &b : &a,
-                                  os > orr ? &a : &b);
+      pair_report(s, op, s->key[SHM_H(g)].dtype, p, i, j, hub, msg, sizeof msg, &off);
       DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
       return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
     }
