@@ -7,7 +7,8 @@
  * step: a halo exchange with the left and right neighbours on the world's
  * ring in one dist_batch_isend_irecv (receive from the left with tag 2 and
  * from the right with tag 1, send left with tag 1 and right with tag 2),
- * then a tp all_reduce and a dp all_reduce of the same shape (float32[4]).
+ * then a tp all_reduce and a dp all_reduce of the same shape (float32[4]),
+ * and a world broadcast of the loss from rank 0.
  * Values are checked after every step, so a run without a bug says "ok".
  *
  * Bugs (planted on rank --rank, default 2, in step --step, default 1):
@@ -17,7 +18,10 @@
  *             right neighbour's receive waits for ever
  *   wrongpeer the rank sends its right halo to r + 2 instead of r + 1
  *   wrongdim  the rank calls its tp all_reduce on its dp group (same
- *             shape: the dp partner's own dp all_reduce takes it) */
+ *             shape: the dp partner's own dp all_reduce takes it)
+ *   root      the rank broadcasts the loss from root 1 instead of 0 (on
+ *             rank 0: the root itself waits to read from rank 1)
+ *   selfroot  the rank broadcasts the loss as its root (it sends) */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,13 +106,24 @@ static void reduce(const job *j, int step) {
   expect(j, step, "dp all_reduce", d[1], (float)(2 * (j->rank % 4) + 4));
 }
 
+/* The loss, from rank 0 to everybody. */
+static void loss(const job *j, int step) {
+  float l[2] = {0, 0};
+  if (j->rank == 0)
+    l[0] = l[1] = (float)(step + 0.5);
+  int root = planted(j, step, "root") ? 1 : planted(j, step, "selfroot") ? j->rank : 0;
+  dist_tensor t = dist_tensor_1d(l, DIST_FLOAT32, 2);
+  TRY("loss broadcast", dist_broadcast(&t, root, NULL, NULL));
+  expect(j, step, "loss", l[1], (float)(step + 0.5));
+}
+
 int main(int argc, char **argv) {
   job j = {.bug = "none", .culprit = 2, .bug_step = 1, .steps = 4};
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(argv[i], "--help")) {
       printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S]\n"
-             "bugs: omitrecv omitsend wrongpeer wrongdim\n", argv[0]);
+             "bugs: omitrecv omitsend wrongpeer wrongdim root selfroot\n", argv[0]);
       return 0;
     } else if (!strcmp(argv[i], "--bug") && v) {
       j.bug = argv[++i];
@@ -137,6 +152,7 @@ int main(int argc, char **argv) {
   for (int s = 0; s < j.steps; s++) {
     halo(&j, s);
     reduce(&j, s);
+    loss(&j, s);
   }
   dist_device_mesh_destroy(mesh);
   TRY("destroy", dist_destroy_process_group(NULL));

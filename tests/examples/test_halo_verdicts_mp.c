@@ -3,9 +3,10 @@
  * mesh): hangs through dist_batch_isend_irecv, where a rank left a half
  * out of its batch or sent it astray and went on into a tp collective
  * that closes the cycle, and a tp all_reduce called on the dp group that
- * the dp partner's own all_reduce took silently (same shape). distrun's
- * status and distview's --json agree, and blame the planted rank 2 alone,
- * not the neighbour blocked in its batch nor the tp peers waiting. */
+ * the dp partner's own all_reduce took silently (same shape), and a loss
+ * broadcast whose root one rank names otherwise. distrun's status and
+ * distview's --json agree, and blame the planted rank alone, not the
+ * neighbour blocked in its batch, the tp peers waiting, nor the root. */
 #include "mesh_verdict.h"
 
 static void halo(const char *debug, const char *bug, mesh_run *r) {
@@ -53,5 +54,29 @@ Test(examples_halo, a_tp_all_reduce_called_on_the_dp_group_names_the_caller, .ti
                           "main (halo_train.c:") &&
                 mesh_says(&r, "while its last call from there went to group 3 (dp) ALL_REDUCE #2 "
                               "(did it call it on the wrong group?)"),
+            "%s", r.err);
+}
+
+/* Rank 2 reads the loss from rank 1, the others from rank 0: the readers'
+ * own check sees rank 0's descriptor and asks the ranks that posted the
+ * step, who side with rank 0's root. */
+Test(examples_halo, a_reader_naming_another_root_is_named_over_shared_memory, .timeout = 120) {
+  static mesh_run r;
+  halo("DIST_DEBUG=OFF", "root", &r);
+  mesh_expect_verdict(&r, 10, "desync", 2);
+  cr_expect(mesh_says(&r, "ranks disagree on the root") &&
+                mesh_says(&r, "BROADCAST float32[2] root 1 (8 bytes)  <- root differs"),
+            "%s", r.err);
+}
+
+/* Rank 0, the root, reads from rank 1 while the others read from it: over
+ * TCP nobody sends, every member waits inside the broadcast, and the
+ * monitor reads each one's root from its record. */
+Test(examples_halo, a_root_that_reads_from_another_is_named_over_tcp, .timeout = 120) {
+  static mesh_run r;
+  job_run_env("halo_train", "DIST_DEBUG=OFF", "DIST_TRANSPORT=tcp", "root", 0, -1, &r);
+  mesh_expect_verdict(&r, 11, "hang", 0);
+  cr_expect(mesh_says(&r, "ranks disagree on the root of BROADCAST #2: ranks 1-7 wait with "
+                          "root 0, rank 0 with another  <- root differs"),
             "%s", r.err);
 }
