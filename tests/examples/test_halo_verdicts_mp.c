@@ -80,3 +80,17 @@ Test(examples_halo, a_root_that_reads_from_another_is_named_over_tcp, .timeout =
                           "root 0, rank 0 with another  <- root differs"),
             "%s", r.err);
 }
+
+/* Rank 2 broadcasts the loss as its own root: it sends and returns (a
+ * small broadcast's root does not wait for its readers), the readers read
+ * rank 0's. Its next broadcast, which it reads, settles the earlier one:
+ * the others' descriptors side with rank 0's root. */
+Test(examples_halo, a_rank_broadcasting_as_its_own_root_is_named_at_its_next_broadcast,
+     .timeout = 120) {
+  static mesh_run r;
+  halo("DIST_DEBUG=OFF", "selfroot", &r);
+  mesh_expect_verdict(&r, 10, "desync", 2);
+  cr_expect(mesh_says(&r, "BROADCAST #3 not run: BROADCAST #2 (an earlier call)") &&
+                mesh_says(&r, "BROADCAST float32[2] root 2 (8 bytes)  <- root differs"),
+            "%s", r.err);
+}

@@ -90,7 +90,11 @@ void dist__shm_destroy(dist__shm *s) {
 static int run_kind(dist__shm *s, dist__cpu_op *op);
 
 /* A broadcast that travels in the root's polled line alone (shm_copy.c):
- * it settles only what it must (shm_settle_deep). */
+ * it settles only what it must (shm_settle_deep). Except on a rank that
+ * was the root of earlier ones and now reads: it settles them, so a rank
+ * that broadcast as the root where the others named another learns it at
+ * its next broadcast, not SHM_DEPTH broadcasts later (or never, when the
+ * job ends first). A fixed root never reads, so its run stays deep. */
 static bool shallow_broadcast(const dist__shm *s, const dist__cpu_op *op) {
   return op->c->kind == DIST_OP_BROADCAST && s->size > 1 &&
          dist_tensor_nbytes(&op->c->inputs[0]) <= SHM_INLINE;
@@ -102,7 +106,10 @@ int dist__shm_run(dist__shm *s, dist__cpu_op *op) {
                            atomic_load_explicit(&g->broken_rc, memory_order_acquire),
                        0))
     return dist__cpu_check_state(g, op->err);
-  if (shallow_broadcast(s, op))
+  bool shallow = shallow_broadcast(s, op);
+  if (shallow && __builtin_expect(s->pend_lo != 0, 0) && op->c->root != s->rank)
+    DIST_TRY(dist__shm_settle_to(s, op, s->step - 1)); /* a root now reading */
+  else if (shallow)
     DIST_TRY(shm_settle_deep(s, op, s->step));
   else if (__builtin_expect(s->lazy_g != 0, 0))
     DIST_TRY(shm_settle(s, op));
