@@ -117,8 +117,11 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
   ci.seq = c ? c->seq : 0;
   int kind;
   uint64_t seq = ci.seq;
+  /* A blob collective's report marks its pieces ("BROADCAST int64[1]"):
+   * the verdict names the call the program made (BROADCAST_BYTES). */
+  bool blob = c && strstr(dist_op_name(c->kind), "_BYTES") != NULL;
   if (c && n == 1 && culprits[0] != in->global_rank && marked_op(rep, culprits[0], &kind, &seq) &&
-      dist_op_is_p2p((dist_op_kind)kind) == dist_op_is_p2p(c->kind)) {
+      dist_op_is_p2p((dist_op_kind)kind) == dist_op_is_p2p(c->kind) && !blob) {
     ci.op = kind;
     ci.seq = seq;
   }
