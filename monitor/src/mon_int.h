@@ -111,8 +111,6 @@ typedef struct mon_cycle_seen {
   uint64_t ops;              /* hash of (gid, seq, kind, since) per rank */
 } mon_cycle_seen;
 
-#define MON_SENT_TO 1u       /* mon_group.p2p_seen */
-#define MON_RECEIVED_FROM 2u
 
 typedef struct mon_group {
   _Atomic int live;
@@ -121,10 +119,9 @@ typedef struct mon_group {
   char name[96], desc[96];
   int size, rank;            /* group size, this rank in it */
   int *granks;               /* group rank -> global rank */
-  _Atomic uint8_t *p2p_seen; /* group rank -> MON_SENT_TO | MON_RECEIVED_FROM: the
-                                point-to-point peers of this rank's calls so far */
   /* group rank -> sends to it, receives from it, issued so far (a batch's
-   * each); the record's counts (mon_record.h). NULL when out of memory. */
+   * each); the record's counts (mon_record.h), and a send's or receive's
+   * peer-before (its count past 1). NULL when out of memory. */
   _Atomic uint32_t *p2p_sent, *p2p_received;
   _Atomic int p2p_any;       /* a receive from any source: received unknown */
   int64_t timeout_ms;

@@ -92,8 +92,6 @@ static void on_created(const dist_event *ev) {
   if (!granks)
     return;
   memcpy(granks, in->global_ranks, sizeof(int) * (size_t)in->size);
-  /* NULL when out of memory: its records then say "unknown" (-1) */
-  _Atomic uint8_t *seen = dist__calloc((size_t)in->size, sizeof *seen);
   _Atomic uint32_t *sent = dist__calloc((size_t)in->size, sizeof *sent);
   _Atomic uint32_t *received = dist__calloc((size_t)in->size, sizeof *received);
   if (!sent || !received) { /* both or neither: the record's counts say "?" */
@@ -106,14 +104,12 @@ static void on_created(const dist_event *ev) {
   if (!g) {
     pthread_mutex_unlock(&dist__mon.mu);
     dist__free(granks);
-    dist__free(seen);
     dist__free((void *)sent);
     dist__free((void *)received);
     DIST_LOG(INFO, MON, "group %d (%s) is beyond the %d groups the monitor follows",
              ev->group_id, in->name, MON_MAX_GROUPS);
     return;
   }
-  dist__free((void *)g->p2p_seen);
   dist__free(g->diag);
   dist__mon_stats_free(g);
   free_peer_tables(g);
@@ -124,7 +120,6 @@ static void on_created(const dist_event *ev) {
   snprintf(g->desc, sizeof g->desc, "%s", in->desc ? in->desc : "");
   g->size = in->size;
   g->rank = in->rank;
-  g->p2p_seen = seen;
   pthread_mutex_lock(&dist__mon_peers_mu);
   g->granks = granks;
   g->p2p_sent = sent;
@@ -152,8 +147,6 @@ static void on_destroyed(const dist_event *ev) {
   g->pg = NULL;
   if (g->stats && dist__mon.on)
     dist__mon_stats_end(g, ev->group);
-  dist__free((void *)g->p2p_seen);
-  g->p2p_seen = NULL;
   free_peer_tables(g);
   pthread_mutex_lock(&dist__mon_diag_mu);
   dist__free(g->diag);
@@ -206,22 +199,6 @@ static int p2p_peer(const mon_group *g, const dist_coll *c, int *peer2) {
   return global_peer(g, peer);
 }
 
-/* For a send or receive naming its peer: whether this rank sent to
- * (received from) that peer before in g, with any tag, 1 or 0, and it has
- * now; -1 for anything else. */
-static int peer_before(mon_group *g, const dist_coll *c) {
-  bool send = c->kind == DIST_OP_SEND;
-  if ((!send && c->kind != DIST_OP_RECV) || !g->p2p_seen || c->root < 0 || c->root >= g->size)
-    return -1;
-  uint8_t bit = send ? MON_SENT_TO : MON_RECEIVED_FROM;
-  _Atomic uint8_t *seen = &g->p2p_seen[c->root];
-  /* A plain load first: a pipeline's steady state then costs no locked
-   * read-modify-write per send or receive; only the first one sets it. */
-  if (atomic_load_explicit(seen, memory_order_relaxed) & bit)
-    return 1;
-  return (atomic_fetch_or_explicit(seen, bit, memory_order_relaxed) & bit) != 0;
-}
-
 /* Counts one half of c to or from group rank peer and returns its number
  * (this rank's n-th send to it, or receive from it); 0 when not counted
  * (any source, no memory). */
@@ -253,13 +230,15 @@ static void add_part(mon_op *op, int peer, bool send, uint32_t n) {
 }
 
 /* Counts c's halves on g and keeps them as op's parts (mon_record.h): what
- * lets a peer's record tell a half it never issued from one it took. A
+ * lets a peer's record tell a half it never issued from one it took, and
+ * a send's or receive's peer-before (its count with that peer). A
  * collective with a root keeps its root (a part of its own kind), so
  * members that all entered one broadcast with different roots are told
  * apart. */
 static void note_parts(mon_group *g, mon_op *op, const dist_coll *c) {
   atomic_store_explicit(&op->n_parts, 0, memory_order_relaxed);
   atomic_store_explicit(&op->root, -1, memory_order_relaxed);
+  atomic_store_explicit(&op->peer_before, -1, memory_order_relaxed);
   if (!c)
     return;
   if (!dist__mon_is_p2p((int)c->kind) && c->root >= 0 && c->root < g->size)
@@ -267,8 +246,10 @@ static void note_parts(mon_group *g, mon_op *op, const dist_coll *c) {
   if (c->kind == DIST_OP_SEND || c->kind == DIST_OP_RECV) {
     bool send = c->kind == DIST_OP_SEND;
     uint32_t n = count_half(g, c->root, send);
-    if (n)
+    if (n) { /* its n-th with that peer: it had one before, with any tag, when n > 1 */
       add_part(op, c->root, send, n);
+      atomic_store_explicit(&op->peer_before, n > 1, memory_order_relaxed);
+    }
   } else if (c->kind == DIST_OP_BATCH_P2P) {
     for (size_t i = 0; i < c->n_p2p; i++) {
       uint32_t n = count_half(g, c->p2p[i].peer, c->p2p[i].is_send);
@@ -337,8 +318,6 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->cuda, ev->coll ? on_cuda(ev->coll) : 0, memory_order_relaxed);
   atomic_store_explicit(&op->tag, ev->coll ? ev->coll->tag : 0, memory_order_relaxed);
   atomic_store_explicit(&op->pair, ev->coll ? ev->coll->pair_seq : 0, memory_order_relaxed);
-  atomic_store_explicit(&op->peer_before, ev->coll ? peer_before(g, ev->coll) : -1,
-                        memory_order_relaxed);
   note_parts(g, op, ev->coll);
   atomic_store_explicit(&op->ended, 0, memory_order_relaxed);
   atomic_store_explicit(&op->sync,

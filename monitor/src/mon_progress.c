@@ -50,23 +50,33 @@ static int global_of(const mon_group *g, int m) {
   return g->granks && m >= 0 && m < g->size ? g->granks[m] : -1;
 }
 
-/* The line's parts and counts (mon_record.h): the halves of the operation
- * in flight (op; NULL none), or a collective's root, and this rank's sends
- * and receives by peer so far. */
-static void put_p2p(char *buf, size_t len, size_t *off, mon_group *g, const mon_op *op) {
-  pthread_mutex_lock(&dist__mon_peers_mu);
+/* The line's parts field (mon_record.h): the halves of the operation in
+ * flight (op; NULL none), or a collective's root; "-" neither. */
+static void put_parts(char *buf, size_t len, size_t *off, const mon_group *g, const mon_op *op) {
   int root = op ? atomic_load_explicit(&op->root, memory_order_relaxed) : -1;
   int k = op ? atomic_load_explicit(&op->n_parts, memory_order_relaxed) : 0;
-  if (root >= 0 && !k) { /* a collective's root (mon_record.h) */
+  if (!k && root >= 0) {
     dist__appendf(buf, len, off, "\to%d", global_of(g, root));
-    k = -1;
+    return;
+  }
+  if (!k) {
+    dist__appendf(buf, len, off, "\t-");
+    return;
   }
   for (int i = 0; i < k && i < MON_PARTS_MAX; i++) {
     mon_rec_part p = mon_part_unpack(atomic_load_explicit(&op->parts[i], memory_order_relaxed));
     dist__appendf(buf, len, off, "%s%c%d:%u", i ? "," : "\t", p.send ? 's' : 'r',
                   global_of(g, p.peer), (unsigned)p.n);
   }
-  dist__appendf(buf, len, off, "%s", k > MON_PARTS_MAX ? "+" : k ? "" : "\t-");
+  if (k > MON_PARTS_MAX)
+    dist__appendf(buf, len, off, "+");
+}
+
+/* The line's parts and counts (mon_record.h): put_parts, and this rank's
+ * sends and receives by peer so far. */
+static void put_p2p(char *buf, size_t len, size_t *off, mon_group *g, const mon_op *op) {
+  pthread_mutex_lock(&dist__mon_peers_mu);
+  put_parts(buf, len, off, g, op);
   if (!g->p2p_sent || atomic_load_explicit(&g->p2p_any, memory_order_relaxed)) {
     dist__appendf(buf, len, off, "\t?");
   } else {
