@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=300 cost=20 */
+/* ctest: labels=multiproc,san_address timeout=300 cost=20 */
 /* Nothing grows without bound: monitored_barrier leaves the store's key
  * count flat however many barriers run, and point-to-point messages sent
  * ahead of their receives over TCP stop at a documented bound

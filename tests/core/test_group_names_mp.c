@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=300 cost=15 */
+/* ctest: labels=multiproc,san_address timeout=300 cost=15 */
 /* Group names never repeat within a job: a job that creates and destroys
  * 10,000 groups (new_group, locally synchronised new_group, split_group,
  * new_subgroups) works, every group's name is new, and the count of

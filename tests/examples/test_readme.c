@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=180 */
+/* ctest: labels=multiproc,san_address timeout=180 */
 /* test_readme.c - every sample output in README.md is what the real
  * program prints (issue 20, acceptance 4), so the README cannot drift: when
  * a report's wording or a line number changes, this test says which block

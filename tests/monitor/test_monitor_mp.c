@@ -1,4 +1,4 @@
-/* ctest: labels=multiproc timeout=600 cost=115 */
+/* ctest: labels=multiproc,san_thread timeout=600 cost=115 */
 /* test_monitor_mp.c - the monitor on real processes: build/bin/
  * monitor_testprog (prog_monitor.c) run by distrun and by hand (env://,
  * rank 0 hosting the store). A rank that hangs, dies, exits, stops, crashes
