@@ -472,6 +472,48 @@ Test(core_tcp_fail, a_broadcast_size_mismatch_fails_the_root_too, .timeout = 60)
   run(2, bcast_mismatch_rank, 40);
 }
 
+/* Reduce #2 to root 0 on ranks 0 and 1; rank 2 calls it with root 1, and
+ * only once rank 1's reduce has returned (a store key says so): rank 2's
+ * message reaches rank 1 after the collective it belongs to ended there.
+ * Rank 1 refuses it, naming its own root, so rank 2 fails with both roots,
+ * and root 0, which waits for rank 2's part, and rank 1, now in barrier
+ * #3, fail with that report too. Nobody waits for the 10 s timeout. */
+static int late_root_rank(const dist_test_ctx *ctx) {
+  tt_rank r;
+  TT_OK(ctx, &r, tt_init(ctx, &r, 10000));
+  int32_t v[4] = {1, 2, 3, 4};
+  dist_tensor t = dist_tensor_1d(v, DIST_INT32, 4);
+  dist_coll c = tt_coll(DIST_OP_REDUCE, 2);
+  c.inputs = c.outputs = &t;
+  c.n_inputs = c.n_outputs = 1;
+  c.redop = DIST_SUM;
+  c.root = ctx->rank == 2 ? 1 : 0;
+  const char *key = "late-root/rank1-done";
+  if (ctx->rank == 2)
+    CHECK(ctx, dist_store_wait(r.store, &key, 1, 5000) == DIST_OK, "%s", dist_last_errmsg());
+  int64_t t0 = dist__now_ms();
+  int rc = tt_run(&r, &c);
+  if (ctx->rank == 1) {
+    CHECK(ctx, rc == DIST_OK, "rank 1's reduce: %s: %s", dist_status_name(rc), r.err.msg);
+    CHECK(ctx, dist_store_set(r.store, key, "1", 1) == DIST_OK, "%s", dist_last_errmsg());
+    dist_coll b = tt_coll(DIST_OP_BARRIER, 3);
+    rc = tt_run(&r, &b);
+  }
+  int64_t took = dist__now_ms() - t0;
+  fprintf(stderr, "rank %d: %s: %s\n", ctx->rank, dist_status_name(rc), r.err.msg);
+  CHECK(ctx, rc == DIST_E_DESYNC, "rank %d: %s: %s", ctx->rank, dist_status_name(rc),
+        r.err.msg);
+  CHECK(ctx, has(r.err.msg, "REDUCE #2") && has(r.err.msg, "root"),
+        "rank %d: the message does not name REDUCE #2 and the root: %s", ctx->rank, r.err.msg);
+  CHECK(ctx, took < 5000, "rank %d failed only after %lld ms", ctx->rank, (long long)took);
+  return tt_fini(&r);
+}
+
+Test(core_tcp_fail, a_reduce_to_another_root_after_the_others_ended_fails_every_rank,
+     .timeout = 60) {
+  run(3, late_root_rank, 40);
+}
+
 /* Back to back, rank 1 expects 8 doubles in broadcast #3 of a run where
  * root 0 sends 4: rank 1 fails #3 at once, and the root, which returned
  * from #3 once its message was written, fails a later broadcast of the

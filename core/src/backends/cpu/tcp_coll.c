@@ -656,8 +656,12 @@ int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
   }
   else
     release_locked(&cc, &cc.main);
-  if (rc == DIST_OK)
+  if (rc == DIST_OK) {
     remember(t, &cc.base);
+    t->done = cc.base;
+    t->done_bytes = t->run_bytes;
+    t->done_seq = cc.cseq;
+  }
   t->coll_active = false;
   if (t->err_rc != DIST_OK && t->err_seq <= t->coll_seq)
     t->err_rc = DIST_OK; /* consumed */

@@ -273,6 +273,9 @@ struct dist__tcp {
   size_t run_bytes;             /* bytes, from the moment it counts as running */
   uint64_t run_seq;             /* (its collective number: 0 none), to refuse */
                                 /* a message of it that disagrees (clash) */
+  tcp_desc done;                /* the last collective that completed here, its */
+  size_t done_bytes;            /* bytes and number (0 none): a message of it that */
+  uint64_t done_seq;            /* comes after it ended disagrees (clash) */
   tcp_batch late;               /* sends of small broadcasts, written, acks not yet waited for */
   int late_ops;                 /* ... of this many broadcasts */
   /* The collectives that completed here, to tell the side of a pair that

@@ -649,7 +649,10 @@ static bool refused(dist__tcp *t, tcp_conn *c, const tcp_hdr *h) {
  * message of the running collective that no receive took, whose kind,
  * dtype, reduce op, root or count differ from this rank's (a gather to
  * another root: the sender's data comes to a rank that receives nothing,
- * and both sides would wait out the timeout). t->mu held. */
+ * and both sides would wait out the timeout); or a message of the
+ * collective that last completed here, which took no message from that
+ * sender in that way (a reduce to another root: this rank went on, the
+ * sender and the true root would wait out the timeout). t->mu held. */
 static const tcp_desc *clashes_with(const dist__tcp *t, const tcp_hdr *h, size_t *bytes) {
   if (h->ctx != DIST_TCP_CTX_COLL)
     return NULL;
@@ -664,6 +667,11 @@ static const tcp_desc *clashes_with(const dist__tcp *t, const tcp_hdr *h, size_t
       !same_call(&t->run, &hd)) {
     *bytes = t->run_bytes;
     return &t->run;
+  }
+  if (t->done_seq != 0 && seq == t->done_seq && !(t->coll_active && t->coll_seq == seq) &&
+      !same_call(&t->done, &hd)) {
+    *bytes = t->done_bytes;
+    return &t->done;
   }
   return NULL;
 }
