@@ -94,6 +94,7 @@ struct mon_stats {
   int n_held;
   tally chunk_t, window, total;
   int64_t window_t0;
+  const dist_pg_info *end_info; /* while the group ends: its events go out by it */
 };
 
 /* --- tallies and the verdict --------------------------------------------- */
@@ -291,6 +292,9 @@ static void emit(mon_group *g, uint64_t chunk, const dist_stats_row *rows, int n
   DIST_LOG(INFO, MON, "%s", buf);
   if (g->pg)
     dist_observer_emit_stats(g->pg, rows, (size_t)n_rows, buf);
+  else if (g->stats->end_info) /* the chunks only the group's end completed */
+    dist_observer_emit_group_stats(g->stats->end_info, atomic_load(&g->enq), rows,
+                                   (size_t)n_rows, buf);
 }
 
 static void chunk_key(char *key, size_t len, const mon_group *g, uint64_t chunk, int rank) {
@@ -489,10 +493,7 @@ void dist__mon_stats_tick(mon_group *g) {
 /* The group ends: every member publishes the rest and says how many chunks
  * it has; rank 0 waits for them (END_WAIT_MS at most), reduces all and
  * judges the group's whole life. */
-void dist__mon_stats_end(mon_group *g, const dist_pg_info *info) {
-  mon_stats *s = g->stats;
-  if (!s || !dist__mon.store)
-    return;
+static void stats_end(mon_group *g, mon_stats *s, const dist_pg_info *info) {
   drain(g, s);
   if (s->filled)
     close_chunk(g, s);
@@ -549,4 +550,13 @@ void dist__mon_stats_end(mon_group *g, const dist_pg_info *info) {
   else if (s->total.n)
     DIST_LOG(INFO, MON, "group %d (%s): no straggler in %lld collectives compared", g->gid,
              gname(g), (long long)s->total.n);
+}
+
+void dist__mon_stats_end(mon_group *g, const dist_pg_info *info) {
+  mon_stats *s = g->stats;
+  if (!s || !dist__mon.store)
+    return;
+  s->end_info = info; /* g->pg is gone: the last blocks go out by the group's info */
+  stats_end(g, s, info);
+  s->end_info = NULL;
 }

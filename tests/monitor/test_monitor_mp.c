@@ -548,6 +548,27 @@ static long long trace_int(const char *db, const char *sql) {
 /* Rank 2 is 30-50 ms late (39.5 ms on average over 40) at each of 40
  * all_reduces on a group "dp" of 3 ranks; the verdict comes when the group
  * is destroyed, long before DIST_STATS_EVERY (1000) operations. */
+/* 18 collectives, statistics every 20: the block is only complete when the
+ * group ends (destroyed), after its handle is gone. Every rank's block
+ * still reaches the observers (the trace's stats table), rank 0's naming
+ * the straggler, as it does when a later operation closes the block (on a
+ * loaded machine the watchdog may not get there before the end either). */
+Test(monitor_mp, the_statistics_a_groups_end_completes_reach_the_observers, .timeout = 90) {
+  clean_env();
+  static dist_proc ps[3];
+  const char *env[] = {"DIST_DEBUG=DETAIL", "DIST_STATS_EVERY=20", "DIST_TIMEOUT=30", NULL};
+  by_hand(ps, 3, (const char *[]){"straggler", "1", "18", NULL}, env, 0, 60000);
+  for (int r = 0; r < 3; r++)
+    cr_assert_eq(ps[r].status, 0);
+  if (at(ps[0].buf[0], "EVENT stats rank=0 group=0 status=0 straggler=1") < 0)
+    dump(ps, 3);
+  cr_assert(at(ps[0].buf[0], "EVENT stats rank=0 group=0 status=0 straggler=1") >= 0,
+            "rank 0's block, with the straggler, as an event");
+  cr_assert(at(ps[1].buf[0], "EVENT stats rank=1 group=0 status=0 straggler=-1") >= 0 &&
+                at(ps[2].buf[0], "EVENT stats rank=2 group=0 status=0 straggler=-1") >= 0,
+            "the other ranks' own blocks as events");
+}
+
 Test(monitor_mp, a_rank_30_to_50_ms_late_is_named_with_its_mean_lateness, .timeout = 90) {
   clean_env();
   static dist_proc p;

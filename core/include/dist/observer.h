@@ -59,7 +59,12 @@
  *      its buffers (kind, root, tag, flags, caller; no tensors, splits or
  *      p2p list: they may be what was wrong), status the code, message the
  *      reason. Nothing follows it; a rank that ends on the error is named
- *      at that call (the monitor). */
+ *      at that call (the monitor).
+ *   8  dist_observer_emit_group_stats: DIST_EV_STATS for the group a
+ *      dist_pg_info describes, also inside its DIST_EV_GROUP_DESTROYED
+ *      (pg NULL then): the statistics a group's end completes reach the
+ *      observers (the trace's stats table) as its straggler verdict does.
+ *      No field of dist_event changed. */
 #ifndef DIST_OBSERVER_H
 #define DIST_OBSERVER_H
 
@@ -70,7 +75,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_OBSERVER_ABI_VERSION 7
+#define DIST_OBSERVER_ABI_VERSION 8
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_EVENT_MAP(X)                 \
@@ -178,6 +183,14 @@ DIST_API int dist_observer_set_message(const dist_event *ev, const char *message
  * that keep them) and the printed block. */
 DIST_API void dist_observer_emit_stats(dist_pg *group, const dist_stats_row *rows, size_t n,
                                        const char *message);
+
+/* ABI 8. dist_observer_emit_stats for the group that group describes
+ * (dist_pg_info of a live group, or the dist_event.group of its
+ * GROUP_DESTROYED event, inside that event's on_event); seq is the
+ * group's last operation number, dist_event.pg NULL. Any thread. */
+DIST_API void dist_observer_emit_group_stats(const dist_pg_info *group, uint64_t seq,
+                                             const dist_stats_row *rows, size_t n,
+                                             const char *message);
 
 /* ABI 5. Emits DIST_EV_STRAGGLER for the group that group describes
  * (dist_pg_get_info of a live group, or the dist_event.group of its

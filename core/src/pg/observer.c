@@ -219,6 +219,20 @@ void dist_observer_emit_stats(dist_pg *g, const dist_stats_row *rows, size_t n,
       deliver(&slots[i], &ev);
 }
 
+void dist_observer_emit_group_stats(const dist_pg_info *group, uint64_t seq,
+                                    const dist_stats_row *rows, size_t n, const char *message) {
+  if (!group || group->internal || group->group_id < 0 || !dist__obs_on() || (n && !rows))
+    return;
+  dist_event ev = {
+      .kind = DIST_EV_STATS, .group_id = group->group_id, .rank = group->global_rank,
+      .group_rank = group->rank, .seq = seq, .t_ns = dist_clock_ns(), .group = group,
+      .peer = -1, .message = message, .stats = rows, .n_stats = n,
+  };
+  for (int i = 0; i < n_slots; i++)
+    if (slots[i].inited)
+      deliver(&slots[i], &ev);
+}
+
 void dist_observer_emit_straggler(const dist_pg_info *group, uint64_t seq, int straggler_rank,
                                   const char *message) {
   if (!group || group->internal || group->group_id < 0 || !dist__obs_on())
