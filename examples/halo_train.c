@@ -8,7 +8,10 @@
  * ring in one dist_batch_isend_irecv (receive from the left with tag 2 and
  * from the right with tag 1, send left with tag 1 and right with tag 2),
  * then a tp all_reduce and a dp all_reduce of the same shape (float32[4]),
- * and a world broadcast of the loss from rank 0.
+ * a boundary exchange of 1 MiB between the two ranks of each dp group with
+ * blocking dist_send and dist_recv (the lower rank sends first, the upper
+ * receives first: messages this large wait for their receive), and a world
+ * broadcast of the loss from rank 0.
  * Values are checked after every step, so a run without a bug says "ok".
  *
  * Bugs (planted on rank --rank, default 2, in step --step, default 1):
@@ -21,7 +24,10 @@
  *             shape: the dp partner's own dp all_reduce takes it)
  *   root      the rank broadcasts the loss from root 1 instead of 0 (on
  *             rank 0: the root itself waits to read from rank 1)
- *   selfroot  the rank broadcasts the loss as its root (it sends) */
+ *   selfroot  the rank broadcasts the loss as its root (it sends)
+ *   recvfirst the rank (a lower one) receives its boundary before it sends
+ *   sendfirst the rank (an upper one, --rank 4 and up) sends its boundary
+ *             before it receives */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +36,7 @@
 #include <dist/dist.h>
 
 #define HALO 8
+#define EDGE (1 << 18) /* float32: 1 MiB */
 
 typedef struct job {
   int rank, world;
@@ -106,6 +113,29 @@ static void reduce(const job *j, int step) {
   expect(j, step, "dp all_reduce", d[1], (float)(2 * (j->rank % 4) + 4));
 }
 
+/* The boundary with the dp partner (rank +- 4), 1 MiB each way: the lower
+ * rank sends, then receives; the upper the other way round. */
+static void edge(const job *j, int step) {
+  static float out[EDGE], in[EDGE];
+  int partner = (j->rank + 4) % 8;
+  for (int i = 0; i < EDGE; i += EDGE / 4)
+    out[i] = (float)(j->rank * 100 + step);
+  in[EDGE / 2] = -1;
+  dist_tensor to = dist_tensor_1d(out, DIST_FLOAT32, EDGE);
+  dist_tensor from = dist_tensor_1d(in, DIST_FLOAT32, EDGE);
+  bool send_first = j->rank < 4;
+  if (planted(j, step, "recvfirst") || planted(j, step, "sendfirst"))
+    send_first = !send_first;
+  if (send_first) {
+    TRY("edge send", dist_send(&to, partner, j->g_dp, 3));
+    TRY("edge recv", dist_recv(&from, partner, j->g_dp, 3, NULL));
+  } else {
+    TRY("edge recv", dist_recv(&from, partner, j->g_dp, 3, NULL));
+    TRY("edge send", dist_send(&to, partner, j->g_dp, 3));
+  }
+  expect(j, step, "edge", in[EDGE / 2], (float)(partner * 100 + step));
+}
+
 /* The loss, from rank 0 to everybody. */
 static void loss(const job *j, int step) {
   float l[2] = {0, 0};
@@ -123,7 +153,8 @@ int main(int argc, char **argv) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(argv[i], "--help")) {
       printf("usage: distrun -n 8 %s [--bug NAME] [--rank R] [--step S]\n"
-             "bugs: omitrecv omitsend wrongpeer wrongdim root selfroot\n", argv[0]);
+             "bugs: omitrecv omitsend wrongpeer wrongdim root selfroot recvfirst "
+             "sendfirst\n", argv[0]);
       return 0;
     } else if (!strcmp(argv[i], "--bug") && v) {
       j.bug = argv[++i];
@@ -152,6 +183,7 @@ int main(int argc, char **argv) {
   for (int s = 0; s < j.steps; s++) {
     halo(&j, s);
     reduce(&j, s);
+    edge(&j, s);
     loss(&j, s);
   }
   dist_device_mesh_destroy(mesh);

@@ -86,21 +86,39 @@ static bool creator_is_odd(const mon_rec *recs, const mon_rec_create *cr) {
   return not_made > made;
 }
 
+/* Whether rank m's creation is the odd one by its number on the scope:
+ * more ranks make another creation as that number (other), or make this
+ * very one (the same members) as another number (moved), than make it as
+ * m does (same, m included). Either way m created its groups in another
+ * order: it waits in a creation the others made earlier or not yet. */
 bool dist__mon_create_order_odd(const mon_rec *recs, int m) {
   const mon_rec_create *a = &recs[m].creating;
   if (!recs[m].present || !a->on || a->scope < 0 || !a->k || !a->members[0])
     return false;
-  int same = 1, other = 0; /* m's side counts m */
+  int same = 1, other = 0, moved = 0; /* m's side counts m */
   for (int q = 0; q < dist__mon.world; q++) {
     const mon_rec_create *b = &recs[q].creating;
-    if (q == m || !recs[q].present || !b->on || b->scope != a->scope || b->k != a->k)
+    if (q == m || !recs[q].present || !b->on || b->scope != a->scope || !b->k)
       continue;
-    if (!strcmp(b->members, a->members))
-      same++;
-    else
-      other++;
+    if (b->k == a->k)
+      *(strcmp(b->members, a->members) ? &other : &same) += 1;
+    else if (!strcmp(b->members, a->members))
+      moved++;
   }
-  return other > same;
+  return other > same || moved > same;
+}
+
+/* The first rank (not m) creating m's group's members on m's scope under
+ * another number than m's; -1 none. */
+static int moved_creator(const mon_rec *recs, int m) {
+  const mon_rec_create *a = &recs[m].creating;
+  for (int q = 0; q < dist__mon.world; q++) {
+    const mon_rec_create *b = &recs[q].creating;
+    if (q != m && recs[q].present && b->on && b->scope == a->scope && b->k && b->k != a->k &&
+        !strcmp(b->members, a->members))
+      return q;
+  }
+  return -1;
 }
 
 /* Whether member m of the group cr creates is itself blocked creating
@@ -192,7 +210,12 @@ static void say_order(const mon_rec *recs, int r, char *buf, size_t len, size_t 
                 "%d creates group %d (%d ranks: %s), called from %s", a->call[0] ? a->call :
                 "dist_new_group", (unsigned long long)a->k, a->scope, a->gid, a->size, a->members,
                 a->site);
-  if (b)
+  int q = moved_creator(recs, r); /* the same group under another number says most */
+  if (q >= 0)
+    dist__appendf(buf, len, off, ", where rank %d creates that group (the same members) as its "
+                  "#%llu (every rank must create its groups in one order)", q,
+                  (unsigned long long)recs[q].creating.k);
+  else if (b)
     dist__appendf(buf, len, off, ", where rank%s %s create%s a group of ranks %s as their #%llu "
                   "(every rank must create its groups in one order)",
                   n > 1 ? "s" : "", ranks, n > 1 ? "" : "s", b->members,

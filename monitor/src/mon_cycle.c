@@ -201,11 +201,30 @@ static void say_left_out(const mon_rec *recs, int x, int y, const mon_rec_part *
                 part->send ? "from" : "to", y, its);
 }
 
+/* Rank r, named because it waits in a call it never made from that line
+ * on that group before, while the rank it waits for calls as at its
+ * earlier steps (dist__mon_prefer_fresh). */
+static void say_fresh(const mon_rec *recs, int r, char *buf, size_t len, size_t *off) {
+  const mon_rec_group *b = blocked_in(&recs[r]);
+  int q = b->peer;
+  const mon_rec_group *qb = q >= 0 && q < dist__mon.world ? blocked_in(&recs[q]) : NULL;
+  dist__appendf(buf, len, off, ": it never called from there on group %d before", b->gid);
+  if (qb)
+    dist__appendf(buf, len, off, ", while rank %d waits in group %d (%s) %s #%llu, called from "
+                  "%s as at its earlier steps", q, qb->gid, qb->desc,
+                  dist__mon_op_name(qb->kind), dist__mon_rec_num(qb), qb->site);
+  dist__appendf(buf, len, off, " (did it take a branch its earlier steps did not: %s where "
+                "they %s?)", b->kind == DIST_OP_SEND ? "sending first" :
+                b->kind == DIST_OP_RECV ? "receiving first" : "a call out of its usual order",
+                b->kind == DIST_OP_SEND ? "received first" :
+                b->kind == DIST_OP_RECV ? "sent first" : "made another");
+}
+
 /* A rank every cycle goes through: the one whose calls are out of order
  * (a call swapped across groups, a receive from the wrong peer), with the
  * ranks blocked on it. */
-static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t len,
-                    size_t *off) {
+static void say_hub(const mon_rec *recs, int r, int n_cycles, bool fresh, char *buf,
+                    size_t len, size_t *off) {
   const mon_rec_group *b = blocked_in(&recs[r]);
   char pw[48];
   int world = dist__mon.world, sender = wrong_source(recs, world, r);
@@ -225,7 +244,9 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, char *buf, size_t 
                 : "the wait-for cycle goes through", r, b->gid, b->desc, dist__mon_op_name(b->kind),
                 dist__mon_rec_num(b), dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw), b->site);
   int astray_waiter = astray >= 0 ? dist__mon_left_out(recs, world, r, false, &wp) : -1;
-  if (astray >= 0 && astray_waiter >= 0 && !wp->send)
+  if (fresh)
+    say_fresh(recs, r, buf, len, off);
+  else if (astray >= 0 && astray_waiter >= 0 && !wp->send)
     dist__appendf(buf, len, off, ": it sends to rank %d, which does not take from it, while "
                   "rank %d waits to receive from it (does it send to the wrong peer?)", astray,
                   astray_waiter);
@@ -356,8 +377,11 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
       k = prefer_two_calls(recs, common, k);
     if (!sure && !halves) /* only cycles through batches: the surer ends of their waits */
       k = prefer_stranded(recs, world, w.found, w.n_found, common, k);
+    int before_fresh = k; /* still alike: the one that left its own habits */
+    k = dist__mon_prefer_fresh(recs, common, k);
+    bool by_fresh = k < before_fresh;
     for (int i = 0; i < k && i < 4; i++)
-      say_hub(recs, common[i], w.n_found, buf, len, off);
+      say_hub(recs, common[i], w.n_found, by_fresh, buf, len, off);
     say_cycle(recs, &w.found[0], buf, len, off);
     if (w.n_found > 1)
       dist__appendf(buf, len, off, "  (and %d longer wait-for cycle%s through the same ranks)\n",

@@ -40,6 +40,7 @@
                                with use_local_synchronization: id >= 2^30) take a
                                free slot above, while one is free */
 #define MON_RING 16         /* in-flight operations remembered per group */
+#define MON_SITES 64        /* call sites remembered per group (a power of 2) */
 #define MON_PUBLISH_MS 1000 /* one progress write per rank per second */
 #define MON_HB_STALE_MS 2500 /* no write for this long: not responding */
 #define MON_HB_LIVE_STALE_MS 10000 /* the same for a live process seen on this host */
@@ -74,6 +75,8 @@ typedef struct mon_op {
   _Atomic int n_parts;
   _Atomic uint64_t parts[MON_PARTS_MAX];
   _Atomic int root;          /* a collective's root (group rank), -1 none */
+  _Atomic int fresh;         /* the group's first operation from its call site: 1,
+                                 else 0; -1 unknown (mon_record.h) */
 } mon_op;
 
 /* A part in one word: the count (32 bits), the peer's group rank (31), send. */
@@ -142,6 +145,10 @@ typedef struct mon_group {
    * calls: new_group on the default group, split_group on the parent),
    * members of the new group or not: the same count on every rank that
    * made the same calls (record format, mon_record.h). */
+  /* The call sites (return addresses) this rank issued operations from
+   * on the group, an open-addressed set (mon_observer.c note_site): an
+   * operation's fresh flag. */
+  _Atomic uintptr_t sites[MON_SITES];
   _Atomic uint64_t creations;
   _Atomic int timed_out;     /* an operation timed out: the watchdog acts */
   _Atomic int64_t destroyed_ms; /* wall ms this rank destroyed it (live 0), 0 not */
@@ -316,6 +323,16 @@ int dist__mon_prefer_out_of_order(const mon_rec *recs, int world, int *ranks, in
 const mon_rec_group *dist__mon_wrong_group(const mon_rec *recs, int world, int x,
                                            const mon_rec_group **wanted);
 int dist__mon_prefer_wrong_group(const mon_rec *recs, int world, int *ranks, int k);
+/* A rank that took a branch its earlier steps did not (mon_order.c):
+ * fresh_call says whether rank x waits in the first call it made on that
+ * group from that call site (1, 0, -1 unknown). prefer_fresh keeps of
+ * ranks (k, in place) those that do when the others are known to call
+ * from sites they used before, all blocked in the same kind of
+ * point-to-point call on one group; returns how many are left. A
+ * send-send or receive-receive deadlock is symmetric in the records: the
+ * rank whose order changed is the one calling from a new line. */
+int dist__mon_fresh_call(const mon_rec *recs, int x);
+int dist__mon_prefer_fresh(const mon_rec *recs, int *ranks, int k);
 
 /* The odd ends of point-to-point waits (mon_peers.c). odd_sender: rank s
  * is blocked in its first send to a rank that receives from another peer

@@ -259,6 +259,31 @@ static void note_parts(mon_group *g, mon_op *op, const dist_coll *c) {
   }
 }
 
+/* Whether this is g's first operation issued from call site caller (1)
+ * or not (0); -1 when that cannot be told (no caller, or the set is
+ * full). A rank that deadlocks at a site it never called from before took
+ * a branch its earlier steps did not, while its partner in the cycle
+ * calls as it always did (mon_order.c dist__mon_prefer_fresh). */
+static int note_site(mon_group *g, uintptr_t caller) {
+  if (!caller)
+    return -1;
+  uint64_t h = (((uint64_t)caller >> 2) * 0x9E3779B97F4A7C15ull) >> 40; /* the high bits */
+  for (unsigned i = 0; i < MON_SITES; i++) {
+    _Atomic uintptr_t *slot = &g->sites[(h + i) & (MON_SITES - 1)];
+    uintptr_t was = atomic_load_explicit(slot, memory_order_relaxed);
+    if (was == caller)
+      return 0;
+    if (was == 0) {
+      if (atomic_compare_exchange_strong_explicit(slot, &was, caller, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        return 1;
+      if (was == caller) /* another thread of this rank, from the same site */
+        return 0;
+    }
+  }
+  return -1;
+}
+
 /* Whether c runs on CUDA tensors (a call has tensors on one device). */
 static int on_cuda(const dist_coll *c) {
   const dist_tensor *t = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0]
@@ -319,6 +344,7 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->tag, ev->coll ? ev->coll->tag : 0, memory_order_relaxed);
   atomic_store_explicit(&op->pair, ev->coll ? ev->coll->pair_seq : 0, memory_order_relaxed);
   note_parts(g, op, ev->coll);
+  atomic_store_explicit(&op->fresh, note_site(g, (uintptr_t)ev->caller), memory_order_relaxed);
   atomic_store_explicit(&op->ended, 0, memory_order_relaxed);
   atomic_store_explicit(&op->sync,
                         ev->coll && (!(ev->coll->flags & DIST_COLL_ASYNC) ||

@@ -15,7 +15,13 @@
  * plays: the same group, or on a rank outside it a group of the same
  * description and size (each rank's "tp" group of a device mesh is a
  * group of its own, issued at the same point of the same program).
- * Point-to-point operations carry no collective ordinal and take no part. */
+ * Point-to-point operations carry no collective ordinal and take no part.
+ *
+ * When nothing else tells the ranks of a cycle apart (two ranks that both
+ * send first, or both receive first), their own pasts can: the one that
+ * waits in a call it never made from that line on that group before took
+ * a branch its earlier steps did not, while its partner calls as it always
+ * did (dist__mon_prefer_fresh). */
 #include <string.h>
 
 #include "mon_int.h"
@@ -131,6 +137,37 @@ int dist__mon_prefer_wrong_group(const mon_rec *recs, int world, int *ranks, int
   for (int i = 0; i < k && m < MON_CULPRITS_MAX; i++)
     if (dist__mon_wrong_group(recs, world, ranks[i], &wanted))
       out[m++] = ranks[i];
+  if (!m || m == k)
+    return k;
+  memcpy(ranks, out, sizeof(int) * (size_t)m);
+  return m;
+}
+
+/* Whether rank x waits in a call it never made from that site on that
+ * group before (fresh), 1, 0, or -1 when its record cannot tell. */
+int dist__mon_fresh_call(const mon_rec *recs, int x) {
+  const mon_rec_group *b = dist__mon_blocked_in(&recs[x]);
+  return b ? b->fresh : -1;
+}
+
+int dist__mon_prefer_fresh(const mon_rec *recs, int *ranks, int k) {
+  int out[MON_CULPRITS_MAX], m = 0;
+  const mon_rec_group *b0 = k ? dist__mon_blocked_in(&recs[ranks[0]]) : NULL;
+  if (!b0 || !dist__mon_is_p2p(b0->kind))
+    return k;
+  for (int i = 0; i < k && m < MON_CULPRITS_MAX; i++) {
+    /* Only a symmetric wait: every one in the same kind of point-to-point
+     * call on the same group (a rank in a call new to it, among ranks in
+     * other calls, may just have reached a new phase of the program). */
+    const mon_rec_group *b = dist__mon_blocked_in(&recs[ranks[i]]);
+    if (!b || b->kind != b0->kind || b->gid != b0->gid)
+      return k;
+    int f = dist__mon_fresh_call(recs, ranks[i]);
+    if (f < 0)
+      return k; /* one that cannot tell might be the fresh one too */
+    if (f == 1)
+      out[m++] = ranks[i];
+  }
   if (!m || m == k)
     return k;
   memcpy(ranks, out, sizeof(int) * (size_t)m);

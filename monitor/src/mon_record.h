@@ -12,7 +12,7 @@
  *     <last ms> <call site> <last call site> <description> [<peer>
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
  *     <last num> [<sync> [<peer2> [<pair> [<last ns> [<creations>
- *     [<peer before> [<parts> <counts>]]]]]]]]]]]
+ *     [<peer before> [<parts> <counts> [<fresh>]]]]]]]]]]]]
  *   c <gid> <size> <since ms> <call site> [<call> <scope> <k> <members>]
  *     (optional, once)
  *   r <gid> <kind> <num> <latest> <call site> <message>   (optional, once)
@@ -73,7 +73,10 @@
  * a trailing "+" when peers were left out (their counts unknown), "-"
  * none, "?" unknown (a receive from any source took one from some peer).
  * A part that its peer's counts do not reach is a half that peer never
- * issued (mon_parts.c); call sites
+ * issued (mon_parts.c). fresh is 1 when the operation in flight is the
+ * first this rank issued on the group from its call site (a branch its
+ * earlier steps did not take), 0 when it called from there before, -1
+ * unknown (no operation in flight, or too many sites to remember). Call sites
  * are symbolised by the writer, since an address means nothing in another
  * process. */
 #ifndef MON_RECORD_H
@@ -145,6 +148,8 @@ typedef struct mon_rec_group {
                                 to (received from) before in the group, with any tag:
                                 1, 0, -1 unknown (pair counts one tag alone, and a
                                 pipeline may tag each step anew) */
+  int fresh;                 /* the in-flight operation is the group's first from its
+                                call site: 1, 0, -1 unknown */
   bool p2p_known;            /* the line carried parts and counts */
   mon_rec_p2p *p2p;          /* them; NULL when it had neither (no operation
                                 in flight, no exchange so far) or is unknown */

@@ -4,7 +4,9 @@
  * out of its batch or sent it astray and went on into a tp collective
  * that closes the cycle, and a tp all_reduce called on the dp group that
  * the dp partner's own all_reduce took silently (same shape), and a loss
- * broadcast whose root one rank names otherwise. distrun's status and
+ * broadcast whose root one rank names otherwise, and a rank that, for
+ * once, receives (sends) its boundary first, as its dp partner does.
+ * distrun's status and
  * distview's --json agree, and blame the planted rank alone, not the
  * neighbour blocked in its batch, the tp peers waiting, nor the root. */
 #include "mesh_verdict.h"
@@ -92,5 +94,37 @@ Test(examples_halo, a_rank_broadcasting_as_its_own_root_is_named_at_its_next_bro
   mesh_expect_verdict(&r, 10, "desync", 2);
   cr_expect(mesh_says(&r, "BROADCAST #3 not run: BROADCAST #2 (an earlier call)") &&
                 mesh_says(&r, "BROADCAST float32[2] root 2 (8 bytes)  <- root differs"),
+            "%s", r.err);
+}
+
+/* A send-send or receive-receive deadlock reads the same from both ranks'
+ * records: the one named is the rank whose blocked call is the first it
+ * made from that line on the group, while its partner calls as at every
+ * earlier step. Rank 2 receives its boundary first (at OFF, over shared
+ * memory); rank 6 sends first (at DETAIL, over TCP). */
+Test(examples_halo, a_rank_that_receives_first_for_once_is_named_not_its_partner,
+     .timeout = 120) {
+  static mesh_run r;
+  halo("DIST_DEBUG=OFF", "recvfirst", &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "rank 2, which is blocked in group 3 (dp) RECV #3 from rank 6, "
+                          "called from main (halo_train.c:") &&
+                mesh_says(&r, "it never called from there on group 3 before, while rank 6 "
+                              "waits in group 3 (dp) RECV #3") &&
+                mesh_says(&r, "(did it take a branch its earlier steps did not: receiving "
+                              "first where they sent first?)"),
+            "%s", r.err);
+  cr_expect(strstr(r.json, "\"op\":\"RECV\"") && strstr(r.json, "\"group_name\":\"dp\""),
+            "not rank 2's receive: %s", r.json);
+}
+
+Test(examples_halo, a_rank_that_sends_first_for_once_is_named_not_its_partner,
+     .timeout = 120) {
+  static mesh_run r;
+  job_run_env("halo_train", "DIST_DEBUG=DETAIL", "DIST_TRANSPORT=tcp", "sendfirst", 6, -1, &r);
+  mesh_expect_verdict(&r, 11, "hang", 6);
+  cr_expect(mesh_says(&r, "it never called from there on group 3 before, while rank 2 "
+                          "waits in group 3 (dp) SEND #3") &&
+                mesh_says(&r, "sending first where they received first?"),
             "%s", r.err);
 }

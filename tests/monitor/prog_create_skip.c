@@ -19,6 +19,9 @@
  *   extra       nobody skips: rank 3 alone makes dist_new_group {2,3}
  *               (new_pair), then every rank an all_reduce of the default
  *               group (the creator's call is the odd one)
+ *   order       nobody skips: ranks make dist_new_group {0,1,2} (new_three)
+ *               then {1,3} (new_odd); rank 2 makes them the other way round,
+ *               then every rank an all_reduce of the default group
  * A rank whose call fails prints "rank R: <what> failed: <status>" on
  * stderr and exits 1. */
 #include <stdio.h>
@@ -71,6 +74,18 @@ __attribute__((noinline)) static void new_pair(void) {
   check("new_group", dist_new_group(r, 2, NULL, &g));
 }
 
+__attribute__((noinline)) static void new_three(void) {
+  const int r[3] = {0, 1, 2};
+  dist_pg *g = NULL;
+  check("new_group", dist_new_group(r, 3, NULL, &g));
+}
+
+__attribute__((noinline)) static void new_odd(void) {
+  const int r[2] = {1, 3};
+  dist_pg *g = NULL;
+  check("new_group", dist_new_group(r, 2, NULL, &g));
+}
+
 __attribute__((noinline)) static void new_local(void) {
   const int r[3] = {1, 2, 3};
   dist_pg *g = NULL;
@@ -108,6 +123,12 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "extra")) {
     if (rank == 3)
       new_pair();
+  } else if (!strcmp(mode, "order")) {
+    if (skip)
+      new_odd();
+    new_three();
+    if (!skip)
+      new_odd();
   } else if (!strcmp(mode, "local")) {
     if (!skip)
       new_local();

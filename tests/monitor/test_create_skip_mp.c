@@ -130,3 +130,21 @@ Test(monitor_create_skip, a_creation_only_one_rank_makes_names_that_rank, .timeo
   cr_expect(strstr(r.json, "\"site\":\"new_pair (prog_create_skip.c:"),
             "distview's verdict is not at new_pair: %s", r.json);
 }
+
+/* Rank 2 creates {1,3} (it is no member: it passes at once) before
+ * {0,1,2}, the others the other way round: ranks 0 and 1 wait in their
+ * first creation for rank 2, which waits in its second for them, with the
+ * same members. No rank skipped a call: rank 2 made them in another
+ * order, and the report says which number each side gave the group. */
+Test(monitor_create_skip, groups_created_in_another_order_name_that_rank, .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=OFF", "order", &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "the waits end at rank 2, which made its group creations in another "
+                          "order: its dist_new_group #2 on group 0 creates group ") &&
+                mesh_says(&r, "(3 ranks: 0-2), called from new_three (prog_create_skip.c:") &&
+                mesh_says(&r, "where rank 0 creates that group (the same members) as its #1"),
+            "not rank 2's order:\n%s", r.report);
+  cr_expect(!mesh_says(&r, "did not create group"), "a rank blamed for a skipped call:\n%s",
+            r.report);
+}
