@@ -204,10 +204,11 @@ typedef struct tcp_conn {
   /* The signature (size, and at DETAIL dtype and shape) of the last send
    * to and receive from this peer that matched (0: none yet), and how many
    * in a row matched with it: when a later pair differs after a steady
-   * run, the side that changed is the one the report marks (p2p_report);
-   * a stream that alternates tells nothing. */
+   * run, or after the pair's only exchange so far, the side that changed
+   * is the one the report marks (p2p_report); a stream that alternates
+   * tells nothing. n: how many matched in all. */
   uint64_t p2p_sent, p2p_recvd;
-  uint32_t p2p_sent_run, p2p_recvd_run;
+  uint32_t p2p_sent_run, p2p_recvd_run, p2p_sent_n, p2p_recvd_n;
   /* receive side */
   uint8_t *rbuf;
   size_t rpos, rend;

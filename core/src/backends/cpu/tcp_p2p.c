@@ -347,20 +347,24 @@ static uint64_t p2p_sig(uint64_t bytes, const tcp_desc *d) {
 
 /* Which side of a send and receive that differ (signatures ss and rs)
  * changed since the pair's steady run of matches (two or more in a row
- * with one signature): 1 the sender, 0 the receiver, -1 not known (no such
- * run, or both changed). Both ranks hold the same history, so both say
- * the same. */
+ * with one signature), or since its only match so far (a loop's first
+ * step, then a bug in its second): 1 the sender, 0 the receiver, -1 not
+ * known (no such run, or both changed). Both ranks hold the same history,
+ * so both say the same. */
 static int p2p_changed(const dist__tcp *t, int p, bool i_send, uint64_t ss, uint64_t rs) {
   const tcp_conn *c = &t->conns[p];
   uint64_t last = i_send ? c->p2p_sent : c->p2p_recvd;
-  if ((i_send ? c->p2p_sent_run : c->p2p_recvd_run) < 2 || ss == rs)
+  uint32_t run = i_send ? c->p2p_sent_run : c->p2p_recvd_run;
+  uint32_t n = i_send ? c->p2p_sent_n : c->p2p_recvd_n;
+  if ((run < 2 && !(run == 1 && n == 1)) || ss == rs)
     return -1;
   return last == rs ? 1 : last == ss ? 0 : -1;
 }
 
 /* A send or receive between this rank and peer p matched (signature sig). */
-static void p2p_matched(uint64_t *last, uint32_t *run, uint64_t sig) {
+static void p2p_matched(uint64_t *last, uint32_t *run, uint32_t *n, uint64_t sig) {
   *run = *last == sig && *run < UINT32_MAX ? *run + 1 : 1;
+  *n += *n < UINT32_MAX;
   *last = sig;
 }
 
@@ -414,7 +418,7 @@ static int check_match(dist__tcp *t, dist__tcp_req *r, int src, const tcp_hdr *h
   if (!why) {
     if (src != t->g->rank)
       p2p_matched(&t->conns[src].p2p_recvd, &t->conns[src].p2p_recvd_run,
-                  p2p_sig(r->len, &r->d));
+                  &t->conns[src].p2p_recvd_n, p2p_sig(r->len, &r->d));
     return DIST_OK;
   }
   p2p_report(t, r, src, &hd, h->size, false, why);
@@ -847,7 +851,7 @@ void dist__tcp_on_cts(dist__tcp *t, tcp_conn *c) {
   dist__tcp_req *r = find_by_id(t, true, c->peer, c->rh.msg_id, RQ_SEND_CTSWAIT);
   if (r && !r->coll) /* the receiver matched it */
     p2p_matched(&t->conns[c->peer].p2p_sent, &t->conns[c->peer].p2p_sent_run,
-                p2p_sig(r->len, &r->d));
+                &t->conns[c->peer].p2p_sent_n, p2p_sig(r->len, &r->d));
   int n = r ? dist__tcp_stripes(t, c->peer, r->len) : 0;
   tcp_item *items = r ? body_items(r, n) : NULL;
   if (!items) {
@@ -939,7 +943,7 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
   }
   if (!nack) {
     if (!r->coll)
-      p2p_matched(&c->p2p_sent, &c->p2p_sent_run, p2p_sig(r->len, &r->d));
+      p2p_matched(&c->p2p_sent, &c->p2p_sent_run, &c->p2p_sent_n, p2p_sig(r->len, &r->d));
     if (r->item)
       r->want_ack = false; /* acknowledged already: done once written */
     else
