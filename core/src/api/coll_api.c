@@ -58,22 +58,33 @@ static int enter(dist_pg **g, dist_work **w, bool *done, dist_op_kind k, const v
   return DIST_OK;
 }
 
+/* "g1 (dp, size 4)": the group's name, with the description the user gave
+ * it (a mesh dimension's name) when it has one. */
+static const char *group_words(const dist_pg *g, char *buf, size_t len) {
+  const char *d = g->info.desc;
+  if (d && d[0] && strcmp(d, g->name))
+    snprintf(buf, len, "%s (%s, size %d)", g->name, d, g->info.size);
+  else
+    snprintf(buf, len, "%s (size %d)", g->name, g->info.size);
+  return buf;
+}
+
 /* A rank at or above DIST_GROUP_RANK_BASE is DIST_GROUP_RANK(r): r is
  * already a group rank (torch 2.6's group_dst/group_src/group_peer). */
 static int group_rank(dist_pg *g, int global, const char *fn, const char *what, int *out) {
+  char gw[192];
   if (global >= DIST_GROUP_RANK_BASE) {
     int64_t gr = (int64_t)global - DIST_GROUP_RANK_BASE;
     if (gr >= g->info.size)
-      return dist__err_set(&g->err, DIST_E_INVAL,
-                           "%s: %s group rank %lld is not in group %s (size %d)", fn, what,
-                           (long long)gr, g->name, g->info.size);
+      return dist__err_set(&g->err, DIST_E_INVAL, "%s: %s group rank %lld is not in group %s",
+                           fn, what, (long long)gr, group_words(g, gw, sizeof gw));
     *out = (int)gr;
     return DIST_OK;
   }
   int r = dist__pg_group_rank_of(g, global);
   if (r < 0)
-    return dist__err_set(&g->err, DIST_E_INVAL, "%s: %s rank %d is not in group %s (size %d)",
-                         fn, what, global, g->name, g->info.size);
+    return dist__err_set(&g->err, DIST_E_INVAL, "%s: %s rank %d is not in group %s", fn, what,
+                         global, group_words(g, gw, sizeof gw));
   *out = r;
   return DIST_OK;
 }

@@ -356,7 +356,7 @@ static int p2p_changed(const dist__tcp *t, int p, bool i_send, uint64_t ss, uint
   uint64_t last = i_send ? c->p2p_sent : c->p2p_recvd;
   uint32_t run = i_send ? c->p2p_sent_run : c->p2p_recvd_run;
   uint32_t n = i_send ? c->p2p_sent_n : c->p2p_recvd_n;
-  if ((run < 2 && !(run == 1 && n == 1)) || ss == rs)
+  if (run < (n == 1 ? 1u : 2u) || ss == rs)
     return -1;
   return last == rs ? 1 : last == ss ? 0 : -1;
 }
