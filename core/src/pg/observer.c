@@ -204,33 +204,33 @@ int dist_observer_set_message(const dist_event *ev, const char *message) {
   return DIST_OK;
 }
 
-void dist_observer_emit_stats(dist_pg *g, const dist_stats_row *rows, size_t n,
-                              const char *message) {
-  g = dist__pg_resolve(g);
-  if (!g || g == DIST_GROUP_NON_MEMBER || g->internal || !dist__obs_on() || (n && !rows))
-    return;
+/* DIST_EV_STATS for the group info describes (pg: its handle, NULL when
+ * the group is ending), to every observer. */
+static void emit_stats(const dist_pg_info *info, dist_pg *pg, uint64_t seq,
+                       const dist_stats_row *rows, size_t n, const char *message) {
   dist_event ev = {
-      .kind = DIST_EV_STATS, .group_id = g->info.group_id, .rank = g->info.global_rank,
-      .group_rank = g->info.rank, .seq = dist__pg_seq(g), .t_ns = dist_clock_ns(), .group = &g->info,
-      .peer = -1, .message = message, .pg = g, .stats = rows, .n_stats = n,
+      .kind = DIST_EV_STATS, .group_id = info->group_id, .rank = info->global_rank,
+      .group_rank = info->rank, .seq = seq, .t_ns = dist_clock_ns(), .group = info,
+      .peer = -1, .message = message, .pg = pg, .stats = rows, .n_stats = n,
   };
   for (int i = 0; i < n_slots; i++)
     if (slots[i].inited)
       deliver(&slots[i], &ev);
 }
 
+void dist_observer_emit_stats(dist_pg *g, const dist_stats_row *rows, size_t n,
+                              const char *message) {
+  g = dist__pg_resolve(g);
+  if (!g || g == DIST_GROUP_NON_MEMBER || g->internal || !dist__obs_on() || (n && !rows))
+    return;
+  emit_stats(&g->info, g, dist__pg_seq(g), rows, n, message);
+}
+
 void dist_observer_emit_group_stats(const dist_pg_info *group, uint64_t seq,
                                     const dist_stats_row *rows, size_t n, const char *message) {
   if (!group || group->internal || group->group_id < 0 || !dist__obs_on() || (n && !rows))
     return;
-  dist_event ev = {
-      .kind = DIST_EV_STATS, .group_id = group->group_id, .rank = group->global_rank,
-      .group_rank = group->rank, .seq = seq, .t_ns = dist_clock_ns(), .group = group,
-      .peer = -1, .message = message, .stats = rows, .n_stats = n,
-  };
-  for (int i = 0; i < n_slots; i++)
-    if (slots[i].inited)
-      deliver(&slots[i], &ev);
+  emit_stats(group, NULL, seq, rows, n, message);
 }
 
 void dist_observer_emit_straggler(const dist_pg_info *group, uint64_t seq, int straggler_rank,
