@@ -181,3 +181,82 @@ Test(store_tcp_limits, the_cap_of_pending_handshakes_follows_the_descriptor_limi
   cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
   cr_assert_eq(dist__stp_default_max_auth(), 8, "never below 8");
 }
+
+/* The server of the next test: on its port first an acceptor that sends a
+ * challenge, reads the answer and closes without a verdict (a server whose
+ * handshake deadline passed while the client was starved of CPU), then,
+ * when serve is set, the real store on the same port. */
+typedef struct {
+  int lfd;
+  uint16_t port;
+  bool serve;
+  dist_store *store;
+  int rc;
+} gave_up;
+
+static void *give_up_then_serve(void *arg) {
+  gave_up *g = arg;
+  int fd;
+  uint8_t nonce[DIST_AUTH_NONCE_LEN], ch[DIST_AUTH_CHALLENGE_LEN], ans[DIST_AUTH_ANSWER_LEN];
+  g->rc = dist__net_accept(g->lfd, dist__deadline_ms(5000), &fd, NULL);
+  if (g->rc != DIST_OK)
+    return NULL;
+  g->rc = dist__auth_challenge(TOKEN, nonce, ch);
+  if (g->rc == DIST_OK)
+    g->rc = dist__net_write_all(fd, ch, sizeof ch, dist__deadline_ms(5000), NULL);
+  if (g->rc == DIST_OK)
+    g->rc = dist__net_read_all(fd, ans, sizeof ans, dist__deadline_ms(5000), NULL);
+  close(fd);
+  close(g->lfd);
+  dist_store_tcp_opts o = {0};
+  o.host = "127.0.0.1";
+  o.port = g->port;
+  o.is_server = true;
+  o.timeout_ms = 10000;
+  o.token = TOKEN;
+  if (g->rc == DIST_OK && g->serve)
+    g->rc = dist_store_tcp_create(&o, &g->store);
+  return NULL;
+}
+
+static void start_giving_up(gave_up *g, bool serve, pthread_t *t) {
+  *g = (gave_up){.serve = serve};
+  cr_assert_eq(dist__net_listen("127.0.0.1", 0, true, 4, &g->lfd, &g->port, NULL), DIST_OK);
+  cr_assert_eq(pthread_create(t, NULL, give_up_then_serve, g), 0);
+}
+
+Test(store_tcp_limits, a_handshake_the_server_gave_up_on_is_tried_again_not_called_a_wrong_token,
+     .timeout = 30) {
+  /* The bare exchange says what happened, and that it is not a refusal. */
+  gave_up g;
+  pthread_t t;
+  start_giving_up(&g, false, &t);
+  int fd;
+  cr_assert_eq(dist__net_connect("127.0.0.1", g.port, dist__deadline_ms(5000), &fd, NULL),
+               DIST_OK);
+  dist__errbuf e;
+  dist__err_clear(&e);
+  cr_assert_eq(dist__auth_connect(fd, TOKEN, "store", dist__deadline_ms(5000), &e),
+               DIST_E_CLOSED, "%s", e.msg);
+  cr_assert(strstr(e.msg, "before its verdict") && strstr(e.msg, "DIST_STORE_HANDSHAKE_MS") &&
+            !strstr(e.msg, "wrong"), "%s", e.msg);
+  pthread_join(t, NULL);
+  cr_assert_eq(g.rc, DIST_OK);
+  close(fd);
+  /* A client meets the same acceptor, then the store behind it: it connects
+   * again and is served within its own timeout. */
+  start_giving_up(&g, true, &t);
+  dist_store_tcp_opts o = {0};
+  o.host = "127.0.0.1";
+  o.port = g.port;
+  o.timeout_ms = 10000;
+  o.token = TOKEN;
+  dist_store *c;
+  int rc = dist_store_tcp_create(&o, &c);
+  pthread_join(t, NULL);
+  cr_assert_eq(g.rc, DIST_OK, "the acceptor then the store on port %u", g.port);
+  cr_assert_eq(rc, DIST_OK, "%s", dist_last_errmsg());
+  cr_assert_eq(dist_store_set(c, "after", "a retry", 7), DIST_OK);
+  dist_store_destroy(c);
+  dist_store_destroy(g.store);
+}

@@ -237,10 +237,18 @@ int dist__auth_connect(int fd, const char *token, const char *role, int64_t dead
   dist__err_clear(&io);
   if (rc == DIST_OK)
     rc = dist__net_read_all(fd, res, sizeof res, deadline_ms, &io);
-  bool refused = rc == DIST_E_CLOSED ||
-                 (rc == DIST_OK && memcmp(res, "DAUT", 4) == 0 && res[5] == KIND_RESULT &&
-                  !(res[6] & 1));
-  if (refused && stale) /* that store's port was another's, whose file stayed behind */
+  /* An acceptor that refuses says so (a verdict frame) before it closes;
+   * a close without one means it stopped waiting for this answer (its
+   * handshake deadline passed on a loaded machine, or it shed the oldest
+   * pending handshake), which says nothing about the token. */
+  bool refused = rc == DIST_OK && memcmp(res, "DAUT", 4) == 0 && res[5] == KIND_RESULT &&
+                 !(res[6] & 1);
+  if (rc == DIST_E_CLOSED)
+    rc = dist__err_set(e, DIST_E_CLOSED, "peer closed the connection before its verdict on "
+                       "this process's answer: it stopped waiting for it (its handshake "
+                       "deadline%s passed, or it sheds pending handshakes)",
+                       strcmp(role, "store") == 0 ? ", DIST_STORE_HANDSHAKE_MS," : "");
+  else if (refused && stale) /* that store's port was another's, whose file stayed behind */
     rc = dist__err_set(e, DIST_E_INVAL, "peer rejected this process: it requires a job token "
                        "(DIST_TOKEN unset here; the local secret found for its port, left by "
                        "an earlier store, is not its token)");

@@ -53,7 +53,10 @@ bool dist__auth_verify(const char *token, dist__auth_side side, const char *role
  * ("store", "data"). A failed proof on either side is DIST_E_INVAL with a
  * message ("peer did not prove the job token"). A connector without a
  * token that meets a loopback store requiring one looks for the store's
- * local secret (dist__auth_local_secret_read) before it gives up. */
+ * local secret (dist__auth_local_secret_read) before it gives up. An
+ * acceptor that closes without its verdict (it stopped waiting) is
+ * DIST_E_CLOSED for the connector: worth another connection while time
+ * remains. */
 int dist__auth_accept(int fd, const char *token, const char *role, int64_t deadline_ms,
                       dist__errbuf *e);
 int dist__auth_connect(int fd, const char *token, const char *role, int64_t deadline_ms,

@@ -463,6 +463,25 @@ const char *dist_store_tcp_host(const dist_store *s) {
   return s && s->ops == &tcp_ops ? ((const tcp_client *)s->impl)->host : NULL;
 }
 
+/* Connects and answers the server's challenge. A server that closed
+ * before its verdict stopped waiting for the answer (its handshake deadline
+ * passed while this process or the server was starved of CPU, or it shed
+ * the oldest pending handshake): a fresh connection is tried, with the
+ * backoff of a refused connect, until the deadline. */
+static int connect_and_prove(tcp_client *c, int64_t dl, dist__errbuf *e) {
+  for (int64_t backoff = 10;; backoff = backoff * 2 > 1000 ? 1000 : backoff * 2) {
+    DIST_TRY(dist__net_connect(c->host, c->port, dl, &c->fd, e));
+    int rc = dist__auth_connect(c->fd, c->token, "store", dl, e);
+    int64_t left = dist__remaining_ms(dl);
+    if (rc != DIST_E_CLOSED || left == 0)
+      return rc;
+    DIST_LOG(DEBUG, STORE, "%s:%u: %s; connecting again", c->host, c->port, e->msg);
+    close(c->fd);
+    c->fd = -1;
+    dist__sleep_ms(backoff < left ? backoff : left);
+  }
+}
+
 /* A connected, authenticated handle (no JOIN). */
 static int open_client(const char *host, uint16_t port, const char *token,
                        int64_t timeout_ms, dist_store **out, dist__errbuf *e) {
@@ -475,10 +494,7 @@ static int open_client(const char *host, uint16_t port, const char *token,
   snprintf(c->host, sizeof c->host, "%s", host);
   c->port = port;
   c->spin_ns = dist__stp_client_spin_us() * 1000;
-  int64_t dl = dist__deadline_ms(timeout_ms);
-  int rc = dist__net_connect(host, port, dl, &c->fd, e);
-  if (rc == DIST_OK)
-    rc = dist__auth_connect(c->fd, c->token, "store", dl, e);
+  int rc = connect_and_prove(c, dist__deadline_ms(timeout_ms), e);
   if (rc == DIST_OK)
     rc = dist__store_new(&tcp_ops, c, out);
   if (rc != DIST_OK) {
