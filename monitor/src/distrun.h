@@ -335,13 +335,17 @@ typedef struct drun_posted {
   int rank;                 /* global rank that posted it, -1 unknown */
   char *text;               /* the report */
   dist__cause_fields f;     /* what it names (culprits...), when it says */
+  int pairs;                /* > 0: taken from that many reported pairs, which
+                               all include f.culprits[0] (distrun_cause.c) */
 } drun_posted;
 
 /* Waits up to wait_ms for the job's cause key and reads it into p (once:
  * true at once when p already holds it). False when nothing was posted. */
 bool dist__run_cause_fetch(drun_job *job, int64_t wait_ms, drun_posted *p);
 /* Reads the key again: a diagnosis that replaced the cause p holds (same
- * status, dist/internal/launch.h) takes its place. */
+ * status, dist/internal/launch.h) takes its place; so does, for a desync
+ * one pair of ranks saw, the report of the pair that marks the rank every
+ * reported pair includes (p->pairs). */
 void dist__run_cause_refresh(drun_job *job, drun_posted *p);
 /* 10 for a posted DIST_E_DESYNC, 11 for DIST_E_TIMEOUT, else fallback. */
 int dist__run_cause_exit(const drun_posted *p, int fallback);
@@ -363,7 +367,7 @@ typedef struct drun_verdict {
   bool by_record;           /* f's place is its monitor's last record's (once
                                a second), which its peers' traces may pass */
   char line[2048];          /* distrun's summary line ("exit status 10 ...") */
-  char tail[64];            /* ... and its end ("; the report follows") */
+  char tail[256];           /* ... and its end ("; the report follows") */
   const char *report;       /* printed after it: the posted report, the
                                crashed rank's backtrace, or NULL (borrowed) */
 } drun_verdict;

@@ -50,6 +50,109 @@ bool dist__run_cause_fetch(drun_job *job, int64_t wait_ms, drun_posted *p) {
   return read_cause(job, p);
 }
 
+/* Gets key when it is there now (a get waits for a missing key). */
+static bool get_present(drun_job *job, const char *key, void **val, size_t *len) {
+  bool present = false;
+  return dist_store_check(job->store, &key, 1, &present) == DIST_OK && present &&
+         dist_store_get(job->store, key, val, len) == DIST_OK;
+}
+
+/* The pairs the ranks of group gid reported (DIST_KEY_CAUSE_PAIRS_FMT),
+ * parsed into pr (at most cap); their number. */
+typedef struct pair_line {
+  int reporter, marked, a, b;
+} pair_line;
+
+static int read_pairs(drun_job *job, int gid, pair_line *pr, int cap) {
+  char key[64];
+  snprintf(key, sizeof key, DIST_KEY_CAUSE_PAIRS_FMT, gid);
+  void *val = NULL;
+  size_t len = 0;
+  if (!get_present(job, key, &val, &len))
+    return 0;
+  int n = 0;
+  for (const char *l = val, *end = (const char *)val + len; l < end && n < cap;) {
+    const char *nl = memchr(l, '\n', (size_t)(end - l));
+    if (!nl)
+      break;
+    pair_line x;
+    if (sscanf(l, "%d %d %d %d", &x.reporter, &x.marked, &x.a, &x.b) == 4)
+      pr[n++] = x;
+    l = nl + 1;
+  }
+  dist_free(val);
+  return n;
+}
+
+/* The one rank that every pair includes, or -1 (none, or both of them
+ * when every report compares the same two ranks). */
+static int in_every_pair(const pair_line *pr, int n) {
+  int found = -1;
+  for (int side = 0; side < 2; side++) {
+    int r = side ? pr[0].b : pr[0].a, i = 1;
+    while (i < n && (pr[i].a == r || pr[i].b == r))
+      i++;
+    if (i < n)
+      continue;
+    if (found >= 0)
+      return -1;
+    found = r;
+  }
+  return found;
+}
+
+/* Reads the cause value a reporter kept (DIST_KEY_CAUSE_BY_FMT) into q. */
+static bool read_kept(drun_job *job, int reporter, drun_posted *q) {
+  char key[64];
+  snprintf(key, sizeof key, DIST_KEY_CAUSE_BY_FMT, reporter);
+  void *val = NULL;
+  size_t len = 0;
+  const char *report;
+  *q = (drun_posted){0};
+  if (!get_present(job, key, &val, &len))
+    return false;
+  bool ok = dist__cause_parse(val, len, &q->status, &q->rank, &report) == DIST_OK;
+  if (ok) {
+    dist__cause_parse_info(val, len, &q->f);
+    q->text = dist__strdup(report);
+    ok = q->have = q->text != NULL;
+  }
+  dist_free(val);
+  return ok;
+}
+
+/* A posted desync that one pair of ranks saw (the TCP engine compares a
+ * rank with each peer it exchanges with) marks one of the two by a rule of
+ * thumb when neither's history tells, and which pair posts first is a
+ * race. The ranks' other pair reports of that group settle it: the rank
+ * that every pair includes is the odd one (dist/internal/launch.h,
+ * DIST_KEY_CAUSE_PAIRS_FMT); the verdict takes the report of a pair that
+ * marks it. */
+static void settle_by_pairs(drun_job *job, drun_posted *p) {
+  enum { PAIRS_MAX = 256 };
+  if (p->status != DIST_E_DESYNC || p->f.group_id < 0)
+    return;
+  pair_line pr[PAIRS_MAX];
+  int n = read_pairs(job, p->f.group_id, pr, PAIRS_MAX), mine = -1;
+  for (int i = 0; i < n; i++)
+    mine = pr[i].reporter == p->rank ? i : mine;
+  int odd = n >= 2 && mine >= 0 ? in_every_pair(pr, n) : -1;
+  if (odd < 0 || (p->f.n_culprits == 1 && p->f.culprits[0] == odd))
+    return;
+  for (int i = 0; i < n; i++) {
+    drun_posted q;
+    if (pr[i].marked != odd || !read_kept(job, pr[i].reporter, &q))
+      continue;
+    if (q.status == p->status && q.f.group_id == p->f.group_id && q.f.n_culprits == 1) {
+      dist__run_cause_free(p);
+      *p = q;
+      p->pairs = n;
+      return;
+    }
+    dist__run_cause_free(&q);
+  }
+}
+
 void dist__run_cause_refresh(drun_job *job, drun_posted *p) {
   if (!p->have || !job->store)
     return;
@@ -62,6 +165,7 @@ void dist__run_cause_refresh(drun_job *job, drun_posted *p) {
   } else {
     dist__run_cause_free(&q);
   }
+  settle_by_pairs(job, p);
 }
 
 int dist__run_cause_exit(const drun_posted *p, int fallback) {

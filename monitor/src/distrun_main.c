@@ -705,9 +705,15 @@ say:
   snprintf(v->line, sizeof v->line, "exit status %d (%s): %s%s%s%s%s", status,
            status_words(status), sp->cause, where, dir ? " (each rank's output: " : "",
            dir ? dir : "", dir ? "/rank-<R>.out and .err)" : "");
-  snprintf(v->tail, sizeof v->tail, "%s", print        ? "; the report follows"
-                                          : has_report ? "; node 0 prints the report"
-                                                       : "");
+  char pairs[160] = "";
+  if (v->report && sp->posted->pairs > 0 && v->report == sp->posted->text)
+    snprintf(pairs, sizeof pairs, "; each of the %d rank pairs that reported it includes rank "
+             "%d, so rank %d's report", sp->posted->pairs, sp->posted->f.culprits[0],
+             sp->posted->rank);
+  snprintf(v->tail, sizeof v->tail, "%s%s", pairs,
+           print        ? "; the report follows"
+           : has_report ? "; node 0 prints the report"
+                        : "");
   return status;
 }
 

@@ -10,6 +10,12 @@
  *                  group" desync (field "collective count"), then tells
  *                  rank R, which raises SIGTERM (its own, not distrun's)
  *                  and dies of it; the others wait for distrun's SIGTERM
+ *   pairs O F      as a broadcast whose root rank O alone got wrong, seen
+ *                  by the TCP engine's pairs: every rank r but O posts
+ *                  the desync of pair {r, O}, marking the later of the two
+ *                  (what a pair without a history marks), and O the pair
+ *                  {O, F}; rank F first, the others after a barrier; then
+ *                  every rank exits 1
  *   ok             init, one all_reduce, exit 0
  * Every mode ends by itself within 60 s (alarm). */
 #include <signal.h>
@@ -85,13 +91,48 @@ static int mode_leftterm(int dying, int leaver) {
     pause();
 }
 
+/* The report of pair {a, b} over a broadcast, as status.h words it. */
+static void pair_report(int a, int b, int odd, char *rep, size_t len) {
+  int lo = a < b ? a : b, hi = a < b ? b : a;
+  snprintf(rep, len, "desync in group 0 (default, %d ranks) at BROADCAST #3: ranks disagree "
+           "on the root\n  rank %d: BROADCAST float32[4] root %d (16 bytes)\n  rank %d: "
+           "BROADCAST float32[4] root %d (16 bytes)  <- root differs\n  reported by rank %d",
+           dist_get_world_size(NULL), lo, lo == odd ? odd : 1, hi, hi == odd ? odd : 1,
+           dist_get_rank(NULL));
+}
+
+static int mode_pairs(int odd, int first) {
+  int me = dist_get_rank(NULL), peer = me == odd ? first : odd;
+  int marked = me > peer ? me : peer;
+  char rep[512];
+  pair_report(me, peer, odd, rep, sizeof rep);
+  dist_cause_info info = dist_cause_info_none();
+  info.culprits = &marked;
+  info.n_culprits = 1;
+  info.group_id = 0;
+  info.group_name = "default";
+  info.op = DIST_OP_BROADCAST;
+  info.seq = 3;
+  info.field = "root";
+  int rc = me == first ? dist_post_cause_info(DIST_E_DESYNC, &info, rep) : DIST_OK;
+  if (rc == DIST_OK)
+    rc = dist_barrier(NULL, NULL);
+  if (rc == DIST_OK && me != first)
+    rc = dist_post_cause_info(DIST_E_DESYNC, &info, rep);
+  if (rc == DIST_OK)
+    rc = dist_barrier(NULL, NULL); /* every pair is kept before any rank fails */
+  return rc == DIST_OK ? 1 : fail("pairs", rc);
+}
+
 int main(int argc, char **argv) {
   alarm(60);
   signal(SIGTERM, on_term);
   const char *m = argc > 1 ? argv[1] : "";
   int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
-  if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "leftterm") && strcmp(m, "ok")) {
-    fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | ok\n", argv[0]);
+  if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "leftterm") && strcmp(m, "pairs") &&
+      strcmp(m, "ok")) {
+    fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | pairs O F | ok\n",
+            argv[0]);
     return 2;
   }
   int rc = dist_init_process_group(NULL);
@@ -103,6 +144,8 @@ int main(int argc, char **argv) {
     return mode_post(a, b);
   if (!strcmp(m, "leftterm"))
     return mode_leftterm(a, b);
+  if (!strcmp(m, "pairs"))
+    return mode_pairs(a, b);
   rc = all_reduce(!strcmp(m, "desync") && dist_get_rank(NULL) == a ? b : 8);
   if (rc != DIST_OK)
     return fail("all_reduce", rc);

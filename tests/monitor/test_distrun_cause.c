@@ -136,6 +136,29 @@ Test(monitor_distrun_cause, a_rank_dead_of_its_own_sigterm_outranks_a_left_the_g
             "%s", err);
 }
 
+/* Five ranks, rank 2 alone on another root: each pair that met rank 2
+ * reports it, and rank 4's pair, posted first, marks rank 4 (the later of
+ * the two, as a pair without a history does). The verdict names rank 2,
+ * in every reported pair, with the report of a pair that marks it (the
+ * trace's verdict row is distrun's: test_distrun.c). */
+Test(monitor_distrun_cause, the_rank_in_every_reported_pair_is_named_whichever_pair_posted_first,
+     .timeout = 90) {
+  clean_env();
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "5", dist_test_bin("distrun_causeprog"),
+                        "pairs", "2", "4", NULL};
+  char *out, *err;
+  int st = run(argv, 60, &out, &err);
+  cr_assert_eq(st, 10, "exit %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
+  const char *rep = after_status_line(err);
+  cr_assert(rep, "%s", err);
+  cr_expect(strstr(rep, "\n  rank 2: BROADCAST float32[4] root 2 (16 bytes)  <- root differs\n"),
+            "the report printed last marks rank 2:\n%s", rep);
+  cr_expect(!strstr(rep, "reported by rank 4"), "rank 4's pair, the first posted, stayed:\n%s",
+            rep);
+  cr_expect(strstr(err, "; each of the 5 rank pairs that reported it includes rank 2, so rank "),
+            "%s", err);
+}
+
 Test(monitor_distrun_cause, a_job_that_succeeds_exits_0_with_no_report, .timeout = 90) {
   clean_env();
   const char *argv[] = {dist_test_bin("distrun"),           "-n", "2",

@@ -62,10 +62,30 @@ static bool superseded(const void *cur, size_t cur_len, int status, bool diagnos
   return diagnosis || (fields && !cur_fields) || (named && cur_fields && !cur_named);
 }
 
+/* A pair's view of a desync (dist/internal/launch.h): the reporter's
+ * cause value under its rank, its pair on the group's tally. */
+typedef struct pair_view {
+  int group_id, a, b, marked;
+} pair_view;
+
+static void keep_pair(dist_store *h, const pair_view *pv, const char *val, size_t len) {
+  char key[64], line[64];
+  snprintf(key, sizeof key, DIST_KEY_CAUSE_BY_FMT, own_rank());
+  int rc = dist_store_set(h, key, val, len);
+  snprintf(key, sizeof key, DIST_KEY_CAUSE_PAIRS_FMT, pv->group_id);
+  int n = snprintf(line, sizeof line, "%d %d %d %d\n", own_rank(), pv->marked, pv->a, pv->b);
+  if (rc == DIST_OK)
+    rc = dist_store_append(h, key, line, (size_t)n);
+  if (rc != DIST_OK)
+    DIST_LOG(WARNING, CORE, "cannot keep this rank's view of the desync: %s",
+             dist_store_errmsg(h));
+}
+
 /* First cause wins; a diagnosis replaces a plain cause of its status, and
- * a cause that names culprits one that does not (superseded). */
+ * a cause that names culprits one that does not (superseded). A pair's
+ * view is kept as well (pv, or NULL). */
 static int post(dist_store *job, int status, bool diagnosis, bool fields, bool named,
-                const char *val, size_t len) {
+                const pair_view *pv, const char *val, size_t len) {
   dist_store *h;
   int rc = dist__store_clone_within(job, DIST_CAUSE_TIMEOUT_MS, &h);
   if (rc != DIST_OK)
@@ -85,6 +105,8 @@ static int post(dist_store *job, int status, bool diagnosis, bool fields, bool n
     DIST_LOG(WARNING, CORE, "cannot post the job's cause: %s", dist_store_errmsg(h));
   else if (!kept)
     DIST_LOG(DEBUG, CORE, "the job's cause was posted already; this one is not kept");
+  if (rc == DIST_OK && pv)
+    keep_pair(h, pv, val, len);
   dist_free(cur);
   dist_store_destroy(h);
   return rc;
@@ -124,8 +146,29 @@ static void fields_line(const dist_cause_info *in, char *buf, size_t len) {
   dist__appendf(buf, len, &off, "\n");
 }
 
+/* Whether the report compares two ranks alone, one line each ("  rank 2:
+ * ..." and "  rank 4 (group rank 3): ..."): one pair's view, which the
+ * job's other reports of the same desync may complete
+ * (dist/internal/launch.h, DIST_KEY_CAUSE_PAIRS_FMT). */
+static bool pair_sides(const char *rep, int *a, int *b) {
+  int n = 0, r;
+  for (const char *l = rep; *l;) {
+    const char *end = strchr(l, '\n');
+    size_t ll = end ? (size_t)(end - l) : strlen(l);
+    if (!strncmp(l, "  ranks ", 8))
+      return false; /* a line for several ranks: a view of the whole group */
+    if (sscanf(l, "  rank %d", &r) == 1 && memchr(l, ':', ll)) {
+      if (n == 2)
+        return false;
+      *(n++ ? b : a) = r;
+    }
+    l += ll + (end != NULL);
+  }
+  return n == 2 && *a != *b;
+}
+
 static int post_cause(int status, bool diagnosis, const dist_cause_info *info,
-                      const char *report) {
+                      const pair_view *pv, const char *report) {
   if (status <= DIST_OK || status > DIST_E_INTERNAL || !report)
     return dist__set_last_error(DIST_E_INVAL,
                                 "dist_post_cause: status %d is not a DIST_E_* code%s", status,
@@ -145,7 +188,7 @@ static int post_cause(int status, bool diagnosis, const dist_cause_info *info,
   int n = snprintf(val, head, "%d %d %d\n%s", status, own_rank(), diagnosis ? 1 : 0, fields);
   memcpy(val + n, report, rlen);
   int rc = post(job, status, diagnosis, fields[0] != '\0',
-                info && info->n_culprits && info->culprits, val, (size_t)n + rlen);
+                info && info->n_culprits && info->culprits, pv, val, (size_t)n + rlen);
   dist__free(val);
   if (rc != DIST_OK)
     DIST_LOG(DEBUG, CORE, "-> %s posting the cause (not the caller's error)",
@@ -154,7 +197,7 @@ static int post_cause(int status, bool diagnosis, const dist_cause_info *info,
 }
 
 int dist_post_cause(int status, const char *report) {
-  return post_cause(status, false, NULL, report);
+  return post_cause(status, false, NULL, NULL, report);
 }
 
 dist_cause_info dist_cause_info_none(void) {
@@ -162,12 +205,21 @@ dist_cause_info dist_cause_info_none(void) {
 }
 
 int dist_post_cause_info(int status, const dist_cause_info *info, const char *report) {
-  return post_cause(status, false, info, report);
+  pair_view pv;
+  bool pair = status == DIST_E_DESYNC && info && info->group_id >= 0 && report &&
+              pair_sides(report, &pv.a, &pv.b);
+  if (pair) {
+    pv.group_id = info->group_id;
+    pv.marked = info->n_culprits == 1 && info->culprits ? info->culprits[0] : -1;
+  }
+  return post_cause(status, false, info, pair ? &pv : NULL, report);
 }
 
 int dist__cause_post_diagnosis(int status, const dist_cause_info *info, const char *report) {
-  return post_cause(status, true, info, report);
+  return post_cause(status, true, info, NULL, report);
 }
+
+
 
 int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
                       const char **report) {

@@ -113,6 +113,23 @@
 #define DIST_KEY_CAUSE "dist/cause"
 #define DIST_CAUSE_REPORT_MAX 16384
 
+/* A desync seen by one pair of ranks alone (the TCP engine's messages
+ * carry their sender's descriptor, so a rank compares itself with each
+ * peer it exchanges with, and without a history to go by it cannot tell
+ * which of the two is odd), posted with dist_post_cause_info naming its
+ * group and with a report of two lines of one rank each (status.h):
+ * besides the cause above, the reporter keeps
+ * its whole cause value under DIST_KEY_CAUSE_BY_FMT (its global rank) and
+ * appends "<reporter> <marked> <a> <b>\n" to DIST_KEY_CAUSE_PAIRS_FMT (the
+ * group): the two global ranks its report compares and the one it marks
+ * (-1: both). When the posted cause is such a pair's, distrun takes the
+ * rank that every reported pair of that group includes, alone, for the
+ * odd one (a rank whose root, count or split differs meets everyone it
+ * exchanges with), and the report of a pair that marks it
+ * (distrun_cause.c). */
+#define DIST_KEY_CAUSE_BY_FMT "dist/cause/by/%d"
+#define DIST_KEY_CAUSE_PAIRS_FMT "dist/cause/pairs/%d"
+
 /* The first rank of the job that called exit() (or returned from main)
  * with its default group live, or began destroying its default group:
  * "<global rank>", written by core's exit handler and by
