@@ -220,11 +220,33 @@ static void say_fresh(const mon_rec *recs, int r, char *buf, size_t len, size_t 
                 b->kind == DIST_OP_RECV ? "sent first" : "made another");
 }
 
+/* Rank r, named because its blocked send or receive is a step it never
+ * took from the call before it, while the rank it waits for is where its
+ * earlier steps went (dist__mon_prefer_novel). */
+void dist__mon_say_novel(const mon_rec *recs, int r, char *buf, size_t len, size_t *off) {
+  const mon_rec_group *b = blocked_in(&recs[r]);
+  int q = dist__mon_unmatched_peer(recs, r);
+  q = q >= 0 ? q : b->peer;
+  const mon_rec_group *qb = q >= 0 && q < dist__mon.world ? blocked_in(&recs[q]) : NULL;
+  dist__appendf(buf, len, off, ": its earlier steps never went from the call before it");
+  if (b->last_kind >= 0)
+    dist__appendf(buf, len, off, " (%s #%llu, called from %s)", dist__mon_op_name(b->last_kind),
+                  (unsigned long long)b->last_num, b->last_site);
+  dist__appendf(buf, len, off, " to this one");
+  if (qb && qb->novel == 0)
+    dist__appendf(buf, len, off, ", while rank %d waits in group %d (%s) %s #%llu with tag %d, "
+                  "called from %s, as at its earlier steps", q, qb->gid, qb->desc,
+                  dist__mon_op_name(qb->kind), dist__mon_rec_num(qb), qb->tag, qb->site);
+  dist__appendf(buf, len, off, " (did it skip a call, or change its tag or peer? it %s rank %d "
+                "with tag %d)", b->kind == DIST_OP_SEND ? "sends to" : "receives from", b->peer,
+                b->tag);
+}
+
 /* A rank every cycle goes through: the one whose calls are out of order
  * (a call swapped across groups, a receive from the wrong peer), with the
  * ranks blocked on it. */
-static void say_hub(const mon_rec *recs, int r, int n_cycles, bool fresh, char *buf,
-                    size_t len, size_t *off) {
+static void say_hub(const mon_rec *recs, int r, int n_cycles, bool fresh, bool novel,
+                    char *buf, size_t len, size_t *off) {
   const mon_rec_group *b = blocked_in(&recs[r]);
   char pw[48];
   int world = dist__mon.world, sender = wrong_source(recs, world, r);
@@ -246,6 +268,8 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, bool fresh, char *
   int astray_waiter = astray >= 0 ? dist__mon_left_out(recs, world, r, false, &wp) : -1;
   if (fresh)
     say_fresh(recs, r, buf, len, off);
+  else if (novel)
+    dist__mon_say_novel(recs, r, buf, len, off);
   else if (astray >= 0 && astray_waiter >= 0 && !wp->send)
     dist__appendf(buf, len, off, ": it sends to rank %d, which does not take from it, while "
                   "rank %d waits to receive from it (does it send to the wrong peer?)", astray,
@@ -379,9 +403,14 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
       k = prefer_stranded(recs, world, w.found, w.n_found, common, k);
     int before_fresh = k; /* still alike: the one that left its own habits */
     k = dist__mon_prefer_fresh(recs, common, k);
-    bool by_fresh = k < before_fresh;
+    bool by_fresh = k < before_fresh, by_novel = false;
+    if (!by_fresh) { /* or its own path: a step it never took */
+      int before_novel = k;
+      k = dist__mon_prefer_novel(recs, common, k);
+      by_novel = k < before_novel;
+    }
     for (int i = 0; i < k && i < 4; i++)
-      say_hub(recs, common[i], w.n_found, by_fresh, buf, len, off);
+      say_hub(recs, common[i], w.n_found, by_fresh, by_novel, buf, len, off);
     say_cycle(recs, &w.found[0], buf, len, off);
     if (w.n_found > 1)
       dist__appendf(buf, len, off, "  (and %d longer wait-for cycle%s through the same ranks)\n",

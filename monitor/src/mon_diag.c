@@ -540,21 +540,30 @@ static const mon_rec_group *first_wait_for(const mon_rec *recs, int r) {
   return best;
 }
 
-/* Whether rank r of an unmatched pair is the one to blame alone: its tag
- * is new on its pair while its peer's matched before, or (when the pair
- * numbers do not tell) its tag is not the default 0 while its peer's is
- * (the program changed a tag on one side; a pair whose tags are both set,
- * or equal, and both new or both old, names both). */
-static bool tag_alone(const mon_rec *recs, int r) {
-  const mon_rec_group *a = blocked_in(&recs[r]);
-  int q = dist__mon_unmatched_peer(recs, r); /* a's peer, or the sender a receive from any rank meets */
-  if (!a || q < 0)
-    return false;
-  const mon_rec_group *b = blocked_in(&recs[q]);
-  int changed = b ? dist__mon_new_tag_side(recs, r, q) : -1;
+/* The rank of an unmatched pair (r, q) whose blocked call is a step it
+ * never took (mon_record.h's novel) while its partner's is one it took
+ * before, or -1. */
+static int novel_side(const mon_rec *recs, int r, int q) {
+  const mon_rec_group *a = blocked_in(&recs[r]), *b = blocked_in(&recs[q]);
+  if (!a || !b || a->novel < 0 || b->novel < 0 || a->novel == b->novel)
+    return -1;
+  return a->novel ? r : q;
+}
+
+/* The one rank of an unmatched pair (r, q) to blame alone, or -1: a tag
+ * new on its pair, else a step never taken, else a tag set where the
+ * partner's is the default. */
+static int pair_alone(const mon_rec *recs, int r, int q) {
+  const mon_rec_group *a = blocked_in(&recs[r]), *b = blocked_in(&recs[q]);
+  if (!a || !b)
+    return -1;
+  int changed = dist__mon_new_tag_side(recs, r, q);
   if (changed >= 0)
-    return changed == r;
-  return b && a->tag != 0 && b->tag == 0;
+    return changed;
+  int novel = novel_side(recs, r, q);
+  if (novel >= 0)
+    return novel;
+  return a->tag != 0 && b->tag == 0 ? r : b->tag != 0 && a->tag == 0 ? q : -1;
 }
 
 static void drop_culprit(mon_verdict *v, int r) {
@@ -685,6 +694,11 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
         said |= sinks[i] == q;
       if (!said) {
         say_unmatched(recs, r, q, buf, len, off);
+        int novel = novel_side(recs, r, q);
+        if (novel >= 0 && dist__mon_new_tag_side(recs, r, q) < 0) {
+          dist__appendf(buf, len, off, "; rank %d", novel);
+          dist__mon_say_novel(recs, novel, buf, len, off);
+        }
         dist__mon_say_waiters(recs, r, buf, len, off);
       }
       continue;
@@ -702,8 +716,16 @@ static void say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len
         v->culprits[i] = sinks[0];
         v->culprits[0] = q;
       }
-    if (tag_alone(recs, v->culprits[0]))
-      drop_culprit(v, v->culprits[0] == q ? sinks[0] : q);
+    int alone = pair_alone(recs, sinks[0], q);
+    if (alone >= 0) {
+      drop_culprit(v, alone == q ? sinks[0] : q);
+      drop_culprit(v, alone);
+      if (v->n == MON_CULPRITS_MAX)
+        v->n--;
+      memmove(v->culprits + 1, v->culprits, sizeof(int) * (size_t)v->n);
+      v->culprits[0] = alone;
+      v->n++;
+    }
     const mon_rec_group *own = blocked_in(&recs[v->culprits[0]]);
     dist__mon_verdict_at(v, own, own->site);
     return;

@@ -41,6 +41,7 @@
                                free slot above, while one is free */
 #define MON_RING 16         /* in-flight operations remembered per group */
 #define MON_SITES 64        /* call sites remembered per group (a power of 2) */
+#define MON_TRANS 256       /* point-to-point steps remembered per group (a power of 2) */
 #define MON_PUBLISH_MS 1000 /* one progress write per rank per second */
 #define MON_HB_STALE_MS 2500 /* no write for this long: not responding */
 #define MON_HB_LIVE_STALE_MS 10000 /* the same for a live process seen on this host */
@@ -77,6 +78,9 @@ typedef struct mon_op {
   _Atomic int root;          /* a collective's root (group rank), -1 none */
   _Atomic int fresh;         /* the group's first operation from its call site: 1,
                                  else 0; -1 unknown (mon_record.h) */
+  _Atomic int novel;         /* a send or receive that never followed the call
+                                before it, which others followed: 1, else 0; -1
+                                unknown (mon_record.h) */
 } mon_op;
 
 /* A part in one word: the count (32 bits), the peer's group rank (31), send. */
@@ -149,6 +153,13 @@ typedef struct mon_group {
    * on the group, an open-addressed set (mon_observer.c note_site): an
    * operation's fresh flag. */
   _Atomic uintptr_t sites[MON_SITES];
+  /* The steps this rank took on the group into a send or receive: hashes of
+   * (the call before, the send or receive), and of the calls that a send
+   * or receive followed (mon_observer.c note_step): an operation's novel
+   * flag. last_sig: the last operation's signature (its site, kind, peer
+   * and tag). */
+  _Atomic uint64_t steps[MON_TRANS], step_from[MON_TRANS];
+  _Atomic uint64_t last_sig;
   _Atomic uint64_t creations;
   _Atomic int timed_out;     /* an operation timed out: the watchdog acts */
   _Atomic int64_t destroyed_ms; /* wall ms this rank destroyed it (live 0), 0 not */
@@ -333,6 +344,16 @@ int dist__mon_prefer_wrong_group(const mon_rec *recs, int world, int *ranks, int
  * rank whose order changed is the one calling from a new line. */
 int dist__mon_fresh_call(const mon_rec *recs, int x);
 int dist__mon_prefer_fresh(const mon_rec *recs, int *ranks, int k);
+/* The same for a step never taken (mon_record.h's novel): prefer_novel
+ * keeps of ranks those whose blocked send or receive never followed the
+ * call before it, when every other is known to be where its earlier
+ * steps went, all blocked in point-to-point calls on one group (of any
+ * kinds: a stage that skipped a microbatch receives where its partner
+ * receives too; one that changed a tag sends where its partner receives). */
+int dist__mon_prefer_novel(const mon_rec *recs, int *ranks, int k);
+/* ": its earlier steps never went from the call before it ... to this
+ * one ..." for rank r (mon_cycle.c). */
+void dist__mon_say_novel(const mon_rec *recs, int r, char *buf, size_t len, size_t *off);
 
 /* The odd ends of point-to-point waits (mon_peers.c). odd_sender: rank s
  * is blocked in its first send to a rank that receives from another peer

@@ -284,6 +284,54 @@ static int note_site(mon_group *g, uintptr_t caller) {
   return -1;
 }
 
+/* Adds h (never 0) to an open-addressed set of MON_TRANS hashes: 1 when it
+ * was there, 0 when added, -1 when the set is full. */
+static int set_note(_Atomic uint64_t *set, uint64_t h) {
+  for (unsigned i = 0; i < MON_TRANS; i++) {
+    _Atomic uint64_t *slot = &set[(h + i) & (MON_TRANS - 1)];
+    uint64_t was = atomic_load_explicit(slot, memory_order_relaxed);
+    if (was == h)
+      return 1;
+    if (was == 0 && (atomic_compare_exchange_strong_explicit(slot, &was, h, memory_order_relaxed,
+                                                             memory_order_relaxed) ||
+                     was == h))
+      return was == h;
+  }
+  return -1;
+}
+
+static uint64_t mix64(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xFF51AFD7ED558CCDull;
+}
+
+/* An operation's signature: where it was called, what, to or from whom,
+ * with which tag (never 0). */
+static uint64_t op_sig(const dist_event *ev, int peer) {
+  const dist_coll *c = ev->coll;
+  uint64_t h = mix64((uint64_t)(uintptr_t)ev->caller, c ? (uint64_t)c->kind : 0xff);
+  return mix64(mix64(h, (uint64_t)(uint32_t)peer), c ? (uint64_t)(uint32_t)c->tag : 0) | 1;
+}
+
+/* Whether a send or receive (signature sig) is a step this rank never
+ * took on the group: from the call before it (the group's last_sig) to
+ * it, although a send or receive followed that call before (1); 0 when
+ * it took that step before; -1 unknown (no call before, one nothing
+ * followed yet, or the sets are full). A pipeline stage that skipped a
+ * microbatch, or sends one with another tag, comes to its blocked call
+ * from a call its earlier steps went on from otherwise, while its partner
+ * is where it always was (mon_order.c dist__mon_prefer_novel). */
+static int note_step(mon_group *g, uint64_t sig) {
+  uint64_t prev = atomic_exchange_explicit(&g->last_sig, sig, memory_order_relaxed);
+  if (!prev)
+    return -1;
+  int from = set_note(g->step_from, prev);
+  int step = set_note(g->steps, mix64(prev, sig) | 1);
+  if (from < 0 || step < 0 || from == 0)
+    return -1;
+  return step == 0;
+}
+
 /* Whether c runs on CUDA tensors (a call has tensors on one device). */
 static int on_cuda(const dist_coll *c) {
   const dist_tensor *t = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0]
@@ -345,6 +393,11 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->pair, ev->coll ? ev->coll->pair_seq : 0, memory_order_relaxed);
   note_parts(g, op, ev->coll);
   atomic_store_explicit(&op->fresh, note_site(g, (uintptr_t)ev->caller), memory_order_relaxed);
+  int p2p = ev->coll && dist__mon_is_p2p((int)ev->coll->kind);
+  uint64_t sig = op_sig(ev, atomic_load_explicit(&op->peer, memory_order_relaxed));
+  atomic_store_explicit(&op->novel, p2p ? note_step(g, sig) : -1, memory_order_relaxed);
+  if (!p2p)
+    atomic_store_explicit(&g->last_sig, sig, memory_order_relaxed);
   atomic_store_explicit(&op->ended, 0, memory_order_relaxed);
   atomic_store_explicit(&op->sync,
                         ev->coll && (!(ev->coll->flags & DIST_COLL_ASYNC) ||

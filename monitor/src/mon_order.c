@@ -150,6 +150,24 @@ int dist__mon_fresh_call(const mon_rec *recs, int x) {
   return b ? b->fresh : -1;
 }
 
+int dist__mon_prefer_novel(const mon_rec *recs, int *ranks, int k) {
+  int out[MON_CULPRITS_MAX], m = 0;
+  const mon_rec_group *b0 = k ? dist__mon_blocked_in(&recs[ranks[0]]) : NULL;
+  if (!b0)
+    return k;
+  for (int i = 0; i < k && m < MON_CULPRITS_MAX; i++) {
+    const mon_rec_group *b = dist__mon_blocked_in(&recs[ranks[i]]);
+    if (!b || !dist__mon_is_p2p(b->kind) || b->gid != b0->gid || b->novel < 0)
+      return k;
+    if (b->novel == 1)
+      out[m++] = ranks[i];
+  }
+  if (!m || m == k)
+    return k;
+  memcpy(ranks, out, sizeof(int) * (size_t)m);
+  return m;
+}
+
 int dist__mon_prefer_fresh(const mon_rec *recs, int *ranks, int k) {
   int out[MON_CULPRITS_MAX], m = 0;
   const mon_rec_group *b0 = k ? dist__mon_blocked_in(&recs[ranks[0]]) : NULL;

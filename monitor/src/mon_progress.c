@@ -102,7 +102,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
   uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
   uint64_t started = atomic_load_explicit(&g->started, memory_order_relaxed);
   int kind = -1, peer = MON_PEER_NONE, peer2 = MON_PEER_NONE, tag = 0, sync = 0;
-  int before = -1, fresh = -1;
+  int before = -1, fresh = -1, novel = -1;
   uint64_t num = 0, coll = 0, pair = 0, colls_done = atomic_load_explicit(&g->colls_done, memory_order_acquire);
   uint64_t colls_enq = atomic_load_explicit(&g->colls_enq, memory_order_relaxed);
   int64_t since = 0;
@@ -122,6 +122,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
       pair = atomic_load_explicit(&op->pair, memory_order_relaxed);
       before = atomic_load_explicit(&op->peer_before, memory_order_relaxed);
       fresh = atomic_load_explicit(&op->fresh, memory_order_relaxed);
+      novel = atomic_load_explicit(&op->novel, memory_order_relaxed);
       since = dist__mon_wall_ms(atomic_load_explicit(&op->t_enq_ns, memory_order_relaxed));
       dist__mon_symbolize(atomic_load_explicit(&op->caller, memory_order_relaxed), site,
                           sizeof site);
@@ -154,7 +155,7 @@ static void put_group(char *buf, size_t len, size_t *off, mon_group *g, bool syn
                 (unsigned long long)atomic_load_explicit(&g->creations, memory_order_relaxed),
                 before);
   put_p2p(buf, len, off, g, p2p_op);
-  dist__appendf(buf, len, off, "\t%d\n", fresh);
+  dist__appendf(buf, len, off, "\t%d\t%d\n", fresh, novel);
 }
 
 /* Whether any live group issued an operation after t_ns (one issued

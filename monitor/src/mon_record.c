@@ -130,9 +130,9 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
   r->g = dist__calloc((size_t)lines + 1, sizeof *r->g);
   if (!r->g)
     return false;
-  char *save = NULL, *f[30];
+  char *save = NULL, *f[31];
   for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    int k = fields(line, f, 30);
+    int k = fields(line, f, 31);
     if (k == 7 && strcmp(f[0], "v1") == 0) {
       r->rank = atoi(f[1]);
       r->pid = (pid_t)atoi(f[2]);
@@ -172,6 +172,7 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
       g->p2p = parse_p2p(f, k);
       g->p2p_known = k > 28 && (g->p2p || (strcmp(f[27], "-") == 0 && strcmp(f[28], "-") == 0));
       g->fresh = k > 29 ? atoi(f[29]) : -1;
+      g->novel = k > 30 ? atoi(f[30]) : -1;
     }
   }
   return r->present;

@@ -12,7 +12,7 @@
  *     <last ms> <call site> <last call site> <description> [<peer>
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
  *     <last num> [<sync> [<peer2> [<pair> [<last ns> [<creations>
- *     [<peer before> [<parts> <counts> [<fresh>]]]]]]]]]]]]
+ *     [<peer before> [<parts> <counts> [<fresh> [<novel>]]]]]]]]]]]]]
  *   c <gid> <size> <since ms> <call site> [<call> <scope> <k> <members>]
  *     (optional, once)
  *   r <gid> <kind> <num> <latest> <call site> <message>   (optional, once)
@@ -76,7 +76,12 @@
  * issued (mon_parts.c). fresh is 1 when the operation in flight is the
  * first this rank issued on the group from its call site (a branch its
  * earlier steps did not take), 0 when it called from there before, -1
- * unknown (no operation in flight, or too many sites to remember). Call sites
+ * unknown (no operation in flight, or too many sites to remember). novel
+ * is 1 when the send or receive in flight is a step this rank never took
+ * on the group: from the call before it (site, kind, peer, tag) to this
+ * one (site, kind, peer, tag), although a send or receive followed that
+ * call at an earlier step; 0 when it took that step before, -1 unknown (a
+ * collective, no precedent, or too many steps to remember). Call sites
  * are symbolised by the writer, since an address means nothing in another
  * process. */
 #ifndef MON_RECORD_H
@@ -150,6 +155,8 @@ typedef struct mon_rec_group {
                                 pipeline may tag each step anew) */
   int fresh;                 /* the in-flight operation is the group's first from its
                                 call site: 1, 0, -1 unknown */
+  int novel;                 /* the in-flight send or receive is a step this rank
+                                never took from the call before it: 1, 0, -1 */
   bool p2p_known;            /* the line carried parts and counts */
   mon_rec_p2p *p2p;          /* them; NULL when it had neither (no operation
                                 in flight, no exchange so far) or is unknown */

@@ -135,7 +135,12 @@ static int late_rank(const dist_test_ctx *ctx) {
     CHECK(ctx, has(r.err.msg, "ALL_REDUCE #1") && has(r.err.msg, "rank 2") &&
                    has(r.err.msg, pid),
           "the message does not name the operation and rank 2: %s", r.err.msg);
-    CHECK(ctx, took >= 900 && took < 3000, "timed out after %lld ms", (long long)took);
+    /* Its own deadline, or a peer's report of its own (the ranks do not
+     * start the call at once: on a loaded machine one may be 300 ms ahead,
+     * and its timeout breaks the group for the others at once). */
+    bool relayed = has(r.err.msg, "\n  seen by rank ");
+    CHECK(ctx, (took >= 900 || relayed) && took < 3000, "timed out after %lld ms: %s",
+          (long long)took, r.err.msg);
     fprintf(stderr, "rank %d: %s\n", ctx->rank, r.err.msg);
   }
   return tt_fini(&r);

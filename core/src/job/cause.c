@@ -219,8 +219,6 @@ int dist__cause_post_diagnosis(int status, const dist_cause_info *info, const ch
   return post_cause(status, true, info, NULL, report);
 }
 
-
-
 int dist__cause_parse(const char *val, size_t len, int *status, int *rank,
                       const char **report) {
   const char *nl = val ? memchr(val, '\n', len) : NULL;

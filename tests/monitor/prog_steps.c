@@ -1,0 +1,87 @@
+/* prog_steps.c - the rank program of test_steps_mp.c (built as
+ * build/bin/steps_testprog): a pipeline of 4 stages (ranks 0-3) whose
+ * micro-batches travel with their own tags, as a pipeline that tags each
+ * micro-batch does. Each step forwards 3 micro-batches (stage s > 0
+ * receives micro-batch m from stage s - 1 with tag m, stage s < 3 sends it
+ * on, isend then wait), sends the backwards (tag 10 + m) the other way,
+ * then all_reduces on the default group. The first argument plants one
+ * bug on rank 1 in step 1:
+ *   tag     it forwards micro-batch 1 with tag 2 (a tag the pair uses:
+ *           micro-batch 2's)
+ *   skipmb  it forwards 2 micro-batches, not 3, then waits for its first
+ *           backward
+ *   none    no bug
+ * Every mode ends by itself within 60 s (alarm). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <dist/dist.h>
+
+#define MB 3
+#define N 64
+
+static int me;
+
+static void ok(const char *what, int rc) {
+  if (rc != DIST_OK) {
+    fprintf(stderr, "rank %d: %s: %s\n", me, what, dist_errmsg(rc, NULL));
+    exit(1);
+  }
+}
+
+static void forward(int step, bool tag_bug, bool skip) {
+  static float act[MB][N];
+  dist_work *sends[MB] = {0};
+  int n = skip ? MB - 1 : MB;
+  for (int m = 0; m < n; m++) {
+    dist_tensor t = dist_tensor_1d(act[m], DIST_FLOAT32, N);
+    if (me > 0) {
+      dist_work *w = NULL;
+      ok("forward irecv", dist_irecv(&t, me - 1, NULL, m, &w));
+      ok("forward wait", dist_work_wait(w, -1));
+      dist_work_free(w);
+    }
+    if (me < 3)
+      ok("forward isend", dist_isend(&t, me + 1, NULL, tag_bug && m == 1 ? 2 : m, &sends[m]));
+  }
+  for (int m = 0; m < MB; m++)
+    if (sends[m]) {
+      ok("forward send wait", dist_work_wait(sends[m], -1));
+      dist_work_free(sends[m]);
+    }
+  (void)step;
+}
+
+static void backward(void) {
+  float g[N] = {0};
+  dist_tensor t = dist_tensor_1d(g, DIST_FLOAT32, N);
+  for (int m = MB - 1; m >= 0; m--) {
+    if (me < 3)
+      ok("backward recv", dist_recv(&t, me + 1, NULL, 10 + m, NULL));
+    if (me > 0)
+      ok("backward send", dist_send(&t, me - 1, NULL, 10 + m));
+  }
+}
+
+int main(int argc, char **argv) {
+  alarm(60);
+  const char *bug = argc > 1 ? argv[1] : "none";
+  if (strcmp(bug, "tag") && strcmp(bug, "skipmb") && strcmp(bug, "none")) {
+    fprintf(stderr, "usage: %s tag | skipmb | none\n", argv[0]);
+    return 2;
+  }
+  ok("init", dist_init_process_group(NULL));
+  me = dist_get_rank(NULL);
+  for (int step = 0; step < 3; step++) {
+    bool planted = me == 1 && step == 1;
+    forward(step, planted && !strcmp(bug, "tag"), planted && !strcmp(bug, "skipmb"));
+    backward();
+    float loss = 1;
+    dist_tensor t = dist_tensor_1d(&loss, DIST_FLOAT32, 1);
+    ok("all_reduce", dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+  }
+  dist_destroy_process_group(NULL);
+  return 0;
+}

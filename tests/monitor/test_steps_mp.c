@@ -1,0 +1,48 @@
+/* ctest: labels=multiproc,verdicts timeout=300 cost=30 */
+/* test_steps_mp.c - a pipeline whose micro-batches travel with their own
+ * tags (build/bin/steps_testprog, prog_steps.c, 4 ranks under distrun),
+ * rank 1 planted in step 1. Its blocked call is on a path it never took:
+ * it forwards micro-batch 1 with micro-batch 2's tag (a tag the pair used
+ * at every step, so the tag alone is not new), or goes to its backward
+ * after 2 micro-batches, not 3, where rank 2 still waits for the third.
+ * Either way both ranks wait on each other from lines they always called;
+ * the step that leads to rank 1's call is new to it, rank 2's is not
+ * (mon_record.h's novel). The verdict names rank 1 alone, at DIST_DEBUG
+ * DETAIL and OFF. */
+#include "../examples/mesh_verdict.h"
+
+static void run_mode(const char *debug, const char *mode, mesh_run *r) {
+  const char *job[] = {dist_test_bin("steps_testprog"), mode, NULL};
+  job_run_argv(debug, "DIST_TIMEOUT=6", NULL, "4", job, r);
+}
+
+static void expect_rank1(const mesh_run *r, const char *op) {
+  mesh_expect_verdict(r, 11, "hang", 1);
+  cr_expect(mesh_says(r, "its earlier steps never went from the call before it"),
+            "the report does not say why rank 1:\n%s", r->report);
+  char want[64];
+  snprintf(want, sizeof want, "\"op\":\"%s\"", op);
+  cr_expect(strstr(r->json, want), "distview's verdict is not rank 1's %s: %s", op, r->json);
+}
+
+Test(monitor_steps, a_micro_batch_sent_with_another_ones_tag_names_the_sender, .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "tag", &r);
+  expect_rank1(&r, "SEND");
+  cr_expect(mesh_says(&r, "it sends to rank 2 with tag 2)"), "%s", r.report);
+}
+
+Test(monitor_steps, a_skipped_micro_batch_names_the_stage_that_skipped_it_at_OFF,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=OFF", "skipmb", &r);
+  expect_rank1(&r, "RECV");
+  cr_expect(mesh_says(&r, "it receives from rank 2 with tag 12)"), "%s", r.report);
+}
+
+Test(monitor_steps, the_pipeline_without_a_bug_succeeds, .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "none", &r);
+  cr_assert_eq(r.status, 0, "%s", r.err);
+  cr_expect(strstr(r.json, "\"kind\":\"success\""), "%s", r.json);
+}
