@@ -61,6 +61,7 @@ static bool get_present(drun_job *job, const char *key, void **val, size_t *len)
  * parsed into pr (at most cap); their number. */
 typedef struct pair_line {
   int reporter, marked, a, b;
+  char op[32], field[32];
 } pair_line;
 
 static int read_pairs(drun_job *job, int gid, pair_line *pr, int cap) {
@@ -76,7 +77,8 @@ static int read_pairs(drun_job *job, int gid, pair_line *pr, int cap) {
     if (!nl)
       break;
     pair_line x;
-    if (sscanf(l, "%d %d %d %d", &x.reporter, &x.marked, &x.a, &x.b) == 4)
+    if (sscanf(l, "%d %d %d %d %31s %31s", &x.reporter, &x.marked, &x.a, &x.b, x.op,
+               x.field) == 6)
       pr[n++] = x;
     l = nl + 1;
   }
@@ -133,7 +135,11 @@ static void settle_by_pairs(drun_job *job, drun_posted *p) {
   if (p->status != DIST_E_DESYNC || p->f.group_id < 0)
     return;
   pair_line pr[PAIRS_MAX];
-  int n = read_pairs(job, p->f.group_id, pr, PAIRS_MAX), mine = -1;
+  int got = read_pairs(job, p->f.group_id, pr, PAIRS_MAX), n = 0, mine = -1;
+  for (int i = 0; i < got; i++) /* the posted one's like: a later failure of another kind
+                                   (a member that left) is not evidence about it */
+    if (!strcmp(pr[i].op, p->f.op) && !strcmp(pr[i].field, p->f.field))
+      pr[n++] = pr[i];
   for (int i = 0; i < n; i++)
     mine = pr[i].reporter == p->rank ? i : mine;
   int odd = n >= 2 && mine >= 0 ? in_every_pair(pr, n) : -1;

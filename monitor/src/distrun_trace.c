@@ -329,6 +329,40 @@ static void break_tie(const char *out, drun_verdict *v) {
   snprintf(v->f.group_name, sizeof v->f.group_name, "%s", p.group_name);
 }
 
+/* A desync naming one rank whose group's members parted in count (one
+ * left it, the named rank called on alone): when the groups of the same
+ * description show that the named rank made the program's usual number
+ * of that call and the one that left made fewer, the one that left
+ * skipped a call and is the culprit (reader_counts.c). */
+static void name_the_skipper(const char *out, drun_verdict *v) {
+  static char report[8192];
+  if (strcmp(v->kind, "desync") || v->n_culprits != 1 || v->f.group_id < 0 || !v->f.op[0] ||
+      !v->report || !strstr(v->report, " ran out of calls: left the group cleanly"))
+    return; /* only a member that ended: the others' counts mid-job move on */
+  dist_trace *t = NULL;
+  if (dist_trace_open(out, &t, NULL, 0) != DIST_OK)
+    return;
+  dist_trace_short s;
+  int rc = dist_trace_short_member(t, v->f.group_id, v->f.op, v->culprits[0], &s);
+  dist_trace_close(t);
+  char left[48];
+  snprintf(left, sizeof left, "rank %d ran out of calls", s.rank);
+  if (rc != DIST_OK || s.rank < 0 || !strstr(v->report, left))
+    return;
+  snprintf(report, sizeof report,
+           "%s%s  rank %d made %lld %s calls on group %d (%s) and rank %d %lld, as %d ranks "
+           "made on the groups described as %s: rank %d skipped one, and rank %d called on "
+           "without it\n", v->report ? v->report : "",
+           v->report && v->report[0] && v->report[strlen(v->report) - 1] != '\n' ? "\n" : "",
+           s.rank, (long long)s.count, v->f.op, v->f.group_id, v->f.group_name, v->culprits[0],
+           (long long)s.usual, s.ranks_at_usual, v->f.group_name, s.rank, v->culprits[0]);
+  v->report = report;
+  v->culprits[0] = s.rank;
+  v->f.culprits[0] = s.rank;
+  v->f.n_culprits = 1;
+  v->f.site[0] = '\0'; /* the named rank's own line, not the partner's */
+}
+
 void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *v) {
   const char *base = getenv("DIST_TRACE");
   if (base && !strcmp(base, "0"))
@@ -355,6 +389,7 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
   place_from_trace(out, v);
   site_from_trace(out, v);
   break_tie(out, v);
+  name_the_skipper(out, v);
   store_verdict(out, v);
   prune(dflt ? "dist-trace" : base, job_id);
 }

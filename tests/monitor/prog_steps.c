@@ -4,12 +4,15 @@
  * micro-batch does. Each step forwards 3 micro-batches (stage s > 0
  * receives micro-batch m from stage s - 1 with tag m, stage s < 3 sends it
  * on, isend then wait), sends the backwards (tag 10 + m) the other way,
- * then all_reduces on the default group. The first argument plants one
- * bug on rank 1 in step 1:
+ * then all_reduces asynchronously on its "dp" group ({0, 2} or {1, 3},
+ * waited at the step's end) and on the default group. The first argument
+ * plants one bug on rank 1 in step 1:
  *   tag     it forwards micro-batch 1 with tag 2 (a tag the pair uses:
  *           micro-batch 2's)
  *   skipmb  it forwards 2 micro-batches, not 3, then waits for its first
  *           backward
+ *   dpskip  no pipeline; it skips its dp all_reduce: its partner's calls
+ *           pair with its next ones, and at the end rank 3 calls on alone
  *   none    no bug
  * Every mode ends by itself within 60 s (alarm). */
 #include <stdio.h>
@@ -68,19 +71,39 @@ static void backward(void) {
 int main(int argc, char **argv) {
   alarm(60);
   const char *bug = argc > 1 ? argv[1] : "none";
-  if (strcmp(bug, "tag") && strcmp(bug, "skipmb") && strcmp(bug, "none")) {
-    fprintf(stderr, "usage: %s tag | skipmb | none\n", argv[0]);
+  if (strcmp(bug, "tag") && strcmp(bug, "skipmb") && strcmp(bug, "dpskip") &&
+      strcmp(bug, "none")) {
+    fprintf(stderr, "usage: %s tag | skipmb | dpskip | none\n", argv[0]);
     return 2;
   }
   ok("init", dist_init_process_group(NULL));
   me = dist_get_rank(NULL);
+  dist_pg *dp = NULL;
+  dist_group_opts o = {.desc = "dp"};
+  for (int first = 0; first < 2; first++) { /* every rank makes both */
+    int members[2] = {first, first + 2};
+    dist_pg *g = NULL;
+    ok("new dp", dist_new_group(members, 2, &o, &g));
+    if (g != DIST_GROUP_NON_MEMBER)
+      dp = g;
+  }
   for (int step = 0; step < 3; step++) {
     bool planted = me == 1 && step == 1;
-    forward(step, planted && !strcmp(bug, "tag"), planted && !strcmp(bug, "skipmb"));
-    backward();
-    float loss = 1;
+    if (strcmp(bug, "dpskip")) { /* without the pipeline, whose waits would close a cycle */
+      forward(step, planted && !strcmp(bug, "tag"), planted && !strcmp(bug, "skipmb"));
+      backward();
+    }
+    float grad[N] = {0}, loss = 1;
+    dist_tensor gt = dist_tensor_1d(grad, DIST_FLOAT32, N);
+    dist_work *w = NULL;
+    if (!(planted && !strcmp(bug, "dpskip")))
+      ok("dp all_reduce", dist_all_reduce(&gt, DIST_SUM, dp, &w));
     dist_tensor t = dist_tensor_1d(&loss, DIST_FLOAT32, 1);
     ok("all_reduce", dist_all_reduce(&t, DIST_SUM, NULL, NULL));
+    if (w) {
+      ok("dp wait", dist_work_wait(w, -1));
+      dist_work_free(w);
+    }
   }
   dist_destroy_process_group(NULL);
   return 0;

@@ -8,7 +8,10 @@
  * Either way both ranks wait on each other from lines they always called;
  * the step that leads to rank 1's call is new to it, rank 2's is not
  * (mon_record.h's novel). The verdict names rank 1 alone, at DIST_DEBUG
- * DETAIL and OFF. */
+ * DETAIL and OFF. So it does when rank 1 skips its async all_reduce on its
+ * "dp" group at OFF: its partner's calls pair with its next ones until
+ * the end, where rank 3 calls on alone, but the other dp group made as
+ * many as rank 3 (distrun's trace reading, reader_counts.c). */
 #include "../examples/mesh_verdict.h"
 
 static void run_mode(const char *debug, const char *mode, mesh_run *r) {
@@ -38,6 +41,17 @@ Test(monitor_steps, a_skipped_micro_batch_names_the_stage_that_skipped_it_at_OFF
   run_mode("DIST_DEBUG=OFF", "skipmb", &r);
   expect_rank1(&r, "RECV");
   cr_expect(mesh_says(&r, "it receives from rank 2 with tag 12)"), "%s", r.report);
+}
+
+Test(monitor_steps, a_skipped_async_all_reduce_names_the_rank_that_skipped_it_at_OFF,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=OFF", "dpskip", &r);
+  mesh_expect_verdict(&r, 10, "desync", 1);
+  cr_expect(mesh_says(&r, "rank 1 made 2 ALL_REDUCE calls on group ") &&
+                mesh_says(&r, "(dp) and rank 3 3, as 3 ranks made on the groups described as "
+                              "dp: rank 1 skipped one, and rank 3 called on without it"),
+            "%s", r.report);
 }
 
 Test(monitor_steps, the_pipeline_without_a_bug_succeeds, .timeout = 150) {

@@ -397,8 +397,8 @@ DIST_API dist_cause_info dist_cause_info_none(void);
 /* dist_post_cause with what the report names in a form a program reads;
  * info may be NULL (then it is dist_post_cause). Added in libdist 0.9:
  * the cause key's value gains a line of fields (dist/internal/launch.h), which
- * readers of the older form skip. A DIST_E_DESYNC whose report compares
- * two ranks alone, one line each ("  rank 2: ..." and "  rank 4: ...",
+ * readers of the older form skip. A collective's DIST_E_DESYNC (info names
+ * its group, op and field) whose report compares two ranks alone, one line each ("  rank 2: ..." and "  rank 4: ...",
  * status.h), is one pair's view: it is also kept beside the others of its
  * group, so the launcher can name the rank that every reported pair
  * includes, whichever pair posted first (dist/internal/launch.h). */

@@ -65,7 +65,8 @@ static bool superseded(const void *cur, size_t cur_len, int status, bool diagnos
 /* A pair's view of a desync (dist/internal/launch.h): the reporter's
  * cause value under its rank, its pair on the group's tally. */
 typedef struct pair_view {
-  int group_id, a, b, marked;
+  int group_id, a, b, marked, op;
+  const char *field;
 } pair_view;
 
 static void keep_pair(dist_store *h, const pair_view *pv, const char *val, size_t len) {
@@ -73,7 +74,8 @@ static void keep_pair(dist_store *h, const pair_view *pv, const char *val, size_
   snprintf(key, sizeof key, DIST_KEY_CAUSE_BY_FMT, own_rank());
   int rc = dist_store_set(h, key, val, len);
   snprintf(key, sizeof key, DIST_KEY_CAUSE_PAIRS_FMT, pv->group_id);
-  int n = snprintf(line, sizeof line, "%d %d %d %d\n", own_rank(), pv->marked, pv->a, pv->b);
+  int n = snprintf(line, sizeof line, "%d %d %d %d %s %s\n", own_rank(), pv->marked, pv->a,
+                   pv->b, dist_op_name((dist_op_kind)pv->op), pv->field);
   if (rc == DIST_OK)
     rc = dist_store_append(h, key, line, (size_t)n);
   if (rc != DIST_OK)
@@ -206,11 +208,17 @@ dist_cause_info dist_cause_info_none(void) {
 
 int dist_post_cause_info(int status, const dist_cause_info *info, const char *report) {
   pair_view pv;
-  bool pair = status == DIST_E_DESYNC && info && info->group_id >= 0 && report &&
+  /* A collective's (a send and a receive are a pair anyway), and what its
+   * report compares, so distrun compares it with its like alone. */
+  bool pair = status == DIST_E_DESYNC && info && info->group_id >= 0 && info->op >= 0 &&
+              info->op < DIST_OP_COUNT_ && !dist_op_is_p2p((dist_op_kind)info->op) &&
+              info->field && info->field[0] && !strchr(info->field, ' ') && report &&
               pair_sides(report, &pv.a, &pv.b);
   if (pair) {
     pv.group_id = info->group_id;
     pv.marked = info->n_culprits == 1 && info->culprits ? info->culprits[0] : -1;
+    pv.op = info->op;
+    pv.field = info->field;
   }
   return post_cause(status, false, info, pair ? &pv : NULL, report);
 }

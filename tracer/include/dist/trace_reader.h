@@ -166,6 +166,21 @@ typedef struct dist_trace_pattern {
 } dist_trace_pattern;
 DIST_API int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern *out);
 
+/* Of a group's members, the one that made fewer calls of op (a name as
+ * the operations table has it, "ALL_REDUCE") than the ranks of the groups
+ * of the same description made (every "dp" group of a mesh), while rank,
+ * a member too, made as many as they: the one that skipped a call, which
+ * left rank calling on alone (reader_counts.c). rank -1 when not exactly
+ * one member is short, rank is not at the usual count, or fewer than
+ * three ranks made it. */
+typedef struct dist_trace_short {
+  int rank;                /* the member short of the usual count, -1 none */
+  int64_t count, usual;    /* its count, and the one most ranks made */
+  int ranks_at_usual;      /* how many ranks made the usual count */
+} dist_trace_short;
+DIST_API int dist_trace_short_member(dist_trace *t, int group_id, const char *op, int rank,
+                                     dist_trace_short *out);
+
 /* Where a rank's peers last saw it, when that is further than its own
  * trace goes. A rank killed by a signal it cannot catch (SIGKILL: the OOM
  * killer) leaves only its writer's last commit, which can be a step or
