@@ -135,10 +135,14 @@ static void settle_by_pairs(drun_job *job, drun_posted *p) {
   if (p->status != DIST_E_DESYNC || p->f.group_id < 0)
     return;
   pair_line pr[PAIRS_MAX];
+  char field[32];
+  snprintf(field, sizeof field, "%s", p->f.field);
+  for (char *c = field; *c; c++) /* as the ranks wrote it (cause.c keep_pair) */
+    *c = *c == ' ' ? '_' : *c;
   int got = read_pairs(job, p->f.group_id, pr, PAIRS_MAX), n = 0, mine = -1;
   for (int i = 0; i < got; i++) /* the posted one's like: a later failure of another kind
                                    (a member that left) is not evidence about it */
-    if (!strcmp(pr[i].op, p->f.op) && !strcmp(pr[i].field, p->f.field))
+    if (!strcmp(pr[i].op, p->f.op) && !strcmp(pr[i].field, field))
       pr[n++] = pr[i];
   for (int i = 0; i < n; i++)
     mine = pr[i].reporter == p->rank ? i : mine;

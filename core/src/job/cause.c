@@ -70,12 +70,15 @@ typedef struct pair_view {
 } pair_view;
 
 static void keep_pair(dist_store *h, const pair_view *pv, const char *val, size_t len) {
-  char key[64], line[64];
+  char key[64], line[160], field[32];
+  snprintf(field, sizeof field, "%s", pv->field);
+  for (char *c = field; *c; c++) /* one word ("reduce_op") */
+    *c = *c == ' ' ? '_' : *c;
   snprintf(key, sizeof key, DIST_KEY_CAUSE_BY_FMT, own_rank());
   int rc = dist_store_set(h, key, val, len);
   snprintf(key, sizeof key, DIST_KEY_CAUSE_PAIRS_FMT, pv->group_id);
   int n = snprintf(line, sizeof line, "%d %d %d %d %s %s\n", own_rank(), pv->marked, pv->a,
-                   pv->b, dist_op_name((dist_op_kind)pv->op), pv->field);
+                   pv->b, dist_op_name((dist_op_kind)pv->op), field);
   if (rc == DIST_OK)
     rc = dist_store_append(h, key, line, (size_t)n);
   if (rc != DIST_OK)
@@ -212,7 +215,7 @@ int dist_post_cause_info(int status, const dist_cause_info *info, const char *re
    * report compares, so distrun compares it with its like alone. */
   bool pair = status == DIST_E_DESYNC && info && info->group_id >= 0 && info->op >= 0 &&
               info->op < DIST_OP_COUNT_ && !dist_op_is_p2p((dist_op_kind)info->op) &&
-              info->field && info->field[0] && !strchr(info->field, ' ') && report &&
+              info->field && info->field[0] && report &&
               pair_sides(report, &pv.a, &pv.b);
   if (pair) {
     pv.group_id = info->group_id;

@@ -123,7 +123,7 @@
  * appends "<reporter> <marked> <a> <b> <op> <field>\n" to
  * DIST_KEY_CAUSE_PAIRS_FMT (the group): the two global ranks its report
  * compares, the one it marks (-1: both), the collective and what differs
- * ("root"; a collective's only, with a field of one word). When the posted cause is such a pair's, distrun takes the
+ * ("root", "reduce_op": spaces as underscores; a collective's only). When the posted cause is such a pair's, distrun takes the
  * rank that every reported pair of that group includes, alone, for the
  * odd one (a rank whose root, count or split differs meets everyone it
  * exchanges with), and the report of a pair that marks it
