@@ -17,27 +17,33 @@
 #include "distrun.h"
 #include <dist/internal/launch.h> /* dist__cause_parse */
 
-/* Reads the key (present) into p; false when it cannot be read. */
-static bool read_cause(drun_job *job, drun_posted *p) {
-  void *val = NULL;
-  size_t len = 0;
-  if (dist_store_get(job->store, DIST_KEY_CAUSE, &val, &len) != DIST_OK)
-    return false;
+/* A cause value (dist/internal/launch.h) into q, which owns its text
+ * after; frees val. False when it is malformed (said) or memory ran out. */
+static bool parse_cause(void *val, size_t len, drun_posted *q) {
   const char *report;
-  drun_posted q = {0};
-  if (dist__cause_parse(val, len, &q.status, &q.rank, &report) != DIST_OK) {
+  *q = (drun_posted){0};
+  if (dist__cause_parse(val, len, &q->status, &q->rank, &report) != DIST_OK) {
     dist__run_say("ignoring a malformed cause in the job's store (%zu bytes)", len);
     dist_free(val);
     return false;
   }
-  dist__cause_parse_info(val, len, &q.f);
-  q.text = dist__strdup(report);
+  dist__cause_parse_info(val, len, &q->f);
+  q->text = dist__strdup(report);
   dist_free(val);
-  if (!q.text)
+  q->have = q->text != NULL;
+  return q->have;
+}
+
+/* Reads the key (present) into p; false when it cannot be read. */
+static bool read_cause(drun_job *job, drun_posted *p) {
+  void *val = NULL;
+  size_t len = 0;
+  drun_posted q;
+  if (dist_store_get(job->store, DIST_KEY_CAUSE, &val, &len) != DIST_OK ||
+      !parse_cause(val, len, &q))
     return false;
   dist__free(p->text);
   *p = q;
-  p->have = true;
   return true;
 }
 
@@ -109,18 +115,8 @@ static bool read_kept(drun_job *job, int reporter, drun_posted *q) {
   snprintf(key, sizeof key, DIST_KEY_CAUSE_BY_FMT, reporter);
   void *val = NULL;
   size_t len = 0;
-  const char *report;
   *q = (drun_posted){0};
-  if (!get_present(job, key, &val, &len))
-    return false;
-  bool ok = dist__cause_parse(val, len, &q->status, &q->rank, &report) == DIST_OK;
-  if (ok) {
-    dist__cause_parse_info(val, len, &q->f);
-    q->text = dist__strdup(report);
-    ok = q->have = q->text != NULL;
-  }
-  dist_free(val);
-  return ok;
+  return get_present(job, key, &val, &len) && parse_cause(val, len, q);
 }
 
 /* A posted desync that one pair of ranks saw (the TCP engine compares a

@@ -287,8 +287,10 @@ static int note_site(mon_group *g, uintptr_t caller) {
 /* Adds h (never 0) to an open-addressed set of MON_TRANS hashes: 1 when it
  * was there, 0 when added, -1 when the set is full. */
 static int set_note(_Atomic uint64_t *set, uint64_t h) {
+  uint64_t at = (h * 0x9E3779B97F4A7C15ull) >> 56; /* the high bits: a raw signature's
+                                                      low ones repeat */
   for (unsigned i = 0; i < MON_TRANS; i++) {
-    _Atomic uint64_t *slot = &set[(h + i) & (MON_TRANS - 1)];
+    _Atomic uint64_t *slot = &set[(at + i) & (MON_TRANS - 1)];
     uint64_t was = atomic_load_explicit(slot, memory_order_relaxed);
     if (was == h)
       return 1;
@@ -305,12 +307,20 @@ static uint64_t mix64(uint64_t h, uint64_t v) {
   return h * 0xFF51AFD7ED558CCDull;
 }
 
-/* An operation's signature: where it was called, what, to or from whom,
- * with which tag (never 0). */
-static uint64_t op_sig(const dist_event *ev, int peer) {
+/* A send's or receive's signature: where it was called, what, to or from
+ * whom, with which tag (never 0). */
+static uint64_t p2p_sig(const dist_event *ev, int peer) {
   const dist_coll *c = ev->coll;
-  uint64_t h = mix64((uint64_t)(uintptr_t)ev->caller, c ? (uint64_t)c->kind : 0xff);
-  return mix64(mix64(h, (uint64_t)(uint32_t)peer), c ? (uint64_t)(uint32_t)c->tag : 0) | 1;
+  uint64_t h = mix64((uint64_t)(uintptr_t)ev->caller, (uint64_t)c->kind);
+  return mix64(mix64(h, (uint64_t)(uint32_t)peer), (uint64_t)(uint32_t)c->tag) | 1;
+}
+
+/* Any other operation's: its call site and kind as they are, which tells
+ * it apart as well (an odd word: never a mixed one of p2p_sig but by
+ * chance) without mixing on every collective's path. */
+static uint64_t plain_sig(const dist_event *ev) {
+  uint64_t kind = ev->coll ? (uint64_t)ev->coll->kind : 0xff;
+  return (((uint64_t)(uintptr_t)ev->caller << 8) ^ kind) | 1;
 }
 
 /* Whether a send or receive (signature sig) is a step this rank never
@@ -393,11 +403,13 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->pair, ev->coll ? ev->coll->pair_seq : 0, memory_order_relaxed);
   note_parts(g, op, ev->coll);
   atomic_store_explicit(&op->fresh, note_site(g, (uintptr_t)ev->caller), memory_order_relaxed);
-  int p2p = ev->coll && dist__mon_is_p2p((int)ev->coll->kind);
-  uint64_t sig = op_sig(ev, atomic_load_explicit(&op->peer, memory_order_relaxed));
-  atomic_store_explicit(&op->novel, p2p ? note_step(g, sig) : -1, memory_order_relaxed);
-  if (!p2p)
-    atomic_store_explicit(&g->last_sig, sig, memory_order_relaxed);
+  if (ev->coll && dist__mon_is_p2p((int)ev->coll->kind)) {
+    uint64_t sig = p2p_sig(ev, atomic_load_explicit(&op->peer, memory_order_relaxed));
+    atomic_store_explicit(&op->novel, note_step(g, sig), memory_order_relaxed);
+  } else {
+    atomic_store_explicit(&op->novel, -1, memory_order_relaxed);
+    atomic_store_explicit(&g->last_sig, plain_sig(ev), memory_order_relaxed);
+  }
   atomic_store_explicit(&op->ended, 0, memory_order_relaxed);
   atomic_store_explicit(&op->sync,
                         ev->coll && (!(ev->coll->flags & DIST_COLL_ASYNC) ||
