@@ -190,6 +190,11 @@ struct drun_verdict;
  * its last operation in the trace when its monitor had not said). */
 void dist__run_trace_merge(const drun_cfg *c, const char *job_id, struct drun_verdict *v);
 
+/* A desync between a pair whose other groups of the same description, in
+ * the merged trace out, made the unmarked member's call: the mark moves to
+ * the one that differs (distrun_odd.c). */
+void dist__run_trace_odd_pair(const char *out, struct drun_verdict *v);
+
 /* --max-restarts (tracer/SCHEMA.md, Attempts): attempt k's merged file,
  * "<stem>.attempt-<k>.db" beside the trace output. */
 void dist__run_trace_attempt_path(const drun_cfg *c, int k, char *out, size_t len);

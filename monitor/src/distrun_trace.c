@@ -390,6 +390,7 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
   site_from_trace(out, v);
   break_tie(out, v);
   name_the_skipper(out, v);
+  dist__run_trace_odd_pair(out, v);
   store_verdict(out, v);
   prune(dflt ? "dist-trace" : base, job_id);
 }

@@ -13,6 +13,13 @@
  *           backward
  *   dpskip  no pipeline; it skips its dp all_reduce: its partner's calls
  *           pair with its next ones, and at the end rank 3 calls on alone
+ *   layers  no pipeline; each step gathers and reduce-scatters 3 layers of
+ *           different sizes on its dp group (one call site each, so every
+ *           call differs from the one before it, as a model's layers
+ *           make them), and rank 1 reduce-scatters layer 1 with MAX, not
+ *           SUM: the pair {1, 3} disagrees, and the rule of thumb of the
+ *           rank that finds it (the call that changed, else the later
+ *           rank) cannot tell which; the other dp group can
  *   none    no bug
  * Every mode ends by itself within 60 s (alarm). */
 #include <stdio.h>
@@ -68,12 +75,29 @@ static void backward(void) {
   }
 }
 
+/* Per layer l (of 3, sizes 3N/4, N/2, N/4 per rank): a dp all_gather of
+ * the parameters and a dp reduce_scatter of the gradients; with max_bug,
+ * layer 1's reduce_scatter reduces with MAX. */
+static void layers(dist_pg *dp, bool max_bug) {
+  static float shard[N], full[2 * N], grad[2 * N], part[N];
+  for (int l = 0; l < 3; l++) {
+    int64_t n = (int64_t)N * (3 - l) / 4;
+    dist_tensor in = dist_tensor_1d(shard, DIST_FLOAT32, n);
+    dist_tensor out = dist_tensor_1d(full, DIST_FLOAT32, 2 * n);
+    ok("dp all_gather", dist_all_gather_into_tensor(&out, &in, dp, NULL));
+    dist_tensor g = dist_tensor_1d(grad, DIST_FLOAT32, 2 * n);
+    dist_tensor p = dist_tensor_1d(part, DIST_FLOAT32, n);
+    ok("dp reduce_scatter",
+       dist_reduce_scatter_tensor(&p, &g, max_bug && l == 1 ? DIST_MAX : DIST_SUM, dp, NULL));
+  }
+}
+
 int main(int argc, char **argv) {
   alarm(60);
   const char *bug = argc > 1 ? argv[1] : "none";
   if (strcmp(bug, "tag") && strcmp(bug, "skipmb") && strcmp(bug, "dpskip") &&
-      strcmp(bug, "none")) {
-    fprintf(stderr, "usage: %s tag | skipmb | dpskip | none\n", argv[0]);
+      strcmp(bug, "layers") && strcmp(bug, "none")) {
+    fprintf(stderr, "usage: %s tag | skipmb | dpskip | layers | none\n", argv[0]);
     return 2;
   }
   ok("init", dist_init_process_group(NULL));
@@ -89,6 +113,10 @@ int main(int argc, char **argv) {
   }
   for (int step = 0; step < 3; step++) {
     bool planted = me == 1 && step == 1;
+    if (!strcmp(bug, "layers")) {
+      layers(dp, planted);
+      continue;
+    }
     if (strcmp(bug, "dpskip")) { /* without the pipeline, whose waits would close a cycle */
       forward(step, planted && !strcmp(bug, "tag"), planted && !strcmp(bug, "skipmb"));
       backward();

@@ -11,7 +11,12 @@
  * DETAIL and OFF. So it does when rank 1 skips its async all_reduce on its
  * "dp" group at OFF: its partner's calls pair with its next ones until
  * the end, where rank 3 calls on alone, but the other dp group made as
- * many as rank 3 (distrun's trace reading, reader_counts.c). */
+ * many as rank 3 (distrun's trace reading, reader_counts.c). And so it
+ * does when rank 1 reduce-scatters one layer of a loop over layers of
+ * different sizes with another reduce op: the pair {1, 3} alone cannot
+ * tell which of the two is wrong (each call differs from its last, and
+ * the later rank was named), the other dp group made rank 3's call
+ * (distrun_odd.c, reader_odd.c). */
 #include "../examples/mesh_verdict.h"
 
 static void run_mode(const char *debug, const char *mode, mesh_run *r) {
@@ -52,6 +57,32 @@ Test(monitor_steps, a_skipped_async_all_reduce_names_the_rank_that_skipped_it_at
                 mesh_says(&r, "(dp) and rank 3 3, as 3 ranks made on the groups described as "
                               "dp: rank 1 skipped one, and rank 3 called on without it"),
             "%s", r.report);
+}
+
+static void expect_layer_op(const mesh_run *r) {
+  mesh_expect_verdict(r, 10, "desync", 1);
+  cr_expect(mesh_says(r, "  rank 1 (group rank 0): REDUCE_SCATTER_TENSOR float32[") &&
+                mesh_says(r, " op=MAX (") &&
+                mesh_says(r, "<- reduce op differs") &&
+                mesh_says(r, "the 2 ranks of the other groups described as dp made rank 3's "
+                             "call at this collective, not rank 1's: rank 1 is the one that "
+                             "differs"),
+            "%s", r->report);
+  cr_expect(strstr(r->json, "\"op\":\"REDUCE_SCATTER_TENSOR\""), "%s", r->json);
+  cr_expect(strstr(r->json, "prog_steps.c:"), "not rank 1's line: %s", r->json);
+}
+
+Test(monitor_steps, a_layer_reduced_with_another_op_names_the_rank_the_other_dp_group_disowns,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "layers", &r);
+  expect_layer_op(&r);
+}
+
+Test(monitor_steps, a_layer_reduced_with_another_op_names_its_rank_at_OFF, .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=OFF", "layers", &r);
+  expect_layer_op(&r);
 }
 
 Test(monitor_steps, the_pipeline_without_a_bug_succeeds, .timeout = 150) {

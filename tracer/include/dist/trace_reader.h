@@ -181,6 +181,21 @@ typedef struct dist_trace_short {
 DIST_API int dist_trace_short_member(dist_trace *t, int group_id, const char *op, int rank,
                                      dist_trace_short *out);
 
+/* Of two members a and b of a group that disagree at its collective seq,
+ * the one whose call (operation, dtype, element counts, reduce op, root
+ * as a group rank) differs from the one every rank of the other groups of
+ * the same description (every other "dp" group of a mesh) made at that
+ * collective, while the other member's is that call (reader_odd.c).
+ * rank -1 when fewer than two such ranks are in the trace, they differ
+ * among themselves, or the two members both or neither make their call. */
+typedef struct dist_trace_odd {
+  int rank;                /* the member whose call is unlike the others', -1 none */
+  int ranks_alike;         /* how many ranks of the other groups made the usual call */
+  char op[32];             /* the odd member's operation ("ALL_REDUCE") */
+} dist_trace_odd;
+DIST_API int dist_trace_odd_member(dist_trace *t, int group_id, int64_t seq, int a, int b,
+                                   dist_trace_odd *out);
+
 /* Where a rank's peers last saw it, when that is further than its own
  * trace goes. A rank killed by a signal it cannot catch (SIGKILL: the OOM
  * killer) leaves only its writer's last commit, which can be a step or
