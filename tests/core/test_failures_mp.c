@@ -176,6 +176,44 @@ Test(core_failures, all_reduce_counts_that_differ_fail_tcp, .timeout = 90) {
   run_mismatch(ALLREDUCE_COUNTS, "tcp");
 }
 
+/* --- all_to_all_single whose splits disagree on one rank alone ----------- */
+
+/* Rank 1 sends itself 2 rows but expects 1 from itself; what it exchanges
+ * with rank 0 (1 row each way) agrees. Only rank 1 can see it, and the
+ * fault is its own: a desync that marks rank 1 (so the job's cause names
+ * it), on rank 1, and a failure naming rank 1 on rank 0, not a timeout. */
+static int own_block_rank(const dist_test_ctx *ctx) {
+  setenv("DIST_TRANSPORT", (const char *)ctx->arg, 1);
+  setenv("DIST_TEST_TIMEOUT_MS", "15000", 1);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  float buf[32] = {0};
+  int r = ctx->rank;
+  int64_t in[2] = {1, r ? 2 : 1}, out[2] = {1, 1};
+  dist_tensor ti = {.data = buf, .dtype = DIST_FLOAT32, .ndim = 2, .shape = {r ? 3 : 2, 2}};
+  dist_tensor to = {.data = buf + 16, .dtype = DIST_FLOAT32, .ndim = 2, .shape = {2, 2}};
+  int64_t t0 = now_ms();
+  int rc = dist_all_to_all_single(&to, &ti, out, in, NULL, NULL);
+  const char *msg = dist_pg_errmsg(NULL);
+  fprintf(stderr, "[rank %d] %s: %s\n", r, dist_status_name(rc), msg);
+  CHECK(ctx, rc != DIST_OK && rc != DIST_E_TIMEOUT && now_ms() - t0 < 10000,
+        "rank %d: %s after %lld ms", r, dist_status_name(rc), (long long)(now_ms() - t0));
+  CHECK(ctx, strstr(msg, "rank 1"), "the message does not name rank 1: %s", msg);
+  if (r == 1) {
+    CHECK(ctx, rc == DIST_E_DESYNC, "rank 1: %s, want DIST_E_DESYNC", dist_status_name(rc));
+    CHECK(ctx, strstr(msg, "from rank 1 (8 bytes)  <- split size differs") &&
+                   strstr(msg, "to rank 1 (16 bytes)") &&
+                   strstr(msg, "rank 1's split sizes disagree with themselves: its block to "
+                               "itself is 4 elements in its input and 2 in its output"),
+          "rank 1's report: %s", msg);
+  }
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_failures, all_to_all_single_own_block_that_differs_names_its_rank_tcp, .timeout = 90) {
+  cr_assert_eq(dist_test_ranks(2, own_block_rank, "tcp", 60), 0, "%s", dist_test_report());
+}
+
 /* --- a rank killed mid all_reduce loop ----------------------------------- */
 
 typedef struct kill_arg {

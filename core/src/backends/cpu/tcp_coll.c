@@ -32,6 +32,7 @@
  *   reductions      tcp_reduce.c */
 #include <stdio.h>
 
+#include "base/report.h"
 #include "cpu.h"
 #include "tcp_int.h"
 
@@ -373,6 +374,34 @@ static int a2a_layout(tcp_cc *cc, const dist_tensor *t, const int64_t *splits,
   return at == rows ? DIST_OK : bad(cc, "split sizes do not add up to dim 0");
 }
 
+/* This rank's block to itself is `in` elements in its input splits and
+ * `out` in its output splits. No peer can see that (the block never
+ * travels), and the fault is this rank's alone: a desync whose report
+ * marks it, as the shared-memory engine's size check does, so the job's
+ * cause names it. (An invalid argument named nobody: every member failed
+ * with this rank's words, and the rank that exited first was blamed.) */
+static int own_block_differs(tcp_cc *cc, int64_t in, int64_t out) {
+  const dist__cpu_group *g = cc->t->g;
+  int me = g->peers[g->rank].global_rank;
+  dist__rval v = {.kind = cc->c->kind, .dtype = cc->c->inputs[0].dtype, .count = in,
+                  .redop = -1, .root = -1, .dir = "to", .peer = me};
+  dist__rside sent = {.global_rank = me, .group_rank = g->rank, .self = true};
+  dist__rside kept = sent;
+  dist__report_value(&v, sent.value, sizeof sent.value);
+  v.count = out;
+  v.dir = "from";
+  dist__report_value(&v, kept.value, sizeof kept.value);
+  char m[DIST_ERRMSG_LEN], lb[64];
+  size_t off = 0;
+  m[0] = '\0';
+  dist__appendf(m, sizeof m, &off, "%s: ", dist__cpu_op_label(cc->c, lb, sizeof lb));
+  dist__report_disagree_odd(m, sizeof m, &off, "split size", &sent, &kept);
+  dist__appendf(m, sizeof m, &off, "\n  rank %d's split sizes disagree with themselves: its "
+                "block to itself is %lld elements in its input and %lld in its output", me,
+                (long long)in, (long long)out);
+  return dist__err_set(cc->op->err, DIST_E_DESYNC, "%s", m);
+}
+
 static int all_to_all(tcp_cc *cc) {
   const dist_coll *c = cc->c;
   int n = cc->t->g->size, r = cc->t->g->rank;
@@ -397,7 +426,7 @@ static int all_to_all(tcp_cc *cc) {
     }
   }
   if (rc == DIST_OK && icnt[r] != ocnt[r])
-    rc = bad(cc, "this rank's own block differs in size between input and output");
+    rc = own_block_differs(cc, icnt[r], ocnt[r]);
 #define IN_AT(p) (single ? (uint8_t *)c->inputs[0].data + (size_t)ioff[p] * cc->esize \
                          : (uint8_t *)c->inputs[p].data)
 #define OUT_AT(p) (single ? (uint8_t *)c->outputs[0].data + (size_t)ooff[p] * cc->esize \
