@@ -287,11 +287,33 @@ static int the_one_that_changed(dist_trace *t, const drun_verdict *v, dist_trace
   return found;
 }
 
+/* The one culprit of several whose calls departed from those of the ranks
+ * that made the same calls before it, while every other one's are a start
+ * of its peers' (reader_depart.c): -1 when not exactly one. */
+static int the_one_that_departed(dist_trace *t, const drun_verdict *v, dist_trace_depart *one) {
+  int found = -1;
+  for (int i = 0; i < v->n_culprits; i++) {
+    dist_trace_depart d;
+    if (dist_trace_rank_departs(t, v->culprits[i], &d) != DIST_OK || d.departs < 0)
+      return -1;
+    if (d.departs == 1) {
+      if (found >= 0)
+        return -1;
+      found = v->culprits[i];
+      *one = d;
+    }
+  }
+  return found;
+}
+
 /* A hang whose waits only go round names every rank of the cycle: their
  * states cannot tell the rank that went wrong from the ones it stranded.
  * The trace can (reader_pattern.c): when exactly one of them called
  * otherwise than in its step before, it is the culprit, named at its own
- * latest call, and the report says why. */
+ * latest call, and the report says why. When the steps cannot tell (a
+ * loop whose steps vary: a barrier every third step), the ranks that made
+ * the same calls can (reader_depart.c): the one that went another way
+ * than all of them, where the others' calls are what their peers made. */
 static void break_tie(const char *out, drun_verdict *v) {
   static char report[8192];
   if (strcmp(v->kind, "hang") || v->n_culprits < 2)
@@ -300,7 +322,12 @@ static void break_tie(const char *out, drun_verdict *v) {
   if (dist_trace_open(out, &t, NULL, 0) != DIST_OK)
     return;
   dist_trace_pattern p;
+  dist_trace_depart d = {0};
   int r = the_one_that_changed(t, v, &p);
+  bool by_step = r >= 0;
+  if (!by_step && (r = the_one_that_departed(t, v, &d)) >= 0 &&
+      dist_trace_rank_pattern(t, r, &p) != DIST_OK)
+    r = -1;
   dist_trace_close(t);
   if (r < 0)
     return;
@@ -309,14 +336,23 @@ static void break_tie(const char *out, drun_verdict *v) {
   for (int i = 0; i < v->n_culprits; i++)
     if (v->culprits[i] != r)
       dist__appendf(others, sizeof others, &off, "%s%d", off ? "," : "", v->culprits[i]);
-  snprintf(report, sizeof report,
-           "%s%s  of ranks %s and %d, rank %d called otherwise this step than the step before "
-           "(the calls before %s #%lld%s%s, are not the ones before it last time, or it never "
-           "called from there), while the others repeat their own: rank %d is where it went "
-           "wrong\n", v->report ? v->report : "",
-           v->report && v->report[0] && v->report[strlen(v->report) - 1] != '\n' ? "\n" : "",
-           others, r, r, p.cur.op, (long long)p.cur.seq, p.site[0] ? ", called from " : "",
-           p.site, r);
+  const char *nl = v->report && v->report[0] && v->report[strlen(v->report) - 1] != '\n'
+                       ? "\n" : "";
+  if (by_step)
+    snprintf(report, sizeof report,
+             "%s%s  of ranks %s and %d, rank %d called otherwise this step than the step before "
+             "(the calls before %s #%lld%s%s, are not the ones before it last time, or it never "
+             "called from there), while the others repeat their own: rank %d is where it went "
+             "wrong\n", v->report ? v->report : "", nl, others, r, r, p.cur.op,
+             (long long)p.cur.seq, p.site[0] ? ", called from " : "", p.site, r);
+  else
+    snprintf(report, sizeof report,
+             "%s%s  of ranks %s and %d, rank %d went another way after the %d calls it made as "
+             "%d ranks did, which all went on alike (it is in %s #%lld%s%s), while rank%s %s made "
+             "the calls the ranks like %s made: rank %d is where it went wrong\n",
+             v->report ? v->report : "", nl, others, r, r, d.at, d.peers, p.cur.op,
+             (long long)p.cur.seq, p.site[0] ? ", called from " : "", p.site,
+             strchr(others, ',') ? "s" : "", others, strchr(others, ',') ? "them" : "it", r);
   v->report = report;
   v->culprits[0] = r;
   v->n_culprits = 1;

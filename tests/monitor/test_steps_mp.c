@@ -16,7 +16,12 @@
  * different sizes with another reduce op: the pair {1, 3} alone cannot
  * tell which of the two is wrong (each call differs from its last, and
  * the later rank was named), the other dp group made rank 3's call
- * (distrun_odd.c, reader_odd.c). */
+ * (distrun_odd.c, reader_odd.c). A rank that skips a barrier made every
+ * third step (build/bin/depart_testprog, prog_depart.c, 6 ranks as 3
+ * two-stage pipelines) and waits in its next receive from a partner that
+ * waits in the barrier: neither's step differs from its step before, but
+ * the ranks that made the same calls as rank 3 went on to the barrier,
+ * and those like rank 2 made its calls (reader_depart.c): rank 3 alone. */
 #include "../examples/mesh_verdict.h"
 
 static void run_mode(const char *debug, const char *mode, mesh_run *r) {
@@ -83,6 +88,29 @@ Test(monitor_steps, a_layer_reduced_with_another_op_names_its_rank_at_OFF, .time
   static mesh_run r;
   run_mode("DIST_DEBUG=OFF", "layers", &r);
   expect_layer_op(&r);
+}
+
+static void expect_departed(const char *debug) {
+  static mesh_run r;
+  const char *job[] = {dist_test_bin("depart_testprog"), "skip", NULL};
+  job_run_argv(debug, "DIST_TIMEOUT=6", NULL, "6", job, &r);
+  mesh_expect_verdict(&r, 11, "hang", 3);
+  cr_expect(mesh_says(&r, "of ranks 2 and 3, rank 3 went another way after the 13 calls it "
+                          "made as 2 ranks did, which all went on alike (it is in RECV #9") &&
+                mesh_says(&r, "while rank 2 made the calls the ranks like it made: rank 3 is "
+                              "where it went wrong"),
+            "%s", r.report);
+  cr_expect(strstr(r.json, "\"op\":\"RECV\"") && strstr(r.json, "prog_depart.c:"), "%s",
+            r.json);
+}
+
+Test(monitor_steps, a_skipped_barrier_of_every_third_step_names_the_rank_that_skipped_it,
+     .timeout = 150) {
+  expect_departed("DIST_DEBUG=OFF");
+}
+
+Test(monitor_steps, a_skipped_barrier_is_named_at_DETAIL_too, .timeout = 150) {
+  expect_departed("DIST_DEBUG=DETAIL");
 }
 
 Test(monitor_steps, the_pipeline_without_a_bug_succeeds, .timeout = 150) {

@@ -181,6 +181,21 @@ typedef struct dist_trace_short {
 DIST_API int dist_trace_short_member(dist_trace *t, int group_id, const char *op, int rank,
                                      dist_trace_short *out);
 
+/* Whether rank's calls departed from those of the ranks that made the same
+ * calls before it (reader_depart.c): its call sites in issue order against
+ * every other rank's; the ranks sharing its longest common start are its
+ * peers. departs 0: its calls are a start of a peer's (it is behind or
+ * stuck, not astray); 1: two peers or more went on alike where it went
+ * another way (it skipped or added a call); -1: cannot tell (peers that
+ * differ, a peer that stopped there, a rank with more calls than are
+ * compared, or none alike). */
+typedef struct dist_trace_depart {
+  int departs;
+  int peers;               /* with departs 1: how many went on alike */
+  int at;                  /* the calls it shares with them */
+} dist_trace_depart;
+DIST_API int dist_trace_rank_departs(dist_trace *t, int rank, dist_trace_depart *out);
+
 /* Of two members a and b of a group that disagree at its collective seq,
  * the one whose call (operation, dtype, element counts, reduce op, root
  * as a group rank) differs from the one every rank of the other groups of

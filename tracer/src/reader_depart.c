@@ -1,0 +1,125 @@
+/* reader_depart.c - whether a rank's calls departed from those of the
+ * ranks that made the same calls before.
+ *
+ * Ranks that run one program in one role (a pipeline stage, the members
+ * of one kind of group) make the same calls in the same order. When a
+ * wait-for cycle names two ranks, one of them left that order: it skipped
+ * a call (a send its partner waits for, a barrier the others wait in) or
+ * added one. The other is only behind or stuck: its calls so far are what
+ * the ranks most like it made. A rank's call sites (the same program, so
+ * one site is one line on every rank), in the order it issued them, are
+ * compared with every other rank's: the ranks sharing its longest common
+ * start are its peers; if its calls are a start of theirs it did not
+ * depart; if they all went on alike where it went another way, it did.
+ * A loop that varies by step (a barrier every third step) varies alike on
+ * the peers, so it is not a departure. distrun breaks a hang's tie with
+ * this when the step comparison (reader_pattern.c) cannot. */
+#include "reader_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEPART_RANKS 1024    /* jobs larger than this are not compared */
+#define DEPART_OPS 65536     /* nor ranks with more calls than this */
+
+typedef struct seq {
+  int32_t *site;             /* interned call sites, in issue order */
+  int n, cap;
+  bool whole;                /* every call of the rank is here */
+} seq;
+
+/* Every rank's call sites in issue order, interned across ranks (one
+ * number per module and offset, else file and line), into s[0..world). */
+static bool load(sqlite3 *db, seq *s, int world) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "SELECT rank, dense_rank() OVER (ORDER BY key) FROM (SELECT"
+                             " o.rank, o.t_enqueued_ns AS t, coalesce(c.module || '+' ||"
+                             " c.offset, c.file || ':' || c.line, 'unknown') AS key FROM"
+                             " operations o LEFT JOIN callsites c ON c.rank = o.rank AND"
+                             " c.callsite_id = o.callsite_id) ORDER BY rank, t", -1, &st, NULL))
+    return false;
+  for (int r = 0; r < world; r++)
+    s[r].whole = true;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int r = sqlite3_column_int(st, 0);
+    if (r < 0 || r >= world)
+      continue;
+    seq *q = &s[r];
+    if (q->n == DEPART_OPS) {
+      q->whole = false;
+      continue;
+    }
+    if (q->n == q->cap) {
+      int cap = q->cap ? q->cap * 2 : 256;
+      int32_t *ns = realloc(q->site, sizeof *ns * (size_t)cap);
+      if (!ns)
+        break;
+      q->site = ns;
+      q->cap = cap;
+    }
+    q->site[q->n++] = sqlite3_column_int(st, 1);
+  }
+  return sqlite3_finalize(st) == SQLITE_OK;
+}
+
+static int common_start(const seq *a, const seq *b) {
+  int k = 0;
+  while (k < a->n && k < b->n && a->site[k] == b->site[k])
+    k++;
+  return k;
+}
+
+/* Rank r against the ranks sharing its longest common start (peers):
+ * 0 when its calls are a start of a peer's (or all of them), 1 when
+ * every peer went on alike at that point and r another way, -1 else. */
+static int departs(const seq *s, int world, int r, int *peers, int *at) {
+  int best = -1;
+  for (int w = 0; w < world; w++)
+    if (w != r && s[w].n) {
+      int k = common_start(&s[r], &s[w]);
+      best = k > best ? k : best;
+    }
+  *peers = 0;
+  *at = best;
+  if (best < 0 || !s[r].whole)
+    return -1;
+  if (best == s[r].n)
+    return 0; /* nothing of its own past what a peer made too */
+  int next = -1;
+  for (int w = 0; w < world; w++) {
+    if (w == r || !s[w].n || common_start(&s[r], &s[w]) != best)
+      continue;
+    if (best == s[w].n || (next >= 0 && s[w].site[best] != next))
+      return -1; /* a peer stopped there, or the peers differ among themselves */
+    next = s[w].site[best];
+    ++*peers;
+  }
+  return *peers >= 2 ? 1 : -1;
+}
+
+int dist_trace_rank_departs(dist_trace *t, int rank, dist_trace_depart *out) {
+  sqlite3 *db = dist_trace_sqlite(t);
+  if (!db || !out)
+    return DIST_E_INVAL;
+  memset(out, 0, sizeof *out);
+  out->departs = -1;
+  sqlite3_stmt *st;
+  int world = 0;
+  if (sqlite3_prepare_v2(db, "SELECT max(rank) + 1 FROM operations", -1, &st, NULL))
+    return DIST_OK;
+  if (sqlite3_step(st) == SQLITE_ROW)
+    world = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  if (rank < 0 || rank >= world || world > DEPART_RANKS)
+    return DIST_OK;
+  seq *s = calloc((size_t)world, sizeof *s);
+  if (!s)
+    return DIST_E_NOMEM;
+  if (load(db, s, world) && s[rank].n)
+    out->departs = departs(s, world, rank, &out->peers, &out->at);
+  for (int r = 0; r < world; r++)
+    free(s[r].site);
+  free(s);
+  return DIST_OK;
+}
