@@ -194,6 +194,13 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, struct drun_ve
  * the merged trace out, made the unmarked member's call: the mark moves to
  * the one that differs (distrun_odd.c). */
 void dist__run_trace_odd_pair(const char *out, struct drun_verdict *v);
+/* The two ranks a report in the house format compares ("  rank 5 (group
+ * rank 1): ..."), the marked one ("  <- ... differs") first; false unless
+ * it compares exactly two and marks one. */
+bool dist__run_compared_pair(const char *report, int *marked, int *other);
+/* report with its mark (and what it says) moved from rank from's line to
+ * rank to's, into out. */
+void dist__run_move_mark(const char *report, int from, int to, char *out, size_t cap);
 
 /* --max-restarts (tracer/SCHEMA.md, Attempts): attempt k's merged file,
  * "<stem>.attempt-<k>.db" beside the trace output. */

@@ -119,6 +119,27 @@ static bool read_kept(drun_job *job, int reporter, drun_posted *q) {
   return get_present(job, key, &val, &len) && parse_cause(val, len, q);
 }
 
+/* No kept report of the posted one's collective marks odd: when the posted
+ * one compares odd with the rank it marks, its mark moves to odd. */
+static void mark_odd(drun_posted *p, int odd, int n) {
+  int marked, other;
+  if (p->f.n_culprits != 1 || !p->text ||
+      !dist__run_compared_pair(p->text, &marked, &other) || other != odd ||
+      marked != p->f.culprits[0])
+    return;
+  size_t cap = strlen(p->text) + 256;
+  char *t = dist__malloc(cap);
+  if (!t)
+    return;
+  t[0] = '\0';
+  dist__run_move_mark(p->text, marked, odd, t, cap);
+  dist__free(p->text);
+  p->text = t;
+  p->f.culprits[0] = odd;
+  p->f.site[0] = '\0'; /* the marked rank's line, not odd's (the trace may tell) */
+  p->pairs = n;
+}
+
 /* A posted desync that one pair of ranks saw (the TCP engine compares a
  * rank with each peer it exchanges with) marks one of the two by a rule of
  * thumb when neither's history tells, and which pair posts first is a
@@ -149,7 +170,11 @@ static void settle_by_pairs(drun_job *job, drun_posted *p) {
     drun_posted q;
     if (pr[i].marked != odd || !read_kept(job, pr[i].reporter, &q))
       continue;
-    if (q.status == p->status && q.f.group_id == p->f.group_id && q.f.n_culprits == 1) {
+    /* A reporter keeps its latest report: a later collective's (an async
+     * one queued behind the first that failed) names the rank at the
+     * wrong collective. */
+    if (q.status == p->status && q.f.group_id == p->f.group_id && q.f.n_culprits == 1 &&
+        q.f.seq == p->f.seq) {
       dist__run_cause_free(p);
       *p = q;
       p->pairs = n;
@@ -157,6 +182,7 @@ static void settle_by_pairs(drun_job *job, drun_posted *p) {
     }
     dist__run_cause_free(&q);
   }
+  mark_odd(p, odd, n);
 }
 
 void dist__run_cause_refresh(drun_job *job, drun_posted *p) {

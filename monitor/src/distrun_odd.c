@@ -26,7 +26,7 @@ static bool rank_line(const char *l, int *rank) {
 
 /* The two ranks the report compares, the marked one first; false unless
  * it compares exactly two and marks one. */
-static bool compared_pair(const char *report, int *marked, int *other) {
+bool dist__run_compared_pair(const char *report, int *marked, int *other) {
   int n = 0, m = 0, ranks[2] = {-1, -1}, marks[2] = {0, 0};
   for (const char *l = report; l && *l;) {
     const char *end = strchr(l, '\n');
@@ -48,9 +48,7 @@ static bool compared_pair(const char *report, int *marked, int *other) {
   return true;
 }
 
-/* The report with its mark (and what it says) moved from rank from's line
- * to rank to's, into out. */
-static void move_mark(const char *report, int from, int to, char *out, size_t cap) {
+void dist__run_move_mark(const char *report, int from, int to, char *out, size_t cap) {
   char mark[160] = "";
   size_t o = 0;
   for (const char *l = report; *l;) {
@@ -98,7 +96,7 @@ void dist__run_trace_odd_pair(const char *out, drun_verdict *v) {
   static char report[8192];
   int marked, other;
   if (strcmp(v->kind, "desync") || v->n_culprits != 1 || v->f.group_id < 0 || !v->f.seq ||
-      !v->report || !compared_pair(v->report, &marked, &other) || marked != v->culprits[0])
+      !v->report || !dist__run_compared_pair(v->report, &marked, &other) || marked != v->culprits[0])
     return;
   dist_trace *t = NULL;
   if (dist_trace_open(out, &t, NULL, 0) != DIST_OK)
@@ -108,7 +106,7 @@ void dist__run_trace_odd_pair(const char *out, drun_verdict *v) {
   dist_trace_close(t);
   if (rc != DIST_OK || odd.rank != other)
     return;
-  move_mark(v->report, marked, other, report, sizeof report);
+  dist__run_move_mark(v->report, marked, other, report, sizeof report);
   size_t o = strlen(report);
   dist__appendf(report, sizeof report, &o,
                 "%s  the %d ranks of the other groups described as %s made rank %d's call at "

@@ -252,8 +252,9 @@ static void place_from_trace(const char *out, drun_verdict *v) {
 /* A verdict that names one rank's operation without its line (a desync
  * the transport found at OFF, in a collective the rank issued async while
  * its monitor's record was elsewhere: dist__run_verdict_site found no
- * match): the line from the merged trace, when the operation that rank is
- * in (its oldest that did not complete) is that very one. */
+ * match): the line from the merged trace, of the operation that rank is
+ * in (its oldest that did not complete) when it is that very one, else of
+ * that operation wherever it is in the rank's trace. */
 static void site_from_trace(const char *out, drun_verdict *v) {
   if (v->f.site[0] || v->n_culprits != 1 || v->f.group_id < 0 || !v->f.seq || !v->f.op[0])
     return;
@@ -265,6 +266,9 @@ static void site_from_trace(const char *out, drun_verdict *v) {
       p.cur.group_id == v->f.group_id && p.cur.seq == (int64_t)v->f.seq &&
       !strcmp(p.cur.op, v->f.op))
     snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
+  else /* an earlier call it returned from (a small broadcast's deferred check) */
+    dist_trace_op_site(t, v->culprits[0], v->f.group_id, (int64_t)v->f.seq, v->f.op, v->f.site,
+                       sizeof v->f.site);
   dist_trace_close(t);
 }
 

@@ -199,10 +199,12 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *recs, 
     dist__appendf(buf, len, off, "has not entered %s #%llu: ", dist__mon_op_name(kind), num);
   /* A rank that died within a second of its last publication looks as if
    * it had done nothing; but every member enters a collective this rank
-   * completed. */
-  uint64_t my_done = seq - 1; /* this rank completed every operation before #seq */
+   * completed (not one that ended in a failure: the dead rank's loss
+   * failed it). */
+  uint64_t my_done = seq - 1; /* this rank ended every operation before #seq */
   const mon_op *prev = &g->ring[my_done % MON_RING];
-  int my_kind = my_done && atomic_load(&prev->seq) == my_done ? atomic_load(&prev->kind) : -1;
+  int my_kind = my_done && atomic_load(&prev->seq) == my_done && !atomic_load(&prev->failed)
+                    ? atomic_load(&prev->kind) : -1;
   if (gone && (!rg || rg->done < my_done) && my_kind >= 0 && !is_p2p(my_kind)) {
     dist__appendf(buf, len, off, "it took part in %s #%llu at least (this rank completed it)",
                   dist__mon_op_name(my_kind), (unsigned long long)dist__mon_num(g, my_done));

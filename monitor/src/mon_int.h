@@ -67,6 +67,7 @@ typedef struct mon_op {
   _Atomic int cuda;          /* on CUDA tensors: the GPU's progress is asked for */
   _Atomic uint64_t coll;     /* its collective ordinal in the group, 0: point to point */
   _Atomic int ended;        /* completed, failed or timed out (the watermark, mon_observer.c) */
+  _Atomic int failed;       /* it ended failed or timed out: not proof its peers took part */
   _Atomic int tag;          /* point to point: the tag asked for */
   _Atomic int sync;          /* a synchronous call: its thread waits inside the library */
   _Atomic uint64_t pair;     /* a send or receive: its number on the pair (dist_coll.pair_seq) */

@@ -411,6 +411,7 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
     atomic_store_explicit(&g->last_sig, plain_sig(ev), memory_order_relaxed);
   }
   atomic_store_explicit(&op->ended, 0, memory_order_relaxed);
+  atomic_store_explicit(&op->failed, 0, memory_order_relaxed);
   atomic_store_explicit(&op->sync,
                         ev->coll && (!(ev->coll->flags & DIST_COLL_ASYNC) ||
                                      (ev->coll->flags & DIST_COLL_WAITED)),
@@ -476,6 +477,9 @@ static void on_ended(mon_group *g, const dist_event *ev) {
   if (ord > atomic_load_explicit(&g->colls_done, memory_order_relaxed))
     atomic_store_explicit(&g->colls_done, ord, memory_order_release);
   atomic_store_explicit(&g->last_seq, seq, memory_order_relaxed);
+  if (__builtin_expect(ev->kind != DIST_EV_OP_COMPLETED, 0) &&
+      atomic_load_explicit(&op->seq, memory_order_acquire) == seq)
+    atomic_store_explicit(&op->failed, 1, memory_order_relaxed); /* before end_op publishes it */
   end_op(g, op, seq);
   if (__builtin_expect(ev->kind == DIST_EV_OP_COMPLETED, 1))
     return;

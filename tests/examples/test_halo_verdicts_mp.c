@@ -95,6 +95,11 @@ Test(examples_halo, a_rank_broadcasting_as_its_own_root_is_named_at_its_next_bro
   cr_expect(mesh_says(&r, "BROADCAST #3 not run: BROADCAST #2 (an earlier call)") &&
                 mesh_says(&r, "BROADCAST float32[2] root 2 (8 bytes)  <- root differs"),
             "%s", r.err);
+  /* The verdict names the broadcast it got wrong, with its line, not the
+   * one that found it out. */
+  cr_expect(strstr(r.json, "\"op\":\"BROADCAST\"") && strstr(r.json, "\"seq\":2,") &&
+                strstr(r.json, "halo_train.c:"),
+            "%s", r.json);
 }
 
 /* A send-send or receive-receive deadlock reads the same from both ranks'

@@ -16,6 +16,10 @@
  *                  (what a pair without a history marks), and O the pair
  *                  {O, F}; rank F first, the others after a barrier; then
  *                  every rank exits 1
+ *   pairslate O F  as pairs, but only rank F's report is of BROADCAST #3 (the
+ *                  one posted first, marking F); the others are of a later
+ *                  BROADCAST #5 that failed behind it (each rank keeps its
+ *                  latest report), each marking O
  *   ok             init, one all_reduce, exit 0
  * Every mode ends by itself within 60 s (alarm). */
 #include <signal.h>
@@ -91,28 +95,30 @@ static int mode_leftterm(int dying, int leaver) {
     pause();
 }
 
-/* The report of pair {a, b} over a broadcast, as status.h words it. */
-static void pair_report(int a, int b, int odd, char *rep, size_t len) {
+/* The report of pair {a, b} over broadcast #seq, as status.h words it. */
+static void pair_report(int a, int b, int odd, int seq, char *rep, size_t len) {
   int lo = a < b ? a : b, hi = a < b ? b : a;
-  snprintf(rep, len, "desync in group 0 (default, %d ranks) at BROADCAST #3: ranks disagree "
+  snprintf(rep, len, "desync in group 0 (default, %d ranks) at BROADCAST #%d: ranks disagree "
            "on the root\n  rank %d: BROADCAST float32[4] root %d (16 bytes)\n  rank %d: "
            "BROADCAST float32[4] root %d (16 bytes)  <- root differs\n  reported by rank %d",
-           dist_get_world_size(NULL), lo, lo == odd ? odd : 1, hi, hi == odd ? odd : 1,
+           dist_get_world_size(NULL), seq, lo, lo == odd ? odd : 1, hi, hi == odd ? odd : 1,
            dist_get_rank(NULL));
 }
 
-static int mode_pairs(int odd, int first) {
+static int mode_pairs(int odd, int first, bool late) {
   int me = dist_get_rank(NULL), peer = me == odd ? first : odd;
-  int marked = me > peer ? me : peer;
+  int marked = me > peer ? me : peer, seq = late && me != first ? 5 : 3;
+  if (late) /* rank F marks itself; the later reports mark O */
+    marked = me == first ? first : odd;
   char rep[512];
-  pair_report(me, peer, odd, rep, sizeof rep);
+  pair_report(me, peer, odd, seq, rep, sizeof rep);
   dist_cause_info info = dist_cause_info_none();
   info.culprits = &marked;
   info.n_culprits = 1;
   info.group_id = 0;
   info.group_name = "default";
   info.op = DIST_OP_BROADCAST;
-  info.seq = 3;
+  info.seq = (uint64_t)seq;
   info.field = "root";
   int rc = me == first ? dist_post_cause_info(DIST_E_DESYNC, &info, rep) : DIST_OK;
   if (rc == DIST_OK)
@@ -130,8 +136,9 @@ int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "";
   int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
   if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "leftterm") && strcmp(m, "pairs") &&
-      strcmp(m, "ok")) {
-    fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | pairs O F | ok\n",
+      strcmp(m, "pairslate") && strcmp(m, "ok")) {
+    fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | pairs O F | "
+            "pairslate O F | ok\n",
             argv[0]);
     return 2;
   }
@@ -144,8 +151,8 @@ int main(int argc, char **argv) {
     return mode_post(a, b);
   if (!strcmp(m, "leftterm"))
     return mode_leftterm(a, b);
-  if (!strcmp(m, "pairs"))
-    return mode_pairs(a, b);
+  if (!strcmp(m, "pairs") || !strcmp(m, "pairslate"))
+    return mode_pairs(a, b, !strcmp(m, "pairslate"));
   rc = all_reduce(!strcmp(m, "desync") && dist_get_rank(NULL) == a ? b : 8);
   if (rc != DIST_OK)
     return fail("all_reduce", rc);

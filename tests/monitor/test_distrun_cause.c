@@ -136,6 +136,27 @@ Test(monitor_distrun_cause, a_rank_dead_of_its_own_sigterm_outranks_a_left_the_g
             "%s", err);
 }
 
+/* As below, but the report posted first is of BROADCAST #3 and marks rank
+ * 4, its pair's later rank, while every other rank's kept report is of a
+ * later BROADCAST #5 (failed behind it) marking rank 2. The verdict names
+ * rank 2 at #3: the posted report with its mark moved, not a report of
+ * another collective. */
+Test(monitor_distrun_cause, the_rank_in_every_pair_is_named_at_the_collective_posted_first,
+     .timeout = 90) {
+  clean_env();
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "5", dist_test_bin("distrun_causeprog"),
+                        "pairslate", "2", "4", NULL};
+  char *out, *err;
+  int st = run(argv, 60, &out, &err);
+  cr_assert_eq(st, 10, "exit %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
+  const char *rep = after_status_line(err);
+  cr_assert(rep, "%s", err);
+  cr_expect(strstr(rep, "at BROADCAST #3: ranks disagree on the root\n") &&
+                strstr(rep, "\n  rank 2: BROADCAST float32[4] root 2 (16 bytes)  <- root differs\n"
+                            "  rank 4: BROADCAST float32[4] root 1 (16 bytes)\n"),
+            "the report printed last is #3's, marking rank 2:\n%s", rep);
+}
+
 /* Five ranks, rank 2 alone on another root: each pair that met rank 2
  * reports it, and rank 4's pair, posted first, marks rank 4 (the later of
  * the two, as a pair without a history does). The verdict names rank 2,

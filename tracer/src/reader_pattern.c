@@ -298,3 +298,27 @@ int dist_trace_peers_view(dist_trace *t, int rank, dist_trace_seen *out) {
           sizeof out->group_name, false);
   return DIST_OK;
 }
+
+int dist_trace_op_site(dist_trace *t, int rank, int group_id, int64_t seq, const char *op,
+                       char *site, size_t len) {
+  sqlite3 *db = dist_trace_sqlite(t);
+  if (!db || !op || !site || !len)
+    return DIST_E_INVAL;
+  site[0] = '\0';
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "SELECT callsite_id FROM operations WHERE rank = ?1 AND"
+                             " group_id = ?2 AND seq = ?3 AND op = ?4 AND callsite_id IS NOT"
+                             " NULL LIMIT 1", -1, &st, NULL))
+    return DIST_OK;
+  sqlite3_bind_int(st, 1, rank);
+  sqlite3_bind_int(st, 2, group_id);
+  sqlite3_bind_int64(st, 3, seq);
+  sqlite3_bind_text(st, 4, op, -1, SQLITE_STATIC);
+  int64_t id = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  if (id >= 0)
+    text_of(db, "SELECT function, file, line FROM callsites WHERE rank = ?1 AND"
+                " callsite_id = ?2 AND function IS NOT NULL AND file IS NOT NULL",
+            rank, id, site, len, true);
+  return DIST_OK;
+}

@@ -72,6 +72,26 @@ static bool marked_op(const char *rep, int rank, int *kind, uint64_t *seq) {
   return false;
 }
 
+/* A call that failed for an earlier one ("ALL_REDUCE #12 not run: BROADCAST
+ * #11 (an earlier call): ...", a small broadcast's deferred check,
+ * shm_settle.c): the earlier call's kind and number into *kind and *seq,
+ * which the report's lines describe. */
+static void earlier_call(const char *rep, int *kind, uint64_t *seq) {
+  const char *at = strstr(rep, " not run: ");
+  char name[28];
+  unsigned long long n = 0;
+  int used = 0;
+  if (!at || sscanf(at, " not run: %27[A-Z0-9_] #%llu (an earlier call)%n", name, &n,
+                    &used) != 2 || used == 0 || n == 0)
+    return;
+  for (int k = 0; k < DIST_OP_COUNT_; k++)
+    if (!strcmp(dist_op_name((dist_op_kind)k), name)) {
+      *kind = k;
+      *seq = n;
+      return;
+    }
+}
+
 void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg) {
   if (rc != DIST_E_DESYNC || !dist_get_default_store())
     return;
@@ -125,6 +145,8 @@ void dist__cause_post_failure(dist_pg *g, const dist_coll *c, int rc, const char
     ci.op = kind;
     ci.seq = seq;
   }
+  if (c && !dist_op_is_p2p(c->kind))
+    earlier_call(rep, &ci.op, &ci.seq);
   ci.field = field[0] ? field : NULL;
   dist_post_cause_info(rc, &ci, rep);
   dist__free(rep);

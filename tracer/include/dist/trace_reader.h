@@ -166,6 +166,12 @@ typedef struct dist_trace_pattern {
 } dist_trace_pattern;
 DIST_API int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern *out);
 
+/* The call site ("function (file:line)") of rank's operation op (a name as
+ * the operations table has it) numbered seq in group_id into site; ""
+ * when the trace does not hold it or cannot name its line. */
+DIST_API int dist_trace_op_site(dist_trace *t, int rank, int group_id, int64_t seq,
+                                const char *op, char *site, size_t len);
+
 /* Of a group's members, the one that made fewer calls of op (a name as
  * the operations table has it, "ALL_REDUCE") than the ranks of the groups
  * of the same description made (every "dp" group of a mesh), while rank,
