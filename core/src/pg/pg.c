@@ -24,6 +24,18 @@ static dist_pg *live_groups; /* user groups, newest first */
 /* Every group object alive (user, internal, wrapped), so a destroyed or
  * made-up handle is refused instead of dereferenced. */
 static dist_pg *handles;
+/* Removals so far: every call checks its handle (dist__pg_resolve), and the
+ * lock and walk would cost each call two locked instructions, which wait
+ * for the stores before them (a small broadcast's to the line its readers
+ * poll). A thread keeps the few handles it found live at a count of
+ * removals; while the count stands, they still are. */
+static _Atomic uint64_t handles_removed;
+#define LIVE_CACHE 4
+static _Thread_local struct {
+  const dist_pg *g[LIVE_CACHE];
+  uint64_t removed[LIVE_CACHE];
+  unsigned next;
+} live_cache;
 
 static void handle_add(dist_pg *g) {
   pthread_mutex_lock(&groups_lock);
@@ -40,6 +52,7 @@ static bool handle_remove(dist_pg *g) {
     if (*p == g) {
       *p = g->next_handle;
       found = true;
+      atomic_fetch_add_explicit(&handles_removed, 1, memory_order_release);
       break;
     }
   pthread_mutex_unlock(&groups_lock);
@@ -47,11 +60,20 @@ static bool handle_remove(dist_pg *g) {
 }
 
 bool dist__pg_handle_live(const dist_pg *g) {
+  uint64_t removed = atomic_load_explicit(&handles_removed, memory_order_acquire);
+  for (unsigned i = 0; i < LIVE_CACHE; i++)
+    if (live_cache.g[i] == g && g && live_cache.removed[i] == removed)
+      return true;
   bool found = false;
   pthread_mutex_lock(&groups_lock);
   for (dist_pg *p = handles; p && !found; p = p->next_handle)
     found = p == g;
   pthread_mutex_unlock(&groups_lock);
+  if (found) { /* live at that count: a removal since makes the next call look again */
+    unsigned i = live_cache.next++ % LIVE_CACHE;
+    live_cache.g[i] = g;
+    live_cache.removed[i] = removed;
+  }
   return found;
 }
 
