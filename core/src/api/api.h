@@ -17,6 +17,12 @@
 /* --- uneven.c ------------------------------------------------------------ */
 
 /* all_gather with outputs of different sizes. */
+/* dist_new_group with the program's call it was made for (caller: the
+ * return address of the public function the program called, a device
+ * mesh's or new_subgroups' own), so records and reports name the
+ * program's line, not the library's. */
+int dist__new_group_from(const int *ranks, size_t n, const dist_group_opts *opts, dist_pg **out,
+                         void *caller);
 bool dist__all_gather_is_uneven(const dist_tensor *outputs, size_t n,
                                 const dist_tensor *input);
 int dist__all_gather_uneven(dist_tensor *outputs, size_t n, const dist_tensor *input,

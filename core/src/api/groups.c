@@ -208,6 +208,11 @@ static dist_pg *need_default(const char *fn) {
 }
 
 int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts, dist_pg **out) {
+  return dist__new_group_from(ranks, n, opts, out, __builtin_return_address(0));
+}
+
+int dist__new_group_from(const int *ranks, size_t n, const dist_group_opts *opts, dist_pg **out,
+                         void *caller) {
   dist_pg *def = need_default("new_group");
   if (!def)
     return DIST_E_INVAL;
@@ -216,8 +221,7 @@ int dist_new_group(const int *ranks, size_t n, const dist_group_opts *opts, dist
   int *r = NULL, size = 0;
   DIST_TRY(member_list(ranks, n, def->info.size, &r, &size));
   char name[96];
-  group_req q = {r, size, -1, name, opts, NULL, __builtin_return_address(0), -1,
-                 "dist_new_group"};
+  group_req q = {r, size, -1, name, opts, NULL, caller, -1, "dist_new_group"};
   bool internal = opts && (opts->flags & DIST_GROUP_INTERNAL);
   if (internal || (opts && opts->use_local_synchronization)) {
     /* Only members call: the name comes from the member list, and so does
@@ -350,14 +354,14 @@ int dist_split_group(dist_pg *parent, const int *const *split_ranks, const size_
 
 static int subgroups(const int *const *ranks, const size_t *sizes, size_t n,
                      const dist_group_opts *opts, dist_pg **cur, dist_pg ***all,
-                     size_t *n_all) {
+                     size_t *n_all, void *caller) {
   dist_pg **list = dist__calloc(n ? n : 1, sizeof *list);
   if (!list)
     return dist__set_last_error(DIST_E_NOMEM, "out of memory");
   dist_pg *mine = DIST_GROUP_NON_MEMBER;
   int rc = DIST_OK;
   for (size_t i = 0; i < n && rc == DIST_OK; i++) {
-    rc = dist_new_group(ranks[i], sizes[i], opts, &list[i]);
+    rc = dist__new_group_from(ranks[i], sizes[i], opts, &list[i], caller);
     if (rc == DIST_OK && list[i] != DIST_GROUP_NON_MEMBER)
       mine = list[i];
   }
@@ -385,7 +389,7 @@ int dist_new_subgroups_by_enumeration(const int *const *ranks, const size_t *siz
                                       dist_pg ***all, size_t *n_all) {
   if (!ranks || !sizes || !n)
     return dist__set_last_error(DIST_E_INVAL, "new_subgroups_by_enumeration: no rank lists");
-  return subgroups(ranks, sizes, n, opts, cur, all, n_all);
+  return subgroups(ranks, sizes, n, opts, cur, all, n_all, __builtin_return_address(0));
 }
 
 int dist_new_subgroups(int group_size, const dist_group_opts *opts, dist_pg **cur,
@@ -415,7 +419,7 @@ int dist_new_subgroups(int group_size, const dist_group_opts *opts, dist_pg **cu
       lists[i] = r + i * (size_t)group_size;
       sizes[i] = (size_t)group_size;
     }
-    rc = subgroups(lists, sizes, n, opts, cur, all, n_all);
+    rc = subgroups(lists, sizes, n, opts, cur, all, n_all, __builtin_return_address(0));
   } else {
     dist__set_last_error(rc, "out of memory");
   }

@@ -130,7 +130,8 @@ static void line_ranks(const dist_device_mesh *m, int dim, int64_t base, int *ou
     out[i] = m->layout[base + i * stride];
 }
 
-static int make_dim_groups(dist_device_mesh *m, int dim, const dist_group_opts *o) {
+static int make_dim_groups(dist_device_mesh *m, int dim, const dist_group_opts *o,
+                           void *caller) {
   int *ranks = dist__malloc(sizeof(int) * (size_t)m->shape[dim]);
   if (!ranks)
     return dist__set_last_error(DIST_E_NOMEM, "out of memory");
@@ -142,7 +143,7 @@ static int make_dim_groups(dist_device_mesh *m, int dim, const dist_group_opts *
       continue; /* not the first index of its line */
     line_ranks(m, dim, base, ranks);
     dist_pg *g;
-    rc = dist_new_group(ranks, (size_t)m->shape[dim], o, &g);
+    rc = dist__new_group_from(ranks, (size_t)m->shape[dim], o, &g, caller);
     if (rc == DIST_OK && g != DIST_GROUP_NON_MEMBER)
       m->groups[dim] = g;
   }
@@ -180,8 +181,11 @@ static int new_mesh(const char *fn, const char *device_type, const int64_t *shap
   return DIST_OK;
 }
 
-int dist_device_mesh_create(const char *device_type, const int *layout, const int64_t *shape,
-                            size_t ndim, const char *const *dim_names, dist_device_mesh **out) {
+/* dist_device_mesh_create for the program's call caller (the groups it
+ * makes are created at that line). */
+static int mesh_create(const char *device_type, const int *layout, const int64_t *shape,
+                       size_t ndim, const char *const *dim_names, dist_device_mesh **out,
+                       void *caller) {
   static const char fn[] = "device_mesh_create";
   if (!out)
     return dist__set_last_error(DIST_E_INVAL, "%s: out is NULL", fn);
@@ -199,7 +203,7 @@ int dist_device_mesh_create(const char *device_type, const int *layout, const in
   dist_group_opts o = {0};
   for (int d = 0; d < m->ndim; d++) {
     o.desc = m->names[d][0] ? m->names[d] : "mesh";
-    int rc = make_dim_groups(m, d, &o);
+    int rc = make_dim_groups(m, d, &o, caller);
     if (rc != DIST_OK) {
       dist_device_mesh_destroy(m);
       return rc;
@@ -207,6 +211,12 @@ int dist_device_mesh_create(const char *device_type, const int *layout, const in
   }
   *out = m;
   return DIST_OK;
+}
+
+int dist_device_mesh_create(const char *device_type, const int *layout, const int64_t *shape,
+                            size_t ndim, const char *const *dim_names, dist_device_mesh **out) {
+  return mesh_create(device_type, layout, shape, ndim, dim_names, out,
+                     __builtin_return_address(0));
 }
 
 int dist_init_device_mesh(const char *device_type, const int64_t *shape, size_t ndim,
@@ -222,7 +232,8 @@ int dist_init_device_mesh(const char *device_type, const int64_t *shape, size_t 
     return dist__set_last_error(DIST_E_NOMEM, "%s: out of memory", fn);
   for (int64_t i = 0; i < n; i++)
     rowmajor[i] = (int)i;
-  int rc = dist_device_mesh_create(device_type, rowmajor, shape, ndim, names, out);
+  int rc = mesh_create(device_type, rowmajor, shape, ndim, names, out,
+                       __builtin_return_address(0));
   dist__free(rowmajor);
   return rc;
 }
