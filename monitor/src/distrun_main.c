@@ -36,6 +36,7 @@
 #define NODES_WAIT_MS 10000  /* node 0, after a failure, beyond the grace */
 #define CAUSE_WINDOW_MS 100  /* a rank killed by a signal may exit after those it took down */
 #define POSTED_WAIT_MS 1000  /* a failing rank's posted cause (distrun_cause.c) */
+#define LEFT_FAIL_WAIT_MS 1000 /* ranks a report says exited, to be seen ending */
 #define LEAVER_WAIT_MS 5000  /* a rank that called exit() first, to finish exiting */
 /* The others of a rank that called on alone, to finish exiting: rank 0
  * waits up to 3 s at the end for the straggler statistics of the one
@@ -281,6 +282,52 @@ static bool called_on_alone(sup *sp, const drun_rank *self) {
   }
 }
 
+/* Whether rank r's line in a "left the group" report says its process
+ * exited with the group live (the checking layer's exit handler wrote its
+ * record), not that it destroyed the group. */
+static bool left_by_exit(const char *report, int r) {
+  char who[32];
+  snprintf(who, sizeof who, "\n  rank %d (", r);
+  const char *l = report ? strstr(report, who) : NULL;
+  const char *end = l ? strchr(l + 1, '\n') : NULL;
+  const char *said = l ? strstr(l, "; its process exited with the group live") : NULL;
+  return said && (!end || said < end);
+}
+
+/* Whether every rank a posted "left the group" report names left it as its
+ * process exited, and ended (now, or within LEFT_FAIL_WAIT_MS: it is
+ * exiting) with a failure of its own: an exit code other than 0, or a
+ * signal distrun did not send. Their leaving follows from their failures
+ * (a program's own checks failing on several ranks at once): no desync.
+ * Only ranks of this node can be told. */
+static bool left_by_failing(const sup *sp) {
+  const dist__cause_fields *f = &sp->posted->f;
+  int64_t until = dist__now_ms() + LEFT_FAIL_WAIT_MS;
+  for (int i = 0; i < f->n_culprits; i++) {
+    int local = f->culprits[i] - sp->c->node_rank * sp->c->nproc;
+    if (local < 0 || local >= sp->n || sp->ranks[local].signalled_by_us ||
+        !left_by_exit(sp->posted->text, f->culprits[i]))
+      return false;
+    const drun_rank *o = &sp->ranks[local];
+    int failed = -1; /* 0: a clean exit, 1: a failure, -1: not ended yet */
+    while (failed < 0) {
+      siginfo_t si = {0};
+      if (!o->running)
+        failed = !(WIFEXITED(o->wstatus) && WEXITSTATUS(o->wstatus) == 0);
+      else if (waitid(P_PID, (id_t)o->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+               si.si_pid == o->pid) /* ended, not reaped: looked at, left for reap() */
+        failed = !(si.si_code == CLD_EXITED && si.si_status == 0);
+      else if (dist__now_ms() >= until)
+        return false;
+      else
+        dist__sleep_ms(2);
+    }
+    if (!failed)
+      return false;
+  }
+  return f->n_culprits > 0;
+}
+
 /* The status a posted cause gives, unless it is only the consequence of a
  * rank that ended first: the checking layer's "rank R left the group"
  * (the collective counts parted because R exited), or a hang whose waits
@@ -306,6 +353,8 @@ static int posted_exit(const sup *sp, int rank, int wstatus, bool in_exit, int f
    * sites), so a partner failed and left, and the "left the group" report
    * about that partner can come before its death is reaped. */
   if (rank >= 0 && WIFSIGNALED(wstatus) && !in_exit && left && sp->early_rank < 0)
+    return fallback;
+  if (leaver >= 0 && left && !early && left_by_failing(sp))
     return fallback;
   if (leaver >= 0 && consequence)
     for (int i = 0; i < f->n_culprits; i++)

@@ -10,6 +10,13 @@
  *                  group" desync (field "collective count"), then tells
  *                  rank R, which raises SIGTERM (its own, not distrun's)
  *                  and dies of it; the others wait for distrun's SIGTERM
+ *   leftfail F L   rank F exits with code 3 (a program's own check failed);
+ *                  once its process has ended (a zombie, /proc), rank L
+ *                  posts the checking layer's "rank L left the group"
+ *                  desync, its line saying its process exited with the
+ *                  group live, and exits with code 3 too: ranks whose own
+ *                  checks fail one after another; the others wait for
+ *                  distrun's SIGTERM
  *   pairs O F      as a broadcast whose root rank O alone got wrong, seen
  *                  by the TCP engine's pairs: every rank r but O posts
  *                  the desync of pair {r, O}, marking the later of the two
@@ -22,6 +29,7 @@
  *                  latest report), each marking O
  *   ok             init, one all_reduce, exit 0
  * Every mode ends by itself within 60 s (alarm). */
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +103,62 @@ static int mode_leftterm(int dying, int leaver) {
     pause();
 }
 
+/* Whether process pid has ended (a zombie, or gone). */
+static bool ended(pid_t pid) {
+  char path[64], st[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return true;
+  bool z = fgets(st, sizeof st, f) && strstr(st, ") Z ");
+  fclose(f);
+  return z;
+}
+
+static int mode_leftfail(int first, int leaver) {
+  int me = dist_get_rank(NULL);
+  dist_store *s = dist_get_default_store();
+  const char *key = "test/first_pid";
+  if (me == first) {
+    char pid[16];
+    int n = snprintf(pid, sizeof pid, "%d", (int)getpid());
+    int rc = dist_store_set(s, key, pid, (size_t)n);
+    if (rc != DIST_OK)
+      return fail("set", rc);
+    exit(3);
+  }
+  if (me != leaver)
+    for (;;)
+      pause();
+  void *v = NULL;
+  size_t n = 0;
+  int rc = dist_store_wait(s, &key, 1, 30000);
+  if (rc == DIST_OK)
+    rc = dist_store_get(s, key, &v, &n);
+  if (rc != DIST_OK)
+    return fail("wait", rc);
+  char buf[16] = {0};
+  memcpy(buf, v, n < sizeof buf - 1 ? n : sizeof buf - 1);
+  dist_free(v);
+  while (!ended((pid_t)atoi(buf)))
+    sched_yield(); /* its exit, not a time: bounded by the alarm */
+  dist_cause_info info = dist_cause_info_none();
+  info.culprits = &leaver;
+  info.n_culprits = 1;
+  info.group_id = 0;
+  info.group_name = "default";
+  info.field = "collective count";
+  char rep[400];
+  snprintf(rep, sizeof rep, "desync in group 0 (default) at ALL_REDUCE #2: rank %d left the "
+           "group (destroyed it or exited) before this collective; the collective counts "
+           "differ\n  rank %d (host h, pid %d): left after 1 collective; its process exited "
+           "with the group live  <- collective count differs", leaver, leaver, (int)getpid());
+  rc = dist_post_cause_info(DIST_E_DESYNC, &info, rep);
+  if (rc != DIST_OK)
+    return fail("post", rc);
+  exit(3);
+}
+
 /* The report of pair {a, b} over broadcast #seq, as status.h words it. */
 static void pair_report(int a, int b, int odd, int seq, char *rep, size_t len) {
   int lo = a < b ? a : b, hi = a < b ? b : a;
@@ -136,9 +200,9 @@ int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "";
   int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
   if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "leftterm") && strcmp(m, "pairs") &&
-      strcmp(m, "pairslate") && strcmp(m, "ok")) {
-    fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | pairs O F | "
-            "pairslate O F | ok\n",
+      strcmp(m, "pairslate") && strcmp(m, "leftfail") && strcmp(m, "ok")) {
+    fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | leftfail F L | "
+            "pairs O F | pairslate O F | ok\n",
             argv[0]);
     return 2;
   }
@@ -151,6 +215,8 @@ int main(int argc, char **argv) {
     return mode_post(a, b);
   if (!strcmp(m, "leftterm"))
     return mode_leftterm(a, b);
+  if (!strcmp(m, "leftfail"))
+    return mode_leftfail(a, b);
   if (!strcmp(m, "pairs") || !strcmp(m, "pairslate"))
     return mode_pairs(a, b, !strcmp(m, "pairslate"));
   rc = all_reduce(!strcmp(m, "desync") && dist_get_rank(NULL) == a ? b : 8);

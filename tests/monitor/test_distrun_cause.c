@@ -136,6 +136,25 @@ Test(monitor_distrun_cause, a_rank_dead_of_its_own_sigterm_outranks_a_left_the_g
             "%s", err);
 }
 
+/* Rank 1 exits with code 3 first; rank 2, once rank 1 has ended, posts that
+ * it "left the group" as its process exited, and exits with code 3 too:
+ * ranks whose own checks fail one after the other, one reported leaving
+ * by a survivor (the checking layer's report at DETAIL). A leaving that
+ * ends in a failure of its own is no desync: 12 naming rank 1, the first,
+ * not 10 naming rank 2. (A rank that destroyed the group and failed later
+ * stays a desync: examples_zero's left-group case.) */
+Test(monitor_distrun_cause, ranks_that_left_by_failing_are_no_desync, .timeout = 90) {
+  clean_env();
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "3", "--grace-period", "1",
+                        dist_test_bin("distrun_causeprog"), "leftfail", "1", "2", NULL};
+  char *out, *err;
+  int st = run(argv, 60, &out, &err);
+  cr_assert_eq(st, 12, "exit %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
+  cr_expect(strstr(err, "exit status 12 (a rank died): rank 1 (pid ") &&
+                strstr(err, "failed first: exited with code 3"),
+            "%s", err);
+}
+
 /* As below, but the report posted first is of BROADCAST #3 and marks rank
  * 4, its pair's later rank, while every other rank's kept report is of a
  * later BROADCAST #5 (failed behind it) marking rank 2. The verdict names

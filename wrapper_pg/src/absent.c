@@ -185,10 +185,10 @@ static void left_key(char *buf, size_t len, const wpg *w, int grank) {
   snprintf(buf, len, "wpg/%s/left/%d/%d", w->info->name, wpg_generation(), grank);
 }
 
-void wpg_leave(wpg *w) {
+void wpg_leave(wpg *w, bool exiting) {
   if (w->size < 2 || !w->helper || !dist_get_default_store())
     return;
-  wpg_left me = {.count = w->coll_count, .have_last = w->have_prev};
+  wpg_left me = {.count = w->coll_count, .have_last = w->have_prev, .exited = exiting};
   if (w->have_prev)
     me.last = w->last_mine;
   /* The job's own handle, on the thread that destroys the group (or
@@ -267,6 +267,11 @@ static int report_left(wpg *w, dist_store *st, const dist_coll *c, uint64_t coun
                   ", called from %s", dist_op_name((dist_op_kind)gone[r].last.kind),
                   gone[r].last.seq, site);
     }
+    /* Its process ended, not its part in the group: distrun tells a rank
+     * that failed on its own (and exited with the group live) from one
+     * that left the group and called on elsewhere. */
+    if (gone[r].exited)
+      wpg_appendf(msg, WPG_MSG_LEN, &off, "; its process exited with the group live");
     wpg_appendf(msg, WPG_MSG_LEN, &off, "  <- collective count differs");
   }
   /* The lowest rank that reached this collective logs and posts: the

@@ -93,7 +93,7 @@ static void leave_all(void) {
   pthread_mutex_lock(&live_lock);
   for (wpg *w = live; w; w = w->next_live)
     if (!atomic_load(&w->pending)) /* a check in flight owns the records */
-      wpg_leave(w);
+      wpg_leave(w, true);
   pthread_mutex_unlock(&live_lock);
 }
 
@@ -166,7 +166,7 @@ static void fini(void *priv) {
     dist__abort_group(w->helper, "the group was destroyed with operations pending");
   wpg_async_stop(w);
   wpg_rewind(w); /* a failed async check did not count */
-  wpg_leave(w); /* before the helper goes: a peer still waiting names us */
+  wpg_leave(w, false); /* before the helper goes: a peer still waiting names us */
   if (w->helper)
     dist_destroy_process_group(w->helper);
   dist_destroy_process_group(w->inner);

@@ -111,7 +111,8 @@ typedef struct wpg_left {
   uint64_t count;     /* collectives it issued on the group */
   wpg_fp last;        /* its last one that agreed */
   uint32_t have_last;
-  uint32_t pad;
+  uint32_t exited;    /* 1: its process exited with the group live (the exit
+                         handler wrote this); 0: it destroyed the group */
 } wpg_left;
 
 struct wpg_pending;
@@ -319,7 +320,7 @@ static inline int64_t wpg_grace_ms(int64_t timeout_ms) {
 int wpg_absent(wpg *w, const dist_coll *c, uint64_t count, int rc, const char *why);
 /* Leaves this rank's count and last operation in the job's store (group
  * destroyed, process exiting). Caller thread; best effort. */
-void wpg_leave(wpg *w);
+void wpg_leave(wpg *w, bool exiting);
 
 /* --- agree.c --- */
 int wpg_agree_init(const dist_pg_info *def);
