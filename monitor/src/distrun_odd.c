@@ -19,9 +19,14 @@
 
 #define MARK "  <- "
 
-/* A report line that compares a rank: "  rank 5 (group rank 1): ...". */
+/* A report line that compares a rank: "  rank 5 (group rank 1): ..." (or
+ * "  rank 5: ..." in the default group), not a line of other words about
+ * it ("  rank 5 (host h, pid 7): left ...", "  rank 5 is blocked ..."). */
 static bool rank_line(const char *l, int *rank) {
-  return sscanf(l, "  rank %d (group rank", rank) == 1;
+  int at = 0;
+  if (sscanf(l, "  rank %d%n", rank, &at) != 1 || at == 0)
+    return false;
+  return l[at] == ':' || !strncmp(l + at, " (group rank ", 13);
 }
 
 /* The two ranks the report compares, the marked one first; false unless

@@ -22,6 +22,7 @@
 
 #define DEPART_RANKS 1024    /* jobs larger than this are not compared */
 #define DEPART_OPS 65536     /* nor ranks with more calls than this */
+#define DEPART_TOTAL (4 << 20) /* nor traces of more operations (16 MiB of sites) */
 
 typedef struct seq {
   int32_t *site;             /* interned call sites, in issue order */
@@ -106,12 +107,15 @@ int dist_trace_rank_departs(dist_trace *t, int rank, dist_trace_depart *out) {
   out->departs = -1;
   sqlite3_stmt *st;
   int world = 0;
-  if (sqlite3_prepare_v2(db, "SELECT max(rank) + 1 FROM operations", -1, &st, NULL))
+  int64_t total = 0;
+  if (sqlite3_prepare_v2(db, "SELECT max(rank) + 1, count(*) FROM operations", -1, &st, NULL))
     return DIST_OK;
-  if (sqlite3_step(st) == SQLITE_ROW)
+  if (sqlite3_step(st) == SQLITE_ROW) {
     world = sqlite3_column_int(st, 0);
+    total = sqlite3_column_int64(st, 1);
+  }
   sqlite3_finalize(st);
-  if (rank < 0 || rank >= world || world > DEPART_RANKS)
+  if (rank < 0 || rank >= world || world > DEPART_RANKS || total > DEPART_TOTAL)
     return DIST_OK;
   seq *s = calloc((size_t)world, sizeof *s);
   if (!s)
