@@ -87,7 +87,9 @@ static bool creator_is_odd(const mon_rec *recs, const mon_rec_create *cr) {
 }
 
 /* Whether rank m's creation is the odd one by its number on the scope:
- * more ranks make another creation as that number (other), or make this
+ * more ranks make another creation as that number (other: those creating
+ * another group as it now, and the members of m's group that went past
+ * it, which made another group as it, or m's would be done), or make this
  * very one (the same members) as another number (moved), than make it as
  * m does (same, m included). Either way m created its groups in another
  * order: it waits in a creation the others made earlier or not yet. */
@@ -98,7 +100,15 @@ bool dist__mon_create_order_odd(const mon_rec *recs, int m) {
   int same = 1, other = 0, moved = 0; /* m's side counts m */
   for (int q = 0; q < dist__mon.world; q++) {
     const mon_rec_create *b = &recs[q].creating;
-    if (q == m || !recs[q].present || !b->on || b->scope != a->scope || !b->k)
+    if (q == m || !recs[q].present)
+      continue;
+    bool at_k = b->on && b->scope == a->scope && b->k == a->k;
+    if (!at_k && in_ranges(a->members, q) && count_on(&recs[q], a->scope) >= (int64_t)a->k) {
+      other++; /* a member past that number made it another group: had it made m's, m's
+                  creation would be done */
+      continue;
+    }
+    if (!b->on || b->scope != a->scope || !b->k)
       continue;
     if (b->k == a->k)
       *(strcmp(b->members, a->members) ? &other : &same) += 1;

@@ -22,6 +22,10 @@
  *   order       nobody skips: ranks make dist_new_group {0,1,2} (new_three)
  *               then {1,3} (new_odd); rank 2 makes them the other way round,
  *               then every rank an all_reduce of the default group
+ *   meshorder   nobody skips: rank 2 makes dist_new_group of every rank
+ *               (new_world) before its 2 x 2 device mesh (mesh_2x2), the
+ *               others after it: the mesh's groups are created at the
+ *               program's mesh call, so the report names that line
  * A rank whose call fails prints "rank R: <what> failed: <status>" on
  * stderr and exits 1. */
 #include <stdio.h>
@@ -102,6 +106,13 @@ __attribute__((noinline)) static void split_sub(dist_pg *sub) {
   check("split_group", dist_split_group(sub, sr, sz, 2, NULL, &g));
 }
 
+__attribute__((noinline)) static void mesh_2x2(void) {
+  const int64_t shape[2] = {2, 2};
+  const char *names[2] = {"dp", "tp"};
+  dist_device_mesh *m = NULL;
+  check("init_device_mesh", dist_init_device_mesh("cpu", shape, 2, names, &m));
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "split";
   check("init", dist_init_process_group(NULL));
@@ -129,6 +140,12 @@ int main(int argc, char **argv) {
     new_three();
     if (!skip)
       new_odd();
+  } else if (!strcmp(mode, "meshorder")) {
+    if (skip)
+      new_world();
+    mesh_2x2();
+    if (!skip)
+      new_world();
   } else if (!strcmp(mode, "local")) {
     if (!skip)
       new_local();

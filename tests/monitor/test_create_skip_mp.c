@@ -148,3 +148,21 @@ Test(monitor_create_skip, groups_created_in_another_order_name_that_rank, .timeo
   cr_expect(!mesh_says(&r, "did not create group"), "a rank blamed for a skipped call:\n%s",
             r.report);
 }
+
+/* Rank 2 makes a group of ranks 1-3 before its 2 x 2 device mesh, the
+ * others after it: rank 0 waits in the mesh's first group {0, 2} for rank
+ * 2, which waits in its first creation; ranks 1 and 3, members of rank 2's
+ * group, went past that number (they made the mesh's groups), so rank 2's
+ * creation is the odd one. The report names it at its own line, and the
+ * mesh's groups at the program's mesh call, not at the library's (mesh.c). */
+Test(monitor_create_skip, a_device_mesh_created_out_of_order_names_that_rank_at_the_mesh_call,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=OFF", "meshorder", &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "called from mesh_2x2 (prog_create_skip.c:") &&
+                mesh_says(&r, "the waits end at rank 2, which made its group creations in "
+                              "another order: its dist_new_group #1 on group 0 creates group "),
+            "not rank 2's order at the program's lines:\n%s", r.report);
+  cr_expect(!mesh_says(&r, "mesh.c:"), "a line of the library's:\n%s", r.report);
+}
