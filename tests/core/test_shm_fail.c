@@ -146,6 +146,42 @@ Test(core_shm_fail, a_different_kind_root_op_or_dtype_fails_every_rank_with_a_me
   cr_assert_eq(dist_test_ranks(3, rank_kind_mismatch, NULL, 30), 0, "%s", dist_test_report());
 }
 
+/* Two ranks all_reduce in a loop; rank 0 then calls a barrier where rank 1
+ * all_reduces once more (it skipped its last all_reduce). One against one,
+ * no majority: rank 1 repeats what its loop did at every step (two
+ * all_reduces in a row are its habit, no sign of a skip), rank 0 makes a
+ * kind its history never made: rank 0 is the one marked, on both ranks,
+ * though it is the lower. */
+static int rank_loop_left(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int bad = 0;
+  for (int i = 0; i < 4 && !bad; i++) /* #1-#4 */
+    bad = still_usable(ctx, &e);
+  int rc;
+  float v[3] = {0};
+  if (ctx->rank == 0) {
+    dist_coll b = {.kind = DIST_OP_BARRIER, .root = -1};
+    rc = shm_t_run(&e, &b);
+  } else {
+    rc = all_reduce_n(&e, v, 3);
+  }
+  const char *want[] = {"#5: ranks disagree on the operation",
+                        "\n  rank 0: BARRIER  <- operation differs",
+                        "\n  rank 1: ALL_REDUCE float32[3] op=SUM (12 bytes)", NULL};
+  if (!bad)
+    bad = expect_desync(ctx, &e, rc, want);
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm_fail, of_a_pair_the_rank_that_left_its_loop_is_marked_not_the_one_repeating_it,
+     .timeout = 60) {
+  quiet_waits();
+  cr_assert_eq(dist_test_ranks(2, rank_loop_left, NULL, 30), 0, "%s", dist_test_report());
+}
+
 /* Rank 0 sends 2 rows to rank 1, which expects 3; every other pair agrees.
  * Every other size is 3 rows: rank 0's stands out, and it alone is marked. */
 static int rank_split_mismatch(const dist_test_ctx *ctx) {

@@ -271,20 +271,60 @@ static bool changed_since_last(const dist__shm *s, int r, uint64_t g) {
   return last && memcmp(last, k, sizeof *k) != 0;
 }
 
+/* Whether rank r's kept history (before step g) holds an operation of
+ * kind, and whether it holds two of that kind in a row (*twice). */
+static bool kind_in_history(const dist__shm *s, int r, uint64_t g, int kind, bool *twice) {
+  bool found = false;
+  *twice = false;
+  uint64_t seq = s->peer[r].info->seq[SHM_H(g)];
+  int prev_kind = -1;
+  uint64_t prev_seq = 0;
+  for (uint64_t d = SHM_HIST - 2; d >= 1; d--) { /* oldest first */
+    if (d > g)
+      continue;
+    uint64_t q = s->peer[r].info->seq[SHM_H(g - d)];
+    const shm_key *h = r == s->rank ? &s->key[SHM_H(g - d)] : &s->peer[r].hist[SHM_H(g - d)];
+    if (q >= seq || q <= prev_seq)
+      continue; /* a later step of the same operation, or not kept */
+    found |= h->kind == kind;
+    *twice |= h->kind == kind && prev_kind == kind && q == prev_seq + 1;
+    prev_kind = h->kind;
+    prev_seq = q;
+  }
+  return found;
+}
+
 /* Whether rank r's operation at step g is of the kind of its own previous
- * one while rank o's is of another: r called the same operation again and
- * skipped the one between (a loop whose calls alternate), as the checking
- * layer's tie break reads a repeated call site. */
+ * one while rank o's is of another, and r never made two of that kind in a
+ * row before: r called the same operation again and skipped the one
+ * between (a loop whose calls alternate), as the checking layer's tie
+ * break reads a repeated call site. A loop of that one kind repeats it at
+ * every step: no sign there. */
 static bool repeated_kind(const dist__shm *s, int r, int o, uint64_t g) {
   const shm_key *k = key_of(s, r, g), *last = last_key(s, r, g, -1);
-  return last && last->kind == k->kind && key_of(s, o, g)->kind != k->kind;
+  bool twice;
+  return last && last->kind == k->kind && key_of(s, o, g)->kind != k->kind &&
+         !(kind_in_history(s, r, g, k->kind, &twice) && twice);
+}
+
+/* Whether rank r's operation at step g is of a kind its kept history never
+ * made while rank o's is one o made before: r left its loop (a call past a
+ * skipped one, the final barrier reached early, a barrier where the loop
+ * all_reduces). */
+static bool new_kind(const dist__shm *s, int r, int o, uint64_t g) {
+  bool twice;
+  int kr = key_of(s, r, g)->kind, ko = key_of(s, o, g)->kind;
+  return kr != ko && last_key(s, r, g, -1) && !kind_in_history(s, r, g, kr, &twice) &&
+         kind_in_history(s, o, g, ko, &twice);
 }
 
 /* The lowest rank whose key most ranks share. A tie (the two ranks of a
  * pair, at DIST_DEBUG=OFF, where no checking layer keeps call history)
  * goes against the key whose ranks changed it since their last operation
- * of that kind (on both sides' history) or repeated their last operation's
- * kind where the other side's kind differs, else keeps the lowest. */
+ * of that kind (on both sides' history), repeated their last operation's
+ * kind where the other side's kind differs (and never made it twice in a
+ * row before), or made a kind their history never made where the other's
+ * made its own before, else keeps the lowest. */
 static int majority_rank(const dist__shm *s, uint64_t g) {
   int best = 0, best_n = 0, best_sus = 0;
   for (int i = 0; i < s->size; i++) {
@@ -295,7 +335,8 @@ static int majority_rank(const dist__shm *s, uint64_t g) {
     for (int j = 0; j < s->size; j++)
       if (memcmp(key_of(s, i, g), key_of(s, j, g), sizeof(shm_key)) == 0) {
         n++;
-        sus += changed_since_last(s, j, g) || (other >= 0 && repeated_kind(s, j, other, g));
+        sus += changed_since_last(s, j, g) ||
+               (other >= 0 && (repeated_kind(s, j, other, g) || new_kind(s, j, other, g)));
       }
     if (n > best_n || (n == best_n && sus < best_sus)) {
       best_n = n;
