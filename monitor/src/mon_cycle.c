@@ -300,6 +300,12 @@ static void say_hub(const mon_rec *recs, int r, int n_cycles, bool fresh, bool n
                   "receive from the wrong peer?)", b->peer, sender);
   else if (left_for >= 0)
     say_left_out(recs, r, left_for, part, buf, len, off);
+  else if ((o = wrong) != NULL && o == b && !strcmp(o->site, wanted->site))
+    dist__appendf(buf, len, off, ": the others wait for it in group %d (%s) %s #%llu, called "
+                  "from %s, while its call from there went to group %d (%s) %s #%llu, where it "
+                  "waits (did it call it on the wrong group?)", wanted->gid, wanted->desc,
+                  dist__mon_op_name(wanted->kind), dist__mon_rec_num(wanted), wanted->site,
+                  o->gid, o->desc, dist__mon_op_name(o->kind), dist__mon_rec_num(o));
   else if ((o = wrong) != NULL)
     dist__appendf(buf, len, off, ": the others wait for it in group %d (%s) %s #%llu, called "
                   "from %s, while its last call from there went to group %d (%s) %s #%llu "

@@ -105,24 +105,33 @@ int dist__mon_prefer_out_of_order(const mon_rec *recs, int world, int *ranks, in
  * group where the program calls the tensor-parallel one) has that group's
  * partner match the call silently, and leaves the members of the right
  * group waiting for a call it made elsewhere. The records show it: the
- * others wait in collective #c of group G, called from site S, which x has
- * not issued, while x's last call in another group G2 came from S, the
- * same operation. (A helper that calls one collective for every group
+ * others wait in collective #c of group G, called from site S (a call
+ * they made from there before), which x has not issued, while x's last
+ * call in another group G2, or the one it waits in there, came from S,
+ * the same operation. (A helper that calls one collective for every group
  * shares one site: x then skipped its call on G, and is the culprit still.) */
 const mon_rec_group *dist__mon_wrong_group(const mon_rec *recs, int world, int x,
                                            const mon_rec_group **wanted) {
   const mon_rec *rx = &recs[x];
+  const mon_rec_group *xb = dist__mon_blocked_in(rx);
   for (int y = 0; y < world; y++) {
     const mon_rec_group *yb = y == x ? NULL : dist__mon_blocked_in(&recs[y]);
+    /* y's call is the group's habit at that site: not its first from there
+     * on that group (a rank that swapped two groups' calls waits at the
+     * other group's site, which says nothing of the others) */
     if (!yb || dist__mon_is_p2p(yb->kind) || !yb->has_colls || !yb->coll ||
-        !strcmp(yb->site, "-"))
+        !strcmp(yb->site, "-") || yb->fresh == 1)
       continue;
     const mon_rec_group *xg = dist__mon_rec_group(rx, yb->gid);
     if (!xg || !xg->has_colls || xg->colls_enq >= yb->coll)
       continue; /* not a member, or it issued that collective */
     for (int i = 0; rx->present && i < rx->n; i++) {
       const mon_rec_group *o = &rx->g[i];
-      if (o->gid != yb->gid && o->last_kind == yb->kind && !strcmp(o->last_site, yb->site)) {
+      if (o->gid == yb->gid)
+        continue;
+      bool last = o->last_kind == yb->kind && !strcmp(o->last_site, yb->site);
+      bool now = o == xb && o->kind == yb->kind && !strcmp(o->site, yb->site);
+      if (last || now) { /* x's call from there went to o, completed or waiting */
         *wanted = yb;
         return o;
       }

@@ -21,7 +21,11 @@
  * two-stage pipelines) and waits in its next receive from a partner that
  * waits in the barrier: neither's step differs from its step before, but
  * the ranks that made the same calls as rank 3 went on to the barrier,
- * and those like rank 2 made its calls (reader_depart.c): rank 3 alone. */
+ * and those like rank 2 made its calls (reader_depart.c): rank 3 alone.
+ * A rank that calls two overlapping groups in the other order for once
+ * (build/bin/swap_testprog, prog_swap.c) waits in B from the line the
+ * program calls A from: its partner in A, whose last call from that line
+ * went to A, is not the one that called the wrong group; rank 2 is. */
 #include "../examples/mesh_verdict.h"
 
 static void run_mode(const char *debug, const char *mode, mesh_run *r) {
@@ -111,6 +115,27 @@ Test(monitor_steps, a_skipped_barrier_of_every_third_step_names_the_rank_that_sk
 
 Test(monitor_steps, a_skipped_barrier_is_named_at_DETAIL_too, .timeout = 150) {
   expect_departed("DIST_DEBUG=DETAIL");
+}
+
+static void expect_swapped(const char *debug) {
+  static mesh_run r;
+  const char *job[] = {dist_test_bin("swap_testprog"), "swap", NULL};
+  job_run_argv(debug, "DIST_TIMEOUT=6", NULL, "4", job, &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "the waits start at rank 2, which is blocked in group ") &&
+                mesh_says(&r, "(B) ALL_REDUCE #3, called from main (prog_swap.c:") &&
+                mesh_says(&r, "while its call from there went to group ") &&
+                mesh_says(&r, "where it waits (did it call it on the wrong group?)"),
+            "%s", r.report);
+}
+
+Test(monitor_steps, a_rank_that_swaps_two_groups_calls_is_named_not_its_partner_at_OFF,
+     .timeout = 150) {
+  expect_swapped("DIST_DEBUG=OFF");
+}
+
+Test(monitor_steps, a_rank_that_swaps_two_groups_calls_is_named_at_DETAIL, .timeout = 150) {
+  expect_swapped("DIST_DEBUG=DETAIL");
 }
 
 Test(monitor_steps, the_pipeline_without_a_bug_succeeds, .timeout = 150) {
