@@ -254,7 +254,9 @@ static void place_from_trace(const char *out, drun_verdict *v) {
  * its monitor's record was elsewhere: dist__run_verdict_site found no
  * match): the line from the merged trace, of the operation that rank is
  * in (its oldest that did not complete) when it is that very one, else of
- * that operation wherever it is in the rank's trace. */
+ * that operation wherever it is in the rank's trace, else of the
+ * collective the rank made at that number, which the verdict then names
+ * (the report named a piece of it). */
 static void site_from_trace(const char *out, drun_verdict *v) {
   if (v->f.site[0] || v->n_culprits != 1 || v->f.group_id < 0 || !v->f.seq || !v->f.op[0])
     return;
@@ -269,6 +271,17 @@ static void site_from_trace(const char *out, drun_verdict *v) {
   else /* an earlier call it returned from (a small broadcast's deferred check) */
     dist_trace_op_site(t, v->culprits[0], v->f.group_id, (int64_t)v->f.seq, v->f.op, v->f.site,
                        sizeof v->f.site);
+  char op[32], site[192];
+  if (!v->f.site[0] && dist_trace_collective_of(t, v->culprits[0], v->f.group_id,
+                                                (int64_t)v->f.seq, op, sizeof op, site,
+                                                sizeof site) == DIST_OK &&
+      op[0] && strcmp(op, v->f.op) && site[0]) {
+    /* The report's line names a piece of the program's call (an uneven
+     * all_gather runs as broadcasts, a blob's as a size and a payload):
+     * the verdict names the call, at its line. */
+    snprintf(v->f.op, sizeof v->f.op, "%s", op);
+    snprintf(v->f.site, sizeof v->f.site, "%s", site);
+  }
   dist_trace_close(t);
 }
 

@@ -181,6 +181,19 @@ static void say_last(char *buf, size_t len, size_t *off, const mon_rec_group *rg
                 rec_last(rg), rg->last_site);
 }
 
+/* Whether a collective of kind needs every member to complete anywhere:
+ * not a rooted one (a broadcast's reader, a gather's sender completes with
+ * the root alone). */
+static bool needs_everyone(int kind) {
+  switch (kind) {
+  case DIST_OP_BROADCAST: case DIST_OP_REDUCE: case DIST_OP_GATHER: case DIST_OP_SCATTER:
+  case DIST_OP_BROADCAST_BYTES: case DIST_OP_GATHER_BYTES: case DIST_OP_SCATTER_BYTES:
+    return false;
+  default:
+    return !is_p2p(kind);
+  }
+}
+
 /* One line for a member that has not entered #seq. g: this rank's own view
  * of the group, fresher than a dead rank's last heartbeat. */
 static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *recs, int who,
@@ -199,12 +212,15 @@ static void say_absent(char *buf, size_t len, size_t *off, const mon_rec *recs, 
     dist__appendf(buf, len, off, "has not entered %s #%llu: ", dist__mon_op_name(kind), num);
   /* A rank that died within a second of its last publication looks as if
    * it had done nothing; but every member enters a collective this rank
-   * completed (not one that ended in a failure: the dead rank's loss
-   * failed it). */
+   * completed that needs every member (not a rooted one, which a reader
+   * or sender completes without the others, nor one that ended in a
+   * failure: the dead rank's loss failed it). */
   uint64_t my_done = seq - 1; /* this rank ended every operation before #seq */
   const mon_op *prev = &g->ring[my_done % MON_RING];
   int my_kind = my_done && atomic_load(&prev->seq) == my_done && !atomic_load(&prev->failed)
                     ? atomic_load(&prev->kind) : -1;
+  if (my_kind >= 0 && !needs_everyone(my_kind))
+    my_kind = -1;
   if (gone && (!rg || rg->done < my_done) && my_kind >= 0 && !is_p2p(my_kind)) {
     dist__appendf(buf, len, off, "it took part in %s #%llu at least (this rank completed it)",
                   dist__mon_op_name(my_kind), (unsigned long long)dist__mon_num(g, my_done));

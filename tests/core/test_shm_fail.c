@@ -374,6 +374,41 @@ Test(core_shm_fail, two_ranks_that_both_root_a_small_broadcast_fail_their_next_c
   cr_assert_eq(dist_test_ranks(3, rank_two_roots, NULL, 30), 0, "%s", dist_test_report());
 }
 
+/* Two ranks broadcast from rank 0 three times, then rank 1 broadcasts as
+ * its own root: each returns at once, and their next call finds it out.
+ * One against one, no majority: rank 0's root is the one its broadcasts
+ * always had, rank 1's is new to it, so rank 1 is the one marked (the
+ * verdict's culprit), on both ranks. */
+static int rank_self_root(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int me = ctx->rank, rc = DIST_OK;
+  float v[4] = {0};
+  dist_tensor t = shm_t_tensor(v, DIST_FLOAT32, 4);
+  dist_coll c = {.kind = DIST_OP_BROADCAST, .inputs = &t, .n_inputs = 1, .outputs = &t,
+                 .n_outputs = 1, .root = 0};
+  for (int i = 0; i < 3 && rc == DIST_OK; i++) /* #1-#3 */
+    rc = shm_t_run(&e, &c);
+  CHECK(ctx, rc == DIST_OK, "#1-#3: %s: %s", dist_status_name(rc), e.err.msg);
+  c.root = me == 1 ? 1 : 0;
+  rc = shm_t_run(&e, &c); /* #4: both return at once */
+  CHECK(ctx, rc == DIST_OK, "#4: %s: %s", dist_status_name(rc), e.err.msg);
+  rc = all_reduce_n(&e, v, 4); /* #5 */
+  const char *want[] = {"BROADCAST #4 (an earlier call)",
+                        "\n  rank 1: BROADCAST float32[4] root 1 (16 bytes)  <- root differs",
+                        NULL};
+  int bad = expect_desync(ctx, &e, rc, want);
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm_fail, of_two_roots_of_a_small_broadcast_the_one_new_to_its_root_is_marked,
+     .timeout = 60) {
+  quiet_waits();
+  cr_assert_eq(dist_test_ranks(2, rank_self_root, NULL, 30), 0, "%s", dist_test_report());
+}
+
 typedef struct gone_reader {
   int world;
   dist_op_kind next; /* the root's next call */

@@ -322,3 +322,30 @@ int dist_trace_op_site(dist_trace *t, int rank, int group_id, int64_t seq, const
             rank, id, site, len, true);
   return DIST_OK;
 }
+
+int dist_trace_collective_of(dist_trace *t, int rank, int group_id, int64_t seq, char *op,
+                             size_t op_len, char *site, size_t site_len) {
+  sqlite3 *db = dist_trace_sqlite(t);
+  if (!db || !op || !op_len || !site || !site_len)
+    return DIST_E_INVAL;
+  op[0] = site[0] = '\0';
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(db, "SELECT op, coalesce(callsite_id, -1) FROM operations WHERE"
+                             " rank = ?1 AND group_id = ?2 AND seq = ?3 AND p2p = 0 LIMIT 1",
+                         -1, &st, NULL))
+    return DIST_OK;
+  sqlite3_bind_int(st, 1, rank);
+  sqlite3_bind_int(st, 2, group_id);
+  sqlite3_bind_int64(st, 3, seq);
+  int64_t id = -1;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    snprintf(op, op_len, "%s", (const char *)sqlite3_column_text(st, 0));
+    id = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  if (id >= 0)
+    text_of(db, "SELECT function, file, line FROM callsites WHERE rank = ?1 AND"
+                " callsite_id = ?2 AND function IS NOT NULL AND file IS NOT NULL",
+            rank, id, site, site_len, true);
+  return DIST_OK;
+}

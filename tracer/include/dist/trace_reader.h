@@ -172,6 +172,12 @@ DIST_API int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern
 DIST_API int dist_trace_op_site(dist_trace *t, int rank, int group_id, int64_t seq,
                                 const char *op, char *site, size_t len);
 
+/* Rank's collective numbered seq in group_id (point-to-point operations are
+ * numbered apart: not these): its operation ("ALL_GATHER") into op and its
+ * call site into site; both "" when the trace does not hold it. */
+DIST_API int dist_trace_collective_of(dist_trace *t, int rank, int group_id, int64_t seq,
+                                      char *op, size_t op_len, char *site, size_t site_len);
+
 /* Of a group's members, the one that made fewer calls of op (a name as
  * the operations table has it, "ALL_REDUCE") than the ranks of the groups
  * of the same description made (every "dp" group of a mesh), while rank,

@@ -264,18 +264,27 @@ static const shm_key *last_key(const dist__shm *s, int r, uint64_t g, int kind) 
   return last;
 }
 
-/* Whether rank r's key at step g differs from its key of the last
- * operation of the same kind (MAX where the last all_reduce was SUM). */
-static bool changed_since_last(const dist__shm *s, int r, uint64_t g) {
-  const shm_key *k = key_of(s, r, g), *last = last_key(s, r, g, k->kind);
-  return last && memcmp(last, k, sizeof *k) != 0;
-}
+/* Signs in rank r's kept history (before step g) that its key k there,
+ * against rank o's key ko, is the odd one of a pair, where no majority
+ * tells: k differs from every key of its kind the history holds (MAX
+ * where the all_reduces were SUM); or k repeats the kind of r's
+ * previous operation while ko is of another, and r never made two of that
+ * kind in a row before (it called the same operation again and skipped
+ * the one between, a loop whose calls alternate, as the checking layer's
+ * tie break reads a repeated call site; a loop of one kind repeats it at
+ * every step: no sign there); or k is of a kind r's history never made
+ * while ko's is one o made before (r left its loop: a call past a skipped
+ * one, the final barrier reached early). */
 
-/* Whether rank r's kept history (before step g) holds an operation of
- * kind, and whether it holds two of that kind in a row (*twice). */
-static bool kind_in_history(const dist__shm *s, int r, uint64_t g, int kind, bool *twice) {
+/* Whether rank r's kept history holds an operation of kind, whether it
+ * holds two of that kind in a row (*twice), and whether one of them had
+ * key k (*seen; k NULL: not asked). */
+static bool history_of(const dist__shm *s, int r, uint64_t g, int kind, bool *twice,
+                       const shm_key *k, bool *seen) {
   bool found = false;
   *twice = false;
+  if (seen)
+    *seen = false;
   uint64_t seq = s->peer[r].info->seq[SHM_H(g)];
   int prev_kind = -1;
   uint64_t prev_seq = 0;
@@ -288,43 +297,39 @@ static bool kind_in_history(const dist__shm *s, int r, uint64_t g, int kind, boo
       continue; /* a later step of the same operation, or not kept */
     found |= h->kind == kind;
     *twice |= h->kind == kind && prev_kind == kind && q == prev_seq + 1;
+    if (k && memcmp(h, k, sizeof *k) == 0)
+      *seen = true;
     prev_kind = h->kind;
     prev_seq = q;
   }
   return found;
 }
 
-/* Whether rank r's operation at step g is of the kind of its own previous
- * one while rank o's is of another, and r never made two of that kind in a
- * row before: r called the same operation again and skipped the one
- * between (a loop whose calls alternate), as the checking layer's tie
- * break reads a repeated call site. A loop of that one kind repeats it at
- * every step: no sign there. */
-static bool repeated_kind(const dist__shm *s, int r, int o, uint64_t g) {
-  const shm_key *k = key_of(s, r, g), *last = last_key(s, r, g, -1);
-  bool twice;
-  return last && last->kind == k->kind && key_of(s, o, g)->kind != k->kind &&
-         !(kind_in_history(s, r, g, k->kind, &twice) && twice);
+static bool history_marks(const dist__shm *s, int r, const shm_key *k, int o, const shm_key *ko,
+                          uint64_t g) {
+  const shm_key *last = last_key(s, r, g, -1);
+  bool twice, seen, made = history_of(s, r, g, k->kind, &twice, k, &seen);
+  if (made && !seen)
+    return true; /* a key of that kind it never had (a blob's size and payload
+                    alternate: a key seen before is no change) */
+  if (o < 0 || ko->kind == k->kind || !last)
+    return false;
+  if (last->kind == k->kind) /* repeated its last kind, never twice in a row before */
+    return !twice;
+  bool o_made = history_of(s, o, g, ko->kind, &twice, NULL, NULL);
+  return !made && o_made; /* a kind new to it */
 }
 
-/* Whether rank r's operation at step g is of a kind its kept history never
- * made while rank o's is one o made before: r left its loop (a call past a
- * skipped one, the final barrier reached early, a barrier where the loop
- * all_reduces). */
-static bool new_kind(const dist__shm *s, int r, int o, uint64_t g) {
-  bool twice;
-  int kr = key_of(s, r, g)->kind, ko = key_of(s, o, g)->kind;
-  return kr != ko && last_key(s, r, g, -1) && !kind_in_history(s, r, g, kr, &twice) &&
-         kind_in_history(s, o, g, ko, &twice);
+int dist__shm_pair_odd(const dist__shm *s, int a, const shm_key *ka, int b, const shm_key *kb,
+                       uint64_t g) {
+  bool ma = history_marks(s, a, ka, b, kb, g), mb = history_marks(s, b, kb, a, ka, g);
+  return ma == mb ? -1 : ma ? a : b;
 }
 
 /* The lowest rank whose key most ranks share. A tie (the two ranks of a
  * pair, at DIST_DEBUG=OFF, where no checking layer keeps call history)
- * goes against the key whose ranks changed it since their last operation
- * of that kind (on both sides' history), repeated their last operation's
- * kind where the other side's kind differs (and never made it twice in a
- * row before), or made a kind their history never made where the other's
- * made its own before, else keeps the lowest. */
+ * goes against the key whose ranks' histories mark it (history_marks, on
+ * both sides' history), else keeps the lowest. */
 static int majority_rank(const dist__shm *s, uint64_t g) {
   int best = 0, best_n = 0, best_sus = 0;
   for (int i = 0; i < s->size; i++) {
@@ -335,8 +340,8 @@ static int majority_rank(const dist__shm *s, uint64_t g) {
     for (int j = 0; j < s->size; j++)
       if (memcmp(key_of(s, i, g), key_of(s, j, g), sizeof(shm_key)) == 0) {
         n++;
-        sus += changed_since_last(s, j, g) ||
-               (other >= 0 && (repeated_kind(s, j, other, g) || new_kind(s, j, other, g)));
+        sus += history_marks(s, j, key_of(s, j, g), other,
+                             other >= 0 ? key_of(s, other, g) : key_of(s, j, g), g);
       }
     if (n > best_n || (n == best_n && sus < best_sus)) {
       best_n = n;

@@ -257,6 +257,14 @@ static inline bool shm_reached(const dist__shm *s, int j, uint64_t g) {
  * and dead peers. Waits for every rank from j_first on. */
 int dist__shm_wait_slow(dist__shm *s, dist__cpu_op *op, uint64_t g, int j_first);
 
+/* Of ranks a and b, whose keys ka and kb at step g differ and which no
+ * majority tells apart, the one its own kept history marks as the odd one
+ * (shm.c history_marks: a key changed since its last operation of that
+ * kind, a kind repeated that it never made twice in a row, a kind new to
+ * it); -1 when both or neither. */
+int dist__shm_pair_odd(const dist__shm *s, int a, const shm_key *ka, int b, const shm_key *kb,
+                       uint64_t g);
+
 /* The house report of a disagreement on one step between rank i's key x
  * and rank j's y, j the odd one (report.h), appended at *off; seq is the
  * step's operation number, which both sides share. */

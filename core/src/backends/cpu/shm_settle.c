@@ -53,7 +53,8 @@ static void describe_late(const dist__shm *s, int j, const shm_key *x, const shm
  * with rank j's against this root's, or with this root's against j's, the
  * house report (report.h) of the two marks the odd one (the verdict's
  * culprit: a rank that broadcast as the root while the others named
- * another). Nothing on a tie. */
+ * another). On a tie (a pair), the side its own history marks (a root
+ * that changed since its last broadcast), else nothing. */
 static void odd_side(const dist__shm *s, uint64_t q, int j, char *buf, size_t len, size_t *off) {
   int h = (int)SHM_H(q), with_me = 0, with_j = 0;
   const shm_key *mine = &s->key[h], *x = &s->peer[j].hist[h];
@@ -62,11 +63,12 @@ static void odd_side(const dist__shm *s, uint64_t q, int j, char *buf, size_t le
     with_me += memcmp(y, mine, sizeof *y) == 0;
     with_j += memcmp(y, x, sizeof *y) == 0;
   }
-  if (with_me == with_j)
+  int tie = with_me == with_j ? dist__shm_pair_odd(s, s->rank, mine, j, x, q) : -1;
+  if (with_me == with_j && tie < 0)
     return;
   dist__appendf(buf, len, off, "\n");
   uint64_t seq = s->pend_seq[SHM_L(q)];
-  if (with_j > with_me)
+  if (with_j > with_me || tie == s->rank)
     dist__shm_describe_odd(s, j, x, s->rank, mine, seq, buf, len, off);
   else
     dist__shm_describe_odd(s, s->rank, mine, j, x, seq, buf, len, off);
