@@ -72,6 +72,18 @@ static int mode_post(int who, int status) {
   return 1;
 }
 
+/* Posts the checking layer's "rank L left the group" desync on the
+ * default group (field "collective count"), with the report rep. */
+static int post_left(int leaver, const char *rep) {
+  dist_cause_info info = dist_cause_info_none();
+  info.culprits = &leaver;
+  info.n_culprits = 1;
+  info.group_id = 0;
+  info.group_name = "default";
+  info.field = "collective count";
+  return dist_post_cause_info(DIST_E_DESYNC, &info, rep);
+}
+
 /* The order of pring's SIGTERM (probe8): a rank's partner fails when the
  * rank's connections close and leaves, a third rank posts that leaving as
  * a desync, and only then is the dead rank reaped. */
@@ -80,16 +92,10 @@ static int mode_leftterm(int dying, int leaver) {
   float x = 0;
   dist_tensor t = dist_tensor_1d(&x, DIST_FLOAT32, 1);
   if (me == leaver) {
-    dist_cause_info info = dist_cause_info_none();
-    info.culprits = &leaver;
-    info.n_culprits = 1;
-    info.group_id = 0;
-    info.group_name = "default";
-    info.field = "collective count";
     char rep[160];
     snprintf(rep, sizeof rep, "desync in group 0 (default) at ALL_REDUCE #2: rank %d left the "
              "group (destroyed it or exited) before this collective", leaver);
-    rc = dist_post_cause_info(DIST_E_DESYNC, &info, rep);
+    rc = post_left(leaver, rep);
     if (rc == DIST_OK)
       rc = dist_send(&t, dying, NULL, 0);
   } else if (me == dying) {
@@ -142,18 +148,12 @@ static int mode_leftfail(int first, int leaver) {
   dist_free(v);
   while (!ended((pid_t)atoi(buf)))
     sched_yield(); /* its exit, not a time: bounded by the alarm */
-  dist_cause_info info = dist_cause_info_none();
-  info.culprits = &leaver;
-  info.n_culprits = 1;
-  info.group_id = 0;
-  info.group_name = "default";
-  info.field = "collective count";
   char rep[400];
   snprintf(rep, sizeof rep, "desync in group 0 (default) at ALL_REDUCE #2: rank %d left the "
            "group (destroyed it or exited) before this collective; the collective counts "
            "differ\n  rank %d (host h, pid %d): left after 1 collective; its process exited "
            "with the group live  <- collective count differs", leaver, leaver, (int)getpid());
-  rc = dist_post_cause_info(DIST_E_DESYNC, &info, rep);
+  rc = post_left(leaver, rep);
   if (rc != DIST_OK)
     return fail("post", rc);
   exit(3);

@@ -130,6 +130,13 @@ static void text_of(sqlite3 *db, const char *sql, int rank, int64_t id, char *ou
   sqlite3_finalize(st);
 }
 
+/* Rank's call site id as "function (file:line)" into out ("" unknown). */
+static void site_text(sqlite3 *db, int rank, int64_t id, char *out, size_t len) {
+  text_of(db, "SELECT function, file, line FROM callsites WHERE rank = ?1 AND"
+              " callsite_id = ?2 AND function IS NOT NULL AND file IS NOT NULL",
+          rank, id, out, len, true);
+}
+
 /* The rank's oldest operation that did not complete (the one it is in, as
  * the monitor says: a synchronous call waits behind an async one issued
  * before it), over cur, and its call site into *site; false when none. */
@@ -174,9 +181,7 @@ int dist_trace_rank_pattern(dist_trace *t, int rank, dist_trace_pattern *out) {
     int64_t site = sites[0];
     oldest_open(db, rank, &out->cur, &site);
     if (site >= 0)
-      text_of(db, "SELECT function, file, line FROM callsites WHERE rank = ?1 AND"
-                  " callsite_id = ?2 AND function IS NOT NULL AND file IS NOT NULL",
-              rank, site, out->site, sizeof out->site, true);
+      site_text(db, rank, site, out->site, sizeof out->site);
     text_of(db, "SELECT coalesce(nullif(description, ''), name) FROM groups WHERE ?1 >= 0"
                 " AND group_id = ?2", rank,
             out->cur.group_id, out->group_name, sizeof out->group_name, false);
@@ -317,9 +322,7 @@ int dist_trace_op_site(dist_trace *t, int rank, int group_id, int64_t seq, const
   int64_t id = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
   sqlite3_finalize(st);
   if (id >= 0)
-    text_of(db, "SELECT function, file, line FROM callsites WHERE rank = ?1 AND"
-                " callsite_id = ?2 AND function IS NOT NULL AND file IS NOT NULL",
-            rank, id, site, len, true);
+    site_text(db, rank, id, site, len);
   return DIST_OK;
 }
 
@@ -344,8 +347,6 @@ int dist_trace_collective_of(dist_trace *t, int rank, int group_id, int64_t seq,
   }
   sqlite3_finalize(st);
   if (id >= 0)
-    text_of(db, "SELECT function, file, line FROM callsites WHERE rank = ?1 AND"
-                " callsite_id = ?2 AND function IS NOT NULL AND file IS NOT NULL",
-            rank, id, site, site_len, true);
+    site_text(db, rank, id, site, site_len);
   return DIST_OK;
 }
