@@ -308,16 +308,16 @@ static int the_one_that_changed(dist_trace *t, const drun_verdict *v, dist_trace
  * that made the same calls before it, while every other one's are a start
  * of its peers' (reader_depart.c): -1 when not exactly one. */
 static int the_one_that_departed(dist_trace *t, const drun_verdict *v, dist_trace_depart *one) {
+  dist_trace_depart d[DIST_CAUSE_CULPRITS_MAX];
+  if (dist_trace_ranks_depart(t, v->culprits, (size_t)v->n_culprits, d) != DIST_OK)
+    return -1;
   int found = -1;
   for (int i = 0; i < v->n_culprits; i++) {
-    dist_trace_depart d;
-    if (dist_trace_rank_departs(t, v->culprits[i], &d) != DIST_OK || d.departs < 0)
+    if (d[i].departs < 0 || (d[i].departs == 1 && found >= 0))
       return -1;
-    if (d.departs == 1) {
-      if (found >= 0)
-        return -1;
+    if (d[i].departs == 1) {
       found = v->culprits[i];
-      *one = d;
+      *one = d[i];
     }
   }
   return found;

@@ -99,12 +99,13 @@ static int departs(const seq *s, int world, int r, int *peers, int *at) {
   return *peers >= 2 ? 1 : -1;
 }
 
-int dist_trace_rank_departs(dist_trace *t, int rank, dist_trace_depart *out) {
+int dist_trace_ranks_depart(dist_trace *t, const int *ranks, size_t n,
+                            dist_trace_depart *out) {
   sqlite3 *db = dist_trace_sqlite(t);
-  if (!db || !out)
+  if (!db || !out || (n && !ranks))
     return DIST_E_INVAL;
-  memset(out, 0, sizeof *out);
-  out->departs = -1;
+  for (size_t i = 0; i < n; i++)
+    out[i] = (dist_trace_depart){.departs = -1};
   sqlite3_stmt *st;
   int world = 0;
   int64_t total = 0;
@@ -115,13 +116,15 @@ int dist_trace_rank_departs(dist_trace *t, int rank, dist_trace_depart *out) {
     total = sqlite3_column_int64(st, 1);
   }
   sqlite3_finalize(st);
-  if (rank < 0 || rank >= world || world > DEPART_RANKS || total > DEPART_TOTAL)
+  if (!n || world > DEPART_RANKS || total > DEPART_TOTAL)
     return DIST_OK;
   seq *s = calloc((size_t)world, sizeof *s);
   if (!s)
     return DIST_E_NOMEM;
-  if (load(db, s, world) && s[rank].n)
-    out->departs = departs(s, world, rank, &out->peers, &out->at);
+  if (load(db, s, world)) /* once, for every rank asked about */
+    for (size_t i = 0; i < n; i++)
+      if (ranks[i] >= 0 && ranks[i] < world && s[ranks[i]].n)
+        out[i].departs = departs(s, world, ranks[i], &out[i].peers, &out[i].at);
   for (int r = 0; r < world; r++)
     free(s[r].site);
   free(s);

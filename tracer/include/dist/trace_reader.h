@@ -193,8 +193,9 @@ typedef struct dist_trace_short {
 DIST_API int dist_trace_short_member(dist_trace *t, int group_id, const char *op, int rank,
                                      dist_trace_short *out);
 
-/* Whether rank's calls departed from those of the ranks that made the same
- * calls before it (reader_depart.c): its call sites in issue order against
+/* Whether each of ranks[0..n) departed from the calls of the ranks that
+ * made the same calls before it, into out[0..n) (reader_depart.c; the trace
+ * is read once): its call sites in issue order against
  * every other rank's; the ranks sharing its longest common start are its
  * peers. departs 0: its calls are a start of a peer's (it is behind or
  * stuck, not astray); 1: two peers or more went on alike where it went
@@ -206,7 +207,8 @@ typedef struct dist_trace_depart {
   int peers;               /* with departs 1: how many went on alike */
   int at;                  /* the calls it shares with them */
 } dist_trace_depart;
-DIST_API int dist_trace_rank_departs(dist_trace *t, int rank, dist_trace_depart *out);
+DIST_API int dist_trace_ranks_depart(dist_trace *t, const int *ranks, size_t n,
+                                     dist_trace_depart *out);
 
 /* Of two members a and b of a group that disagree at its collective seq,
  * the one whose call (operation, dtype, element counts, reduce op, root
