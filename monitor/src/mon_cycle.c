@@ -220,12 +220,27 @@ static void say_fresh(const mon_rec *recs, int r, char *buf, size_t len, size_t 
                 b->kind == DIST_OP_RECV ? "sent first" : "made another");
 }
 
+/* The peer of batch b (rank r's) whose half facing b's has another tag
+ * (-1: none known). */
+static int tag_peer(const mon_rec *recs, int r, const mon_rec_group *b) {
+  const mon_rec_part *pa, *pb;
+  for (int i = 0; b->kind == DIST_OP_BATCH_P2P && dist__mon_parts_known(b) &&
+                  i < b->p2p->n_parts; i++) {
+    int q = b->p2p->parts[i].peer;
+    const mon_rec_group *qb = q >= 0 && q < dist__mon.world ? blocked_in(&recs[q]) : NULL;
+    if (qb && qb->gid == b->gid && dist__mon_tags_differ(b, r, qb, q, &pa, &pb))
+      return q;
+  }
+  return -1;
+}
+
 /* Rank r, named because its blocked send or receive is a step it never
  * took from the call before it, while the rank it waits for is where its
  * earlier steps went (dist__mon_prefer_novel). */
 void dist__mon_say_novel(const mon_rec *recs, int r, char *buf, size_t len, size_t *off) {
   const mon_rec_group *b = blocked_in(&recs[r]);
   int q = dist__mon_unmatched_peer(recs, r);
+  q = q >= 0 ? q : tag_peer(recs, r, b);
   q = q >= 0 ? q : b->peer;
   const mon_rec_group *qb = q >= 0 && q < dist__mon.world ? blocked_in(&recs[q]) : NULL;
   dist__appendf(buf, len, off, ": its earlier steps never went from the call before it");
@@ -237,6 +252,12 @@ void dist__mon_say_novel(const mon_rec *recs, int r, char *buf, size_t len, size
     dist__appendf(buf, len, off, ", while rank %d waits in group %d (%s) %s #%llu with tag %d, "
                   "called from %s, as at its earlier steps", q, qb->gid, qb->desc,
                   dist__mon_op_name(qb->kind), dist__mon_rec_num(qb), qb->tag, qb->site);
+  if (b->kind == DIST_OP_BATCH_P2P && dist__mon_parts_known(b)) {
+    dist__appendf(buf, len, off, " (did it skip a call, or change its tag or peer? its batch ");
+    dist__mon_say_parts(b, buf, len, off);
+    dist__appendf(buf, len, off, ")");
+    return;
+  }
   dist__appendf(buf, len, off, " (did it skip a call, or change its tag or peer? it %s rank %d "
                 "with tag %d)", b->kind == DIST_OP_SEND ? "sends to" : "receives from", b->peer,
                 b->tag);
@@ -393,6 +414,12 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
       sure++;
     int common[MON_CULPRITS_MAX];
     int k = common_ranks(w.found, sure ? sure : w.n_found, world, common);
+    /* No rank in every cycle (a ring's longer loops pass beside the short
+     * one): the shortest cycle's ranks are the candidates, and are named
+     * all together as before unless a rule below tells one apart. */
+    int first_n = k ? 0 : w.found[0].n < MON_CULPRITS_MAX ? w.found[0].n : MON_CULPRITS_MAX;
+    for (int i = 0; i < first_n; i++)
+      common[k++] = w.found[0].ranks[i];
     k = dist__mon_prefer_odd_p2p(recs, world, common, k);
     /* A batch's half its peer never issued: the rank that sent astray, or
      * that left its half out and went on; the cycle only closes through it. */
@@ -415,8 +442,10 @@ int dist__mon_cycles(const mon_rec *recs, int world, char *buf, size_t len, size
       k = dist__mon_prefer_novel(recs, common, k);
       by_novel = k < before_novel;
     }
+    if (first_n && k == first_n)
+      k = 0; /* nothing told the shortest cycle's ranks apart */
     for (int i = 0; i < k && i < 4; i++)
-      say_hub(recs, common[i], w.n_found, by_fresh, by_novel, buf, len, off);
+      say_hub(recs, common[i], first_n ? 1 : w.n_found, by_fresh, by_novel, buf, len, off);
     say_cycle(recs, &w.found[0], buf, len, off);
     if (w.n_found > 1)
       dist__appendf(buf, len, off, "  (and %d longer wait-for cycle%s through the same ranks)\n",

@@ -978,6 +978,7 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
   const char *gone = dist__mon_gone_how(q, now_ms, how, sizeof how);
   const mon_rec_group *b = gone ? NULL : blocked_in(q);
   const mon_rec_group *mine = dist__mon_rec_group(&recs[me], g->gid);
+  const mon_rec_part *pm, *pq;
   dist__appendf(buf, len, off, "  rank %d (host %s, pid %d) ", peer, q->present ? q->host : "?",
                 q->present ? (int)q->pid : -1);
   if (gone) {
@@ -993,6 +994,15 @@ static void diagnose_p2p(const mon_group *g, uint64_t seq, int kind, int peer, c
       dist__appendf(buf, len, off, "but this one has tag %d: their tags differ\n", my_tag);
     else
       dist__appendf(buf, len, off, "and their tags agree (%d)\n", my_tag);
+  } else if (b && b->peer == me && b->kind == kind && kind == DIST_OP_BATCH_P2P && mine &&
+             dist__mon_tags_differ(mine, me, b, peer, &pm, &pq)) {
+    dist__appendf(buf, len, off, "is blocked in %s #%llu%s too, called from %s: this rank %s "
+                  "rank %d with tag %d where rank %d %s rank %d with tag %d: their tags differ\n",
+                  dist__mon_op_name(b->kind), dist__mon_rec_num(b),
+                  dist__mon_peer_words(b->kind, b->peer, pw, sizeof pw), b->site,
+                  pm->send ? "sends to" : "receives from", peer, pm->tag, peer,
+                  pq->send ? "sends to" : "receives from", me, pq->tag);
+    *lowest = me < peer;
   } else if (b && b->peer == me && b->kind == kind) {
     dist__appendf(buf, len, off, "is blocked in %s #%llu%s too, called from %s: each %s the "
                   "other\n", dist__mon_op_name(b->kind), dist__mon_rec_num(b),

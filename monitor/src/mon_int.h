@@ -76,6 +76,7 @@ typedef struct mon_op {
    * and peer, packed by mon_part_pack (n_parts past MON_PARTS_MAX: cut). */
   _Atomic int n_parts;
   _Atomic uint64_t parts[MON_PARTS_MAX];
+  _Atomic int part_tags[MON_PARTS_MAX]; /* each half's tag */
   _Atomic int root;          /* a collective's root (group rank), -1 none */
   _Atomic int fresh;         /* the group's first operation from its call site: 1,
                                  else 0; -1 unknown (mon_record.h) */
@@ -89,7 +90,7 @@ static inline uint64_t mon_part_pack(int peer, bool send, uint32_t n) {
   return (uint64_t)n << 32 | (uint64_t)(uint32_t)peer << 1 | (send ? 1u : 0u);
 }
 static inline mon_rec_part mon_part_unpack(uint64_t w) {
-  return (mon_rec_part){(int)((uint32_t)w >> 1), (w & 1u) != 0, (uint32_t)(w >> 32)};
+  return (mon_rec_part){(int)((uint32_t)w >> 1), (w & 1u) != 0, (uint32_t)(w >> 32), false, 0};
 }
 
 typedef struct mon_stats mon_stats; /* mon_stats.c */
@@ -391,6 +392,14 @@ int dist__mon_sends_astray(const mon_rec *recs, int world, int r);
 int dist__mon_left_out(const mon_rec *recs, int world, int x, bool elsewhere,
                        const mon_rec_part **part);
 int dist__mon_prefer_unissued(const mon_rec *recs, int world, int *ranks, int k);
+/* part_with: b's half with rank q in that direction (NULL: none known).
+ * tags_differ: a half of a (rank ra) and the half of b (rank rb) it
+ * meets, with known tags that differ (*pa, *pb). say_parts: "sends to
+ * rank 1 with tag 1 and receives from rank 1 with tag 0" (b's halves). */
+const mon_rec_part *dist__mon_part_with(const mon_rec_group *b, int q, bool send);
+bool dist__mon_tags_differ(const mon_rec_group *a, int ra, const mon_rec_group *b, int rb,
+                           const mon_rec_part **pa, const mon_rec_part **pb);
+void dist__mon_say_parts(const mon_rec_group *b, char *buf, size_t len, size_t *off);
 /* Whether send or receive b is the first between its two ranks in its
  * direction, with any tag (mon_record.h: pair, peer before). */
 bool dist__mon_first_with_peer(const mon_rec_group *b);

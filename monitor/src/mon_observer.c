@@ -212,21 +212,25 @@ static uint32_t count_half(mon_group *g, int peer, bool send) {
   return atomic_fetch_add_explicit(&count[peer], 1, memory_order_relaxed) + 1;
 }
 
-/* Adds half (peer, send, n) to op's parts: one per direction and peer,
- * the latest number kept. */
-static void add_part(mon_op *op, int peer, bool send, uint32_t n) {
+/* Adds half (peer, send, n, tag) to op's parts: one per direction and
+ * peer, the latest number and tag kept. */
+static void add_part(mon_op *op, int peer, bool send, uint32_t n, int tag) {
   int k = atomic_load_explicit(&op->n_parts, memory_order_relaxed);
+  int at = k < MON_PARTS_MAX ? k : -1;
   for (int i = 0; i < k && i < MON_PARTS_MAX; i++) {
     mon_rec_part p = mon_part_unpack(atomic_load_explicit(&op->parts[i], memory_order_relaxed));
     if (p.peer == peer && p.send == send) {
-      atomic_store_explicit(&op->parts[i], mon_part_pack(peer, send, n), memory_order_relaxed);
-      return;
+      at = i;
+      break;
     }
   }
-  if (k < MON_PARTS_MAX)
-    atomic_store_explicit(&op->parts[k], mon_part_pack(peer, send, n), memory_order_relaxed);
-  atomic_store_explicit(&op->n_parts, k + 1 <= MON_PARTS_MAX ? k + 1 : MON_PARTS_MAX + 1,
-                        memory_order_relaxed);
+  if (at >= 0) {
+    atomic_store_explicit(&op->parts[at], mon_part_pack(peer, send, n), memory_order_relaxed);
+    atomic_store_explicit(&op->part_tags[at], tag, memory_order_relaxed);
+  }
+  if (at == k || at < 0)
+    atomic_store_explicit(&op->n_parts, k + 1 <= MON_PARTS_MAX ? k + 1 : MON_PARTS_MAX + 1,
+                          memory_order_relaxed);
 }
 
 /* Counts c's halves on g and keeps them as op's parts (mon_record.h): what
@@ -247,14 +251,14 @@ static void note_parts(mon_group *g, mon_op *op, const dist_coll *c) {
     bool send = c->kind == DIST_OP_SEND;
     uint32_t n = count_half(g, c->root, send);
     if (n) { /* its n-th with that peer: it had one before, with any tag, when n > 1 */
-      add_part(op, c->root, send, n);
+      add_part(op, c->root, send, n, c->tag);
       atomic_store_explicit(&op->peer_before, n > 1, memory_order_relaxed);
     }
   } else if (c->kind == DIST_OP_BATCH_P2P) {
     for (size_t i = 0; i < c->n_p2p; i++) {
       uint32_t n = count_half(g, c->p2p[i].peer, c->p2p[i].is_send);
       if (n)
-        add_part(op, c->p2p[i].peer, c->p2p[i].is_send, n);
+        add_part(op, c->p2p[i].peer, c->p2p[i].is_send, n, c->p2p[i].tag);
     }
   }
 }
@@ -308,11 +312,19 @@ static uint64_t mix64(uint64_t h, uint64_t v) {
 }
 
 /* A send's or receive's signature: where it was called, what, to or from
- * whom, with which tag (never 0). */
+ * whom, with which tag (never 0). A batch's mixes in every half (peer,
+ * direction, tag) in the order given: a ring step that sends one
+ * micro-batch with another tag is a step its rank never took, although
+ * its call site and first peer are the usual ones. */
 static uint64_t p2p_sig(const dist_event *ev, int peer) {
   const dist_coll *c = ev->coll;
   uint64_t h = mix64((uint64_t)(uintptr_t)ev->caller, (uint64_t)c->kind);
-  return mix64(mix64(h, (uint64_t)(uint32_t)peer), (uint64_t)(uint32_t)c->tag) | 1;
+  h = mix64(mix64(h, (uint64_t)(uint32_t)peer), (uint64_t)(uint32_t)c->tag);
+  for (size_t i = 0; c->kind == DIST_OP_BATCH_P2P && i < c->n_p2p; i++) {
+    const dist_coll_p2p *p = &c->p2p[i];
+    h = mix64(h, ((uint64_t)(uint32_t)p->peer << 1 | p->is_send) ^ (uint64_t)p->tag << 33);
+  }
+  return h | 1;
 }
 
 /* Any other operation's: its call site and kind as they are, which tells

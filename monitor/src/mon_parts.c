@@ -60,6 +60,37 @@ const mon_rec_part *dist__mon_unissued(const mon_rec *recs, int r, const mon_rec
   return NULL;
 }
 
+const mon_rec_part *dist__mon_part_with(const mon_rec_group *b, int q, bool send) {
+  for (int i = 0; dist__mon_parts_known(b) && i < b->p2p->n_parts; i++)
+    if (b->p2p->parts[i].peer == q && b->p2p->parts[i].send == send)
+      return &b->p2p->parts[i];
+  return NULL;
+}
+
+bool dist__mon_tags_differ(const mon_rec_group *a, int ra, const mon_rec_group *b, int rb,
+                           const mon_rec_part **pa, const mon_rec_part **pb) {
+  for (int dir = 0; dir < 2; dir++) {
+    const mon_rec_part *x = dist__mon_part_with(a, rb, dir == 0);
+    const mon_rec_part *y = dist__mon_part_with(b, ra, dir != 0);
+    if (x && y && x->tagged && y->tagged && x->tag != y->tag) {
+      *pa = x;
+      *pb = y;
+      return true;
+    }
+  }
+  return false;
+}
+
+void dist__mon_say_parts(const mon_rec_group *b, char *buf, size_t len, size_t *off) {
+  for (int i = 0; dist__mon_parts_known(b) && i < b->p2p->n_parts; i++) {
+    const mon_rec_part *p = &b->p2p->parts[i];
+    dist__appendf(buf, len, off, "%s%s rank %d", i ? (i + 1 == b->p2p->n_parts ? " and " : ", ")
+                  : "", p->send ? "sends to" : "receives from", p->peer);
+    if (p->tagged)
+      dist__appendf(buf, len, off, " with tag %d", p->tag);
+  }
+}
+
 /* Whether rank q is in a point-to-point operation of gid with r now. */
 static bool exchanging_with(const mon_rec *recs, int q, int gid, int r) {
   const mon_rec_group *qb = blocked_in(&recs[q]);

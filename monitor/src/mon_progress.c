@@ -65,8 +65,9 @@ static void put_parts(char *buf, size_t len, size_t *off, const mon_group *g, co
   }
   for (int i = 0; i < k && i < MON_PARTS_MAX; i++) {
     mon_rec_part p = mon_part_unpack(atomic_load_explicit(&op->parts[i], memory_order_relaxed));
-    dist__appendf(buf, len, off, "%s%c%d:%u", i ? "," : "\t", p.send ? 's' : 'r',
-                  global_of(g, p.peer), (unsigned)p.n);
+    dist__appendf(buf, len, off, "%s%c%d:%ut%d", i ? "," : "\t", p.send ? 's' : 'r',
+                  global_of(g, p.peer), (unsigned)p.n,
+                  atomic_load_explicit(&op->part_tags[i], memory_order_relaxed));
   }
   if (k > MON_PARTS_MAX)
     dist__appendf(buf, len, off, "+");

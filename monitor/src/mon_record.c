@@ -57,7 +57,8 @@ static void parse_group_tail(mon_rec_group *g, char **f, int k) {
   g->peer_before = k > 26 ? atoi(f[26]) : -1;
 }
 
-/* "s3:2,r4:2+" into p's parts, "o3" into its root; false when malformed. */
+/* "s3:2t0,r4:2t5+" into p's parts (the tag optional), "o3" into its root;
+ * false when malformed. */
 static bool parse_parts(const char *s, mon_rec_p2p *p) {
   p->root = -1;
   if (strcmp(s, "-") == 0)
@@ -75,8 +76,17 @@ static bool parse_parts(const char *s, mon_rec_p2p *p) {
     if ((dir != 's' && dir != 'r') || end == s || *end != ':' || peer < 0)
       return false;
     unsigned long n = strtoul(end + 1, &end, 10);
+    mon_rec_part part = {(int)peer, dir == 's', (uint32_t)n, false, 0};
+    if (*end == 't') {
+      const char *t = end + 1;
+      long tag = strtol(t, &end, 10);
+      if (end == t)
+        return false;
+      part.tagged = true;
+      part.tag = (int)tag;
+    }
     if (p->n_parts < MON_PARTS_MAX)
-      p->parts[p->n_parts++] = (mon_rec_part){(int)peer, dir == 's', (uint32_t)n};
+      p->parts[p->n_parts++] = part;
     else
       p->parts_cut = true;
     s = *end == ',' ? end + 1 : end;

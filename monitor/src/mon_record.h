@@ -64,8 +64,9 @@
  * pair every step); last ns is the last completion's time on the writer's own
  * monotonic clock, in ns (compared only within one record); parts are
  * the in-flight send's, receive's or batch's halves, one per direction and
- * peer: "s<global rank>:<n>" (a send to it, this rank's n-th to that peer
- * in the group) or "r<rank>:<n>" (a receive from it), comma-separated, a
+ * peer: "s<global rank>:<n>t<tag>" (a send to it, this rank's n-th to
+ * that peer in the group, with that tag; "t<tag>" may be absent) or
+ * "r<rank>:<n>t<tag>" (a receive from it), comma-separated, a
  * trailing "+" when some were left out, "-" none; for a collective with a
  * root in flight, "o<global rank>", its root; counts are this rank's
  * sends to and receives from each peer it exchanged with in the group so
@@ -103,6 +104,8 @@ typedef struct mon_rec_part {
   int peer;                  /* global rank */
   bool send;
   uint32_t n;                /* this rank's n-th send to (receive from) the peer */
+  bool tagged;               /* the record gave the half's tag ("t<tag>") */
+  int tag;
 } mon_rec_part;
 
 /* Sends to and receives from one peer, issued so far (the "counts" field). */

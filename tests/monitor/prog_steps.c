@@ -20,6 +20,11 @@
  *           SUM: the pair {1, 3} disagrees, and the rule of thumb of the
  *           rank that finds it (the call that changed, else the later
  *           rank) cannot tell which; the other dp group can
+ *   ringtag no pipeline; each step passes a block around the ring of the
+ *           4 ranks 4 times (ring attention: one dist_batch_isend_irecv
+ *           per round, to the next rank and from the previous, tag 0),
+ *           and rank 1 sends round 0 of step 2 with tag 1: rank 2 never
+ *           takes it
  *   none    no bug
  * Every mode ends by itself within 60 s (alarm). */
 #include <stdio.h>
@@ -79,6 +84,25 @@ static void backward(void) {
   }
 }
 
+/* Ring attention's exchange: 4 rounds, each sending the block held to the
+ * next rank and receiving the previous rank's; with tag_bug, round 0 sends
+ * with tag 1. */
+static void ring(bool tag_bug) {
+  static float blocks[2][N];
+  for (int round = 0; round < 4; round++) {
+    dist_tensor out = dist_tensor_1d(blocks[round % 2], DIST_FLOAT32, N);
+    dist_tensor in = dist_tensor_1d(blocks[1 - round % 2], DIST_FLOAT32, N);
+    dist_p2p_op ops[2] = {
+        {.is_send = true, .tensor = &out, .peer = (me + 1) % 4, .tag = tag_bug && !round},
+        {.is_send = false, .tensor = &in, .peer = (me + 3) % 4, .tag = 0},
+    };
+    dist_work *w = NULL;
+    ok("ring batch", dist_batch_isend_irecv(ops, 2, &w));
+    ok("ring wait", dist_work_wait(w, -1));
+    dist_work_free(w);
+  }
+}
+
 /* Per layer l (of 3, sizes 3N/4, N/2, N/4 per rank): a dp all_gather of
  * the parameters and a dp reduce_scatter of the gradients; with max_bug,
  * layer 1's reduce_scatter reduces with MAX. */
@@ -100,8 +124,8 @@ int main(int argc, char **argv) {
   alarm(60);
   const char *bug = argc > 1 ? argv[1] : "none";
   if (strcmp(bug, "tag") && strcmp(bug, "skipmb") && strcmp(bug, "dpskip") &&
-      strcmp(bug, "layers") && strcmp(bug, "none")) {
-    fprintf(stderr, "usage: %s tag | skipmb | dpskip | layers | none\n", argv[0]);
+      strcmp(bug, "layers") && strcmp(bug, "ringtag") && strcmp(bug, "none")) {
+    fprintf(stderr, "usage: %s tag | skipmb | dpskip | layers | ringtag | none\n", argv[0]);
     return 2;
   }
   ok("init", dist_init_process_group(NULL));
@@ -121,7 +145,9 @@ int main(int argc, char **argv) {
       layers(dp, planted);
       continue;
     }
-    if (strcmp(bug, "dpskip")) { /* without the pipeline, whose waits would close a cycle */
+    if (!strcmp(bug, "ringtag")) {
+      ring(me == 1 && step == 2); /* once its steps have a habit */
+    } else if (strcmp(bug, "dpskip")) { /* without the pipeline, whose waits would close a cycle */
       forward(step, planted && !strcmp(bug, "tag"), planted && !strcmp(bug, "skipmb"));
       backward();
     }

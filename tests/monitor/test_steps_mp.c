@@ -25,7 +25,8 @@
  * A rank that calls two overlapping groups in the other order for once
  * (build/bin/swap_testprog, prog_swap.c) waits in B from the line the
  * program calls A from: its partner in A, whose last call from that line
- * went to A, is not the one that called the wrong group; rank 2 is. */
+ * went to A, is not the one that called the wrong group; rank 2 is. A
+ * ring whose rank 1 sends one round with another tag names rank 1. */
 #include "../examples/mesh_verdict.h"
 
 static void run_mode(const char *debug, const char *mode, mesh_run *r) {
@@ -142,6 +143,20 @@ Test(monitor_steps, a_rank_that_swaps_two_groups_calls_is_named_not_its_partner_
 
 Test(monitor_steps, a_rank_that_swaps_two_groups_calls_is_named_at_DETAIL, .timeout = 150) {
   expect_swapped("DIST_DEBUG=DETAIL");
+}
+
+/* Ring attention: rank 1 sends one round of its ring with tag 1. Its
+ * batch is a step it never took (a batch's step counts each half's tag),
+ * rank 2's receive is where it always was; the ring's longer loops pass
+ * beside the 2-rank cycle, which names rank 1 alone. */
+Test(monitor_steps, a_ring_round_sent_with_another_tag_names_the_sender_not_its_receiver,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "ringtag", &r);
+  expect_rank1(&r, "BATCH_P2P");
+  cr_expect(mesh_says(&r, "its batch sends to rank 2 with tag 1 and receives from rank 0 "
+                          "with tag 0)"),
+            "%s", r.report);
 }
 
 Test(monitor_steps, the_pipeline_without_a_bug_succeeds, .timeout = 150) {
