@@ -54,6 +54,9 @@ int tr_summary_build(sqlite3 *db, char *err, size_t errlen);
 int tr_schema_verdict(sqlite3 *db, char *err, size_t errlen);
 int tr_meta_set(sqlite3 *db, const char *key, const char *value);
 int tr_meta_get(sqlite3 *db, const char *key, char *out, size_t len);
+/* The first collective, in rank's program order, that its peers wait for
+ * it in (state "waited"): 1 and *out, else 0 (reader_awaited.c). */
+int tr_first_awaited(sqlite3 *db, int rank, dist_trace_op *out);
 const char *tr_op_name(unsigned op);
 const char *tr_dtype_name(unsigned dtype);
 int tr_dtype_size(unsigned dtype);

@@ -280,23 +280,9 @@ int dist_trace_peers_view(dist_trace *t, int rank, dist_trace_seen *out) {
   sqlite3_finalize(st);
   if (!out->ahead)
     return DIST_OK;
-  /* The group's next collective, when a peer waits for it there. */
-  if (sqlite3_prepare_v2(db, "SELECT op FROM operations o WHERE group_id = ?2 AND p2p = 0 AND"
-                             " seq = ?3 AND rank != ?1 AND state != 'completed' AND NOT EXISTS"
-                             " (SELECT 1 FROM operations x WHERE x.group_id = ?2 AND x.p2p = 0"
-                             " AND x.seq = ?3 AND x.state = 'completed') ORDER BY rank LIMIT 1",
-                         -1, &st, NULL) == SQLITE_OK) {
-    sqlite3_bind_int(st, 1, rank);
-    sqlite3_bind_int(st, 2, out->op.group_id);
-    sqlite3_bind_int64(st, 3, out->op.seq + 1);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-      out->op.seq++;
-      snprintf(out->op.op, sizeof out->op.op, "%s", (const char *)sqlite3_column_text(st, 0));
-      snprintf(out->op.state, sizeof out->op.state, "waited");
-      out->op.t_ended_ns = -1;
-    }
-    sqlite3_finalize(st);
-  }
+  /* Where its peers wait for it: the first such collective it reached, in
+   * any of its groups (reader_awaited.c); else where it last took part. */
+  tr_first_awaited(db, rank, &out->op);
   seen_site(db, rank, out->op.group_id, out->op.seq, out->site, sizeof out->site);
   text_of(db, "SELECT coalesce(nullif(description, ''), name) FROM groups WHERE ?1 >= 0"
               " AND group_id = ?2", rank, out->op.group_id, out->group_name,

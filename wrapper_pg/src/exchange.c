@@ -309,15 +309,17 @@ static bool site_seen(const wpg *w, const wpg_fp *fp) {
   return false;
 }
 
-/* Whether member i's call looks like the side that strayed, to break a
- * tie (a pair that disagrees): its call site never agreed in this group
- * before (the branch a planted bug took), its call differs from its own
- * last call from the same site (an argument a planted bug changed), or it
- * is the site of the last agreed collective again (it skipped the call
- * that comes between, in a loop whose calls alternate). */
-static bool suspect(const wpg *w, const wpg_fp *all, int i) {
+/* How much member i's call looks like the side that strayed, to break a
+ * tie (a pair that disagrees): 2 when its call site never agreed in this
+ * group before (the branch a planted bug took) or its call differs from
+ * its own last call from the same site (an argument a planted bug
+ * changed); 1 when it is the site of the last agreed collective again (it
+ * skipped the call that comes between, in a loop whose calls alternate:
+ * weaker, as a loop of one call per step repeats its site too, and there
+ * the other side's new branch is the bug); else 0. */
+static int suspect(const wpg *w, const wpg_fp *all, int i) {
   if (!site_seen(w, &all[i]) || all[i].site_was == WPG_SITE_CHANGED)
-    return true;
+    return 2;
   return w->have_prev && site_key(&all[i]) == site_key(&w->prev[i]) &&
          site_key(&all[i]) != site_key(&all[i == 0 ? 1 : 0]);
 }

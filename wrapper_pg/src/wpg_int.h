@@ -212,7 +212,8 @@ typedef struct wpg_row {
   const char *text;    /* what the line shows */
   const char *site;    /* where the rank called from (a "called from" line), or NULL */
   const char *extra;   /* appended below the line (a stack), or NULL */
-  bool suspect;        /* breaks a tie against its class (report.c) */
+  int suspect;         /* breaks a tie against its class (report.c): 0 no,
+                          1 weak, 2 strong (exchange.c suspect) */
 } wpg_row;
 /* The global ranks of the rows outside the majority's class (the ranks a
  * report marks "<- ... differs") into out (n entries); returns how many. */
