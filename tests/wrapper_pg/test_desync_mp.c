@@ -108,6 +108,41 @@ Test(wrapper_pg_desync, of_a_pair_the_rank_whose_call_changed_is_marked, .timeou
                  dist_test_report());
 }
 
+/* A loop of one all_reduce per step, from one line; in step 2 rank `arg`
+ * takes another branch, which reduces with MAX. Its partner's call repeats
+ * the site of the last agreed call, as a rank that skipped the call
+ * between would in a loop whose calls alternate; but a branch never taken
+ * is the stronger sign: the rank on it is marked, rank 0 as well as 1. */
+static int branch_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int odd = *(const int *)ctx->arg, rc = DIST_OK;
+  float v[4] = {0};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 4);
+  volatile int steps = 3; /* a loop the compiler cannot unroll: one site per call */
+  for (int step = 0; step < steps && rc == DIST_OK; step++) {
+    if (step == 2 && ctx->rank == odd)
+      rc = dist_all_reduce(&t, DIST_MAX, NULL, NULL);
+    else
+      rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  }
+  char marked[32];
+  snprintf(marked, sizeof marked, "  rank %d: ", odd);
+  if (expect_report(ctx, rc,
+                    "desync in group 0 (default, 2 ranks) at ALL_REDUCE #3: ranks disagree on "
+                    "the reduce op\n",
+                    marked, "ALL_REDUCE float32[4] op=MAX (16 bytes)", "<- reduce op differs"))
+    return 1;
+  dist_test_finish();
+  return 0;
+}
+
+Test(wrapper_pg_desync, of_a_pair_in_a_loop_of_one_call_the_rank_on_a_new_branch_is_marked,
+     .timeout = 90) {
+  for (int odd = 0; odd < 2; odd++)
+    cr_assert_eq(dist_test_ranks(2, branch_rank, &odd, 50), 0, "odd rank %d: %s", odd,
+                 dist_test_report());
+}
+
 /* --- dtypes of equal size, asynchronously: no work handle ---------------- */
 
 /* The report reaches the observers once, as DIST_EV_DESYNC_REPORT. */
