@@ -9,9 +9,12 @@
  * the peers wait for in group B: a wait-for cycle the records show, that
  * breaks. The record writer (mon_progress.c) therefore publishes no
  * synchronous call while such a thread runs, and the rank is never part
- * of a proof; its waiters get the timeout. A program thread asleep or
- * blocked in a system call is not seen (its state is S, as the library's
- * idle threads'). The library's threads are told by name: core's, the
+ * of a proof; its waiters get the timeout. So it is while a program
+ * thread sleeps (nanosleep, clock_nanosleep: usleep, a data loader's
+ * back-off): it wakes by itself and may call what the peers wait for. A
+ * thread blocked otherwise (a logger on a condition variable, a read) is
+ * not seen: its state is S, as the library's idle threads' are, and it
+ * may never wake. The library's threads are told by name: core's, the
  * tracer's, the monitor's and the checking layer's are "dist-...". */
 #include <dirent.h>
 #include <stdio.h>
@@ -36,7 +39,21 @@ static bool read_task(int tid, const char *what, char *buf, size_t len) {
   return n > 0;
 }
 
-/* Thread tid is a program's thread in state R. */
+/* Whether thread tid is in a sleep it wakes from by itself (its
+ * syscall file: the number first, "running" when it is in none). */
+static bool sleeping(int tid) {
+  char sc[128];
+  if (!read_task(tid, "syscall", sc, sizeof sc))
+    return false;
+  long nr = strtol(sc, NULL, 10);
+#ifdef SYS_nanosleep
+  if (nr == SYS_nanosleep)
+    return true;
+#endif
+  return nr == SYS_clock_nanosleep;
+}
+
+/* Thread tid is a program's thread in state R, or asleep (sleeping). */
 static bool program_thread_running(int tid) {
   char comm[32], stat[512];
   if (!read_task(tid, "comm", comm, sizeof comm) || !strncmp(comm, "dist-", 5))
@@ -44,7 +61,9 @@ static bool program_thread_running(int tid) {
   if (!read_task(tid, "stat", stat, sizeof stat))
     return false;
   const char *p = strrchr(stat, ')'); /* the name may hold spaces */
-  return p && p[1] == ' ' && p[2] == 'R';
+  if (!p || p[1] != ' ')
+    return false;
+  return p[2] == 'R' || (p[2] == 'S' && sleeping(tid));
 }
 
 static bool skipped(int tid, const int *skip, int n) {

@@ -9,6 +9,9 @@
  *                          has a thread blocked in a group the other has
  *                          not entered (a wait-for cycle in the records),
  *                          yet the computing threads come: exits 0.
+ *   prog_threads asleep    the same, the second threads sleeping the 3 s
+ *                          (usleep: a data loader's back-off) instead of
+ *                          computing: exits 0.
  *   prog_threads stuck     rank 0 all_reduces on ga, rank 1 on gb, while
  *                          their second threads idle (a logger waiting on
  *                          a condition variable): a deadlock to prove
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <dist/dist.h>
 
@@ -54,12 +58,15 @@ static void all_reduce(int g) {
   check("all_reduce", dist_all_reduce(&t, DIST_SUM, groups[g], NULL));
 }
 
-/* The second thread: crossed computes, then calls the group its rank's
- * first thread does not; stuck idles until the end. */
+/* The second thread: crossed computes (asleep sleeps), then calls the
+ * group its rank's first thread does not; stuck idles until the end. */
 static void *second(void *arg) {
   (void)arg;
-  if (!strcmp(mode, "crossed")) {
-    compute(3.0);
+  if (!strcmp(mode, "crossed") || !strcmp(mode, "asleep")) {
+    if (!strcmp(mode, "asleep"))
+      usleep(3000000);
+    else
+      compute(3.0);
     all_reduce(rank == 0 ? 1 : 0);
     return NULL;
   }

@@ -2,8 +2,8 @@
 /* test_monitor_threads_mp.c - the early verdict and programs whose threads
  * each drive their own group (prog_threads.c). A thread blocked in a
  * synchronous call proves nothing while another thread of its process is
- * computing: that thread may yet call what the peers wait for
- * (mon_threads.c), so a healthy program ends 0 where the two ranks'
+ * computing, or asleep (usleep): that thread may yet call what the peers
+ * wait for (mon_threads.c), so a healthy program ends 0 where the two ranks'
  * records alone show a wait-for cycle. A process whose other thread idles
  * (blocked, not running) is still proven deadlocked well before its
  * timeout. */
@@ -42,6 +42,14 @@ Test(monitor_threads, a_thread_computing_beside_a_blocked_one_is_no_deadlock, .t
   char *err;
   double took;
   int st = run_threads("crossed", "30", &err, &took);
+  cr_expect_eq(st, 0, "exit %d after %.1f s:\n%s", st, took, err);
+  cr_expect(!strstr(err, "deadlock"), "%s", err);
+}
+
+Test(monitor_threads, a_thread_asleep_beside_a_blocked_one_is_no_deadlock, .timeout = 90) {
+  char *err;
+  double took;
+  int st = run_threads("asleep", "30", &err, &took);
   cr_expect_eq(st, 0, "exit %d after %.1f s:\n%s", st, took, err);
   cr_expect(!strstr(err, "deadlock"), "%s", err);
 }
