@@ -348,7 +348,8 @@ static void break_tie(const char *out, drun_verdict *v) {
   dist_trace_close(t);
   if (r < 0)
     return;
-  char others[128] = "";
+  char others[128] = "", peers[32];
+  snprintf(peers, sizeof peers, d.peers > 1 ? "%d ranks" : "%d other rank", d.peers);
   size_t off = 0;
   for (int i = 0; i < v->n_culprits; i++)
     if (v->culprits[i] != r)
@@ -365,9 +366,10 @@ static void break_tie(const char *out, drun_verdict *v) {
   else
     snprintf(report, sizeof report,
              "%s%s  of ranks %s and %d, rank %d went another way after the %d calls it made as "
-             "%d ranks did, which all went on alike (it is in %s #%lld%s%s), while rank%s %s made "
+             "%s did, which %s (it is in %s #%lld%s%s), while rank%s %s made "
              "the calls the ranks like %s made: rank %d is where it went wrong\n",
-             v->report ? v->report : "", nl, others, r, r, d.at, d.peers, p.cur.op,
+             v->report ? v->report : "", nl, others, r, r, d.at, peers,
+             d.peers > 1 ? "all went on alike" : "went on otherwise", p.cur.op,
              (long long)p.cur.seq, p.site[0] ? ", called from " : "", p.site,
              strchr(others, ',') ? "s" : "", others, strchr(others, ',') ? "them" : "it", r);
   v->report = report;

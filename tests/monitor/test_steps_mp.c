@@ -26,7 +26,10 @@
  * (build/bin/swap_testprog, prog_swap.c) waits in B from the line the
  * program calls A from: its partner in A, whose last call from that line
  * went to A, is not the one that called the wrong group; rank 2 is. A
- * ring whose rank 1 sends one round with another tag names rank 1. */
+ * ring whose rank 1 sends one round with another tag names rank 1. Two
+ * pipelines (build/bin/twins_testprog, prog_twins.c) whose rank 5 sends
+ * with another tag in the first step: the rank at its place in the other
+ * pipeline went on otherwise, its partner's twin did not. */
 #include "../examples/mesh_verdict.h"
 
 static void run_mode(const char *debug, const char *mode, mesh_run *r) {
@@ -157,6 +160,26 @@ Test(monitor_steps, a_ring_round_sent_with_another_tag_names_the_sender_not_its_
   cr_expect(mesh_says(&r, "its batch sends to rank 2 with tag 1 and receives from rank 0 "
                           "with tag 0)"),
             "%s", r.report);
+}
+
+/* Two pipelines of 4 stages; in the first step rank 5 (stage 1) sends a
+ * micro-batch with the next one's tag, from a line of its own: ranks 5
+ * and 6 wait on each other, both tags new on the pair, and no rank has
+ * steps to compare yet. Each one's twin (the rank at its place in the
+ * other "pp" group) tells: rank 1 went on to its usual send where rank 5
+ * went to its own, while rank 6 made its twin's calls. */
+Test(monitor_steps, a_tag_changed_in_the_first_step_names_the_sender_by_its_twin,
+     .timeout = 150) {
+  static mesh_run r;
+  const char *job[] = {dist_test_bin("twins_testprog"), "tag", NULL};
+  job_run_argv("DIST_DEBUG=DETAIL", "DIST_TIMEOUT=6", NULL, "8", job, &r);
+  mesh_expect_verdict(&r, 11, "hang", 5);
+  cr_expect(mesh_says(&r, "rank 5 went another way after the ") &&
+                mesh_says(&r, " calls it made as 1 other rank did, which went on otherwise (it "
+                              "is in SEND #"),
+            "%s", r.report);
+  cr_expect(strstr(r.json, "\"op\":\"SEND\"") && strstr(r.json, "prog_twins.c:"), "%s",
+            r.json);
 }
 
 Test(monitor_steps, the_pipeline_without_a_bug_succeeds, .timeout = 150) {

@@ -23,6 +23,7 @@
 #define DEPART_RANKS 1024    /* jobs larger than this are not compared */
 #define DEPART_OPS 65536     /* nor ranks with more calls than this */
 #define DEPART_TOTAL (4 << 20) /* nor traces of more operations (16 MiB of sites) */
+#define DEPART_GROUP 1024    /* members of a group read for its role's ranks */
 
 typedef struct seq {
   int32_t *site;             /* interned call sites, in issue order */
@@ -71,13 +72,60 @@ static int common_start(const seq *a, const seq *b) {
   return k;
 }
 
-/* Rank r against the ranks sharing its longest common start (peers):
- * 0 when its calls are a start of a peer's (or all of them), 1 when
- * every peer went on alike at that point and r another way, -1 else. */
-static int departs(const seq *s, int world, int r, int *peers, int *at) {
+/* "[4,5,6,7]" into out (at most max); how many, -1 when malformed or
+ * longer. */
+static int parse_members(const char *s, int *out, int max) {
+  if (!s || *s++ != '[')
+    return -1;
+  int n = 0;
+  while (*s && *s != ']') {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || n == max)
+      return -1;
+    out[n++] = (int)v;
+    s = *end == ',' ? end + 1 : end;
+  }
+  return *s == ']' ? n : -1;
+}
+
+/* The ranks of r's role, into twin (a world-sized flag array): the
+ * members at r's place in the other groups described as the group of r's
+ * latest operation (stage 1 of the other pipelines' "pp" groups); false
+ * when that group has no description or no such group is in the trace. */
+static bool twins_of(sqlite3 *db, int r, bool *twin, int world) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(
+          db, "WITH mine AS (SELECT g.group_id, g.description, g.members FROM operations o"
+          " JOIN groups g ON g.group_id = o.group_id WHERE o.rank = ?1 AND g.description != ''"
+          " AND g.description IS NOT NULL ORDER BY o.t_enqueued_ns DESC LIMIT 1)"
+          " SELECT g.members, m.members FROM groups g, mine m WHERE g.description ="
+          " m.description AND g.group_id != m.group_id", -1, &st, NULL))
+    return false;
+  sqlite3_bind_int(st, 1, r);
+  bool any = false;
+  memset(twin, 0, sizeof *twin * (size_t)world);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    int other[DEPART_GROUP], own[DEPART_GROUP];
+    int n = parse_members((const char *)sqlite3_column_text(st, 0), other, DEPART_GROUP);
+    int m = parse_members((const char *)sqlite3_column_text(st, 1), own, DEPART_GROUP);
+    for (int i = 0; n == m && i < m; i++)
+      if (own[i] == r && other[i] >= 0 && other[i] < world)
+        any = twin[other[i]] = true;
+  }
+  sqlite3_finalize(st);
+  return any;
+}
+
+/* Rank r against the ranks sharing its longest common start (peers),
+ * of its role's ranks when twin is given (NULL: any rank): 0 when its
+ * calls are a start of a peer's (or all of them), 1 when every peer that
+ * went on went on alike at that point and r another way (a peer whose
+ * calls end there is stuck, maybe behind r: no sign), -1 else. */
+static int departs(const seq *s, int world, int r, const bool *twin, int *peers, int *at) {
   int best = -1;
   for (int w = 0; w < world; w++)
-    if (w != r && s[w].n) {
+    if (w != r && s[w].n && (!twin || twin[w])) {
       int k = common_start(&s[r], &s[w]);
       best = k > best ? k : best;
     }
@@ -89,14 +137,16 @@ static int departs(const seq *s, int world, int r, int *peers, int *at) {
     return 0; /* nothing of its own past what a peer made too */
   int next = -1;
   for (int w = 0; w < world; w++) {
-    if (w == r || !s[w].n || common_start(&s[r], &s[w]) != best)
+    if (w == r || !s[w].n || (twin && !twin[w]) || common_start(&s[r], &s[w]) != best)
       continue;
-    if (best == s[w].n || (next >= 0 && s[w].site[best] != next))
-      return -1; /* a peer stopped there, or the peers differ among themselves */
+    if (best == s[w].n)
+      continue; /* a peer that stopped there (stuck behind it) shows no way on */
+    if (next >= 0 && s[w].site[best] != next)
+      return -1; /* the peers differ among themselves */
     next = s[w].site[best];
     ++*peers;
   }
-  return *peers >= 2 ? 1 : -1;
+  return *peers >= 1 ? 1 : -1; /* one peer (a pipeline's twin stage): the caller weighs it */
 }
 
 int dist_trace_ranks_depart(dist_trace *t, const int *ranks, size_t n,
@@ -121,12 +171,16 @@ int dist_trace_ranks_depart(dist_trace *t, const int *ranks, size_t n,
   seq *s = calloc((size_t)world, sizeof *s);
   if (!s)
     return DIST_E_NOMEM;
-  if (load(db, s, world)) /* once, for every rank asked about */
+  bool *twin = calloc((size_t)world, sizeof *twin);
+  if (twin && load(db, s, world)) /* once, for every rank asked about */
     for (size_t i = 0; i < n; i++)
       if (ranks[i] >= 0 && ranks[i] < world && s[ranks[i]].n)
-        out[i].departs = departs(s, world, ranks[i], &out[i].peers, &out[i].at);
+        out[i].departs = departs(s, world, ranks[i],
+                                 twins_of(db, ranks[i], twin, world) ? twin : NULL,
+                                 &out[i].peers, &out[i].at);
   for (int r = 0; r < world; r++)
     free(s[r].site);
   free(s);
+  free(twin);
   return DIST_OK;
 }

@@ -198,8 +198,11 @@ DIST_API int dist_trace_short_member(dist_trace *t, int group_id, const char *op
  * is read once): its call sites in issue order against
  * every other rank's; the ranks sharing its longest common start are its
  * peers. departs 0: its calls are a start of a peer's (it is behind or
- * stuck, not astray); 1: two peers or more went on alike where it went
- * another way (it skipped or added a call); -1: cannot tell (peers that
+ * stuck, not astray); 1: its peers (peers of them, one or more) went on
+ * alike where it went another way (it skipped or added a call; with one
+ * peer, as the twin stage of another pipeline, either of the two may
+ * have: a caller takes it only where other evidence points the same way,
+ * as distrun's tie between the ranks of a cycle does); -1: cannot tell (peers that
  * differ, a peer that stopped there, a rank with more calls than are
  * compared, or none alike). */
 typedef struct dist_trace_depart {
