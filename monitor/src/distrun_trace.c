@@ -206,7 +206,14 @@ static void place_from_trace(const char *out, drun_verdict *v) {
   bool rec_p2p = false;
   for (size_t i = 0; i < sizeof p2p / sizeof p2p[0]; i++)
     rec_p2p = rec_p2p || !strcmp(v->f.op, p2p[i]);
-  if (v->by_record &&
+  /* A rank that exited (a status, not a signal) flushed its trace: its
+   * last call there, in issue order, is the one to name, where its record
+   * (by completion time) named either of an async call and a later one,
+   * as they happened to end. */
+  bool exited = own && !ahead && !strcmp(v->kind, "early_exit");
+  if (exited && strstr(v->line, "; as of its last record"))
+    *strstr(v->line, "; as of its last record") = '\0';
+  if (v->by_record && !exited &&
       (!ahead || rec_p2p ||
        !((seen.op.group_id == v->f.group_id && (uint64_t)seen.op.seq > v->f.seq) ||
          completed_after(t, v->f.group_id, (int64_t)v->f.seq)))) {

@@ -27,6 +27,11 @@
  *                  one posted first, marking F); the others are of a later
  *                  BROADCAST #5 that failed behind it (each rank keeps its
  *                  latest report), each marking O
+ *   asyncexit R    4 ranks, pairs {0, 2} and {1, 3}: each step an async
+ *                  all_reduce on the rank's pair, a barrier on the default
+ *                  group, then the wait; rank R returns 0 at the start of
+ *                  step 2 (the all_reduce and the barrier of step 1 end
+ *                  in either order)
  *   ok             init, one all_reduce, exit 0
  * Every mode ends by itself within 60 s (alarm). */
 #include <sched.h>
@@ -194,15 +199,46 @@ static int mode_pairs(int odd, int first, bool late) {
   return rc == DIST_OK ? 1 : fail("pairs", rc);
 }
 
+static int mode_asyncexit(int leaver) {
+  int me = dist_get_rank(NULL);
+  dist_pg *pair = NULL, *g = NULL;
+  for (int first = 0; first < 2; first++) { /* every rank makes both */
+    int members[2] = {first, first + 2};
+    int rc = dist_new_group(members, 2, NULL, &g);
+    if (rc != DIST_OK)
+      return fail("new_group", rc);
+    if (g != DIST_GROUP_NON_MEMBER)
+      pair = g;
+  }
+  float x[4] = {0};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
+  for (int step = 0; step < 4; step++) {
+    if (me == leaver && step == 2)
+      return 0; /* ends early, without a word */
+    dist_work *w = NULL;
+    int rc = dist_all_reduce(&t, DIST_SUM, pair, &w);
+    if (rc == DIST_OK)
+      rc = dist_barrier(NULL, NULL);
+    if (rc == DIST_OK)
+      rc = dist_work_wait(w, -1);
+    dist_work_free(w);
+    if (rc != DIST_OK)
+      return fail("asyncexit", rc);
+  }
+  dist_destroy_process_group(NULL);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   alarm(60);
   signal(SIGTERM, on_term);
   const char *m = argc > 1 ? argv[1] : "";
   int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
   if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "leftterm") && strcmp(m, "pairs") &&
-      strcmp(m, "pairslate") && strcmp(m, "leftfail") && strcmp(m, "ok")) {
+      strcmp(m, "pairslate") && strcmp(m, "leftfail") && strcmp(m, "asyncexit") &&
+      strcmp(m, "ok")) {
     fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | leftfail F L | "
-            "pairs O F | pairslate O F | ok\n",
+            "pairs O F | pairslate O F | asyncexit R | ok\n",
             argv[0]);
     return 2;
   }
@@ -217,6 +253,8 @@ int main(int argc, char **argv) {
     return mode_leftterm(a, b);
   if (!strcmp(m, "leftfail"))
     return mode_leftfail(a, b);
+  if (!strcmp(m, "asyncexit"))
+    return mode_asyncexit(a);
   if (!strcmp(m, "pairs") || !strcmp(m, "pairslate"))
     return mode_pairs(a, b, !strcmp(m, "pairslate"));
   rc = all_reduce(!strcmp(m, "desync") && dist_get_rank(NULL) == a ? b : 8);

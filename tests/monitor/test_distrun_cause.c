@@ -155,6 +155,28 @@ Test(monitor_distrun_cause, ranks_that_left_by_failing_are_no_desync, .timeout =
             "%s", err);
 }
 
+/* A rank that returns 0 early, after a step of an async all_reduce on its
+ * pair, a barrier and the wait: its last call is the barrier, whichever
+ * of the two ended last (its monitor's record, by completion time, named
+ * either, run by run); its trace, in issue order, names the barrier. */
+Test(monitor_distrun_cause, a_rank_that_exits_early_is_named_at_its_last_call, .timeout = 90) {
+  clean_env();
+  setenv("DIST_DEBUG", "DETAIL", 1); /* the monitor's record and the trace */
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "4", "--grace-period", "1",
+                        dist_test_bin("distrun_causeprog_full"), "asyncexit", "3", NULL};
+  for (int i = 0; i < 3; i++) {
+    char *out, *err;
+    int st = run(argv, 60, &out, &err);
+    cr_assert_eq(st, 12, "exit %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
+    cr_expect(strstr(err, "rank 3 (pid ") &&
+                  strstr(err, "ended first, with exit code 0, while other ranks still needed it") &&
+                  strstr(err, "; rank 3's last operation in the trace: group 0 (default) BARRIER "
+                              "#2 (completed), called from ") &&
+                  strstr(err, " (prog_cause.c:"),
+              "run %d:\n%s", i, err);
+  }
+}
+
 /* As below, but the report posted first is of BROADCAST #3 and marks rank
  * 4, its pair's later rank, while every other rank's kept report is of a
  * later BROADCAST #5 (failed behind it) marking rank 2. The verdict names
