@@ -1,7 +1,8 @@
 /* ctest: labels=multiproc timeout=120 */
-/* Groups created in a different order, or with different members, on
- * different ranks are caught at the creation (before the members connect),
- * naming the ranks and both groups, instead of timing out. */
+/* Groups created in a different order, or with different members or
+ * timeouts, on different ranks are caught at the creation (before the
+ * members connect), naming the ranks and both groups, instead of timing
+ * out. */
 #include <criterion/criterion.h>
 
 #include "wpg_test.h"
@@ -42,6 +43,36 @@ static int crossed_rank(const dist_test_ctx *ctx) {
 
 Test(wrapper_pg_order, groups_created_in_a_different_order_fail_at_creation, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, crossed_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* Rank `arg` gives the group a 2 s timeout, its partner none (the job's
+ * default): caught at the creation, the rank that set another timeout
+ * than the default marked, rank 0 as well as 1. */
+static int timeout_rank(const dist_test_ctx *ctx) {
+  CHECK_OK(ctx, wpg_test_init(ctx));
+  int odd = *(const int *)ctx->arg;
+  dist_group_opts o = {.desc = "pair", .timeout_ms = ctx->rank == odd ? 2000 : 0};
+  dist_pg *g = NULL;
+  int rc = dist_new_group(NULL, 0, &o, &g);
+  const char *msg = dist_last_errmsg();
+  CHECK(ctx, rc == DIST_E_DESYNC, "new_group: %s: %s", dist_status_name(rc), msg);
+  CHECK(ctx, strstr(msg, "desync in group 1 (pair, 2 ranks) at creation: ranks disagree on the "
+                         "timeout (each member must pass the same timeout, or none"),
+        "header:\n%s", msg);
+  char want[128], buf[256];
+  snprintf(want, sizeof want, "  rank %d: group 1 \"pair\" of ranks 0,1, timeout 2000 ms  <- "
+           "timeout differs", odd);
+  CHECK(ctx, wpg_line(msg, want, buf, sizeof buf), "want '%s' in\n%s", want, msg);
+  snprintf(want, sizeof want, "  rank %d: group 1 \"pair\" of ranks 0,1, timeout ", 1 - odd);
+  CHECK(ctx, wpg_line(msg, want, buf, sizeof buf) && !strstr(buf, "<-"), "rank %d's view:\n%s",
+        1 - odd, msg);
+  return done(ctx);
+}
+
+Test(wrapper_pg_order, a_group_timeout_one_member_sets_alone_fails_at_creation, .timeout = 60) {
+  for (int odd = 0; odd < 2; odd++)
+    cr_assert_eq(dist_test_ranks(2, timeout_rank, &odd, 50), 0, "odd rank %d: %s", odd,
+                 dist_test_report());
 }
 
 /* Ranks 0 and 2 create {0,1} then {1,2}; rank 1 creates {1,2} first: for

@@ -13,8 +13,11 @@
  * list under its id, even from ranks outside it (a rank that created
  * {2,3} where the others created {0,1}: their ids crossed); for a group
  * only its members create (use_local_synchronization), entries of ranks
- * in its view or that name this rank. The creation costs a few store
- * round trips; operations nothing. */
+ * in its view or that name this rank. Members also compare the group's
+ * timeout: one that set it shorter than its peers times out alone in
+ * their first slow step, and the hang report then names the peer it was
+ * waiting for. The creation costs a few store round trips; operations
+ * nothing. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +30,10 @@
 typedef struct view {
   int rank;
   char members[512]; /* "0,1,3" */
+  long long timeout_ms;
   char desc[128];
-  bool suspect; /* its group was posted under another id too (misnumbered) */
+  int suspect; /* its group was posted under another id too (misnumbered); its
+                  timeout is not the job's default */
 } view;
 
 static void members_of(const dist_pg_info *p, char *buf, size_t len) {
@@ -38,8 +43,8 @@ static void members_of(const dist_pg_info *p, char *buf, size_t len) {
     wpg_appendf(buf, len, &off, "%s%d", i ? "," : "", p->global_ranks[i]);
 }
 
-/* Entries are "rank|members|desc\n"; '|' and newlines never occur in the
- * first two fields and are replaced in the description. */
+/* Entries are "rank|members|timeout|desc\n"; '|' and newlines never occur
+ * in the first three fields and are replaced in the description. */
 static int parse(const char *v, view *out, int max) {
   int n = 0;
   for (const char *p = v; p && *p && n < max;) {
@@ -48,11 +53,12 @@ static int parse(const char *v, view *out, int max) {
     char line[800];
     snprintf(line, sizeof line, "%.*s", (int)len, p);
     char *a = strchr(line, '|'), *b = a ? strchr(a + 1, '|') : NULL;
-    if (a && b) {
-      *a = *b = '\0';
-      out[n].rank = atoi(line);
+    char *c = b ? strchr(b + 1, '|') : NULL;
+    if (a && b && c) {
+      *a = *b = *c = '\0';
+      out[n] = (view){.rank = atoi(line), .timeout_ms = atoll(b + 1)};
       snprintf(out[n].members, sizeof out[n].members, "%s", a + 1);
-      snprintf(out[n].desc, sizeof out[n].desc, "%s", b + 1);
+      snprintf(out[n].desc, sizeof out[n].desc, "%s", c + 1);
       n++;
     }
     p = nl ? nl + 1 : NULL;
@@ -69,9 +75,14 @@ static bool in_list(const char *members, int r) {
   return false;
 }
 
+/* What differs between two views; the timeout only between members (a
+ * rank outside the group has no say in it). */
 static const char *diff(const view *a, const view *b) {
   if (strcmp(a->members, b->members))
     return "member list";
+  if (a->timeout_ms != b->timeout_ms && in_list(a->members, a->rank) &&
+      in_list(b->members, b->rank))
+    return "timeout";
   return strcmp(a->desc, b->desc) ? "description" : NULL;
 }
 
@@ -156,13 +167,21 @@ static int conflict(const dist_pg_info *p, const view *v, int n, const view *min
     all[k++] = v[best];
     lo = v[best].rank;
   }
+  bool timeouts = false; /* they differ: each row says its own */
+  for (int i = 0; i < k; i++)
+    timeouts |= all[i].timeout_ms != all[0].timeout_ms;
+  const dist_pg_info *def = dist_pg_get_info(NULL);
   for (int i = 0; i < k; i++) {
     int cls = i;
     for (int j = 0; j < i && cls == i; j++)
       if (!diff(&all[i], &all[j]))
         cls = j;
-    snprintf(text[i], sizeof text[i], "group %d \"%s\" of ranks %s", p->group_id, all[i].desc,
-             all[i].members);
+    size_t at = (size_t)snprintf(text[i], sizeof text[i], "group %d \"%s\" of ranks %s",
+                                 p->group_id, all[i].desc, all[i].members);
+    if (timeouts && at < sizeof text[i])
+      snprintf(text[i] + at, sizeof text[i] - at, ", timeout %lld ms", all[i].timeout_ms);
+    /* of a pair, the side that set another timeout than the job's default */
+    all[i].suspect += def && all[i].timeout_ms != (long long)def->timeout_ms;
     rows[i] = (wpg_row){.global = all[i].rank, .grank = all[i].rank, .cls = cls,
                         .text = text[i], .suspect = all[i].suspect};
   }
@@ -170,9 +189,13 @@ static int conflict(const dist_pg_info *p, const view *v, int n, const view *min
   const char *field = wpg_report_field(rows, k, field_of, &c);
   size_t off = 0;
   wpg_appendf(msg, WPG_MSG_LEN, &off, "desync in group %d (%s, %d ranks) at creation: ranks "
-              "disagree on the %s (groups created in a different order, or with different "
-              "members, on these ranks)\n", p->group_id, mine->desc[0] ? mine->desc : p->name,
-              p->size, field ? field : "member list");
+              "disagree on the %s (%s)\n", p->group_id, mine->desc[0] ? mine->desc : p->name,
+              p->size, field ? field : "member list",
+              field && !strcmp(field, "timeout")
+                  ? "each member must pass the same timeout, or none: one that waits less "
+                    "times out alone at its peers' first slow step"
+                  : "groups created in a different order, or with different members, on these "
+                    "ranks");
   wpg_report_rows(msg, WPG_MSG_LEN, &off, rows, k, field_of, &c);
   bool own = own_groups_only(all, k);
   if (own)
@@ -293,8 +316,8 @@ static void mark_misnumbered(dist_store *st, const dist_pg_info *p, view *v, int
     dist_free(val);
     for (int i = 0; i < n; i++)
       for (int j = 0; j < k && !v[i].suspect; j++)
-        v[i].suspect = !diff(&w[j], &v[i]) && in_list(v[i].members, w[j].rank) &&
-                       !wrote(v, n, w[j].rank);
+        v[i].suspect = 2 * (!diff(&w[j], &v[i]) && in_list(v[i].members, w[j].rank) &&
+                            !wrote(v, n, w[j].rank));
   }
   free(w);
 }
@@ -352,7 +375,7 @@ int wpg_order_check(void *arg, const dist_pg_info *p) {
   dist_store *st = dist_get_default_store();
   if (dist_get_debug_level() < DIST_DEBUG_DETAIL || p->group_id == 0 || p->size < 2 || !st)
     return DIST_OK;
-  view mine = {.rank = p->global_rank};
+  view mine = {.rank = p->global_rank, .timeout_ms = (long long)p->timeout_ms};
   members_of(p, mine.members, sizeof mine.members);
   snprintf(mine.desc, sizeof mine.desc, "%s", p->desc ? p->desc : "");
   for (char *c = mine.desc; *c; c++)
@@ -360,7 +383,8 @@ int wpg_order_check(void *arg, const dist_pg_info *p) {
       *c = ' ';
   char key[192], entry[800];
   snprintf(key, sizeof key, "wpg/grp/%d/%s", wpg_generation(), p->name);
-  int n = snprintf(entry, sizeof entry, "%d|%s|%s\n", mine.rank, mine.members, mine.desc);
+  int n = snprintf(entry, sizeof entry, "%d|%s|%lld|%s\n", mine.rank, mine.members,
+                   mine.timeout_ms, mine.desc);
   if (dist_store_append(st, key, entry, (size_t)n) != DIST_OK)
     return dist_backend_set_error(NULL, DIST_E_STORE, "group %d: cannot post this rank's view: "
                                   "%s", p->group_id, dist_store_errmsg(st));
