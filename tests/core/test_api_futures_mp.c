@@ -96,7 +96,7 @@ static int rank0(const dist_test_ctx *ctx) {
   CHECK(ctx, dist_future_status(f) == DIST_E_DESYNC &&
                  !strcmp(dist_future_errmsg(f), dist_work_errmsg(w)) &&
                  !strcmp(dist_future_errmsg(g), dist_work_errmsg(w)) &&
-                 strstr(dist_work_errmsg(w), "ranks disagree on the size"),
+                 strstr(dist_work_errmsg(w), "ranks disagree on the dtype"), /* int32 sent */
         "future message '%s', work's '%s'", dist_future_errmsg(g), dist_work_errmsg(w));
   dist_future_free(f);
   dist_future_free(g);

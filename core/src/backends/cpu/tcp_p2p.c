@@ -193,11 +193,14 @@ static int64_t shape_hash(const dist_tensor *t) {
 }
 
 /* What differs between a point-to-point message and the receive that
- * matched it ("size", "dtype", "shape"), NULL when they fit. */
+ * matched it ("size", "dtype", "shape"), NULL when they fit. Sizes that
+ * differ with dtypes that differ are a dtype that differs (float64 sent
+ * where float32 is received): the size only follows from it. */
 static const char *p2p_diff(const tcp_desc *a, uint64_t a_len, const tcp_desc *b,
                             uint64_t b_len) {
+  bool dtypes = a->dtype != TCP_NONE8 && b->dtype != TCP_NONE8 && a->dtype != b->dtype;
   if (a_len != b_len)
-    return "size";
+    return dtypes ? "dtype" : "size";
   if (a->peer_count < 0 || b->peer_count < 0)
     return NULL; /* below DETAIL the bytes are what must agree */
   if (a->dtype != TCP_NONE8 && b->dtype != TCP_NONE8 && a->dtype != b->dtype)
