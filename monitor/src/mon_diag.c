@@ -441,6 +441,52 @@ static const mon_rec_destroyed *destroyed_waited(const mon_rec *recs, int r) {
   return NULL;
 }
 
+#define MON_BETWEEN_CALLS_MS 1000 /* a record's interval: shorter is no time spent */
+
+/* Whether rank r's record is older than what rank from saw of it: from
+ * completed a collective of a group they share that r's record has not
+ * issued yet (a collective ends only once every member entered it), or
+ * r wrote it before from entered the operation it waits in, or between
+ * two calls (it says nothing of what r did since). Its record, published
+ * once a second, may still show r creating the groups a job just made. */
+static bool seen_past_record(const mon_rec *recs, int from, int r) {
+  const mon_rec *mine = &recs[from];
+  const mon_rec_group *waits = blocked_in(mine);
+  if (waits && recs[r].present && recs[r].hb_ms < waits->since_ms)
+    return true;
+  /* between two calls when it wrote (it had completed one just before):
+   * where it went next, the record does not say */
+  if (!blocked_in(&recs[r]) && recs[r].present &&
+      recs[r].hb_ms - last_done_ms(&recs[r]) < MON_BETWEEN_CALLS_MS)
+    return true;
+  for (int i = 0; i < mine->n; i++) {
+    const mon_rec_group *a = &mine->g[i];
+    const mon_rec_group *b = dist__mon_rec_group(&recs[r], a->gid);
+    if (b && a->has_colls && b->has_colls && a->colls_done > b->colls_enq)
+      return true;
+  }
+  return false;
+}
+
+/* With a gone rank among the ends, the ends whose records are older than
+ * what rank from saw of them are dropped: they were past the state their
+ * record shows (a job under a second old when a rank died). */
+static int drop_stale_ends(const mon_rec *recs, int from, int *sinks, int k) {
+  char how[320];
+  int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
+  bool any_gone = false;
+  for (int i = 0; i < k; i++)
+    any_gone |= dist__mon_gone_how(&recs[sinks[i]], now_ms, how, sizeof how) != NULL;
+  if (!any_gone)
+    return k;
+  int m = 0;
+  for (int i = 0; i < k; i++)
+    if (dist__mon_gone_how(&recs[sinks[i]], now_ms, how, sizeof how) ||
+        !seen_past_record(recs, from, sinks[i]))
+      sinks[m++] = sinks[i];
+  return m;
+}
+
 static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   int world = dist__mon.world, n = 0, k = 0, kf = 0;
   int *queue = dist__calloc((size_t)world, sizeof(int));
@@ -495,6 +541,7 @@ static int sinks_from(const mon_rec *recs, int from, int *sinks, int cap) {
   }
   for (int i = 0; !k && i < kf && i < cap; i++)
     sinks[k++] = fallback[i];
+  k = drop_stale_ends(recs, from, sinks, k);
   dist__free(queue);
   dist__free(fallback);
   dist__free(seen);
