@@ -32,6 +32,9 @@
  *                  group, then the wait; rank R returns 0 at the start of
  *                  step 2 (the all_reduce and the barrier of step 1 end
  *                  in either order)
+ *   asynckill R    as asyncexit, but rank R raises SIGKILL right after its
+ *                  async all_reduce of step 1 (the job under a second old:
+ *                  the others' records still show where they were before)
  *   ok             init, one all_reduce, exit 0
  * Every mode ends by itself within 60 s (alarm). */
 #include <sched.h>
@@ -199,7 +202,7 @@ static int mode_pairs(int odd, int first, bool late) {
   return rc == DIST_OK ? 1 : fail("pairs", rc);
 }
 
-static int mode_asyncexit(int leaver) {
+static int mode_asyncexit(int leaver, bool kill) {
   int me = dist_get_rank(NULL);
   dist_pg *pair = NULL, *g = NULL;
   for (int first = 0; first < 2; first++) { /* every rank makes both */
@@ -213,10 +216,12 @@ static int mode_asyncexit(int leaver) {
   float x[4] = {0};
   dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 4);
   for (int step = 0; step < 4; step++) {
-    if (me == leaver && step == 2)
+    if (!kill && me == leaver && step == 2)
       return 0; /* ends early, without a word */
     dist_work *w = NULL;
     int rc = dist_all_reduce(&t, DIST_SUM, pair, &w);
+    if (kill && me == leaver && step == 1)
+      raise(SIGKILL); /* as the OOM killer would */
     if (rc == DIST_OK)
       rc = dist_barrier(NULL, NULL);
     if (rc == DIST_OK)
@@ -236,9 +241,9 @@ int main(int argc, char **argv) {
   int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
   if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "leftterm") && strcmp(m, "pairs") &&
       strcmp(m, "pairslate") && strcmp(m, "leftfail") && strcmp(m, "asyncexit") &&
-      strcmp(m, "ok")) {
+      strcmp(m, "asynckill") && strcmp(m, "ok")) {
     fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | leftfail F L | "
-            "pairs O F | pairslate O F | asyncexit R | ok\n",
+            "pairs O F | pairslate O F | asyncexit R | asynckill R | ok\n",
             argv[0]);
     return 2;
   }
@@ -253,8 +258,8 @@ int main(int argc, char **argv) {
     return mode_leftterm(a, b);
   if (!strcmp(m, "leftfail"))
     return mode_leftfail(a, b);
-  if (!strcmp(m, "asyncexit"))
-    return mode_asyncexit(a);
+  if (!strcmp(m, "asyncexit") || !strcmp(m, "asynckill"))
+    return mode_asyncexit(a, !strcmp(m, "asynckill"));
   if (!strcmp(m, "pairs") || !strcmp(m, "pairslate"))
     return mode_pairs(a, b, !strcmp(m, "pairslate"));
   rc = all_reduce(!strcmp(m, "desync") && dist_get_rank(NULL) == a ? b : 8);

@@ -177,6 +177,32 @@ Test(monitor_distrun_cause, a_rank_that_exits_early_is_named_at_its_last_call, .
   }
 }
 
+/* A rank SIGKILLed right after its async all_reduce, the job under a
+ * second old: the verdict names the all_reduce its pair waits for it in
+ * (the first collective its peers wait for it in, in its program's
+ * order, though its own trace ends earlier), and the report's waits end
+ * at it alone, not at ranks whose records (once a second) still show
+ * them where they were before. */
+Test(monitor_distrun_cause, a_rank_killed_early_is_named_at_its_async_call_and_alone,
+     .timeout = 120) {
+  clean_env();
+  setenv("DIST_DEBUG", "DETAIL", 1);
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "4", "--grace-period", "1",
+                        dist_test_bin("distrun_causeprog_full"), "asynckill", "3", NULL};
+  for (int i = 0; i < 3; i++) {
+    char *out, *err;
+    int st = run(argv, 60, &out, &err);
+    cr_assert_eq(st, 12, "exit %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
+    cr_expect(strstr(err, "rank 3 (pid ") && strstr(err, "killed by signal 9 (SIGKILL)") &&
+                  strstr(err, "they wait for it in group 2 (g2) ALL_REDUCE #2, called from "),
+              "run %d:\n%s", i, err);
+    for (const char *p = strstr(err, "the waits end at rank "); p;
+         p = strstr(p + 1, "the waits end at rank "))
+      cr_expect(!strncmp(p, "the waits end at rank 3,", 24), "run %d names another end: %.80s\n%s",
+                i, p, err);
+  }
+}
+
 /* As below, but the report posted first is of BROADCAST #3 and marks rank
  * 4, its pair's later rank, while every other rank's kept report is of a
  * later BROADCAST #5 (failed behind it) marking rank 2. The verdict names
