@@ -425,6 +425,10 @@ static void name_the_skipper(const char *out, drun_verdict *v) {
   v->f.site[0] = '\0'; /* the named rank's own line, not the partner's */
 }
 
+static bool make_dir(const char *path) {
+  return mkdir(path, 0700) == 0 || errno == EEXIST;
+}
+
 void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *v) {
   const char *base = getenv("DIST_TRACE");
   if (base && !strcmp(base, "0"))
@@ -434,8 +438,13 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
   snprintf(dir, sizeof dir, "%s/%s", dflt ? "dist-trace" : base, job_id);
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    DIST_LOG(INFO, RUN, "no trace in %s (the program does not record one)", dir);
-    return;
+    /* A failed job whose ranks recorded nothing (one died before init,
+     * or the program records no trace) still leaves trace.db, holding the
+     * verdict alone, so distview says what distrun said. */
+    if (v->status == DRUN_EXIT_OK || !make_dir(dflt ? "dist-trace" : base) || !make_dir(dir)) {
+      DIST_LOG(INFO, RUN, "no trace in %s (the program does not record one)", dir);
+      return;
+    }
   }
   const char *out = c->trace_out ? c->trace_out : "trace.db";
   dist_trace_merge_report rep;

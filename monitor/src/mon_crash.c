@@ -58,10 +58,12 @@ static const char *dec(long v, char *buf) {
   return buf;
 }
 
+static char env_rank[16]; /* RANK at install, "" when unset or odd */
+
 static void header(int fd, int sig) {
   char b[24];
   put(fd, "libdist: rank ");
-  put(fd, dist__mon.on ? dec(dist__mon.rank, b) : "?");
+  put(fd, dist__mon.on ? dec(dist__mon.rank, b) : env_rank[0] ? env_rank : "?");
   put(fd, " (pid ");
   put(fd, dec((long)getpid(), b));
   put(fd, ") caught SIG");
@@ -134,6 +136,11 @@ static void alt_stack(void) {
 }
 
 void dist__mon_crash_install(void) {
+  /* Before init the launcher's RANK is the only rank there is (read now:
+   * the handler may not call getenv). */
+  const char *rank = getenv("RANK");
+  snprintf(env_rank, sizeof env_rank, "%s",
+           rank && strspn(rank, "0123456789") == strlen(rank) && *rank ? rank : "");
   const char *tmp = getenv("TMPDIR");
   snprintf(crash_dir, sizeof crash_dir, "%s", tmp && *tmp ? tmp : "/tmp");
   void *warm[4];

@@ -35,6 +35,9 @@
  *   asynckill R    as asyncexit, but rank R raises SIGKILL right after its
  *                  async all_reduce of step 1 (the job under a second old:
  *                  the others' records still show where they were before)
+ *   crashinit R    rank R dereferences NULL before dist_init_process_group
+ *                  (the launcher's RANK says it is R); the others wait in
+ *                  init for it
  *   ok             init, one all_reduce, exit 0
  * Every mode ends by itself within 60 s (alarm). */
 #include <sched.h>
@@ -241,11 +244,16 @@ int main(int argc, char **argv) {
   int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
   if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "leftterm") && strcmp(m, "pairs") &&
       strcmp(m, "pairslate") && strcmp(m, "leftfail") && strcmp(m, "asyncexit") &&
-      strcmp(m, "asynckill") && strcmp(m, "ok")) {
+      strcmp(m, "asynckill") && strcmp(m, "crashinit") && strcmp(m, "ok")) {
     fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | leftfail F L | "
-            "pairs O F | pairslate O F | asyncexit R | asynckill R | ok\n",
+            "pairs O F | pairslate O F | asyncexit R | asynckill R | crashinit R | ok\n",
             argv[0]);
     return 2;
+  }
+  const char *env_rank = getenv("RANK");
+  if (!strcmp(m, "crashinit") && env_rank && atoi(env_rank) == a) {
+    volatile int *nowhere = NULL;
+    *nowhere = 1; /* the planted crash, before init */
   }
   int rc = dist_init_process_group(NULL);
   if (rc != DIST_OK) {

@@ -203,6 +203,36 @@ Test(monitor_distrun_cause, a_rank_killed_early_is_named_at_its_async_call_and_a
   }
 }
 
+/* A rank that crashes before init: its ranks recorded no trace, and
+ * distrun still leaves trace.db with its verdict (distview agrees), and
+ * the crash report names the rank by the launcher's RANK. */
+Test(monitor_distrun_cause, a_crash_before_init_leaves_a_trace_with_the_verdict,
+     .timeout = 90) {
+  clean_env();
+  char dir[] = "/tmp/dist_crashinit_XXXXXX", db[64], cmd[512];
+  cr_assert(mkdtemp(dir));
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "3", "--trace-out", db,
+                        dist_test_bin("distrun_causeprog_full"), "crashinit", "2", NULL};
+  char *out, *err;
+  int st = run(argv, 60, &out, &err);
+  cr_assert_eq(st, 12, "exit %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
+  cr_expect(strstr(err, "rank 2 (pid ") && strstr(err, "killed by signal 11 (SIGSEGV)") &&
+                strstr(err, "libdist: rank 2 (pid "),
+            "%s", err);
+  snprintf(cmd, sizeof cmd, "'%s' diagnose --json '%s'", dist_test_bin("distview"), db);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  static char json[1 << 16];
+  size_t n = fread(json, 1, sizeof json - 1, p);
+  json[n] = '\0';
+  int dv = pclose(p);
+  cr_expect(WIFEXITED(dv) && WEXITSTATUS(dv) == 12, "distview exit %d: %s", dv, json);
+  cr_expect(strstr(json, "\"kind\":\"crash\"") && strstr(json, "\"culprits\":[2]"), "%s", json);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
 /* As below, but the report posted first is of BROADCAST #3 and marks rank
  * 4, its pair's later rank, while every other rank's kept report is of a
  * later BROADCAST #5 (failed behind it) marking rank 2. The verdict names
