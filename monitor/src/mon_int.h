@@ -479,11 +479,26 @@ void dist__mon_stats_tick(mon_group *g);
  * chunks, at most a few seconds). info: the group's, for the straggler
  * event; NULL: none. */
 void dist__mon_stats_end(mon_group *g, const dist_pg_info *info);
-/* The group rank that arrived last clearly more often than chance among
- * size ranks, or -1: last[j] of n compared collectives, late_ns[j] their
- * summed lateness behind the first, material[j] how many by >= 1 ms. */
-int dist__mon_stats_judge(const int64_t *last, const int64_t *late_ns, const int64_t *material,
-                          int64_t n, int size);
+/* Who arrived last over n compared collectives, per group rank j (the
+ * straggler's evidence): last[j] how often j did, late_ns[j] its summed
+ * lateness behind the first then, material[j] how many by >= 1 ms,
+ * alone[j] how many with a gap behind the second latest of at least half
+ * that lateness, gap[j] a histogram of those gaps (a third of an octave a
+ * bin). */
+#define MON_GAP_BINS 64
+typedef struct mon_lasts {
+  int64_t n;
+  int64_t *last, *late_ns, *material, *alone;
+  int64_t (*gap)[MON_GAP_BINS];
+} mon_lasts;
+bool dist__mon_lasts_alloc(mon_lasts *t, int size);
+void dist__mon_lasts_free(mon_lasts *t);
+void dist__mon_lasts_reset(mon_lasts *t, int size);
+/* One compared collective: rank last arrived skew ns after the first and
+ * gap ns after the second latest. */
+void dist__mon_lasts_add(mon_lasts *t, int last, int64_t skew, int64_t gap);
+/* The group rank among size that is the straggler by t, or -1. */
+int dist__mon_stats_judge(const mon_lasts *t, int size);
 void dist__mon_stats_free(mon_group *g);
 
 #endif
