@@ -1091,7 +1091,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
                   strchr(who, ',') || strchr(who, '-') ? "s" : "", who);
   else
     dist__appendf(buf, len, &off, "waited %s of its %s timeout\n", sec_word(waited, s, sizeof s),
-                  sec_word(g->timeout_ms, s + 16, 16));
+                  sec_word(dist__mon_timeout_ms(g, seq), s + 16, 16));
   if (is_p2p(kind)) {
     int peer = atomic_load(&op->peer);
     diagnose_p2p(g, seq, kind, peer, site, recs, buf, len, &off, lowest);

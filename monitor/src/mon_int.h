@@ -61,6 +61,8 @@ typedef struct mon_op {
   _Atomic uintptr_t caller;
   _Atomic int64_t t_enq_ns;  /* CLOCK_MONOTONIC */
   _Atomic int64_t t_start_ns;
+  _Atomic int64_t timeout_ms; /* its deadline: the call's own (a monitored
+                                 barrier's), else the group's */
   _Atomic int64_t bytes;
   _Atomic int peer;          /* point to point: the peer's global rank (MON_PEER_*) */
   _Atomic int peer2;         /* a batch: its other peer (mon_record.h) */
@@ -260,6 +262,15 @@ static inline uint64_t dist__mon_num(const mon_group *g, uint64_t ord) {
   const mon_op *op = &g->ring[ord % MON_RING];
   return ord && atomic_load_explicit(&op->seq, memory_order_acquire) == ord
              ? atomic_load_explicit(&op->num, memory_order_relaxed) : ord;
+}
+
+/* The timeout operation ord of g runs against: its call's own (a monitored
+ * barrier's), else the group's. */
+static inline int64_t dist__mon_timeout_ms(const mon_group *g, uint64_t ord) {
+  const mon_op *op = &g->ring[ord % MON_RING];
+  int64_t t = atomic_load_explicit(&op->timeout_ms, memory_order_relaxed);
+  return ord && atomic_load_explicit(&op->seq, memory_order_acquire) == ord && t > 0
+             ? t : g->timeout_ms;
 }
 
 static inline int64_t dist__mon_wall_ms(int64_t mono_ns) {

@@ -53,6 +53,9 @@
  *                   sleeps 30-50 ms before each (40 ms on average over
  *                   each 21); the group is destroyed, then a barrier
  *   soak N          N all_reduces of 4 floats as fast as they go
+ *   mbarrier R MS T rank R sleeps MS ms, then every rank calls
+ *                   dist_monitored_barrier on the default group with its
+ *                   own timeout of T ms
  * A rank whose collective fails prints "rank R: <OP> failed: <status>:
  * <message>" on stderr and exits 1. An observer of the program's own prints
  * every report event it receives (what the tracer stores) on stdout as
@@ -382,6 +385,15 @@ static int run_late(int late_rank, int n) {
   return rc;
 }
 
+static int run_mbarrier(int late_rank, int ms, int64_t timeout_ms) {
+  if (rank == late_rank)
+    usleep((useconds_t)ms * 1000);
+  int rc = dist_monitored_barrier(NULL, timeout_ms, true);
+  if (rc != DIST_OK)
+    failed("MONITORED_BARRIER", rc, NULL);
+  return rc;
+}
+
 static int run_soak(int n) {
   int rc = DIST_OK;
   for (int i = 0; i < n && rc == DIST_OK; i++)
@@ -395,7 +407,8 @@ int main(int argc, char **argv) {
             "xgroup | exitcrash B | "
             "subabsent | "
             "cbcoll | "
-            "straggler R N | balanced N | late R N | soak N\n", argv[0]);
+            "straggler R N | balanced N | late R N | soak N | mbarrier R MS T\n",
+            argv[0]);
     return 2;
   }
   alarm(120); /* nothing outlives a broken test */
@@ -441,6 +454,8 @@ int main(int argc, char **argv) {
     rc = run_late(arg, argc > 3 ? atoi(argv[3]) : 40);
   else if (strcmp(m, "soak") == 0)
     rc = run_soak(arg);
+  else if (strcmp(m, "mbarrier") == 0)
+    rc = run_mbarrier(arg, argc > 3 ? atoi(argv[3]) : 0, argc > 4 ? atoll(argv[4]) : 0);
   else if (strcmp(m, "balanced") == 0)
     rc = run_paced(-1, arg ? arg : 40);
   else
