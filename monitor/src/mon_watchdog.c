@@ -138,7 +138,7 @@ static void post_diagnosis(int rc, const char *diag, const mon_verdict *v) {
 static void stall_report(mon_group *g, uint64_t seq, const char *diag, int n_cycles,
                          int64_t now) {
   DIST_LOG(WARNING, MON, "%s%s", diag,
-           n_cycles ? "" : "\n  (the group times out at its deadline unless they arrive)");
+           n_cycles ? "" : "\n  (it times out at its deadline unless it completes first)");
   if (g->pg)
     dist_observer_emit_report(g->pg, DIST_EV_STALL_REPORT, DIST_E_TIMEOUT, diag);
   g->reports++;
