@@ -1138,7 +1138,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
                   strchr(who, ',') || strchr(who, '-') ? "s" : "", who);
   else
     dist__appendf(buf, len, &off, "waited %s of its %s timeout\n", sec_word(waited, s, sizeof s),
-                  sec_word(g->timeout_ms, s + 16, 16));
+                  sec_word(dist__mon_timeout_ms(g, seq), s + 16, 16));
   if (is_p2p(kind)) {
     int peer = atomic_load(&op->peer);
     diagnose_p2p(g, seq, kind, peer, site, recs, buf, len, &off, lowest);
@@ -1196,8 +1196,12 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   if (!absent && !(in && say_held(recs, in, n_in, v, buf, len, &off)) &&
       !(in && say_root_split(recs, g->gid, kind, num, in, n_in, v, buf, len, &off)) &&
       !(in && say_before(recs, g, in, n_in, buf, len, &off)))
-    dist__appendf(buf, len, &off, "  every member has entered it: one of them stopped inside "
-                  "the operation, or the transport is stuck\n");
+    /* Nothing here tells a transfer still moving (a large all_to_all over
+     * TCP takes seconds) from one that stopped: the records say who
+     * entered, not how many bytes moved. So no stop is claimed. */
+    dist__appendf(buf, len, &off, "  every member has entered it and it has not completed: its "
+                  "data may still be moving (a large or slow transfer), or one of them stopped "
+                  "inside it, or the transport is stuck\n");
   else if (absent)
     say_roots(recs, v, buf, len, &off);
   *n_cycles = dist__mon_cycles(recs, dist__mon.world, buf, len, &off, v);

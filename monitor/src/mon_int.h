@@ -61,6 +61,8 @@ typedef struct mon_op {
   _Atomic uintptr_t caller;
   _Atomic int64_t t_enq_ns;  /* CLOCK_MONOTONIC */
   _Atomic int64_t t_start_ns;
+  _Atomic int64_t timeout_ms; /* its deadline: the call's own (a monitored
+                                 barrier's), else the group's */
   _Atomic int64_t bytes;
   _Atomic int peer;          /* point to point: the peer's global rank (MON_PEER_*) */
   _Atomic int peer2;         /* a batch: its other peer (mon_record.h) */
@@ -260,6 +262,15 @@ static inline uint64_t dist__mon_num(const mon_group *g, uint64_t ord) {
   const mon_op *op = &g->ring[ord % MON_RING];
   return ord && atomic_load_explicit(&op->seq, memory_order_acquire) == ord
              ? atomic_load_explicit(&op->num, memory_order_relaxed) : ord;
+}
+
+/* The timeout operation ord of g runs against: its call's own (a monitored
+ * barrier's), else the group's. */
+static inline int64_t dist__mon_timeout_ms(const mon_group *g, uint64_t ord) {
+  const mon_op *op = &g->ring[ord % MON_RING];
+  int64_t t = atomic_load_explicit(&op->timeout_ms, memory_order_relaxed);
+  return ord && atomic_load_explicit(&op->seq, memory_order_acquire) == ord && t > 0
+             ? t : g->timeout_ms;
 }
 
 static inline int64_t dist__mon_wall_ms(int64_t mono_ns) {
@@ -479,11 +490,26 @@ void dist__mon_stats_tick(mon_group *g);
  * chunks, at most a few seconds). info: the group's, for the straggler
  * event; NULL: none. */
 void dist__mon_stats_end(mon_group *g, const dist_pg_info *info);
-/* The group rank that arrived last clearly more often than chance among
- * size ranks, or -1: last[j] of n compared collectives, late_ns[j] their
- * summed lateness behind the first, material[j] how many by >= 1 ms. */
-int dist__mon_stats_judge(const int64_t *last, const int64_t *late_ns, const int64_t *material,
-                          int64_t n, int size);
+/* Who arrived last over n compared collectives, per group rank j (the
+ * straggler's evidence): last[j] how often j did, late_ns[j] its summed
+ * lateness behind the first then, material[j] how many by >= 1 ms,
+ * alone[j] how many with a gap behind the second latest of at least half
+ * that lateness, gap[j] a histogram of those gaps (a third of an octave a
+ * bin). */
+#define MON_GAP_BINS 64
+typedef struct mon_lasts {
+  int64_t n;
+  int64_t *last, *late_ns, *material, *alone;
+  int64_t (*gap)[MON_GAP_BINS];
+} mon_lasts;
+bool dist__mon_lasts_alloc(mon_lasts *t, int size);
+void dist__mon_lasts_free(mon_lasts *t);
+void dist__mon_lasts_reset(mon_lasts *t, int size);
+/* One compared collective: rank last arrived skew ns after the first and
+ * gap ns after the second latest. */
+void dist__mon_lasts_add(mon_lasts *t, int last, int64_t skew, int64_t gap);
+/* The group rank among size that is the straggler by t, or -1. */
+int dist__mon_stats_judge(const mon_lasts *t, int size);
 void dist__mon_stats_free(mon_group *g);
 
 #endif

@@ -406,6 +406,8 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->caller, (uintptr_t)ev->caller, memory_order_relaxed);
   atomic_store_explicit(&op->t_enq_ns, ev->t_ns, memory_order_relaxed);
   atomic_store_explicit(&op->t_start_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&op->timeout_ms, ev->coll ? ev->coll->timeout_ms : 0,
+                        memory_order_relaxed);
   int peer2 = MON_PEER_NONE;
   atomic_store_explicit(&op->peer, ev->coll ? p2p_peer(g, ev->coll, &peer2) : MON_PEER_NONE,
                         memory_order_relaxed);

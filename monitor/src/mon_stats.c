@@ -19,20 +19,41 @@
  * saw with the same ordinal (a point-to-point call numbers only its two
  * ranks' operations, so one sequence number may name different calls on
  * different ranks; then nothing is said about it). For each it notes the
- * rank that arrived last and by how much. Nothing is ever compared by
- * position, so a rank that missed entries does not shift the others.
+ * rank that arrived last, how long after the first and how long after the
+ * second latest (its gap). Nothing is ever compared by position, so a
+ * rank that missed entries does not shift the others.
  *
- * The verdict: rank j is the straggler when it was last in at least
- * MIN_LAST of the compared collectives, more often than chance (1/size)
- * with p < 1e-5 (the Chernoff bound of the binomial tail), on average at
- * least LATE_NS after the first, and at least LATE_NS late in most of
- * them (so a rank that is systematically last by microseconds, or a few
- * scheduling hiccups, name nobody). It is judged per chunk (the stats
- * rows' straggler_rank, at INFO), every DIST_STRAGGLER_S seconds over the
- * collectives since the last judgement (a WARNING in long jobs), and over
- * the group's whole life when it ends (destroyed, or the job's end): then
- * every member publishes what it has not published, and rank 0 waits a
- * bounded moment for them. A named straggler is a WARNING and a
+ * The verdict: rank j is the straggler when
+ *  - it was last in at least MIN_LAST of the compared collectives, more
+ *    often than chance (1/size) with p < 1e-5 (the Chernoff bound of the
+ *    binomial tail);
+ *  - on average at least LATE_NS after the first, and at least LATE_NS
+ *    late in most of them (a rank that is systematically last by
+ *    microseconds, or a few scheduling hiccups, name nobody);
+ *  - and its lateness stands apart (distinct()): its median gap behind
+ *    the second latest is at least twice the others' median gap when they
+ *    are last (when they were last MIN_LAST times or more; else, with no
+ *    such reference, its gap is at least half its lateness in most of
+ *    them: it arrives late alone, not as the tail of a spread).
+ * The last condition is what tells a straggler from an oversubscribed
+ * machine: 12 ranks on 2 cores arrive over a spread of a millisecond or
+ * more, and the scheduler's order makes the high ranks last two or three
+ * times more often than chance (rank 11 in 18% of 3000 balanced
+ * all_reduces over TCP, where chance is 8%), 1.3 ms after the first, so
+ * the frequency and the lateness alone name it; but whoever is last then
+ * trails the second latest by a tenth of a millisecond, rank 11 no more
+ * than the others. A rank that sleeps 50 ms per step trails by 50 ms, and
+ * the others, when they are last at all, by the spread's tenth. Medians,
+ * not means: one swapped-out moment in thousands of collectives shifts a
+ * mean by milliseconds, a median not at all. Ranks that each sleep at
+ * random are last about as often as chance, and the one the scheduler
+ * favours on top of it has the smaller median gap, not the larger.
+ *
+ * It is judged per chunk (the stats rows' straggler_rank, at INFO), every
+ * DIST_STRAGGLER_S seconds over the collectives since the last judgement
+ * (a WARNING in long jobs), and over the group's whole life when it ends
+ * (destroyed, or the job's end): then every member publishes what it has
+ * not published, and rank 0 waits a bounded moment for them. A named straggler is a WARNING and a
  * DIST_EV_STRAGGLER event (an events row of kind 'straggler'). */
 #include <math.h>
 #include <stdio.h>
@@ -46,6 +67,7 @@
 #define MIN_LAST 10         /* a straggler was last at least this often */
 #define LOG_ALPHA 11.5129   /* -ln(1e-5): the significance of "more than chance" */
 #define LATE_NS 1000000LL   /* and at least 1 ms late */
+#define GAP_RATIO_BINS 3    /* distinct: a median gap 3 bins (twice) the others' */
 
 typedef struct entry {
   uint64_t seq, ord;         /* ord: collective ordinal (1, 2, ...); 0 point-to-point */
@@ -59,9 +81,8 @@ typedef struct pair {        /* published per sequence number */
 } pair;
 
 typedef struct tally {       /* who arrived last, over some collectives */
-  int64_t n;                 /* collectives compared */
+  mon_lasts l;               /* per group rank; l.n: collectives compared */
   uint64_t first_seq, last_seq;
-  int64_t *last, *late_ns, *material; /* per group rank */
   int64_t skew_sum, skew_max;
 } tally;
 
@@ -99,36 +120,66 @@ struct mon_stats {
 
 /* --- tallies and the verdict --------------------------------------------- */
 
-static bool tally_alloc(tally *t, int size) {
+bool dist__mon_lasts_alloc(mon_lasts *t, int size) {
   t->last = dist__calloc((size_t)size, sizeof(int64_t));
   t->late_ns = dist__calloc((size_t)size, sizeof(int64_t));
   t->material = dist__calloc((size_t)size, sizeof(int64_t));
-  return t->last && t->late_ns && t->material;
+  t->alone = dist__calloc((size_t)size, sizeof(int64_t));
+  t->gap = dist__calloc((size_t)size, sizeof *t->gap);
+  return t->last && t->late_ns && t->material && t->alone && t->gap;
 }
 
-static void tally_free(tally *t) {
+void dist__mon_lasts_free(mon_lasts *t) {
   dist__free(t->last);
   dist__free(t->late_ns);
   dist__free(t->material);
+  dist__free(t->alone);
+  dist__free(t->gap);
 }
 
-static void tally_reset(tally *t, int size) {
+void dist__mon_lasts_reset(mon_lasts *t, int size) {
   t->n = 0;
-  t->first_seq = t->last_seq = 0;
-  t->skew_sum = t->skew_max = 0;
   memset(t->last, 0, sizeof(int64_t) * (size_t)size);
   memset(t->late_ns, 0, sizeof(int64_t) * (size_t)size);
   memset(t->material, 0, sizeof(int64_t) * (size_t)size);
+  memset(t->alone, 0, sizeof(int64_t) * (size_t)size);
+  memset(t->gap, 0, sizeof *t->gap * (size_t)size);
 }
 
-static void tally_add(tally *t, uint64_t seq, int last, int64_t skew) {
-  if (!t->n)
-    t->first_seq = seq;
-  t->last_seq = seq;
+/* A gap's bin: 0 below 8 us, then a third of an octave each (bin b from
+ * 2^((b + 38) / 3) ns), the last open-ended (from 13.6 s): fine enough to
+ * tell "twice" apart, and a fixed size whatever the number of collectives. */
+static int gap_bin(int64_t ns) {
+  if (ns < 8192)
+    return 0;
+  int b = (int)(3 * log2((double)ns)) - 38;
+  return b < MON_GAP_BINS - 1 ? b : MON_GAP_BINS - 1;
+}
+
+void dist__mon_lasts_add(mon_lasts *t, int last, int64_t skew, int64_t gap) {
   t->n++;
   t->last[last]++;
   t->late_ns[last] += skew;
   t->material[last] += skew >= LATE_NS;
+  t->alone[last] += gap * 2 >= skew;
+  t->gap[last][gap_bin(gap)]++;
+}
+
+static bool tally_alloc(tally *t, int size) { return dist__mon_lasts_alloc(&t->l, size); }
+
+static void tally_free(tally *t) { dist__mon_lasts_free(&t->l); }
+
+static void tally_reset(tally *t, int size) {
+  dist__mon_lasts_reset(&t->l, size);
+  t->first_seq = t->last_seq = 0;
+  t->skew_sum = t->skew_max = 0;
+}
+
+static void tally_add(tally *t, uint64_t seq, int last, int64_t skew, int64_t gap) {
+  if (!t->l.n)
+    t->first_seq = seq;
+  t->last_seq = seq;
+  dist__mon_lasts_add(&t->l, last, skew, gap);
   t->skew_sum += skew;
   t->skew_max = skew > t->skew_max ? skew : t->skew_max;
 }
@@ -143,23 +194,41 @@ static double surprise(int64_t k, int64_t n, double p) {
   return (double)n * (a + b);
 }
 
-int dist__mon_stats_judge(const int64_t *last, const int64_t *late_ns, const int64_t *material,
-                          int64_t n, int size) {
+/* The bin of the median of a histogram of c gaps. */
+static int median_bin(const int64_t *h, int64_t c) {
+  int64_t sum = 0;
+  for (int b = 0; b < MON_GAP_BINS; b++)
+    if ((sum += h[b]) * 2 >= c)
+      return b;
+  return MON_GAP_BINS - 1;
+}
+
+/* Whether j's lateness stands apart from the others' (the header says why). */
+static bool distinct(const mon_lasts *t, int size, int j) {
+  int64_t others = t->n - t->last[j];
+  if (others < MIN_LAST) /* no reference: it must be late alone */
+    return t->alone[j] * 2 > t->last[j];
+  int64_t h[MON_GAP_BINS] = {0};
+  for (int i = 0; i < size; i++)
+    for (int b = 0; i != j && b < MON_GAP_BINS; b++)
+      h[b] += t->gap[i][b];
+  return median_bin(t->gap[j], t->last[j]) >= median_bin(h, others) + GAP_RATIO_BINS;
+}
+
+int dist__mon_stats_judge(const mon_lasts *t, int size) {
   int who = -1;
   for (int j = 0; size > 1 && j < size; j++) {
-    int64_t k = last[j];
-    if (k < MIN_LAST || late_ns[j] / k < LATE_NS || material[j] * 2 <= k ||
-        surprise(k, n, 1.0 / size) < LOG_ALPHA)
+    int64_t k = t->last[j];
+    if (k < MIN_LAST || t->late_ns[j] / k < LATE_NS || t->material[j] * 2 <= k ||
+        surprise(k, t->n, 1.0 / size) < LOG_ALPHA || !distinct(t, size, j))
       continue;
-    if (who < 0 || k > last[who])
+    if (who < 0 || k > t->last[who])
       who = j;
   }
   return who;
 }
 
-static int judge(const tally *t, int size) {
-  return dist__mon_stats_judge(t->last, t->late_ns, t->material, t->n, size);
-}
+static int judge(const tally *t, int size) { return dist__mon_stats_judge(&t->l, size); }
 
 static const char *gname(const mon_group *g) { return g->desc[0] ? g->desc : g->name; }
 
@@ -169,8 +238,8 @@ static void name_straggler(const mon_group *g, const tally *t, int j, const char
   char msg[512];
   snprintf(msg, sizeof msg, "straggler in group %d (%s, %d ranks): rank %d arrived last in "
            "%lld of %lld collectives, on average %.1f ms after the first%s", g->gid, gname(g),
-           g->size, g->granks[j], (long long)t->last[j], (long long)t->n,
-           (double)t->late_ns[j] / (double)t->last[j] / 1e6, when);
+           g->size, g->granks[j], (long long)t->l.last[j], (long long)t->l.n,
+           (double)t->l.late_ns[j] / (double)t->l.last[j] / 1e6, when);
   DIST_LOG(WARNING, MON, "%s", msg);
   dist_observer_emit_straggler(info, t->last_seq, g->granks[j], msg);
 }
@@ -359,30 +428,46 @@ static void drain(mon_group *g, mon_stats *s) {
   }
 }
 
+/* Who arrived last at entry i of the members' pairs, skew after the first
+ * and gap after the second latest; false when not every member saw that
+ * collective (or they all arrived at once). */
+static bool last_of(pair **vals, int size, int i, int *hi, int64_t *skew, int64_t *gap) {
+  int64_t first = 0, second = INT64_MIN;
+  *hi = -1;
+  for (int j = 0; j < size; j++) {
+    const pair *p = vals[j] ? &vals[j][i] : NULL;
+    if (!p || !p->arrive || !p->ord || p->ord != vals[0][i].ord)
+      return false;
+    if (*hi < 0 || p->arrive < first)
+      first = p->arrive;
+    if (*hi < 0 || p->arrive > vals[*hi][i].arrive) {
+      if (*hi >= 0)
+        second = vals[*hi][i].arrive;
+      *hi = j;
+    } else if (p->arrive > second) {
+      second = p->arrive;
+    }
+  }
+  *skew = vals[*hi][i].arrive - first;
+  if (*skew <= 0) /* all at once (or a group of one: no second latest) */
+    return false;
+  *gap = vals[*hi][i].arrive - second;
+  return true;
+}
+
 /* Rank 0: compare a chunk across the members (vals[j]: member j's pairs,
  * NULL when absent or empty) into the tallies. */
 static void compare(mon_group *g, mon_stats *s, pair **vals) {
   tally_reset(&s->chunk_t, g->size);
   for (int i = 0; i < s->n; i++) {
-    int lo = -1, hi = -1;
-    bool all = true;
-    for (int j = 0; j < g->size && all; j++) {
-      const pair *p = vals[j] ? &vals[j][i] : NULL;
-      all = p && p->arrive && p->ord && p->ord == vals[0][i].ord;
-      if (!all)
-        break;
-      if (lo < 0 || p->arrive < vals[lo][i].arrive)
-        lo = j;
-      if (hi < 0 || p->arrive > vals[hi][i].arrive)
-        hi = j;
-    }
-    if (!all || lo == hi)
+    int hi;
+    int64_t skew, gap;
+    if (!last_of(vals, g->size, i, &hi, &skew, &gap))
       continue;
     uint64_t seq = vals[0][i].ord; /* the collective's number (its seq) */
-    int64_t skew = vals[hi][i].arrive - vals[lo][i].arrive;
-    tally_add(&s->chunk_t, seq, hi, skew);
-    tally_add(&s->window, seq, hi, skew);
-    tally_add(&s->total, seq, hi, skew);
+    tally_add(&s->chunk_t, seq, hi, skew, gap);
+    tally_add(&s->window, seq, hi, skew, gap);
+    tally_add(&s->total, seq, hi, skew, gap);
   }
 }
 
@@ -420,19 +505,19 @@ static void reduce(mon_group *g, mon_stats *s, uint64_t c) {
     return;
   const tally *t = &s->chunk_t;
   char extra[256] = "";
-  if (t->n) {
+  if (t->l.n) {
     int most = 0;
     for (int j = 1; j < g->size; j++)
-      most = t->last[j] > t->last[most] ? j : most;
+      most = t->l.last[j] > t->l.last[most] ? j : most;
     snprintf(extra, sizeof extra, "  arrival skew: mean %.3f ms, max %.3f ms; last to arrive "
-             "most often: rank %d (%lld of %lld)", (double)t->skew_sum / (double)t->n / 1e6,
-             (double)t->skew_max / 1e6, g->granks[most], (long long)t->last[most],
-             (long long)t->n);
+             "most often: rank %d (%lld of %lld)", (double)t->skew_sum / (double)t->l.n / 1e6,
+             (double)t->skew_max / 1e6, g->granks[most], (long long)t->l.last[most],
+             (long long)t->l.n);
   }
   int j = judge(t, g->size);
   for (int i = 0; j >= 0 && i < h->n_rows; i++) {
     h->rows[i].straggler_rank = g->granks[j];
-    h->rows[i].lateness_ns = t->late_ns[j] / t->last[j];
+    h->rows[i].lateness_ns = t->l.late_ns[j] / t->l.last[j];
   }
   emit(g, c, h->rows, h->n_rows, extra[0] ? extra : NULL);
   memmove(&s->held[0], &s->held[1], sizeof(held) * (size_t)(--s->n_held));
@@ -547,9 +632,9 @@ static void stats_end(mon_group *g, mon_stats *s, const dist_pg_info *info) {
   int j = judge(&s->total, g->size);
   if (j >= 0)
     name_straggler(g, &s->total, j, "", info);
-  else if (s->total.n)
+  else if (s->total.l.n)
     DIST_LOG(INFO, MON, "group %d (%s): no straggler in %lld collectives compared", g->gid,
-             gname(g), (long long)s->total.n);
+             gname(g), (long long)s->total.l.n);
 }
 
 void dist__mon_stats_end(mon_group *g, const dist_pg_info *info) {

@@ -3,7 +3,8 @@
  *
  * Each tick (an eighth of the stall threshold, 20-250 ms) it looks at the
  * oldest operation in flight of each group. Past the stall threshold
- * (DIST_STALL_S, default a quarter of the group's timeout) it publishes its
+ * (DIST_STALL_S, default a quarter of the operation's timeout: the
+ * group's, or the call's own for a monitored barrier) it publishes its
  * own progress, reads every rank's, and diagnoses the stall; it refreshes
  * that diagnosis every tick while the stall lasts (every 4 ms per rank of
  * the job when that is longer: read_every_ns), so the one a timed-out
@@ -61,8 +62,10 @@ static void publish(int64_t now) {
   last_pub_ns = now;
 }
 
-static int64_t stall_ms_of(const mon_group *g) {
-  return dist__mon.stall_ms ? dist__mon.stall_ms : g->timeout_ms / 4;
+/* A quarter of the operation's own timeout: a monitored barrier called
+ * with 30 s on a group of 10 s stalls at 7.5 s, as a group of 30 s would. */
+static int64_t stall_ms_of(const mon_group *g, uint64_t seq) {
+  return dist__mon.stall_ms ? dist__mon.stall_ms : dist__mon_timeout_ms(g, seq) / 4;
 }
 
 /* Every rank's record (with stacks when asked for them), or NULL. */
@@ -132,13 +135,14 @@ static void post_diagnosis(int rc, const char *diag, const mon_verdict *v) {
   dist__cause_post_diagnosis(rc, &in, diag);
 }
 
-static void stall_report(mon_group *g, const char *diag, int n_cycles, int64_t now) {
+static void stall_report(mon_group *g, uint64_t seq, const char *diag, int n_cycles,
+                         int64_t now) {
   DIST_LOG(WARNING, MON, "%s%s", diag,
-           n_cycles ? "" : "\n  (the group times out at its deadline unless they arrive)");
+           n_cycles ? "" : "\n  (it times out at its deadline unless it completes first)");
   if (g->pg)
     dist_observer_emit_report(g->pg, DIST_EV_STALL_REPORT, DIST_E_TIMEOUT, diag);
   g->reports++;
-  g->next_report_ns = now + stall_ms_of(g) * 1000000;
+  g->next_report_ns = now + stall_ms_of(g, seq) * 1000000;
 }
 
 /* How often a stalled rank rereads every record: each tick, but no more
@@ -163,7 +167,7 @@ static void check_stall(mon_group *g, int64_t now) {
     g->stall_seq = 0;
     return;
   }
-  if (now - atomic_load(&op->t_enq_ns) < stall_ms_of(g) * 1000000)
+  if (now - atomic_load(&op->t_enq_ns) < stall_ms_of(g, done + 1) * 1000000)
     return;
   if (g->stall_seq != done + 1) {
     g->stall_seq = done + 1;
@@ -194,7 +198,7 @@ static void check_stall(mon_group *g, int64_t now) {
   if (dist__mon.stacks && g->reports == 0)
     request_stacks(g, done + 1, recs);
   if (diag && lowest && now >= g->next_report_ns)
-    stall_report(g, diag, cycles, now);
+    stall_report(g, done + 1, diag, cycles, now);
   if (diag)
     replace_diag(g, diag, &v);
   dist__mon_recs_free(recs, dist__mon.world);
@@ -294,7 +298,7 @@ static void end_deadlock(mon_group *g, uint64_t seq, mon_rec *recs, int64_t now)
   /* The stall report comes first, as when the stall threshold passes
    * before the timeout: the same text, then the hang. */
   if (lowest && !(g->stall_seq == seq && g->reports))
-    stall_report(g, stall, cycles, now);
+    stall_report(g, seq, stall, cycles, now);
   g->stall_seq = seq;
   replace_diag(g, stall, &v);
   mon_verdict hv = {.gid = -1, .kind = -1};
@@ -327,7 +331,8 @@ static void probe(mon_group *g, int64_t now) {
     return;
   /* Not before the stall threshold when that is short (a 4 s timeout
    * reports its stall at 1 s, before the end), nor later than 1 s. */
-  int64_t after = stall_ms_of(g) < 1000 ? stall_ms_of(g) : 1000;
+  int64_t stall_ms = stall_ms_of(g, done + 1);
+  int64_t after = stall_ms < 1000 ? stall_ms : 1000;
   after = after > MON_PROBE_MS ? after : MON_PROBE_MS;
   int64_t t_enq = atomic_load(&op->t_enq_ns);
   if (now - t_enq < after * 1000000LL)

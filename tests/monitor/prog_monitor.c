@@ -53,6 +53,12 @@
  *                   sleeps 30-50 ms before each (40 ms on average over
  *                   each 21); the group is destroyed, then a barrier
  *   soak N          N all_reduces of 4 floats as fast as they go
+ *   mbarrier R MS T rank R sleeps MS ms, then every rank calls
+ *                   dist_monitored_barrier on the default group with its
+ *                   own timeout of T ms
+ *   big MIB         all_reduces of MIB MiB of floats per rank (checked),
+ *                   until some rank's monitor reported a stall in one that
+ *                   every member entered (20 at most)
  * A rank whose collective fails prints "rank R: <OP> failed: <status>:
  * <message>" on stderr and exits 1. An observer of the program's own prints
  * every report event it receives (what the tracer stores) on stdout as
@@ -68,9 +74,14 @@
 #include <dist/observer.h>
 
 static int rank, world;
+/* this rank's monitor reported a stall in an operation every member entered */
+static _Atomic int stall_reported;
 
 static void on_event(void *ctx, const dist_event *ev) {
   (void)ctx;
+  if (ev->kind == DIST_EV_STALL_REPORT && ev->message &&
+      strstr(ev->message, "every member has entered it"))
+    stall_reported = 1;
   char head[160];
   int n = snprintf(head, sizeof head, "EVENT %s rank=%d group=%d status=%d", dist_event_name(ev->kind),
                    ev->rank, ev->group_id, ev->status);
@@ -382,6 +393,53 @@ static int run_late(int late_rank, int n) {
   return rc;
 }
 
+static int run_mbarrier(int late_rank, int ms, int64_t timeout_ms) {
+  if (rank == late_rank)
+    usleep((useconds_t)ms * 1000);
+  int rc = dist_monitored_barrier(NULL, timeout_ms, true);
+  if (rc != DIST_OK)
+    failed("MONITORED_BARRIER", rc, NULL);
+  return rc;
+}
+
+/* One all_reduce of n floats, checked. */
+static int big_once(float *x, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    x[i] = (float)(i % 7);
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, (int64_t)n);
+  int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
+  if (rc != DIST_OK)
+    failed("ALL_REDUCE", rc, NULL);
+  for (size_t i = 0; i < n; i += 4093)
+    if (x[i] != (float)(i % 7) * (float)world) {
+      fprintf(stderr, "rank %d: WRONG VALUE at %zu: %g\n", rank, i, (double)x[i]);
+      return 3;
+    }
+  return DIST_OK;
+}
+
+/* How long a transfer takes varies with the machine: the ranks repeat it
+ * until one of them saw its monitor report the stall (they agree on when
+ * to stop through a small all_reduce). */
+static int run_big(int mib) {
+  size_t n = (size_t)mib * 1048576 / sizeof(float);
+  float *x = malloc(n * sizeof *x);
+  if (!x)
+    return 1;
+  int rc = DIST_OK;
+  for (int it = 0; it < 20 && rc == DIST_OK; it++) {
+    rc = big_once(x, n);
+    int32_t seen = stall_reported;
+    dist_tensor t = dist_tensor_1d(&seen, DIST_INT32, 1);
+    if (rc == DIST_OK && (rc = dist_all_reduce(&t, DIST_MAX, NULL, NULL)) != DIST_OK)
+      failed("ALL_REDUCE", rc, NULL);
+    if (seen)
+      break;
+  }
+  free(x);
+  return rc;
+}
+
 static int run_soak(int n) {
   int rc = DIST_OK;
   for (int i = 0; i < n && rc == DIST_OK; i++)
@@ -395,7 +453,8 @@ int main(int argc, char **argv) {
             "xgroup | exitcrash B | "
             "subabsent | "
             "cbcoll | "
-            "straggler R N | balanced N | late R N | soak N\n", argv[0]);
+            "straggler R N | balanced N | late R N | soak N | mbarrier R MS T | big MIB\n",
+            argv[0]);
     return 2;
   }
   alarm(120); /* nothing outlives a broken test */
@@ -441,6 +500,10 @@ int main(int argc, char **argv) {
     rc = run_late(arg, argc > 3 ? atoi(argv[3]) : 40);
   else if (strcmp(m, "soak") == 0)
     rc = run_soak(arg);
+  else if (strcmp(m, "mbarrier") == 0)
+    rc = run_mbarrier(arg, argc > 3 ? atoi(argv[3]) : 0, argc > 4 ? atoll(argv[4]) : 0);
+  else if (strcmp(m, "big") == 0)
+    rc = run_big(arg);
   else if (strcmp(m, "balanced") == 0)
     rc = run_paced(-1, arg ? arg : 40);
   else

@@ -178,7 +178,8 @@ typedef struct dist_coll {
   uint64_t seq;              /* per group and kind from 1: collectives and
                                 point-to-point operations (dist_op_is_p2p)
                                 count apart (ABI 5); 0 on internal groups */
-  int64_t timeout_ms;        /* the group's timeout */
+  int64_t timeout_ms;        /* the group's timeout; a monitored barrier's
+                                event carries the call's own */
   const void *caller;        /* return address of the public call */
   /* ABI 5. */
   uint64_t ord;              /* the group's issue ordinal over both kinds

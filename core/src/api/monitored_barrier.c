@@ -144,8 +144,9 @@ int dist_monitored_barrier(dist_pg *group, int64_t timeout_ms, bool wait_all_ran
   c.kind = DIST_OP_MONITORED_BARRIER;
   c.root = 0;
   c.caller = __builtin_return_address(0);
-  dist__pg_begin(g, &c);
   int64_t timeout = timeout_ms > 0 ? timeout_ms : g->timeout_ms;
+  c.timeout_ms = timeout; /* the observers (the monitor's stall reports) measure against it */
+  dist__pg_begin(g, &c);
   /* Internal groups number no operations, so their seq field is free to
    * count barriers and keep consecutive barriers' keys apart. */
   uint64_t seq = c.seq ? c.seq : dist__pg_next_seq(g);

@@ -486,7 +486,8 @@ void dist__pg_begin(dist_pg *g, dist_coll *c) {
     dist__pg_number(g, c);
   else
     c->seq = c->ord = c->pair_seq = 0;
-  c->timeout_ms = g->timeout_ms;
+  if (c->timeout_ms <= 0) /* a call with its own (monitored_barrier) keeps it */
+    c->timeout_ms = g->timeout_ms;
   if (__builtin_expect(dist__log_on(DIST_LOG_TRACE, DIST_SUBSYS_COLL), 0) && !g->internal)
     dist__pg_log_op(g, c);
   if (!g->internal && dist__obs_on())
