@@ -201,6 +201,9 @@ bool dist__run_compared_pair(const char *report, int *marked, int *other);
 /* report with its mark (and what it says) moved from rank from's line to
  * rank to's, into out. */
 void dist__run_move_mark(const char *report, int from, int to, char *out, size_t cap);
+/* "described as dp", or for a group made without a description (its name
+ * "g<id>") "of its shape" (the trace readers' kin: size and member steps). */
+const char *dist__run_kin_words(const char *group_name, char *buf, size_t len);
 
 /* --max-restarts (tracer/SCHEMA.md, Attempts): attempt k's merged file,
  * "<stem>.attempt-<k>.db" beside the trace output. */

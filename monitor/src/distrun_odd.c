@@ -97,6 +97,16 @@ static void site_of(const char *report, int r, char *site, size_t cap) {
   snprintf(site, cap, "%.*s", (int)(at - start), start);
 }
 
+const char *dist__run_kin_words(const char *group_name, char *buf, size_t len) {
+  bool unnamed = group_name[0] == 'g' && group_name[1] &&
+                 strspn(group_name + 1, "0123456789") == strlen(group_name + 1);
+  if (unnamed)
+    snprintf(buf, len, "of its shape (as many ranks, as far apart)");
+  else
+    snprintf(buf, len, "described as %s", group_name);
+  return buf;
+}
+
 void dist__run_trace_odd_pair(const char *out, drun_verdict *v) {
   static char report[8192];
   int marked, other;
@@ -113,11 +123,12 @@ void dist__run_trace_odd_pair(const char *out, drun_verdict *v) {
     return;
   dist__run_move_mark(v->report, marked, other, report, sizeof report);
   size_t o = strlen(report);
+  char kin[96];
   dist__appendf(report, sizeof report, &o,
-                "%s  the %d ranks of the other groups described as %s made rank %d's call at "
-                "this collective, not rank %d's: rank %d is the one that differs\n",
-                o && report[o - 1] != '\n' ? "\n" : "", odd.ranks_alike, v->f.group_name, marked,
-                other, other);
+                "%s  the %d ranks of the other groups %s made rank %d's call at this "
+                "collective, not rank %d's: rank %d is the one that differs\n",
+                o && report[o - 1] != '\n' ? "\n" : "", odd.ranks_alike,
+                dist__run_kin_words(v->f.group_name, kin, sizeof kin), marked, other, other);
   char site[192];
   site_of(v->report, other, site, sizeof site);
   if (site[0])

@@ -399,25 +399,31 @@ static void break_tie(const char *out, drun_verdict *v) {
 static void name_the_skipper(const char *out, drun_verdict *v) {
   static char report[8192];
   if (strcmp(v->kind, "desync") || v->n_culprits != 1 || v->f.group_id < 0 || !v->f.op[0] ||
-      !v->report || !strstr(v->report, " ran out of calls: left the group cleanly"))
-    return; /* only a member that ended: the others' counts mid-job move on */
+      !v->report || (!strstr(v->report, " ran out of calls: left the group cleanly") &&
+                     !strstr(v->report, " left the group (destroyed it or exited) before")))
+    return; /* only a member that ended (the engine's words, or the checking layer's):
+               the others' counts mid-job move on */
   dist_trace *t = NULL;
   if (dist_trace_open(out, &t, NULL, 0) != DIST_OK)
     return;
   dist_trace_short s;
   int rc = dist_trace_short_member(t, v->f.group_id, v->f.op, v->culprits[0], &s);
   dist_trace_close(t);
-  char left[48];
+  char left[48], left_detail[48];
   snprintf(left, sizeof left, "rank %d ran out of calls", s.rank);
-  if (rc != DIST_OK || s.rank < 0 || !strstr(v->report, left))
+  snprintf(left_detail, sizeof left_detail, "rank %d left the group", s.rank);
+  if (rc != DIST_OK || s.rank < 0 ||
+      (!strstr(v->report, left) && !strstr(v->report, left_detail)))
     return;
+  char kin[96];
   snprintf(report, sizeof report,
            "%s%s  rank %d made %lld %s calls on group %d (%s) and rank %d %lld, as %d ranks "
-           "made on the groups described as %s: rank %d skipped one, and rank %d called on "
-           "without it\n", v->report ? v->report : "",
+           "made on the groups %s: rank %d skipped one, and rank %d called on without it\n",
+           v->report ? v->report : "",
            v->report && v->report[0] && v->report[strlen(v->report) - 1] != '\n' ? "\n" : "",
            s.rank, (long long)s.count, v->f.op, v->f.group_id, v->f.group_name, v->culprits[0],
-           (long long)s.usual, s.ranks_at_usual, v->f.group_name, s.rank, v->culprits[0]);
+           (long long)s.usual, s.ranks_at_usual,
+           dist__run_kin_words(v->f.group_name, kin, sizeof kin), s.rank, v->culprits[0]);
   v->report = report;
   v->culprits[0] = s.rank;
   v->f.culprits[0] = s.rank;

@@ -61,6 +61,18 @@ Test(monitor_steps, a_skipped_micro_batch_names_the_stage_that_skipped_it_at_OFF
   cr_expect(mesh_says(&r, "it receives from rank 2 with tag 12)"), "%s", r.report);
 }
 
+/* At DETAIL the checking layer says rank 1 left the group; distrun, whose
+ * first failure is rank 3 calling on alone, names rank 1 by the counts. */
+Test(monitor_steps, a_skipped_async_all_reduce_names_the_rank_that_skipped_it_at_DETAIL,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "dpskip", &r);
+  mesh_expect_verdict(&r, 10, "desync", 1);
+  cr_expect(mesh_says(&r, "rank 1 made 2 ALL_REDUCE calls on group ") &&
+                mesh_says(&r, "rank 1 skipped one, and rank 3 called on without it"),
+            "%s", r.report);
+}
+
 Test(monitor_steps, a_skipped_async_all_reduce_names_the_rank_that_skipped_it_at_OFF,
      .timeout = 150) {
   static mesh_run r;
@@ -75,18 +87,18 @@ Test(monitor_steps, a_skipped_async_all_reduce_names_the_rank_that_skipped_it_at
 /* moved: the finder marked rank 3 and distrun moved the mark (DETAIL: the
  * checking layer's rule of thumb); else the finder marked rank 1 itself
  * (OFF: MAX is a key of that kind rank 1's kept history never had). */
-static void expect_layer_op(const mesh_run *r, bool moved) {
+static void expect_layer_op(const mesh_run *r, bool moved, const char *kin) {
   mesh_expect_verdict(r, 10, "desync", 1);
   cr_expect(mesh_says(r, "  rank 1 (group rank 0): REDUCE_SCATTER_TENSOR float32[") &&
                 mesh_says(r, " op=MAX (") && mesh_says(r, " bytes)  <- reduce op differs"),
             "%s", r->report);
   cr_expect(!mesh_says(r, "op=SUM (128 bytes)  <- ") && !mesh_says(r, "op=SUM (256 bytes)  <- "),
             "rank 3 marked:\n%s", r->report);
+  char why[256];
+  snprintf(why, sizeof why, "the 2 ranks of the other groups %s made rank 3's call at this "
+           "collective, not rank 1's: rank 1 is the one that differs", kin);
   if (moved)
-    cr_expect(mesh_says(r, "the 2 ranks of the other groups described as dp made rank 3's "
-                           "call at this collective, not rank 1's: rank 1 is the one that "
-                           "differs"),
-              "%s", r->report);
+    cr_expect(mesh_says(r, why), "%s", r->report);
   cr_expect(strstr(r->json, "\"op\":\"REDUCE_SCATTER_TENSOR\""), "%s", r->json);
   cr_expect(strstr(r->json, "prog_steps.c:"), "not rank 1's line: %s", r->json);
 }
@@ -95,13 +107,23 @@ Test(monitor_steps, a_layer_reduced_with_another_op_names_the_rank_the_other_dp_
      .timeout = 150) {
   static mesh_run r;
   run_mode("DIST_DEBUG=DETAIL", "layers", &r);
-  expect_layer_op(&r, true);
+  expect_layer_op(&r, true, "described as dp");
+}
+
+/* The same with groups made without a description: the groups of its
+ * kind are those of its shape (2 ranks, 2 apart), not every group the
+ * trace describes as '' (the world's pairs of any shape). */
+Test(monitor_steps, a_layer_reduced_with_another_op_on_unnamed_groups_names_its_rank,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "layersnd", &r);
+  expect_layer_op(&r, true, "of its shape (as many ranks, as far apart)");
 }
 
 Test(monitor_steps, a_layer_reduced_with_another_op_names_its_rank_at_OFF, .timeout = 150) {
   static mesh_run r;
   run_mode("DIST_DEBUG=OFF", "layers", &r);
-  expect_layer_op(&r, false);
+  expect_layer_op(&r, false, "described as dp");
 }
 
 static void expect_departed(const char *debug) {

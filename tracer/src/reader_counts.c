@@ -21,8 +21,8 @@
 static bool counts_by_rank(sqlite3 *db, int group_id, const char *op, int64_t *n, int cap) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(db, "SELECT o.rank, count(*) FROM operations o JOIN groups g"
-                         " USING (group_id) WHERE o.op = ?2 AND coalesce(g.description, g.name)"
-                         " = (SELECT coalesce(description, name) FROM groups WHERE group_id = ?1)"
+                         " USING (group_id) WHERE o.op = ?2 AND dist_kin(g.description, g.members)"
+                         " = (SELECT dist_kin(description, members) FROM groups WHERE group_id = ?1)"
                          " GROUP BY o.rank", -1, &st, NULL))
     return false;
   sqlite3_bind_int(st, 1, group_id);

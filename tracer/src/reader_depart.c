@@ -90,17 +90,19 @@ static int parse_members(const char *s, int *out, int max) {
 }
 
 /* The ranks of r's role, into twin (a world-sized flag array): the
- * members at r's place in the other groups described as the group of r's
- * latest operation (stage 1 of the other pipelines' "pp" groups); false
- * when that group has no description or no such group is in the trace. */
+ * members at r's place in the other groups of the kind of the group of
+ * r's latest operation (stage 1 of the other pipelines' groups: the same
+ * description, else the same shape, reader_kin.c); false when no such
+ * group is in the trace. */
 static bool twins_of(sqlite3 *db, int r, bool *twin, int world) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(
-          db, "WITH mine AS (SELECT g.group_id, g.description, g.members FROM operations o"
-          " JOIN groups g ON g.group_id = o.group_id WHERE o.rank = ?1 AND g.description != ''"
-          " AND g.description IS NOT NULL ORDER BY o.t_enqueued_ns DESC LIMIT 1)"
-          " SELECT g.members, m.members FROM groups g, mine m WHERE g.description ="
-          " m.description AND g.group_id != m.group_id", -1, &st, NULL))
+          db, "WITH mine AS (SELECT g.group_id, dist_kin(g.description, g.members) AS kin,"
+          " g.members FROM operations o JOIN groups g ON g.group_id = o.group_id WHERE"
+          " o.rank = ?1 AND g.group_id != 0 ORDER BY o.t_enqueued_ns DESC LIMIT 1)"
+          " SELECT g.members, m.members FROM groups g, mine m WHERE"
+          " dist_kin(g.description, g.members) = m.kin AND g.group_id != m.group_id", -1, &st,
+          NULL))
     return false;
   sqlite3_bind_int(st, 1, r);
   bool any = false;

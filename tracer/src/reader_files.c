@@ -70,6 +70,8 @@ static int open_uri(const char *path, bool immutable, sqlite3 **db) {
   sqlite3_free(uri);
   if (rc == SQLITE_OK)
     rc = probe(*db);
+  if (rc == SQLITE_OK)
+    rc = tr_kin_register(*db); /* reader_kin.c */
   return rc;
 }
 

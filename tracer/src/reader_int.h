@@ -57,6 +57,8 @@ int tr_meta_get(sqlite3 *db, const char *key, char *out, size_t len);
 /* The first collective, in rank's program order, that its peers wait for
  * it in (state "waited"): 1 and *out, else 0 (reader_awaited.c). */
 int tr_first_awaited(sqlite3 *db, int rank, dist_trace_op *out);
+/* Registers dist_kin(description, members), a group's kind (reader_kin.c). */
+int tr_kin_register(sqlite3 *db);
 const char *tr_op_name(unsigned op);
 const char *tr_dtype_name(unsigned dtype);
 int tr_dtype_size(unsigned dtype);

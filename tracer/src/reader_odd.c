@@ -61,8 +61,8 @@ int dist_trace_odd_member(dist_trace *t, int group_id, int64_t seq, int a, int b
   if (sqlite3_prepare_v2(db, "SELECT o.rank, o.group_id, o.op, coalesce(o.dtype, ''),"
                          " o.numel_in, o.numel_out, coalesce(o.redop, ''), o.root, g.members"
                          " FROM operations o JOIN groups g USING (group_id)"
-                         " WHERE o.seq = ?2 AND o.p2p = 0 AND coalesce(g.description, g.name) ="
-                         " (SELECT coalesce(description, name) FROM groups WHERE group_id = ?1)",
+                         " WHERE o.seq = ?2 AND o.p2p = 0 AND dist_kin(g.description, g.members) ="
+                         " (SELECT dist_kin(description, members) FROM groups WHERE group_id = ?1)",
                          -1, &st, NULL))
     return DIST_OK; /* a trace without the columns cannot tell */
   sqlite3_bind_int(st, 1, group_id);
