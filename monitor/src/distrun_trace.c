@@ -178,6 +178,38 @@ static bool completed_after(dist_trace *t, int group, int64_t seq) {
   return false;
 }
 
+/* A rank that exited early: where its peers wait for it, the first such
+ * collective in its program's order (the survivors' reports name the one
+ * each noticed it in, which varies run by run). */
+static void say_awaited(dist_trace *t, drun_verdict *v) {
+  dist_trace_seen w;
+  if (dist_trace_awaited(t, v->culprits[0], &w) != DIST_OK || !w.ahead)
+    return;
+  size_t len = strlen(v->line);
+  snprintf(v->line + len, sizeof v->line - len, "; its peers wait for it in group %d (%s) %s "
+           "#%lld%s%s", w.op.group_id, w.group_name, w.op.op, (long long)w.op.seq,
+           w.site[0] ? ", called from " : "", w.site);
+}
+
+/* A rank that crashed between its operations (its last one completed):
+ * the verdict names no operation, and its line is the faulting frame's,
+ * the first of the backtrace its handler wrote ("  #0 step (train.c:54)"),
+ * not the line of the operation it had finished. */
+static void crashed_outside(drun_verdict *v) {
+  const char *f = v->report ? strstr(v->report, "backtrace:\n  #0 ") : NULL;
+  if (!f)
+    return;
+  f += strlen("backtrace:\n  #0 ");
+  size_t n = strcspn(f, "\n");
+  if (!n || f[n - 1] != ')')
+    return; /* an address, not a symbolised line */
+  snprintf(v->f.site, sizeof v->f.site, "%.*s", (int)n, f);
+  v->f.group_id = -1;
+  v->f.group_name[0] = '\0';
+  v->f.op[0] = '\0';
+  v->f.seq = 0;
+}
+
 /* A rank that died or ended early before its monitor published what it
  * was doing (records go out once a second): its last operation in the
  * merged trace (flushed every few milliseconds, or dumped by its signal
@@ -252,6 +284,10 @@ static void place_from_trace(const char *out, drun_verdict *v) {
              "group %d%s%s%s %s #%lld (%s)%s%s", v->culprits[0], op.group_id,
              v->f.group_name[0] ? " (" : "", v->f.group_name, v->f.group_name[0] ? ")" : "",
              op.op, (long long)op.seq, op.state, v->f.site[0] ? ", called from " : "", v->f.site);
+    if (!strcmp(v->kind, "crash") && !strcmp(op.state, "completed"))
+      crashed_outside(v); /* between its operations: the fault's own line */
+    if (exited)
+      say_awaited(t, v);
   }
   dist_trace_close(t);
 }
@@ -431,6 +467,30 @@ static void name_the_skipper(const char *out, drun_verdict *v) {
   v->f.site[0] = '\0'; /* the named rank's own line, not the partner's */
 }
 
+/* A hang's report is the view of the rank that timed out first: its own
+ * operation heads it ("hang in group 1 (dp) at ALL_REDUCE #13") and the
+ * culprit comes at the end of its waits, maybe in another group. When
+ * the verdict's operation is not the one the report heads with, the
+ * summary line names it too, as distview's headline does. */
+static void name_the_hang(drun_verdict *v) {
+  if (strcmp(v->kind, "hang") || !v->n_culprits || v->f.group_id < 0 || !v->f.op[0])
+    return;
+  char head[256];
+  snprintf(head, sizeof head, "hang in group %d (%s) at %s #%llu:", v->f.group_id,
+           v->f.group_name, v->f.op, (unsigned long long)v->f.seq);
+  if (v->report && !strncmp(v->report, head, strlen(head)))
+    return;
+  char ranks[128] = "";
+  size_t off = 0;
+  for (int i = 0; i < v->n_culprits && off + 8 < sizeof ranks; i++)
+    dist__appendf(ranks, sizeof ranks, &off, "%s%d", i ? "," : "", v->culprits[i]);
+  off = strlen(v->line);
+  dist__appendf(v->line, sizeof v->line, &off, "; the culprit: rank%s %s in group %d (%s) at "
+                "%s #%llu%s%s", v->n_culprits > 1 ? "s" : "", ranks, v->f.group_id,
+                v->f.group_name, v->f.op, (unsigned long long)v->f.seq,
+                v->f.site[0] ? ", called from " : "", v->f.site);
+}
+
 static bool make_dir(const char *path) {
   return mkdir(path, 0700) == 0 || errno == EEXIST;
 }
@@ -468,6 +528,7 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
   break_tie(out, v);
   name_the_skipper(out, v);
   dist__run_trace_odd_pair(out, v);
+  name_the_hang(v);
   store_verdict(out, v);
   prune(dflt ? "dist-trace" : base, job_id);
 }

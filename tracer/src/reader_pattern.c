@@ -290,6 +290,21 @@ int dist_trace_peers_view(dist_trace *t, int rank, dist_trace_seen *out) {
   return DIST_OK;
 }
 
+int dist_trace_awaited(dist_trace *t, int rank, dist_trace_seen *out) {
+  sqlite3 *db = dist_trace_sqlite(t);
+  if (!db || !out)
+    return DIST_E_INVAL;
+  memset(out, 0, sizeof *out);
+  if (!tr_first_awaited(db, rank, &out->op))
+    return DIST_OK;
+  out->ahead = 1;
+  seen_site(db, rank, out->op.group_id, out->op.seq, out->site, sizeof out->site);
+  text_of(db, "SELECT coalesce(nullif(description, ''), name) FROM groups WHERE ?1 >= 0"
+              " AND group_id = ?2", rank, out->op.group_id, out->group_name,
+          sizeof out->group_name, false);
+  return DIST_OK;
+}
+
 int dist_trace_op_site(dist_trace *t, int rank, int group_id, int64_t seq, const char *op,
                        char *site, size_t len) {
   sqlite3 *db = dist_trace_sqlite(t);

@@ -250,6 +250,10 @@ typedef struct dist_trace_seen {
   char group_name[64];     /* the group's description, else its name */
 } dist_trace_seen;
 DIST_API int dist_trace_peers_view(dist_trace *t, int rank, dist_trace_seen *out);
+/* The first collective, in rank's program order, that its peers wait for
+ * it in (reader_awaited.c): out->ahead 1 and the fields (state "waited"),
+ * else ahead 0. */
+DIST_API int dist_trace_awaited(dist_trace *t, int rank, dist_trace_seen *out);
 
 /* --- exporters --------------------------------------------------------- */
 
