@@ -117,7 +117,8 @@ DIST_API dist_init_opts dist_init_opts_default(void);
 DIST_API int dist_init_process_group(const dist_init_opts *opts);
 /* Destroys one group, or with NULL every group and the default group (the
  * library can be initialised again afterwards). Pending operations fail with
- * DIST_E_ABORTED. The handle dies with the destroy: passing it again, here
+ * DIST_E_ABORTED, here and on the group's other members (the job's cause
+ * names this rank). The handle dies with the destroy: passing it again, here
  * or to any other call, gives DIST_E_INVAL and a message, never a crash
  * (unless a group created since happens to reuse its memory, as with any
  * freed pointer). */

@@ -47,6 +47,7 @@ typedef struct cpu_backend {
   dist_work **q;           /* ring of queued collectives */
   size_t q_head, q_len, q_cap;
   _Atomic int queued;      /* queued + running collectives */
+  _Atomic int undone;      /* ... of them not yet completed: what a destroy fails */
   p2p_work *p2p;           /* pending async point-to-point works */
   bool thread_started;
   bool stop;
@@ -345,9 +346,13 @@ static void cpu_abort(void *priv, const char *reason) {
 static void cpu_fini(void *priv) {
   cpu_backend *b = priv;
   /* Work still pending fails now rather than at its timeout; a group with
-   * nothing in flight goes quietly (its peers are told nothing). */
+   * nothing in flight goes quietly (its peers are told nothing). Pending
+   * includes the collective the progress thread already took off the
+   * queue (undone counts it until it completes): the join below would
+   * otherwise wait for it to finish, or to time out, and the program's
+   * never-waited operation would succeed or fail by chance. */
   pthread_mutex_lock(&b->mu);
-  bool pending = b->q_len || b->p2p;
+  bool pending = atomic_load(&b->undone) != 0 || b->p2p;
   pthread_mutex_unlock(&b->mu);
   if (pending)
     cpu_abort(b, "the group was destroyed with operations pending");
@@ -422,6 +427,7 @@ static int enqueue(cpu_backend *b, dist_work *w) {
   if (rc == DIST_OK) {
     b->q[(b->q_head + b->q_len++) % b->q_cap] = w;
     atomic_fetch_add(&b->queued, 1);
+    atomic_fetch_add(&b->undone, 1);
     pthread_cond_broadcast(&b->cv);
   }
   pthread_mutex_unlock(&b->mu);
@@ -611,6 +617,9 @@ static void run_queued(cpu_backend *b, dist_work *w) {
   dist__errbuf err;
   err.msg[0] = '\0';
   int rc = run_coll(b, dist_work_coll(w), &err);
+  /* Before the waiter is released: a destroy it makes next must not take
+   * this completed work for a pending one (cpu_fini). */
+  atomic_fetch_sub(&b->undone, 1);
   dist_backend_work_done(w, rc, -1, err.msg);
 }
 

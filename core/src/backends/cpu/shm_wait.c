@@ -74,6 +74,20 @@ void dist__shm_wake_rank(dist__shm *s, int r) {
   futex(&c->wake, FUTEX_WAKE, INT_MAX, NULL);
 }
 
+/* An aborted rank takes back every step it posted: it stores 0 (never
+ * posted) into the counter of each of its polled lines. An abort (and a
+ * destroy with operations pending) fails the operation on the peers too
+ * (pg.h), but a peer that arrives after this rank posted the step and gave
+ * up found the step posted on the hot path, which reads no failure word,
+ * and completed the operation this rank failed: a never-waited all_reduce
+ * passed on its peer or failed, by timing. A taken-back step sends the
+ * waiter to the slow path, which reads the failure published before it.
+ * A rank that had already passed the step completed before the abort. */
+static void retract_posts(dist__shm *s) {
+  for (int l = 0; l < SHM_DEPTH; l++)
+    atomic_store_explicit(&s->peer[s->rank].hdr[l]->ctr, 0, memory_order_release);
+}
+
 /* Publishes this rank's failure once (the first status wins) and wakes
  * every sleeper, so the peers fail promptly. Any thread. */
 static void publish_failure(dist__shm *s, int rc, const char *msg) {
@@ -85,6 +99,12 @@ static void publish_failure(dist__shm *s, int rc, const char *msg) {
     c->fail_msg[n] = '\0';
     atomic_store_explicit(&c->fail_code, rc, memory_order_release);
   }
+  /* After the failure word: a peer that reads a taken-back counter reads
+   * the failure too. Again from the waiter that fails for the abort (the
+   * thread that posts), so a post racing the aborting thread's is taken
+   * back as well. */
+  if (rc == DIST_E_ABORTED)
+    retract_posts(s);
   for (int r = 0; r < s->size; r++)
     dist__shm_wake_rank(s, r);
 }
