@@ -13,7 +13,11 @@
  *  - a receive whose send never comes fails at the group's timeout;
  *  - a group destroyed with an async operation never waited fails that
  *    operation on its rank and on the peer, every time, and the job's
- *    cause names the destroyer. */
+ *    cause names the destroyer;
+ *  - a group's last small broadcast, where a rank named itself the root,
+ *    fails the destroy on the roots with a desync naming that rank, over
+ *    shared memory (whose roots return before comparing), within a bound,
+ *    and a legal last broadcast costs its destroy nothing. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -407,4 +411,71 @@ Test(core_failures, a_group_destroyed_with_its_all_reduce_never_waited_fails_it_
 Test(core_failures, a_group_destroyed_with_its_all_reduce_never_waited_fails_it_on_both_tcp,
      .timeout = 90) {
   run_nowait("tcp");
+}
+
+/* --- the group's last small broadcast, with a rank naming itself root ------ */
+
+/* Every rank broadcasts 1 float32 on a group of all ranks, rank 1 naming
+ * itself the root where the others name rank 0 (bad), or every rank
+ * naming rank 0, then destroys the group. Over shared memory the roots
+ * return from a small broadcast before comparing the others' calls, and
+ * only the next operation compared them: as the group's last call the
+ * disagreement went unreported and every rank's destroy succeeded. Now
+ * each root compares at its destroy, which fails with DIST_E_DESYNC and
+ * the report (the culprit marked when a majority tells), posted as the
+ * job's cause; a reader (rank 2) read root 0's and has nothing to say. A
+ * legal last broadcast leaves every destroy DIST_OK and quick. */
+static int last_bcast_rank(const dist_test_ctx *ctx) {
+  bool bad = ctx->arg != NULL;
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  int all[8];
+  for (int r = 0; r < ctx->world; r++)
+    all[r] = r;
+  dist_group_opts o = {.desc = "all"};
+  dist_pg *g;
+  CHECK_OK(ctx, dist_new_group(all, (size_t)ctx->world, &o, &g));
+  float v = ctx->rank == 0 ? 0.5f : 0;
+  dist_tensor t = dist_tensor_1d(&v, DIST_FLOAT32, 1);
+  CHECK_OK(ctx, dist_broadcast(&t, bad && ctx->rank == 1 ? 1 : 0, g, NULL));
+  int64_t t0 = now_ms();
+  int rc = dist_destroy_process_group(g);
+  int64_t took = now_ms() - t0;
+  const char *msg = dist_last_errmsg();
+  fprintf(stderr, "[rank %d] destroy: %s after %lld ms: %s\n", ctx->rank, dist_status_name(rc),
+          (long long)took, rc ? msg : "");
+  CHECK(ctx, took < 5000, "the destroy took %lld ms", (long long)took);
+  if (!bad || ctx->rank > 1) {
+    CHECK(ctx, rc == DIST_OK, "destroy: %s: %s", dist_status_name(rc), msg);
+    CHECK(ctx, took < 1000, "a legal last broadcast cost its destroy %lld ms", (long long)took);
+    dist_test_finish();
+    return 0;
+  }
+  CHECK(ctx, rc == DIST_E_DESYNC, "destroy: %s, want DIST_E_DESYNC: %s", dist_status_name(rc),
+        msg);
+  CHECK(ctx, strstr(msg, "desync in group 1 (all, ") && strstr(msg, " at BROADCAST #1: ") &&
+                 strstr(msg, ctx->rank ? "rank 0 (host " : "rank 1 (host "),
+        "the report: %s", msg);
+  if (ctx->world > 2) { /* rank 2 sides with rank 0: rank 1 is marked */
+    CHECK(ctx, strstr(msg, "\n  rank 1: BROADCAST float32[1] root 1 (4 bytes)  <- root differs"),
+          "rank 1 is not marked: %s", msg);
+    void *c = NULL;
+    size_t n = 0;
+    CHECK_OK(ctx, dist_store_get(dist_get_default_store(), DIST_KEY_CAUSE, &c, &n));
+    bool says = memmem(c, n, "root 1 (4 bytes)  <- root differs", 33) != NULL;
+    dist_free(c);
+    CHECK(ctx, says, "the job's cause does not mark rank 1");
+  }
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_failures, a_last_small_broadcast_with_a_rank_naming_itself_root_fails_the_destroy,
+     .timeout = 90) {
+  setenv("DIST_TRANSPORT", "shm", 1);
+  for (int world = 2; world <= 3; world++) {
+    cr_assert_eq(dist_test_ranks(world, last_bcast_rank, "bad", 40), 0, "%d ranks:\n%s", world,
+                 dist_test_report());
+    cr_assert_eq(dist_test_ranks(world, last_bcast_rank, NULL, 40), 0, "%d ranks, legal:\n%s",
+                 world, dist_test_report());
+  }
 }

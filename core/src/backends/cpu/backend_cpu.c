@@ -343,6 +343,36 @@ static void cpu_abort(void *priv, const char *reason) {
   pthread_mutex_unlock(&b->mu);
 }
 
+/* How long a destroy waits for the other ranks to reach the small
+ * broadcasts this rank was the root of (dist__shm_settle_final): they are
+ * usually there already; one that is not is not waited for longer. */
+#define SETTLE_AT_DESTROY_MS 2000
+
+/* The checks a small broadcast's or scatter's root owes (it returned
+ * before its readers compared their calls with its own): a later
+ * operation settles them, and without one only the destroy can. A rank
+ * that named itself the root where the others named another was never
+ * reported when the broadcast was the group's last. Not for a helper
+ * group: its failures are its user's to tell. */
+static void settle_at_destroy(cpu_backend *b) {
+  if (!b->shm || b->self->internal)
+    return;
+  int64_t wait = b->g.timeout_ms >= 0 && b->g.timeout_ms < SETTLE_AT_DESTROY_MS
+                     ? b->g.timeout_ms : SETTLE_AT_DESTROY_MS;
+  dist__errbuf err;
+  dist__err_clear(&err);
+  dist_coll c = {.kind = DIST_OP_BROADCAST, .root = -1};
+  dist__cpu_op op = {&c, dist__now_ms() + wait, &err, -1};
+  int kind = DIST_OP_BROADCAST;
+  uint64_t seq = 0;
+  int rc = dist__shm_settle_final(b->shm, &op, &kind, &seq);
+  if (rc == DIST_OK)
+    return;
+  c.kind = (dist_op_kind)kind;
+  c.seq = seq;
+  dist__pg_fini_failure(b->self, &c, rc, err.msg);
+}
+
 static void cpu_fini(void *priv) {
   cpu_backend *b = priv;
   /* Work still pending fails now rather than at its timeout; a group with
@@ -356,6 +386,8 @@ static void cpu_fini(void *priv) {
   pthread_mutex_unlock(&b->mu);
   if (pending)
     cpu_abort(b, "the group was destroyed with operations pending");
+  else
+    settle_at_destroy(b);
   pthread_mutex_lock(&b->mu);
   b->stop = true;
   pthread_cond_broadcast(&b->cv);

@@ -415,6 +415,24 @@ int dist__shm_wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   return shm_reached(s, j, g) ? DIST_OK : wait_range(s, op, g, j, j + 1);
 }
 
+/* Whether await_posted stops waiting for rank j. */
+static bool give_up(dist__shm *s, int j, int64_t deadline_ms) {
+  return atomic_load_explicit(&s->g->aborted, memory_order_acquire) ||
+         atomic_load_explicit(&s->g->broken_rc, memory_order_acquire) != DIST_OK ||
+         atomic_load_explicit(&s->peer[j].ctl->fail_code, memory_order_acquire) > 0 ||
+         gone(s, j) || dist__now_ms() >= deadline_ms;
+}
+
+bool dist__shm_await_posted(dist__shm *s, uint64_t g, int64_t deadline_ms) {
+  for (int j = 0; j < s->size; j++)
+    while (j != s->rank && !shm_reached(s, j, g)) {
+      if (give_up(s, j, deadline_ms))
+        return false;
+      dist__sleep_ms(1); // a failure path or a late reader: no hurry
+    }
+  return true;
+}
+
 int dist__shm_fail(dist__shm *s, dist__cpu_op *op, int rc, const char *fmt, ...) {
   char msg[DIST_ERRMSG_LEN];
   va_list ap;
