@@ -10,7 +10,14 @@
  *  - a rank killed with SIGKILL in the middle of an all_reduce loop makes
  *    every other rank fail with DIST_E_PEER_LOST naming it, within the
  *    timeout, over shared memory and over TCP;
- *  - a receive whose send never comes fails at the group's timeout. */
+ *  - a receive whose send never comes fails at the group's timeout;
+ *  - a group destroyed with an async operation never waited fails that
+ *    operation on its rank and on the peer, every time, and the job's
+ *    cause names the destroyer;
+ *  - a group's last small broadcast, where a rank named itself the root,
+ *    fails the destroy on the roots with a desync naming that rank, over
+ *    shared memory (whose roots return before comparing), within a bound,
+ *    and a legal last broadcast costs its destroy nothing. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dist/internal/launch.h> /* DIST_KEY_CAUSE */
 #include "mp.h"
 
 static int64_t now_ms(void) {
@@ -319,4 +327,155 @@ static int recv_timeout_rank(const dist_test_ctx *ctx) {
 
 Test(core_failures, a_receive_whose_send_never_comes_times_out, .timeout = 60) {
   cr_assert_eq(dist_test_ranks(2, recv_timeout_rank, NULL, 50), 0, "%s", dist_test_report());
+}
+
+/* --- a group destroyed with an operation never waited ---------------------- */
+
+typedef struct nowait_arg {
+  const char *transport;
+  bool out; /* rank 1's half of the all_reduce has left before the destroy */
+} nowait_arg;
+
+/* The job's cause, as distrun reads it, names rank 1's destroy. */
+static int cause_names_the_destroy(const dist_test_ctx *ctx) {
+  void *v = NULL;
+  size_t n = 0;
+  CHECK_OK(ctx, dist_store_get(dist_get_default_store(), DIST_KEY_CAUSE, &v, &n));
+  char text[2048];
+  snprintf(text, sizeof text, "%.*s", (int)n, (const char *)v);
+  dist_free(v);
+  CHECK(ctx, strstr(text, "rank 1 destroyed group 1 (pair) with ALL_REDUCE #") &&
+                 strstr(text, " pending (never waited)"),
+        "the cause: %s", text);
+  return 0;
+}
+
+/* Rank 1 starts an async all_reduce on a pair and destroys the pair without
+ * waiting; rank 0 calls the all_reduce 1 s later. pg.h: the destroy fails
+ * the pending operation with DIST_E_ABORTED, and it fails on rank 0 too.
+ * It used to depend on timing: a destroy that found the operation already
+ * taken off the queue by the progress thread waited for it to complete
+ * (rank 0 came, both succeeded, the job exited 0); and when rank 1's half
+ * had left before the abort (out), rank 0 found its data and completed,
+ * over shared memory (the step was posted) and over TCP (the data came
+ * before the ABORT). */
+static int destroy_nowait_rank(const dist_test_ctx *ctx) {
+  const nowait_arg *a = ctx->arg;
+  setenv("DIST_TRANSPORT", a->transport, 1);
+  setenv("DIST_TEST_TIMEOUT_MS", "15000", 1);
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  dist_group_opts o = {.desc = "pair"};
+  dist_pg *g;
+  CHECK_OK(ctx, dist_new_group((int[]){0, 1}, 2, &o, &g));
+  float v[32] = {1};
+  dist_tensor t = dist_tensor_1d(v, DIST_FLOAT32, 32);
+  if (a->out) /* connects the pair, so rank 1's data can reach rank 0 */
+    CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, g, NULL));
+  if (ctx->rank == 1) {
+    dist_work *w = NULL;
+    CHECK_OK(ctx, dist_all_reduce(&t, DIST_SUM, g, &w));
+    if (a->out)
+      usleep(200 * 1000);
+    CHECK_OK(ctx, dist_destroy_process_group(g));
+    int rc = dist_work_status(w);
+    CHECK(ctx, rc == DIST_E_ABORTED, "rank 1's never-waited all_reduce: %s: %s",
+          dist_status_name(rc), dist_work_errmsg(w));
+    dist_work_free(w);
+  } else {
+    usleep(1000 * 1000);
+    int rc = dist_all_reduce(&t, DIST_SUM, g, NULL);
+    fprintf(stderr, "[rank 0] %s: %s\n", dist_status_name(rc), dist_pg_errmsg(g));
+    CHECK(ctx, rc != DIST_OK && rc != DIST_E_TIMEOUT,
+          "rank 0's all_reduce: %s, though rank 1 destroyed the pair with it pending",
+          dist_status_name(rc));
+    if (cause_names_the_destroy(ctx))
+      return 1;
+    dist_destroy_process_group(g);
+  }
+  dist_test_finish();
+  return 0;
+}
+
+static void run_nowait(const char *transport) {
+  for (int i = 0; i < 3; i++) {
+    nowait_arg a = {transport, i == 2};
+    cr_assert_eq(dist_test_ranks(2, destroy_nowait_rank, &a, 40), 0, "run %d (%s):\n%s", i + 1,
+                 a.out ? "rank 1's half out" : "at once", dist_test_report());
+  }
+}
+
+Test(core_failures, a_group_destroyed_with_its_all_reduce_never_waited_fails_it_on_both_shm,
+     .timeout = 90) {
+  run_nowait("auto");
+}
+Test(core_failures, a_group_destroyed_with_its_all_reduce_never_waited_fails_it_on_both_tcp,
+     .timeout = 90) {
+  run_nowait("tcp");
+}
+
+/* --- the group's last small broadcast, with a rank naming itself root ------ */
+
+/* Every rank broadcasts 1 float32 on a group of all ranks, rank 1 naming
+ * itself the root where the others name rank 0 (bad), or every rank
+ * naming rank 0, then destroys the group. Over shared memory the roots
+ * return from a small broadcast before comparing the others' calls, and
+ * only the next operation compared them: as the group's last call the
+ * disagreement went unreported and every rank's destroy succeeded. Now
+ * each root compares at its destroy, which fails with DIST_E_DESYNC and
+ * the report (the culprit marked when a majority tells), posted as the
+ * job's cause; a reader (rank 2) read root 0's and has nothing to say. A
+ * legal last broadcast leaves every destroy DIST_OK and quick. */
+static int last_bcast_rank(const dist_test_ctx *ctx) {
+  bool bad = ctx->arg != NULL;
+  CHECK_OK(ctx, dist_test_init_pg(ctx, NULL));
+  int all[8];
+  for (int r = 0; r < ctx->world; r++)
+    all[r] = r;
+  dist_group_opts o = {.desc = "all"};
+  dist_pg *g;
+  CHECK_OK(ctx, dist_new_group(all, (size_t)ctx->world, &o, &g));
+  float v = ctx->rank == 0 ? 0.5f : 0;
+  dist_tensor t = dist_tensor_1d(&v, DIST_FLOAT32, 1);
+  CHECK_OK(ctx, dist_broadcast(&t, bad && ctx->rank == 1 ? 1 : 0, g, NULL));
+  int64_t t0 = now_ms();
+  int rc = dist_destroy_process_group(g);
+  int64_t took = now_ms() - t0;
+  const char *msg = dist_last_errmsg();
+  fprintf(stderr, "[rank %d] destroy: %s after %lld ms: %s\n", ctx->rank, dist_status_name(rc),
+          (long long)took, rc ? msg : "");
+  CHECK(ctx, took < 5000, "the destroy took %lld ms", (long long)took);
+  if (!bad || ctx->rank > 1) {
+    CHECK(ctx, rc == DIST_OK, "destroy: %s: %s", dist_status_name(rc), msg);
+    CHECK(ctx, took < 1000, "a legal last broadcast cost its destroy %lld ms", (long long)took);
+    dist_test_finish();
+    return 0;
+  }
+  CHECK(ctx, rc == DIST_E_DESYNC, "destroy: %s, want DIST_E_DESYNC: %s", dist_status_name(rc),
+        msg);
+  CHECK(ctx, strstr(msg, "desync in group 1 (all, ") && strstr(msg, " at BROADCAST #1: ") &&
+                 strstr(msg, ctx->rank ? "rank 0 (host " : "rank 1 (host "),
+        "the report: %s", msg);
+  if (ctx->world > 2) { /* rank 2 sides with rank 0: rank 1 is marked */
+    CHECK(ctx, strstr(msg, "\n  rank 1: BROADCAST float32[1] root 1 (4 bytes)  <- root differs"),
+          "rank 1 is not marked: %s", msg);
+    void *c = NULL;
+    size_t n = 0;
+    CHECK_OK(ctx, dist_store_get(dist_get_default_store(), DIST_KEY_CAUSE, &c, &n));
+    bool says = memmem(c, n, "root 1 (4 bytes)  <- root differs", 33) != NULL;
+    dist_free(c);
+    CHECK(ctx, says, "the job's cause does not mark rank 1");
+  }
+  dist_test_finish();
+  return 0;
+}
+
+Test(core_failures, a_last_small_broadcast_with_a_rank_naming_itself_root_fails_the_destroy,
+     .timeout = 90) {
+  setenv("DIST_TRANSPORT", "shm", 1);
+  for (int world = 2; world <= 3; world++) {
+    cr_assert_eq(dist_test_ranks(world, last_bcast_rank, "bad", 40), 0, "%d ranks:\n%s", world,
+                 dist_test_report());
+    cr_assert_eq(dist_test_ranks(world, last_bcast_rank, NULL, 40), 0, "%d ranks, legal:\n%s",
+                 world, dist_test_report());
+  }
 }

@@ -589,3 +589,57 @@ Test(core_shm, tiny_even_all_to_all_output_counts_that_differ_fail_every_rank, .
     cr_assert_eq(dist_test_ranks(world, rank_tiny_out_mismatch, NULL, 30), 0, "%d ranks:\n%s",
                  world, dist_test_report());
 }
+
+/* all_to_all_single where rank 0 spells out the even split ({k, k, ...})
+ * and the others pass NULL (the same split, legal in torch): every rank
+ * gets the right rows. The engine used to publish a different descriptor
+ * for explicit splits (the matrix form) than for none (the even form) and
+ * failed the call with "ranks disagree on the split size". Rows of 1 (a
+ * few bytes a peer: the one-step path), 300 (staged) and 40000 elements
+ * (large pieces: single copy where the kernel allows it). */
+static int rank_even_splits_spelled_out(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int N = ctx->world, me = ctx->rank, bad = 0;
+  const int64_t row_elems[] = {1, 300, 40000};
+  int64_t splits[DIST_TEST_MAX_RANKS];
+  for (int j = 0; j < N; j++)
+    splits[j] = 2;
+  for (size_t i = 0; i < sizeof row_elems / sizeof row_elems[0] && !bad; i++) {
+    int64_t re = row_elems[i], n = 2 * N * re;
+    int32_t *in = malloc((size_t)n * sizeof *in), *out = calloc((size_t)n, sizeof *out);
+    for (int64_t k = 0; k < n; k++)
+      in[k] = me * 1000000 + (int32_t)k;
+    dist_tensor ti = {.data = in, .dtype = DIST_INT32, .ndim = 2, .shape = {2 * N, re}};
+    dist_tensor to = {.data = out, .dtype = DIST_INT32, .ndim = 2, .shape = {2 * N, re}};
+    dist_coll c = {.kind = DIST_OP_ALL_TO_ALL_SINGLE, .inputs = &ti, .n_inputs = 1,
+                   .outputs = &to, .n_outputs = 1};
+    if (me == 0) {
+      c.in_splits = c.out_splits = splits;
+      c.n_splits = (size_t)N;
+    }
+    int rc = shm_t_run(&e, &c);
+    CHECK(ctx, rc == DIST_OK, "rows of %lld: %s: %s", (long long)re, dist_status_name(rc),
+          e.err.msg);
+    /* Block j of the output is rank j's block me: its rows 2 me, 2 me + 1. */
+    for (int64_t k = 0; k < n && !bad; k++) {
+      int64_t j = k / (2 * re), at = k % (2 * re);
+      CHECK(ctx, out[k] == (int32_t)(j * 1000000 + 2 * me * re + at),
+            "rows of %lld: out[%lld] = %d", (long long)re, (long long)k, (int)out[k]);
+    }
+    free(in);
+    free(out);
+  }
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm, even_split_sizes_spelled_out_on_one_rank_match_none_on_the_others,
+     .timeout = 60) {
+  setenv("DIST_SHM_SPIN_US", "5", 1);
+  setenv("DIST_SHM_YIELD_US", "50", 1);
+  for (int world = 2; world <= 4; world++)
+    cr_assert_eq(dist_test_ranks(world, rank_even_splits_spelled_out, NULL, 30), 0,
+                 "%d ranks:\n%s", world, dist_test_report());
+}

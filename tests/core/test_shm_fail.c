@@ -223,6 +223,99 @@ Test(core_shm_fail, all_to_all_single_split_sizes_that_disagree_fail_every_rank,
   cr_assert_eq(dist_test_ranks(3, rank_split_mismatch, NULL, 30), 0, "%s", dist_test_report());
 }
 
+/* Rank 0 splits its 2 N rows of re elements unevenly ({1, 3, 2, ...}),
+ * the others pass no split sizes (2 rows each): every rank fails the same
+ * way, names the pair whose sizes differ, as between uneven calls and as
+ * the TCP engine does, and the group stays usable. The descriptors differ
+ * in form (rank 0's carries no sizes, the others' carry their even ones),
+ * which alone said only "rank 0: ALL_TO_ALL_SINGLE int32" against the
+ * others' size. Rows of 1: the others run the one-step even path, which
+ * publishes no counts (their row of the matrix follows from the
+ * descriptor); rows of 100: every rank published its counts. */
+static int rank_uneven_against_none(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int N = ctx->world, me = ctx->rank, re = *(const int *)ctx->arg;
+  int64_t sp[8];
+  for (int j = 0; j < N; j++)
+    sp[j] = 2;
+  sp[0] = 1, sp[1] = 3;
+  int32_t *in = calloc((size_t)(2 * N * re), sizeof *in), *out = calloc((size_t)(2 * N * re), 4);
+  dist_tensor ti = {.data = in, .dtype = DIST_INT32, .ndim = 2, .shape = {2 * N, re}};
+  dist_tensor to = {.data = out, .dtype = DIST_INT32, .ndim = 2, .shape = {2 * N, re}};
+  dist_coll c = {.kind = DIST_OP_ALL_TO_ALL_SINGLE, .inputs = &ti, .n_inputs = 1, .outputs = &to,
+                 .n_outputs = 1};
+  if (me == 0) {
+    c.in_splits = c.out_splits = sp;
+    c.n_splits = (size_t)N;
+  }
+  int rc = shm_t_run(&e, &c);
+  char r0[128], r1[128];
+  snprintf(r0, sizeof r0, "\n  rank 0: ALL_TO_ALL_SINGLE int32[%d] to rank 1 (%d bytes)  <- "
+           "split size differs", 3 * re, 12 * re);
+  snprintf(r1, sizeof r1, "\n  rank 1: ALL_TO_ALL_SINGLE int32[%d] from rank 0 (%d bytes)",
+           2 * re, 8 * re);
+  const char *needles[] = {"ALL_TO_ALL_SINGLE #1: ranks disagree on the split size", r0, r1,
+                           NULL};
+  int bad = expect_desync(ctx, &e, rc, needles);
+  if (!bad)
+    bad = still_usable(ctx, &e);
+  free(in);
+  free(out);
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm_fail, uneven_split_sizes_against_none_name_the_pair_whose_sizes_differ,
+     .timeout = 60) {
+  quiet_waits();
+  int re = 1;
+  cr_assert_eq(dist_test_ranks(3, rank_uneven_against_none, &re, 30), 0, "rows of 1:\n%s",
+               dist_test_report());
+  re = 100;
+  cr_assert_eq(dist_test_ranks(3, rank_uneven_against_none, &re, 30), 0, "rows of 100:\n%s",
+               dist_test_report());
+}
+
+/* Rank 0 calls an uneven all_to_all_single of 6 int32, the others an
+ * all_reduce of 6: rank 0's line shows its shape, though its descriptor
+ * carries no size (the uneven form; it used to read "ALL_TO_ALL_SINGLE
+ * int32" alone): from the counts it published with the step. */
+static int rank_uneven_against_all_reduce(const dist_test_ctx *ctx) {
+  shm_t e = {0};
+  if (shm_t_open(ctx, &e, false))
+    return 1;
+  int N = ctx->world;
+  int64_t sp[8] = {0};
+  sp[0] = 6;
+  int32_t in[8] = {0}, out[8] = {0};
+  dist_tensor ti = shm_t_tensor(in, DIST_INT32, 6), to = shm_t_tensor(out, DIST_INT32, 6);
+  dist_coll c = {.kind = DIST_OP_ALL_REDUCE, .inputs = &ti, .n_inputs = 1, .outputs = &ti,
+                 .n_outputs = 1, .redop = DIST_SUM, .root = -1};
+  if (ctx->rank == 0)
+    c = (dist_coll){.kind = DIST_OP_ALL_TO_ALL_SINGLE, .inputs = &ti, .n_inputs = 1,
+                    .outputs = &to, .n_outputs = 1, .in_splits = sp, .out_splits = sp,
+                    .n_splits = (size_t)N};
+  int rc = shm_t_run(&e, &c);
+  const char *needles[] = {"ranks disagree on the operation",
+                           "\n  rank 0: ALL_TO_ALL_SINGLE int32[6] (24 bytes)  <- operation "
+                           "differs",
+                           "\n  rank 1: ALL_REDUCE int32[6] op=SUM (24 bytes)", NULL};
+  int bad = expect_desync(ctx, &e, rc, needles);
+  if (!bad)
+    bad = still_usable(ctx, &e);
+  shm_t_close(&e);
+  return bad;
+}
+
+Test(core_shm_fail, an_uneven_all_to_all_single_against_another_operation_shows_its_shape,
+     .timeout = 60) {
+  quiet_waits();
+  cr_assert_eq(dist_test_ranks(3, rank_uneven_against_all_reduce, NULL, 30), 0, "%s",
+               dist_test_report());
+}
+
 /* --- deferred checks (small broadcast and scatter) ------------------------ */
 
 /* A rooted copy of n float32 per rank from root: a broadcast of out, or a

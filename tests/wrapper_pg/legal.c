@@ -169,8 +169,32 @@ static int uneven_all_to_all(const legal_env *e) {
   return 0;
 }
 
+/* The even split spelled out on rank 0 ({2, 2, ...}) and left NULL on the
+ * others: the same call (torch), which the shared-memory engine refused
+ * as a split size disagreement. */
+static int spelled_even_all_to_all(const legal_env *e) {
+  int n = e->world, r = e->rank;
+  int64_t splits[MAXR];
+  int32_t in[2 * MAXR], out[2 * MAXR], want[2 * MAXR];
+  for (int p = 0; p < n; p++) {
+    splits[p] = 2;
+    for (int j = 0; j < 2; j++) {
+      in[2 * p + j] = r * 10000 + p * 100 + j;
+      want[2 * p + j] = p * 10000 + r * 100 + j;
+    }
+  }
+  dist_tensor ti = dist_tensor_1d(in, DIST_INT32, 2 * n), to = dist_tensor_1d(out, DIST_INT32, 2 * n);
+  memset(out, 0xff, sizeof out);
+  const int64_t *sp = r == 0 ? splits : NULL;
+  LOK(dist_all_to_all_single(&to, &ti, sp, sp, NULL, NULL), NULL);
+  SAME("all_to_all_single with the even split spelled out on rank 0", DIST_INT32, out, want,
+       2 * n);
+  return 0;
+}
+
 int legal_uneven(const legal_env *e) {
-  return uneven_all_gather(e) || uneven_reduce_scatter(e) || uneven_all_to_all(e);
+  return uneven_all_gather(e) || uneven_reduce_scatter(e) || uneven_all_to_all(e) ||
+         spelled_even_all_to_all(e);
 }
 
 /* --- barriers ------------------------------------------------------------- */

@@ -2,7 +2,7 @@
  *
  * Each pattern is a program that other tools' debug modes have wrongly
  * flagged as a desync or hung on: uneven all_gather and reduce_scatter,
- * barriers, batched point-to-point, async calls on two groups started in
+ * an all_to_all_single whose even split one rank spells out, barriers, batched point-to-point, async calls on two groups started in
  * different orders, ranks that call nothing on a group they are not in,
  * split groups and subgroups, the byte-blob collectives, a group made and
  * destroyed in a loop, and init, destroy and init again. Each runs on the

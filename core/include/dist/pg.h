@@ -117,10 +117,17 @@ DIST_API dist_init_opts dist_init_opts_default(void);
 DIST_API int dist_init_process_group(const dist_init_opts *opts);
 /* Destroys one group, or with NULL every group and the default group (the
  * library can be initialised again afterwards). Pending operations fail with
- * DIST_E_ABORTED. The handle dies with the destroy: passing it again, here
+ * DIST_E_ABORTED, here and on the group's other members (the job's cause
+ * names this rank). The handle dies with the destroy: passing it again, here
  * or to any other call, gives DIST_E_INVAL and a message, never a crash
  * (unless a group created since happens to reuse its memory, as with any
- * freed pointer). */
+ * freed pointer). DIST_E_DESYNC (the group is destroyed all the same) when
+ * the destroy found that the ranks disagreed on an earlier call: the root
+ * of a small broadcast or scatter over shared memory returns before it
+ * compares the others' calls with its own, and a later operation, or else
+ * the destroy (waiting at most 2 s for the others to reach the call),
+ * compares them; the report is logged, posted as the job's cause and in
+ * dist_last_errmsg(). */
 DIST_API int dist_destroy_process_group(dist_pg *group);
 DIST_API bool dist_is_initialized(void);
 /* Rank of the calling process in group (-1 when not a member or not

@@ -92,34 +92,31 @@ int dist_init_process_group(const dist_init_opts *opts) {
   return DIST_OK;
 }
 
-static void destroy_all(void) {
+static int destroy_all(void) {
   dist__cause_claim_first_exit(); /* before a peer can see this rank leave */
-  dist__pg_destroy_all(); /* user groups, the default one included */
+  int rc = dist__pg_destroy_all(); /* user groups, the default one included */
   dist__pg_set_default(NULL);
   dist__obs_stop();
   dist__job_leave();
 #ifdef DIST_HAVE_MPI
   dist__mpi_boot_release();
 #endif
+  return rc;
 }
 
 int dist_destroy_process_group(dist_pg *g) {
   if (!g) {
     if (!dist__pg_default())
       return dist__set_last_error(DIST_E_INVAL, "no process group is initialised");
-    destroy_all();
-    return DIST_OK;
+    return destroy_all();
   }
   if (g == DIST_GROUP_NON_MEMBER)
     return DIST_OK;
   if (!dist__pg_handle_live(g))
     return dist__pg_stale("dist_destroy_process_group", g);
-  if (g == dist__pg_default()) {
-    destroy_all();
-    return DIST_OK;
-  }
-  dist__pg_destroy_one(g);
-  return DIST_OK;
+  if (g == dist__pg_default())
+    return destroy_all();
+  return dist__pg_destroy_one(g);
 }
 
 int dist_get_rank(dist_pg *g) {

@@ -300,9 +300,9 @@ int dist__pg_new(const dist__pg_spec *s, dist_pg **out) {
 
 /* --- destruction --------------------------------------------------------- */
 
-void dist__pg_free(dist_pg *g) {
+int dist__pg_free(dist_pg *g) {
   if (!g || g == DIST_GROUP_NON_MEMBER || !handle_remove(g))
-    return;
+    return DIST_OK;
   if (g->registered) {
     unlink_group(g);
     if (dist__obs_on())
@@ -313,28 +313,33 @@ void dist__pg_free(dist_pg *g) {
   int failed = atomic_load(&g->destroy_failed);
   if (failed && atomic_load(&g->destroying))
     dist__cause_post_destroyed(g, failed, g->destroy_kind, g->destroy_seq);
+  int rc = g->fini_rc;
   dist_store_destroy(g->store);
   dist__free(g->priv);
   dist__free(g->global_ranks);
   dist__pg_pairs_free(g);
   dist__free(g);
+  return rc;
 }
 
-void dist__pg_destroy_one(dist_pg *g) {
+int dist__pg_destroy_one(dist_pg *g) {
   if (g && g != DIST_GROUP_NON_MEMBER && !g->internal)
     atomic_store(&g->destroying, true);
-  dist__pg_free(g);
+  return dist__pg_free(g);
 }
 
-void dist__pg_destroy_all(void) {
+int dist__pg_destroy_all(void) {
+  int first = DIST_OK;
   for (;;) {
     pthread_mutex_lock(&groups_lock);
     dist_pg *g = live_groups;
     pthread_mutex_unlock(&groups_lock);
     if (!g)
       break;
-    dist__pg_free(g);
+    int rc = dist__pg_free(g);
+    first = first != DIST_OK ? first : rc;
   }
+  return first;
 }
 
 /* --- calls --------------------------------------------------------------- */
@@ -389,6 +394,13 @@ static void note_failure(dist_pg *g, const dist_coll *c, int rc) {
   report(g, rc, c);
   if (rc == DIST_E_DESYNC && !g->inner)
     dist__cause_post_failure(g, c, rc, g->err.msg);
+}
+
+void dist__pg_fini_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg) {
+  dist__err_set(&g->err, rc, "%s", msg);
+  note_failure(g, c, rc);
+  if (g->fini_rc == DIST_OK)
+    g->fini_rc = rc;
 }
 
 static dist_event_kind end_event(int rc) {

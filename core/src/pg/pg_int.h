@@ -56,6 +56,9 @@ struct dist_pg {
   _Atomic int destroy_failed;
   int destroy_kind;
   uint64_t destroy_seq;
+  /* A failure the backend's fini found in an earlier call of the group
+   * (dist__pg_fini_failure), which the destroy returns. */
+  int fini_rc;
   struct dist_pg *next;         /* live user groups */
   struct dist_pg *next_handle;  /* every live group object (handle checks) */
 };
@@ -150,12 +153,21 @@ int dist__pg_new(const dist__pg_spec *spec, dist_pg **out);
  * members): no id, interposer or events (dist__pg_new, dist_pg_create). */
 int dist__pg_build(const dist_backend_ops *ops, const dist__pg_spec *s, void *arg,
                    dist_store *borrowed, dist_pg **out);
-/* Destroys one group (the wrapper chain included). */
-void dist__pg_free(dist_pg *g);
+/* Destroys one group (the wrapper chain included). Returns DIST_OK, or
+ * the failure its backend's fini found in an earlier call (reported and
+ * posted then: dist__pg_fini_failure); the group is gone either way. */
+int dist__pg_free(dist_pg *g);
 /* dist__pg_free for the program's dist_destroy_process_group of one user
  * group: when that fails operations still pending on it (their peers'
  * fail too), this rank is the job's cause (dist__cause_post_destroyed). */
-void dist__pg_destroy_one(dist_pg *g);
+int dist__pg_destroy_one(dist_pg *g);
+/* From a backend's fini (the destroying thread): a failure of the earlier
+ * call c (kind and seq) that only the destroy could find, message msg (a
+ * small broadcast's root compares its readers' calls after it returned,
+ * and no later call did). Reported as a failed call is (header, logged at
+ * ERROR, the thread's message) and, for a desync, posted as the job's
+ * cause; the destroy returns rc. */
+void dist__pg_fini_failure(dist_pg *g, const dist_coll *c, int rc, const char *msg);
 /* A user call built from other operations (byte blobs, monitored
  * barrier): begin numbers it and announces it, sub runs one piece on g's
  * slots (checked, but with the caller's sequence number and no events),
@@ -192,8 +204,9 @@ int dist__pg_stale(const char *fn, const dist_pg *g);
 dist_pg *dist__pg_resolve(dist_pg *g);
 /* Translations; -1 when not a member. */
 int dist__pg_group_rank_of(const dist_pg *g, int global_rank);
-/* Every live user group, for destroy-all (pg.c keeps the list). */
-void dist__pg_destroy_all(void);
+/* Every live user group, for destroy-all (pg.c keeps the list); the first
+ * failure of dist__pg_free. */
+int dist__pg_destroy_all(void);
 /* User group ids: every rank takes one per group created in the job, in
  * the same order, members or not (groups.c; init resets the count). */
 int dist__pg_take_ids(int n);

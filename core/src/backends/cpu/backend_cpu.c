@@ -47,6 +47,7 @@ typedef struct cpu_backend {
   dist_work **q;           /* ring of queued collectives */
   size_t q_head, q_len, q_cap;
   _Atomic int queued;      /* queued + running collectives */
+  _Atomic int undone;      /* ... of them not yet completed: what a destroy fails */
   p2p_work *p2p;           /* pending async point-to-point works */
   bool thread_started;
   bool stop;
@@ -342,15 +343,51 @@ static void cpu_abort(void *priv, const char *reason) {
   pthread_mutex_unlock(&b->mu);
 }
 
+/* How long a destroy waits for the other ranks to reach the small
+ * broadcasts this rank was the root of (dist__shm_settle_final): they are
+ * usually there already; one that is not is not waited for longer. */
+#define SETTLE_AT_DESTROY_MS 2000
+
+/* The checks a small broadcast's or scatter's root owes (it returned
+ * before its readers compared their calls with its own): a later
+ * operation settles them, and without one only the destroy can. A rank
+ * that named itself the root where the others named another was never
+ * reported when the broadcast was the group's last. Not for a helper
+ * group: its failures are its user's to tell. */
+static void settle_at_destroy(cpu_backend *b) {
+  if (!b->shm || b->self->internal)
+    return;
+  int64_t wait = b->g.timeout_ms >= 0 && b->g.timeout_ms < SETTLE_AT_DESTROY_MS
+                     ? b->g.timeout_ms : SETTLE_AT_DESTROY_MS;
+  dist__errbuf err;
+  dist__err_clear(&err);
+  dist_coll c = {.kind = DIST_OP_BROADCAST, .root = -1};
+  dist__cpu_op op = {&c, dist__now_ms() + wait, &err, -1};
+  int kind = DIST_OP_BROADCAST;
+  uint64_t seq = 0;
+  int rc = dist__shm_settle_final(b->shm, &op, &kind, &seq);
+  if (rc == DIST_OK)
+    return;
+  c.kind = (dist_op_kind)kind;
+  c.seq = seq;
+  dist__pg_fini_failure(b->self, &c, rc, err.msg);
+}
+
 static void cpu_fini(void *priv) {
   cpu_backend *b = priv;
   /* Work still pending fails now rather than at its timeout; a group with
-   * nothing in flight goes quietly (its peers are told nothing). */
+   * nothing in flight goes quietly (its peers are told nothing). Pending
+   * includes the collective the progress thread already took off the
+   * queue (undone counts it until it completes): the join below would
+   * otherwise wait for it to finish, or to time out, and the program's
+   * never-waited operation would succeed or fail by chance. */
   pthread_mutex_lock(&b->mu);
-  bool pending = b->q_len || b->p2p;
+  bool pending = atomic_load(&b->undone) != 0 || b->p2p;
   pthread_mutex_unlock(&b->mu);
   if (pending)
     cpu_abort(b, "the group was destroyed with operations pending");
+  else
+    settle_at_destroy(b);
   pthread_mutex_lock(&b->mu);
   b->stop = true;
   pthread_cond_broadcast(&b->cv);
@@ -422,6 +459,7 @@ static int enqueue(cpu_backend *b, dist_work *w) {
   if (rc == DIST_OK) {
     b->q[(b->q_head + b->q_len++) % b->q_cap] = w;
     atomic_fetch_add(&b->queued, 1);
+    atomic_fetch_add(&b->undone, 1);
     pthread_cond_broadcast(&b->cv);
   }
   pthread_mutex_unlock(&b->mu);
@@ -611,6 +649,9 @@ static void run_queued(cpu_backend *b, dist_work *w) {
   dist__errbuf err;
   err.msg[0] = '\0';
   int rc = run_coll(b, dist_work_coll(w), &err);
+  /* Before the waiter is released: a destroy it makes next must not take
+   * this completed work for a pending one (cpu_fini). */
+  atomic_fetch_sub(&b->undone, 1);
   dist_backend_work_done(w, rc, -1, err.msg);
 }
 

@@ -227,16 +227,31 @@ static const shm_key *key_of(const dist__shm *s, int r, uint64_t g) {
   return r == s->rank ? &s->key[SHM_H(g)] : &s->peer[r].hdr[SHM_L(g)]->key;
 }
 
+/* Rank r's key for step g as a report shows it. An uneven
+ * all_to_all_single's key carries no size (ranks may legally send
+ * different totals), so its line lost the rank's shape; but such a rank
+ * published what it sends to each rank in cnt[g & 1] before it posted g
+ * (shm_a2a.c), and nobody rewrites that parity before every rank posted
+ * g + 1: the sum is its input's size. */
+static shm_key shown_key(const dist__shm *s, int r, uint64_t g) {
+  shm_key k = *key_of(s, r, g);
+  if (k.kind == DIST_OP_ALL_TO_ALL_SINGLE && k.count == 0)
+    for (int j = 0; j < s->size; j++)
+      k.count += s->peer[r].cnt[g & 1][j];
+  return k;
+}
+
 /* The report body for the first difference between the keys of ranks i and
  * j, appended at *off; j is the odd one when odd (else neither is known). */
 static void describe_diff(const dist__shm *s, int i, int j, uint64_t g, bool odd, char *buf,
                           size_t len, size_t *off) {
   const shm_key *x = key_of(s, i, g), *y = key_of(s, j, g);
+  shm_key xs = shown_key(s, i, g), ys = shown_key(s, j, g);
   uint64_t xseq = s->peer[i].info->seq[SHM_H(g)], yseq = s->peer[j].info->seq[SHM_H(g)];
   uint64_t myseq = s->peer[s->rank].info->seq[SHM_H(g)];
   dist__rside a, b;
-  key_side(s, i, x, xseq, myseq, &a);
-  key_side(s, j, y, yseq, myseq, &b);
+  key_side(s, i, &xs, xseq, myseq, &a);
+  key_side(s, j, &ys, yseq, myseq, &b);
   if (odd)
     dist__report_disagree_odd(buf, len, off, diff_field(x, y), &a, &b);
   else
@@ -352,6 +367,27 @@ static int majority_rank(const dist__shm *s, uint64_t g) {
   return best;
 }
 
+static int check_forms(dist__shm *s, dist__cpu_op *op, uint64_t g);
+
+/* Whether the keys of step g differ only in the form of an
+ * all_to_all_single: some ranks' even form, which carries the sizes,
+ * against others' uneven form, which carries none. The uneven ones
+ * published their rows of the count matrix with the step, the even ones'
+ * follow from their keys, and the matrix check (check_forms) names the
+ * pair whose sizes differ, as between uneven calls, where the keys alone
+ * could only say that the forms differ. */
+static bool a2a_forms_differ(const dist__shm *s, uint64_t g) {
+  const shm_key *k0 = key_of(s, 0, g);
+  bool uneven = false;
+  for (int j = 0; j < s->size; j++) {
+    const shm_key *k = key_of(s, j, g);
+    if (k->kind != DIST_OP_ALL_TO_ALL_SINGLE || k->dtype != k0->dtype)
+      return false;
+    uneven |= k->count == 0 && k->scalar_bits == 0;
+  }
+  return uneven;
+}
+
 int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
   /* Every rank sees every key, so every rank names the same pair: a rank
    * of the majority and the first rank that differs from it (the odd one,
@@ -360,6 +396,9 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
   for (int j = 1; j < s->size; j++) {
     if (memcmp(key_of(s, j, g), k0, sizeof *k0) == 0)
       continue;
+    int rc = a2a_forms_differ(s, g) ? check_forms(s, op, g) : DIST_OK;
+    if (rc != DIST_OK)
+      return rc;
     int m = majority_rank(s, g);
     int odd = 0;
     while (memcmp(key_of(s, odd, g), key_of(s, m, g), sizeof *k0) == 0)
@@ -419,55 +458,60 @@ int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
 }
 
+/* The count matrix, as rows: m[k] is rank k's, [0, n) the elements k
+ * sends to each rank, [n, 2n) the elements k expects from each rank
+ * (cnt[p] as published, or derived from a key: a2a_forms_differ). */
+typedef const int64_t *const *cnt_rows;
+
 /* How far the size rank i sends to rank j (send; else the size j expects
  * from i) stands out among the sizes around it: those i sends to the
  * others and the others send to j (send), or j expects from the others and
  * the others expect from i, unlike it (as the checking layer reads the
  * same matrix at DETAIL, wrapper_pg's exchange.c). */
-static int odd_count(const dist__shm *s, int p, int i, int j, bool send) {
-  int n = s->size, unlike = 0;
-  int64_t v = send ? s->peer[i].cnt[p][j] : s->peer[j].cnt[p][n + i];
+static int odd_count(int n, cnt_rows m, int i, int j, bool send) {
+  int unlike = 0;
+  int64_t v = send ? m[i][j] : m[j][n + i];
   for (int k = 0; k < n; k++) {
     if (k != j)
-      unlike += (send ? s->peer[i].cnt[p][k] : s->peer[j].cnt[p][n + k]) != v;
+      unlike += (send ? m[i][k] : m[j][n + k]) != v;
     if (k != i)
-      unlike += (send ? s->peer[k].cnt[p][j] : s->peer[k].cnt[p][n + i]) != v;
+      unlike += (send ? m[k][j] : m[k][n + i]) != v;
   }
   return unlike;
 }
 
 /* How far rank i's total (send: of what it sends; else of what it
  * expects) stands out among the other ranks' totals of that side. */
-static int odd_total(const dist__shm *s, int p, int i, bool send) {
-  int n = s->size, unlike = 0;
+static int odd_total(int n, cnt_rows m, int i, bool send) {
+  int unlike = 0;
   int64_t mine = 0;
   for (int k = 0; k < n; k++)
-    mine += s->peer[i].cnt[p][send ? k : n + k];
+    mine += m[i][send ? k : n + k];
   for (int r = 0; r < n; r++) {
     int64_t t = 0;
     for (int k = 0; k < n; k++)
-      t += s->peer[r].cnt[p][send ? k : n + k];
+      t += m[r][send ? k : n + k];
     unlike += r != i && t != mine;
   }
   return unlike;
 }
 
-/* cnt[p] of rank k: [0, n) elements k sends to each rank, [n, 2n) elements
- * k expects from each rank. Every rank checks the whole matrix so all fail
- * together; a rank not involved names the pair that disagrees, marking the
- * side whose size stands out more among the sizes around it (odd_count),
- * else whose total does (odd_total), or both when neither does (uneven splits, legal, leave no usual size:
- * which side is wrong is then not known, and naming one would guess). */
+/* Every rank checks the whole matrix so all fail together; a rank not
+ * involved names the pair that disagrees, marking the side whose size
+ * stands out more among the sizes around it (odd_count), else whose total
+ * does (odd_total), or both when neither does (uneven splits, legal, leave
+ * no usual size: which side is wrong is then not known, and naming one
+ * would guess). */
 /* The rank every pair whose sizes disagree involves, when several pairs
  * do and one rank is in all of them (one wrong split vector disagrees with
  * several peers, each of them with it alone, as the checking layer reads
  * it); -1 otherwise, or without memory. */
-static int in_every_pair(const dist__shm *s, int p) {
-  int n = s->size, pairs = 0, hub = -1;
+static int in_every_pair(int n, cnt_rows m) {
+  int pairs = 0, hub = -1;
   int *in = dist__calloc((size_t)n, sizeof *in);
   for (int i = 0; in && i < n; i++)
     for (int j = 0; j < n; j++)
-      if (s->peer[i].cnt[p][j] != s->peer[j].cnt[p][n + i]) {
+      if (m[i][j] != m[j][n + i]) {
         pairs++;
         in[i]++;
         in[j] += j != i;
@@ -483,10 +527,10 @@ static int in_every_pair(const dist__shm *s, int p) {
  * the hub when there is one, else the side whose size stands out more
  * among the sizes around it (odd_count), else whose total does
  * (odd_total), else both (uneven splits, legal, leave no usual size). */
-static void pair_report(const dist__shm *s, const dist__cpu_op *op, int dt, int p, int i,
+static void pair_report(const dist__shm *s, const dist__cpu_op *op, int dt, cnt_rows m, int i,
                         int j, int hub, char *msg, size_t len, size_t *off) {
   int n = s->size;
-  int64_t sent = s->peer[i].cnt[p][j], want = s->peer[j].cnt[p][n + i];
+  int64_t sent = m[i][j], want = m[j][n + i];
   dist__rside a = {(int)shm_global_rank(s, i), i, i == s->rank, ""};
   dist__rside b = {(int)shm_global_rank(s, j), j, j == s->rank, ""};
   dist__rval va = {.kind = op->c->kind, .dtype = dt, .count = sent,
@@ -497,11 +541,11 @@ static void pair_report(const dist__shm *s, const dist__cpu_op *op, int dt, int 
   dist__report_value(&vb, b.value, sizeof b.value);
   /* Two ranks: the sizes around are their sends to themselves alone, too
    * few to tell (and what the TCP engine, which sees one pair, says). */
-  int os = hub == i ? 1 : n > 2 && hub < 0 ? odd_count(s, p, i, j, true) : 0;
-  int orr = hub == j ? 1 : n > 2 && hub < 0 ? odd_count(s, p, i, j, false) : 0;
+  int os = hub == i ? 1 : n > 2 && hub < 0 ? odd_count(n, m, i, j, true) : 0;
+  int orr = hub == j ? 1 : n > 2 && hub < 0 ? odd_count(n, m, i, j, false) : 0;
   if (os == orr && n > 2 && hub < 0) { /* the sizes around do not tell: the totals may */
-    os = odd_total(s, p, i, true);
-    orr = odd_total(s, p, j, false);
+    os = odd_total(n, m, i, true);
+    orr = odd_total(n, m, j, false);
   }
   if (i == j) /* a rank's send to itself: one rank, marked once */
     os = 1, orr = 0;
@@ -512,25 +556,71 @@ static void pair_report(const dist__shm *s, const dist__cpu_op *op, int dt, int 
                               os > orr ? &a : &b);
 }
 
+/* The first pair of m whose sizes disagree, reported; DIST_OK when none. */
+static int counts_report(dist__shm *s, dist__cpu_op *op, uint64_t g, cnt_rows m) {
+  int n = s->size, hub = in_every_pair(n, m);
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      if (m[i][j] == m[j][n + i] || (hub >= 0 && i != hub && j != hub))
+        continue;
+      char msg[1024], label[96];
+      size_t off = 0;
+      dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
+      pair_report(s, op, s->key[SHM_H(g)].dtype, m, i, j, hub, msg, sizeof msg, &off);
+      DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
+      return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
+    }
+  return DIST_OK;
+}
+
+/* The matrix's rows for step g (n pointers and, when derive, 2 n words a
+ * rank, released together with dist__free), or NULL without memory. A
+ * rank whose key is of the even form has its row derived from the key,
+ * numel / N elements to and from every rank: the one-step even path
+ * publishes no counts (shm_a2a.c). */
+static const int64_t **rows_of(const dist__shm *s, uint64_t g, bool derive) {
+  size_t n = (size_t)s->size, words = derive ? 2 * n * n : 0;
+  const int64_t **m = dist__malloc(n * sizeof *m + words * sizeof(int64_t));
+  if (!m)
+    return NULL;
+  int64_t *own = (int64_t *)(m + n);
+  for (size_t r = 0; r < n; r++) {
+    const shm_key *k = key_of(s, (int)r, g);
+    m[r] = s->peer[r].cnt[g & 1];
+    if (!derive || (k->count == 0 && k->scalar_bits == 0))
+      continue;
+    for (size_t j = 0; j < n; j++) {
+      own[2 * n * r + j] = k->count / (int64_t)n;
+      own[2 * n * r + n + j] = (int64_t)(k->scalar_bits / n);
+    }
+    m[r] = own + 2 * n * r;
+  }
+  return m;
+}
+
+/* The matrix check after its keys differ in form alone (a2a_forms_differ):
+ * names the pair whose sizes differ, as between uneven calls. */
+static int check_forms(dist__shm *s, dist__cpu_op *op, uint64_t g) {
+  const int64_t **m = rows_of(s, g, true);
+  int rc = m ? counts_report(s, op, g, m) : DIST_OK; // else the keys' report
+  dist__free(m);
+  return rc;
+}
+
 int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g) {
-  int n = s->size, p = (int)(g & 1), hub = -1;
+  int n = s->size, p = (int)(g & 1);
   bool agree = true; /* the common case, without an allocation */
   for (int i = 0; i < n && agree; i++)
     for (int j = 0; j < n && agree; j++)
       agree = s->peer[i].cnt[p][j] == s->peer[j].cnt[p][n + i];
   if (agree)
     return DIST_OK;
-  hub = in_every_pair(s, p);
-  for (int i = 0; i < n; i++)
-    for (int j = 0; j < n; j++) {
-      if (s->peer[i].cnt[p][j] == s->peer[j].cnt[p][n + i] || (hub >= 0 && i != hub && j != hub))
-        continue;
-      char msg[1024], label[96];
-      size_t off = 0;
-      dist__appendf(msg, sizeof msg, &off, "%s: ", dist__cpu_op_label(op->c, label, sizeof label));
-      pair_report(s, op, s->key[SHM_H(g)].dtype, p, i, j, hub, msg, sizeof msg, &off);
-      DIST_LOG(DEBUG, SHM, "group %s: %s", s->g->name, msg); // pg.c logs the report
-      return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
-    }
-  return DIST_OK;
+  const int64_t **m = rows_of(s, g, false);
+  char label[96];
+  int rc = m ? counts_report(s, op, g, m)
+             : dist__err_set(op->err, DIST_E_DESYNC, "%s: ranks disagree on the split size "
+                             "(no memory to name them)",
+                             dist__cpu_op_label(op->c, label, sizeof label));
+  dist__free(m);
+  return rc;
 }

@@ -14,7 +14,9 @@
  * together with a message naming the differing rank and both sizes.
  * Exception: the root of a small broadcast or scatter returns without
  * waiting; a reader that disagrees fails at once, the root's next
- * operation fails naming it, and the group is then broken (shm_int.h). */
+ * operation fails naming it, and the group is then broken (shm_int.h); a
+ * group destroyed before that next operation settles them at the destroy
+ * (dist__shm_settle_final). */
 #ifndef DIST_CPU_SHM_H
 #define DIST_CPU_SHM_H
 
@@ -33,5 +35,14 @@ void dist__shm_wake_all(dist__shm *s);
 /* Runs one collective to completion (every kind but SEND, RECV and
  * BATCH_P2P). One collective at a time per group. */
 int dist__shm_run(dist__shm *s, dist__cpu_op *op);
+/* Before the group is destroyed (no operation running): the descriptor
+ * checks this rank still owes as the root of small broadcasts or
+ * scatters, which no later operation will settle. Waits until
+ * op->deadline_ms at most for the other ranks to reach those calls, and
+ * gives up quietly when they do not (or left, or the group failed):
+ * DIST_OK. DIST_E_DESYNC when they disagreed, with the report in
+ * op->err, and the earlier call's kind and number in *kind and *seq
+ * (op->c is not read). One compare when nothing is owed. */
+int dist__shm_settle_final(dist__shm *s, dist__cpu_op *op, int *kind, uint64_t *seq);
 
 #endif

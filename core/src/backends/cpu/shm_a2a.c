@@ -202,6 +202,38 @@ static int a2a_staged(dist__shm *s, dist__cpu_op *op, a2a *a, uint64_t g0) {
   return DIST_OK;
 }
 
+/* Whether one side of all_to_all_single splits its rows evenly: no split
+ * sizes (rows / N each, which validation checked divides), or explicit
+ * ones that all equal rows / N. */
+static bool side_even(int n, const dist_tensor *t, const int64_t *splits) {
+  int64_t rows = t->ndim >= 1 ? t->shape[0] : 1;
+  if (!splits)
+    return true;
+  if (rows % n != 0)
+    return false;
+  for (int j = 0; j < n; j++)
+    if (splits[j] != rows / n)
+      return false;
+  return true;
+}
+
+/* The even form of all_to_all_single. Explicit split sizes that equal the
+ * even split are the same call as none (torch, and the TCP engine and the
+ * checking layer, which compare rows per pair): a rank that spells them
+ * out must publish the same key and take the same path as one that passes
+ * NULL, or the ranks of a legal program disagree on the key. Equal input
+ * and output sizes too, as validation demands of the NULL form: the even
+ * path's key stands for every piece size only then. */
+static bool even_single(const dist__shm *s, const dist_coll *c) {
+  if (c->kind != DIST_OP_ALL_TO_ALL_SINGLE)
+    return false;
+  if (!c->in_splits && !c->out_splits)
+    return true;
+  return dist_tensor_numel(&c->inputs[0]) == dist_tensor_numel(&c->outputs[0]) &&
+         side_even(s->size, &c->inputs[0], c->in_splits) &&
+         side_even(s->size, &c->outputs[0], c->out_splits);
+}
+
 /* Even all_to_all_single whose pieces all fit in the polled line (a few
  * bytes a peer): one step, no count matrix. The key carries the input and
  * output element counts, so ranks whose keys agree send and expect the
@@ -209,12 +241,11 @@ static int a2a_staged(dist__shm *s, dist__cpu_op *op, a2a *a, uint64_t g0) {
  * every input to the choice is in the key, so ranks that take this path
  * and ranks that do not always differ there and fail the first check
  * together. */
-static bool tiny_even(const dist__shm *s, const dist_coll *c, const shm_key *k, size_t es,
-                      size_t *piece) {
-  if (c->kind != DIST_OP_ALL_TO_ALL_SINGLE || c->in_splits || c->out_splits || s->size < 2)
+static bool tiny_even(const dist__shm *s, const shm_key *k, size_t *piece) {
+  if (k->kind != DIST_OP_ALL_TO_ALL_SINGLE || s->size < 2)
     return false;
   uint64_t in = (uint64_t)k->count, n = (uint64_t)s->size, per = in / n;
-  *piece = (size_t)per * es;
+  *piece = (size_t)per * dist_dtype_size((dist_dtype)k->dtype);
   /* Not empty: an uneven call of empty pieces publishes the same key (0, 0) */
   return in != 0 && in == k->scalar_bits && per * n == in &&
          *piece * (size_t)(n - 1) <= SHM_INLINE;
@@ -254,11 +285,11 @@ int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
    * key (input and output counts) makes every rank agree on that, so the
    * chunking and the single-copy choice follow from it; otherwise the
    * piece sizes are known only after the first step. */
-  bool even = c->kind == DIST_OP_ALL_TO_ALL_SINGLE && !c->in_splits && !c->out_splits;
+  bool even = even_single(s, c);
   if (even) {
     k.count = dist_tensor_numel(&c->inputs[0]);
     k.scalar_bits = (uint64_t)dist_tensor_numel(&c->outputs[0]);
-    if (tiny_even(s, c, &k, es, &tiny))
+    if (tiny_even(s, &k, &tiny))
       return a2a_tiny(s, op, &k, tiny);
   }
   a2a a = {c, es, 0, 0, false, NULL, NULL, s->scratch, s->scratch + s->size};

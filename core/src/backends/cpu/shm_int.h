@@ -73,6 +73,8 @@
  * The price: the root of a small broadcast hears of a reader that
  * disagreed, or died, at its next operation of another kind, or within
  * SHM_DEPTH - 1 more small broadcasts; its message names the earlier call.
+ * Without a next operation the group's destroy compares what is still
+ * owed (dist__shm_settle_final, waiting a bounded moment for the readers).
  * s->known (every rank posted every step below it) makes the common case
  * two compares: a completed operation that waited for everyone sets it,
  * and a settle that had to look learns how far each rank got.
@@ -223,6 +225,7 @@ struct dist__shm {
   uint64_t pend_seq[SHM_DEPTH];
   uint64_t pend_lo;
   uint64_t settle_g;
+  bool at_destroy; /* dist__shm_settle_final runs: its reports name no later call */
 };
 
 /* --- steps (hot path) ---------------------------------------------------- */
@@ -273,6 +276,11 @@ void dist__shm_describe_odd(const dist__shm *s, int i, const shm_key *x, int j,
 
 /* Waits for rank j alone (the readers of a deferred step). */
 int dist__shm_wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j);
+
+/* Whether every rank posted step g by deadline_ms, waiting without failing
+ * anything (no failure published, nothing marked): false at the deadline,
+ * when a rank that has not posted is gone, or when the group failed. */
+bool dist__shm_await_posted(dist__shm *s, uint64_t g, int64_t deadline_ms);
 
 /* Waits until every other rank posted step g. */
 static inline int shm_wait_all(dist__shm *s, dist__cpu_op *op, uint64_t g) {

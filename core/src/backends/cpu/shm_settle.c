@@ -12,7 +12,10 @@
  * this rank sent 8 ..."). That operation has not started on the root
  * while the others may have run further, so the group is marked broken
  * (dist__shm_fail): every rank then fails its next wait on the root with
- * the root's message, rather than at its deadline.
+ * the root's message, rather than at its deadline. When the broadcast was
+ * the group's last call, the destroy compares instead
+ * (dist__shm_settle_final): the readers are given a bounded moment to
+ * reach it, and a disagreement fails the destroy, naming the broadcast.
  *
  * s->known spares most of the waiting: a rank that must know "every rank
  * posted step t" first looks at how far each peer got, newest step first,
@@ -75,7 +78,10 @@ static void odd_side(const dist__shm *s, uint64_t q, int j, char *buf, size_t le
 }
 
 /* The root's verdict on its deferred step q, once every rank posted it:
- * the first rank whose descriptor differs fails this operation. */
+ * the first rank whose descriptor differs fails this operation. At the
+ * group's destroy (s->at_destroy) no operation is running: the report is
+ * of the earlier call itself, and nothing is published for the peers,
+ * which are leaving too (each root reaches its own verdict). */
 static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t q) {
   int h = (int)SHM_H(q);
   const shm_key *mine = &s->key[h];
@@ -85,13 +91,22 @@ static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t q) {
       continue;
     char msg[1024], label[96];
     size_t off = 0;
-    dist__appendf(msg, sizeof msg, &off, "%s not run: %s #%" PRIu64 " (an earlier call): ",
-                  dist__cpu_op_label(op->c, label, sizeof label),
-                  dist_op_name((dist_op_kind)mine->kind), s->pend_seq[SHM_L(q)]);
+    const char *earlier = dist_op_name((dist_op_kind)mine->kind);
+    if (s->at_destroy)
+      dist__appendf(msg, sizeof msg, &off, "%s #%" PRIu64 ": ", earlier, s->pend_seq[SHM_L(q)]);
+    else
+      dist__appendf(msg, sizeof msg, &off, "%s not run: %s #%" PRIu64 " (an earlier call): ",
+                    dist__cpu_op_label(op->c, label, sizeof label), earlier,
+                    s->pend_seq[SHM_L(q)]);
     describe_late(s, j, x, mine, s->peer[j].info->seq[h], msg, sizeof msg, &off);
-    dist__appendf(msg, sizeof msg, &off, "; that rank failed it, this rank had returned "
-                  "without waiting, and the group is now unusable");
+    dist__appendf(msg, sizeof msg, &off, s->at_destroy
+                  ? "; this rank had returned without waiting, and its destroy of the group "
+                    "compared the other ranks' calls"
+                  : "; that rank failed it, this rank had returned without waiting, and the "
+                    "group is now unusable");
     odd_side(s, q, j, msg, sizeof msg, &off);
+    if (s->at_destroy)
+      return dist__err_set(op->err, DIST_E_DESYNC, "%s", msg);
     return dist__shm_fail(s, op, DIST_E_DESYNC, "%s", msg);
   }
   return DIST_OK;
@@ -155,4 +170,48 @@ int dist__shm_settle_to(dist__shm *s, dist__cpu_op *op, uint64_t t) {
   }
   s->pend_lo = lo;
   return DIST_OK;
+}
+
+/* The oldest deferred root step still to be compared, plus one, and its
+ * line in *line (0: none); *newest: the newest, plus one. */
+static uint64_t pending_steps(const dist__shm *s, int *line, uint64_t *newest) {
+  uint64_t lo = 0;
+  *newest = 0;
+  for (int l = 0; l < SHM_DEPTH; l++) {
+    uint64_t q1 = s->pend[l];
+    *newest = q1 > *newest ? q1 : *newest;
+    if (q1 && (!lo || q1 < lo)) {
+      lo = q1;
+      *line = l;
+    }
+  }
+  return lo;
+}
+
+int dist__shm_settle_final(dist__shm *s, dist__cpu_op *op, int *kind, uint64_t *seq) {
+  if (__builtin_expect(s->pend_lo == 0, 1))
+    return DIST_OK;
+  int l = 0;
+  uint64_t t1;
+  pending_steps(s, &l, &t1);
+  /* The ranks post in order: one that posted the newest step posted the
+   * others. Without all of them, what they called stays unknown. */
+  if (!t1 || !dist__shm_await_posted(s, t1 - 1, op->deadline_ms)) {
+    DIST_LOG(DEBUG, SHM, "group %s: destroyed before every rank reached step %" PRIu64 ": the "
+             "descriptors of its deferred broadcasts were not compared", s->g->name, t1 - 1);
+    return DIST_OK;
+  }
+  /* Oldest first, so the report names the first call that differs. */
+  s->at_destroy = true;
+  int rc = DIST_OK;
+  for (uint64_t q1; rc == DIST_OK && (q1 = pending_steps(s, &l, &t1)) != 0;) {
+    s->pend[l] = 0;
+    *kind = s->key[SHM_H(q1 - 1)].kind;
+    *seq = s->pend_seq[l];
+    rc = settle_check(s, op, q1 - 1);
+  }
+  s->at_destroy = false;
+  memset(s->pend, 0, sizeof s->pend);
+  s->pend_lo = 0;
+  return rc;
 }

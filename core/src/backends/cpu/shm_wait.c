@@ -74,6 +74,20 @@ void dist__shm_wake_rank(dist__shm *s, int r) {
   futex(&c->wake, FUTEX_WAKE, INT_MAX, NULL);
 }
 
+/* An aborted rank takes back every step it posted: it stores 0 (never
+ * posted) into the counter of each of its polled lines. An abort (and a
+ * destroy with operations pending) fails the operation on the peers too
+ * (pg.h), but a peer that arrives after this rank posted the step and gave
+ * up found the step posted on the hot path, which reads no failure word,
+ * and completed the operation this rank failed: a never-waited all_reduce
+ * passed on its peer or failed, by timing. A taken-back step sends the
+ * waiter to the slow path, which reads the failure published before it.
+ * A rank that had already passed the step completed before the abort. */
+static void retract_posts(dist__shm *s) {
+  for (int l = 0; l < SHM_DEPTH; l++)
+    atomic_store_explicit(&s->peer[s->rank].hdr[l]->ctr, 0, memory_order_release);
+}
+
 /* Publishes this rank's failure once (the first status wins) and wakes
  * every sleeper, so the peers fail promptly. Any thread. */
 static void publish_failure(dist__shm *s, int rc, const char *msg) {
@@ -85,6 +99,12 @@ static void publish_failure(dist__shm *s, int rc, const char *msg) {
     c->fail_msg[n] = '\0';
     atomic_store_explicit(&c->fail_code, rc, memory_order_release);
   }
+  /* After the failure word: a peer that reads a taken-back counter reads
+   * the failure too. Again from the waiter that fails for the abort (the
+   * thread that posts), so a post racing the aborting thread's is taken
+   * back as well. */
+  if (rc == DIST_E_ABORTED)
+    retract_posts(s);
   for (int r = 0; r < s->size; r++)
     dist__shm_wake_rank(s, r);
 }
@@ -393,6 +413,24 @@ int dist__shm_wait_slow(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
 
 int dist__shm_wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   return shm_reached(s, j, g) ? DIST_OK : wait_range(s, op, g, j, j + 1);
+}
+
+/* Whether await_posted stops waiting for rank j. */
+static bool give_up(dist__shm *s, int j, int64_t deadline_ms) {
+  return atomic_load_explicit(&s->g->aborted, memory_order_acquire) ||
+         atomic_load_explicit(&s->g->broken_rc, memory_order_acquire) != DIST_OK ||
+         atomic_load_explicit(&s->peer[j].ctl->fail_code, memory_order_acquire) > 0 ||
+         gone(s, j) || dist__now_ms() >= deadline_ms;
+}
+
+bool dist__shm_await_posted(dist__shm *s, uint64_t g, int64_t deadline_ms) {
+  for (int j = 0; j < s->size; j++)
+    while (j != s->rank && !shm_reached(s, j, g)) {
+      if (give_up(s, j, deadline_ms))
+        return false;
+      dist__sleep_ms(1); // a failure path or a late reader: no hurry
+    }
+  return true;
 }
 
 int dist__shm_fail(dist__shm *s, dist__cpu_op *op, int rc, const char *fmt, ...) {

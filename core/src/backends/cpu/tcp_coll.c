@@ -633,6 +633,29 @@ static int left_before(tcp_cc *cc, int rc) {
                        (unsigned long long)cc->cseq, lines);
 }
 
+/* A collective whose messages all came while a peer's ABORT was read
+ * (t->mu held): the peer aborted the group with its side of this
+ * collective pending (a destroy with operations pending, dist_abort_group)
+ * after its data had left, and the abort fails every pending operation on
+ * the peers too (pg.h). It fails here as the collectives after it do
+ * (begin), rather than succeed or fail by which frame came first. */
+static int aborted_meanwhile(tcp_cc *cc) {
+  dist__tcp *t = cc->t;
+  char lb[64];
+  return dist__err_set(cc->op->err, t->lost_rc != DIST_OK ? t->lost_rc : DIST_E_PEER_LOST,
+                       "%s: %s", dist__cpu_op_label(cc->c, lb, sizeof lb),
+                       t->lost_msg[0] ? t->lost_msg : "a peer aborted the group");
+}
+
+/* Whether a peer's collective data came before this rank's collective
+ * began (held in t->unexp, t->mu held). */
+static bool coll_data_early(const dist__tcp *t) {
+  for (const tcp_umsg *u = t->unexp; u; u = u->next)
+    if (u->h.ctx == DIST_TCP_CTX_COLL)
+      return true;
+  return false;
+}
+
 /* A collective that completed here (t->mu held): the group's history that
  * a later disagreement is read against (tcp_p2p.c coll_odd). */
 static void remember(dist__tcp *t, const tcp_desc *d) {
@@ -655,7 +678,15 @@ int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
    * running collective's from the moment it counts as running. */
   int base_rc = set_base(&cc);
   pthread_mutex_lock(&t->mu);
+  /* Data that came before this collective began may be all it needs from
+   * its peers: it would complete without reading its sockets again, past
+   * what came behind that data (a peer's ABORT of the collective it sent
+   * it for, read only at the next wait). Read that first (rare: a peer
+   * ran ahead), so begin sees the group as it is. */
+  if (__builtin_expect(t->unexp != NULL, 0) && coll_data_early(t))
+    dist__tcp_sweep(t);
   int rc = begin(t, &cc);
+  unsigned aborts = t->peer_aborts;
   if (rc == DIST_OK)
     rc = settle_late(&cc);
   if (rc == DIST_OK && base_rc == DIST_OK) {
@@ -677,6 +708,8 @@ int dist__tcp_run(dist__tcp *t, dist__cpu_op *op) {
   if (rc == DIST_OK)
     rc = run_kind(&cc);
   pthread_mutex_lock(&t->mu);
+  if (rc == DIST_OK && t->peer_aborts != aborts)
+    rc = aborted_meanwhile(&cc);
   if (rc == DIST_E_PEER_LOST && t->g->group_id >= 0) /* an internal group's is its owner's */
     rc = left_before(&cc, rc);
   if (rc != DIST_OK && cc.cseq == t->coll_seq && t->coll_active) {

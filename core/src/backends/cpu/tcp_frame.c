@@ -416,6 +416,7 @@ static void payload_done(dist__tcp *t, tcp_conn *c) {
     dist__tcp_on_error(t, c, c->rtext ? c->rtext : "(no memory for the message)");
     break;
   case TCP_F_ABORT:
+    t->peer_aborts++;
     dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST, "peer lost: %s aborted the group: %s",
                         dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb),
                         c->rtext ? c->rtext : "?");

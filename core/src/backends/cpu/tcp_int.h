@@ -289,6 +289,7 @@ struct dist__tcp {
   uint64_t err_seq;             /* an ERROR frame from a peer ... */
   int err_rc;                   /* ... its status (DIST_OK: none) ... */
   char err_msg[DIST_ERRMSG_LEN];/* ... and message */
+  unsigned peer_aborts;         /* ABORT frames read: peers that aborted the group */
   /* the first lost peer */
   int lost_peer;                /* its group rank, -1 none */
   int lost_rc;

@@ -454,15 +454,32 @@ static void answer(dist__tcp *t, tcp_conn *c, int type, const dist__tcp_req *r,
 
 /* --- posting ----------------------------------------------------------------- */
 
+/* Fails r, to or from a peer whose connection is closed. This group's own
+ * abort closes every connection (dist__tcp_handle_abort); a collective
+ * already under way that posts after it fails as aborted, not as a lost
+ * peer: the abort is the cause, and the status is what a destroy with
+ * operations pending counts (pg.h). */
+static void fail_closed(dist__tcp *t, dist__tcp_req *r, const char *dir) {
+  char lb[64], nb[160];
+  dist__tcp_req_label(r, lb, sizeof lb);
+  if (atomic_load(&t->aborted))
+    dist__tcp_complete(t, r, DIST_E_ABORTED, "%s: group %s was aborted: %s", lb, t->g->name,
+                       t->abort_reason);
+  else if (r->peer < 0)
+    dist__tcp_complete(t, r, DIST_E_PEER_LOST, "%s from any rank: peer lost (every other "
+                       "member's connection is closed)", lb);
+  else
+    dist__tcp_complete(t, r, DIST_E_PEER_LOST, "%s %s %s: peer lost (the connection is closed)",
+                       lb, dir, dist__cpu_peer_name(t->g, r->peer, nb, sizeof nb));
+}
+
 void dist__tcp_start_send(dist__tcp *t, dist__tcp_req *r) {
   if (!dist__tcp_reach_for(t, r))
     return;
   tcp_conn *c = &t->conns[r->peer];
-  char lb[64], nb[160];
+  char lb[64];
   if (c->gone) {
-    dist__tcp_complete(t, r, DIST_E_PEER_LOST, "%s to %s: peer lost (the connection is "
-                       "closed)", dist__tcp_req_label(r, lb, sizeof lb),
-                       dist__cpu_peer_name(t->g, r->peer, nb, sizeof nb));
+    fail_closed(t, r, "to");
     return;
   }
   tcp_item *it = dist__calloc(1, sizeof *it);
@@ -563,7 +580,6 @@ static void unlink_unexpected(dist__tcp *t, tcp_umsg *prev, tcp_umsg *u) {
 }
 
 static void start_recv(dist__tcp *t, dist__tcp_req *r, bool front) {
-  char lb[64], nb[160];
   tcp_umsg *prev = NULL;
   for (tcp_umsg *u = t->unexp; u; prev = u, u = u->next) {
     if (!umsg_matches(u, r))
@@ -578,15 +594,8 @@ static void start_recv(dist__tcp *t, dist__tcp_req *r, bool front) {
     dist__tcp_flush(t, c);
     return;
   }
-  if (r->peer >= 0 && t->conns[r->peer].gone) {
-    dist__tcp_complete(t, r, DIST_E_PEER_LOST, "%s from %s: peer lost (the connection is "
-                       "closed)", dist__tcp_req_label(r, lb, sizeof lb),
-                       dist__cpu_peer_name(t->g, r->peer, nb, sizeof nb));
-    return;
-  }
-  if (r->peer < 0 && dist__tcp_no_sender_left(t)) {
-    dist__tcp_complete(t, r, DIST_E_PEER_LOST, "%s from any rank: peer lost (every other "
-                       "member's connection is closed)", dist__tcp_req_label(r, lb, sizeof lb));
+  if (r->peer >= 0 ? t->conns[r->peer].gone : dist__tcp_no_sender_left(t)) {
+    fail_closed(t, r, "from");
     return;
   }
   post_recv(t, r, front);
