@@ -33,14 +33,20 @@ static mon_op *in_flight(mon_group *g) {
  * while a program thread runs besides the ones blocked in such calls
  * (mon_threads.c: it may yet call what the peers wait for). */
 static bool sync_holds(void) {
-  int blocked[64], n = 0;
-  for (int i = 0; i < MON_MAX_GROUPS && n < 64; i++) {
+  int blocked[64], n = 0, users[65], nu = 0;
+  users[nu++] = dist__mon.main_tid;
+  for (int i = 0; i < MON_MAX_GROUPS; i++) {
     mon_group *g = &dist__mon.groups[i];
-    mon_op *op = atomic_load_explicit(&g->live, memory_order_acquire) ? in_flight(g) : NULL;
-    if (op && atomic_load_explicit(&op->sync, memory_order_relaxed))
-      blocked[n++] = atomic_load_explicit(&g->tid, memory_order_relaxed);
+    if (!atomic_load_explicit(&g->live, memory_order_acquire))
+      continue;
+    int tid = atomic_load_explicit(&g->tid, memory_order_relaxed);
+    if (tid && nu < 65)
+      users[nu++] = tid;
+    mon_op *op = in_flight(g);
+    if (op && n < 64 && atomic_load_explicit(&op->sync, memory_order_relaxed))
+      blocked[n++] = tid;
   }
-  return n > 0 && !dist__mon_other_thread_running(blocked, n);
+  return n > 0 && !dist__mon_other_thread_running(blocked, n, users, nu);
 }
 
 #define COUNTS_PUT 32 /* peers whose counts a line carries (MON_COUNTS_MAX) */

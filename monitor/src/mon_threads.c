@@ -9,9 +9,12 @@
  * the peers wait for in group B: a wait-for cycle the records show, that
  * breaks. The record writer (mon_progress.c) therefore publishes no
  * synchronous call while such a thread runs, and the rank is never part
- * of a proof; its waiters get the timeout. So it is while a program
- * thread sleeps (nanosleep, clock_nanosleep: usleep, a data loader's
- * back-off): it wakes by itself and may call what the peers wait for. A
+ * of a proof; its waiters get the timeout. So it is while a thread that
+ * called the library before (the one that initialised it, or one that
+ * issued a group's operations) sleeps (nanosleep, clock_nanosleep:
+ * usleep, a data loader's back-off): it wakes by itself and may call what
+ * the peers wait for. Other sleepers (a sanitizer's or a runtime's
+ * background thread, waking now and then for itself) are not counted. A
  * thread blocked otherwise (a logger on a condition variable, a read) is
  * not seen: its state is S, as the library's idle threads' are, and it
  * may never wake. The library's threads are told by name: core's, the
@@ -53,8 +56,9 @@ static bool sleeping(int tid) {
   return nr == SYS_clock_nanosleep;
 }
 
-/* Thread tid is a program's thread in state R, or asleep (sleeping). */
-static bool program_thread_running(int tid) {
+/* Thread tid is a program's thread in state R, or asleep (sleeping) when
+ * it is a user of the library (user). */
+static bool program_thread_running(int tid, bool user) {
   char comm[32], stat[512];
   if (!read_task(tid, "comm", comm, sizeof comm) || !strncmp(comm, "dist-", 5))
     return false;
@@ -63,7 +67,7 @@ static bool program_thread_running(int tid) {
   const char *p = strrchr(stat, ')'); /* the name may hold spaces */
   if (!p || p[1] != ' ')
     return false;
-  return p[2] == 'R' || (p[2] == 'S' && sleeping(tid));
+  return p[2] == 'R' || (user && p[2] == 'S' && sleeping(tid));
 }
 
 static bool skipped(int tid, const int *skip, int n) {
@@ -73,7 +77,7 @@ static bool skipped(int tid, const int *skip, int n) {
   return false;
 }
 
-bool dist__mon_other_thread_running(const int *skip, int n) {
+bool dist__mon_other_thread_running(const int *skip, int n, const int *users, int nu) {
   DIR *d = opendir("/proc/self/task");
   if (!d)
     return false;
@@ -82,7 +86,7 @@ bool dist__mon_other_thread_running(const int *skip, int n) {
   for (struct dirent *e; !running && (e = readdir(d));) {
     int tid = atoi(e->d_name);
     if (tid > 0 && tid != self && !skipped(tid, skip, n))
-      running = program_thread_running(tid);
+      running = program_thread_running(tid, skipped(tid, users, nu));
   }
   closedir(d);
   return running;

@@ -9,8 +9,10 @@
  * library's own (named "dist-...") and those in skip[0..n) (threads
  * blocked in a synchronous call) is running or runnable (/proc state R):
  * a program thread computing, which may yet call what its peers wait
- * for. False when /proc cannot be read. Reads /proc/self/task; called by
- * the record writer only while a synchronous call is in flight. */
-bool dist__mon_other_thread_running(const int *skip, int n);
+ * for; or asleep (nanosleep) when it is one of users[0..nu), the threads
+ * that called the library before. False when /proc cannot be read. Reads
+ * /proc/self/task; called by the record writer only while a synchronous
+ * call is in flight. */
+bool dist__mon_other_thread_running(const int *skip, int n, const int *users, int nu);
 
 #endif

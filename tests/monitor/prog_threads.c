@@ -11,7 +11,9 @@
  *                          yet the computing threads come: exits 0.
  *   prog_threads asleep    the same, the second threads sleeping the 3 s
  *                          (usleep: a data loader's back-off) instead of
- *                          computing: exits 0.
+ *                          computing, after an all_reduce of their own on
+ *                          gc (a thread that called the library before
+ *                          may call it again when it wakes): exits 0.
  *   prog_threads stuck     rank 0 all_reduces on ga, rank 1 on gb, while
  *                          their second threads idle (a logger waiting on
  *                          a condition variable): a deadlock to prove
@@ -27,7 +29,7 @@
 #include <dist/dist.h>
 
 static int rank;
-static dist_pg *groups[2]; /* ga gb */
+static dist_pg *groups[3]; /* ga gb gc */
 static const char *mode;
 static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t idle_cv = PTHREAD_COND_INITIALIZER;
@@ -63,8 +65,10 @@ static void all_reduce(int g) {
 static void *second(void *arg) {
   (void)arg;
   if (!strcmp(mode, "crossed") || !strcmp(mode, "asleep")) {
-    if (!strcmp(mode, "asleep"))
+    if (!strcmp(mode, "asleep")) {
+      all_reduce(2);
       usleep(3000000);
+    }
     else
       compute(3.0);
     all_reduce(rank == 0 ? 1 : 0);
@@ -81,8 +85,8 @@ int main(int argc, char **argv) {
   mode = argc > 1 ? argv[1] : "crossed";
   check("init", dist_init_process_group(NULL));
   rank = dist_get_rank(NULL);
-  const char *names[2] = {"ga", "gb"};
-  for (int i = 0; i < 2; i++)
+  const char *names[3] = {"ga", "gb", "gc"};
+  for (int i = 0; i < 3; i++)
     check("new_group", dist_new_group(NULL, 0, &(dist_group_opts){.desc = names[i]}, &groups[i]));
   pthread_t th;
   if (pthread_create(&th, NULL, second, NULL) != 0)

@@ -2,11 +2,13 @@
 /* test_monitor_threads_mp.c - the early verdict and programs whose threads
  * each drive their own group (prog_threads.c). A thread blocked in a
  * synchronous call proves nothing while another thread of its process is
- * computing, or asleep (usleep): that thread may yet call what the peers
- * wait for (mon_threads.c), so a healthy program ends 0 where the two ranks'
- * records alone show a wait-for cycle. A process whose other thread idles
- * (blocked, not running) is still proven deadlocked well before its
- * timeout. */
+ * computing, or asleep (usleep) once it called the library before: that
+ * thread may yet call what the peers wait for (mon_threads.c), so a
+ * healthy program ends 0 where the two ranks' records alone show a
+ * wait-for cycle. A process whose other thread idles (blocked, not
+ * running) is still proven deadlocked well before its timeout, and so is
+ * one whose only sleeper is a thread that never called the library (a
+ * sanitizer's background thread). */
 #include <criterion/criterion.h>
 
 #include <stdio.h>
