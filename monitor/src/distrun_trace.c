@@ -267,6 +267,20 @@ static void place_from_trace(const char *out, drun_verdict *v) {
              "%s #%lld%s%s", mine, strcmp(seen.op.state, "waited") ? "it took part in"
              : "they wait for it in", seen.op.group_id, seen.group_name, seen.op.op,
              (long long)seen.op.seq, seen.site[0] ? ", called from " : "", seen.site);
+  } else if (!own && dist_trace_awaited(t, v->culprits[0], &seen) == DIST_OK && seen.ahead) {
+    /* Its trace holds nothing and its peers' show nothing it completed
+     * past that (all written before their writers' next commit), but they
+     * wait for it: the first collective they wait in is where it got to. */
+    v->f.group_id = seen.op.group_id;
+    v->f.seq = (uint64_t)seen.op.seq;
+    snprintf(v->f.op, sizeof v->f.op, "%s", seen.op.op);
+    snprintf(v->f.site, sizeof v->f.site, "%s", seen.site);
+    snprintf(v->f.group_name, sizeof v->f.group_name, "%s", seen.group_name);
+    size_t len = strlen(v->line);
+    snprintf(v->line + len, sizeof v->line - len, "; its own trace holds no operation; its "
+             "peers wait for it in group %d (%s) %s #%lld%s%s", seen.op.group_id,
+             seen.group_name, seen.op.op, (long long)seen.op.seq,
+             seen.site[0] ? ", called from " : "", seen.site);
   } else if (own) {
     v->f.group_id = op.group_id;
     v->f.seq = (uint64_t)op.seq;

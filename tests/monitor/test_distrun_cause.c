@@ -194,7 +194,7 @@ Test(monitor_distrun_cause, a_rank_killed_early_is_named_at_its_async_call_and_a
     int st = run(argv, 60, &out, &err);
     cr_assert_eq(st, 12, "exit %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
     cr_expect(strstr(err, "rank 3 (pid ") && strstr(err, "killed by signal 9 (SIGKILL)") &&
-                  strstr(err, "they wait for it in group 2 (g2) ALL_REDUCE #2, called from "),
+                  strstr(err, " wait for it in group 2 (g2) ALL_REDUCE #2, called from "),
               "run %d:\n%s", i, err);
     for (const char *p = strstr(err, "the waits end at rank "); p;
          p = strstr(p + 1, "the waits end at rank "))
