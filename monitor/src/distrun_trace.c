@@ -219,6 +219,15 @@ static void crashed_outside(drun_verdict *v) {
  * writer lagged. Its peers' traces then say where it got to (the
  * collectives that completed with it, the one they wait for it in:
  * dist_trace_peers_view), and that is what is named. */
+/* The verdict's operation, line and group: where the peers saw it. */
+static void name_seen(drun_verdict *v, const dist_trace_seen *seen) {
+  v->f.group_id = seen->op.group_id;
+  v->f.seq = (uint64_t)seen->op.seq;
+  snprintf(v->f.op, sizeof v->f.op, "%s", seen->op.op);
+  snprintf(v->f.site, sizeof v->f.site, "%s", seen->site);
+  snprintf(v->f.group_name, sizeof v->f.group_name, "%s", seen->group_name);
+}
+
 static void place_from_trace(const char *out, drun_verdict *v) {
   if (!dist__run_verdict_one_death(v) || (v->f.group_id >= 0 && !v->by_record))
     return;
@@ -253,11 +262,7 @@ static void place_from_trace(const char *out, drun_verdict *v) {
     return;
   }
   if (ahead) {
-    v->f.group_id = seen.op.group_id;
-    v->f.seq = (uint64_t)seen.op.seq;
-    snprintf(v->f.op, sizeof v->f.op, "%s", seen.op.op);
-    snprintf(v->f.site, sizeof v->f.site, "%s", seen.site);
-    snprintf(v->f.group_name, sizeof v->f.group_name, "%s", seen.group_name);
+    name_seen(v, &seen);
     size_t len = strlen(v->line);
     char mine[160] = "its own trace holds no operation";
     if (own)
@@ -271,11 +276,7 @@ static void place_from_trace(const char *out, drun_verdict *v) {
     /* Its trace holds nothing and its peers' show nothing it completed
      * past that (all written before their writers' next commit), but they
      * wait for it: the first collective they wait in is where it got to. */
-    v->f.group_id = seen.op.group_id;
-    v->f.seq = (uint64_t)seen.op.seq;
-    snprintf(v->f.op, sizeof v->f.op, "%s", seen.op.op);
-    snprintf(v->f.site, sizeof v->f.site, "%s", seen.site);
-    snprintf(v->f.group_name, sizeof v->f.group_name, "%s", seen.group_name);
+    name_seen(v, &seen);
     size_t len = strlen(v->line);
     snprintf(v->line + len, sizeof v->line - len, "; its own trace holds no operation; its "
              "peers wait for it in group %d (%s) %s #%lld%s%s", seen.op.group_id,

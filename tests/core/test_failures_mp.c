@@ -381,8 +381,11 @@ static int destroy_nowait_rank(const dist_test_ctx *ctx) {
     CHECK(ctx, rc == DIST_E_ABORTED, "rank 1's never-waited all_reduce: %s: %s",
           dist_status_name(rc), dist_work_errmsg(w));
     dist_work_free(w);
+    /* rank 0 arrives once the pair is destroyed */
+    CHECK_OK(ctx, dist_store_set(dist_get_default_store(), "test/destroyed", "1", 1));
   } else {
-    usleep(1000 * 1000);
+    const char *keys[] = {"test/destroyed"};
+    CHECK_OK(ctx, dist_store_wait(dist_get_default_store(), keys, 1, 10000));
     int rc = dist_all_reduce(&t, DIST_SUM, g, NULL);
     fprintf(stderr, "[rank 0] %s: %s\n", dist_status_name(rc), dist_pg_errmsg(g));
     CHECK(ctx, rc != DIST_OK && rc != DIST_E_TIMEOUT,
