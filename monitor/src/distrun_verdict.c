@@ -148,9 +148,9 @@ void dist__run_verdict_site(const drun_cfg *c, drun_job *job, drun_verdict *v) {
 
 /* A hang whose one culprit had its call to the collective others wait in
  * refused (a NULL tensor, a root outside the group) and went on without
- * it: the report's line for that rank says so (mon_diag.c matched group,
- * operation and number), and the verdict names that call, where the bug
- * is, not the later one the rank waits in. */
+ * it: the report's line for that rank says so (mon_diag_words.c matched
+ * group, operation and number), and the verdict names that call, where the
+ * bug is, not the later one the rank waits in. */
 void dist__run_verdict_refused(const drun_cfg *c, drun_job *job, drun_verdict *v) {
   if (strcmp(v->kind, "hang") != 0 || v->n_culprits != 1 || !v->report)
     return;

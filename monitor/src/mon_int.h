@@ -4,7 +4,8 @@
  *   mon_watchdog.c  the watchdog thread: publication, stalls, timeouts
  *   mon_progress.c  progress records in the job's store (write, read)
  *   mon_record.c    the records' text format (shared with distrun)
- *   mon_diag.c      the diagnosis: lagging, dead and stopped ranks
+ *   mon_diag.c      the diagnosis: lagging, dead and stopped ranks; its
+ *                   parts mon_diag_{words,ends,pair,held,p2p}.c
  *   mon_cycle.c     the wait-for cycles, the rank they name, the deadlock proof
  *   mon_waits.c     who waits for whom: the wait-for graph's edges, indexed
  *   mon_parts.c     a send's, receive's or batch's halves against peers' counts

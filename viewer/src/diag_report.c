@@ -360,7 +360,7 @@ static void add_culprit(vw_diag *d, int r) {
 }
 
 /* The monitor's conclusions in a hang diagnosis, which name where the
- * waits end (mon_diag.c): "the waits end at rank 3, which ...", "the
+ * waits end (mon_diag_ends.c): "the waits end at rank 3, which ...", "the
  * waits end at ranks 4 and 0: ...", "the waits start at rank 0, ...",
  * "(every) wait-for cycle goes through rank 0, ...", "rank 4 is where it
  * went wrong". Each rank once, into d's culprits. */
