@@ -268,10 +268,18 @@ static void place_from_trace(const char *out, drun_verdict *v) {
     if (own)
       snprintf(mine, sizeof mine, "its own trace ends at group %d %s #%lld (%s)", op.group_id,
                op.op, (long long)op.seq, op.state);
-    snprintf(v->line + len, sizeof v->line - len, "; %s, behind its peers': %s group %d (%s) "
-             "%s #%lld%s%s", mine, strcmp(seen.op.state, "waited") ? "it took part in"
-             : "they wait for it in", seen.op.group_id, seen.group_name, seen.op.op,
-             (long long)seen.op.seq, seen.site[0] ? ", called from " : "", seen.site);
+    /* An async call issued past the one its peers wait in (its trace
+     * lists the later ones as enqueued) is not behind them: it had issued
+     * that call and not run it when it ended. */
+    bool issued = own && op.group_id == seen.op.group_id && op.seq >= seen.op.seq &&
+                  !strcmp(seen.op.state, "waited");
+    snprintf(v->line + len, sizeof v->line - len, "; %s%s%s group %d (%s) %s #%lld%s%s%s",
+             mine, issued ? "" : ", behind its peers'",
+             strcmp(seen.op.state, "waited") ? ": it took part in"
+             : issued ? "; they wait for it in" : ": they wait for it in",
+             seen.op.group_id, seen.group_name, seen.op.op, (long long)seen.op.seq,
+             issued ? ", which it had issued and not run" : "",
+             seen.site[0] ? ", called from " : "", seen.site);
   } else if (!own && dist_trace_awaited(t, v->culprits[0], &seen) == DIST_OK && seen.ahead) {
     /* Its trace holds nothing and its peers' show nothing it completed
      * past that (all written before their writers' next commit), but they
