@@ -14,6 +14,11 @@
 #include <string.h>
 #include <strings.h>
 
+#ifdef VW_HAVE_READER
+#include <dist/status.h>
+#include <dist/trace_reader.h>
+#endif
+
 #include "diag_int.h"
 #include "vw_sql.h"
 
@@ -239,16 +244,45 @@ static const char *root_text(const vw_op *o, char *buf, size_t len) {
   return buf;
 }
 
-/* Groups the rows by fingerprint; the largest set (ties: the one holding
- * the lowest rank) is the majority. Fills culprits and the field list. */
+/* A pair that disagrees (two rows, a tie): the row whose call is the one
+ * every rank of the other groups of the same kind made there (the other
+ * "tp" pairs of a mesh), as distrun's verdict decides it
+ * (dist_trace_odd_member); NULL when that cannot tell. */
+static const vw_op *pair_usual(vw_model *m, const vw_op *ops, int n, const vw_diag *d) {
+  if (n != 2)
+    return NULL;
+  const vw_op *usual = NULL;
+#ifdef VW_HAVE_READER
+  dist_trace *t = m->trace;
+  if (!t && dist_trace_open(m->path, &t, NULL, 0) != DIST_OK)
+    return NULL;
+  dist_trace_odd odd;
+  if (dist_trace_odd_member(t, d->group_id, d->seq, ops[0].rank, ops[1].rank, &odd) == DIST_OK &&
+      odd.rank >= 0)
+    usual = &ops[odd.rank == ops[0].rank ? 1 : 0];
+  if (t != m->trace)
+    dist_trace_close(t);
+#else
+  (void)m, (void)ops, (void)d;
+#endif
+  return usual;
+}
+
+/* Groups the rows by fingerprint; the largest set (ties: the call the
+ * other groups of the kind made, else the side with fewer suspect rows,
+ * else the one holding the lowest rank) is the majority. Fills culprits
+ * and the field list. */
 static void explain(vw_model *m, vw_op *ops, int n, vw_diag *d) {
   const vw_op *maj = &ops[vw_fp_majority(ops, n, NULL)];
   int agree = 0;
   char f0[64];
   for (int i = 0; i < n; i++)
     agree += vw_fp_diff(maj, &ops[i], f0, sizeof f0) == 0;
-  bool *suspect = 2 * agree <= n ? suspect_rows(m, ops, n) : NULL; /* a tie */
-  if (suspect)
+  const vw_op *usual = 2 * agree <= n ? pair_usual(m, ops, n, d) : NULL;
+  bool *suspect = 2 * agree <= n && !usual ? suspect_rows(m, ops, n) : NULL; /* a tie */
+  if (usual)
+    maj = usual;
+  else if (suspect)
     maj = &ops[vw_fp_majority(ops, n, suspect)];
   free(suspect);
   int majr[VW_DIAG_LIST], nmaj = 0;
