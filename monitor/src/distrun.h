@@ -337,6 +337,13 @@ bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_po
 /* The last call the library refused rank (its record's "r" line, whatever
  * came after it): false when none. */
 bool dist__run_rank_refused(const drun_cfg *c, drun_job *job, int rank, drun_position *out);
+/* Whether leaver's last record, written as it exited, shows an async
+ * operation still in flight (issued, never waited) that other's record
+ * shows other at too (in it, or the last it ended there): leaver left
+ * that operation pending, and other's failure there follows from it.
+ * That operation in *out. */
+bool dist__run_rank_left_pending(const drun_cfg *c, drun_job *job, int leaver, int other,
+                                 drun_position *out);
 /* Whether rank's last record says it was inside exit() (its monitor's
  * atexit handler published "exit"): a signal that then ends it struck
  * while it was exiting. */

@@ -63,6 +63,8 @@ typedef struct sup {
   int early_rank;     /* the first rank that exited 0 while others ran, -1 */
   pid_t early_pid;
   char early_how[128]; /* "with exit code 0" */
+  bool early_pending; /* it left an async operation pending that a failing
+                         rank was at (prefer_pending_leaver) */
   int clean_exits;    /* ranks that exited 0 */
   bool failing;       /* a failing rank's exit is being handled */
   drun_posted *posted; /* the cause a rank posted, once read (main's) */
@@ -282,6 +284,31 @@ static bool called_on_alone(sup *sp, const drun_rank *self) {
   }
 }
 
+/* A rank that exited 0 with an async operation still pending (issued,
+ * never waited) that failing rank `self` was at too: self's failure there
+ * follows from that rank's leaving, which is the one that ended first,
+ * not a rank that exited 0 before it having finished its part (another
+ * group's member). Only this node's ranks' exits are known. */
+static bool prefer_pending_leaver(sup *sp, const drun_rank *self) {
+  for (int i = 0; i < sp->n; i++) {
+    const drun_rank *o = &sp->ranks[i];
+    drun_position p;
+    if (o == self || o->running || o->signalled_by_us || !WIFEXITED(o->wstatus) ||
+        WEXITSTATUS(o->wstatus) != 0 ||
+        !dist__run_rank_left_pending(sp->c, sp->job, o->global, self->global, &p))
+      continue;
+    sp->early_rank = o->global;
+    sp->early_pid = o->pid;
+    sp->early_pending = true;
+    snprintf(sp->early_how, sizeof sp->early_how, "with exit code 0, leaving group %d (%.40s) "
+             "%s #%llu pending (never waited)", p.gid, p.desc,
+             p.kind >= 0 && p.kind < DIST_OP_COUNT_ ? dist_op_name((dist_op_kind)p.kind) : "?",
+             p.seq);
+    return true;
+  }
+  return false;
+}
+
 /* Whether rank r's line in a "left the group" report says its process
  * exited with the group live (the checking layer's exit handler wrote its
  * record), not that it destroyed the group. */
@@ -328,6 +355,10 @@ static bool left_by_failing(const sup *sp) {
   return f->n_culprits > 0;
 }
 
+/* The words of a "left the group" report (the checking layer's and the
+ * TCP engine's): the members named ended their part before the call. */
+#define LEFT_THE_GROUP " left the group (destroyed it or exited) before this collective"
+
 /* The status a posted cause gives, unless it is only the consequence of a
  * rank that ended first: the checking layer's "rank R left the group"
  * (the collective counts parted because R exited), or a hang whose waits
@@ -354,6 +385,13 @@ static int posted_exit(const sup *sp, int rank, int wstatus, bool in_exit, int f
    * about that partner can come before its death is reaped. */
   if (rank >= 0 && WIFSIGNALED(wstatus) && !in_exit && left && sp->early_rank < 0)
     return fallback;
+  /* The early rank left an async operation pending that the failing rank
+   * was at: what a peer reports of that operation (a lost peer, a hang,
+   * the checking layer's or the engine's "left the group") follows from
+   * it; a desync of the calls' fingerprints does not. */
+  if (sp->early_pending && (sp->posted->status != DIST_E_DESYNC || left ||
+                            (sp->posted->text && strstr(sp->posted->text, LEFT_THE_GROUP))))
+    return fallback;
   if (leaver >= 0 && left && !early && left_by_failing(sp))
     return fallback;
   if (leaver >= 0 && consequence)
@@ -375,6 +413,16 @@ static int aborter(const sup *sp) {
  * pending (pg_cause.c), not a dist_abort_group. */
 static bool destroyed(const sup *sp) {
   return !strcmp(sp->posted->f.field, "destroyed");
+}
+
+/* Whether failing rank `self`, the odd one out by the exits, did not call
+ * on alone: another member took part in the operation it failed in and
+ * left it pending, aborting the group (dist_abort_group) or destroying it
+ * with the operation never waited (the posted cause names that rank).
+ * Its failure follows from that rank's, which is the cause. */
+static bool left_it_pending(const sup *sp, int self) {
+  int ab = aborter(sp);
+  return ab >= 0 && ab != self;
 }
 
 static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
@@ -409,6 +457,8 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
     if (sp->status < 0) /* the leaver may have been the first failure */
       prefer_signal_death(sp, r);
     odd = sp->status < 0 && called_on_alone(sp, r);
+    if (sp->status < 0 && prefer_pending_leaver(sp, r))
+      odd = false; /* the leaver was in its operation: it did not call on alone */
   }
   sp->failing = was_failing;
   int post_rc = dist__run_store_post_death(sp->c, sp->job, r->global, how);
@@ -424,6 +474,8 @@ static void on_rank_exit(sup *sp, drun_rank *r, int wstatus) {
   int st = DRUN_EXIT_RANK_DIED;
   if (sp->status < 0 && dist__run_cause_fetch(sp->job, POSTED_WAIT_MS, sp->posted))
     st = posted_exit(sp, r->global, wstatus, in_exit, st);
+  if (odd && left_it_pending(sp, r->global))
+    odd = false;
   /* A report posted now (every other rank ended cleanly) is its own of the
    * others' absence (a desync, a hang, a lost peer: the checking layer may
    * post it in the name of the group's lowest rank): the ranks' calls

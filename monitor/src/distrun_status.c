@@ -169,23 +169,93 @@ void dist__run_status_table(const drun_cfg *c, drun_job *job, const drun_rank *r
   dist__free(buf);
 }
 
-/* Reads rank's record (the monitor's, as of its last heartbeat). */
-static bool read_row(const drun_cfg *c, drun_job *job, int rank, row *r) {
+/* Rank's record as published (release with dist_free), or NULL. */
+static char *read_text(const drun_cfg *c, drun_job *job, int rank) {
   char prefix[200], key[260];
   int world = c->nproc * c->nnodes;
-  *r = (row){.gid = -1, .last_gid = -1};
   if (!job->store || !prefix_of(job->store, job->job_id, world, prefix, sizeof prefix))
-    return false;
+    return NULL;
   snprintf(key, sizeof key, "%sp/%d", prefix, rank);
   const char *keys[] = {key};
   bool there = false;
   void *v = NULL;
   size_t n = 0;
-  if (dist_store_check(job->store, keys, 1, &there) == DIST_OK && there &&
-      dist_store_get(job->store, key, &v, &n) == DIST_OK)
-    parse((char *)v, r);
+  if (dist_store_check(job->store, keys, 1, &there) != DIST_OK || !there ||
+      dist_store_get(job->store, key, &v, &n) != DIST_OK)
+    return NULL;
+  return v;
+}
+
+/* Reads rank's record (the monitor's, as of its last heartbeat). */
+static bool read_row(const drun_cfg *c, drun_job *job, int rank, row *r) {
+  *r = (row){.gid = -1, .last_gid = -1};
+  char *v = read_text(c, job, rank);
+  if (v)
+    parse(v, r);
   dist_free(v);
   return r->present;
+}
+
+/* read_text within STATUS_STORE_MS, parsed into *r (release with
+ * dist__mon_rec_free). */
+static bool read_rec_briefly(const drun_cfg *c, drun_job *job, int rank, mon_rec *r) {
+  int64_t old = job->store ? dist_store_get_timeout(job->store) : 0;
+  if (job->store)
+    dist_store_set_timeout(job->store, STATUS_STORE_MS);
+  char *v = read_text(c, job, rank);
+  if (job->store)
+    dist_store_set_timeout(job->store, old);
+  *r = (mon_rec){0};
+  bool ok = v && dist__mon_rec_parse(v, r);
+  dist_free(v);
+  return ok;
+}
+
+/* The number (per kind) of g's operation in flight, and of its last ended. */
+static uint64_t num_in_flight(const mon_rec_group *g) {
+  return g->has_num ? g->num : g->done + 1;
+}
+
+static uint64_t num_ended(const mon_rec_group *g) {
+  return g->has_num ? g->last_num : g->last_seq;
+}
+
+/* Whether other's record shows it at g's operation in flight: in it too,
+ * or it was the last that ended there (failed, or completed alone). */
+static bool other_at(const mon_rec *o, const mon_rec_group *g) {
+  for (int i = 0; i < o->n; i++) {
+    const mon_rec_group *h = &o->g[i];
+    if (h->gid != g->gid)
+      continue;
+    return (h->kind == g->kind && num_in_flight(h) == num_in_flight(g)) ||
+           (h->last_kind == g->kind && num_ended(h) == num_in_flight(g));
+  }
+  return false;
+}
+
+bool dist__run_rank_left_pending(const drun_cfg *c, drun_job *job, int leaver, int other,
+                                 drun_position *out) {
+  mon_rec l, o;
+  bool found = false;
+  if (!read_rec_briefly(c, job, leaver, &l))
+    return false;
+  if (strcmp(l.state, "exit") || !read_rec_briefly(c, job, other, &o)) {
+    dist__mon_rec_free(&l);
+    return false;
+  }
+  for (int i = 0; i < l.n && !found; i++) {
+    const mon_rec_group *g = &l.g[i];
+    if (g->kind < 0 || g->sync || !other_at(&o, g))
+      continue; /* nothing in flight, or a call it was inside (not left pending) */
+    found = true;
+    *out = (drun_position){.in_op = true, .gid = g->gid, .kind = g->kind,
+                           .seq = (unsigned long long)num_in_flight(g)};
+    snprintf(out->desc, sizeof out->desc, "%s", g->desc);
+    snprintf(out->site, sizeof out->site, "%s", g->site);
+  }
+  dist__mon_rec_free(&l);
+  dist__mon_rec_free(&o);
+  return found;
 }
 
 /* read_row within STATUS_STORE_MS, the store's own timeout put back after. */

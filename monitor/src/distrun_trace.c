@@ -514,6 +514,18 @@ static void name_the_hang(drun_verdict *v) {
                 v->f.site[0] ? ", called from " : "", v->f.site);
 }
 
+/* A group its culprit destroyed with an operation pending (pg_cause.c,
+ * field "destroyed"): the summary line names that operation and the line
+ * that issued it, which the program never waited for. */
+static void name_the_destroyed(drun_verdict *v) {
+  if (strcmp(v->f.field, "destroyed") || v->n_culprits != 1 || v->f.group_id < 0 || !v->f.op[0])
+    return;
+  size_t off = strlen(v->line);
+  dist__appendf(v->line, sizeof v->line, &off, "; rank %d's %s #%llu in group %d (%s)%s%s was "
+                "never waited for", v->culprits[0], v->f.op, (unsigned long long)v->f.seq,
+                v->f.group_id, v->f.group_name, v->f.site[0] ? ", called from " : "", v->f.site);
+}
+
 static bool make_dir(const char *path) {
   return mkdir(path, 0700) == 0 || errno == EEXIST;
 }
@@ -552,6 +564,7 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
   name_the_skipper(out, v);
   dist__run_trace_odd_pair(out, v);
   name_the_hang(v);
+  name_the_destroyed(v);
   store_verdict(out, v);
   prune(dflt ? "dist-trace" : base, job_id);
 }

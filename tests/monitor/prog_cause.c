@@ -35,6 +35,14 @@
  *   asynckill R    as asyncexit, but rank R raises SIGKILL right after its
  *                  async all_reduce of step 1 (the job under a second old:
  *                  the others' records still show where they were before)
+ *   nowait R       4 ranks, pairs {0, 1} and {2, 3}: each rank all_reduces
+ *                  asynchronously on its pair and waits; rank R never
+ *                  waits, destroys its groups (dist_destroy_process_group
+ *                  of the default group) and returns 0, and its partner
+ *                  calls the all_reduce only once R's process has ended
+ *                  (a zombie, /proc): the destroy fails it there
+ *   nowaitexit R   as nowait, but rank R returns 0 without a destroy (its
+ *                  process exits with the groups live)
  *   crashinit R    rank R dereferences NULL before dist_init_process_group
  *                  (the launcher's RANK says it is R); the others wait in
  *                  init for it
@@ -237,6 +245,59 @@ static int mode_asyncexit(int leaver, bool kill) {
   return 0;
 }
 
+/* The planted bug of nowait and nowaitexit: rank `culprit` issues its
+ * pair's all_reduce and never waits for it. */
+static int mode_nowait(int culprit, bool destroy) {
+  int me = dist_get_rank(NULL), partner = culprit ^ 1;
+  dist_store *s = dist_get_default_store();
+  const char *key = "test/culprit_pid";
+  dist_pg *pair = NULL, *g = NULL;
+  for (int first = 0; first < 4; first += 2) { /* every rank makes both */
+    int members[2] = {first, first + 1};
+    int rc = dist_new_group(members, 2, NULL, &g);
+    if (rc != DIST_OK)
+      return fail("new_group", rc);
+    if (g != DIST_GROUP_NON_MEMBER)
+      pair = g;
+  }
+  if (me == partner) { /* it comes once the culprit's process has ended */
+    void *v = NULL;
+    size_t n = 0;
+    int rc = dist_store_wait(s, &key, 1, 30000);
+    if (rc == DIST_OK)
+      rc = dist_store_get(s, key, &v, &n);
+    if (rc != DIST_OK)
+      return fail("wait", rc);
+    char buf[16] = {0};
+    memcpy(buf, v, n < sizeof buf - 1 ? n : sizeof buf - 1);
+    dist_free(v);
+    while (!ended((pid_t)atoi(buf)))
+      sched_yield(); /* its exit, not a time: bounded by the alarm */
+  }
+  float x[8] = {0};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 8);
+  dist_work *w = NULL;
+  int rc = dist_all_reduce(&t, DIST_SUM, pair, &w);
+  if (rc != DIST_OK)
+    return fail("all_reduce", rc);
+  if (me == culprit) {
+    char pid[16];
+    int n = snprintf(pid, sizeof pid, "%d", (int)getpid());
+    rc = dist_store_set(s, key, pid, (size_t)n);
+    if (rc != DIST_OK)
+      return fail("set", rc);
+    if (destroy)
+      dist_destroy_process_group(NULL);
+    return 0; /* never waited */
+  }
+  rc = dist_work_wait(w, -1);
+  dist_work_free(w);
+  if (rc != DIST_OK)
+    return fail("wait", rc);
+  dist_destroy_process_group(NULL);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   alarm(60);
   signal(SIGTERM, on_term);
@@ -244,10 +305,11 @@ int main(int argc, char **argv) {
   int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
   if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "leftterm") && strcmp(m, "pairs") &&
       strcmp(m, "pairslate") && strcmp(m, "leftfail") && strcmp(m, "asyncexit") &&
-      strcmp(m, "asynckill") && strcmp(m, "crashinit") && strcmp(m, "ok")) {
+      strcmp(m, "asynckill") && strcmp(m, "nowait") && strcmp(m, "nowaitexit") &&
+      strcmp(m, "crashinit") && strcmp(m, "ok")) {
     fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | leftfail F L | "
-            "pairs O F | pairslate O F | asyncexit R | asynckill R | crashinit R | ok\n",
-            argv[0]);
+            "pairs O F | pairslate O F | asyncexit R | asynckill R | nowait R | nowaitexit R | "
+            "crashinit R | ok\n", argv[0]);
     return 2;
   }
   const char *env_rank = getenv("RANK");
@@ -268,6 +330,8 @@ int main(int argc, char **argv) {
     return mode_leftfail(a, b);
   if (!strcmp(m, "asyncexit") || !strcmp(m, "asynckill"))
     return mode_asyncexit(a, !strcmp(m, "asynckill"));
+  if (!strcmp(m, "nowait") || !strcmp(m, "nowaitexit"))
+    return mode_nowait(a, !strcmp(m, "nowait"));
   if (!strcmp(m, "pairs") || !strcmp(m, "pairslate"))
     return mode_pairs(a, b, !strcmp(m, "pairslate"));
   rc = all_reduce(!strcmp(m, "desync") && dist_get_rank(NULL) == a ? b : 8);

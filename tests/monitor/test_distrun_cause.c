@@ -236,6 +236,78 @@ Test(monitor_distrun_cause, a_crash_before_init_leaves_a_trace_with_the_verdict,
   cr_expect_eq(system(cmd), 0);
 }
 
+/* distview diagnose --json db: its output (static), and its exit status
+ * into *status. */
+static const char *diagnose(const char *db, int *status) {
+  static char json[1 << 16];
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "'%s' diagnose --json '%s'", dist_test_bin("distview"), db);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  size_t n = fread(json, 1, sizeof json - 1, p);
+  json[n] = '\0';
+  int st = pclose(p);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return json;
+}
+
+/* Rank 1 issues its pair's all_reduce (group 1, ranks 0 and 1), never
+ * waits for it, and with `mode` "nowait" destroys its groups, with
+ * "nowaitexit" exits with them live; rank 0 calls the all_reduce once
+ * rank 1's process has ended and fails; ranks 2 and 3, the other pair,
+ * finish. Rank 1 is the cause: exit 12 naming it (not rank 0, the one that
+ * failed last while every other rank exited 0, nor a rank of the other
+ * pair that ended first) with its ALL_REDUCE #1 and its line, and
+ * distview's verdict and its own analysis of the rows name it too. */
+static void never_waited(const char *mode, const char *level, const char *transport,
+                         const char *says) {
+  clean_env();
+  setenv("DIST_DEBUG", level, 1);
+  setenv("DIST_TRANSPORT", transport, 1);
+  char dir[] = "/tmp/dist_nowait_XXXXXX", db[64], cmd[128];
+  cr_assert(mkdtemp(dir));
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "4", "--trace-out", db,
+                        dist_test_bin("distrun_causeprog_full"), mode, "1", NULL};
+  char *out, *err;
+  int st = run(argv, 60, &out, &err);
+  cr_assert_eq(st, 12, "%s %s/%s: exit %d\nstdout:\n%s\nstderr:\n%s", mode, level, transport,
+               st, out, err);
+  const char *line = strstr(err, "distrun: exit status 12 (a rank died): ");
+  cr_assert(line, "%s", err);
+  const char *first = line + strlen("distrun: exit status 12 (a rank died): ");
+  cr_expect(!strncmp(first, "rank 1 ", 7) && strstr(line, says) && strstr(line, "ALL_REDUCE #1") &&
+                strstr(line, ", called from ") && strstr(line, " (prog_cause.c:"),
+            "%s %s/%s: the verdict does not name rank 1's never-waited all_reduce:\n%s", mode,
+            level, transport, err);
+  int dv;
+  const char *json = diagnose(db, &dv);
+  cr_expect_eq(dv, 12, "%s %s/%s: distview exit %d: %s", mode, level, transport, dv, json);
+  const char *own = strstr(json, "\"own\":");
+  cr_expect(strstr(json, "\"culprits\":[1]") && strstr(json, "\"op\":\"ALL_REDUCE\"") &&
+                own && strstr(own, "\"culprits\":[1]") && strstr(own, "\"agrees\":true"),
+            "%s %s/%s: distview does not name rank 1: %s", mode, level, transport, json);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
+Test(monitor_distrun_cause, a_rank_destroying_its_groups_with_an_all_reduce_never_waited_is_named,
+     .timeout = 200) {
+  static const char *const at[][2] = {{"DETAIL", "auto"}, {"DETAIL", "tcp"}, {"OFF", "auto"}};
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+    never_waited("nowait", at[i][0], at[i][1],
+                 "rank 1 destroyed group 1 (g1) with operations pending; rank 0 (pid ");
+}
+
+Test(monitor_distrun_cause, a_rank_that_exits_with_an_all_reduce_never_waited_is_named,
+     .timeout = 150) {
+  static const char *const at[][2] = {{"DETAIL", "auto"}, {"DETAIL", "tcp"}};
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+    never_waited("nowaitexit", at[i][0], at[i][1],
+                 "ended first, with exit code 0, leaving group 1 (g1) ALL_REDUCE #1 pending "
+                 "(never waited), while other ranks still needed it");
+}
+
 /* As below, but the report posted first is of BROADCAST #3 and marks rank
  * 4, its pair's later rank, while every other rank's kept report is of a
  * later BROADCAST #5 (failed behind it) marking rank 2. The verdict names

@@ -120,6 +120,8 @@ static int diagnose(vw_model *m, bool deep, vw_diag *d) {
     vw_diag_use_report(m, d);
   if (vw_diag_deaths(m, d) != 0)
     return -1;
+  if (vw_diag_left_pending(m, d) != 0)
+    return -1;
   if (vw_diag_early_exit(m, d) != 0)
     return -1;
   vw_diag_odd_one_out(m, d);

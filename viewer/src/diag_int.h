@@ -13,6 +13,9 @@ int vw_diag_stored_report(vw_model *m, vw_diag *d);
 bool vw_diag_report_wins(const vw_diag *d);
 void vw_diag_use_report(vw_model *m, vw_diag *d);
 int vw_diag_deaths(vw_model *m, vw_diag *d);
+/* A rank that exited with an async operation pending that a peer failed
+ * in: it ended while its peers still needed it (diag_report.c). */
+int vw_diag_left_pending(vw_model *m, vw_diag *d);
 /* A hang whose one culprit exited with status 0: an early exit. */
 int vw_diag_early_exit(vw_model *m, vw_diag *d);
 /* Every rank but one finished: that one called on alone (diag_report.c). */

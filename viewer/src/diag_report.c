@@ -620,6 +620,52 @@ int vw_diag_deaths(vw_model *m, vw_diag *d) {
   return 0;
 }
 
+/* A rank whose trace ends 'exited' (its process ended, its default group
+ * live) with an async operation still pending (issued, never waited:
+ * enqueued or started, not ended), in which a peer then failed: it left
+ * that operation to its peers, and what they report of it (a lost peer,
+ * the counts parted, a wait that never ends) follows (distrun's early
+ * exit, rule 1). Not after a crash or a loss, nor over a desync of
+ * fingerprints or a group a rank aborted. */
+int vw_diag_left_pending(vw_model *m, vw_diag *d) {
+  bool left = d->kind == VW_DIAG_DESYNC && d->report && strstr(d->report, "left the group");
+  if ((d->kind == VW_DIAG_DESYNC && !left) ||
+      (d->has_report && !strcmp(d->report_kind, "abort")))
+    return 0;
+  sqlite3_stmt *st = vw_sql_prepare(
+      m, "SELECT o.rank, o.group_id, o.seq, o.op, f.rank, f.message FROM operations o "
+         "JOIN ranks r ON r.rank = o.rank AND r.end_state = 'exited' "
+         "JOIN operations f ON f.group_id = o.group_id AND f.p2p = o.p2p AND f.seq = o.seq "
+         "AND f.rank <> o.rank AND f.state = 'failed' "
+         "WHERE o.is_async = 1 AND o.state IN ('enqueued', 'started') AND NOT EXISTS "
+         "(SELECT 1 FROM ranks x WHERE x.end_state IN ('crashed', 'lost')) "
+         "ORDER BY f.t_ended_ns LIMIT 1");
+  if (!st)
+    return -1;
+  int rc = vw_sql_step(m, st);
+  if (rc == SQLITE_ROW) {
+    char was[320], msg[200];
+    snprintf(was, sizeof was, "%s", d->kind != VW_DIAG_NONE ? d->summary : "");
+    d->kind = VW_DIAG_DIED;
+    d->rank = (int)vw_sql_i64(st, 0);
+    d->n_culprits = 1;
+    d->culprits[0] = d->rank;
+    d->n_blocked = d->n_cycle = 0;
+    d->field[0] = '\0';
+    d->group_id = (int)vw_sql_i64(st, 1);
+    d->seq = vw_sql_i64(st, 2);
+    vw_sql_text(st, 3, d->op, sizeof d->op);
+    vw_sql_text(st, 5, msg, sizeof msg);
+    snprintf(d->summary, sizeof d->summary, "rank %d exited with %s #%lld of group %d pending "
+             "(never waited) while its peers still needed it: rank %d failed in it", d->rank,
+             d->op, (long long)d->seq, d->group_id, (int)vw_sql_i64(st, 4));
+    snprintf(d->text, sizeof d->text, "%s\n  %s\n%s%.300s%s", d->summary, msg,
+             was[0] ? "  (then: " : "", was, was[0] ? ")\n" : "");
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
 /* A hang whose one culprit a monitor saw exit with status 0 while the
  * others still waited for it: distrun's early exit (rule 1: a rank's own
  * end outranks what it caused). Only status 0: a rank that gave up in a
@@ -649,7 +695,10 @@ int vw_diag_early_exit(vw_model *m, vw_diag *d) {
  * every one but r ran to its end (finished) and r did not: r called on
  * alone (one more collective, a receive nobody sends), and what the
  * others' absence made it report, or the rows show of it, follows from
- * that. A desync when r reported it, else r's failure. */
+ * that. A desync when r reported it, else r's failure. Not when another
+ * rank aborted r's group, or destroyed it with the operation r failed in
+ * pending (the abort read from the rows): that rank took part in it, so
+ * r did not call on alone, and the abort is the cause. */
 void vw_diag_odd_one_out(vw_model *m, vw_diag *d) {
   int odd = -1, n = m->job.nranks;
   for (int i = 0; i < n; i++) {
@@ -660,6 +709,9 @@ void vw_diag_odd_one_out(vw_model *m, vw_diag *d) {
     odd = m->job.ranks[i].rank;
   }
   if (n < 3 || odd < 0 || d->kind == VW_DIAG_NONE)
+    return;
+  if (d->has_report && !strcmp(d->report_kind, "abort") && d->report_rank != odd &&
+      d->n_culprits == 1 && d->culprits[0] == d->report_rank)
     return;
   d->kind = d->has_report && d->report_rank == odd ? VW_DIAG_DESYNC : VW_DIAG_DIED;
   d->rank = odd;

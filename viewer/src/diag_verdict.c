@@ -77,7 +77,9 @@ static void headline(const dist_trace_verdict_row *v, vw_diag *d) {
              d->group_name, d->group_name[0] ? ")" : "");
   if (d->op[0])
     snprintf(at, sizeof at, d->seq > 0 ? " at %s #%lld" : " at %s", d->op, (long long)d->seq);
-  if (d->field[0])
+  if (!strcmp(d->field, "destroyed")) /* a group destroyed with it pending (pg_cause.c) */
+    snprintf(field, sizeof field, ": destroyed with it pending (never waited)");
+  else if (d->field[0])
     snprintf(field, sizeof field, ": %s differs", d->field);
   if (d->site[0])
     snprintf(site, sizeof site, ", called from %s", d->site);

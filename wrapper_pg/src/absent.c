@@ -188,7 +188,8 @@ static void left_key(char *buf, size_t len, const wpg *w, int grank) {
 void wpg_leave(wpg *w, bool exiting) {
   if (w->size < 2 || !w->helper || !dist_get_default_store())
     return;
-  wpg_left me = {.count = w->coll_count, .have_last = w->have_prev, .exited = exiting};
+  wpg_left me = {.count = w->coll_count, .pending_from = exiting ? 0 : w->pending_from,
+                 .have_last = w->have_prev, .exited = exiting};
   if (w->have_prev)
     me.last = w->last_mine;
   /* The job's own handle, on the thread that destroys the group (or
@@ -305,6 +306,31 @@ static int report_left(wpg *w, dist_store *st, const dist_coll *c, uint64_t coun
   return rc;
 }
 
+/* The member whose record (read_left) says its destroy of the group
+ * failed collective count pending: it issued this one and never waited
+ * for it; -1 when none. */
+static int left_it_pending(const wpg *w, uint64_t count, const wpg_left *gone) {
+  for (int r = 0; r < w->size; r++)
+    if (r != w->rank && gone[r].pending_from && gone[r].pending_from <= count &&
+        count <= gone[r].count)
+      return r;
+  return -1;
+}
+
+/* Such a member is not absent: it was in the collective, and its destroy
+ * failed it here (the helper's message says how, less the number of the
+ * helper's own exchange: "ALL_REDUCE #0: ", which is not the user's call). */
+static int relay_pending(wpg *w, const dist_coll *c, int rc, const char *gname, int r,
+                         const char *why) {
+  int skip = 0;
+  if (sscanf(why, "%*[A-Z_] #%*u: %n", &skip) != 0 || skip <= 0)
+    skip = 0;
+  why += skip;
+  return wpg_set_error(w, rc, "%s in %s at %s #%" PRIu64 ": rank %d destroyed the group with "
+                       "this collective pending (it never waited for it): %s", what(rc), gname,
+                       dist_op_name(wpg_kind(c)), c->seq, w->info->global_ranks[r], why);
+}
+
 static int name_absent(wpg *w, dist_store *st, const dist_coll *c, uint64_t count, int rc,
                        const char *gname, const char *whyb) {
   size_t n = (size_t)w->size;
@@ -319,6 +345,12 @@ static int name_absent(wpg *w, dist_store *st, const dist_coll *c, uint64_t coun
   say_where(w, st, c);
   if (read_left(w, st, count, gone, left)) {
     rc = report_left(w, st, c, count, gone, left);
+    free(present), free(left), free(gone);
+    return rc;
+  }
+  int pending = left_it_pending(w, count, gone);
+  if (pending >= 0) {
+    rc = relay_pending(w, c, rc, gname, pending, whyb);
     free(present), free(left), free(gone);
     return rc;
   }

@@ -182,12 +182,14 @@ void wpg_drain(wpg *w) {
   pthread_mutex_unlock(&w->qlock);
 }
 
-void wpg_async_close(wpg *w) {
+uint64_t wpg_async_close(wpg *w) {
   if (!w->q_init)
-    return;
+    return 0;
   pthread_mutex_lock(&w->qlock);
   w->closing = true;
+  uint64_t first = w->head ? w->head->count : 0;
   pthread_mutex_unlock(&w->qlock);
+  return first;
 }
 
 void wpg_async_stop(wpg *w) {

@@ -161,11 +161,22 @@ static void fini(void *priv) {
   if (default_wpg == w)
     default_wpg = NULL;
   unlink_live(w);
-  wpg_async_close(w); /* before the abort: a check not handed on fails here */
+  /* A check that failed before the destroy did not count (rewound); the
+   * ones the destroy fails did: the program issued those calls, and a
+   * peer that comes to one is told this rank destroyed the group with it
+   * pending, not that this rank left before it. */
+  bool failed_before = atomic_load_explicit(&w->rewind, memory_order_acquire);
+  uint64_t issued = w->coll_count;
+  /* before the abort: a check not handed on fails here */
+  uint64_t pending_from = wpg_async_close(w);
   if (atomic_load(&w->pending) && w->helper) /* checks still waiting end now */
     dist__abort_group(w->helper, "the group was destroyed with operations pending");
   wpg_async_stop(w);
-  wpg_rewind(w); /* a failed async check did not count */
+  wpg_rewind(w);
+  if (!failed_before) {
+    w->coll_count = issued;
+    w->pending_from = pending_from;
+  }
   wpg_leave(w, false); /* before the helper goes: a peer still waiting names us */
   if (w->helper)
     dist_destroy_process_group(w->helper);

@@ -109,6 +109,8 @@ typedef struct wpg_site_cache {
  * (or exits): a rank still waiting in an exchange names it. */
 typedef struct wpg_left {
   uint64_t count;     /* collectives it issued on the group */
+  uint64_t pending_from; /* the first of them its destroy failed pending
+                            (never waited; pending_from..count), 0 none */
   wpg_fp last;        /* its last one that agreed */
   uint32_t have_last;
   uint32_t exited;    /* 1: its process exited with the group live (the exit
@@ -151,6 +153,9 @@ typedef struct wpg {
    * goes on for calls that agree. Set by the checking thread. */
   _Atomic bool rewind;
   uint64_t rewind_count, rewind_hist;
+  /* fini: the first collective whose check the destroy failed pending
+   * (never waited), 0 none; wpg_leave records it. */
+  uint64_t pending_from;
   struct wpg *next_live;  /* wpg.c's list of live checking groups */
   /* Call sites of agreed collectives (module << 48 ^ offset), to tell in a
    * tied disagreement which side took a branch never seen before. Written
@@ -289,8 +294,9 @@ int wpg_check_async(wpg *w, const dist_coll *c, dist_work *wk);
 void wpg_drain(wpg *w);
 /* Applies a rewind the checking thread asked for (issuing side). */
 void wpg_rewind(wpg *w);
-/* The group is being destroyed: checks not yet handed on fail (fini). */
-void wpg_async_close(wpg *w);
+/* The group is being destroyed: checks not yet handed on fail (fini).
+ * Returns the collective count of the first of them, 0 none. */
+uint64_t wpg_async_close(wpg *w);
 /* Stops the checking thread (pending checks end first; abort the helper
  * before, to end them at once). */
 void wpg_async_stop(wpg *w);

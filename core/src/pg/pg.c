@@ -322,21 +322,38 @@ int dist__pg_free(dist_pg *g) {
   return rc;
 }
 
-int dist__pg_destroy_one(dist_pg *g) {
-  if (g && g != DIST_GROUP_NON_MEMBER && !g->internal)
+/* Whether a live user group has failed (an abort, a timeout, a lost
+ * peer): a program that destroys its groups then is tearing down after
+ * that failure, which their pending operations follow from. */
+static bool any_failed(void) {
+  bool failed = false;
+  pthread_mutex_lock(&groups_lock);
+  for (dist_pg *g = live_groups; g && !failed; g = g->next)
+    failed = atomic_load(&g->async_error) != DIST_OK;
+  pthread_mutex_unlock(&groups_lock);
+  return failed;
+}
+
+static int destroy(dist_pg *g, bool failed) {
+  if (g && g != DIST_GROUP_NON_MEMBER && !g->internal && !failed)
     atomic_store(&g->destroying, true);
   return dist__pg_free(g);
 }
 
+int dist__pg_destroy_one(dist_pg *g) {
+  return destroy(g, any_failed());
+}
+
 int dist__pg_destroy_all(void) {
   int first = DIST_OK;
+  bool failed = any_failed(); /* before this destroy fails anything */
   for (;;) {
     pthread_mutex_lock(&groups_lock);
     dist_pg *g = live_groups;
     pthread_mutex_unlock(&groups_lock);
     if (!g)
       break;
-    int rc = dist__pg_free(g);
+    int rc = destroy(g, failed);
     first = first != DIST_OK ? first : rc;
   }
   return first;

@@ -49,9 +49,10 @@ struct dist_pg {
   uint64_t mb_prev_seq;         /* rank 0: the last monitored_barrier passed */
   dist__errbuf err;
   _Atomic int async_error;      /* sticky: abort, timeout, lost peer */
-  /* The program destroys this one group (dist__pg_destroy_one): the user
-   * operations its destruction fails (still pending: never waited), the
-   * first one's kind and number, for the job's cause. */
+  /* The program destroys this group (dist__pg_destroy_one, and each of
+   * dist__pg_destroy_all's and of a mesh's): the user operations its
+   * destruction fails (still pending: never waited), the first one's kind
+   * and number, for the job's cause. */
   _Atomic bool destroying;
   _Atomic int destroy_failed;
   int destroy_kind;
@@ -157,9 +158,12 @@ int dist__pg_build(const dist_backend_ops *ops, const dist__pg_spec *s, void *ar
  * the failure its backend's fini found in an earlier call (reported and
  * posted then: dist__pg_fini_failure); the group is gone either way. */
 int dist__pg_free(dist_pg *g);
-/* dist__pg_free for the program's dist_destroy_process_group of one user
- * group: when that fails operations still pending on it (their peers'
- * fail too), this rank is the job's cause (dist__cause_post_destroyed). */
+/* dist__pg_free for the program's destroy of a user group (one, all of
+ * them, a mesh's): when that fails operations still pending on it (their
+ * peers' fail too), this rank is the job's cause
+ * (dist__cause_post_destroyed), unless a group had failed before (an
+ * abort, a timeout, a lost peer): its pending operations follow from
+ * that failure. */
 int dist__pg_destroy_one(dist_pg *g);
 /* From a backend's fini (the destroying thread): a failure of the earlier
  * call c (kind and seq) that only the destroy could find, message msg (a
@@ -204,8 +208,8 @@ int dist__pg_stale(const char *fn, const dist_pg *g);
 dist_pg *dist__pg_resolve(dist_pg *g);
 /* Translations; -1 when not a member. */
 int dist__pg_group_rank_of(const dist_pg *g, int global_rank);
-/* Every live user group, for destroy-all (pg.c keeps the list); the first
- * failure of dist__pg_free. */
+/* Every live user group, for destroy-all (pg.c keeps the list), each as
+ * dist__pg_destroy_one destroys it; the first failure of dist__pg_free. */
 int dist__pg_destroy_all(void);
 /* User group ids: every rank takes one per group created in the job, in
  * the same order, members or not (groups.c; init resets the count). */
