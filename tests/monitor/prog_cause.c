@@ -46,6 +46,11 @@
  *   crashinit R    rank R dereferences NULL before dist_init_process_group
  *                  (the launcher's RANK says it is R); the others wait in
  *                  init for it
+ *   aglist R       every rank all_gathers 64 float32 elements into a list
+ *                  of one 64-element output tensor per rank, but rank R's
+ *                  entry (R + 1) % world has 32 (its own is right): a rank
+ *                  whose call fails prints as in desync and exits 1
+ *   rslist R       the same with reduce_scatter's input tensors
  *   ok             init, one all_reduce, exit 0
  * Every mode ends by itself within 60 s (alarm). */
 #include <sched.h>
@@ -69,6 +74,28 @@ static int all_reduce(int n) {
   dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, n);
   int rc = dist_all_reduce(&t, DIST_SUM, NULL, NULL);
   free(x);
+  return rc;
+}
+
+/* aglist / rslist: rank odd's list entry (odd + 1) % world has 32
+ * elements where every other entry of every rank has 64. */
+static int list_call(bool rs, int odd) {
+  int n = dist_get_world_size(NULL), me = dist_get_rank(NULL);
+  float *x = calloc((size_t)(n + 1) * 64, sizeof *x);
+  dist_tensor *l = calloc((size_t)n, sizeof *l);
+  if (!x || !l)
+    return DIST_E_NOMEM;
+  dist_tensor one = dist_tensor_1d(x + (size_t)n * 64, DIST_FLOAT32, 64);
+  for (int i = 0; i < n; i++)
+    l[i] = dist_tensor_1d(x + (size_t)i * 64, DIST_FLOAT32,
+                          me == odd && i == (odd + 1) % n ? 32 : 64);
+  int rc; /* the calls' lines are test_distrun_cause.c's LIST_LINE_* */
+  if (rs)
+    rc = dist_reduce_scatter(&one, l, (size_t)n, DIST_SUM, NULL, NULL);
+  else
+    rc = dist_all_gather(l, (size_t)n, &one, NULL, NULL);
+  free(x);
+  free(l);
   return rc;
 }
 
@@ -306,10 +333,10 @@ int main(int argc, char **argv) {
   if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "leftterm") && strcmp(m, "pairs") &&
       strcmp(m, "pairslate") && strcmp(m, "leftfail") && strcmp(m, "asyncexit") &&
       strcmp(m, "asynckill") && strcmp(m, "nowait") && strcmp(m, "nowaitexit") &&
-      strcmp(m, "crashinit") && strcmp(m, "ok")) {
+      strcmp(m, "crashinit") && strcmp(m, "aglist") && strcmp(m, "rslist") && strcmp(m, "ok")) {
     fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | leftfail F L | "
             "pairs O F | pairslate O F | asyncexit R | asynckill R | nowait R | nowaitexit R | "
-            "crashinit R | ok\n", argv[0]);
+            "crashinit R | aglist R | rslist R | ok\n", argv[0]);
     return 2;
   }
   const char *env_rank = getenv("RANK");
@@ -334,6 +361,13 @@ int main(int argc, char **argv) {
     return mode_nowait(a, !strcmp(m, "nowait"));
   if (!strcmp(m, "pairs") || !strcmp(m, "pairslate"))
     return mode_pairs(a, b, !strcmp(m, "pairslate"));
+  if (!strcmp(m, "aglist") || !strcmp(m, "rslist")) {
+    rc = list_call(!strcmp(m, "rslist"), a);
+    if (rc != DIST_OK)
+      return fail(m, rc);
+    dist_destroy_process_group(NULL);
+    return 0;
+  }
   rc = all_reduce(!strcmp(m, "desync") && dist_get_rank(NULL) == a ? b : 8);
   if (rc != DIST_OK)
     return fail("all_reduce", rc);

@@ -4,7 +4,10 @@
  * ranks that disagree on an all_reduce count at DIST_DEBUG=OFF (the CPU
  * backend's own size check) make distrun exit 10 with the report last; a
  * cause posted with DIST_E_TIMEOUT makes it exit 11; any other status keeps
- * distrun's own classification (12) with the report still printed last. */
+ * distrun's own classification (12) with the report still printed last. A
+ * rank whose all_gather or reduce_scatter list has an entry of another size
+ * is named at its call with the list as the field, at DETAIL and at OFF,
+ * and distview agrees. */
 #include <criterion/criterion.h>
 
 #include <fcntl.h>
@@ -350,6 +353,88 @@ Test(monitor_distrun_cause, the_rank_in_every_reported_pair_is_named_whichever_p
             rep);
   cr_expect(strstr(err, "; each of the 5 rank pairs that reported it includes rank 2, so rank "),
             "%s", err);
+}
+
+/* The lines of prog_cause.c's list calls (aglist, rslist). */
+#define LIST_LINE_RS 86
+#define LIST_LINE_AG 88
+
+/* One rank's list entry of another size (prog_cause.c aglist / rslist:
+ * rank 3's entry 0 has 32 elements, every other 64): rank 3 runs the call
+ * as one broadcast (reduce) per entry where the others run it whole.
+ * distrun exits 10 naming rank 3 at the program's call, #1, its line, and
+ * the list as the field, never the BROADCAST or REDUCE it runs as nor a
+ * dtype: at DETAIL the checking layer names the entry, at OFF the engine
+ * that rank 3's entries differ in size; distview diagnose agrees. */
+static void list_entry(const char *mode, const char *level, const char *transport,
+                       const char *field) {
+  clean_env();
+  setenv("DIST_DEBUG", level, 1);
+  setenv("DIST_TRANSPORT", transport, 1);
+  setenv("DIST_TIMEOUT", "10", 1);
+  bool rs = !strcmp(mode, "rslist");
+  const char *op = rs ? "REDUCE_SCATTER" : "ALL_GATHER";
+  char dir[] = "/tmp/dist_listentry_XXXXXX", db[64], cmd[512], want[256];
+  cr_assert(mkdtemp(dir));
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "4", "--trace-out", db,
+                        dist_test_bin("distrun_causeprog_full"), mode, "3", NULL};
+  char *out, *err;
+  int st = run(argv, 60, &out, &err);
+  cr_assert_eq(st, 10, "exit %d\nstdout:\n%s\nstderr:\n%s", st, out, err);
+  const char *rep = after_status_line(err);
+  cr_assert(rep, "no status line:\n%s", err);
+  snprintf(want, sizeof want, "desync in group 0 (default, 4 ranks) at %s #1: ranks disagree on "
+           "the %s\n", op, field);
+  cr_expect(!strncmp(rep, want, strlen(want)), "report:\n%s\nwant:\n%s", rep, want);
+  snprintf(want, sizeof want, "<- %s differs\n", field);
+  const char *mark = strstr(rep, want), *nl = mark;
+  while (nl && nl > rep && nl[-1] != '\n')
+    nl--;
+  cr_expect(mark && !strncmp(nl, "  rank 3", 8) && !strstr(mark + 1, "<- "),
+            "rank 3 alone marked:\n%s", rep);
+  cr_expect(!strstr(rep, "BROADCAST") && !strstr(rep, "REDUCE ") && !strstr(rep, "dtype"),
+            "the pieces' operation, or a dtype:\n%s", rep);
+  snprintf(want, sizeof want, "prog_cause.c:%d", rs ? LIST_LINE_RS : LIST_LINE_AG);
+  if (!strcmp(level, "DETAIL"))
+    cr_expect(strstr(rep, want), "want %s in\n%s", want, rep);
+  snprintf(cmd, sizeof cmd, "'%s' diagnose --json '%s'", dist_test_bin("distview"), db);
+  FILE *p = popen(cmd, "r");
+  cr_assert(p);
+  static char json[1 << 16];
+  size_t n = fread(json, 1, sizeof json - 1, p);
+  json[n] = '\0';
+  int dv = pclose(p);
+  cr_expect(WIFEXITED(dv) && WEXITSTATUS(dv) == 10, "distview exit %d: %s", dv, json);
+  char f[96], o[64];
+  snprintf(f, sizeof f, "\"fields\":\"%s\"", field);
+  snprintf(o, sizeof o, "\"op\":\"%s\"", op);
+  cr_expect(strstr(json, "\"kind\":\"desync\"") && strstr(json, "\"culprits\":[3]") &&
+                strstr(json, "\"seq\":1,") && strstr(json, o) && strstr(json, f) &&
+                strstr(json, want) && strstr(json, "\"agrees\":true"),
+            "distview: %s\nwant %s, %s, %s", json, o, f, want);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
+Test(monitor_distrun_cause, an_all_gather_entry_of_another_size_at_DETAIL_names_the_entry,
+     .timeout = 90) {
+  list_entry("aglist", "DETAIL", "auto", "size of output tensors[0]");
+}
+
+Test(monitor_distrun_cause, a_reduce_scatter_entry_of_another_size_at_DETAIL_names_the_entry,
+     .timeout = 90) {
+  list_entry("rslist", "DETAIL", "auto", "size of input tensors[0]");
+}
+
+Test(monitor_distrun_cause, an_all_gather_entry_of_another_size_at_OFF_names_the_list,
+     .timeout = 90) {
+  list_entry("aglist", "OFF", "auto", "size of an output tensor");
+}
+
+Test(monitor_distrun_cause, a_reduce_scatter_entry_of_another_size_over_tcp_names_the_list,
+     .timeout = 90) {
+  list_entry("rslist", "OFF", "tcp", "size of an input tensor");
 }
 
 Test(monitor_distrun_cause, a_job_that_succeeds_exits_0_with_no_report, .timeout = 90) {

@@ -1,7 +1,8 @@
 /* ctest: labels=multiproc timeout=300 */
 /* Collectives that disagree between ranks are caught before they run, on
  * every rank, with one report: shapes, dtypes of equal size, operations,
- * reduce ops, roots, all_to_all_single splits, reduce_scatter counts (and
+ * reduce ops, roots, all_to_all_single splits, reduce_scatter counts, the
+ * entry of an all_gather's or reduce_scatter's list of another size (and
  * of a pair, the rank whose call changed since its last from the site); the
  * buffers are untouched, the call sites are this file's lines, and the
  * group keeps working for calls that agree. Real forked ranks at DETAIL. */
@@ -362,33 +363,120 @@ Test(wrapper_pg_desync, a_blob_collective_is_reported_as_the_users_call, .timeou
   cr_assert_eq(dist_test_ranks(3, blob_rank, NULL, 50), 0, "%s", dist_test_report());
 }
 
-/* The list all_gather with one output of another size on rank 1 runs there
- * as per-rank broadcasts (uneven.c): the report names the user's
- * ALL_GATHER on every rank, not an operation that differs. */
-static int uneven_gather_rank(const dist_test_ctx *ctx) {
+/* --- a list entry of another size ----------------------------------------- */
+
+/* The list forms whose entries may differ in size (api/uneven.c), with one
+ * rank whose entry differs from the others': rank 1 runs the call as one
+ * broadcast (or reduce) per entry where the others run it in one piece, or
+ * every rank runs the pieces. The report names the call, rank 1 and the
+ * entry, on every rank and in the job's cause; never a dtype, nor the
+ * BROADCAST or REDUCE the call runs as. arg:
+ *   "all_gather"      rank 1's outputs[2] has 5 elements, 4 elsewhere
+ *   "reduce_scatter"  rank 1's inputs[2] has 5 elements, 4 elsewhere
+ *   "uneven"          all_gather of sizes 1, 2, 3 from ranks 0-2 (legal),
+ *                     rank 1's outputs[0] has 2 elements */
+typedef struct list_case {
+  const char *mode, *header, *odd_line, *usual_prefix, *usual_line, *op, *field;
+} list_case;
+
+static const list_case list_cases[] = {
+    {"all_gather",
+     "desync in group 0 (default, 3 ranks) at ALL_GATHER #1: ranks disagree on the size of "
+     "output tensors[2]\n",
+     "  rank 1:    ALL_GATHER float32[4] x3, output tensors[2] float32[5] (16 bytes)  <- size of "
+     "output tensors[2] differs",
+     "  ranks 0,2: ", "  ranks 0,2: ALL_GATHER float32[4] x3, output tensors[2] float32[4] "
+     "(16 bytes)", "ALL_GATHER", "size of output tensors[2]"},
+    {"reduce_scatter",
+     "desync in group 0 (default, 3 ranks) at REDUCE_SCATTER #1: ranks disagree on the size of "
+     "input tensors[2]\n",
+     "  rank 1:    REDUCE_SCATTER float32[4] x3 op=SUM, input tensors[2] float32[5] (16 bytes)  "
+     "<- size of input tensors[2] differs",
+     "  ranks 0,2: ", "  ranks 0,2: REDUCE_SCATTER float32[4] x3 op=SUM, input tensors[2] "
+     "float32[4] (16 bytes)", "REDUCE_SCATTER", "size of input tensors[2]"},
+    {"uneven",
+     "desync in group 0 (default, 3 ranks) at ALL_GATHER #1: ranks disagree on the size of "
+     "output tensors[0]\n",
+     "  rank 1: ALL_GATHER float32[2] x3, output tensors[0] float32[2] (8 bytes)  <- size of "
+     "output tensors[0] differs",
+     "  rank 2: ", "  rank 2: ALL_GATHER float32[3] x3, output tensors[0] float32[1] (12 bytes)",
+     "ALL_GATHER", "size of output tensors[0]"},
+};
+
+static const list_case *list_case_of(const char *mode) {
+  for (size_t i = 0; i < sizeof list_cases / sizeof list_cases[0]; i++)
+    if (!strcmp(list_cases[i].mode, mode))
+      return &list_cases[i];
+  return NULL;
+}
+
+static int list_entry_rank(const dist_test_ctx *ctx) {
+  const list_case *lc = list_case_of(ctx->arg);
+  CHECK(ctx, lc != NULL, "no case %s", (const char *)ctx->arg);
   CHECK_OK(ctx, wpg_test_init(ctx));
-  float in[4] = {1, 2, 3, 4}, out[3][5] = {{0}};
-  dist_tensor outs[3], input = dist_tensor_1d(in, DIST_FLOAT32, 4);
+  bool uneven = !strcmp(lc->mode, "uneven"), rs = !strcmp(lc->mode, "reduce_scatter");
+  int me = ctx->rank, odd = uneven ? 0 : 2;
+  float one[4] = {1, 2, 3, 4}, list[3][5] = {{0}};
+  dist_tensor t = dist_tensor_1d(one, DIST_FLOAT32, uneven ? me + 1 : 4), l[3];
   for (int i = 0; i < 3; i++)
-    outs[i] = dist_tensor_1d(out[i], DIST_FLOAT32, ctx->rank == 1 && i == 2 ? 5 : 4);
-  int rc = dist_all_gather(outs, 3, &input, NULL, NULL);
+    l[i] = dist_tensor_1d(list[i], DIST_FLOAT32,
+                          me == 1 && i == odd ? (uneven ? 2 : 5) : uneven ? i + 1 : 4);
+  int line, rc;
+  if (rs) {
+    line = __LINE__ + 1;
+    rc = dist_reduce_scatter(&t, l, 3, DIST_SUM, NULL, NULL);
+  } else {
+    line = __LINE__ + 1;
+    rc = dist_all_gather(l, 3, &t, NULL, NULL);
+  }
   const char *msg = dist_pg_errmsg(NULL);
+  char buf[512], site[160];
   CHECK(ctx, rc == DIST_E_DESYNC, "rc %s: %s", dist_status_name(rc), msg);
-  const char *head = "desync in group 0 (default, 3 ranks) at ALL_GATHER";
-  CHECK(ctx, !strncmp(msg, head, strlen(head)) && !strstr(msg, "disagree on the operation"),
-        "header:\n%s", msg);
-  char buf[512];
-  CHECK(ctx, wpg_line(msg, "  rank 1: ", buf, sizeof buf) &&
-                 strstr(buf, "ALL_GATHER (run as BROADCAST float32[4] root 0)") &&
-                 strstr(buf, "differs"),
-        "minority line:\n%s", msg);
+  CHECK(ctx, !strncmp(msg, lc->header, strlen(lc->header)), "header:\n%s\nwant:\n%s", msg,
+        lc->header);
+  CHECK(ctx, wpg_line(msg, "  rank 1: ", buf, sizeof buf) && !strcmp(buf, lc->odd_line),
+        "rank 1's line:\n%s\nwant:\n%s", msg, lc->odd_line);
+  CHECK(ctx, wpg_line(msg, lc->usual_prefix, buf, sizeof buf) && !strcmp(buf, lc->usual_line),
+        "the others' line:\n%s\nwant:\n%s", msg, lc->usual_line);
+  snprintf(site, sizeof site, "  called from " ME ":%d in list_entry_rank() (ranks 0-2)", line);
+  CHECK(ctx, wpg_line(msg, site, buf, sizeof buf), "want '%s' in\n%s", site, msg);
+  CHECK(ctx, !strstr(msg, "BROADCAST") && !strstr(msg, "REDUCE ") && !strstr(msg, "dtype"),
+        "the pieces' operation, or a dtype, in\n%s", msg);
+  if (wpg_same_everywhere(ctx, msg))
+    return 1;
+  if (me == 0) { /* the store's host: the others may have left */
+    void *v = NULL;
+    size_t n = 0;
+    CHECK_OK(ctx, dist_store_get(dist_get_default_store(), DIST_KEY_CAUSE, &v, &n));
+    dist__cause_fields f;
+    dist__cause_parse_info(v, n, &f);
+    CHECK(ctx, f.n_culprits == 1 && f.culprits[0] == 1 && !strcmp(f.op, lc->op) &&
+                   f.seq == 1 && !strcmp(f.field, lc->field),
+          "the cause names rank 1 at %s #1, %s: %.*s", lc->op, lc->field, (int)n, (char *)v);
+    dist_free(v);
+  }
+  /* The calls agree again: the group goes on (the inner group never ran it). */
+  dist_tensor ok[3];
+  for (int i = 0; i < 3; i++)
+    ok[i] = dist_tensor_1d(list[i], DIST_FLOAT32, uneven ? i + 1 : 4);
+  CHECK_OK(ctx, rs ? dist_reduce_scatter(&t, ok, 3, DIST_SUM, NULL, NULL)
+                   : dist_all_gather(ok, 3, &t, NULL, NULL));
   dist_test_finish();
   return 0;
 }
 
-Test(wrapper_pg_desync, an_uneven_all_gather_on_one_rank_is_reported_as_the_all_gather,
-     .timeout = 60) {
-  cr_assert_eq(dist_test_ranks(3, uneven_gather_rank, NULL, 50), 0, "%s", dist_test_report());
+Test(wrapper_pg_desync, an_all_gather_list_entry_of_another_size_is_named, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, list_entry_rank, "all_gather", 50), 0, "%s",
+               dist_test_report());
+}
+
+Test(wrapper_pg_desync, a_reduce_scatter_list_entry_of_another_size_is_named, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, list_entry_rank, "reduce_scatter", 50), 0, "%s",
+               dist_test_report());
+}
+
+Test(wrapper_pg_desync, an_entry_of_another_size_among_uneven_sizes_is_named, .timeout = 60) {
+  cr_assert_eq(dist_test_ranks(3, list_entry_rank, "uneven", 50), 0, "%s", dist_test_report());
 }
 
 /* --- all_to_all_single splits ------------------------------------------- */

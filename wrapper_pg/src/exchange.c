@@ -24,9 +24,13 @@
 typedef struct wpg_detail {
   char text[320];
   char site[192];
-  int64_t send[SPLIT_MAX]; /* all_to_all: what this rank sends to each */
-  int64_t recv[SPLIT_MAX]; /* and expects from each */
-  char extra[WPG_DETAIL_LEN - 512 - 2 * 8 * SPLIT_MAX];
+  int64_t send[SPLIT_MAX]; /* all_to_all: what this rank sends to each (and a
+                              reduce_scatter's input list, entry by entry) */
+  int64_t recv[SPLIT_MAX]; /* and expects from each (an all_gather's output
+                              list) */
+  int32_t tail;            /* where text's " (N bytes)" begins, or its end */
+  int32_t dtype;           /* the call's first tensor's, or -1 */
+  char extra[WPG_DETAIL_LEN - 512 - 2 * 8 * SPLIT_MAX - 8];
 } detail;
 
 _Static_assert(sizeof(detail) == WPG_DETAIL_LEN, "detail record size");
@@ -87,9 +91,10 @@ static int64_t rows_at(const int64_t *splits, const dist_tensor *t, int j, int n
 }
 
 /* This rank's call in the vocabulary of status.h: dist_coll_describe's
- * words, roots as global ranks ("root 1"), the bytes in parentheses. */
+ * words, roots as global ranks ("root 1"), the bytes in parentheses
+ * (starting at *tail). */
 static void value(const wpg *w, const dist_coll *c, bool seqs, bool async, char *out,
-                  size_t len) {
+                  size_t len, int32_t *tail) {
   dist_coll g = *c;
   if (g.root >= 0 && g.root < w->size)
     g.root = w->info->global_ranks[g.root];
@@ -125,18 +130,49 @@ static void value(const wpg *w, const dist_coll *c, bool seqs, bool async, char 
   }
   if (async) /* a sync call against an async one: the user sees which is which */
     wpg_appendf(out, len, &off, " (async)");
+  *tail = (int32_t)off;
   const dist_tensor *t = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0] : NULL;
   if (t)
     wpg_appendf(out, len, &off, " (%zu bytes)", dist_tensor_nbytes(t));
+}
+
+/* The list whose entries must agree rank by rank, entry by entry (an
+ * all_gather's outputs, a reduce_scatter's inputs: their sizes may differ
+ * from entry to entry, api/uneven.c), and its name; NULL for other kinds. */
+static const dist_tensor *entries(const dist_coll *c, size_t *n, const char **name) {
+  *n = 0;
+  if (c->kind == DIST_OP_ALL_GATHER && c->n_inputs == 1) {
+    *n = c->n_outputs;
+    *name = "output tensors";
+    return c->outputs;
+  }
+  if (c->kind == DIST_OP_REDUCE_SCATTER && c->n_outputs == 1) {
+    *n = c->n_inputs;
+    *name = "input tensors";
+    return c->inputs;
+  }
+  return NULL;
+}
+
+/* Entry j of a member's list (its detail d), as describe() kept it. */
+static int64_t entry_of(const detail *d, int kind, int j) {
+  return kind == DIST_OP_ALL_GATHER ? d->recv[j] : d->send[j];
 }
 
 /* This rank's detail of c: its call described and its call site resolved
  * here; the stack too when on the thread that made the call (a sync call;
  * an async one is checked on the group's checking thread). */
 static void describe(const wpg *w, const dist_coll *c, bool seqs, bool stack, detail *d) {
-  value(w, c, seqs, !stack, d->text, sizeof d->text);
+  value(w, c, seqs, !stack, d->text, sizeof d->text, &d->tail);
   wpg_site_resolve(c->caller, d->site, sizeof d->site);
+  const dist_tensor *t = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0] : NULL;
+  d->dtype = t ? (int32_t)t->dtype : -1;
   int n = w->size < SPLIT_MAX ? w->size : SPLIT_MAX;
+  size_t n_list;
+  const char *name;
+  const dist_tensor *list = entries(c, &n_list, &name);
+  for (int j = 0; list && j < n && (size_t)j < n_list; j++)
+    *(c->kind == DIST_OP_ALL_GATHER ? &d->recv[j] : &d->send[j]) = dist_tensor_numel(&list[j]);
   for (int j = 0; j < n; j++) {
     if (c->kind == DIST_OP_ALL_TO_ALL_SINGLE) {
       d->send[j] = rows_at(c->in_splits, &c->inputs[0], j, w->size);
@@ -150,10 +186,73 @@ static void describe(const wpg *w, const dist_coll *c, bool seqs, bool stack, de
     wpg_site_stack(c->caller, d->extra, sizeof d->extra);
 }
 
+/* What field_of reads: the records, and for a list collective (entries)
+ * the members' details, which hold their lists entry by entry. */
+typedef struct field_arg {
+  const wpg_fp *all;
+  const detail *d;   /* NULL: not a list collective */
+  int kind, n;
+  const char *list;  /* "output tensors" */
+  int entry;         /* the entry the last list field named, or -1 */
+  char buf[64];
+} field_arg;
+
+/* The first entry in which the lists of group ranks a and b differ in
+ * size, or -1 (none among the first SPLIT_MAX). */
+static int entry_differs(const field_arg *fa, int a, int b) {
+  if (fa->d[a].tail < 0 || fa->d[b].tail < 0)
+    return -1; /* a detail that never came */
+  for (int j = 0; j < fa->n && j < SPLIT_MAX; j++)
+    if (entry_of(&fa->d[a], fa->kind, j) != entry_of(&fa->d[b], fa->kind, j))
+      return j;
+  return -1;
+}
+
+/* The field that rows cls and major (group ranks: a class is named by its
+ * first row) differ in; a list collective's element counts that differ
+ * are the size of the list's first entry that does ("size of output
+ * tensors[1]"). Valid until the next call. */
 static const char *field_of(void *arg, int cls, int major) {
-  const wpg_fp *all = arg;
-  wpg_field f = wpg_fp_diff(&all[cls], &all[major]);
+  field_arg *fa = arg;
+  wpg_field f = wpg_fp_diff(&fa->all[cls], &fa->all[major]);
+  int j = f == WPG_F_COUNT && fa->d ? entry_differs(fa, cls, major) : -1;
+  fa->entry = j;
+  if (j >= 0) {
+    snprintf(fa->buf, sizeof fa->buf, "size of %s[%d]", fa->list, j);
+    return fa->buf;
+  }
   return f == WPG_F_NONE ? NULL : wpg_field_name(f);
+}
+
+typedef char text_buf[sizeof(((detail *)0)->text)];
+
+/* Every row's text with list entry j spliced in before its bytes
+ * ("ALL_GATHER float32[64] x4, output tensors[1] float32[32] (256 bytes)"),
+ * so the lines show the sizes the field names; texts (n rows of
+ * sizeof d->text) holds them. */
+static void show_entry(const field_arg *fa, int j, wpg_row *rows, text_buf *texts) {
+  for (int i = 0; i < fa->n; i++) {
+    const detail *d = &fa->d[i];
+    int tail = d->tail >= 0 && d->tail <= (int)strlen(d->text) ? d->tail : (int)strlen(d->text);
+    snprintf(texts[i], sizeof texts[i], "%.*s, %s[%d] %s[%lld]%s", tail, d->text, fa->list, j,
+             d->dtype >= 0 ? dist_dtype_name((dist_dtype)d->dtype) : "?",
+             (long long)entry_of(d, fa->kind, j), d->text + tail);
+    rows[i].text = texts[i];
+  }
+}
+
+/* The field the header names (in buf, 64 bytes), NULL when the records
+ * agree; when it is a list's entry, every row shows that entry (*texts,
+ * which the caller frees). */
+static const char *header_field(field_arg *fa, wpg_row *rows, char *buf, text_buf **texts) {
+  const char *field = wpg_report_field(rows, fa->n, field_of, fa);
+  if (!field)
+    return NULL;
+  snprintf(buf, 64, "%s", field); // fa->buf is the next field_of's
+  *texts = fa->entry >= 0 ? calloc((size_t)fa->n, sizeof **texts) : NULL;
+  if (*texts)
+    show_entry(fa, fa->entry, rows, *texts);
+  return buf;
 }
 
 /* How far i's size to j stands out: among the sizes i sends to the
@@ -286,8 +385,10 @@ static int exchange_details(wpg *w, const wpg_fp *all, const detail *mine, detai
     else if (dist_store_check(st, &kp[r], 1, &there) == DIST_OK && there &&
              dist_store_get(st, kp[r], &v, &len) == DIST_OK && len == sizeof *d)
       memcpy(&d[r], v, sizeof *d);
-    else
+    else {
       snprintf(d[r].text, sizeof d[r].text, "%s", dist_op_name((dist_op_kind)all[r].kind));
+      d[r].tail = -1; /* its detail never came: no list known */
+    }
     dist_free(v);
   }
   dist_store_destroy(st);
@@ -410,9 +511,11 @@ int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, bool caller
   describe(w, c, seqs, caller_thread, mine);
   int rc = exchange_details(w, all, mine, d);
   if (rc != DIST_OK) /* no store to meet in: our own view */
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
       snprintf(d[i].text, sizeof d[i].text, "%s",
                i == w->rank ? mine->text : dist_op_name((dist_op_kind)all[i].kind));
+      d[i].tail = i == w->rank ? mine->tail : -1;
+    }
   for (int i = 0; i < n; i++)
     if (!d[i].site[0]) /* resolved here from the record's module and offset */
       wpg_site_resolve_off(all[i].module, all[i].caller_off, d[i].site, sizeof d[i].site);
@@ -428,20 +531,24 @@ int wpg_report_desync(wpg *w, const dist_coll *c, const wpg_fp *all, bool caller
   }
   char gname[160];
   wpg_group_name(w->info, gname, sizeof gname);
-  /* The header names the lowest rank's view of the call. */
-  const char *field = wpg_report_field(rows, n, field_of, (void *)all);
+  size_t n_list;
+  field_arg fa = {.all = all, .kind = c->kind, .n = n, .entry = -1};
+  fa.d = entries(c, &n_list, &fa.list) ? d : NULL;
+  char field_buf[64];
+  text_buf *texts = NULL; /* the header names the lowest rank's view of the call */
+  const char *field = header_field(&fa, rows, field_buf, &texts);
   size_t off = 0;
   wpg_appendf(msg, WPG_MSG_LEN, &off, "desync in %s at %s #%llu: ranks disagree on the %s\n",
               gname, dist_op_name((dist_op_kind)all[0].kind),
               (unsigned long long)all[0].seq, field ? field : "split size");
-  wpg_report_rows(msg, WPG_MSG_LEN, &off, rows, n, field_of, (void *)all);
+  wpg_report_rows(msg, WPG_MSG_LEN, &off, rows, n, field_of, &fa);
   if (rc == DIST_OK && (c->kind == DIST_OP_ALL_TO_ALL || c->kind == DIST_OP_ALL_TO_ALL_SINGLE))
     split_lines(w, all, d, msg, WPG_MSG_LEN, &off);
   if (off && msg[off - 1] == '\n')
     msg[--off] = '\0';
   bool a2a = c->kind == DIST_OP_ALL_TO_ALL || c->kind == DIST_OP_ALL_TO_ALL_SINGLE;
   rc = fail_with_culprits(w, msg, rows, all, field, a2a ? d : NULL);
-  free(mine), free(rows), free(msg), free(d);
+  free(mine), free(rows), free(msg), free(d), free(texts);
   return rc;
 }
 

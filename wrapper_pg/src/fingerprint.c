@@ -23,9 +23,14 @@ typedef struct acc {
   uint64_t dtype, numel, shape, dev;
 } acc;
 
-/* skip_dims: leading dimensions left out (all_to_all_single's rows). */
-static void add_tensor(acc *a, const dist_tensor *t, int skip_dims) {
+/* A tensor's dtype and device. */
+static void add_kind(acc *a, const dist_tensor *t) {
   a->dtype = mix(a->dtype, (uint64_t)t->dtype);
+  a->dev = mix(a->dev, (uint64_t)t->device.type << 16 | (uint64_t)t->device.index);
+}
+
+/* skip_dims: leading dimensions left out (all_to_all_single's rows). */
+static void add_size(acc *a, const dist_tensor *t, int skip_dims) {
   int64_t n = 1;
   for (int d = skip_dims; d < t->ndim; d++)
     n *= t->shape[d];
@@ -33,12 +38,37 @@ static void add_tensor(acc *a, const dist_tensor *t, int skip_dims) {
   a->shape = mix(a->shape, (uint64_t)t->ndim);
   for (int d = skip_dims; d < t->ndim; d++)
     a->shape = mix(a->shape, (uint64_t)t->shape[d]);
-  a->dev = mix(a->dev, (uint64_t)t->device.type << 16 | (uint64_t)t->device.index);
+}
+
+static void add_tensor(acc *a, const dist_tensor *t, int skip_dims) {
+  add_kind(a, t);
+  add_size(a, t, skip_dims);
 }
 
 static void add_all(acc *a, const dist_tensor *t, size_t n) {
   for (size_t i = 0; i < n; i++)
     add_tensor(a, &t[i], 0);
+}
+
+/* The list forms whose entries may differ in size (api/uneven.c): what
+ * must agree is the list, entry by entry; the one tensor (all_gather's
+ * input, reduce_scatter's output) is this rank's own entry, checked
+ * against it before, and differs per rank where the entries do. Its size
+ * counts only where every entry is its size (the even form, as before),
+ * so ranks whose lists agree agree, whichever form they run, and a rank
+ * whose list differs differs in the element counts, not the dtype. */
+static void add_list(acc *a, const dist_tensor *one, const dist_tensor *list, size_t n,
+                     bool one_first) {
+  bool even = true;
+  for (size_t i = 0; i < n; i++)
+    even &= dist_tensor_numel(&list[i]) == dist_tensor_numel(one);
+  if (!one_first)
+    add_all(a, list, n);
+  add_kind(a, one);
+  if (even)
+    add_size(a, one, 0);
+  if (one_first)
+    add_all(a, list, n);
 }
 
 static bool has_redop(dist_op_kind k) {
@@ -101,6 +131,16 @@ static void hash_tensors(const wpg *w, const dist_coll *c, wpg_fp *fp) {
   case DIST_OP_ALL_TO_ALL:
   case DIST_OP_ALL_TO_ALL_SINGLE:
     all_to_all_pairs(w, c, &a, fp);
+    break;
+  case DIST_OP_ALL_GATHER:
+    if (c->n_inputs == 1)
+      add_list(&a, c->inputs, c->outputs, c->n_outputs, true);
+    fp->n_tensors = (uint16_t)((c->n_inputs & 0xff) << 8 | (c->n_outputs & 0xff));
+    break;
+  case DIST_OP_REDUCE_SCATTER:
+    if (c->n_outputs == 1)
+      add_list(&a, c->outputs, c->inputs, c->n_inputs, false);
+    fp->n_tensors = (uint16_t)((c->n_inputs & 0xff) << 8 | (c->n_outputs & 0xff));
     break;
   default:
     add_all(&a, c->inputs, c->n_inputs);

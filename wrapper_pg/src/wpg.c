@@ -32,18 +32,42 @@ static int forward(wpg *w, const dist_coll *c, dist_work *wk) {
   return rc;
 }
 
-/* An async call's check runs on the group's checking thread (async.c); a
- * synchronous one on the caller's, once the async ones before it are
- * handed on (one atomic load when there are none). */
-static int coll(void *priv, const dist_coll *c, dist_work *wk) {
-  wpg *w = priv;
-  if (wk && w->size > 1)
-    return wpg_check_async(w, c, wk);
+/* A synchronous check on the caller's thread, once the async ones before
+ * it are handed on (one atomic load when there are none). */
+static int check_sync(wpg *w, const dist_coll *c) {
   if (__builtin_expect(atomic_load_explicit(&w->pending, memory_order_acquire) != 0, 0))
     wpg_drain(w);
   if (__builtin_expect(atomic_load_explicit(&w->rewind, memory_order_relaxed), 0))
     wpg_rewind(w);
-  int rc = wpg_check_coll(w, c);
+  return wpg_check_coll(w, c);
+}
+
+/* A list entry's piece (api/uneven.c: one broadcast or reduce per entry of
+ * a list whose entries differ in size) is checked as the call it is part
+ * of, once, at its first piece, so that it meets the same call run in one
+ * piece by a rank whose list is even: ranks whose lists agree agree, and
+ * a report names the call and the entry that differs, never a broadcast.
+ * The call's later pieces go through unchecked. */
+static int list_piece(wpg *w, const dist_coll *c, const dist_coll *call, dist_work *wk) {
+  if (call->ord != w->list_ord) {
+    int rc = check_sync(w, call); // pieces run synchronously (uneven.c)
+    if (rc != DIST_OK)
+      return rc;
+    w->list_ord = call->ord;
+  }
+  return forward(w, c, wk);
+}
+
+/* An async call's check runs on the group's checking thread (async.c); a
+ * synchronous one on the caller's. */
+static int coll(void *priv, const dist_coll *c, dist_work *wk) {
+  wpg *w = priv;
+  const dist_coll *call = dist_coll_list_call(c);
+  if (__builtin_expect(call != NULL, 0))
+    return list_piece(w, c, call, wk);
+  if (wk && w->size > 1)
+    return wpg_check_async(w, c, wk);
+  int rc = check_sync(w, c);
   return rc != DIST_OK ? rc : forward(w, c, wk);
 }
 

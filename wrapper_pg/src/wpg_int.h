@@ -127,6 +127,8 @@ typedef struct wpg {
   const dist_pg_info *info; /* inner's info: ids, ranks, timeout */
   int size, rank;
   uint64_t coll_count;    /* collectives checked and agreed */
+  uint64_t list_ord;      /* the list call (dist_coll_list_call) whose
+                             pieces run now, checked at its first (its ord) */
   uint64_t hist;
   wpg_fp *all;            /* size records of the last exchange */
   wpg_fp *prev;           /* the round before (for absent members) */
@@ -312,7 +314,8 @@ int wpg_helper_ensure(wpg *w, char *why, size_t len);
  * a byte-blob collective's pieces (its size exchange, its data) are its
  * own call (BROADCAST_BYTES), not the BROADCAST they run as. A
  * point-to-point piece keeps its kind (the pair checks match SEND with
- * RECV). */
+ * RECV). (A list entry's piece never reaches a check: its call does,
+ * wpg.c.) */
 static inline dist_op_kind wpg_kind(const dist_coll *c) {
   return (c->flags & DIST_COLL_PIECE) && !dist_op_is_p2p(c->part_of) ? c->part_of : c->kind;
 }

@@ -90,7 +90,16 @@
  *      a group that runs collectives only (a checking layer's helper), for
  *      which the cpu backend makes no point-to-point connections when its
  *      members share a host. The vtable is unchanged; backends built for
- *      1-7 load. */
+ *      1-7 load.
+ *   9  dist_coll gains parent (appended; core fills it): a piece that runs
+ *      one entry of a list collective's lists (an all_gather whose outputs
+ *      differ in size runs as one broadcast per entry, a reduce_scatter
+ *      whose inputs do as one reduce per entry: api/uneven.c) points at
+ *      the call the program made, whole lists and all, so a checking
+ *      layer compares that call once, as it compares the same call run in
+ *      one piece on a rank whose list is even, and a transport names the
+ *      call and the entry, not a broadcast or a reduce, when ranks
+ *      disagree. The vtable is unchanged; backends built for 1-8 load. */
 #ifndef DIST_BACKEND_H
 #define DIST_BACKEND_H
 
@@ -106,7 +115,7 @@
 
 DIST_EXTERN_C_BEGIN
 
-#define DIST_BACKEND_ABI_VERSION 8
+#define DIST_BACKEND_ABI_VERSION 9
 
 /* X(enum suffix, name) ; append only. */
 #define DIST_OP_MAP(X)                                      \
@@ -198,6 +207,14 @@ typedef struct dist_coll {
                                 its size exchange, a BROADCAST), which a
                                 checking layer compares and reports; the
                                 piece's own kind is what a transport runs */
+  /* ABI 9. */
+  const struct dist_coll *parent; /* with DIST_COLL_PIECE, where the piece runs
+                                one entry of a list collective's lists: the
+                                call as the program made it (its whole
+                                lists; root is the entry's index, the group
+                                rank it comes from or goes to); NULL for the
+                                pieces that stand alone (a blob's). Valid
+                                while the piece runs */
 } dist_coll;
 
 /* Whether kind is point-to-point (SEND, RECV, SEND_BYTES, RECV_BYTES,
@@ -205,6 +222,13 @@ typedef struct dist_coll {
 static inline bool dist_op_is_p2p(dist_op_kind kind) {
   return kind == DIST_OP_SEND || kind == DIST_OP_RECV || kind == DIST_OP_SEND_BYTES ||
          kind == DIST_OP_RECV_BYTES || kind == DIST_OP_BATCH_P2P;
+}
+
+/* The list collective whose entry c->root piece c runs (ABI 9: an uneven
+ * all_gather's broadcast, an uneven reduce_scatter's reduce), NULL when c
+ * is not such a piece. */
+static inline const struct dist_coll *dist_coll_list_call(const struct dist_coll *c) {
+  return (c->flags & DIST_COLL_PIECE) ? c->parent : NULL;
 }
 
 /* Formats a one-line description ("ALL_REDUCE float32[1024] op=SUM") into

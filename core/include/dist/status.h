@@ -33,7 +33,12 @@
  *            instead of a number: it takes none.
  *   summary  one sentence; for a disagreement "ranks disagree on the
  *            <field>", field one of: operation, dtype, count, reduce op,
- *            root, split size (all_to_all), size (point-to-point).
+ *            root, split size (all_to_all), size (point-to-point), and
+ *            of the list whose entries may differ in size (all_gather's
+ *            output tensors, reduce_scatter's input tensors) "size of
+ *            output tensors[1]", or "size of an output tensor" where the
+ *            engines see only that one rank's entries differ in size and
+ *            another's do not (they run the call in two forms).
  *   ranks    Global ranks, always. When the group rank differs it follows:
  *            "rank 5 (group rank 1)". Lines go in ascending rank order and
  *            do not depend on which rank writes them, so every rank, and a
@@ -45,7 +50,11 @@
  *            tensor this rank passes: the input, or the output for
  *            scatter and reduce_scatter), "op=SUM" (PREMUL_SUM(0.5)),
  *            "root 1", "to rank 1" / "from rank 0" for point-to-point and
- *            the pairs of an all_to_all, then the bytes in parentheses.
+ *            the pairs of an all_to_all, then the bytes in parentheses;
+ *            the list entry a field names follows the operation
+ *            ("ALL_GATHER float32[64] x4, output tensors[1] float32[32]
+ *            (256 bytes)"), or that the entries differ ("ALL_GATHER
+ *            float32, output tensors of different sizes").
  *            The odd rank's line ends "<- <field> differs": the one the
  *            others disagree with, or of a send and its receive, the side
  *            that changed after the pair matched at one size twice or

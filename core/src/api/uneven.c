@@ -8,7 +8,16 @@
  * mistake is still caught, only later than the local check of the even
  * case. reduce_scatter is the mirror: one reduce to each rank i of the
  * blocks inputs[i], in rank order, as pieces of one REDUCE_SCATTER call.
- * Synchronous: with a work handle either returns a completed one. */
+ * Synchronous: with a work handle either returns a completed one.
+ *
+ * Whether a call takes this path is each rank's own reading of its list,
+ * so one rank whose list entry differs (outputs[1] of 32 elements where
+ * the others pass 64) runs broadcasts where the others run one
+ * all_gather. Each piece therefore carries the call (dist_coll.parent,
+ * its index in root): the checking layer compares that call, once, as it
+ * compares the others' even one, and the transports name the call and
+ * the list entry, so no report says BROADCAST, nor another dtype, for the
+ * program's all_gather. */
 #include <stdio.h>
 #include <string.h>
 
@@ -42,6 +51,18 @@ static int check(dist_pg *g, const dist_tensor *outputs, size_t n, const dist_te
   return DIST_OK;
 }
 
+/* A piece failed: a desync's report already names the program's call and
+ * the entry (the checking layer's, a transport's); any other failure is
+ * prefixed with the part it happened in. */
+static int piece_failed(dist_pg *g, int rc, const char *part, int i) {
+  if (rc == DIST_E_DESYNC)
+    return rc;
+  char m[DIST_ERRMSG_LEN];
+  snprintf(m, sizeof m, "%s", g->err.msg);
+  dist__err_clear(&g->err); /* the first message wins: make room for the fuller one */
+  return dist__err_set(&g->err, rc, "%s %d: %s", part, i, m);
+}
+
 static int run(dist_pg *g, const dist_coll *parent, const dist_tensor *outputs,
                const dist_tensor *input) {
   int me = g->info.rank;
@@ -62,16 +83,12 @@ static int run(dist_pg *g, const dist_coll *parent, const dist_tensor *outputs,
     c.seq = parent->seq;
     c.ord = parent->ord; // a backend tracks the call by it (nccl)
     c.caller = parent->caller;
+    c.parent = parent;
     c.inputs = c.outputs = &t;
     c.n_inputs = c.n_outputs = 1;
     int rc = dist__pg_sub(g, &c);
-    if (rc != DIST_OK) { /* name the call the user made */
-      char m[DIST_ERRMSG_LEN];
-      snprintf(m, sizeof m, "%s", g->err.msg);
-      dist__err_clear(&g->err); /* the first message wins: make room for the fuller one */
-      return dist__err_set(&g->err, rc, "all_gather of uneven sizes, the part from group "
-                           "rank %d: %s", i, m);
-    }
+    if (rc != DIST_OK)
+      return piece_failed(g, rc, "all_gather of uneven sizes, the part from group rank", i);
   }
   return DIST_OK;
 }
@@ -143,8 +160,9 @@ static int rs_check(dist_pg *g, const dist_tensor *output, const dist_tensor *in
 /* Block i reduced to rank i: there into output (after copying this rank's
  * block in), elsewhere from a scratch copy, since a reduce may use its
  * tensor as working space and the inputs are the caller's, read-only. The
- * piece's tensor is flat on every rank, so its fingerprint agrees whatever
- * shapes the callers gave. */
+ * piece's tensor is flat on every rank: a transport compares sizes (the
+ * checking layer compares the call itself, through parent, as it
+ * compares the even form). */
 static int rs_run(dist_pg *g, const dist_coll *parent, dist_tensor *output,
                   const dist_tensor *inputs) {
   int me = g->info.rank;
@@ -176,16 +194,12 @@ static int rs_run(dist_pg *g, const dist_coll *parent, dist_tensor *output,
     c.seq = parent->seq;
     c.ord = parent->ord; // a backend tracks the call by it (nccl)
     c.caller = parent->caller;
+    c.parent = parent;
     c.inputs = c.outputs = &t;
     c.n_inputs = c.n_outputs = 1;
     rc = dist__pg_sub(g, &c);
-    if (rc != DIST_OK) { /* name the call the user made */
-      char m[DIST_ERRMSG_LEN];
-      snprintf(m, sizeof m, "%s", g->err.msg);
-      dist__err_clear(&g->err);
-      dist__err_set(&g->err, rc, "reduce_scatter of uneven sizes, the part to group rank %d: "
-                    "%s", i, m);
-    }
+    if (rc != DIST_OK)
+      piece_failed(g, rc, "reduce_scatter of uneven sizes, the part to group rank", i);
   }
   dist__free(scratch);
   return rc;

@@ -75,12 +75,55 @@ static bool rooted(int k) {
          k == DIST_OP_SCATTER_BYTES;
 }
 
+const char *dist__report_list_name(int kind) {
+  return kind == DIST_OP_ALL_GATHER       ? "output tensors"
+         : kind == DIST_OP_REDUCE_SCATTER ? "input tensors"
+                                          : NULL;
+}
+
+const char *dist__report_list_field(int kind, int entry, char *buf, size_t len) {
+  const char *l = dist__report_list_name(kind);
+  if (entry >= 0)
+    snprintf(buf, len, "size of %s[%d]", l ? l : "tensors", entry);
+  else /* "output tensors" -> "size of an output tensor" */
+    snprintf(buf, len, "size of an %.*s", l ? (int)strlen(l) - 1 : 6, l ? l : "tensor");
+  return buf;
+}
+
+/* A list's line (dist__rval.list): the call, then the entry or the note
+ * that the entries differ. */
+static void list_value(const dist__rval *v, char *buf, size_t len, size_t *off) {
+  const char *l = dist__report_list_name(v->kind);
+  if (v->entry < 0 && v->dtype >= 0)
+    dist__appendf(buf, len, off, " %s", dist_dtype_name((dist_dtype)v->dtype));
+  if (reduces(v->kind) && v->redop == DIST_REDOP_PREMUL_SUM)
+    dist__appendf(buf, len, off, " op=PREMUL_SUM(%g)", v->scalar);
+  else if (reduces(v->kind) && v->redop >= 0)
+    dist__appendf(buf, len, off, " op=%s", dist_redop_name((dist_redop_kind)v->redop));
+  if (v->entry < 0) {
+    dist__appendf(buf, len, off, ", %s of different sizes", l ? l : "tensors");
+    return;
+  }
+  dist__appendf(buf, len, off, ", %s[%d]", l ? l : "tensors", v->entry);
+  int64_t bytes;
+  if (v->dtype >= 0 && v->count >= 0)
+    dist__appendf(buf, len, off, " %s[%" PRId64 "]", dist_dtype_name((dist_dtype)v->dtype),
+                  v->count);
+  if (v->dtype >= 0 && v->count >= 0 &&
+      !__builtin_mul_overflow(v->count, (int64_t)dist_dtype_size((dist_dtype)v->dtype), &bytes))
+    dist__appendf(buf, len, off, " (%" PRId64 " bytes)", bytes);
+}
+
 char *dist__report_value(const dist__rval *v, char *buf, size_t len) {
   size_t off = 0;
   buf[0] = '\0';
   dist__appendf(buf, len, &off, "%s", dist_op_name((dist_op_kind)v->kind));
   if (v->seq)
     dist__appendf(buf, len, &off, " #%" PRIu64, v->seq);
+  if (v->list) {
+    list_value(v, buf, len, &off);
+    return buf;
+  }
   if (v->dtype >= 0 && v->count >= 0)
     dist__appendf(buf, len, &off, " %s[%" PRId64 "]", dist_dtype_name((dist_dtype)v->dtype),
                   v->count);

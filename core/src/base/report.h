@@ -26,6 +26,10 @@ typedef struct dist__rval {
   int root;             /* global rank, -1: none */
   const char *dir;      /* "to" / "from" peer, or NULL */
   int peer;             /* global rank, with dir */
+  bool list;            /* a list collective's list is what the line shows
+                           (its dtype and count are then the entry's): */
+  int entry;            /* with list, its entry (a group rank's index), or
+                           -1: the list's entries differ in size */
 } dist__rval;
 
 /* One line of a disagreement. */
@@ -45,8 +49,19 @@ bool dist__report_has_head(const char *msg);
  * body may alias out. seq 0: "(not started)". */
 void dist__report_head(char *out, size_t len, int rc, const dist__report_group *g,
                        dist_op_kind kind, uint64_t seq, const char *body);
-/* "ALL_REDUCE float32[4] op=SUM (16 bytes)". */
+/* "ALL_REDUCE float32[4] op=SUM (16 bytes)"; with list, "ALL_GATHER, output
+ * tensors[1] float32[32] (128 bytes)" or, entry -1, "ALL_GATHER float32,
+ * output tensors of different sizes". */
 char *dist__report_value(const dist__rval *v, char *buf, size_t len);
+/* The list of a list collective whose entries may differ in size between
+ * ranks ("output tensors" of ALL_GATHER, "input tensors" of
+ * REDUCE_SCATTER: api/uneven.c), NULL for other kinds. */
+const char *dist__report_list_name(int kind);
+/* The field of a disagreement on that list: "size of output tensors[1]",
+ * or for entry -1 (one rank's entries differ in size, so it ran the call
+ * in another form than a rank whose entries are all alike) "size of an
+ * output tensor". */
+const char *dist__report_list_field(int kind, int entry, char *buf, size_t len);
 /* Appends "ranks disagree on the <field>" and the two ranks' lines (ascending
  * global rank, "<- <field> differs" on the later one). */
 /* The same when the odd side is known (the others agree with usual): the

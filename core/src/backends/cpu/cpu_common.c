@@ -76,6 +76,8 @@ int dist__cpu_check_state(dist__cpu_group *g, dist__errbuf *err) {
 }
 
 const char *dist__cpu_op_label(const dist_coll *c, char *buf, size_t len) {
-  snprintf(buf, len, "%s #%llu", dist_op_name(c->kind), (unsigned long long)c->seq);
+  const dist_coll *call = dist_coll_list_call(c); /* a list entry's piece: the call */
+  snprintf(buf, len, "%s #%llu", dist_op_name(call ? call->kind : c->kind),
+           (unsigned long long)c->seq);
   return buf;
 }

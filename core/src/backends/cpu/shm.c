@@ -97,7 +97,8 @@ static int run_kind(dist__shm *s, dist__cpu_op *op);
  * job ends first). A fixed root never reads, so its run stays deep. */
 static bool shallow_broadcast(const dist__shm *s, const dist__cpu_op *op) {
   return op->c->kind == DIST_OP_BROADCAST && s->size > 1 &&
-         dist_tensor_nbytes(&op->c->inputs[0]) <= SHM_INLINE;
+         dist_tensor_nbytes(&op->c->inputs[0]) <= SHM_INLINE &&
+         !dist_coll_list_call(op->c); // a list entry's runs in full (shm_copy.c)
 }
 
 int dist__shm_run(dist__shm *s, dist__cpu_op *op) {
@@ -186,14 +187,23 @@ void dist__shm_stream_done(void) {
 
 /* --- the descriptor check ------------------------------------------------ */
 
+/* The call a key is of: a list entry's piece is its call's. */
+static int call_kind(const shm_key *k) {
+  return k->part_of ? k->part_of - 1 : k->kind;
+}
+
 /* One rank's key as a report line (report.h); seq shown when it is not
- * this rank's. */
-static void key_side(const dist__shm *s, int r, const shm_key *k, uint64_t seq, uint64_t my_seq,
-                     dist__rside *out) {
+ * this rank's. A list entry's piece reads as its call: against another
+ * piece, with its entry (root) and size; against the call's one-piece
+ * form, as a list whose entries differ in size (this rank's step holds
+ * its first entry, not the one that differs). */
+static void key_side(const dist__shm *s, int r, const shm_key *k, const shm_key *other,
+                     uint64_t seq, uint64_t my_seq, dist__rside *out) {
   bool a2a = k->kind == DIST_OP_ALL_TO_ALL || k->kind == DIST_OP_ALL_TO_ALL_SINGLE;
-  dist__rval v = {.kind = k->kind, .seq = seq != my_seq ? seq : 0, .dtype = k->dtype,
+  dist__rval v = {.kind = call_kind(k), .seq = seq != my_seq ? seq : 0, .dtype = k->dtype,
                   .count = a2a && k->count == 0 ? -1 : k->count, .redop = k->redop,
-                  .root = (int)shm_global_rank(s, k->root), .peer = -1};
+                  .root = (int)shm_global_rank(s, k->root), .peer = -1,
+                  .list = k->part_of != 0, .entry = other->part_of ? k->root : -1};
   if (k->kind == DIST_OP_BARRIER)
     v.dtype = -1;
   if (k->redop == DIST_REDOP_PREMUL_SUM)
@@ -205,17 +215,25 @@ static void key_side(const dist__shm *s, int r, const shm_key *k, uint64_t seq, 
 }
 
 /* The field in which key x (rank j) first differs from y (this rank), in
- * the order every engine names them (report.h). */
-static const char *diff_field(const shm_key *x, const shm_key *y) {
-  if (x->kind != y->kind)
+ * the order every engine names them (report.h); buf holds a list's field.
+ * Of one list collective, a list entry's piece against the call's
+ * one-piece form differs in the sizes of the list (the piece's rank
+ * passed entries of different sizes, the other's are all alike); two
+ * pieces in the size of their entry. */
+static const char *diff_field(const shm_key *x, const shm_key *y, char *buf, size_t len) {
+  if (call_kind(x) != call_kind(y))
     return "operation";
   if (x->dtype != y->dtype)
     return "dtype";
   if (x->redop != y->redop || (x->scalar_bits != y->scalar_bits &&
                                x->kind != DIST_OP_ALL_TO_ALL_SINGLE))
     return "reduce op";
+  if (x->part_of != y->part_of)
+    return dist__report_list_field(call_kind(x), -1, buf, len);
   if (x->root != y->root)
     return "root";
+  if (x->part_of)
+    return dist__report_list_field(call_kind(x), x->root, buf, len);
   if (x->kind == DIST_OP_ALL_TO_ALL_SINGLE)
     return "split size"; /* the even form's input or output count */
   return "count";
@@ -250,12 +268,13 @@ static void describe_diff(const dist__shm *s, int i, int j, uint64_t g, bool odd
   uint64_t xseq = s->peer[i].info->seq[SHM_H(g)], yseq = s->peer[j].info->seq[SHM_H(g)];
   uint64_t myseq = s->peer[s->rank].info->seq[SHM_H(g)];
   dist__rside a, b;
-  key_side(s, i, &xs, xseq, myseq, &a);
-  key_side(s, j, &ys, yseq, myseq, &b);
+  char f[64];
+  key_side(s, i, &xs, &ys, xseq, myseq, &a);
+  key_side(s, j, &ys, &xs, yseq, myseq, &b);
   if (odd)
-    dist__report_disagree_odd(buf, len, off, diff_field(x, y), &a, &b);
+    dist__report_disagree_odd(buf, len, off, diff_field(x, y, f, sizeof f), &a, &b);
   else
-    dist__report_disagree(buf, len, off, diff_field(x, y), &a, &b);
+    dist__report_disagree(buf, len, off, diff_field(x, y, f, sizeof f), &a, &b);
 }
 
 /* Rank r's key of its last operation before the one at step g whose
@@ -322,6 +341,9 @@ static bool history_of(const dist__shm *s, int r, uint64_t g, int kind, bool *tw
 
 static bool history_marks(const dist__shm *s, int r, const shm_key *k, int o, const shm_key *ko,
                           uint64_t g) {
+  if (o >= 0 && k->part_of != ko->part_of && call_kind(k) == call_kind(ko))
+    return k->part_of != 0; /* one list call in two forms (a pair): the side whose
+                               entries differ in size, as a wrong entry makes them */
   const shm_key *last = last_key(s, r, g, -1);
   bool twice, seen, made = history_of(s, r, g, k->kind, &twice, k, &seen);
   if (made && !seen)
@@ -416,9 +438,10 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
 void dist__shm_describe_odd(const dist__shm *s, int i, const shm_key *x, int j,
                             const shm_key *y, uint64_t seq, char *buf, size_t len, size_t *off) {
   dist__rside a, b;
-  key_side(s, i, x, seq, seq, &a);
-  key_side(s, j, y, seq, seq, &b);
-  dist__report_disagree_odd(buf, len, off, diff_field(x, y), &a, &b);
+  char f[64];
+  key_side(s, i, x, y, seq, seq, &a);
+  key_side(s, j, y, x, seq, seq, &b);
+  dist__report_disagree_odd(buf, len, off, diff_field(x, y, f, sizeof f), &a, &b);
 }
 
 #define SHM_VOTE_WAIT_NS (200 * 1000000LL) /* check_one's wait for the others' keys */

@@ -27,6 +27,7 @@ static shm_key copy_key(const dist_coll *c, dist_dtype dt, int64_t count, bool r
   shm_key k = {0};
   k.kind = (uint8_t)c->kind;
   k.dtype = (uint8_t)dt;
+  k.part_of = shm_part_of(c);
   k.root = rooted ? c->root : 0;
   k.count = count;
   return k;
@@ -108,10 +109,14 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
   size_t nb = (size_t)n * dist_dtype_size(t->dtype);
   bool root = op->c->root == s->rank;
   shm_key k = copy_key(op->c, t->dtype, n, true);
+  /* A list entry's piece waits for every rank: where one rank's list
+   * differs the others run the call in another form, and its root, had
+   * it returned, would learn that at some later call, not at this one. */
+  bool lazy = s->size > 1 && !k.part_of;
   /* The common small case, decided without the divisions below: a line's
    * worth is always one staged step (chunks are at least 4 KiB) and never
    * single-copy (from 1 KiB on). */
-  if (nb <= SHM_INLINE && s->size > 1)
+  if (nb <= SHM_INLINE && lazy)
     return broadcast_lazy(s, op, &k, buf, nb);
   /* Single copy up to DIST_SHM_BCAST_DIRECT_KB (4 MiB): the readers' one
    * kernel copy holds its speed where the staged pipeline's cross-core
@@ -122,7 +127,7 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
   size_t chunk = shm_chunk(s, nb, s->slot);
   size_t steps = nb ? shm_ceil_div(nb, chunk) : 1;
   size_t stage = steps == 1 ? nb : chunk; /* what shm_buf picks by */
-  if (steps == 1 && s->size > 1)
+  if (steps == 1 && lazy)
     return broadcast_lazy(s, op, &k, buf, nb);
   uint64_t g0 = shm_begin(s);
   shm_stream_begin(s, root ? 0 : nb);

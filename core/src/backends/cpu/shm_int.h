@@ -107,11 +107,18 @@ typedef struct shm_key {
   uint8_t kind;
   uint8_t dtype;
   uint8_t redop;
-  uint8_t unused;
+  uint8_t part_of;      /* a list entry's piece (dist_coll_list_call): its
+                           call's kind + 1, root the entry; else 0 */
   int32_t root;
   int64_t count;        /* elements (per rank; 0 for the all_to_all kinds) */
   uint64_t scalar_bits; /* PREMUL_SUM scalar, bit for bit */
 } shm_key;
+
+/* shm_key.part_of for c. */
+static inline uint8_t shm_part_of(const dist_coll *c) {
+  const dist_coll *call = dist_coll_list_call(c);
+  return call ? (uint8_t)(call->kind + 1) : 0;
+}
 
 /* The line a waiter spins on. Everything a small collective needs is in
  * it: the counter, the descriptor and up to SHM_INLINE payload bytes, so

@@ -36,6 +36,7 @@ static shm_key red_key(const dist_coll *c, dist_dtype dt, int64_t count, bool ro
   k.kind = (uint8_t)c->kind;
   k.dtype = (uint8_t)dt;
   k.redop = (uint8_t)c->redop.kind;
+  k.part_of = shm_part_of(c);
   k.root = rooted ? c->root : 0;
   k.count = count;
   if (c->redop.kind == DIST_REDOP_PREMUL_SUM)

@@ -40,9 +40,10 @@ static void describe_late(const dist__shm *s, int j, const shm_key *x, const shm
                           uint64_t xseq, char *buf, size_t len, size_t *off) {
   char who[160], a[96], b[96];
   dist__cpu_peer_name(s->g, j, who, sizeof who);
-  if (x->kind != y->kind)
+  int xk = x->part_of ? x->part_of - 1 : x->kind; // a list entry's piece: its call
+  if (xk != y->kind || x->part_of)
     dist__appendf(buf, len, off, "%s called %s #%" PRIu64 " instead, while this rank sent %s",
-                  who, dist_op_name((dist_op_kind)x->kind), xseq, elems_text(y, b, sizeof b));
+                  who, dist_op_name((dist_op_kind)xk), xseq, elems_text(y, b, sizeof b));
   else if (x->root != y->root)
     dist__appendf(buf, len, off, "%s used root rank %" PRId64 ", while this rank (root rank %"
                   PRId64 ") sent %s", who, shm_global_rank(s, x->root), shm_global_rank(s, y->root),

@@ -45,12 +45,18 @@ dist__tcp_req *dist__tcp_req_new(dist__tcp *t, bool is_send, int peer, uint32_t 
   return r;
 }
 
+/* The call a descriptor is of: a list entry's piece is its call's (a
+ * peer's part_of comes off the wire: one out of range is no call). */
+static int call_kind(const tcp_desc *d) {
+  return d->part_of && d->part_of <= DIST_OP_COUNT_ ? d->part_of - 1 : d->kind;
+}
+
 const char *dist__tcp_req_label(const dist__tcp_req *r, char *buf, size_t len) {
   if (r->d.op_seq)
-    snprintf(buf, len, "%s #%llu", dist_op_name((dist_op_kind)r->d.kind),
+    snprintf(buf, len, "%s #%llu", dist_op_name((dist_op_kind)call_kind(&r->d)),
              (unsigned long long)r->d.op_seq);
   else
-    snprintf(buf, len, "%s", dist_op_name((dist_op_kind)r->d.kind));
+    snprintf(buf, len, "%s", dist_op_name((dist_op_kind)call_kind(&r->d)));
   return buf;
 }
 
@@ -210,25 +216,34 @@ static const char *p2p_diff(const tcp_desc *a, uint64_t a_len, const tcp_desc *b
 
 static tcp_desc hdr_desc(const tcp_hdr *h) {
   tcp_desc d = {h->kind, h->dtype, h->redop, h->root, h->op_seq, h->count, h->peer_count,
-                h->total};
+                h->total, h->part_of};
   return d;
 }
 
 /* The field in which a collective's two descriptors first differ, in the
  * order every engine names them (report.h); NULL when they agree. mine is
  * this rank's (len bytes); theirs the peer's message, or with nack the
- * peer's receive that refused this rank's message. */
+ * peer's receive that refused this rank's message. Of one list
+ * collective, a list entry's piece against the call's one-piece form
+ * differs in the sizes of the list (the piece's rank passed entries of
+ * different sizes), two pieces in the size of their entry: buf (f_len
+ * bytes) holds that field. */
 static const char *coll_field(const tcp_desc *mine, size_t len, const tcp_desc *theirs,
-                              uint64_t their_size, bool nack) {
+                              uint64_t their_size, bool nack, char *buf, size_t f_len) {
   bool a2a = mine->kind == DIST_OP_ALL_TO_ALL || mine->kind == DIST_OP_ALL_TO_ALL_SINGLE;
-  if (theirs->kind != mine->kind)
+  if (call_kind(theirs) != call_kind(mine))
     return "operation";
   if (theirs->dtype != mine->dtype)
     return "dtype";
   if (theirs->redop != mine->redop)
     return "reduce op";
+  if (theirs->part_of != mine->part_of || theirs->kind != mine->kind)
+    return dist__report_list_field(call_kind(mine), -1, buf, f_len);
   if (theirs->root != mine->root)
     return "root";
+  if (mine->part_of && (theirs->total != mine->total || theirs->count != mine->count ||
+                        their_size != len))
+    return dist__report_list_field(call_kind(mine), mine->root, buf, f_len);
   if (theirs->total != mine->total)
     return "count";
   if (theirs->count != mine->count || their_size != len)
@@ -241,12 +256,21 @@ static const char *coll_field(const tcp_desc *mine, size_t len, const tcp_desc *
 
 /* A report line for group rank r's descriptor d. Without an operation-level
  * count (the all_to_all kinds) or when a transfer's size differs, the line
- * is the transfer: count elements "to" / "from" group rank other. */
+ * is the transfer: count elements "to" / "from" group rank other. A list
+ * entry's piece reads as its call (as shm.c's key_side): against another
+ * piece (list_other), with its entry and size; else as a list whose
+ * entries differ in size. */
 static void coll_side(const dist__tcp *t, int r, const tcp_desc *d, uint64_t my_seq,
                       bool transfer, int64_t count, const char *dir, int other,
-                      dist__rside *out) {
+                      bool list_other, dist__rside *out) {
   const dist__cpu_group *g = t->g;
-  dist__rval v = {.kind = d->kind, .seq = d->op_seq != my_seq ? d->op_seq : 0,
+  bool list = call_kind(d) != d->kind;
+  if (list) { /* the entry's size, never a transfer's */
+    transfer = false;
+    count = d->total;
+  }
+  dist__rval v = {.kind = call_kind(d), .seq = d->op_seq != my_seq ? d->op_seq : 0,
+                  .list = list, .entry = list && list_other ? d->root : -1,
                   .dtype = d->dtype == TCP_NONE8 ? -1 : d->dtype,
                   .count = transfer ? count : d->total,
                   .redop = d->redop == TCP_NONE8 ? -1 : d->redop,
@@ -263,7 +287,7 @@ static void coll_side(const dist__tcp *t, int r, const tcp_desc *d, uint64_t my_
  * collective carries alike (its kind, dtype, reduce op, root and count). */
 static bool same_call(const tcp_desc *h, const tcp_desc *d) {
   return h->kind == d->kind && h->dtype == d->dtype && h->redop == d->redop &&
-         h->root == d->root && h->total == d->total;
+         h->root == d->root && h->total == d->total && h->part_of == d->part_of;
 }
 
 /* Whether a collective of this kind ever completed here (hist_kind holds one). */
@@ -286,6 +310,9 @@ static bool ever_called(const dist__tcp *t, unsigned kind) {
  * lower rank's. */
 static int coll_odd(const dist__tcp *t, const tcp_desc *mine, const tcp_desc *theirs) {
   bool me, they;
+  if (mine->part_of != theirs->part_of && call_kind(mine) == call_kind(theirs))
+    return mine->part_of != 0; /* one list call in two forms: the side whose entries
+                                  differ in size, as one wrong entry makes them */
   if (mine->kind == theirs->kind) {
     if (!ever_called(t, mine->kind))
       return -1;
@@ -307,21 +334,23 @@ static int coll_odd(const dist__tcp *t, const tcp_desc *mine, const tcp_desc *th
 /* The report body of a collective disagreement with peer p (report.h). */
 static void coll_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *theirs,
                         uint64_t their_size, bool nack) {
-  const char *field = coll_field(&r->d, r->len, theirs, their_size, nack);
+  char fb[64];
+  const char *field = coll_field(&r->d, r->len, theirs, their_size, nack, fb, sizeof fb);
   int me = t->g->rank;
   uint64_t seq = r->d.op_seq;
   bool transfer = r->d.total < 0 || !strcmp(field, "split size");
+  bool lm = r->d.part_of != 0, lt = theirs->part_of != 0; // list entries' pieces
   dist__rside a, b;
   if (transfer && !nack && !strcmp(field, "split size") && theirs->count == r->d.count) {
     /* What this rank sends back differs from what the peer expects. */
-    coll_side(t, me, &r->d, seq, true, r->d.peer_count, "to", p, &a);
-    coll_side(t, p, theirs, seq, true, theirs->peer_count, "from", me, &b);
+    coll_side(t, me, &r->d, seq, true, r->d.peer_count, "to", p, lt, &a);
+    coll_side(t, p, theirs, seq, true, theirs->peer_count, "from", me, lm, &b);
   } else if (nack) { /* this rank's message was refused */
-    coll_side(t, me, &r->d, seq, transfer, r->d.count, "to", p, &a);
-    coll_side(t, p, theirs, seq, transfer, theirs->count, "from", me, &b);
+    coll_side(t, me, &r->d, seq, transfer, r->d.count, "to", p, lt, &a);
+    coll_side(t, p, theirs, seq, transfer, theirs->count, "from", me, lm, &b);
   } else {
-    coll_side(t, p, theirs, seq, transfer, theirs->count, "to", me, &a);
-    coll_side(t, me, &r->d, seq, transfer, r->d.count, "from", p, &b);
+    coll_side(t, p, theirs, seq, transfer, theirs->count, "to", me, lm, &a);
+    coll_side(t, me, &r->d, seq, transfer, r->d.count, "from", p, lt, &b);
   }
   char m[DIST_ERRMSG_LEN], lb[64];
   size_t off = 0;
@@ -412,7 +441,8 @@ static void p2p_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *th
 static int check_match(dist__tcp *t, dist__tcp_req *r, int src, const tcp_hdr *h) {
   tcp_desc hd = hdr_desc(h);
   if (r->coll) {
-    if (!coll_field(&r->d, r->len, &hd, h->size, false))
+    char fb[64];
+    if (!coll_field(&r->d, r->len, &hd, h->size, false, fb, sizeof fb))
       return DIST_OK;
     coll_report(t, r, src, &hd, h->size, false);
     return DIST_E_DESYNC;
@@ -442,6 +472,7 @@ static void answer(dist__tcp *t, tcp_conn *c, int type, const dist__tcp_req *r,
   h.size = r->len;
   if (type == TCP_F_NACK) { /* the sender reports what this receive expected */
     h.redop = r->d.redop;
+    h.part_of = r->d.part_of;
     h.root = r->d.root;
     h.total = r->d.total;
     h.peer_count = r->d.peer_count;
@@ -497,6 +528,7 @@ void dist__tcp_start_send(dist__tcp *t, dist__tcp_req *r) {
   h->kind = r->d.kind;
   h->dtype = r->d.dtype;
   h->redop = r->d.redop;
+  h->part_of = r->d.part_of;
   h->root = r->d.root;
   h->op_seq = r->d.op_seq;
   h->count = r->d.count;
@@ -963,7 +995,8 @@ void dist__tcp_on_ack(dist__tcp *t, tcp_conn *c, bool nack) {
     return;
   }
   tcp_desc hd = hdr_desc(h);
-  if (r->coll && coll_field(&r->d, r->len, &hd, h->size, true))
+  char fb[64];
+  if (r->coll && coll_field(&r->d, r->len, &hd, h->size, true, fb, sizeof fb))
     coll_report(t, r, c->peer, &hd, h->size, true);
   else
     p2p_report(t, r, c->peer, &hd, h->size, true, p2p_diff(&r->d, r->len, &hd, h->size));
