@@ -356,8 +356,8 @@ Test(monitor_distrun_cause, the_rank_in_every_reported_pair_is_named_whichever_p
 }
 
 /* The lines of prog_cause.c's list calls (aglist, rslist). */
-#define LIST_LINE_RS 86
-#define LIST_LINE_AG 88
+#define LIST_LINE_RS 94
+#define LIST_LINE_AG 96
 
 /* One rank's list entry of another size (prog_cause.c aglist / rslist:
  * rank 3's entry 0 has 32 elements, every other 64): rank 3 runs the call
