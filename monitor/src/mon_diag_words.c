@@ -45,7 +45,7 @@ const char *dist__mon_store_words(const mon_rec *r, int64_t now_ms, char *buf, s
   char s[32], thread[32] = "", keys[200];
   bool queue = !strcmp(w->call, "queue_pop"), many = w->n_keys > 1;
   if (many)
-    snprintf(keys, sizeof keys, "keys '%s' and %d more (keys no rank has set all of)", w->key,
+    snprintf(keys, sizeof keys, "keys '%s' and %d more (some of them no rank has set)", w->key,
              w->n_keys - 1);
   else
     snprintf(keys, sizeof keys, "%s '%s' (%s)", queue ? "queue" : "key", w->key,

@@ -53,9 +53,9 @@ __attribute__((noinline)) static void block_in_read(void) {
     sink = c;
 }
 
+/* One line, so wherever the loop is stopped its line is the same. */
 __attribute__((noinline)) static void spin_forever(void) {
-  for (double x = 1;; x = x * 1.0000001 + 1e-9) /* the spin */
-    sink = x;
+  for (double x = 1;; x = x * 1.0000001 + 1e-9) sink = x; /* the spin */
 }
 
 static void steps(const char *mode, int culprit) {
