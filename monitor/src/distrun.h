@@ -9,6 +9,7 @@
  *                     moment to report
  *   distrun_status.c  SIGUSR1's status table
  *   distrun_stacks.c  the ranks' stacks through ptrace
+ *   distrun_outside.c a hang's culprits in their own code: where they are
  *   distrun_cause.c   the cause a rank posted (dist_post_cause): exit
  *                     status 10/11 and the report printed last
  *   distrun_trace.c   merging the ranks' trace files at the end
@@ -316,6 +317,13 @@ int64_t dist__run_report_deadline(drun_job *job, int running, int64_t now_ms);
 /* DIST_SHOW_STACKTRACES=1: every thread's stack of each running rank,
  * captured with ptrace (libdwfl) and printed. */
 void dist__run_dump_stacks(const drun_rank *ranks, int n);
+/* The innermost frame of process pid that lies in its executable ("func
+ * (file.c:42)": libc's, libdist's and the loader's frames skipped), of its
+ * main thread, else of another thread of the program's (not one of the
+ * library's "dist-" threads), captured through ptrace while its threads
+ * are stopped for the walk. False, with the reason in why, when it cannot
+ * attach or no frame is the program's. */
+bool dist__run_program_frame(pid_t pid, char *out, size_t len, char *why, size_t wlen);
 
 /* --- status (distrun_status.c) ------------------------------------------ */
 
@@ -334,6 +342,11 @@ typedef struct drun_position {
   char why[200];
 } drun_position;
 bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_position *out);
+/* Whether rank's last record shows it running outside the library, in
+ * its own code: in no operation of a group, no creation and no store call
+ * of the program's (mon_record.h); *since_ms: when its last call into the
+ * library returned (wall ms). */
+bool dist__run_rank_outside(const drun_cfg *c, drun_job *job, int rank, int64_t *since_ms);
 /* The last call the library refused rank (its record's "r" line, whatever
  * came after it): false when none. */
 bool dist__run_rank_refused(const drun_cfg *c, drun_job *job, int rank, drun_position *out);
@@ -388,6 +401,8 @@ typedef struct drun_verdict {
   dist__cause_fields f;     /* group, operation, field, site (posted) */
   bool by_record;           /* f's place is its monitor's last record's (once
                                a second), which its peers' traces may pass */
+  bool placed_outside;      /* the line says where the culprit is outside the
+                               library (distrun_outside.c) */
   char line[2048];          /* distrun's summary line ("exit status 10 ...") */
   char tail[256];           /* ... and its end ("; the report follows") */
   const char *report;       /* printed after it: the posted report, the
@@ -421,6 +436,38 @@ void dist__run_verdict_site(const drun_cfg *c, drun_job *job, drun_verdict *v);
 void dist__run_verdict_refused(const drun_cfg *c, drun_job *job, drun_verdict *v);
 /* Prints the summary line and the report, the last thing distrun writes. */
 void dist__run_verdict_print(const drun_verdict *v);
+
+/* --- a hang's culprits outside the library (distrun_outside.c) --------- */
+
+#define DRUN_OUTSIDE_MAX 4 /* culprits whose stacks a hang's end captures */
+
+/* A culprit of a hang that ran its own code when distrun ended the job. */
+typedef struct drun_outside {
+  int rank;                 /* global */
+  int64_t for_ms;           /* since its last call into the library returned */
+  char at[160];             /* its innermost frame in the program */
+} drun_outside;
+
+typedef struct drun_outsiders {
+  bool done;                /* captured (once per job) */
+  int n;
+  drun_outside o[DRUN_OUTSIDE_MAX];
+} drun_outsiders;
+
+/* Before distrun ends a hung job's ranks: of the posted hang's culprits
+ * that run on this node, the first DRUN_OUTSIDE_MAX whose last records show
+ * them outside the library (dist__run_rank_outside) get their program's
+ * innermost frame captured (dist__run_program_frame) into out. Once. */
+void dist__run_outside_capture(const drun_cfg *c, drun_job *job, const drun_rank *ranks,
+                               int n, const drun_posted *posted, drun_outsiders *out);
+/* A hang whose first culprit ran its own code (captured) or waited in a
+ * store call of the program's (the posted field "store wait"): the
+ * verdict's site becomes where the rank is, its field says which, its
+ * operation stays the one its peers wait for it in, and the summary line
+ * says both ("; the culprit: rank 5 is outside the library (in its own
+ * code) for 10.0 s, at step (train.c:43); its peers wait for it in group
+ * 4 (dp) ALL_REDUCE #4, called from main (train.c:148)"). */
+void dist__run_verdict_outside(const drun_outsiders *o, drun_verdict *v);
 
 /* Prints "distrun: ..." on stderr (one write). */
 void dist__run_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -69,6 +69,8 @@ typedef struct sup {
   bool failing;       /* a failing rank's exit is being handled */
   drun_posted *posted; /* the cause a rank posted, once read (main's) */
   drun_alive alive;   /* the nodes' keep-alive (distrun_alive.c) */
+  drun_outsiders outside; /* a hang's culprits in their own code, captured
+                             before the ranks are ended (distrun_outside.c) */
 } sup;
 
 static const char *status_words(int st) {
@@ -107,6 +109,8 @@ static void end_ranks(sup *sp, int sig) {
   if (sp->ending)
     return;
   sp->ending = true;
+  if (sp->status == DRUN_EXIT_HANG) /* before the signals: they are still there */
+    dist__run_outside_capture(sp->c, sp->job, sp->ranks, sp->n, sp->posted, &sp->outside);
   if (sp->status > 0)
     dist__run_dump_stacks(sp->ranks, sp->n);
   int k = live_ranks(sp);
@@ -806,6 +810,7 @@ say:
   snprintf(v->line, sizeof v->line, "exit status %d (%s): %s%s%s%s%s", status,
            status_words(status), sp->cause, where, dir ? " (each rank's output: " : "",
            dir ? dir : "", dir ? "/rank-<R>.out and .err)" : "");
+  dist__run_verdict_outside(&sp->outside, v);
   char pairs[160] = "";
   if (v->report && sp->posted->pairs > 0 && v->report == sp->posted->text)
     snprintf(pairs, sizeof pairs, "; each of the %d rank pairs that reported it includes rank "

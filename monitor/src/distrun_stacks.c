@@ -6,8 +6,12 @@
  * rank's own watchdog cannot answer.
  *
  * With DIST_SHOW_STACKTRACES=1, distrun prints them for every rank still
- * running when it ends a failed job, before it sends SIGTERM. */
+ * running when it ends a failed job, before it sends SIGTERM. Whatever
+ * the variable says, a hang's culprit that runs its own code gets its
+ * program's innermost frame captured for the verdict
+ * (dist__run_program_frame, distrun_outside.c). */
 #include <elfutils/libdwfl.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,4 +103,112 @@ void dist__run_dump_stacks(const drun_rank *ranks, int n) {
     (void)k;
   }
   dist__free(w.buf);
+}
+
+/* --- the program's innermost frame ------------------------------------------ */
+
+/* The file module mod was reported from (a mapping's path). */
+static const char *module_file(Dwfl_Module *mod) {
+  const char *name = dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+  return name ? name : "?";
+}
+
+typedef struct find {
+  Dwfl *dwfl;
+  pid_t pid;
+  char exe[4096];            /* the program's file (/proc/<pid>/exe) */
+  char at[160];              /* the frame found, "" none */
+  bool main_had;             /* the main thread's frame was found */
+} find;
+
+/* Whether thread tid is one of the library's own ("dist-..."). */
+static bool library_thread(pid_t pid, int tid) {
+  char path[64], name[32] = "";
+  snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)pid, tid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return false;
+  bool lib = fgets(name, sizeof name, f) && strncmp(name, "dist-", 5) == 0;
+  fclose(f);
+  return lib;
+}
+
+/* "func (file.c:42)" of a pc in module mod; false without a name. */
+static bool frame_words(Dwfl_Module *mod, Dwarf_Addr a, char *out, size_t len) {
+  const char *name = dwfl_module_addrname(mod, a);
+  if (!name)
+    return false;
+  char fn[96];
+  snprintf(fn, sizeof fn, "%s", name);
+  char *dot = strchr(fn, '.'); /* "f.isra.0": the compiler's clone of f */
+  if (dot && dot != fn)
+    *dot = '\0';
+  Dwfl_Line *line = dwfl_module_getsrc(mod, a);
+  int lineno = 0;
+  const char *file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+  if (file)
+    snprintf(out, len, "%s (%s:%d)", fn, base(file), lineno);
+  else
+    snprintf(out, len, "%s (%s)", fn, base(module_file(mod)));
+  return true;
+}
+
+static int on_program_frame(Dwfl_Frame *f, void *arg) {
+  find *w = arg;
+  Dwarf_Addr pc;
+  bool activation;
+  if (!dwfl_frame_pc(f, &pc, &activation))
+    return DWARF_CB_ABORT;
+  Dwarf_Addr a = activation ? pc : pc - 1;
+  Dwfl_Module *mod = dwfl_addrmodule(w->dwfl, a);
+  const char *file = mod ? module_file(mod) : NULL;
+  if (!file || strcmp(file, w->exe) != 0)
+    return DWARF_CB_OK; /* libc, libdist, the loader: not the program's code */
+  char at[sizeof w->at];
+  if (frame_words(mod, a, at, sizeof at))
+    snprintf(w->at, sizeof w->at, "%s", at);
+  return DWARF_CB_ABORT; /* the innermost frame of the program's */
+}
+
+/* The main thread's frame wins; else the first other thread of the
+ * program's (not the library's) that has one. */
+static int on_program_thread(Dwfl_Thread *t, void *arg) {
+  find *w = arg;
+  int tid = (int)dwfl_thread_tid(t);
+  if (w->main_had || (w->at[0] && tid != w->pid) || library_thread(w->pid, tid))
+    return DWARF_CB_OK;
+  char keep[sizeof w->at];
+  snprintf(keep, sizeof keep, "%s", w->at);
+  w->at[0] = '\0';
+  dwfl_thread_getframes(t, on_program_frame, w);
+  if (w->at[0])
+    w->main_had = tid == w->pid;
+  else
+    snprintf(w->at, sizeof w->at, "%s", keep);
+  return DWARF_CB_OK;
+}
+
+bool dist__run_program_frame(pid_t pid, char *out, size_t len, char *why, size_t wlen) {
+  find w = {.pid = pid};
+  char link[64];
+  snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
+  ssize_t k = readlink(link, w.exe, sizeof w.exe - 1);
+  if (k <= 0) {
+    snprintf(why, wlen, "cannot read %s: %s", link, strerror(errno));
+    return false;
+  }
+  w.exe[k] = '\0';
+  w.dwfl = dwfl_begin(&callbacks);
+  if (!w.dwfl || dwfl_linux_proc_report(w.dwfl, pid) != 0 ||
+      dwfl_report_end(w.dwfl, NULL, NULL) != 0 ||
+      dwfl_linux_proc_attach(w.dwfl, pid, false) != 0)
+    snprintf(why, wlen, "cannot attach: %s", dwfl_errmsg(-1));
+  else if (dwfl_getthreads(w.dwfl, on_program_thread, &w) != 0 && !w.at[0])
+    snprintf(why, wlen, "cannot walk its threads: %s", dwfl_errmsg(-1));
+  else if (!w.at[0])
+    snprintf(why, wlen, "no frame of its threads is in %s", base(w.exe));
+  if (w.dwfl)
+    dwfl_end(w.dwfl); /* detaches */
+  snprintf(out, len, "%s", w.at);
+  return w.at[0] != '\0';
 }

@@ -33,6 +33,8 @@ typedef struct row {
   int64_t last_ms, last_ns;
   mon_rec_refused refused; /* its last refused call */
   char refused_desc[96];
+  bool creating, in_store;  /* its "c" and "w" lines (mon_record.h) */
+  int64_t lib_ms;           /* its "l" line, 0 none */
 } row;
 
 static int64_t wall_ms(void) {
@@ -82,6 +84,9 @@ static void parse(char *text, row *r) {
     for (int i = 0; i < rec.n; i++)
       take_group(r, &rec.g[i]);
     r->refused = rec.refused;
+    r->creating = rec.creating.on;
+    r->in_store = rec.store.on;
+    r->lib_ms = rec.lib_ms;
     for (int i = 0; i < rec.n; i++)
       if (rec.refused.on && rec.g[i].gid == rec.refused.gid)
         snprintf(r->refused_desc, sizeof r->refused_desc, "%s", rec.g[i].desc);
@@ -306,5 +311,15 @@ bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_po
                          .seq = in ? r.seq : r.last_seq};
   snprintf(out->desc, sizeof out->desc, "%s", in ? r.desc : r.last_desc);
   snprintf(out->site, sizeof out->site, "%s", in ? r.site : r.last_site);
+  return true;
+}
+
+bool dist__run_rank_outside(const drun_cfg *c, drun_job *job, int rank, int64_t *since_ms) {
+  row r;
+  if (!read_row_briefly(c, job, rank, &r) || strcmp(r.state, "run") != 0 || r.gid >= 0 ||
+      r.creating || r.in_store)
+    return false;
+  int64_t t = r.lib_ms > r.last_ms ? r.lib_ms : r.last_ms;
+  *since_ms = t ? t : r.hb_ms;
   return true;
 }

@@ -496,7 +496,8 @@ static void name_the_skipper(const char *out, drun_verdict *v) {
  * the verdict's operation is not the one the report heads with, the
  * summary line names it too, as distview's headline does. */
 static void name_the_hang(drun_verdict *v) {
-  if (strcmp(v->kind, "hang") || !v->n_culprits || v->f.group_id < 0 || !v->f.op[0])
+  if (strcmp(v->kind, "hang") || !v->n_culprits || v->f.group_id < 0 || !v->f.op[0] ||
+      v->placed_outside) /* said already, with where the culprit is */
     return;
   char head[256];
   snprintf(head, sizeof head, "hang in group %d (%s) at %s #%llu:", v->f.group_id,

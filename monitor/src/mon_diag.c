@@ -188,6 +188,20 @@ static void hold_self(const mon_group *g, uint64_t seq, mon_rec *recs) {
   dist__mon_symbolize(atomic_load(&op->caller), rg->site, sizeof rg->site);
 }
 
+/* The verdict names the operation the culprit's peers wait for it in;
+ * when its first culprit is in no operation but blocked in a store call
+ * of the program's (its record's "w" line), the line named is that
+ * call's, where the rank is, and the field says so. */
+static void place_in_store(const mon_rec *recs, mon_verdict *v) {
+  if (!v->n || v->kind < 0)
+    return;
+  const mon_rec *r = &recs[v->culprits[0]];
+  if (!r->store.on || r->creating.on || dist__mon_blocked_in(r))
+    return;
+  snprintf(v->site, sizeof v->site, "%s", r->store.site);
+  snprintf(v->field, sizeof v->field, "store wait");
+}
+
 char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const char *what,
                          bool *lowest, int *n_cycles, mon_verdict *v) {
   *v = (mon_verdict){.gid = -1, .kind = -1};
@@ -234,6 +248,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     int from[2] = {dist__mon.rank, peer};
     if (!v->n) /* the waits stop at a rank held in another group's operation */
       say_held(recs, from, 2, v, buf, len, &off);
+    place_in_store(recs, v);
     if (off && buf[off - 1] == '\n')
       buf[--off] = '\0';
     return buf;
@@ -314,6 +329,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     say_held(recs, from, n_from, v, buf, len, &off);
   }
   dist__free(in);
+  place_in_store(recs, v);
   if (off && buf[off - 1] == '\n')
     buf[--off] = '\0';
   return buf;

@@ -276,7 +276,7 @@ void dist__mon_say_end(const mon_rec *recs, int r, const char *gone, int64_t now
   else if (left)
     dist__appendf(buf, len, off, "destroyed group %d (%s) and went on without it (%s)",
                   left->gid, left->desc,
-                  outside_words(recs, r, last_done_ms(&recs[r]), now_ms, ow, sizeof ow));
+                  outside_words(recs, r, 0, now_ms, ow, sizeof ow));
   else if (creator >= 0)
     dist__mon_say_skipped(recs, r, creator, now_ms, buf, len, off);
   else if (recs[r].creating.on)
@@ -287,9 +287,12 @@ void dist__mon_say_end(const mon_rec *recs, int r, const char *gone, int64_t now
   else if (recv_from_nobody(any))
     dist__appendf(buf, len, off, "is blocked in RECV #%llu from any rank with tag %d, called "
                   "from %s, and no rank sends to it", dist__mon_rec_num(any), any->tag, any->site);
+  else if (!any && recs[r].store.on) /* in no operation: in a store call of the program's */
+    dist__appendf(buf, len, off, "is in no operation: it is %s",
+                  dist__mon_store_words(&recs[r], now_ms, ow, sizeof ow));
   else
     dist__appendf(buf, len, off, "is in no operation (%s)",
-                  outside_words(recs, r, last_done_ms(&recs[r]), now_ms, ow, sizeof ow));
+                  outside_words(recs, r, 0, now_ms, ow, sizeof ow));
   dist__mon_say_waiters(recs, r, buf, len, off);
 }
 

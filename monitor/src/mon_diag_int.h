@@ -19,9 +19,17 @@ static inline int dist__mon_cmp_int(const void *a, const void *b) {
 const char *dist__mon_op_name(int kind);
 /* "1.5 s" for ms milliseconds, into buf; returns buf. */
 const char *dist__mon_sec_word(int64_t ms, char *buf, size_t len);
+/* When rank r's last call into the library returned, as its record says
+ * (wall ms): its "l" line or its groups' last completions, whichever is
+ * later; its heartbeat when the record tells neither. */
+int64_t dist__mon_lib_ms(const mon_rec *r);
+/* "blocked in the store's get of key 'k' (a key no rank has set) for
+ * 10.0 s, called from ...", for r's "w" line (mon_record.h). */
+const char *dist__mon_store_words(const mon_rec *r, int64_t now_ms, char *buf, size_t len);
 /* What rank who, in no operation of a group, does ("blocked in
- * dist_new_group for ..., creating group G ...", else "busy outside the
- * library for ..." since idle_ms), into buf; returns buf. */
+ * dist_new_group for ..., creating group G ...", "blocked in the store's
+ * get of key ...", else "busy outside the library for ..." since its last
+ * call into the library, idle_ms or later), into buf; returns buf. */
 const char *dist__mon_outside_words(const mon_rec *recs, int who, int64_t idle_ms,
                                     int64_t now_ms, char *buf, size_t len);
 /* The number (per kind) reports print for the operation a blocked record

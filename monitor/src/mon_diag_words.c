@@ -29,10 +29,41 @@ const char *dist__mon_sec_word(int64_t ms, char *buf, size_t len) {
   return buf;
 }
 
+int64_t dist__mon_lib_ms(const mon_rec *r) {
+  int64_t t = r->lib_ms;
+  for (int i = 0; i < r->n; i++)
+    if (r->g[i].last_seq && r->g[i].last_ms > t)
+      t = r->g[i].last_ms;
+  return t ? t : r->hb_ms;
+}
+
+/* "blocked in the store's get of key 'k' (a key no rank has set) for
+ * 10.0 s, called from main (x.c:15)": the store call of r's "w" line,
+ * which returns as soon as its key is there. */
+const char *dist__mon_store_words(const mon_rec *r, int64_t now_ms, char *buf, size_t len) {
+  const mon_rec_store *w = &r->store;
+  char s[32], thread[32] = "", keys[200];
+  bool queue = !strcmp(w->call, "queue_pop"), many = w->n_keys > 1;
+  if (many)
+    snprintf(keys, sizeof keys, "keys '%s' and %d more (some of them no rank has set)", w->key,
+             w->n_keys - 1);
+  else
+    snprintf(keys, sizeof keys, "%s '%s' (%s)", queue ? "queue" : "key", w->key,
+             queue ? "a queue nothing was pushed to" : "a key no rank has set");
+  if (w->tid > 0 && w->tid != (int)r->pid)
+    snprintf(thread, sizeof thread, " (its thread %d)", w->tid);
+  snprintf(buf, len, "blocked in the store's %s %s %s for %s%s, called from %s", w->call,
+           !strcmp(w->call, "wait") ? "for" : queue ? "on" : "of", keys,
+           sec_word(now_ms - w->since_ms, s, sizeof s), thread, w->site);
+  return buf;
+}
+
 /* What rank who, in no operation of a group, does: creating a group in
  * dist_new_group or dist_split_group (its record's "c" line: blocked
  * there until the other members come; the members that skipped the call,
- * mon_create.c, named), else busy outside the library since idle_ms. */
+ * mon_create.c, named), blocked in a store call of the program's (its
+ * "w" line), else busy outside the library since its last call into it
+ * (idle_ms, or later: dist__mon_lib_ms). */
 const char *dist__mon_outside_words(const mon_rec *recs, int who, int64_t idle_ms,
                                     int64_t now_ms, char *buf, size_t len) {
   const mon_rec *r = &recs[who];
@@ -52,8 +83,12 @@ const char *dist__mon_outside_words(const mon_rec *recs, int who, int64_t idle_m
              "from %s, which %s", r->creating.call[0] ? r->creating.call : "dist_new_group",
              sec_word(now_ms - r->creating.since_ms, s, sizeof s), r->creating.gid,
              r->creating.size, r->creating.site, late);
+  } else if (r->store.on) {
+    dist__mon_store_words(r, now_ms, buf, len);
   } else {
-    snprintf(buf, len, "busy outside the library for %s", sec_word(now_ms - idle_ms, s, sizeof s));
+    int64_t lib = dist__mon_lib_ms(r);
+    snprintf(buf, len, "busy outside the library for %s",
+             sec_word(now_ms - (lib > idle_ms ? lib : idle_ms), s, sizeof s));
   }
   return buf;
 }

@@ -34,6 +34,7 @@
 #include <dist/internal/base.h>
 #include <dist/internal/launch.h>
 #include <dist/internal/pg.h>
+#include <dist/internal/store.h>
 #include "mon_record.h"
 
 #define MON_MAX_GROUPS 256  /* group slots: at most this many live groups followed */
@@ -109,6 +110,9 @@ typedef struct mon_verdict {
   int kind;
   uint64_t seq;
   char site[MON_SITE_LEN];  /* the first culprit's (last) call site */
+  char field[32];           /* what site is when not the operation's call
+                               ("store wait": the culprit's store call,
+                               where it is blocked); "" none */
 } mon_verdict;
 
 /* A wait-for cycle as one snapshot of the records shows it (mon_cycle.c):
@@ -217,6 +221,10 @@ typedef struct mon_state {
   bool stop;
   _Atomic int kick;          /* an event wants the watchdog now */
   int main_tid;
+  /* The last call into the library outside a group's operations that
+   * returned (init, a creation, a group made or destroyed), monotonic ns:
+   * with the store's (dist/internal/store.h), the record's "l" line. */
+  _Atomic int64_t lib_ns;
   _Atomic long writes;       /* progress records written (figures) */
   int64_t t_init_ns;
   mon_group groups[MON_MAX_GROUPS];

@@ -129,6 +129,7 @@ static void on_created(const dist_event *ev) {
   if (dist__mon.detail && dist__mon_stats_alloc(g) != DIST_OK)
     DIST_LOG(WARNING, MON, "no memory for group %d's statistics; it has none", g->gid);
   atomic_store_explicit(&g->live, 1, memory_order_release);
+  atomic_store_explicit(&dist__mon.lib_ns, dist__now_ns(), memory_order_relaxed);
   publish_groups();
   pthread_mutex_unlock(&dist__mon.mu);
 }
@@ -141,6 +142,7 @@ static void on_destroyed(const dist_event *ev) {
     return;
   }
   atomic_store(&g->live, 0);
+  atomic_store_explicit(&dist__mon.lib_ns, dist__now_ns(), memory_order_relaxed);
   if (ev->group_id > 0) /* a user group: its record says so ("d" line) */
     atomic_store(&g->destroyed_ms, dist__mon_wall_ms(dist__now_ns()));
   publish_groups();
@@ -654,6 +656,7 @@ static void on_work_wait(dist_pg *pg, const dist_coll *c, bool entering) {
 static void on_group_create(const dist__group_create *c, bool entering) {
   mon_state *m = &dist__mon;
   if (!entering) {
+    atomic_store_explicit(&m->lib_ns, dist__now_ns(), memory_order_relaxed);
     if (c->member && c->status == DIST_E_TIMEOUT) {
       /* said by the watchdog, which counts it out after: before the
        * program can exit on the error (at_exit stops the watchdog after
@@ -700,6 +703,7 @@ static int mon_init(void **ctx, const dist_pg_info *dg) {
   m->wall_off_ns = ((int64_t)rt.tv_sec - mt.tv_sec) * 1000000000LL + (rt.tv_nsec - mt.tv_nsec);
   m->rank = dg->global_rank;
   m->t_init_ns = dist__now_ns();
+  atomic_store(&m->lib_ns, m->t_init_ns); /* init returns next */
   atomic_store(&m->writes, 0);
   m->world = dg->size;
   m->pid = getpid();

@@ -218,6 +218,44 @@ static void put_destroyed(char *buf, size_t len, size_t *off, mon_group *g, int6
   dist__appendf(buf, len, off, "d\t%d\t%lld\t%s\n", g->gid, (long long)ms, desc);
 }
 
+/* The "l" line: when the process's last call into the library returned,
+ * as far as the monitor hears (mon_record.h): init, creations, groups
+ * made or destroyed, a store call of the program's, and the issue of each
+ * group's latest operation (an asynchronous call returns there). */
+static void put_lib(char *buf, size_t len, size_t *off) {
+  int64_t t = atomic_load_explicit(&dist__mon.lib_ns, memory_order_relaxed);
+  int64_t st = dist__store_waits_last_end_ns();
+  t = st > t ? st : t;
+  for (int i = 0; i < MON_MAX_GROUPS; i++) {
+    mon_group *g = &dist__mon.groups[i];
+    if (!atomic_load_explicit(&g->live, memory_order_acquire))
+      continue;
+    uint64_t enq = atomic_load_explicit(&g->enq, memory_order_acquire);
+    mon_op *last = &g->ring[enq % MON_RING];
+    int64_t at = enq && atomic_load_explicit(&last->seq, memory_order_acquire) == enq
+                     ? atomic_load_explicit(&last->t_enq_ns, memory_order_relaxed) : 0;
+    t = at > t ? at : t;
+  }
+  if (t)
+    dist__appendf(buf, len, off, "l\t%lld\n", (long long)dist__mon_wall_ms(t));
+}
+
+/* The "w" line: the oldest blocking store call the program is in
+ * (dist/internal/store.h), with its caller symbolised. */
+static void put_store_wait(char *buf, size_t len, size_t *off) {
+  dist__store_wait w;
+  if (dist__store_waits(&w, 1) < 1)
+    return;
+  char site[MON_SITE_LEN];
+  dist__mon_symbolize((uintptr_t)w.caller, site, sizeof site);
+  for (char *p = w.key; *p; p++)
+    if (*p == '\t' || *p == '\n')
+      *p = ' ';
+  dist__appendf(buf, len, off, "w\t%d\t%lld\t%s\t%zu\t%lld\t%s\t%s\n", w.tid,
+                (long long)dist__mon_wall_ms(w.since_ns), w.op, w.n_keys,
+                (long long)w.timeout_ms, site, w.key);
+}
+
 int dist__mon_publish(dist_store *s, const char *state, const char *note) {
   mon_state *m = &dist__mon;
   char *buf = dist__malloc(REC_MAX);
@@ -269,6 +307,8 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
     prev_i = best;
   }
   put_refused(buf, REC_MAX, &off);
+  put_lib(buf, REC_MAX, &off);
+  put_store_wait(buf, REC_MAX, &off);
   char key[200];
   dist__mon_key(key, sizeof key, "p", m->rank);
   int rc = dist_store_set(s, key, buf, off);

@@ -175,6 +175,18 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
       d->gid = atoi(f[1]);
       d->ms = strtoll(f[2], NULL, 10);
       snprintf(d->desc, sizeof d->desc, "%s", f[3]);
+    } else if (k >= 2 && strcmp(f[0], "l") == 0) {
+      r->lib_ms = strtoll(f[1], NULL, 10);
+    } else if (k >= 8 && strcmp(f[0], "w") == 0) {
+      mon_rec_store *w = &r->store;
+      w->on = true;
+      w->tid = atoi(f[1]);
+      w->since_ms = strtoll(f[2], NULL, 10);
+      snprintf(w->call, sizeof w->call, "%s", f[3]);
+      w->n_keys = atoi(f[4]);
+      w->timeout_ms = strtoll(f[5], NULL, 10);
+      snprintf(w->site, sizeof w->site, "%s", f[6]);
+      snprintf(w->key, sizeof w->key, "%s", f[7]);
     } else if (k >= 13 && strcmp(f[0], "g") == 0 && r->n < lines) {
       parse_group(&r->g[r->n], f);
       parse_group_tail(&r->g[r->n], f, k);

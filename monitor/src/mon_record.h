@@ -18,6 +18,17 @@
  *   r <gid> <kind> <num> <latest> <call site> <message>   (optional, once)
  *   d <gid> <wall ms> <description>   (optional, one per user group the
  *     process destroyed while it runs on: it takes part in it no more)
+ *   l <wall ms>   (optional, once: the process's last call into the
+ *     library that returned, as far as the monitor hears of calls outside
+ *     a group's operations: init, a group's creation or destruction, a
+ *     blocking store call of the program's; and the issue of each group's
+ *     latest operation)
+ *   w <tid> <since ms> <call> <keys> <timeout ms> <call site> <key>
+ *     (optional, once: the oldest blocking store call the program itself
+ *     made that has not returned, dist/internal/store.h: the thread in it,
+ *     since when, "get", "wait", "multi_get" or "queue_pop", how many keys
+ *     it waits for, its timeout, where the program called it, and the
+ *     first key, last since it may hold spaces)
  * A "c" line says the process is creating user group gid (size members)
  * in dist_new_group or dist_split_group (call), which waits for the other
  * members (readers that know no "c" line skip it); members lists their
@@ -31,6 +42,11 @@
  * of the new group or not: a rank whose count is below a creator's k has
  * not made that call (it skipped it, mon_create.c). A record without the
  * fields reads as knowing nothing of them (scope -1, creations unknown).
+ * A rank in no operation of a group is "busy outside the library" since
+ * the latest of its "l" line and its groups' last completions; when it has
+ * a "w" line it is blocked in that store call instead (a key nobody set:
+ * the call returns as soon as the key is there). Readers that know
+ * neither line skip them.
  * An "r" line is the last call the library refused before it started (a
  * root outside the group, a NULL tensor: DIST_EV_OP_REJECTED): num is the
  * number it would have taken, latest 1 while no call was issued after it,
@@ -196,6 +212,18 @@ typedef struct mon_rec_refused {
   char msg[200];
 } mon_rec_refused;
 
+/* A blocking store call the program is in (the record's "w" line). */
+typedef struct mon_rec_store {
+  bool on;
+  int tid;                   /* the thread in it */
+  int64_t since_ms;          /* wall ms the call began */
+  char call[16];             /* "get", "wait", "multi_get", "queue_pop" */
+  int n_keys;
+  int64_t timeout_ms;
+  char site[MON_SITE_LEN];   /* where the program called it */
+  char key[128];             /* the first key it waits for */
+} mon_rec_store;
+
 typedef struct mon_rec {
   bool present;              /* a record was read */
   int rank;
@@ -210,6 +238,9 @@ typedef struct mon_rec {
   mon_rec_refused refused;
   int n_destroyed;
   mon_rec_destroyed destroyed[MON_DESTROYED_MAX];
+  int64_t lib_ms;            /* the "l" line: the last library call outside a
+                                group's operations returned; 0 unknown */
+  mon_rec_store store;       /* the "w" line */
   /* Filled by the monitor's reader, not published: */
   char died[200];            /* distrun's line for it, or "" */
   char proc_state;           /* same host: /proc state, 0 unknown, 'X' gone */

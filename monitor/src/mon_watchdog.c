@@ -132,6 +132,7 @@ static void post_diagnosis(int rc, const char *diag, const mon_verdict *v) {
   in.op = v->n ? v->kind : -1;
   in.seq = v->n ? v->seq : 0;
   in.site = v->n && v->site[0] ? v->site : NULL;
+  in.field = v->n && v->field[0] ? v->field : NULL;
   dist__cause_post_diagnosis(rc, &in, diag);
 }
 

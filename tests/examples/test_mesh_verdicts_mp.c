@@ -334,8 +334,9 @@ Test(examples_mesh, a_rank_that_calls_on_after_the_others_finished_is_the_culpri
 }
 
 /* Rank 3 computes for ever before its tp all_reduce: the verdict names
- * that all_reduce at its line (where its partner waits), not the line of
- * rank 3's last tp call, the async all_gather of the step before. */
+ * that all_reduce (where its partner waits) with its line, not the line of
+ * rank 3's last tp call, the async all_gather of the step before; and its
+ * site is where rank 3 is, in its loop (distrun captured its stack). */
 Test(examples_mesh, a_rank_computing_for_ever_is_named_at_the_call_it_never_made,
      .timeout = 120) {
   static mesh_run r;
@@ -344,10 +345,17 @@ Test(examples_mesh, a_rank_computing_for_ever_is_named_at_the_call_it_never_made
   char want[64], site[256];
   snprintf(want, sizeof want, "(mesh_train.c:%d)",
            source_line("TRY(\"tp all_reduce\", dist_all_reduce(&t, DIST_SUM, j->g_tp"));
+  cr_expect(strstr(r.json, "\"group_name\":\"tp\"") && strstr(r.json, "\"op\":\"ALL_REDUCE\""),
+            "not tp's ALL_REDUCE: %s", r.json);
+  cr_expect(mesh_says(&r, want) && mesh_says(&r, "; its peers wait for it in group 4 (tp) "
+                                                 "ALL_REDUCE #"),
+            "the awaited call's line %s is not said:\n%s", want, r.report);
   json_site(r.json, site, sizeof site);
-  cr_expect(strstr(r.json, "\"group_name\":\"tp\"") && strstr(r.json, "\"op\":\"ALL_REDUCE\"") &&
-                strstr(site, want),
-            "not tp's ALL_REDUCE at %s (site '%s'): %s", want, site, r.json);
+  int loop = source_line("static void spin_forever(void) {");
+  const char *at = strstr(site, "(mesh_train.c:");
+  int line = at ? atoi(at + strlen("(mesh_train.c:")) : 0;
+  cr_expect(line > loop && line <= loop + 3 && strstr(r.json, "\"where\":\"own code\""),
+            "the site '%s' is not in spin_forever's loop (line %d): %s", site, loop, r.json);
 }
 
 Test(examples_mesh, a_healthy_run_is_a_success_in_distrun_and_distview, .timeout = 120) {

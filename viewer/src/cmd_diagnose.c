@@ -64,6 +64,10 @@ static void print_json(const vw_diag *d, FILE *f) {
       fputs(",\"fields\":", f);
       vw_json_str(f, d->field);
     }
+    if (d->kind == VW_DIAG_HANG && d->field[0]) { /* what "site" is: "own code", "store wait" */
+      fputs(",\"where\":", f);
+      vw_json_str(f, d->field);
+    }
     if (d->kind == VW_DIAG_DEADLOCK) {
       fputs(",\"cycle\":[", f);
       for (int i = 0; i < d->n_cycle; i++)

@@ -68,7 +68,7 @@ static void keep_own(const dist_trace_verdict_row *v, vw_diag *d) {
 /* "desync (exit 10): rank 3 in group 2 (dp) at ALL_REDUCE #14: dtype
  * differs, called from train.c:42" */
 static void headline(const dist_trace_verdict_row *v, vw_diag *d) {
-  char cr[160] = "", where[200] = "", at[64] = "", field[96] = "", site[280] = "", drop[64] = "";
+  char cr[160] = "", where[200] = "", at[64] = "", field[96] = "", site[360] = "", drop[64] = "";
   if (v->n_culprits)
     snprintf(cr, sizeof cr, " rank%s %s", v->n_culprits > 1 ? "s" : "",
              vw_fmt_ranks(d->culprits, d->n_culprits, (char[128]){0}, 128));
@@ -77,12 +77,23 @@ static void headline(const dist_trace_verdict_row *v, vw_diag *d) {
              d->group_name, d->group_name[0] ? ")" : "");
   if (d->op[0])
     snprintf(at, sizeof at, d->seq > 0 ? " at %s #%lld" : " at %s", d->op, (long long)d->seq);
+  /* A hang's field says where its site is when that is not the call the
+   * peers wait in: the culprit's own code ("own code", from its stack) or
+   * a store call of the program's ("store wait"); the operation stays the
+   * one they wait for it in (monitor/src/distrun_outside.c). */
+  bool own = !strcmp(v->kind, "hang") && !strcmp(d->field, "own code");
+  bool store = !strcmp(v->kind, "hang") && !strcmp(d->field, "store wait");
   if (!strcmp(d->field, "destroyed")) /* a group destroyed with it pending (pg_cause.c) */
     snprintf(field, sizeof field, ": destroyed with it pending (never waited)");
-  else if (d->field[0])
+  else if (d->field[0] && !own && !store)
     snprintf(field, sizeof field, ": %s differs", d->field);
   if (d->site[0])
-    snprintf(site, sizeof site, ", called from %s", d->site);
+    snprintf(site, sizeof site, own     ? ", where its peers wait for it; it is outside the "
+                                          "library, in its own code at %s"
+                                : store ? ", where its peers wait for it; it is blocked in a "
+                                          "store call, called from %s"
+                                        : ", called from %s",
+             d->site);
   if (d->dropped > 0)
     snprintf(drop, sizeof drop, "; %lld records dropped", (long long)d->dropped);
   snprintf(d->summary, sizeof d->summary, "%s (exit %d)%s%s%s%s%s%s%s", v->kind, v->exit_status,

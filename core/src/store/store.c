@@ -3,7 +3,10 @@
  *
  * Each call clears the handle's message first, so dist_store_errmsg tells
  * about the last call only (curl's rule), and every failure the kinds report
- * lands there through dist__err_set (which also sets the thread's message). */
+ * lands there through dist__err_set (which also sets the thread's message).
+ * The blocking calls (get, wait, multi_get, a blocking queue_pop) are
+ * bracketed for store_waits.c, which keeps the program's own while they
+ * wait. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -61,6 +64,10 @@ int dist__store_timeout(dist__errbuf *e, int64_t timeout_ms, const char *what,
   return dist__err_set(e, DIST_E_TIMEOUT, "%s timed out after %" PRId64 " ms waiting for "
                        "%s %s", what, timeout_ms, missing == 1 ? "key" : "keys", list);
 }
+
+/* The public function's return address: a blocking call the program made
+ * is kept for the monitor while it waits (store_waits.c). */
+#define CALLER __builtin_return_address(0)
 
 /* --- argument checks ------------------------------------------------------- */
 
@@ -195,7 +202,9 @@ int dist_store_get(dist_store *s, const char *key, void **val, size_t *len) {
     return bad(s, __func__, "val is NULL");
   *val = NULL;
   size_t l = 0;
+  int slot = dist__store_wait_begin("get", &key, 1, s->timeout_ms, CALLER);
   int rc = s->ops->get(s, key, s->timeout_ms, val, &l);
+  dist__store_wait_end(slot);
   if (len)
     *len = rc == DIST_OK ? l : 0;
   return rc;
@@ -266,7 +275,12 @@ int dist_store_multi_get(dist_store *s, const char *const *keys, size_t n, void 
     vals[i] = NULL;
     lens[i] = 0;
   }
-  return n ? s->ops->multi_get(s, keys, n, s->timeout_ms, vals, lens) : DIST_OK;
+  if (!n)
+    return DIST_OK;
+  int slot = dist__store_wait_begin("multi_get", keys, n, s->timeout_ms, CALLER);
+  int rc = s->ops->multi_get(s, keys, n, s->timeout_ms, vals, lens);
+  dist__store_wait_end(slot);
+  return rc;
 }
 
 int dist_store_multi_set(dist_store *s, const char *const *keys, const void *const *vals,
@@ -292,7 +306,12 @@ int dist_store_wait(dist_store *s, const char *const *keys, size_t n, int64_t ti
   DIST_TRY(check_keys(s, __func__, keys, n));
   int64_t t = 0;
   DIST_TRY(resolve_timeout(s, __func__, timeout_ms, &t));
-  return n ? s->ops->wait(s, keys, n, t) : DIST_OK;
+  if (!n)
+    return DIST_OK;
+  int slot = dist__store_wait_begin("wait", keys, n, t, CALLER);
+  int rc = s->ops->wait(s, keys, n, t);
+  dist__store_wait_end(slot);
+  return rc;
 }
 
 int dist_store_queue_push(dist_store *s, const char *key, const void *val, size_t len) {
@@ -310,7 +329,9 @@ int dist_store_queue_pop(dist_store *s, const char *key, bool block, void **val,
     return bad(s, __func__, "val is NULL");
   *val = NULL;
   size_t l = 0;
+  int slot = block ? dist__store_wait_begin("queue_pop", &key, 1, s->timeout_ms, CALLER) : -1;
   int rc = s->ops->queue_pop(s, key, block, s->timeout_ms, val, &l);
+  dist__store_wait_end(slot);
   if (len)
     *len = rc == DIST_OK ? l : 0;
   return rc;

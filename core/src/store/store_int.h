@@ -74,6 +74,14 @@ int dist__store_dup_value(dist__errbuf *e, const void *val, size_t len, void **o
 int dist__store_timeout(dist__errbuf *e, int64_t timeout_ms, const char *what,
                         const char *const *keys, size_t n, const bool *present);
 
+/* Brackets a blocking call of the public API (store.c) that may be the
+ * program's own (store_waits.c, dist/internal/store.h): begin keeps it
+ * when caller, the public function's return address, lies outside core's
+ * object, and returns its slot (-1: not kept); end forgets that slot. */
+int dist__store_wait_begin(const char *op, const char *const *keys, size_t n,
+                           int64_t timeout_ms, const void *caller);
+void dist__store_wait_end(int slot);
+
 /* Lists the missing keys ("a, b, c (and 7 more)") into buf. */
 char *dist__store_key_list(char *buf, size_t len, const char *const *keys, size_t n,
                            const bool *present);

@@ -2,7 +2,7 @@
  * (not installed): logging, the thread's error message, allocation through
  * core's allocator, clocks, environment and string helpers.
  *
- * Part of core's part interface (dist/internal/: base.h, launch.h, pg.h):
+ * Part of core's part interface (dist/internal/: base.h, launch.h, pg.h, store.h):
  * wrapper_pg, tracer, monitor and bench/ include these headers, never one
  * of core/src (tools/check_layers.sh checks). Core's own files get this
  * through base/dist_int.h, which adds what only core uses (DIST_TRY,

@@ -5,7 +5,7 @@
  *
  * Both sides include this file (core's rendezvous reads the variables,
  * monitor's distrun writes them), so a name changes in one place only.
- * Part of core's part interface (dist/internal/: base.h, launch.h, pg.h).
+ * Part of core's part interface (dist/internal/: base.h, launch.h, pg.h, store.h).
  *
  * Environment of every rank started by distrun (torchrun's names where
  * torch has one):

@@ -1,7 +1,7 @@
 /* dist/internal/pg.h - what the bundled parts and bench/ may ask of core's
  * groups beyond the public headers and the seams (not installed).
  *
- * Part of core's part interface (dist/internal/: base.h, launch.h, pg.h):
+ * Part of core's part interface (dist/internal/: base.h, launch.h, pg.h, store.h):
  * the parts above core (wrapper_pg, tracer, monitor) and bench/ include
  * these, never a header of core/src (tools/check_layers.sh checks). */
 #ifndef DIST_INTERNAL_PG_H

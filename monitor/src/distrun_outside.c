@@ -1,0 +1,121 @@
+/* distrun_outside.c - a hang whose culprit is outside the library: where
+ * it is, not only where its peers wait for it.
+ *
+ * The monitor's diagnosis names the rank where the waits end and the
+ * collective its peers wait for it in; of a rank that runs its own code
+ * (an endless loop, a read() on a pipe nobody writes) it can only say
+ * "busy outside the library", since the rank never called what it waits
+ * for. distrun, the ranks' parent, can look: before it ends a hung job's
+ * ranks, it captures the stacks of the culprits whose last records show
+ * them outside the library (a few at most, through ptrace, as
+ * DIST_SHOW_STACKTRACES does for every rank: distrun_stacks.c), and keeps
+ * the innermost frame in the program of each. The verdict then names that
+ * line as the culprit's site, with the field "own code", and keeps the
+ * operation its peers wait in. A culprit blocked in a store call of the
+ * program's is named by its monitor already (the field "store wait", the
+ * store call's line as the site, mon_diag.c); the summary line says that
+ * too. distview shows what the verdict row holds (viewer/src/diag_verdict.c). */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "distrun.h"
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether process pid is stopped (SIGSTOP, a debugger): not in its own
+ * code, and its peers' report says so already. */
+static bool stopped(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return false;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
+void dist__run_outside_capture(const drun_cfg *c, drun_job *job, const drun_rank *ranks,
+                               int n, const drun_posted *posted, drun_outsiders *out) {
+  if (out->done || !posted->have)
+    return;
+  out->done = true;
+  for (int i = 0; i < posted->f.n_culprits && out->n < DRUN_OUTSIDE_MAX; i++) {
+    int rank = posted->f.culprits[i];
+    int local = rank - c->node_rank * c->nproc;
+    int64_t since = 0;
+    if (local < 0 || local >= n || !ranks[local].running || stopped(ranks[local].pid) ||
+        !dist__run_rank_outside(c, job, rank, &since))
+      continue;
+    drun_outside *o = &out->o[out->n];
+    char why[256];
+    if (!dist__run_program_frame(ranks[local].pid, o->at, sizeof o->at, why, sizeof why)) {
+      dist__run_say("rank %d is outside the library; where could not be told: %s", rank, why);
+      continue;
+    }
+    o->rank = rank;
+    o->for_ms = wall_ms() - since;
+    out->n++;
+  }
+}
+
+static const drun_outside *captured(const drun_outsiders *o, int rank) {
+  for (int i = 0; i < o->n; i++)
+    if (o->o[i].rank == rank)
+      return &o->o[i];
+  return NULL;
+}
+
+/* "blocked in the store's get of key 'k' ... called from SITE", as the
+ * report's line for rank says it (mon_diag_ends.c), into out. */
+static bool store_words(const drun_verdict *v, int rank, char *out, size_t len) {
+  char who[96];
+  snprintf(who, sizeof who, "the waits end at rank %d, which is in no operation: it is ", rank);
+  const char *l = v->report ? strstr(v->report, who) : NULL;
+  const char *end = l ? strchr(l, '\n') : NULL;
+  const char *site = l ? strstr(l, v->f.site) : NULL;
+  if (!site || (end && site > end))
+    return false;
+  l += strlen(who);
+  snprintf(out, len, "%.*s", (int)(site + strlen(v->f.site) - l), l);
+  return true;
+}
+
+void dist__run_verdict_outside(const drun_outsiders *o, drun_verdict *v) {
+  if (strcmp(v->kind, "hang") != 0 || v->n_culprits < 1)
+    return;
+  const drun_outside *me = captured(o, v->culprits[0]);
+  bool store = !strcmp(v->f.field, "store wait");
+  if (!me && !store)
+    return;
+  char awaited[400] = "", words[400];
+  if (v->f.group_id >= 0 && v->f.op[0])
+    snprintf(awaited, sizeof awaited, "; its peers wait for it in group %d (%s) %s #%llu%s%s",
+             v->f.group_id, v->f.group_name, v->f.op, (unsigned long long)v->f.seq,
+             me && v->f.site[0] ? ", called from " : "", me ? v->f.site : "");
+  if (me) {
+    snprintf(words, sizeof words, "outside the library (in its own code) for %.1f s, at %s",
+             (double)me->for_ms / 1000, me->at);
+    snprintf(v->f.site, sizeof v->f.site, "%s", me->at);
+    snprintf(v->f.field, sizeof v->f.field, "own code");
+  } else if (!store_words(v, v->culprits[0], words, sizeof words)) {
+    snprintf(words, sizeof words, "blocked in a store call, called from %s", v->f.site);
+  }
+  size_t off = strlen(v->line);
+  dist__appendf(v->line, sizeof v->line, &off, "; the culprit: rank %d is %s%s", v->culprits[0],
+                words, awaited);
+  for (int i = 1; i < v->n_culprits; i++) {
+    const drun_outside *x = captured(o, v->culprits[i]);
+    if (x)
+      dist__appendf(v->line, sizeof v->line, &off, "; rank %d is outside the library (in its "
+                    "own code) for %.1f s, at %s", x->rank, (double)x->for_ms / 1000, x->at);
+  }
+  v->placed_outside = true;
+}
