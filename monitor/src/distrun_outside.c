@@ -14,7 +14,12 @@
  * operation its peers wait in. A culprit blocked in a store call of the
  * program's is named by its monitor already (the field "store wait", the
  * store call's line as the site, mon_diag.c); the summary line says that
- * too. distview shows what the verdict row holds (viewer/src/diag_verdict.c). */
+ * too. Where the waits end at both kinds, the rank in its own code leads
+ * and the store's waiter leaves the culprits: it waits (for a key, quite
+ * likely the one the other never set), the other waits for nothing. Of a
+ * rank whose main thread sleeps (a pthread_join) while a thread of the
+ * program's runs, the running thread's frame is named. distview shows what
+ * the verdict row holds (viewer/src/diag_verdict.c). */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -88,6 +93,44 @@ static bool store_words(const drun_verdict *v, int rank, char *out, size_t len) 
   return true;
 }
 
+/* Drops rank from a list of n culprits; the new count. */
+static int drop_rank(int *list, int n, int rank) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (list[i] != rank)
+      list[k++] = list[i];
+  return k;
+}
+
+/* The list of n culprits without gone, rank first; the new count. */
+static int lead_with(int *list, int n, int gone, int rank) {
+  n = drop_rank(list, drop_rank(list, n, gone), rank);
+  memmove(list + 1, list, sizeof *list * (size_t)n);
+  list[0] = rank;
+  return n + 1;
+}
+
+/* A culprit blocked in a store call waits for a key some rank sets; one
+ * in its own code waits for nothing. When both are named, the one in its
+ * own code is the cause (it may well be the rank that never set the
+ * key), and the store's waiter leaves the culprits for a clause of its
+ * own (into waiter) that says where it waits. */
+static const drun_outside *own_code_first(const drun_outsiders *o, drun_verdict *v,
+                                          char *waiter, size_t len) {
+  int w = v->culprits[0];
+  const drun_outside *x = NULL;
+  for (int i = 1; i < v->n_culprits && !x; i++)
+    x = captured(o, v->culprits[i]);
+  char words[400];
+  if (!x || !store_words(v, w, words, sizeof words))
+    return NULL;
+  snprintf(waiter, len, "; rank %d, which its peers wait for too, is %s: a wait, where rank %d "
+           "waits for nothing", w, words, x->rank);
+  v->n_culprits = lead_with(v->culprits, v->n_culprits, w, x->rank);
+  v->f.n_culprits = lead_with(v->f.culprits, v->f.n_culprits, w, x->rank);
+  return x;
+}
+
 void dist__run_verdict_outside(const drun_outsiders *o, drun_verdict *v) {
   if (strcmp(v->kind, "hang") != 0 || v->n_culprits < 1)
     return;
@@ -95,11 +138,15 @@ void dist__run_verdict_outside(const drun_outsiders *o, drun_verdict *v) {
   bool store = !strcmp(v->f.field, "store wait");
   if (!me && !store)
     return;
+  char waiter[600] = "";
+  if (!me && (me = own_code_first(o, v, waiter, sizeof waiter)))
+    store = false;
   char awaited[400] = "", words[400];
   if (v->f.group_id >= 0 && v->f.op[0])
     snprintf(awaited, sizeof awaited, "; its peers wait for it in group %d (%s) %s #%llu%s%s",
              v->f.group_id, v->f.group_name, v->f.op, (unsigned long long)v->f.seq,
-             me && v->f.site[0] ? ", called from " : "", me ? v->f.site : "");
+             me && !waiter[0] && v->f.site[0] ? ", called from " : "",
+             me && !waiter[0] ? v->f.site : ""); /* a store waiter's site is its store call */
   if (me) {
     snprintf(words, sizeof words, "outside the library (in its own code) for %.1f s, at %s",
              (double)me->for_ms / 1000, me->at);
@@ -117,5 +164,6 @@ void dist__run_verdict_outside(const drun_outsiders *o, drun_verdict *v) {
       dist__appendf(v->line, sizeof v->line, &off, "; rank %d is outside the library (in its "
                     "own code) for %.1f s, at %s", x->rank, (double)x->for_ms / 1000, x->at);
   }
+  dist__appendf(v->line, sizeof v->line, &off, "%s", waiter);
   v->placed_outside = true;
 }

@@ -10,6 +10,7 @@
  * the variable says, a hang's culprit that runs its own code gets its
  * program's innermost frame captured for the verdict
  * (dist__run_program_frame, distrun_outside.c). */
+#include <dirent.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <signal.h>
@@ -119,6 +120,8 @@ typedef struct find {
   char exe[4096];            /* the program's file (/proc/<pid>/exe) */
   char at[160];              /* the frame found, "" none */
   bool main_had;             /* the main thread's frame was found */
+  int running;               /* a thread of the program's that runs while the
+                                main thread sleeps (its tid), else 0 */
 } find;
 
 /* Whether thread tid is one of the library's own ("dist-..."). */
@@ -131,6 +134,41 @@ static bool library_thread(pid_t pid, int tid) {
   bool lib = fgets(name, sizeof name, f) && strncmp(name, "dist-", 5) == 0;
   fclose(f);
   return lib;
+}
+
+/* Thread tid's scheduler state ('R' running, 'S' asleep...), 0 unknown. */
+static char thread_state(pid_t pid, int tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, tid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* A thread of the program's (not the library's) that runs while the main
+ * thread sleeps (a helper thread in an endless loop, main in its
+ * pthread_join): that one is where the rank is stuck. Read before the
+ * attach stops them all. */
+static int running_helper(pid_t pid) {
+  if (thread_state(pid, (int)pid) == 'R')
+    return 0;
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(dir);
+  int tid = 0;
+  for (struct dirent *e; d && !tid && (e = readdir(d));) {
+    int t = atoi(e->d_name);
+    if (t > 0 && t != (int)pid && thread_state(pid, t) == 'R' && !library_thread(pid, t))
+      tid = t;
+  }
+  if (d)
+    closedir(d);
+  return tid;
 }
 
 /* "func (file.c:42)" of a pc in module mod; false without a name. */
@@ -170,11 +208,14 @@ static int on_program_frame(Dwfl_Frame *f, void *arg) {
   return DWARF_CB_ABORT; /* the innermost frame of the program's */
 }
 
-/* The main thread's frame wins; else the first other thread of the
- * program's (not the library's) that has one. */
+/* A helper thread that runs while the main thread sleeps wins; else the
+ * main thread's frame; else the first other thread of the program's (not
+ * the library's) that has one. */
 static int on_program_thread(Dwfl_Thread *t, void *arg) {
   find *w = arg;
   int tid = (int)dwfl_thread_tid(t);
+  if (w->running && tid != w->running)
+    return DWARF_CB_OK;
   if (w->main_had || (w->at[0] && tid != w->pid) || library_thread(w->pid, tid))
     return DWARF_CB_OK;
   char keep[sizeof w->at];
@@ -198,6 +239,7 @@ bool dist__run_program_frame(pid_t pid, char *out, size_t len, char *why, size_t
     return false;
   }
   w.exe[k] = '\0';
+  w.running = running_helper(pid);
   w.dwfl = dwfl_begin(&callbacks);
   if (!w.dwfl || dwfl_linux_proc_report(w.dwfl, pid) != 0 ||
       dwfl_report_end(w.dwfl, NULL, NULL) != 0 ||
@@ -205,6 +247,10 @@ bool dist__run_program_frame(pid_t pid, char *out, size_t len, char *why, size_t
     snprintf(why, wlen, "cannot attach: %s", dwfl_errmsg(-1));
   else if (dwfl_getthreads(w.dwfl, on_program_thread, &w) != 0 && !w.at[0])
     snprintf(why, wlen, "cannot walk its threads: %s", dwfl_errmsg(-1));
+  if (w.dwfl && !w.at[0] && w.running) { /* its frame was not the program's */
+    w.running = 0;
+    dwfl_getthreads(w.dwfl, on_program_thread, &w);
+  }
   else if (!w.at[0])
     snprintf(why, wlen, "no frame of its threads is in %s", base(w.exe));
   if (w.dwfl)

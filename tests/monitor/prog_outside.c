@@ -12,8 +12,15 @@
  *             on the default group
  *   spin R    all_reduces of the default group; before its 3rd, rank R
  *             computes for ever (spin_forever)
+ *   setter R  as spin, and rank 1 waits in dist_store_get for key
+ *             "data/ready", which rank R would have set after its
+ *             computation: rank 1 is blocked in the store because of R
+ *   thread R  as spin, but rank R computes for ever in a thread of its
+ *             own (helper_spin) while its main thread waits in
+ *             pthread_join for it
  * A rank whose call fails prints "rank R: <what> failed: <status>" on
  * stderr and exits 1. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +44,12 @@ __attribute__((noinline)) static void all_reduce(dist_pg *g) {
   check("all_reduce", dist_all_reduce(&t, DIST_SUM, g, NULL)); /* the all_reduce */
 }
 
-__attribute__((noinline)) static void store_get(void) {
+__attribute__((noinline)) static void store_get(const char *key) {
   dist_store *s = dist_get_default_store();
   check("set_timeout", dist_store_set_timeout(s, 600000));
   void *v = NULL;
   size_t len = 0;
-  check("store get", dist_store_get(s, "ckpt/ready", &v, &len)); /* the store get */
+  check("store get", dist_store_get(s, key, &v, &len)); /* the store get */
   free(v);
 }
 
@@ -58,10 +65,27 @@ __attribute__((noinline)) static void spin_forever(void) {
   for (double x = 1;; x = x * 1.0000001 + 1e-9) sink = x; /* the spin */
 }
 
+__attribute__((noinline)) static void *helper_spin(void *arg) {
+  for (double x = 1;; x = x * 1.0000001 + 1e-9) sink = x; /* the helper's spin */
+  return arg;
+}
+
+static void spin_in_thread(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, helper_spin, NULL) == 0)
+    pthread_join(t, NULL); /* the join */
+}
+
 static void steps(const char *mode, int culprit) {
   for (int step = 0; step < 4; step++) {
-    if (rank == culprit && step == 2)
-      strcmp(mode, "store") == 0 ? store_get() : spin_forever();
+    if (rank == culprit && step == 2 && strcmp(mode, "store") == 0)
+      store_get("ckpt/ready");
+    else if (rank == culprit && step == 2 && strcmp(mode, "thread") == 0)
+      spin_in_thread();
+    else if (rank == culprit && step == 2)
+      spin_forever(); /* a setter would set "data/ready" after it */
+    else if (rank == 1 && step == 2 && strcmp(mode, "setter") == 0)
+      store_get("data/ready");
     all_reduce(NULL);
   }
 }
@@ -80,7 +104,7 @@ static void after_new_group(int culprit) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s store|read|spin R\n", argv[0]);
+    fprintf(stderr, "usage: %s store|read|spin|setter|thread R\n", argv[0]);
     return 2;
   }
   check("init", dist_init_process_group(NULL));

@@ -13,7 +13,9 @@
  *   - in its own code (an endless loop, a read() on a pipe): distrun
  *     captures its stack through ptrace before it ends the job and names
  *     the program's innermost frame, with the collective its peers wait
- *     for it in (distrun_outside.c).
+ *     for it in (distrun_outside.c); a helper thread's loop, not the main
+ *     thread's pthread_join; and beside a rank blocked in the store on a
+ *     key the computing rank would have set, the computing rank leads.
  * distview diagnose says the same rank, operation and site. */
 #include "../examples/mesh_verdict.h"
 
@@ -120,4 +122,43 @@ Test(monitor_outside, a_rank_in_its_own_code_is_named_at_its_line, .timeout = 20
     cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s",
               r.json);
   }
+}
+
+/* Rank 1 waits in the store for a key rank 3 would set after a
+ * computation that never ends: both are where the waits end, but rank 1
+ * waits (for the key) and rank 3 waits for nothing. The culprit is rank
+ * 3 at its loop; rank 1 is said to wait in the store, not blamed. */
+Test(monitor_outside, a_rank_waiting_in_the_store_for_a_computing_rank_is_not_the_culprit,
+     .timeout = 120) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "setter", &r);
+  mesh_expect_verdict(&r, 11, "hang", 3);
+  skip_without_stacks(&r);
+  char at[128], want[256];
+  snprintf(at, sizeof at, "spin_forever (prog_outside.c:%d)", prog_line("/* the spin */"));
+  snprintf(want, sizeof want, "; the culprit: rank 3 is outside the library (in its own code) "
+           "for ");
+  cr_expect(mesh_says(&r, want) && mesh_says(&r, at), "not rank 3 at %s:\n%s", at, r.report);
+  cr_expect(mesh_says(&r, "; rank 1, which its peers wait for too, is blocked in the store's "
+                          "get of key 'data/ready'") &&
+                mesh_says(&r, ": a wait, where rank 3 waits for nothing"),
+            "rank 1's store wait is not said:\n%s", r.report);
+  snprintf(want, sizeof want, "\"site\":\"%s\"", at);
+  cr_expect(strstr(r.json, "\"culprits\":[3]") && strstr(r.json, want) &&
+                strstr(r.json, "\"where\":\"own code\""),
+            "distview's verdict is not rank 3 alone at %s: %s", at, r.json);
+}
+
+/* Rank 3's helper thread computes for ever while its main thread waits
+ * in pthread_join: the verdict names the helper's loop (the thread that
+ * runs), not the join (the main thread, asleep). */
+Test(monitor_outside, a_helper_thread_in_its_own_code_is_named_not_the_join, .timeout = 120) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=OFF", "thread", &r);
+  mesh_expect_verdict(&r, 11, "hang", 3);
+  skip_without_stacks(&r);
+  char at[128];
+  snprintf(at, sizeof at, "helper_spin (prog_outside.c:%d)", prog_line("/* the helper's spin */"));
+  cr_expect(mesh_says(&r, at), "not at %s:\n%s", at, r.report);
+  cr_expect(!mesh_says(&r, "spin_in_thread (prog_outside.c:"), "the join named:\n%s", r.report);
 }
