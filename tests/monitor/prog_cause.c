@@ -89,11 +89,11 @@ static int list_call(bool rs, int odd) {
   for (int i = 0; i < n; i++)
     l[i] = dist_tensor_1d(x + (size_t)i * 64, DIST_FLOAT32,
                           me == odd && i == (odd + 1) % n ? 32 : 64);
-  int rc; /* the calls' lines are test_distrun_cause.c's LIST_LINE_* */
+  int rc; /* test_distrun_cause.c finds the calls' lines by their comments */
   if (rs)
-    rc = dist_reduce_scatter(&one, l, (size_t)n, DIST_SUM, NULL, NULL);
+    rc = dist_reduce_scatter(&one, l, (size_t)n, DIST_SUM, NULL, NULL); /* the reduce_scatter */
   else
-    rc = dist_all_gather(l, (size_t)n, &one, NULL, NULL);
+    rc = dist_all_gather(l, (size_t)n, &one, NULL, NULL); /* the all_gather */
   free(x);
   free(l);
   return rc;
