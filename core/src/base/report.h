@@ -26,6 +26,9 @@ typedef struct dist__rval {
   int root;             /* global rank, -1: none */
   const char *dir;      /* "to" / "from" peer, or NULL */
   int peer;             /* global rank, with dir */
+  int part;             /* a piece of a user's call (DIST_COLL_PIECE): that
+                           call's dist_op_kind + 1, shown first ("BROADCAST_BYTES
+                           (run as BROADCAST int64[1] root 2)"); 0 none */
 } dist__rval;
 
 /* One line of a disagreement. */
@@ -45,7 +48,8 @@ bool dist__report_has_head(const char *msg);
  * body may alias out. seq 0: "(not started)". */
 void dist__report_head(char *out, size_t len, int rc, const dist__report_group *g,
                        dist_op_kind kind, uint64_t seq, const char *body);
-/* "ALL_REDUCE float32[4] op=SUM (16 bytes)". */
+/* "ALL_REDUCE float32[4] op=SUM (16 bytes)"; a piece "BROADCAST_BYTES (run as
+ * BROADCAST int64[1] root 2) (8 bytes)", as the checking layer words it. */
 char *dist__report_value(const dist__rval *v, char *buf, size_t len);
 /* Appends "ranks disagree on the <field>" and the two ranks' lines (ascending
  * global rank, "<- <field> differs" on the later one). */

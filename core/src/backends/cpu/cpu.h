@@ -124,7 +124,8 @@ void dist__cpu_peer_lost(dist__cpu_group *g, int r, const char *why);
 /* DIST_OK, or the abort / broken status with its message written to err.
  * Engines call it before starting an operation and inside wait loops. */
 int dist__cpu_check_state(dist__cpu_group *g, dist__errbuf *err);
-/* "ALL_REDUCE #7" (the user-visible sequence number) for messages. */
+/* "ALL_REDUCE #7" (the user-visible sequence number) for messages; a piece
+ * (DIST_COLL_PIECE) is labelled as the user's call ("BROADCAST_BYTES #7"). */
 const char *dist__cpu_op_label(const dist_coll *c, char *buf, size_t len);
 
 /* The CPUs this process may run on: the affinity mask, lowered to a

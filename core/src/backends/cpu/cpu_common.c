@@ -76,6 +76,9 @@ int dist__cpu_check_state(dist__cpu_group *g, dist__errbuf *err) {
 }
 
 const char *dist__cpu_op_label(const dist_coll *c, char *buf, size_t len) {
-  snprintf(buf, len, "%s #%llu", dist_op_name(c->kind), (unsigned long long)c->seq);
+  /* A piece (a blob's size exchange) is the user's call to the user. */
+  dist_op_kind k = (c->flags & DIST_COLL_PIECE) && !dist_op_is_p2p(c->part_of) ? c->part_of
+                                                                              : c->kind;
+  snprintf(buf, len, "%s #%llu", dist_op_name(k), (unsigned long long)c->seq);
   return buf;
 }

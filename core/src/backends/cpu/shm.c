@@ -193,7 +193,7 @@ static void key_side(const dist__shm *s, int r, const shm_key *k, uint64_t seq, 
   bool a2a = k->kind == DIST_OP_ALL_TO_ALL || k->kind == DIST_OP_ALL_TO_ALL_SINGLE;
   dist__rval v = {.kind = k->kind, .seq = seq != my_seq ? seq : 0, .dtype = k->dtype,
                   .count = a2a && k->count == 0 ? -1 : k->count, .redop = k->redop,
-                  .root = (int)shm_global_rank(s, k->root), .peer = -1};
+                  .root = (int)shm_global_rank(s, k->root), .peer = -1, .part = k->part};
   if (k->kind == DIST_OP_BARRIER)
     v.dtype = -1;
   if (k->redop == DIST_REDOP_PREMUL_SUM)
@@ -207,7 +207,7 @@ static void key_side(const dist__shm *s, int r, const shm_key *k, uint64_t seq, 
 /* The field in which key x (rank j) first differs from y (this rank), in
  * the order every engine names them (report.h). */
 static const char *diff_field(const shm_key *x, const shm_key *y) {
-  if (x->kind != y->kind)
+  if (x->kind != y->kind || x->part != y->part) /* a piece of another call */
     return "operation";
   if (x->dtype != y->dtype)
     return "dtype";
@@ -533,8 +533,8 @@ static void pair_report(const dist__shm *s, const dist__cpu_op *op, int dt, cnt_
   int64_t sent = m[i][j], want = m[j][n + i];
   dist__rside a = {(int)shm_global_rank(s, i), i, i == s->rank, ""};
   dist__rside b = {(int)shm_global_rank(s, j), j, j == s->rank, ""};
-  dist__rval va = {.kind = op->c->kind, .dtype = dt, .count = sent,
-                   .redop = -1, .root = -1, .dir = "to", .peer = b.global_rank};
+  dist__rval va = {.kind = op->c->kind, .dtype = dt, .count = sent, .redop = -1,
+                   .root = -1, .dir = "to", .peer = b.global_rank, .part = shm_part(op->c)};
   dist__rval vb = va;
   vb.count = want, vb.dir = "from", vb.peer = a.global_rank;
   dist__report_value(&va, a.value, sizeof a.value);

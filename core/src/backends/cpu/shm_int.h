@@ -107,11 +107,24 @@ typedef struct shm_key {
   uint8_t kind;
   uint8_t dtype;
   uint8_t redop;
-  uint8_t unused;
+  uint8_t part;         /* a piece (DIST_COLL_PIECE): the user's call's kind + 1,
+                           which reports name (BROADCAST_BYTES, not the
+                           BROADCAST it runs as); 0 not a piece */
   int32_t root;
   int64_t count;        /* elements (per rank; 0 for the all_to_all kinds) */
   uint64_t scalar_bits; /* PREMUL_SUM scalar, bit for bit */
 } shm_key;
+
+/* shm_key.part for c. */
+static inline uint8_t shm_part(const dist_coll *c) {
+  return (c->flags & DIST_COLL_PIECE) && !dist_op_is_p2p(c->part_of)
+             ? (uint8_t)(c->part_of + 1) : 0;
+}
+
+/* The call a key names to the user: the piece's whole call, or its kind. */
+static inline const char *shm_key_op(const shm_key *k) {
+  return dist_op_name((dist_op_kind)(k->part ? k->part - 1 : k->kind));
+}
 
 /* The line a waiter spins on. Everything a small collective needs is in
  * it: the counter, the descriptor and up to SHM_INLINE payload bytes, so

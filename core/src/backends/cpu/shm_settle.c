@@ -40,9 +40,9 @@ static void describe_late(const dist__shm *s, int j, const shm_key *x, const shm
                           uint64_t xseq, char *buf, size_t len, size_t *off) {
   char who[160], a[96], b[96];
   dist__cpu_peer_name(s->g, j, who, sizeof who);
-  if (x->kind != y->kind)
+  if (x->kind != y->kind || x->part != y->part)
     dist__appendf(buf, len, off, "%s called %s #%" PRIu64 " instead, while this rank sent %s",
-                  who, dist_op_name((dist_op_kind)x->kind), xseq, elems_text(y, b, sizeof b));
+                  who, shm_key_op(x), xseq, elems_text(y, b, sizeof b));
   else if (x->root != y->root)
     dist__appendf(buf, len, off, "%s used root rank %" PRId64 ", while this rank (root rank %"
                   PRId64 ") sent %s", who, shm_global_rank(s, x->root), shm_global_rank(s, y->root),
@@ -91,7 +91,7 @@ static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t q) {
       continue;
     char msg[1024], label[96];
     size_t off = 0;
-    const char *earlier = dist_op_name((dist_op_kind)mine->kind);
+    const char *earlier = shm_key_op(mine); /* a piece: the user's call (BROADCAST_BYTES) */
     if (s->at_destroy)
       dist__appendf(msg, sizeof msg, &off, "%s #%" PRIu64 ": ", earlier, s->pend_seq[SHM_L(q)]);
     else
@@ -206,7 +206,8 @@ int dist__shm_settle_final(dist__shm *s, dist__cpu_op *op, int *kind, uint64_t *
   int rc = DIST_OK;
   for (uint64_t q1; rc == DIST_OK && (q1 = pending_steps(s, &l, &t1)) != 0;) {
     s->pend[l] = 0;
-    *kind = s->key[SHM_H(q1 - 1)].kind;
+    const shm_key *k = &s->key[SHM_H(q1 - 1)];
+    *kind = k->part ? k->part - 1 : k->kind; /* the user's call */
     *seq = s->pend_seq[l];
     rc = settle_check(s, op, q1 - 1);
   }

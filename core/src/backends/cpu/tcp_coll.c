@@ -465,6 +465,8 @@ static int set_base(tcp_cc *cc) {
   const dist_tensor *t0 = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0] : NULL;
   tcp_desc *d = &cc->base;
   d->kind = (uint16_t)c->kind;
+  d->part = (c->flags & DIST_COLL_PIECE) && !dist_op_is_p2p(c->part_of)
+                ? (uint16_t)(c->part_of + 1) : 0;
   d->op_seq = c->seq;
   d->dtype = TCP_NONE8;
   d->redop = has_redop(c->kind) ? (uint8_t)c->redop.kind : TCP_NONE8;

@@ -64,7 +64,8 @@ typedef struct tcp_hdr {
   uint32_t ctx;        /* DIST_TCP_CTX_* (matching context) */
   uint8_t dtype;       /* TCP_NONE8 when not meaningful */
   uint8_t redop;       /* TCP_NONE8 when not meaningful */
-  uint16_t pad0;
+  uint16_t part;       /* a piece of the user's call (DIST_COLL_PIECE): that
+                          call's dist_op_kind + 1, for reports; 0 none */
   int64_t tag;         /* p2p: the user's tag; collectives: (seq << 16) | step */
   uint64_t msg_id;     /* the sender's id of the message (per connection) */
   uint64_t op_seq;     /* the sender's user-visible sequence number */
@@ -120,6 +121,7 @@ typedef struct tcp_desc {
   int64_t count;
   int64_t peer_count;
   int64_t total;
+  uint16_t part;       /* a piece: the user's call's kind + 1 (tcp_hdr.part); 0 none */
 } tcp_desc;
 
 enum tcp_rstate {

@@ -46,11 +46,12 @@ dist__tcp_req *dist__tcp_req_new(dist__tcp *t, bool is_send, int peer, uint32_t 
 }
 
 const char *dist__tcp_req_label(const dist__tcp_req *r, char *buf, size_t len) {
+  /* a piece (a blob's size exchange) is the user's call to the user */
+  dist_op_kind k = (dist_op_kind)(r->d.part ? r->d.part - 1 : r->d.kind);
   if (r->d.op_seq)
-    snprintf(buf, len, "%s #%llu", dist_op_name((dist_op_kind)r->d.kind),
-             (unsigned long long)r->d.op_seq);
+    snprintf(buf, len, "%s #%llu", dist_op_name(k), (unsigned long long)r->d.op_seq);
   else
-    snprintf(buf, len, "%s", dist_op_name((dist_op_kind)r->d.kind));
+    snprintf(buf, len, "%s", dist_op_name(k));
   return buf;
 }
 
@@ -210,7 +211,7 @@ static const char *p2p_diff(const tcp_desc *a, uint64_t a_len, const tcp_desc *b
 
 static tcp_desc hdr_desc(const tcp_hdr *h) {
   tcp_desc d = {h->kind, h->dtype, h->redop, h->root, h->op_seq, h->count, h->peer_count,
-                h->total};
+                h->total, h->part};
   return d;
 }
 
@@ -221,7 +222,7 @@ static tcp_desc hdr_desc(const tcp_hdr *h) {
 static const char *coll_field(const tcp_desc *mine, size_t len, const tcp_desc *theirs,
                               uint64_t their_size, bool nack) {
   bool a2a = mine->kind == DIST_OP_ALL_TO_ALL || mine->kind == DIST_OP_ALL_TO_ALL_SINGLE;
-  if (theirs->kind != mine->kind)
+  if (theirs->kind != mine->kind || theirs->part != mine->part) /* a piece of another call */
     return "operation";
   if (theirs->dtype != mine->dtype)
     return "dtype";
@@ -252,7 +253,8 @@ static void coll_side(const dist__tcp *t, int r, const tcp_desc *d, uint64_t my_
                   .redop = d->redop == TCP_NONE8 ? -1 : d->redop,
                   .root = d->root >= 0 && d->root < g->size ? g->peers[d->root].global_rank : -1,
                   .dir = transfer ? dir : NULL,
-                  .peer = other >= 0 && other < g->size ? g->peers[other].global_rank : -1};
+                  .peer = other >= 0 && other < g->size ? g->peers[other].global_rank : -1,
+                  .part = d->part};
   out->global_rank = g->peers[r].global_rank;
   out->group_rank = r;
   out->self = r == g->rank;
@@ -434,6 +436,7 @@ static void answer(dist__tcp *t, tcp_conn *c, int type, const dist__tcp_req *r,
   dist__tcp_hdr_init(&h, type, m->ctx, m->tag);
   h.msg_id = m->msg_id;
   h.kind = r->d.kind;
+  h.part = r->d.part;
   h.op_seq = r->d.op_seq;
   h.dtype = r->d.dtype;
   h.count = r->d.count;
@@ -495,6 +498,7 @@ void dist__tcp_start_send(dist__tcp *t, dist__tcp_req *r) {
   h->flags = (uint8_t)((r->want_ack ? TCP_HF_WANT_ACK : 0) |
                        (r->want_ack && r->lazy_ack ? TCP_HF_LAZY_ACK : 0));
   h->kind = r->d.kind;
+  h->part = r->d.part;
   h->dtype = r->d.dtype;
   h->redop = r->d.redop;
   h->root = r->d.root;
