@@ -381,6 +381,8 @@ typedef struct drun_verdict {
   dist__cause_fields f;     /* group, operation, field, site (posted) */
   bool by_record;           /* f's place is its monitor's last record's (once
                                a second), which its peers' traces may pass */
+  bool refused;             /* ... a call the library refused, its last: no
+                               operation in the trace or of its peers is it */
   char line[2048];          /* distrun's summary line ("exit status 10 ...") */
   char tail[256];           /* ... and its end ("; the report follows") */
   const char *report;       /* printed after it: the posted report, the

@@ -85,6 +85,10 @@ static void parse(char *text, row *r) {
     for (int i = 0; i < rec.n; i++)
       if (rec.refused.on && rec.g[i].gid == rec.refused.gid)
         snprintf(r->refused_desc, sizeof r->refused_desc, "%s", rec.g[i].desc);
+    /* a call on the handle of a group it destroyed: its "d" line names it */
+    for (int i = 0; i < rec.n_destroyed && !r->refused_desc[0]; i++)
+      if (rec.refused.on && rec.destroyed[i].gid == rec.refused.gid)
+        snprintf(r->refused_desc, sizeof r->refused_desc, "%s", rec.destroyed[i].desc);
   }
   dist__mon_rec_free(&rec);
 }

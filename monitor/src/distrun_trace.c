@@ -229,8 +229,8 @@ static void name_seen(drun_verdict *v, const dist_trace_seen *seen) {
 }
 
 static void place_from_trace(const char *out, drun_verdict *v) {
-  if (!dist__run_verdict_one_death(v) || (v->f.group_id >= 0 && !v->by_record))
-    return;
+  if (!dist__run_verdict_one_death(v) || (v->f.group_id >= 0 && !v->by_record) || v->refused)
+    return; /* a refused call (on a group it destroyed, say) is in no operation */
   dist_trace *t = NULL;
   dist_trace_op op;
   dist_trace_seen seen;

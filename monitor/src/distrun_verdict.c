@@ -121,8 +121,17 @@ void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, 
   v->f.seq = p.seq;
   snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
   if (p.refused) { /* published at its exit, or before: no call came after it */
-    snprintf(clause, len, "; its last call was refused: group %d (%s) %s #%llu, called from "
-             "%s: %s", p.gid, p.desc, v->f.op, p.seq, p.site, p.why);
+    v->refused = true;
+    if (p.gid < 0) { /* a handle of no group it knew (never created) */
+      v->f.group_id = -1;
+      v->f.group_name[0] = '\0';
+      v->f.seq = 0;
+      snprintf(clause, len, "; its last call was refused: %s, called from %s: %s", v->f.op,
+               p.site, p.why);
+    } else {
+      snprintf(clause, len, "; its last call was refused: group %d (%s) %s #%llu, called from "
+               "%s: %s", p.gid, p.desc, v->f.op, p.seq, p.site, p.why);
+    }
     return;
   }
   /* As of its last heartbeat (once a second): it may have gone further. */

@@ -32,7 +32,9 @@
  * not made that call (it skipped it, mon_create.c). A record without the
  * fields reads as knowing nothing of them (scope -1, creations unknown).
  * An "r" line is the last call the library refused before it started (a
- * root outside the group, a NULL tensor: DIST_EV_OP_REJECTED): num is the
+ * root outside the group, a NULL tensor, a call on the handle of a group
+ * this rank destroyed, whose "d" line names it; gid -1: a handle of no
+ * group: DIST_EV_OP_REJECTED): num is the
  * number it would have taken, latest 1 while no call was issued after it,
  * message the reason ("-" none; readers that know no "r" line skip it).
  * kind is the op of the oldest operation in flight (-1: none), peer the

@@ -70,6 +70,29 @@ static void expect_json_call(const mesh_run *r, const char *op, int seq, int lin
             r->json);
 }
 
+static void expect_destroyed_named(const char *debug) {
+  static mesh_run r;
+  run_mode(debug, NULL, "2", "destroyed", "1", &r);
+  mesh_expect_verdict(&r, 12, "died", 1);
+  int line = prog_line("the planted call on a dead handle");
+  char want[200], sum[2048];
+  snprintf(want, sizeof want, " (prog_misuse.c:%d): all_reduce: group 1 (g1) is not a live "
+           "process group: it was destroyed already", line);
+  summary_line(&r, sum, sizeof sum);
+  cr_expect(strstr(sum, "; its last call was refused: group 1 (g1) ALL_REDUCE #2, called from ") &&
+                strstr(sum, want),
+            "%s: not the refused call at line %d:\n%s", debug, line, r.err);
+  cr_expect(!strstr(sum, "last completed") && !strstr(sum, "last operation in the trace"),
+            "%s: an earlier call named:\n%s", debug, sum);
+  expect_json_call(&r, "ALL_REDUCE", 2, line);
+}
+
+Test(monitor_distrun_misuse, a_call_on_a_destroyed_group_is_named_as_refused_at_its_line,
+     .timeout = 150) {
+  expect_destroyed_named("DIST_DEBUG=OFF");
+  expect_destroyed_named("DIST_DEBUG=DETAIL");
+}
+
 /* Rank 2 names itself the src of a broadcast_bytes from rank 0, at OFF:
  * the shared-memory engine's deferred check fails the next call (the
  * all_reduce) and names the earlier one; both are the user's calls, and

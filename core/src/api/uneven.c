@@ -78,7 +78,7 @@ static int run(dist_pg *g, const dist_coll *parent, const dist_tensor *outputs,
 
 int dist__all_gather_uneven(dist_tensor *outputs, size_t n, const dist_tensor *input,
                             dist_pg *group, dist_work **w, const void *caller) {
-  dist_pg *g = dist__pg_resolve(group);
+  dist_pg *g = dist__pg_resolve_op(group, DIST_OP_ALL_GATHER, caller);
   if (!g)
     return DIST_E_INVAL;
   if (w)
@@ -194,7 +194,7 @@ static int rs_run(dist_pg *g, const dist_coll *parent, dist_tensor *output,
 int dist__reduce_scatter_uneven(dist_tensor *output, const dist_tensor *inputs, size_t n,
                                 dist_redop op, dist_pg *group, dist_work **w,
                                 const void *caller) {
-  dist_pg *g = dist__pg_resolve(group);
+  dist_pg *g = dist__pg_resolve_op(group, DIST_OP_REDUCE_SCATTER, caller);
   if (!g)
     return DIST_E_INVAL;
   if (w)
