@@ -337,6 +337,11 @@ bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_po
 /* The last call the library refused rank (its record's "r" line, whatever
  * came after it): false when none. */
 bool dist__run_rank_refused(const drun_cfg *c, drun_job *job, int rank, drun_position *out);
+/* The call rank made on a group it is not a member of just before its
+ * collective num on group gid (its record's "m" line): its kind and site;
+ * false when none. */
+bool dist__run_rank_non_member(const drun_cfg *c, drun_job *job, int rank, int gid,
+                               uint64_t num, int *kind, char *site, size_t len);
 /* Whether rank's last record says it was inside exit() (its monitor's
  * atexit handler published "exit"): a signal that then ends it struck
  * while it was exiting. */
@@ -414,6 +419,10 @@ void dist__run_verdict_site(const drun_cfg *c, drun_job *job, drun_verdict *v);
 /* A hang's one culprit whose call to the collective others wait in was
  * refused (the report's line for it says so): the verdict names that call. */
 void dist__run_verdict_refused(const drun_cfg *c, drun_job *job, drun_verdict *v);
+/* A desync whose one culprit called the others' operation on a group it
+ * is not a member of just before its own call there: that call, at its
+ * line, and a line in the report saying so. */
+void dist__run_verdict_non_member(const drun_cfg *c, drun_job *job, drun_verdict *v);
 /* Prints the summary line and the report, the last thing distrun writes. */
 void dist__run_verdict_print(const drun_verdict *v);
 

@@ -18,6 +18,9 @@
  *   r <gid> <kind> <num> <latest> <call site> <message>   (optional, once)
  *   d <gid> <wall ms> <description>   (optional, one per user group the
  *     process destroyed while it runs on: it takes part in it no more)
+ *   m <gid> <num> <kind> <call site>   (optional, one per live group: the
+ *     last call this process made on a group it is not a member of, a
+ *     no-op as in torch, between its collectives num - 1 and num on gid)
  * A "c" line says the process is creating user group gid (size members)
  * in dist_new_group or dist_split_group (call), which waits for the other
  * members (readers that know no "c" line skip it); members lists their
@@ -180,6 +183,7 @@ typedef struct mon_rec_create {
 } mon_rec_create;
 
 #define MON_DESTROYED_MAX 16 /* "d" lines read */
+#define MON_NM_MAX 16        /* "m" lines read */
 
 /* A user group the process destroyed (the record's "d" lines). */
 typedef struct mon_rec_destroyed {
@@ -187,6 +191,17 @@ typedef struct mon_rec_destroyed {
   int64_t ms;                /* wall ms of the destruction */
   char desc[96];
 } mon_rec_destroyed;
+
+/* A call on a group the process is not a member of, just before its
+ * collective num on group gid (the record's "m" lines): what such a call
+ * most likely meant is gid (the wrong group passed), and a desync there
+ * names it (distrun_verdict.c). */
+typedef struct mon_rec_nonmember {
+  int gid;
+  uint64_t num;              /* the collective of gid it came before */
+  int kind;                  /* dist_op_kind of the no-op call */
+  char site[MON_SITE_LEN];
+} mon_rec_nonmember;
 
 /* The last refused call (the record's "r" line). */
 typedef struct mon_rec_refused {
@@ -212,6 +227,8 @@ typedef struct mon_rec {
   mon_rec_refused refused;
   int n_destroyed;
   mon_rec_destroyed destroyed[MON_DESTROYED_MAX];
+  int n_nm;
+  mon_rec_nonmember nm[MON_NM_MAX];
   /* Filled by the monitor's reader, not published: */
   char died[200];            /* distrun's line for it, or "" */
   char proc_state;           /* same host: /proc state, 0 unknown, 'X' gone */

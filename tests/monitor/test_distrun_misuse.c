@@ -57,15 +57,19 @@ static void json_site(const char *json, char *out, size_t cap) {
   snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), at);
 }
 
-/* distview's verdict names op #seq (seq 0: any) at prog_misuse.c:line. */
+/* distview's verdict names op #seq (seq 0: any) at prog_misuse.c:line
+ * ("fn (prog_misuse.c:42)", or the checking layer's "prog_misuse.c:42 in
+ * fn()"). */
 static void expect_json_call(const mesh_run *r, const char *op, int seq, int line) {
   char want_op[64], want_seq[32], want_site[64], site[256];
   snprintf(want_op, sizeof want_op, "\"op\":\"%s\"", op);
   snprintf(want_seq, sizeof want_seq, "\"seq\":%d,", seq);
-  snprintf(want_site, sizeof want_site, "(prog_misuse.c:%d)", line);
+  snprintf(want_site, sizeof want_site, "prog_misuse.c:%d", line);
   json_site(r->json, site, sizeof site);
-  cr_expect(strstr(r->json, want_op) && (!seq || strstr(r->json, want_seq)) &&
-                strstr(site, want_site),
+  const char *at = strstr(site, want_site);
+  char after = at ? at[strlen(want_site)] : 'x';
+  cr_expect(strstr(r->json, want_op) && (!seq || strstr(r->json, want_seq)) && at &&
+                (after == ')' || after == ' '),
             "distview's verdict is not %s #%d at %s (site '%s'): %s", op, seq, want_site, site,
             r->json);
 }
@@ -91,6 +95,33 @@ Test(monitor_distrun_misuse, a_call_on_a_destroyed_group_is_named_as_refused_at_
      .timeout = 150) {
   expect_destroyed_named("DIST_DEBUG=OFF");
   expect_destroyed_named("DIST_DEBUG=DETAIL");
+}
+
+/* Rank 1 passes the group of ranks 2 and 3 to its all_reduce (a no-op:
+ * it is not a member), then broadcasts on its own group, where rank 0
+ * all_reduces: at OFF the engine sees only the broadcast, and the
+ * verdict still names the all_reduce at its line, the wrong group passed,
+ * over either transport; at DETAIL as the checking layer always did. */
+static void expect_non_member_named(const char *debug, const char *transport) {
+  static mesh_run r;
+  run_mode(debug, transport, "4", "nonmember", "1", &r);
+  mesh_expect_verdict(&r, 10, "desync", 1);
+  int line = prog_line("the planted wrong group");
+  char want[96];
+  snprintf(want, sizeof want, "prog_misuse.c:%d", line);
+  cr_expect(mesh_says(&r, "\n  rank 1 called ALL_REDUCE on a group it is not a member of just "
+                          "before (it did nothing, as in torch), called from ") &&
+                mesh_says(&r, want),
+            "%s %s: the report does not name the call at %s:\n%s", debug,
+            transport ? transport : "shm", want, r.report);
+  expect_json_call(&r, "ALL_REDUCE", 1, line);
+}
+
+Test(monitor_distrun_misuse, a_collective_on_a_group_the_rank_is_not_in_is_named_at_OFF,
+     .timeout = 200) {
+  expect_non_member_named("DIST_DEBUG=OFF", NULL);
+  expect_non_member_named("DIST_DEBUG=OFF", "DIST_TRANSPORT=tcp");
+  expect_non_member_named("DIST_DEBUG=DETAIL", NULL);
 }
 
 /* Rank 2 names itself the src of a broadcast_bytes from rank 0, at OFF:
