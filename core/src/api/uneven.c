@@ -42,6 +42,16 @@ static int check(dist_pg *g, const dist_tensor *outputs, size_t n, const dist_te
   return DIST_OK;
 }
 
+/* A piece's message past its engine's "ALL_GATHER #4: " (the engines label
+ * a piece as the user's call, which the message about that call says
+ * already). */
+static const char *past_label(const char *m, const dist_coll *parent) {
+  char label[64];
+  int n = snprintf(label, sizeof label, "%s #%llu: ", dist_op_name(parent->kind),
+                   (unsigned long long)parent->seq);
+  return n > 0 && !strncmp(m, label, (size_t)n) ? m + n : m;
+}
+
 static int run(dist_pg *g, const dist_coll *parent, const dist_tensor *outputs,
                const dist_tensor *input) {
   int me = g->info.rank;
@@ -70,7 +80,7 @@ static int run(dist_pg *g, const dist_coll *parent, const dist_tensor *outputs,
       snprintf(m, sizeof m, "%s", g->err.msg);
       dist__err_clear(&g->err); /* the first message wins: make room for the fuller one */
       return dist__err_set(&g->err, rc, "all_gather of uneven sizes, the part from group "
-                           "rank %d: %s", i, m);
+                           "rank %d: %s", i, past_label(m, parent));
     }
   }
   return DIST_OK;
@@ -184,7 +194,7 @@ static int rs_run(dist_pg *g, const dist_coll *parent, dist_tensor *output,
       snprintf(m, sizeof m, "%s", g->err.msg);
       dist__err_clear(&g->err);
       dist__err_set(&g->err, rc, "reduce_scatter of uneven sizes, the part to group rank %d: "
-                    "%s", i, m);
+                    "%s", i, past_label(m, parent));
     }
   }
   dist__free(scratch);

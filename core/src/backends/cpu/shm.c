@@ -188,12 +188,13 @@ void dist__shm_stream_done(void) {
 
 /* One rank's key as a report line (report.h); seq shown when it is not
  * this rank's. */
-static void key_side(const dist__shm *s, int r, const shm_key *k, uint64_t seq, uint64_t my_seq,
-                     dist__rside *out) {
+static void key_side(const dist__shm *s, int r, const shm_key *k, uint64_t g, uint64_t seq,
+                     uint64_t my_seq, dist__rside *out) {
   bool a2a = k->kind == DIST_OP_ALL_TO_ALL || k->kind == DIST_OP_ALL_TO_ALL_SINGLE;
   dist__rval v = {.kind = k->kind, .seq = seq != my_seq ? seq : 0, .dtype = k->dtype,
                   .count = a2a && k->count == 0 ? -1 : k->count, .redop = k->redop,
-                  .root = (int)shm_global_rank(s, k->root), .peer = -1, .part = k->part};
+                  .root = (int)shm_global_rank(s, k->root), .peer = -1,
+                  .part = s->peer[r].info->part[SHM_H(g)]};
   if (k->kind == DIST_OP_BARRIER)
     v.dtype = -1;
   if (k->redop == DIST_REDOP_PREMUL_SUM)
@@ -207,7 +208,7 @@ static void key_side(const dist__shm *s, int r, const shm_key *k, uint64_t seq, 
 /* The field in which key x (rank j) first differs from y (this rank), in
  * the order every engine names them (report.h). */
 static const char *diff_field(const shm_key *x, const shm_key *y) {
-  if (x->kind != y->kind || x->part != y->part) /* a piece of another call */
+  if (x->kind != y->kind)
     return "operation";
   if (x->dtype != y->dtype)
     return "dtype";
@@ -250,8 +251,8 @@ static void describe_diff(const dist__shm *s, int i, int j, uint64_t g, bool odd
   uint64_t xseq = s->peer[i].info->seq[SHM_H(g)], yseq = s->peer[j].info->seq[SHM_H(g)];
   uint64_t myseq = s->peer[s->rank].info->seq[SHM_H(g)];
   dist__rside a, b;
-  key_side(s, i, &xs, xseq, myseq, &a);
-  key_side(s, j, &ys, yseq, myseq, &b);
+  key_side(s, i, &xs, g, xseq, myseq, &a);
+  key_side(s, j, &ys, g, yseq, myseq, &b);
   if (odd)
     dist__report_disagree_odd(buf, len, off, diff_field(x, y), &a, &b);
   else
@@ -414,10 +415,11 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
 }
 
 void dist__shm_describe_odd(const dist__shm *s, int i, const shm_key *x, int j,
-                            const shm_key *y, uint64_t seq, char *buf, size_t len, size_t *off) {
+                            const shm_key *y, uint64_t g, uint64_t seq, char *buf, size_t len,
+                            size_t *off) {
   dist__rside a, b;
-  key_side(s, i, x, seq, seq, &a);
-  key_side(s, j, y, seq, seq, &b);
+  key_side(s, i, x, g, seq, seq, &a);
+  key_side(s, j, y, g, seq, seq, &b);
   dist__report_disagree_odd(buf, len, off, diff_field(x, y), &a, &b);
 }
 

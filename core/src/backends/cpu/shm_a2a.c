@@ -280,7 +280,6 @@ int dist__shm_all_to_all(dist__shm *s, dist__cpu_op *op) {
   size_t es = dist_dtype_size(dt), tiny;
   shm_key k = {0};
   k.kind = (uint8_t)c->kind;
-  k.part = shm_part(c);
   k.dtype = (uint8_t)dt;
   /* Even all_to_all_single: every piece has numel / N elements and the
    * key (input and output counts) makes every rank agree on that, so the

@@ -26,7 +26,6 @@
 static shm_key copy_key(const dist_coll *c, dist_dtype dt, int64_t count, bool rooted) {
   shm_key k = {0};
   k.kind = (uint8_t)c->kind;
-  k.part = shm_part(c);
   k.dtype = (uint8_t)dt;
   k.root = rooted ? c->root : 0;
   k.count = count;

@@ -107,23 +107,16 @@ typedef struct shm_key {
   uint8_t kind;
   uint8_t dtype;
   uint8_t redop;
-  uint8_t part;         /* a piece (DIST_COLL_PIECE): the user's call's kind + 1,
-                           which reports name (BROADCAST_BYTES, not the
-                           BROADCAST it runs as); 0 not a piece */
+  uint8_t unused;
   int32_t root;
   int64_t count;        /* elements (per rank; 0 for the all_to_all kinds) */
   uint64_t scalar_bits; /* PREMUL_SUM scalar, bit for bit */
 } shm_key;
 
-/* shm_key.part for c. */
+/* shm_info.part for c: a piece's call (its kind + 1), else 0. */
 static inline uint8_t shm_part(const dist_coll *c) {
   return (c->flags & DIST_COLL_PIECE) && !dist_op_is_p2p(c->part_of)
              ? (uint8_t)(c->part_of + 1) : 0;
-}
-
-/* The call a key names to the user: the piece's whole call, or its kind. */
-static inline const char *shm_key_op(const shm_key *k) {
-  return dist_op_name((dist_op_kind)(k->part ? k->part - 1 : k->kind));
 }
 
 /* The line a waiter spins on. Everything a small collective needs is in
@@ -141,6 +134,11 @@ typedef struct shm_hdr {
 /* Per parity, what only messages read (kept off the polled line). */
 typedef struct shm_info {
   uint64_t seq[SHM_HIST]; /* the user's sequence number of the operation, by step */
+  uint8_t part[SHM_HIST]; /* a piece (DIST_COLL_PIECE): the user's call's kind + 1,
+                             which reports name (BROADCAST_BYTES, not the
+                             BROADCAST it runs as); 0 none. Not compared: a
+                             piece runs as its own kind (backend.h) */
+  uint8_t pad[SHM_LINE - SHM_HIST % SHM_LINE];
 } shm_info;
 
 /* Per step, the descriptor this rank published (a copy of the polled
@@ -281,11 +279,12 @@ int dist__shm_wait_slow(dist__shm *s, dist__cpu_op *op, uint64_t g, int j_first)
 int dist__shm_pair_odd(const dist__shm *s, int a, const shm_key *ka, int b, const shm_key *kb,
                        uint64_t g);
 
-/* The house report of a disagreement on one step between rank i's key x
+/* The house report of a disagreement on step g between rank i's key x
  * and rank j's y, j the odd one (report.h), appended at *off; seq is the
  * step's operation number, which both sides share. */
 void dist__shm_describe_odd(const dist__shm *s, int i, const shm_key *x, int j,
-                            const shm_key *y, uint64_t seq, char *buf, size_t len, size_t *off);
+                            const shm_key *y, uint64_t g, uint64_t seq, char *buf, size_t len,
+                            size_t *off);
 
 /* Waits for rank j alone (the readers of a deferred step). */
 int dist__shm_wait_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j);
@@ -336,6 +335,14 @@ static inline void shm_publish(dist__shm *s, const dist__cpu_op *op, uint64_t g,
     me->hist[SHM_H(g)] = *k;
   }
   me->info->seq[SHM_H(g)] = op->c->seq;
+  me->info->part[SHM_H(g)] = shm_part(op->c);
+}
+
+/* The operation rank r's step g (its key k) was, to the user: a piece's
+ * whole call (shm_info.part), else the key's kind. */
+static inline const char *shm_op_name(const dist__shm *s, int r, uint64_t g, const shm_key *k) {
+  uint8_t part = s->peer[r].info->part[SHM_H(g)];
+  return dist_op_name((dist_op_kind)(part ? part - 1 : k->kind));
 }
 
 /* Where rank j stages step g's `bytes`: the step's polled line itself

@@ -36,13 +36,13 @@ static const char *elems_text(const shm_key *k, char *buf, size_t len) {
 
 /* How rank j's descriptor x of the deferred step differs from this root's
  * own y (a broadcast or scatter), appended at *off. */
-static void describe_late(const dist__shm *s, int j, const shm_key *x, const shm_key *y,
-                          uint64_t xseq, char *buf, size_t len, size_t *off) {
+static void describe_late(const dist__shm *s, uint64_t q, int j, const shm_key *x,
+                          const shm_key *y, uint64_t xseq, char *buf, size_t len, size_t *off) {
   char who[160], a[96], b[96];
   dist__cpu_peer_name(s->g, j, who, sizeof who);
-  if (x->kind != y->kind || x->part != y->part)
+  if (x->kind != y->kind)
     dist__appendf(buf, len, off, "%s called %s #%" PRIu64 " instead, while this rank sent %s",
-                  who, shm_key_op(x), xseq, elems_text(y, b, sizeof b));
+                  who, shm_op_name(s, j, q, x), xseq, elems_text(y, b, sizeof b));
   else if (x->root != y->root)
     dist__appendf(buf, len, off, "%s used root rank %" PRId64 ", while this rank (root rank %"
                   PRId64 ") sent %s", who, shm_global_rank(s, x->root), shm_global_rank(s, y->root),
@@ -72,9 +72,9 @@ static void odd_side(const dist__shm *s, uint64_t q, int j, char *buf, size_t le
   dist__appendf(buf, len, off, "\n");
   uint64_t seq = s->pend_seq[SHM_L(q)];
   if (with_j > with_me || tie == s->rank)
-    dist__shm_describe_odd(s, j, x, s->rank, mine, seq, buf, len, off);
+    dist__shm_describe_odd(s, j, x, s->rank, mine, q, seq, buf, len, off);
   else
-    dist__shm_describe_odd(s, s->rank, mine, j, x, seq, buf, len, off);
+    dist__shm_describe_odd(s, s->rank, mine, j, x, q, seq, buf, len, off);
 }
 
 /* The root's verdict on its deferred step q, once every rank posted it:
@@ -91,14 +91,15 @@ static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t q) {
       continue;
     char msg[1024], label[96];
     size_t off = 0;
-    const char *earlier = shm_key_op(mine); /* a piece: the user's call (BROADCAST_BYTES) */
+    /* a piece: the user's call (BROADCAST_BYTES) */
+    const char *earlier = shm_op_name(s, s->rank, q, mine);
     if (s->at_destroy)
       dist__appendf(msg, sizeof msg, &off, "%s #%" PRIu64 ": ", earlier, s->pend_seq[SHM_L(q)]);
     else
       dist__appendf(msg, sizeof msg, &off, "%s not run: %s #%" PRIu64 " (an earlier call): ",
                     dist__cpu_op_label(op->c, label, sizeof label), earlier,
                     s->pend_seq[SHM_L(q)]);
-    describe_late(s, j, x, mine, s->peer[j].info->seq[h], msg, sizeof msg, &off);
+    describe_late(s, q, j, x, mine, s->peer[j].info->seq[h], msg, sizeof msg, &off);
     dist__appendf(msg, sizeof msg, &off, s->at_destroy
                   ? "; this rank had returned without waiting, and its destroy of the group "
                     "compared the other ranks' calls"
@@ -206,8 +207,8 @@ int dist__shm_settle_final(dist__shm *s, dist__cpu_op *op, int *kind, uint64_t *
   int rc = DIST_OK;
   for (uint64_t q1; rc == DIST_OK && (q1 = pending_steps(s, &l, &t1)) != 0;) {
     s->pend[l] = 0;
-    const shm_key *k = &s->key[SHM_H(q1 - 1)];
-    *kind = k->part ? k->part - 1 : k->kind; /* the user's call */
+    uint8_t part = s->peer[s->rank].info->part[SHM_H(q1 - 1)];
+    *kind = part ? part - 1 : s->key[SHM_H(q1 - 1)].kind; /* the user's call */
     *seq = s->pend_seq[l];
     rc = settle_check(s, op, q1 - 1);
   }

@@ -222,7 +222,7 @@ static tcp_desc hdr_desc(const tcp_hdr *h) {
 static const char *coll_field(const tcp_desc *mine, size_t len, const tcp_desc *theirs,
                               uint64_t their_size, bool nack) {
   bool a2a = mine->kind == DIST_OP_ALL_TO_ALL || mine->kind == DIST_OP_ALL_TO_ALL_SINGLE;
-  if (theirs->kind != mine->kind || theirs->part != mine->part) /* a piece of another call */
+  if (theirs->kind != mine->kind)
     return "operation";
   if (theirs->dtype != mine->dtype)
     return "dtype";
