@@ -357,6 +357,11 @@ bool dist__run_rank_refused(const drun_cfg *c, drun_job *job, int rank, drun_pos
  * That operation in *out. */
 bool dist__run_rank_left_pending(const drun_cfg *c, drun_job *job, int leaver, int other,
                                  drun_position *out);
+/* The call rank made on a group it is not a member of just before its
+ * collective num on group gid (its record's "m" line): its kind and site;
+ * false when none. */
+bool dist__run_rank_non_member(const drun_cfg *c, drun_job *job, int rank, int gid,
+                               uint64_t num, int *kind, char *site, size_t len);
 /* Whether rank's last record says it was inside exit() (its monitor's
  * atexit handler published "exit"): a signal that then ends it struck
  * while it was exiting. */
@@ -403,6 +408,8 @@ typedef struct drun_verdict {
                                a second), which its peers' traces may pass */
   bool placed_outside;      /* the line says where the culprit is outside the
                                library (distrun_outside.c) */
+  bool refused;             /* ... a call the library refused, its last: no
+                               operation in the trace or of its peers is it */
   char line[2048];          /* distrun's summary line ("exit status 10 ...") */
   char tail[256];           /* ... and its end ("; the report follows") */
   const char *report;       /* printed after it: the posted report, the
@@ -434,6 +441,10 @@ void dist__run_verdict_site(const drun_cfg *c, drun_job *job, drun_verdict *v);
 /* A hang's one culprit whose call to the collective others wait in was
  * refused (the report's line for it says so): the verdict names that call. */
 void dist__run_verdict_refused(const drun_cfg *c, drun_job *job, drun_verdict *v);
+/* A desync whose one culprit called the others' operation on a group it
+ * is not a member of just before its own call there: that call, at its
+ * line, and a line in the report saying so. */
+void dist__run_verdict_non_member(const drun_cfg *c, drun_job *job, drun_verdict *v);
 /* Prints the summary line and the report, the last thing distrun writes. */
 void dist__run_verdict_print(const drun_verdict *v);
 

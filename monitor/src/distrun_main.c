@@ -800,6 +800,7 @@ say:
   if (status == DRUN_EXIT_OK)
     return status;
   dist__run_verdict_refused(sp->c, sp->job, v);
+  dist__run_verdict_non_member(sp->c, sp->job, v);
   bool has_report = v->report != NULL, print = has_report && sp->c->node_rank == 0;
   if (!print)
     v->report = NULL;

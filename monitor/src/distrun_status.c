@@ -35,6 +35,8 @@ typedef struct row {
   char refused_desc[96];
   bool creating, in_store;  /* its "c" and "w" lines (mon_record.h) */
   int64_t lib_ms;           /* its "l" line, 0 none */
+  int n_nm;                 /* its calls on groups it is not a member of */
+  mon_rec_nonmember nm[MON_NM_MAX];
 } row;
 
 static int64_t wall_ms(void) {
@@ -87,9 +89,15 @@ static void parse(char *text, row *r) {
     r->creating = rec.creating.on;
     r->in_store = rec.store.on;
     r->lib_ms = rec.lib_ms;
+    r->n_nm = rec.n_nm;
+    memcpy(r->nm, rec.nm, sizeof r->nm);
     for (int i = 0; i < rec.n; i++)
       if (rec.refused.on && rec.g[i].gid == rec.refused.gid)
         snprintf(r->refused_desc, sizeof r->refused_desc, "%s", rec.g[i].desc);
+    /* a call on the handle of a group it destroyed: its "d" line names it */
+    for (int i = 0; i < rec.n_destroyed && !r->refused_desc[0]; i++)
+      if (rec.refused.on && rec.destroyed[i].gid == rec.refused.gid)
+        snprintf(r->refused_desc, sizeof r->refused_desc, "%s", rec.destroyed[i].desc);
   }
   dist__mon_rec_free(&rec);
 }
@@ -294,6 +302,21 @@ bool dist__run_rank_refused(const drun_cfg *c, drun_job *job, int rank, drun_pos
     return false;
   refused_position(&r, out);
   return true;
+}
+
+bool dist__run_rank_non_member(const drun_cfg *c, drun_job *job, int rank, int gid,
+                               uint64_t num, int *kind, char *site, size_t len) {
+  static row r; /* the record's lines are large; distrun's main thread only */
+  if (!read_row_briefly(c, job, rank, &r))
+    return false;
+  for (int i = 0; i < r.n_nm; i++)
+    if (r.nm[i].gid == gid && r.nm[i].num == num && r.nm[i].kind >= 0 &&
+        r.nm[i].kind < DIST_OP_COUNT_) {
+      *kind = r.nm[i].kind;
+      snprintf(site, len, "%s", r.nm[i].site);
+      return true;
+    }
+  return false;
 }
 
 bool dist__run_rank_position(const drun_cfg *c, drun_job *job, int rank, drun_position *out) {

@@ -229,8 +229,8 @@ static void name_seen(drun_verdict *v, const dist_trace_seen *seen) {
 }
 
 static void place_from_trace(const char *out, drun_verdict *v) {
-  if (!dist__run_verdict_one_death(v) || (v->f.group_id >= 0 && !v->by_record))
-    return;
+  if (!dist__run_verdict_one_death(v) || (v->f.group_id >= 0 && !v->by_record) || v->refused)
+    return; /* a refused call (on a group it destroyed, say) is in no operation */
   dist_trace *t = NULL;
   dist_trace_op op;
   dist_trace_seen seen;
@@ -490,19 +490,54 @@ static void name_the_skipper(const char *out, drun_verdict *v) {
   v->f.site[0] = '\0'; /* the named rank's own line, not the partner's */
 }
 
+/* "prog.c:17" of a verdict's site ("main (prog.c:17)", or the checking
+ * layer's "prog.c:17 in main()"); "" when it names no line. */
+static void site_line(const char *site, char *out, size_t len) {
+  const char *open = strrchr(site, '(');
+  const char *at = open && site[strlen(site) - 1] == ')' ? open + 1 : site;
+  size_t n = strcspn(at, " )");
+  snprintf(out, len, "%.*s", (int)n, at);
+  if (!strchr(out, ':'))
+    out[0] = '\0';
+}
+
+/* Whether the report's first line heads with the verdict's operation
+ * ("desync in group 2 (dp, 4 ranks) at ALL_REDUCE #14:"). */
+static bool report_heads_with(const drun_verdict *v) {
+  if (!v->report)
+    return false;
+  char head[96], at[96];
+  snprintf(head, sizeof head, "%s in group %d (", v->kind, v->f.group_id);
+  snprintf(at, sizeof at, " at %s #%llu:", v->f.op, (unsigned long long)v->f.seq);
+  size_t first = strcspn(v->report, "\n");
+  const char *a = strstr(v->report, at);
+  return !strncmp(v->report, head, strlen(head)) && a && (size_t)(a - v->report) < first;
+}
+
 /* A hang's report is the view of the rank that timed out first: its own
  * operation heads it ("hang in group 1 (dp) at ALL_REDUCE #13") and the
- * culprit comes at the end of its waits, maybe in another group. When
- * the verdict's operation is not the one the report heads with, the
- * summary line names it too, as distview's headline does. */
-static void name_the_hang(drun_verdict *v) {
-  if (strcmp(v->kind, "hang") || !v->n_culprits || v->f.group_id < 0 || !v->f.op[0] ||
+ * culprit comes at the end of its waits, maybe in another group. A
+ * desync's report may head with a later call that failed for an earlier
+ * one (a small broadcast's deferred check: "at ALL_REDUCE #16: ...
+ * BROADCAST_BYTES #15 (an earlier call)"), and below DETAIL it names no
+ * line. When the verdict's operation is not the one the report heads
+ * with, or its line is not in the report, the summary line names them,
+ * as distview's headline does. */
+static void name_the_culprit(drun_verdict *v) {
+  bool hang = !strcmp(v->kind, "hang"), desync = !strcmp(v->kind, "desync");
+  if ((!hang && !desync) || !v->n_culprits || v->f.group_id < 0 || !v->f.op[0] ||
       v->placed_outside) /* said already, with where the culprit is */
     return;
-  char head[256];
-  snprintf(head, sizeof head, "hang in group %d (%s) at %s #%llu:", v->f.group_id,
-           v->f.group_name, v->f.op, (unsigned long long)v->f.seq);
-  if (v->report && !strncmp(v->report, head, strlen(head)))
+  char line[192];
+  site_line(v->f.site, line, sizeof line);
+  bool heads = hang ? false : report_heads_with(v);
+  if (hang) {
+    char head[256];
+    snprintf(head, sizeof head, "hang in group %d (%s) at %s #%llu:", v->f.group_id,
+             v->f.group_name, v->f.op, (unsigned long long)v->f.seq);
+    heads = v->report && !strncmp(v->report, head, strlen(head));
+  }
+  if (heads && (hang || !line[0] || (v->report && strstr(v->report, line))))
     return;
   char ranks[128] = "";
   size_t off = 0;
@@ -510,9 +545,13 @@ static void name_the_hang(drun_verdict *v) {
     dist__appendf(ranks, sizeof ranks, &off, "%s%d", i ? "," : "", v->culprits[i]);
   off = strlen(v->line);
   dist__appendf(v->line, sizeof v->line, &off, "; the culprit: rank%s %s in group %d (%s) at "
-                "%s #%llu%s%s", v->n_culprits > 1 ? "s" : "", ranks, v->f.group_id,
+                "%s #%llu%s%s%s%s", v->n_culprits > 1 ? "s" : "", ranks, v->f.group_id,
                 v->f.group_name, v->f.op, (unsigned long long)v->f.seq,
-                v->f.site[0] ? ", called from " : "", v->f.site);
+                desync && v->f.field[0] ? ": " : "", desync && v->f.field[0] ? v->f.field : "",
+                desync && v->f.field[0] ? " differs" : "",
+                v->f.site[0] ? ", called from " : "");
+  if (v->f.site[0])
+    dist__appendf(v->line, sizeof v->line, &off, "%s", v->f.site);
 }
 
 /* A group its culprit destroyed with an operation pending (pg_cause.c,
@@ -564,7 +603,7 @@ void dist__run_trace_merge(const drun_cfg *c, const char *job_id, drun_verdict *
   break_tie(out, v);
   name_the_skipper(out, v);
   dist__run_trace_odd_pair(out, v);
-  name_the_hang(v);
+  name_the_culprit(v);
   name_the_destroyed(v);
   store_verdict(out, v);
   prune(dflt ? "dist-trace" : base, job_id);

@@ -121,8 +121,17 @@ void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, 
   v->f.seq = p.seq;
   snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
   if (p.refused) { /* published at its exit, or before: no call came after it */
-    snprintf(clause, len, "; its last call was refused: group %d (%s) %s #%llu, called from "
-             "%s: %s", p.gid, p.desc, v->f.op, p.seq, p.site, p.why);
+    v->refused = true;
+    if (p.gid < 0) { /* a handle of no group it knew (never created) */
+      v->f.group_id = -1;
+      v->f.group_name[0] = '\0';
+      v->f.seq = 0;
+      snprintf(clause, len, "; its last call was refused: %s, called from %s: %s", v->f.op,
+               p.site, p.why);
+    } else {
+      snprintf(clause, len, "; its last call was refused: group %d (%s) %s #%llu, called from "
+               "%s: %s", p.gid, p.desc, v->f.op, p.seq, p.site, p.why);
+    }
     return;
   }
   /* As of its last heartbeat (once a second): it may have gone further. */
@@ -168,4 +177,64 @@ void dist__run_verdict_refused(const drun_cfg *c, drun_job *job, drun_verdict *v
   snprintf(v->f.op, sizeof v->f.op, "%s", dist_op_name((dist_op_kind)p.kind));
   snprintf(v->f.group_name, sizeof v->f.group_name, "%s", p.desc);
   snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
+}
+
+/* The operation of the report's first line about a rank other than
+ * culprit that is not marked ("  rank 0: ALL_REDUCE float32[4] ...", "
+ * ranks 0-2 (group ranks 0-2): ..."): what the others called. */
+static bool others_op(const char *report, int culprit, char *op, size_t len) {
+  for (const char *l = report; *l;) {
+    const char *end = strchr(l, '\n');
+    size_t ll = end ? (size_t)(end - l) : strlen(l);
+    int r = -1, at = 0;
+    bool one = sscanf(l, "  rank %d%n", &r, &at) == 1 && at > 0;
+    bool many = !one && !strncmp(l, "  ranks ", 8);
+    const char *colon = memchr(l, ':', ll);
+    char name[32];
+    if ((one || many) && colon && !memmem(l, ll, "  <- ", 5) && !(one && r == culprit) &&
+        sscanf(colon, ": %31[A-Z0-9_]", name) == 1) {
+      snprintf(op, len, "%s", name);
+      return true;
+    }
+    l += ll + (end != NULL);
+  }
+  return false;
+}
+
+/* Below DETAIL the transport sees only the calls that ran: a rank that
+ * passed a group it is not a member of (a no-op, as in torch) meets its
+ * partners' operation with its next call, and the report names that
+ * one. Its monitor's record keeps the no-op call made just before its
+ * call there ("m" line): when that call was the others' operation, it is
+ * the one the rank meant for this group, and the verdict names it at its
+ * line, as the checking layer does at DETAIL (wrapper_pg exchange.c). */
+void dist__run_verdict_non_member(const drun_cfg *c, drun_job *job, drun_verdict *v) {
+  static char report[8192];
+  if (strcmp(v->kind, "desync") || v->n_culprits != 1 || v->f.group_id < 0 || !v->f.seq ||
+      strcmp(v->f.field, "operation") || !v->report ||
+      strstr(v->report, "on a group it is not a member of"))
+    return;
+  int kind;
+  char site[192], others[32];
+  if (!dist__run_rank_non_member(c, job, v->culprits[0], v->f.group_id, v->f.seq, &kind, site,
+                                 sizeof site) ||
+      !others_op(v->report, v->culprits[0], others, sizeof others))
+    return;
+  const char *op = dist_op_name((dist_op_kind)kind);
+  if (strcmp(op, others) != 0)
+    return; /* it meant something else there */
+  /* before the line naming its reporter, as the checking layer's report
+   * reads (status.h: "reported by" ends a report) */
+  const char *by = strstr(v->report, "\n  reported by rank ");
+  int head = by ? (int)(by - v->report) : (int)strlen(v->report);
+  while (head > 0 && v->report[head - 1] == '\n')
+    head--;
+  snprintf(report, sizeof report, "%.*s\n  rank %d called %s on a group it is not a member of "
+           "just before (it did nothing, as in torch)%s%s: the wrong group passed?%s",
+           head, v->report, v->culprits[0], op,
+           site[0] && strcmp(site, "?") ? ", called from " : "",
+           site[0] && strcmp(site, "?") ? site : "", by ? by : "\n");
+  v->report = report;
+  snprintf(v->f.op, sizeof v->f.op, "%s", op);
+  snprintf(v->f.site, sizeof v->f.site, "%s", strcmp(site, "?") ? site : "");
 }

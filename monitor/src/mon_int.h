@@ -170,6 +170,16 @@ typedef struct mon_group {
   _Atomic uint64_t steps[MON_TRANS], step_from[MON_TRANS];
   _Atomic uint64_t last_sig;
   _Atomic uint64_t creations;
+  /* The calls this rank made on groups it is not a member of
+   * (dist__pg_non_member_calls: each did nothing, as in torch): their
+   * count as of its last operation on this group, and the last one made
+   * since its operation before, noted with the collective it came just
+   * before (nm_num: that collective's number, 0 none): the record's "m"
+   * line, by which a desync this rank caused here names the call that
+   * most likely meant this group, at DIST_DEBUG=OFF too. */
+  _Atomic uint64_t nm_seen, nm_num;
+  _Atomic int nm_kind;
+  _Atomic uintptr_t nm_caller;
   _Atomic int timed_out;     /* an operation timed out: the watchdog acts */
   _Atomic int64_t destroyed_ms; /* wall ms this rank destroyed it (live 0), 0 not */
   _Atomic int failed_rc;     /* an operation failed (peer lost) */

@@ -126,6 +126,8 @@ static void on_created(const dist_event *ev) {
   g->p2p_received = received;
   pthread_mutex_unlock(&dist__mon_peers_mu);
   g->timeout_ms = in->timeout_ms;
+  atomic_store_explicit(&g->nm_seen, dist__pg_non_member_calls(NULL, NULL),
+                        memory_order_relaxed); /* calls before it existed are not its */
   if (dist__mon.detail && dist__mon_stats_alloc(g) != DIST_OK)
     DIST_LOG(WARNING, MON, "no memory for group %d's statistics; it has none", g->gid);
   atomic_store_explicit(&g->live, 1, memory_order_release);
@@ -400,6 +402,24 @@ static void end_op(mon_group *g, mon_op *op, uint64_t seq) {
   }
 }
 
+/* A call on a group this rank is not a member of since its last operation
+ * on g (one relaxed load when none): noted with the collective it came
+ * just before (mon_int.h nm_*). */
+static void note_non_member(mon_group *g, const dist_event *ev) {
+  if (dist__pg_non_member_calls(NULL, NULL) == atomic_load_explicit(&g->nm_seen,
+                                                                      memory_order_relaxed))
+    return;
+  dist_op_kind k = DIST_OP_BARRIER;
+  const void *caller = NULL;
+  atomic_store_explicit(&g->nm_seen, dist__pg_non_member_calls(&k, &caller),
+                        memory_order_relaxed);
+  if (!ev->coll || dist__mon_is_p2p((int)ev->coll->kind))
+    return;
+  atomic_store_explicit(&g->nm_kind, (int)k, memory_order_relaxed);
+  atomic_store_explicit(&g->nm_caller, (uintptr_t)caller, memory_order_relaxed);
+  atomic_store_explicit(&g->nm_num, ev->seq, memory_order_release);
+}
+
 static void on_enqueued(mon_group *g, const dist_event *ev) {
   uint64_t seq = ev_ord(ev);
   mon_op *op = &g->ring[seq % MON_RING];
@@ -418,6 +438,7 @@ static void on_enqueued(mon_group *g, const dist_event *ev) {
   atomic_store_explicit(&op->tag, ev->coll ? ev->coll->tag : 0, memory_order_relaxed);
   atomic_store_explicit(&op->pair, ev->coll ? ev->coll->pair_seq : 0, memory_order_relaxed);
   note_parts(g, op, ev->coll);
+  note_non_member(g, ev);
   atomic_store_explicit(&op->fresh, note_site(g, (uintptr_t)ev->caller), memory_order_relaxed);
   if (ev->coll && dist__mon_is_p2p((int)ev->coll->kind)) {
     uint64_t sig = p2p_sig(ev, atomic_load_explicit(&op->peer, memory_order_relaxed));

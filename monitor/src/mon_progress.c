@@ -256,6 +256,19 @@ static void put_store_wait(char *buf, size_t len, size_t *off) {
                 (long long)w.timeout_ms, site, w.key);
 }
 
+/* The "m" line of group g: the last call on a group this rank is not a
+ * member of, made just before its collective nm_num on g. */
+static void put_non_member(char *buf, size_t len, size_t *off, mon_group *g) {
+  uint64_t num = atomic_load_explicit(&g->nm_num, memory_order_acquire);
+  if (!num)
+    return;
+  char site[MON_SITE_LEN];
+  dist__mon_symbolize(atomic_load_explicit(&g->nm_caller, memory_order_relaxed), site,
+                      sizeof site);
+  dist__appendf(buf, len, off, "m\t%d\t%llu\t%d\t%s\n", g->gid, (unsigned long long)num,
+                atomic_load_explicit(&g->nm_kind, memory_order_relaxed), site[0] ? site : "-");
+}
+
 int dist__mon_publish(dist_store *s, const char *state, const char *note) {
   mon_state *m = &dist__mon;
   char *buf = dist__malloc(REC_MAX);
@@ -306,6 +319,9 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
     put_destroyed(buf, REC_MAX, &off, &m->groups[best], best_ms);
     prev_i = best;
   }
+  for (int i = 0; i < MON_MAX_GROUPS; i++)
+    if (atomic_load_explicit(&m->groups[i].live, memory_order_acquire))
+      put_non_member(buf, REC_MAX, &off, &m->groups[i]);
   put_refused(buf, REC_MAX, &off);
   put_lib(buf, REC_MAX, &off);
   put_store_wait(buf, REC_MAX, &off);

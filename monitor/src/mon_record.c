@@ -170,6 +170,12 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
       r->refused.latest = atoi(f[4]) == 1;
       snprintf(r->refused.site, sizeof r->refused.site, "%s", f[5]);
       snprintf(r->refused.msg, sizeof r->refused.msg, "%s", strcmp(f[6], "-") ? f[6] : "");
+    } else if (k >= 5 && strcmp(f[0], "m") == 0 && r->n_nm < MON_NM_MAX) {
+      mon_rec_nonmember *m = &r->nm[r->n_nm++];
+      m->gid = atoi(f[1]);
+      m->num = strtoull(f[2], NULL, 10);
+      m->kind = atoi(f[3]);
+      snprintf(m->site, sizeof m->site, "%s", strcmp(f[4], "-") ? f[4] : "");
     } else if (k >= 4 && strcmp(f[0], "d") == 0 && r->n_destroyed < MON_DESTROYED_MAX) {
       mon_rec_destroyed *d = &r->destroyed[r->n_destroyed++];
       d->gid = atoi(f[1]);

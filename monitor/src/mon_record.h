@@ -29,6 +29,9 @@
  *     since when, "get", "wait", "multi_get" or "queue_pop", how many keys
  *     it waits for, its timeout, where the program called it, and the
  *     first key, last since it may hold spaces)
+ *   m <gid> <num> <kind> <call site>   (optional, one per live group: the
+ *     last call this process made on a group it is not a member of, a
+ *     no-op as in torch, between its collectives num - 1 and num on gid)
  * A "c" line says the process is creating user group gid (size members)
  * in dist_new_group or dist_split_group (call), which waits for the other
  * members (readers that know no "c" line skip it); members lists their
@@ -48,7 +51,9 @@
  * the call returns as soon as the key is there). Readers that know
  * neither line skip them.
  * An "r" line is the last call the library refused before it started (a
- * root outside the group, a NULL tensor: DIST_EV_OP_REJECTED): num is the
+ * root outside the group, a NULL tensor, a call on the handle of a group
+ * this rank destroyed, whose "d" line names it; gid -1: a handle of no
+ * group: DIST_EV_OP_REJECTED): num is the
  * number it would have taken, latest 1 while no call was issued after it,
  * message the reason ("-" none; readers that know no "r" line skip it).
  * kind is the op of the oldest operation in flight (-1: none), peer the
@@ -194,6 +199,7 @@ typedef struct mon_rec_create {
 } mon_rec_create;
 
 #define MON_DESTROYED_MAX 16 /* "d" lines read */
+#define MON_NM_MAX 16        /* "m" lines read */
 
 /* A user group the process destroyed (the record's "d" lines). */
 typedef struct mon_rec_destroyed {
@@ -201,6 +207,17 @@ typedef struct mon_rec_destroyed {
   int64_t ms;                /* wall ms of the destruction */
   char desc[96];
 } mon_rec_destroyed;
+
+/* A call on a group the process is not a member of, just before its
+ * collective num on group gid (the record's "m" lines): what such a call
+ * most likely meant is gid (the wrong group passed), and a desync there
+ * names it (distrun_verdict.c). */
+typedef struct mon_rec_nonmember {
+  int gid;
+  uint64_t num;              /* the collective of gid it came before */
+  int kind;                  /* dist_op_kind of the no-op call */
+  char site[MON_SITE_LEN];
+} mon_rec_nonmember;
 
 /* The last refused call (the record's "r" line). */
 typedef struct mon_rec_refused {
@@ -241,6 +258,8 @@ typedef struct mon_rec {
   int64_t lib_ms;            /* the "l" line: the last library call outside a
                                 group's operations returned; 0 unknown */
   mon_rec_store store;       /* the "w" line */
+  int n_nm;
+  mon_rec_nonmember nm[MON_NM_MAX];
   /* Filled by the monitor's reader, not published: */
   char died[200];            /* distrun's line for it, or "" */
   char proc_state;           /* same host: /proc state, 0 unknown, 'X' gone */

@@ -59,7 +59,10 @@
  *      its buffers (kind, root, tag, flags, caller; no tensors, splits or
  *      p2p list: they may be what was wrong), status the code, message the
  *      reason. Nothing follows it; a rank that ends on the error is named
- *      at that call (the monitor).
+ *      at that call (the monitor). A call on the handle of a group this
+ *      process destroyed is refused so too, on that group (its id and
+ *      names; pg and group->global_ranks NULL: the group is gone), and one
+ *      on a handle never created on no group (group_id -1).
  *   8  dist_observer_emit_group_stats: DIST_EV_STATS for the group a
  *      dist_pg_info describes, also inside its DIST_EV_GROUP_DESTROYED
  *      (pg NULL then): the statistics a group's end completes reach the

@@ -46,7 +46,7 @@ typedef struct blob_call {
 static int begin(blob_call *b, dist_pg *g, dist_op_kind k, int root_global, const char *fn,
                  const void *caller, bool *skip) {
   *skip = false;
-  g = dist__pg_resolve(g);
+  g = dist__pg_resolve_op(g, k, caller);
   if (!g)
     return DIST_E_INVAL;
   if (g == DIST_GROUP_NON_MEMBER) {

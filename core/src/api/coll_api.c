@@ -29,7 +29,7 @@ uint64_t dist__pg_non_member_calls(dist_op_kind *kind, const void **caller) {
  * caller: the call, noted for the checking layer when it does nothing. */
 static int enter(dist_pg **g, dist_work **w, bool *done, dist_op_kind k, const void *caller) {
   *done = false;
-  dist_pg *r = dist__pg_resolve(*g);
+  dist_pg *r = dist__pg_resolve_op(*g, k, caller); /* a dead handle: refused, and heard */
   if (!r)
     return DIST_E_INVAL;
   if (r == DIST_GROUP_NON_MEMBER) {

@@ -130,7 +130,8 @@ static int run_member(dist_pg *g, dist_store *st, uint64_t seq, int64_t timeout)
 }
 
 int dist_monitored_barrier(dist_pg *group, int64_t timeout_ms, bool wait_all_ranks) {
-  dist_pg *g = dist__pg_resolve(group);
+  dist_pg *g = dist__pg_resolve_op(group, DIST_OP_MONITORED_BARRIER,
+                                   __builtin_return_address(0));
   if (!g)
     return DIST_E_INVAL;
   if (g == DIST_GROUP_NON_MEMBER)

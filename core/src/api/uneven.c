@@ -51,16 +51,26 @@ static int check(dist_pg *g, const dist_tensor *outputs, size_t n, const dist_te
   return DIST_OK;
 }
 
+/* A piece's message past its engine's "ALL_GATHER #4: " (the engines label
+ * a piece as the user's call, which the message about that call says
+ * already). */
+static const char *past_label(const char *m, const dist_coll *parent) {
+  char label[64];
+  int n = snprintf(label, sizeof label, "%s #%llu: ", dist_op_name(parent->kind),
+                   (unsigned long long)parent->seq);
+  return n > 0 && !strncmp(m, label, (size_t)n) ? m + n : m;
+}
+
 /* A piece failed: a desync's report already names the program's call and
  * the entry (the checking layer's, a transport's); any other failure is
  * prefixed with the part it happened in. */
-static int piece_failed(dist_pg *g, int rc, const char *part, int i) {
+static int piece_failed(dist_pg *g, const dist_coll *parent, int rc, const char *part, int i) {
   if (rc == DIST_E_DESYNC)
     return rc;
   char m[DIST_ERRMSG_LEN];
   snprintf(m, sizeof m, "%s", g->err.msg);
   dist__err_clear(&g->err); /* the first message wins: make room for the fuller one */
-  return dist__err_set(&g->err, rc, "%s %d: %s", part, i, m);
+  return dist__err_set(&g->err, rc, "%s %d: %s", part, i, past_label(m, parent));
 }
 
 static int run(dist_pg *g, const dist_coll *parent, const dist_tensor *outputs,
@@ -88,14 +98,15 @@ static int run(dist_pg *g, const dist_coll *parent, const dist_tensor *outputs,
     c.n_inputs = c.n_outputs = 1;
     int rc = dist__pg_sub(g, &c);
     if (rc != DIST_OK)
-      return piece_failed(g, rc, "all_gather of uneven sizes, the part from group rank", i);
+      return piece_failed(g, parent, rc, "all_gather of uneven sizes, the part from group rank",
+                          i);
   }
   return DIST_OK;
 }
 
 int dist__all_gather_uneven(dist_tensor *outputs, size_t n, const dist_tensor *input,
                             dist_pg *group, dist_work **w, const void *caller) {
-  dist_pg *g = dist__pg_resolve(group);
+  dist_pg *g = dist__pg_resolve_op(group, DIST_OP_ALL_GATHER, caller);
   if (!g)
     return DIST_E_INVAL;
   if (w)
@@ -199,7 +210,7 @@ static int rs_run(dist_pg *g, const dist_coll *parent, dist_tensor *output,
     c.n_inputs = c.n_outputs = 1;
     rc = dist__pg_sub(g, &c);
     if (rc != DIST_OK)
-      piece_failed(g, rc, "reduce_scatter of uneven sizes, the part to group rank", i);
+      piece_failed(g, parent, rc, "reduce_scatter of uneven sizes, the part to group rank", i);
   }
   dist__free(scratch);
   return rc;
@@ -208,7 +219,7 @@ static int rs_run(dist_pg *g, const dist_coll *parent, dist_tensor *output,
 int dist__reduce_scatter_uneven(dist_tensor *output, const dist_tensor *inputs, size_t n,
                                 dist_redop op, dist_pg *group, dist_work **w,
                                 const void *caller) {
-  dist_pg *g = dist__pg_resolve(group);
+  dist_pg *g = dist__pg_resolve_op(group, DIST_OP_REDUCE_SCATTER, caller);
   if (!g)
     return DIST_E_INVAL;
   if (w)

@@ -117,8 +117,14 @@ static void list_value(const dist__rval *v, char *buf, size_t len, size_t *off) 
 char *dist__report_value(const dist__rval *v, char *buf, size_t len) {
   size_t off = 0;
   buf[0] = '\0';
+  if (v->part) { /* the user's call first: the piece is how it ran */
+    dist__appendf(buf, len, &off, "%s", dist_op_name((dist_op_kind)(v->part - 1)));
+    if (v->seq)
+      dist__appendf(buf, len, &off, " #%" PRIu64, v->seq);
+    dist__appendf(buf, len, &off, " (run as ");
+  }
   dist__appendf(buf, len, &off, "%s", dist_op_name((dist_op_kind)v->kind));
-  if (v->seq)
+  if (v->seq && !v->part)
     dist__appendf(buf, len, &off, " #%" PRIu64, v->seq);
   if (v->list) {
     list_value(v, buf, len, &off);
@@ -137,6 +143,8 @@ char *dist__report_value(const dist__rval *v, char *buf, size_t len) {
     dist__appendf(buf, len, &off, " root %d", v->root);
   if (v->dir)
     dist__appendf(buf, len, &off, " %s rank %d", v->dir, v->peer);
+  if (v->part)
+    dist__appendf(buf, len, &off, ")");
   int64_t bytes; /* a peer's count may be anything: it comes off the wire */
   if (v->dtype >= 0 && v->count >= 0 &&
       !__builtin_mul_overflow(v->count, (int64_t)dist_dtype_size((dist_dtype)v->dtype), &bytes))

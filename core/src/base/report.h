@@ -30,6 +30,10 @@ typedef struct dist__rval {
                            (its dtype and count are then the entry's): */
   int entry;            /* with list, its entry (a group rank's index), or
                            -1: the list's entries differ in size */
+  int part;             /* a blob's piece (kind is the piece's): the user's
+                           call's dist_op_kind + 1, shown first ("BROADCAST_BYTES
+                           (run as BROADCAST int64[1] root 2)"); 0 none. A
+                           list entry's piece shows as its call, with list */
 } dist__rval;
 
 /* One line of a disagreement. */
@@ -51,7 +55,8 @@ void dist__report_head(char *out, size_t len, int rc, const dist__report_group *
                        dist_op_kind kind, uint64_t seq, const char *body);
 /* "ALL_REDUCE float32[4] op=SUM (16 bytes)"; with list, "ALL_GATHER, output
  * tensors[1] float32[32] (128 bytes)" or, entry -1, "ALL_GATHER float32,
- * output tensors of different sizes". */
+ * output tensors of different sizes"; with part, "BROADCAST_BYTES (run as
+ * BROADCAST int64[1] root 2) (8 bytes)", as the checking layer words it. */
 char *dist__report_value(const dist__rval *v, char *buf, size_t len);
 /* The list of a list collective whose entries may differ in size between
  * ranks ("output tensors" of ALL_GATHER, "input tensors" of

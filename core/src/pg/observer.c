@@ -156,6 +156,19 @@ void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int st
       deliver(&slots[i], &ev);
 }
 
+void dist__obs_emit_gone(const dist_pg_info *info, dist_event_kind kind, const dist_coll *c,
+                         int status, const char *msg) {
+  dist_event ev = {
+      .kind = kind, .group_id = info->group_id, .rank = info->global_rank,
+      .group_rank = info->rank, .seq = c ? c->seq : 0, .t_ns = dist_clock_ns(), .coll = c,
+      .group = info, .status = status, .peer = -1, .message = msg,
+      .caller = c ? c->caller : NULL, .pg = NULL, /* the group is gone */
+  };
+  for (int i = 0; i < n_slots; i++)
+    if (slots[i].inited)
+      deliver(&slots[i], &ev);
+}
+
 void dist__obs_emit_gpu(dist_pg *g, const dist_coll *c, int64_t start_ns, int64_t end_ns) {
   dist_event ev = {
       .kind = DIST_EV_OP_GPU, .group_id = g->info.group_id, .rank = g->info.global_rank,

@@ -38,6 +38,7 @@ static _Thread_local struct {
 } live_cache;
 
 static void handle_add(dist_pg *g) {
+  dist__pg_dead_forget(g); /* the address is live again */
   pthread_mutex_lock(&groups_lock);
   g->next_handle = handles;
   handles = g;
@@ -305,6 +306,7 @@ int dist__pg_free(dist_pg *g) {
     return DIST_OK;
   if (g->registered) {
     unlink_group(g);
+    dist__pg_dead_note(g); /* a call on its handle after this names it */
     if (dist__obs_on())
       dist__obs_emit(g, DIST_EV_GROUP_DESTROYED, NULL, DIST_OK, -1, NULL);
   }

@@ -74,16 +74,23 @@ static bool marked_op(const char *rep, int rank, int *kind, uint64_t *seq) {
 
 /* A call that failed for an earlier one ("ALL_REDUCE #12 not run: BROADCAST
  * #11 (an earlier call): ...", a small broadcast's deferred check,
- * shm_settle.c): the earlier call's kind and number into *kind and *seq,
- * which the report's lines describe. */
+ * shm_settle.c; "ALL_REDUCE #12 not run: an earlier broadcast, which ...
+ * failed: BROADCAST #11: ...", tcp_coll.c): the earlier call's kind and
+ * number into *kind and *seq, which the report's lines describe. */
 static void earlier_call(const char *rep, int *kind, uint64_t *seq) {
   const char *at = strstr(rep, " not run: ");
   char name[28];
   unsigned long long n = 0;
   int used = 0;
-  if (!at || sscanf(at, " not run: %27[A-Z0-9_] #%llu (an earlier call)%n", name, &n,
-                    &used) != 2 || used == 0 || n == 0)
+  const char *tcp = at ? strstr(at, ", failed: ") : NULL;
+  if (at && !strncmp(at, " not run: an earlier broadcast, ", 32) && tcp) {
+    if (sscanf(tcp, ", failed: %27[A-Z0-9_] #%llu:%n", name, &n, &used) != 2 || used == 0 ||
+        n == 0)
+      return;
+  } else if (!at || sscanf(at, " not run: %27[A-Z0-9_] #%llu (an earlier call)%n", name, &n,
+                           &used) != 2 || used == 0 || n == 0) {
     return;
+  }
   for (int k = 0; k < DIST_OP_COUNT_; k++)
     if (!strcmp(dist_op_name((dist_op_kind)k), name)) {
       *kind = k;

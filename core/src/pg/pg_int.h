@@ -206,6 +206,17 @@ int dist__pg_stale(const char *fn, const dist_pg *g);
 /* g itself, or the default group for NULL; NULL with a message when not
  * initialised. Non-members pass through unchanged. */
 dist_pg *dist__pg_resolve(dist_pg *g);
+/* Dead handles (pg_dead.c): pg.c notes each user group it destroys (its
+ * handle, never dereferenced after) and forgets an address a new group
+ * takes. dist__pg_resolve_op is dist__pg_resolve for a public operation
+ * of kind k called from caller: a handle that is not live is refused
+ * (NULL, DIST_E_INVAL with the thread's message naming the group this
+ * rank destroyed) and observers hear DIST_EV_OP_REJECTED on that group
+ * (id -1 when it is not known), with the number the call would have
+ * taken, so the verdict names this call and its line. */
+void dist__pg_dead_note(const dist_pg *g);
+void dist__pg_dead_forget(const dist_pg *g);
+dist_pg *dist__pg_resolve_op(dist_pg *g, dist_op_kind k, const void *caller);
 /* Translations; -1 when not a member. */
 int dist__pg_group_rank_of(const dist_pg *g, int global_rank);
 /* Every live user group, for destroy-all (pg.c keeps the list), each as
@@ -305,6 +316,10 @@ int dist__work_new_done(dist_pg *g, int rc, dist_work **out);
 extern _Atomic int dist__obs_active;  /* number of live observers */
 /* DIST_EV_OP_GPU for c on user group g (cuda.c's dist_backend_gpu_times). */
 void dist__obs_emit_gpu(dist_pg *g, const dist_coll *c, int64_t start_ns, int64_t end_ns);
+/* An event about a group that is gone (pg_dead.c: a call on a destroyed
+ * group's handle): info describes it (global_ranks NULL), pg is NULL. */
+void dist__obs_emit_gone(const dist_pg_info *info, dist_event_kind kind, const dist_coll *c,
+                         int status, const char *msg);
 void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int status,
                     int peer, const char *msg);
 static inline bool dist__obs_on(void) {

@@ -124,9 +124,32 @@ void dist__cpu_peer_lost(dist__cpu_group *g, int r, const char *why);
 /* DIST_OK, or the abort / broken status with its message written to err.
  * Engines call it before starting an operation and inside wait loops. */
 int dist__cpu_check_state(dist__cpu_group *g, dist__errbuf *err);
-/* "ALL_REDUCE #7" (the user-visible sequence number) for messages; a list
- * entry's piece (dist_coll_list_call) is labelled as its call. */
+/* "ALL_REDUCE #7" (the user-visible sequence number) for messages; a piece
+ * (DIST_COLL_PIECE) is labelled as the user's call it belongs to
+ * ("ALL_GATHER #7" for a list entry's broadcast, "BROADCAST_BYTES #7" for a
+ * blob's size exchange). */
 const char *dist__cpu_op_label(const dist_coll *c, char *buf, size_t len);
+
+/* The user's call an operation is a piece of, as the one byte each engine
+ * carries beside its own kind (shm_key.part_of, the TCP header's part_of):
+ * that call's kind + 1, 0 for an operation that is the call itself. Both
+ * kinds of piece (DIST_COLL_PIECE) carry it: a list entry's broadcast or
+ * reduce (dist_coll_list_call: an uneven all_gather or reduce_scatter,
+ * api/uneven.c) and a blob's size exchange or data (dist_coll.part_of:
+ * BROADCAST_BYTES); a point-to-point blob's pieces carry none. */
+uint8_t dist__cpu_part_of(const dist_coll *c);
+/* Whether the engines compare an operation whose byte is part_of as that
+ * call, not as its own kind: a list entry's piece, since one rank runs a
+ * list call in pieces where another, whose list is even, runs it whole.
+ * A blob's pieces run and compare as their own kind on every rank
+ * (backend.h), so a raw int64 broadcast meets a broadcast_bytes size
+ * exchange (test_sizes_mp's corrupt peer); their byte only names the call
+ * in labels and reports. A peer's byte comes off the wire: one out of
+ * range is no call. */
+bool dist__cpu_part_listed(unsigned part_of);
+/* The call an operation of kind with byte part_of is to the user (labels,
+ * reports): the piece's call, else kind. */
+int dist__cpu_part_call(unsigned part_of, int kind);
 
 /* The CPUs this process may run on: the affinity mask, lowered to a
  * cgroup v2 quota (cpu_fit.c). */

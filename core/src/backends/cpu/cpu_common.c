@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "base/report.h"
 #include "cpu.h"
 
 const char *dist__cpu_peer_name(const dist__cpu_group *g, int r, char *buf, size_t len) {
@@ -75,9 +76,25 @@ int dist__cpu_check_state(dist__cpu_group *g, dist__errbuf *err) {
   return DIST_OK;
 }
 
+uint8_t dist__cpu_part_of(const dist_coll *c) {
+  const dist_coll *call = dist_coll_list_call(c); /* a list entry's piece (ABI 9) */
+  if (call)
+    return (uint8_t)(call->kind + 1);
+  return (c->flags & DIST_COLL_PIECE) && !dist_op_is_p2p(c->part_of) ? (uint8_t)(c->part_of + 1)
+                                                                      : 0;
+}
+
+bool dist__cpu_part_listed(unsigned part_of) {
+  return part_of && part_of <= DIST_OP_COUNT_ && dist__report_list_name((int)part_of - 1);
+}
+
+int dist__cpu_part_call(unsigned part_of, int kind) {
+  return part_of && part_of <= DIST_OP_COUNT_ ? (int)part_of - 1 : kind;
+}
+
 const char *dist__cpu_op_label(const dist_coll *c, char *buf, size_t len) {
-  const dist_coll *call = dist_coll_list_call(c); /* a list entry's piece: the call */
-  snprintf(buf, len, "%s #%llu", dist_op_name(call ? call->kind : c->kind),
+  snprintf(buf, len, "%s #%llu", dist_op_name((dist_op_kind)dist__cpu_part_call(
+                                     dist__cpu_part_of(c), c->kind)),
            (unsigned long long)c->seq);
   return buf;
 }

@@ -187,23 +187,22 @@ void dist__shm_stream_done(void) {
 
 /* --- the descriptor check ------------------------------------------------ */
 
-/* The call a key is of: a list entry's piece is its call's. */
-static int call_kind(const shm_key *k) {
-  return k->part_of ? k->part_of - 1 : k->kind;
-}
-
 /* One rank's key as a report line (report.h); seq shown when it is not
  * this rank's. A list entry's piece reads as its call: against another
  * piece, with its entry (root) and size; against the call's one-piece
  * form, as a list whose entries differ in size (this rank's step holds
- * its first entry, not the one that differs). */
+ * its first entry, not the one that differs). A blob's piece reads as its
+ * call run as the piece ("BROADCAST_BYTES (run as BROADCAST int64[1]
+ * root 3)"). */
 static void key_side(const dist__shm *s, int r, const shm_key *k, const shm_key *other,
                      uint64_t seq, uint64_t my_seq, dist__rside *out) {
   bool a2a = k->kind == DIST_OP_ALL_TO_ALL || k->kind == DIST_OP_ALL_TO_ALL_SINGLE;
-  dist__rval v = {.kind = call_kind(k), .seq = seq != my_seq ? seq : 0, .dtype = k->dtype,
+  bool list = shm_listed(k) != 0;
+  dist__rval v = {.kind = shm_call_kind(k), .seq = seq != my_seq ? seq : 0, .dtype = k->dtype,
                   .count = a2a && k->count == 0 ? -1 : k->count, .redop = k->redop,
                   .root = (int)shm_global_rank(s, k->root), .peer = -1,
-                  .list = k->part_of != 0, .entry = other->part_of ? k->root : -1};
+                  .list = list, .entry = shm_listed(other) ? k->root : -1,
+                  .part = list ? 0 : k->part_of};
   if (k->kind == DIST_OP_BARRIER)
     v.dtype = -1;
   if (k->redop == DIST_REDOP_PREMUL_SUM)
@@ -221,19 +220,19 @@ static void key_side(const dist__shm *s, int r, const shm_key *k, const shm_key 
  * passed entries of different sizes, the other's are all alike); two
  * pieces in the size of their entry. */
 static const char *diff_field(const shm_key *x, const shm_key *y, char *buf, size_t len) {
-  if (call_kind(x) != call_kind(y))
+  if (shm_call_kind(x) != shm_call_kind(y))
     return "operation";
   if (x->dtype != y->dtype)
     return "dtype";
   if (x->redop != y->redop || (x->scalar_bits != y->scalar_bits &&
                                x->kind != DIST_OP_ALL_TO_ALL_SINGLE))
     return "reduce op";
-  if (x->part_of != y->part_of)
-    return dist__report_list_field(call_kind(x), -1, buf, len);
+  if (shm_listed(x) != shm_listed(y))
+    return dist__report_list_field(shm_call_kind(x), -1, buf, len);
   if (x->root != y->root)
     return "root";
-  if (x->part_of)
-    return dist__report_list_field(call_kind(x), x->root, buf, len);
+  if (shm_listed(x))
+    return dist__report_list_field(shm_call_kind(x), x->root, buf, len);
   if (x->kind == DIST_OP_ALL_TO_ALL_SINGLE)
     return "split size"; /* the even form's input or output count */
   return "count";
@@ -331,7 +330,7 @@ static bool history_of(const dist__shm *s, int r, uint64_t g, int kind, bool *tw
       continue; /* a later step of the same operation, or not kept */
     found |= h->kind == kind;
     *twice |= h->kind == kind && prev_kind == kind && q == prev_seq + 1;
-    if (k && memcmp(h, k, sizeof *k) == 0)
+    if (k && shm_key_same(h, k))
       *seen = true;
     prev_kind = h->kind;
     prev_seq = q;
@@ -341,8 +340,8 @@ static bool history_of(const dist__shm *s, int r, uint64_t g, int kind, bool *tw
 
 static bool history_marks(const dist__shm *s, int r, const shm_key *k, int o, const shm_key *ko,
                           uint64_t g) {
-  if (o >= 0 && k->part_of != ko->part_of && call_kind(k) == call_kind(ko))
-    return k->part_of != 0; /* one list call in two forms (a pair): the side whose
+  if (o >= 0 && shm_listed(k) != shm_listed(ko) && shm_call_kind(k) == shm_call_kind(ko))
+    return shm_listed(k) != 0; /* one list call in two forms (a pair): the side whose
                                entries differ in size, as a wrong entry makes them */
   const shm_key *last = last_key(s, r, g, -1);
   bool twice, seen, made = history_of(s, r, g, k->kind, &twice, k, &seen);
@@ -372,10 +371,10 @@ static int majority_rank(const dist__shm *s, uint64_t g) {
   for (int i = 0; i < s->size; i++) {
     int n = 0, sus = 0, other = -1;
     for (int j = 0; j < s->size && other < 0; j++)
-      if (memcmp(key_of(s, i, g), key_of(s, j, g), sizeof(shm_key)) != 0)
+      if (!shm_key_same(key_of(s, i, g), key_of(s, j, g)))
         other = j;
     for (int j = 0; j < s->size; j++)
-      if (memcmp(key_of(s, i, g), key_of(s, j, g), sizeof(shm_key)) == 0) {
+      if (shm_key_same(key_of(s, i, g), key_of(s, j, g))) {
         n++;
         sus += history_marks(s, j, key_of(s, j, g), other,
                              other >= 0 ? key_of(s, other, g) : key_of(s, j, g), g);
@@ -416,14 +415,14 @@ int dist__shm_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
    * marked), and the report reads the same on every rank (status.h). */
   const shm_key *k0 = key_of(s, 0, g);
   for (int j = 1; j < s->size; j++) {
-    if (memcmp(key_of(s, j, g), k0, sizeof *k0) == 0)
+    if (shm_key_same(key_of(s, j, g), k0))
       continue;
     int rc = a2a_forms_differ(s, g) ? check_forms(s, op, g) : DIST_OK;
     if (rc != DIST_OK)
       return rc;
     int m = majority_rank(s, g);
     int odd = 0;
-    while (memcmp(key_of(s, odd, g), key_of(s, m, g), sizeof *k0) == 0)
+    while (shm_key_same(key_of(s, odd, g), key_of(s, m, g)))
       odd++;
     char msg[1024], label[96];
     size_t off = 0;
@@ -449,7 +448,7 @@ void dist__shm_describe_odd(const dist__shm *s, int i, const shm_key *x, int j,
 int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
   /* Against the private copy: this rank's line may be polled (shm_publish). */
   const shm_key *x = &s->peer[j].hdr[SHM_L(g)]->key;
-  if (__builtin_expect(memcmp(x, &s->key[SHM_H(g)], sizeof *x) == 0, 1))
+  if (shm_key_same(x, &s->key[SHM_H(g)]))
     return DIST_OK;
   char msg[1024], label[96];
   size_t off = 0;
@@ -466,8 +465,8 @@ int dist__shm_check_one(dist__shm *s, dist__cpu_op *op, uint64_t g, int j) {
     for (int k = 0; k < s->size; k++)
       if (k != s->rank && k != j && shm_reached(s, k, g)) {
         posted++;
-        with_me += memcmp(key_of(s, k, g), &s->key[SHM_H(g)], sizeof *x) == 0;
-        with_j += memcmp(key_of(s, k, g), x, sizeof *x) == 0;
+        with_me += shm_key_same(key_of(s, k, g), &s->key[SHM_H(g)]);
+        with_j += shm_key_same(key_of(s, k, g), x);
       }
     if (posted >= s->size - 2 || dist__now_ns() > until)
       break;
@@ -556,8 +555,8 @@ static void pair_report(const dist__shm *s, const dist__cpu_op *op, int dt, cnt_
   int64_t sent = m[i][j], want = m[j][n + i];
   dist__rside a = {(int)shm_global_rank(s, i), i, i == s->rank, ""};
   dist__rside b = {(int)shm_global_rank(s, j), j, j == s->rank, ""};
-  dist__rval va = {.kind = op->c->kind, .dtype = dt, .count = sent,
-                   .redop = -1, .root = -1, .dir = "to", .peer = b.global_rank};
+  dist__rval va = {.kind = op->c->kind, .dtype = dt, .count = sent, .redop = -1,
+                   .root = -1, .dir = "to", .peer = b.global_rank, .part = shm_part_of(op->c)};
   dist__rval vb = va;
   vb.count = want, vb.dir = "from", vb.peer = a.global_rank;
   dist__report_value(&va, a.value, sizeof a.value);

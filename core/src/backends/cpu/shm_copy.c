@@ -112,7 +112,7 @@ int dist__shm_broadcast(dist__shm *s, dist__cpu_op *op) {
   /* A list entry's piece waits for every rank: where one rank's list
    * differs the others run the call in another form, and its root, had
    * it returned, would learn that at some later call, not at this one. */
-  bool lazy = s->size > 1 && !k.part_of;
+  bool lazy = s->size > 1 && !shm_listed(&k);
   /* The common small case, decided without the divisions below: a line's
    * worth is always one staged step (chunks are at least 4 KiB) and never
    * single-copy (from 1 KiB on). */

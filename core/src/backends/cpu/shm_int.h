@@ -102,13 +102,15 @@
 #define SHM_H(g) ((g) & (SHM_HIST - 1))
 
 /* Fields that must agree between ranks (zero where a kind has none), so
- * the common case is one memcmp per peer. */
+ * the common case is one memcmp per peer (shm_key_same). */
 typedef struct shm_key {
   uint8_t kind;
   uint8_t dtype;
   uint8_t redop;
-  uint8_t part_of;      /* a list entry's piece (dist_coll_list_call): its
-                           call's kind + 1, root the entry; else 0 */
+  uint8_t part_of;      /* a piece: its call's kind + 1 (dist__cpu_part_of),
+                           else 0. A list entry's piece (root its entry) is
+                           compared as that call; a blob's piece compares
+                           as its own kind, the byte only names its call */
   int32_t root;
   int64_t count;        /* elements (per rank; 0 for the all_to_all kinds) */
   uint64_t scalar_bits; /* PREMUL_SUM scalar, bit for bit */
@@ -116,8 +118,37 @@ typedef struct shm_key {
 
 /* shm_key.part_of for c. */
 static inline uint8_t shm_part_of(const dist_coll *c) {
-  const dist_coll *call = dist_coll_list_call(c);
-  return call ? (uint8_t)(call->kind + 1) : 0;
+  return dist__cpu_part_of(c);
+}
+
+/* The part of k's part_of that is compared: a list entry's piece's call,
+ * 0 for a blob's piece or a call of its own. */
+static inline uint8_t shm_listed(const shm_key *k) {
+  return dist__cpu_part_listed(k->part_of) ? k->part_of : 0;
+}
+
+/* Whether two ranks' keys agree: every byte, but a blob's piece's call
+ * (a piece runs and compares as its own kind, backend.h). The common
+ * case, equal keys, is one memcmp. */
+static inline bool shm_key_same(const shm_key *a, const shm_key *b) {
+  if (__builtin_expect(memcmp(a, b, sizeof *a) == 0, 1))
+    return true;
+  if (a->part_of == b->part_of || shm_listed(a) || shm_listed(b))
+    return false;
+  shm_key x = *a;
+  x.part_of = b->part_of;
+  return memcmp(&x, b, sizeof x) == 0;
+}
+
+/* The kind a key is compared as: a list entry's piece, its call's. */
+static inline int shm_call_kind(const shm_key *k) {
+  return shm_listed(k) ? k->part_of - 1 : k->kind;
+}
+
+/* The operation a key was to the user (labels, reports): a piece's call,
+ * a list entry's or a blob's, else the key's kind. */
+static inline const char *shm_op_name(const shm_key *k) {
+  return dist_op_name((dist_op_kind)dist__cpu_part_call(k->part_of, k->kind));
 }
 
 /* The line a waiter spins on. Everything a small collective needs is in
@@ -349,7 +380,7 @@ int dist__shm_check_counts(dist__shm *s, dist__cpu_op *op, uint64_t g);
 static inline int shm_first_check(dist__shm *s, dist__cpu_op *op, uint64_t g) {
   const shm_key *mine = &s->key[SHM_H(g)];
   for (int j = 0; j < s->size; j++)
-    if (j != s->rank && memcmp(&s->peer[j].hdr[SHM_L(g)]->key, mine, sizeof *mine) != 0)
+    if (j != s->rank && !shm_key_same(&s->peer[j].hdr[SHM_L(g)]->key, mine))
       return dist__shm_check(s, op, g);
   return DIST_OK;
 }

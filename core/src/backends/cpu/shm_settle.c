@@ -40,10 +40,10 @@ static void describe_late(const dist__shm *s, int j, const shm_key *x, const shm
                           uint64_t xseq, char *buf, size_t len, size_t *off) {
   char who[160], a[96], b[96];
   dist__cpu_peer_name(s->g, j, who, sizeof who);
-  int xk = x->part_of ? x->part_of - 1 : x->kind; // a list entry's piece: its call
-  if (xk != y->kind || x->part_of)
+  /* a piece: its call (a list entry's, compared as that call; a blob's) */
+  if (shm_call_kind(x) != shm_call_kind(y) || shm_listed(x))
     dist__appendf(buf, len, off, "%s called %s #%" PRIu64 " instead, while this rank sent %s",
-                  who, dist_op_name((dist_op_kind)xk), xseq, elems_text(y, b, sizeof b));
+                  who, shm_op_name(x), xseq, elems_text(y, b, sizeof b));
   else if (x->root != y->root)
     dist__appendf(buf, len, off, "%s used root rank %" PRId64 ", while this rank (root rank %"
                   PRId64 ") sent %s", who, shm_global_rank(s, x->root), shm_global_rank(s, y->root),
@@ -64,8 +64,8 @@ static void odd_side(const dist__shm *s, uint64_t q, int j, char *buf, size_t le
   const shm_key *mine = &s->key[h], *x = &s->peer[j].hist[h];
   for (int k = 0; k < s->size; k++) {
     const shm_key *y = k == s->rank ? mine : &s->peer[k].hist[h];
-    with_me += memcmp(y, mine, sizeof *y) == 0;
-    with_j += memcmp(y, x, sizeof *y) == 0;
+    with_me += shm_key_same(y, mine);
+    with_j += shm_key_same(y, x);
   }
   int tie = with_me == with_j ? dist__shm_pair_odd(s, s->rank, mine, j, x, q) : -1;
   if (with_me == with_j && tie < 0)
@@ -88,11 +88,11 @@ static int settle_check(dist__shm *s, dist__cpu_op *op, uint64_t q) {
   const shm_key *mine = &s->key[h];
   for (int j = 0; j < s->size; j++) {
     const shm_key *x = &s->peer[j].hist[h];
-    if (j == s->rank || memcmp(x, mine, sizeof *mine) == 0)
+    if (j == s->rank || shm_key_same(x, mine))
       continue;
     char msg[1024], label[96];
     size_t off = 0;
-    const char *earlier = dist_op_name((dist_op_kind)mine->kind);
+    const char *earlier = shm_op_name(mine); /* a piece: the user's call (BROADCAST_BYTES) */
     if (s->at_destroy)
       dist__appendf(msg, sizeof msg, &off, "%s #%" PRIu64 ": ", earlier, s->pend_seq[SHM_L(q)]);
     else
@@ -207,7 +207,8 @@ int dist__shm_settle_final(dist__shm *s, dist__cpu_op *op, int *kind, uint64_t *
   int rc = DIST_OK;
   for (uint64_t q1; rc == DIST_OK && (q1 = pending_steps(s, &l, &t1)) != 0;) {
     s->pend[l] = 0;
-    *kind = s->key[SHM_H(q1 - 1)].kind;
+    const shm_key *k = &s->key[SHM_H(q1 - 1)];
+    *kind = dist__cpu_part_call(k->part_of, k->kind); /* a piece: the user's call */
     *seq = s->pend_seq[l];
     rc = settle_check(s, op, q1 - 1);
   }

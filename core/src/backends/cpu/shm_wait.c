@@ -156,7 +156,7 @@ static const char *earlier_op(const dist__shm *s, char *buf, size_t len) {
     int h = (int)SHM_H(s->settle_g - 1);
     snprintf(buf, len, " at %s #%" PRIu64 " (an earlier call, which this rank completed "
              "without waiting for it)",
-             dist_op_name((dist_op_kind)s->key[h].kind), s->peer[s->rank].info->seq[h]);
+             shm_op_name(&s->key[h]), s->peer[s->rank].info->seq[h]); /* a piece: its call */
   }
   return buf;
 }

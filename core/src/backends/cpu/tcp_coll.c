@@ -465,7 +465,7 @@ static int set_base(tcp_cc *cc) {
   const dist_tensor *t0 = c->n_inputs ? &c->inputs[0] : c->n_outputs ? &c->outputs[0] : NULL;
   tcp_desc *d = &cc->base;
   d->kind = (uint16_t)c->kind;
-  d->part_of = dist_coll_list_call(c) ? (uint8_t)(dist_coll_list_call(c)->kind + 1) : 0;
+  d->part_of = dist__cpu_part_of(c);
   d->op_seq = c->seq;
   d->dtype = TCP_NONE8;
   d->redop = has_redop(c->kind) ? (uint8_t)c->redop.kind : TCP_NONE8;

@@ -121,8 +121,10 @@ typedef struct tcp_desc {
   int64_t count;
   int64_t peer_count;
   int64_t total;
-  uint8_t part_of;     /* a list entry's piece (dist_coll_list_call): its
-                          call's kind + 1, root the entry; else 0 */
+  uint8_t part_of;     /* a piece: its call's kind + 1 (dist__cpu_part_of), else
+                          0. A list entry's piece (root its entry) is
+                          compared as that call; a blob's piece compares as
+                          its own kind, the byte only names its call */
 } tcp_desc;
 
 enum tcp_rstate {

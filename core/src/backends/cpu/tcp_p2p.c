@@ -45,18 +45,26 @@ dist__tcp_req *dist__tcp_req_new(dist__tcp *t, bool is_send, int peer, uint32_t 
   return r;
 }
 
-/* The call a descriptor is of: a list entry's piece is its call's (a
- * peer's part_of comes off the wire: one out of range is no call). */
+/* The part of d's part_of that is compared: a list entry's piece's call
+ * (a peer's comes off the wire: one out of range is no call), 0 for a
+ * blob's piece, which runs and compares as its own kind, or a call of its
+ * own. */
+static unsigned listed(const tcp_desc *d) {
+  return dist__cpu_part_listed(d->part_of) ? d->part_of : 0;
+}
+
+/* The kind a descriptor is compared as: a list entry's piece, its call's. */
 static int call_kind(const tcp_desc *d) {
-  return d->part_of && d->part_of <= DIST_OP_COUNT_ ? d->part_of - 1 : d->kind;
+  return listed(d) ? (int)d->part_of - 1 : d->kind;
 }
 
 const char *dist__tcp_req_label(const dist__tcp_req *r, char *buf, size_t len) {
+  /* a piece (a list entry's, a blob's size exchange) is the user's call to the user */
+  dist_op_kind k = (dist_op_kind)dist__cpu_part_call(r->d.part_of, r->d.kind);
   if (r->d.op_seq)
-    snprintf(buf, len, "%s #%llu", dist_op_name((dist_op_kind)call_kind(&r->d)),
-             (unsigned long long)r->d.op_seq);
+    snprintf(buf, len, "%s #%llu", dist_op_name(k), (unsigned long long)r->d.op_seq);
   else
-    snprintf(buf, len, "%s", dist_op_name((dist_op_kind)call_kind(&r->d)));
+    snprintf(buf, len, "%s", dist_op_name(k));
   return buf;
 }
 
@@ -237,11 +245,11 @@ static const char *coll_field(const tcp_desc *mine, size_t len, const tcp_desc *
     return "dtype";
   if (theirs->redop != mine->redop)
     return "reduce op";
-  if (theirs->part_of != mine->part_of || theirs->kind != mine->kind)
+  if (listed(theirs) != listed(mine) || theirs->kind != mine->kind)
     return dist__report_list_field(call_kind(mine), -1, buf, f_len);
   if (theirs->root != mine->root)
     return "root";
-  if (mine->part_of && (theirs->total != mine->total || theirs->count != mine->count ||
+  if (listed(mine) && (theirs->total != mine->total || theirs->count != mine->count ||
                         their_size != len))
     return dist__report_list_field(call_kind(mine), mine->root, buf, f_len);
   if (theirs->total != mine->total)
@@ -259,12 +267,13 @@ static const char *coll_field(const tcp_desc *mine, size_t len, const tcp_desc *
  * is the transfer: count elements "to" / "from" group rank other. A list
  * entry's piece reads as its call (as shm.c's key_side): against another
  * piece (list_other), with its entry and size; else as a list whose
- * entries differ in size. */
+ * entries differ in size. A blob's piece reads as its call run as the
+ * piece ("BROADCAST_BYTES (run as BROADCAST int64[1] root 3)"). */
 static void coll_side(const dist__tcp *t, int r, const tcp_desc *d, uint64_t my_seq,
                       bool transfer, int64_t count, const char *dir, int other,
                       bool list_other, dist__rside *out) {
   const dist__cpu_group *g = t->g;
-  bool list = call_kind(d) != d->kind;
+  bool list = listed(d) != 0;
   if (list) { /* the entry's size, never a transfer's */
     transfer = false;
     count = d->total;
@@ -276,7 +285,8 @@ static void coll_side(const dist__tcp *t, int r, const tcp_desc *d, uint64_t my_
                   .redop = d->redop == TCP_NONE8 ? -1 : d->redop,
                   .root = d->root >= 0 && d->root < g->size ? g->peers[d->root].global_rank : -1,
                   .dir = transfer ? dir : NULL,
-                  .peer = other >= 0 && other < g->size ? g->peers[other].global_rank : -1};
+                  .peer = other >= 0 && other < g->size ? g->peers[other].global_rank : -1,
+                  .part = !list && d->part_of <= DIST_OP_COUNT_ ? d->part_of : 0};
   out->global_rank = g->peers[r].global_rank;
   out->group_rank = r;
   out->self = r == g->rank;
@@ -287,7 +297,7 @@ static void coll_side(const dist__tcp *t, int r, const tcp_desc *d, uint64_t my_
  * collective carries alike (its kind, dtype, reduce op, root and count). */
 static bool same_call(const tcp_desc *h, const tcp_desc *d) {
   return h->kind == d->kind && h->dtype == d->dtype && h->redop == d->redop &&
-         h->root == d->root && h->total == d->total && h->part_of == d->part_of;
+         h->root == d->root && h->total == d->total && listed(h) == listed(d);
 }
 
 /* Whether a collective of this kind ever completed here (hist_kind holds one). */
@@ -310,9 +320,9 @@ static bool ever_called(const dist__tcp *t, unsigned kind) {
  * lower rank's. */
 static int coll_odd(const dist__tcp *t, const tcp_desc *mine, const tcp_desc *theirs) {
   bool me, they;
-  if (mine->part_of != theirs->part_of && call_kind(mine) == call_kind(theirs))
-    return mine->part_of != 0; /* one list call in two forms: the side whose entries
-                                  differ in size, as one wrong entry makes them */
+  if (listed(mine) != listed(theirs) && call_kind(mine) == call_kind(theirs))
+    return listed(mine) != 0; /* one list call in two forms: the side whose entries
+                                 differ in size, as one wrong entry makes them */
   if (mine->kind == theirs->kind) {
     if (!ever_called(t, mine->kind))
       return -1;
@@ -339,7 +349,7 @@ static void coll_report(dist__tcp *t, dist__tcp_req *r, int p, const tcp_desc *t
   int me = t->g->rank;
   uint64_t seq = r->d.op_seq;
   bool transfer = r->d.total < 0 || !strcmp(field, "split size");
-  bool lm = r->d.part_of != 0, lt = theirs->part_of != 0; // list entries' pieces
+  bool lm = listed(&r->d) != 0, lt = listed(theirs) != 0; // list entries' pieces
   dist__rside a, b;
   if (transfer && !nack && !strcmp(field, "split size") && theirs->count == r->d.count) {
     /* What this rank sends back differs from what the peer expects. */
