@@ -130,6 +130,13 @@ int dist__mon_create_skippers(const mon_rec *recs, int c, int *out, int cap);
  * is followed to that one's end, so a rank that waits for such a rank is
  * led to it). */
 bool dist__mon_create_order_odd(const mon_rec *recs, int m);
+/* Rank m's call number cr->k on cr's scope ("x" line), when m is in the
+ * list cr (a rank's creation in flight) names but the list m passed as
+ * that call leaves it out, and no other rank made that list under another
+ * number (m's calls are not merely shifted): m left itself out of its
+ * list, a desync on the member list. NULL otherwise, or unknown. */
+const mon_rec_made *dist__mon_create_list_odd(const mon_rec *recs, int m,
+                                              const mon_rec_create *cr);
 /* The rank blocked creating a group that rank r skipped (r is one of its
  * dist__mon_create_skippers), or -1. */
 int dist__mon_skipped_for(const mon_rec *recs, int r);

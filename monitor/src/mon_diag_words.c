@@ -44,7 +44,9 @@ const char *dist__mon_outside_words(const mon_rec *recs, int who, int64_t idle_m
       dist__format_ranks(skip, (size_t)n, ranks, sizeof ranks);
       snprintf(late, sizeof late, "rank%s %s %s not joined: %s", n > 1 ? "s" : "", ranks,
                n > 1 ? "have" : "has",
-               n == 1 && dist__mon_create_order_odd(recs, skip[0])
+               n == 1 && dist__mon_create_list_odd(recs, skip[0], &r->creating)
+                   ? "it made that call with a list that leaves itself out"
+               : n == 1 && dist__mon_create_order_odd(recs, skip[0])
                    ? "it creates another group as that call"
                    : n > 1 ? "they never made that call" : "it never made that call");
     }
