@@ -52,6 +52,10 @@ static bool in_ranges(const char *list, int r) {
   return false;
 }
 
+bool dist__mon_create_lists(const mon_rec_create *cr, int r) {
+  return in_ranges(cr->members, r);
+}
+
 /* Whether rank m is creating the group rank c's record is creating: the
  * same id and members (ids count each rank's creations, so a rank that
  * creates its groups in another order gives another group the same id). */
@@ -139,6 +143,41 @@ const mon_rec_made *dist__mon_create_list_odd(const mon_rec *recs, int m,
 static int64_t count_on(const mon_rec *r, int scope) {
   const mon_rec_group *g = scope >= 0 ? dist__mon_rec_group(r, scope) : NULL;
   return g ? g->creations : -1;
+}
+
+/* How many ranks are creating the group rank r is creating, r included. */
+static int creators_of(const mon_rec *recs, int r) {
+  int n = 0;
+  for (int q = 0; q < dist__mon.world; q++)
+    n += creating_same(recs, q, &recs[r].creating);
+  return n;
+}
+
+/* How many other ranks are blocked creating a group that lists rank q
+ * while q is not creating it: the ranks waiting for q. */
+static int waiting_for(const mon_rec *recs, int q) {
+  int n = 0;
+  for (int p = 0; p < dist__mon.world; p++)
+    n += p != q && recs[p].present && recs[p].creating.on &&
+         in_ranges(recs[p].creating.members, q) && !creating_same(recs, q, &recs[p].creating);
+  return n;
+}
+
+bool dist__mon_create_local_odd(const mon_rec *recs, int r) {
+  const mon_rec_create *a = &recs[r].creating;
+  if (!recs[r].present || !a->on || a->scope >= 0 || !a->members[0] || creators_of(recs, r) > 1)
+    return false;
+  int wanted = waiting_for(recs, r), members = 0;
+  for (int m = 0; m < dist__mon.world; m++) {
+    if (m == r || !in_ranges(a->members, m))
+      continue;
+    /* each member it waits for is blocked creating another group, which
+     * fewer ranks wait for it in than wait for r */
+    if (!recs[m].present || !recs[m].creating.on || waiting_for(recs, m) >= wanted)
+      return false;
+    members++;
+  }
+  return members > 0;
 }
 
 /* Whether most of those who should make cr's call did not (its creator's
@@ -233,7 +272,8 @@ static int skippers(const mon_rec *recs, int c, int *out, int cap, int depth) {
   char how[320];
   int64_t now_ms = dist__mon_wall_ms(dist__now_ns());
   if (!recs[c].present || !cr->on || !cr->members[0] ||
-      dist__mon_gone_how(&recs[c], now_ms, how, sizeof how) || creator_is_odd(recs, cr))
+      dist__mon_gone_how(&recs[c], now_ms, how, sizeof how) || creator_is_odd(recs, cr) ||
+      dist__mon_create_local_odd(recs, c))
     return 0;
   int n = 0;
   bool scoped = cr->scope >= 0 && cr->k > 0;
@@ -248,9 +288,22 @@ static int skippers(const mon_rec *recs, int c, int *out, int cap, int depth) {
       out[n++] = m; /* it made its creations in another order */
       continue;
     }
-    if (scoped && creating_earlier(recs, m, cr)) { /* follow it, to where its wait ends */
-      int next[MON_CULPRITS_MAX];
-      int k = depth < 4 ? skippers(recs, m, next, MON_CULPRITS_MAX, depth + 1) : 0;
+    if (!scoped && dist__mon_create_local_odd(recs, m)) {
+      out[n++] = m; /* it creates a group no other member of it creates */
+      continue;
+    }
+    /* blocked creating an earlier call, or (only the members calling)
+     * another group: followed, to where its wait ends */
+    int next[MON_CULPRITS_MAX];
+    int k = (scoped && creating_earlier(recs, m, cr)) || (!scoped && recs[m].creating.on)
+                ? (depth < 4 ? skippers(recs, m, next, MON_CULPRITS_MAX, depth + 1) : 0)
+                : -1;
+    int kept = 0; /* a wait that comes back to c ends at m, not at c */
+    for (int i = 0; i < k; i++)
+      if (next[i] != c)
+        next[kept++] = next[i];
+    k = k > 0 && !kept && !scoped ? 0 : k > 0 ? kept : k;
+    if (k > 0 || (k == 0 && scoped)) {
       for (int i = 0; i < k && n < cap; i++) { /* once each */
         bool have = false;
         for (int j = 0; j < n && !have; j++)
@@ -283,6 +336,59 @@ int dist__mon_skipped_for(const mon_rec *recs, int r) {
         return c;
   }
   return -1;
+}
+
+/* "; the others passed ranks 0-1 as their #1 (ranks 0-2,4-7), which it
+ * never made: it skipped that call" (or "made as its #3"), from what the
+ * others' records say they passed as r's number (the most common list). */
+static void say_skipped_list(const mon_rec *recs, int r, char *buf, size_t len, size_t *off) {
+  const mon_rec_create *a = &recs[r].creating;
+  int world = dist__mon.world, best = -1, best_n = 0;
+  int *who = dist__malloc(sizeof(int) * (size_t)(world ? world : 1));
+  const char *mb = "";
+  uint32_t hb = 0;
+  for (int q = 0; who && q < world; q++) {
+    const char *mq, *sq;
+    uint32_t hq;
+    if (q == r || !passed_at(&recs[q], a->scope, a->k, &mq, &hq, &sq) ||
+        same_list(mq, hq, a->members, a->hash) || !mq[0])
+      continue;
+    int n = 0;
+    for (int p = 0; p < world; p++) {
+      const char *mp, *sp;
+      uint32_t hp;
+      n += p != r && passed_at(&recs[p], a->scope, a->k, &mp, &hp, &sp) &&
+           same_list(mp, hp, mq, hq);
+    }
+    if (n > best_n)
+      best = q, best_n = n, mb = mq, hb = hq;
+  }
+  if (best < 0) {
+    dist__free(who);
+    return;
+  }
+  int n = 0;
+  for (int p = 0; p < world; p++) {
+    const char *mp, *sp;
+    uint32_t hp;
+    if (p != r && passed_at(&recs[p], a->scope, a->k, &mp, &hp, &sp) && same_list(mp, hp, mb, hb))
+      who[n++] = p;
+  }
+  char ranks[256];
+  dist__format_ranks(who, (size_t)n, ranks, sizeof ranks);
+  dist__free(who);
+  const mon_rec_made *mine = NULL;
+  for (int i = 0; i < recs[r].n_made && !mine; i++)
+    if (recs[r].made[i].scope == a->scope && same_list(recs[r].made[i].members,
+                                                        recs[r].made[i].hash, mb, hb))
+      mine = &recs[r].made[i];
+  dist__appendf(buf, len, off, "; rank%s %s passed ranks %s as %s #%llu", n > 1 ? "s" : "",
+                ranks, mb, n > 1 ? "their" : "its", (unsigned long long)a->k);
+  if (mine)
+    dist__appendf(buf, len, off, ", which rank %d made as its #%llu", r,
+                  (unsigned long long)mine->k);
+  else if (recs[r].n_made && recs[r].made[0].k <= 1)
+    dist__appendf(buf, len, off, ", which rank %d has not made: it skipped that call", r);
 }
 
 /* "did not create group 4 (2 ranks: 2-3) that rank 3 is creating
@@ -322,6 +428,7 @@ static void say_order(const mon_rec *recs, int r, char *buf, size_t len, size_t 
                   "(every rank must create its groups in one order)",
                   n > 1 ? "s" : "", ranks, n > 1 ? "" : "s", b->members,
                   (unsigned long long)b->k);
+  say_skipped_list(recs, r, buf, len, off);
 }
 
 /* "left itself out of the list it passed as its dist_new_group #2 on group
@@ -339,8 +446,55 @@ static void say_left_out(const mon_rec *recs, int r, int c, const mon_rec_made *
   (void)r;
 }
 
+/* "is blocked in dist_new_group for 9.8 s, creating group G (2 ranks: 1,3),
+ * called from ..., which no other member creates: rank 1 creates group H
+ * (4 ranks: 1,3,5,7) with ranks 5,7". */
+static void say_local(const mon_rec *recs, int r, int64_t now_ms, char *buf, size_t len,
+                      size_t *off) {
+  const mon_rec_create *a = &recs[r].creating;
+  char s[32];
+  dist__appendf(buf, len, off, "is blocked in %s for %s, creating group %d (%d ranks: %s), "
+                "called from %s, which no other member creates", a->call[0] ? a->call :
+                "dist_new_group", dist__mon_sec_word(now_ms - a->since_ms, s, sizeof s), a->gid,
+                a->size, a->members, a->site);
+  int world = dist__mon.world, said = 0;
+  int *with = dist__malloc(sizeof(int) * (size_t)(world ? world : 1));
+  for (int m = 0; with && m < world; m++) {
+    const mon_rec_create *b = &recs[m].creating;
+    if (m == r || !in_ranges(a->members, m) || !recs[m].present || !b->on)
+      continue;
+    int n = 0;
+    for (int q = 0; q < world; q++)
+      if (q != m && creating_same(recs, q, b))
+        with[n++] = q;
+    char ranks[256] = "";
+    dist__format_ranks(with, (size_t)n, ranks, sizeof ranks);
+    dist__appendf(buf, len, off, "%s rank %d creates group %d (%d ranks: %s)%s%s%s",
+                  said++ ? "," : ":", m, b->gid, b->size, b->members, n ? " with rank" : "",
+                  n > 1 ? "s " : n ? " " : "", ranks);
+  }
+  int n = 0; /* the ranks waiting for it */
+  for (int p = 0; with && p < world; p++)
+    if (p != r && recs[p].present && recs[p].creating.on &&
+        in_ranges(recs[p].creating.members, r) && !creating_same(recs, r, &recs[p].creating))
+      with[n++] = p;
+  char ranks[256] = "";
+  if (with)
+    dist__format_ranks(with, (size_t)n, ranks, sizeof ranks);
+  dist__free(with);
+  if (n)
+    dist__appendf(buf, len, off, "; rank%s %s wait%s for it in groups that list it",
+                  n > 1 ? "s" : "", ranks, n > 1 ? "" : "s");
+  dist__appendf(buf, len, off, " (with use_local_synchronization each member passes the "
+                "group's one list)");
+}
+
 void dist__mon_say_skipped(const mon_rec *recs, int r, int c, int64_t now_ms, char *buf,
                            size_t len, size_t *off) {
+  if (dist__mon_create_local_odd(recs, r)) {
+    say_local(recs, r, now_ms, buf, len, off);
+    return;
+  }
   const mon_rec_made *x = dist__mon_create_list_odd(recs, r, &recs[c].creating);
   if (x) {
     say_left_out(recs, r, c, x, buf, len, off);

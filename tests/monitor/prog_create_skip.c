@@ -34,6 +34,11 @@
  *               every rank (new_pairs_then_all); rank 2 skips {0,1}, a
  *               group it is not in, so its next creations pair with the
  *               others' earlier ones
+ *   localshift  nobody skips: with use_local_synchronization every rank
+ *               makes its pair {0,1} or {2,3}, then {0,2} or {1,3}
+ *               (new_local_pairs), but rank 2 passes {1,2} for its pair (an
+ *               off-by-one): it waits for rank 1, which waits in {1,3} for
+ *               rank 3, which waits in {2,3} for rank 2
  * A rank whose call fails prints "rank R: <what> failed: <status>" on
  * stderr and exits 1. */
 #include <stdio.h>
@@ -121,6 +126,16 @@ __attribute__((noinline)) static void new_pairs_then_all(void) {
   check("new_group", dist_new_group(NULL, 0, NULL, &all));
 }
 
+__attribute__((noinline)) static void new_local_pairs(void) {
+  dist_group_opts o = {.use_local_synchronization = true};
+  int pair[2] = {rank / 2 * 2, rank / 2 * 2 + 1}, across[2] = {rank % 2, rank % 2 + 2};
+  if (rank == 2)
+    pair[1] = 1; /* the planted off-by-one: {2,1}, that is {1,2} */
+  dist_pg *g = NULL;
+  check("new_group", dist_new_group(pair, 2, &o, &g));
+  check("new_group", dist_new_group(across, 2, &o, &g));
+}
+
 __attribute__((noinline)) static void new_local(void) {
   const int r[3] = {1, 2, 3};
   dist_pg *g = NULL;
@@ -183,6 +198,8 @@ int main(int argc, char **argv) {
     if (!skip)
       new_first();
     new_pairs_then_all();
+  } else if (!strcmp(mode, "localshift")) {
+    new_local_pairs();
   } else if (!strcmp(mode, "local")) {
     if (!skip)
       new_local();

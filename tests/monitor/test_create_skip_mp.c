@@ -202,3 +202,48 @@ Test(monitor_create_skip, a_rank_that_leaves_itself_out_is_a_desync_at_DIST_DEBU
   run_mode("DIST_DEBUG=OFF", "stride", &r);
   expect_left_itself_out(&r);
 }
+
+/* Rank 2 skips {0,1}, a group it is not in, so its {2,3} is its call #1
+ * where rank 3's is #2: the two wait for each other in one group under two
+ * numbers, a tie the ranks creating now cannot break. What the others
+ * passed as #1 ({0,1}, in their records' lists) can: rank 2 made its
+ * creations in another order, and skipped that call. Ranks 2 and 3 time
+ * out in their creations first and exit: the one that says it must name
+ * rank 2 before they go, not a rank "which exited". */
+Test(monitor_create_skip, a_rank_that_skips_a_group_it_is_not_in_names_that_rank_at_OFF,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=OFF", "skipother", &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "the waits end at rank 2, which made its group creations in another "
+                          "order: its dist_new_group #1 on group 0 creates group 1 (2 ranks: "
+                          "2-3), called from new_pairs_then_all (prog_create_skip.c:"),
+            "not rank 2's order at its line:\n%s", r.report);
+  cr_expect(mesh_says(&r, "passed ranks 0-1 as their #1, which rank 2 has not made: it skipped "
+                          "that call"), "not the call rank 2 skipped:\n%s", r.report);
+  cr_expect(!mesh_says(&r, "which exited"), "a rank that exited is named:\n%s", r.report);
+  cr_expect(strstr(r.json, "\"site\":\"new_pairs_then_all (prog_create_skip.c:"),
+            "distview's verdict is not at new_pairs_then_all: %s", r.json);
+}
+
+/* With use_local_synchronization rank 2 passes {1,2} for its pair {2,3}:
+ * it waits there for rank 1, which waits in {1,3} for rank 3, which waits
+ * in {2,3} for rank 2; rank 0 waits in {0,2} for rank 2. Every rank is
+ * blocked in a creation, so the waits go round: they end at rank 2, whose
+ * group no other rank creates while ranks 0 and 3 wait for it in theirs,
+ * named at its own creation and line (not rank 1, the member it waits
+ * for, nor "in no operation"). */
+Test(monitor_create_skip, a_local_group_with_a_list_of_its_own_names_that_rank, .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "localshift", &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "the waits end at rank 2, which is blocked in dist_new_group for ") &&
+                mesh_says(&r, "(2 ranks: 1-2), called from new_local_pairs (prog_create_skip.c:") &&
+                mesh_says(&r, "which no other member creates") &&
+                mesh_says(&r, "ranks 0,3 wait for it in groups that list it"),
+            "not rank 2's own creation:\n%s", r.report);
+  cr_expect(!mesh_says(&r, "in no operation"), "a rank in no operation:\n%s", r.report);
+  cr_expect(strstr(r.json, "\"site\":\"new_local_pairs (prog_create_skip.c:"),
+            "distview's verdict is not at new_local_pairs: %s", r.json);
+  mesh_expect_agreement(&r);
+}
