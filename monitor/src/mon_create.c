@@ -338,9 +338,10 @@ int dist__mon_skipped_for(const mon_rec *recs, int r) {
   return -1;
 }
 
-/* "; the others passed ranks 0-1 as their #1 (ranks 0-2,4-7), which it
- * never made: it skipped that call" (or "made as its #3"), from what the
- * others' records say they passed as r's number (the most common list). */
+/* "; ranks 0-2,4-7 passed ranks 0-1 as their #1, a call rank 3 has not
+ * made (it skipped it, or makes it later)" (or "which rank 3 made as its
+ * #3"), from what the others' records say they passed as r's number (the
+ * most common list). */
 static void say_skipped_list(const mon_rec *recs, int r, char *buf, size_t len, size_t *off) {
   const mon_rec_create *a = &recs[r].creating;
   int world = dist__mon.world, best = -1, best_n = 0;
@@ -388,7 +389,8 @@ static void say_skipped_list(const mon_rec *recs, int r, char *buf, size_t len, 
     dist__appendf(buf, len, off, ", which rank %d made as its #%llu", r,
                   (unsigned long long)mine->k);
   else if (recs[r].n_made && recs[r].made[0].k <= 1)
-    dist__appendf(buf, len, off, ", which rank %d has not made: it skipped that call", r);
+    dist__appendf(buf, len, off, ", a call rank %d has not made (it skipped it, or makes it "
+                  "later)", r);
 }
 
 /* "did not create group 4 (2 ranks: 2-3) that rank 3 is creating
@@ -421,13 +423,13 @@ static void say_order(const mon_rec *recs, int r, char *buf, size_t len, size_t 
   int q = moved_creator(recs, r); /* the same group under another number says most */
   if (q >= 0)
     dist__appendf(buf, len, off, ", where rank %d creates that group (the same members) as its "
-                  "#%llu (every rank must create its groups in one order)", q,
-                  (unsigned long long)recs[q].creating.k);
+                  "#%llu, called from %s (every rank must create its groups in one order)", q,
+                  (unsigned long long)recs[q].creating.k, recs[q].creating.site);
   else if (b)
-    dist__appendf(buf, len, off, ", where rank%s %s create%s a group of ranks %s as their #%llu "
-                  "(every rank must create its groups in one order)",
+    dist__appendf(buf, len, off, ", where rank%s %s create%s a group of ranks %s as their #%llu, "
+                  "called from %s (every rank must create its groups in one order)",
                   n > 1 ? "s" : "", ranks, n > 1 ? "" : "s", b->members,
-                  (unsigned long long)b->k);
+                  (unsigned long long)b->k, b->site);
   say_skipped_list(recs, r, buf, len, off);
 }
 

@@ -162,13 +162,48 @@ static void site_of(const view *v, char *buf, size_t len) {
     snprintf(buf, len, "?");
 }
 
+static bool numbered_by_all(const dist_pg_info *p);
+
+/* The id (other than p's) under which another rank posted c's member list,
+ * among ids 1 to p's + 16 that exist now; 0 none. */
+static int posted_elsewhere(dist_store *st, const dist_pg_info *p, const view *c) {
+  view *w = calloc(MAX_VIEWS, sizeof *w);
+  int found = 0;
+  for (int id = 1; w && !found && id <= p->group_id + 16; id++) {
+    char key[192];
+    snprintf(key, sizeof key, "wpg/grp/%d/g%d", wpg_generation(), id);
+    const char *keys[] = {key};
+    bool present = false;
+    void *val = NULL;
+    size_t len = 0;
+    if (id == p->group_id || dist_store_check(st, keys, 1, &present) != DIST_OK || !present ||
+        dist_store_get(st, key, &val, &len) != DIST_OK)
+      continue;
+    int k = parse(val, w, MAX_VIEWS);
+    dist_free(val);
+    for (int j = 0; j < k && !found; j++)
+      found = w[j].rank != c->rank && !strcmp(w[j].members, c->members) ? id : 0;
+  }
+  free(w);
+  return found;
+}
+
 /* A culprit whose list leaves itself out where other ranks' lists hold it
  * made the call as no member (DIST_GROUP_NON_MEMBER) and went on, while
- * those ranks wait for it: the line says so (the view is one of all[k]). */
-static void say_outside(char *msg, size_t len, size_t *off, const view *all, int k,
-                        const view *c) {
+ * those ranks wait for it: the line says so (the view is one of all[k]),
+ * or, when the others give that list another id, that it made its
+ * creations in another order. */
+static void say_outside(dist_store *st, const dist_pg_info *p, char *msg, size_t len,
+                        size_t *off, const view *all, int k, const view *c) {
   if (in_list(c->members, c->rank))
     return;
+  int id = numbered_by_all(p) ? posted_elsewhere(st, p, c) : 0;
+  if (id) {
+    wpg_appendf(msg, len, off, "  rank %d passed ranks %s as group %d, a group the other ranks "
+                "create as group %d: it made its creations in another order (every rank must "
+                "create its groups in one order)\n", c->rank, c->members, p->group_id, id);
+    return;
+  }
   int *holders = calloc((size_t)k, sizeof *holders), n = 0;
   const view *their = NULL;
   for (int i = 0; holders && i < k; i++)
@@ -193,7 +228,8 @@ static const char *field_of(void *arg, int cls, int major) {
   return diff(&c->v[cls], &c->v[major]);
 }
 
-static int conflict(const dist_pg_info *p, const view *v, int n, const view *mine) {
+static int conflict(dist_store *st, const dist_pg_info *p, const view *v, int n,
+                    const view *mine) {
   wpg_row *rows = calloc((size_t)n, sizeof *rows);
   char (*text)[700] = calloc((size_t)n, sizeof *text);
   char (*where)[160] = calloc((size_t)n, sizeof *where);
@@ -257,7 +293,7 @@ static int conflict(const dist_pg_info *p, const view *v, int n, const view *min
   for (int i = 0; i < k; i++)
     for (int j = 0; j < n_culprits; j++)
       if (all[i].rank == culprits[j])
-        say_outside(msg, WPG_MSG_LEN, &off, all, k, &all[i]);
+        say_outside(st, p, msg, WPG_MSG_LEN, &off, all, k, &all[i]);
   bool own = own_groups_only(all, k);
   if (own)
     wpg_appendf(msg, WPG_MSG_LEN, &off, "  each rank created only the group it is in: every "
@@ -413,7 +449,7 @@ static int watch(dist_store *st, const char *key, const dist_pg_info *p, const v
           n = all_views(st, key, v, n, p->timeout_ms);
           mark_misnumbered(st, p, v, n);
         }
-        rc = conflict(p, v, n, mine);
+        rc = conflict(st, p, v, n, mine);
         free(v);
         return rc;
       }
@@ -499,7 +535,7 @@ int wpg_order_outside(const dist_pg_info *p) {
     if (diff(&v[i], &mine)) {
       n = all_views(st, key, v, n, p->timeout_ms);
       mark_misnumbered(st, p, v, n);
-      rc = conflict(p, v, n, &mine);
+      rc = conflict(st, p, v, n, &mine);
     }
   free(v);
   return rc;
