@@ -111,6 +111,11 @@ static int members_rank(const dist_test_ctx *ctx) {
         "ranks 0 and 2's view:\n%s", msg);
   CHECK(ctx, wpg_line(msg, "  rank 1:    group 1 \"\" of ranks 1,2  <- member list differs", buf,
                       sizeof buf), "rank 1's view:\n%s", msg);
+  /* each rank's own line: ranks 0 and 1 at the one below, rank 2 at its first call */
+  CHECK(ctx, wpg_line(msg, "  called from test_order_mp.c:", buf, sizeof buf) &&
+                 strstr(buf, " in members_rank() (ranks 0-1)") &&
+                 strstr(buf, " in members_rank() (rank 2)"),
+        "the call sites:\n%s", msg);
   return done(ctx);
 }
 

@@ -12,8 +12,9 @@
  * whose list for a group every rank creates leaves it out posts its view
  * too (core's dist__group_outside_fn), without waiting: it made that
  * creation all the same, and a list that leaves out a rank the members'
- * lists hold (an off-by-one that dropped the rank itself) is the
- * desync, which the members waiting for that rank then name at once. Which entries conflict: for a group every rank
+ * lists hold (an off-by-one that dropped the rank itself) is the desync,
+ * which the members waiting for that rank then name at once. Which
+ * entries conflict: for a group every rank
  * creates in the same order (named "g<id>", groups.c), any other member
  * list under its id, even from ranks outside it (a rank that created
  * {2,3} where the others created {0,1}: their ids crossed); for a group
@@ -272,7 +273,13 @@ static int conflict(dist_store *st, const dist_pg_info *p, const view *v, int n,
       snprintf(text[i] + at, sizeof text[i] - at, ", timeout %lld ms", all[i].timeout_ms);
     /* of a pair, the side that set another timeout than the job's default */
     all[i].suspect += member && def && all[i].timeout_ms != (long long)def->timeout_ms;
-    site_of(&all[i], where[i], sizeof where[i]);
+    int same = 0; /* one resolution per call site (it reads the debug info) */
+    while (same < i && strcmp(all[same].site, all[i].site))
+      same++;
+    if (same < i)
+      snprintf(where[i], sizeof where[i], "%s", where[same]);
+    else
+      site_of(&all[i], where[i], sizeof where[i]);
     rows[i] = (wpg_row){.global = all[i].rank, .grank = all[i].rank, .cls = cls,
                         .text = text[i], .site = where[i], .suspect = all[i].suspect};
   }
