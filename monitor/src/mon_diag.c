@@ -131,6 +131,9 @@ void dist__mon_verdict_at(mon_verdict *v, const mon_rec_group *b, const char *si
 char *dist__mon_diagnose_creation(const mon_rec *recs, mon_verdict *v) {
   int me = dist__mon.rank, skip[MON_CULPRITS_MAX];
   int n = dist__mon_create_skippers(recs, me, skip, MON_CULPRITS_MAX);
+  if (!n && (dist__mon_create_order_odd(recs, me) || dist__mon_create_local_odd(recs, me)))
+    skip[n++] = me; /* this rank made its creations in another order: it says so itself, in
+                       case the rank waiting for it is gone before it can */
   const size_t len = 16384;
   char *buf = n ? dist__malloc(len) : NULL;
   if (!buf)
@@ -151,7 +154,8 @@ char *dist__mon_diagnose_creation(const mon_rec *recs, mon_verdict *v) {
   }
   /* the group and its creator's call, no operation (as say_roots does);
    * of a rank that created its groups in another order, its own */
-  if (n == 1 && dist__mon_create_order_odd(recs, skip[0]))
+  if (n == 1 && (dist__mon_create_order_odd(recs, skip[0]) ||
+                 dist__mon_create_local_odd(recs, skip[0])))
     cr = &recs[skip[0]].creating;
   *v = (mon_verdict){.gid = cr->gid, .kind = -1, .n = n};
   memcpy(v->culprits, skip, sizeof(int) * (size_t)v->n);

@@ -138,6 +138,22 @@ int dist__mon_create_skippers(const mon_rec *recs, int c, int *out, int cap);
  * is followed to that one's end, so a rank that waits for such a rank is
  * led to it). */
 bool dist__mon_create_order_odd(const mon_rec *recs, int m);
+/* Rank m's call number cr->k on cr's scope ("x" line), when m is in the
+ * list cr (a rank's creation in flight) names but the list m passed as
+ * that call leaves it out, and no other rank made that list under another
+ * number (m's calls are not merely shifted): m left itself out of its
+ * list, a desync on the member list. NULL otherwise, or unknown. */
+const mon_rec_made *dist__mon_create_list_odd(const mon_rec *recs, int m,
+                                              const mon_rec_create *cr);
+/* Whether the creation cr's list holds rank r. */
+bool dist__mon_create_lists(const mon_rec_create *cr, int r);
+/* Whether rank r is blocked creating, with use_local_synchronization (only
+ * the members call), a group no other rank creates, while each member it
+ * waits for is blocked creating another group and more ranks wait for r
+ * (in groups that list it, which it does not create) than for any of
+ * them: r passed a list of its own (an off-by-one), and the waits end at
+ * it, not at the member it waits for. */
+bool dist__mon_create_local_odd(const mon_rec *recs, int r);
 /* The rank blocked creating a group that rank r skipped (r is one of its
  * dist__mon_create_skippers), or -1. */
 int dist__mon_skipped_for(const mon_rec *recs, int r);

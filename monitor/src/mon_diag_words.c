@@ -71,11 +71,20 @@ const char *dist__mon_outside_words(const mon_rec *recs, int who, int64_t idle_m
   if (r->creating.on) {
     int skip[MON_CULPRITS_MAX], n = dist__mon_create_skippers(recs, who, skip, MON_CULPRITS_MAX);
     char ranks[128];
-    if (n) {
+    if (n == 1 && !dist__mon_create_lists(&r->creating, skip[0])) {
+      snprintf(late, sizeof late, "the other members have not joined: the waits end at rank %d, "
+               "%s", skip[0], dist__mon_create_local_odd(recs, skip[0])
+                                  ? "which creates a group no other member creates"
+                                  : "which made its group creations in another order");
+    } else if (n) {
       dist__format_ranks(skip, (size_t)n, ranks, sizeof ranks);
       snprintf(late, sizeof late, "rank%s %s %s not joined: %s", n > 1 ? "s" : "", ranks,
                n > 1 ? "have" : "has",
-               n == 1 && dist__mon_create_order_odd(recs, skip[0])
+               n == 1 && dist__mon_create_list_odd(recs, skip[0], &r->creating)
+                   ? "it made that call with a list that leaves itself out"
+               : n == 1 && dist__mon_create_local_odd(recs, skip[0])
+                   ? "it creates a group no other member creates"
+               : n == 1 && dist__mon_create_order_odd(recs, skip[0])
                    ? "it creates another group as that call"
                    : n > 1 ? "they never made that call" : "it never made that call");
     }

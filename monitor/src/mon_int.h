@@ -253,6 +253,24 @@ typedef struct mon_state {
   pthread_mutex_t create_mu; /* the two strings below */
   char create_call[24];      /* "dist_new_group", "dist_split_group" */
   char create_members[MON_MEMBERS_LEN]; /* "0-1,3" */
+  _Atomic uint32_t create_hash; /* of the whole list (mon_record.h) */
+  /* The latest creations called on a scope, members or not: the record's
+   * "x" lines, a ring of MON_MADE_MAX under create_mu (n_made counts
+   * them all). */
+  struct mon_made {
+    int scope;
+    uint64_t k;
+    bool member;
+    uint32_t hash;
+    uintptr_t caller;
+    char members[MON_MADE_LEN];
+  } made[MON_MADE_MAX];
+  uint64_t n_made;
+  /* The watchdog's own: the creation (id, number) whose desync it said
+   * (k 0: none), and when it next reads the records for one. */
+  int create_said_gid;
+  uint64_t create_said_k;
+  int64_t create_next_read_ns;
   /* A group's last statistics did not all come at its end: later groups
    * do not wait for theirs (mon_stats.c). */
   bool stats_end_late;
@@ -341,6 +359,10 @@ char *dist__mon_gpu_note(const mon_group *g, uint64_t seq, char *diag);
  * skipped the call, the hang's report naming them (mon_diag.c) and its
  * verdict; NULL when none did (or no memory). */
 char *dist__mon_diagnose_creation(const mon_rec *recs, mon_verdict *v);
+/* The desync report of this rank's creation in flight when a member of it
+ * left itself out of the list it passed as that call (mon_create.c), with
+ * the verdict; NULL when none did. */
+char *dist__mon_diagnose_creation_desync(const mon_rec *recs, mon_verdict *v);
 char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const char *what,
                          bool *lowest, int *n_cycles, mon_verdict *v);
 /* Whether every live member has published since since_ms (wall), so its

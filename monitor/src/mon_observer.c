@@ -669,6 +669,36 @@ static void on_work_wait(dist_pg *pg, const dist_coll *c, bool entering) {
                           memory_order_relaxed);
 }
 
+/* A hash of a whole member list (ascending global ranks), never 0. */
+static uint32_t list_hash(const int *ranks, int n) {
+  uint32_t h = 2166136261u; /* FNV-1a over the ranks */
+  for (int i = 0; i < n; i++)
+    for (int b = 0; b < 32; b += 8)
+      h = (h ^ (((uint32_t)ranks[i] >> b) & 0xffu)) * 16777619u;
+  return h ? h : 1;
+}
+
+/* The list as ranges in buf (len bytes), "+" at the end when cut. */
+static void members_cut(const int *ranks, int n, char *buf, size_t len) {
+  dist__format_ranks(ranks, (size_t)(n > 0 ? n : 0), buf, len);
+  if (strlen(buf) + 1 >= len) /* cut: say so */
+    snprintf(buf + len - 2, 2, "+");
+}
+
+/* Keeps creation c, call k on its scope, among the latest (an "x" line):
+ * the list this rank passed, member or not. */
+static void note_made(mon_state *m, const dist__group_create *c, uint64_t k, uint32_t h) {
+  pthread_mutex_lock(&m->create_mu);
+  struct mon_made *x = &m->made[m->n_made++ % MON_MADE_MAX];
+  x->scope = c->scope_gid;
+  x->k = k;
+  x->member = c->member;
+  x->hash = h;
+  x->caller = (uintptr_t)c->caller;
+  members_cut(c->ranks, c->size, x->members, sizeof x->members);
+  pthread_mutex_unlock(&m->create_mu);
+}
+
 /* A thread starts or stops creating a user group (core's hook): while it
  * waits for the other members, the record says so (mon_progress.c). The
  * last creation started is the one said when threads overlap. Every call
@@ -691,12 +721,14 @@ static void on_group_create(const dist__group_create *c, bool entering) {
   }
   mon_group *sg = c->scope_gid >= 0 ? slot_of(c->scope_gid) : NULL;
   uint64_t k = sg ? atomic_fetch_add_explicit(&sg->creations, 1, memory_order_relaxed) + 1 : 0;
+  uint32_t h = list_hash(c->ranks, c->size);
+  if (sg)
+    note_made(m, c, k, h);
   if (!c->member)
     return;
   char members[MON_MEMBERS_LEN];
-  dist__format_ranks(c->ranks, (size_t)(c->size > 0 ? c->size : 0), members, sizeof members);
-  if (strlen(members) + 1 >= sizeof members) /* cut: say so */
-    snprintf(members + sizeof members - 2, 2, "+");
+  members_cut(c->ranks, c->size, members, sizeof members);
+  atomic_store_explicit(&m->create_hash, h, memory_order_relaxed);
   pthread_mutex_lock(&m->create_mu);
   snprintf(m->create_call, sizeof m->create_call, "%s", c->call ? c->call : "");
   snprintf(m->create_members, sizeof m->create_members, "%s", members);
@@ -730,6 +762,11 @@ static int mon_init(void **ctx, const dist_pg_info *dg) {
   m->pid = getpid();
   m->main_tid = my_tid();
   m->stats_end_late = false;
+  pthread_mutex_lock(&m->create_mu);
+  m->n_made = 0; /* an earlier init's creations are not this one's */
+  m->create_said_k = 0;
+  m->create_next_read_ns = 0;
+  pthread_mutex_unlock(&m->create_mu);
   snprintf(m->host, sizeof m->host, "%s", dist__hostname());
   m->stop = false;
   int rc = dist_store_clone(js, &m->store);

@@ -269,6 +269,25 @@ static void put_non_member(char *buf, size_t len, size_t *off, mon_group *g) {
                 atomic_load_explicit(&g->nm_kind, memory_order_relaxed), site[0] ? site : "-");
 }
 
+/* The "x" lines: the latest creations this rank called on a scope. */
+static void put_made(char *buf, size_t len, size_t *off) {
+  mon_state *m = &dist__mon;
+  struct mon_made made[MON_MADE_MAX];
+  pthread_mutex_lock(&m->create_mu);
+  uint64_t n = m->n_made, first = n > MON_MADE_MAX ? n - MON_MADE_MAX : 0;
+  for (uint64_t i = first; i < n; i++)
+    made[i - first] = m->made[i % MON_MADE_MAX];
+  pthread_mutex_unlock(&m->create_mu);
+  for (uint64_t i = 0; i < n - first; i++) {
+    const struct mon_made *x = &made[i];
+    char site[MON_SITE_LEN];
+    dist__mon_symbolize(x->caller, site, sizeof site);
+    dist__appendf(buf, len, off, "x\t%d\t%llu\t%d\t%x\t%s\t%s\n", x->scope,
+                  (unsigned long long)x->k, x->member, (unsigned)x->hash, site,
+                  x->members[0] ? x->members : "-");
+  }
+}
+
 int dist__mon_publish(dist_store *s, const char *state, const char *note) {
   mon_state *m = &dist__mon;
   char *buf = dist__malloc(REC_MAX);
@@ -293,14 +312,15 @@ int dist__mon_publish(dist_store *s, const char *state, const char *note) {
     snprintf(members, sizeof members, "%.*s", (int)sizeof members - 1,
              m->create_members[0] ? m->create_members : "-");
     pthread_mutex_unlock(&m->create_mu);
-    dist__appendf(buf, REC_MAX, &off, "c\t%d\t%d\t%lld\t%s\t%s\t%d\t%llu\t%s\n",
+    dist__appendf(buf, REC_MAX, &off, "c\t%d\t%d\t%lld\t%s\t%s\t%d\t%llu\t%s\t%x\n",
                   atomic_load_explicit(&m->create_gid, memory_order_relaxed),
                   atomic_load_explicit(&m->create_size, memory_order_relaxed),
                   (long long)atomic_load_explicit(&m->create_since_ms, memory_order_relaxed),
                   site, call, atomic_load_explicit(&m->create_scope, memory_order_relaxed),
                   (unsigned long long)atomic_load_explicit(&m->create_k, memory_order_relaxed),
-                  members);
+                  members, (unsigned)atomic_load_explicit(&m->create_hash, memory_order_relaxed));
   }
+  put_made(buf, REC_MAX, &off);
   /* the MON_DESTROYED_MAX latest (a job that makes and destroys a group
    * per step would otherwise carry hundreds in every record) */
   for (int k = 0, prev_i = -1; k < MON_DESTROYED_MAX; k++) {

@@ -162,6 +162,15 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
       c->k = k >= 9 ? strtoull(f[7], NULL, 10) : 0;
       snprintf(c->call, sizeof c->call, "%s", k >= 9 && strcmp(f[5], "-") ? f[5] : "");
       snprintf(c->members, sizeof c->members, "%s", k >= 9 && strcmp(f[8], "-") ? f[8] : "");
+      c->hash = k >= 10 ? (uint32_t)strtoul(f[9], NULL, 16) : 0;
+    } else if (k >= 7 && strcmp(f[0], "x") == 0 && r->n_made < MON_MADE_MAX) {
+      mon_rec_made *x = &r->made[r->n_made++];
+      x->scope = atoi(f[1]);
+      x->k = strtoull(f[2], NULL, 10);
+      x->member = atoi(f[3]) == 1;
+      x->hash = (uint32_t)strtoul(f[4], NULL, 16);
+      snprintf(x->site, sizeof x->site, "%s", f[5]);
+      snprintf(x->members, sizeof x->members, "%s", f[6]);
     } else if (k == 7 && strcmp(f[0], "r") == 0) {
       r->refused.on = true;
       r->refused.gid = atoi(f[1]);

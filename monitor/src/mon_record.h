@@ -13,8 +13,10 @@
  *     [<colls enq> <colls done> <coll in flight> [<last seq> <tag> [<num>
  *     <last num> [<sync> [<peer2> [<pair> [<last ns> [<creations>
  *     [<peer before> [<parts> <counts> [<fresh> [<novel>]]]]]]]]]]]]]
- *   c <gid> <size> <since ms> <call site> [<call> <scope> <k> <members>]
- *     (optional, once)
+ *   c <gid> <size> <since ms> <call site> [<call> <scope> <k> <members>
+ *     [<hash>]] (optional, once)
+ *   x <scope> <k> <member> <hash> <call site> <members>   (optional, the
+ *     MON_MADE_MAX latest, oldest first)
  *   r <gid> <kind> <num> <latest> <call site> <message>   (optional, once)
  *   d <gid> <wall ms> <description>   (optional, one per user group the
  *     process destroyed while it runs on: it takes part in it no more)
@@ -45,6 +47,14 @@
  * of the new group or not: a rank whose count is below a creator's k has
  * not made that call (it skipped it, mon_create.c). A record without the
  * fields reads as knowing nothing of them (scope -1, creations unknown).
+ * hash is a hash of the whole member list (a cut list compares by it:
+ * 0 unknown). An "x" line is one of the latest creations this rank called
+ * on a scope, members or not (member 1 when its own rank is in the list
+ * it passed), the one in flight included: the list each rank passed as
+ * its call k on the scope, which the ranks waiting in a creation compare
+ * with their own (mon_create.c: a rank that left itself out of a list the
+ * others put it in, or made its creations in another order); members are
+ * ranges cut to MON_MADE_LEN ("+" at the end).
  * A rank in no operation of a group is "busy outside the library" since
  * the latest of its "l" line and its groups' last completions; when it has
  * a "w" line it is blocked in that store call instead (a key nobody set:
@@ -119,6 +129,8 @@
 #define MON_MEMBERS_LEN 1024 /* a "c" line's member ranges */
 #define MON_PARTS_MAX 8     /* an operation's parts a record carries */
 #define MON_COUNTS_MAX 32   /* the peers whose counts a group's line carries */
+#define MON_MADE_MAX 16     /* "x" lines: the latest creations a record carries */
+#define MON_MADE_LEN 128    /* an "x" line's member ranges */
 
 /* One half of a point-to-point operation in flight (the "parts" field). */
 typedef struct mon_rec_part {
@@ -196,7 +208,18 @@ typedef struct mon_rec_create {
   int scope;                 /* the scope's group id, -1 none or unknown */
   uint64_t k;                /* the call's number on the scope, 0 unknown */
   char members[MON_MEMBERS_LEN]; /* "" unknown */
+  uint32_t hash;             /* of the whole list, 0 unknown */
 } mon_rec_create;
+
+/* A creation this rank called on a scope (the record's "x" lines). */
+typedef struct mon_rec_made {
+  int scope;
+  uint64_t k;                /* its number on the scope (1 first) */
+  bool member;               /* this rank is in the list it passed */
+  uint32_t hash;             /* of the whole list */
+  char site[MON_SITE_LEN];
+  char members[MON_MADE_LEN]; /* ranges, "+" at the end when cut */
+} mon_rec_made;
 
 #define MON_DESTROYED_MAX 16 /* "d" lines read */
 #define MON_NM_MAX 16        /* "m" lines read */
@@ -260,6 +283,8 @@ typedef struct mon_rec {
   mon_rec_store store;       /* the "w" line */
   int n_nm;
   mon_rec_nonmember nm[MON_NM_MAX];
+  int n_made;
+  mon_rec_made made[MON_MADE_MAX]; /* oldest first */
   /* Filled by the monitor's reader, not published: */
   char died[200];            /* distrun's line for it, or "" */
   char proc_state;           /* same host: /proc state, 0 unknown, 'X' gone */

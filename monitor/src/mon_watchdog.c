@@ -380,6 +380,68 @@ static mon_group *live_group(int gid) {
   return NULL;
 }
 
+/* The desync of this rank's creation in flight (a member left itself out
+ * of the list it passed as that call), said once per creation: logged, in
+ * the trace of the scope's group, and posted as the job's cause, which
+ * the timeouts that follow do not replace. True when said (now or
+ * before). */
+static bool creation_desync(const mon_rec *recs) {
+  mon_state *m = &dist__mon;
+  const mon_rec_create *cr = &recs[m->rank].creating;
+  if (!cr->on || !cr->k)
+    return false;
+  if (cr->gid == m->create_said_gid && cr->k == m->create_said_k)
+    return true;
+  mon_verdict v;
+  char *diag = dist__mon_diagnose_creation_desync(recs, &v);
+  if (!diag)
+    return false;
+  m->create_said_gid = cr->gid;
+  m->create_said_k = cr->k;
+  DIST_LOG(ERROR, MON, "%s", diag);
+  int scope = atomic_load(&m->create_scope);
+  mon_group *g = live_group(scope >= 0 ? scope : 0);
+  if (g && g->pg)
+    dist_observer_emit_report(g->pg, DIST_EV_DESYNC_REPORT, DIST_E_DESYNC, diag);
+  dist_cause_info in = dist_cause_info_none();
+  in.culprits = v.culprits;
+  in.n_culprits = (size_t)v.n;
+  in.group_id = v.gid;
+  in.group_name = v.gname;
+  in.field = "member list";
+  in.site = v.site[0] ? v.site : NULL;
+  dist__cause_post_diagnosis(DIST_E_DESYNC, &in, diag);
+  dist__free(diag);
+  return true;
+}
+
+/* This rank has waited in a creation past the stall threshold (a quarter
+ * of the default group's timeout): the members that made that call are
+ * in the records by now, and one whose list left itself out is a desync
+ * to say at once. Read at most as often as a stall reads (once said, not
+ * again for that creation). */
+static void check_creation(int64_t now) {
+  mon_state *m = &dist__mon;
+  if (atomic_load_explicit(&m->creating, memory_order_acquire) <= 0)
+    return;
+  int gid = atomic_load(&m->create_gid);
+  uint64_t k = atomic_load(&m->create_k);
+  mon_group *def = live_group(0);
+  int64_t stall = m->stall_ms ? m->stall_ms : def ? stall_ms_of(def, 0) : 2500;
+  int64_t waited = dist__mon_wall_ms(now) - atomic_load(&m->create_since_ms);
+  if (!k || (gid == m->create_said_gid && k == m->create_said_k) || waited < stall ||
+      m->create_next_read_ns > now)
+    return;
+  m->create_next_read_ns = now + read_every_ns();
+  mon_rec *recs = read_recs();
+  if (!recs)
+    return;
+  if (recs[m->rank].creating.k == k)
+    creation_desync(recs);
+  dist__mon_recs_free(recs, m->world);
+  dist__free(recs);
+}
+
 /* This rank's creation of a group timed out (mon_observer.c). It is the
  * first rank to time out (the ranks that skipped the call went on, to wait
  * elsewhere, later), and a program exits on the error, after which the
@@ -399,10 +461,11 @@ static void on_creation_timeout(void) {
     mon_rec *recs = read_recs();
     if (!recs)
       break;
-    diag = dist__mon_diagnose_creation(recs, &v);
+    bool desync = creation_desync(recs); /* said by now, unless the timeout came first */
+    diag = desync ? NULL : dist__mon_diagnose_creation(recs, &v);
     dist__mon_recs_free(recs, m->world);
     dist__free(recs);
-    if (diag || dist__now_ms() >= until)
+    if (desync || diag || dist__now_ms() >= until)
       break;
     dist__sleep_ms(m->tick_ms);
   }
@@ -421,6 +484,7 @@ static void on_creation_timeout(void) {
 static void sweep(int64_t now) {
   mon_state *m = &dist__mon;
   on_creation_timeout();
+  check_creation(now);
   for (int i = 0; i < MON_MAX_GROUPS; i++) {
     mon_group *g = &m->groups[i];
     if (!atomic_load_explicit(&g->live, memory_order_acquire))

@@ -26,6 +26,19 @@
  *               (new_world) before its 2 x 2 device mesh (mesh_2x2), the
  *               others after it: the mesh's groups are created at the
  *               program's mesh call, so the report names that line
+ *   stride      nobody skips: every rank makes dist_new_group {0,1} then
+ *               {2,3} (new_pairs), but rank 2 passes {1,3} for the second
+ *               (an off-by-one that leaves itself out: it is no member and
+ *               goes on to the all_reduce while rank 3 waits for it)
+ *   skipother   ranks make dist_new_group {0,1} (new_first), {2,3} and
+ *               every rank (new_pairs_then_all); rank 2 skips {0,1}, a
+ *               group it is not in, so its next creations pair with the
+ *               others' earlier ones
+ *   localshift  nobody skips: with use_local_synchronization every rank
+ *               makes its pair {0,1} or {2,3}, then {0,2} or {1,3}
+ *               (new_local_pairs), but rank 2 passes {1,2} for its pair (an
+ *               off-by-one): it waits for rank 1, which waits in {1,3} for
+ *               rank 3, which waits in {2,3} for rank 2
  * A rank whose call fails prints "rank R: <what> failed: <status>" on
  * stderr and exits 1. */
 #include <stdio.h>
@@ -90,6 +103,39 @@ __attribute__((noinline)) static void new_odd(void) {
   check("new_group", dist_new_group(r, 2, NULL, &g));
 }
 
+__attribute__((noinline)) static void new_pairs(void) {
+  for (int k = 0; k < 2; k++) {
+    int r[2] = {2 * k, 2 * k + 1};
+    if (rank == 2 && k == 1)
+      r[0] = 1; /* the planted off-by-one: {1,3} */
+    dist_pg *g = NULL;
+    check("new_group", dist_new_group(r, 2, NULL, &g));
+  }
+}
+
+__attribute__((noinline)) static void new_first(void) {
+  const int r[2] = {0, 1};
+  dist_pg *g = NULL;
+  check("new_group", dist_new_group(r, 2, NULL, &g));
+}
+
+__attribute__((noinline)) static void new_pairs_then_all(void) {
+  const int r[2] = {2, 3};
+  dist_pg *g = NULL, *all = NULL;
+  check("new_group", dist_new_group(r, 2, NULL, &g));
+  check("new_group", dist_new_group(NULL, 0, NULL, &all));
+}
+
+__attribute__((noinline)) static void new_local_pairs(void) {
+  dist_group_opts o = {.use_local_synchronization = true};
+  int pair[2] = {rank / 2 * 2, rank / 2 * 2 + 1}, across[2] = {rank % 2, rank % 2 + 2};
+  if (rank == 2)
+    pair[1] = 1; /* the planted off-by-one: {2,1}, that is {1,2} */
+  dist_pg *g = NULL;
+  check("new_group", dist_new_group(pair, 2, &o, &g));
+  check("new_group", dist_new_group(across, 2, &o, &g));
+}
+
 __attribute__((noinline)) static void new_local(void) {
   const int r[3] = {1, 2, 3};
   dist_pg *g = NULL;
@@ -146,6 +192,14 @@ int main(int argc, char **argv) {
     mesh_2x2();
     if (!skip)
       new_world();
+  } else if (!strcmp(mode, "stride")) {
+    new_pairs();
+  } else if (!strcmp(mode, "skipother")) {
+    if (!skip)
+      new_first();
+    new_pairs_then_all();
+  } else if (!strcmp(mode, "localshift")) {
+    new_local_pairs();
   } else if (!strcmp(mode, "local")) {
     if (!skip)
       new_local();

@@ -11,7 +11,9 @@
  * (and distview's own analysis agrees, from the monitor's diagnosis),
  * at DIST_DEBUG=DETAIL and OFF, also when the member left waiting in the
  * creation times out first. A rank that skips it and leaves is an
- * early exit naming it; a creation only one rank makes names that rank. */
+ * early exit naming it; a creation only one rank makes names that rank. A
+ * rank that makes the call with a list that leaves itself out (it is no
+ * member, and goes on) is a desync at that creation, at both levels. */
 #include "../examples/mesh_verdict.h"
 
 /* Runs mode at debug ("DIST_DEBUG=DETAIL"), DIST_TIMEOUT=6. */
@@ -165,4 +167,83 @@ Test(monitor_create_skip, a_device_mesh_created_out_of_order_names_that_rank_at_
                               "another order: its dist_new_group #1 on group 0 creates group "),
             "not rank 2's order at the program's lines:\n%s", r.report);
   cr_expect(!mesh_says(&r, "mesh.c:"), "a line of the library's:\n%s", r.report);
+}
+
+/* Rank 2 passes {1,3} where every other rank passes {2,3}: a list without
+ * itself, so it is no member and goes on to the all_reduce while rank 3
+ * waits for it in the creation. Its call was the job's creation #2 all
+ * the same, with another member list: a desync at that creation (exit
+ * 10), named at rank 2's own call, not a hang at rank 3, which waits in
+ * it, nor at the all_reduce the others wait in. */
+static void expect_left_itself_out(const mesh_run *r) {
+  mesh_expect_verdict(r, 10, "desync", 2);
+  cr_expect(mesh_says(r, "desync in group 2 ") && mesh_says(r, "at creation"),
+            "not a desync at group 2's creation:\n%s", r->report);
+  cr_expect(mesh_says(r, "rank 2 passed ranks 1,3, a list without itself"),
+            "not rank 2's list:\n%s", r->report);
+  cr_expect(strstr(r->json, "\"group\":2,") && strstr(r->json, "\"op\":\"\""),
+            "distview's verdict is not group 2's creation: %s", r->json);
+  cr_expect(strstr(r->json, "\"site\":\"") && strstr(r->json, "new_pairs") &&
+                strstr(r->json, "prog_create_skip.c:"),
+            "distview's verdict is not at rank 2's call in new_pairs: %s", r->json);
+  mesh_expect_agreement(r);
+}
+
+Test(monitor_create_skip, a_rank_that_leaves_itself_out_of_its_list_is_a_desync_at_the_creation,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "stride", &r);
+  expect_left_itself_out(&r);
+}
+
+Test(monitor_create_skip, a_rank_that_leaves_itself_out_is_a_desync_at_DIST_DEBUG_OFF_too,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=OFF", "stride", &r);
+  expect_left_itself_out(&r);
+}
+
+/* Rank 2 skips {0,1}, a group it is not in, so its {2,3} is its call #1
+ * where rank 3's is #2: the two wait for each other in one group under two
+ * numbers, a tie the ranks creating now cannot break. What the others
+ * passed as #1 ({0,1}, in their records' lists) can: rank 2 made its
+ * creations in another order, and skipped that call. Ranks 2 and 3 time
+ * out in their creations first and exit: the one that says it must name
+ * rank 2 before they go, not a rank "which exited". */
+Test(monitor_create_skip, a_rank_that_skips_a_group_it_is_not_in_names_that_rank_at_OFF,
+     .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=OFF", "skipother", &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "the waits end at rank 2, which made its group creations in another "
+                          "order: its dist_new_group #1 on group 0 creates group 1 (2 ranks: "
+                          "2-3), called from new_pairs_then_all (prog_create_skip.c:"),
+            "not rank 2's order at its line:\n%s", r.report);
+  cr_expect(mesh_says(&r, "ranks 0-1,3 passed ranks 0-1 as their #1, a call rank 2 has not made "
+                          "(it skipped it"), "not the call rank 2 skipped:\n%s", r.report);
+  cr_expect(!mesh_says(&r, "which exited"), "a rank that exited is named:\n%s", r.report);
+  cr_expect(strstr(r.json, "\"site\":\"new_pairs_then_all (prog_create_skip.c:"),
+            "distview's verdict is not at new_pairs_then_all: %s", r.json);
+}
+
+/* With use_local_synchronization rank 2 passes {1,2} for its pair {2,3}:
+ * it waits there for rank 1, which waits in {1,3} for rank 3, which waits
+ * in {2,3} for rank 2; rank 0 waits in {0,2} for rank 2. Every rank is
+ * blocked in a creation, so the waits go round: they end at rank 2, whose
+ * group no other rank creates while ranks 0 and 3 wait for it in theirs,
+ * named at its own creation and line (not rank 1, the member it waits
+ * for, nor "in no operation"). */
+Test(monitor_create_skip, a_local_group_with_a_list_of_its_own_names_that_rank, .timeout = 150) {
+  static mesh_run r;
+  run_mode("DIST_DEBUG=DETAIL", "localshift", &r);
+  mesh_expect_verdict(&r, 11, "hang", 2);
+  cr_expect(mesh_says(&r, "the waits end at rank 2, which is blocked in dist_new_group for ") &&
+                mesh_says(&r, "(2 ranks: 1-2), called from new_local_pairs (prog_create_skip.c:") &&
+                mesh_says(&r, "which no other member creates") &&
+                mesh_says(&r, "ranks 0,3 wait for it in groups that list it"),
+            "not rank 2's own creation:\n%s", r.report);
+  cr_expect(!mesh_says(&r, "in no operation"), "a rank in no operation:\n%s", r.report);
+  cr_expect(strstr(r.json, "\"site\":\"new_local_pairs (prog_create_skip.c:"),
+            "distview's verdict is not at new_local_pairs: %s", r.json);
+  mesh_expect_agreement(&r);
 }

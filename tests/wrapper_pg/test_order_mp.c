@@ -76,18 +76,27 @@ Test(wrapper_pg_order, a_group_timeout_one_member_sets_alone_fails_at_creation, 
 }
 
 /* Ranks 0 and 2 create {0,1} then {1,2}; rank 1 creates {1,2} first: for
- * group 1 rank 0 expects ranks 0,1 and rank 1 ranks 1,2. */
+ * group 1 rank 0 expects ranks 0,1 and rank 1 ranks 1,2. Rank 2, outside
+ * {0,1}, posts its view of group 1 too: two ranks against one. */
 static int members_rank(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, wpg_test_init(ctx));
   int a[2] = {0, 1}, b[2] = {1, 2};
   dist_pg *g = NULL;
-  if (ctx->rank == 2) { /* not in rank 0's group 1: no creation to check */
-    CHECK_OK(ctx, dist_new_group(a, 2, NULL, &g));
-    CHECK(ctx, g == DIST_GROUP_NON_MEMBER, "rank 2 in {0,1}");
+  char buf[256];
+  if (ctx->rank == 2) { /* not in its group 1: it waits for nobody there */
+    int rc = dist_new_group(a, 2, NULL, &g);
+    if (rc == DIST_E_DESYNC) { /* rank 1's view was there before its own */
+      CHECK(ctx, wpg_line(dist_last_errmsg(), "  rank 1:    group 1 \"\" of ranks 1,2  <- "
+                          "member list differs", buf, sizeof buf), "rank 1's view:\n%s",
+            dist_last_errmsg());
+      return done(ctx);
+    }
+    CHECK(ctx, rc == DIST_OK && g == DIST_GROUP_NON_MEMBER, "rank 2 in {0,1}: %s: %s",
+          dist_status_name(rc), dist_last_errmsg());
     /* Its group 2 is {1,2}, which rank 1 (failed at group 1) never makes:
      * named at the group's timeout, before any connect. */
     dist_group_opts o = {.timeout_ms = 1500};
-    int rc = dist_new_group(b, 2, &o, &g);
+    rc = dist_new_group(b, 2, &o, &g);
     CHECK(ctx, rc == DIST_E_TIMEOUT && !strcmp(dist_last_errmsg(), "timeout in group 2 (g2, 2 "
                                                "ranks) at creation: rank 1 did not create it "
                                                "within 1500 ms"),
@@ -96,13 +105,17 @@ static int members_rank(const dist_test_ctx *ctx) {
   }
   int rc = dist_new_group(ctx->rank == 0 ? a : b, 2, NULL, &g);
   const char *msg = dist_last_errmsg();
-  char buf[256];
   CHECK(ctx, rc == DIST_E_DESYNC, "new_group: %s: %s", dist_status_name(rc), msg);
   CHECK(ctx, strstr(msg, "at creation: ranks disagree on the member list"), "header:\n%s", msg);
-  CHECK(ctx, wpg_line(msg, "  rank 0: group 1 \"\" of ranks 0,1", buf, sizeof buf),
-        "rank 0's view:\n%s", msg);
-  CHECK(ctx, wpg_line(msg, "  rank 1: group 1 \"\" of ranks 1,2  <- member list differs", buf,
+  CHECK(ctx, wpg_line(msg, "  ranks 0,2: group 1 \"\" of ranks 0,1", buf, sizeof buf),
+        "ranks 0 and 2's view:\n%s", msg);
+  CHECK(ctx, wpg_line(msg, "  rank 1:    group 1 \"\" of ranks 1,2  <- member list differs", buf,
                       sizeof buf), "rank 1's view:\n%s", msg);
+  /* each rank's own line: ranks 0 and 1 at the one below, rank 2 at its first call */
+  CHECK(ctx, wpg_line(msg, "  called from test_order_mp.c:", buf, sizeof buf) &&
+                 strstr(buf, " in members_rank() (ranks 0-1)") &&
+                 strstr(buf, " in members_rank() (rank 2)"),
+        "the call sites:\n%s", msg);
   return done(ctx);
 }
 
@@ -112,11 +125,14 @@ Test(wrapper_pg_order, groups_with_different_members_fail_at_creation, .timeout 
 
 /* Rank 0 creates {2,3} then {0,1}; ranks 1-3 create {0,1} then {2,3}. Rank
  * 0 is not in its first group, so the ids cross: its {0,1} is group 2,
- * where ranks 2 and 3 put {2,3}. Rank 0 sees that at once; rank 1 waits
- * for rank 0 in group 1 and is named at its timeout; ranks 2 and 3 may
- * have agreed on group 2 before rank 0 posted (then they go on, and the
- * job fails on rank 0's report), or one of them saw rank 0's view and the
- * other's connect times out waiting for it. */
+ * where ranks 2 and 3 put {2,3}. Rank 0 posts its view of group 1 as no
+ * member of it, so rank 1, waiting there for it, names rank 0 at once (its
+ * list leaves out rank 0, where the other three hold it); rank 0 sees that
+ * itself when the others' views came first, else at group 2. Ranks 2 and 3
+ * may see rank 0's view of group 1, or have agreed on group 2 before rank
+ * 0 posted (then they go on, and the job fails on rank 0's report), or one
+ * of them saw rank 0's view and the other's connect times out waiting for
+ * it. */
 static int crossed_ids_rank(const dist_test_ctx *ctx) {
   CHECK_OK(ctx, wpg_test_init(ctx));
   int a[2] = {0, 1}, b[2] = {2, 3};
@@ -124,9 +140,16 @@ static int crossed_ids_rank(const dist_test_ctx *ctx) {
   dist_group_opts o = {.timeout_ms = ctx->rank == 0 ? 20000 : 1500};
   char buf[256];
   if (ctx->rank == 0) {
-    CHECK_OK(ctx, dist_new_group(b, 2, &o, &g1));
-    int rc = dist_new_group(a, 2, &o, &g2);
+    int rc = dist_new_group(b, 2, &o, &g1);
     const char *msg = dist_last_errmsg();
+    if (rc == DIST_E_DESYNC) { /* the others' views of group 1 came first */
+      CHECK(ctx, wpg_line(msg, "  rank 0:    group 1 \"\" of ranks 2,3  <- member list "
+                          "differs", buf, sizeof buf), "rank 0's view:\n%s", msg);
+      return done(ctx);
+    }
+    CHECK_OK(ctx, rc);
+    rc = dist_new_group(a, 2, &o, &g2);
+    msg = dist_last_errmsg();
     CHECK(ctx, rc == DIST_E_DESYNC, "new_group: %s: %s", dist_status_name(rc), msg);
     CHECK(ctx, strstr(msg, "desync in group 2 (g2, 2 ranks) at creation: ranks disagree on the "
                       "member list"), "header:\n%s", msg);
@@ -140,11 +163,20 @@ static int crossed_ids_rank(const dist_test_ctx *ctx) {
           "names rank 2 or 3:\n%s", msg);
   } else if (ctx->rank == 1) {
     int rc = dist_new_group(a, 2, &o, &g1);
-    CHECK(ctx, rc == DIST_E_TIMEOUT && strstr(dist_last_errmsg(), "rank 0 did not create it"),
-          "new_group: %s: %s", dist_status_name(rc), dist_last_errmsg());
+    const char *msg = dist_last_errmsg();
+    CHECK(ctx, rc == DIST_E_DESYNC, "new_group: %s: %s", dist_status_name(rc), msg);
+    CHECK(ctx, wpg_line(msg, "  ranks 1-3: group 1 \"\" of ranks 0,1", buf, sizeof buf) &&
+                   wpg_line(msg, "  rank 0:    group 1 \"\" of ranks 2,3  <- member list "
+                            "differs", buf, sizeof buf),
+          "views of group 1:\n%s", msg);
+    CHECK(ctx, strstr(msg, "\n  rank 0 passed ranks 2,3, a list without itself, so it is no "
+                           "member of the group this call creates"), "rank 0's list:\n%s", msg);
   } else {
-    CHECK_OK(ctx, dist_new_group(a, 2, &o, &g1));
-    int rc = dist_new_group(b, 2, &o, &g2);
+    int rc = dist_new_group(a, 2, &o, &g1);
+    if (rc == DIST_E_DESYNC) /* rank 0's view of group 1 came first */
+      return done(ctx);
+    CHECK_OK(ctx, rc);
+    rc = dist_new_group(b, 2, &o, &g2);
     /* Agreed (then, if the other one saw rank 0's view, its connect times
      * out), or saw the conflict itself. */
     CHECK(ctx, rc == DIST_OK || rc == DIST_E_TIMEOUT ||

@@ -292,6 +292,7 @@ static int hook(void *arg, dist_pg *inner, dist_pg **out) {
 void dist_wpg_install(void) {
   dist_set_group_wrapper(hook, NULL);
   dist_set_group_precreate_hook(wpg_order_check, NULL);
+  dist__set_group_outside_check(wpg_order_outside);
 }
 
 /* The bundled library registers the layer when it loads. */

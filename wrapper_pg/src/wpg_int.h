@@ -340,5 +340,8 @@ int wpg_generation(void);
 /* --- order.c --- */
 /* The precreate hook: the members' views of a new group must agree. */
 int wpg_order_check(void *arg, const dist_pg_info *planned);
+/* Core's look at a creation this rank makes as no member of its list
+ * (dist__group_outside_fn): its view is one of the creation's too. */
+int wpg_order_outside(const dist_pg_info *planned);
 
 #endif

@@ -138,8 +138,18 @@ static dist__group_create_hook hook_for(const dist__pg_spec *s) {
   return s->flags & DIST_GROUP_INTERNAL ? NULL : fn;
 }
 
+static _Atomic(dist__group_outside_fn) outside_fn;
+
+void dist__set_group_outside_check(dist__group_outside_fn fn) { atomic_store(&outside_fn, fn); }
+
+static _Thread_local void *creating_caller;
+
+void *dist__pg_create_caller(void) { return creating_caller; }
+
 /* Tells the hook of a call this rank makes as no member of the group, so
- * the monitor counts the calls made on the scope alike on every rank. */
+ * the monitor counts the calls made on the scope alike on every rank (and
+ * keeps the list this rank passed: one that leaves out a rank the
+ * members' lists hold is that rank's mistake). */
 static void told_nonmember(const dist__pg_spec *s, const group_req *q) {
   dist__group_create_hook fn = hook_for(s);
   dist__group_create c = {q->id, q->size, q->ranks, q->scope_gid, q->call, q->caller, false,
@@ -148,6 +158,24 @@ static void told_nonmember(const dist__pg_spec *s, const group_req *q) {
     fn(&c, true);
     fn(&c, false);
   }
+}
+
+/* Shows the checking layer a new_group every rank calls whose list leaves
+ * this rank out (dist__group_outside_fn). */
+static int check_outside(const dist__pg_spec *s, const group_req *q, int global_rank) {
+  dist__group_outside_fn fn = atomic_load_explicit(&outside_fn, memory_order_acquire);
+  if (!fn || (s->flags & DIST_GROUP_INTERNAL) || q->scope_gid < 0 || !q->ranks)
+    return DIST_OK;
+  dist_pg_info planned = {
+      .group_id = q->id, .name = q->name, .desc = s->desc ? s->desc : "",
+      .backend = s->backend, .rank = -1, .size = q->size, .global_ranks = q->ranks,
+      .global_rank = global_rank, .timeout_ms = s->timeout_ms, .internal = false,
+  };
+  dist__clear_last_error();
+  int rc = fn(&planned);
+  if (rc != DIST_OK && !dist_last_errmsg()[0])
+    dist__set_last_error(rc, "new_group %s: refused", q->name);
+  return rc;
 }
 
 /* Builds the member's group, telling the hook while it waits for the
@@ -190,14 +218,21 @@ static int create(dist_pg *def, const group_req *q, dist_pg **out) {
       .nccl_options = o && o->nccl_options ? o->nccl_options : &base->nccl_opts,
       .parent = q->parent,
   };
+  void *was = creating_caller; /* a helper group made inside this creation keeps it */
+  if (!(s.flags & DIST_GROUP_INTERNAL))
+    creating_caller = q->caller;
+  int rc;
   if (me < 0) {
     *out = DIST_GROUP_NON_MEMBER;
     told_nonmember(&s, q);
-    return q->parent ? dist__pg_nonmember_joins(q->parent, s.backend, s.device_id,
-                                                s.nccl_options)
-                     : DIST_OK;
+    rc = check_outside(&s, q, def->info.global_rank);
+    if (rc == DIST_OK && q->parent)
+      rc = dist__pg_nonmember_joins(q->parent, s.backend, s.device_id, s.nccl_options);
+  } else {
+    rc = build_told(&s, q, out);
   }
-  return build_told(&s, q, out);
+  creating_caller = was;
+  return rc;
 }
 
 static dist_pg *need_default(const char *fn) {

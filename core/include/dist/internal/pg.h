@@ -61,6 +61,24 @@ typedef struct dist__group_create {
 typedef void (*dist__group_create_hook)(const dist__group_create *c, bool entering);
 void dist__set_group_create_hook(dist__group_create_hook fn);
 
+/* The checking layer's look at a group creation this rank makes without
+ * being a member: a dist_new_group that every rank calls (not one with
+ * use_local_synchronization) whose list leaves this rank out. planned is
+ * what the precreate hook (dist/backend.h) would get, with rank -1 and
+ * global_rank this rank; its pointers live for the call. The rank made
+ * the job's creation number k all the same, so its list is one of k's
+ * views: one that leaves out a rank the members' lists hold is the
+ * desync (the rank left itself out of its own group). A non-zero return
+ * fails the call with that status. Caller thread. One hook; NULL: none. */
+typedef int (*dist__group_outside_fn)(const dist_pg_info *planned);
+void dist__set_group_outside_check(dist__group_outside_fn fn);
+
+/* The program's call (its return address) of the user group creation this
+ * thread is in (dist_new_group, dist_split_group, a mesh), for the hooks
+ * above and the precreate hook to name; NULL outside one, and for the
+ * default group. */
+void *dist__pg_create_caller(void);
+
 /* The operations this process called on a group it is not a member of
  * (DIST_GROUP_NON_MEMBER: each did nothing, as in torch): how many, and the
  * last one's kind and caller (its return address in the program; either
