@@ -362,6 +362,21 @@ bool dist__run_rank_left_pending(const drun_cfg *c, drun_job *job, int leaver, i
  * false when none. */
 bool dist__run_rank_non_member(const drun_cfg *c, drun_job *job, int rank, int gid,
                                uint64_t num, int *kind, char *site, size_t len);
+/* A user group a rank destroyed and went on without (its record's "d"
+ * line, mon_record.h). */
+typedef struct drun_left {
+  bool has_counts;          /* the fields below are known */
+  unsigned long long colls; /* the collectives it had issued there */
+  int last_kind;            /* its last operation there, -1 none */
+  unsigned long long last_num;
+  char desc[96];
+  char last_site[160];
+  char site[160];           /* the program's destroy call, "" unknown */
+} drun_left;
+/* Whether rank's last record says it destroyed group gid and went on
+ * (lists the group no more); what it says of that in *out. */
+bool dist__run_rank_destroyed(const drun_cfg *c, drun_job *job, int rank, int gid,
+                              drun_left *out);
 /* Whether rank's last record says it was inside exit() (its monitor's
  * atexit handler published "exit"): a signal that then ends it struck
  * while it was exiting. */
@@ -438,6 +453,13 @@ void dist__run_verdict_place(const drun_cfg *c, drun_job *job, drun_verdict *v, 
 /* Fills the verdict's empty call site from its one culprit's record when
  * the record is at the operation the verdict names. */
 void dist__run_verdict_site(const drun_cfg *c, drun_job *job, drun_verdict *v);
+/* A desync of one member that left the group before a collective (field
+ * "collective count": the checking layer's, the TCP engine's or the
+ * monitor's "left the group") when its record says it destroyed that
+ * group: the verdict names its destroy call, and a clause for the summary
+ * line says so ("" otherwise). */
+void dist__run_verdict_left(const drun_cfg *c, drun_job *job, drun_verdict *v, char *clause,
+                            size_t len);
 /* A hang's one culprit whose call to the collective others wait in was
  * refused (the report's line for it says so): the verdict names that call. */
 void dist__run_verdict_refused(const drun_cfg *c, drun_job *job, drun_verdict *v);

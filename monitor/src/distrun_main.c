@@ -805,8 +805,10 @@ say:
   if (!print)
     v->report = NULL;
   const char *dir = sp->c->log_dir;
-  char where[400];
+  char where[640]; // a clause of verdict_place or verdict_left (two call sites)
   dist__run_verdict_place(sp->c, sp->job, v, where, sizeof where);
+  if (!where[0])
+    dist__run_verdict_left(sp->c, sp->job, v, where, sizeof where);
   dist__run_verdict_site(sp->c, sp->job, v);
   snprintf(v->line, sizeof v->line, "exit status %d (%s): %s%s%s%s%s", status,
            status_words(status), sp->cause, where, dir ? " (each rank's output: " : "",

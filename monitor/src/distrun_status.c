@@ -271,6 +271,29 @@ bool dist__run_rank_left_pending(const drun_cfg *c, drun_job *job, int leaver, i
   return found;
 }
 
+bool dist__run_rank_destroyed(const drun_cfg *c, drun_job *job, int rank, int gid,
+                              drun_left *out) {
+  mon_rec r;
+  if (!read_rec_briefly(c, job, rank, &r))
+    return false;
+  const mon_rec_destroyed *d = NULL;
+  for (int i = 0; i < r.n_destroyed && !d; i++)
+    if (r.destroyed[i].gid == gid)
+      d = &r.destroyed[i];
+  for (int i = 0; d && i < r.n; i++)
+    if (r.g[i].gid == gid)
+      d = NULL; /* it lists the group again: not the one it destroyed */
+  if (d) {
+    *out = (drun_left){.has_counts = d->has_counts, .colls = d->colls,
+                       .last_kind = d->last_kind, .last_num = d->last_num};
+    snprintf(out->desc, sizeof out->desc, "%s", d->desc);
+    snprintf(out->last_site, sizeof out->last_site, "%s", d->last_site);
+    snprintf(out->site, sizeof out->site, "%s", d->site);
+  }
+  dist__mon_rec_free(&r);
+  return d != NULL;
+}
+
 /* read_row within STATUS_STORE_MS, the store's own timeout put back after. */
 static bool read_row_briefly(const drun_cfg *c, drun_job *job, int rank, row *r) {
   int64_t old = job->store ? dist_store_get_timeout(job->store) : 0;

@@ -155,6 +155,33 @@ void dist__run_verdict_site(const drun_cfg *c, drun_job *job, drun_verdict *v) {
     snprintf(v->f.site, sizeof v->f.site, "%s", p.site);
 }
 
+/* The report of a member that left the group, and called on elsewhere,
+ * names the collective it never called, at its peers' line: the verdict
+ * names its own call, the destroy (where the bug is, on every transport
+ * alike: the monitor's report over shared memory names it already). */
+void dist__run_verdict_left(const drun_cfg *c, drun_job *job, drun_verdict *v, char *clause,
+                            size_t len) {
+  clause[0] = '\0';
+  drun_left d;
+  if (strcmp(v->kind, "desync") || v->n_culprits != 1 || v->f.group_id < 0 ||
+      strcmp(v->f.field, "collective count") || !v->report ||
+      !strstr(v->report, " left the group (destroyed it or exited) before this collective") ||
+      !dist__run_rank_destroyed(c, job, v->culprits[0], v->f.group_id, &d) || !d.site[0])
+    return;
+  snprintf(v->f.site, sizeof v->f.site, "%s", d.site);
+  size_t off = 0;
+  dist__appendf(clause, len, &off, "; rank %d destroyed group %d (%s), called from %s",
+                v->culprits[0], v->f.group_id, d.desc, d.site);
+  if (d.has_counts)
+    dist__appendf(clause, len, &off, ", after %llu collective%s there", d.colls,
+                  d.colls == 1 ? "" : "s");
+  if (d.has_counts && d.last_kind >= 0 && d.last_kind < DIST_OP_COUNT_)
+    dist__appendf(clause, len, &off, " (the last %s #%llu, called from %s)",
+                  dist_op_name((dist_op_kind)d.last_kind), d.last_num,
+                  d.last_site[0] ? d.last_site : "?");
+  dist__appendf(clause, len, &off, ", and called on without it");
+}
+
 /* A hang whose one culprit had its call to the collective others wait in
  * refused (a NULL tensor, a root outside the group) and went on without
  * it: the report's line for that rank says so (mon_diag_words.c matched

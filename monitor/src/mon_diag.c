@@ -8,6 +8,7 @@
  *   mon_diag_ends.c   where a rank's waits end, said and made the verdict
  *   mon_diag_pair.c   a send and a receive that should have matched
  *   mon_diag_held.c   a rank held in another group's operation, a root split
+ *   mon_diag_left.c   a member that destroyed the group before the collective
  *   mon_diag_p2p.c    a stalled send or receive: what its peer is doing
  *
  * A rank R waits for rank Q when R's oldest operation in flight is
@@ -218,7 +219,7 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   const mon_op *op = &g->ring[seq % MON_RING];
   int kind = atomic_load(&op->kind);
   at_op me = {seq, atomic_load(&op->coll), kind};
-  if (!strcmp(what, "hang")) /* its wait may have timed out a moment ago */
+  if (!strcmp(what, "hang") || !strcmp(what, "desync")) /* its wait may have timed out */
     hold_self(g, seq, recs);
   unsigned long long num = (unsigned long long)dist__mon_num(g, seq); /* what it prints */
   char site[MON_SITE_LEN], s[32];
@@ -229,15 +230,40 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
   char who[256];
   bool out = !is_p2p(kind) && strcmp(what, "stall") &&
              all_ran_out(g, me, recs, who, sizeof who);
-  dist__appendf(buf, len, &off, "%s in group %d (%s) at %s #%llu: ", what, g->gid,
-                g->desc[0] ? g->desc : g->name, dist__mon_op_name(kind), num);
-  if (out)
-    dist__appendf(buf, len, &off, "rank%s %s ran out of calls: left the group cleanly before "
-                  "it, while the others called it (the ranks' calls differ in number)\n",
-                  strchr(who, ',') || strchr(who, '-') ? "s" : "", who);
-  else
-    dist__appendf(buf, len, &off, "waited %s of its %s timeout\n", sec_word(waited, s, sizeof s),
-                  sec_word(dist__mon_timeout_ms(g, seq), s + 16, 16));
+  /* Members that destroyed the group and went on: a desync, however long
+   * the others wait (mon_diag_left.c); not when a peer was lost. So are
+   * those of another group's collective where this rank's waits end. */
+  int left[MON_CULPRITS_MAX];
+  const char *said = strcmp(what, "stall") ? "desync" : "stall";
+  bool may_leave = !out && strcmp(what, "lost peer");
+  int n_left = is_p2p(kind) || !may_leave
+                   ? 0 : dist__mon_leavers(g, me, recs, left, MON_CULPRITS_MAX);
+  const mon_rec_group *there = NULL;
+  if (!n_left && may_leave &&
+      (n_left = dist__mon_left_ends(recs, &there, left, MON_CULPRITS_MAX)) > 0) {
+    dist__mon_say_left_elsewhere(recs, said, there, left, n_left, v, buf, len, &off);
+    /* the stall is said by the ranks blocked in that collective */
+    *lowest = strcmp(what, "stall") != 0;
+    *n_cycles = 0;
+    if (off && buf[off - 1] == '\n')
+      buf[--off] = '\0';
+    return buf;
+  }
+  if (n_left) {
+    mon_left_at at = {g->gid, g->desc[0] ? g->desc : g->name, g->size, kind, num};
+    dist__mon_say_left_head(said, &at, left, n_left, buf, len, &off);
+  } else {
+    dist__appendf(buf, len, &off, "%s in group %d (%s) at %s #%llu: ", what, g->gid,
+                  g->desc[0] ? g->desc : g->name, dist__mon_op_name(kind), num);
+    if (out)
+      dist__appendf(buf, len, &off, "rank%s %s ran out of calls: left the group cleanly "
+                    "before it, while the others called it (the ranks' calls differ in "
+                    "number)\n", strchr(who, ',') || strchr(who, '-') ? "s" : "", who);
+    else
+      dist__appendf(buf, len, &off, "waited %s of its %s timeout\n",
+                    sec_word(waited, s, sizeof s),
+                    sec_word(dist__mon_timeout_ms(g, seq), s + 16, 16));
+  }
   if (is_p2p(kind)) {
     int peer = atomic_load(&op->peer);
     diagnose_p2p(g, seq, kind, peer, site, recs, buf, len, &off, lowest);
@@ -277,7 +303,10 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     }
     if (absent++ < MON_CULPRITS_MAX)
       missing[absent - 1] = r;
-    say_absent(buf, len, &off, recs, r, g, seq, kind, now_ms);
+    if (n_left && dist__mon_left_before(recs, r, g->gid, me, now_ms))
+      dist__mon_say_left(recs, r, g->gid, now_ms, buf, len, &off);
+    else
+      say_absent(buf, len, &off, recs, r, g, seq, kind, now_ms);
   }
   if (in && n_in) {
     qsort(in, (size_t)n_in, sizeof *in, dist__mon_cmp_int);
@@ -292,6 +321,12 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
     *lowest = in[0] == dist__mon.rank;
   } else {
     *lowest = true;
+  }
+  if (n_left) { /* the leavers are the verdict: no waits to follow, no cycle */
+    mon_left_at at = {g->gid, g->desc[0] ? g->desc : g->name, g->size, kind, num};
+    dist__mon_verdict_left(v, recs, &at, left, n_left);
+    *n_cycles = 0;
+    goto finish;
   }
   if (!absent && !(in && say_held(recs, in, n_in, v, buf, len, &off)) &&
       !(in && say_root_split(recs, g->gid, kind, num, in, n_in, v, buf, len, &off)) &&
@@ -332,8 +367,9 @@ char *dist__mon_diagnose(const mon_group *g, uint64_t seq, mon_rec *recs, const 
       from[n_from++] = missing[i];
     say_held(recs, from, n_from, v, buf, len, &off);
   }
-  dist__free(in);
   place_in_store(recs, v);
+finish:
+  dist__free(in);
   if (off && buf[off - 1] == '\n')
     buf[--off] = '\0';
   return buf;

@@ -71,6 +71,49 @@ void dist__mon_say_ends(const mon_rec *recs, mon_verdict *v, const mon_group *g,
 void dist__mon_say_roots(const mon_rec *recs, mon_verdict *v, char *buf, size_t len,
                          size_t *off);
 
+/* --- a member that left the group before the collective (mon_diag_left.c) */
+
+/* Whether member r left group gid before its collective o: its record
+ * says it destroyed the group (and lists it no more), after fewer
+ * collectives than o's ordinal when the record says how many, and it is
+ * alive. */
+bool dist__mon_left_before(const mon_rec *recs, int r, int gid, mon_at_op o, int64_t now_ms);
+/* The collective the leavers left before: its group (id, description,
+ * size) and the operation (kind, number). */
+typedef struct mon_left_at {
+  int gid;
+  const char *desc;
+  int size, kind;
+  unsigned long long num;
+} mon_left_at;
+/* Appends the header "<what> in group G (desc, N ranks) at OP #num: rank
+ * R left the group (destroyed it or exited) before this collective; the
+ * collective counts differ" for the leavers left[0..n). */
+void dist__mon_say_left_head(const char *what, const mon_left_at *at, const int *left, int n,
+                             char *buf, size_t len, size_t *off);
+/* Appends the line of leaver r of group gid: after how many collectives
+ * it left, its last operation there, where it destroyed the group and
+ * where it is now, marked "<- collective count differs". */
+void dist__mon_say_left(const mon_rec *recs, int r, int gid, int64_t now_ms, char *buf,
+                        size_t len, size_t *off);
+/* The verdict names the leavers left[0..n) at collective at, at the first
+ * one's destroy call (else its last call there): a desync of the
+ * collective count. */
+void dist__mon_verdict_left(mon_verdict *v, const mon_rec *recs, const mon_left_at *at,
+                            const int *left, int n);
+/* Where this rank's waits end (it waits in another operation, maybe of
+ * another group): when at a rank that left the group of a collective
+ * another rank waits in for it, that waiter's record of the collective
+ * (*b) and every member that left before it, into left; how many (0:
+ * none). */
+int dist__mon_left_ends(const mon_rec *recs, const mon_rec_group **b, int *left, int cap);
+/* The report of dist__mon_left_ends's find: the header (what: "stall" or
+ * "desync"), the leavers' lines, the ranks blocked in the collective, and
+ * where this rank waits; and the verdict. */
+void dist__mon_say_left_elsewhere(const mon_rec *recs, const char *what, const mon_rec_group *b,
+                                  const int *left, int n, mon_verdict *v, char *buf, size_t len,
+                                  size_t *off);
+
 /* --- a send and a receive that never matched (mon_diag_pair.c) ----------- */
 
 /* The peer a rank blocked in a send or receive should have matched and did

@@ -112,7 +112,10 @@ typedef struct mon_verdict {
   char site[MON_SITE_LEN];  /* the first culprit's (last) call site */
   char field[32];           /* what site is when not the operation's call
                                ("store wait": the culprit's store call,
-                               where it is blocked); "" none */
+                               where it is blocked); of a desync, what
+                               differs ("collective count"); "" none */
+  bool desync;              /* culprits left the group before this
+                               collective (mon_diag_left.c): a desync */
 } mon_verdict;
 
 /* A wait-for cycle as one snapshot of the records shows it (mon_cycle.c):
@@ -182,6 +185,7 @@ typedef struct mon_group {
   _Atomic uintptr_t nm_caller;
   _Atomic int timed_out;     /* an operation timed out: the watchdog acts */
   _Atomic int64_t destroyed_ms; /* wall ms this rank destroyed it (live 0), 0 not */
+  _Atomic uintptr_t destroy_caller; /* the program's destroy call, 0 unknown */
   _Atomic int failed_rc;     /* an operation failed (peer lost) */
   _Atomic uint64_t failed_seq;
   mon_op ring[MON_RING];
@@ -351,7 +355,9 @@ char *dist__mon_gpu_note(const mon_group *g, uint64_t seq, char *diag);
 /* --- diagnosis (mon_diag.c) --------------------------------------------- */
 
 /* The diagnosis of g stalled at seq, from every rank's record, headed
- * "<what> in group ..." ("stall", "hang", "lost peer"). Returns a heap
+ * "<what> in group ..." ("stall", "hang", "lost peer"; a member that left
+ * the group before this collective makes a hang's "desync", as asked for
+ * with "desync", and v->desync: mon_diag_left.c). Returns a heap
  * string (dist__free) and sets *lowest when this rank is the
  * lowest-numbered rank blocked in that operation. */
 /* ... and fills *v with what the diagnosis blames (n 0: nobody). */
@@ -495,6 +501,10 @@ const mon_rec_group *dist__mon_blocked_in(const mon_rec *r);
 bool dist__mon_halves(const mon_rec_group *a, int ra, const mon_rec_group *b, int rb);
 /* Whether rank r, blocked in b, waits for rank q (mon_waits.c's header). */
 bool dist__mon_waits_for(const mon_rec *recs, int r, const mon_rec_group *b, int q);
+/* The members of g that have not entered its collective o and left the
+ * group before it (mon_diag_left.c: each destroyed the group after fewer
+ * collectives and is alive), ascending, into out; how many. */
+int dist__mon_leavers(const mon_group *g, mon_at_op o, const mon_rec *recs, int *out, int cap);
 
 /* Every rank's out-edges in recs[world], found once per operation. recs
  * and this rank's group table must not change while it lives. NULL when

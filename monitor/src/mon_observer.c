@@ -145,8 +145,10 @@ static void on_destroyed(const dist_event *ev) {
   }
   atomic_store(&g->live, 0);
   atomic_store_explicit(&dist__mon.lib_ns, dist__now_ns(), memory_order_relaxed);
-  if (ev->group_id > 0) /* a user group: its record says so ("d" line) */
+  if (ev->group_id > 0) { /* a user group: its record says so ("d" line) */
+    atomic_store(&g->destroy_caller, (uintptr_t)ev->caller);
     atomic_store(&g->destroyed_ms, dist__mon_wall_ms(dist__now_ns()));
+  }
   publish_groups();
   g->pg = NULL;
   if (g->stats && dist__mon.on)
@@ -483,9 +485,9 @@ static void on_started(mon_group *g, const dist_event *ev) {
 static void set_timeout_message(mon_group *g, const dist_event *ev) {
   pthread_mutex_lock(&dist__mon_diag_mu);
   const char *d = g->diag;
-  if (d && strncmp(d, "stall ", 6) == 0) { /* it is a hang now */
+  if (d && strncmp(d, "stall ", 6) == 0) { /* a hang now, or members' desync */
     char msg[DIST_ERRMSG_LEN];
-    snprintf(msg, sizeof msg, "hang %s", d + 6);
+    snprintf(msg, sizeof msg, "%s %s", g->verdict.desync ? "desync" : "hang", d + 6);
     dist_observer_set_message(ev, msg);
   } else if (d) {
     dist_observer_set_message(ev, d);
@@ -769,6 +771,11 @@ static int mon_init(void **ctx, const dist_pg_info *dg) {
   pthread_mutex_unlock(&m->create_mu);
   snprintf(m->host, sizeof m->host, "%s", dist__hostname());
   m->stop = false;
+  /* A group destroyed before a re-init is no group of this init, whose
+   * ids start again: its "d" line would say a member left a new one. */
+  for (int i = 0; i < MON_MAX_GROUPS; i++)
+    if (!atomic_load(&m->groups[i].live))
+      atomic_store(&m->groups[i].destroyed_ms, 0);
   int rc = dist_store_clone(js, &m->store);
   if (rc == DIST_OK)
     rc = make_prefix(m->store, dg);

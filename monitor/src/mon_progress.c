@@ -208,14 +208,29 @@ static int64_t destroyed_at(mon_group *g) {
 }
 
 /* The "d" line of a user group this rank destroyed: a member that waits in
- * it for this rank waits for a rank that went on without it. */
+ * it for this rank waits for a rank that went on without it; with the
+ * collectives it had issued there and its last one, a member that waits
+ * in a later collective knows it never will come (mon_diag_left.c). */
 static void put_destroyed(char *buf, size_t len, size_t *off, mon_group *g, int64_t ms) {
   char desc[sizeof g->desc];
   snprintf(desc, sizeof desc, "%s", g->desc[0] ? g->desc : g->name[0] ? g->name : "-");
   for (char *p = desc; *p; p++)
     if (*p == '\t' || *p == '\n')
       *p = ' ';
-  dist__appendf(buf, len, off, "d\t%d\t%lld\t%s\n", g->gid, (long long)ms, desc);
+  uint64_t done = atomic_load_explicit(&g->done, memory_order_acquire);
+  char last_site[MON_SITE_LEN] = "-", site[MON_SITE_LEN] = "-";
+  if (done)
+    dist__mon_symbolize(atomic_load_explicit(&g->last_caller, memory_order_relaxed), last_site,
+                        sizeof last_site);
+  uintptr_t caller = atomic_load_explicit(&g->destroy_caller, memory_order_relaxed);
+  if (caller)
+    dist__mon_symbolize(caller, site, sizeof site);
+  dist__appendf(buf, len, off, "d\t%d\t%lld\t%s\t%llu\t%d\t%llu\t%s\t%s\n", g->gid,
+                (long long)ms, desc,
+                (unsigned long long)atomic_load_explicit(&g->colls_enq, memory_order_relaxed),
+                done ? atomic_load_explicit(&g->last_kind, memory_order_relaxed) : -1,
+                (unsigned long long)atomic_load_explicit(&g->last_num, memory_order_relaxed),
+                last_site, site);
 }
 
 /* The "l" line: when the process's last call into the library returned,

@@ -190,6 +190,12 @@ bool dist__mon_rec_parse(char *text, mon_rec *r) {
       d->gid = atoi(f[1]);
       d->ms = strtoll(f[2], NULL, 10);
       snprintf(d->desc, sizeof d->desc, "%s", f[3]);
+      d->has_counts = k >= 9;
+      d->colls = k >= 9 ? strtoull(f[4], NULL, 10) : 0;
+      d->last_kind = k >= 9 ? atoi(f[5]) : -1;
+      d->last_num = k >= 9 ? strtoull(f[6], NULL, 10) : 0;
+      snprintf(d->last_site, sizeof d->last_site, "%s", k >= 9 && strcmp(f[7], "-") ? f[7] : "");
+      snprintf(d->site, sizeof d->site, "%s", k >= 9 && strcmp(f[8], "-") ? f[8] : "");
     } else if (k >= 2 && strcmp(f[0], "l") == 0) {
       r->lib_ms = strtoll(f[1], NULL, 10);
     } else if (k >= 8 && strcmp(f[0], "w") == 0) {

@@ -18,8 +18,12 @@
  *   x <scope> <k> <member> <hash> <call site> <members>   (optional, the
  *     MON_MADE_MAX latest, oldest first)
  *   r <gid> <kind> <num> <latest> <call site> <message>   (optional, once)
- *   d <gid> <wall ms> <description>   (optional, one per user group the
- *     process destroyed while it runs on: it takes part in it no more)
+ *   d <gid> <wall ms> <description> [<colls enq> <last kind> <last num>
+ *     <last call site> <destroy call site>]   (optional, one per user
+ *     group the process destroyed while it runs on: it takes part in it
+ *     no more; the collectives it had issued there, its last completed
+ *     operation (kind -1: none) and where it called it, and where the
+ *     program destroyed the group ("-": unknown))
  *   l <wall ms>   (optional, once: the process's last call into the
  *     library that returned, as far as the monitor hears of calls outside
  *     a group's operations: init, a group's creation or destruction, a
@@ -229,6 +233,12 @@ typedef struct mon_rec_destroyed {
   int gid;
   int64_t ms;                /* wall ms of the destruction */
   char desc[96];
+  bool has_counts;           /* the fields below were in the line */
+  uint64_t colls;            /* collectives it had issued on the group */
+  int last_kind;             /* its last completed operation, -1 none */
+  uint64_t last_num;
+  char last_site[MON_SITE_LEN]; /* "" unknown */
+  char site[MON_SITE_LEN];   /* the program's destroy call, "" unknown */
 } mon_rec_destroyed;
 
 /* A call on a group the process is not a member of, just before its

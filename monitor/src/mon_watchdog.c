@@ -156,6 +156,8 @@ static int64_t read_every_ns(void) {
   return (ms > dist__mon.tick_ms ? ms : dist__mon.tick_ms) * 1000000LL;
 }
 
+static bool end_left(mon_group *g, uint64_t seq, mon_rec *recs);
+
 /* The oldest operation of g in flight for at least the stall threshold. */
 static void check_stall(mon_group *g, int64_t now) {
   uint64_t done = atomic_load_explicit(&g->done, memory_order_acquire);
@@ -190,6 +192,11 @@ static void check_stall(mon_group *g, int64_t now) {
     dist__free(recs);
     return;
   }
+  if (end_left(g, done + 1, recs)) { /* an async collective's (the probe takes sync ones) */
+    dist__mon_recs_free(recs, dist__mon.world);
+    dist__free(recs);
+    return;
+  }
   bool lowest = false;
   int cycles = 0;
   mon_verdict v;
@@ -206,7 +213,8 @@ static void check_stall(mon_group *g, int64_t now) {
   dist__free(recs);
 }
 
-/* The diagnosis made while the operation stalled, as a hang: the view
+/* The diagnosis made while the operation stalled, as a hang (a desync
+ * when members left the group before it: mon_diag_left.c): the view
  * before the timeout is the telling one (after it, the others tear down). */
 static char *cached_as_hang(mon_group *g, uint64_t seq, mon_verdict *v) {
   char *d = NULL;
@@ -215,11 +223,21 @@ static char *cached_as_hang(mon_group *g, uint64_t seq, mon_verdict *v) {
     size_t n = strlen(g->diag) + 8;
     d = dist__malloc(n);
     if (d)
-      snprintf(d, n, "hang %s", g->diag + 6);
+      snprintf(d, n, "%s %s", g->verdict.desync ? "desync" : "hang", g->diag + 6);
     *v = g->verdict;
   }
   pthread_mutex_unlock(&dist__mon_diag_mu);
   return d;
+}
+
+/* What a failure's diagnosis is posted and emitted as: a desync (members
+ * left the group before the collective), else the failure's own code. */
+static int diag_rc(const mon_verdict *v, int rc) {
+  return v->desync ? DIST_E_DESYNC : rc;
+}
+
+static dist_event_kind diag_event(const mon_verdict *v) {
+  return v->desync ? DIST_EV_DESYNC_REPORT : DIST_EV_DIAGNOSIS;
 }
 
 /* A fresh diagnosis of g's operation seq after it failed. */
@@ -263,10 +281,10 @@ static void on_failure(mon_group *g, bool timeout) {
     diag = diagnose_now(g, seq, timeout ? "hang" : "lost peer", &v);
   if (!diag)
     return;
-  int rc = timeout ? DIST_E_TIMEOUT : DIST_E_PEER_LOST;
+  int rc = diag_rc(&v, timeout ? DIST_E_TIMEOUT : DIST_E_PEER_LOST);
   DIST_LOG(ERROR, MON, "%s", diag);
   if (g->pg)
-    dist_observer_emit_report(g->pg, DIST_EV_DIAGNOSIS, rc, diag);
+    dist_observer_emit_report(g->pg, diag_event(&v), rc, diag);
   /* distrun: exit 11 for a hang, the report last; it replaces the checking
    * layer's "did not arrive" for the same timeout, which knows less. */
   post_diagnosis(rc, diag, &v);
@@ -288,6 +306,27 @@ static bool same_cycle_later(const mon_cycle_seen *a, const mon_cycle_seen *b) {
   return true;
 }
 
+/* Operation seq of g fails now, as at its timeout, with diag (taken) and
+ * what it blames: a proven deadlock's hang, or the desync of members that
+ * left the group before this collective. */
+static void end_now(mon_group *g, uint64_t seq, char *diag, const mon_verdict *v) {
+  int rc = diag_rc(v, DIST_E_TIMEOUT);
+  DIST_LOG(ERROR, MON, "%s", diag);
+  if (g->pg)
+    dist_observer_emit_report(g->pg, diag_event(v), rc, diag);
+  post_diagnosis(rc, diag, v);
+  atomic_store(&g->failed_seq, seq);
+  replace_diag(g, diag, v);
+  if (g->pg) {
+    char why[DIST_ERRMSG_LEN];
+    snprintf(why, sizeof why, "%s (DIST_EARLY_VERDICT=0 waits for the timeout instead): %s",
+             !v->desync ? "a proven deadlock" : v->n > 1 ? "members left the group"
+                                                          : "a member left the group", diag);
+    dist__abort_group(g->pg, why);
+  }
+  g->probe_seen.n = 0;
+}
+
 /* A proven deadlock: operation seq of g fails now, as at its timeout. */
 static void end_deadlock(mon_group *g, uint64_t seq, mon_rec *recs, int64_t now) {
   bool lowest = false;
@@ -297,28 +336,39 @@ static void end_deadlock(mon_group *g, uint64_t seq, mon_rec *recs, int64_t now)
   if (!stall)
     return;
   /* The stall report comes first, as when the stall threshold passes
-   * before the timeout: the same text, then the hang. */
-  if (lowest && !(g->stall_seq == seq && g->reports))
+   * before the timeout: the same text, then the hang. A cycle through a
+   * member that left the group is that member's desync. */
+  if (lowest && !v.desync && !(g->stall_seq == seq && g->reports))
     stall_report(g, seq, stall, cycles, now);
   g->stall_seq = seq;
   replace_diag(g, stall, &v);
   mon_verdict hv = {.gid = -1, .kind = -1};
   char *diag = cached_as_hang(g, seq, &hv);
-  if (!diag)
-    return;
-  DIST_LOG(ERROR, MON, "%s", diag);
-  if (g->pg)
-    dist_observer_emit_report(g->pg, DIST_EV_DIAGNOSIS, DIST_E_TIMEOUT, diag);
-  post_diagnosis(DIST_E_TIMEOUT, diag, &hv);
-  atomic_store(&g->failed_seq, seq);
-  replace_diag(g, diag, &hv);
-  if (g->pg) {
-    char why[DIST_ERRMSG_LEN];
-    snprintf(why, sizeof why, "a proven deadlock (DIST_EARLY_VERDICT=0 waits for the timeout "
-             "instead): %s", diag);
-    dist__abort_group(g->pg, why);
+  if (diag)
+    end_now(g, seq, diag, &hv);
+}
+
+/* Members that left g before its collective seq (mon_diag_left.c) never
+ * enter it: the lowest rank in it fails it now with their desync, as the
+ * TCP engine does when it hears them leave. Whether it did. */
+static bool end_left(mon_group *g, uint64_t seq, mon_rec *recs) {
+  mon_op *op = &g->ring[seq % MON_RING];
+  mon_at_op me = {seq, atomic_load(&op->coll), atomic_load(&op->kind)};
+  int left[MON_CULPRITS_MAX];
+  if (!dist__mon.early || !g->pg || !me.coll || atomic_load(&g->failed_seq) == seq ||
+      !dist__mon_leavers(g, me, recs, left, MON_CULPRITS_MAX))
+    return false;
+  bool lowest = false;
+  int cycles = 0;
+  mon_verdict v;
+  char *diag = dist__mon_diagnose(g, seq, recs, "desync", &lowest, &cycles, &v);
+  if (!diag || !v.desync || !lowest) {
+    dist__free(diag);
+    return false;
   }
-  g->probe_seen.n = 0;
+  g->stall_seq = seq;
+  end_now(g, seq, diag, &v);
+  return true;
 }
 
 static void probe(mon_group *g, int64_t now) {
@@ -351,7 +401,9 @@ static void probe(mon_group *g, int64_t now) {
   if (!recs)
     return;
   mon_cycle_seen seen;
-  if (!dist__mon_deadlock_seen(recs, m->world, m->rank, &seen)) {
+  if (end_left(g, done + 1, recs)) {
+    /* ended: members left the group before it */
+  } else if (!dist__mon_deadlock_seen(recs, m->world, m->rank, &seen)) {
     g->probe_seen.n = 0;
     int64_t wait = (int64_t)MON_PROBE_MS << (g->probe_misses < 5 ? g->probe_misses : 5);
     g->probe_misses++;

@@ -52,22 +52,30 @@ Test(examples_zero, max_instead_of_sum_at_OFF_names_the_rank_that_changed_it, .t
   cr_expect(strstr(r.json, "\"agrees\":true"), "distview's own analysis disagrees: %s", r.json);
 }
 
-/* At OFF nothing compares calls: rank 6 destroys its replicate group and
- * goes on to the gather, while its partner waits in the group's next
- * all_reduce. Its record's "d" line says it left the group, so the waits
- * in it end at rank 6, not nowhere (every other rank blocked). */
+/* The line of rank 6's destroy of its replicate group (leaverep). */
+static int leaverep_line(void) {
+  return example_line("zero_train.c", "planted(j, step, \"leaverep\")") + 1;
+}
+
+/* At OFF over shared memory nothing compares calls and nothing hears the
+ * destroy: rank 6 destroys its replicate group and goes on to the gather,
+ * while its partner waits in the group's next all_reduce. Its record's "d"
+ * line says it left the group after fewer collectives: the collective
+ * counts parted, a desync naming rank 6 at its destroy call, as over TCP,
+ * not a hang (every other rank blocked). */
 Test(examples_zero, a_rank_that_destroys_its_group_and_goes_on_at_OFF_is_named,
      .timeout = 120) {
   static mesh_run r;
   job_run("zero_train", "DIST_DEBUG=OFF", "leaverep", 6, &r);
-  mesh_expect_verdict(&r, 11, "hang", 6);
-  cr_expect(mesh_says(&r, "the waits end at rank 6, which destroyed group ") &&
-                mesh_says(&r, "(replicate) and went on without it: it is blocked in group 0 "
-                              "(default) GATHER #"),
+  mesh_expect_verdict(&r, 10, "desync", 6);
+  cr_expect(mesh_says(&r, "rank 6 left the group (destroyed it or exited) before this "
+                          "collective") &&
+                mesh_says(&r, ": left after ") && mesh_says(&r, "; it destroyed the group, "),
             "%s", r.err);
-  cr_expect(strstr(r.json, "\"group_name\":\"replicate\"") &&
-                strstr(r.json, "\"op\":\"ALL_REDUCE\""),
-            "%s", r.json);
+  char site[64];
+  snprintf(site, sizeof site, "zero_train.c:%d)\"", leaverep_line());
+  expect_field(&r, "replicate", "ALL_REDUCE", "collective count", site);
+  mesh_expect_agreement(&r);
 }
 
 Test(examples_zero, a_gather_to_another_root, .timeout = 120) {
@@ -224,16 +232,17 @@ Test(examples_zero, an_all_gather_on_a_group_it_is_not_in_is_named_at_that_call,
  * cause (as a dist_abort_group would be), not rank 2's exit. When rank 2
  * was already in the all_reduce, it can complete before the destroy (a
  * loaded machine): then rank 6 merely left the group, and rank 2 waits for
- * it at the next one, a hang that names rank 6 in the replicate group. */
+ * it at the next one: the collective counts parted, a desync that names
+ * rank 6 in the replicate group. */
 Test(examples_zero, a_group_destroyed_with_its_all_reduce_pending_blames_the_destroyer,
      .timeout = 120) {
   for (int i = 0; i < DIST_TEST_REPEAT(2); i++) {
     static mesh_run r;
     zero("droprep", &r);
-    if (r.status == 11) {
-      mesh_expect_verdict(&r, 11, "hang", 6);
-      cr_expect(strstr(r.err, "in group 5 (replicate) at ALL_REDUCE #4") &&
-                    mesh_says(&r, "  rank 6 (host "),
+    if (r.status == 10) {
+      mesh_expect_verdict(&r, 10, "desync", 6);
+      cr_expect(strstr(r.err, "in group 5 (replicate, 2 ranks) at ALL_REDUCE #4: rank 6 left the "
+                              "group") && mesh_says(&r, "  rank 6 (host "),
                 "run %d: %s", i + 1, r.err);
       continue;
     }
@@ -252,16 +261,16 @@ Test(examples_zero, a_group_destroyed_with_its_all_reduce_pending_blames_the_des
 /* Rank 6 waits for its replicate all_reduce, then destroys the group and
  * skips it from then on; over TCP rank 2 hears it left at once: a desync
  * (the collective counts part) naming rank 6, at the all_reduce it never
- * called, with that call's line (where rank 2 waits). */
-Test(examples_zero, a_rank_that_left_a_group_is_named_at_the_line_it_never_reached,
-     .timeout = 120) {
+ * called, and at its own call that left the group, the destroy (its
+ * record's "d" line), not at the line where rank 2 waits. */
+Test(examples_zero, a_rank_that_left_a_group_is_named_at_its_destroy_call, .timeout = 120) {
   static mesh_run r;
   job_run_env("zero_train", "DIST_DEBUG=DETAIL", "DIST_TRANSPORT=tcp", "leaverep", 6, -1, &r);
   mesh_expect_verdict(&r, 10, "desync", 6);
   char site[96];
-  snprintf(site, sizeof site, "\"site\":\"zero_train.c:%d in ",
-           zero_line("TRY(\"all_reduce replicate\""));
+  snprintf(site, sizeof site, "zero_train.c:%d)\"", leaverep_line());
   expect_field(&r, "replicate", "ALL_REDUCE", "collective count", site);
+  cr_expect(strstr(r.err, "; rank 6 destroyed group 5 (replicate), called from "), "%s", r.err);
   cr_expect(mesh_says(&r, "rank 6 left the group (destroyed it or exited) before this "
                           "collective"),
             "%s", r.err);

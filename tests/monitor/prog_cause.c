@@ -51,6 +51,9 @@
  *                  entry (R + 1) % world has 32 (its own is right): a rank
  *                  whose call fails prints as in desync and exits 1
  *   rslist R       the same with reduce_scatter's input tensors
+ *   leftgroup R    every rank all_reduces twice on a group "grads" of all
+ *                  ranks; rank R then destroys it and calls the barrier,
+ *                  the others a third all_reduce on it: exits as desync
  *   ok             init, one all_reduce, exit 0
  * Every mode ends by itself within 60 s (alarm). */
 #include <sched.h>
@@ -325,6 +328,32 @@ static int mode_nowait(int culprit, bool destroy) {
   return 0;
 }
 
+/* The planted bug of leftgroup: rank `leaver` leaves group "grads" one
+ * collective early and goes on to the default group's barrier. */
+static int mode_leftgroup(int leaver) {
+  dist_group_opts o = {.desc = "grads"};
+  dist_pg *g = NULL;
+  int rc = dist_new_group(NULL, 0, &o, &g);
+  if (rc != DIST_OK)
+    return fail("new_group", rc);
+  float x[8] = {0};
+  dist_tensor t = dist_tensor_1d(x, DIST_FLOAT32, 8);
+  for (int i = 0; i < 2 && rc == DIST_OK; i++)
+    rc = dist_all_reduce(&t, DIST_SUM, g, NULL);
+  if (rc != DIST_OK)
+    return fail("all_reduce", rc);
+  if (dist_get_rank(NULL) == leaver) /* the line is test_distrun_cause.c's LEFT_LINE */
+    rc = dist_destroy_process_group(g);
+  else
+    rc = dist_all_reduce(&t, DIST_SUM, g, NULL);
+  if (rc == DIST_OK)
+    rc = dist_barrier(NULL, NULL);
+  if (rc != DIST_OK)
+    return fail("leftgroup", rc);
+  dist_destroy_process_group(NULL);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   alarm(60);
   signal(SIGTERM, on_term);
@@ -333,10 +362,11 @@ int main(int argc, char **argv) {
   if (strcmp(m, "desync") && strcmp(m, "post") && strcmp(m, "leftterm") && strcmp(m, "pairs") &&
       strcmp(m, "pairslate") && strcmp(m, "leftfail") && strcmp(m, "asyncexit") &&
       strcmp(m, "asynckill") && strcmp(m, "nowait") && strcmp(m, "nowaitexit") &&
-      strcmp(m, "crashinit") && strcmp(m, "aglist") && strcmp(m, "rslist") && strcmp(m, "ok")) {
+      strcmp(m, "crashinit") && strcmp(m, "aglist") && strcmp(m, "rslist") &&
+      strcmp(m, "leftgroup") && strcmp(m, "ok")) {
     fprintf(stderr, "usage: %s desync R N | post R STATUS | leftterm R Q | leftfail F L | "
             "pairs O F | pairslate O F | asyncexit R | asynckill R | nowait R | nowaitexit R | "
-            "crashinit R | aglist R | rslist R | ok\n", argv[0]);
+            "crashinit R | aglist R | rslist R | leftgroup R | ok\n", argv[0]);
     return 2;
   }
   const char *env_rank = getenv("RANK");
@@ -361,6 +391,8 @@ int main(int argc, char **argv) {
     return mode_nowait(a, !strcmp(m, "nowait"));
   if (!strcmp(m, "pairs") || !strcmp(m, "pairslate"))
     return mode_pairs(a, b, !strcmp(m, "pairslate"));
+  if (!strcmp(m, "leftgroup"))
+    return mode_leftgroup(a);
   if (!strcmp(m, "aglist") || !strcmp(m, "rslist")) {
     rc = list_call(!strcmp(m, "rslist"), a);
     if (rc != DIST_OK)

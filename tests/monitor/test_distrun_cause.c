@@ -311,6 +311,72 @@ Test(monitor_distrun_cause, a_rank_that_exits_with_an_all_reduce_never_waited_is
                  "(never waited), while other ranks still needed it");
 }
 
+/* The line of prog_cause.c's leftgroup destroy. */
+#define LEFT_LINE 346
+
+/* Rank 3 destroys group "grads" after its second all_reduce there and goes
+ * on to the default group's barrier, while ranks 0-2 call a third
+ * all_reduce on it (prog_cause.c leftgroup). On every transport and level
+ * alike: a desync (exit 10) of the collective count naming rank 3, in the
+ * TCP engine's words ("rank 3 left the group"), at ALL_REDUCE #3 of grads
+ * and at rank 3's destroy call, and distview agrees. Over shared memory
+ * nothing hears the destroy but the monitor, from rank 3's record: it was
+ * a hang (exit 11), "its last record shows no completed operation in this
+ * group", at the others' line. */
+static void left_early(const char *level, const char *transport) {
+  clean_env();
+  setenv("DIST_DEBUG", level, 1);
+  setenv("DIST_TRANSPORT", transport, 1);
+  setenv("DIST_TIMEOUT", "10", 1);
+  char dir[] = "/tmp/dist_leftgroup_XXXXXX", db[64], cmd[128], site[64];
+  cr_assert(mkdtemp(dir));
+  snprintf(db, sizeof db, "%s/trace.db", dir);
+  const char *argv[] = {dist_test_bin("distrun"), "-n", "4", "--trace-out", db,
+                        dist_test_bin("distrun_causeprog_full"), "leftgroup", "3", NULL};
+  char *out, *err;
+  int st = run(argv, 60, &out, &err);
+  cr_assert_eq(st, 10, "%s/%s: exit %d\nstdout:\n%s\nstderr:\n%s", level, transport, st, out,
+               err);
+  snprintf(site, sizeof site, "prog_cause.c:%d", LEFT_LINE);
+  const char *line = strstr(err, "distrun: exit status 10 (desync): ");
+  cr_expect(line && strstr(line, "; rank 3 destroyed group 1 (grads), called from ") &&
+                strstr(line, site) && strstr(line, ", after 2 collectives there (the last "
+                                                   "ALL_REDUCE #2, called from "),
+            "%s/%s: the status line does not name rank 3's destroy:\n%s", level, transport, err);
+  const char *rep = after_status_line(err);
+  cr_assert(rep, "%s", err);
+  static const char head[] = "desync in group 1 (grads, 4 ranks) at ALL_REDUCE #3: rank 3 left "
+                             "the group (destroyed it or exited) before this collective; the "
+                             "collective counts differ\n";
+  cr_expect(!strncmp(rep, head, strlen(head)) &&
+                strstr(rep, "\n  rank 3 (host ") && strstr(rep, "<- collective count differs") &&
+                !strstr(rep, "no completed operation in this group") && !strstr(rep, "hang"),
+            "%s/%s: report:\n%s", level, transport, rep);
+  int dv;
+  const char *json = diagnose(db, &dv);
+  const char *own = strstr(json, "\"own\":");
+  cr_expect(dv == 10 && strstr(json, "\"kind\":\"desync\"") && strstr(json, "\"culprits\":[3]") &&
+                strstr(json, "\"group_name\":\"grads\"") && strstr(json, "\"op\":\"ALL_REDUCE\"") &&
+                strstr(json, "\"seq\":3,") && strstr(json, "\"fields\":\"collective count\"") &&
+                strstr(json, site) && own && strstr(own, "\"culprits\":[3]") &&
+                strstr(own, "\"agrees\":true"),
+            "%s/%s: distview exit %d: %s", level, transport, dv, json);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_expect_eq(system(cmd), 0);
+}
+
+Test(monitor_distrun_cause, a_rank_that_destroyed_a_group_its_peers_call_on_is_a_desync_over_shm,
+     .timeout = 120) {
+  left_early("OFF", "auto");
+  left_early("DETAIL", "auto");
+}
+
+Test(monitor_distrun_cause, a_rank_that_destroyed_a_group_its_peers_call_on_is_a_desync_over_tcp,
+     .timeout = 120) {
+  left_early("OFF", "tcp");
+  left_early("DETAIL", "tcp");
+}
+
 /* As below, but the report posted first is of BROADCAST #3 and marks rank
  * 4, its pair's later rank, while every other rank's kept report is of a
  * later BROADCAST #5 (failed behind it) marking rank 2. The verdict names

@@ -136,7 +136,9 @@ typedef struct dist_event {
   int status;                  /* FAILED / TIMED_OUT / PEER_LOST / REJECTED: the code */
   int peer;                    /* PEER_LOST: global rank; else -1 */
   const char *message;         /* reports, failures, log lines; else NULL */
-  const void *caller;          /* ops: return address of the public call */
+  const void *caller;          /* ops: return address of the public call;
+                                  GROUP_DESTROYED: of the program's destroy
+                                  call (NULL when the library ends it) */
   /* ABI 3 */
   dist_pg *pg;                 /* the user group (see the ABI 3 note) */
   const dist_stats_row *stats; /* STATS: n_stats rows; else NULL */

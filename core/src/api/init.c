@@ -92,9 +92,9 @@ int dist_init_process_group(const dist_init_opts *opts) {
   return DIST_OK;
 }
 
-static int destroy_all(void) {
+static int destroy_all(const void *caller) {
   dist__cause_claim_first_exit(); /* before a peer can see this rank leave */
-  int rc = dist__pg_destroy_all(); /* user groups, the default one included */
+  int rc = dist__pg_destroy_all(caller); /* user groups, the default one included */
   dist__pg_set_default(NULL);
   dist__obs_stop();
   dist__job_leave();
@@ -105,18 +105,19 @@ static int destroy_all(void) {
 }
 
 int dist_destroy_process_group(dist_pg *g) {
+  const void *caller = __builtin_return_address(0); /* GROUP_DESTROYED's caller */
   if (!g) {
     if (!dist__pg_default())
       return dist__set_last_error(DIST_E_INVAL, "no process group is initialised");
-    return destroy_all();
+    return destroy_all(caller);
   }
   if (g == DIST_GROUP_NON_MEMBER)
     return DIST_OK;
   if (!dist__pg_handle_live(g))
     return dist__pg_stale("dist_destroy_process_group", g);
   if (g == dist__pg_default())
-    return destroy_all();
-  return dist__pg_destroy_one(g);
+    return destroy_all(caller);
+  return dist__pg_destroy_one(g, caller);
 }
 
 int dist_get_rank(dist_pg *g) {

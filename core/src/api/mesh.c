@@ -332,7 +332,8 @@ void dist_device_mesh_destroy(dist_device_mesh *m) {
     return;
   for (int d = 0; m->owned && d < m->ndim; d++)
     if (m->groups[d] && m->groups[d] != DIST_GROUP_NON_MEMBER && dist__pg_is_live(m->groups[d]))
-      dist__pg_destroy_one(m->groups[d]); /* the program's destroy of each */
+      dist__pg_destroy_one(m->groups[d], /* the program's destroy of each */
+                           __builtin_return_address(0));
   dist__free(m->layout);
   dist__free(m);
 }

@@ -142,7 +142,7 @@ void dist__obs_emit(dist_pg *g, dist_event_kind kind, const dist_coll *c, int st
       .status = status,
       .peer = peer,
       .message = msg,
-      .caller = c ? c->caller : NULL,
+      .caller = c ? c->caller : kind == DIST_EV_GROUP_DESTROYED ? g->destroy_caller : NULL,
       .pg = g,
       /* Every emitter of a failure passes the failing object's own
        * message buffer (DIST_ERRMSG_LEN bytes): the group's or the

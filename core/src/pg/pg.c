@@ -336,17 +336,20 @@ static bool any_failed(void) {
   return failed;
 }
 
-static int destroy(dist_pg *g, bool failed) {
-  if (g && g != DIST_GROUP_NON_MEMBER && !g->internal && !failed)
-    atomic_store(&g->destroying, true);
+static int destroy(dist_pg *g, bool failed, const void *caller) {
+  if (g && g != DIST_GROUP_NON_MEMBER && !g->internal) {
+    g->destroy_caller = caller;
+    if (!failed)
+      atomic_store(&g->destroying, true);
+  }
   return dist__pg_free(g);
 }
 
-int dist__pg_destroy_one(dist_pg *g) {
-  return destroy(g, any_failed());
+int dist__pg_destroy_one(dist_pg *g, const void *caller) {
+  return destroy(g, any_failed(), caller);
 }
 
-int dist__pg_destroy_all(void) {
+int dist__pg_destroy_all(const void *caller) {
   int first = DIST_OK;
   bool failed = any_failed(); /* before this destroy fails anything */
   for (;;) {
@@ -355,7 +358,7 @@ int dist__pg_destroy_all(void) {
     pthread_mutex_unlock(&groups_lock);
     if (!g)
       break;
-    int rc = destroy(g, failed);
+    int rc = destroy(g, failed, caller);
     first = first != DIST_OK ? first : rc;
   }
   return first;

@@ -57,6 +57,8 @@ struct dist_pg {
   _Atomic int destroy_failed;
   int destroy_kind;
   uint64_t destroy_seq;
+  const void *destroy_caller;   /* the program's destroy call (its return
+                                   address: GROUP_DESTROYED's caller) */
   /* A failure the backend's fini found in an earlier call of the group
    * (dist__pg_fini_failure), which the destroy returns. */
   int fini_rc;
@@ -163,8 +165,9 @@ int dist__pg_free(dist_pg *g);
  * peers' fail too), this rank is the job's cause
  * (dist__cause_post_destroyed), unless a group had failed before (an
  * abort, a timeout, a lost peer): its pending operations follow from
- * that failure. */
-int dist__pg_destroy_one(dist_pg *g);
+ * that failure. caller: the program's call (its return address), which
+ * the group's DIST_EV_GROUP_DESTROYED carries. */
+int dist__pg_destroy_one(dist_pg *g, const void *caller);
 /* From a backend's fini (the destroying thread): a failure of the earlier
  * call c (kind and seq) that only the destroy could find, message msg (a
  * small broadcast's root compares its readers' calls after it returned,
@@ -221,7 +224,7 @@ dist_pg *dist__pg_resolve_op(dist_pg *g, dist_op_kind k, const void *caller);
 int dist__pg_group_rank_of(const dist_pg *g, int global_rank);
 /* Every live user group, for destroy-all (pg.c keeps the list), each as
  * dist__pg_destroy_one destroys it; the first failure of dist__pg_free. */
-int dist__pg_destroy_all(void);
+int dist__pg_destroy_all(const void *caller);
 /* User group ids: every rank takes one per group created in the job, in
  * the same order, members or not (groups.c; init resets the count). */
 int dist__pg_take_ids(int n);
