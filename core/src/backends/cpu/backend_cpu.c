@@ -46,8 +46,8 @@ typedef struct cpu_backend {
   pthread_cond_t cv;       /* queue changes, abort, stop */
   dist_work **q;           /* ring of queued collectives */
   size_t q_head, q_len, q_cap;
-  _Atomic int queued;      /* queued + running collectives */
-  _Atomic int undone;      /* ... of them not yet completed: what a destroy fails */
+  _Atomic int undone;      /* queued + running collectives (g.colls_queued) not yet
+                              completed: what a destroy fails */
   p2p_work *p2p;           /* pending async point-to-point works */
   bool thread_started;
   bool stop;
@@ -458,7 +458,7 @@ static int enqueue(cpu_backend *b, dist_work *w) {
   }
   if (rc == DIST_OK) {
     b->q[(b->q_head + b->q_len++) % b->q_cap] = w;
-    atomic_fetch_add(&b->queued, 1);
+    atomic_fetch_add(&b->g.colls_queued, 1);
     atomic_fetch_add(&b->undone, 1);
     pthread_cond_broadcast(&b->cv);
   }
@@ -470,7 +470,7 @@ static int enqueue(cpu_backend *b, dist_work *w) {
  * still completes in issue order. */
 static void wait_queue_empty(cpu_backend *b) {
   pthread_mutex_lock(&b->mu);
-  while (atomic_load(&b->queued) != 0)
+  while (atomic_load(&b->g.colls_queued) != 0)
     pthread_cond_wait(&b->cv, &b->mu);
   pthread_mutex_unlock(&b->mu);
 }
@@ -479,7 +479,7 @@ static int cpu_coll(void *priv, const dist_coll *c, dist_work *w) {
   cpu_backend *b = priv;
   if (w)
     return enqueue(b, w);
-  if (__builtin_expect(atomic_load_explicit(&b->queued, memory_order_acquire) != 0, 0))
+  if (__builtin_expect(atomic_load_explicit(&b->g.colls_queued, memory_order_acquire) != 0, 0))
     wait_queue_empty(b);
   dist__errbuf err;
   err.msg[0] = '\0';
@@ -666,7 +666,7 @@ static void *progress_main(void *arg) {
       pthread_mutex_unlock(&b->mu);
       run_queued(b, w);
       pthread_mutex_lock(&b->mu);
-      atomic_fetch_sub(&b->queued, 1);
+      atomic_fetch_sub(&b->g.colls_queued, 1);
       pthread_cond_broadcast(&b->cv);
       continue;
     }

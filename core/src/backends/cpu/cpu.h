@@ -78,6 +78,10 @@ typedef struct dist__cpu_group {
    * dist__cpu_mark_broken; later operations fail with broken_rc. */
   _Atomic int broken_rc;
   char broken_msg[DIST_ERRMSG_LEN];
+  /* Asynchronous collectives queued or running on the progress thread
+   * (backend_cpu.c). The TCP engine reads it: a member whose process exits
+   * while one is queued is lost at once, as when one runs. */
+  _Atomic int colls_queued;
 
   /* Told once per peer found gone (the backend turns it into the
    * observers' DIST_EV_PEER_LOST). Any thread; must not block. */

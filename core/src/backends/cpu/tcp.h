@@ -40,7 +40,11 @@
  * involving that peer fails with DIST_E_PEER_LOST naming it, and so does the
  * group (broken). A peer that destroys the group says so first (BYE): that
  * fails only what still needs it, and marks the group broken only when it
- * cut an exchange short.
+ * cut an exchange short. A process that exits with the group live says so
+ * too (EXIT, from an atexit handler): its end is a lost peer at once where
+ * something waits for it, and elsewhere only when an operation first needs
+ * it (a rank that returned from main without destroying its groups is
+ * done, not lost).
  *
  * Tunables (environment, read at create): DIST_TCP_SPIN_US (busy-poll
  * window of a waiter, default 50), DIST_TCP_EAGER_BYTES (largest message

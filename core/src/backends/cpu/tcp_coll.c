@@ -586,6 +586,7 @@ static int begin(dist__tcp *t, tcp_cc *cc) {
     return dist__err_set(cc->op->err, DIST_E_ABORTED, "group %s was aborted: %s", t->g->name,
                          t->abort_reason);
   char lb[64];
+  dist__tcp_need_departed(t, -1, NULL, 0); /* a collective needs every member */
   if (t->lost_rc != DIST_OK)
     return dist__err_set(cc->op->err, t->lost_rc, "%s: %s",
                          dist__cpu_op_label(cc->c, lb, sizeof lb), t->lost_msg);

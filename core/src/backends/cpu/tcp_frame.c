@@ -19,7 +19,9 @@
  * message. CANCEL withdraws an announced message whose send failed. ERROR
  * carries a collective failure to the other members, ABORT an abort, BYE
  * a departure (with the failure that caused it, if any, so the peers
- * report the root cause rather than the departure).
+ * report the root cause rather than the departure), EXIT the end of a
+ * process that exits with the group live (its sockets close next: a
+ * finished rank, not a crashed one, tcp_progress.c).
  *
  * Sending: each connection has a queue of frames written with sendmsg
  * (header and payload in one iovec list, several frames per call) on a
@@ -198,9 +200,9 @@ bool dist__tcp_flush(dist__tcp *t, tcp_conn *c) {
         continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         char nb[160];
-        dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST, "peer lost: %s: writing to it failed: %s",
-                            dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb),
-                            strerror(errno));
+        dist__tcp_peer_ended(t, c, "peer lost: %s: writing to it failed: %s",
+                             dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb),
+                             strerror(errno));
       }
       break;
     }
@@ -384,6 +386,7 @@ static void on_header(dist__tcp *t, tcp_conn *c) {
   case TCP_F_ACK: dist__tcp_on_ack(t, c, false); break;
   case TCP_F_NACK: dist__tcp_on_ack(t, c, true); break;
   case TCP_F_CANCEL: dist__tcp_on_cancel(t, c); break;
+  case TCP_F_EXIT: c->exiting = true; break; /* its end, next, decides */
   case TCP_F_ERROR:
   case TCP_F_ABORT:
   case TCP_F_BYE: on_text_frame(c); break;
@@ -449,12 +452,10 @@ static void read_failed(dist__tcp *t, tcp_conn *c, ssize_t k) {
   }
   dist__cpu_peer_name(t->g, c->peer, nb, sizeof nb);
   if (k == 0)
-    dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST,
-                        "peer lost: %s closed its connection (the process exited or "
-                        "crashed)", nb);
+    dist__tcp_peer_ended(t, c, "peer lost: %s closed its connection (the process exited or "
+                         "crashed)", nb);
   else
-    dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST, "peer lost: reading from %s failed: %s", nb,
-                        strerror(errno));
+    dist__tcp_peer_ended(t, c, "peer lost: reading from %s failed: %s", nb, strerror(errno));
 }
 
 /* Moves staged bytes into the payload; true when the payload is complete. */

@@ -24,7 +24,7 @@
 
 #define TCP_MAGIC 0x31435444u       /* "DTC1" as a little-endian u32 */
 #define TCP_HELLO_MAGIC 0x31484c44u /* "DLH1" */
-#define TCP_VERSION 2u              /* 2: the hello names the sockets per peer */
+#define TCP_VERSION 3u              /* 2: the hello names the sockets per peer; 3: EXIT */
 #define TCP_NONE8 0xffu             /* dtype / redop not meaningful */
 
 /* Frame types. */
@@ -42,6 +42,10 @@ enum {
                      and not the sender, which exits next (-1: none) */
   TCP_F_ABORT,    /* the sender aborted the group: payload = reason */
   TCP_F_BYE,      /* the sender is destroying the group */
+  TCP_F_EXIT,     /* the sender's process is exiting with the group live (it
+                     returned from main without destroying it): its
+                     connections end next, and its end is a departure, not
+                     a crash (tcp_progress.c dist__tcp_peer_ended) */
   TCP_F_END_
 };
 
@@ -204,6 +208,12 @@ typedef struct tcp_conn {
   bool bye;                     /* the peer said it leaves (lane 0) ... */
   char *bye_text;               /* ... and why (heap, may be NULL) */
   bool eof;                     /* this socket reached its end after a BYE */
+  bool exiting;                 /* the peer said its process exits (EXIT, lane 0) */
+  /* Its connection then ended while nothing here needed it: gone, but
+   * reported lost only when an operation needs it (dist__tcp_need_departed),
+   * with this message (heap; NULL when out of memory). */
+  bool departed;
+  char *departed_msg;
   tcp_item *sq, *sq_last;       /* outgoing frames in order */
   uint64_t next_msg_id;
   /* The signature (size, and at DETAIL dtype and shape) of the last send
@@ -314,7 +324,10 @@ struct dist__tcp {
   struct pollfd *pfds;          /* poll scratch, one per connection + 1 */
   int nsocks;                   /* DIST_SOCKETS_PER_PEER (wanted; per peer:
                                    conns[p].nlanes, the smaller of both wishes) */
-  bool closing;                 /* destroy is running: departures are quiet */
+  bool closing;                 /* destroy is running, or the process exits:
+                                   departures are quiet */
+  pid_t pid;                    /* the process that made it (exit_all) */
+  dist__tcp *next_live;         /* the process's live engines (tcp_mesh.c) */
   bool want_lazy;               /* DIST_TCP_LAZY (default 1): connect when needed */
   tcp_lazy *lazy;               /* NULL: the mesh was made whole at creation */
 };
@@ -465,6 +478,17 @@ const char *dist__tcp_req_label(const dist__tcp_req *r, char *buf, size_t len);
  * and marks the group broken. */
 void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Peer c's connection ended (EOF, a read or write error; fmt says which).
+ * A peer that said it exits (EXIT) while nothing here needs it departed:
+ * gone, logged at DEBUG, reported by the first operation that needs it;
+ * anything else is dist__tcp_peer_gone with DIST_E_PEER_LOST. */
+void dist__tcp_peer_ended(dist__tcp *t, tcp_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* An operation needs peer p (-1: every member, as a collective does)
+ * that departed (t->mu held): reports each such peer lost now, as
+ * dist__tcp_peer_gone would have at its end, and copies the first one's
+ * message into msg (may be NULL). False when none had departed. */
+bool dist__tcp_need_departed(dist__tcp *t, int p, char *msg, size_t len);
 /* An ERROR frame for collective seq arrived from peer c with text. */
 void dist__tcp_on_error(dist__tcp *t, tcp_conn *c, const char *text);
 /* Wakes a driver blocked in poll() (a frame was queued by another thread). */

@@ -25,9 +25,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "net/auth.h"
@@ -475,6 +477,80 @@ static int engine_new(dist__cpu_group *g, dist__tcp **out, dist__errbuf *err) {
   return tunables(t, err);
 }
 
+/* --- a process that exits with the engine live ------------------------------------- */
+
+/* The engines of this process, so that exit() with groups live (a program
+ * that returns from main without destroying them, as torch allows) says
+ * EXIT to every peer before the kernel closes the sockets: the peers then
+ * tell a finished rank from a crashed one (tcp_progress.c). */
+static dist__tcp *live;
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* How long exit waits for a lock another thread holds (never across a
+ * blocking call in this library: only a thread stopped in a fork child
+ * could hold it for good). */
+#define EXIT_LOCK_MS 200
+
+static bool lock_within(pthread_mutex_t *mu) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += EXIT_LOCK_MS * 1000000L;
+  ts.tv_sec += ts.tv_nsec / 1000000000L;
+  ts.tv_nsec %= 1000000000L;
+  return pthread_mutex_timedlock(mu, &ts) == 0;
+}
+
+/* Best effort and never blocking: a frame the socket does not take now is
+ * dropped with the process, and that peer sees a plain end (a lost peer,
+ * as before). The engine counts as closing from here on: peers that end
+ * meanwhile are not warned about by a process that is leaving itself. */
+static void say_exiting(dist__tcp *t) {
+  if (t->closing || atomic_load(&t->aborted))
+    return;
+  t->closing = true;
+  if (dist__tcp_lazy_pending(t)) /* peers that connected since hear it too */
+    dist__tcp_lazy_install(t);
+  tcp_hdr h;
+  dist__tcp_hdr_init(&h, TCP_F_EXIT, 0, 0);
+  for (int p = 0; p < t->g->size; p++)
+    if (p != t->g->rank && t->conns[p].fd >= 0 && !t->conns[p].gone) {
+      dist__tcp_send_ctrl(t, &t->conns[p], &h, NULL);
+      dist__tcp_flush(t, &t->conns[p]);
+    }
+}
+
+static void exit_all(void) {
+  if (!lock_within(&live_mu))
+    return;
+  for (dist__tcp *t = live; t; t = t->next_live)
+    if (t->pid == getpid() && lock_within(&t->mu)) { /* not a fork child's copy */
+      say_exiting(t);
+      pthread_mutex_unlock(&t->mu);
+    }
+  pthread_mutex_unlock(&live_mu);
+}
+
+static void link_live(dist__tcp *t) {
+  static bool registered;
+  t->pid = getpid();
+  pthread_mutex_lock(&live_mu);
+  t->next_live = live;
+  live = t;
+  if (!registered)
+    registered = atexit(exit_all) == 0;
+  pthread_mutex_unlock(&live_mu);
+}
+
+static void unlink_live(dist__tcp *t) {
+  pthread_mutex_lock(&live_mu);
+  for (dist__tcp **p = &live; *p; p = &(*p)->next_live)
+    if (*p == t) {
+      *p = t->next_live;
+      break;
+    }
+  pthread_mutex_unlock(&live_mu);
+}
+
 int dist__tcp_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
                      dist__tcp **out, dist__errbuf *err) {
   if (!g || !out || (g->size > 1 && !store) || g->size < 1 || g->rank < 0 ||
@@ -490,6 +566,8 @@ int dist__tcp_create(dist__cpu_group *g, dist_store *store, int64_t deadline_ms,
     dist__tcp_destroy(t);
     return rc;
   }
+  if (g->size > 1)
+    link_live(t);
   *out = t;
   return DIST_OK;
 }
@@ -562,6 +640,7 @@ static void conn_free(tcp_conn *c) {
   dist__free(c->rumsg);
   dist__free(c->rtext);
   dist__free(c->bye_text);
+  dist__free(c->departed_msg);
   dist__free(c->rbuf);
   for (int i = 1; c->lanes && i < c->nlanes; i++)
     conn_free(&c->lanes[i - 1]);
@@ -571,6 +650,7 @@ static void conn_free(tcp_conn *c) {
 void dist__tcp_destroy(dist__tcp *t) {
   if (!t)
     return;
+  unlink_live(t);
   dist__tcp_lazy_stop(t); /* no connection comes in from here on */
   if (t->conns) {
     pthread_mutex_lock(&t->mu);

@@ -499,19 +499,23 @@ static void answer(dist__tcp *t, tcp_conn *c, int type, const dist__tcp_req *r,
  * abort closes every connection (dist__tcp_handle_abort); a collective
  * already under way that posts after it fails as aborted, not as a lost
  * peer: the abort is the cause, and the status is what a destroy with
- * operations pending counts (pg.h). */
+ * operations pending counts (pg.h). A peer that exited with nothing here
+ * waiting for it (departed) is lost now, with the message of its end. */
 static void fail_closed(dist__tcp *t, dist__tcp_req *r, const char *dir) {
-  char lb[64], nb[160];
+  char lb[64], nb[160], m[DIST_ERRMSG_LEN];
   dist__tcp_req_label(r, lb, sizeof lb);
   if (atomic_load(&t->aborted))
     dist__tcp_complete(t, r, DIST_E_ABORTED, "%s: group %s was aborted: %s", lb, t->g->name,
                        t->abort_reason);
-  else if (r->peer < 0)
+  else if (dist__tcp_need_departed(t, r->peer >= 0 ? r->peer : r->src, m, sizeof m))
+    dist__tcp_complete(t, r, DIST_E_PEER_LOST, "%s: %s", lb, m);
+  else if (r->peer < 0 && r->src < 0)
     dist__tcp_complete(t, r, DIST_E_PEER_LOST, "%s from any rank: peer lost (every other "
                        "member's connection is closed)", lb);
   else
     dist__tcp_complete(t, r, DIST_E_PEER_LOST, "%s %s %s: peer lost (the connection is closed)",
-                       lb, dir, dist__cpu_peer_name(t->g, r->peer, nb, sizeof nb));
+                       lb, dir, dist__cpu_peer_name(t->g, r->peer >= 0 ? r->peer : r->src, nb,
+                                                    sizeof nb));
 }
 
 void dist__tcp_start_send(dist__tcp *t, dist__tcp_req *r) {
@@ -631,6 +635,10 @@ static void start_recv(dist__tcp *t, dist__tcp_req *r, bool front) {
     take_unexpected(t, c, r, &u->h, u->data);
     dist__free(u->data);
     dist__free(u);
+    if (r->state != RQ_DONE && c->gone) { /* an announced body that will never come */
+      fail_closed(t, r, "from");
+      return;
+    }
     /* The ACK or CTS leaves now: the caller may not drive progress again
      * before its peer needs it. */
     dist__tcp_flush(t, c);

@@ -100,6 +100,23 @@ static void tell_lost(dist__tcp *t, int gone, const char *msg) {
     }
 }
 
+/* Member p is lost (t->mu held): the warning, the observers (through the
+ * group's on_peer_lost: DIST_EV_PEER_LOST, which the monitor follows), the
+ * first lost peer that later waits fail with, the other members
+ * (tell_lost) and the group, broken. */
+static void report_lost(dist__tcp *t, int p, int rc, const char *msg) {
+  DIST_LOG(WARNING, TCP, "group %s: %s", t->g->name, msg);
+  dist__cpu_peer_lost(t->g, p, msg);
+  if (t->lost_rc == DIST_OK) {
+    t->lost_peer = p;
+    t->lost_rc = rc;
+    snprintf(t->lost_msg, sizeof t->lost_msg, "%s", msg);
+    if (rc == DIST_E_PEER_LOST) /* not "no memory for its message": it lives */
+      tell_lost(t, p, msg);
+  }
+  dist__cpu_mark_broken(t->g, rc, msg);
+}
+
 void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...) {
   c = &t->conns[c->peer]; /* a peer is lost with all its sockets at once */
   if (c->gone)
@@ -127,16 +144,73 @@ void dist__tcp_peer_gone(dist__tcp *t, tcp_conn *c, int rc, const char *fmt, ...
     DIST_LOG(INFO, TCP, "group %s: %s", t->g->name, msg);
     return;
   }
-  DIST_LOG(WARNING, TCP, "group %s: %s", t->g->name, msg);
-  dist__cpu_peer_lost(t->g, c->peer, msg);
-  if (t->lost_rc == DIST_OK) {
-    t->lost_peer = c->peer;
-    t->lost_rc = rc;
-    snprintf(t->lost_msg, sizeof t->lost_msg, "%s", msg);
-    if (rc == DIST_E_PEER_LOST) /* not "no memory for its message": it lives */
-      tell_lost(t, c->peer, msg);
+  report_lost(t, c->peer, rc, msg);
+}
+
+/* Whether anything here needs member p (t->mu held): a request to or from
+ * it, a receive from any source (p may be the sender it waits for), or a
+ * collective running on this engine or queued on the group (a collective
+ * needs every member). */
+static bool needs_peer(const dist__tcp *t, int p) {
+  if (t->coll_active || atomic_load_explicit(&t->g->colls_queued, memory_order_acquire) > 0)
+    return true;
+  for (const dist__tcp_req *r = t->reqs; r; r = r->next)
+    if (r->state != RQ_DONE &&
+        (r->peer == p || (r->peer < 0 && (r->state == RQ_RECV_POSTED || r->src == p))))
+      return true;
+  return false;
+}
+
+/* A rank that returns from main without destroying its groups is done, not
+ * lost: its process says so (EXIT, from exit()) before the kernel closes
+ * its sockets, and a member with no business with it notes the end
+ * quietly. Its end without EXIT (a crash, a kill, _exit), or while this
+ * rank waits on it or runs a collective of the group, stays a lost peer,
+ * reported at once. */
+void dist__tcp_peer_ended(dist__tcp *t, tcp_conn *c, const char *fmt, ...) {
+  c = &t->conns[c->peer];
+  if (c->gone)
+    return;
+  char msg[DIST_ERRMSG_LEN];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (!c->exiting || t->closing || needs_peer(t, c->peer)) {
+    dist__tcp_peer_gone(t, c, DIST_E_PEER_LOST, "%s", msg);
+    return;
   }
-  dist__cpu_mark_broken(t->g, rc, msg);
+  DIST_LOG(DEBUG, TCP, "group %s: %s, after it said its process was exiting; nothing here "
+           "waits for it (the first operation that needs it fails)", t->g->name, msg);
+  c->departed = true;
+  c->departed_msg = dist__strdup(msg);
+  for (int i = 0; i < c->nlanes; i++) {
+    dist__tcp_lane(t, c->peer, i)->gone = true;
+    conn_gone(dist__tcp_lane(t, c->peer, i));
+  }
+  t->completed = true;
+}
+
+bool dist__tcp_need_departed(dist__tcp *t, int p, char *msg, size_t len) {
+  bool any = false;
+  int lo = p < 0 ? 0 : p, hi = p < 0 ? t->g->size : p + 1;
+  for (int q = lo; q < hi; q++) {
+    tcp_conn *c = &t->conns[q];
+    if (q == t->g->rank || !c->departed)
+      continue;
+    c->departed = false; /* reported once; the group is broken from here */
+    char nb[160], m[DIST_ERRMSG_LEN];
+    if (c->departed_msg)
+      snprintf(m, sizeof m, "%s", c->departed_msg);
+    else /* no memory kept the text of its end */
+      snprintf(m, sizeof m, "peer lost: %s closed its connection (the process exited)",
+               dist__cpu_peer_name(t->g, q, nb, sizeof nb));
+    if (!any && msg && len)
+      snprintf(msg, len, "%s", m);
+    any = true;
+    report_lost(t, q, DIST_E_PEER_LOST, m);
+  }
+  return any;
 }
 
 /* A member that lost rank `gone` says so (tell_lost; text is what it saw)
