@@ -24,6 +24,22 @@
 
 #include "proc.h"
 
+/* The line of prog_cause.c that holds marker (a comment on the call). */
+static int prog_line(const char *marker) {
+  char path[1024], line[512];
+  snprintf(path, sizeof path, "%s/tests/monitor/prog_cause.c", getenv("DIST_TEST_SRC"));
+  FILE *f = fopen(path, "r");
+  cr_assert(f, "cannot read %s", path);
+  int n = 0, found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    n++;
+    found = strstr(line, marker) != NULL;
+  }
+  fclose(f);
+  cr_assert(found, "no '%s' in %s", marker, path);
+  return n;
+}
+
 static void clean_env(void) { dist_test_clean_launch_env(); }
 
 /* Runs argv; its exit status, or -1 when it did not end within timeout_s
@@ -311,8 +327,6 @@ Test(monitor_distrun_cause, a_rank_that_exits_with_an_all_reduce_never_waited_is
                  "(never waited), while other ranks still needed it");
 }
 
-/* The line of prog_cause.c's leftgroup destroy. */
-#define LEFT_LINE 346
 
 /* Rank 3 destroys group "grads" after its second all_reduce there and goes
  * on to the default group's barrier, while ranks 0-2 call a third
@@ -337,7 +351,7 @@ static void left_early(const char *level, const char *transport) {
   int st = run(argv, 60, &out, &err);
   cr_assert_eq(st, 10, "%s/%s: exit %d\nstdout:\n%s\nstderr:\n%s", level, transport, st, out,
                err);
-  snprintf(site, sizeof site, "prog_cause.c:%d", LEFT_LINE);
+  snprintf(site, sizeof site, "prog_cause.c:%d", prog_line("/* the leaver's destroy */"));
   const char *line = strstr(err, "distrun: exit status 10 (desync): ");
   cr_expect(line && strstr(line, "; rank 3 destroyed group 1 (grads), called from ") &&
                 strstr(line, site) && strstr(line, ", after 2 collectives there (the last "
@@ -421,21 +435,6 @@ Test(monitor_distrun_cause, the_rank_in_every_reported_pair_is_named_whichever_p
             "%s", err);
 }
 
-/* The line of prog_cause.c that holds marker (its list calls'). */
-static int prog_line(const char *marker) {
-  char path[1024], line[512];
-  snprintf(path, sizeof path, "%s/tests/monitor/prog_cause.c", getenv("DIST_TEST_SRC"));
-  FILE *f = fopen(path, "r");
-  cr_assert(f, "cannot read %s", path);
-  int n = 0, found = 0;
-  while (!found && fgets(line, sizeof line, f)) {
-    n++;
-    found = strstr(line, marker) != NULL;
-  }
-  fclose(f);
-  cr_assert(found, "no '%s' in %s", marker, path);
-  return n;
-}
 
 /* One rank's list entry of another size (prog_cause.c aglist / rslist:
  * rank 3's entry 0 has 32 elements, every other 64): rank 3 runs the call
