@@ -67,6 +67,15 @@ static int one_host(const char *bug, const char *debug, char *verdict, size_t le
   return st;
 }
 
+/* Cuts s before its n-th sep. */
+static void cut_after(char *s, char sep, int n) {
+  for (char *p = s; *p; p++)
+    if (*p == sep && --n == 0) {
+      *p = '\0';
+      return;
+    }
+}
+
 static void same_verdict_as_one_host(const char *bug, const char *debug, int want_status) {
   need_bed();
   char single[1024], multi[1024];
@@ -80,6 +89,12 @@ static void same_verdict_as_one_host(const char *bug, const char *debug, int wan
   for (int k = 0; k < 2; k++)
     cr_expect_eq(job.node[k].status, want_status, "node %d:\n%s", k, netbed_job_output(&job));
   verdict_of(job.trace[0], multi, sizeof multi);
+  /* kind, status, culprits, group, operation and number: the field and
+   * the site may differ for a hang's culprit in its own code, whose stack
+   * the distrun of node 0 captures on one host and cannot on another
+   * (distrun_outside.c: a rank of its own node only). */
+  cut_after(single, '|', 6);
+  cut_after(multi, '|', 6);
   cr_expect_str_eq(multi, single, "--bug %s across hosts:\n%s", bug, netbed_job_output(&job));
   printf("--bug %s: one host and 2 x 2 hosts: %s\n", bug, multi);
   /* The report distrun prints last on node 0 names the same culprit. */
