@@ -317,6 +317,9 @@ int64_t dist__run_report_deadline(drun_job *job, int running, int64_t now_ms);
 /* DIST_SHOW_STACKTRACES=1: every thread's stack of each running rank,
  * captured with ptrace (libdwfl) and printed. */
 void dist__run_dump_stacks(const drun_rank *ranks, int n);
+/* Thread tid of process pid: its scheduler state from /proc ('R'
+ * running, 'S' asleep, 'T' stopped...), 0 unknown (distrun_stacks.c). */
+char dist__run_thread_state(pid_t pid, int tid);
 /* The innermost frame of process pid that lies in its executable ("func
  * (file.c:42)": libc's, libdist's and the loader's frames skipped), of its
  * main thread, else of another thread of the program's (not one of the

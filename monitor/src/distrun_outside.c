@@ -35,16 +35,8 @@ static int64_t wall_ms(void) {
 /* Whether process pid is stopped (SIGSTOP, a debugger): not in its own
  * code, and its peers' report says so already. */
 static bool stopped(pid_t pid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return false;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
-  return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+  char st = dist__run_thread_state(pid, (int)pid);
+  return st == 'T' || st == 't';
 }
 
 void dist__run_outside_capture(const drun_cfg *c, drun_job *job, const drun_rank *ranks,

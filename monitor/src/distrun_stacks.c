@@ -136,8 +136,7 @@ static bool library_thread(pid_t pid, int tid) {
   return lib;
 }
 
-/* Thread tid's scheduler state ('R' running, 'S' asleep...), 0 unknown. */
-static char thread_state(pid_t pid, int tid) {
+char dist__run_thread_state(pid_t pid, int tid) {
   char path[64], buf[512];
   snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, tid);
   FILE *f = fopen(path, "r");
@@ -155,7 +154,7 @@ static char thread_state(pid_t pid, int tid) {
  * pthread_join): that one is where the rank is stuck. Read before the
  * attach stops them all. */
 static int running_helper(pid_t pid) {
-  if (thread_state(pid, (int)pid) == 'R')
+  if (dist__run_thread_state(pid, (int)pid) == 'R')
     return 0;
   char dir[64];
   snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
@@ -163,7 +162,8 @@ static int running_helper(pid_t pid) {
   int tid = 0;
   for (struct dirent *e; d && !tid && (e = readdir(d));) {
     int t = atoi(e->d_name);
-    if (t > 0 && t != (int)pid && thread_state(pid, t) == 'R' && !library_thread(pid, t))
+    if (t > 0 && t != (int)pid && dist__run_thread_state(pid, t) == 'R' &&
+        !library_thread(pid, t))
       tid = t;
   }
   if (d)

@@ -128,17 +128,10 @@ static inline void mesh_expect_agreement(const mesh_run *r) {
 /* The line of examples/<file> that holds marker (the tests name lines by
  * a marker in the example, so they follow its edits). */
 static inline int example_line(const char *file, const char *marker) {
-  char path[1024], line[512];
-  snprintf(path, sizeof path, "%s/examples/%s", getenv("DIST_TEST_SRC"), file);
-  FILE *f = fopen(path, "r");
-  cr_assert(f, "cannot read %s", path);
-  int n = 0, found = 0;
-  while (!found && fgets(line, sizeof line, f)) {
-    n++;
-    found = strstr(line, marker) != NULL;
-  }
-  fclose(f);
-  cr_assert(found, "no '%s' in %s", marker, path);
+  char path[1024];
+  snprintf(path, sizeof path, "examples/%s", file);
+  int n = dist_test_source_line(path, marker);
+  cr_assert(n > 0, "no '%s' in %s/%s", marker, getenv("DIST_TEST_SRC"), path);
   return n;
 }
 

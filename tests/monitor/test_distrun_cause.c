@@ -26,17 +26,8 @@
 
 /* The line of prog_cause.c that holds marker (a comment on the call). */
 static int prog_line(const char *marker) {
-  char path[1024], line[512];
-  snprintf(path, sizeof path, "%s/tests/monitor/prog_cause.c", getenv("DIST_TEST_SRC"));
-  FILE *f = fopen(path, "r");
-  cr_assert(f, "cannot read %s", path);
-  int n = 0, found = 0;
-  while (!found && fgets(line, sizeof line, f)) {
-    n++;
-    found = strstr(line, marker) != NULL;
-  }
-  fclose(f);
-  cr_assert(found, "no '%s' in %s", marker, path);
+  int n = dist_test_source_line("tests/monitor/prog_cause.c", marker);
+  cr_assert(n > 0, "no '%s' in prog_cause.c", marker);
   return n;
 }
 

@@ -69,6 +69,22 @@ bool dist_test_wait_stopped(pid_t pid, int timeout_ms) {
   return true;
 }
 
+int dist_test_source_line(const char *path, const char *marker) {
+  char full[1024], line[512];
+  snprintf(full, sizeof full, "%s/%s", getenv("DIST_TEST_SRC") ? getenv("DIST_TEST_SRC") : ".",
+           path);
+  FILE *f = fopen(full, "r");
+  if (!f)
+    return -1;
+  int n = 0, found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    n++;
+    found = strstr(line, marker) != NULL;
+  }
+  fclose(f);
+  return found ? n : -1;
+}
+
 const char *dist_test_bin(const char *name) {
   static char paths[4][1024];
   static int next;

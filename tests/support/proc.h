@@ -59,6 +59,10 @@ int dist_proc_runl(dist_proc *p, const char *const *env, int timeout_ms, const c
 /* Pumps until stream (0 stdout, 1 stderr) holds n copies of needle. */
 bool dist_proc_wait_for(dist_proc *p, int stream, const char *needle, int n, int timeout_ms);
 
+/* The line number of the first line of $DIST_TEST_SRC/path that holds
+ * marker (a comment on a call, so a test names a program's line without a
+ * number that moves); -1 when the file cannot be read or holds none. */
+int dist_test_source_line(const char *path, const char *marker);
 /* $DIST_TEST_BIN/name (build/bin without it); four results live at once. */
 const char *dist_test_bin(const char *name);
 /* Unsets what a launcher or an earlier test may have left in this
